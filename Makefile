@@ -1,0 +1,34 @@
+# The two commands of the README:
+#   make demo   set up .venv, then run the main job (federated DDG mean estimation)
+#   make test   set up .venv, then run the whole test suite (slow tests included)
+PYTHON ?=
+VENV_PY := .venv/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: setup demo test test-fast bench lock clean
+
+setup:
+	@PYTHON=$(PYTHON) bash scripts/setup_env.sh
+
+demo: setup
+	$(VENV_PY) -m tff_ddp.cli demo
+
+test: setup
+	$(VENV_PY) -m pytest -q --run-slow $(PYTEST_ARGS) tff_ddp_tests
+
+# Everything but the tests marked slow.
+test-fast: setup
+	$(VENV_PY) -m pytest -q $(PYTEST_ARGS) tff_ddp_tests
+
+bench: setup
+	$(VENV_PY) benchmarks/ddg_vs_tff.py
+	$(VENV_PY) benchmarks/ddg_utility.py
+
+# Re-resolve requirements/lock.txt (needs the registry).
+lock:
+	$(VENV_PY) -m uv pip compile requirements/requirements.in \
+	  --override requirements/overrides.txt --python-version 3.11 \
+	  --no-header -o requirements/lock.txt
+
+clean:
+	rm -rf .venv build *.egg-info .pytest_cache

@@ -1,0 +1,25 @@
+"""Shared helpers of the benchmark scripts (timing and process clean-up)."""
+
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
+
+
+def time_rounds(process, client_data, rounds):
+  """Runs `rounds` rounds; returns (results, seconds of each round)."""
+  state = process.initialize()
+  results, seconds = [], []
+  for _ in range(rounds):
+    start = time.perf_counter()
+    output = process.next(state, client_data)
+    seconds.append(time.perf_counter() - start)
+    state = output.state
+    results.append(output.result)
+  return results, seconds
+
+
+def end_workers():
+  from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
+  processes.end_descendants()

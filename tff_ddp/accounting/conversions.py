@@ -1,0 +1,133 @@
+"""Conversions between RDP, zCDP and (eps, delta)-DP, for reporting.
+
+* RDP -> (eps, delta) and delta given eps: dp-accounting's improved
+  conversion (Canonne, Kamath & Steinke 2020, Prop. 12; Asoodeh et al. 2020).
+* rho-zCDP <-> (eps, delta): the same conversion applied to the RDP curve
+  alpha -> rho alpha of rho-zCDP (DDG paper Lemma 4), minimised over real
+  orders alpha > 1 rather than over a grid.
+
+zCDP composes by adding rho (not eps); a 1/2 eps'^2-zCDP guarantee, as in the
+DDG paper's Theorem 5, is rho = eps'^2 / 2.
+"""
+
+import math
+from typing import Callable, Sequence, Tuple
+
+import dp_accounting
+from scipy import optimize
+
+
+def rdp_to_epsilon(
+    orders: Sequence[float], rdp: Sequence[float], target_delta: float
+) -> Tuple[float, float]:
+  """(eps, optimal order) of an RDP curve at `target_delta`."""
+  eps, order = dp_accounting.rdp.compute_epsilon(orders, rdp, target_delta)
+  return float(eps), float(order)
+
+
+def rdp_to_delta(
+    orders: Sequence[float], rdp: Sequence[float], target_epsilon: float
+) -> Tuple[float, float]:
+  """(delta, optimal order) of an RDP curve at `target_epsilon`."""
+  delta, order = dp_accounting.rdp.compute_delta(orders, rdp, target_epsilon)
+  return float(delta), float(order)
+
+
+def _minimize_over_orders(objective: Callable[[float], float]) -> float:
+  """min over alpha > 1 of a function convex in alpha (golden section).
+
+  Searches over log(alpha - 1) in [log 1e-6, log 1e8].
+  """
+  lo, hi = math.log(1e-6), math.log(1e8)
+  g = (math.sqrt(5) - 1) / 2
+  x1, x2 = hi - g * (hi - lo), lo + g * (hi - lo)
+  f1, f2 = objective(1 + math.exp(x1)), objective(1 + math.exp(x2))
+  for _ in range(200):
+    if f1 < f2:
+      hi, x2, f2 = x2, x1, f1
+      x1 = hi - g * (hi - lo)
+      f1 = objective(1 + math.exp(x1))
+    else:
+      lo, x1, f1 = x1, x2, f2
+      x2 = lo + g * (hi - lo)
+      f2 = objective(1 + math.exp(x2))
+  return min(f1, f2)
+
+
+def _check_rho(rho):
+  if rho is None or math.isnan(rho) or rho < 0:
+    raise ValueError(f'rho must be a number >= 0, got {rho}.')
+
+
+def zcdp_to_approx_dp(rho: float, target_delta: float) -> float:
+  """eps of (eps, delta)-DP implied by rho-zCDP (DDG paper Lemma 4).
+
+    eps = inf_{alpha > 1} rho alpha + log(1/(alpha delta))/(alpha - 1)
+          + log(1 - 1/alpha).
+
+  For 1/2 eps'^2-zCDP pass rho = eps'^2 / 2 (zCDP composes by adding rho).
+  """
+  _check_rho(rho)
+  if not 0.0 < target_delta < 1.0:
+    raise ValueError(f'target_delta must be in (0, 1), got {target_delta}.')
+  if rho == 0:
+    return 0.0
+  if math.isinf(rho):
+    return math.inf
+
+  def objective(alpha):
+    return (rho * alpha + math.log(1.0 / (alpha * target_delta)) / (alpha - 1)
+            + math.log(1.0 - 1.0 / alpha))
+
+  # The objective is convex in alpha on (1, inf).
+  return max(0.0, _minimize_over_orders(objective))
+
+
+def zcdp_to_delta(rho: float, target_epsilon: float) -> float:
+  """delta of (eps, delta)-DP implied by rho-zCDP at eps = `target_epsilon`.
+
+  The inverse of `zcdp_to_approx_dp` in delta:
+
+    log delta = inf_{alpha > 1} (alpha - 1)(rho alpha - eps)
+                + (alpha - 1) log(1 - 1/alpha) - log(alpha),
+
+  capped at 1.
+  """
+  _check_rho(rho)
+  if target_epsilon is None or not target_epsilon >= 0:
+    raise ValueError(f'target_epsilon must be >= 0, got {target_epsilon}.')
+  if rho == 0:
+    return 0.0
+  if math.isinf(rho):
+    return 1.0
+
+  def objective(alpha):
+    return ((alpha - 1) * (rho * alpha - target_epsilon)
+            + (alpha - 1) * math.log1p(-1.0 / alpha) - math.log(alpha))
+
+  return min(1.0, math.exp(_minimize_over_orders(objective)))
+
+
+def approx_dp_to_zcdp(target_epsilon: float, target_delta: float) -> float:
+  """The largest rho whose rho-zCDP implies (eps, delta)-DP (Lemma 4).
+
+  Root of `zcdp_to_approx_dp(rho, delta) = eps`, which increases in rho.
+  Useful to split an (eps, delta) budget into zCDP shares that add up.
+  """
+  if target_epsilon is None or not 0 < target_epsilon < math.inf:
+    raise ValueError(
+        f'target_epsilon must be a finite number > 0, got {target_epsilon}.')
+  if not 0.0 < target_delta < 1.0:
+    raise ValueError(f'target_delta must be in (0, 1), got {target_delta}.')
+
+  def gap(rho):
+    return zcdp_to_approx_dp(rho, target_delta) - target_epsilon
+
+  hi = 1.0
+  while gap(hi) < 0:
+    hi *= 2.0
+  rho = optimize.brentq(gap, 0.0, hi, xtol=1e-15, rtol=1e-12)
+  # Step back onto the safe side of the root if brentq landed past it.
+  while gap(rho) > 0:
+    rho *= 1 - 1e-12
+  return rho

@@ -1,0 +1,81 @@
+"""DP events of the mechanisms in tff_ddp.
+
+Events describe *what happened* (mechanism and parameters), in the vocabulary of
+`dp_accounting.DpEvent`; `tff_ddp.accounting.RdpAccountant` decides what it
+costs. Every field is public and plainly typed, so `to_named_tuple()` round
+trips and an event can travel inside TFF state and measurements.
+
+Neighbouring relation: all events here are stated for **zero-out** neighbours
+(one client's input is replaced by zeros; the number of clients that add noise,
+`num_clients`, is the same on both sides). This is the relation of the footnote
+to Theorem 5 of Kairouz, Liu & Steinke (2021), "The Distributed Discrete
+Gaussian Mechanism for Federated Learning with Secure Aggregation".
+"""
+
+from typing import Optional
+
+import attr
+import dp_accounting
+
+
+@attr.s(frozen=True)
+class DistributedDiscreteGaussianDpEvent(dp_accounting.DpEvent):
+  """One release of a sum of `num_clients` clients' discrete Gaussian noise.
+
+  Each of `num_clients` clients adds independent noise N_Z(0, local_stddev^2)
+  to each of `dimension` integer coordinates, and only the (modular) sum is
+  revealed. All quantities are in the *scaled integer domain* (after scaling
+  by 1/gamma and rounding), as in Theorem 5 of the DDG paper.
+
+  Attributes:
+    l2_sensitivity: Bound Delta_2 on the l2 norm of one client's integer
+      vector (after conditional randomized rounding), Theorem 5 eq. (3).
+    local_stddev: Scale sigma/gamma of each client's discrete Gaussian, in
+      integer units. The privacy analysis (Proposition 10) needs it >= 1/2.
+    num_clients: Number of clients whose noise is trusted to be in the sum
+      (a lower bound on the honest, non-dropped clients).
+    dimension: Number of noised integer coordinates (the padded dimension).
+    l1_sensitivity: Optional bound Delta_1 on the l1 norm of one client's
+      integer vector. If None, min(sqrt(d) * Delta_2, Delta_2^2) is used (the
+      second holds because |v| <= v^2 for integers).
+  """
+
+  l2_sensitivity: float = attr.ib()
+  local_stddev: float = attr.ib()
+  num_clients: int = attr.ib()
+  dimension: int = attr.ib()
+  l1_sensitivity: Optional[float] = attr.ib(default=None)
+
+
+@attr.s(frozen=True)
+class PoissonBinomialDpEvent(dp_accounting.DpEvent):
+  """One release of a sum of `num_clients` clients' clipped Poisson binomials.
+
+  The clipped Poisson binomial mechanism (cPBM; Chen et al., "Federated
+  frequency estimation", Alg. 3 and Lemma 2): each of `num_clients` clients
+  holds y with |y[k]| <= C in each of `dimension` coordinates and sends, per
+  coordinate k,
+
+    Z[k] ~ Binomial(num_trials, 1/2 + theta * y[k] / C),  theta in (0, 1/4],
+
+  and only the (secure) sum over clients of Z[k] is released. The clip C does
+  not enter the privacy analysis, so it is not a field here.
+
+  Neighbouring relation: zero-out (one client's y replaced by zeros, so it
+  still sends Binomial(num_trials, 1/2) draws). The curve of
+  `tff_ddp.accounting.pbm.rdp` bounds the divergence of one client's
+  coordinates moving anywhere in [-C, C], which covers zero-out and
+  replace-one alike.
+
+  Attributes:
+    theta: Bias scale theta in (0, 1/4]; larger means less noise.
+    num_trials: m, the number of Bernoulli trials per client and coordinate.
+    num_clients: n, the number of clients whose draws are in the sum (a lower
+      bound on the honest, non-dropped clients).
+    dimension: Number of released coordinates (D, the Kashin dimension).
+  """
+
+  theta: float = attr.ib()
+  num_trials: int = attr.ib()
+  num_clients: int = attr.ib()
+  dimension: int = attr.ib()

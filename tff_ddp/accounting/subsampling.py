@@ -1,0 +1,160 @@
+"""Generic RDP amplification by subsampling, for any RDP curve.
+
+The tight sampled-Gaussian formulas of dp-accounting do not apply to the
+distributed mechanisms here; these bounds take any curve eps(.) of the base
+mechanism and hold at integer orders:
+
+* `poisson_rdp`: Zhu & Wang (2019), "Poisson subsampled Renyi differential
+  privacy", general upper bound (Theorem 6), for integer alpha >= 2:
+
+    (alpha - 1) eps'(alpha) = log[ (1-q)^(alpha-1) (alpha q - q + 1)
+        + C(alpha, 2) q^2 (1-q)^(alpha-2) e^{eps(2)}
+        + 3 sum_{l=3}^{alpha} C(alpha, l) (1-q)^(alpha-l) q^l e^{(l-1) eps(l)} ].
+
+  It bounds both D(P || Q) and D(Q || P) for P = (1-q) mu_0 + q mu_1, Q = mu_0
+  whenever D_l(mu_1 || mu_0), D_l(mu_0 || mu_1) <= eps(l): the add/remove
+  structure, where "not sampled" and "sampled but neutral" coincide.
+
+* `without_replacement_rdp`: Wang, Balle & Kasiviswanathan (2019),
+  "Subsampled Renyi differential privacy and analytical moments accountant",
+  Theorem 9, replace-one relation, sampling ratio gamma = n/N, in its simpler
+  form with eps(inf) = inf (our mechanisms have unbounded or unused max
+  divergence):
+
+    (alpha - 1) eps'(alpha) = log[ 1 + gamma^2 C(alpha, 2)
+          min{4 (e^{eps(2)} - 1), 2 e^{eps(2)}}
+        + sum_{j=3}^{alpha} 2 gamma^j C(alpha, j) e^{(j-1) eps(j)} ].
+
+  eps(.) must be the replace-one curve of the base mechanism.
+
+Fractional orders: the cumulant K(alpha) = (alpha - 1) D_alpha(P || Q) of any
+pair is convex in alpha with K(1) = 0 (van Erven & Harremoes 2014), so for
+floor(alpha) <= alpha <= ceil(alpha) it is at most the linear interpolation of
+K at the neighbouring integers, and bounds there bound it (WBK19 Corollary 10,
+what dp-accounting does for sampling without replacement). For alpha in (1, 2)
+this gives eps'(2). Finally both results are capped by the unsampled curve:
+each subsampled pair is a mixture, with common weights, of pairs that are
+either identical or neighbours, and exp((alpha - 1) D_alpha) is jointly convex.
+
+All sums are in log space.
+"""
+
+import math
+from typing import Callable, Sequence
+
+import numpy as np
+from scipy import special
+
+RdpFunction = Callable[[np.ndarray], np.ndarray]
+
+
+def _log_comb(n: int, k: np.ndarray) -> np.ndarray:
+  return (special.gammaln(n + 1.0) - special.gammaln(k + 1.0)
+          - special.gammaln(n - k + 1.0))
+
+
+def _poisson_cgf_int(alpha: int, q: float, eps: np.ndarray) -> float:
+  """(alpha - 1) eps'(alpha) of Zhu & Wang; eps[l] = eps(l), l = 0..alpha."""
+  log_q, log_1mq = math.log(q), math.log1p(-q)
+  terms = [(alpha - 1) * log_1mq + math.log1p((alpha - 1) * q),
+           _log_comb(alpha, 2) + 2 * log_q + (alpha - 2) * log_1mq + eps[2]]
+  if alpha >= 3:
+    l = np.arange(3, alpha + 1, dtype=np.float64)
+    terms.extend(math.log(3.0) + _log_comb(alpha, l) + (alpha - l) * log_1mq
+                 + l * log_q + (l - 1) * eps[3:alpha + 1])
+  return float(special.logsumexp(np.asarray(terms, dtype=np.float64)))
+
+
+def _wor_cgf_int(alpha: int, gamma: float, eps: np.ndarray) -> float:
+  """(alpha - 1) eps'(alpha) of WBK19 Theorem 9 with eps(inf) = inf."""
+  log_g = math.log(gamma)
+  e2 = eps[2]
+  log_second = min(math.log(4.0) + (e2 + math.log(-math.expm1(-e2))
+                                    if e2 > 0 else -math.inf),
+                   math.log(2.0) + e2)
+  terms = [0.0, 2 * log_g + _log_comb(alpha, 2) + log_second]
+  if alpha >= 3:
+    j = np.arange(3, alpha + 1, dtype=np.float64)
+    terms.extend(math.log(2.0) + j * log_g + _log_comb(alpha, j)
+                 + (j - 1) * eps[3:alpha + 1])
+  return float(special.logsumexp(np.asarray(terms, dtype=np.float64)))
+
+
+def _amplify(rdp_fn: RdpFunction, orders, cgf_int) -> np.ndarray:
+  orders = np.asarray(orders, dtype=np.float64)
+  if np.any(orders <= 1.0) or np.any(~np.isfinite(orders)):
+    raise ValueError('orders must be finite and > 1.')
+  top = int(math.ceil(orders.max()))
+  top = max(top, 2)
+  integers = np.arange(2, top + 1, dtype=np.float64)
+  eps = np.concatenate([[0.0, 0.0], np.asarray(rdp_fn(integers), np.float64)])
+  if np.any(np.isnan(eps)) or np.any(eps < 0):
+    raise ValueError('the RDP curve must be >= 0 at every integer order.')
+  cgf_cache = {1: 0.0}
+
+  def cgf(k):
+    if k not in cgf_cache:
+      cgf_cache[k] = cgf_int(k, eps)
+    return cgf_cache[k]
+
+  out = np.empty(orders.shape)
+  for i, a in enumerate(orders):
+    lo, hi = math.floor(a), math.ceil(a)
+    if lo == hi:
+      k = cgf(int(a))
+    else:
+      t = a - lo
+      k = (1 - t) * cgf(int(lo)) + t * cgf(int(hi))
+    out[i] = max(k, 0.0) / (a - 1.0)
+  unsampled = np.asarray(rdp_fn(orders), dtype=np.float64)
+  return np.minimum(out, unsampled)
+
+
+def poisson_rdp(
+    rdp_fn: RdpFunction, sampling_probability: float, orders: Sequence[float]
+) -> np.ndarray:
+  """RDP at `orders` of the Poisson-subsampled mechanism (Zhu & Wang 2019).
+
+  Args:
+    rdp_fn: maps an array of orders to the base mechanism's RDP there; it is
+      called at every integer order 2..ceil(max(orders)) and at `orders`.
+    sampling_probability: q in [0, 1].
+    orders: orders > 1; fractional ones are handled as in the module
+      docstring.
+
+  Returns:
+    min(Zhu-Wang bound, unsampled curve) per order.
+  """
+  q = float(sampling_probability)
+  if not 0.0 <= q <= 1.0:
+    raise ValueError(f'sampling_probability must be in [0, 1], got {q}.')
+  orders = np.asarray(orders, dtype=np.float64)
+  if q == 0.0:
+    return np.zeros(orders.shape)
+  if q == 1.0:
+    return np.asarray(rdp_fn(orders), dtype=np.float64)
+  return _amplify(rdp_fn, orders,
+                  lambda a, eps: _poisson_cgf_int(a, q, eps))
+
+
+def without_replacement_rdp(
+    rdp_fn: RdpFunction, sample_size: int, population_size: int,
+    orders: Sequence[float]
+) -> np.ndarray:
+  """RDP at `orders` of sampling `sample_size` of `population_size` (WBK19).
+
+  Replace-one relation: `rdp_fn` must be the base mechanism's replace-one
+  curve, and so is the result.
+  """
+  if not 0 <= sample_size <= population_size or population_size < 1:
+    raise ValueError(
+        'need 0 <= sample_size <= population_size and population_size >= 1, '
+        f'got {sample_size} of {population_size}.')
+  gamma = sample_size / population_size
+  orders = np.asarray(orders, dtype=np.float64)
+  if gamma == 0.0:
+    return np.zeros(orders.shape)
+  if gamma == 1.0:
+    return np.asarray(rdp_fn(orders), dtype=np.float64)
+  return _amplify(rdp_fn, orders,
+                  lambda a, eps: _wor_cgf_int(a, gamma, eps))

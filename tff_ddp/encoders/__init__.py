@@ -1,0 +1,2 @@
+"""Encoders that flatten client vectors before discretization."""
+from tff_ddp.encoders.hadamard import RandomizedHadamard

@@ -1,0 +1,80 @@
+"""Randomized Walsh-Hadamard rotation x'' = H_d D_xi x (DDG paper, Algorithm 1).
+
+H_d is the orthonormal Walsh-Hadamard matrix (entries +-1/sqrt(d), H^T H = I,
+symmetric, so H^{-1} = H) and D_xi a diagonal of random signs xi. The signs are
+*shared public randomness*: the clients and the server derive them from the
+same round seed, so the server can invert the rotation (Algorithm 2:
+y = D_xi H^T z). The rotation "flattens" a vector: each coordinate of H D x is
+sub-Gaussian with variance proxy ||x||^2 / d, so ||x''||_inf ~ ||x||_2/sqrt(d)
+with high probability, which keeps the modular sum from wrapping around.
+
+Worked example (d = 2, xi = (+1, -1)): x = (3, 1) -> D x = (3, -1) ->
+H D x = ((3 - 1)/sqrt2, (3 + 1)/sqrt2) = (1.414.., 2.828..); applying
+D H to that gives back (3, 1).
+
+Inputs whose length is not a power of two are zero-padded to the next one.
+The transform is O(d log d) with d/2 butterflies per level.
+"""
+
+import math
+
+import tensorflow as tf
+
+
+def padded_dimension(dim: int) -> int:
+  """Smallest power of two >= dim (and >= 1)."""
+  if dim < 0:
+    raise ValueError(f'dimension must be >= 0, got {dim}.')
+  return 1 if dim <= 1 else 2 ** math.ceil(math.log2(dim))
+
+
+def fast_walsh_hadamard(x: tf.Tensor) -> tf.Tensor:
+  """Orthonormal Walsh-Hadamard transform H x of a rank-1 tensor.
+
+  The length must be a power of two. H is symmetric and orthonormal, so this
+  function is its own inverse.
+  """
+  d = int(x.shape[0])
+  if d & (d - 1):
+    raise ValueError(f'length must be a power of two, got {d}.')
+  y = x
+  h = 1
+  while h < d:
+    # Pairs (i, i + h) inside each block of 2h.
+    y = tf.reshape(y, [d // (2 * h), 2, h])
+    a, b = y[:, 0, :], y[:, 1, :]
+    y = tf.stack([a + b, a - b], axis=1)
+    h *= 2
+  return tf.reshape(y, [d]) / tf.constant(math.sqrt(d), dtype=x.dtype)
+
+
+def random_signs(dim: int, seed: tf.Tensor, dtype=tf.float64) -> tf.Tensor:
+  """The public sign vector xi in {-1, +1}^dim derived from a round seed."""
+  bits = tf.random.stateless_uniform(
+      [dim], seed=seed, minval=0, maxval=2, dtype=tf.int32)
+  return tf.cast(2 * bits - 1, dtype)
+
+
+class RandomizedHadamard:
+  """x -> H D_xi [x, 0...] and back, for a fixed input dimension.
+
+  Attributes:
+    dim: input dimension.
+    padded_dim: the power of two the input is padded to.
+  """
+
+  def __init__(self, dim: int):
+    if dim < 1:
+      raise ValueError(f'dim must be >= 1, got {dim}.')
+    self.dim = int(dim)
+    self.padded_dim = padded_dimension(self.dim)
+
+  def encode(self, x: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+    """Pads x (shape [dim]) with zeros and returns H D_xi x, shape [padded]."""
+    x = tf.pad(x, [[0, self.padded_dim - self.dim]])
+    return fast_walsh_hadamard(random_signs(self.padded_dim, seed, x.dtype) * x)
+
+  def decode(self, y: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+    """Returns D_xi H^T y with the padding removed, shape [dim]."""
+    x = random_signs(self.padded_dim, seed, y.dtype) * fast_walsh_hadamard(y)
+    return x[:self.dim]

@@ -1,0 +1,90 @@
+"""Tests of the cPBM RDP curve against brute force."""
+
+import itertools
+import math
+
+from absl.testing import parameterized
+import numpy as np
+from scipy import special
+
+from tff_ddp.accounting import events
+from tff_ddp.accounting import pbm
+
+ORDERS = np.array([1.1, 1.5, 2.0, 3.0, 4.5, 10.0, 32.0])
+
+
+def _log_sum_pmf(probs, m):
+  """Exact log PMF of sum_i Binomial(m, probs[i])."""
+  pmf = np.array([1.0])
+  for p in probs:
+    pmf = np.convolve(pmf, np.exp(pbm.log_binomial_pmf(np.arange(m + 1), m, p)))
+  with np.errstate(divide='ignore'):
+    return np.log(pmf)
+
+
+class PbmRdpTest(parameterized.TestCase):
+
+  @parameterized.product(n=[1, 2, 3, 4], m=[1, 2, 3], theta=[0.05, 0.25])
+  def test_upper_bounds_zero_out_brute_force(self, n, m, theta):
+    curve = pbm.rdp(events.PoissonBinomialDpEvent(theta, m, n, 1), ORDERS)
+    grid = [-1.0, -0.5, 0.0, 0.5, 1.0]
+    worst = np.zeros_like(ORDERS)
+    for ys in itertools.product(grid, repeat=n):
+      probs = [0.5 + theta * y for y in ys]
+      zeroed = [0.5] + probs[1:]  # Client 0 zeroed out (symmetric in i).
+      lp, lq = _log_sum_pmf(probs, m), _log_sum_pmf(zeroed, m)
+      worst = np.maximum(worst, pbm.renyi_divergence(lp, lq, ORDERS))
+      worst = np.maximum(worst, pbm.renyi_divergence(lq, lp, ORDERS))
+    self.assertTrue(np.all(curve >= worst * (1 - 1e-12)), (curve, worst))
+
+  @parameterized.parameters(1, 3, 20)
+  def test_upper_bounds_extreme_replacement(self, n):
+    # Lemma 2's own setting: one client moves between -C and +C.
+    theta, m = 0.2, 2
+    curve = pbm.rdp(events.PoissonBinomialDpEvent(theta, m, n, 1), ORDERS)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+      others = list(0.5 + theta * rng.choice([-1.0, 1.0, 0.3], n - 1))
+      lp = _log_sum_pmf([0.5 + theta] + others, m)
+      lq = _log_sum_pmf([0.5 - theta] + others, m)
+      brute = pbm.renyi_divergence(lp, lq, ORDERS)
+      self.assertTrue(np.all(curve >= brute * (1 - 1e-12)), (curve, brute))
+
+  @parameterized.parameters((1, 0.1), (5, 0.25), (100, 0.05))
+  def test_first_term_matches_papers_pi1(self, n, theta):
+    log_p, log_q = pbm.worst_case_pair(theta, n)
+    n1 = math.ceil((n - 1) / 2) + 1
+    k = np.arange(n1 + 1)
+    a = (1 + 2 * theta) / (1 - 2 * theta)
+    xi = np.log(a * (n1 - k) / n1 + k / (a * n1))
+    for lam in [1.5, 2.0, 7.0]:
+      log_pi1 = special.logsumexp(
+          pbm.log_binomial_pmf(k, n1, 0.5 + theta) + lam * xi)
+      self.assertAlmostEqual(
+          pbm.renyi_divergence(log_p, log_q, [lam])[0],
+          log_pi1 / (lam - 1), places=10)
+
+  def test_composes_over_trials_and_dimension(self):
+    one = pbm.rdp(events.PoissonBinomialDpEvent(0.1, 1, 50, 1), ORDERS)
+    many = pbm.rdp(events.PoissonBinomialDpEvent(0.1, 4, 50, 3), ORDERS)
+    np.testing.assert_allclose(many, 12 * one)
+
+  def test_monotone_in_theta_and_clients(self):
+    e = lambda th, n: pbm.rdp(events.PoissonBinomialDpEvent(th, 8, n, 4), ORDERS)
+    self.assertTrue(np.all(e(0.1, 100) < e(0.2, 100)))
+    self.assertTrue(np.all(e(0.1, 1000) < e(0.1, 100)))
+
+  def test_stable_for_large_n(self):
+    curve = pbm.rdp(events.PoissonBinomialDpEvent(0.1, 1, 10**6, 1), [2.0])
+    # Small-theta asymptotics: per trial ~ alpha * 2 (2 theta)^2 / n' ... > 0.
+    self.assertGreater(curve[0], 0.0)
+    self.assertLess(curve[0], 1e-5)
+
+  @parameterized.parameters(0.0, 0.3, -0.1)
+  def test_rejects_bad_theta(self, theta):
+    with self.assertRaisesRegex(ValueError, 'theta'):
+      pbm.rdp(events.PoissonBinomialDpEvent(theta, 1, 2, 1), ORDERS)
+
+  def test_event_round_trips_named_tuple(self):
+    e = events.PoissonBinomialDpEvent(0.1, 16, 100, 64)
+    self.assertEqual(e.to_named_tuple().theta, 0.1)

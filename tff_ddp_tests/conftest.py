@@ -1,0 +1,42 @@
+"""Test harness: TFF test execution context once per session, slow marker,
+and the end of every worker process this test session started."""
+
+import pytest
+
+from tff_ddp.utils import processes
+
+
+def pytest_addoption(parser):
+  parser.addoption(
+      '--run-slow', action='store_true', default=False,
+      help='also run the tests marked slow (CI and `make test` do)')
+
+
+def pytest_configure(config):
+  config.addinivalue_line(
+      'markers', 'slow: statistical or end-to-end tests taking > ~5 s')
+
+
+def pytest_collection_modifyitems(config, items):
+  if config.getoption('--run-slow'):
+    return
+  skip = pytest.mark.skip(reason='slow: run with --run-slow (make test does)')
+  for item in items:
+    if 'slow' in item.keywords:
+      item.add_marker(skip)
+
+
+def pytest_sessionstart(session):
+  del session
+  # Imported here so that collecting pure-math tests does not pay for TFF
+  # twice; set once, as TFF's own tests do per binary.
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  tff.backends.test.set_sync_test_cpp_execution_context()
+
+
+def pytest_sessionfinish(session, exitstatus):
+  del session, exitstatus
+  ended = processes.end_descendants()
+  if ended:
+    print(f'\n[tff_ddp] ended {len(ended)} worker process(es) started by '
+          f'this test session: {ended}')

@@ -1,0 +1,72 @@
+"""Randomized Walsh-Hadamard rotation: exact math against numpy/scipy."""
+
+from absl.testing import parameterized
+import numpy as np
+import scipy.linalg
+import tensorflow as tf
+
+from tff_ddp.encoders import hadamard
+
+
+class PaddedDimensionTest(parameterized.TestCase):
+
+  @parameterized.parameters((1, 1), (2, 2), (3, 4), (1024, 1024), (1025, 2048))
+  def test_padded_dimension(self, dim, expected):
+    self.assertEqual(hadamard.padded_dimension(dim), expected)
+
+  def test_negative_raises(self):
+    with self.assertRaisesRegex(ValueError, 'dimension'):
+      hadamard.padded_dimension(-1)
+
+
+class FastWalshHadamardTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.parameters(1, 2, 8, 256)
+  def test_matches_dense_orthonormal_hadamard(self, d):
+    x = np.random.default_rng(d).normal(size=d)
+    dense = scipy.linalg.hadamard(d) / np.sqrt(d)
+    self.assertAllClose(
+        hadamard.fast_walsh_hadamard(tf.constant(x)), dense @ x,
+        rtol=1e-12, atol=1e-12)
+
+  def test_is_involution(self):
+    x = tf.constant(np.random.default_rng(0).normal(size=64))
+    self.assertAllClose(
+        hadamard.fast_walsh_hadamard(hadamard.fast_walsh_hadamard(x)), x,
+        rtol=1e-12, atol=1e-12)
+
+  def test_rejects_non_power_of_two(self):
+    with self.assertRaisesRegex(ValueError, 'power of two'):
+      hadamard.fast_walsh_hadamard(tf.zeros([6], tf.float64))
+
+
+class RandomizedHadamardTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.parameters(1, 5, 64, 1000)
+  def test_round_trip_with_padding(self, dim):
+    rotation = hadamard.RandomizedHadamard(dim)
+    x = tf.constant(np.random.default_rng(dim).normal(size=dim))
+    seed = tf.constant([3, 4], tf.int64)
+    y = rotation.encode(x, seed)
+    self.assertEqual(y.shape, [rotation.padded_dim])
+    self.assertAllClose(np.linalg.norm(y), np.linalg.norm(x), rtol=1e-12)
+    self.assertAllClose(rotation.decode(y, seed), x, rtol=1e-10, atol=1e-12)
+
+  def test_signs_depend_on_seed_only(self):
+    a = hadamard.random_signs(128, tf.constant([1, 2], tf.int64))
+    b = hadamard.random_signs(128, tf.constant([1, 2], tf.int64))
+    c = hadamard.random_signs(128, tf.constant([1, 3], tf.int64))
+    self.assertAllEqual(a, b)
+    self.assertNotAllEqual(a, c)
+    self.assertAllEqual(np.abs(a), np.ones(128))
+
+  def test_flattens_a_spike(self):
+    # A one-hot vector becomes a column of H: every entry +-1/sqrt(d).
+    d = 256
+    x = tf.one_hot(7, d, dtype=tf.float64)
+    y = hadamard.RandomizedHadamard(d).encode(x, tf.constant([0, 1], tf.int64))
+    self.assertAllClose(np.abs(y), np.full(d, 1 / np.sqrt(d)), rtol=1e-12)
+
+
+if __name__ == '__main__':
+  tf.test.main()

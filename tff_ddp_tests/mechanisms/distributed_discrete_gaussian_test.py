@@ -1,0 +1,179 @@
+"""DDG parameters and Algorithms 1-2 against a numpy reference."""
+
+import math
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+
+from tff_ddp.mechanisms import discrete_gaussian
+from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
+from tff_ddp.mechanisms import rounding
+
+
+def _params(**kwargs):
+  args = dict(dim=100, l2_clip=1.0, noise_multiplier=1.0,
+              expected_clients_per_round=10, bits=16, modclip_prob=1e-4,
+              beta=math.exp(-0.5))
+  args.update(kwargs)
+  return ddg.compute_parameters(**args)
+
+
+# ---------------------------------------------------------------------------
+# numpy reference of Algorithms 1 and 2. Randomness is injected: the signs
+# xi, the uniforms of each rounding attempt and the noise vector come from
+# the same TF draws the implementation makes, so outputs must agree exactly.
+
+def _np_fwht(x):
+  """Orthonormal Walsh-Hadamard with the same butterfly order as ours."""
+  d = x.shape[0]
+  y, h = x.copy(), 1
+  while h < d:
+    y = y.reshape(d // (2 * h), 2, h)
+    y = np.stack([y[:, 0] + y[:, 1], y[:, 0] - y[:, 1]], axis=1)
+    h *= 2
+  return y.reshape(d) / np.sqrt(d)
+
+
+def reference_client(x, p, signs, uniforms, noise):
+  x = np.asarray(x, np.float64)
+  if not np.all(np.isfinite(x)):
+    x = np.zeros_like(x)
+  norm = np.linalg.norm(x)
+  if norm > p.l2_clip:
+    x = x * (p.l2_clip / norm)
+  x = x * (1.0 / p.gamma)                                # x'
+  x = np.pad(x, (0, p.padded_dim - p.dim))
+  x = _np_fwht(signs * x)                                # x'' = H D x'
+  for attempt in range(rounding.MAX_ROUNDING_ATTEMPTS):  # conditional rounding
+    u = uniforms(attempt)
+    fl = np.floor(x)
+    r = (fl + (u < x - fl)).astype(np.int64)
+    if np.sum(r * r) <= p.norm_threshold:
+      break
+  return np.mod(r + noise, p.modulus)                     # z = x~ + y mod M
+
+
+def reference_server(zbar, p, signs):
+  z = np.mod(np.asarray(zbar, np.int64), p.modulus)
+  z = np.where(z > p.modulus // 2, z - p.modulus, z)      # centre the ring
+  return (p.gamma * signs * _np_fwht(z.astype(np.float64)))[:p.dim]
+
+
+class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ("hadamard_padded", 100, 1.0), ("power_of_two", 64, 0.5),
+      ('no_noise', 30, 0.0))
+  def test_client_and_server_match_reference_exactly(self, dim, noise_mult):
+    p = _params(dim=dim, noise_multiplier=noise_mult)
+    rng = np.random.default_rng(dim)
+    xs = [rng.normal(size=dim) * s for s in (0.01, 0.3, 5.0)]
+    rotation_seed = tf.constant([11, 12], tf.int64)
+    signs = (2 * tf.random.stateless_uniform(
+        [p.padded_dim], seed=rotation_seed, minval=0, maxval=2,
+        dtype=tf.int32) - 1).numpy().astype(np.float64)
+    total = np.zeros(p.padded_dim, np.int64)
+    for i, x in enumerate(xs):
+      noise_seed = tf.constant([i, 99], tf.int64)
+      z, counters = ddg.client_encode(tf.constant(x), p, rotation_seed,
+                                      noise_seed)
+      round_seed = tf.random.experimental.stateless_fold_in(noise_seed, 0)
+      uniforms = lambda a, s=round_seed: rounding.rounding_uniforms(  # pylint: disable=g-long-lambda
+          [p.padded_dim], s, a).numpy()
+      noise = (discrete_gaussian.sample_discrete_gaussian(
+          [p.padded_dim], p.scaled_local_stddev,
+          tf.random.experimental.stateless_fold_in(noise_seed, 1)).numpy()
+               if noise_mult > 0 else 0)
+      expected = reference_client(x, p, signs, uniforms, noise)
+      self.assertAllEqual(z.numpy(), expected)
+      self.assertAllEqual(counters.numpy()[:2], [1, 0])
+      self.assertEqual(int(counters[2]), int(np.linalg.norm(x) > p.l2_clip))
+      total = np.mod(total + expected, p.modulus)
+    decoded, _ = ddg.server_decode(tf.constant(total), p, rotation_seed)
+    self.assertAllEqual(decoded.numpy(),
+                        reference_server(total, p, signs))
+
+  def test_nonfinite_client_sends_zeros_and_is_counted(self):
+    p = _params(dim=8, noise_multiplier=0.0)
+    x = tf.constant([1.0, np.nan, 0, 0, 0, 0, 0, np.inf], tf.float64)
+    z, counters = ddg.client_encode(x, p, tf.constant([1, 2], tf.int64),
+                                    tf.constant([3, 4], tf.int64))
+    self.assertAllEqual(z, np.zeros(p.padded_dim))
+    self.assertAllEqual(counters, [1, 1, 0, 0])
+
+  def test_noise_free_round_trip_recovers_the_sum(self):
+    # With no noise, only rounding (|error| < 1 per coordinate per client in
+    # integer units, i.e. gamma * sqrt(d n) in l2) separates the estimate
+    # from the sum.
+    p = _params(dim=300, noise_multiplier=0.0, bits=24,
+                expected_clients_per_round=5)
+    rng = np.random.default_rng(1)
+    xs = [rng.normal(size=300) / 30 for _ in range(5)]
+    seed = tf.constant([5, 6], tf.int64)
+    total = sum(ddg.client_encode(tf.constant(x), p, seed,
+                                  tf.constant([i, 0], tf.int64))[0]
+                for i, x in enumerate(xs))
+    decoded, near = ddg.server_decode(total, p, seed)
+    error = np.linalg.norm(decoded.numpy() - np.sum(xs, axis=0))
+    self.assertLess(error, p.gamma * math.sqrt(p.padded_dim * 5))
+    self.assertEqual(int(near), 0)
+
+
+class ParametersTest(parameterized.TestCase):
+
+  def test_heuristic_fits_k_stddevs_in_the_ring(self):
+    # Section 6: 2 k sigma_hat / gamma = 2^bits.
+    p = _params()
+    self.assertAlmostEqual(2 * p.k_stddevs * p.sum_stddev / 2**p.bits, 1.0,
+                           places=9)
+    self.assertAlmostEqual(p.k_stddevs, 3.890591886, places=6)
+
+  def test_sensitivity_is_the_integer_threshold(self):
+    p = _params()
+    self.assertEqual(p.l2_sensitivity, math.sqrt(p.norm_threshold))
+    self.assertLessEqual(p.l2_sensitivity**2, ddg.ddg_accounting
+                         .rounded_l2_norm_bound_squared(
+                             p.scaled_l2_clip, p.padded_dim, p.beta))
+
+  def test_local_noise_split(self):
+    p = _params(noise_multiplier=2.0, l2_clip=3.0,
+                expected_clients_per_round=16)
+    self.assertAlmostEqual(p.local_stddev, 2.0 * 3.0 / 4.0)
+    self.assertAlmostEqual(p.scaled_local_stddev, p.local_stddev / p.gamma)
+
+  def test_accepts_thirty_bits(self):
+    p = _params(bits=30, dim=1000, expected_clients_per_round=100)
+    self.assertEqual(p.modulus, 2**30)
+
+  @parameterized.named_parameters(
+      ('bits_low', dict(bits=0), 'bits must be'),
+      ('bits_high', dict(bits=31), 'bits must be'),
+      ('clip', dict(l2_clip=0.0), 'l2_clip'),
+      ('clip_nan', dict(l2_clip=float('nan')), 'l2_clip'),
+      ('noise', dict(noise_multiplier=-1.0), 'noise_multiplier'),
+      ('clients', dict(expected_clients_per_round=0),
+       'expected_clients_per_round'),
+      ('prob', dict(modclip_prob=1.0), 'modclip_prob'),
+      ('beta', dict(beta=1.0), 'beta'),
+      ('ring_too_small', dict(bits=3, expected_clients_per_round=100),
+       r'bits=3 is too small .* Use bits >= 6'),
+      ("noise_too_coarse", dict(bits=4, expected_clients_per_round=10),
+       r'sigma/gamma = .* < 1/2.* Use bits >= '),
+  )
+  def test_refuses_bad_configurations(self, kwargs, message):
+    with self.assertRaisesRegex(ValueError, message):
+      _params(**kwargs)
+
+  def test_suggested_bits_work(self):
+    with self.assertRaisesRegex(ValueError, r'Use bits >= (\d+)') as cm:
+      _params(bits=4, expected_clients_per_round=10)
+    import re  # pylint: disable=g-import-not-at-top
+    suggested = int(re.search(r'Use bits >= (\d+)', str(cm.exception))[1])
+    self.assertGreaterEqual(_params(bits=suggested,
+                                    expected_clients_per_round=10)
+                            .scaled_local_stddev, 0.5)
+
+
+if __name__ == '__main__':
+  tf.test.main()
