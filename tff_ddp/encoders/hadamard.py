@@ -18,6 +18,7 @@ The transform is O(d log d) with d/2 butterflies per level.
 
 import math
 
+import numpy as np
 import tensorflow as tf
 
 
@@ -28,23 +29,42 @@ def padded_dimension(dim: int) -> int:
   return 1 if dim <= 1 else 2 ** math.ceil(math.log2(dim))
 
 
+# Sylvester blocks used by `fast_walsh_hadamard`: H_d = H_b (x) ... (x) H_b.
+_BLOCK_LOG2 = 4
+
+
+def _sylvester(m: int) -> np.ndarray:
+  """Unnormalized Walsh-Hadamard matrix of size m = 2^j (entries +-1)."""
+  h = np.ones([1, 1])
+  while h.shape[0] < m:
+    h = np.block([[h, h], [h, -h]])
+  return h
+
+
 def fast_walsh_hadamard(x: tf.Tensor) -> tf.Tensor:
   """Orthonormal Walsh-Hadamard transform H x of a rank-1 tensor.
 
-  The length must be a power of two. H is symmetric and orthonormal, so this
-  function is its own inverse.
+  The length d = 2^k must be a power of two. H_d is the k-fold Kronecker
+  power of H_2, so the transform factors into small dense Hadamard blocks of
+  size 2^4 applied along each axis of x reshaped to [16, 16, ..., 2^r]:
+  O(d log d) work done by a few matrix products instead of k butterfly
+  passes. H is symmetric and orthonormal, so this function is its own
+  inverse.
   """
   d = int(x.shape[0])
-  if d & (d - 1):
+  if d < 1 or d & (d - 1):
     raise ValueError(f'length must be a power of two, got {d}.')
-  y = x
-  h = 1
-  while h < d:
-    # Pairs (i, i + h) inside each block of 2h.
-    y = tf.reshape(y, [d // (2 * h), 2, h])
-    a, b = y[:, 0, :], y[:, 1, :]
-    y = tf.stack([a + b, a - b], axis=1)
-    h *= 2
+  k = d.bit_length() - 1
+  dims = []
+  while k > 0:
+    step = min(_BLOCK_LOG2, k)
+    dims.append(2**step)
+    k -= step
+  y = tf.reshape(x, dims or [1])
+  for m in dims:
+    # Contract the leading axis with H_m; the new axis goes last, so after
+    # all axes the original order is back.
+    y = tf.tensordot(y, tf.constant(_sylvester(m), x.dtype), axes=[[0], [0]])
   return tf.reshape(y, [d]) / tf.constant(math.sqrt(d), dtype=x.dtype)
 
 

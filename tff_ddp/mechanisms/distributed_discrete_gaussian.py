@@ -233,6 +233,18 @@ COUNTERS = ('participating_clients', 'nonfinite_clients', 'clipped_clients',
             'rounding_failures')
 
 
+def client_subseeds(noise_seed: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+  """(rounding seed, noise sampling seed) derived from a client's seed.
+
+  `stateless_split` draws full 64-bit words for both halves of each new
+  seed, so distinct clients' derived seeds collide only if their 128-bit
+  seeds do.
+  """
+  seeds = tf.random.experimental.stateless_split(
+      tf.cast(noise_seed, tf.int64), 2)
+  return seeds[0], seeds[1]
+
+
 def client_encode(
     x: tf.Tensor, params: DdgParameters, rotation_seed: tf.Tensor,
     noise_seed: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
@@ -262,14 +274,14 @@ def client_encode(
   # Flatten: x'' = H D_xi x'.
   rotated = hadamard.RandomizedHadamard(params.dim).encode(
       x_scaled, rotation_seed)
+  # Two independent 128-bit sub-seeds of the client's private seed.
+  rounding_seed, sampling_seed = client_subseeds(noise_seed)
   # Conditional randomized rounding with ||x~||^2 <= T, exact in int64.
   rounded, _, ok = rounding.conditional_randomized_round(
-      rotated, params.norm_threshold,
-      tf.random.experimental.stateless_fold_in(noise_seed, 0))
+      rotated, params.norm_threshold, rounding_seed)
   if params.noise_multiplier > 0:
     noise = discrete_gaussian.sample_discrete_gaussian(
-        [params.padded_dim], params.scaled_local_stddev,
-        tf.random.experimental.stateless_fold_in(noise_seed, 1))
+        [params.padded_dim], params.scaled_local_stddev, sampling_seed)
     rounded = rounded + noise
   z = tf.math.floormod(rounded, params.modulus)
   counters = tf.stack([
