@@ -95,9 +95,11 @@ class DiscreteGaussianSumFactory(tff.aggregators.UnweightedAggregationFactory):
         equal noise. Never set it in a deployment; by default every client
         draws its noise seed from the operating system's entropy.
     """
-    # Dimension-independent checks now; the rest when the dimension is known.
-    ddg.compute_parameters(1, l2_clip, noise_multiplier,
-                           expected_clients_per_round, bits, modclip_prob, beta)
+    # Dimension-independent checks now; the rest (noise scale, overflow) in
+    # `create` / `parameters`, when the dimension is known.
+    ddg.validate_arguments(l2_clip, noise_multiplier,
+                           expected_clients_per_round, bits, modclip_prob,
+                           beta)
     if rotation not in ROTATIONS:
       raise ValueError(
           f'rotation must be one of {ROTATIONS}, got {rotation!r}.')

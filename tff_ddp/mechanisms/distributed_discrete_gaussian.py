@@ -120,6 +120,47 @@ def _granularity(l2_clip, local_stddev, n, padded_dim, bits, k):
       (l2_clip**2 * n**2 / padded_dim + local_stddev**2 * n) / (a_sq - n / 4.0))
 
 
+def validate_arguments(
+    l2_clip: float,
+    noise_multiplier: float,
+    expected_clients_per_round: int,
+    bits: int,
+    modclip_prob: float,
+    beta: float,
+) -> float:
+  """The checks of `compute_parameters` that do not need the dimension.
+
+  Returns k = sqrt(2) erfcinv(modclip_prob). Raises ValueError naming the
+  argument and what works.
+  """
+  _require(_finite(l2_clip) and l2_clip > 0,
+           f'l2_clip must be a finite number > 0, got {l2_clip!r}.')
+  _require(_finite(noise_multiplier) and noise_multiplier >= 0,
+           f'noise_multiplier must be a finite number >= 0, got '
+           f'{noise_multiplier!r}.')
+  _require(isinstance(expected_clients_per_round, (int, np.integer))
+           and expected_clients_per_round >= 1,
+           'expected_clients_per_round must be an integer >= 1, got '
+           f'{expected_clients_per_round!r}.')
+  _require(isinstance(bits, (int, np.integer)) and MIN_BITS <= bits <= MAX_BITS,
+           f'bits must be an integer in [{MIN_BITS}, {MAX_BITS}], got {bits!r}.')
+  _require(_finite(modclip_prob) and 0 < modclip_prob < 1,
+           f'modclip_prob must be in the open interval (0, 1), got '
+           f'{modclip_prob!r}.')
+  _require(_finite(beta) and 0 <= beta < 1,
+           f'beta must be in [0, 1), got {beta!r}.')
+  k = num_stddevs_for_modclip_prob(modclip_prob)
+  n = int(expected_clients_per_round)
+  if (2.0**bits / (2.0 * k)) ** 2 <= n / 4.0:
+    need = math.floor(math.log2(k * math.sqrt(n))) + 1
+    raise ValueError(
+        f'bits={bits} is too small for expected_clients_per_round={n} and '
+        f'modclip_prob={modclip_prob}: the ring must hold k*sqrt(n) = '
+        f'{k * math.sqrt(n):.4g} rounding standard deviations. Use bits >= '
+        f'{need} (or fewer clients per round, or a larger modclip_prob).')
+  return k
+
+
 def compute_parameters(
     dim: int,
     l2_clip: float,
@@ -152,26 +193,10 @@ def compute_parameters(
   """
   _require(isinstance(dim, (int, np.integer)) and dim >= 1,
            f'dim must be an integer >= 1, got {dim!r}.')
-  _require(_finite(l2_clip) and l2_clip > 0,
-           f'l2_clip must be a finite number > 0, got {l2_clip!r}.')
-  _require(_finite(noise_multiplier) and noise_multiplier >= 0,
-           f'noise_multiplier must be a finite number >= 0, got '
-           f'{noise_multiplier!r}.')
-  _require(isinstance(expected_clients_per_round, (int, np.integer))
-           and expected_clients_per_round >= 1,
-           'expected_clients_per_round must be an integer >= 1, got '
-           f'{expected_clients_per_round!r}.')
-  _require(isinstance(bits, (int, np.integer)) and MIN_BITS <= bits <= MAX_BITS,
-           f'bits must be an integer in [{MIN_BITS}, {MAX_BITS}], got {bits!r}.')
-  _require(_finite(modclip_prob) and 0 < modclip_prob < 1,
-           f'modclip_prob must be in the open interval (0, 1), got '
-           f'{modclip_prob!r}.')
-  _require(_finite(beta) and 0 <= beta < 1,
-           f'beta must be in [0, 1), got {beta!r}.')
-
+  k = validate_arguments(l2_clip, noise_multiplier,
+                         expected_clients_per_round, bits, modclip_prob, beta)
   n = int(expected_clients_per_round)
   padded_dim = hadamard.padded_dimension(int(dim))
-  k = num_stddevs_for_modclip_prob(modclip_prob)
   local_stddev = noise_multiplier * l2_clip / math.sqrt(n)
 
   def derive(b):
@@ -181,13 +206,6 @@ def compute_parameters(
     return gamma, local_stddev / gamma, l2_clip / gamma
 
   derived = derive(bits)
-  if derived is None:
-    need = math.floor(math.log2(k * math.sqrt(n))) + 1
-    raise ValueError(
-        f'bits={bits} is too small for expected_clients_per_round={n} and '
-        f'modclip_prob={modclip_prob}: the ring must hold k*sqrt(n) = '
-        f'{k * math.sqrt(n):.4g} rounding standard deviations. Use bits >= '
-        f'{need} (or fewer clients per round, or a larger modclip_prob).')
   gamma, scaled_local, scaled_clip = derived
 
   if noise_multiplier > 0 and scaled_local < 0.5:
