@@ -4,6 +4,8 @@
 PYTHON ?=
 VENV_PY := .venv/bin/python
 PYTEST_ARGS ?=
+# TensorFlow's C++ INFO/WARNING lines drown the reports; errors still show.
+export TF_CPP_MIN_LOG_LEVEL ?= 2
 
 .PHONY: setup demo test test-fast bench lock clean
 
