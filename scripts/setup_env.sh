@@ -5,6 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+STAMP=.venv/.tff_ddp_installed
+want=$(cat requirements/lock.txt setup.py | sha256sum | cut -d' ' -f1)
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && [ -x .venv/bin/python ]; then
+  exit 0
+fi
+
 PY="${PYTHON:-}"
 if [ -z "$PY" ]; then
   for cand in python3.11 python3 python; do
@@ -22,11 +28,6 @@ if [ "$ver" != "3.11" ]; then
   exit 1
 fi
 
-STAMP=.venv/.tff_ddp_installed
-want=$(cat requirements/lock.txt setup.py | sha256sum | cut -d' ' -f1)
-if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && [ -x .venv/bin/python ]; then
-  exit 0
-fi
 
 echo "tff_ddp: setting up .venv (pinned dependencies from requirements/lock.txt)"
 if [ ! -x .venv/bin/python ]; then
