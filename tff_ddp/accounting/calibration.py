@@ -224,26 +224,62 @@ def calibrate(
     return epsilon_of(make_event(x), target_delta, relation, orders)[0]
 
   lo, hi, increasing, discrete = _range(mechanism, parameter, params)
+  value, at_limit = least_noise(eps, lo, hi, increasing, target_epsilon,
+                                discrete=discrete, name=parameter)
+  return _result(mechanism, parameter, value, make_event, target_epsilon,
+                 target_delta, relation, orders, at_limit=at_limit)
+
+
+def least_noise(
+    eps: Callable[[float], float],
+    lo: float,
+    hi: float,
+    increasing: bool,
+    target_epsilon: float,
+    discrete: bool = False,
+    name: str = 'parameter',
+):
+  """The least-noise x in [lo, hi] with eps(x) <= target_epsilon.
+
+  The search behind `calibrate`, for any monotone eps(x) (e.g. the epsilon of
+  an aggregation factory built with noise x, whose sensitivity itself
+  depends on x).
+
+  Args:
+    eps: x -> epsilon, monotone in x.
+    lo, hi: the range of x (hi may be inf when eps decreases in x).
+    increasing: True if eps grows with x (x = theta, num_trials), False if
+      it shrinks (x = a noise multiplier or stddev).
+    target_epsilon: > 0.
+    discrete: x is an integer.
+    name: the parameter's name, for error messages.
+
+  Returns:
+    (x, at_limit): eps(x) <= target_epsilon always; within 0.1% of the
+    target for continuous x strictly inside the range; at_limit says that x
+    is a range end where the target is not binding, or integral.
+
+  Raises:
+    ValueError: if no x in range meets the target.
+  """
   # safe(x): eps(x) <= target. Larger x is safer iff eps decreases in x.
   if increasing:
     if eps(lo) > target_epsilon:
       raise ValueError(
-          f'{parameter}={lo} (its smallest value) gives eps={eps(lo):.4g} > '
+          f'{name}={lo} (its smallest value) gives eps={eps(lo):.4g} > '
           f'target {target_epsilon}; the target is unreachable.')
     if eps(hi) <= target_epsilon:
-      return _result(mechanism, parameter, hi, make_event, target_epsilon,
-                     target_delta, relation, orders, at_limit=True)
+      return hi, True
     safe, unsafe = lo, hi
   else:
     unsafe = lo
     if eps(unsafe) <= target_epsilon:
-      return _result(mechanism, parameter, unsafe, make_event, target_epsilon,
-                     target_delta, relation, orders, at_limit=True)
+      return unsafe, True
     safe = max(2.0 * unsafe, 1.0)
     while eps(safe) > target_epsilon:
       unsafe, safe = safe, safe * 4.0
       if safe > 1e12:
-        raise ValueError(f'no {parameter} <= 1e12 meets the target.')
+        raise ValueError(f'no {name} <= 1e12 meets the target.')
 
   if discrete:
     safe, unsafe = int(safe), int(unsafe)
@@ -253,8 +289,7 @@ def calibrate(
         safe = mid
       else:
         unsafe = mid
-    return _result(mechanism, parameter, safe, make_event, target_epsilon,
-                   target_delta, relation, orders, at_limit=True)
+    return safe, True
 
   def gap(x):
     e = eps(x)
@@ -289,8 +324,7 @@ def calibrate(
       safe, e_safe = x, e
     else:
       unsafe = x
-  return _result(mechanism, parameter, safe, make_event, target_epsilon,
-                 target_delta, relation, orders, at_limit=False)
+  return safe, False
 
 
 def _result(mechanism, parameter, value, make_event, target_epsilon,

@@ -1,2 +1,3 @@
-"""TFF aggregation factories with distributed DP and secure aggregation."""
+"""TFF aggregation factories for distributed DP with secure aggregation."""
 from tff_ddp.aggregators.discrete_gaussian import DiscreteGaussianSumFactory
+from tff_ddp.aggregators.poisson_binomial import PoissonBinomialSumFactory

@@ -12,18 +12,18 @@ the two can be swapped, e.g. in
 """
 
 import collections
-import math
-import warnings
 from typing import Optional
 
 import dp_accounting
-import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_ddp.aggregators import one_layer
+from tff_ddp.encoders import registry
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
 
-ROTATIONS = ('hadamard',)
+ROTATIONS = registry.NAMES
+_NAME = 'DiscreteGaussianSumFactory'
 
 
 class DiscreteGaussianSumFactory(tff.aggregators.UnweightedAggregationFactory):
@@ -73,6 +73,7 @@ class DiscreteGaussianSumFactory(tff.aggregators.UnweightedAggregationFactory):
       beta: float = 0.0,
       rotation: str = 'hadamard',
       seed: Optional[int] = None,
+      **kashin_options,
   ):
     """Validates and stores the configuration (dimension-free checks).
 
@@ -88,12 +89,17 @@ class DiscreteGaussianSumFactory(tff.aggregators.UnweightedAggregationFactory):
       beta: conditional rounding bias in [0, 1). Default 0 as in TFF;
         exp(-1/2) is the paper's choice and gives a smaller sensitivity.
       rotation: 'hadamard' (randomized Walsh-Hadamard with zero padding to a
-        power of two).
+        power of two) or 'kashin' (Kashin's representation over a
+        randomized Hadamard frame of dimension D > d; then `l2_clip` bounds
+        the representation's norm, which is >= the input's, and the
+        privacy event is over D coordinates).
       seed: for tests only. Makes the rotation and the client noise
         deterministic: each client's noise seed is derived from (seed, round,
         a fingerprint of its input), so two clients with equal inputs get
         equal noise. Never set it in a deployment; by default every client
         draws its noise seed from the operating system's entropy.
+      **kashin_options: passed to `KashinEncoder` (redundancy, eta, delta,
+        iterations); only with rotation='kashin'.
     """
     # Dimension-independent checks now; the rest (noise scale, overflow) in
     # `create` / `parameters`, when the dimension is known.
@@ -103,12 +109,8 @@ class DiscreteGaussianSumFactory(tff.aggregators.UnweightedAggregationFactory):
     if rotation not in ROTATIONS:
       raise ValueError(
           f'rotation must be one of {ROTATIONS}, got {rotation!r}.')
-    if seed is not None:
-      if not isinstance(seed, (int, np.integer)):
-        raise TypeError(f'seed must be an int or None, got {seed!r}.')
-      warnings.warn(
-          'DiscreteGaussianSumFactory(seed=...) makes client noise a function '
-          'of the seed and the client input: for tests only, never deploy.')
+    registry.make_encoder(rotation, 1, **kashin_options)  # validates options
+    seed = one_layer.check_test_seed(seed, _NAME)
     self._noise_multiplier = float(noise_multiplier)
     self._expected_clients = int(expected_clients_per_round)
     self._bits = int(bits)
@@ -116,74 +118,39 @@ class DiscreteGaussianSumFactory(tff.aggregators.UnweightedAggregationFactory):
     self._modclip_prob = float(modclip_prob)
     self._beta = float(beta)
     self._rotation = rotation
-    self._seed = None if seed is None else int(seed)
+    self._kashin_options = dict(kashin_options)
+    self._seed = seed
+
+  def encoder(self, value_type):
+    """The rotation (encoder) used for `value_type`."""
+    _, dim = one_layer.float_structure(value_type, _NAME)
+    return registry.make_encoder(self._rotation, dim, **self._kashin_options)
 
   def parameters(self, value_type) -> ddg.DdgParameters:
     """The derived parameters (gamma, scaled noise, bounds) for `value_type`."""
-    _, dim = _float_structure(value_type)
+    encoder = self.encoder(value_type)
     return ddg.compute_parameters(
-        dim, self._l2_clip, self._noise_multiplier, self._expected_clients,
-        self._bits, self._modclip_prob, self._beta)
+        encoder.dim, self._l2_clip, self._noise_multiplier,
+        self._expected_clients, self._bits, self._modclip_prob, self._beta,
+        output_dim=encoder.output_dim)
 
   def dp_event(self, value_type, num_clients=None) -> dp_accounting.DpEvent:
     """The DP event of one round on `value_type` (zero-out neighbours)."""
     return self.parameters(value_type).dp_event(num_clients)
 
   def create(self, value_type) -> tff.templates.AggregationProcess:
-    value_type = tff.types.to_type(value_type)
-    specs, _ = _float_structure(value_type)
+    encoder = self.encoder(value_type)
     params = self.parameters(value_type)
-    flat_specs = tf.nest.flatten(specs)
-    sizes = [int(np.prod(s.shape)) for s in flat_specs]
-    test_seed = self._seed
 
-    @tff.tensorflow.computation
-    def init_fn():
-      if test_seed is None:
-        base = tf.raw_ops.NonDeterministicInts(shape=[2], dtype=tf.int64)
-      else:
-        base = tf.constant([test_seed, 0x5EED], tf.int64)
-      return collections.OrderedDict(
-          round=tf.constant(0, tf.int64), rotation_seed=base)
+    def client_encode(flat, round_seed, noise_seed):
+      z, counters = ddg.client_encode(flat, params, round_seed, noise_seed,
+                                      encoder)
+      return collections.OrderedDict(encoded=z, counters=counters)
 
-    state_type = init_fn.type_signature.result
-    seed_type = state_type.rotation_seed
-
-    @tff.tensorflow.computation(state_type)
-    def round_seed_fn(state):
-      # Public randomness of this round: the same at clients and server.
-      return tf.random.experimental.stateless_fold_in(
-          state['rotation_seed'], state['round'])
-
-    @tff.tensorflow.computation(value_type, seed_type)
-    def client_fn(value, rotation_seed):
-      flat = tf.concat(
-          [tf.reshape(tf.cast(t, tf.float64), [-1])
-           for t in tf.nest.flatten(value)], axis=0)
-      if test_seed is None:
-        noise_seed = tf.raw_ops.NonDeterministicInts(shape=[2], dtype=tf.int64)
-      else:
-        digest = tf.bitcast(
-            tf.fingerprint(tf.reshape(tf.bitcast(flat, tf.uint8), [1, -1]))[0],
-            tf.int64)
-        noise_seed = tf.random.experimental.stateless_fold_in(
-            rotation_seed, digest)
-      z, counters = ddg.client_encode(flat, params, rotation_seed, noise_seed)
-      return collections.OrderedDict(
-          encoded=tf.cast(z, tf.int32), counters=tf.cast(counters, tf.int32))
-
-    moduli = collections.OrderedDict(encoded=params.modulus, counters=2**30)
-
-    @tff.tensorflow.computation(
-        client_fn.type_signature.result, state_type, seed_type)
-    def server_fn(summed, state, rotation_seed):
+    def server_decode(summed, round_seed):
       decoded, near = ddg.server_decode(summed['encoded'], params,
-                                        rotation_seed)
-      parts = tf.split(decoded, sizes)
-      result = tf.nest.pack_sequence_as(specs, [
-          tf.cast(tf.reshape(p, s.shape), s.dtype)
-          for p, s in zip(parts, flat_specs)])
-      counters = tf.cast(summed['counters'], tf.int64)
+                                        round_seed, encoder)
+      counters = summed['counters']
       measurements = collections.OrderedDict(
           l2_clip=tf.constant(params.l2_clip, tf.float64),
           scale=tf.constant(params.scale, tf.float64),
@@ -199,48 +166,9 @@ class DiscreteGaussianSumFactory(tff.aggregators.UnweightedAggregationFactory):
               num_clients=counters[0],
               dimension=tf.constant(params.padded_dim, tf.int64)),
       )
-      new_state = collections.OrderedDict(
-          round=state['round'] + 1, rotation_seed=state['rotation_seed'])
-      return new_state, result, measurements
+      return decoded, measurements
 
-    @tff.federated_computation
-    def init_federated():
-      return tff.federated_eval(init_fn, tff.SERVER)
-
-    @tff.federated_computation(
-        init_federated.type_signature.result,
-        tff.FederatedType(value_type, tff.CLIENTS))
-    def next_fn(state, value):
-      seed = tff.federated_map(round_seed_fn, state)
-      encoded = tff.federated_map(
-          client_fn, (value, tff.federated_broadcast(seed)))
-      summed = tff.backends.mapreduce.federated_secure_modular_sum(
-          encoded, moduli)
-      new_state, result, measurements = tff.federated_map(
-          server_fn, (summed, state, seed))
-      return tff.templates.MeasuredProcessOutput(
-          state=new_state, result=result, measurements=measurements)
-
-    return tff.templates.AggregationProcess(init_federated, next_fn)
-
-
-def _float_structure(value_type):
-  """(nested TensorSpecs, total number of elements) of a float value type."""
-  value_type = tff.types.to_type(value_type)
-  if not tff.types.is_structure_of_tensors(value_type):
-    raise TypeError(
-        'DiscreteGaussianSumFactory needs a tensor or a (nested) structure of '
-        f'tensors; got {value_type}.')
-  if not tff.types.is_structure_of_floats(value_type):
-    raise TypeError(
-        f'DiscreteGaussianSumFactory sums float tensors; got {value_type}.')
-  specs = tff.types.type_to_tf_tensor_specs(value_type)
-  flat = tf.nest.flatten(specs)
-  if not all(s.shape.is_fully_defined() for s in flat):
-    raise TypeError(
-        f'DiscreteGaussianSumFactory needs fully defined shapes; got '
-        f'{value_type}.')
-  dim = sum(int(np.prod(s.shape.as_list())) for s in flat)
-  if dim < 1:
-    raise TypeError(f'value_type has no elements: {value_type}.')
-  return specs, dim
+    moduli = collections.OrderedDict(
+        encoded=params.modulus, counters=one_layer.COUNTER_MODULUS)
+    return one_layer.build_process(value_type, _NAME, client_encode, moduli,
+                                   server_decode, self._seed)

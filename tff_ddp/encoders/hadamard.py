@@ -80,7 +80,7 @@ class RandomizedHadamard:
 
   Attributes:
     dim: input dimension.
-    padded_dim: the power of two the input is padded to.
+    padded_dim: the power of two the input is padded to (= output_dim).
   """
 
   def __init__(self, dim: int):
@@ -88,6 +88,11 @@ class RandomizedHadamard:
       raise ValueError(f'dim must be >= 1, got {dim}.')
     self.dim = int(dim)
     self.padded_dim = padded_dimension(self.dim)
+
+  @property
+  def output_dim(self) -> int:
+    """Length of `encode`'s output (the padded dimension)."""
+    return self.padded_dim
 
   def encode(self, x: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
     """Pads x (shape [dim]) with zeros and returns H D_xi x, shape [padded]."""

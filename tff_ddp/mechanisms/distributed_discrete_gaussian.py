@@ -22,7 +22,7 @@ was 6 - 8 = -2 (6 > M/2 = 4); zbar = 4 stays 4; zbar = 3 stays 3.
 
 import dataclasses
 import math
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 import scipy.special
@@ -30,6 +30,7 @@ import tensorflow as tf
 
 from tff_ddp.accounting import ddg as ddg_accounting
 from tff_ddp.encoders import hadamard
+from tff_ddp.encoders import registry
 from tff_ddp.mechanisms import discrete_gaussian
 from tff_ddp.mechanisms import rounding
 
@@ -169,6 +170,7 @@ def compute_parameters(
     bits: int,
     modclip_prob: float = 1e-4,
     beta: float = 0.0,
+    output_dim: Optional[int] = None,
 ) -> DdgParameters:
   """Validates a DDG configuration and derives gamma, the noise and bounds.
 
@@ -187,6 +189,10 @@ def compute_parameters(
     beta: conditional rounding bias in [0, 1); exp(-1/2) is the paper's
       choice, 0 (the default, as in TFF) means unconditional rounding with
       the worst-case norm bound.
+    output_dim: the number of integer coordinates a client sends, the
+      encoder's output dimension (default: dim padded to a power of two, the
+      randomized Hadamard rotation's). The noise, the sensitivity and the
+      privacy event are over this many coordinates.
 
   Returns:
     A DdgParameters.
@@ -196,7 +202,12 @@ def compute_parameters(
   k = validate_arguments(l2_clip, noise_multiplier,
                          expected_clients_per_round, bits, modclip_prob, beta)
   n = int(expected_clients_per_round)
-  padded_dim = hadamard.padded_dimension(int(dim))
+  if output_dim is None:
+    output_dim = hadamard.padded_dimension(int(dim))
+  _require(isinstance(output_dim, (int, np.integer)) and output_dim >= dim,
+           f'output_dim must be an integer >= dim = {dim}, got '
+           f'{output_dim!r}.')
+  padded_dim = int(output_dim)
   local_stddev = noise_multiplier * l2_clip / math.sqrt(n)
 
   def derive(b):
@@ -265,7 +276,7 @@ def client_subseeds(noise_seed: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
 
 def client_encode(
     x: tf.Tensor, params: DdgParameters, rotation_seed: tf.Tensor,
-    noise_seed: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+    noise_seed: tf.Tensor, encoder=None) -> Tuple[tf.Tensor, tf.Tensor]:
   """Algorithm 1 for one client.
 
   Args:
@@ -274,6 +285,11 @@ def client_encode(
     rotation_seed: the round's public seed (same for all clients and server).
     noise_seed: this client's private seed. Never share it between clients: a
       shared noise seed lets one client cancel everyone's noise.
+    encoder: the rotation, with encode/decode(., seed) and output_dim ==
+      params.padded_dim; default the randomized Hadamard rotation. An
+      encoder that is not an isometry (Kashin) has its *output* clipped to
+      the scaled clip norm as well, so the norm bound of Theorem 5 (3)
+      holds for the vector that is rounded.
 
   Returns:
     (z, counters): z int64 in [0, 2^bits)^padded_dim; counters int64 [4] in
@@ -290,8 +306,13 @@ def client_encode(
   factor = tf.where(clipped, params.l2_clip / tf.maximum(norm, 1e-300), 1.0)
   x_scaled = x * (factor / params.gamma)
   # Flatten: x'' = H D_xi x'.
-  rotated = hadamard.RandomizedHadamard(params.dim).encode(
-      x_scaled, rotation_seed)
+  encoder = encoder or hadamard.RandomizedHadamard(params.dim)
+  rotated = encoder.encode(x_scaled, rotation_seed)
+  if not registry.is_isometry(encoder):
+    rotated_norm = tf.norm(rotated)
+    clipped |= rotated_norm > params.scaled_l2_clip
+    rotated *= tf.minimum(
+        1.0, params.scaled_l2_clip / tf.maximum(rotated_norm, 1e-300))
   # Two independent 128-bit sub-seeds of the client's private seed.
   rounding_seed, sampling_seed = client_subseeds(noise_seed)
   # Conditional randomized rounding with ||x~||^2 <= T, exact in int64.
@@ -312,8 +333,8 @@ def client_encode(
 
 
 def server_decode(
-    zbar: tf.Tensor, params: DdgParameters,
-    rotation_seed: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+    zbar: tf.Tensor, params: DdgParameters, rotation_seed: tf.Tensor,
+    encoder=None) -> Tuple[tf.Tensor, tf.Tensor]:
   """Algorithm 2: centre the ring, un-rotate, rescale, unpad.
 
   Args:
@@ -322,6 +343,7 @@ def server_decode(
       power-of-two moduli).
     params: from `compute_parameters`.
     rotation_seed: the round's public seed.
+    encoder: the clients' rotation (default randomized Hadamard).
 
   Returns:
     (estimate of sum_i x_i as float64 [dim], number of centred coordinates
@@ -333,8 +355,8 @@ def server_decode(
   near = tf.reduce_sum(tf.cast(
       tf.abs(tf.cast(centred, tf.float64)) > m / 2 - params.boundary_margin,
       tf.int64))
-  decoded = hadamard.RandomizedHadamard(params.dim).decode(
-      tf.cast(centred, tf.float64), rotation_seed)
+  encoder = encoder or hadamard.RandomizedHadamard(params.dim)
+  decoded = encoder.decode(tf.cast(centred, tf.float64), rotation_seed)
   return decoded * params.gamma, near
 
 

@@ -59,7 +59,9 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_bad_arguments(self):
     with self.assertRaisesRegex(ValueError, 'rotation'):
-      _factory(rotation='kashin')
+      _factory(rotation='dense')
+    with self.assertRaisesRegex(ValueError, 'kashin'):
+      _factory(rotation='hadamard', iterations=3)
     with self.assertRaisesRegex(ValueError, 'bits'):
       _factory(bits=31)
 
@@ -104,6 +106,33 @@ class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(m['scale'], 1 / params.gamma)
     self.assertEqual(m['dp_event']['num_clients'], 3)
     self.assertEqual(output.state['round'], 1)
+
+  def test_kashin_rotation(self):
+    factory = _factory(seed=2, rotation='kashin', noise_multiplier=0.01)
+    process = factory.create(_VECTOR)
+    tff.test.assert_not_contains_unsecure_aggregation(process.next)
+    params = factory.parameters(_VECTOR)
+    encoder = factory.encoder(_VECTOR)
+    self.assertGreater(encoder.output_dim, 20)
+    self.assertEqual(params.padded_dim, encoder.output_dim)
+    self.assertEqual(factory.dp_event(_VECTOR).dimension, encoder.output_dim)
+    rng = np.random.default_rng(1)
+    # Unit-norm inputs: the representations' norms (<= level) stay inside
+    # the clip, so the expected sum is exact.
+    clients = [v / np.linalg.norm(v) for v in
+               (rng.normal(size=20).astype(np.float32) for _ in range(3))]
+    self.assertLess(encoder.level, 10.0)
+    output = process.next(process.initialize(), clients)
+    m = output.measurements
+    self.assertEqual(m['clipped_clients'], 0)
+    self.assertEqual(m['padded_dimension'], encoder.output_dim)
+    self.assertEqual(m['dp_event']['dimension'], encoder.output_dim)
+    # The decode U (orthonormal rows) maps noise of variance v per
+    # representation coordinate to variance <= v per output coordinate.
+    # Central noise stddev 0.01 * 10 = 0.1, rounding gamma / 2 per client.
+    tolerance = 6 * math.sqrt(0.1**2 + 3 * params.gamma**2)
+    self.assertAllLess(np.abs(output.result - np.sum(clients, axis=0)),
+                       tolerance)
 
   def test_unbiased_over_rounds(self):
     # Mean over R rounds of (estimate - sum) has stddev

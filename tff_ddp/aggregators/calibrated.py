@@ -1,0 +1,182 @@
+"""Aggregation factories calibrated to a target (epsilon, delta).
+
+`tff_ddp.accounting.calibrate` works on the mechanisms' own parameters (the
+scaled local stddev of the DDG, say). A user of an aggregator has a value
+type, a number of rounds and a budget, and wants the factory. Here the free
+parameter is the factory's (the noise multiplier of
+`DiscreteGaussianSumFactory`, theta or num_trials of
+`PoissonBinomialSumFactory`) and the event accounted is exactly the one the
+factory hands out for the value type, so every dependency of the event on
+the parameter (the DDG's scale 1/gamma and rounding-inflated sensitivity both
+move with the noise multiplier) is included.
+
+    >>> factory, report = calibrated.discrete_gaussian(
+    ...     value_type, target_epsilon=2.0, target_delta=1e-5, rounds=100,
+    ...     sampling='poisson', rate=0.01, expected_clients_per_round=100,
+    ...     bits=16, l2_clip=1.0)
+
+The result never exceeds the target (see `calibration.least_noise`).
+Relations: unsampled and Poisson-sampled rounds are accounted for zero-out
+(add/remove-one) neighbours, without-replacement sampling for replace-one
+(see `tff_ddp.accounting.accountant`).
+"""
+
+import dataclasses
+import math
+from typing import Any, Optional
+
+from tff_ddp.accounting import calibration
+from tff_ddp.aggregators import discrete_gaussian as ddg_factory
+from tff_ddp.aggregators import poisson_binomial as pbm_factory
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibratedFactory:
+  """A calibrated factory and what it costs.
+
+  Attributes:
+    factory: the aggregation factory.
+    parameter: name of the calibrated argument.
+    value: its value.
+    epsilon: eps of all `rounds` rounds at `delta` (<= the target).
+    delta: the target delta.
+    order: RDP order attaining `epsilon`.
+    at_limit: see `calibration.least_noise`.
+    event: the DpEvent of all rounds.
+  """
+
+  factory: Any
+  parameter: str
+  value: float
+  epsilon: float
+  delta: float
+  order: float
+  at_limit: bool
+  event: Any
+
+
+def _calibrate(make_factory, value_type, parameter, lo, hi, increasing,
+               discrete, target_epsilon, target_delta, rounds, sampling, rate,
+               sample_size, population):
+  if not 0 < target_epsilon < math.inf:
+    raise ValueError(
+        f'target_epsilon must be a finite number > 0, got {target_epsilon}.')
+  if not 0 < target_delta < 1:
+    raise ValueError(f'target_delta must be in (0, 1), got {target_delta}.')
+  relation = calibration.relation_for(sampling)
+  # Argument errors of the factory and of the sampling scheme surface now.
+  make_factory(hi if increasing else 1.0)
+  calibration.rounds_event(calibration.mechanism_event(
+      'gaussian', noise_multiplier=1.0), rounds, sampling, rate, sample_size,
+                           population)
+  refused = []
+
+  def event_of(x):
+    per_round = make_factory(x).dp_event(value_type)
+    return calibration.rounds_event(per_round, rounds, sampling, rate,
+                                    sample_size, population)
+
+  def eps(x):
+    try:
+      return calibration.epsilon_of(event_of(x), target_delta, relation)[0]
+    except ValueError as e:  # a configuration that cannot fit is unsafe
+      refused.append(f'{parameter}={x:.6g}: {e}')
+      return math.inf
+
+  try:
+    value, at_limit = calibration.least_noise(
+        eps, lo, hi, increasing, target_epsilon, discrete, parameter)
+  except ValueError as e:
+    detail = f' Last refusal: {refused[-1]}' if refused else ''
+    raise ValueError(f'{e}{detail}') from e
+  event = event_of(value)
+  epsilon, order = calibration.epsilon_of(event, target_delta, relation)
+  return CalibratedFactory(
+      factory=make_factory(value), parameter=parameter, value=value,
+      epsilon=epsilon, delta=target_delta, order=order, at_limit=at_limit,
+      event=event)
+
+
+def discrete_gaussian(
+    value_type,
+    target_epsilon: float,
+    target_delta: float,
+    rounds: int = 1,
+    sampling: str = 'none',
+    rate: Optional[float] = None,
+    sample_size: Optional[int] = None,
+    population: Optional[int] = None,
+    **factory_kwargs,
+) -> CalibratedFactory:
+  """The DDG factory with the least noise multiplier meeting the target.
+
+  Args:
+    value_type: the values the factory will aggregate.
+    target_epsilon, target_delta: the budget for all rounds.
+    rounds, sampling, rate, sample_size, population: as for
+      `tff_ddp.accounting.calibrate`.
+    **factory_kwargs: every other `DiscreteGaussianSumFactory` argument
+      (expected_clients_per_round, bits, l2_clip, ...), not noise_multiplier.
+
+  Raises:
+    ValueError: bad arguments, or no noise multiplier fits in `bits` and
+      meets the target (raise bits or the budget).
+  """
+  if 'noise_multiplier' in factory_kwargs:
+    raise ValueError('noise_multiplier is what is calibrated; do not pass it.')
+
+  def make(z):
+    return ddg_factory.DiscreteGaussianSumFactory(
+        noise_multiplier=z, **factory_kwargs)
+
+  return _calibrate(make, value_type, 'noise_multiplier', 1e-3, math.inf,
+                    False, False, target_epsilon, target_delta, rounds,
+                    sampling, rate, sample_size, population)
+
+
+def poisson_binomial(
+    value_type,
+    target_epsilon: float,
+    target_delta: float,
+    parameter: str = 'theta',
+    rounds: int = 1,
+    sampling: str = 'none',
+    rate: Optional[float] = None,
+    sample_size: Optional[int] = None,
+    population: Optional[int] = None,
+    **factory_kwargs,
+) -> CalibratedFactory:
+  """The cPBM factory with the largest theta (or num_trials) meeting the target.
+
+  Args:
+    value_type: the values the factory will aggregate.
+    target_epsilon, target_delta: the budget for all rounds.
+    parameter: 'theta' (in (0, 1/4], num_trials given) or 'num_trials'
+      (integer >= 1, theta given).
+    rounds, sampling, rate, sample_size, population: as for
+      `tff_ddp.accounting.calibrate`.
+    **factory_kwargs: every other `PoissonBinomialSumFactory` argument.
+
+  Raises:
+    ValueError: bad arguments or an unreachable target.
+  """
+  if parameter not in ('theta', 'num_trials'):
+    raise ValueError(
+        f"parameter must be 'theta' or 'num_trials', got {parameter!r}.")
+  if parameter in factory_kwargs:
+    raise ValueError(f'{parameter} is what is calibrated; do not pass it.')
+
+  def make(x):
+    return pbm_factory.PoissonBinomialSumFactory(
+        **{parameter: x}, **factory_kwargs)
+
+  if parameter == 'theta':
+    lo, hi, discrete = 1e-9, 0.25, False
+  else:
+    # The ring must hold max_clients * num_trials < 2^30.
+    clients = (factory_kwargs.get('max_clients_per_round')
+               or factory_kwargs.get('expected_clients_per_round') or 1)
+    lo, hi, discrete = 1, max(1, (2**30 - 1) // int(clients)), True
+  return _calibrate(make, value_type, parameter, lo, hi, True, discrete,
+                    target_epsilon, target_delta, rounds, sampling, rate,
+                    sample_size, population)

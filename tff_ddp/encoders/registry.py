@@ -1,0 +1,45 @@
+"""Encoders by name, for the aggregators' `rotation=` / `encoder=` arguments.
+
+Both encoders map R^dim to R^output_dim with the round's public seed and have
+`encode(x, seed)`, `decode(y, seed)`, `dim` and `output_dim`:
+
+* 'hadamard': randomized Walsh-Hadamard rotation, zero padding to the next
+  power of two; an isometry (||encode(x)|| = ||x||), l_inf small with high
+  probability only.
+* 'kashin': Kashin's representation over a randomized Hadamard frame;
+  ||encode(x)||_inf <= level / sqrt(output_dim) * ||x||_2 always, and
+  ||encode(x)||_2 >= ||x||_2.
+"""
+
+from tff_ddp.encoders import hadamard
+
+NAMES = ('hadamard', 'kashin')
+
+
+def make_encoder(name: str, dim: int, **kashin_options):
+  """The encoder called `name` for `dim` input scalars.
+
+  Args:
+    name: one of NAMES.
+    dim: input dimension >= 1.
+    **kashin_options: keyword arguments of `KashinEncoder` (redundancy, eta,
+      delta, iterations); only with name='kashin'.
+
+  Raises:
+    ValueError: unknown name, or options given for 'hadamard'.
+  """
+  if name == 'kashin':
+    from tff_ddp.encoders import kashin  # pylint: disable=g-import-not-at-top
+    return kashin.KashinEncoder(dim, **kashin_options)
+  if name == 'hadamard':
+    if kashin_options:
+      raise ValueError(
+          f'Kashin options {sorted(kashin_options)} only apply to the '
+          "'kashin' encoder, not 'hadamard'.")
+    return hadamard.RandomizedHadamard(dim)
+  raise ValueError(f'encoder must be one of {NAMES}, got {name!r}.')
+
+
+def is_isometry(encoder) -> bool:
+  """True if ||encoder.encode(x)||_2 == ||x||_2 for every x (up to rounding)."""
+  return isinstance(encoder, hadamard.RandomizedHadamard)
