@@ -12,6 +12,7 @@ Both encoders map R^dim to R^output_dim with the round's public seed and have
 """
 
 from tff_ddp.encoders import hadamard
+from tff_ddp.encoders import kashin
 
 NAMES = ('hadamard', 'kashin')
 
@@ -23,13 +24,12 @@ def make_encoder(name: str, dim: int, **kashin_options):
     name: one of NAMES.
     dim: input dimension >= 1.
     **kashin_options: keyword arguments of `KashinEncoder` (redundancy, eta,
-      delta, iterations); only with name='kashin'.
+      delta, iterations, frame); only with name='kashin'.
 
   Raises:
     ValueError: unknown name, or options given for 'hadamard'.
   """
   if name == 'kashin':
-    from tff_ddp.encoders import kashin  # pylint: disable=g-import-not-at-top
     return kashin.KashinEncoder(dim, **kashin_options)
   if name == 'hadamard':
     if kashin_options:

@@ -312,7 +312,8 @@ def client_encode(
     rotated_norm = tf.norm(rotated)
     clipped |= rotated_norm > params.scaled_l2_clip
     rotated *= tf.minimum(
-        1.0, params.scaled_l2_clip / tf.maximum(rotated_norm, 1e-300))
+        tf.constant(1.0, tf.float64),
+        params.scaled_l2_clip / tf.maximum(rotated_norm, 1e-300))
   # Two independent 128-bit sub-seeds of the client's private seed.
   rounding_seed, sampling_seed = client_subseeds(noise_seed)
   # Conditional randomized rounding with ||x~||^2 <= T, exact in int64.

@@ -1,0 +1,196 @@
+"""KashinEncoder: frame, round trip, enforced level, graph mode."""
+
+import math
+
+from absl.testing import parameterized
+import numpy as np
+import pytest
+import scipy.linalg
+import tensorflow as tf
+
+from tff_ddp.encoders import hadamard
+from tff_ddp.encoders import KashinEncoder
+from tff_ddp.encoders import registry
+
+_SEED = tf.constant([3, 9], tf.int64)
+
+
+def _inputs(d, rng):
+  onehot = np.zeros(d)
+  onehot[d // 3] = 1.0
+  spiky = rng.normal(size=d) * 1e-3
+  spiky[:max(1, d // 50)] = 10.0
+  return {'gaussian': rng.normal(size=d), 'onehot': onehot, 'spiky': spiky,
+          'constant': np.ones(d), 'tiny': rng.normal(size=d) * 1e-200}
+
+
+def _norm(v):
+  big = np.max(np.abs(v))
+  return big * np.linalg.norm(v / big) if big > 0 else 0.0
+
+
+def _level(y, x, output_dim):
+  return np.max(np.abs(y)) * math.sqrt(output_dim) / _norm(x)
+
+
+class FrameTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.parameters((1, 'hadamard'), (5, 'hadamard'),
+                            (12, 'dense'), (64, 'hadamard'), (33, 'dense'))
+  def test_rows_orthonormal(self, d, frame):
+    enc = KashinEncoder(d, frame=frame)
+    u = enc.frame_matrix(_SEED).numpy()
+    self.assertEqual(u.shape, (d, enc.output_dim))
+    self.assertAllClose(u @ u.T, np.eye(d), atol=1e-12)
+
+  def test_hadamard_frame_matches_explicit_construction(self):
+    d = 6
+    enc = KashinEncoder(d)
+    big = enc.output_dim
+    signs = hadamard.random_signs(
+        big, tf.random.experimental.stateless_fold_in(
+            _SEED, tf.constant(0, tf.int64))).numpy()
+    row_signs = hadamard.random_signs(
+        d, tf.random.experimental.stateless_fold_in(
+            _SEED, tf.constant(3, tf.int64))).numpy()
+    keys = tf.random.stateless_uniform(
+        [big], tf.random.experimental.stateless_fold_in(
+            _SEED, tf.constant(1, tf.int64)), dtype=tf.float64).numpy()
+    rows = np.argsort(keys, kind='stable')[:d]
+    h = scipy.linalg.hadamard(big) / math.sqrt(big)
+    expected = row_signs[:, None] * (h @ np.diag(signs))[rows]
+    self.assertAllClose(enc.frame_matrix(_SEED), expected, atol=1e-14)
+    x = np.arange(1.0, d + 1)
+    y = enc.encode(tf.constant(x), _SEED).numpy()
+    self.assertAllClose(expected @ y, x)
+
+  def test_output_dimension(self):
+    self.assertEqual(KashinEncoder(1).output_dim, 2)
+    self.assertEqual(KashinEncoder(64).output_dim, 128)
+    self.assertEqual(KashinEncoder(65).output_dim, 256)
+    self.assertEqual(KashinEncoder(64, redundancy=0.5).output_dim, 128)
+    self.assertEqual(KashinEncoder(100, redundancy=0.2).output_dim, 128)
+    self.assertEqual(KashinEncoder(3, redundancy=4.0).output_dim, 16)
+
+  def test_seeds_give_different_frames(self):
+    enc = KashinEncoder(16)
+    a = enc.frame_matrix(_SEED)
+    b = enc.frame_matrix(tf.constant([3, 10], tf.int64))
+    self.assertNotAllClose(a, b)
+    self.assertAllEqual(a, enc.frame_matrix(_SEED))
+
+
+class RepresentationTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.parameters((1, 'hadamard'), (2, 'hadamard'),
+                            (3, 'hadamard'), (100, 'hadamard'),
+                            (1000, 'hadamard'), (1024, 'hadamard'),
+                            (100, 'dense'), (300, 'dense'))
+  def test_round_trip_and_level(self, d, frame):
+    enc = KashinEncoder(d, frame=frame)
+    fn = tf.function(enc.encode_with_residual)
+    for name, x in _inputs(d, np.random.default_rng(d)).items():
+      for s in range(3):
+        seed = tf.constant([s, 1], tf.int64)
+        y, residual = fn(tf.constant(x), seed)
+        y = y.numpy()
+        self.assertLessEqual(_level(y, x, enc.output_dim), enc.level, name)
+        self.assertLess(residual.numpy(), 1e-9 * _norm(x), name)
+        self.assertAllClose(enc.decode(tf.constant(y), seed), x,
+                            rtol=1e-9, atol=1e-12 * _norm(x))
+        # ||y||_2 >= ||x||_2: U is a contraction.
+        self.assertGreaterEqual(_norm(y),
+                                (1 - 1e-12) * _norm(x))
+
+  @pytest.mark.slow
+  @parameterized.parameters(2**12 + 7, 2**16)
+  def test_round_trip_large(self, d):
+    enc = KashinEncoder(d)
+    fn = tf.function(enc.encode_with_residual)
+    for name, x in _inputs(d, np.random.default_rng(d)).items():
+      y, residual = fn(tf.constant(x), _SEED)
+      self.assertLessEqual(_level(y.numpy(), x, enc.output_dim), enc.level,
+                           name)
+      self.assertLess(residual.numpy(), 1e-9 * _norm(x), name)
+
+  def test_level_enforced_on_adversarial_inputs(self):
+    # The frame is public: an adversary can pick x = a frame column (the
+    # decode of a one-hot), the worst direction of a frame, or many tries.
+    # With one step and a tiny delta nothing converges; the level must
+    # still hold and the residual must be reported.
+    d = 64
+    for enc in (KashinEncoder(d), KashinEncoder(d, iterations=1, delta=1.0,
+                                                eta=0.9),
+                KashinEncoder(d, redundancy=0.01, iterations=2)):
+      u = enc.frame_matrix(_SEED).numpy()
+      candidates = [u[:, k] for k in range(0, enc.output_dim, 7)]
+      candidates.append(u @ np.sign(u[0]))  # aligned with a row's signs
+      rng = np.random.default_rng(0)
+      candidates += [rng.standard_cauchy(size=d) for _ in range(20)]
+      for x in candidates:
+        y, residual = enc.encode_with_residual(tf.constant(x), _SEED)
+        self.assertLessEqual(_level(y.numpy(), x, enc.output_dim), enc.level)
+        self.assertAllClose(np.linalg.norm(x - u @ y.numpy()), residual,
+                            atol=1e-9)
+
+  def test_one_step_small_delta_keeps_level_reports_residual(self):
+    enc = KashinEncoder(256, iterations=1, delta=1.0, eta=0.2)
+    x = np.zeros(256)
+    x[:4] = 1.0
+    y, residual = enc.encode_with_residual(tf.constant(x), _SEED)
+    self.assertLessEqual(_level(y.numpy(), x, enc.output_dim), enc.level)
+    decoded = enc.decode(y, _SEED).numpy()
+    self.assertAllClose(np.linalg.norm(x - decoded), residual, atol=1e-12)
+
+  def test_zero_input(self):
+    enc = KashinEncoder(10)
+    y, residual = enc.encode_with_residual(tf.zeros([10], tf.float64), _SEED)
+    self.assertAllEqual(y, np.zeros(enc.output_dim))
+    self.assertEqual(residual.numpy(), 0.0)
+
+  def test_float32(self):
+    enc = KashinEncoder(50)
+    x = np.random.default_rng(1).normal(size=50).astype(np.float32)
+    y = enc.encode(tf.constant(x), _SEED)
+    self.assertEqual(y.dtype, tf.float32)
+    self.assertAllClose(enc.decode(y, _SEED), x, atol=1e-5)
+
+  def test_graph_equals_eager(self):
+    enc = KashinEncoder(37)
+    x = tf.constant(np.random.default_rng(2).normal(size=37))
+    eager = enc.encode(x, _SEED)
+    graph = tf.function(enc.encode)(x, _SEED)
+    # Same frame and steps; graph optimizations may reorder float sums.
+    self.assertAllClose(eager, graph, rtol=1e-12, atol=1e-12)
+    self.assertAllClose(enc.decode(eager, _SEED),
+                        tf.function(enc.decode)(eager, _SEED),
+                        rtol=1e-12, atol=1e-12)
+
+  @parameterized.named_parameters(
+      ('dim', dict(dim=0), 'dim'),
+      ('dim_float', dict(dim=2.0), 'dim'),
+      ('redundancy', dict(dim=4, redundancy=0.0), 'redundancy'),
+      ('eta', dict(dim=4, eta=1.0), 'eta'),
+      ('delta', dict(dim=4, delta=0.0), 'delta'),
+      ('iterations', dict(dim=4, iterations=0), 'iterations'),
+      ('frame', dict(dim=4, frame='random'), 'frame'),
+      ('dense_too_big', dict(dim=5000, frame='dense'), 'hadamard'),
+  )
+  def test_bad_arguments(self, kwargs, message):
+    with self.assertRaisesRegex(ValueError, message):
+      KashinEncoder(**kwargs)
+
+  def test_bad_input_dtype(self):
+    with self.assertRaisesRegex(TypeError, 'float'):
+      KashinEncoder(3).encode(tf.constant([1, 2, 3]), _SEED)
+
+  def test_registry(self):
+    enc = registry.make_encoder('kashin', 10, iterations=3)
+    self.assertIsInstance(enc, KashinEncoder)
+    self.assertEqual(enc.iterations, 3)
+    self.assertFalse(registry.is_isometry(enc))
+    self.assertTrue(registry.is_isometry(registry.make_encoder('hadamard', 3)))
+
+
+if __name__ == '__main__':
+  tf.test.main()
