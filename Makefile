@@ -25,6 +25,9 @@ test-fast: setup
 bench: setup
 	$(VENV_PY) benchmarks/ddg_vs_tff.py
 	$(VENV_PY) benchmarks/ddg_utility.py
+	$(VENV_PY) benchmarks/accountant_bench.py
+	$(VENV_PY) benchmarks/kashin_bench.py
+	$(VENV_PY) benchmarks/cpbm_vs_ddg.py
 
 # Re-resolve requirements/lock.txt (needs the registry).
 lock:

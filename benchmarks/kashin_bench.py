@@ -1,0 +1,172 @@
+"""Kashin encode + decode: our fast frame vs a dense frame vs TFMOT.
+
+For d = 2^10 ... 2^16 (D = 2d), one vector, inside tf.function, after a
+warm-up call; median seconds of encode + decode over --reps calls:
+
+* ours: `KashinEncoder(d)` (signed, row-sampled randomized Hadamard frame,
+  O(D log D) per product; eta 1/2, delta 0.8, 8 steps, level enforced).
+* dense: the same algorithm and the *same* frame, materialized as a d x D
+  float64 matrix and applied with matvec (O(D d) per product): the cost of
+  a dense frame, for d up to --dense-max (2^14 needs 4 GiB).
+* dense QR: `KashinEncoder(d, frame='dense')`, a random orthonormal frame
+  (QR of a Gaussian, the paper's construction), d <= 2^11 (building it is
+  O(D d^2)); its time excludes building the frame.
+* TFMOT: `KashinHadamardEncodingStage(num_iters=8, eta=0.5, delta=0.8,
+  last_iter_clip=False)` from tensorflow_model_optimization (its default,
+  lossless: the last step is not clipped, so no level is guaranteed).
+
+Level: the worst max_k |y_k| sqrt(D) / ||x||_2 over Gaussian, constant,
+one-hot and spiky inputs (for ours and dense, <= K = 2.24 by construction);
+residual: the worst ||x - decode(encode(x))|| / ||x||.
+
+  .venv/bin/python benchmarks/kashin_bench.py [--reps 5]
+"""
+
+import argparse
+import math
+import statistics
+import time
+
+import _common  # pylint: disable=unused-import
+import numpy as np
+
+
+def _inputs(d, rng):
+  onehot = np.zeros(d)
+  onehot[d // 3] = 1.0
+  spiky = rng.normal(size=d) * 1e-3
+  spiky[:max(1, d // 50)] = 10.0
+  return [rng.normal(size=d), np.ones(d), onehot, spiky]
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__)
+  parser.add_argument('--min-log2', type=int, default=10)
+  parser.add_argument('--max-log2', type=int, default=16)
+  parser.add_argument('--dense-max-log2', type=int, default=14)
+  parser.add_argument('--qr-max-log2', type=int, default=11)
+  parser.add_argument('--reps', type=int, default=5)
+  args = parser.parse_args()
+
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tensorflow_model_optimization.python.core.internal.tensor_encoding.stages.research import kashin as tfmot_kashin  # pylint: disable=g-import-not-at-top
+  from tff_ddp.encoders import KashinEncoder  # pylint: disable=g-import-not-at-top
+
+  seed = tf.constant([1, 2], tf.int64)
+
+  class MaterializedFrame(KashinEncoder):
+    """Our algorithm and frame, with U stored as a dense matrix."""
+
+    def __init__(self, dim, matrix):
+      super().__init__(dim)
+      self._u = tf.constant(matrix)
+
+    def _frame_ops(self, seed, dtype):
+      del seed, dtype
+      return (lambda v: tf.linalg.matvec(self._u, v, transpose_a=True),
+              lambda w: tf.linalg.matvec(self._u, w))
+
+  def materialize(enc):
+    """U of `enc`'s Hadamard frame, d x D, built from the frame's pieces."""
+    d, big = enc.dim, enc.output_dim
+    fold = lambda k: tf.random.experimental.stateless_fold_in(  # pylint: disable=g-long-lambda
+        seed, tf.constant(k, tf.int64))
+    signs = (2 * tf.random.stateless_uniform(
+        [big], seed=fold(0), minval=0, maxval=2, dtype=tf.int32) - 1).numpy()
+    row_signs = (2 * tf.random.stateless_uniform(
+        [d], seed=fold(3), minval=0, maxval=2, dtype=tf.int32) - 1).numpy()
+    rows = enc._rows(seed).numpy()  # pylint: disable=protected-access
+    cols = np.arange(big, dtype=np.int64)
+    u = np.empty((d, big), np.float64)
+    for start in range(0, d, 256):  # H[i, j] = (-1)^popcount(i & j) / sqrt D
+      a = rows[start:start + 256, None] & cols[None, :]
+      parity = np.zeros(a.shape, np.int64)
+      while np.any(a):
+        parity ^= a & 1
+        a >>= 1
+      u[start:start + 256] = (1 - 2 * parity) * signs[None, :]
+      u[start:start + 256] *= row_signs[start:start + 256, None]
+    return u / math.sqrt(big)
+
+  def measure(encode, decode, output_dim, inputs):
+    """(median seconds of encode+decode, worst level, worst residual)."""
+    level, residual = 0.0, 0.0
+    for x in inputs:
+      y = encode(tf.constant(x))
+      back = decode(y).numpy()
+      y = y.numpy()
+      level = max(level, np.max(np.abs(y)) * math.sqrt(output_dim)
+                  / np.linalg.norm(x))
+      residual = max(residual, np.linalg.norm(x - back) / np.linalg.norm(x))
+    x = tf.constant(inputs[0])
+    times = []
+    for _ in range(args.reps):
+      start = time.perf_counter()
+      decode(encode(x)).numpy()
+      times.append(time.perf_counter() - start)
+    return statistics.median(times), level, residual
+
+  rows = []
+  for k in range(args.min_log2, args.max_log2 + 1):
+    d = 2**k
+    inputs = _inputs(d, np.random.default_rng(k))
+    ours = KashinEncoder(d)
+    row = {'d': d, 'D': ours.output_dim}
+    row['ours'] = measure(tf.function(lambda x, e=ours: e.encode(x, seed)),
+                          tf.function(lambda y, e=ours: e.decode(y, seed)),
+                          ours.output_dim, inputs)
+    if k <= args.dense_max_log2:
+      dense = MaterializedFrame(d, materialize(ours))
+      enc = tf.function(lambda x, e=dense: e.encode(x, seed))
+      dec = tf.function(lambda y, e=dense: e.decode(y, seed))
+      row['dense'] = measure(enc, dec, dense.output_dim, inputs)
+      del dense, enc, dec
+    if k <= args.qr_max_log2:
+      qr = KashinEncoder(d, frame='dense')
+      frame = qr._dense(seed, tf.float64)  # pylint: disable=protected-access
+      qr_fixed = MaterializedFrame(d, tf.transpose(frame).numpy())
+      row['qr'] = measure(tf.function(lambda x, e=qr_fixed: e.encode(x, seed)),
+                          tf.function(lambda y, e=qr_fixed: e.decode(y, seed)),
+                          qr.output_dim, inputs)
+    stage = tfmot_kashin.KashinHadamardEncodingStage(
+        num_iters=8, eta=0.5, delta=0.8, last_iter_clip=False)
+    enc_params, dec_params = stage.get_params()
+    dec_params = {key: tf.constant(v.numpy()) for key, v in dec_params.items()}
+    enc_params = {key: (tf.constant(v.numpy()) if tf.is_tensor(v) else v)
+                  for key, v in enc_params.items()}
+    enc_params['seed'] = dec_params['seed']
+    shape = tf.constant([d])
+    tf_enc = tf.function(lambda x, s=stage, p=enc_params: s.encode(x, p)[
+        s.ENCODED_VALUES_KEY])
+    tf_dec = tf.function(lambda y, s=stage, p=dec_params: s.decode(
+        {s.ENCODED_VALUES_KEY: y}, p, shape=shape))
+    pad = stage._get_pad_dim(d)  # pylint: disable=protected-access
+    row['tfmot'] = measure(tf_enc, tf_dec, pad, inputs)
+    rows.append(row)
+    print(f'done d = {d}', flush=True)
+
+  print(f'\nKashin encode + decode, median of {args.reps} (tf.function, one '
+        'vector); level = worst max|y| sqrt(D)/||x|| over 4 inputs; res = '
+        'worst relative residual\n')
+  header = (f'{"d":>6s} {"D":>6s} | {"ours s":>9s} {"K":>5s} {"res":>7s} | '
+            f'{"dense s":>9s} {"x ours":>7s} | {"QR s":>8s} {"K":>5s} | '
+            f'{"TFMOT s":>9s} {"x ours":>7s} {"K":>6s} {"res":>7s}')
+  print(header)
+  for r in rows:
+    t, lvl, res = r['ours']
+    line = f'{r["d"]:6d} {r["D"]:6d} | {t:9.5f} {lvl:5.2f} {res:7.0e} | '
+    if 'dense' in r:
+      line += f'{r["dense"][0]:9.5f} {r["dense"][0] / t:7.1f} | '
+    else:
+      line += f'{"-":>9s} {"-":>7s} | '
+    if 'qr' in r:
+      line += f'{r["qr"][0]:8.5f} {r["qr"][1]:5.2f} | '
+    else:
+      line += f'{"-":>8s} {"-":>5s} | '
+    tt, tl, tr = r['tfmot']
+    line += f'{tt:9.5f} {tt / t:7.2f} {tl:6.2f} {tr:7.0e}'
+    print(line)
+
+
+if __name__ == '__main__':
+  main()
