@@ -1,0 +1,1 @@
+"""Federated analytics with distributed DP: quantiles from histograms."""

@@ -1,0 +1,155 @@
+"""Quantile math: encodings, exact inverses, CDF estimators against numpy."""
+
+import math
+
+from absl.testing import parameterized
+import numpy as np
+import tensorflow as tf
+
+from tff_ddp.analytics import histograms as hg
+
+
+def _pav(y):
+  """Pool-adjacent-violators isotonic regression (numpy reference)."""
+  blocks = []  # (mean, weight)
+  for v in y:
+    blocks.append([v, 1.0])
+    while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+      m2, w2 = blocks.pop()
+      m1, w1 = blocks.pop()
+      blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2])
+  return np.concatenate([[m] * int(w) for m, w in blocks])
+
+
+def _haar_reference(index, b):
+  """Coefficients by definition: base 1, then a_left - a_right per node."""
+  leaves = np.zeros(b)
+  leaves[index] = 1
+  out = [1.0]
+  size = 2
+  while size <= b:
+    for start in range(0, b, size):
+      half = size // 2
+      out.append(leaves[start:start + half].sum()
+                 - leaves[start + half:start + size].sum())
+    size *= 2
+  return np.array(out)
+
+
+class EncodingTest(tf.test.TestCase, parameterized.TestCase):
+
+  def test_bin_index_clips(self):
+    x = np.array([-1.0, 0.0, 0.99, 1.0, 9.99, 10.0, 11.0, np.nan])
+    self.assertAllEqual(hg.bin_index(x, 0.0, 10.0, 10),
+                        [0, 0, 0, 1, 9, 9, 9, 0])
+
+  @parameterized.parameters('flat', 'tree', 'haar')
+  def test_encodings_against_brute_force(self, method):
+    b = 16
+    a = hg.tree_matrix(b)
+    for i in range(b):
+      got = hg.encode(method, tf.constant(i, tf.int64), b).numpy()
+      if method == 'flat':
+        want = np.eye(b)[i]
+      elif method == 'tree':
+        want = a[:, i]
+      else:
+        want = _haar_reference(i, b)
+      self.assertAllEqual(got, want)
+      l1, l2, l0 = hg.sensitivities(method, b)
+      self.assertEqual(np.abs(got).sum(), l1)
+      self.assertAlmostEqual(np.linalg.norm(got), l2)
+      self.assertEqual(np.count_nonzero(got), l0)
+
+  def test_haar_decode_is_exact_inverse(self):
+    b = 32
+    rng = np.random.default_rng(0)
+    idx = rng.integers(0, b, size=200)
+    total = sum(hg.encode('haar', tf.constant(i, tf.int64), b).numpy()
+                for i in idx)
+    leaves = hg.haar_decode_matrix(b) @ total
+    self.assertAllClose(leaves, np.bincount(idx, minlength=b), atol=1e-12)
+    # And on any coefficient vector: decode(encode-matrix) == identity.
+    enc = np.stack([_haar_reference(i, b) for i in range(b)], axis=1)
+    self.assertAllClose(hg.haar_decode_matrix(b) @ enc, np.eye(b), atol=1e-12)
+
+  def test_dyadic_prefix_uses_at_most_log_nodes(self):
+    b = 64
+    p = hg.dyadic_prefix_matrix(b)
+    a = hg.tree_matrix(b)
+    self.assertAllEqual(p @ a, np.tril(np.ones((b, b))))
+    self.assertLessEqual(p.sum(axis=1).max(), math.log2(b))
+    # j = 15 (1-based) = [1, 8] + [9, 12] + [13, 14] + [15] (paper's example).
+    self.assertEqual(p[14].sum(), 4)
+
+  def test_consistent_tree_is_least_squares(self):
+    b = 8
+    rng = np.random.default_rng(1)
+    h = rng.normal(size=2 * b - 2) * 3 + 5
+    a = hg.tree_matrix(b)
+    leaves, *_ = np.linalg.lstsq(a, h, rcond=None)
+    k, _ = hg.cdf_matrix('tree', b, consistent=True)
+    self.assertAllClose(k @ h, np.cumsum(leaves))
+
+  @parameterized.parameters(
+      *[(m, c, cons) for m in ('flat', 'tree', 'haar')
+        for c in ('estimated', 'exact') for cons in (False, True)
+        if not (cons and m != 'tree')])
+  def test_noise_free_cdf_is_empirical(self, method, count, consistent):
+    b = 32
+    rng = np.random.default_rng(2)
+    values = rng.uniform(0, 10, size=100)
+    idx = hg.bin_index(values, 0.0, 10.0, b).numpy()
+    total = sum(hg.encode(method, tf.constant(i), b).numpy() for i in idx)
+    cdf = hg.estimate_cdf(method, tf.constant(total, tf.float64), b, count,
+                          num_clients=100, consistent=consistent)
+    self.assertAllClose(cdf, np.cumsum(np.bincount(idx, minlength=b)) / 100)
+
+  def test_isotonic_matches_pav(self):
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+      y = np.cumsum(rng.normal(size=40)) * 0.1 + rng.normal(size=40)
+      self.assertAllClose(hg.isotonic(tf.constant(y)), _pav(y))
+    self.assertAllClose(hg.isotonic(tf.constant([3.0, 1.0, 2.0])),
+                        [2.0, 2.0, 2.0])
+
+  def test_quantile_indices_eq1_first_on_ties(self):
+    cdf = tf.constant([0.125, 0.25, 0.5, 0.75, 1.0], tf.float64)
+    # 0.375 is exactly between 0.25 and 0.5: the first wins.
+    self.assertAllEqual(
+        hg.quantile_indices(cdf, [0.1875, 0.375, 0.5, 0.95, 0.0]),
+        [0, 1, 2, 4, 0])
+
+  def test_quantile_values(self):
+    cdf = tf.constant([0.25, 0.5, 0.75, 1.0], tf.float64)
+    self.assertAllClose(hg.quantile_values(cdf, [0.5], 0.0, 4.0, 4), [2.0])
+    self.assertAllClose(
+        hg.quantile_values(cdf, [0.5, 0.125, 1.0], 0.0, 4.0, 4,
+                           interpolate=True), [2.0, 0.5, 4.0])
+
+  def test_graph_equals_eager(self):
+    total = tf.constant(np.arange(30, dtype=np.float64))
+    fn = tf.function(lambda t: hg.estimate_cdf('tree', t, 16, 'estimated',
+                                               monotone=True))
+    self.assertAllClose(fn(total), hg.estimate_cdf('tree', total, 16,
+                                                   'estimated', monotone=True))
+
+  def test_bad_arguments(self):
+    with self.assertRaisesRegex(ValueError, 'power of two'):
+      hg.encode('tree', tf.constant(0, tf.int64), 24)
+    with self.assertRaisesRegex(ValueError, 'method'):
+      hg.encoding_length('bars', 16)
+    with self.assertRaisesRegex(ValueError, 'num_bins'):
+      hg.encoding_length('flat', 1)
+    with self.assertRaisesRegex(ValueError, 'lower < upper'):
+      hg.bin_index([1.0], 1.0, 1.0, 4)
+    with self.assertRaisesRegex(ValueError, 'count'):
+      hg.estimate_cdf('flat', tf.zeros([4]), 4, 'guess')
+    with self.assertRaisesRegex(ValueError, 'num_clients'):
+      hg.estimate_cdf('flat', tf.zeros([4]), 4, 'exact')
+    with self.assertRaisesRegex(ValueError, 'consistent'):
+      hg.estimate_cdf('flat', tf.zeros([4]), 4, 'exact', 3, consistent=True)
+
+
+if __name__ == '__main__':
+  tf.test.main()
