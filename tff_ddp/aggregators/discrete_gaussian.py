@@ -73,6 +73,8 @@ class DiscreteGaussianSumFactory(tff.aggregators.UnweightedAggregationFactory):
       beta: float = 0.0,
       rotation: str = 'hadamard',
       seed: Optional[int] = None,
+      granularity: Optional[float] = None,
+      linf_clip: Optional[float] = None,
       **kashin_options,
   ):
     """Validates and stores the configuration (dimension-free checks).
@@ -92,12 +94,19 @@ class DiscreteGaussianSumFactory(tff.aggregators.UnweightedAggregationFactory):
         power of two) or 'kashin' (Kashin's representation over a
         randomized Hadamard frame of dimension D > d; then `l2_clip` bounds
         the representation's norm, which is >= the input's, and the
-        privacy event is over D coordinates).
+        privacy event is over D coordinates), or 'none' (no rotation: for
+        inputs whose coordinates are bounded already, with `linf_clip`).
       seed: for tests only. Makes the rotation and the client noise
         deterministic: each client's noise seed is derived from (seed, round,
         a fingerprint of its input), so two clients with equal inputs get
         equal noise. Never set it in a deployment; by default every client
         draws its noise seed from the operating system's entropy.
+      granularity: gamma, instead of the Section 6 heuristic (1/gamma is
+        the integer scaling factor c of the quantile paper); the ring is
+        then checked against the worst-case sum (see
+        `mechanisms.distributed_discrete_gaussian.compute_parameters`).
+      linf_clip: also clip each input coordinate to [-linf_clip,
+        linf_clip]; the ring check then uses it.
       **kashin_options: passed to `KashinEncoder` (redundancy, eta, delta,
         iterations); only with rotation='kashin'.
     """
@@ -120,6 +129,8 @@ class DiscreteGaussianSumFactory(tff.aggregators.UnweightedAggregationFactory):
     self._rotation = rotation
     self._kashin_options = dict(kashin_options)
     self._seed = seed
+    self._granularity = granularity
+    self._linf_clip = linf_clip
 
   def encoder(self, value_type):
     """The rotation (encoder) used for `value_type`."""
@@ -132,7 +143,8 @@ class DiscreteGaussianSumFactory(tff.aggregators.UnweightedAggregationFactory):
     return ddg.compute_parameters(
         encoder.dim, self._l2_clip, self._noise_multiplier,
         self._expected_clients, self._bits, self._modclip_prob, self._beta,
-        output_dim=encoder.output_dim)
+        output_dim=encoder.output_dim, granularity=self._granularity,
+        linf_clip=self._linf_clip)
 
   def dp_event(self, value_type, num_clients=None) -> dp_accounting.DpEvent:
     """The DP event of one round on `value_type` (zero-out neighbours)."""

@@ -71,6 +71,7 @@ class PoissonBinomialSumFactory(tff.aggregators.UnweightedAggregationFactory):
       max_clients_per_round: Optional[int] = None,
       seed: Optional[int] = None,
       scaling: str = 'l2',
+      linf_clip: Optional[float] = None,
       **kashin_options,
   ):
     """Validates and stores the configuration (dimension-free checks).
@@ -83,7 +84,8 @@ class PoissonBinomialSumFactory(tff.aggregators.UnweightedAggregationFactory):
         assumes per round.
       encoder: 'kashin' (default; Kashin's representation over a
         randomized Hadamard frame) or 'hadamard' (randomized Walsh-Hadamard
-        rotation, D = next power of two; no l_inf guarantee).
+        rotation, D = next power of two; no l_inf guarantee) or 'none'
+        (identity, for coordinatewise-bounded inputs with linf_clip).
       max_clients_per_round: most clients a round may have; sizes the ring
         (default expected_clients_per_round).
       seed: for tests only: makes the frame and the client draws
@@ -93,6 +95,8 @@ class PoissonBinomialSumFactory(tff.aggregators.UnweightedAggregationFactory):
         the Kashin representation guarantees; same privacy event, variance
         smaller by D / K^2; needs encoder='kashin'). See
         `tff_ddp.mechanisms.poisson_binomial`.
+      linf_clip: with scaling='linf', the coordinate bound B itself (for
+        inputs bounded coordinatewise, e.g. with encoder='none').
       **kashin_options: passed to `KashinEncoder` (redundancy, eta, delta,
         iterations).
     """
@@ -102,7 +106,7 @@ class PoissonBinomialSumFactory(tff.aggregators.UnweightedAggregationFactory):
     probe = registry.make_encoder(encoder, 1, **kashin_options)  # validates
     pbm.compute_parameters(1, 1, l2_clip, theta, num_trials,
                            expected_clients_per_round, max_clients_per_round,
-                           scaling, getattr(probe, 'level', None))
+                           scaling, getattr(probe, 'level', None), linf_clip)
     self._seed = one_layer.check_test_seed(seed, _NAME)
     self._l2_clip = float(l2_clip)
     self._theta = float(theta)
@@ -111,6 +115,7 @@ class PoissonBinomialSumFactory(tff.aggregators.UnweightedAggregationFactory):
     self._max_clients = max_clients_per_round
     self._encoder = encoder
     self._scaling = scaling
+    self._linf_clip = linf_clip
     self._kashin_options = dict(kashin_options)
 
   def encoder(self, value_type):
@@ -124,7 +129,7 @@ class PoissonBinomialSumFactory(tff.aggregators.UnweightedAggregationFactory):
     return pbm.compute_parameters(
         encoder.dim, encoder.output_dim, self._l2_clip, self._theta,
         self._num_trials, self._expected_clients, self._max_clients,
-        self._scaling, getattr(encoder, 'level', None))
+        self._scaling, getattr(encoder, 'level', None), self._linf_clip)
 
   def dp_event(self, value_type, num_clients=None) -> dp_accounting.DpEvent:
     """The DP event of one round on `value_type` (zero-out neighbours)."""

@@ -9,12 +9,31 @@ Both encoders map R^dim to R^output_dim with the round's public seed and have
 * 'kashin': Kashin's representation over a randomized Hadamard frame;
   ||encode(x)||_inf <= level / sqrt(output_dim) * ||x||_2 always, and
   ||encode(x)||_2 >= ||x||_2.
+* 'none': the identity (output_dim = dim), for inputs that need no
+  flattening, e.g. histograms whose coordinates are bounded already.
 """
 
 from tff_ddp.encoders import hadamard
 from tff_ddp.encoders import kashin
 
-NAMES = ('hadamard', 'kashin')
+NAMES = ('hadamard', 'kashin', 'none')
+
+
+class Identity:
+  """The 'none' encoder: encode(x) = x, decode(y) = y."""
+
+  def __init__(self, dim: int):
+    if dim < 1:
+      raise ValueError(f'dim must be >= 1, got {dim}.')
+    self.dim = self.output_dim = int(dim)
+
+  def encode(self, x, seed):
+    del seed
+    return x
+
+  def decode(self, y, seed):
+    del seed
+    return y
 
 
 def make_encoder(name: str, dim: int, **kashin_options):
@@ -31,15 +50,17 @@ def make_encoder(name: str, dim: int, **kashin_options):
   """
   if name == 'kashin':
     return kashin.KashinEncoder(dim, **kashin_options)
-  if name == 'hadamard':
+  if name in ('hadamard', 'none'):
     if kashin_options:
       raise ValueError(
           f'Kashin options {sorted(kashin_options)} only apply to the '
-          "'kashin' encoder, not 'hadamard'.")
+          f"'kashin' encoder, not {name!r}.")
+    if name == 'none':
+      return Identity(dim)
     return hadamard.RandomizedHadamard(dim)
   raise ValueError(f'encoder must be one of {NAMES}, got {name!r}.')
 
 
 def is_isometry(encoder) -> bool:
   """True if ||encoder.encode(x)||_2 == ||x||_2 for every x (up to rounding)."""
-  return isinstance(encoder, hadamard.RandomizedHadamard)
+  return isinstance(encoder, (hadamard.RandomizedHadamard, Identity))

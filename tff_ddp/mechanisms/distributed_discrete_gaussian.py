@@ -76,6 +76,8 @@ class DdgParameters:
   norm_threshold: int
   l2_sensitivity: float
   sum_stddev: float
+  linf_clip: Optional[float] = None
+  granularity_given: bool = False
 
   @property
   def modulus(self) -> int:
@@ -171,6 +173,8 @@ def compute_parameters(
     modclip_prob: float = 1e-4,
     beta: float = 0.0,
     output_dim: Optional[int] = None,
+    granularity: Optional[float] = None,
+    linf_clip: Optional[float] = None,
 ) -> DdgParameters:
   """Validates a DDG configuration and derives gamma, the noise and bounds.
 
@@ -193,6 +197,13 @@ def compute_parameters(
       encoder's output dimension (default: dim padded to a power of two, the
       randomized Hadamard rotation's). The noise, the sensitivity and the
       privacy event are over this many coordinates.
+    granularity: gamma itself (1/gamma = the integer scaling c of the
+      quantile paper's Algorithms 1-2) instead of the Section 6 heuristic.
+      The ring is then checked against the worst case: n (B/gamma + 1) +
+      k sqrt(n) sigma/gamma < M/2 - 1, with B = linf_clip (or l2_clip) the
+      largest input coordinate, +1 per client for rounding.
+    linf_clip: clip every input coordinate to [-linf_clip, linf_clip] as
+      well (before the l2 clip); meant for rotation 'none'.
 
   Returns:
     A DdgParameters.
@@ -209,8 +220,17 @@ def compute_parameters(
            f'{output_dim!r}.')
   padded_dim = int(output_dim)
   local_stddev = noise_multiplier * l2_clip / math.sqrt(n)
+  if granularity is not None:
+    _require(_finite(granularity) and granularity > 0,
+             f'granularity must be a finite number > 0, got {granularity!r}.')
+  if linf_clip is not None:
+    _require(_finite(linf_clip) and linf_clip > 0,
+             f'linf_clip must be a finite number > 0, got {linf_clip!r}.')
 
   def derive(b):
+    if granularity is not None:
+      return (float(granularity), local_stddev / granularity,
+              l2_clip / granularity)
     gamma = _granularity(l2_clip, local_stddev, n, padded_dim, b, k)
     if gamma is None:
       return None
@@ -245,6 +265,16 @@ def compute_parameters(
         f'large that the squared norm of a rounded client vector could '
         f'overflow int64. Use bits <= {fits}.' if fits else
         f'l2_clip={l2_clip} with dim={dim} overflows int64 arithmetic.')
+  if granularity is not None:
+    coord = min(l2_clip, linf_clip or math.inf) / gamma
+    worst = n * (coord + 1.0) + k * math.sqrt(n) * scaled_local
+    if worst >= 2.0**bits / 2 - 1:
+      need = math.ceil(math.log2(2 * (worst + 1))) + 1
+      raise ValueError(
+          f'bits={bits} is too small for granularity={granularity}: a sum '
+          f'coordinate can reach n (B/gamma + 1) + k sqrt(n) sigma/gamma = '
+          f'{worst:.6g} >= M/2 - 1 = {2.0**bits / 2 - 1:.6g}. Use bits >= '
+          f'{need} or a larger granularity.')
   sum_stddev = math.sqrt(
       scaled_clip**2 * n**2 / padded_dim + (0.25 + scaled_local**2) * n)
   return DdgParameters(
@@ -254,7 +284,9 @@ def compute_parameters(
       k_stddevs=k, local_stddev=local_stddev, gamma=gamma,
       scaled_l2_clip=scaled_clip, scaled_local_stddev=scaled_local,
       norm_threshold=int(threshold), l2_sensitivity=math.sqrt(threshold),
-      sum_stddev=sum_stddev)
+      sum_stddev=sum_stddev,
+      linf_clip=None if linf_clip is None else float(linf_clip),
+      granularity_given=granularity is not None)
 
 
 # Indices of the per-client counters sent beside the encoded vector.
@@ -300,9 +332,14 @@ def client_encode(
   x = tf.cast(tf.reshape(x, [-1]), tf.float64)
   finite = tf.reduce_all(tf.math.is_finite(x))
   x = tf.where(finite, x, tf.zeros_like(x))
+  if params.linf_clip is not None:
+    beyond = tf.reduce_any(tf.abs(x) > params.linf_clip)
+    x = tf.clip_by_value(x, -params.linf_clip, params.linf_clip)
+  else:
+    beyond = tf.constant(False)
   # Clip and scale: x' = min(1, c/||x||) x / gamma.
   norm = tf.norm(x)
-  clipped = norm > params.l2_clip
+  clipped = (norm > params.l2_clip) | beyond
   factor = tf.where(clipped, params.l2_clip / tf.maximum(norm, 1e-300), 1.0)
   x_scaled = x * (factor / params.gamma)
   # Flatten: x'' = H D_xi x'.

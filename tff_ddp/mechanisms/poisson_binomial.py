@@ -147,6 +147,7 @@ def compute_parameters(
     max_clients_per_round=None,
     scaling: str = 'l2',
     level=None,
+    linf_clip=None,
 ) -> PbmParameters:
   """Validates a cPBM configuration; ValueError names the argument to change.
 
@@ -168,6 +169,8 @@ def compute_parameters(
       (p = 1/2 + theta y / B with B = level C / sqrt(D); see the module
       docstring). Same privacy; 'linf' needs `level`.
     level: the encoder's guaranteed Kashin level K (only for 'linf').
+    linf_clip: for 'linf', B itself (any encoder; e.g. 1 for Haar
+      coefficients in {-1, 0, 1}); coordinates beyond it are clipped.
 
   Returns:
     A PbmParameters.
@@ -209,10 +212,15 @@ def compute_parameters(
   require(scaling in SCALINGS,
           f'scaling must be one of {SCALINGS}, got {scaling!r}.')
   bound = float(l2_clip)
-  if scaling == 'linf':
+  if linf_clip is not None:
+    require(scaling == 'linf', "linf_clip needs scaling='linf'.")
+    require(_finite(linf_clip) and linf_clip > 0,
+            f'linf_clip must be a finite number > 0, got {linf_clip!r}.')
+    bound = min(bound, float(linf_clip))
+  elif scaling == 'linf':
     require(level is not None and _finite(level) and level >= 1,
             "scaling='linf' needs an encoder with a guaranteed l_inf level "
-            "(encoder='kashin'), got level "
+            "(encoder='kashin') or an explicit linf_clip, got level "
             f'{level!r}.')
     bound = min(bound, float(level) * float(l2_clip) / math.sqrt(output_dim))
   p_low, p_high = probability_bounds(float(theta))

@@ -134,6 +134,37 @@ class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllLess(np.abs(output.result - np.sum(clients, axis=0)),
                        tolerance)
 
+  def test_no_rotation_with_integer_scaling(self):
+    # The quantile paper's setting: count vectors, c = 1/gamma = 100, no
+    # rotation; rounding is exact, so only the noise separates the result
+    # from the sum. Central stddev = noise_multiplier * l2_clip = 0.05.
+    value_type = tff.TensorType(np.float32, [8])
+    factory = _factory(rotation='none', granularity=0.01, linf_clip=1.0,
+                       l2_clip=1.0, noise_multiplier=0.05, seed=4)
+    params = factory.parameters(value_type)
+    self.assertEqual(params.padded_dim, 8)
+    self.assertAlmostEqual(params.scale, 100.0)
+    self.assertAlmostEqual(params.scaled_local_stddev,
+                           0.05 * 100 / math.sqrt(3))
+    process = factory.create(value_type)
+    clients = [np.eye(8, dtype=np.float32)[i] for i in (1, 1, 5)]
+    clients[2] = clients[2] * 3  # coordinate 3 > linf_clip: clipped to 1
+    output = process.next(process.initialize(), clients)
+    expected = np.zeros(8)
+    expected[1], expected[5] = 2, 1
+    self.assertAllLess(np.abs(output.result - expected), 6 * 0.05)
+    self.assertEqual(output.measurements['clipped_clients'], 1)
+    self.assertEqual(output.measurements['rounding_failures'], 0)
+
+  def test_granularity_checks_the_ring(self):
+    value_type = tff.TensorType(np.float32, [8])
+    # n (c + 1) = 3 * 1001 > 2^12 / 2: refused, with the bits that fit.
+    with self.assertRaisesRegex(ValueError, 'bits >= 1[3-9]'):
+      _factory(rotation='none', granularity=0.001, bits=12,
+               noise_multiplier=0.05).parameters(value_type)
+    with self.assertRaisesRegex(ValueError, 'granularity'):
+      _factory(rotation='none', granularity=-1.0).parameters(value_type)
+
   def test_unbiased_over_rounds(self):
     # Mean over R rounds of (estimate - sum) has stddev
     # sqrt(10^2 + rounding) / sqrt(R) per coordinate; test the mean over all

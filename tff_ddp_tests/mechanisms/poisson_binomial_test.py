@@ -183,6 +183,11 @@ class ClientServerTest(tf.test.TestCase, parameterized.TestCase):
                            1.5 * math.sqrt(3 / (4 * 9)) / 0.2)
     with self.assertRaisesRegex(ValueError, 'kashin'):
       _params(scaling='linf')
+    explicit = _params(dim=4, output_dim=4, l2_clip=2.0, scaling='linf',
+                       linf_clip=0.5)
+    self.assertEqual(explicit.coordinate_bound, 0.5)
+    with self.assertRaisesRegex(ValueError, "scaling='linf'"):
+      _params(linf_clip=0.5)
 
   def test_recover_sum_exhaustive(self):
     p = _params(num_trials=3, expected_clients_per_round=2)  # M = 8
