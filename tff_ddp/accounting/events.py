@@ -72,7 +72,10 @@ class PoissonBinomialDpEvent(dp_accounting.DpEvent):
     num_trials: m, the number of Bernoulli trials per client and coordinate.
     num_clients: n, the number of clients whose draws are in the sum (a lower
       bound on the honest, non-dropped clients).
-    dimension: Number of released coordinates (D, the Kashin dimension).
+    dimension: Number of released coordinates in which the client's draws
+      can differ from Binomial(num_trials, 1/2): D (the representation
+      dimension), or the l0 clip when clients keep at most that many
+      non-zero coordinates.
   """
 
   theta: float = attr.ib()

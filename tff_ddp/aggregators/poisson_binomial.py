@@ -44,8 +44,8 @@ class PoissonBinomialSumFactory(tff.aggregators.UnweightedAggregationFactory):
   zeros, its Binomial(m, 1/2) draws still in the sum; the bound of Lemma 2
   covers any change of one client's coordinates within [-C, C], so
   replace-one too): `dp_event(value_type)` returns the
-  `PoissonBinomialDpEvent(theta, m, n, D)` that `tff_ddp.accounting`
-  turns into RDP / (eps, delta). It assumes `expected_clients_per_round`
+  `PoissonBinomialDpEvent(theta, m, n, D)` (D replaced by min(D, l0_clip)
+  with an l0 clip) that `tff_ddp.accounting` turns into RDP / (eps, delta). It assumes `expected_clients_per_round`
   clients; the measurements carry the event with the *measured* count.
 
   Measurements each round: l2_clip, theta, coordinate_bound (B), num_trials,
@@ -72,6 +72,7 @@ class PoissonBinomialSumFactory(tff.aggregators.UnweightedAggregationFactory):
       seed: Optional[int] = None,
       scaling: str = 'l2',
       linf_clip: Optional[float] = None,
+      l0_clip: Optional[int] = None,
       **kashin_options,
   ):
     """Validates and stores the configuration (dimension-free checks).
@@ -97,6 +98,12 @@ class PoissonBinomialSumFactory(tff.aggregators.UnweightedAggregationFactory):
         `tff_ddp.mechanisms.poisson_binomial`.
       linf_clip: with scaling='linf', the coordinate bound B itself (for
         inputs bounded coordinatewise, e.g. with encoder='none').
+      l0_clip: optional k: each client keeps its k largest-magnitude
+        representation coordinates (counted in clipped_clients if it had
+        more), and the privacy event composes Lemma 2 over min(k, D)
+        coordinates instead of D (zero-out neighbours: the other
+        coordinates send Binomial(m, 1/2) either way). For sparse inputs
+        with encoder='none', e.g. histogram encodings.
       **kashin_options: passed to `KashinEncoder` (redundancy, eta, delta,
         iterations).
     """
@@ -106,7 +113,8 @@ class PoissonBinomialSumFactory(tff.aggregators.UnweightedAggregationFactory):
     probe = registry.make_encoder(encoder, 1, **kashin_options)  # validates
     pbm.compute_parameters(1, 1, l2_clip, theta, num_trials,
                            expected_clients_per_round, max_clients_per_round,
-                           scaling, getattr(probe, 'level', None), linf_clip)
+                           scaling, getattr(probe, 'level', None), linf_clip,
+                           l0_clip)
     self._seed = one_layer.check_test_seed(seed, _NAME)
     self._l2_clip = float(l2_clip)
     self._theta = float(theta)
@@ -116,6 +124,7 @@ class PoissonBinomialSumFactory(tff.aggregators.UnweightedAggregationFactory):
     self._encoder = encoder
     self._scaling = scaling
     self._linf_clip = linf_clip
+    self._l0_clip = l0_clip
     self._kashin_options = dict(kashin_options)
 
   def encoder(self, value_type):
@@ -129,7 +138,8 @@ class PoissonBinomialSumFactory(tff.aggregators.UnweightedAggregationFactory):
     return pbm.compute_parameters(
         encoder.dim, encoder.output_dim, self._l2_clip, self._theta,
         self._num_trials, self._expected_clients, self._max_clients,
-        self._scaling, getattr(encoder, 'level', None), self._linf_clip)
+        self._scaling, getattr(encoder, 'level', None), self._linf_clip,
+        self._l0_clip)
 
   def dp_event(self, value_type, num_clients=None) -> dp_accounting.DpEvent:
     """The DP event of one round on `value_type` (zero-out neighbours)."""
@@ -164,7 +174,7 @@ class PoissonBinomialSumFactory(tff.aggregators.UnweightedAggregationFactory):
               theta=tf.constant(params.effective_theta, tf.float64),
               num_trials=tf.constant(params.num_trials, tf.int64),
               num_clients=n,
-              dimension=tf.constant(params.output_dim, tf.int64)),
+              dimension=tf.constant(params.sensitive_coordinates, tf.int64)),
       )
       return decoded, measurements
 

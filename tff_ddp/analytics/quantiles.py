@@ -25,8 +25,11 @@ neighbours: one client's encoding replaced by zeros, as in the aggregators):
   paper instead fixes sigma^2 = 2 and varies c, where tau matters). If no
   c >= 1 fits, the bits are refused with the number that works.
 * Poisson binomial: m = the most trials the ring 2^bits holds for n clients,
-  theta calibrated by the accountant (Lemma 2 over all coordinates, as the
-  paper's Prop. 4 does).
+  theta calibrated by the accountant: Lemma 2 composed over the l0
+  sensitivity of the encoding (1 flat, log2 b tree, log2 b + 1 Haar), not
+  over all b coordinates as the paper's Prop. 4 does -- under zero-out
+  neighbours a coordinate where the client's encoding is 0 sends
+  Binomial(m, 1/2) either way (`PoissonBinomialSumFactory(l0_clip=...)`).
 
 Inputs outside [lower, upper] are clipped into the first / last bin
 (not counted: a count would need its own privacy budget). A non-finite
@@ -115,7 +118,7 @@ def quantile_parameters(
         f'expected_clients_per_round must be an integer >= 1, got {n!r}.')
   if not isinstance(bits, (int, np.integer)) or not 2 <= bits <= 30:
     raise ValueError(f'bits must be an integer in [2, 30], got {bits!r}.')
-  _, l2, _ = hg.sensitivities(method, num_bins)
+  _, l2, l0 = hg.sensitivities(method, num_bins)
   value_type = tff.TensorType(np.float32, [length])
   common = dict(target_epsilon=epsilon, target_delta=delta, rounds=rounds)
   if mechanism == 'poisson_binomial':
@@ -123,11 +126,12 @@ def quantile_parameters(
     if m < 1:
       raise ValueError(
           f'bits={bits} cannot hold {n} clients: the ring needs 2^bits > n '
-          f'm with m >= 1; use bits >= {int(n).bit_length() + 1}.')
+          f'm with m >= 1; use bits >= {int(n).bit_length()}.')
     result = calibrated.poisson_binomial(
         value_type, parameter='theta', num_trials=m,
         expected_clients_per_round=n, l2_clip=l2, encoder='none',
-        scaling='linf', linf_clip=1.0, seed=seed, **common)
+        scaling='linf', linf_clip=1.0, l0_clip=int(l0), seed=seed,
+        **common)
     return QuantileParameters(
         method=method, mechanism=mechanism, num_bins=num_bins, bits=bits,
         factory=result.factory, epsilon=result.epsilon, delta=delta,
@@ -139,43 +143,53 @@ def quantile_parameters(
   z_gauss = calibration.calibrate(
       'gaussian', 'noise_multiplier', {}, epsilon, delta,
       rounds=rounds).value
-  modulus = 2**bits
 
-  def largest_c(z):
-    per_c = 2 * n + 2 * math.sqrt(n) * z * l2 * math.sqrt(
-        2 * math.log(_RING_CONSTANT[method] * n * num_bins / delta))
-    return int((modulus - 2) // per_c)
+  def fit(ring_bits):
+    """(QuantileParameters or None, last calibration error)."""
+    modulus = 2**ring_bits
 
-  c = largest_c(1.1 * z_gauss)
-  last_error = None
-  for _ in range(40):
-    if c < 1:
-      break
-    try:
-      result = calibrated.discrete_gaussian(
-          value_type, expected_clients_per_round=n, bits=bits, l2_clip=l2,
-          beta=math.exp(-0.5), rotation='none', granularity=1.0 / c,
-          linf_clip=1.0, seed=seed, **common)
-    except ValueError as e:
-      last_error = e
-      c = int(c * 0.9)
-      continue
-    sigma = result.value * l2 * c / math.sqrt(n)
-    if _ring_needs(method, c, sigma, n, num_bins, delta) <= modulus:
-      return QuantileParameters(
-          method=method, mechanism=mechanism, num_bins=num_bins, bits=bits,
-          factory=result.factory, epsilon=result.epsilon, delta=delta,
-          scaling=c, noise_multiplier=result.value, theta=None,
-          num_trials=None, l2_sensitivity=l2)
-    c = min(c - 1, largest_c(result.value))
-  # Smallest bits whose ring holds c = 1 with this noise.
-  need = max(bits + 1, math.ceil(math.log2(_ring_needs(
-      method, 1, 1.1 * z_gauss * l2 / math.sqrt(n), n, num_bins, delta))))
-  detail = f' ({last_error})' if last_error else ''
+    def largest_c(z):
+      per_c = 2 * n + 2 * math.sqrt(n) * z * l2 * math.sqrt(
+          2 * math.log(_RING_CONSTANT[method] * n * num_bins / delta))
+      return int((modulus - 2) // per_c)
+
+    c = largest_c(1.1 * z_gauss)
+    last_error = None
+    for _ in range(40):
+      if c < 1:
+        break
+      try:
+        result = calibrated.discrete_gaussian(
+            value_type, expected_clients_per_round=n, bits=ring_bits,
+            l2_clip=l2, beta=math.exp(-0.5), rotation='none',
+            granularity=1.0 / c, linf_clip=1.0, seed=seed, **common)
+      except ValueError as e:
+        last_error = e
+        c = int(c * 0.9)
+        continue
+      sigma = result.value * l2 * c / math.sqrt(n)
+      if _ring_needs(method, c, sigma, n, num_bins, delta) <= modulus:
+        return QuantileParameters(
+            method=method, mechanism=mechanism, num_bins=num_bins,
+            bits=ring_bits, factory=result.factory, epsilon=result.epsilon,
+            delta=delta, scaling=c, noise_multiplier=result.value,
+            theta=None, num_trials=None, l2_sensitivity=l2), None
+      c = min(c - 1, largest_c(result.value))
+    return None, last_error
+
+  found, last_error = fit(bits)
+  if found is not None:
+    return found
+  # The smallest ring that works, found the same way.
+  need = next((b for b in range(bits + 1, 31) if fit(b)[0] is not None),
+              None)
+  advice = (f'use bits >= {need}' if need is not None else
+            'no ring up to 2^30 fits: use fewer clients or a larger epsilon')
+  detail = f' (last calibration error: {last_error})' if last_error else ''
   raise ValueError(
       f'bits={bits} is too small for {n} clients at epsilon={epsilon}: no '
       f'integer scaling c >= 1 meets the wrap-around condition of Theorems '
-      f'1-2; use bits >= {need}{detail}.')
+      f'1-2; {advice}.{detail}')
 
 
 def build_quantile_process(
@@ -209,8 +223,8 @@ def build_quantile_process(
     expected_clients_per_round: n, the clients of each round.
     epsilon, delta: the budget of all `rounds` rounds.
     count: 'estimated' (Algorithm 1 option 1: normalise by the noisy
-      total) or 'exact' (option 2: by the participant count, measured
-      through the secure sum).
+      total) or 'exact' (option 2: by the number of participants with a
+      finite value, counted through the secure sum).
     estimator: 'paper' (eq. 1 on the raw CDF), 'monotone' (isotonic
       projection of the CDF first) or 'interpolate' (isotonic, then linear
       interpolation inside the bin where the CDF reaches p).
@@ -268,6 +282,14 @@ def build_quantile_process(
                                 interpolate=estimator == 'interpolate')
     return values, cdf
 
+  measurement_type = aggregator.next.type_signature.result.measurements.member
+
+  @tff.tensorflow.computation(measurement_type)
+  def _finite_participants(m):
+    # Clients with a finite value: the ones whose one-hot is in the sum.
+    return tf.cast(m['participating_clients'] - m['nonfinite_clients'],
+                   tf.int64)
+
   @tff.federated_computation
   def init_fn():
     return aggregator.initialize()
@@ -277,10 +299,8 @@ def build_quantile_process(
   def next_fn(state, values):
     encoded = tff.federated_map(client_encode, values)
     output = aggregator.next(state, encoded)
-    participants = tff.federated_map(
-        tff.tensorflow.computation(
-            lambda m: tf.cast(m['participating_clients'], tf.int64)),
-        output.measurements)
+    participants = tff.federated_map(_finite_participants,
+                                     output.measurements)
     estimates = tff.federated_map(server_estimate,
                                   (output.result, participants))
     measurements = tff.federated_zip(collections.OrderedDict(

@@ -51,7 +51,7 @@ premise of Lemma 2.
 import dataclasses
 import fractions
 import math
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -90,6 +90,20 @@ class PbmParameters:
   p_high: float
   coordinate_bound: float  # B: p = 1/2 + theta y / B (B = C for 'l2')
   scaling: str = 'l2'
+  l0_clip: Optional[int] = None  # most non-zero representation coordinates
+
+  @property
+  def sensitive_coordinates(self) -> int:
+    """Coordinates in which zero-out neighbours' draws can differ.
+
+    A coordinate where the client's representation is 0 sends
+    Binomial(m, 1/2) whether or not the client is zeroed out, so it adds
+    nothing to the divergence; with `l0_clip` = k at most k coordinates
+    differ (zero-out; a replace-one neighbour moves up to 2k).
+    """
+    if self.l0_clip is None:
+      return self.output_dim
+    return min(self.output_dim, self.l0_clip)
 
   @property
   def modulus(self) -> int:
@@ -115,7 +129,7 @@ class PbmParameters:
     return events.PoissonBinomialDpEvent(
         theta=self.effective_theta, num_trials=self.num_trials,
         num_clients=int(num_clients or self.expected_clients_per_round),
-        dimension=self.output_dim)
+        dimension=self.sensitive_coordinates)
 
 
 def probability_bounds(theta: float) -> Tuple[float, float]:
@@ -148,6 +162,7 @@ def compute_parameters(
     scaling: str = 'l2',
     level=None,
     linf_clip=None,
+    l0_clip=None,
 ) -> PbmParameters:
   """Validates a cPBM configuration; ValueError names the argument to change.
 
@@ -171,6 +186,12 @@ def compute_parameters(
     level: the encoder's guaranteed Kashin level K (only for 'linf').
     linf_clip: for 'linf', B itself (any encoder; e.g. 1 for Haar
       coefficients in {-1, 0, 1}); coordinates beyond it are clipped.
+    l0_clip: optional k >= 1: a client keeps only its k largest-magnitude
+      representation coordinates (others zeroed, client counted as
+      clipped), so the privacy event composes Lemma 2 over k coordinates
+      instead of D (zero-out neighbours; see `sensitive_coordinates`).
+      Meant for sparse inputs with encoder 'none', e.g. histogram
+      encodings (one 1 for a flat histogram, log2(b) for a tree).
 
   Returns:
     A PbmParameters.
@@ -223,12 +244,17 @@ def compute_parameters(
             "(encoder='kashin') or an explicit linf_clip, got level "
             f'{level!r}.')
     bound = min(bound, float(level) * float(l2_clip) / math.sqrt(output_dim))
+  if l0_clip is not None:
+    require(is_int(l0_clip) and l0_clip >= 1,
+            f'l0_clip must be an integer >= 1, got {l0_clip!r}.')
+    l0_clip = int(l0_clip)
   p_low, p_high = probability_bounds(float(theta))
   return PbmParameters(
       dim=int(dim), output_dim=int(output_dim), l2_clip=float(l2_clip),
       theta=float(theta), num_trials=m, expected_clients_per_round=n,
       max_clients_per_round=int(max_clients_per_round), bits=bits,
-      p_low=p_low, p_high=p_high, coordinate_bound=bound, scaling=scaling)
+      p_low=p_low, p_high=p_high, coordinate_bound=bound, scaling=scaling,
+      l0_clip=l0_clip)
 
 
 def sample_binomial(probs: tf.Tensor, num_trials: int, seed) -> tf.Tensor:
@@ -292,9 +318,18 @@ def client_encode(
   y = encoder.encode(x, rotation_seed)
   residual = tf.norm(x - encoder.decode(y, rotation_seed))
   inexact = residual > INEXACT_RELATIVE_RESIDUAL * tf.norm(x)
+  # Optional l0 clip: keep the l0_clip largest |y[k]|, so at most that many
+  # coordinates differ from Binomial(m, 1/2) (the event's dimension).
+  sparse_clipped = tf.constant(False)
+  if params.l0_clip is not None and params.l0_clip < params.output_dim:
+    sparse_clipped = tf.math.count_nonzero(y) > params.l0_clip
+    _, keep = tf.math.top_k(tf.abs(y), k=params.l0_clip)
+    kept = tf.scatter_nd(keep[:, tf.newaxis], tf.gather(y, keep),
+                         tf.shape(y, out_type=tf.int32))
+    y = tf.where(sparse_clipped, kept, y)
   # Algorithm 3, line 3: clip the representation's l2 norm to C.
   norm = tf.norm(y)
-  clipped = norm > params.l2_clip
+  clipped = (norm > params.l2_clip) | sparse_clipped
   y = y * tf.where(clipped, params.l2_clip / tf.maximum(norm, 1e-300), 1.0)
   # Line 5: p = 1/2 + theta y / B (B = C for 'l2', where |y / B| <= 1
   # already). For 'linf', coordinates beyond B (inexact representations

@@ -130,6 +130,9 @@ def reference_client(x, p, seed):
   x = np.asarray(x, np.float64)
   if not np.all(np.isfinite(x)):
     x = np.zeros_like(x)
+  if p.l0_clip is not None and np.count_nonzero(x) > p.l0_clip:
+    keep = np.argsort(-np.abs(x), kind='stable')[:p.l0_clip]
+    x = np.where(np.isin(np.arange(len(x)), keep), x, 0.0)
   norm = np.linalg.norm(x)
   y = x * (p.l2_clip / norm) if norm > p.l2_clip else x
   probs = np.clip(0.5 + p.theta * np.clip(y / p.coordinate_bound, -1, 1),
@@ -188,6 +191,29 @@ class ClientServerTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(explicit.coordinate_bound, 0.5)
     with self.assertRaisesRegex(ValueError, "scaling='linf'"):
       _params(linf_clip=0.5)
+
+  def test_l0_clip_keeps_largest_and_shrinks_event(self):
+    p = _params(dim=6, output_dim=6, l2_clip=2.0, theta=0.2, num_trials=9,
+                scaling='linf', linf_clip=1.0, l0_clip=2)
+    self.assertEqual(p.sensitive_coordinates, 2)
+    self.assertEqual(p.dp_event().dimension, 2)
+    self.assertEqual(_params(l0_clip=100).dp_event().dimension, 8)
+    seed = tf.constant([7, 1], tf.int64)
+    for x, clipped in ((np.array([0.0, 1.0, 0.0, 0.0, -1.0, 0.0]), False),
+                       (np.array([0.3, 0.9, 0.0, -0.5, 0.0, 0.0]), True)):
+      z, counters = pbm.client_encode(tf.constant(x), p, IdentityEncoder(6),
+                                      seed, seed)
+      self.assertAllEqual(z, reference_client(x, p, seed))
+      self.assertEqual(counters.numpy()[2], int(clipped))
+    # The dropped coordinate (0.3) sends exactly what a zero sends.
+    z, _ = pbm.client_encode(tf.constant([0.3, 0.9, 0.0, -0.5, 0.0, 0.0]), p,
+                             IdentityEncoder(6), seed, seed)
+    z0, _ = pbm.client_encode(tf.constant([0.0, 0.9, 0.0, -0.5, 0.0, 0.0]),
+                              p, IdentityEncoder(6), seed, seed)
+    self.assertAllEqual(z, z0)
+    for bad in (0, 1.5, -2):
+      with self.assertRaisesRegex(ValueError, 'l0_clip'):
+        _params(l0_clip=bad)
 
   def test_recover_sum_exhaustive(self):
     p = _params(num_trials=3, expected_clients_per_round=2)  # M = 8

@@ -1,0 +1,226 @@
+"""Tests of the federated quantile process: calibration, types, execution."""
+
+import math
+
+from absl.testing import parameterized
+import numpy as np
+import pytest
+import tensorflow_federated as tff
+
+from tff_ddp.accounting import accountant as accountant_lib
+from tff_ddp.accounting import events
+from tff_ddp.analytics import histograms as hg
+from tff_ddp.analytics import quantiles as q
+
+_QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
+
+
+def _epsilon(event, delta, rounds=1):
+  acc = accountant_lib.RdpAccountant()
+  acc.compose(event, rounds)
+  return acc.get_epsilon(delta)
+
+
+class ParametersTest(parameterized.TestCase):
+
+  @parameterized.product(method=hg.METHODS, eps=(1.0, 5.0), n=(128, 512))
+  def test_ddg_meets_budget_and_ring_bound(self, method, eps, n):
+    p = q.quantile_parameters(method, 'discrete_gaussian', 32, n, eps, 1e-5)
+    self.assertLessEqual(p.epsilon, eps * (1 + 1e-9))
+    self.assertGreaterEqual(p.scaling, 1)
+    # The factory's own event, re-accounted here, meets the target.
+    event = p.factory.dp_event(tff.TensorType(
+        np.float32, [hg.encoding_length(method, 32)]))
+    self.assertIsInstance(event, events.DistributedDiscreteGaussianDpEvent)
+    self.assertLessEqual(_epsilon(event, 1e-5), eps * (1 + 1e-6))
+    # Wrap-around condition of Theorems 1-2 with the calibrated noise.
+    sigma = p.noise_multiplier * p.l2_sensitivity * p.scaling / math.sqrt(n)
+    self.assertLessEqual(
+        q._ring_needs(method, p.scaling, sigma, n, 32, 1e-5), 2**18)
+    # c is (nearly) the largest that fits: 10% more would not.
+    bigger = int(p.scaling * 1.1) + 1
+    self.assertGreater(
+        q._ring_needs(method, bigger, sigma * bigger / p.scaling, n, 32,
+                      1e-5), 2**18)
+
+  @parameterized.parameters(*hg.METHODS)
+  def test_pbm_event_counts_only_sensitive_coordinates(self, method):
+    p = q.quantile_parameters(method, 'poisson_binomial', 32, 128, 2.0, 1e-5)
+    event = p.factory.dp_event(tff.TensorType(
+        np.float32, [hg.encoding_length(method, 32)]))
+    self.assertEqual(event.dimension, hg.sensitivities(method, 32)[2])
+    self.assertEqual(p.num_trials, (2**18 - 1) // 128)
+    self.assertLessEqual(_epsilon(event, 1e-5), 2.0 * (1 + 1e-6))
+
+  def test_more_rounds_cost_more_noise(self):
+    one = q.quantile_parameters('flat', 'discrete_gaussian', 32, 128, 2.0,
+                                1e-5)
+    ten = q.quantile_parameters('flat', 'discrete_gaussian', 32, 128, 2.0,
+                                1e-5, rounds=10)
+    self.assertGreater(ten.noise_multiplier, 2 * one.noise_multiplier)
+
+  def test_small_ring_refused_with_bits_that_work(self):
+    with self.assertRaisesRegex(ValueError, r'bits >= (\d+)') as cm:
+      q.quantile_parameters('flat', 'discrete_gaussian', 32, 512, 1.0, 1e-5,
+                            bits=8)
+    need = int(cm.exception.args[0].split('bits >= ')[1].split()[0]
+               .rstrip(';.'))
+    q.quantile_parameters('flat', 'discrete_gaussian', 32, 512, 1.0, 1e-5,
+                          bits=need)
+    with self.assertRaisesRegex(ValueError, 'bits >= 9'):
+      q.quantile_parameters('flat', 'poisson_binomial', 32, 300, 1.0, 1e-5,
+                            bits=8)
+
+  @parameterized.named_parameters(
+      ('method', dict(method='median'), 'method'),
+      ('mechanism', dict(mechanism='laplace'), 'mechanism'),
+      ('tree_bins', dict(method='tree', num_bins=24), 'power of two'),
+      ('haar_bins', dict(method='haar', num_bins=24), 'power of two'),
+      ('bins', dict(num_bins=1), 'num_bins'),
+      ('quantile_range', dict(quantiles=[0.5, 1.0]), 'quantiles'),
+      ('quantile_empty', dict(quantiles=[]), 'quantiles'),
+      ('bounds', dict(lower_bound=1.0, upper_bound=1.0), 'lower_bound'),
+      ('bounds_inf', dict(upper_bound=float('inf')), 'lower_bound'),
+      ('count', dict(count='noisy'), 'count'),
+      ('estimator', dict(estimator='median'), 'estimator'),
+      ('consistent', dict(consistent_tree=True), 'consistent_tree'),
+      ('clients', dict(expected_clients_per_round=0),
+       'expected_clients_per_round'),
+      ('bits', dict(bits=40), 'bits'),
+      ('epsilon', dict(epsilon=-1.0), 'epsilon'),
+  )
+  def test_refused(self, override, message):
+    args = dict(method='flat', mechanism='discrete_gaussian', lower_bound=0.0,
+                upper_bound=10.0, num_bins=32, quantiles=[0.5],
+                expected_clients_per_round=16, epsilon=1.0, delta=1e-5)
+    args.update(override)
+    with self.assertRaisesRegex(ValueError, message):
+      q.build_quantile_process(**args)
+
+
+def _process(method, mechanism, n, epsilon=1.0, **kwargs):
+  return q.build_quantile_process(
+      method, mechanism, 0.0, 10.0, 32, _QUANTILES, n, epsilon, 1e-5,
+      seed=11, **kwargs)
+
+
+class TypeTest(parameterized.TestCase):
+
+  @parameterized.product(method=hg.METHODS, mechanism=q.MECHANISMS)
+  def test_secure_only_and_types(self, method, mechanism):
+    process = _process(method, mechanism, 16)
+    self.assertIsInstance(process, tff.templates.MeasuredProcess)
+    tff.test.assert_not_contains_unsecure_aggregation(process.next)
+    result = process.next.type_signature.result
+    self.assertEqual(result.result.placement, tff.SERVER)
+    self.assertEqual(result.result.member,
+                     tff.TensorType(np.float64, [len(_QUANTILES)]))
+    self.assertEqual(result.measurements.member['cdf'],
+                     tff.TensorType(np.float64, [32]))
+    # The round's DP event travels in the measurements (raises if absent).
+    event_type = result.measurements.member['aggregator']['dp_event']
+    self.assertEqual(event_type['num_clients'], tff.TensorType(np.int64))
+
+
+def _bins(values, num_bins=32):
+  return np.clip(np.floor(np.asarray(values) / (10.0 / num_bins)), 0,
+                 num_bins - 1).astype(int)
+
+
+def _true_cdf(values, num_bins=32):
+  return np.cumsum(np.bincount(_bins(values), minlength=num_bins)) / len(
+      values)
+
+
+def _noise_stddev(params, mechanism, n, groups):
+  """Stddev bound of one coordinate of the decoded noisy sum (count units).
+
+  One client's noise has stddev <= s1 per coordinate (DDG: sigma / c =
+  z l2 / sqrt(n); cPBM: B / (2 theta sqrt(m)) with B = 1). The test seed
+  derives a client's noise seed from its input, so clients with the same
+  encoding (same bin) draw the *same* noise: a group of g such clients adds
+  g times one draw. Hence stddev = s1 sqrt(sum_groups g^2).
+  """
+  if mechanism == 'discrete_gaussian':
+    s1 = params.noise_multiplier * params.l2_sensitivity / math.sqrt(n)
+  else:
+    s1 = 1.0 / (2 * params.theta * math.sqrt(params.num_trials))
+  return s1 * math.sqrt(float(np.sum(np.square(groups))))
+
+
+@pytest.mark.slow
+class ExecutionTest(parameterized.TestCase):
+
+  @parameterized.product(method=hg.METHODS, mechanism=q.MECHANISMS)
+  def test_cdf_within_noise_bound_and_estimates_follow(self, method,
+                                                       mechanism):
+    n = 64
+    values = np.random.default_rng(3).uniform(0, 10, n).astype(np.float32)
+    process = _process(method, mechanism, n, epsilon=8.0, count='exact')
+    params = q.quantile_parameters(method, mechanism, 32, n, 8.0, 1e-5,
+                                   seed=11)
+    out = process.next(process.initialize(), list(values))
+    cdf = np.asarray(out.measurements['cdf'])
+    # Each CDF value is (a linear map K of the noisy encoding) / n, with
+    # noise independent across coordinates of stddev <= s (see
+    # _noise_stddev), so CDF[j] has stddev <= s ||K[j]||_2 / n. The counts
+    # are integers times c, so rounding adds nothing; 6 stddevs.
+    s = _noise_stddev(params, mechanism, n,
+                      np.bincount(_bins(values), minlength=32))
+    k = hg.cdf_matrix(method, 32)[0]
+    bound = 6 * s * np.linalg.norm(k, axis=1) / n
+    np.testing.assert_array_less(np.abs(cdf - _true_cdf(values)), bound)
+    # The estimates are eq. 1 applied to that CDF, in the requested order.
+    expected = hg.edges(0.0, 10.0, 32)[
+        [int(np.argmin(np.abs(cdf - p))) for p in _QUANTILES]]
+    np.testing.assert_allclose(out.result, expected)
+    agg = out.measurements['aggregator']
+    self.assertEqual(agg['participating_clients'], n)
+    self.assertEqual(agg['nonfinite_clients'], 0)
+    self.assertEqual(agg['clipped_clients'], 0)
+    # A second round runs on the new state.
+    out2 = process.next(out.state, list(values))
+    self.assertEqual(out2.result.shape, (len(_QUANTILES),))
+
+  @parameterized.parameters(*q.MECHANISMS)
+  def test_nonfinite_and_out_of_range(self, mechanism):
+    n = 24
+    values = [np.nan, np.inf, -np.inf] + [-50.0] * 10 + [99.0] * 11
+    process = _process('flat', mechanism, n, epsilon=8.0, count='exact')
+    out = process.next(process.initialize(),
+                       [np.float32(v) for v in values])
+    agg = out.measurements['aggregator']
+    self.assertEqual(agg['participating_clients'], n)
+    self.assertEqual(agg['nonfinite_clients'], 3)
+    # Out-of-range values are clipped into the end bins, not dropped:
+    # CDF ~ 10/21 from the first bin on, 1 at the last.
+    cdf = np.asarray(out.measurements['cdf'])
+    params = q.quantile_parameters('flat', mechanism, 32, n, 8.0, 1e-5)
+    # Groups of identical encodings: 3 non-finite (zeros), 10 in bin 0,
+    # 11 in bin 31 (see _noise_stddev).
+    s = _noise_stddev(params, mechanism, n, [3, 10, 11])
+    bound = 6 * s * np.sqrt(np.arange(1, 33)) / 21
+    truth = np.full(32, 10 / 21)
+    truth[-1] = 1.0
+    np.testing.assert_array_less(np.abs(cdf - truth), bound)
+    self.assertTrue(np.all(np.isfinite(out.result)))
+
+  def test_estimators_agree_with_histogram_math(self):
+    n = 64
+    values = list(np.random.default_rng(5).chisquare(4, n).astype(np.float32))
+    for estimator in q.ESTIMATORS:
+      process = _process('tree', 'discrete_gaussian', n, epsilon=4.0,
+                         estimator=estimator, consistent_tree=True)
+      out = process.next(process.initialize(), values)
+      self.assertTrue(np.all(np.diff(out.result) >= 0) or
+                      estimator == 'paper')
+      self.assertTrue(np.all((out.result >= 0) & (out.result <= 10)))
+      if estimator != 'paper':  # a projected CDF is monotone in [0, 1]
+        cdf = np.asarray(out.measurements['cdf'])
+        self.assertTrue(np.all(np.diff(cdf) >= -1e-12))
+        self.assertTrue(np.all((cdf >= 0) & (cdf <= 1)))
+
+
+if __name__ == '__main__':
+  from absl.testing import absltest  # pylint: disable=g-import-not-at-top
+  absltest.main()
