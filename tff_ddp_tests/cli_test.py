@@ -12,7 +12,8 @@ from tff_ddp import demo
 
 class CliTest(parameterized.TestCase):
 
-  @parameterized.parameters(([],), (['demo'],), (['privacy'],))
+  @parameterized.parameters(([],), (['demo'],), (['privacy'],),
+                            (['quantiles'],))
   def test_help(self, argv):
     out = io.StringIO()
     with contextlib.redirect_stdout(out), self.assertRaises(SystemExit) as e:
@@ -23,7 +24,11 @@ class CliTest(parameterized.TestCase):
   @parameterized.parameters(
       (['demo', '--bits', '31'], '--bits must be in'),
       (['demo', '--delta', '2'], '--delta must be in'),
-      (['demo', '--clients', '0'], 'must be >= 1'))
+      (['demo', '--clients', '0'], 'must be >= 1'),
+      (['quantiles', '--quantiles', '1.5'], '--quantiles must be in'),
+      (['quantiles', '--epsilon', '0'], '--epsilon must be > 0'),
+      (['quantiles', '--methods', 'tree', '--bins', '24'], 'power of two'),
+      (['quantiles', '--clients', '5000', '--bits', '8'], 'bits >='))
   def test_demo_bad_arguments_give_one_line_errors(self, argv, message):
     err = io.StringIO()
     with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as e:
@@ -48,6 +53,29 @@ class DemoTest(parameterized.TestCase):
     self.assertLess(plain_row.mse, 1e-10)
     self.assertGreater(ddg_row.mse, 0)
     self.assertIn('DDG (distributed, SecAgg)', lines[0])
+
+
+@pytest.mark.slow
+class QuantilesTest(parameterized.TestCase):
+
+  def test_small_experiment_runs_and_reports(self):
+    from tff_ddp.analytics import experiment  # pylint: disable=g-import-not-at-top
+    lines = []
+    rows = experiment.run(methods=('flat', 'haar'),
+                          mechanisms=('discrete_gaussian',), num_clients=16,
+                          num_bins=16, epsilon=4.0, repetitions=2,
+                          print_fn=lines.append)
+    self.assertEqual([(r.method, r.mechanism) for r in rows],
+                     [('flat', 'discrete_gaussian'),
+                      ('flat', 'central gaussian'),
+                      ('haar', 'discrete_gaussian'),
+                      ('haar', 'central gaussian')])
+    for row in rows:
+      self.assertGreaterEqual(row.worst_error, 0.0)
+      self.assertLessEqual(row.worst_error, 1.0)
+      self.assertLessEqual(row.epsilon, 4.0 + 1e-9)
+      self.assertLen(row.last_estimates, 5)
+    self.assertIn('worst err (eq.3)', lines[1])
 
 
 if __name__ == '__main__':
