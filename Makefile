@@ -28,6 +28,8 @@ bench: setup
 	$(VENV_PY) benchmarks/accountant_bench.py
 	$(VENV_PY) benchmarks/kashin_bench.py
 	$(VENV_PY) benchmarks/cpbm_vs_ddg.py
+	$(VENV_PY) benchmarks/quantiles_figure2.py --check
+	$(VENV_PY) benchmarks/quantiles_vs_tff.py
 
 # Re-resolve requirements/lock.txt (needs the registry).
 lock:

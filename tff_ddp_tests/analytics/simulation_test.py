@@ -1,0 +1,96 @@
+"""The round simulator's output has the aggregators' mean and variance."""
+
+import math
+
+from absl.testing import parameterized
+import numpy as np
+import pytest
+
+from tff_ddp.analytics import histograms as hg
+from tff_ddp.analytics import quantiles as q
+from tff_ddp.analytics import simulation as sim
+
+_REPS = 300
+_DDG_REPS = 100  # each draws n x L samples with the exact sampler
+
+
+def _codes(method, n=32, b=16):
+  values = np.random.default_rng(1).uniform(0, 10, n)
+  return sim.encodings(method, values, 0.0, 10.0, b)
+
+
+def _check_moments(test, errors, variance):
+  """errors [reps, L] iid over reps with per-coordinate `variance` [L].
+
+  Mean: each coordinate's average has stddev sqrt(var / reps); pooled over
+  coordinates, the standardised mean is N(0, 1/L) -> 5 / sqrt(L) bound.
+  Variance: sum over reps and coordinates of e^2 / var has mean R L and
+  (near-Gaussian noise) variance 2 R L -> 5 standard errors.
+  """
+  reps, length = errors.shape
+  z_mean = errors.mean(axis=0) / np.sqrt(variance / reps)
+  test.assertLess(abs(z_mean.mean()), 5 / math.sqrt(length))
+  test.assertLess(np.max(np.abs(z_mean)), 5.0)
+  ratio = np.sum(errors**2 / variance) / (reps * length)
+  test.assertLess(abs(ratio - 1), 5 * math.sqrt(2 / (reps * length)))
+
+
+class EncodingsTest(parameterized.TestCase):
+
+  @parameterized.parameters(*hg.METHODS)
+  def test_matches_encode_of_bin_index(self, method):
+    values = np.array([-3.0, 0.0, 4.99, 5.0, 9.99, 12.0])
+    codes = sim.encodings(method, values, 0.0, 10.0, 16)
+    idx = hg.bin_index(values, 0.0, 10.0, 16).numpy()
+    for row, i in zip(codes, idx):
+      np.testing.assert_array_equal(row, hg.encode(method, i, 16).numpy())
+
+
+@pytest.mark.slow
+class MomentsTest(parameterized.TestCase):
+
+  @parameterized.parameters(*hg.METHODS)
+  def test_discrete_gaussian(self, method):
+    codes = _codes(method)
+    p = q.quantile_parameters(method, 'discrete_gaussian', 16, 32, 2.0, 1e-5)
+    errors = np.array([sim.noisy_sum('discrete_gaussian', codes, p, seed=s)
+                       - codes.sum(0) for s in range(_DDG_REPS)])
+    # Sum of n iid N_Z(0, sigma^2) over c^2: variance n sigma^2 / c^2
+    # = (z l2)^2 (the discrete Gaussian's variance equals sigma^2 up to
+    # e^{-2 pi^2 sigma^2}, nothing here).
+    variance = np.full(codes.shape[1], sim.noise_stddev(p, 32)**2)
+    _check_moments(self, errors, variance)
+
+  @parameterized.parameters(*hg.METHODS)
+  def test_poisson_binomial(self, method):
+    codes = _codes(method)
+    p = q.quantile_parameters(method, 'poisson_binomial', 16, 32, 2.0, 1e-5)
+    fp = p.factory.parameters(sim._vector_type(codes.shape[1]))
+    errors = np.array([sim.noisy_sum('poisson_binomial', codes, p, seed=s)
+                       - codes.sum(0) for s in range(_REPS)])
+    # Exact: sum over clients of m p (1 - p) per coordinate, scaled by
+    # (B / (m theta))^2; the mean is exact only up to p_high = 1/2 + theta
+    # rounded down by < 1 ulp, far below the tolerance.
+    m, scale = p.num_trials, fp.coordinate_bound / (p.num_trials * fp.theta)
+    prob = np.where(codes == 1, fp.p_high,
+                    np.where(codes == -1, fp.p_low, 0.5))
+    variance = (m * prob * (1 - prob)).sum(axis=0) * scale**2
+    _check_moments(self, errors, variance)
+    self.assertLessEqual(variance.max(), sim.noise_stddev(p, 32)**2)
+
+  def test_central(self):
+    codes = _codes('tree')
+    l2 = hg.sensitivities('tree', 16)[1]
+    errors = np.array([sim.noisy_sum('central', codes, central_z=2.0,
+                                     l2_sensitivity=l2, seed=s)
+                       - codes.sum(0) for s in range(_REPS)])
+    _check_moments(self, errors, np.full(codes.shape[1], (2.0 * l2)**2))
+
+  def test_unknown_setting(self):
+    with self.assertRaisesRegex(ValueError, 'setting'):
+      sim.noisy_sum('laplace', _codes('flat'))
+
+
+if __name__ == '__main__':
+  from absl.testing import absltest  # pylint: disable=g-import-not-at-top
+  absltest.main()
