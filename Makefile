@@ -30,6 +30,7 @@ bench: setup
 	$(VENV_PY) benchmarks/cpbm_vs_ddg.py
 	$(VENV_PY) benchmarks/quantiles_figure2.py --check
 	$(VENV_PY) benchmarks/quantiles_vs_tff.py
+	$(VENV_PY) benchmarks/quantile_estimators.py
 
 # Re-resolve requirements/lock.txt (needs the registry).
 lock:

@@ -237,8 +237,11 @@ def build_quantile_process(
     A `tff.templates.MeasuredProcess`: `next(state, values)` with `values`
     one float32 per client returns the estimates in `result` (float64
     [len(quantiles)]) and measurements `aggregator` (the aggregator's,
-    including the round's `dp_event`) and `cdf` (the estimated CDF at the
-    right bin edges).
+    including the round's `dp_event`), `cdf` (the estimated CDF at the
+    right bin edges) and `within_budget` (False from round `rounds` + 1 on:
+    the (epsilon, delta) guarantee covers the first `rounds` rounds only;
+    compose the measured events with `tff_ddp.accounting.RdpAccountant` for
+    the cost of more).
   """
   if not (math.isfinite(lower_bound) and math.isfinite(upper_bound)
           and lower_bound < upper_bound):
@@ -294,6 +297,12 @@ def build_quantile_process(
   def init_fn():
     return aggregator.initialize()
 
+  @tff.tensorflow.computation(init_fn.type_signature.result.member)
+  def _within_budget(state):
+    # The aggregator counts its rounds; this round is covered by the
+    # calibration iff fewer than `rounds` came before it.
+    return state['round'] < rounds
+
   @tff.federated_computation(init_fn.type_signature.result,
                              tff.FederatedType(np.float32, tff.CLIENTS))
   def next_fn(state, values):
@@ -304,6 +313,7 @@ def build_quantile_process(
     estimates = tff.federated_map(server_estimate,
                                   (output.result, participants))
     measurements = tff.federated_zip(collections.OrderedDict(
+        within_budget=tff.federated_map(_within_budget, state),
         aggregator=output.measurements,
         cdf=tff.federated_map(
             tff.tensorflow.computation(lambda r: r[1]), estimates)))

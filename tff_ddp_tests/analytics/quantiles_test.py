@@ -178,9 +178,11 @@ class ExecutionTest(parameterized.TestCase):
     self.assertEqual(agg['participating_clients'], n)
     self.assertEqual(agg['nonfinite_clients'], 0)
     self.assertEqual(agg['clipped_clients'], 0)
-    # A second round runs on the new state.
+    self.assertTrue(out.measurements['within_budget'])
+    # A second round runs on the new state, beyond the 1-round budget.
     out2 = process.next(out.state, list(values))
     self.assertEqual(out2.result.shape, (len(_QUANTILES),))
+    self.assertFalse(out2.measurements['within_budget'])
 
   @parameterized.parameters(*q.MECHANISMS)
   def test_nonfinite_and_out_of_range(self, mechanism):

@@ -1,0 +1,94 @@
+"""Do the estimator improvements help? Paper (eq. 1) vs ours, same noise.
+
+For each noisy round (DDG, sampled with `tff_ddp.analytics.simulation`),
+every estimator reads the *same* noisy sum:
+
+  paper        eq. 1 on the raw CDF (flat option 1; tree/Haar normalised by n)
+  monotone     isotonic projection of the CDF, then eq. 1
+  interpolate  isotonic, then linear interpolation inside the bin
+  consistent   tree only: least-squares consistent tree, then eq. 1
+
+Error: worst over p in {0.1, ..., 0.9} of |F_n(q_hat) - p|, F_n the
+empirical CDF of the (clipped) true values -- eq. 3 when q_hat is a bin
+edge, and defined for interpolated estimates too. Mean over --runs rounds;
+ratio = estimator / paper (< 1 means it helps).
+
+  .venv/bin/python benchmarks/quantile_estimators.py [--runs 20]
+"""
+
+import argparse
+import itertools
+import zlib
+
+import _common  # pylint: disable=unused-import
+import numpy as np
+
+QUANTILES = tuple(np.round(np.arange(0.1, 1.0, 0.1), 1))
+DELTA = 1e-5
+
+
+def value_error(estimates, values):
+  v = np.sort(np.clip(values, 0.0, 10.0))
+  f = np.searchsorted(v, np.asarray(estimates), side='right') / len(v)
+  return float(np.max(np.abs(f - np.asarray(QUANTILES))))
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__)
+  parser.add_argument('--runs', type=int, default=20)
+  parser.add_argument('--epsilons', type=float, nargs='+',
+                      default=[1.0, 2.0, 5.0])
+  args = parser.parse_args()
+  from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import quantiles as q  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import simulation as sim  # pylint: disable=g-import-not-at-top
+  b = 32
+  count = {'flat': 'estimated', 'tree': 'exact', 'haar': 'exact'}
+  estimators = {
+      'paper': dict(monotone=False, interpolate=False, consistent=False),
+      'monotone': dict(monotone=True, interpolate=False, consistent=False),
+      'interpolate': dict(monotone=True, interpolate=True,
+                          consistent=False),
+      'consistent': dict(monotone=False, interpolate=False, consistent=True),
+  }
+  table = {}
+  for n, dist, eps, method in itertools.product(
+      (128, 512), ('unif', 'chi2'), args.epsilons, hg.METHODS):
+    params = q.quantile_parameters(method, 'discrete_gaussian', b, n, eps,
+                                   DELTA)
+    for run in range(args.runs):
+      rng = np.random.default_rng(run + 17 * n)
+      values = (rng.uniform(0, 10, n) if dist == 'unif'
+                else np.clip(rng.chisquare(4, n), 0, 10))
+      codes = sim.encodings(method, values, 0.0, 10.0, b)
+      seed = zlib.crc32(repr((n, dist, eps, method, run)).encode())
+      noisy = sim.noisy_sum('discrete_gaussian', codes, params, seed=seed)
+      for name, opts in estimators.items():
+        if opts['consistent'] and method != 'tree':
+          continue
+        cdf = hg.estimate_cdf(method, noisy, b, count[method],
+                              num_clients=n, consistent=opts['consistent'],
+                              monotone=opts['monotone'])
+        est = hg.quantile_values(cdf, QUANTILES, 0.0, 10.0, b,
+                                 interpolate=opts['interpolate']).numpy()
+        table.setdefault((method, name, eps), []).append(
+            value_error(est, values))
+  print(f'DDG, b = {b}, n in {{128, 512}}, Unif and chi2(4), {args.runs} '
+        'runs each: mean worst error (ratio to paper)')
+  print(f'{"method":7s} {"estimator":12s} ' +
+        ' '.join(f'{"eps=" + format(e, "g"):>16s}' for e in args.epsilons))
+  for method in hg.METHODS:
+    for name in estimators:
+      if (method, name, args.epsilons[0]) not in table:
+        continue
+      cells = []
+      for e in args.epsilons:
+        mean = np.mean(table[(method, name, e)])
+        base = np.mean(table[(method, 'paper', e)])
+        cells.append(f'{mean:.4f} ({mean / base:4.2f})')
+      print(f'{method:7s} {name:12s} ' + ' '.join(f'{c:>16s}'
+                                                  for c in cells))
+
+
+if __name__ == '__main__':
+  main()
