@@ -59,7 +59,8 @@ def _add_quantiles(subparsers):
       'next to the central Gaussian at the same (eps, delta); prints the '
       'worst quantile error (eq. 3 of the quantile paper), eps and time.')
   p.add_argument('--methods', nargs='+', default=['flat', 'tree', 'haar'],
-                 choices=['flat', 'tree', 'haar'])
+                 choices=['flat', 'tree', 'hierarchical', 'haar'],
+                 help="'hierarchical' is the same as 'tree'")
   p.add_argument('--mechanisms', nargs='+',
                  default=['discrete_gaussian', 'poisson_binomial'],
                  choices=['discrete_gaussian', 'poisson_binomial'])

@@ -70,7 +70,7 @@ def run(methods: Sequence[str] = hg.METHODS,
               for r in range(repetitions)]
   z_central = sim.central_noise_multiplier(epsilon, delta)
   rows = []
-  for method in methods:
+  for method in [hg.canonical_method(m) for m in methods]:
     for mechanism in mechanisms:
       params = q.quantile_parameters(method, mechanism, num_bins,
                                      num_clients, epsilon, delta, bits)

@@ -58,12 +58,21 @@ import numpy as np
 import tensorflow as tf
 
 METHODS = ('flat', 'tree', 'haar')
+ALIASES = {'hierarchical': 'tree'}  # the quantile paper's name for 'tree'
 COUNTS = ('estimated', 'exact')
 
 
-def _check_bins(num_bins: int, method: str = 'flat') -> int:
+def canonical_method(method: str) -> str:
+  """'flat', 'tree' or 'haar'; 'hierarchical' is accepted for 'tree'."""
+  method = ALIASES.get(method, method)
   if method not in METHODS:
-    raise ValueError(f'method must be one of {METHODS}, got {method!r}.')
+    raise ValueError(
+        f'method must be one of {METHODS + tuple(ALIASES)}, got {method!r}.')
+  return method
+
+
+def _check_bins(num_bins: int, method: str = 'flat') -> int:
+  method = canonical_method(method)
   if not isinstance(num_bins, (int, np.integer)) or num_bins < 2:
     raise ValueError(f'num_bins must be an integer >= 2, got {num_bins!r}.')
   if method != 'flat' and num_bins & (num_bins - 1):

@@ -108,6 +108,7 @@ def quantile_parameters(
   Raises:
     ValueError: bad arguments, bits too small, or an unreachable target.
   """
+  method = hg.canonical_method(method)
   length = hg.encoding_length(method, num_bins)  # validates method, bins
   if mechanism not in MECHANISMS:
     raise ValueError(f'mechanism must be one of {MECHANISMS}, got '
@@ -212,9 +213,9 @@ def build_quantile_process(
   """A process estimating `quantiles` of one float per client.
 
   Args:
-    method: 'flat' (Algorithm 1), 'tree' (Algorithm 2, hierarchical) or
-      'haar' (discrete Haar wavelet); tree and Haar need num_bins a power
-      of two.
+    method: 'flat' (Algorithm 1), 'hierarchical' or its alias 'tree'
+      (Algorithm 2) or 'haar' (discrete Haar wavelet); hierarchical and
+      Haar need num_bins a power of two.
     mechanism: 'discrete_gaussian' or 'poisson_binomial'.
     lower_bound, upper_bound: the range; values outside are clipped.
     num_bins: b >= 2.
@@ -243,6 +244,7 @@ def build_quantile_process(
     compose the measured events with `tff_ddp.accounting.RdpAccountant` for
     the cost of more).
   """
+  method = hg.canonical_method(method)
   if not (math.isfinite(lower_bound) and math.isfinite(upper_bound)
           and lower_bound < upper_bound):
     raise ValueError('need finite lower_bound < upper_bound, got '

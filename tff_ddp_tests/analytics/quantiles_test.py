@@ -52,6 +52,17 @@ class ParametersTest(parameterized.TestCase):
     self.assertEqual(p.num_trials, (2**18 - 1) // 128)
     self.assertLessEqual(_epsilon(event, 1e-5), 2.0 * (1 + 1e-6))
 
+  def test_hierarchical_is_tree(self):
+    a = q.quantile_parameters('hierarchical', 'discrete_gaussian', 32, 128,
+                              2.0, 1e-5)
+    b = q.quantile_parameters('tree', 'discrete_gaussian', 32, 128, 2.0,
+                              1e-5)
+    self.assertEqual((a.method, a.scaling, a.noise_multiplier),
+                     (b.method, b.scaling, b.noise_multiplier))
+    process = _process('hierarchical', 'discrete_gaussian', 16)
+    self.assertEqual(process.next.type_signature.result.measurements.member[
+        'cdf'], tff.TensorType(np.float64, [32]))
+
   def test_more_rounds_cost_more_noise(self):
     one = q.quantile_parameters('flat', 'discrete_gaussian', 32, 128, 2.0,
                                 1e-5)
