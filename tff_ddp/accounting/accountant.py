@@ -12,8 +12,8 @@ Neighbouring relations, per event (the accountant's `neighboring_relation`):
   replaced by a zero input, its noise still in the sum; distributed noise has
   no plain add/remove analysis, see events.py). REPLACE_ONE gives the
   replace-one curve: DDG with both sensitivities doubled (triangle
-  inequality on the sum), cPBM unchanged (Lemma 2 already bounds a
-  coordinate moving between -C and +C; see pbm.py).
+  inequality on the sum), cPBM Lemma 2 as published (a coordinate moving
+  between -C and +C), where its zero-out curve moves it to 0 only (pbm.py).
 * `PoissonSampledDpEvent` (needs ADD_OR_REMOVE_ONE, as in the base class):
   Zhu & Wang's bound (subsampling.poisson_rdp) on the zero-out curve. That
   bound needs the add/remove structure P = (1-q) mu_0 + q mu_1 vs Q = mu_0,
@@ -112,7 +112,8 @@ def event_rdp(
           l1_sensitivity=2 * l1)
     return ddg.rdp(event, orders)
   if isinstance(event, events.PoissonBinomialDpEvent):
-    return pbm.rdp(event, orders)
+    return pbm.rdp(event, orders, 'replace_one' if (
+        neighboring_relation is NeighborRel.REPLACE_ONE) else 'zero_out')
   if isinstance(event, dp_accounting.SelfComposedDpEvent):
     return event.count * event_rdp(event.event, orders, neighboring_relation)
   if isinstance(event, dp_accounting.ComposedDpEvent):

@@ -62,10 +62,10 @@ class PoissonBinomialDpEvent(dp_accounting.DpEvent):
   not enter the privacy analysis, so it is not a field here.
 
   Neighbouring relation: zero-out (one client's y replaced by zeros, so it
-  still sends Binomial(num_trials, 1/2) draws). The curve of
-  `tff_ddp.accounting.pbm.rdp` bounds the divergence of one client's
-  coordinates moving anywhere in [-C, C], which covers zero-out and
-  replace-one alike.
+  still sends Binomial(num_trials, 1/2) draws) under the accountant's
+  ADD_OR_REMOVE_ONE / REPLACE_SPECIAL relations, and replace-one (Lemma 2
+  as published: coordinates moving anywhere in [-C, C]) under REPLACE_ONE;
+  see `tff_ddp.accounting.pbm`.
 
   Attributes:
     theta: Bias scale theta in (0, 1/4]; larger means less noise.
@@ -76,9 +76,14 @@ class PoissonBinomialDpEvent(dp_accounting.DpEvent):
       can differ from Binomial(num_trials, 1/2): D (the representation
       dimension), or the l0 clip when clients keep at most that many
       non-zero coordinates.
+    replace_one_dimension: Coordinates in which replace-one neighbours can
+      differ, if more than `dimension` (e.g. 2k with an l0 clip k: the two
+      inputs' non-zero coordinates may be disjoint); None means `dimension`.
+      Used under the REPLACE_ONE relation only.
   """
 
   theta: float = attr.ib()
   num_trials: int = attr.ib()
   num_clients: int = attr.ib()
   dimension: int = attr.ib()
+  replace_one_dimension: Optional[int] = attr.ib(default=None)

@@ -33,7 +33,24 @@ factor 1/2 + theta and swapped mu_m terms). The result is an upper bound on the
 divergence of the actual sums of n m Bernoullis; the tests check it against
 brute force over small grids of datasets.
 
-Neighbouring relation: zero-out, and by step 2 also replace-one.
+Two curves (`rdp(..., relation=...)`):
+
+* 'replace_one' -- Lemma 2 as published: the target moves between the two
+  extremes, a = 1/2 -+ theta, b = 1/2 +- theta (covers every pair in the
+  range, so also zero-out, but loosely).
+* 'zero_out' -- the target moves from a in [1/2 - theta, 1/2 + theta] to
+  b = 1/2 (its input replaced by zeros). The same argument (joint convexity
+  in a and in each other client's probability; drop the minority-sign
+  clients by post-processing; flip symmetry, which fixes b = 1/2) gives the
+  per-trial bound
+     max over a in {p, 1 - p} of max(D_alpha(P_a || Q), D_alpha(Q || P_a)),
+     P_a = Ber(a) + Bin(n', p), Q = Ber(1/2) + Bin(n', p), p = 1/2 + theta,
+  a shift of theta instead of 2 theta: about 4x less RDP in the Gaussian
+  regime. It is never above the replace-one curve (Q is the even mixture of
+  P_p and P_{1-p}, and exp((alpha - 1) D_alpha) is jointly convex).
+
+The accountant uses 'zero_out' for its zero-out relations (ADD_OR_REMOVE_ONE,
+REPLACE_SPECIAL) and 'replace_one' for REPLACE_ONE, as it does for the DDG.
 """
 
 import math
@@ -59,6 +76,10 @@ def _validate(event: events.PoissonBinomialDpEvent):
     value = getattr(event, name)
     if int(value) != value or value < 1:
       raise ValueError(f'{name} must be an integer >= 1, got {value}.')
+  wide = event.replace_one_dimension
+  if wide is not None and (int(wide) != wide or wide < event.dimension):
+    raise ValueError('replace_one_dimension must be None or an integer >= '
+                     f'dimension = {event.dimension}, got {wide}.')
 
 
 def log_binomial_pmf(k: np.ndarray, n: int, p: float) -> np.ndarray:
@@ -133,25 +154,66 @@ def worst_case_pair(theta: float, num_clients: int):
   return log_p, log_q
 
 
+RELATIONS = ('zero_out', 'replace_one')
+
+
+def zero_out_pairs(theta: float, num_clients: int):
+  """[(log P_a, log Q) for a in (p, 1 - p)]: the zero-out worst cases.
+
+  P_a = Ber(a) + Bin(n', p), Q = Ber(1/2) + Bin(n', p), p = 1/2 + theta,
+  n' = ceil((n - 1)/2), on the support 0..n' + 1 (module docstring).
+  """
+  n_prime = (num_clients - 1 + 1) // 2  # ceil((n - 1) / 2)
+  p = 0.5 + theta
+  k = np.arange(n_prime + 2)
+  shifted = log_binomial_pmf(k - 1, n_prime, p)  # the target sent a 1
+  same = log_binomial_pmf(k, n_prime, p)  # the target sent a 0
+  half = math.log(0.5)
+  log_q = np.logaddexp(half + shifted, half + same)
+  return [(np.logaddexp(math.log(a) + shifted, math.log1p(-a) + same), log_q)
+          for a in (p, 1.0 - p)]
+
+
 def per_trial_rdp(
-    theta: float, num_clients: int, orders: Sequence[float]
+    theta: float, num_clients: int, orders: Sequence[float],
+    relation: str = 'replace_one',
 ) -> np.ndarray:
-  """max of the two one-trial divergences of Lemma 2, per order."""
-  log_p, log_q = worst_case_pair(theta, num_clients)
-  return np.maximum(renyi_divergence(log_p, log_q, orders),
-                    renyi_divergence(log_q, log_p, orders))
+  """The one-trial divergence bound of `relation`, per order.
+
+  'replace_one': max of the two divergences of Lemma 2; 'zero_out': max
+  over the pairs of `zero_out_pairs`, both directions.
+  """
+  if relation not in RELATIONS:
+    raise ValueError(f'relation must be one of {RELATIONS}, got '
+                     f'{relation!r}.')
+  if relation == 'replace_one':
+    pairs = [worst_case_pair(theta, num_clients)]
+  else:
+    pairs = zero_out_pairs(theta, num_clients)
+  out = np.zeros(np.shape(orders))
+  for log_p, log_q in pairs:
+    out = np.maximum(out, renyi_divergence(log_p, log_q, orders))
+    out = np.maximum(out, renyi_divergence(log_q, log_p, orders))
+  return out
 
 
 def rdp(
-    event: events.PoissonBinomialDpEvent, orders: Sequence[float]
+    event: events.PoissonBinomialDpEvent, orders: Sequence[float],
+    relation: str = 'replace_one',
 ) -> np.ndarray:
   """RDP curve of one cPBM release, Lemma 2: m d times the one-trial bound.
 
-  eps(alpha) = m d max(D_alpha(P || Q), D_alpha(Q || P)) with (P, Q) of
-  `worst_case_pair`, computed exactly (see the module docstring for the
-  reduction and why it bounds zero-out and replace-one neighbours).
+  eps(alpha) = m d times `per_trial_rdp` of `relation`, computed exactly
+  from the PMFs (see the module docstring for the reduction). The default
+  'replace_one' is Lemma 2 as published and bounds both relations (over
+  `event.replace_one_dimension` coordinates when set); 'zero_out' is the
+  tighter curve for zero-out neighbours (over `event.dimension`).
   """
   _validate(event)
   orders = np.asarray(orders, dtype=np.float64)
-  return (int(event.num_trials) * int(event.dimension)
-          * per_trial_rdp(float(event.theta), int(event.num_clients), orders))
+  dimension = event.dimension
+  if relation == 'replace_one' and event.replace_one_dimension is not None:
+    dimension = event.replace_one_dimension
+  return (int(event.num_trials) * int(dimension)
+          * per_trial_rdp(float(event.theta), int(event.num_clients), orders,
+                          relation))

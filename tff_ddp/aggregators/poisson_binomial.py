@@ -40,13 +40,14 @@ class PoissonBinomialSumFactory(tff.aggregators.UnweightedAggregationFactory):
   small factor; see `tff_ddp.encoders.KashinEncoder`): an input of norm
   below C can still be scaled down. `clipped_clients` counts such clients.
 
-  Privacy (per round, zero-out neighbours: a client's input replaced by
-  zeros, its Binomial(m, 1/2) draws still in the sum; the bound of Lemma 2
-  covers any change of one client's coordinates within [-C, C], so
-  replace-one too): `dp_event(value_type)` returns the
+  Privacy (per round): `dp_event(value_type)` returns the
   `PoissonBinomialDpEvent(theta, m, n, D)` (D replaced by min(D, l0_clip)
-  with an l0 clip) that `tff_ddp.accounting` turns into RDP / (eps, delta). It assumes `expected_clients_per_round`
-  clients; the measurements carry the event with the *measured* count.
+  with an l0 clip, and replace_one_dimension = min(D, 2 l0_clip)) that
+  `tff_ddp.accounting.RdpAccountant` turns into RDP / (eps, delta): the
+  zero-out curve (a client's input replaced by zeros, its Binomial(m, 1/2)
+  draws still in the sum) under its default relation, Lemma 2's replace-one
+  curve under REPLACE_ONE. It assumes `expected_clients_per_round` clients;
+  the measurements carry the event with the *measured* count.
 
   Measurements each round: l2_clip, theta, coordinate_bound (B), num_trials,
   modulus, output_dimension, participating_clients, nonfinite_clients,
@@ -174,7 +175,9 @@ class PoissonBinomialSumFactory(tff.aggregators.UnweightedAggregationFactory):
               theta=tf.constant(params.effective_theta, tf.float64),
               num_trials=tf.constant(params.num_trials, tf.int64),
               num_clients=n,
-              dimension=tf.constant(params.sensitive_coordinates, tf.int64)),
+              dimension=tf.constant(params.sensitive_coordinates, tf.int64),
+              replace_one_dimension=tf.constant(
+                  params.replace_one_coordinates, tf.int64)),
       )
       return decoded, measurements
 

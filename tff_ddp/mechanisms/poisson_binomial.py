@@ -106,6 +106,13 @@ class PbmParameters:
     return min(self.output_dim, self.l0_clip)
 
   @property
+  def replace_one_coordinates(self) -> int:
+    """Coordinates in which replace-one neighbours' draws can differ."""
+    if self.l0_clip is None:
+      return self.output_dim
+    return min(self.output_dim, 2 * self.l0_clip)
+
+  @property
   def modulus(self) -> int:
     return 2**self.bits
 
@@ -129,7 +136,9 @@ class PbmParameters:
     return events.PoissonBinomialDpEvent(
         theta=self.effective_theta, num_trials=self.num_trials,
         num_clients=int(num_clients or self.expected_clients_per_round),
-        dimension=self.sensitive_coordinates)
+        dimension=self.sensitive_coordinates,
+        replace_one_dimension=(None if self.l0_clip is None
+                               else self.replace_one_coordinates))
 
 
 def probability_bounds(theta: float) -> Tuple[float, float]:

@@ -8,6 +8,7 @@ from tff_ddp.accounting import accountant
 from tff_ddp.accounting import conversions
 from tff_ddp.accounting import ddg
 from tff_ddp.accounting import events
+from tff_ddp.accounting import pbm
 from tff_ddp.accounting import subsampling
 
 REL = dp_accounting.NeighboringRelation
@@ -134,6 +135,15 @@ class RdpAccountantTest(parameterized.TestCase):
     doubled = events.DistributedDiscreteGaussianDpEvent(
         20.0, 3.0, 100, 1000, l1_sensitivity=2 * min(np.sqrt(1000) * 10, 100))
     np.testing.assert_allclose(acc.rdp, ddg.rdp(doubled, acc.orders))
+
+  def test_pbm_curve_follows_the_relation(self):
+    event = events.PoissonBinomialDpEvent(0.1, 4, 50, 3,
+                                          replace_one_dimension=6)
+    for rel, curve in ((REL.ADD_OR_REMOVE_ONE, 'zero_out'),
+                       (REL.REPLACE_SPECIAL, 'zero_out'),
+                       (REL.REPLACE_ONE, 'replace_one')):
+      acc = accountant.RdpAccountant(None, rel).compose(event)
+      np.testing.assert_allclose(acc.rdp, pbm.rdp(event, acc.orders, curve))
 
   def test_unsupported_events(self):
     acc = accountant.RdpAccountant()

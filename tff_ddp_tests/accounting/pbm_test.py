@@ -24,9 +24,11 @@ def _log_sum_pmf(probs, m):
 
 class PbmRdpTest(parameterized.TestCase):
 
-  @parameterized.product(n=[1, 2, 3, 4], m=[1, 2, 3], theta=[0.05, 0.25])
-  def test_upper_bounds_zero_out_brute_force(self, n, m, theta):
-    curve = pbm.rdp(events.PoissonBinomialDpEvent(theta, m, n, 1), ORDERS)
+  @parameterized.product(n=[1, 2, 3, 4], m=[1, 2, 3], theta=[0.05, 0.25],
+                         relation=pbm.RELATIONS)
+  def test_upper_bounds_zero_out_brute_force(self, n, m, theta, relation):
+    curve = pbm.rdp(events.PoissonBinomialDpEvent(theta, m, n, 1), ORDERS,
+                    relation)
     grid = [-1.0, -0.5, 0.0, 0.5, 1.0]
     worst = np.zeros_like(ORDERS)
     for ys in itertools.product(grid, repeat=n):
@@ -63,6 +65,34 @@ class PbmRdpTest(parameterized.TestCase):
       self.assertAlmostEqual(
           pbm.renyi_divergence(log_p, log_q, [lam])[0],
           log_pi1 / (lam - 1), places=10)
+
+  @parameterized.product(n=[1, 2, 7, 100, 5000], theta=[0.01, 0.1, 0.25])
+  def test_zero_out_below_replace_one(self, n, theta):
+    event = events.PoissonBinomialDpEvent(theta, 3, n, 2)
+    zero = pbm.rdp(event, ORDERS, 'zero_out')
+    replace = pbm.rdp(event, ORDERS, 'replace_one')
+    self.assertTrue(np.all(zero <= replace * (1 + 1e-12)), (zero, replace))
+
+  def test_zero_out_is_a_quarter_in_the_gaussian_regime(self):
+    # Shift theta instead of 2 theta: RDP ~ alpha (shift)^2 / (2 var).
+    event = events.PoissonBinomialDpEvent(0.005, 1, 10001, 1)
+    ratio = (pbm.rdp(event, [2.0], 'zero_out') /
+             pbm.rdp(event, [2.0], 'replace_one'))[0]
+    self.assertAlmostEqual(ratio, 0.25, delta=0.01)
+
+  def test_replace_one_dimension(self):
+    narrow = events.PoissonBinomialDpEvent(0.1, 2, 30, 3)
+    wide = events.PoissonBinomialDpEvent(0.1, 2, 30, 3,
+                                         replace_one_dimension=6)
+    np.testing.assert_allclose(pbm.rdp(wide, ORDERS, 'replace_one'),
+                               2 * pbm.rdp(narrow, ORDERS, 'replace_one'))
+    np.testing.assert_allclose(pbm.rdp(wide, ORDERS, 'zero_out'),
+                               pbm.rdp(narrow, ORDERS, 'zero_out'))
+    with self.assertRaisesRegex(ValueError, 'replace_one_dimension'):
+      pbm.rdp(events.PoissonBinomialDpEvent(0.1, 2, 30, 3,
+                                            replace_one_dimension=2), ORDERS)
+    with self.assertRaisesRegex(ValueError, 'relation'):
+      pbm.rdp(narrow, ORDERS, 'add_remove')
 
   def test_composes_over_trials_and_dimension(self):
     one = pbm.rdp(events.PoissonBinomialDpEvent(0.1, 1, 50, 1), ORDERS)

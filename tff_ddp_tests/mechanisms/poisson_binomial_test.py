@@ -197,7 +197,11 @@ class ClientServerTest(tf.test.TestCase, parameterized.TestCase):
                 scaling='linf', linf_clip=1.0, l0_clip=2)
     self.assertEqual(p.sensitive_coordinates, 2)
     self.assertEqual(p.dp_event().dimension, 2)
+    self.assertEqual(p.dp_event().replace_one_dimension, 4)  # disjoint sets
     self.assertEqual(_params(l0_clip=100).dp_event().dimension, 8)
+    self.assertEqual(_params(l0_clip=3).dp_event().replace_one_dimension, 6)
+    self.assertEqual(_params(l0_clip=5).dp_event().replace_one_dimension, 8)
+    self.assertIsNone(_params().dp_event().replace_one_dimension)
     seed = tf.constant([7, 1], tf.int64)
     for x, clipped in ((np.array([0.0, 1.0, 0.0, 0.0, -1.0, 0.0]), False),
                        (np.array([0.3, 0.9, 0.0, -0.5, 0.0, 0.0]), True)):
