@@ -277,9 +277,12 @@ def _exp_neg_bounds(arg: fractions.Fraction):
   nearest = _decimal_context(decimal.ROUND_HALF_EVEN)
   num, den = decimal.Decimal(arg.numerator), decimal.Decimal(arg.denominator)
   arg_lo, arg_hi = down.divide(num, den), up.divide(num, den)
-  rel = decimal.Decimal(10) ** (1 - _DEC_PREC)
-  lo = down.multiply(nearest.exp(-arg_hi), down.subtract(1, rel))
-  hi = up.multiply(nearest.exp(-arg_lo), up.add(1, rel))
+  # Exact constructions only: unary minus or ** would round in the thread's
+  # default 28-digit context; copy_negate() and tuple construction are exact.
+  rel = decimal.Decimal((0, (1,), 1 - _DEC_PREC))  # 10^(1 - prec)
+  lo = down.multiply(nearest.exp(arg_hi.copy_negate()),
+                     down.subtract(1, rel))
+  hi = up.multiply(nearest.exp(arg_lo.copy_negate()), up.add(1, rel))
   return lo, hi
 
 
