@@ -4,9 +4,16 @@
 whose law p_hat is within a *proved* total-variation (TV) distance of
 N_Z(0, s), where s = `discrete_gaussian.discrete_gaussian_variance_parameter(
 scale)` is the exact sampler's variance parameter (scale^2 rounded UP to a
-multiple of 2^-q), so privacy accounting with s is unchanged; the accountant
-adds n * `tv_distance_bound(scale)` (< 2^-108 for every supported scale) to
-delta for n samples (clients x coordinates x rounds).
+multiple of 2^-q), so privacy accounting with s is unchanged up to delta.
+
+Using it in (eps, delta) accounting: with eta = `tv_distance_bound(scale)`
+(< 2^-108 for every supported scale) and n samples drawn in total (clients x
+coordinates x rounds), the output law under each of two neighbouring inputs
+moves by at most n eta in TV (ideal laws P1, P2, actual laws P1', P2'), so
+for any event S: P1'(S) <= P1(S) + n eta <= e^eps P2(S) + delta + n eta
+<= e^eps P2'(S) + delta + (1 + e^eps) n eta.
+Add (1 + e^eps) n eta to delta (not just n eta). This is an (eps, delta)
+statement: convert Renyi/PLD accounting to (eps, delta) first, then add it.
 
 References: A. J. Walker (1977), "An Efficient Method for Generating Discrete
 Random Variables with General Distributions"; M. D. Vose (1991), "A Linear
@@ -80,7 +87,7 @@ X given |X| <= T: p_T(x) = e(x) / E on [-T, T], E = sum_{|y|<=T} e(y).
       computed exactly and checked <= 2^-200 at build time (it is below
       2^-228 for every supported scale: D(x) is a few units up to ~2^27).
 (iv)  Q := sum_{|x|<=T} |p_hat(x) - p_tilde(x)| < K / W by step 3, and
-      K < M <= 2^18, so Q / 2 < 2^-109.
+      K <= M <= 2^18, so Q / 2 < 2^-109.
 (v)   Step 4 makes the table's law exactly p_hat (zero outside [-T, T]).
       By the triangle inequality for TV,
       TV(p_hat, p) <= TV(p_hat, p_T) + TV(p_T, p) <= (Q + rho) / 2 + tau
@@ -100,8 +107,8 @@ TABLE COST. Memory: two int64 arrays of M entries, 16 M bytes: 512 KiB at
 scale 785 (T = 9737, M = 2^15), 2 MiB at 4000 (M = 2^17), 4 MiB at the cap;
 they become graph constants wherever the sampler is traced; up to 16 tables
 are cached. Build time, O(T) big-integer products plus an O(K log K) sort:
-~0.06 s at scale 785, ~0.3 s at 4000, ~1.4 s at the cap (shared 2-core
-machine; `benchmarks/sampler_bench.py` prints it).
+~0.06-0.12 s at scale 785, ~0.3-0.5 s at 4000, ~1.4 s at the cap (shared
+2-core machine; `benchmarks/sampler_bench.py` prints it).
 """
 
 import dataclasses
@@ -133,7 +140,6 @@ _FIX_BITS = 256
 # Decimal digits for the exp evaluations; 10^(1 - _DEC_PREC) bounds the
 # relative error of a correctly rounded result (twice the guaranteed 1/2 ulp).
 _DEC_PREC = 100
-_DEC_REL = fractions.Fraction(1, 10**(_DEC_PREC - 1))
 # Step 2's brackets must be at least this tight (checked per table).
 _MAX_RHO = fractions.Fraction(1, 2**200)
 
@@ -474,8 +480,10 @@ def tv_distance_bound(scale) -> float:
   s = `discrete_gaussian.discrete_gaussian_variance_parameter(scale)`. The
   bound is 1/2 (Q + rho) + tau of the module docstring (steps (i)-(v)),
   computed exactly from the built table and rounded up to a float; it is
-  < 2^-108 for every supported scale and 0 for scale 0. For n samples
-  (e.g. clients x dimension x rounds) add n times it to delta.
+  < 2^-108 for every supported scale and 0 for scale 0. n independent
+  samples (e.g. clients x dimension x rounds) are within n times it of
+  N_Z(0, s)^n (TV is subadditive over products); in (eps, delta) accounting
+  add (1 + e^eps) n times it to delta (module docstring).
 
   Args:
     scale: as for `sample_discrete_gaussian_table`.

@@ -263,8 +263,9 @@ class StatisticalTest(tf.test.TestCase, parameterized.TestCase):
     s = float(dg.discrete_gaussian_variance_parameter(scale))
     rounded = math.ceil(scale)
     tf.random.set_seed(seed)
-    theirs = tf.function(lambda: discrete_gaussian_utils.sample_discrete_gaussian(
-        rounded, [n], tf.int64))().numpy()
+    theirs = tf.function(
+        lambda: discrete_gaussian_utils.sample_discrete_gaussian(
+            rounded, [n], tf.int64))().numpy()
     ours = _sample(n, scale, [seed, 0])
     for sample, variance_parameter in ((ours, s), (theirs, rounded**2)):
       support, pmf = _float_pmf(variance_parameter)
