@@ -18,5 +18,5 @@ setuptools.setup(
         'numpy==1.25.2',
         'scipy==1.9.3',
     ],
-    entry_points={'console_scripts': ['tff-ddp=tff_ddp.cli:main']},
+    entry_points={'console_scripts': ['tff-ddp=tff_ddp.cli:console_main']},
 )

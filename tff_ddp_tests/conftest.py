@@ -36,7 +36,7 @@ def pytest_sessionstart(session):
 
 def pytest_sessionfinish(session, exitstatus):
   del session, exitstatus
-  ended = processes.end_descendants()
+  ended = processes.release_tff()
   if ended:
     print(f'\n[tff_ddp] ended {len(ended)} worker process(es) started by '
           f'this test session: {ended}')

@@ -1,216 +1,400 @@
-"""An RDP accountant that also knows the DDG and cPBM events.
+"""An RDP accountant for the events of tff_ddp, with the adversary named.
 
-`RdpAccountant` extends `dp_accounting.rdp.RdpAccountant` through its
-`_maybe_compose` hook. Everything the base class supports is left to it --
-in particular a subtree of only `GaussianDpEvent`s (under `ComposedDpEvent` /
-`SelfComposedDpEvent`), sampled or not, stays on its tight path.
+`RdpAccountant(orders, neighboring_relation, adversary)` implements
+dp-accounting's `PrivacyAccountant` interface. Every epsilon it returns is for
+one adversary, one neighbouring relation and a stated theorem:
 
-Neighbouring relations, per event (the accountant's `neighboring_relation`):
+Adversaries (`adversary=`):
 
-* Unsampled `DistributedDiscreteGaussianDpEvent` / `PoissonBinomialDpEvent`:
-  ADD_OR_REMOVE_ONE and REPLACE_SPECIAL give the **zero-out** curve (a client
-  replaced by a zero input, its noise still in the sum; distributed noise has
-  no plain add/remove analysis, see events.py). REPLACE_ONE gives the
-  replace-one curve: DDG with both sensitivities doubled (triangle
-  inequality on the sum), cPBM Lemma 2 as published (a coordinate moving
-  between -C and +C), where its zero-out curve moves it to 0 only (pbm.py).
-* `PoissonSampledDpEvent` (needs ADD_OR_REMOVE_ONE, as in the base class):
-  Zhu & Wang's bound (subsampling.poisson_rdp) on the zero-out curve. That
-  bound needs the add/remove structure P = (1-q) mu_0 + q mu_1 vs Q = mu_0,
-  i.e. the neighbouring client contributes the same distribution mu_0 when
-  it is not sampled as when it is sampled with a zero input. This holds for
-  zero-out Poisson sampling of a secure sum in which a client that is not
-  sampled still takes part with a zero input (so its noise share, or its
-  Binomial(m, 1/2) draws, are in the sum either way); `num_clients` is then
-  the number of noise-adding participants. If unsampled clients leave the
-  sum instead, "not sampled" removes one noise share and the number is the
-  one the DDG paper reports for its experiments (generic amplification on
-  the zero-out curve), not a proved bound; use sampling without replacement
-  for a proved bound in that setting.
-* `SampledWithoutReplacementDpEvent` (needs REPLACE_ONE, as in the base
-  class): WBK19's bound (subsampling.without_replacement_rdp) on the
-  replace-one curve. A fixed number of clients takes part, so the noise
-  shares are the same on both sides; this is the proved route when
-  unsampled clients do not participate.
+* 'server' (the default): the party that runs the protocol. Distributed DP
+  protects against it: it sees who takes part in each secure sum and the
+  sum's output (and everything it publishes). It knows any sample it drew.
+* 'release': whoever sees only what the server publishes, with the sample
+  secret (an analyst, the users of a trained model).
 
-A subtree under sampling may mix Gaussian, DDG and cPBM events composed
-with `ComposedDpEvent` / `SelfComposedDpEvent`; Gaussian parts then use their
-plain RDP alpha / (2 z^2) inside the generic bound. Nested sampling and other
-events under sampling are unsupported.
+Neighbouring relations (`neighboring_relation=`): ADD_OR_REMOVE_ONE and
+REPLACE_SPECIAL mean **zero-out** for this library's events (one client's
+input replaced by zeros while it still adds its noise share; distributed
+noise has no add/remove analysis, see `events`); REPLACE_ONE means
+replace-one. Gaussian events follow dp-accounting's convention (their noise
+multiplier is relative to the sensitivity under the relation in use).
+
+What each event costs (orders alpha > 1; "curve" = RDP curve):
+
+| event | 'server' | 'release' |
+|---|---|---|
+| DDG, cPBM | `ddg_rdp.rdp`, `pbm_rdp.rdp` for the relation | same |
+| Gaussian | alpha / (2 z^2) | same |
+| Composed / SelfComposed | sum / count times | same |
+| PoissonSampled(q, E): the server picks the cohort, others do not take part | known-sample mixture (`subsampling.known_sample_rdp`) of E's curve | Gaussian-only E under ADD_OR_REMOVE_ONE: dp-accounting's tight sampled Gaussian; otherwise the known-sample mixture (see below) |
+| SampledWithoutReplacement(N, m, E): a fixed-size cohort | known-sample mixture with q = m/N | Gaussian-only E under REPLACE_ONE: dp-accounting's; otherwise Wang, Balle & Kasiviswanathan (2019) Thm 9 on E's replace-one curve |
+| SelfSampled(q, E): everyone in the sum, private coins | zero-out relations: Zhu & Wang (2019) on E's zero-out curve (tight sampled Gaussian for Gaussian-only E); REPLACE_ONE: known-sample mixture of the replace-one curve | same |
+
+Why the 'release' row of PoissonSampled is not amplified for distributed
+noise: amplification by Poisson subsampling (Zhu & Wang) needs "the client
+was not sampled" to look exactly like "the client sent its zero-out
+neighbour's input". In the usual protocol an unsampled client leaves the
+secure sum and takes its noise share with it, while its zero-out neighbour
+stays in and adds noise; the cohort size also changes the noise. The known-
+sample bound is proved for every adversary (joint convexity), so it is what
+this accountant reports there. Fixed-size cohorts (sampling without
+replacement: the number of noise shares is fixed, and conditioned on the
+cohort being a uniform m-subset the zero-out pair is a replace-one pair of
+WBK19's setting) and self-sampling (`client_sampling_rate`) are amplified
+against the release adversary with proofs.
+
+Everything above holds for nested events too: every curve produced bounds
+both D(P||Q) and D(Q||P) of the pair it describes.
+
+Approximate samplers. A DDG event may carry `sampler_tv_distance` eta: each
+noise sample is within eta of the discrete Gaussian in total variation (the
+alias-table sampler, eta < 2^-108). With N the samples of all composed
+releases (num_clients x dimension each), the implemented mechanism is within
+N eta of the ideal one on every input, so (eps, delta)-DP of the ideal one
+gives (eps, delta + (1 + e^eps) N eta) for the implemented one;
+`get_epsilon` and `get_delta` include that term (`sampler_tv_mass`).
 """
 
-from typing import Optional, Sequence, Union
+import math
+from typing import Optional, Sequence, Tuple
 
 import dp_accounting
 import numpy as np
 
-from tff_ddp.accounting import ddg
+from tff_ddp.accounting import conversions
+from tff_ddp.accounting import ddg_rdp
+from tff_ddp.accounting import dp_accounting_adapter
 from tff_ddp.accounting import events
-from tff_ddp.accounting import pbm
+from tff_ddp.accounting import pbm_rdp
 from tff_ddp.accounting import subsampling
+from tff_ddp.accounting.orders import check_orders
+from tff_ddp.accounting.orders import DEFAULT_ORDERS
+from tff_ddp.utils import checks
 
 NeighborRel = dp_accounting.NeighboringRelation
+ADVERSARIES = ('server', 'release')
 _ErrorDetails = dp_accounting.PrivacyAccountant.CompositionErrorDetails
-_OUR_EVENTS = (events.DistributedDiscreteGaussianDpEvent,
-               events.PoissonBinomialDpEvent)
+_ZERO_OUT = (NeighborRel.ADD_OR_REMOVE_ONE, NeighborRel.REPLACE_SPECIAL)
 
 
-def _is_gaussian_only(event: dp_accounting.DpEvent) -> bool:
+class _Unsupported(Exception):
+
+  def __init__(self, event, message):
+    super().__init__(message)
+    self.event = event
+    self.message = message
+
+
+def _relation_name(relation: NeighborRel) -> str:
+  return 'replace_one' if relation is NeighborRel.REPLACE_ONE else 'zero_out'
+
+
+def describe_relation(relation: NeighborRel) -> str:
+  """'zero-out' or 'replace-one': what this library's events mean."""
+  return _relation_name(relation).replace('_', '-')
+
+
+def _gaussian_noise_multiplier(event) -> Optional[float]:
+  """z of a subtree made only of Gaussian events (composition adds z^-2),
+  or None when the subtree holds anything else."""
   if isinstance(event, dp_accounting.GaussianDpEvent):
-    return True
+    return float(event.noise_multiplier)
   if isinstance(event, dp_accounting.SelfComposedDpEvent):
-    return _is_gaussian_only(event.event)
+    z = _gaussian_noise_multiplier(event.event)
+    if z is None:
+      return None
+    count = checks.integer(event.count, 'count', 0)
+    return math.inf if count == 0 else z / math.sqrt(count)
   if isinstance(event, dp_accounting.ComposedDpEvent):
-    return all(_is_gaussian_only(e) for e in event.events)
-  return False
-
-
-def _first_unsupported(event) -> Optional[dp_accounting.DpEvent]:
-  """The first event of a sampled subtree that has no RDP curve here."""
-  if isinstance(event, (dp_accounting.GaussianDpEvent,
-                        dp_accounting.NoOpDpEvent) + _OUR_EVENTS):
-    return None
-  if isinstance(event, dp_accounting.SelfComposedDpEvent):
-    return _first_unsupported(event.event)
-  if isinstance(event, dp_accounting.ComposedDpEvent):
+    total = 0.0
     for e in event.events:
-      bad = _first_unsupported(e)
-      if bad is not None:
-        return bad
-    return None
-  return event
+      z = _gaussian_noise_multiplier(e)
+      if z is None:
+        return None
+      total += math.inf if z == 0 else z**-2
+    return math.inf if total == 0 else (0.0 if total == math.inf
+                                        else total**-0.5)
+  return None
 
 
-def event_rdp(
-    event: dp_accounting.DpEvent,
-    orders: Sequence[float],
-    neighboring_relation: NeighborRel = NeighborRel.ADD_OR_REMOVE_ONE,
-) -> np.ndarray:
-  """Unsampled RDP curve of a Gaussian / DDG / cPBM (composed) event.
+class RdpAccountant(dp_accounting.PrivacyAccountant):
+  """RDP accountant for Gaussian, DDG and cPBM events, adversary named.
 
-  The relation chooses the zero-out or replace-one curve of our events (see
-  the module docstring); Gaussian events use alpha / (2 z^2) under every
-  relation, as dp-accounting does.
-  """
-  orders = np.asarray(orders, dtype=np.float64)
-  if isinstance(event, dp_accounting.NoOpDpEvent):
-    return np.zeros(orders.shape)
-  if isinstance(event, dp_accounting.GaussianDpEvent):
-    if event.noise_multiplier == 0:
-      return np.full(orders.shape, np.inf)
-    return orders / (2.0 * event.noise_multiplier**2)
-  if isinstance(event, events.DistributedDiscreteGaussianDpEvent):
-    if neighboring_relation is NeighborRel.REPLACE_ONE:
-      l1 = event.l1_sensitivity
-      d = event.dimension
-      if l1 is None:  # The default of ddg.py, for the undoubled vector.
-        l1 = min(np.sqrt(d) * event.l2_sensitivity, event.l2_sensitivity**2)
-      event = events.DistributedDiscreteGaussianDpEvent(
-          l2_sensitivity=2 * event.l2_sensitivity,
-          local_stddev=event.local_stddev,
-          num_clients=event.num_clients, dimension=d,
-          l1_sensitivity=2 * l1)
-    return ddg.rdp(event, orders)
-  if isinstance(event, events.PoissonBinomialDpEvent):
-    return pbm.rdp(event, orders, 'replace_one' if (
-        neighboring_relation is NeighborRel.REPLACE_ONE) else 'zero_out')
-  if isinstance(event, dp_accounting.SelfComposedDpEvent):
-    return event.count * event_rdp(event.event, orders, neighboring_relation)
-  if isinstance(event, dp_accounting.ComposedDpEvent):
-    total = np.zeros(orders.shape)
-    for e in event.events:
-      total = total + event_rdp(e, orders, neighboring_relation)
-    return total
-  raise TypeError(f'No RDP curve for {type(event).__name__}.')
+  Example (a DDG factory's round, 1000 rounds, Poisson-sampled cohorts the
+  server chooses, against the server):
 
+    accountant = RdpAccountant(adversary='server')
+    accountant.compose(dp_accounting.PoissonSampledDpEvent(
+        0.01, factory.dp_event(value_type)), 1000)
+    accountant.get_epsilon(target_delta=1e-6)
 
-class RdpAccountant(dp_accounting.rdp.RdpAccountant):
-  """dp-accounting's RDP accountant, plus DDG and cPBM events.
-
-  Example:
-
-    accountant = RdpAccountant()
-    round_event = dp_accounting.PoissonSampledDpEvent(
-        0.01, DistributedDiscreteGaussianDpEvent(
-            l2_sensitivity=1000.0, local_stddev=2000.0, num_clients=100,
-            dimension=2**16))
-    accountant.compose(round_event, 1000)
-    accountant.get_epsilon_and_optimal_order(1e-6)
-
-  See the module docstring for the neighbouring relation of every result.
-  Curves of our events are cached per (event, relation), so composing many
-  identical rounds one by one costs one evaluation.
+  See the module docstring for what every event costs. Curves are cached per
+  (event, relation, adversary), so composing many identical rounds one by one
+  costs one evaluation.
   """
 
   def __init__(
       self,
       orders: Optional[Sequence[float]] = None,
       neighboring_relation: NeighborRel = NeighborRel.ADD_OR_REMOVE_ONE,
+      adversary: str = 'server',
   ):
-    super().__init__(orders, neighboring_relation)
-    self._curve_cache = {}
+    if not isinstance(neighboring_relation, NeighborRel):
+      raise TypeError(
+          'neighboring_relation must be a dp_accounting.NeighboringRelation, '
+          f'got {neighboring_relation!r}.')
+    super().__init__(neighboring_relation)
+    self._orders = check_orders(DEFAULT_ORDERS if orders is None else orders)
+    self._adversary = checks.choice(adversary, 'adversary', ADVERSARIES)
+    self._rdp = np.zeros_like(self._orders)
+    self._tv_mass = 0.0
+    self._cache = {}
 
-  def _cached(self, key, compute) -> np.ndarray:
+  @property
+  def adversary(self) -> str:
+    return self._adversary
+
+  @property
+  def orders(self) -> np.ndarray:
+    return self._orders.copy()
+
+  @property
+  def rdp(self) -> np.ndarray:
+    """The composed RDP curve at `orders`."""
+    return self._rdp.copy()
+
+  @property
+  def sampler_tv_mass(self) -> float:
+    """N eta: total-variation distance of all composed releases' noise from
+    the ideal samplers' (module docstring)."""
+    return self._tv_mass
+
+  def describe(self) -> str:
+    """'against the server, zero-out neighbours' etc., for reports."""
+    return (f'against the {self._adversary}, '
+            f'{describe_relation(self._neighboring_relation)} neighbours')
+
+  # -- PrivacyAccountant ----------------------------------------------------
+
+  def _maybe_compose(self, event, count, do_compose):
     try:
-      return self._curve_cache[key]
+      if do_compose:
+        count = checks.integer(count, 'count', 0)
+        self._rdp = self._rdp + count * self.curve(event)
+        self._tv_mass += count * _tv_mass(event)
+      else:
+        self._check(event)
+    except _Unsupported as e:
+      return _ErrorDetails(invalid_event=e.event, error_message=e.message)
+    return None
+
+  def get_epsilon_and_optimal_order(self, target_delta: float
+                                    ) -> Tuple[float, float]:
+    """(eps, order) with (eps, target_delta)-DP, sampler term included.
+
+    With eta = `sampler_tv_mass`: eps0 = eps of the curve at target_delta/2;
+    if (1 + e^eps0) eta <= target_delta / 2, the curve's eps at
+    target_delta - (1 + e^eps0) eta is valid (it is <= eps0, so its own
+    term is smaller). Otherwise inf.
+    """
+    delta = checks.real(target_delta, 'target_delta', 0.0, 1.0,
+                        low_open=True, high_open=True)
+    if self._tv_mass == 0:
+      return conversions.rdp_to_epsilon(self._orders, self._rdp, delta)
+    first, order = conversions.rdp_to_epsilon(self._orders, self._rdp,
+                                              delta / 2)
+    extra = (1.0 + math.exp(min(first, 700.0))) * self._tv_mass
+    if not extra <= delta / 2:
+      return math.inf, order
+    return conversions.rdp_to_epsilon(self._orders, self._rdp,
+                                      delta - extra)
+
+  def get_epsilon(self, target_delta: float) -> float:
+    return self.get_epsilon_and_optimal_order(target_delta)[0]
+
+  def get_delta(self, target_epsilon: float) -> float:
+    delta = conversions.rdp_to_delta(self._orders, self._rdp,
+                                     target_epsilon)[0]
+    extra = (1.0 + math.exp(min(target_epsilon, 700.0))) * self._tv_mass
+    return min(1.0, delta + extra)
+
+  # -- Curves ---------------------------------------------------------------
+
+  def _check(self, event):
+    """Raises _Unsupported for an event this accountant cannot cost."""
+    if isinstance(event, (dp_accounting.NoOpDpEvent,
+                          dp_accounting.NonPrivateDpEvent,
+                          dp_accounting.GaussianDpEvent,
+                          events.DistributedDiscreteGaussianDpEvent,
+                          events.PoissonBinomialDpEvent)):
+      return
+    if isinstance(event, dp_accounting.SelfComposedDpEvent):
+      self._check(event.event)
+    elif isinstance(event, dp_accounting.ComposedDpEvent):
+      for e in event.events:
+        self._check(e)
+    elif isinstance(event, (dp_accounting.PoissonSampledDpEvent,
+                            dp_accounting.SampledWithoutReplacementDpEvent,
+                            events.SelfSampledDpEvent)):
+      self._check(event.event)
+    else:
+      raise _Unsupported(event, (
+          f'{type(event).__name__} is not supported by tff_ddp\'s '
+          'RdpAccountant (it knows NoOp, NonPrivate, Gaussian, '
+          'DistributedDiscreteGaussian, PoissonBinomial, Composed, '
+          'SelfComposed, PoissonSampled, SampledWithoutReplacement and '
+          'SelfSampled events).'))
+
+  def curve(self, event: dp_accounting.DpEvent,
+            relation: Optional[NeighborRel] = None) -> np.ndarray:
+    """The RDP curve of one `event` at this accountant's orders.
+
+    Args:
+      event: any supported event.
+      relation: the neighbouring relation (default: the accountant's).
+
+    Raises:
+      _Unsupported (via `compose`, as UnsupportedEventError) or TypeError /
+      ValueError for malformed events.
+    """
+    relation = relation or self._neighboring_relation
+    key = (event, relation)
+    try:
+      return self._cache[key]
     except (KeyError, TypeError):
-      value = compute()
-      try:
-        self._curve_cache[key] = value
-      except TypeError:  # Unhashable (e.g. an event holding a list).
-        pass
-      return value
+      pass
+    value = self._compute(event, relation)
+    try:
+      self._cache[key] = value
+    except TypeError:  # Unhashable (e.g. an event holding a list).
+      pass
+    return value
 
-  def _maybe_compose(
-      self, event: dp_accounting.DpEvent, count: int, do_compose: bool
-  ) -> Optional[_ErrorDetails]:
-    relation = self._neighboring_relation
-    if isinstance(event, _OUR_EVENTS):
-      if do_compose:
-        self._rdp += count * self._cached(
-            ('plain', event, relation),
-            lambda: event_rdp(event, self._orders, relation))
-      return None
-    if isinstance(event, (dp_accounting.PoissonSampledDpEvent,
-                          dp_accounting.SampledWithoutReplacementDpEvent)):
-      if _is_gaussian_only(event.event):
-        return super()._maybe_compose(event, count, do_compose)
-      poisson = isinstance(event, dp_accounting.PoissonSampledDpEvent)
-      needed = (NeighborRel.ADD_OR_REMOVE_ONE if poisson
-                else NeighborRel.REPLACE_ONE)
-      if relation is not needed:
-        return _ErrorDetails(
-            invalid_event=event,
-            error_message=(f'neighboring_relation must be `{needed.name}` '
-                           f'for `{type(event).__name__}`. Found {relation}.'))
-      bad = _first_unsupported(event.event)
-      if bad is not None:
-        return _ErrorDetails(
-            invalid_event=event,
-            error_message=(
-                f'Subevent of `{type(event).__name__}` must be built from '
-                'Gaussian, DistributedDiscreteGaussian and PoissonBinomial '
-                'events with ComposedDpEvent / SelfComposedDpEvent. Found '
-                f'subevent {bad}.'))
-      if do_compose:
-        self._rdp += count * self._cached(
-            ('sampled', event, relation),
-            lambda: self._sampled_rdp(event))
-      return None
-    return super()._maybe_compose(event, count, do_compose)
-
-  def _sampled_rdp(
-      self,
-      event: Union[dp_accounting.PoissonSampledDpEvent,
-                   dp_accounting.SampledWithoutReplacementDpEvent],
-  ) -> np.ndarray:
-    relation = self._neighboring_relation
-
-    def base(orders):
-      return event_rdp(event.event, orders, relation)
-
+  def _compute(self, event, relation) -> np.ndarray:
+    orders = self._orders
+    if isinstance(event, dp_accounting.NoOpDpEvent):
+      return np.zeros_like(orders)
+    if isinstance(event, dp_accounting.NonPrivateDpEvent):
+      return np.full_like(orders, np.inf)
+    if isinstance(event, dp_accounting.GaussianDpEvent):
+      z = checks.nonnegative(event.noise_multiplier, 'noise_multiplier')
+      return (np.full_like(orders, np.inf) if z == 0
+              else orders / (2.0 * z * z))
+    if isinstance(event, events.DistributedDiscreteGaussianDpEvent):
+      return ddg_rdp.rdp(event, orders, _relation_name(relation))
+    if isinstance(event, events.PoissonBinomialDpEvent):
+      return pbm_rdp.rdp(event, orders, _relation_name(relation))
+    if isinstance(event, dp_accounting.SelfComposedDpEvent):
+      count = checks.integer(event.count, 'count', 0)
+      return count * self.curve(event.event, relation) if count else (
+          np.zeros_like(orders))
+    if isinstance(event, dp_accounting.ComposedDpEvent):
+      total = np.zeros_like(orders)
+      for e in event.events:
+        total = total + self.curve(e, relation)
+      return total
     if isinstance(event, dp_accounting.PoissonSampledDpEvent):
-      return subsampling.poisson_rdp(
-          base, event.sampling_probability, self._orders)
+      return self._poisson(event, relation)
+    if isinstance(event, dp_accounting.SampledWithoutReplacementDpEvent):
+      return self._without_replacement(event, relation)
+    if isinstance(event, events.SelfSampledDpEvent):
+      return self._self_sampled(event, relation)
+    self._check(event)  # raises
+    raise AssertionError(event)
+
+  def _known_sample(self, q, event, relation):
+    return subsampling.known_sample_rdp(
+        lambda a: self._sub_curve(event, relation, a), q, self._orders)
+
+  def _sub_curve(self, event, relation, orders) -> np.ndarray:
+    """The curve of `event` at arbitrary orders (for the sampling bounds)."""
+    orders = np.asarray(orders, np.float64)
+    if orders.shape == self._orders.shape and np.array_equal(
+        orders, self._orders):
+      return self.curve(event, relation)
+    other = RdpAccountant(orders, relation, self._adversary)
+    return other.curve(event)
+
+  def _poisson(self, event, relation) -> np.ndarray:
+    q = checks.probability(event.sampling_probability,
+                           'sampling_probability', allow_zero=True)
+    z = _gaussian_noise_multiplier(event.event)
+    if (self._adversary == 'release' and z is not None
+        and relation is NeighborRel.ADD_OR_REMOVE_ONE):
+      if z == 0:
+        return np.full_like(self._orders, np.inf)
+      return dp_accounting_adapter.poisson_sampled_gaussian_rdp(
+          q, z, self._orders)
+    return self._known_sample(q, event.event, relation)
+
+  def _without_replacement(self, event, relation) -> np.ndarray:
+    population = checks.integer(event.source_dataset_size,
+                                'source_dataset_size', 1)
+    size = checks.integer(event.sample_size, 'sample_size', 0, population)
+    q = size / population
+    if self._adversary == 'server':
+      return self._known_sample(q, event.event, relation)
+    z = _gaussian_noise_multiplier(event.event)
+    if z == 0:
+      return np.full_like(self._orders, np.inf)
+    if z is not None and relation is NeighborRel.REPLACE_ONE:
+      return dp_accounting_adapter.without_replacement_gaussian_rdp(
+          q, z, self._orders)
+    # WBK19 needs the base curve of replace-one pairs; zero-out pairs are
+    # replace-one pairs, so the bound covers both relations. A Gaussian
+    # subtree's replace-one sensitivity is twice the add/remove one.
+    replace_one = NeighborRel.REPLACE_ONE
+    if z is not None:
+      return subsampling.without_replacement_rdp(
+          lambda a: 2.0 * np.asarray(a, np.float64) / (z * z),
+          size, population, self._orders)
     return subsampling.without_replacement_rdp(
-        base, event.sample_size, event.source_dataset_size, self._orders)
+        lambda a: self._sub_curve(event.event, replace_one, a), size,
+        population, self._orders)
+
+  def _self_sampled(self, event, relation) -> np.ndarray:
+    q = checks.probability(event.sampling_probability,
+                           'sampling_probability', allow_zero=True)
+    if relation not in _ZERO_OUT:
+      return self._known_sample(q, event.event, relation)
+    z = _gaussian_noise_multiplier(event.event)
+    if z is not None:
+      if z == 0:
+        return np.full_like(self._orders, np.inf)
+      return dp_accounting_adapter.poisson_sampled_gaussian_rdp(
+          q, z, self._orders)
+    return subsampling.poisson_rdp(
+        lambda a: self._sub_curve(event.event, relation, a), q, self._orders)
+
+
+def _tv_mass(event) -> float:
+  """Total variation the approximate samplers of `event` may add (N eta).
+
+  Every client in a release draws its noise whether or not it was sampled,
+  so sampled events count all of their inner event's samples.
+  """
+  if isinstance(event, events.DistributedDiscreteGaussianDpEvent):
+    eta = event.sampler_tv_distance or 0.0
+    return float(eta) * int(event.num_clients) * int(event.dimension)
+  if isinstance(event, dp_accounting.SelfComposedDpEvent):
+    return int(event.count) * _tv_mass(event.event)
+  if isinstance(event, dp_accounting.ComposedDpEvent):
+    return float(sum(_tv_mass(e) for e in event.events))
+  if isinstance(event, (dp_accounting.PoissonSampledDpEvent,
+                        dp_accounting.SampledWithoutReplacementDpEvent,
+                        events.SelfSampledDpEvent)):
+    return _tv_mass(event.event)
+  return 0.0
+
+
+def epsilon(
+    event: dp_accounting.DpEvent,
+    target_delta: float,
+    adversary: str = 'server',
+    neighboring_relation: NeighborRel = NeighborRel.ADD_OR_REMOVE_ONE,
+    orders: Optional[Sequence[float]] = None,
+) -> Tuple[float, float]:
+  """(eps, optimal order) of `event` at `target_delta` (see RdpAccountant)."""
+  accountant = RdpAccountant(orders, neighboring_relation, adversary)
+  accountant.compose(event)
+  return accountant.get_epsilon_and_optimal_order(target_delta)

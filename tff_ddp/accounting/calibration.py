@@ -1,8 +1,8 @@
 """Calibrate one noise parameter of a mechanism to a target (eps, delta).
 
 `calibrate` takes a mechanism name, its fixed parameters, the free parameter,
-rounds, sampling scheme and target, and returns the least noise that meets
-the target, found by bracketed root finding (scipy's brentq on
+rounds, sampling scheme, adversary and target, and returns the least noise
+that meets the target, found by bracketed root finding (scipy's brentq on
 eps(x) - target, then a step onto the safe side), as a `CalibrationResult`.
 
 Free parameters and their direction ("least noise"):
@@ -12,7 +12,7 @@ Free parameters and their direction ("least noise"):
 | gaussian  | noise_multiplier | decreases         | (0, inf)        |
 | ddg       | local_stddev     | decreases         | [1/2, inf)      |
 | ddg       | noise_multiplier | decreases         | local_stddev = z l2 / sqrt(n) >= 1/2 |
-| cpbm      | theta            | increases         | (0, 1/4]        |
+| cpbm      | theta            | increases         | [2^-40, 1/4]    |
 | cpbm      | num_trials       | increases         | integers >= 1   |
 
 Guarantee: the returned eps never exceeds the target. For continuous
@@ -21,9 +21,10 @@ the target (we stop at 0.1%). At a range end (theta = 1/4 already meets the
 target) or for the integer num_trials, eps can be further below; the result
 says which (`at_limit`).
 
-Sampling: 'none', 'poisson' (rate q; zero-out, ADD_OR_REMOVE_ONE accountant)
-or 'without-replacement' (sample_size of population; REPLACE_ONE); see
-accountant.py for what each number means.
+Sampling ('none', 'poisson', 'without-replacement', 'self') and the
+adversary ('server', 'release') decide what sampling buys; see
+`tff_ddp.accounting.accountant` for every case. Relation: zero-out
+(ADD_OR_REMOVE_ONE) unless given.
 """
 
 import dataclasses
@@ -35,13 +36,17 @@ from scipy import optimize
 
 from tff_ddp.accounting import accountant as accountant_lib
 from tff_ddp.accounting import events
+from tff_ddp.utils import checks
 
 MECHANISM_PARAMETERS = {
     'gaussian': ('noise_multiplier',),
     'ddg': ('local_stddev', 'noise_multiplier'),
     'cpbm': ('theta', 'num_trials'),
 }
-SAMPLINGS = ('none', 'poisson', 'without-replacement')
+SAMPLINGS = ('none', 'poisson', 'without-replacement', 'self')
+NeighborRel = dp_accounting.NeighboringRelation
+# Upper end of the search for a noise parameter that decreases eps.
+_MAX_NOISE = 1e12
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +65,7 @@ class CalibrationResult:
       target is not binding there) or eps is limited by integrality.
     event: the full DpEvent (all rounds, sampling) that was accounted.
     neighboring_relation: the relation `epsilon` holds for.
+    adversary: the adversary `epsilon` holds against.
   """
 
   mechanism: str
@@ -72,27 +78,44 @@ class CalibrationResult:
   at_limit: bool
   event: dp_accounting.DpEvent
   neighboring_relation: dp_accounting.NeighboringRelation
+  adversary: str
 
 
 def mechanism_event(mechanism: str, **params) -> dp_accounting.DpEvent:
-  """One unsampled release of `mechanism` with keyword `params`."""
+  """One unsampled release of `mechanism` with keyword `params`.
+
+  'gaussian': noise_multiplier. 'ddg': l2_sensitivity, num_clients,
+  dimension and local_stddev (or noise_multiplier, the central noise /
+  l2_sensitivity: local_stddev = z Delta_2 / sqrt(n)), optional
+  l1_sensitivity. 'cpbm': theta, num_trials, num_clients, dimension.
+  """
+  mechanism = checks.choice(mechanism, 'mechanism',
+                            tuple(MECHANISM_PARAMETERS))
   if mechanism == 'gaussian':
-    return dp_accounting.GaussianDpEvent(params['noise_multiplier'])
+    return dp_accounting.GaussianDpEvent(
+        checks.positive(params['noise_multiplier'], 'noise_multiplier'))
   if mechanism == 'ddg':
+    n = checks.integer(params['num_clients'], 'num_clients', 1)
+    l2 = checks.positive(params['l2_sensitivity'], 'l2_sensitivity')
     local = params.get('local_stddev')
     if local is None:
-      local = (params['noise_multiplier'] * params['l2_sensitivity']
-               / math.sqrt(params['num_clients']))
+      # The mechanism's own split of the central noise (one home).
+      from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg_mechanism  # pylint: disable=g-import-not-at-top
+      local = ddg_mechanism.local_stddev(
+          checks.positive(params['noise_multiplier'], 'noise_multiplier'),
+          l2, n)
     return events.DistributedDiscreteGaussianDpEvent(
-        l2_sensitivity=params['l2_sensitivity'], local_stddev=local,
-        num_clients=params['num_clients'], dimension=params['dimension'],
-        l1_sensitivity=params.get('l1_sensitivity'))
-  if mechanism == 'cpbm':
-    return events.PoissonBinomialDpEvent(
-        theta=params['theta'], num_trials=params['num_trials'],
-        num_clients=params['num_clients'], dimension=params['dimension'])
-  raise ValueError(f'mechanism must be one of {sorted(MECHANISM_PARAMETERS)}, '
-                   f'got {mechanism!r}.')
+        l2_sensitivity=l2,
+        local_stddev=checks.real(local, 'local_stddev', low=0.5),
+        num_clients=n,
+        dimension=checks.integer(params['dimension'], 'dimension', 1),
+        l1_sensitivity=checks.optional_positive(
+            params.get('l1_sensitivity'), 'l1_sensitivity'))
+  return events.PoissonBinomialDpEvent(
+      theta=checks.real(params['theta'], 'theta', 0.0, 0.25, low_open=True),
+      num_trials=checks.integer(params['num_trials'], 'num_trials', 1),
+      num_clients=checks.integer(params['num_clients'], 'num_clients', 1),
+      dimension=checks.integer(params['dimension'], 'dimension', 1))
 
 
 def rounds_event(
@@ -105,59 +128,46 @@ def rounds_event(
 ) -> dp_accounting.DpEvent:
   """`rounds` compositions of `event` under the given sampling scheme.
 
-  'poisson' takes `rate`, or `sample_size` / `population`;
-  'without-replacement' takes `sample_size` and `population`.
+  'poisson' (the server draws each client with probability `rate`, or
+  sample_size / population; the others do not take part),
+  'without-replacement' (a cohort of `sample_size` of `population`), 'self'
+  (every client takes part and sends its value with probability `rate`:
+  `client_sampling_rate` of the factories).
   """
-  if int(rounds) != rounds or rounds < 1:
-    raise ValueError(f'rounds must be an integer >= 1, got {rounds}.')
-  if sampling == 'poisson':
+  rounds = checks.integer(rounds, 'rounds', 1)
+  sampling = checks.choice(sampling, 'sampling', SAMPLINGS)
+  if sampling in ('poisson', 'self'):
     if rate is None:
-      if not sample_size or not population:
-        raise ValueError('poisson sampling needs rate, or sample_size and '
+      if sample_size is None or population is None:
+        raise ValueError(f'{sampling} sampling needs rate, or sample_size and '
                          'population.')
-      rate = sample_size / population
-    if not 0 < rate <= 1:
-      raise ValueError(f'rate must be in (0, 1], got {rate}.')
-    event = dp_accounting.PoissonSampledDpEvent(rate, event)
+      population = checks.integer(population, 'population', 1)
+      rate = checks.integer(sample_size, 'sample_size', 1,
+                            population) / population
+    rate = checks.probability(rate, 'rate')
+    event = (dp_accounting.PoissonSampledDpEvent(rate, event)
+             if sampling == 'poisson' else
+             events.SelfSampledDpEvent(rate, event))
   elif sampling == 'without-replacement':
-    if (not sample_size or not population
-        or not 1 <= sample_size <= population):
-      raise ValueError(
-          'without-replacement sampling needs 1 <= sample_size <= population,'
-          f' got {sample_size} of {population}.')
+    if sample_size is None or population is None:
+      raise ValueError('without-replacement sampling needs sample_size and '
+                       'population.')
+    population = checks.integer(population, 'population', 1)
+    sample_size = checks.integer(sample_size, 'sample_size', 1, population)
     event = dp_accounting.SampledWithoutReplacementDpEvent(
         population, sample_size, event)
-  elif sampling != 'none':
-    raise ValueError(f'sampling must be one of {SAMPLINGS}, got {sampling!r}.')
+  elif rate is not None or sample_size is not None or population is not None:
+    raise ValueError("rate, sample_size and population need sampling='poisson'"
+                     ", 'without-replacement' or 'self'.")
   if rounds > 1:
-    event = dp_accounting.SelfComposedDpEvent(event, int(rounds))
+    event = dp_accounting.SelfComposedDpEvent(event, rounds)
   return event
-
-
-def relation_for(sampling: str) -> dp_accounting.NeighboringRelation:
-  """The accountant relation a sampling scheme needs (see accountant.py)."""
-  if sampling == 'without-replacement':
-    return dp_accounting.NeighboringRelation.REPLACE_ONE
-  return dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
-
-
-def epsilon_of(
-    event: dp_accounting.DpEvent, target_delta: float,
-    relation: dp_accounting.NeighboringRelation =
-    dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
-    orders: Optional[Sequence[float]] = None,
-):
-  """(eps, order) of `event` at `target_delta` with our RdpAccountant."""
-  acc = accountant_lib.RdpAccountant(orders, relation)
-  acc.compose(event)
-  eps, order = acc.get_epsilon_and_optimal_order(target_delta)
-  return float(eps), float(order)
 
 
 def _range(mechanism, parameter, params):
   """(lo, hi, eps_increases_with_x, discrete) for the free parameter."""
   if parameter == 'theta':
-    return 1e-9, 0.25, True, False
+    return 2.0**-40, 0.25, True, False
   if parameter == 'num_trials':
     return 1, 2**31 - 1, True, True
   if mechanism == 'ddg' and parameter == 'local_stddev':
@@ -180,6 +190,8 @@ def calibrate(
     sample_size: Optional[int] = None,
     population: Optional[int] = None,
     orders: Optional[Sequence[float]] = None,
+    adversary: str = 'server',
+    neighboring_relation: NeighborRel = NeighborRel.ADD_OR_REMOVE_ONE,
 ) -> CalibrationResult:
   """The least noise for `mechanism` that meets (target_epsilon, delta).
 
@@ -191,27 +203,28 @@ def calibrate(
     target_epsilon: > 0.
     target_delta: in (0, 1).
     rounds, sampling, rate, sample_size, population: as for `rounds_event`.
-    orders: RDP orders; dp-accounting's defaults if None.
+    orders: RDP orders (default: `tff_ddp.accounting.orders`).
+    adversary: 'server' (default) or 'release'.
+    neighboring_relation: default ADD_OR_REMOVE_ONE (zero-out).
 
   Returns:
     A `CalibrationResult`.
 
   Raises:
-    ValueError: on bad arguments, or if no value in range meets the target.
+    TypeError / ValueError: bad arguments, or no value in range meets the
+      target (the message says what to change).
   """
-  if mechanism not in MECHANISM_PARAMETERS:
-    raise ValueError(f'mechanism must be one of '
-                     f'{sorted(MECHANISM_PARAMETERS)}, got {mechanism!r}.')
-  if parameter not in MECHANISM_PARAMETERS[mechanism]:
-    raise ValueError(f'parameter of {mechanism} must be one of '
-                     f'{MECHANISM_PARAMETERS[mechanism]}, got {parameter!r}.')
-  if not 0 < target_epsilon < math.inf:
-    raise ValueError(
-        f'target_epsilon must be a finite number > 0, got {target_epsilon}.')
-  if not 0 < target_delta < 1:
-    raise ValueError(f'target_delta must be in (0, 1), got {target_delta}.')
-  relation = relation_for(sampling)
+  mechanism = checks.choice(mechanism, 'mechanism',
+                            tuple(MECHANISM_PARAMETERS))
+  parameter = checks.choice(parameter, f'parameter of {mechanism}',
+                            MECHANISM_PARAMETERS[mechanism])
+  target_epsilon = checks.positive(target_epsilon, 'target_epsilon')
+  target_delta = checks.real(target_delta, 'target_delta', 0.0, 1.0,
+                             low_open=True, high_open=True)
+  adversary = checks.choice(adversary, 'adversary',
+                            accountant_lib.ADVERSARIES)
   params = dict(params)
+  params.pop(parameter, None)
   if mechanism == 'ddg':
     params.pop('local_stddev' if parameter == 'noise_multiplier'
                else 'noise_multiplier', None)
@@ -221,13 +234,21 @@ def calibrate(
     return rounds_event(one, rounds, sampling, rate, sample_size, population)
 
   def eps(x) -> float:
-    return epsilon_of(make_event(x), target_delta, relation, orders)[0]
+    return accountant_lib.epsilon(make_event(x), target_delta, adversary,
+                                  neighboring_relation, orders)[0]
 
   lo, hi, increasing, discrete = _range(mechanism, parameter, params)
+  make_event(hi if increasing else max(lo, 1.0) * 2.0)  # argument errors now
   value, at_limit = least_noise(eps, lo, hi, increasing, target_epsilon,
                                 discrete=discrete, name=parameter)
-  return _result(mechanism, parameter, value, make_event, target_epsilon,
-                 target_delta, relation, orders, at_limit=at_limit)
+  event = make_event(value)
+  epsilon, order = accountant_lib.epsilon(event, target_delta, adversary,
+                                          neighboring_relation, orders)
+  return CalibrationResult(
+      mechanism=mechanism, parameter=parameter, value=value, epsilon=epsilon,
+      order=order, target_epsilon=target_epsilon, target_delta=target_delta,
+      at_limit=at_limit, event=event,
+      neighboring_relation=neighboring_relation, adversary=adversary)
 
 
 def least_noise(
@@ -260,14 +281,19 @@ def least_noise(
     is a range end where the target is not binding, or integral.
 
   Raises:
-    ValueError: if no x in range meets the target.
+    ValueError: if no x in range meets the target (the message says the
+      best epsilon reachable).
   """
   # safe(x): eps(x) <= target. Larger x is safer iff eps decreases in x.
   if increasing:
-    if eps(lo) > target_epsilon:
+    e_lo = eps(lo)
+    if e_lo > target_epsilon:
       raise ValueError(
-          f'{name}={lo} (its smallest value) gives eps={eps(lo):.4g} > '
-          f'target {target_epsilon}; the target is unreachable.')
+          f'the target epsilon {target_epsilon:g} is unreachable: even '
+          f'{name}={lo:g} (the least private end of its range is the other '
+          f'one) gives epsilon {e_lo:.4g}. Raise the target, or change the '
+          'fixed parameters (fewer rounds, more clients, a smaller '
+          'sampling rate).')
     if eps(hi) <= target_epsilon:
       return hi, True
     safe, unsafe = lo, hi
@@ -278,8 +304,12 @@ def least_noise(
     safe = max(2.0 * unsafe, 1.0)
     while eps(safe) > target_epsilon:
       unsafe, safe = safe, safe * 4.0
-      if safe > 1e12:
-        raise ValueError(f'no {name} <= 1e12 meets the target.')
+      if safe > _MAX_NOISE:
+        raise ValueError(
+            f'the target epsilon {target_epsilon:g} is unreachable: even '
+            f'{name}={_MAX_NOISE:g} gives epsilon {eps(safe):.4g} (a '
+            'configuration whose epsilon does not fall with the noise, e.g. '
+            'a non-private event, or rounding-dominated sensitivity).')
 
   if discrete:
     safe, unsafe = int(safe), int(unsafe)
@@ -292,8 +322,8 @@ def least_noise(
     return safe, True
 
   def gap(x):
-    e = eps(x)
-    return min(e, 1e6) - target_epsilon
+    # Capped so that inf (a refused configuration) keeps brentq's bracket.
+    return min(eps(x), 2.0 * target_epsilon) - target_epsilon
 
   root = optimize.brentq(gap, min(safe, unsafe), max(safe, unsafe),
                          xtol=1e-12, rtol=1e-10)
@@ -325,13 +355,3 @@ def least_noise(
     else:
       unsafe = x
   return safe, False
-
-
-def _result(mechanism, parameter, value, make_event, target_epsilon,
-            target_delta, relation, orders, at_limit):
-  event = make_event(value)
-  eps, order = epsilon_of(event, target_delta, relation, orders)
-  return CalibrationResult(
-      mechanism=mechanism, parameter=parameter, value=value, epsilon=eps,
-      order=order, target_epsilon=target_epsilon, target_delta=target_delta,
-      at_limit=at_limit, event=event, neighboring_relation=relation)

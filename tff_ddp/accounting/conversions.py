@@ -13,15 +13,36 @@ DDG paper's Theorem 5, is rho = eps'^2 / 2.
 import math
 from typing import Callable, Sequence, Tuple
 
-import dp_accounting
+from dp_accounting.rdp import rdp_privacy_accountant
+import numpy as np
 from scipy import optimize
+
+from tff_ddp.accounting.orders import check_orders
+from tff_ddp.utils import checks
+
+
+def _curve(orders, rdp):
+  orders = check_orders(orders)
+  rdp = np.asarray(rdp, dtype=np.float64)
+  if rdp.shape != orders.shape:
+    raise ValueError(f'rdp has shape {rdp.shape}, orders {orders.shape}.')
+  if np.any(np.isnan(rdp)) or np.any(rdp < 0):
+    raise ValueError(f'RDP values must be >= 0 (inf allowed), got {rdp}.')
+  return orders, rdp
 
 
 def rdp_to_epsilon(
     orders: Sequence[float], rdp: Sequence[float], target_delta: float
 ) -> Tuple[float, float]:
-  """(eps, optimal order) of an RDP curve at `target_delta`."""
-  eps, order = dp_accounting.rdp.compute_epsilon(orders, rdp, target_delta)
+  """(eps, optimal order) of an RDP curve at `target_delta`.
+
+  The one RDP -> (eps, delta) conversion of tff_ddp: dp-accounting's
+  improved bound (Canonne, Kamath & Steinke 2020, Prop. 12; Asoodeh et al.).
+  """
+  delta = checks.real(target_delta, 'target_delta', 0.0, 1.0, low_open=True,
+                      high_open=True)
+  orders, rdp = _curve(orders, rdp)
+  eps, order = rdp_privacy_accountant.compute_epsilon(orders, rdp, delta)
   return float(eps), float(order)
 
 
@@ -29,7 +50,9 @@ def rdp_to_delta(
     orders: Sequence[float], rdp: Sequence[float], target_epsilon: float
 ) -> Tuple[float, float]:
   """(delta, optimal order) of an RDP curve at `target_epsilon`."""
-  delta, order = dp_accounting.rdp.compute_delta(orders, rdp, target_epsilon)
+  eps = checks.nonnegative(target_epsilon, 'target_epsilon')
+  orders, rdp = _curve(orders, rdp)
+  delta, order = rdp_privacy_accountant.compute_delta(orders, rdp, eps)
   return float(delta), float(order)
 
 
@@ -55,8 +78,7 @@ def _minimize_over_orders(objective: Callable[[float], float]) -> float:
 
 
 def _check_rho(rho):
-  if rho is None or math.isnan(rho) or rho < 0:
-    raise ValueError(f'rho must be a number >= 0, got {rho}.')
+  return checks.real(rho, 'rho', low=0.0, allow_inf=True)
 
 
 def zcdp_to_approx_dp(rho: float, target_delta: float) -> float:
@@ -67,9 +89,9 @@ def zcdp_to_approx_dp(rho: float, target_delta: float) -> float:
 
   For 1/2 eps'^2-zCDP pass rho = eps'^2 / 2 (zCDP composes by adding rho).
   """
-  _check_rho(rho)
-  if not 0.0 < target_delta < 1.0:
-    raise ValueError(f'target_delta must be in (0, 1), got {target_delta}.')
+  rho = _check_rho(rho)
+  target_delta = checks.real(target_delta, 'target_delta', 0.0, 1.0,
+                             low_open=True, high_open=True)
   if rho == 0:
     return 0.0
   if math.isinf(rho):
@@ -93,9 +115,8 @@ def zcdp_to_delta(rho: float, target_epsilon: float) -> float:
 
   capped at 1.
   """
-  _check_rho(rho)
-  if target_epsilon is None or not target_epsilon >= 0:
-    raise ValueError(f'target_epsilon must be >= 0, got {target_epsilon}.')
+  rho = _check_rho(rho)
+  target_epsilon = checks.nonnegative(target_epsilon, 'target_epsilon')
   if rho == 0:
     return 0.0
   if math.isinf(rho):
@@ -114,11 +135,9 @@ def approx_dp_to_zcdp(target_epsilon: float, target_delta: float) -> float:
   Root of `zcdp_to_approx_dp(rho, delta) = eps`, which increases in rho.
   Useful to split an (eps, delta) budget into zCDP shares that add up.
   """
-  if target_epsilon is None or not 0 < target_epsilon < math.inf:
-    raise ValueError(
-        f'target_epsilon must be a finite number > 0, got {target_epsilon}.')
-  if not 0.0 < target_delta < 1.0:
-    raise ValueError(f'target_delta must be in (0, 1), got {target_delta}.')
+  target_epsilon = checks.positive(target_epsilon, 'target_epsilon')
+  target_delta = checks.real(target_delta, 'target_delta', 0.0, 1.0,
+                             low_open=True, high_open=True)
 
   def gap(rho):
     return zcdp_to_approx_dp(rho, target_delta) - target_epsilon

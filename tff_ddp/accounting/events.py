@@ -3,13 +3,25 @@
 Events describe *what happened* (mechanism and parameters), in the vocabulary of
 `dp_accounting.DpEvent`; `tff_ddp.accounting.RdpAccountant` decides what it
 costs. Every field is public and plainly typed, so `to_named_tuple()` round
-trips and an event can travel inside TFF state and measurements.
+trips and an event can travel inside TFF state and measurements
+(`tff_ddp.accounting.event_io`).
 
-Neighbouring relation: all events here are stated for **zero-out** neighbours
-(one client's input is replaced by zeros; the number of clients that add noise,
-`num_clients`, is the same on both sides). This is the relation of the footnote
-to Theorem 5 of Kairouz, Liu & Steinke (2021), "The Distributed Discrete
-Gaussian Mechanism for Federated Learning with Secure Aggregation".
+Neighbouring relation of the mechanism events: **zero-out** under the
+accountant's ADD_OR_REMOVE_ONE and REPLACE_SPECIAL relations (one client's
+input is replaced by zeros; the number of clients that add noise,
+`num_clients`, is the same on both sides -- the relation of the footnote to
+Theorem 5 of Kairouz, Liu & Steinke (2021), "The Distributed Discrete Gaussian
+Mechanism for Federated Learning with Secure Aggregation"), and replace-one
+under REPLACE_ONE.
+
+Sampling events. dp-accounting's `PoissonSampledDpEvent` and
+`SampledWithoutReplacementDpEvent` describe a cohort chosen by the party that
+runs the protocol: the clients not chosen do not take part, so the server
+knows the sample. `SelfSampledDpEvent` (here) describes the opposite: every
+client of the round takes part in the secure sum, and each one decides with a
+private coin whether to send its value or zeros -- the sample is hidden from
+everyone, the server included. The accountant's `adversary` says what each
+sampling event buys (see `tff_ddp.accounting.accountant`).
 """
 
 from typing import Optional
@@ -34,10 +46,16 @@ class DistributedDiscreteGaussianDpEvent(dp_accounting.DpEvent):
       integer units. The privacy analysis (Proposition 10) needs it >= 1/2.
     num_clients: Number of clients whose noise is trusted to be in the sum
       (a lower bound on the honest, non-dropped clients).
-    dimension: Number of noised integer coordinates (the padded dimension).
+    dimension: Number of noised integer coordinates.
     l1_sensitivity: Optional bound Delta_1 on the l1 norm of one client's
       integer vector. If None, min(sqrt(d) * Delta_2, Delta_2^2) is used (the
-      second holds because |v| <= v^2 for integers).
+      second holds because |v| <= v^2 for integers); see
+      `ddg_rdp.l1_sensitivity`.
+    sampler_tv_distance: Optional per-sample total-variation distance of
+      the noise sampler from N_Z(0, local_stddev^2) (the alias-table sampler,
+      < 2^-108); the accountant adds (1 + e^eps) times it, times the
+      num_clients * dimension samples of the release, to delta. None or 0:
+      an exact sampler.
   """
 
   l2_sensitivity: float = attr.ib()
@@ -45,6 +63,7 @@ class DistributedDiscreteGaussianDpEvent(dp_accounting.DpEvent):
   num_clients: int = attr.ib()
   dimension: int = attr.ib()
   l1_sensitivity: Optional[float] = attr.ib(default=None)
+  sampler_tv_distance: Optional[float] = attr.ib(default=None)
 
 
 @attr.s(frozen=True)
@@ -60,12 +79,6 @@ class PoissonBinomialDpEvent(dp_accounting.DpEvent):
 
   and only the (secure) sum over clients of Z[k] is released. The clip C does
   not enter the privacy analysis, so it is not a field here.
-
-  Neighbouring relation: zero-out (one client's y replaced by zeros, so it
-  still sends Binomial(num_trials, 1/2) draws) under the accountant's
-  ADD_OR_REMOVE_ONE / REPLACE_SPECIAL relations, and replace-one (Lemma 2
-  as published: coordinates moving anywhere in [-C, C]) under REPLACE_ONE;
-  see `tff_ddp.accounting.pbm`.
 
   Attributes:
     theta: Bias scale theta in (0, 1/4]; larger means less noise.
@@ -87,3 +100,27 @@ class PoissonBinomialDpEvent(dp_accounting.DpEvent):
   num_clients: int = attr.ib()
   dimension: int = attr.ib()
   replace_one_dimension: Optional[int] = attr.ib(default=None)
+
+
+@attr.s(frozen=True)
+class SelfSampledDpEvent(dp_accounting.DpEvent):
+  """Every client takes part; each includes its value with probability q.
+
+  The protocol of `client_sampling_rate=q` in this library's factories: all
+  clients of the round are in the secure sum and add their noise share; each
+  client flips a private coin (from its own noise seed) and contributes its
+  clipped value with probability `sampling_probability`, zeros otherwise.
+  Nobody -- not the server that runs the secure sum, not a reader of the
+  release -- sees the coins, and a client that sends zeros is exactly its
+  zero-out neighbour. So the output distributions of zero-out neighbours are
+  P = (1 - q) mu_0 + q mu_1 and Q = mu_0 (mu_0: the client's input zeroed),
+  the structure of Poisson-subsampling amplification (Zhu & Wang 2019),
+  against every adversary.
+
+  Attributes:
+    sampling_probability: q in [0, 1], the exact probability of the coins.
+    event: the event of one round in which every client sends its value.
+  """
+
+  sampling_probability: float = attr.ib()
+  event: dp_accounting.DpEvent = attr.ib()

@@ -1,8 +1,28 @@
-"""Generic RDP amplification by subsampling, for any RDP curve.
+"""RDP of subsampled rounds, for any RDP curve of the base mechanism.
+
+Three situations, each with its own bound (which one applies is decided by
+the accountant from the sampling event and the adversary, see
+`tff_ddp.accounting.accountant`):
+
+* `known_sample_rdp`: the adversary sees whether the client was sampled
+  (the server running the secure sum with the cohort it chose). The joint
+  law of (sample, output) of neighbours is
+  P = (1 - q) [not sampled] x mu + q [sampled] x mu_1,
+  Q = (1 - q) [not sampled] x mu + q [sampled] x mu_1',
+  whose two parts have disjoint supports, so, exactly,
+
+    exp((alpha - 1) D_alpha(P || Q))
+        = (1 - q) + q exp((alpha - 1) D_alpha(mu_1 || mu_1')),
+
+  and with D_alpha(mu_1 || mu_1') <= eps(alpha) the per-round curve is
+  (1/(alpha - 1)) log(1 - q + q e^{(alpha - 1) eps(alpha)}). It is exact
+  for the worst pair, holds for every order (not only integers), and --
+  by joint convexity of exp((alpha - 1) D_alpha) -- also bounds whatever an
+  adversary who does not see the sample observes.
 
 The tight sampled-Gaussian formulas of dp-accounting do not apply to the
-distributed mechanisms here; these bounds take any curve eps(.) of the base
-mechanism and hold at integer orders:
+distributed mechanisms here; the next two bounds take any curve eps(.) of
+the base mechanism and hold at integer orders:
 
 * `poisson_rdp`: Zhu & Wang (2019), "Poisson subsampled Renyi differential
   privacy", general upper bound (Theorem 6), for integer alpha >= 2:
@@ -45,6 +65,9 @@ from typing import Callable, Sequence
 import numpy as np
 from scipy import special
 
+from tff_ddp.accounting.orders import check_orders
+from tff_ddp.utils import checks
+
 RdpFunction = Callable[[np.ndarray], np.ndarray]
 
 
@@ -81,9 +104,7 @@ def _wor_cgf_int(alpha: int, gamma: float, eps: np.ndarray) -> float:
 
 
 def _amplify(rdp_fn: RdpFunction, orders, cgf_int) -> np.ndarray:
-  orders = np.asarray(orders, dtype=np.float64)
-  if np.any(orders <= 1.0) or np.any(~np.isfinite(orders)):
-    raise ValueError('orders must be finite and > 1.')
+  orders = check_orders(orders)
   top = int(math.ceil(orders.max()))
   top = max(top, 2)
   integers = np.arange(2, top + 1, dtype=np.float64)
@@ -125,10 +146,9 @@ def poisson_rdp(
   Returns:
     min(Zhu-Wang bound, unsampled curve) per order.
   """
-  q = float(sampling_probability)
-  if not 0.0 <= q <= 1.0:
-    raise ValueError(f'sampling_probability must be in [0, 1], got {q}.')
-  orders = np.asarray(orders, dtype=np.float64)
+  q = checks.probability(sampling_probability, 'sampling_probability',
+                         allow_zero=True)
+  orders = check_orders(orders)
   if q == 0.0:
     return np.zeros(orders.shape)
   if q == 1.0:
@@ -146,15 +166,38 @@ def without_replacement_rdp(
   Replace-one relation: `rdp_fn` must be the base mechanism's replace-one
   curve, and so is the result.
   """
-  if not 0 <= sample_size <= population_size or population_size < 1:
-    raise ValueError(
-        'need 0 <= sample_size <= population_size and population_size >= 1, '
-        f'got {sample_size} of {population_size}.')
+  population_size = checks.integer(population_size, 'population_size', 1)
+  sample_size = checks.integer(sample_size, 'sample_size', 0,
+                               population_size)
   gamma = sample_size / population_size
-  orders = np.asarray(orders, dtype=np.float64)
+  orders = check_orders(orders)
   if gamma == 0.0:
     return np.zeros(orders.shape)
   if gamma == 1.0:
     return np.asarray(rdp_fn(orders), dtype=np.float64)
   return _amplify(rdp_fn, orders,
                   lambda a, eps: _wor_cgf_int(a, gamma, eps))
+
+
+def known_sample_rdp(
+    rdp_fn: RdpFunction, sampling_probability: float, orders: Sequence[float]
+) -> np.ndarray:
+  """RDP at `orders` of a round whose sample the adversary sees.
+
+  (1/(alpha - 1)) log(1 - q + q exp((alpha - 1) eps(alpha))), computed in log
+  space (module docstring). `rdp_fn` is the base mechanism's curve under the
+  relation in use; q is the probability that the client is in the sample
+  (the sampling rate, or sample_size / population without replacement).
+  """
+  q = checks.probability(sampling_probability, 'sampling_probability',
+                         allow_zero=True)
+  orders = check_orders(orders)
+  eps = np.asarray(rdp_fn(orders), dtype=np.float64)
+  if q == 0.0:
+    return np.zeros(orders.shape)
+  if q == 1.0:
+    return eps
+  with np.errstate(over='ignore', invalid='ignore'):
+    cgf = np.logaddexp(math.log1p(-q), math.log(q) + (orders - 1.0) * eps)
+  cgf = np.where(np.isinf(eps), np.inf, cgf)
+  return np.minimum(np.maximum(cgf, 0.0) / (orders - 1.0), eps)

@@ -10,24 +10,30 @@ factory hands out for the value type, so every dependency of the event on
 the parameter (the DDG's scale 1/gamma and rounding-inflated sensitivity both
 move with the noise multiplier) is included.
 
-    >>> factory, report = calibrated.discrete_gaussian(
+    >>> result = calibrated.discrete_gaussian(
     ...     value_type, target_epsilon=2.0, target_delta=1e-5, rounds=100,
-    ...     sampling='poisson', rate=0.01, expected_clients_per_round=100,
-    ...     bits=16, l2_clip=1.0)
+    ...     sampling='poisson', rate=0.01, adversary='server',
+    ...     expected_clients_per_round=100, bits=16, l2_clip=1.0)
 
-The result never exceeds the target (see `calibration.least_noise`).
-Relations: unsampled and Poisson-sampled rounds are accounted for zero-out
-(add/remove-one) neighbours, without-replacement sampling for replace-one
-(see `tff_ddp.accounting.accountant`).
+The result never exceeds the target (see `calibration.least_noise`), for
+zero-out neighbours and the named adversary ('server' by default: it sees
+the cohorts it samples, so 'poisson' and 'without-replacement' buy only the
+known-sample mixture against it; the factory's own `client_sampling_rate`
+is amplified against every adversary -- see
+`tff_ddp.accounting.accountant`).
 """
 
 import dataclasses
 import math
 from typing import Any, Optional
 
+from tff_ddp.accounting import accountant
 from tff_ddp.accounting import calibration
 from tff_ddp.aggregators import discrete_gaussian as ddg_factory
 from tff_ddp.aggregators import poisson_binomial as pbm_factory
+from tff_ddp.mechanisms import base
+from tff_ddp.mechanisms import poisson_binomial as pbm_mechanism
+from tff_ddp.utils import checks
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +49,7 @@ class CalibratedFactory:
     order: RDP order attaining `epsilon`.
     at_limit: see `calibration.least_noise`.
     event: the DpEvent of all rounds.
+    adversary: the adversary `epsilon` holds against.
   """
 
   factory: Any
@@ -53,17 +60,16 @@ class CalibratedFactory:
   order: float
   at_limit: bool
   event: Any
+  adversary: str = 'server'
 
 
 def _calibrate(make_factory, value_type, parameter, lo, hi, increasing,
                discrete, target_epsilon, target_delta, rounds, sampling, rate,
-               sample_size, population):
-  if not 0 < target_epsilon < math.inf:
-    raise ValueError(
-        f'target_epsilon must be a finite number > 0, got {target_epsilon}.')
-  if not 0 < target_delta < 1:
-    raise ValueError(f'target_delta must be in (0, 1), got {target_delta}.')
-  relation = calibration.relation_for(sampling)
+               sample_size, population, adversary):
+  target_epsilon = checks.positive(target_epsilon, 'target_epsilon')
+  target_delta = checks.real(target_delta, 'target_delta', 0.0, 1.0,
+                             low_open=True, high_open=True)
+  adversary = checks.choice(adversary, 'adversary', accountant.ADVERSARIES)
   # Argument errors of the factory and of the sampling scheme surface now.
   make_factory(hi if increasing else 1.0)
   calibration.rounds_event(calibration.mechanism_event(
@@ -78,7 +84,7 @@ def _calibrate(make_factory, value_type, parameter, lo, hi, increasing,
 
   def eps(x):
     try:
-      return calibration.epsilon_of(event_of(x), target_delta, relation)[0]
+      return accountant.epsilon(event_of(x), target_delta, adversary)[0]
     except ValueError as e:  # a configuration that cannot fit is unsafe
       refused.append(f'{parameter}={x:.6g}: {e}')
       return math.inf
@@ -90,11 +96,11 @@ def _calibrate(make_factory, value_type, parameter, lo, hi, increasing,
     detail = f' Last refusal: {refused[-1]}' if refused else ''
     raise ValueError(f'{e}{detail}') from e
   event = event_of(value)
-  epsilon, order = calibration.epsilon_of(event, target_delta, relation)
+  epsilon, order = accountant.epsilon(event, target_delta, adversary)
   return CalibratedFactory(
       factory=make_factory(value), parameter=parameter, value=value,
       epsilon=epsilon, delta=target_delta, order=order, at_limit=at_limit,
-      event=event)
+      event=event, adversary=adversary)
 
 
 def discrete_gaussian(
@@ -106,6 +112,7 @@ def discrete_gaussian(
     rate: Optional[float] = None,
     sample_size: Optional[int] = None,
     population: Optional[int] = None,
+    adversary: str = 'server',
     **factory_kwargs,
 ) -> CalibratedFactory:
   """The DDG factory with the least noise multiplier meeting the target.
@@ -113,7 +120,7 @@ def discrete_gaussian(
   Args:
     value_type: the values the factory will aggregate.
     target_epsilon, target_delta: the budget for all rounds.
-    rounds, sampling, rate, sample_size, population: as for
+    rounds, sampling, rate, sample_size, population, adversary: as for
       `tff_ddp.accounting.calibrate`.
     **factory_kwargs: every other `DiscreteGaussianSumFactory` argument
       (expected_clients_per_round, bits, l2_clip, ...), not noise_multiplier.
@@ -131,7 +138,7 @@ def discrete_gaussian(
 
   return _calibrate(make, value_type, 'noise_multiplier', 1e-3, math.inf,
                     False, False, target_epsilon, target_delta, rounds,
-                    sampling, rate, sample_size, population)
+                    sampling, rate, sample_size, population, adversary)
 
 
 def poisson_binomial(
@@ -144,6 +151,7 @@ def poisson_binomial(
     rate: Optional[float] = None,
     sample_size: Optional[int] = None,
     population: Optional[int] = None,
+    adversary: str = 'server',
     **factory_kwargs,
 ) -> CalibratedFactory:
   """The cPBM factory with the largest theta (or num_trials) meeting the target.
@@ -153,16 +161,14 @@ def poisson_binomial(
     target_epsilon, target_delta: the budget for all rounds.
     parameter: 'theta' (in (0, 1/4], num_trials given) or 'num_trials'
       (integer >= 1, theta given).
-    rounds, sampling, rate, sample_size, population: as for
+    rounds, sampling, rate, sample_size, population, adversary: as for
       `tff_ddp.accounting.calibrate`.
     **factory_kwargs: every other `PoissonBinomialSumFactory` argument.
 
   Raises:
     ValueError: bad arguments or an unreachable target.
   """
-  if parameter not in ('theta', 'num_trials'):
-    raise ValueError(
-        f"parameter must be 'theta' or 'num_trials', got {parameter!r}.")
+  parameter = checks.choice(parameter, 'parameter', ('theta', 'num_trials'))
   if parameter in factory_kwargs:
     raise ValueError(f'{parameter} is what is calibrated; do not pass it.')
 
@@ -171,12 +177,14 @@ def poisson_binomial(
         **{parameter: x}, **factory_kwargs)
 
   if parameter == 'theta':
-    lo, hi, discrete = 1e-9, 0.25, False
+    lo, hi, discrete = pbm_mechanism.MIN_THETA, pbm_mechanism.MAX_THETA, False
   else:
-    # The ring must hold max_clients * num_trials < 2^30.
-    clients = (factory_kwargs.get('max_clients_per_round')
-               or factory_kwargs.get('expected_clients_per_round') or 1)
-    lo, hi, discrete = 1, max(1, (2**30 - 1) // int(clients)), True
+    # The ring and the sampler bound num_trials.
+    clients = checks.integer(
+        factory_kwargs.get('max_clients_per_round')
+        or factory_kwargs.get('expected_clients_per_round', 1),
+        'expected_clients_per_round', 1, base.MAX_MODULUS - 1)
+    lo, hi, discrete = 1, max(1, pbm_mechanism.max_num_trials(clients)), True
   return _calibrate(make, value_type, parameter, lo, hi, True, discrete,
                     target_epsilon, target_delta, rounds, sampling, rate,
-                    sample_size, population)
+                    sample_size, population, adversary)

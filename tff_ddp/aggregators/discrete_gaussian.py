@@ -1,60 +1,65 @@
 """`DiscreteGaussianSumFactory`: distributed discrete Gaussian sum for TFF.
 
-A one-layer aggregator: client encode (Algorithm 1 of the DDG paper), one
-`federated_secure_modular_sum`, server decode (Algorithm 2). The math lives in
-`tff_ddp.mechanisms.distributed_discrete_gaussian`; this module only places it.
+A thin, argument-validating wrapper: the math is the mechanism
+`tff_ddp.mechanisms.distributed_discrete_gaussian` (Algorithms 1-2 of
+Kairouz, Liu & Steinke 2021), the TFF placement is
+`tff_ddp.aggregators.secure_sum` (client encode, one
+`federated_secure_modular_sum`, server decode).
 
-It takes the core arguments of TFF's internal
+It takes the arguments of TFF's internal
 `tff.aggregators.distributed_dp.DistributedDpSumFactory` (`noise_multiplier`,
-`expected_clients_per_round`, `bits`, `l2_clip`, `modclip_prob`, `beta`), so
-the two can be swapped, e.g. in
+`expected_clients_per_round`, `bits`, `l2_clip`, `modclip_prob`, `beta`,
+`mechanism='distributed_dgauss'`, `rotation_type='hd'`), so switching is a
+one-line change, e.g. in
 `tff.learning.algorithms.build_unweighted_fed_avg(model_aggregator=...)`.
 """
 
-import collections
 from typing import Optional
 
-import dp_accounting
-import tensorflow as tf
-import tensorflow_federated as tff
-
-from tff_ddp.aggregators import one_layer
+from tff_ddp.aggregators import secure_sum
 from tff_ddp.encoders import registry
-from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
+from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg_mechanism
+from tff_ddp.utils import checks
 
-ROTATIONS = registry.NAMES
+ENCODERS = registry.NAMES
 _NAME = 'DiscreteGaussianSumFactory'
+# TFF's DistributedDpSumFactory keywords and what they mean here.
+_TFF_MECHANISMS = ('distributed_dgauss',)
+_TFF_ROTATIONS = {'hd': 'hadamard'}
 
 
-class DiscreteGaussianSumFactory(tff.aggregators.UnweightedAggregationFactory):
+class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
   """Sums client values with distributed discrete Gaussian noise and SecAgg.
 
   Each round, every client clips its (flattened) value to `l2_clip`, scales by
-  1/gamma, rotates with a randomized Walsh-Hadamard transform (public seed,
-  new each round), rounds to integers under the norm bound of Theorem 5 (3),
-  adds discrete Gaussian noise of scale sigma/gamma with
+  1/gamma, encodes it (randomized Walsh-Hadamard rotation by default; public
+  seed, new each round), rounds to integers under the norm bound of
+  Theorem 5 (3), adds discrete Gaussian noise of scale sigma/gamma with
   sigma = noise_multiplier * l2_clip / sqrt(expected_clients_per_round), and
   reduces mod 2^bits. The server sees only the modular sum, centres it,
-  un-rotates and rescales. gamma follows the Section 6 heuristic so that k
+  decodes and rescales. gamma follows the Section 6 heuristic so that k
   standard deviations of a sum coordinate fit in the ring, with
   P(|N(0,1)| > k) = modclip_prob.
 
-  Privacy (per round, zero-out neighbours, DDG paper Theorem 5 /
-  Proposition 10): `dp_event(value_type)` returns the
-  `DistributedDiscreteGaussianDpEvent` that `tff_ddp.accounting` turns into
-  RDP / (eps, delta). It assumes `expected_clients_per_round` noise shares;
-  the measurements carry the event with the *measured* number of
-  participating clients, which is the one to account with when fewer clients
-  report than expected.
+  Privacy (per round, zero-out neighbours; DDG paper Theorem 5 /
+  Proposition 10): `dp_event(value_type)` is the planning event (expected
+  number of clients), and every round's measurements carry the event with
+  the *measured* number of clients in the secure sum
+  (`tff_ddp.accounting.extract_dp_event`). Accounted by
+  `tff_ddp.accounting.RdpAccountant` against the adversary you name.
 
-  Measurements each round: l2_clip, scale (1/gamma), scaled_local_stddev,
-  bits, padded_dimension, participating_clients, nonfinite_clients,
-  clipped_clients, rounding_failures, near_boundary_coordinates (decoded
-  coordinates within k/2 predicted standard deviations of the ring boundary:
-  a wrap-around warning sign; with worst-case aligned clients about
-  2(1 - Phi(k/2)) of the coordinates land there) and dp_event (its fields).
-  The counters travel through the same secure sum (modulus 2^30), so the
-  server sees only their totals.
+  Measurements each round: configuration (l2_clip, scale_factor = 1/gamma,
+  scaled_local_stddev, bits, output_dimension; TFF's names padded_dim and
+  scaled_inflated_l2 too), participating_clients (= actual_num_clients, the
+  number in the secure sum: public by protocol), sum_may_wrap (more clients
+  than the ring was sized for, computed from that number) and dp_event.
+  Per-client counts (non-finite, clipped, rounding failures) are withheld
+  unless noised (`count_noise_multiplier`) or debugged
+  (`debug_measurements`, not private); see `secure_sum`.
+
+  Errors: argument types and ranges are checked here (TypeError /
+  ValueError); what depends on the dimension (the noise scale, int64
+  overflow) is checked at `create(value_type)` / `dp_event(value_type)`.
 
   Example:
     >>> factory = DiscreteGaussianSumFactory(
@@ -71,10 +76,19 @@ class DiscreteGaussianSumFactory(tff.aggregators.UnweightedAggregationFactory):
       l2_clip: float,
       modclip_prob: float = 1e-4,
       beta: float = 0.0,
-      rotation: str = 'hadamard',
-      seed: Optional[int] = None,
+      encoder: str = 'hadamard',
       granularity: Optional[float] = None,
       linf_clip: Optional[float] = None,
+      *,
+      client_sampling_rate: Optional[float] = None,
+      count_noise_multiplier: Optional[float] = None,
+      debug_measurements: bool = False,
+      entropy=None,
+      seed: Optional[int] = None,
+      mechanism: str = 'distributed_dgauss',
+      rotation_type: Optional[str] = None,
+      auto_l2_clip: bool = False,
+      noise_sampler: str = 'table',
       **kashin_options,
   ):
     """Validates and stores the configuration (dimension-free checks).
@@ -90,97 +104,89 @@ class DiscreteGaussianSumFactory(tff.aggregators.UnweightedAggregationFactory):
         in (0, 1). Default 1e-4 as in TFF.
       beta: conditional rounding bias in [0, 1). Default 0 as in TFF;
         exp(-1/2) is the paper's choice and gives a smaller sensitivity.
-      rotation: 'hadamard' (randomized Walsh-Hadamard with zero padding to a
-        power of two) or 'kashin' (Kashin's representation over a
-        randomized Hadamard frame of dimension D > d; then `l2_clip` bounds
-        the representation's norm, which is >= the input's, and the
-        privacy event is over D coordinates), or 'none' (no rotation: for
-        inputs whose coordinates are bounded already, with `linf_clip`).
-      seed: for tests only. Makes the rotation and the client noise
-        deterministic: each client's noise seed is derived from (seed, round,
-        a fingerprint of its input), so two clients with equal inputs get
-        equal noise. Never set it in a deployment; by default every client
-        draws its noise seed from the operating system's entropy.
+      encoder: 'hadamard' (randomized Walsh-Hadamard with zero padding to a
+        power of two), 'kashin' (Kashin's representation over a randomized
+        Hadamard frame of dimension D > d; `l2_clip` then also bounds the
+        representation's norm, and the privacy event is over D
+        coordinates), or 'none' (no transform: for inputs whose coordinates
+        are bounded already, with `linf_clip`).
       granularity: gamma, instead of the Section 6 heuristic (1/gamma is
         the integer scaling factor c of the quantile paper); the ring is
-        then checked against the worst-case sum (see
-        `mechanisms.distributed_discrete_gaussian.compute_parameters`).
+        then checked against the worst-case sum. With encoder 'none', an
+        integer value type and an integer 1/gamma, no rounding happens and
+        the sensitivity is not inflated.
       linf_clip: also clip each input coordinate to [-linf_clip,
         linf_clip]; the ring check then uses it.
+      client_sampling_rate, count_noise_multiplier, debug_measurements,
+        entropy, seed: see `tff_ddp.aggregators.secure_sum`.
+      mechanism: TFF's keyword; only 'distributed_dgauss' (this factory).
+      rotation_type: TFF's keyword; 'hd' means encoder='hadamard' ('dft' is
+        not implemented: use 'hd').
+      auto_l2_clip: TFF's adaptive clipping; not offered (see the message).
+      noise_sampler: 'table' (default: alias-table sampler, per-sample TV
+        distance < 2^-108 carried by the event and added to delta by the
+        accountant; exact sampler above scale ~10566) or 'exact'
+        (Canonne-Kamath-Steinke rejection sampling); see
+        `tff_ddp.mechanisms.distributed_discrete_gaussian`.
       **kashin_options: passed to `KashinEncoder` (redundancy, eta, delta,
-        iterations); only with rotation='kashin'.
+        iterations, frame); only with encoder='kashin'.
     """
-    # Dimension-independent checks now; the rest (noise scale, overflow) in
-    # `create` / `parameters`, when the dimension is known.
-    ddg.validate_arguments(l2_clip, noise_multiplier,
-                           expected_clients_per_round, bits, modclip_prob,
-                           beta)
-    if rotation not in ROTATIONS:
+    checks.choice(mechanism, 'mechanism', _TFF_MECHANISMS)
+    if rotation_type is not None:
+      checks.choice(rotation_type, 'rotation_type', tuple(_TFF_ROTATIONS))
+      if encoder != 'hadamard':
+        raise ValueError('give encoder= or TFF\'s rotation_type=, not both.')
+      encoder = _TFF_ROTATIONS[rotation_type]
+    if checks.boolean(auto_l2_clip, 'auto_l2_clip'):
       raise ValueError(
-          f'rotation must be one of {ROTATIONS}, got {rotation!r}.')
-    registry.make_encoder(rotation, 1, **kashin_options)  # validates options
-    seed = one_layer.check_test_seed(seed, _NAME)
-    self._noise_multiplier = float(noise_multiplier)
-    self._expected_clients = int(expected_clients_per_round)
-    self._bits = int(bits)
-    self._l2_clip = float(l2_clip)
-    self._modclip_prob = float(modclip_prob)
-    self._beta = float(beta)
-    self._rotation = rotation
+          'auto_l2_clip=True (TFF\'s adaptive clipping) is not offered: its '
+          'quantile estimate would be released without accounting. Estimate '
+          'the clip norm privately with tff_ddp.analytics.'
+          'build_quantile_process on the clients\' update norms, then pass '
+          'l2_clip.')
+    clean, _ = ddg_mechanism.check_arguments(
+        l2_clip, noise_multiplier, expected_clients_per_round, bits,
+        modclip_prob, beta, granularity, linf_clip)
+    registry.check_options(encoder, kashin_options)
+    self._noise_sampler = checks.choice(noise_sampler, 'noise_sampler',
+                                        ddg_mechanism.SAMPLERS)
+    self._arguments = clean
+    self._encoder_name = encoder
     self._kashin_options = dict(kashin_options)
-    self._seed = seed
-    self._granularity = granularity
-    self._linf_clip = linf_clip
+    super().__init__(
+        self._make, client_sampling_rate=client_sampling_rate,
+        count_noise_multiplier=count_noise_multiplier,
+        debug_measurements=debug_measurements, entropy=entropy, seed=seed,
+        name=_NAME)
+
+  def _make(self, spec: secure_sum.ValueSpec):
+    encoder = registry.make_encoder(self._encoder_name, spec.dim,
+                                    **self._kashin_options)
+    args = self._arguments
+    granularity = args['granularity']
+    integer_inputs = (spec.is_integer and self._encoder_name == 'none'
+                      and granularity is not None
+                      and float(1.0 / granularity).is_integer())
+    return ddg_mechanism.compute_parameters(
+        spec.dim, args['l2_clip'], args['noise_multiplier'],
+        args['expected_clients_per_round'], args['bits'],
+        args['modclip_prob'], args['beta'], encoder=encoder,
+        granularity=granularity, linf_clip=args['linf_clip'],
+        integer_inputs=integer_inputs, noise_sampler=self._noise_sampler)
 
   def encoder(self, value_type):
-    """The rotation (encoder) used for `value_type`."""
-    _, dim = one_layer.float_structure(value_type, _NAME)
-    return registry.make_encoder(self._rotation, dim, **self._kashin_options)
+    """The encoder used for `value_type`."""
+    return self.mechanism(value_type).encoder
 
-  def parameters(self, value_type) -> ddg.DdgParameters:
-    """The derived parameters (gamma, scaled noise, bounds) for `value_type`."""
-    encoder = self.encoder(value_type)
-    return ddg.compute_parameters(
-        encoder.dim, self._l2_clip, self._noise_multiplier,
-        self._expected_clients, self._bits, self._modclip_prob, self._beta,
-        output_dim=encoder.output_dim, granularity=self._granularity,
-        linf_clip=self._linf_clip)
+  def parameters(self, value_type) -> ddg_mechanism.DistributedDiscreteGaussian:
+    """The mechanism with its derived parameters (gamma, noise, bounds)."""
+    return self.mechanism(value_type)
 
-  def dp_event(self, value_type, num_clients=None) -> dp_accounting.DpEvent:
-    """The DP event of one round on `value_type` (zero-out neighbours)."""
-    return self.parameters(value_type).dp_event(num_clients)
-
-  def create(self, value_type) -> tff.templates.AggregationProcess:
-    encoder = self.encoder(value_type)
-    params = self.parameters(value_type)
-
-    def client_encode(flat, round_seed, noise_seed):
-      z, counters = ddg.client_encode(flat, params, round_seed, noise_seed,
-                                      encoder)
-      return collections.OrderedDict(encoded=z, counters=counters)
-
-    def server_decode(summed, round_seed):
-      decoded, near = ddg.server_decode(summed['encoded'], params,
-                                        round_seed, encoder)
-      counters = summed['counters']
-      measurements = collections.OrderedDict(
-          l2_clip=tf.constant(params.l2_clip, tf.float64),
-          scale=tf.constant(params.scale, tf.float64),
-          scaled_local_stddev=tf.constant(params.scaled_local_stddev,
-                                          tf.float64),
-          bits=tf.constant(params.bits, tf.int32),
-          padded_dimension=tf.constant(params.padded_dim, tf.int64),
-          **{name: counters[i] for i, name in enumerate(ddg.COUNTERS)},
-          near_boundary_coordinates=near,
-          dp_event=collections.OrderedDict(
-              l2_sensitivity=tf.constant(params.l2_sensitivity, tf.float64),
-              local_stddev=tf.constant(params.scaled_local_stddev, tf.float64),
-              num_clients=counters[0],
-              dimension=tf.constant(params.padded_dim, tf.int64)),
-      )
-      return decoded, measurements
-
-    moduli = collections.OrderedDict(
-        encoded=params.modulus, counters=one_layer.COUNTER_MODULUS)
-    return one_layer.build_process(value_type, _NAME, client_encode, moduli,
-                                   server_decode, self._seed)
+  def _repr_arguments(self):
+    args = [f'{k}={v!r}' for k, v in self._arguments.items()
+            if v is not None]
+    args.append(f'encoder={self._encoder_name!r}')
+    if self._noise_sampler != 'table':
+      args.append(f'noise_sampler={self._noise_sampler!r}')
+    args += [f'{k}={v!r}' for k, v in self._kashin_options.items()]
+    return args

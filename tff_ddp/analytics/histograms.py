@@ -1,10 +1,9 @@
 """The math of federated DP quantiles: client encodings and CDF estimators.
 
-Papers: "Private federated quantiles" (shared/papers/dp-federated-quantiles.txt,
-Algorithm 1 flat histograms, Algorithm 2 hierarchical histograms, eq. 1 the
-nearest-bin-edge rule, eq. 3 the error) and the frequency estimation paper
-(shared/papers/federated-frequency-estimation-cpbm.txt, §4.2, eq. 6-7, the
-discrete Haar wavelet transform).
+Papers: the federated DP quantiles paper (Algorithm 1 flat histograms,
+Algorithm 2 hierarchical histograms, eq. 1 the nearest-bin-edge rule, eq. 3
+the error) and Chen et al., "Federated frequency estimation" (Section 4.2,
+eqs. 6-7, the discrete Haar wavelet transform).
 
 Bins: [lower, upper] is cut into b = `num_bins` bins of width
 w = (upper - lower) / b with right edges l_j = lower + j w, j = 1..b. A value
@@ -33,22 +32,27 @@ Client encodings (one value -> an integer vector; the aggregator sums them):
   in the left (right) subtree of its level-l ancestor. `haar_decode` is this
   map; it inverts `haar_encode` exactly on sums.
 
-Server estimators: every method's estimate is linear in the noisy sum
-(a matrix built once in numpy, applied in TF), followed by optional
-post-processing:
+Server estimators: every method's estimate is linear in the noisy sum,
+applied with structured O(b log b) operations (never a dense b x b matrix;
+the `*_matrix` functions are small-b references for tests), followed by
+optional post-processing:
 
 * flat: F_j = cumsum(h)_j / N;
 * tree: F_j = sum of the nodes of the maximal dyadic partition of [0, j)
   (Algorithm 2, <= L nodes) / N; or, with `consistent=True`, the
   least-squares consistent tree (Hay et al. 2010): the leaves x minimising
-  ||A x - H||_2 for the node-sum matrix A, then F = cumsum(x) / N;
+  ||A x - H||_2 for the node-sum matrix A, then F = cumsum(x) / N, solved
+  by conjugate gradients on A^T A x = A^T H (A^T A has L + 1 distinct
+  eigenvalues, one per Haar level, so L + 1 steps are exact in exact
+  arithmetic; we run L + 3);
 * haar: F_j = cumsum(haar_decode(H))_j / N;
 
 with N the exact count n (`count='exact'`, Algorithm 1 option 2) or the
 estimated total (`count='estimated'`, option 1: sum of bins / of the two top
 nodes / the base coefficient). `quantile_indices` then applies eq. 1;
 `monotone=True` first replaces F by its isotonic (non-decreasing,
-least-squares) projection clipped to [0, 1], which the papers do not do.
+least-squares) projection clipped to [0, 1], which the papers do not do; it
+costs O(b^2) memory, so it is limited to MAX_MONOTONE_BINS bins.
 """
 
 import math
@@ -57,24 +61,28 @@ from typing import Sequence
 import numpy as np
 import tensorflow as tf
 
+from tff_ddp.utils import checks
+
 METHODS = ('flat', 'tree', 'haar')
 ALIASES = {'hierarchical': 'tree'}  # the quantile paper's name for 'tree'
 COUNTS = ('estimated', 'exact')
+# Bins: estimators are O(b log b), encodings O(log b) per client.
+MAX_BINS = 2**16
+# The isotonic projection is O(b^2) in memory (8 MiB per 1024^2 entries).
+MAX_MONOTONE_BINS = 2048
+# The dense reference matrices are O(b^2).
+_MAX_REFERENCE_BINS = 4096
 
 
 def canonical_method(method: str) -> str:
   """'flat', 'tree' or 'haar'; 'hierarchical' is accepted for 'tree'."""
-  method = ALIASES.get(method, method)
-  if method not in METHODS:
-    raise ValueError(
-        f'method must be one of {METHODS + tuple(ALIASES)}, got {method!r}.')
-  return method
+  checks.choice(method, 'method', METHODS + tuple(ALIASES))
+  return ALIASES.get(method, method)
 
 
 def _check_bins(num_bins: int, method: str = 'flat') -> int:
   method = canonical_method(method)
-  if not isinstance(num_bins, (int, np.integer)) or num_bins < 2:
-    raise ValueError(f'num_bins must be an integer >= 2, got {num_bins!r}.')
+  num_bins = checks.integer(num_bins, 'num_bins', 2, MAX_BINS)
   if method != 'flat' and num_bins & (num_bins - 1):
     raise ValueError(
         f"method={method!r} needs num_bins to be a power of two (a binary "
@@ -100,14 +108,26 @@ def sensitivities(method: str, num_bins: int):
   return float(touched), math.sqrt(touched), touched
 
 
+def check_range(lower: float, upper: float):
+  """(lower, upper) as floats with lower < upper, both finite."""
+  lower = checks.real(lower, 'lower_bound')
+  upper = checks.real(upper, 'upper_bound')
+  if not lower < upper:
+    raise ValueError(f'need lower_bound < upper_bound, got {lower} and '
+                     f'{upper}.')
+  if not math.isfinite(upper - lower):
+    raise ValueError(f'upper_bound - lower_bound = {upper - lower} overflows; '
+                     'use a narrower range.')
+  return lower, upper
+
+
 def bin_index(x, lower: float, upper: float, num_bins: int) -> tf.Tensor:
   """The bin of each value (int64), values outside [lower, upper] clipped.
 
   NaN maps to bin 0; callers exclude non-finite values before.
   """
-  if not (math.isfinite(lower) and math.isfinite(upper) and lower < upper):
-    raise ValueError(
-        f'need finite lower < upper, got lower={lower}, upper={upper}.')
+  lower, upper = check_range(lower, upper)
+  num_bins = checks.integer(num_bins, 'num_bins', 1, MAX_BINS)
   x = tf.cast(x, tf.float64)
   width = (upper - lower) / num_bins
   idx = tf.floor((x - lower) / width)
@@ -163,12 +183,20 @@ def encode(method: str, index, num_bins: int) -> tf.Tensor:
 
 
 # ---------------------------------------------------------------------------
-# Linear maps (numpy, built once per (method, num_bins)).
+# Dense reference matrices (numpy, small b only: tests and documentation).
+
+
+def _check_reference_bins(num_bins, method):
+  b = _check_bins(num_bins, method)
+  if b > _MAX_REFERENCE_BINS:
+    raise ValueError(f'reference matrices are O(b^2); num_bins must be <= '
+                     f'{_MAX_REFERENCE_BINS}, got {b}.')
+  return b
 
 
 def tree_matrix(num_bins: int) -> np.ndarray:
   """A: (2b - 2) x b, node = sum of its bins (the tree layout above)."""
-  b = _check_bins(num_bins, 'tree')
+  b = _check_reference_bins(num_bins, 'tree')
   levels = b.bit_length() - 1
   rows = []
   for r in range(levels):
@@ -181,7 +209,7 @@ def tree_matrix(num_bins: int) -> np.ndarray:
 
 def haar_decode_matrix(num_bins: int) -> np.ndarray:
   """Hd: b x b, leaves = Hd @ coefficients (the exact inverse of encode)."""
-  b = _check_bins(num_bins, 'haar')
+  b = _check_reference_bins(num_bins, 'haar')
   levels = b.bit_length() - 1
   m = np.zeros((b, b))
   m[:, 0] = 1.0 / b
@@ -198,34 +226,118 @@ def haar_decode_matrix(num_bins: int) -> np.ndarray:
 def dyadic_prefix_matrix(num_bins: int) -> np.ndarray:
   """P: b x (2b - 2), (P H)_j = sum over the maximal dyadic partition of the
   first j + 1 bins (Algorithm 2, step 4); row b - 1 uses the two top nodes."""
-  b = _check_bins(num_bins, 'tree')
-  levels = b.bit_length() - 1
-  offsets = [sum(b >> s for s in range(r)) for r in range(levels)]
+  b = _check_reference_bins(num_bins, 'tree')
   p = np.zeros((b, 2 * b - 2))
-  for j in range(1, b + 1):  # prefix of j bins
-    if j == b:
-      p[j - 1, offsets[levels - 1]] = p[j - 1, offsets[levels - 1] + 1] = 1.0
-      continue
-    for r in range(levels - 1, -1, -1):
-      if j & (1 << r):
-        p[j - 1, offsets[r] + (j >> r) - 1] = 1.0
+  for j, nodes in enumerate(_dyadic_nodes(b)):
+    p[j, nodes[nodes >= 0]] = 1.0
   return p
 
 
-def cdf_matrix(method: str, num_bins: int, consistent: bool = False):
-  """(K, t): unnormalised CDF = K @ noisy_sum; estimated total = t @ sum."""
-  b = _check_bins(num_bins, method)
-  cum = np.tril(np.ones((b, b)))
+def _dyadic_nodes(b: int) -> np.ndarray:
+  """[b, L + 1] int64: the tree positions of the maximal dyadic partition of
+  the first j + 1 bins (row j), -1 where a level contributes nothing."""
+  levels = b.bit_length() - 1
+  offsets = [sum(b >> s for s in range(r)) for r in range(levels)]
+  out = -np.ones((b, levels + 1), np.int64)
+  for j in range(1, b + 1):  # prefix of j bins
+    if j == b:  # the two top nodes (the root is not sent)
+      out[j - 1, 0] = offsets[levels - 1]
+      out[j - 1, 1] = offsets[levels - 1] + 1
+      continue
+    for r in range(levels - 1, -1, -1):
+      if j & (1 << r):
+        out[j - 1, r] = offsets[r] + (j >> r) - 1
+  return out
+
+
+# ---------------------------------------------------------------------------
+# Structured linear maps (TF, O(b log b)).
+
+
+def _tree_node_sums(leaves: tf.Tensor, b: int) -> tf.Tensor:
+  """A x: the node sums (tree layout) of leaf values x (float64 [b])."""
+  levels = b.bit_length() - 1
+  parts = []
+  for r in range(levels):
+    parts.append(tf.reduce_sum(tf.reshape(leaves, [b >> r, 1 << r]), 1))
+  return tf.concat(parts, 0)
+
+
+def _tree_adjoint(nodes: tf.Tensor, b: int) -> tf.Tensor:
+  """A^T h: each leaf gets the sum of the values of its ancestors."""
+  levels = b.bit_length() - 1
+  out = tf.zeros([b], tf.float64)
+  offset = 0
+  for r in range(levels):
+    level = nodes[offset:offset + (b >> r)]
+    out += tf.repeat(level, 1 << r)
+    offset += b >> r
+  return out
+
+
+def _consistent_leaves(nodes: tf.Tensor, b: int) -> tf.Tensor:
+  """argmin_x ||A x - h||_2 by conjugate gradients (module docstring)."""
+  levels = b.bit_length() - 1
+  rhs = _tree_adjoint(nodes, b)
+  x = tf.zeros([b], tf.float64)
+  r = rhs
+  p = r
+  rr = tf.reduce_sum(r * r)
+  for _ in range(levels + 3):
+    ap = _tree_adjoint(_tree_node_sums(p, b), b)
+    step = tf.math.divide_no_nan(rr, tf.reduce_sum(p * ap))
+    x += step * p
+    r -= step * ap
+    rr_new = tf.reduce_sum(r * r)
+    p = r + tf.math.divide_no_nan(rr_new, rr) * p
+    rr = rr_new
+  return x
+
+
+def _haar_leaves(coefficients: tf.Tensor, b: int) -> tf.Tensor:
+  """The exact inverse of the Haar encoding, top down, O(b)."""
+  levels = b.bit_length() - 1
+  sums = coefficients[:1]  # the root's sum: the base coefficient
+  start = b  # the level-L node is the last coefficient
+  for l in range(levels, 0, -1):
+    count = b >> l
+    start -= count
+    diffs = coefficients[start:start + count]
+    left, right = (sums + diffs) / 2.0, (sums - diffs) / 2.0
+    sums = tf.reshape(tf.stack([left, right], axis=1), [-1])
+  return sums
+
+
+def _unnormalised_cdf(method, noisy_sum, b, consistent):
+  """(cumulative counts at the b right edges, the estimated total)."""
   if method == 'flat':
-    k = cum
-  elif method == 'tree':
-    if consistent:
-      k = cum @ np.linalg.pinv(tree_matrix(b))
-    else:
-      k = dyadic_prefix_matrix(b)
-  else:
-    k = cum @ haar_decode_matrix(b)
-  return k, k[-1]
+    cum = tf.cumsum(noisy_sum)
+    return cum, cum[-1]
+  if method == 'haar':
+    cum = tf.cumsum(_haar_leaves(noisy_sum, b))
+    return cum, noisy_sum[0]
+  levels = b.bit_length() - 1
+  top = 2 * b - 4  # the two nodes of level L - 1
+  total = noisy_sum[top] + noisy_sum[top + 1]
+  if consistent:
+    return tf.cumsum(_consistent_leaves(noisy_sum, b)), total
+  nodes = tf.constant(_dyadic_nodes(b))
+  picked = tf.gather(noisy_sum, tf.maximum(nodes, 0))
+  cum = tf.reduce_sum(tf.where(nodes >= 0, picked, 0.0), axis=1)
+  del levels
+  return cum, total
+
+
+def total_norm(method: str, num_bins: int) -> float:
+  """||t||_2 of the estimated-total functional t (total = t . noisy sum).
+
+  flat: the sum of the b bins, sqrt(b); tree: the two top nodes, sqrt(2);
+  haar: the base coefficient, 1. Times the per-coordinate noise stddev it is
+  the stddev of the estimated total's noise.
+  """
+  b = _check_bins(num_bins, method)
+  return {'flat': math.sqrt(b), 'tree': math.sqrt(2.0), 'haar': 1.0}[
+      canonical_method(method)]
 
 
 # ---------------------------------------------------------------------------
@@ -240,6 +352,10 @@ def isotonic(f: tf.Tensor) -> tf.Tensor:
   sums on a b x b grid.
   """
   f = tf.cast(f, tf.float64)
+  b = int(f.shape[0]) if f.shape[0] is not None else None
+  if b is not None and b > MAX_MONOTONE_BINS:
+    raise ValueError(f'isotonic needs O(b^2) memory; at most '
+                     f'{MAX_MONOTONE_BINS} values, got {b}.')
   b = tf.shape(f)[0]
   s = tf.concat([tf.zeros([1], tf.float64), tf.cumsum(f)], 0)
   i = tf.range(b)[:, tf.newaxis]
@@ -271,26 +387,41 @@ def estimate_cdf(method: str, noisy_sum, num_bins: int, count: str,
       num_clients).
     num_clients: n, for count='exact'.
     consistent: tree only: least-squares consistent tree first.
-    monotone: isotonic projection, then clip to [0, 1].
+    monotone: isotonic projection, then clip to [0, 1] (b <=
+      MAX_MONOTONE_BINS).
   """
-  if count not in COUNTS:
-    raise ValueError(f'count must be one of {COUNTS}, got {count!r}.')
+  method = canonical_method(method)
+  b = _check_bins(num_bins, method)
+  count = checks.choice(count, 'count', COUNTS)
   if consistent and method != 'tree':
     raise ValueError("consistent=True only applies to method='tree'.")
-  k, t = cdf_matrix(method, num_bins, consistent)
-  noisy_sum = tf.cast(noisy_sum, tf.float64)
-  cum = tf.linalg.matvec(tf.constant(k), noisy_sum)
+  if monotone and b > MAX_MONOTONE_BINS:
+    raise ValueError(f'monotone estimators need O(b^2) memory: num_bins <= '
+                     f'{MAX_MONOTONE_BINS}, got {b}.')
+  noisy_sum = tf.reshape(tf.cast(noisy_sum, tf.float64),
+                         [encoding_length(method, b)])
+  cum, estimated_total = _unnormalised_cdf(method, noisy_sum, b, consistent)
   if count == 'exact':
     if num_clients is None:
       raise ValueError("count='exact' needs num_clients.")
     total = tf.cast(num_clients, tf.float64)
   else:
-    total = tf.tensordot(tf.constant(t), noisy_sum, 1)
+    total = estimated_total
   # A total <= 0 (no clients, or noise) leaves nothing to normalise by.
   cdf = cum / tf.where(total > 0, total, tf.ones_like(total))
   if monotone:
     cdf = tf.clip_by_value(isotonic(cdf), 0.0, 1.0)
   return cdf
+
+
+def estimated_total(method: str, noisy_sum, num_bins: int) -> tf.Tensor:
+  """The noisy total count read from the noisy sum (see `total_norm`)."""
+  method = canonical_method(method)
+  b = _check_bins(num_bins, method)
+  noisy_sum = tf.cast(noisy_sum, tf.float64)
+  return {'flat': lambda: tf.reduce_sum(noisy_sum),
+          'tree': lambda: noisy_sum[2 * b - 4] + noisy_sum[2 * b - 3],
+          'haar': lambda: noisy_sum[0]}[method]()
 
 
 def quantile_indices(cdf, quantiles: Sequence[float]) -> tf.Tensor:

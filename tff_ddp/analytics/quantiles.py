@@ -1,196 +1,52 @@
 """Federated quantiles with distributed DP: a TFF MeasuredProcess.
 
-Private federated quantiles (shared/papers/dp-federated-quantiles.txt):
-Algorithm 1 (flat histograms), Algorithm 2 (hierarchical histograms),
-Theorems 1-2 (privacy, ring size); the frequency estimation paper's §4.2 for
-the Haar variant. The math is in `tff_ddp.analytics.histograms`; the noise
-and the secure sum are the aggregators of `tff_ddp.aggregators`, composed:
+The federated DP quantiles paper: Algorithm 1 (flat histograms), Algorithm 2
+(hierarchical histograms), Theorems 1-2 (privacy, ring size); Chen et al.,
+"Federated frequency estimation", Section 4.2 for the Haar variant. The math
+is in `tff_ddp.analytics.histograms`, the calibration in
+`quantile_calibration`; the noise and the secure sum are the aggregators of
+`tff_ddp.aggregators`, composed:
 
-  client value --bin, encode (flat / tree / Haar)--> count vector
-    --DiscreteGaussianSumFactory(rotation='none', granularity=1/c) or
-      PoissonBinomialSumFactory(encoder='none', scaling='linf')-->
+  client value --bin, encode (flat / tree / Haar), int32--> count vector
+    --DiscreteGaussianSumFactory(encoder='none', granularity=1/c) or
+      PoissonBinomialSumFactory(encoder='none', divisor='linf')-->
   noisy sum at the server --CDF estimate, eq. 1--> quantiles
 
-Calibration (`quantile_parameters`), for a budget (epsilon, delta) over
-`rounds` rounds of `expected_clients_per_round` clients (zero-out
-neighbours: one client's encoding replaced by zeros, as in the aggregators):
+What a round releases: the quantile estimates and the estimated CDF
+(functions of the noisy sum), the aggregator's measurements (configuration,
+the number of clients in the secure sum, the round's DP event),
+`within_budget` and `status` (functions of the round counter, the public
+count and the noisy sum). Nothing else about the clients.
 
-* discrete Gaussian: the integer scaling c is the largest the ring allows by
-  the wrap-around condition of Theorems 1-2,
-  M >= 2 + 2 c n + 2 n sqrt(2 sigma^2 log(K n b / delta)) (K = 8 flat, 16
-  tree and Haar), with sigma = z Delta_2 c / sqrt(n) the scaled local noise;
-  then the noise multiplier z is calibrated by the accountant for that c
-  (`aggregators.calibrated`), which includes the tau term of the
-  distributed DG; a large c makes sigma large, so tau is negligible (the
-  paper instead fixes sigma^2 = 2 and varies c, where tau matters). If no
-  c >= 1 fits, the bits are refused with the number that works.
-* Poisson binomial: m = the most trials the ring 2^bits holds for n clients,
-  theta calibrated by the accountant: Lemma 2 composed over the l0
-  sensitivity of the encoding (1 flat, log2 b tree, log2 b + 1 Haar), not
-  over all b coordinates as the paper's Prop. 4 does -- under zero-out
-  neighbours a coordinate where the client's encoding is 0 sends
-  Binomial(m, 1/2) either way (`PoissonBinomialSumFactory(l0_clip=...)`).
+Clients: values outside [lower, upper] are clipped into the first / last
+bin. A non-finite value (NaN, +-inf) contributes a zero encoding: the client
+is in the secure sum (and in the public count n) but in no bin, so with
+count='exact' the CDF tops out below 1 by the fraction of such clients.
 
-Inputs outside [lower, upper] are clipped into the first / last bin
-(not counted: a count would need its own privacy budget). A non-finite
-value is sent as a NaN vector, which the aggregator replaces by zeros and
-counts (`nonfinite_clients`).
+Empty or nearly empty rounds: the quantiles are NaN and `status` says why --
+'no_clients' when nobody took part, 'too_few_values' when the noisy total
+count is below `min_total_stddevs` (default 3) standard deviations of its
+own noise (e.g. only non-finite values), where the estimate would be noise.
 """
 
 import collections
-import dataclasses
-import math
 from typing import Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_ddp.accounting import calibration
-from tff_ddp.aggregators import calibrated
 from tff_ddp.analytics import histograms as hg
+from tff_ddp.analytics.quantile_calibration import MECHANISMS
+from tff_ddp.analytics.quantile_calibration import quantile_parameters
+from tff_ddp.analytics.quantile_calibration import QuantileParameters
+from tff_ddp.utils import checks
 
-MECHANISMS = ('discrete_gaussian', 'poisson_binomial')
 ESTIMATORS = ('paper', 'monotone', 'interpolate')
-_RING_CONSTANT = {'flat': 8, 'tree': 16, 'haar': 16}
+STATUSES = ('ok', 'no_clients', 'too_few_values')
 
-
-@dataclasses.dataclass(frozen=True)
-class QuantileParameters:
-  """What the calibration chose.
-
-  Attributes:
-    method, mechanism, num_bins, bits: the configuration.
-    factory: the aggregation factory (DDG or cPBM).
-    epsilon: eps of all rounds at `delta` (<= the target).
-    delta: the target delta.
-    scaling: c = 1/gamma (DDG) or None.
-    noise_multiplier: z (DDG) or None; the central noise stddev in count
-      units is z * l2_sensitivity.
-    theta, num_trials: cPBM parameters or None.
-    l2_sensitivity: of one client's encoding.
-  """
-
-  method: str
-  mechanism: str
-  num_bins: int
-  bits: int
-  factory: object
-  epsilon: float
-  delta: float
-  scaling: Optional[int]
-  noise_multiplier: Optional[float]
-  theta: Optional[float]
-  num_trials: Optional[int]
-  l2_sensitivity: float
-
-
-def _ring_needs(method, c, sigma, n, b, delta):
-  """Right-hand side of the wrap-around condition of Theorems 1-2."""
-  k = _RING_CONSTANT[method]
-  return 2 + 2 * c * n + 2 * n * math.sqrt(
-      2 * sigma**2 * math.log(k * n * b / delta))
-
-
-def quantile_parameters(
-    method: str,
-    mechanism: str,
-    num_bins: int,
-    expected_clients_per_round: int,
-    epsilon: float,
-    delta: float,
-    bits: int = 18,
-    rounds: int = 1,
-    seed: Optional[int] = None,
-) -> QuantileParameters:
-  """Calibrates the aggregator for a quantile process (see module doc).
-
-  Raises:
-    ValueError: bad arguments, bits too small, or an unreachable target.
-  """
-  method = hg.canonical_method(method)
-  length = hg.encoding_length(method, num_bins)  # validates method, bins
-  if mechanism not in MECHANISMS:
-    raise ValueError(f'mechanism must be one of {MECHANISMS}, got '
-                     f'{mechanism!r}.')
-  n = expected_clients_per_round
-  if not isinstance(n, (int, np.integer)) or n < 1:
-    raise ValueError(
-        f'expected_clients_per_round must be an integer >= 1, got {n!r}.')
-  if not isinstance(bits, (int, np.integer)) or not 2 <= bits <= 30:
-    raise ValueError(f'bits must be an integer in [2, 30], got {bits!r}.')
-  _, l2, l0 = hg.sensitivities(method, num_bins)
-  value_type = tff.TensorType(np.float32, [length])
-  common = dict(target_epsilon=epsilon, target_delta=delta, rounds=rounds)
-  if mechanism == 'poisson_binomial':
-    m = (2**bits - 1) // n
-    if m < 1:
-      raise ValueError(
-          f'bits={bits} cannot hold {n} clients: the ring needs 2^bits > n '
-          f'm with m >= 1; use bits >= {int(n).bit_length()}.')
-    result = calibrated.poisson_binomial(
-        value_type, parameter='theta', num_trials=m,
-        expected_clients_per_round=n, l2_clip=l2, encoder='none',
-        scaling='linf', linf_clip=1.0, l0_clip=int(l0), seed=seed,
-        **common)
-    return QuantileParameters(
-        method=method, mechanism=mechanism, num_bins=num_bins, bits=bits,
-        factory=result.factory, epsilon=result.epsilon, delta=delta,
-        scaling=None, noise_multiplier=None, theta=result.value,
-        num_trials=m, l2_sensitivity=l2)
-
-  # Discrete Gaussian. A first z from the continuous Gaussian of the same
-  # sensitivity (tau = 0), with a margin for tau and the rounding bound.
-  z_gauss = calibration.calibrate(
-      'gaussian', 'noise_multiplier', {}, epsilon, delta,
-      rounds=rounds).value
-
-  def fit(ring_bits):
-    """(QuantileParameters or None, last calibration error)."""
-    modulus = 2**ring_bits
-
-    def largest_c(z):
-      per_c = 2 * n + 2 * math.sqrt(n) * z * l2 * math.sqrt(
-          2 * math.log(_RING_CONSTANT[method] * n * num_bins / delta))
-      return int((modulus - 2) // per_c)
-
-    c = largest_c(1.1 * z_gauss)
-    last_error = None
-    for _ in range(40):
-      if c < 1:
-        break
-      try:
-        result = calibrated.discrete_gaussian(
-            value_type, expected_clients_per_round=n, bits=ring_bits,
-            l2_clip=l2, beta=math.exp(-0.5), rotation='none',
-            granularity=1.0 / c, linf_clip=1.0, seed=seed, **common)
-      except ValueError as e:
-        last_error = e
-        c = int(c * 0.9)
-        continue
-      sigma = result.value * l2 * c / math.sqrt(n)
-      if _ring_needs(method, c, sigma, n, num_bins, delta) <= modulus:
-        return QuantileParameters(
-            method=method, mechanism=mechanism, num_bins=num_bins,
-            bits=ring_bits, factory=result.factory, epsilon=result.epsilon,
-            delta=delta, scaling=c, noise_multiplier=result.value,
-            theta=None, num_trials=None, l2_sensitivity=l2), None
-      c = min(c - 1, largest_c(result.value))
-    return None, last_error
-
-  found, last_error = fit(bits)
-  if found is not None:
-    return found
-  # The smallest ring that works, found the same way.
-  need = next((b for b in range(bits + 1, 31) if fit(b)[0] is not None),
-              None)
-  advice = (f'use bits >= {need}' if need is not None else
-            'no ring up to 2^30 fits: use fewer clients or a larger epsilon')
-  detail = f' (last calibration error: {last_error})' if last_error else ''
-  raise ValueError(
-      f'bits={bits} is too small for {n} clients at epsilon={epsilon}: no '
-      f'integer scaling c >= 1 meets the wrap-around condition of Theorems '
-      f'1-2; {advice}.{detail}')
+__all__ = ['build_quantile_process', 'quantile_parameters',
+           'QuantileParameters', 'MECHANISMS', 'ESTIMATORS', 'STATUSES']
 
 
 def build_quantile_process(
@@ -208,6 +64,8 @@ def build_quantile_process(
     consistent_tree: bool = False,
     bits: int = 18,
     rounds: int = 1,
+    adversary: str = 'server',
+    min_total_stddevs: float = 3.0,
     seed: Optional[int] = None,
 ) -> tff.templates.MeasuredProcess:
   """A process estimating `quantiles` of one float per client.
@@ -218,20 +76,24 @@ def build_quantile_process(
       Haar need num_bins a power of two.
     mechanism: 'discrete_gaussian' or 'poisson_binomial'.
     lower_bound, upper_bound: the range; values outside are clipped.
-    num_bins: b >= 2.
+    num_bins: b in [2, 2^16] (monotone estimators: at most 2048).
     quantiles: levels p in (0, 1); the result has one estimate each, in
       this order.
     expected_clients_per_round: n, the clients of each round.
-    epsilon, delta: the budget of all `rounds` rounds.
+    epsilon, delta: the budget of all `rounds` rounds, against `adversary`
+      ('server', the default, or 'release'), zero-out neighbours.
     count: 'estimated' (Algorithm 1 option 1: normalise by the noisy
-      total) or 'exact' (option 2: by the number of participants with a
-      finite value, counted through the secure sum).
+      total) or 'exact' (option 2: by the number of clients in the secure
+      sum, which is public by protocol; see the module docstring for
+      non-finite values).
     estimator: 'paper' (eq. 1 on the raw CDF), 'monotone' (isotonic
       projection of the CDF first) or 'interpolate' (isotonic, then linear
       interpolation inside the bin where the CDF reaches p).
     consistent_tree: for 'tree', the least-squares consistent tree first.
     bits: log2 of the ring (the paper uses 18).
     rounds: rounds the budget covers.
+    min_total_stddevs: below this many noise standard deviations of the
+      estimated total, the round returns NaN with status 'too_few_values'.
     seed: for tests only (see the aggregators).
 
   Returns:
@@ -239,68 +101,87 @@ def build_quantile_process(
     one float32 per client returns the estimates in `result` (float64
     [len(quantiles)]) and measurements `aggregator` (the aggregator's,
     including the round's `dp_event`), `cdf` (the estimated CDF at the
-    right bin edges) and `within_budget` (False from round `rounds` + 1 on:
-    the (epsilon, delta) guarantee covers the first `rounds` rounds only;
-    compose the measured events with `tff_ddp.accounting.RdpAccountant` for
-    the cost of more).
+    right bin edges), `status`, `noisy_total` and `within_budget` (False
+    from round `rounds` + 1 on: the (epsilon, delta) guarantee covers the
+    first `rounds` rounds only; compose the measured events with
+    `tff_ddp.accounting.RdpAccountant` for the cost of more).
   """
   method = hg.canonical_method(method)
-  if not (math.isfinite(lower_bound) and math.isfinite(upper_bound)
-          and lower_bound < upper_bound):
-    raise ValueError('need finite lower_bound < upper_bound, got '
-                     f'{lower_bound}, {upper_bound}.')
-  quantiles = [float(p) for p in quantiles]
-  if not quantiles or not all(0 < p < 1 for p in quantiles):
-    raise ValueError(f'quantiles must be levels in (0, 1), got {quantiles}.')
-  if count not in hg.COUNTS:
-    raise ValueError(f'count must be one of {hg.COUNTS}, got {count!r}.')
-  if estimator not in ESTIMATORS:
-    raise ValueError(
-        f'estimator must be one of {ESTIMATORS}, got {estimator!r}.')
-  if consistent_tree and method != 'tree':
+  lower_bound, upper_bound = hg.check_range(lower_bound, upper_bound)
+  quantiles = checks.real_sequence(quantiles, 'quantiles', 0.0, 1.0,
+                                   low_open=True, high_open=True)
+  count = checks.choice(count, 'count', hg.COUNTS)
+  estimator = checks.choice(estimator, 'estimator', ESTIMATORS)
+  if checks.boolean(consistent_tree, 'consistent_tree') and method != 'tree':
     raise ValueError("consistent_tree only applies to method='tree'.")
+  min_total_stddevs = checks.nonnegative(min_total_stddevs,
+                                         'min_total_stddevs')
+  hg.encoding_length(method, num_bins)  # validates num_bins
+  if estimator != 'paper' and num_bins > hg.MAX_MONOTONE_BINS:
+    raise ValueError(
+        f"estimator={estimator!r} needs O(b^2) memory: num_bins <= "
+        f"{hg.MAX_MONOTONE_BINS}, got {num_bins}; use estimator='paper'.")
   params = quantile_parameters(method, mechanism, num_bins,
                                expected_clients_per_round, epsilon, delta,
-                               bits, rounds, seed)
+                               bits, rounds, adversary, seed)
+  return _build(params, lower_bound, upper_bound, quantiles, count,
+                estimator, consistent_tree, rounds, min_total_stddevs)
+
+
+def _build(params: QuantileParameters, lower_bound, upper_bound, quantiles,
+           count, estimator, consistent_tree, rounds, min_total_stddevs):
+  method, num_bins = params.method, params.num_bins
   length = hg.encoding_length(method, num_bins)
-  vector_type = tff.TensorType(np.float32, [length])
-  aggregator = params.factory.create(vector_type)
+  aggregator = params.factory.create(params.value_type)
+  mechanism = params.aggregator_mechanism()
+  total_norm = hg.total_norm(method, num_bins)
+  num_quantiles = len(quantiles)
 
   @tff.tensorflow.computation(np.float32)
   def client_encode(value):
     finite = tf.math.is_finite(value)
     index = hg.bin_index(tf.where(finite, value, 0.0), lower_bound,
                          upper_bound, num_bins)
-    vector = tf.cast(hg.encode(method, index, num_bins), tf.float32)
-    return tf.where(finite, vector, tf.fill([length], np.float32(np.nan)))
+    vector = tf.cast(hg.encode(method, index, num_bins), tf.int32)
+    return tf.where(finite, vector, tf.zeros([length], tf.int32))
 
   summed_type = aggregator.next.type_signature.result.result.member
+  measurement_type = (
+      aggregator.next.type_signature.result.measurements.member)
 
-  @tff.tensorflow.computation(summed_type, np.int64)
-  def server_estimate(noisy_sum, participants):
+  @tff.tensorflow.computation(summed_type, measurement_type)
+  def server_estimate(noisy_sum, measurements):
+    n = tf.cast(measurements['participating_clients'], tf.int64)
+    noisy_sum = tf.cast(noisy_sum, tf.float64)
     cdf = hg.estimate_cdf(method, noisy_sum, num_bins, count,
-                          num_clients=participants,
-                          consistent=consistent_tree,
+                          num_clients=n, consistent=consistent_tree,
                           monotone=estimator != 'paper')
     values = hg.quantile_values(cdf, quantiles, lower_bound, upper_bound,
                                 num_bins,
                                 interpolate=estimator == 'interpolate')
-    return values, cdf
-
-  measurement_type = aggregator.next.type_signature.result.measurements.member
-
-  @tff.tensorflow.computation(measurement_type)
-  def _finite_participants(m):
-    # Clients with a finite value: the ones whose one-hot is in the sum.
-    return tf.cast(m['participating_clients'] - m['nonfinite_clients'],
-                   tf.int64)
+    total = hg.estimated_total(method, noisy_sum, num_bins)
+    # The total's noise stddev: the per-coordinate stddev (proportional to
+    # sqrt(n) for both mechanisms; n public) times ||t||_2 of the total.
+    stddev = (mechanism.noise_stddev(1) * total_norm
+              * tf.sqrt(tf.cast(n, tf.float64)))
+    status = tf.where(
+        n == 0, tf.constant(STATUSES.index('no_clients'), tf.int32),
+        tf.where(total < min_total_stddevs * stddev,
+                 tf.constant(STATUSES.index('too_few_values'), tf.int32),
+                 tf.constant(STATUSES.index('ok'), tf.int32)))
+    usable = tf.equal(status, 0)
+    nan = tf.fill([num_quantiles], tf.constant(np.nan, tf.float64))
+    values = tf.where(usable, values, nan)
+    cdf = tf.where(usable, cdf, tf.fill([num_bins], tf.constant(
+        np.nan, tf.float64)))
+    return values, cdf, tf.gather(tf.constant(list(STATUSES)), status), total
 
   @tff.federated_computation
   def init_fn():
     return aggregator.initialize()
 
   @tff.tensorflow.computation(init_fn.type_signature.result.member)
-  def _within_budget(state):
+  def within_budget(state):
     # The aggregator counts its rounds; this round is covered by the
     # calibration iff fewer than `rounds` came before it.
     return state['round'] < rounds
@@ -310,12 +191,14 @@ def build_quantile_process(
   def next_fn(state, values):
     encoded = tff.federated_map(client_encode, values)
     output = aggregator.next(state, encoded)
-    participants = tff.federated_map(_finite_participants,
-                                     output.measurements)
     estimates = tff.federated_map(server_estimate,
-                                  (output.result, participants))
+                                  (output.result, output.measurements))
     measurements = tff.federated_zip(collections.OrderedDict(
-        within_budget=tff.federated_map(_within_budget, state),
+        within_budget=tff.federated_map(within_budget, state),
+        status=tff.federated_map(
+            tff.tensorflow.computation(lambda r: r[2]), estimates),
+        noisy_total=tff.federated_map(
+            tff.tensorflow.computation(lambda r: r[3]), estimates),
         aggregator=output.measurements,
         cdf=tff.federated_map(
             tff.tensorflow.computation(lambda r: r[1]), estimates)))

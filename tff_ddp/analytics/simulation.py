@@ -7,20 +7,24 @@ For histogram encodings (integer counts, no clipping: every client's
 encoding already has l_inf <= 1 and the l2 norm the factory clips to) the
 aggregators' output has a closed form that this module samples:
 
-* discrete Gaussian: sum_i (c e_i + xi_i) mod M, centred, / c, with
-  xi_i ~ N_Z(0, sigma^2) iid per client and coordinate, drawn by the same
-  sampler the clients use (`sample_discrete_gaussian`; one call for all
-  n x L draws). The rounding step is the identity on c e_i (integers), so
+* discrete Gaussian: sum_i (c e_i + xi_i) mod M with xi_i ~ N_Z(0, s) iid
+  per client and coordinate, s the scaled local noise of the calibrated
+  mechanism, drawn by the same sampler the clients use
+  (`sample_discrete_gaussian`; one call for all n x L draws). With integer
+  encodings and integer scaling the rounding step is the identity, so
   nothing else is random.
 * Poisson binomial: per coordinate, the clients with encoding value v in
   {-1, 0, 1} send Binomial(m, p_v) each, so their sum is
   Binomial(n_v m, p_v), with p_{+-1} the mechanism's exact float
   probabilities `p_high` / `p_low` (numpy's binomial sampler here: the
-  sweep needs the distribution, not the exactness argument); then the
-  server's decode (2 S - n m) / 2 * B / (m theta).
+  sweep needs the distribution, not the exactness argument).
 * central: the true encoding sum plus N(0, (z l2)^2) per coordinate, z the
   Gaussian mechanism's noise multiplier for the same (epsilon, delta) --
   the trusted-server counterpart of both mechanisms.
+
+Both distributed sums are reduced mod M and decoded by the mechanism's own
+`server_decode` (the server code of the real process, run eagerly), so the
+decoders exist once.
 
 What it does not simulate: clients with duplicate inputs share noise seeds
 only under a *test* seed (never in deployment), so iid noise is the
@@ -37,10 +41,10 @@ import tensorflow as tf
 
 from tff_ddp.accounting import calibration
 from tff_ddp.analytics import histograms as hg
-from tff_ddp.analytics import quantiles as q
+from tff_ddp.analytics import quantile_calibration as qc
 from tff_ddp.mechanisms import discrete_gaussian as dg
 
-SETTINGS = q.MECHANISMS + ('central',)
+SETTINGS = qc.MECHANISMS + ('central',)
 
 
 def encodings(method: str, values, lower: float, upper: float,
@@ -64,27 +68,20 @@ def _table(method, num_bins):
 
 def central_noise_multiplier(epsilon: float, delta: float,
                              rounds: int = 1) -> float:
-  """z of the Gaussian mechanism at (epsilon, delta) over `rounds`."""
+  """z of the Gaussian mechanism at (epsilon, delta) over `rounds`, against
+  the release adversary (a trusted server adds the noise)."""
   return calibration.calibrate('gaussian', 'noise_multiplier', {}, epsilon,
-                               delta, rounds=rounds).value
+                               delta, rounds=rounds,
+                               adversary='release').value
 
 
-def noise_stddev(params: q.QuantileParameters, num_clients: int) -> float:
-  """Per-coordinate stddev of the decoded sum's noise, in count units.
-
-  DDG: sqrt(n) sigma / c = z l2 (sigma^2 the per-client variance proxy; the
-  discrete Gaussian's variance is at most that). cPBM: the bound
-  sqrt(n / (4 m)) B / theta (`PbmParameters.sum_stddev_bound`).
-  """
-  if params.mechanism == 'discrete_gaussian':
-    return params.noise_multiplier * params.l2_sensitivity
-  length = hg.encoding_length(params.method, params.num_bins)
-  return params.factory.parameters(_vector_type(length)).sum_stddev_bound(
-      num_clients)
+def noise_stddev(params: qc.QuantileParameters, num_clients: int) -> float:
+  """Per-coordinate stddev (bound) of the decoded sum's noise, count units."""
+  return params.noise_stddev(num_clients)
 
 
 def noisy_sum(setting: str, codes: np.ndarray,
-              params: Optional[q.QuantileParameters] = None,
+              params: Optional[qc.QuantileParameters] = None,
               central_z: Optional[float] = None,
               l2_sensitivity: Optional[float] = None,
               seed: int = 0) -> np.ndarray:
@@ -106,28 +103,24 @@ def noisy_sum(setting: str, codes: np.ndarray,
   if setting == 'central':
     rng = np.random.default_rng(seed)
     return truth + rng.normal(scale=central_z * l2_sensitivity, size=length)
+  if setting not in qc.MECHANISMS:
+    raise ValueError(f'setting must be one of {SETTINGS}, got {setting!r}.')
+  mechanism = params.aggregator_mechanism()
+  modulus = mechanism.modulus
   if setting == 'discrete_gaussian':
-    c = params.scaling
-    sigma = params.noise_multiplier * params.l2_sensitivity * c / np.sqrt(n)
-    modulus = 2**params.bits
+    c = round(mechanism.scale_factor)
     noise = dg.sample_discrete_gaussian(
-        [n, length], sigma, tf.constant([seed, 0x51A], tf.int64)).numpy()
-    z = np.mod(c * codes + noise, modulus).sum(axis=0) % modulus
-    centred = np.where(z > modulus // 2, z - modulus, z)
-    return centred / c
-  if setting == 'poisson_binomial':
-    factory_params = params.factory.parameters(
-        _vector_type(length))
-    m = params.num_trials
+        [n, length], mechanism.scaled_local_stddev,
+        tf.constant([seed, 0x51A], tf.int64)).numpy()
+    summed = np.mod(c * codes + noise, modulus).sum(axis=0) % modulus
+  else:
     rng = np.random.default_rng(seed)
+    m = mechanism.num_trials
     counts = {v: (codes == v).sum(axis=0) for v in (-1, 0, 1)}
-    probs = {-1: factory_params.p_low, 0: 0.5, 1: factory_params.p_high}
-    s = sum(rng.binomial(counts[v] * m, probs[v]) for v in (-1, 0, 1))
-    bound = factory_params.coordinate_bound
-    return (2 * s - n * m) / 2 * bound / (m * factory_params.theta)
-  raise ValueError(f'setting must be one of {SETTINGS}, got {setting!r}.')
-
-
-def _vector_type(length):
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  return tff.TensorType(np.float32, [length])
+    probs = {-1: mechanism.p_low, 0: 0.5, 1: mechanism.p_high}
+    summed = sum(rng.binomial(counts[v] * m, probs[v])
+                 for v in (-1, 0, 1)) % modulus
+  decoded, _ = mechanism.server_decode(
+      {'encoded': tf.constant(summed, tf.int64)}, tf.constant(n, tf.int64),
+      tf.constant([0, 0], tf.int64))
+  return decoded.numpy()

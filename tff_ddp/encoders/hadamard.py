@@ -21,12 +21,17 @@ import math
 import numpy as np
 import tensorflow as tf
 
+from tff_ddp.utils import checks
+
+# Largest encoded dimension of any encoder: a few float64 vectors of this
+# length (512 MiB each at 2^26) are what one client's encoding holds.
+MAX_OUTPUT_DIM = 2**26
+
 
 def padded_dimension(dim: int) -> int:
   """Smallest power of two >= dim (and >= 1)."""
-  if dim < 0:
-    raise ValueError(f'dimension must be >= 0, got {dim}.')
-  return 1 if dim <= 1 else 2 ** math.ceil(math.log2(dim))
+  dim = checks.integer(dim, 'dim', 0)
+  return 1 if dim <= 1 else 1 << (dim - 1).bit_length()
 
 
 # Sylvester blocks used by `fast_walsh_hadamard`: H_d = H_b (x) ... (x) H_b.
@@ -78,28 +83,42 @@ def random_signs(dim: int, seed: tf.Tensor, dtype=tf.float64) -> tf.Tensor:
 class RandomizedHadamard:
   """x -> H D_xi [x, 0...] and back, for a fixed input dimension.
 
+  An isometry (`is_isometry`), with no guaranteed l_inf level (`level` is
+  None): each output coordinate is sub-Gaussian with variance proxy
+  ||x||^2 / output_dim, so it is small with high probability only.
+
   Attributes:
     dim: input dimension.
-    padded_dim: the power of two the input is padded to (= output_dim).
+    output_dim: the power of two the input is padded to.
   """
 
-  def __init__(self, dim: int):
-    if dim < 1:
-      raise ValueError(f'dim must be >= 1, got {dim}.')
-    self.dim = int(dim)
-    self.padded_dim = padded_dimension(self.dim)
+  is_isometry = True
+  level = None
 
-  @property
-  def output_dim(self) -> int:
-    """Length of `encode`'s output (the padded dimension)."""
-    return self.padded_dim
+  def __init__(self, dim: int):
+    self.dim = checks.integer(dim, 'dim', 1)
+    self.output_dim = padded_dimension(self.dim)
+    if self.output_dim > MAX_OUTPUT_DIM:
+      raise ValueError(
+          f'dim={self.dim} pads to {self.output_dim} > {MAX_OUTPUT_DIM} '
+          '(hadamard.MAX_OUTPUT_DIM), more than one client encoding should '
+          'hold; split the value.')
+
+  def __repr__(self):
+    return f'RandomizedHadamard(dim={self.dim})'
+
+  def encode_with_residual(self, x: tf.Tensor, seed: tf.Tensor):
+    """(encode(x), 0): the rotation is exactly invertible."""
+    y = self.encode(x, seed)
+    return y, tf.zeros([], y.dtype)
 
   def encode(self, x: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
     """Pads x (shape [dim]) with zeros and returns H D_xi x, shape [padded]."""
-    x = tf.pad(x, [[0, self.padded_dim - self.dim]])
-    return fast_walsh_hadamard(random_signs(self.padded_dim, seed, x.dtype) * x)
+    x = tf.pad(tf.reshape(x, [self.dim]), [[0, self.output_dim - self.dim]])
+    return fast_walsh_hadamard(random_signs(self.output_dim, seed, x.dtype) * x)
 
   def decode(self, y: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
     """Returns D_xi H^T y with the padding removed, shape [dim]."""
-    x = random_signs(self.padded_dim, seed, y.dtype) * fast_walsh_hadamard(y)
+    y = tf.reshape(y, [self.output_dim])
+    x = random_signs(self.output_dim, seed, y.dtype) * fast_walsh_hadamard(y)
     return x[:self.dim]

@@ -62,26 +62,36 @@ import math
 import tensorflow as tf
 
 from tff_ddp.encoders import hadamard
+from tff_ddp.utils import checks
+from tff_ddp.utils import tensors
 
 FRAMES = ('hadamard', 'dense')
-# Largest input dimension of the dense frame (O(D d^2) QR, O(D d) memory).
+# Largest input dimension of the dense frame (O(D d^2) QR, O(D d) memory),
+# and the most entries its D x d matrix may have.
 MAX_DENSE_DIM = 4096
+MAX_DENSE_ENTRIES = 2**26
+# Truncation steps: each shrinks the residual by eta; 100 is far beyond use.
+MAX_ITERATIONS = 100
 # Levels are shrunk by this relative amount so float64 sums of clipped steps
 # never exceed the stated level.
 _LEVEL_SLACK = 1e-12
 
 
 def output_dimension(dim: int, redundancy: float) -> int:
-  """D: the smallest power of two >= dim (1 + redundancy) and > dim."""
+  """D: the smallest power of two >= dim (1 + redundancy) and > dim.
+
+  Raises ValueError when D would exceed hadamard.MAX_OUTPUT_DIM.
+  """
   target = max(dim * (1.0 + redundancy), dim + 1.0)
+  if target > hadamard.MAX_OUTPUT_DIM:
+    raise ValueError(
+        f'dim={dim} with redundancy={redundancy} needs an output dimension '
+        f'>= {target:.6g} > {hadamard.MAX_OUTPUT_DIM} (the largest encoding '
+        'a client holds); lower the redundancy or split the value.')
   return 2 ** math.ceil(math.log2(target) - 1e-12)
 
 
-def _norm(v):
-  """||v||_2 without underflow or overflow (scaled by max |v_i|)."""
-  big = tf.reduce_max(tf.abs(v))
-  safe = tf.where(big > 0, big, tf.ones_like(big))
-  return tf.where(big > 0, safe * tf.norm(v / safe), tf.zeros_like(big))
+_norm = tensors.overflow_safe_norm
 
 
 def _fold(seed, data: int):
@@ -116,44 +126,42 @@ class KashinEncoder:
       redundancy: lambda > 0 with D >= d (1 + lambda).
       eta: level decay in (0, 1).
       delta: in (0, 1]; the first level is ||x|| / sqrt(delta D).
-      iterations: truncation steps >= 1 (two Walsh-Hadamard transforms of
+      iterations: truncation steps in [1, 100] (two Walsh-Hadamard transforms of
         size D each).
       frame: 'hadamard' or 'dense' (d <= 4096).
 
     Raises:
       ValueError: for an argument outside its range (the message says it).
     """
-    def require(ok, message):
-      if not ok:
-        raise ValueError(message)
-
-    def is_int(v):
-      return isinstance(v, int) and not isinstance(v, bool)
-
-    def is_real(v):
-      return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-    require(is_int(dim) and dim >= 1, f'dim must be an integer >= 1, got {dim!r}.')
-    require(is_real(redundancy) and 0 < redundancy < math.inf,
-            f'redundancy must be a finite number > 0, got {redundancy!r}.')
-    require(is_real(eta) and 0 < eta < 1,
-            f'eta must be in the open interval (0, 1), got {eta!r}.')
-    require(is_real(delta) and 0 < delta <= 1,
-            f'delta must be in (0, 1], got {delta!r}.')
-    require(is_int(iterations) and 1 <= iterations <= 1000,
-            f'iterations must be an integer in [1, 1000], got {iterations!r}.')
-    require(frame in FRAMES, f'frame must be one of {FRAMES}, got {frame!r}.')
-    require(frame != 'dense' or dim <= MAX_DENSE_DIM,
-            f"frame='dense' supports dim <= {MAX_DENSE_DIM} (O(D d^2) to "
-            f"build), got dim={dim}; use frame='hadamard'.")
-    self.dim = int(dim)
+    self.dim = checks.integer(dim, 'dim', 1)
+    checks.real(redundancy, 'redundancy', low=0.0, low_open=True)
+    checks.real(eta, 'eta', 0.0, 1.0, low_open=True, high_open=True)
+    checks.real(delta, 'delta', 0.0, 1.0, low_open=True)
+    checks.integer(iterations, 'iterations', 1, MAX_ITERATIONS)
+    checks.choice(frame, 'frame', FRAMES)
+    if frame == 'dense' and self.dim > MAX_DENSE_DIM:
+      raise ValueError(
+          f"frame='dense' supports dim <= {MAX_DENSE_DIM} (O(D d^2) to "
+          f"build), got dim={self.dim}; use frame='hadamard'.")
     self.redundancy = float(redundancy)
     self.eta = float(eta)
     self.delta = float(delta)
     self.iterations = int(iterations)
     self.frame = frame
     self.output_dim = output_dimension(self.dim, self.redundancy)
+    if frame == 'dense' and self.output_dim * self.dim > MAX_DENSE_ENTRIES:
+      raise ValueError(
+          f"frame='dense' with dim={self.dim} and redundancy={redundancy} "
+          f'holds a {self.output_dim} x {self.dim} matrix, more than '
+          f"{MAX_DENSE_ENTRIES} entries; use frame='hadamard'.")
     self.level = 1.0 / ((1.0 - self.eta) * math.sqrt(self.delta))
+
+  is_isometry = False
+
+  def __repr__(self):
+    return (f'KashinEncoder(dim={self.dim}, redundancy={self.redundancy}, '
+            f'eta={self.eta}, delta={self.delta}, '
+            f'iterations={self.iterations}, frame={self.frame!r})')
 
   # -- The frame: U (synthesis, R^D -> R^d) and U^T (analysis). ------------
 

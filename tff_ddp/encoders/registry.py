@@ -1,39 +1,70 @@
-"""Encoders by name, for the aggregators' `rotation=` / `encoder=` arguments.
+"""Encoders by name, for the aggregators' `encoder=` argument.
 
-Both encoders map R^dim to R^output_dim with the round's public seed and have
-`encode(x, seed)`, `decode(y, seed)`, `dim` and `output_dim`:
+Every encoder implements `tff_ddp.encoders.base.Encoder`:
 
 * 'hadamard': randomized Walsh-Hadamard rotation, zero padding to the next
-  power of two; an isometry (||encode(x)|| = ||x||), l_inf small with high
-  probability only.
+  power of two; an isometry, l_inf small with high probability only.
 * 'kashin': Kashin's representation over a randomized Hadamard frame;
   ||encode(x)||_inf <= level / sqrt(output_dim) * ||x||_2 always, and
-  ||encode(x)||_2 >= ||x||_2.
+  ||encode(x)||_2 >= ||x||_2 (not an isometry).
 * 'none': the identity (output_dim = dim), for inputs that need no
   flattening, e.g. histograms whose coordinates are bounded already.
 """
 
+import tensorflow as tf
+
 from tff_ddp.encoders import hadamard
 from tff_ddp.encoders import kashin
+from tff_ddp.utils import checks
 
 NAMES = ('hadamard', 'kashin', 'none')
+# Options of KashinEncoder that make_encoder passes on.
+KASHIN_OPTIONS = ('redundancy', 'eta', 'delta', 'iterations', 'frame')
 
 
 class Identity:
   """The 'none' encoder: encode(x) = x, decode(y) = y."""
 
+  is_isometry = True
+  level = None
+
   def __init__(self, dim: int):
-    if dim < 1:
-      raise ValueError(f'dim must be >= 1, got {dim}.')
-    self.dim = self.output_dim = int(dim)
+    self.dim = self.output_dim = checks.integer(dim, 'dim', 1)
+    if self.dim > hadamard.MAX_OUTPUT_DIM:
+      raise ValueError(f'dim must be <= {hadamard.MAX_OUTPUT_DIM}, got '
+                       f'{self.dim}.')
+
+  def __repr__(self):
+    return f'Identity(dim={self.dim})'
+
+  def encode_with_residual(self, x, seed):
+    del seed
+    x = tf.reshape(x, [self.dim])
+    return x, tf.zeros([], x.dtype)
 
   def encode(self, x, seed):
     del seed
-    return x
+    return tf.reshape(x, [self.dim])
 
   def decode(self, y, seed):
     del seed
-    return y
+    return tf.reshape(y, [self.dim])
+
+
+def check_options(name: str, options: dict):
+  """Validates `name` and its options without building an encoder."""
+  checks.choice(name, 'encoder', NAMES)
+  unknown = sorted(set(options) - set(KASHIN_OPTIONS))
+  if unknown:
+    raise TypeError(
+        f'unexpected keyword argument(s) {unknown}; the encoder options are '
+        f'{KASHIN_OPTIONS} (for encoder=\'kashin\' only).')
+  if options and name != 'kashin':
+    raise ValueError(
+        f'Kashin options {sorted(options)} only apply to the \'kashin\' '
+        f'encoder, not {name!r}.')
+  if name == 'kashin':
+    kashin.KashinEncoder(1, **options)  # validates the options
 
 
 def make_encoder(name: str, dim: int, **kashin_options):
@@ -46,21 +77,11 @@ def make_encoder(name: str, dim: int, **kashin_options):
       delta, iterations, frame); only with name='kashin'.
 
   Raises:
-    ValueError: unknown name, or options given for 'hadamard'.
+    TypeError / ValueError: unknown name or options, bad dimension.
   """
+  check_options(name, kashin_options)
   if name == 'kashin':
     return kashin.KashinEncoder(dim, **kashin_options)
-  if name in ('hadamard', 'none'):
-    if kashin_options:
-      raise ValueError(
-          f'Kashin options {sorted(kashin_options)} only apply to the '
-          f"'kashin' encoder, not {name!r}.")
-    if name == 'none':
-      return Identity(dim)
-    return hadamard.RandomizedHadamard(dim)
-  raise ValueError(f'encoder must be one of {NAMES}, got {name!r}.')
-
-
-def is_isometry(encoder) -> bool:
-  """True if ||encoder.encode(x)||_2 == ||x||_2 for every x (up to rounding)."""
-  return isinstance(encoder, (hadamard.RandomizedHadamard, Identity))
+  if name == 'none':
+    return Identity(dim)
+  return hadamard.RandomizedHadamard(dim)

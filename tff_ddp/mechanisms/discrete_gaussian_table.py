@@ -474,6 +474,11 @@ def _round_up_float(value: fractions.Fraction) -> float:
   return f
 
 
+# A bound on tv_distance_bound(scale) valid for every supported scale (proof
+# step (v)); events use it so that planning never has to build a table.
+TV_DISTANCE_UPPER_BOUND = 2.0**-108
+
+
 def tv_distance_bound(scale) -> float:
   """Proved upper bound on TV(output law, N_Z(0, s)) per sample.
 

@@ -1,48 +1,75 @@
-"""The distributed discrete Gaussian (DDG) mechanism: parameters, client and
-server procedures.
+"""The distributed discrete Gaussian (DDG) mechanism: parameters, client, server.
 
 Kairouz, Liu & Steinke (2021), "The Distributed Discrete Gaussian Mechanism for
-Federated Learning with Secure Aggregation": Algorithm 1 (client),
-Algorithm 2 (server), Theorem 5 (privacy) and the Section 6 heuristic for the
-granularity gamma. This module is the one place these formulas live; the TFF
-factory in `tff_ddp.aggregators` only moves tensors between placements.
+Federated Learning with Secure Aggregation" (arXiv:2102.06387): Algorithm 1
+(client), Algorithm 2 (server), Theorem 5 (privacy) and the Section 6
+heuristic for the granularity gamma. This module is the one place these
+formulas live (the privacy curve is in `tff_ddp.accounting.ddg_rdp`); the TFF
+factory only places them.
 
-Data flow for one client (d = padded dimension, M = 2^bits):
+Data flow for one client (D = the encoder's output dimension, M = 2^bits):
 
-  x  --clip to c-->  --/gamma-->  x'  --H D_xi-->  x''  --conditional
-  randomized rounding-->  x~ (int64, ||x~||^2 <= T)  --+ N_Z(0, (sigma/gamma)^2)^d-->
-  --mod M-->  z in [0, M)^d
+  x  --clip to c-->  --/gamma-->  x'  --encoder (e.g. H D_xi)-->  x''
+  --conditional randomized rounding-->  x~ (int64, ||x~||^2 <= T)
+  --+ N_Z(0, (sigma/gamma)^2)^D-->  --mod M-->  z in [0, M)^D
 
 Server: zbar = sum z mod M, centred into {-M/2+1, ..., M/2}, then
-y = gamma D_xi H^T zbar', unpadded.
+y = gamma * decode(zbar').
 
-Worked example of the centring (M = 8): a coordinate zbar = 6 means the sum
-was 6 - 8 = -2 (6 > M/2 = 4); zbar = 4 stays 4; zbar = 3 stays 3.
+Worked example (one client, D = 1, identity encoder, gamma = 1/2, no noise,
+M = 8): x = 1.3 -> x' = 2.6 -> rounded to 3 (w.p. 0.6) or 2 -> z = 3; the
+server centres 3 -> 3 and returns 3 * 1/2 = 1.5. With a second client's z = 6
+(x = -1, x' = -2 -> -2 mod 8 = 6), zbar = 9 mod 8 = 1 -> 1 -> 0.5 = 1.3 - 1
+rounded.
 """
 
 import dataclasses
 import math
 from typing import Optional, Tuple
 
+import dp_accounting
 import numpy as np
 import scipy.special
 import tensorflow as tf
 
-from tff_ddp.accounting import ddg as ddg_accounting
+from tff_ddp.accounting import events
+from tff_ddp.encoders import base as encoders_base
 from tff_ddp.encoders import hadamard
-from tff_ddp.encoders import registry
+from tff_ddp.mechanisms import base
 from tff_ddp.mechanisms import discrete_gaussian
+from tff_ddp.mechanisms import discrete_gaussian_table
 from tff_ddp.mechanisms import rounding
+from tff_ddp.utils import checks
+from tff_ddp.utils import tensors
 
 MIN_BITS = 1
-# The test backend's secure modular sum runs on int32 and the modulus must be
-# an int32 value: power-of-two moduli up to 2^30 stay exact under wrap-around.
-MAX_BITS = 30
+MAX_BITS = base.MAX_RING_BITS
 # Client integers (rounded values, squared norms) are kept below this.
 _INT64_SAFE = 2**62
 # Scaled clip norms above this would make float64 rounding coarse (resolution
 # 2^-10 at 2^42); no sensible configuration comes near it.
 _MAX_SCALED_CLIP = 2.0**42
+# Integer inputs: the squared-norm threshold is floor(scaled_clip^2 (1 + this))
+# so that float rounding of scaled_clip^2 never puts it one below an integer
+# input's exact squared norm.
+_INTEGER_SLACK = 2.0**-40
+# Relative tolerance of the ring check for the number of clients the ring was
+# sized for (the heuristic makes k * sum_stddev == M / 2 exactly).
+_RING_TOLERANCE = 1e-9
+# Noise samplers: 'table' (alias method, per-sample TV < 2^-108, added to
+# delta by the accountant; scales up to ~10566, beyond which 'exact' is
+# used) or 'exact' (Canonne-Kamath-Steinke rejection, up to 2^25).
+SAMPLERS = ('table', 'exact')
+
+
+def local_stddev(noise_multiplier: float, l2_clip: float,
+                 num_clients: int) -> float:
+  """sigma = z c / sqrt(n): each of n clients' share of central noise z c.
+
+  The sum of n independent shares of variance sigma^2 has variance
+  n sigma^2 = (z c)^2, the central Gaussian's with noise multiplier z.
+  """
+  return noise_multiplier * l2_clip / math.sqrt(num_clients)
 
 
 def num_stddevs_for_modclip_prob(modclip_prob: float) -> float:
@@ -50,18 +77,47 @@ def num_stddevs_for_modclip_prob(modclip_prob: float) -> float:
   return float(math.sqrt(2.0) * scipy.special.erfcinv(modclip_prob))
 
 
-@dataclasses.dataclass(frozen=True)
-class DdgParameters:
-  """Everything Algorithms 1-2 and Theorem 5 need, derived and validated.
+def _heuristic_gamma(l2_clip, noise_multiplier, n, dim, bits, k
+                     ) -> Optional[float]:
+  """gamma with 2 k sigma_hat / gamma = 2^bits (Section 6 heuristic).
 
-  Real-domain quantities: l2_clip (c), local_stddev (sigma), gamma.
-  Integer-domain (scaled) quantities: scaled_l2_clip (c/gamma),
-  scaled_local_stddev (sigma/gamma), norm_threshold (T, the exact integer
-  bound on ||x~||_2^2 checked by the client), l2_sensitivity (sqrt(T)).
+  sigma_hat^2 = c^2 n^2 / d + (gamma^2/4 + sigma^2) n is the variance proxy of
+  a coordinate of sum_i (x~_i + y_i) in real units under the general bound
+  ||sum x_i|| <= c n. With a = 2^bits / (2k), solving
+  sigma_hat^2 = a^2 gamma^2 for gamma gives
+  gamma = sqrt((c^2 n^2 / d + sigma^2 n) / (a^2 - n/4)), defined iff a^2 > n/4;
+  with sigma^2 n = (z c)^2 that is c hypot(n / sqrt(d), z) / sqrt(a^2 - n/4),
+  computed in that form so that no square overflows.
+  """
+  a_sq = (2.0**bits / (2.0 * k)) ** 2
+  if a_sq <= n / 4.0:
+    return None
+  return (l2_clip * math.hypot(n / math.sqrt(dim), noise_multiplier)
+          / math.sqrt(a_sq - n / 4.0))
+
+
+def sum_stddev(scaled_l2_clip, scaled_local_stddev, num_clients, dim):
+  """Variance proxy sqrt(c'^2 n^2 / d + (1/4 + sigma'^2) n) of a coordinate
+  of the integer sum (c', sigma' in integer units), for numbers or tensors."""
+  return (scaled_l2_clip * scaled_l2_clip * num_clients * num_clients / dim
+          + (0.25 + scaled_local_stddev * scaled_local_stddev) * num_clients
+          ) ** 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class DistributedDiscreteGaussian:
+  """The DDG mechanism with derived, validated parameters (Algorithms 1-2).
+
+  Build with `compute_parameters`. Real-domain quantities: l2_clip (c),
+  local_stddev (sigma), gamma. Integer-domain (scaled) quantities:
+  scaled_l2_clip (c/gamma), scaled_local_stddev (sigma/gamma), norm_threshold
+  (T, the exact integer bound on ||x~||_2^2 checked by the client),
+  l2_sensitivity (sqrt(T)).
   """
 
+  encoder: encoders_base.Encoder
   dim: int
-  padded_dim: int
+  output_dim: int
   l2_clip: float
   noise_multiplier: float
   expected_clients_per_round: int
@@ -75,223 +131,143 @@ class DdgParameters:
   scaled_local_stddev: float
   norm_threshold: int
   l2_sensitivity: float
-  sum_stddev: float
   linf_clip: Optional[float] = None
   granularity_given: bool = False
+  integer_inputs: bool = False
+  noise_sampler: str = 'exact'
+
+  name = 'distributed_discrete_gaussian'
+  flag_names = ('nonfinite', 'clipped', 'rounding_failed')
 
   @property
   def modulus(self) -> int:
     return 2**self.bits
 
   @property
-  def scale(self) -> float:
+  def scale_factor(self) -> float:
     """1/gamma, the factor from real to integer units."""
     return 1.0 / self.gamma
 
-  @property
-  def boundary_margin(self) -> float:
-    """Decoded coordinates with |zbar'| > M/2 - margin are 'near the ring
-    boundary'; margin = (k/2) * the predicted stddev of a sum coordinate."""
-    return 0.5 * self.k_stddevs * self.sum_stddev
+  def secure_moduli(self):
+    return {'encoded': self.modulus}
 
-  def dp_event(self, num_clients=None):
-    """The per-round event (zero-out neighbours); see tff_ddp.accounting."""
-    import dp_accounting  # pylint: disable=g-import-not-at-top
-    from tff_ddp.accounting import events  # pylint: disable=g-import-not-at-top
+  def noise_stddev(self, num_clients=None) -> float:
+    """Stddev of the added noise per coordinate of the decoded sum.
+
+    sqrt(n) sigma/gamma shares of discrete Gaussian noise, times gamma: the
+    central noise z c (at the expected n). The discrete Gaussian's variance
+    is at most its variance parameter, so this is an upper bound; rounding
+    adds at most gamma/2 per client and coordinate (nothing for integer
+    inputs).
+    """
+    n = self.expected_clients_per_round if num_clients is None else (
+        num_clients)
+    return math.sqrt(n) * self.scaled_local_stddev * self.gamma
+
+  def public_measurements(self):
+    """Configuration constants (also under the names TFF's
+    DistributedDpSumFactory reports: padded_dim, scaled_inflated_l2)."""
+    return dict(
+        l2_clip=self.l2_clip,
+        scale_factor=self.scale_factor,
+        scaled_local_stddev=self.scaled_local_stddev,
+        bits=np.int32(self.bits),
+        output_dimension=np.int64(self.output_dim),
+        padded_dim=np.int64(self.output_dim),
+        scaled_inflated_l2=self.l2_sensitivity,
+    )
+
+  def dp_event(self, num_clients=None) -> dp_accounting.DpEvent:
+    """One round with `num_clients` noise shares (default: expected).
+
+    Zero-out neighbours (see `tff_ddp.accounting.ddg_rdp`); a
+    NonPrivateDpEvent when noise_multiplier is 0.
+    """
+    n = (self.expected_clients_per_round if num_clients is None
+         else checks.integer(num_clients, 'num_clients', 1))
     if self.noise_multiplier == 0:
       return dp_accounting.NonPrivateDpEvent()
     return events.DistributedDiscreteGaussianDpEvent(
         l2_sensitivity=self.l2_sensitivity,
-        local_stddev=self.scaled_local_stddev,
-        num_clients=int(num_clients or self.expected_clients_per_round),
-        dimension=self.padded_dim)
+        local_stddev=self.scaled_local_stddev, num_clients=n,
+        dimension=self.output_dim,
+        sampler_tv_distance=self.sampler_tv_distance or None)
 
+  @property
+  def sampler_tv_distance(self) -> float:
+    """Per-sample TV distance of the noise sampler (0: exact)."""
+    if self.noise_sampler == 'table' and self.noise_multiplier > 0:
+      return discrete_gaussian_table.TV_DISTANCE_UPPER_BOUND
+    return 0.0
 
-def _granularity(l2_clip, local_stddev, n, padded_dim, bits, k):
-  """gamma with 2 k sigma_hat / gamma = 2^bits (Section 6 heuristic).
+  def sample_noise(self, seed) -> tf.Tensor:
+    """One client's noise, int64 [output_dim] (see `noise_sampler`)."""
+    if self.noise_sampler == 'table':
+      return discrete_gaussian_table.sample_discrete_gaussian_table(
+          [self.output_dim], self.scaled_local_stddev, seed)
+    return discrete_gaussian.sample_discrete_gaussian(
+        [self.output_dim], self.scaled_local_stddev, seed)
 
-  sigma_hat^2 = c^2 n^2 / d + (gamma^2/4 + sigma^2) n is the variance proxy of
-  a coordinate of sum_i (x~_i + y_i) in real units under the general bound
-  ||sum x_i|| <= c n. With a = 2^bits / (2k), solving
-  sigma_hat^2 = a^2 gamma^2 for gamma gives
-  gamma = sqrt((c^2 n^2 / d + sigma^2 n) / (a^2 - n/4)), defined iff a^2 > n/4.
-  """
-  a_sq = (2.0**bits / (2.0 * k)) ** 2
-  if a_sq <= n / 4.0:
-    return None
-  return math.sqrt(
-      (l2_clip**2 * n**2 / padded_dim + local_stddev**2 * n) / (a_sq - n / 4.0))
+  def wrap_statistic(self, num_clients):
+    """The quantity that must stay below M/2 for the sum not to wrap.
 
+    Section 6 heuristic (gamma derived): k times the variance proxy of a sum
+    coordinate with `num_clients` clients (equal to M/2 at the expected
+    number). Given granularity: the worst case n (B/gamma + 1) +
+    k sqrt(n) sigma/gamma of Theorems 1-2 of the quantile paper. Works on
+    numbers and on float64 tensors.
+    """
+    if self.granularity_given:
+      coordinate = min(self.l2_clip, self.linf_clip or math.inf) / self.gamma
+      return (num_clients * (coordinate + 1.0) + 1.0
+              + self.k_stddevs * num_clients**0.5 * self.scaled_local_stddev)
+    return self.k_stddevs * sum_stddev(
+        self.scaled_l2_clip, self.scaled_local_stddev, num_clients,
+        self.output_dim) / (1.0 + _RING_TOLERANCE)
 
-def validate_arguments(
-    l2_clip: float,
-    noise_multiplier: float,
-    expected_clients_per_round: int,
-    bits: int,
-    modclip_prob: float,
-    beta: float,
-) -> float:
-  """The checks of `compute_parameters` that do not need the dimension.
+  def client_encode(self, x, round_seed, noise_seed):
+    """Algorithm 1 for one client (flags: nonfinite, clipped, rounding_failed).
 
-  Returns k = sqrt(2) erfcinv(modclip_prob). Raises ValueError naming the
-  argument and what works.
-  """
-  _require(_finite(l2_clip) and l2_clip > 0,
-           f'l2_clip must be a finite number > 0, got {l2_clip!r}.')
-  _require(_finite(noise_multiplier) and noise_multiplier >= 0,
-           f'noise_multiplier must be a finite number >= 0, got '
-           f'{noise_multiplier!r}.')
-  _require(isinstance(expected_clients_per_round, (int, np.integer))
-           and expected_clients_per_round >= 1,
-           'expected_clients_per_round must be an integer >= 1, got '
-           f'{expected_clients_per_round!r}.')
-  _require(isinstance(bits, (int, np.integer)) and MIN_BITS <= bits <= MAX_BITS,
-           f'bits must be an integer in [{MIN_BITS}, {MAX_BITS}], got {bits!r}.')
-  _require(_finite(modclip_prob) and 0 < modclip_prob < 1,
-           f'modclip_prob must be in the open interval (0, 1), got '
-           f'{modclip_prob!r}.')
-  _require(_finite(beta) and 0 <= beta < 1,
-           f'beta must be in [0, 1), got {beta!r}.')
-  k = num_stddevs_for_modclip_prob(modclip_prob)
-  n = int(expected_clients_per_round)
-  if (2.0**bits / (2.0 * k)) ** 2 <= n / 4.0:
-    need = math.floor(math.log2(k * math.sqrt(n))) + 1
-    raise ValueError(
-        f'bits={bits} is too small for expected_clients_per_round={n} and '
-        f'modclip_prob={modclip_prob}: the ring must hold k*sqrt(n) = '
-        f'{k * math.sqrt(n):.4g} rounding standard deviations. Use bits >= '
-        f'{need} (or fewer clients per round, or a larger modclip_prob).')
-  return k
+    A client whose input has a NaN or +-Inf contributes zeros (plus its noise
+    share): the zero-out neighbour. An encoder that is not an isometry
+    (Kashin) has its *output* clipped to the scaled clip norm as well, so the
+    norm bound of Theorem 5 (3) holds for the vector that is rounded.
+    """
+    x = tf.reshape(tf.cast(x, tf.float64), [self.dim])
+    finite = tf.reduce_all(tf.math.is_finite(x))
+    x = tf.where(finite, x, tf.zeros_like(x))
+    beyond = tf.constant(False)
+    if self.linf_clip is not None:
+      beyond = tf.reduce_any(tf.abs(x) > self.linf_clip)
+      x = tf.clip_by_value(x, -self.linf_clip, self.linf_clip)
+    x, clipped = tensors.clip_to_norm(x, self.l2_clip)
+    clipped |= beyond
+    encoded = self.encoder.encode(x / self.gamma, round_seed)
+    if not self.encoder.is_isometry:
+      encoded, more = tensors.clip_to_norm(encoded, self.scaled_l2_clip)
+      clipped |= more
+    rounding_seed, sampling_seed = client_subseeds(noise_seed)
+    rounded, _, ok = rounding.conditional_randomized_round(
+        encoded, self.norm_threshold, rounding_seed)
+    if self.noise_multiplier > 0:
+      rounded += self.sample_noise(sampling_seed)
+    z = base.ring_residue(rounded, self.modulus)
+    return {'encoded': z}, base.flag_vector(
+        [tf.logical_not(finite), clipped, tf.logical_not(ok)])
 
+  def server_decode(self, summed, num_clients, round_seed):
+    """Algorithm 2: centre the ring, decode, rescale.
 
-def compute_parameters(
-    dim: int,
-    l2_clip: float,
-    noise_multiplier: float,
-    expected_clients_per_round: int,
-    bits: int,
-    modclip_prob: float = 1e-4,
-    beta: float = 0.0,
-    output_dim: Optional[int] = None,
-    granularity: Optional[float] = None,
-    linf_clip: Optional[float] = None,
-) -> DdgParameters:
-  """Validates a DDG configuration and derives gamma, the noise and bounds.
-
-  Every refusal is a ValueError that names the argument to change and a value
-  that works. Nothing random happens here.
-
-  Args:
-    dim: number of scalars a client sends (before padding); >= 1.
-    l2_clip: c > 0, the l2 clip norm of a client's (flattened) value.
-    noise_multiplier: central noise stddev / c; 0 disables noise.
-    expected_clients_per_round: n >= 1, the number of clients whose noise
-      shares make up the central noise; each adds sigma = z c / sqrt(n).
-    bits: log2 of the secure-sum modulus, in [1, 30].
-    modclip_prob: target probability that a coordinate of the sum falls
-      outside the ring, in (0, 1); sets k = sqrt(2) erfcinv(modclip_prob).
-    beta: conditional rounding bias in [0, 1); exp(-1/2) is the paper's
-      choice, 0 (the default, as in TFF) means unconditional rounding with
-      the worst-case norm bound.
-    output_dim: the number of integer coordinates a client sends, the
-      encoder's output dimension (default: dim padded to a power of two, the
-      randomized Hadamard rotation's). The noise, the sensitivity and the
-      privacy event are over this many coordinates.
-    granularity: gamma itself (1/gamma = the integer scaling c of the
-      quantile paper's Algorithms 1-2) instead of the Section 6 heuristic.
-      The ring is then checked against the worst case: n (B/gamma + 1) +
-      k sqrt(n) sigma/gamma < M/2 - 1, with B = linf_clip (or l2_clip) the
-      largest input coordinate, +1 per client for rounding.
-    linf_clip: clip every input coordinate to [-linf_clip, linf_clip] as
-      well (before the l2 clip); meant for rotation 'none'.
-
-  Returns:
-    A DdgParameters.
-  """
-  _require(isinstance(dim, (int, np.integer)) and dim >= 1,
-           f'dim must be an integer >= 1, got {dim!r}.')
-  k = validate_arguments(l2_clip, noise_multiplier,
-                         expected_clients_per_round, bits, modclip_prob, beta)
-  n = int(expected_clients_per_round)
-  if output_dim is None:
-    output_dim = hadamard.padded_dimension(int(dim))
-  _require(isinstance(output_dim, (int, np.integer)) and output_dim >= dim,
-           f'output_dim must be an integer >= dim = {dim}, got '
-           f'{output_dim!r}.')
-  padded_dim = int(output_dim)
-  local_stddev = noise_multiplier * l2_clip / math.sqrt(n)
-  if granularity is not None:
-    _require(_finite(granularity) and granularity > 0,
-             f'granularity must be a finite number > 0, got {granularity!r}.')
-  if linf_clip is not None:
-    _require(_finite(linf_clip) and linf_clip > 0,
-             f'linf_clip must be a finite number > 0, got {linf_clip!r}.')
-
-  def derive(b):
-    if granularity is not None:
-      return (float(granularity), local_stddev / granularity,
-              l2_clip / granularity)
-    gamma = _granularity(l2_clip, local_stddev, n, padded_dim, b, k)
-    if gamma is None:
-      return None
-    return gamma, local_stddev / gamma, l2_clip / gamma
-
-  derived = derive(bits)
-  gamma, scaled_local, scaled_clip = derived
-
-  if noise_multiplier > 0 and scaled_local < 0.5:
-    better = next((b for b in range(bits + 1, MAX_BITS + 1)
-                   if derive(b) and derive(b)[1] >= 0.5), None)
-    hint = (f'Use bits >= {better}' if better else
-            'Increase noise_multiplier or lower expected_clients_per_round')
-    raise ValueError(
-        f'bits={bits} gives a scaled local noise sigma/gamma = '
-        f'{scaled_local:.4g} < 1/2, below the range of the privacy theorem '
-        f'(DDG paper Theorem 9 needs sigma/gamma >= 1/2; tau explodes below '
-        f'~1). {hint}.')
-  if noise_multiplier > 0 and scaled_local > discrete_gaussian.max_supported_scale():
-    raise ValueError(
-        f'bits={bits} gives a scaled local noise {scaled_local:.4g} above the '
-        f'exact sampler range {discrete_gaussian.max_supported_scale():.4g}; '
-        f'use fewer bits.')
-  threshold = math.floor(ddg_accounting.rounded_l2_norm_bound_squared(
-      scaled_clip, padded_dim, beta))
-  if threshold >= _INT64_SAFE or scaled_clip > _MAX_SCALED_CLIP:
-    fits = next((b for b in range(bits - 1, MIN_BITS - 1, -1)
-                 if derive(b) and ddg_accounting.rounded_l2_norm_bound_squared(
-                     derive(b)[2], padded_dim, beta) < _INT64_SAFE), None)
-    raise ValueError(
-        f'bits={bits} makes the scaled clip norm c/gamma = {scaled_clip:.4g} so '
-        f'large that the squared norm of a rounded client vector could '
-        f'overflow int64. Use bits <= {fits}.' if fits else
-        f'l2_clip={l2_clip} with dim={dim} overflows int64 arithmetic.')
-  if granularity is not None:
-    coord = min(l2_clip, linf_clip or math.inf) / gamma
-    worst = n * (coord + 1.0) + k * math.sqrt(n) * scaled_local
-    if worst >= 2.0**bits / 2 - 1:
-      need = math.ceil(math.log2(2 * (worst + 1))) + 1
-      raise ValueError(
-          f'bits={bits} is too small for granularity={granularity}: a sum '
-          f'coordinate can reach n (B/gamma + 1) + k sqrt(n) sigma/gamma = '
-          f'{worst:.6g} >= M/2 - 1 = {2.0**bits / 2 - 1:.6g}. Use bits >= '
-          f'{need} or a larger granularity.')
-  sum_stddev = math.sqrt(
-      scaled_clip**2 * n**2 / padded_dim + (0.25 + scaled_local**2) * n)
-  return DdgParameters(
-      dim=int(dim), padded_dim=padded_dim, l2_clip=float(l2_clip),
-      noise_multiplier=float(noise_multiplier), expected_clients_per_round=n,
-      bits=int(bits), modclip_prob=float(modclip_prob), beta=float(beta),
-      k_stddevs=k, local_stddev=local_stddev, gamma=gamma,
-      scaled_l2_clip=scaled_clip, scaled_local_stddev=scaled_local,
-      norm_threshold=int(threshold), l2_sensitivity=math.sqrt(threshold),
-      sum_stddev=sum_stddev,
-      linf_clip=None if linf_clip is None else float(linf_clip),
-      granularity_given=granularity is not None)
-
-
-# Indices of the per-client counters sent beside the encoded vector.
-COUNTERS = ('participating_clients', 'nonfinite_clients', 'clipped_clients',
-            'rounding_failures')
+    Measurements: `sum_may_wrap`, True when `num_clients` (the number in the
+    secure sum, public) is more than the ring was sized for, so that a sum
+    coordinate may wrap around with probability above `modclip_prob`
+    (`wrap_statistic` >= M/2).
+    """
+    centred = base.centre(summed['encoded'], self.modulus)
+    decoded = self.encoder.decode(tf.cast(centred, tf.float64), round_seed)
+    n = tf.cast(num_clients, tf.float64)
+    may_wrap = self.wrap_statistic(n) >= self.modulus / 2.0
+    return decoded * self.gamma, {'sum_may_wrap': may_wrap}
 
 
 def client_subseeds(noise_seed: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
@@ -306,105 +282,218 @@ def client_subseeds(noise_seed: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
   return seeds[0], seeds[1]
 
 
-def client_encode(
-    x: tf.Tensor, params: DdgParameters, rotation_seed: tf.Tensor,
-    noise_seed: tf.Tensor, encoder=None) -> Tuple[tf.Tensor, tf.Tensor]:
-  """Algorithm 1 for one client.
+def check_arguments(l2_clip, noise_multiplier, expected_clients_per_round,
+                    bits, modclip_prob, beta, granularity=None,
+                    linf_clip=None):
+  """The dimension-free checks of `compute_parameters`; returns them clean.
 
-  Args:
-    x: the client's flattened value, rank 1 of length params.dim, any float.
-    params: from `compute_parameters`.
-    rotation_seed: the round's public seed (same for all clients and server).
-    noise_seed: this client's private seed. Never share it between clients: a
-      shared noise seed lets one client cancel everyone's noise.
-    encoder: the rotation, with encode/decode(., seed) and output_dim ==
-      params.padded_dim; default the randomized Hadamard rotation. An
-      encoder that is not an isometry (Kashin) has its *output* clipped to
-      the scaled clip norm as well, so the norm bound of Theorem 5 (3)
-      holds for the vector that is rounded.
-
-  Returns:
-    (z, counters): z int64 in [0, 2^bits)^padded_dim; counters int64 [4] in
-    the order of COUNTERS (1, non-finite input, clipped, rounding gave up).
-    A client whose input has a NaN or +-Inf contributes zeros (plus its
-    noise share) and is counted.
+  Raises TypeError / ValueError naming the argument and what works.
   """
-  x = tf.cast(tf.reshape(x, [-1]), tf.float64)
-  finite = tf.reduce_all(tf.math.is_finite(x))
-  x = tf.where(finite, x, tf.zeros_like(x))
-  if params.linf_clip is not None:
-    beyond = tf.reduce_any(tf.abs(x) > params.linf_clip)
-    x = tf.clip_by_value(x, -params.linf_clip, params.linf_clip)
+  clean = dict(
+      l2_clip=checks.positive(l2_clip, 'l2_clip'),
+      noise_multiplier=checks.nonnegative(noise_multiplier,
+                                          'noise_multiplier'),
+      expected_clients_per_round=checks.integer(
+          expected_clients_per_round, 'expected_clients_per_round', 1,
+          base.MAX_MODULUS),
+      bits=checks.integer(bits, 'bits', MIN_BITS, MAX_BITS),
+      modclip_prob=checks.real(modclip_prob, 'modclip_prob', 0.0, 1.0,
+                               low_open=True, high_open=True),
+      beta=checks.real(beta, 'beta', 0.0, 1.0, high_open=True),
+      granularity=checks.optional_positive(granularity, 'granularity'),
+      linf_clip=checks.optional_positive(linf_clip, 'linf_clip'),
+  )
+  k = num_stddevs_for_modclip_prob(clean['modclip_prob'])
+  n, bits = clean['expected_clients_per_round'], clean['bits']
+  if (2.0**bits / (2.0 * k)) ** 2 <= n / 4.0:
+    need = math.floor(math.log2(k * math.sqrt(n))) + 1
+    raise ValueError(
+        f'bits={bits} is too small for expected_clients_per_round={n} and '
+        f'modclip_prob={clean["modclip_prob"]}: the ring must hold '
+        f'k*sqrt(n) = {k * math.sqrt(n):.4g} rounding standard deviations. '
+        f'Use bits >= {need} (or fewer clients per round, or a larger '
+        'modclip_prob).')
+  if clean['noise_multiplier'] > 0:
+    sigma = local_stddev(clean['noise_multiplier'], clean['l2_clip'], n)
+    if not math.isfinite(sigma) or sigma == 0:
+      raise ValueError(
+          f'noise_multiplier={noise_multiplier} with l2_clip={l2_clip} '
+          f'gives a per-client noise stddev of {sigma!r}, outside the '
+          'float64 range; use values of moderate size.')
+  return clean, k
+
+
+@dataclasses.dataclass(frozen=True)
+class _Scaled:
+  gamma: float
+  scaled_local: float
+  scaled_clip: float
+
+
+def _scaled(bits, l2_clip, z, n, output_dim, k, granularity):
+  """gamma and the integer-domain clip and noise at `bits` (None: no gamma).
+
+  Raises ValueError when the real-domain numbers leave the float64 range.
+  """
+  if granularity is not None:
+    gamma = granularity
   else:
-    beyond = tf.constant(False)
-  # Clip and scale: x' = min(1, c/||x||) x / gamma.
-  norm = tf.norm(x)
-  clipped = (norm > params.l2_clip) | beyond
-  factor = tf.where(clipped, params.l2_clip / tf.maximum(norm, 1e-300), 1.0)
-  x_scaled = x * (factor / params.gamma)
-  # Flatten: x'' = H D_xi x'.
-  encoder = encoder or hadamard.RandomizedHadamard(params.dim)
-  rotated = encoder.encode(x_scaled, rotation_seed)
-  if not registry.is_isometry(encoder):
-    rotated_norm = tf.norm(rotated)
-    clipped |= rotated_norm > params.scaled_l2_clip
-    rotated *= tf.minimum(
-        tf.constant(1.0, tf.float64),
-        params.scaled_l2_clip / tf.maximum(rotated_norm, 1e-300))
-  # Two independent 128-bit sub-seeds of the client's private seed.
-  rounding_seed, sampling_seed = client_subseeds(noise_seed)
-  # Conditional randomized rounding with ||x~||^2 <= T, exact in int64.
-  rounded, _, ok = rounding.conditional_randomized_round(
-      rotated, params.norm_threshold, rounding_seed)
-  if params.noise_multiplier > 0:
-    noise = discrete_gaussian.sample_discrete_gaussian(
-        [params.padded_dim], params.scaled_local_stddev, sampling_seed)
-    rounded = rounded + noise
-  z = tf.math.floormod(rounded, params.modulus)
-  counters = tf.stack([
-      tf.constant(1, tf.int64),
-      tf.cast(tf.logical_not(finite), tf.int64),
-      tf.cast(clipped, tf.int64),
-      tf.cast(tf.logical_not(ok), tf.int64),
-  ])
-  return z, counters
+    gamma = _heuristic_gamma(l2_clip, z, n, output_dim, bits, k)
+    if gamma is None:
+      return None
+  scaled = _Scaled(gamma, local_stddev(z, l2_clip, n) / gamma,
+                   l2_clip / gamma)
+  if not all(math.isfinite(v) and v >= 0 for v in (
+      scaled.gamma, scaled.scaled_local, scaled.scaled_clip)) or (
+          scaled.gamma == 0):
+    raise ValueError(
+        f'l2_clip={l2_clip} and noise_multiplier={z} leave the float64 range '
+        f'(gamma = {scaled.gamma!r}); use values of moderate size (scale '
+        'the data instead).')
+  return scaled
 
 
-def server_decode(
-    zbar: tf.Tensor, params: DdgParameters, rotation_seed: tf.Tensor,
-    encoder=None) -> Tuple[tf.Tensor, tf.Tensor]:
-  """Algorithm 2: centre the ring, un-rotate, rescale, unpad.
+def compute_parameters(
+    dim: int,
+    l2_clip: float,
+    noise_multiplier: float,
+    expected_clients_per_round: int,
+    bits: int,
+    modclip_prob: float = 1e-4,
+    beta: float = 0.0,
+    encoder: Optional[encoders_base.Encoder] = None,
+    granularity: Optional[float] = None,
+    linf_clip: Optional[float] = None,
+    integer_inputs: bool = False,
+    noise_sampler: str = 'table',
+) -> DistributedDiscreteGaussian:
+  """Validates a DDG configuration and derives gamma, the noise and bounds.
+
+  Every refusal is a TypeError (wrong type) or ValueError (range) that names
+  the argument to change and a value that works. Nothing random happens.
 
   Args:
-    zbar: the secure modular sum, integer tensor [padded_dim] (any integer
-      dtype; reduced mod 2^bits here, so an int32 wrap-around is harmless for
-      power-of-two moduli).
-    params: from `compute_parameters`.
-    rotation_seed: the round's public seed.
-    encoder: the clients' rotation (default randomized Hadamard).
+    dim: number of scalars a client sends (before encoding); >= 1.
+    l2_clip: c > 0, the l2 clip norm of a client's (flattened) value.
+    noise_multiplier: central noise stddev / c; 0 disables noise.
+    expected_clients_per_round: n >= 1, the number of clients whose noise
+      shares make up the central noise; each adds sigma = z c / sqrt(n).
+    bits: log2 of the secure-sum modulus, in [1, 30].
+    modclip_prob: target probability that a coordinate of the sum falls
+      outside the ring, in (0, 1); sets k = sqrt(2) erfcinv(modclip_prob).
+    beta: conditional rounding bias in [0, 1); exp(-1/2) is the paper's
+      choice, 0 (the default, as in TFF) means unconditional rounding with
+      the worst-case norm bound.
+    encoder: the public transform (default: randomized Hadamard of `dim`).
+      The noise, the sensitivity and the privacy event are over its
+      output dimension.
+    granularity: gamma itself (1/gamma = the integer scaling c of the
+      quantile paper's Algorithms 1-2) instead of the Section 6 heuristic.
+      The ring is then checked against the worst case: n (B/gamma + 1) + 1 +
+      k sqrt(n) sigma/gamma < M/2, with B = linf_clip (or l2_clip) the
+      largest input coordinate, +1 per client for rounding.
+    linf_clip: clip every input coordinate to [-linf_clip, linf_clip] as
+      well (before the l2 clip); meant for encoder 'none'.
+    integer_inputs: the inputs are integer vectors, the encoder is the
+      identity and 1/granularity an integer, so the scaled vector is
+      already integral: rounding is the identity for unclipped inputs and
+      the sensitivity is the scaled clip itself, T = floor(c'^2), not the
+      rounding-inflated bound of Theorem 5 (3).
+    noise_sampler: 'table' (the default: the alias-table sampler of
+      `discrete_gaussian_table`, ~10x faster, per-sample TV distance
+      < 2^-108 from the discrete Gaussian, which the event carries and the
+      accountant adds to delta; used for scaled noise up to ~10566, the
+      exact sampler above) or 'exact' (Canonne-Kamath-Steinke rejection
+      sampling, no delta).
 
   Returns:
-    (estimate of sum_i x_i as float64 [dim], number of centred coordinates
-    within params.boundary_margin of the ring boundary, int64).
+    A DistributedDiscreteGaussian.
   """
-  m = params.modulus
-  z = tf.math.floormod(tf.cast(zbar, tf.int64), m)
-  centred = tf.where(z > m // 2, z - m, z)
-  near = tf.reduce_sum(tf.cast(
-      tf.abs(tf.cast(centred, tf.float64)) > m / 2 - params.boundary_margin,
-      tf.int64))
-  encoder = encoder or hadamard.RandomizedHadamard(params.dim)
-  decoded = encoder.decode(tf.cast(centred, tf.float64), rotation_seed)
-  return decoded * params.gamma, near
+  dim = checks.integer(dim, 'dim', 1)
+  clean, k = check_arguments(l2_clip, noise_multiplier,
+                             expected_clients_per_round, bits, modclip_prob,
+                             beta, granularity, linf_clip)
+  integer_inputs = checks.boolean(integer_inputs, 'integer_inputs')
+  noise_sampler = checks.choice(noise_sampler, 'noise_sampler', SAMPLERS)
+  encoder = encoder or hadamard.RandomizedHadamard(dim)
+  if encoder.dim != dim:
+    raise ValueError(f'encoder.dim = {encoder.dim} differs from dim = {dim}.')
+  l2_clip, z = clean['l2_clip'], clean['noise_multiplier']
+  n, bits, beta = clean['expected_clients_per_round'], clean['bits'], clean[
+      'beta']
+  granularity, linf_clip = clean['granularity'], clean['linf_clip']
+  output_dim = int(encoder.output_dim)
+  sigma = local_stddev(z, l2_clip, n)
+  if integer_inputs:
+    scaling = None if granularity is None else 1.0 / granularity
+    if (encoder.output_dim != dim or not encoder.is_isometry
+        or encoder.level is not None or scaling is None
+        or scaling != math.floor(scaling)):
+      raise ValueError(
+          'integer_inputs=True needs the identity encoder and a granularity '
+          f'1/c with an integer c, got encoder {encoder!r} and granularity '
+          f'{granularity!r}.')
 
+  def at(b):
+    return _scaled(b, l2_clip, z, n, output_dim, k, granularity)
 
-def _finite(value) -> bool:
-  try:
-    return math.isfinite(float(value))
-  except (TypeError, ValueError):
-    return False
+  scaled = at(bits)
+  if z > 0 and scaled.scaled_local < 0.5:
+    better = next((b for b in range(bits + 1, MAX_BITS + 1)
+                   if at(b) is not None and at(b).scaled_local >= 0.5), None)
+    hint = (f'Use bits >= {better}' if better else
+            'Increase noise_multiplier or lower expected_clients_per_round')
+    raise ValueError(
+        f'bits={bits} gives a scaled local noise sigma/gamma = '
+        f'{scaled.scaled_local:.4g} < 1/2, below the range of the privacy '
+        'theorem (DDG paper Theorem 9 needs sigma/gamma >= 1/2; tau explodes '
+        f'below ~1). {hint}.')
+  if z > 0 and scaled.scaled_local > discrete_gaussian.max_supported_scale():
+    raise ValueError(
+        f'bits={bits} gives a scaled local noise {scaled.scaled_local:.4g} '
+        'above the exact sampler range '
+        f'{discrete_gaussian.max_supported_scale():.4g}; use fewer bits.')
 
+  def threshold(s: _Scaled) -> float:
+    if integer_inputs:
+      return math.floor(s.scaled_clip * s.scaled_clip * (1.0 + _INTEGER_SLACK))
+    return math.floor(rounding.rounded_l2_norm_bound_squared(
+        s.scaled_clip, output_dim, beta))
 
-def _require(condition: bool, message: str):
-  if not condition:
-    raise ValueError(message)
+  def fits(s: _Scaled) -> bool:
+    return (s.scaled_clip <= _MAX_SCALED_CLIP
+            and threshold(s) < _INT64_SAFE)
+
+  if not fits(scaled):
+    fitting = next((b for b in range(bits - 1, MIN_BITS - 1, -1)
+                    if at(b) is not None and fits(at(b))), None)
+    raise ValueError(
+        f'bits={bits} makes the scaled clip norm c/gamma = '
+        f'{scaled.scaled_clip:.4g} so large that the squared norm of a '
+        f'rounded client vector could overflow int64. Use bits <= {fitting}.'
+        if fitting else
+        f'l2_clip={l2_clip} with dim={dim} overflows int64 arithmetic.')
+  mechanism = DistributedDiscreteGaussian(
+      encoder=encoder, dim=dim, output_dim=output_dim, l2_clip=l2_clip,
+      noise_multiplier=z, expected_clients_per_round=n, bits=bits,
+      modclip_prob=clean['modclip_prob'], beta=beta, k_stddevs=k,
+      local_stddev=sigma, gamma=scaled.gamma,
+      scaled_l2_clip=scaled.scaled_clip,
+      scaled_local_stddev=scaled.scaled_local,
+      norm_threshold=int(threshold(scaled)),
+      l2_sensitivity=math.sqrt(threshold(scaled)), linf_clip=linf_clip,
+      granularity_given=granularity is not None,
+      integer_inputs=integer_inputs,
+      noise_sampler=('table' if noise_sampler == 'table' and (
+          scaled.scaled_local
+          <= discrete_gaussian_table.max_supported_scale()) else 'exact'))
+  if granularity is not None:
+    worst = mechanism.wrap_statistic(n)
+    if worst >= 2.0**bits / 2:
+      need = math.floor(math.log2(worst)) + 2  # 2^(need-1) > worst
+      raise ValueError(
+          f'bits={bits} is too small for granularity={granularity}: a sum '
+          f'coordinate can reach n (B/gamma + 1) + 1 + k sqrt(n) sigma/gamma '
+          f'= {worst:.6g} >= M/2 = {2.0**bits / 2:.6g}. Use bits >= {need} '
+          'or a larger granularity.')
+  return mechanism

@@ -1,11 +1,11 @@
 """The clipped Poisson binomial mechanism (cPBM): parameters, client, server.
 
-Chen et al., "Federated frequency estimation" (shared/papers/
-federated-frequency-estimation-cpbm.txt): Algorithm 1 (client: Kashin
+Chen, Choquette-Choo, Kairouz & Suresh, "Federated frequency estimation"
+(the clipped Poisson binomial mechanism paper): Algorithm 1 (client: Kashin
 representation, then cPBM), Algorithm 3 (cPBM), Algorithm 2 (server: rescale,
 decode), eq. (3) (unbiasedness and variance), Lemma 2 (privacy, computed in
-`tff_ddp.accounting.pbm`). This module is the one place these formulas live;
-`tff_ddp.aggregators.PoissonBinomialSumFactory` only places them.
+`tff_ddp.accounting.pbm_rdp`). This module is the one place these formulas
+live; `tff_ddp.aggregators.PoissonBinomialSumFactory` only places them.
 
 One client (d input scalars, D = encoder.output_dim, C = l2_clip):
 
@@ -28,12 +28,12 @@ Worked example (C = 1, theta = 1/4, m = 4, n = 2, D = 1): y_1 = 1, y_2 = -1/2
 give p = 3/4 and 3/8, so E[Z_1] = 3, E[Z_2] = 1.5; with S = 4.5 the server
 returns 1 / (4 / 4) * (4.5 - 4) = 0.5 = y_1 + y_2.
 
-Coordinate scaling. Algorithm 3 divides by C: p = 1/2 + theta y[k] / C
-(`scaling='l2'`, the default). Lemma 2 only needs p in
+The divisor. Algorithm 3 divides by C: p = 1/2 + theta y[k] / C
+(`divisor='l2'`, the default). Lemma 2 only needs p in
 [1/2 - theta, 1/2 + theta], i.e. |y[k]| <= B for the divisor B, and the
 Kashin representation guarantees |y[k]| <= K ||x||_2 / sqrt(D) with level K;
 after the l2 clip that is at most B = K C / sqrt(D) whenever the
-representation is exact (||x|| <= ||y||). `scaling='linf'` uses this B
+representation is exact (||x|| <= ||y||). `divisor='linf'` uses this B
 (p = 1/2 + theta clip(y[k] / B, -1, 1), rescaled by B / (m theta) on the
 server): the same privacy event, with the per-coordinate variance bound
 n B^2 / (4 m theta^2), D / K^2 times smaller than with B = C -- the l_inf
@@ -53,31 +53,45 @@ import fractions
 import math
 from typing import Optional, Tuple
 
+import dp_accounting
 import numpy as np
 import tensorflow as tf
 
+from tff_ddp.accounting import events
+from tff_ddp.encoders import base as encoders_base
+from tff_ddp.encoders import registry
+from tff_ddp.mechanisms import base
+from tff_ddp.utils import checks
+from tff_ddp.utils import tensors
+
 MIN_BITS = 1
-# Power-of-two moduli up to 2^30 survive the test backend's int32 sum.
-MAX_BITS = 30
+MAX_BITS = base.MAX_RING_BITS
 MAX_THETA = 0.25
+# Below this theta, 1/2 + theta is within a few float64 steps of 1/2 and the
+# Bernoullis would not carry the signal (2^-53 is the float spacing at 1/2).
+MIN_THETA = 2.0**-40
+# The sampler below costs one pass over the coordinates per trial; more
+# trials than this per coordinate would make a round take minutes.
+MAX_NUM_TRIALS = 2**16
 # Bernoulli(p) = [W < p 2^62] for W uniform on [0, 2^62): exact for every
 # float64 p in [1/4, 3/4] (a multiple of 2^-54, so p 2^62 is an integer).
 _WORD_BITS = 62
 _WORD_MASK = (1 << _WORD_BITS) - 1
 
-# Per-client counters sent through the secure sum beside the encoding.
-COUNTERS = ('participating_clients', 'nonfinite_clients', 'clipped_clients',
-            'inexact_encodings')
 # A representation is 'inexact' when ||x - decode(encode(x))|| exceeds this
 # fraction of ||x|| (only the Kashin encoder can be inexact).
 INEXACT_RELATIVE_RESIDUAL = 1e-6
-SCALINGS = ('l2', 'linf')
+DIVISORS = ('l2', 'linf')
 
 
 @dataclasses.dataclass(frozen=True)
-class PbmParameters:
-  """Everything Algorithms 1-3 and Lemma 2 need, derived and validated."""
+class PoissonBinomial:
+  """The cPBM mechanism with validated parameters (Algorithms 1-3, Lemma 2).
 
+  Build with `compute_parameters`.
+  """
+
+  encoder: encoders_base.Encoder
   dim: int
   output_dim: int
   l2_clip: float
@@ -89,8 +103,11 @@ class PbmParameters:
   p_low: float
   p_high: float
   coordinate_bound: float  # B: p = 1/2 + theta y / B (B = C for 'l2')
-  scaling: str = 'l2'
+  divisor: str = 'l2'
   l0_clip: Optional[int] = None  # most non-zero representation coordinates
+
+  name = 'poisson_binomial'
+  flag_names = ('nonfinite', 'clipped', 'inexact_encoding')
 
   @property
   def sensitive_coordinates(self) -> int:
@@ -121,24 +138,111 @@ class PbmParameters:
     """p_high - 1/2 <= theta: the bias scale the Bernoullis actually use."""
     return self.p_high - 0.5
 
-  def sum_stddev_bound(self, num_clients=None) -> float:
+  def noise_stddev(self, num_clients=None) -> float:
     """sqrt(n B^2 / (4 m theta^2)): stddev bound of a coordinate of yhat_sum.
 
-    B = C for scaling 'l2' (eq. 3 times n for a sum).
+    B = C for divisor 'l2' (eq. 3 times n for a sum); the binomials' variance
+    m p (1 - p) is at most m / 4.
     """
     n = self.expected_clients_per_round if num_clients is None else num_clients
     return (self.coordinate_bound * math.sqrt(n / (4.0 * self.num_trials))
             / self.theta)
 
-  def dp_event(self, num_clients=None):
-    """The per-round PoissonBinomialDpEvent (zero-out; see accounting.pbm)."""
-    from tff_ddp.accounting import events  # pylint: disable=g-import-not-at-top
+  def secure_moduli(self):
+    return {'encoded': self.modulus}
+
+  def public_measurements(self):
+    return dict(
+        l2_clip=self.l2_clip,
+        theta=self.theta,
+        coordinate_bound=self.coordinate_bound,
+        num_trials=np.int64(self.num_trials),
+        modulus=np.int64(self.modulus),
+        output_dimension=np.int64(self.output_dim),
+    )
+
+  def dp_event(self, num_clients=None) -> dp_accounting.DpEvent:
+    """One round with `num_clients` clients in the sum (zero-out; see
+    `tff_ddp.accounting.pbm_rdp`)."""
+    n = (self.expected_clients_per_round if num_clients is None
+         else checks.integer(num_clients, 'num_clients', 1))
     return events.PoissonBinomialDpEvent(
         theta=self.effective_theta, num_trials=self.num_trials,
-        num_clients=int(num_clients or self.expected_clients_per_round),
-        dimension=self.sensitive_coordinates,
+        num_clients=n, dimension=self.sensitive_coordinates,
         replace_one_dimension=(None if self.l0_clip is None
                                else self.replace_one_coordinates))
+
+  def client_encode(self, x, round_seed, noise_seed):
+    """Algorithms 1 and 3 for one client.
+
+    Returns z int64 in [0, m]^D and the flags (nonfinite, clipped,
+    inexact_encoding). A client whose input has a NaN or +-Inf encodes
+    zeros (so it still sends Binomial(m, 1/2) draws: the zero-out
+    neighbour).
+    """
+    x = tf.reshape(tf.cast(x, tf.float64), [self.dim])
+    finite = tf.reduce_all(tf.math.is_finite(x))
+    x = tf.where(finite, x, tf.zeros_like(x))
+    y, residual = self.encoder.encode_with_residual(x, round_seed)
+    inexact = residual > (INEXACT_RELATIVE_RESIDUAL
+                          * tensors.overflow_safe_norm(x))
+    # Optional l0 clip: keep the l0_clip largest |y[k]|, so at most that many
+    # coordinates differ from Binomial(m, 1/2) (the event's dimension).
+    sparse_clipped = tf.constant(False)
+    if self.l0_clip is not None and self.l0_clip < self.output_dim:
+      sparse_clipped = tf.math.count_nonzero(y) > self.l0_clip
+      _, keep = tf.math.top_k(tf.abs(y), k=self.l0_clip)
+      kept = tf.scatter_nd(keep[:, tf.newaxis], tf.gather(y, keep),
+                           tf.shape(y, out_type=tf.int32))
+      y = tf.where(sparse_clipped, kept, y)
+    # Algorithm 3, line 3: clip the representation's l2 norm to C.
+    y, clipped = tensors.clip_to_norm(y, self.l2_clip)
+    clipped |= sparse_clipped
+    # Line 5: p = 1/2 + theta y / B (B = C for 'l2', where |y / B| <= 1
+    # already). For 'linf', coordinates beyond B (inexact representations
+    # only) are clipped and flagged.
+    ratio = y / self.coordinate_bound
+    clipped |= tf.reduce_any(tf.abs(ratio) > 1.0)
+    # Kept inside [1/2 - theta, 1/2 + theta] exactly (float rounding of y / B
+    # could step outside by an ulp): the premise of Lemma 2, whatever y is.
+    probs = tf.clip_by_value(0.5 + self.theta * ratio, self.p_low,
+                             self.p_high)
+    z = sample_binomial(probs, self.num_trials, noise_seed)
+    return {'encoded': z}, base.flag_vector(
+        [tf.logical_not(finite), clipped, inexact])
+
+  def recover_sum(self, zbar, num_clients):
+    """The integer sum S from its residue mod M, given n = num_clients.
+
+    S lies in [0, n m]; we return the representative of zbar mod M in the
+    window [h - M/2 + 1, h + M/2] around h = floor(n m / 2). When n m < M the
+    window contains [0, n m], so S is recovered exactly. (With more clients
+    than the ring was sized for, S is still recovered while it stays within
+    M/2 of h, which its concentration makes likely; `sum_may_wrap` says so.)
+
+    Worked example (M = 8, m = 3, n = 2, S = 5): h = 3, window [0, 7],
+    zbar = 5 -> 5. With n = 4 (n m = 12 >= M, S = 7, zbar = 7): h = 6, window
+    [3, 10], zbar = 7 -> 7.
+    """
+    n = tf.cast(num_clients, tf.int64)
+    low = (n * self.num_trials) // 2 - self.modulus // 2 + 1
+    return low + base.ring_residue(tf.cast(zbar, tf.int64) - low,
+                                   self.modulus)
+
+  def server_decode(self, summed, num_clients, round_seed):
+    """Algorithm 2 for a sum: rescale with the measured n, then decode.
+
+    Returns the estimate of sum_i x_i (float64 [dim]) and `sum_may_wrap`
+    (n m >= M: more clients than the ring was sized for).
+    """
+    n = tf.cast(num_clients, tf.int64)
+    s = self.recover_sum(summed['encoded'], n)
+    centred = tf.cast(2 * s - n * self.num_trials, tf.float64) / 2.0
+    y_sum = centred * (self.coordinate_bound
+                       / (self.num_trials * self.theta))
+    may_wrap = n * self.num_trials >= self.modulus
+    return (self.encoder.decode(y_sum, round_seed),
+            {'sum_may_wrap': may_wrap})
 
 
 def probability_bounds(theta: float) -> Tuple[float, float]:
@@ -160,28 +264,31 @@ def bits_for(max_clients: int, num_trials: int) -> int:
   return max(MIN_BITS, int(max_clients * num_trials).bit_length())
 
 
+def max_num_trials(max_clients: int) -> int:
+  """The most trials per coordinate the ring and the sampler allow."""
+  return min(MAX_NUM_TRIALS, (base.MAX_MODULUS - 1) // max_clients)
+
+
 def compute_parameters(
     dim: int,
-    output_dim: int,
     l2_clip: float,
     theta: float,
     num_trials: int,
     expected_clients_per_round: int,
     max_clients_per_round=None,
-    scaling: str = 'l2',
-    level=None,
+    encoder: Optional[encoders_base.Encoder] = None,
+    divisor: str = 'l2',
     linf_clip=None,
     l0_clip=None,
-) -> PbmParameters:
-  """Validates a cPBM configuration; ValueError names the argument to change.
+) -> PoissonBinomial:
+  """Validates a cPBM configuration; errors name the argument to change.
 
   Args:
     dim: number of scalars a client holds (>= 1).
-    output_dim: D, the encoder's output dimension (>= dim).
     l2_clip: C > 0, the clip of the representation's l2 norm.
-    theta: bias scale in (0, 1/4] (Algorithm 3; larger is less private).
+    theta: bias scale in [2^-40, 1/4] (Algorithm 3; larger is less private).
     num_trials: m >= 1, Bernoulli trials per coordinate (bits sent per
-      coordinate ~ log2(m + 1)).
+      coordinate ~ log2(m + 1)); at most MAX_NUM_TRIALS.
     expected_clients_per_round: n >= 1, the clients whose draws are in the
       sum; the privacy event assumes this many.
     max_clients_per_round: the most clients a round may have; the ring is
@@ -189,81 +296,64 @@ def compute_parameters(
       to expected_clients_per_round (a round with more clients is still
       decoded correctly while the sum stays within M/2 of its mean, and is
       flagged in the measurements).
-    scaling: 'l2' (Algorithm 3: p = 1/2 + theta y / C) or 'linf'
+    encoder: R^dim -> R^D with the round's public seed (default: the
+      identity, D = dim).
+    divisor: 'l2' (Algorithm 3: p = 1/2 + theta y / C) or 'linf'
       (p = 1/2 + theta y / B with B = level C / sqrt(D); see the module
-      docstring). Same privacy; 'linf' needs `level`.
-    level: the encoder's guaranteed Kashin level K (only for 'linf').
+      docstring). Same privacy; 'linf' needs an encoder with a level
+      (Kashin) or `linf_clip`.
     linf_clip: for 'linf', B itself (any encoder; e.g. 1 for Haar
       coefficients in {-1, 0, 1}); coordinates beyond it are clipped.
     l0_clip: optional k >= 1: a client keeps only its k largest-magnitude
-      representation coordinates (others zeroed, client counted as
+      representation coordinates (others zeroed, client flagged as
       clipped), so the privacy event composes Lemma 2 over k coordinates
       instead of D (zero-out neighbours; see `sensitive_coordinates`).
-      Meant for sparse inputs with encoder 'none', e.g. histogram
-      encodings (one 1 for a flat histogram, log2(b) for a tree).
 
   Returns:
-    A PbmParameters.
+    A PoissonBinomial.
   """
-  def require(ok, message):
-    if not ok:
-      raise ValueError(message)
-
-  def is_int(v):
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-
-  require(is_int(dim) and dim >= 1, f'dim must be an integer >= 1, got {dim!r}.')
-  require(is_int(output_dim) and output_dim >= dim,
-          f'output_dim must be an integer >= dim = {dim}, got {output_dim!r}.')
-  require(_finite(l2_clip) and l2_clip > 0,
-          f'l2_clip must be a finite number > 0, got {l2_clip!r}.')
-  require(_finite(theta) and 0 < theta <= MAX_THETA,
-          f'theta must be in (0, 1/4], got {theta!r}.')
-  require(is_int(num_trials) and num_trials >= 1,
-          f'num_trials must be an integer >= 1, got {num_trials!r}.')
-  require(is_int(expected_clients_per_round) and expected_clients_per_round >= 1,
-          'expected_clients_per_round must be an integer >= 1, got '
-          f'{expected_clients_per_round!r}.')
-  n = int(expected_clients_per_round)
+  dim = checks.integer(dim, 'dim', 1)
+  l2_clip = checks.positive(l2_clip, 'l2_clip')
+  theta = checks.real(theta, 'theta', MIN_THETA, MAX_THETA)
+  n = checks.integer(expected_clients_per_round, 'expected_clients_per_round',
+                     1, base.MAX_MODULUS - 1)
   if max_clients_per_round is None:
     max_clients_per_round = n
-  require(is_int(max_clients_per_round) and max_clients_per_round >= n,
-          'max_clients_per_round must be an integer >= '
-          f'expected_clients_per_round = {n}, got {max_clients_per_round!r}.')
-  m = int(num_trials)
-  bits = bits_for(int(max_clients_per_round), m)
+  max_clients = checks.integer(max_clients_per_round, 'max_clients_per_round',
+                               n, base.MAX_MODULUS - 1)
+  m = checks.integer(num_trials, 'num_trials', 1,
+                     max(1, max_num_trials(max_clients)))
+  bits = bits_for(max_clients, m)
   if bits > MAX_BITS:
     raise ValueError(
-        f'max_clients_per_round * num_trials = '
-        f'{max_clients_per_round * m} needs a ring of 2^{bits} > 2^{MAX_BITS} '
-        f'(the secure sum runs on int32). Use num_trials <= '
-        f'{(2**MAX_BITS - 1) // max_clients_per_round} or fewer clients per '
-        'round.')
-  require(scaling in SCALINGS,
-          f'scaling must be one of {SCALINGS}, got {scaling!r}.')
-  bound = float(l2_clip)
+        f'max_clients_per_round * num_trials = {max_clients * m} needs a '
+        f'ring of 2^{bits} > 2^{MAX_BITS} (the secure sum runs on int32). '
+        f'Use num_trials <= {max_num_trials(max_clients)} or fewer clients '
+        'per round.')
+  divisor = checks.choice(divisor, 'divisor', DIVISORS)
+  encoder = encoder or registry.Identity(dim)
+  if encoder.dim != dim:
+    raise ValueError(f'encoder.dim = {encoder.dim} differs from dim = {dim}.')
+  output_dim = int(encoder.output_dim)
+  bound = l2_clip
   if linf_clip is not None:
-    require(scaling == 'linf', "linf_clip needs scaling='linf'.")
-    require(_finite(linf_clip) and linf_clip > 0,
-            f'linf_clip must be a finite number > 0, got {linf_clip!r}.')
-    bound = min(bound, float(linf_clip))
-  elif scaling == 'linf':
-    require(level is not None and _finite(level) and level >= 1,
-            "scaling='linf' needs an encoder with a guaranteed l_inf level "
-            "(encoder='kashin') or an explicit linf_clip, got level "
-            f'{level!r}.')
-    bound = min(bound, float(level) * float(l2_clip) / math.sqrt(output_dim))
-  if l0_clip is not None:
-    require(is_int(l0_clip) and l0_clip >= 1,
-            f'l0_clip must be an integer >= 1, got {l0_clip!r}.')
-    l0_clip = int(l0_clip)
-  p_low, p_high = probability_bounds(float(theta))
-  return PbmParameters(
-      dim=int(dim), output_dim=int(output_dim), l2_clip=float(l2_clip),
-      theta=float(theta), num_trials=m, expected_clients_per_round=n,
-      max_clients_per_round=int(max_clients_per_round), bits=bits,
-      p_low=p_low, p_high=p_high, coordinate_bound=bound, scaling=scaling,
-      l0_clip=l0_clip)
+    if divisor != 'linf':
+      raise ValueError("linf_clip needs divisor='linf'.")
+    bound = min(bound, checks.positive(linf_clip, 'linf_clip'))
+  elif divisor == 'linf':
+    if encoder.level is None:
+      raise ValueError(
+          "divisor='linf' needs an encoder with a guaranteed l_inf level "
+          f"(encoder='kashin') or an explicit linf_clip; {encoder!r} has "
+          'none.')
+    bound = min(bound, float(encoder.level) * l2_clip / math.sqrt(output_dim))
+  l0_clip = checks.optional_integer(l0_clip, 'l0_clip', 1)
+  p_low, p_high = probability_bounds(theta)
+  return PoissonBinomial(
+      encoder=encoder, dim=dim, output_dim=output_dim, l2_clip=l2_clip,
+      theta=theta, num_trials=m, expected_clients_per_round=n,
+      max_clients_per_round=max_clients, bits=bits, p_low=p_low,
+      p_high=p_high, coordinate_bound=bound, divisor=divisor, l0_clip=l0_clip)
 
 
 def sample_binomial(probs: tf.Tensor, num_trials: int, seed) -> tf.Tensor:
@@ -300,114 +390,3 @@ def sample_binomial(probs: tf.Tensor, num_trials: int, seed) -> tf.Tensor:
       lambda t, _: t < num_trials, body,
       (tf.constant(0, tf.int64), tf.zeros(shape, tf.int64)))
   return count
-
-
-def client_encode(
-    x: tf.Tensor, params: PbmParameters, encoder, rotation_seed: tf.Tensor,
-    noise_seed: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
-  """Algorithms 1 and 3 for one client.
-
-  Args:
-    x: the client's flattened value, rank 1 of length params.dim.
-    params: from `compute_parameters`.
-    encoder: maps R^dim to R^D with the round's public seed (encode /
-      decode / output_dim), e.g. `tff_ddp.encoders.KashinEncoder`.
-    rotation_seed: the round's public seed (same for all clients, server).
-    noise_seed: this client's private seed. Never share it between clients.
-
-  Returns:
-    (z, counters): z int64 in [0, m]^D; counters int64 in the order of
-    COUNTERS. A client whose input has a NaN or +-Inf encodes zeros (so it
-    still sends Binomial(m, 1/2) draws, the zero-out neighbour) and is
-    counted.
-  """
-  x = tf.cast(tf.reshape(x, [-1]), tf.float64)
-  finite = tf.reduce_all(tf.math.is_finite(x))
-  x = tf.where(finite, x, tf.zeros_like(x))
-  y = encoder.encode(x, rotation_seed)
-  residual = tf.norm(x - encoder.decode(y, rotation_seed))
-  inexact = residual > INEXACT_RELATIVE_RESIDUAL * tf.norm(x)
-  # Optional l0 clip: keep the l0_clip largest |y[k]|, so at most that many
-  # coordinates differ from Binomial(m, 1/2) (the event's dimension).
-  sparse_clipped = tf.constant(False)
-  if params.l0_clip is not None and params.l0_clip < params.output_dim:
-    sparse_clipped = tf.math.count_nonzero(y) > params.l0_clip
-    _, keep = tf.math.top_k(tf.abs(y), k=params.l0_clip)
-    kept = tf.scatter_nd(keep[:, tf.newaxis], tf.gather(y, keep),
-                         tf.shape(y, out_type=tf.int32))
-    y = tf.where(sparse_clipped, kept, y)
-  # Algorithm 3, line 3: clip the representation's l2 norm to C.
-  norm = tf.norm(y)
-  clipped = (norm > params.l2_clip) | sparse_clipped
-  y = y * tf.where(clipped, params.l2_clip / tf.maximum(norm, 1e-300), 1.0)
-  # Line 5: p = 1/2 + theta y / B (B = C for 'l2', where |y / B| <= 1
-  # already). For 'linf', coordinates beyond B (inexact representations
-  # only) are clipped and counted.
-  ratio = y / params.coordinate_bound
-  beyond = tf.reduce_any(tf.abs(ratio) > 1.0)
-  clipped = clipped | beyond
-  # Kept inside [1/2 - theta, 1/2 + theta] exactly (float rounding of y / B
-  # could step outside by an ulp): the premise of Lemma 2, whatever y is.
-  probs = tf.clip_by_value(0.5 + params.theta * ratio,
-                           params.p_low, params.p_high)
-  z = sample_binomial(probs, params.num_trials, noise_seed)
-  counters = tf.stack([
-      tf.constant(1, tf.int64),
-      tf.cast(tf.logical_not(finite), tf.int64),
-      tf.cast(clipped, tf.int64),
-      tf.cast(inexact, tf.int64),
-  ])
-  return z, counters
-
-
-def recover_sum(zbar: tf.Tensor, num_clients: tf.Tensor,
-                params: PbmParameters) -> tf.Tensor:
-  """The integer sum S from its residue mod M, given n = num_clients.
-
-  S lies in [0, n m]; we return the representative of zbar mod M in the
-  window [h - M/2 + 1, h + M/2] around h = floor(n m / 2). When n m < M the
-  window contains [0, n m], so S is recovered exactly. (With more clients
-  than the ring was sized for, S is still recovered while it stays within
-  M/2 of h, which its concentration makes likely; the server flags it.)
-
-  Worked example (M = 8, m = 3, n = 2, S = 5): h = 3, window [0, 7],
-  zbar = 5 -> 5. With n = 4 (n m = 12 >= M, S = 7, zbar = 7): h = 6, window
-  [3, 10], zbar = 7 -> 7.
-  """
-  m_ring = params.modulus
-  n = tf.cast(num_clients, tf.int64)
-  low = (n * params.num_trials) // 2 - m_ring // 2 + 1
-  return low + tf.math.floormod(tf.cast(zbar, tf.int64) - low, m_ring)
-
-
-def server_decode(
-    zbar: tf.Tensor, num_clients: tf.Tensor, params: PbmParameters, encoder,
-    rotation_seed: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
-  """Algorithm 2 for a sum: rescale with the measured n, then decode.
-
-  Args:
-    zbar: the secure modular sum, integer tensor [D].
-    num_clients: n, the number of participating clients (measured through
-      the secure sum), int64 scalar.
-    params: from `compute_parameters`.
-    encoder: the clients' encoder.
-    rotation_seed: the round's public seed.
-
-  Returns:
-    (estimate of sum_i x_i, float64 [dim]; whether n m >= M, i.e. the sum
-    may have wrapped around the ring, bool scalar).
-  """
-  n = tf.cast(num_clients, tf.int64)
-  s = recover_sum(zbar, n, params)
-  centred = tf.cast(2 * s - n * params.num_trials, tf.float64) / 2.0
-  y_sum = centred * (params.coordinate_bound /
-                     (params.num_trials * params.theta))
-  may_wrap = n * params.num_trials >= params.modulus
-  return encoder.decode(y_sum, rotation_seed), may_wrap
-
-
-def _finite(value) -> bool:
-  try:
-    return math.isfinite(float(value))
-  except (TypeError, ValueError):
-    return False

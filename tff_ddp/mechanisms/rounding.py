@@ -11,7 +11,11 @@ Worked example: x'' = (42.3, -0.5). Coordinate 0 becomes 43 w.p. 0.3 and 42
 w.p. 0.7; coordinate 1 becomes 0 or -1 w.p. 1/2 each.
 """
 
+import math
+
 import tensorflow as tf
+
+from tff_ddp.utils import checks
 
 # Each attempt succeeds with probability >= 1 - beta (>= 0.39 for the
 # recommended beta = exp(-1/2), and 1 for beta = 0); after this many failures
@@ -71,3 +75,37 @@ def conditional_randomized_round(
       cond, body, (tf.constant(1, tf.int64), first, first_ok))
   rounded = tf.where(ok, rounded, tf.zeros_like(rounded))
   return rounded, attempts, ok
+
+
+def rounded_l2_norm_bound_squared(
+    scaled_l2_clip: float, dimension: int, beta: float) -> float:
+  """Squared l2 bound after conditional randomized rounding, DDG Thm 5 eq. (3).
+
+  In the scaled domain (c/gamma = `scaled_l2_clip`, d = `dimension`) the
+  rounding loop of Algorithm 1 accepts x~ only if ||x~||_2^2 is at most
+
+    min{ (c/gamma + sqrt(d))^2,
+         (c/gamma)^2 + d/4 + sqrt(2 log(1/beta)) * (c/gamma + sqrt(d)/2) }.
+
+  The first bound holds for every rounding (||x~ - x''||_inf < 1); the second
+  is the conditional one and is absent for beta = 0 (log(1/0) = inf).
+
+  Args:
+    scaled_l2_clip: c / gamma, the clip norm in integer units; >= 0.
+    dimension: d, the (padded) dimension; >= 1.
+    beta: conditional rounding bias in [0, 1).
+
+  Returns:
+    The squared bound, a float.
+  """
+  c = checks.nonnegative(scaled_l2_clip, 'scaled_l2_clip')
+  dimension = checks.integer(dimension, 'dimension', 1)
+  beta = checks.real(beta, 'beta', 0.0, 1.0, high_open=True)
+  sqrt_d = math.sqrt(dimension)
+  bound = (c + sqrt_d) * (c + sqrt_d)
+  if beta > 0.0:
+    conditional = (
+        c * c + dimension / 4.0
+        + math.sqrt(2.0 * math.log(1.0 / beta)) * (c + sqrt_d / 2.0))
+    bound = min(bound, conditional)
+  return bound

@@ -7,6 +7,8 @@ descendants of the current process, found by process id through /proc, never
 by name (other runs on the same machine are left alone).
 """
 
+import atexit
+import contextlib
 import os
 import signal
 import time
@@ -73,3 +75,50 @@ def end_descendants(timeout: float = 5.0) -> List[int]:
     except ProcessLookupError:
       pass
   return pids
+
+
+def end_workers(timeout: float = 5.0) -> List[int]:
+  """Ends the TFF worker processes this Python process started; returns pids.
+
+  Call it when a script is done with TFF (or use `ending_workers()` /
+  `end_workers_at_exit()`): TFF's `worker_binary` children outlive Python
+  and keep its stdout/stderr open, so `python script.py | tail` would never
+  finish. Only descendants of this process are touched, by process id.
+  """
+  return end_descendants(timeout)
+
+
+@contextlib.contextmanager
+def ending_workers():
+  """`with ending_workers(): ...` ends this process's TFF workers on exit."""
+  try:
+    yield
+  finally:
+    end_workers()
+
+
+_AT_EXIT = []
+
+
+def end_workers_at_exit():
+  """Registers `end_workers` to run when the interpreter exits (idempotent)."""
+  if not _AT_EXIT:
+    atexit.register(release_tff)
+    _AT_EXIT.append(True)
+
+
+def release_tff() -> List[int]:
+  """Drops TFF's execution contexts, then ends this process's TFF workers.
+
+  TFF's contexts hold `ServiceManager` objects whose `__del__` fails with
+  "'NoneType' object has no attribute 'Popen'" when it first runs during
+  interpreter shutdown; dropping them while the interpreter is alive
+  avoids that traceback. Returns the pids ended.
+  """
+  import gc  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  if 'tensorflow_federated' in sys.modules:
+    from tensorflow_federated.python.core.impl.context_stack import set_default_context  # pylint: disable=g-import-not-at-top
+    set_default_context.set_no_default_context()
+    gc.collect()
+  return end_workers()

@@ -7,6 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_ddp.analytics import histograms as hg
+from tff_ddp_tests import harness
 
 
 def _pav(y):
@@ -152,4 +153,4 @@ class EncodingTest(tf.test.TestCase, parameterized.TestCase):
 
 
 if __name__ == '__main__':
-  tf.test.main()
+  harness.main()

@@ -6,6 +6,7 @@ import scipy.linalg
 import tensorflow as tf
 
 from tff_ddp.encoders import hadamard
+from tff_ddp_tests import harness
 
 
 class PaddedDimensionTest(parameterized.TestCase):
@@ -15,8 +16,18 @@ class PaddedDimensionTest(parameterized.TestCase):
     self.assertEqual(hadamard.padded_dimension(dim), expected)
 
   def test_negative_raises(self):
-    with self.assertRaisesRegex(ValueError, 'dimension'):
+    with self.assertRaisesRegex(ValueError, 'dim must be an integer >= 0'):
       hadamard.padded_dimension(-1)
+    with self.assertRaisesRegex(TypeError, 'dim'):
+      hadamard.padded_dimension(3.5)
+
+  def test_encoder_interface(self):
+    rotation = hadamard.RandomizedHadamard(np.int64(5))
+    self.assertEqual((rotation.dim, rotation.output_dim), (5, 8))
+    self.assertTrue(rotation.is_isometry)
+    self.assertIsNone(rotation.level)
+    with self.assertRaisesRegex(ValueError, 'MAX_OUTPUT_DIM'):
+      hadamard.RandomizedHadamard(2**26 + 1)
 
 
 class FastWalshHadamardTest(tf.test.TestCase, parameterized.TestCase):
@@ -48,7 +59,7 @@ class RandomizedHadamardTest(tf.test.TestCase, parameterized.TestCase):
     x = tf.constant(np.random.default_rng(dim).normal(size=dim))
     seed = tf.constant([3, 4], tf.int64)
     y = rotation.encode(x, seed)
-    self.assertEqual(y.shape, [rotation.padded_dim])
+    self.assertEqual(y.shape, [rotation.output_dim])
     self.assertAllClose(np.linalg.norm(y), np.linalg.norm(x), rtol=1e-12)
     self.assertAllClose(rotation.decode(y, seed), x, rtol=1e-10, atol=1e-12)
 
@@ -69,4 +80,4 @@ class RandomizedHadamardTest(tf.test.TestCase, parameterized.TestCase):
 
 
 if __name__ == '__main__':
-  tf.test.main()
+  harness.main()

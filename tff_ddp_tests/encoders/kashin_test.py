@@ -11,6 +11,7 @@ import tensorflow as tf
 from tff_ddp.encoders import hadamard
 from tff_ddp.encoders import KashinEncoder
 from tff_ddp.encoders import registry
+from tff_ddp_tests import harness
 
 _SEED = tf.constant([3, 9], tf.int64)
 
@@ -102,17 +103,6 @@ class RepresentationTest(tf.test.TestCase, parameterized.TestCase):
         self.assertGreaterEqual(_norm(y),
                                 (1 - 1e-12) * _norm(x))
 
-  @pytest.mark.slow
-  @parameterized.parameters(2**12 + 7, 2**16)
-  def test_round_trip_large(self, d):
-    enc = KashinEncoder(d)
-    fn = tf.function(enc.encode_with_residual)
-    for name, x in _inputs(d, np.random.default_rng(d)).items():
-      y, residual = fn(tf.constant(x), _SEED)
-      self.assertLessEqual(_level(y.numpy(), x, enc.output_dim), enc.level,
-                           name)
-      self.assertLess(residual.numpy(), 1e-9 * _norm(x), name)
-
   def test_level_enforced_on_adversarial_inputs(self):
     # The frame is public: an adversary can pick x = a frame column (the
     # decode of a one-hot), the worst direction of a frame, or many tries.
@@ -168,17 +158,33 @@ class RepresentationTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       ('dim', dict(dim=0), 'dim'),
-      ('dim_float', dict(dim=2.0), 'dim'),
       ('redundancy', dict(dim=4, redundancy=0.0), 'redundancy'),
+      ('redundancy_huge', dict(dim=4, redundancy=1e9), 'output dimension'),
+      ('redundancy_inf', dict(dim=4, redundancy=float('inf')), 'redundancy'),
       ('eta', dict(dim=4, eta=1.0), 'eta'),
       ('delta', dict(dim=4, delta=0.0), 'delta'),
       ('iterations', dict(dim=4, iterations=0), 'iterations'),
+      ('iterations_many', dict(dim=4, iterations=10**6), 'iterations'),
       ('frame', dict(dim=4, frame='random'), 'frame'),
       ('dense_too_big', dict(dim=5000, frame='dense'), 'hadamard'),
+      ('dense_entries', dict(dim=4096, frame='dense', redundancy=100.0),
+       'entries'),
   )
   def test_bad_arguments(self, kwargs, message):
     with self.assertRaisesRegex(ValueError, message):
       KashinEncoder(**kwargs)
+
+  @parameterized.named_parameters(
+      ('dim_float', dict(dim=2.0), 'dim'),
+      ('dim_bool', dict(dim=True), 'dim'),
+      ('eta_string', dict(dim=4, eta='0.5'), 'eta'),
+      ('frame_type', dict(dim=4, frame=None), 'frame'))
+  def test_bad_argument_types(self, kwargs, message):
+    with self.assertRaisesRegex(TypeError, message):
+      KashinEncoder(**kwargs)
+
+  def test_numpy_dimension(self):
+    self.assertEqual(KashinEncoder(np.int64(12)).dim, 12)
 
   def test_bad_input_dtype(self):
     with self.assertRaisesRegex(TypeError, 'float'):
@@ -188,9 +194,31 @@ class RepresentationTest(tf.test.TestCase, parameterized.TestCase):
     enc = registry.make_encoder('kashin', 10, iterations=3)
     self.assertIsInstance(enc, KashinEncoder)
     self.assertEqual(enc.iterations, 3)
-    self.assertFalse(registry.is_isometry(enc))
-    self.assertTrue(registry.is_isometry(registry.make_encoder('hadamard', 3)))
+    self.assertFalse(enc.is_isometry)
+    self.assertEqual(enc.level, 1.0 / (0.5 * math.sqrt(0.8)))
+    for name in ('hadamard', 'none'):
+      other = registry.make_encoder(name, 3)
+      self.assertTrue(other.is_isometry)
+      self.assertIsNone(other.level)
+    with self.assertRaisesRegex(ValueError, 'only apply'):
+      registry.make_encoder('hadamard', 3, iterations=2)
+    with self.assertRaisesRegex(TypeError, 'unexpected keyword'):
+      registry.make_encoder('kashin', 3, rotation_type='hd')
+
+
+@pytest.mark.slow
+class LargeRepresentationTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.parameters(2**12 + 7, 2**16)
+  def test_round_trip_large(self, d):
+    enc = KashinEncoder(d)
+    fn = tf.function(enc.encode_with_residual)
+    for name, x in _inputs(d, np.random.default_rng(d)).items():
+      y, residual = fn(tf.constant(x), _SEED)
+      self.assertLessEqual(_level(y.numpy(), x, enc.output_dim), enc.level,
+                           name)
+      self.assertLess(residual.numpy(), 1e-9 * _norm(x), name)
 
 
 if __name__ == '__main__':
-  tf.test.main()
+  harness.main()

@@ -29,6 +29,7 @@ import tensorflow_federated as tff
 from tensorflow_privacy.privacy.dp_query import discrete_gaussian_utils
 from tff_ddp.mechanisms import discrete_gaussian as dg
 from tff_ddp.mechanisms import discrete_gaussian_table as dt
+from tff_ddp_tests import harness
 
 _ALPHA = 1e-4
 _Z = float(stats.norm.isf(_ALPHA / 2))  # 3.89: two-sided 1e-4
@@ -384,10 +385,4 @@ class ArgumentTest(tf.test.TestCase, parameterized.TestCase):
 
 
 if __name__ == '__main__':
-  # Under pytest, tff_ddp_tests/conftest.py does both of these.
-  tff.backends.test.set_sync_test_cpp_execution_context()
-  try:
-    tf.test.main()
-  finally:
-    from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
-    processes.end_descendants()
+  harness.main()

@@ -15,6 +15,7 @@ from scipy import stats
 import tensorflow as tf
 
 from tff_ddp.mechanisms import discrete_gaussian as dg
+from tff_ddp_tests import harness
 
 _NUM_SAMPLES = 200_000
 
@@ -287,4 +288,4 @@ class DiscreteGaussianStatisticalTest(tf.test.TestCase,
 
 
 if __name__ == '__main__':
-  tf.test.main()
+  harness.main()

@@ -7,9 +7,10 @@ import numpy as np
 import scipy.linalg
 import tensorflow as tf
 
-from tff_ddp.mechanisms import discrete_gaussian
+from tff_ddp.encoders import registry
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
 from tff_ddp.mechanisms import rounding
+from tff_ddp_tests import harness
 
 
 def _params(**kwargs):
@@ -38,9 +39,10 @@ def reference_client(x, p, signs, uniforms, noise):
     x = np.zeros_like(x)
   norm = np.linalg.norm(x)
   if norm > p.l2_clip:
-    x = x * (p.l2_clip / norm)
-  x = x * (1.0 / p.gamma)                                # x'
-  x = np.pad(x, (0, p.padded_dim - p.dim))
+    big = np.max(np.abs(x))
+    x = (x / big) * (p.l2_clip / np.linalg.norm(x / big))
+  x = x / p.gamma                                        # x'
+  x = np.pad(x, (0, p.output_dim - p.dim))
   x = _np_fwht(signs * x)                                # x'' = H D x'
   for attempt in range(rounding.MAX_ROUNDING_ATTEMPTS):  # conditional rounding
     u = uniforms(attempt)
@@ -60,44 +62,81 @@ def reference_server(zbar, p, signs):
 class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
-      ("hadamard_padded", 100, 1.0), ("power_of_two", 64, 0.5),
-      ('no_noise', 30, 0.0))
-  def test_client_and_server_match_reference_exactly(self, dim, noise_mult):
-    p = _params(dim=dim, noise_multiplier=noise_mult)
+      ("hadamard_padded", 100, 1.0, 'table'), ("power_of_two", 64, 0.5,
+                                              'exact'),
+      ('no_noise', 30, 0.0, 'table'), ('huge_coordinate', 16, 1.0, 'table'))
+  def test_client_and_server_match_reference_exactly(self, dim, noise_mult,
+                                                     sampler):
+    p = _params(dim=dim, noise_multiplier=noise_mult, noise_sampler=sampler)
+    self.assertEqual(p.noise_sampler, sampler)
     rng = np.random.default_rng(dim)
     xs = [rng.normal(size=dim) * s for s in (0.01, 0.3, 5.0)]
+    if dim == 16:  # ||x|| overflows float64 unless computed with care
+      xs[2][3] = 1e200
     rotation_seed = tf.constant([11, 12], tf.int64)
     signs = (2 * tf.random.stateless_uniform(
-        [p.padded_dim], seed=rotation_seed, minval=0, maxval=2,
+        [p.output_dim], seed=rotation_seed, minval=0, maxval=2,
         dtype=tf.int32) - 1).numpy().astype(np.float64)
-    total = np.zeros(p.padded_dim, np.int64)
+    total = np.zeros(p.output_dim, np.int64)
     for i, x in enumerate(xs):
       noise_seed = tf.constant([i, 99], tf.int64)
-      z, counters = ddg.client_encode(tf.constant(x), p, rotation_seed,
-                                      noise_seed)
+      encoded, flags = p.client_encode(tf.constant(x), rotation_seed,
+                                       noise_seed)
       round_seed, sampling_seed = ddg.client_subseeds(noise_seed)
       uniforms = lambda a, s=round_seed: rounding.rounding_uniforms(  # pylint: disable=g-long-lambda
-          [p.padded_dim], s, a).numpy()
-      noise = (discrete_gaussian.sample_discrete_gaussian(
-          [p.padded_dim], p.scaled_local_stddev, sampling_seed).numpy()
-               if noise_mult > 0 else 0)
+          [p.output_dim], s, a).numpy()
+      noise = p.sample_noise(sampling_seed).numpy() if noise_mult > 0 else 0
       expected = reference_client(x, p, signs, uniforms, noise)
-      self.assertAllEqual(z.numpy(), expected)
-      self.assertAllEqual(counters.numpy()[:2], [1, 0])
-      self.assertEqual(int(counters[2]), int(np.linalg.norm(x) > p.l2_clip))
+      self.assertAllEqual(encoded['encoded'].numpy(), expected)
+      clipped = int(np.linalg.norm(x / np.abs(x).max()) * np.abs(x).max()
+                    > p.l2_clip)
+      self.assertAllEqual(flags.numpy(), [0, clipped, 0])
       total = np.mod(total + expected, p.modulus)
-    decoded, _ = ddg.server_decode(tf.constant(total), p, rotation_seed)
+    decoded, post = p.server_decode({'encoded': tf.constant(total)},
+                                    tf.constant(3, tf.int64), rotation_seed)
     # The integer messages agree exactly; the decoded floats to rounding.
     self.assertAllClose(decoded.numpy(), reference_server(total, p, signs),
                         rtol=1e-12, atol=1e-12 * p.gamma * p.modulus)
+    self.assertFalse(post['sum_may_wrap'])
 
-  def test_nonfinite_client_sends_zeros_and_is_counted(self):
+  def test_nonfinite_client_sends_zeros_and_is_flagged(self):
     p = _params(dim=8, noise_multiplier=0.0)
     x = tf.constant([1.0, np.nan, 0, 0, 0, 0, 0, np.inf], tf.float64)
-    z, counters = ddg.client_encode(x, p, tf.constant([1, 2], tf.int64),
-                                    tf.constant([3, 4], tf.int64))
-    self.assertAllEqual(z, np.zeros(p.padded_dim))
-    self.assertAllEqual(counters, [1, 1, 0, 0])
+    encoded, flags = p.client_encode(x, tf.constant([1, 2], tf.int64),
+                                     tf.constant([3, 4], tf.int64))
+    self.assertAllEqual(encoded['encoded'], np.zeros(p.output_dim))
+    self.assertAllEqual(flags, [1, 0, 0])
+    self.assertEqual(p.flag_names, ('nonfinite', 'clipped',
+                                    'rounding_failed'))
+
+  def test_integer_inputs_are_not_rounded_and_not_inflated(self):
+    # Identity encoder, scaling c = 4: an integer vector of norm <= l2_clip
+    # is sent exactly (times c) and the sensitivity is c * l2_clip itself.
+    p = ddg.compute_parameters(
+        dim=5, l2_clip=math.sqrt(3.0), noise_multiplier=0.0,
+        expected_clients_per_round=4, bits=16, encoder=registry.Identity(5),
+        granularity=0.25, linf_clip=1.0, integer_inputs=True)
+    self.assertEqual(p.norm_threshold, 16 * 3)
+    self.assertAlmostEqual(p.l2_sensitivity, 4 * math.sqrt(3.0))
+    x = tf.constant([1.0, 0.0, -1.0, 1.0, 0.0], tf.float64)
+    encoded, flags = p.client_encode(x, tf.constant([1, 2], tf.int64),
+                                     tf.constant([3, 4], tf.int64))
+    self.assertAllEqual(encoded['encoded'],
+                        np.mod([4, 0, -4, 4, 0], p.modulus))
+    self.assertAllEqual(flags, [0, 0, 0])
+    with self.assertRaisesRegex(ValueError, 'integer_inputs'):
+      ddg.compute_parameters(
+          dim=5, l2_clip=1.0, noise_multiplier=0.0,
+          expected_clients_per_round=4, bits=16, granularity=0.3,
+          encoder=registry.Identity(5), integer_inputs=True)
+
+  def test_more_clients_than_the_ring_was_sized_for_may_wrap(self):
+    p = _params(dim=64)
+    seed = tf.constant([0, 0], tf.int64)
+    zeros = {'encoded': tf.zeros([p.output_dim], tf.int64)}
+    for n, wraps in ((10, False), (5, False), (11, True), (1000, True)):
+      _, post = p.server_decode(zeros, tf.constant(n, tf.int64), seed)
+      self.assertEqual(bool(post['sum_may_wrap']), wraps, n)
 
   def test_noise_free_round_trip_recovers_the_sum(self):
     # With no noise, only rounding (|error| < 1 per coordinate per client in
@@ -108,13 +147,13 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
     rng = np.random.default_rng(1)
     xs = [rng.normal(size=300) / 30 for _ in range(5)]
     seed = tf.constant([5, 6], tf.int64)
-    total = sum(ddg.client_encode(tf.constant(x), p, seed,
-                                  tf.constant([i, 0], tf.int64))[0]
+    total = sum(p.client_encode(tf.constant(x), seed,
+                                tf.constant([i, 0], tf.int64))[0]['encoded']
                 for i, x in enumerate(xs))
-    decoded, near = ddg.server_decode(total, p, seed)
+    decoded, _ = p.server_decode({'encoded': total},
+                                 tf.constant(5, tf.int64), seed)
     error = np.linalg.norm(decoded.numpy() - np.sum(xs, axis=0))
-    self.assertLess(error, p.gamma * math.sqrt(p.padded_dim * 5))
-    self.assertEqual(int(near), 0)
+    self.assertLess(error, p.gamma * math.sqrt(p.output_dim * 5))
 
 
 class ParametersTest(parameterized.TestCase):
@@ -122,22 +161,26 @@ class ParametersTest(parameterized.TestCase):
   def test_heuristic_fits_k_stddevs_in_the_ring(self):
     # Section 6: 2 k sigma_hat / gamma = 2^bits.
     p = _params()
-    self.assertAlmostEqual(2 * p.k_stddevs * p.sum_stddev / 2**p.bits, 1.0,
+    sum_stddev = ddg.sum_stddev(p.scaled_l2_clip, p.scaled_local_stddev,
+                                p.expected_clients_per_round, p.output_dim)
+    self.assertAlmostEqual(2 * p.k_stddevs * sum_stddev / 2**p.bits, 1.0,
                            places=9)
     self.assertAlmostEqual(p.k_stddevs, 3.890591886, places=6)
 
   def test_sensitivity_is_the_integer_threshold(self):
     p = _params()
     self.assertEqual(p.l2_sensitivity, math.sqrt(p.norm_threshold))
-    self.assertLessEqual(p.l2_sensitivity**2, ddg.ddg_accounting
-                         .rounded_l2_norm_bound_squared(
-                             p.scaled_l2_clip, p.padded_dim, p.beta))
+    self.assertLessEqual(p.l2_sensitivity**2,
+                         rounding.rounded_l2_norm_bound_squared(
+                             p.scaled_l2_clip, p.output_dim, p.beta))
 
   def test_local_noise_split(self):
     p = _params(noise_multiplier=2.0, l2_clip=3.0,
                 expected_clients_per_round=16)
     self.assertAlmostEqual(p.local_stddev, 2.0 * 3.0 / 4.0)
     self.assertAlmostEqual(p.scaled_local_stddev, p.local_stddev / p.gamma)
+    # The central noise of the decoded sum is z c again.
+    self.assertAlmostEqual(p.noise_stddev(), 2.0 * 3.0)
 
   def test_accepts_thirty_bits(self):
     p = _params(bits=30, dim=1000, expected_clients_per_round=100)
@@ -148,6 +191,8 @@ class ParametersTest(parameterized.TestCase):
       ('bits_high', dict(bits=31), 'bits must be'),
       ('clip', dict(l2_clip=0.0), 'l2_clip'),
       ('clip_nan', dict(l2_clip=float('nan')), 'l2_clip'),
+      ('clip_huge', dict(l2_clip=1e300, noise_multiplier=1e300),
+       'float64 range'),
       ('noise', dict(noise_multiplier=-1.0), 'noise_multiplier'),
       ('clients', dict(expected_clients_per_round=0),
        'expected_clients_per_round'),
@@ -162,6 +207,25 @@ class ParametersTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, message):
       _params(**kwargs)
 
+  @parameterized.named_parameters(
+      ('bits_float', dict(bits=16.0), 'bits must be an integer'),
+      ('clients_bool', dict(expected_clients_per_round=True),
+       'expected_clients_per_round'),
+      ('clip_string', dict(l2_clip='1'), 'l2_clip'),
+      ('noise_array', dict(noise_multiplier=np.array([1.0])),
+       'noise_multiplier'),
+      ('sampler', dict(noise_sampler=3), 'noise_sampler'))
+  def test_refuses_wrong_types(self, kwargs, message):
+    with self.assertRaisesRegex(TypeError, message):
+      _params(**kwargs)
+
+  def test_numpy_scalars_are_accepted(self):
+    p = _params(dim=np.int64(100), bits=np.int32(16),
+                expected_clients_per_round=np.int64(10),
+                l2_clip=np.float32(1.0))
+    self.assertEqual(p.bits, 16)
+    self.assertIsInstance(p.dim, int)
+
   def test_suggested_bits_work(self):
     with self.assertRaisesRegex(ValueError, r'Use bits >= (\d+)') as cm:
       _params(bits=4, expected_clients_per_round=10)
@@ -173,4 +237,4 @@ class ParametersTest(parameterized.TestCase):
 
 
 if __name__ == '__main__':
-  tf.test.main()
+  harness.main()

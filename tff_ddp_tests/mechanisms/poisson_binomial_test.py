@@ -10,27 +10,39 @@ import tensorflow as tf
 
 from tff_ddp.encoders import hadamard
 from tff_ddp.mechanisms import poisson_binomial as pbm
+from tff_ddp_tests import harness
 
 
-class IdentityEncoder:
-  """R^d -> R^d, for testing the mechanism without a representation."""
+class PaddingEncoder:
+  """R^d -> R^D by zero padding (an isometry), with a chosen Kashin level,
+  for testing the mechanism without a representation."""
 
-  def __init__(self, dim):
-    self.dim = self.output_dim = dim
+  is_isometry = True
+
+  def __init__(self, dim, output_dim=None, level=None):
+    self.dim = dim
+    self.output_dim = output_dim or dim
+    self.level = level
+
+  def encode_with_residual(self, x, seed):
+    y = self.encode(x, seed)
+    return y, tf.zeros([], y.dtype)
 
   def encode(self, x, seed):
     del seed
-    return tf.identity(x)
+    return tf.pad(tf.reshape(x, [self.dim]),
+                  [[0, self.output_dim - self.dim]])
 
   def decode(self, y, seed):
     del seed
-    return tf.identity(y)
+    return tf.reshape(y, [self.output_dim])[:self.dim]
 
 
-def _params(**kwargs):
-  args = dict(dim=8, output_dim=8, l2_clip=1.0, theta=0.25, num_trials=16,
+def _params(output_dim=None, level=None, **kwargs):
+  args = dict(dim=8, l2_clip=1.0, theta=0.25, num_trials=16,
               expected_clients_per_round=10)
   args.update(kwargs)
+  args['encoder'] = PaddingEncoder(args['dim'], output_dim, level)
   return pbm.compute_parameters(**args)
 
 
@@ -72,16 +84,27 @@ class ParametersTest(parameterized.TestCase):
       ('clip', dict(l2_clip=0.0), 'l2_clip'),
       ('clip_inf', dict(l2_clip=float('inf')), 'l2_clip'),
       ('trials', dict(num_trials=0), 'num_trials'),
-      ('trials_float', dict(num_trials=2.5), 'num_trials'),
       ('clients', dict(expected_clients_per_round=0),
        'expected_clients_per_round'),
       ('max_clients', dict(max_clients_per_round=5), 'max_clients_per_round'),
-      ('output_dim', dict(output_dim=4), 'output_dim'),
-      ('overflow', dict(num_trials=2**20, expected_clients_per_round=2**11),
-       'num_trials <= 524287'),
+      ('theta_tiny', dict(theta=1e-300), 'theta'),
+      ('ring', dict(num_trials=2**15, expected_clients_per_round=2**15),
+       r'num_trials must be an integer in \[1, 32767\]'),
+      ('sampler_cost', dict(num_trials=2**17),
+       r'num_trials must be an integer in \[1, 65536\]'),
   )
   def test_refused(self, kwargs, message):
     with self.assertRaisesRegex(ValueError, message):
+      _params(**kwargs)
+
+  @parameterized.named_parameters(
+      ('trials_float', dict(num_trials=2.5), 'num_trials'),
+      ('clients_bool', dict(expected_clients_per_round=True),
+       'expected_clients_per_round'),
+      ('theta_string', dict(theta='0.1'), 'theta'),
+      ('divisor', dict(divisor=2), 'divisor'))
+  def test_refused_types(self, kwargs, message):
+    with self.assertRaisesRegex(TypeError, message):
       _params(**kwargs)
 
 
@@ -150,51 +173,60 @@ def reference_client(x, p, seed):
   return z
 
 
+def _encode(p, x, seed):
+  encoded, flags = p.client_encode(tf.constant(x), seed, seed)
+  return encoded['encoded'], flags
+
+
+def _decode(p, total, n):
+  estimate, post = p.server_decode({'encoded': tf.constant(total)},
+                                   tf.constant(n, tf.int64),
+                                   tf.constant([0, 0], tf.int64))
+  return estimate, post['sum_may_wrap']
+
+
 class ClientServerTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_client_matches_reference_exactly(self):
-    p = _params(dim=6, output_dim=6, l2_clip=2.0, theta=0.2, num_trials=9)
-    encoder = IdentityEncoder(6)
+    p = _params(dim=6, l2_clip=2.0, theta=0.2, num_trials=9)
     rng = np.random.default_rng(0)
     seed = tf.constant([3, 4], tf.int64)
     for x in (rng.normal(size=6) * 0.1, rng.normal(size=6) * 10,
               np.array([np.nan] + [1.0] * 5)):
-      z, counters = pbm.client_encode(tf.constant(x), p, encoder, seed, seed)
+      z, flags = _encode(p, x, seed)
       self.assertAllEqual(z, reference_client(x, p, seed))
       finite = np.all(np.isfinite(x))
       clipped = finite and np.linalg.norm(x) > 2.0
-      self.assertAllEqual(counters, [1, int(not finite), int(clipped), 0])
+      self.assertAllEqual(flags, [int(not finite), int(clipped), 0])
 
   def test_linf_scaling_matches_reference_and_counts_beyond_bound(self):
     # B = K C / sqrt(D) = 2 * 2 / sqrt(4) = 2 would equal C; K = 1.5 gives
     # B = 1.5 < C = 2.
-    p = _params(dim=4, output_dim=4, l2_clip=2.0, theta=0.2, num_trials=9,
-                scaling='linf', level=1.5)
+    p = _params(dim=4, l2_clip=2.0, theta=0.2, num_trials=9, divisor='linf',
+                level=1.5)
     self.assertAlmostEqual(p.coordinate_bound, 1.5)
-    self.assertEqual(p.scaling, 'linf')
+    self.assertEqual(p.divisor, 'linf')
     seed = tf.constant([3, 5], tf.int64)
     for x, clipped in ((np.array([0.5, -0.5, 0.25, 1.0]), False),
                        (np.array([1.8, 0.0, 0.0, 0.0]), True)):
-      z, counters = pbm.client_encode(tf.constant(x), p, IdentityEncoder(4),
-                                      seed, seed)
+      z, flags = _encode(p, x, seed)
       self.assertAllEqual(z, reference_client(x, p, seed))
-      self.assertEqual(counters.numpy()[2], int(clipped))
+      self.assertEqual(flags.numpy()[1], int(clipped))
     # Same event as 'l2' (the probabilities stay in [1/2 -+ theta]).
     self.assertEqual(p.dp_event(), _params(
-        dim=4, output_dim=4, l2_clip=2.0, theta=0.2, num_trials=9).dp_event())
-    self.assertAlmostEqual(p.sum_stddev_bound(3),
+        dim=4, l2_clip=2.0, theta=0.2, num_trials=9).dp_event())
+    self.assertAlmostEqual(p.noise_stddev(3),
                            1.5 * math.sqrt(3 / (4 * 9)) / 0.2)
     with self.assertRaisesRegex(ValueError, 'kashin'):
-      _params(scaling='linf')
-    explicit = _params(dim=4, output_dim=4, l2_clip=2.0, scaling='linf',
-                       linf_clip=0.5)
+      _params(divisor='linf')
+    explicit = _params(dim=4, l2_clip=2.0, divisor='linf', linf_clip=0.5)
     self.assertEqual(explicit.coordinate_bound, 0.5)
-    with self.assertRaisesRegex(ValueError, "scaling='linf'"):
+    with self.assertRaisesRegex(ValueError, "divisor='linf'"):
       _params(linf_clip=0.5)
 
   def test_l0_clip_keeps_largest_and_shrinks_event(self):
-    p = _params(dim=6, output_dim=6, l2_clip=2.0, theta=0.2, num_trials=9,
-                scaling='linf', linf_clip=1.0, l0_clip=2)
+    p = _params(dim=6, l2_clip=2.0, theta=0.2, num_trials=9,
+                divisor='linf', linf_clip=1.0, l0_clip=2)
     self.assertEqual(p.sensitive_coordinates, 2)
     self.assertEqual(p.dp_event().dimension, 2)
     self.assertEqual(p.dp_event().replace_one_dimension, 4)  # disjoint sets
@@ -205,61 +237,60 @@ class ClientServerTest(tf.test.TestCase, parameterized.TestCase):
     seed = tf.constant([7, 1], tf.int64)
     for x, clipped in ((np.array([0.0, 1.0, 0.0, 0.0, -1.0, 0.0]), False),
                        (np.array([0.3, 0.9, 0.0, -0.5, 0.0, 0.0]), True)):
-      z, counters = pbm.client_encode(tf.constant(x), p, IdentityEncoder(6),
-                                      seed, seed)
+      z, flags = _encode(p, x, seed)
       self.assertAllEqual(z, reference_client(x, p, seed))
-      self.assertEqual(counters.numpy()[2], int(clipped))
+      self.assertEqual(flags.numpy()[1], int(clipped))
     # The dropped coordinate (0.3) sends exactly what a zero sends.
-    z, _ = pbm.client_encode(tf.constant([0.3, 0.9, 0.0, -0.5, 0.0, 0.0]), p,
-                             IdentityEncoder(6), seed, seed)
-    z0, _ = pbm.client_encode(tf.constant([0.0, 0.9, 0.0, -0.5, 0.0, 0.0]),
-                              p, IdentityEncoder(6), seed, seed)
+    z, _ = _encode(p, np.array([0.3, 0.9, 0.0, -0.5, 0.0, 0.0]), seed)
+    z0, _ = _encode(p, np.array([0.0, 0.9, 0.0, -0.5, 0.0, 0.0]), seed)
     self.assertAllEqual(z, z0)
-    for bad in (0, 1.5, -2):
+    for bad in (0, -2):
       with self.assertRaisesRegex(ValueError, 'l0_clip'):
         _params(l0_clip=bad)
+    with self.assertRaisesRegex(TypeError, 'l0_clip'):
+      _params(l0_clip=1.5)
 
   def test_recover_sum_exhaustive(self):
     p = _params(num_trials=3, expected_clients_per_round=2)  # M = 8
     self.assertEqual(p.modulus, 8)
     for n in range(3):
       for s in range(n * 3 + 1):
-        self.assertEqual(pbm.recover_sum(s % 8, n, p).numpy(), s)
+        self.assertEqual(p.recover_sum(s % 8, n).numpy(), s)
     # More clients than the ring was sized for: exact near the mean.
-    self.assertEqual(pbm.recover_sum(7 % 8, 4, p).numpy(), 7)
-    self.assertEqual(pbm.recover_sum(9 % 8, 4, p).numpy(), 9)
+    self.assertEqual(p.recover_sum(7 % 8, 4).numpy(), 7)
+    self.assertEqual(p.recover_sum(9 % 8, 4).numpy(), 9)
 
   def test_docstring_example(self):
-    p = _params(dim=1, output_dim=1, l2_clip=1.0, theta=0.25, num_trials=4,
+    p = _params(dim=1, l2_clip=1.0, theta=0.25, num_trials=4,
                 expected_clients_per_round=2)
     # S = 4.5 is not an integer; S = 5 and 4 average to it.
-    estimates = [pbm.server_decode(tf.constant([s]), 2, p, IdentityEncoder(1),
-                                   None)[0].numpy()[0] for s in (4, 5)]
+    estimates = [_decode(p, [s], 2)[0].numpy()[0] for s in (4, 5)]
     self.assertAllClose(estimates, [0.0, 1.0])
 
   def test_hadamard_round_trip_without_noise_limit(self):
     # theta = 1/4 and m large: the estimate concentrates on the clipped sum.
     d = 12
     encoder = hadamard.RandomizedHadamard(d)
-    p = _params(dim=d, output_dim=16, num_trials=2**14,
-                expected_clients_per_round=4)
-    encode = tf.function(lambda x, s: pbm.client_encode(
-        x, p, encoder, seed, s)[0])
+    p = pbm.compute_parameters(dim=d, l2_clip=1.0, theta=0.25,
+                               num_trials=2**14, expected_clients_per_round=4,
+                               encoder=encoder)
+    seed = tf.constant([5, 6], tf.int64)
+    encode = tf.function(lambda x, s: p.client_encode(x, seed, s)[0][
+        'encoded'])
     rng = np.random.default_rng(1)
     xs = [rng.normal(size=d) * 0.2 for _ in range(4)]
-    seed = tf.constant([5, 6], tf.int64)
     total = np.zeros(16, np.int64)
     for i, x in enumerate(xs):
       total += encode(tf.constant(x), tf.constant([i, 1], tf.int64)).numpy()
-    estimate, may_wrap = pbm.server_decode(
-        tf.constant(total % p.modulus), 4, p, encoder, seed)
-    self.assertFalse(may_wrap)
+    estimate, post = p.server_decode({'encoded': tf.constant(
+        total % p.modulus)}, tf.constant(4, tf.int64), seed)
+    self.assertFalse(post['sum_may_wrap'])
     truth = sum(x * min(1.0, 1.0 / np.linalg.norm(x)) for x in xs)
-    bound = p.sum_stddev_bound(4)  # per rotated coordinate, and per x coord
+    bound = p.noise_stddev(4)  # per rotated coordinate, and per x coord
     self.assertAllClose(estimate, truth, atol=5 * bound)
 
   @parameterized.parameters('l2', 'linf')
-  def test_unbiased_and_variance_matches_formula(self, scaling):
+  def test_unbiased_and_variance_matches_formula(self, divisor):
     # R independent rounds of n clients through the math (no TFF). Per
     # coordinate the exact variance is v = (C/(m theta))^2 sum_i m p_i(1-p_i)
     # <= n C^2 / (4 m theta^2) (eq. 3, for the sum). The mean error over R
@@ -268,25 +299,22 @@ class ClientServerTest(tf.test.TestCase, parameterized.TestCase):
     n, d, m, theta, c = 10, 16, 8, 0.2, 1.0
     rounds = 400
     # 'linf': level 2 gives B = 2 C / sqrt(16) = C / 2.
-    level = 2.0 if scaling == 'linf' else None
-    p = _params(dim=d, output_dim=d, l2_clip=c, theta=theta, num_trials=m,
-                expected_clients_per_round=n, scaling=scaling, level=level)
+    level = 2.0 if divisor == 'linf' else None
+    p = _params(dim=d, l2_clip=c, theta=theta, num_trials=m,
+                expected_clients_per_round=n, divisor=divisor, level=level)
     b = p.coordinate_bound
     rng = np.random.default_rng(2)
     xs = rng.uniform(-b, b, size=(n, d))
     xs /= np.maximum(1.0, np.linalg.norm(xs, axis=1, keepdims=True))
-    encoder = IdentityEncoder(d)
-    encode = tf.function(lambda x, s: pbm.client_encode(
-        x, p, encoder, s, s)[0])
+    encode = tf.function(lambda x, s: p.client_encode(x, s, s)[0]['encoded'])
     estimates = np.zeros((rounds, d))
     for r in range(rounds):
       total = sum(encode(tf.constant(x), tf.constant([r, i], tf.int64))
                   for i, x in enumerate(xs))
-      estimates[r] = pbm.server_decode(total % p.modulus, n, p, encoder,
-                                       None)[0].numpy()
+      estimates[r] = _decode(p, total % p.modulus, n)[0].numpy()
     probs = 0.5 + theta * xs / b
     exact_var = (b / (m * theta))**2 * np.sum(m * probs * (1 - probs), axis=0)
-    self.assertTrue(np.all(exact_var <= p.sum_stddev_bound(n)**2 + 1e-12))
+    self.assertTrue(np.all(exact_var <= p.noise_stddev(n)**2 + 1e-12))
     errors = estimates - xs.sum(axis=0)
     self.assertLess(abs(errors.mean()),
                     5 * math.sqrt(exact_var.mean() / (rounds * d)))
@@ -295,4 +323,4 @@ class ClientServerTest(tf.test.TestCase, parameterized.TestCase):
 
 
 if __name__ == '__main__':
-  tf.test.main()
+  harness.main()

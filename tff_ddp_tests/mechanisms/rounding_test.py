@@ -5,6 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_ddp.mechanisms import rounding
+from tff_ddp_tests import harness
 
 
 class RandomizedRoundTest(tf.test.TestCase, parameterized.TestCase):
@@ -58,4 +59,4 @@ class ConditionalRoundTest(tf.test.TestCase, parameterized.TestCase):
 
 
 if __name__ == '__main__':
-  tf.test.main()
+  harness.main()

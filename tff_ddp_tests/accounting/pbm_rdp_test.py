@@ -8,7 +8,8 @@ import numpy as np
 from scipy import special
 
 from tff_ddp.accounting import events
-from tff_ddp.accounting import pbm
+from tff_ddp.accounting import pbm_rdp as pbm
+from tff_ddp_tests import harness
 
 ORDERS = np.array([1.1, 1.5, 2.0, 3.0, 4.5, 10.0, 32.0])
 
@@ -43,7 +44,8 @@ class PbmRdpTest(parameterized.TestCase):
   def test_upper_bounds_extreme_replacement(self, n):
     # Lemma 2's own setting: one client moves between -C and +C.
     theta, m = 0.2, 2
-    curve = pbm.rdp(events.PoissonBinomialDpEvent(theta, m, n, 1), ORDERS)
+    curve = pbm.rdp(events.PoissonBinomialDpEvent(theta, m, n, 1), ORDERS,
+                    'replace_one')
     rng = np.random.default_rng(0)
     for _ in range(20):
       others = list(0.5 + theta * rng.choice([-1.0, 1.0, 0.3], n - 1))
@@ -95,8 +97,10 @@ class PbmRdpTest(parameterized.TestCase):
       pbm.rdp(narrow, ORDERS, 'add_remove')
 
   def test_composes_over_trials_and_dimension(self):
-    one = pbm.rdp(events.PoissonBinomialDpEvent(0.1, 1, 50, 1), ORDERS)
-    many = pbm.rdp(events.PoissonBinomialDpEvent(0.1, 4, 50, 3), ORDERS)
+    one = pbm.rdp(events.PoissonBinomialDpEvent(0.1, 1, 50, 1), ORDERS,
+                  'replace_one')
+    many = pbm.rdp(events.PoissonBinomialDpEvent(0.1, 4, 50, 3), ORDERS,
+                   'replace_one')
     np.testing.assert_allclose(many, 12 * one)
 
   def test_monotone_in_theta_and_clients(self):
@@ -110,11 +114,53 @@ class PbmRdpTest(parameterized.TestCase):
     self.assertGreater(curve[0], 0.0)
     self.assertLess(curve[0], 1e-5)
 
-  @parameterized.parameters(0.0, 0.3, -0.1)
+  @parameterized.parameters(0.0, 0.3, -0.1, float('nan'))
   def test_rejects_bad_theta(self, theta):
     with self.assertRaisesRegex(ValueError, 'theta'):
       pbm.rdp(events.PoissonBinomialDpEvent(theta, 1, 2, 1), ORDERS)
 
+  @parameterized.product(n=[1001, 10**5], theta=[0.01, 0.25],
+                         relation=pbm.RELATIONS)
+  def test_window_bound_matches_the_full_support(self, n, theta, relation):
+    # Large n: the curve sums a window around the mean and bounds the rest;
+    # it must agree with the full-support computation to a relative 1e-9
+    # (the tail term is below e^-745) and never be below it.
+    orders = np.array([1.5, 2.0, 16.0, 256.0])
+    windowed = pbm.per_trial_rdp(theta, n, orders, relation)
+    n_prime = n // 2
+    k = np.arange(n_prime + 2)
+    pairs = ([pbm.worst_case_pair(theta, n, k)] if relation == 'replace_one'
+             else pbm.zero_out_pairs(theta, n, k))
+    full = np.zeros_like(orders)
+    for lp, lq in pairs:
+      full = np.maximum(full, pbm.renyi_divergence(lp, lq, orders))
+      full = np.maximum(full, pbm.renyi_divergence(lq, lp, orders))
+    np.testing.assert_allclose(windowed, full, rtol=1e-9)
+    self.assertTrue(np.all(windowed >= full * (1 - 1e-12)))
+
+  def test_ten_million_clients_is_fast(self):
+    # Was two minutes over the full support; the window is O(sqrt(n)).
+    import time  # pylint: disable=g-import-not-at-top
+    start = time.perf_counter()
+    curve = pbm.rdp(events.PoissonBinomialDpEvent(0.1, 16, 10**7, 64),
+                    ORDERS)
+    self.assertLess(time.perf_counter() - start, 20.0)
+    self.assertTrue(np.all(np.isfinite(curve)))
+
+  def test_tail_term_is_an_upper_bound(self):
+    # A truncated support with the tail given as mass and ratio bound is
+    # never below the exact divergence of the full pair.
+    lp = np.log([0.1, 0.2, 0.3, 0.4])
+    lq = np.log([0.25, 0.25, 0.25, 0.25])
+    exact = pbm.renyi_divergence(lp, lq, ORDERS)
+    truncated = pbm.renyi_divergence(lp[1:], lq[1:], ORDERS, tail_mass=0.25,
+                                     ratio_bound=0.4)
+    self.assertTrue(np.all(truncated >= exact - 1e-12))
+
   def test_event_round_trips_named_tuple(self):
     e = events.PoissonBinomialDpEvent(0.1, 16, 100, 64)
     self.assertEqual(e.to_named_tuple().theta, 0.1)
+
+
+if __name__ == '__main__':
+  harness.main()

@@ -1,7 +1,8 @@
 """Privacy of the clipped Poisson binomial mechanism (cPBM) sum.
 
-Chen et al., "Federated frequency estimation" (``shared/papers/
-federated-frequency-estimation-cpbm.txt``), Lemma 2 and its proof in App. C.2.
+Chen, Choquette-Choo, Kairouz & Suresh, "Federated frequency estimation"
+(the clipped Poisson binomial mechanism paper), Lemma 2 and its proof in
+App. C.2.
 
 The reduction of Lemma 2, spelled out (it is the part the paper leaves to
 Lemma 3.6 of Chen et al. 2022, "The Poisson binomial mechanism"):
@@ -51,35 +52,47 @@ Two curves (`rdp(..., relation=...)`):
 
 The accountant uses 'zero_out' for its zero-out relations (ADD_OR_REMOVE_ONE,
 REPLACE_SPECIAL) and 'replace_one' for REPLACE_ONE, as it does for the DDG.
+
+Work is bounded for any number of clients: the divergences are sums over the
+support 0..n'+1 of the pair; for large n' only a window of half-width
+W = sqrt((n' + 1) (c + alpha_max log 3) / 2) around the mean is summed and the
+rest is bounded rigorously (`renyi_divergence`'s `tail_mass` and
+`ratio_bound`): every pair here has likelihood ratios P/Q and Q/P at most 3
+(a single Bernoulli moves, p <= 3/4), and Hoeffding's inequality bounds the
+mass of both distributions outside the window by 2 exp(-2 W^2 / (n' + 1)).
 """
 
+import functools
 import math
-from typing import Sequence
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 from scipy import special
 
 from tff_ddp.accounting import events
+from tff_ddp.accounting.orders import check_orders
+from tff_ddp.utils import checks
 
 # Evaluate the divergence matrix in blocks of at most this many entries.
 _BLOCK_ENTRIES = 1 << 22
+# Likelihood ratios of every pair here are at most this (see module doc).
+_RATIO_BOUND = 3.0
+# The window is chosen so that the bounded tail term is below exp(-this).
+_TAIL_LOG = 745.0
 
 
-def _validate(event: events.PoissonBinomialDpEvent):
+def check_event(event) -> events.PoissonBinomialDpEvent:
+  """Validates the fields of a cPBM event (TypeError / ValueError)."""
   if not isinstance(event, events.PoissonBinomialDpEvent):
     raise TypeError(
         f'Expected a PoissonBinomialDpEvent, got {type(event).__name__}.')
-  theta = event.theta
-  if theta is None or not 0.0 < theta <= 0.25:
-    raise ValueError(f'theta must be in (0, 1/4], got {theta}.')
+  checks.real(event.theta, 'theta', 0.0, 0.25, low_open=True)
   for name in ('num_trials', 'num_clients', 'dimension'):
-    value = getattr(event, name)
-    if int(value) != value or value < 1:
-      raise ValueError(f'{name} must be an integer >= 1, got {value}.')
-  wide = event.replace_one_dimension
-  if wide is not None and (int(wide) != wide or wide < event.dimension):
-    raise ValueError('replace_one_dimension must be None or an integer >= '
-                     f'dimension = {event.dimension}, got {wide}.')
+    checks.integer(getattr(event, name), name, 1)
+  if event.replace_one_dimension is not None:
+    checks.integer(event.replace_one_dimension, 'replace_one_dimension',
+                   int(event.dimension))
+  return event
 
 
 def log_binomial_pmf(k: np.ndarray, n: int, p: float) -> np.ndarray:
@@ -94,30 +107,38 @@ def log_binomial_pmf(k: np.ndarray, n: int, p: float) -> np.ndarray:
 
 
 def renyi_divergence(
-    log_p: np.ndarray, log_q: np.ndarray, orders: Sequence[float]
+    log_p: np.ndarray, log_q: np.ndarray, orders: Sequence[float],
+    tail_mass: float = 0.0, ratio_bound: float = 1.0,
 ) -> np.ndarray:
-  """D_alpha(P || Q) of two PMFs on a common finite support, alpha > 1.
+  """An upper bound on D_alpha(P || Q), exact when `tail_mass` is 0.
 
     D_alpha = log(sum_x P(x)^alpha Q(x)^(1 - alpha)) / (alpha - 1).
 
   Stable for tiny divergences: with r = log(P/Q), the sum minus one equals
-  sum_x Q(x) [expm1(alpha r) - alpha expm1(r)] (the subtracted part sums to
-  zero), whose terms are all >= 0, so log1p of it loses no digits. Where that
-  overflows we fall back to a plain logsumexp.
+  sum_x Q(x) [expm1(alpha r) - alpha expm1(r)] over the whole support (the
+  subtracted part sums to zero), whose terms are all >= 0, so log1p of it
+  loses no digits. Where that overflows we fall back to a plain logsumexp.
+
+  Truncated supports: if `log_p`, `log_q` cover only a window and both P
+  and Q put mass at most `tail_mass` outside it, where P/Q <= `ratio_bound`,
+  then the sum minus one exceeds the window's terms by at most
+  (alpha + ratio_bound^alpha) tail_mass (the tail's own terms, plus alpha
+  times the window's mass deficit |P(window) - Q(window)| <= tail_mass), and
+  that is added.
 
   Args:
     log_p: log P(x) over the support; -inf allowed where P(x) = 0.
     log_q: log Q(x), same shape. Where Q(x) = 0 < P(x) the result is inf.
     orders: the orders alpha > 1.
+    tail_mass: bound on P and Q outside the given support (0: none).
+    ratio_bound: bound on P/Q outside the given support.
 
   Returns:
-    Array of D_alpha, one per order.
+    Array of D_alpha upper bounds, one per order.
   """
   log_p = np.asarray(log_p, dtype=np.float64)
   log_q = np.asarray(log_q, dtype=np.float64)
-  orders = np.asarray(orders, dtype=np.float64)
-  if np.any(orders <= 1.0):
-    raise ValueError(f'orders must be > 1, got {orders.min()}.')
+  orders = check_orders(orders)
   if np.any(np.isneginf(log_q) & np.isfinite(log_p)):
     return np.full(orders.shape, np.inf)
   keep = np.isfinite(log_q)
@@ -126,27 +147,67 @@ def renyi_divergence(
   q = np.exp(log_q)
   out = np.empty(orders.shape)
   block = max(1, _BLOCK_ENTRIES // max(1, r.size))
+  with np.errstate(divide='ignore'):
+    log_tail = math.log(tail_mass) if tail_mass > 0 else -np.inf
   for start in range(0, orders.size, block):
     a = orders[start:start + block, None]
+    # log((alpha + ratio^alpha) tail), in log space.
+    log_extra = np.logaddexp(np.log(a[:, 0]),
+                             a[:, 0] * math.log(ratio_bound)) + log_tail
     with np.errstate(over='ignore', invalid='ignore'):
       excess = np.sum(q * (np.expm1(a * r) - a * np.expm1(r)), axis=1)
-      stable = np.log1p(np.maximum(excess, 0.0))
-      plain = special.logsumexp(log_q + a * r, axis=1)
+      excess = np.maximum(excess, 0.0) + np.exp(log_extra)
+      stable = np.log1p(excess)
+      plain = np.logaddexp(special.logsumexp(log_q + a * r, axis=1),
+                           log_extra)
     cgf = np.where(np.isfinite(stable) & (stable < 1.0), stable, plain)
     out[start:start + block] = np.maximum(cgf, 0.0) / (a[:, 0] - 1.0)
   return out
 
 
-def worst_case_pair(theta: float, num_clients: int):
+def _window(n_prime: int, p: float, max_order: float
+            ) -> Tuple[np.ndarray, float]:
+  """(support points, tail mass bound) for pairs built on Bin(n', p).
+
+  Whole support 0..n'+1 when it is small; otherwise the points within
+  W of the mean n' p (W from the module docstring) and the Hoeffding bound
+  2 exp(-2 W^2 / (n' + 1)) on the mass of either distribution outside
+  (each is Bin(n', p) shifted by at most one).
+  """
+  width = math.sqrt((n_prime + 1) * (
+      _TAIL_LOG + max_order * math.log(_RATIO_BOUND)) / 2.0) + 3.0
+  centre = n_prime * p
+  lo = max(0, math.floor(centre - width))
+  hi = min(n_prime + 1, math.ceil(centre + width) + 1)
+  if lo == 0 and hi == n_prime + 1:
+    return np.arange(n_prime + 2), 0.0
+  # One-sided Hoeffding for X ~ Bin(n', p): P(X - n'p <= -t) and
+  # P(X - n'p >= t) are at most exp(-2 t^2 / n') each. A point outside
+  # [lo, hi] of X + s (s in {0, 1}) needs X < lo or X >= hi.
+  tail = 0.0
+  if lo > 0:
+    tail += math.exp(-2.0 * (centre - lo) ** 2 / (n_prime + 1))
+  if hi < n_prime + 1:
+    tail += math.exp(-2.0 * (hi - 1 - centre) ** 2 / (n_prime + 1))
+  return np.arange(lo, hi + 1), tail
+
+
+def _n_prime(num_clients: int) -> int:
+  return num_clients // 2  # ceil((n - 1) / 2)
+
+
+def worst_case_pair(theta: float, num_clients: int,
+                    k: Optional[np.ndarray] = None):
   """log PMFs (P, Q) of the one-trial worst case of Lemma 2 (term Pi_1).
 
   P = Ber(1/2 - theta) + Bin(n', 1/2 + theta), Q = Bin(n' + 1, 1/2 + theta),
-  n' = ceil((n - 1)/2), on the support 0..n' + 1. The other term of Lemma 2
-  is D(Q || P) by the bit-flip symmetry (module docstring).
+  n' = ceil((n - 1)/2), on the points `k` (default the support 0..n' + 1).
+  The other term of Lemma 2 is D(Q || P) by the bit-flip symmetry (module
+  docstring).
   """
-  n_prime = (num_clients - 1 + 1) // 2  # ceil((n - 1) / 2)
+  n_prime = _n_prime(num_clients)
   p = 0.5 + theta
-  k = np.arange(n_prime + 2)
+  k = np.arange(n_prime + 2) if k is None else k
   log_q = log_binomial_pmf(k, n_prime + 1, p)
   log_p = np.logaddexp(
       math.log1p(-p) + log_binomial_pmf(k - 1, n_prime, p),
@@ -157,15 +218,16 @@ def worst_case_pair(theta: float, num_clients: int):
 RELATIONS = ('zero_out', 'replace_one')
 
 
-def zero_out_pairs(theta: float, num_clients: int):
+def zero_out_pairs(theta: float, num_clients: int,
+                   k: Optional[np.ndarray] = None):
   """[(log P_a, log Q) for a in (p, 1 - p)]: the zero-out worst cases.
 
   P_a = Ber(a) + Bin(n', p), Q = Ber(1/2) + Bin(n', p), p = 1/2 + theta,
-  n' = ceil((n - 1)/2), on the support 0..n' + 1 (module docstring).
+  n' = ceil((n - 1)/2), on the points `k` (default the support 0..n' + 1).
   """
-  n_prime = (num_clients - 1 + 1) // 2  # ceil((n - 1) / 2)
+  n_prime = _n_prime(num_clients)
   p = 0.5 + theta
-  k = np.arange(n_prime + 2)
+  k = np.arange(n_prime + 2) if k is None else k
   shifted = log_binomial_pmf(k - 1, n_prime, p)  # the target sent a 1
   same = log_binomial_pmf(k, n_prime, p)  # the target sent a 0
   half = math.log(0.5)
@@ -176,41 +238,50 @@ def zero_out_pairs(theta: float, num_clients: int):
 
 def per_trial_rdp(
     theta: float, num_clients: int, orders: Sequence[float],
-    relation: str = 'replace_one',
+    relation: str = 'zero_out',
 ) -> np.ndarray:
   """The one-trial divergence bound of `relation`, per order.
 
   'replace_one': max of the two divergences of Lemma 2; 'zero_out': max
-  over the pairs of `zero_out_pairs`, both directions.
+  over the pairs of `zero_out_pairs`, both directions. Bounded work for any
+  number of clients (module docstring).
   """
-  if relation not in RELATIONS:
-    raise ValueError(f'relation must be one of {RELATIONS}, got '
-                     f'{relation!r}.')
+  relation = checks.choice(relation, 'relation', RELATIONS)
+  orders = check_orders(orders)
+  return np.asarray(_per_trial(float(theta), int(num_clients),
+                               tuple(orders.tolist()), relation))
+
+
+@functools.lru_cache(maxsize=256)
+def _per_trial(theta, num_clients, orders, relation):
+  k, tail = _window(_n_prime(num_clients), 0.5 + theta, max(orders))
   if relation == 'replace_one':
-    pairs = [worst_case_pair(theta, num_clients)]
+    pairs = [worst_case_pair(theta, num_clients, k)]
   else:
-    pairs = zero_out_pairs(theta, num_clients)
-  out = np.zeros(np.shape(orders))
+    pairs = zero_out_pairs(theta, num_clients, k)
+  out = np.zeros(len(orders))
   for log_p, log_q in pairs:
-    out = np.maximum(out, renyi_divergence(log_p, log_q, orders))
-    out = np.maximum(out, renyi_divergence(log_q, log_p, orders))
-  return out
+    for first, second in ((log_p, log_q), (log_q, log_p)):
+      out = np.maximum(out, renyi_divergence(
+          first, second, orders, tail, _RATIO_BOUND))
+  return tuple(out)
 
 
 def rdp(
     event: events.PoissonBinomialDpEvent, orders: Sequence[float],
-    relation: str = 'replace_one',
+    relation: str = 'zero_out',
 ) -> np.ndarray:
-  """RDP curve of one cPBM release, Lemma 2: m d times the one-trial bound.
+  """RDP curve of one cPBM release: m d times the one-trial bound.
 
   eps(alpha) = m d times `per_trial_rdp` of `relation`, computed exactly
-  from the PMFs (see the module docstring for the reduction). The default
-  'replace_one' is Lemma 2 as published and bounds both relations (over
-  `event.replace_one_dimension` coordinates when set); 'zero_out' is the
-  tighter curve for zero-out neighbours (over `event.dimension`).
+  from the PMFs (see the module docstring for the reduction). 'zero_out'
+  (the default, over `event.dimension` coordinates) is our tighter curve for
+  zero-out neighbours; 'replace_one' is Lemma 2 as published, over
+  `event.replace_one_dimension` coordinates when set, and bounds both
+  relations.
   """
-  _validate(event)
-  orders = np.asarray(orders, dtype=np.float64)
+  check_event(event)
+  relation = checks.choice(relation, 'relation', RELATIONS)
   dimension = event.dimension
   if relation == 'replace_one' and event.replace_one_dimension is not None:
     dimension = event.replace_one_dimension

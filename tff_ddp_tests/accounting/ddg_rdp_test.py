@@ -6,8 +6,13 @@ from absl.testing import parameterized
 import dp_accounting
 import numpy as np
 
-from tff_ddp.accounting import ddg
+from tff_ddp.accounting import accountant
+from tff_ddp.accounting import conversions
+from tff_ddp.accounting import ddg_rdp as ddg
 from tff_ddp.accounting import events
+from tff_ddp.accounting import orders as orders_lib
+from tff_ddp.mechanisms import rounding
+from tff_ddp_tests import harness
 
 
 def _event(l2=2.0, sigma=0.5, n=3, d=4, l1=None):
@@ -23,6 +28,17 @@ class Theorem5Test(parameterized.TestCase):
     #     = 10 * (exp(-2.467401) + exp(-3.289868))
     #     = 10 * (0.0848054 + 0.0372583) = 1.220637
     self.assertAlmostEqual(ddg.tau(0.5, 3), 1.220637, places=5)
+
+  def test_tau_for_a_billion_clients_is_bounded_and_cheap(self):
+    # Exact for n - 1 <= 2^20 terms; beyond, the tail bound is within a
+    # factor exp(2 pi^2 sigma^2 / 2^20) of the exact tail.
+    exact = ddg.tau(0.5, 2**20 + 1)
+    bounded = ddg.tau(0.5, 2**20 + 1001)
+    per_term = 10 * math.exp(-2 * math.pi**2 * 0.25)
+    self.assertGreater(bounded, exact + 999 * per_term)
+    self.assertLess(bounded, exact + 1000 * per_term * math.exp(
+        2 * math.pi**2 * 0.25 / 2**20) * (1 + 1e-12))
+    self.assertGreater(ddg.tau(2.0, 10**9), 0.0)
 
   def test_epsilon_by_hand(self):
     # Delta_2 = 2, sigma = 0.5, n = 3, d = 4 (a regime where tau matters):
@@ -43,26 +59,48 @@ class Theorem5Test(parameterized.TestCase):
     # c/gamma = 10, d = 16: unconditional (10 + 4)^2 = 196; with
     # beta = exp(-1/2): 100 + 4 + sqrt(2 * 0.5) * (10 + 2) = 116.
     self.assertAlmostEqual(
-        ddg.rounded_l2_norm_bound_squared(10.0, 16, 0.0), 196.0)
+        rounding.rounded_l2_norm_bound_squared(10.0, 16, 0.0), 196.0)
     self.assertAlmostEqual(
-        ddg.rounded_l2_norm_bound_squared(10.0, 16, math.exp(-0.5)), 116.0)
+        rounding.rounded_l2_norm_bound_squared(10.0, 16, math.exp(-0.5)),
+        116.0)
 
   def test_small_noise_has_no_guarantee(self):
     self.assertEqual(ddg.zcdp_epsilon(_event(sigma=0.49)), math.inf)
-    self.assertTrue(np.all(np.isinf(ddg.rdp(_event(sigma=0.49)))))
+    self.assertTrue(np.all(np.isinf(ddg.rdp(_event(sigma=0.49),
+                                            orders_lib.DEFAULT_ORDERS))))
 
   @parameterized.parameters(
-      dict(l2=-1.0), dict(sigma=float('nan')), dict(n=0), dict(d=0))
+      dict(l2=-1.0), dict(sigma=float('nan')), dict(n=0), dict(d=0),
+      dict(l2=float('inf')))
   def test_bad_event_raises(self, **kwargs):
     with self.assertRaises(ValueError):
       ddg.zcdp_epsilon(_event(**kwargs))
+
+  @parameterized.parameters(dict(n=2.5), dict(d='4'), dict(n=True))
+  def test_bad_event_types_raise(self, **kwargs):
+    with self.assertRaises(TypeError):
+      ddg.zcdp_epsilon(_event(**kwargs))
+
+  def test_huge_values_do_not_overflow(self):
+    e = _event(l2=1e200, sigma=1e-3 + 1e200, n=10**9, d=2**20)
+    self.assertTrue(np.all(np.isfinite(ddg.rdp(e, [2.0, 64.0]))))
+    self.assertTrue(np.all(np.isinf(ddg.rdp(_event(l2=1e300, sigma=1.0),
+                                            [2.0]))))
+
+  def test_replace_one_doubles_both_sensitivities(self):
+    e = _event(l2=1000.0, sigma=100.0, n=100, d=1024)
+    orders = np.array([2.0, 8.0])
+    self.assertTrue(np.allclose(ddg.rdp(e, orders, 'replace_one'),
+                                4 * ddg.rdp(e, orders), rtol=1e-12))
+    with self.assertRaisesRegex(ValueError, 'relation'):
+      ddg.rdp(e, orders, 'add_remove')
 
 
 class RdpTest(parameterized.TestCase):
 
   def test_rdp_is_at_most_the_zcdp_curve(self):
     e = _event()
-    orders = np.array(ddg.DEFAULT_ORDERS)
+    orders = np.array(orders_lib.DEFAULT_ORDERS)
     zcdp_curve = orders * ddg.zcdp_epsilon(e) ** 2 / 2
     self.assertTrue(np.all(ddg.rdp(e, orders) <= zcdp_curve + 1e-12))
 
@@ -76,8 +114,8 @@ class RdpTest(parameterized.TestCase):
     # RDP at a grid of orders converts to slightly more than the exact
     # inf over alpha of the zCDP conversion (Lemma 4), never less.
     e = _event(l2=1000.0, sigma=100.0, n=100, d=1024)
-    eps_rdp, _ = ddg.epsilon(e, 1e-5)
-    eps_zcdp = ddg.zcdp_to_approx_dp(0.5, 1e-5)
+    eps_rdp, _ = accountant.epsilon(e, 1e-5)
+    eps_zcdp = conversions.zcdp_to_approx_dp(0.5, 1e-5)
     self.assertGreaterEqual(eps_rdp, eps_zcdp - 1e-9)
     self.assertLess(eps_rdp, eps_zcdp * 1.01)
 
@@ -97,5 +135,4 @@ class RdpTest(parameterized.TestCase):
 
 
 if __name__ == '__main__':
-  import pytest
-  pytest.main([__file__])
+  harness.main()

@@ -1,0 +1,168 @@
+"""DP events in TFF measurements, and back: one place for both directions.
+
+Every aggregator of tff_ddp reports the DP event of the round it just ran in
+its measurements, with the *measured* number of clients in the secure sum
+(the planning value `factory.dp_event(...)` assumes the expected number).
+The event travels in the layout of dp-accounting's `to_named_tuple()`:
+`module_name`, `class_name` and the event's fields, nested events as nested
+structures, each leaf a tensor (fields that are None are left out and come
+back as their defaults).
+
+    measurements = process.next(state, client_values).measurements
+    event = tff_ddp.accounting.extract_dp_event(measurements)
+    accountant.compose(event)
+"""
+
+import collections
+import importlib
+from typing import Any, Mapping, Optional
+
+import attr
+import dp_accounting
+import numpy as np
+
+# Modules whose event classes `extract_dp_event` may instantiate (nothing
+# else is imported from a measurement).
+_EVENT_MODULES = ('dp_accounting.dp_event', 'tff_ddp.accounting.events')
+
+
+def event_structure(event: dp_accounting.DpEvent,
+                    overrides: Optional[Mapping[str, Any]] = None):
+  """The event as a nested OrderedDict of tensors, for TFF measurements.
+
+  Args:
+    event: a DpEvent whose fields are numbers, strings, events or lists of
+      events (every event of dp-accounting and tff_ddp).
+    overrides: field name -> tensor, substituted wherever an event (at any
+      depth) has that field; e.g. {'num_clients': measured_count}.
+
+  Returns:
+    OrderedDict(module_name=..., class_name=..., <fields>...) of tf tensors.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  overrides = dict(overrides or {})
+  named = event.to_named_tuple()
+
+  def convert(value, name=None):
+    if name in overrides:
+      return overrides[name]
+    if isinstance(value, tuple) and hasattr(value, '_fields'):
+      return collections.OrderedDict(
+          (field, convert(getattr(value, field), field))
+          for field in value._fields if getattr(value, field) is not None)
+    if isinstance(value, (list, tuple)):
+      return [convert(v) for v in value]
+    if isinstance(value, (bool, np.bool_)):
+      return tf.constant(bool(value))
+    if isinstance(value, (int, np.integer)):
+      return tf.constant(int(value), tf.int64)
+    if isinstance(value, (float, np.floating)):
+      return tf.constant(float(value), tf.float64)
+    if isinstance(value, str):
+      return tf.constant(value)
+    raise TypeError(f'cannot put {value!r} of {type(event).__name__} into '
+                    'measurements.')
+
+  return convert(named)
+
+
+def _python(value):
+  """numpy/bytes leaves of a measurement back to Python scalars."""
+  if isinstance(value, bytes):
+    return value.decode('utf-8')
+  if isinstance(value, np.ndarray) and value.ndim == 0:
+    value = value[()]
+  if isinstance(value, (np.bool_, bool)):
+    return bool(value)
+  if isinstance(value, np.integer):
+    return int(value)
+  if isinstance(value, np.floating):
+    return float(value)
+  if isinstance(value, bytes):
+    return value.decode('utf-8')
+  return value
+
+
+def _as_mapping(value) -> Optional[Mapping[str, Any]]:
+  if isinstance(value, Mapping):
+    return value
+  if hasattr(value, '_asdict'):
+    return value._asdict()
+  try:  # tff.structure.Struct
+    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+    if isinstance(value, tff.structure.Struct):
+      return collections.OrderedDict(tff.structure.iter_elements(value))
+  except ImportError:
+    pass
+  return None
+
+
+def _is_event(mapping) -> bool:
+  return mapping is not None and 'module_name' in mapping and (
+      'class_name' in mapping)
+
+
+def _rebuild(mapping) -> dp_accounting.DpEvent:
+  module_name = _python(mapping['module_name'])
+  class_name = _python(mapping['class_name'])
+  if module_name not in _EVENT_MODULES:
+    raise ValueError(
+        f'refusing to build an event from module {module_name!r}; events '
+        f'come from {_EVENT_MODULES}.')
+  cls = getattr(importlib.import_module(module_name), class_name, None)
+  if cls is None or not (isinstance(cls, type)
+                         and issubclass(cls, dp_accounting.DpEvent)):
+    raise ValueError(f'{module_name}.{class_name} is not a DpEvent.')
+  names = {f.name for f in attr.fields(cls)}
+  kwargs = {}
+  for key, value in mapping.items():
+    if key in ('module_name', 'class_name'):
+      continue
+    if key not in names:
+      raise ValueError(f'{class_name} has no field {key!r}.')
+    kwargs[key] = _field(value)
+  return cls(**kwargs)
+
+
+def _field(value):
+  mapping = _as_mapping(value)
+  if _is_event(mapping):
+    return _rebuild(mapping)
+  if isinstance(value, (list, tuple)) or (
+      mapping is not None and not _is_event(mapping)):
+    items = value if isinstance(value, (list, tuple)) else list(
+        mapping.values())
+    return [_field(v) for v in items]
+  return _python(value)
+
+
+def extract_dp_event(measurements) -> dp_accounting.DpEvent:
+  """The DpEvent of a round from its measurements.
+
+  Args:
+    measurements: the measurements of one `next` of a tff_ddp aggregation
+      process or analytics process (the event is found under a `dp_event`
+      key, at any depth), or the event structure itself.
+
+  Returns:
+    The event, with the measured number of clients.
+
+  Raises:
+    ValueError: no event in the measurements, or a malformed one.
+  """
+  mapping = _as_mapping(measurements)
+  if mapping is None:
+    raise ValueError('measurements must be a mapping (the measurements of '
+                     f'one round), got {type(measurements).__name__}.')
+  if _is_event(mapping):
+    return _rebuild(mapping)
+  if 'dp_event' in mapping:
+    return _field(mapping['dp_event'])
+  for value in mapping.values():
+    inner = _as_mapping(value)
+    if inner is not None:
+      try:
+        return extract_dp_event(inner)
+      except LookupError:
+        continue
+  raise LookupError('no dp_event in these measurements.')

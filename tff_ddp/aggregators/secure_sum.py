@@ -1,0 +1,454 @@
+"""The one TFF factory skeleton: any mechanism -> one secure-sum process.
+
+`MechanismSumFactory(make_mechanism, ...)` turns a `tff_ddp.mechanisms.base.
+Mechanism` into an `AggregationProcess` with one flat layer (TFF's own
+distributed-DP factory nests about eight, which breaks protobuf's nesting
+limit inside `build_unweighted_fed_avg`):
+
+  state = (round, public_seed)                       # SERVER, public
+  seed  = fold_in(public_seed, round)                # the round's public seed
+  client: flatten value -> float64 [dim]; private noise seed (fresh entropy)
+          [client_sampling_rate q: a private coin keeps the value w.p. q,
+           zeros otherwise]
+          encoded, flags = mechanism.client_encode(flat, seed, noise_seed)
+  secure: summed = federated_secure_modular_sum(encoded + counts, moduli)
+  server: estimate, post = mechanism.server_decode(summed, n, seed)
+          result = estimate restored to the value's structure and dtypes
+
+What a round releases (the measurements), and why each is allowed:
+
+* configuration constants of the mechanism (`public_measurements`) and of
+  the factory -- public;
+* `participating_clients` (also as TFF's `actual_num_clients`): the number
+  of clients in the secure sum, which the server running it knows anyway;
+  summed as a constant 1 per client -- public by protocol;
+* the mechanism's post-processing measurements (e.g. `sum_may_wrap`, from
+  the public count and the configuration) -- public;
+* `dp_event`: the round's event with the measured number of clients
+  (`tff_ddp.accounting.extract_dp_event` reads it back);
+* the mechanism's per-client flags (non-finite, clipped, ...): data-
+  dependent, so by default **withheld** (not even sent); with
+  `count_noise_multiplier=z` they are summed with distributed discrete
+  Gaussian noise through the same secure sum and their event is composed
+  into the round's (`noised_counts`); with `debug_measurements=True` the
+  exact counts are released (`debug_counts`), a warning is issued and the
+  round's event becomes `NonPrivateDpEvent` (infinite epsilon).
+
+Noise seeds: by default each client reads 128 bits of fresh kernel entropy
+inside the client computation (`tff_ddp.utils.entropy`); `entropy=` lets a
+production runtime supply its device entropy; `seed=` (tests only) derives
+noise from (seed, round, a fingerprint of the client's input), so clients
+with equal inputs get equal noise.
+
+The test backend's secure sum wants int32: values are cast to int32 at the
+boundary; with power-of-two moduli <= 2^30 the int32 wrap-around of the plain
+sum does not change the residue, and the server reduces mod M again.
+"""
+
+import collections
+import fractions
+import math
+import warnings
+from typing import Callable, Optional
+
+import dp_accounting
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_ddp.accounting import event_io
+from tff_ddp.accounting import events
+from tff_ddp.encoders import registry
+from tff_ddp.mechanisms import base
+from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg_mechanism
+from tff_ddp.utils import checks
+from tff_ddp.utils import entropy as entropy_lib
+
+# Modulus of the public participant count (and of debug counts).
+COUNT_MODULUS = base.MAX_MODULUS
+# Bernoulli coins of self-sampling: [W < threshold], W uniform on [0, 2^62).
+_COIN_BITS = 62
+
+
+class ValueSpec:
+  """A value type's flattened layout: specs, sizes, dimension, integer-ness."""
+
+  def __init__(self, value_type, owner: str):
+    try:
+      value_type = tff.types.to_type(value_type)
+    except (TypeError, ValueError) as e:
+      raise TypeError(f'{owner}: value_type must be a TFF type or convertible '
+                      f'to one, got {value_type!r} ({e}).') from e
+    if not tff.types.is_structure_of_tensors(value_type):
+      raise TypeError(
+          f'{owner} needs a tensor or a (nested) structure of tensors; got '
+          f'{value_type}.')
+    leaves = ([value_type] if isinstance(value_type, tff.TensorType)
+              else [t for _, t in _iter_leaves(value_type)])
+    for leaf in leaves:
+      dtype = np.dtype(leaf.dtype)
+      if not (np.issubdtype(dtype, np.floating)
+              or np.issubdtype(dtype, np.integer)) or dtype == np.bool_:
+        raise TypeError(f'{owner} sums float or integer tensors; got '
+                        f'{leaf} in {value_type}.')
+      if leaf.shape is None or any(d is None for d in leaf.shape):
+        raise TypeError(f'{owner} needs fully defined shapes; got {leaf} in '
+                        f'{value_type}.')
+    self.value_type = value_type
+    self.leaves = leaves
+    self.sizes = [int(np.prod(leaf.shape, dtype=np.int64))
+                  for leaf in leaves]
+    self.dim = int(sum(self.sizes))
+    if self.dim < 1:
+      raise TypeError(f'{owner}: value_type has no elements: {value_type}.')
+    self.is_integer = all(np.issubdtype(np.dtype(leaf.dtype), np.integer)
+                          for leaf in leaves)
+
+  def flatten(self, value) -> tf.Tensor:
+    """float64 [dim] of a client value (tensor, nested structure, Struct)."""
+    if isinstance(value, tff.structure.Struct):
+      parts = tff.structure.flatten(value)
+    else:
+      parts = tf.nest.flatten(value)
+    return tf.concat([tf.reshape(tf.cast(t, tf.float64), [-1])
+                      for t in parts], axis=0)
+
+  def unflatten(self, flat: tf.Tensor):
+    """The value type's structure and dtypes from a float64 [dim]."""
+    parts = tf.split(flat, self.sizes)
+    tensors = []
+    for part, leaf in zip(parts, self.leaves):
+      dtype = tf.as_dtype(leaf.dtype)
+      if dtype.is_integer:
+        part = tf.clip_by_value(tf.round(part), dtype.min, dtype.max)
+      tensors.append(tf.cast(tf.reshape(part, list(leaf.shape)), dtype))
+    if isinstance(self.value_type, tff.TensorType):
+      return tensors[0]
+    return _pack(self.value_type, iter(tensors))
+
+
+def _iter_leaves(struct_type):
+  for name, element in tff.structure.iter_elements(struct_type):
+    if isinstance(element, tff.StructType):
+      yield from _iter_leaves(element)
+    else:
+      yield name, element
+
+
+def _pack(struct_type, leaves):
+  """Nested python containers (OrderedDict / list) matching struct_type."""
+  elements = []
+  named = True
+  for name, element in tff.structure.iter_elements(struct_type):
+    named = named and name is not None
+    value = (_pack(element, leaves) if isinstance(element, tff.StructType)
+             else next(leaves))
+    elements.append((name, value))
+  if named:
+    return collections.OrderedDict(elements)
+  return [v for _, v in elements]
+
+
+def _constant(value) -> tf.Tensor:
+  """A measurement constant: Python floats as float64, numpy keeps dtype."""
+  if isinstance(value, (bool, np.bool_)):
+    return tf.constant(bool(value))
+  if isinstance(value, float):
+    return tf.constant(value, tf.float64)
+  if isinstance(value, int):
+    return tf.constant(value, tf.int64)
+  return tf.constant(value)
+
+
+def coin_threshold(rate: float) -> int:
+  """floor(q 2^62): the coin keeps a value iff a uniform W < threshold.
+
+  The coins' exact probability is threshold / 2^62 <= q (equal to q for
+  q >= 2^-9, where q 2^62 is an integer); `effective_rate` is that number.
+  """
+  return math.floor(fractions.Fraction(rate) * (1 << _COIN_BITS))
+
+
+def effective_rate(rate: float) -> float:
+  """The exact keep probability of the coins (a float64, no rounding)."""
+  return coin_threshold(rate) / float(1 << _COIN_BITS)
+
+
+def count_mechanism(flag_names, noise_multiplier, expected_clients):
+  """The DDG mechanism that noises the per-client 0/1 flags.
+
+  Flags are integers with l2 norm <= sqrt(k) (k flags), summed with integer
+  scaling c (granularity 1/c, identity encoder, integer inputs: no rounding
+  inflation). c is the smallest integer with a scaled local noise >= 1, so
+  the tau term of the DDG analysis is negligible; 30 bits.
+  """
+  k = len(flag_names)
+  sigma = ddg_mechanism.local_stddev(noise_multiplier, math.sqrt(k),
+                                     expected_clients)
+  scaling = max(1, math.ceil(1.0 / sigma))
+  return ddg_mechanism.compute_parameters(
+      dim=k, l2_clip=math.sqrt(k), noise_multiplier=noise_multiplier,
+      expected_clients_per_round=expected_clients, bits=base.MAX_RING_BITS,
+      beta=0.0, encoder=registry.Identity(k), granularity=1.0 / scaling,
+      linf_clip=1.0, integer_inputs=True)
+
+
+class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
+  """Sums client values with a distributed-DP mechanism and one secure sum.
+
+  Subclassed by `DiscreteGaussianSumFactory` and `PoissonBinomialSumFactory`
+  (which validate their own arguments); usable directly with any mechanism:
+
+    factory = MechanismSumFactory(
+        lambda spec: my_mechanism.compute_parameters(spec.dim, ...))
+  """
+
+  def __init__(
+      self,
+      make_mechanism: Callable[[ValueSpec], base.Mechanism],
+      *,
+      client_sampling_rate: Optional[float] = None,
+      count_noise_multiplier: Optional[float] = None,
+      debug_measurements: bool = False,
+      entropy: Optional[entropy_lib.EntropyFn] = None,
+      seed: Optional[int] = None,
+      name: str = 'MechanismSumFactory',
+  ):
+    """Stores the configuration (see the module docstring).
+
+    Args:
+      make_mechanism: ValueSpec -> Mechanism (validates at `create`).
+      client_sampling_rate: q in (0, 1]: every client takes part, each keeps
+        its value with probability q (private coin), zeros otherwise; the
+        round's event is `SelfSampledDpEvent(q, ...)`. None: all values.
+      count_noise_multiplier: release the mechanism's flags noised with this
+        noise multiplier (DDG), accounted. None: withhold them.
+      debug_measurements: release exact flag counts; the round is then NOT
+        private (its event is NonPrivateDpEvent). For debugging only.
+      entropy: a callable returning a shape-[2] int64 tensor of device
+        entropy for the noise seeds (production runtimes); default: kernel
+        entropy (`tff_ddp.utils.entropy.os_entropy_seed`).
+      seed: tests only (see the module docstring).
+      name: for messages.
+    """
+    if not callable(make_mechanism):
+      raise TypeError(f'make_mechanism must be callable, got '
+                      f'{make_mechanism!r}.')
+    self._name = str(name)
+    self._make_mechanism = make_mechanism
+    self._rate = (None if client_sampling_rate is None else checks.probability(
+        client_sampling_rate, 'client_sampling_rate'))
+    if self._rate is not None and coin_threshold(self._rate) == 0:
+      raise ValueError(
+          f'client_sampling_rate={client_sampling_rate} is below 2^-62, the '
+          'resolution of the clients\' coins.')
+    self._count_z = (None if count_noise_multiplier is None else
+                     checks.positive(count_noise_multiplier,
+                                     'count_noise_multiplier'))
+    self._debug = checks.boolean(debug_measurements, 'debug_measurements')
+    if self._debug and self._count_z is not None:
+      raise ValueError('debug_measurements=True releases exact counts; '
+                       'count_noise_multiplier would be pointless. Use one.')
+    self._entropy = entropy_lib.check_entropy(entropy)
+    self._seed = checks.seed(seed)
+    if self._seed is not None:
+      warnings.warn(
+          f'{self._name}(seed=...) makes client noise a function of the seed '
+          'and the client input: for tests only, never deploy.')
+    if self._debug:
+      warnings.warn(
+          f'{self._name}(debug_measurements=True) releases exact per-client '
+          'counts: the rounds are NOT differentially private (their '
+          'dp_event is NonPrivateDpEvent).')
+
+  # -- What a user inspects before running. --------------------------------
+
+  def value_spec(self, value_type) -> ValueSpec:
+    return ValueSpec(value_type, self._name)
+
+  def mechanism(self, value_type) -> base.Mechanism:
+    """The mechanism (derived parameters) for `value_type`."""
+    return self._make_mechanism(self.value_spec(value_type))
+
+  def _counts(self, mechanism):
+    if self._count_z is None:
+      return None
+    return count_mechanism(mechanism.flag_names, self._count_z,
+                           mechanism.expected_clients_per_round)
+
+  def dp_event(self, value_type,
+               num_clients: Optional[int] = None) -> dp_accounting.DpEvent:
+    """The event of one round on `value_type` (planning value).
+
+    `num_clients` clients in the secure sum (default: the expected number).
+    Includes self-sampling and noised counts; NonPrivateDpEvent with debug
+    measurements. The measurements of each round carry the same event with
+    the measured number of clients.
+    """
+    mechanism = self.mechanism(value_type)
+    return self._round_event(mechanism, self._counts(mechanism), num_clients)
+
+  def _round_event(self, mechanism, counts, num_clients):
+    if self._debug:
+      return dp_accounting.NonPrivateDpEvent()
+    event = mechanism.dp_event(num_clients)
+    if counts is not None:
+      event = dp_accounting.ComposedDpEvent(
+          [event, counts.dp_event(num_clients)])
+    if self._rate is not None:
+      event = events.SelfSampledDpEvent(effective_rate(self._rate), event)
+    return event
+
+  def __repr__(self):
+    options = []
+    if self._rate is not None:
+      options.append(f'client_sampling_rate={self._rate}')
+    if self._count_z is not None:
+      options.append(f'count_noise_multiplier={self._count_z}')
+    if self._debug:
+      options.append('debug_measurements=True')
+    if self._seed is not None:
+      options.append(f'seed={self._seed}')
+    return f'{self._name}({", ".join(self._repr_arguments() + options)})'
+
+  def _repr_arguments(self):
+    return []
+
+  # -- The process. ----------------------------------------------------------
+
+  def create(self, value_type) -> tff.templates.AggregationProcess:
+    spec = self.value_spec(value_type)
+    mechanism = self._make_mechanism(spec)
+    counts = self._counts(mechanism)
+    return _build(self, spec, mechanism, counts)
+
+
+def _build(factory, spec, mechanism, counts):
+  """The AggregationProcess (see the module docstring)."""
+  moduli = collections.OrderedDict(mechanism.secure_moduli())
+  moduli['counts'] = COUNT_MODULUS
+  if counts is not None:
+    for key, modulus in counts.secure_moduli().items():
+      moduli['noised_' + key] = modulus
+  for key, modulus in moduli.items():
+    if modulus < 2 or modulus > base.MAX_MODULUS or modulus & (modulus - 1):
+      raise ValueError(f'secure-sum modulus of {key!r} must be a power of two '
+                       f'in [2, 2^{base.MAX_RING_BITS}], got {modulus}.')
+  test_seed = factory._seed  # pylint: disable=protected-access
+  entropy_fn = factory._entropy  # pylint: disable=protected-access
+  rate = factory._rate  # pylint: disable=protected-access
+  debug = factory._debug  # pylint: disable=protected-access
+
+  @tff.tensorflow.computation
+  def init_fn():
+    if test_seed is None:
+      public = entropy_lib.os_entropy_seed()
+    else:
+      public = tf.constant([test_seed, 0x5EED], tf.int64)
+    return collections.OrderedDict(round=tf.constant(0, tf.int64),
+                                   public_seed=public)
+
+  state_type = init_fn.type_signature.result
+  seed_type = state_type.public_seed
+
+  @tff.tensorflow.computation(state_type)
+  def round_seed_fn(state):
+    # Public randomness of this round: the same at clients and server.
+    return tf.random.experimental.stateless_fold_in(
+        state['public_seed'], state['round'])
+
+  @tff.tensorflow.computation(spec.value_type, seed_type)
+  def client_fn(value, round_seed):
+    flat = spec.flatten(value)
+    if test_seed is not None:
+      digest = tf.bitcast(
+          tf.fingerprint(tf.reshape(tf.bitcast(flat, tf.uint8), [1, -1]))[0],
+          tf.int64)
+      noise_seed = tf.random.experimental.stateless_fold_in(round_seed,
+                                                            digest)
+    elif entropy_fn is not None:
+      noise_seed = tf.reshape(tf.cast(entropy_fn(), tf.int64), [2])
+    else:
+      noise_seed = entropy_lib.os_entropy_seed()
+    seeds = tf.random.experimental.stateless_split(noise_seed, 3)
+    if rate is not None:
+      word = tf.bitwise.bitwise_and(
+          tf.random.stateless_uniform([], seed=seeds[0], dtype=tf.int64,
+                                      minval=None, maxval=None),
+          (1 << _COIN_BITS) - 1)
+      keep = word < coin_threshold(rate)
+      flat = tf.where(keep, flat, tf.zeros_like(flat))
+    encoded, flags = mechanism.client_encode(flat, round_seed, seeds[1])
+    out = collections.OrderedDict(
+        (key, tf.cast(encoded[key], tf.int32))
+        for key in mechanism.secure_moduli())
+    one = tf.ones([1], tf.int64)
+    out['counts'] = tf.cast(tf.concat([one, flags] if debug else [one], 0),
+                            tf.int32)
+    if counts is not None:
+      noised, _ = counts.client_encode(tf.cast(flags, tf.float64),
+                                       round_seed, seeds[2])
+      for key in counts.secure_moduli():
+        out['noised_' + key] = tf.cast(noised[key], tf.int32)
+    return out
+
+  secure_moduli = collections.OrderedDict(
+      (key, int(moduli[key])) for key in moduli)
+  planning_event = factory._round_event(mechanism, counts, None)  # pylint: disable=protected-access
+
+  @tff.tensorflow.computation(
+      client_fn.type_signature.result, state_type, seed_type)
+  def server_fn(summed, state, round_seed):
+    summed = collections.OrderedDict(
+        (key, base.ring_residue(summed[key], secure_moduli[key]))
+        for key in secure_moduli)
+    n = summed['counts'][0]
+    decoded, post = mechanism.server_decode(
+        {key: summed[key] for key in mechanism.secure_moduli()}, n,
+        round_seed)
+    result = spec.unflatten(decoded)
+    measurements = collections.OrderedDict()
+    for key, value in mechanism.public_measurements().items():
+      measurements[key] = _constant(value)
+    measurements['participating_clients'] = n
+    measurements['actual_num_clients'] = n
+    if rate is not None:
+      measurements['client_sampling_rate'] = tf.constant(
+          effective_rate(rate), tf.float64)
+    for key, value in post.items():
+      measurements[key] = value
+    if debug:
+      measurements['debug_counts'] = collections.OrderedDict(
+          (name, summed['counts'][1 + i])
+          for i, name in enumerate(mechanism.flag_names))
+    if counts is not None:
+      noisy, _ = counts.server_decode(
+          {key: summed['noised_' + key] for key in counts.secure_moduli()},
+          n, round_seed)
+      measurements['noised_counts'] = collections.OrderedDict(
+          (name, noisy[i]) for i, name in enumerate(mechanism.flag_names))
+    measurements['dp_event'] = event_io.event_structure(
+        planning_event, {'num_clients': n})
+    new_state = collections.OrderedDict(
+        round=state['round'] + 1, public_seed=state['public_seed'])
+    return new_state, result, measurements
+
+  @tff.federated_computation
+  def init_federated():
+    return tff.federated_eval(init_fn, tff.SERVER)
+
+  @tff.federated_computation(
+      init_federated.type_signature.result,
+      tff.FederatedType(spec.value_type, tff.CLIENTS))
+  def next_fn(state, value):
+    seed = tff.federated_map(round_seed_fn, state)
+    encoded = tff.federated_map(
+        client_fn, (value, tff.federated_broadcast(seed)))
+    summed = tff.backends.mapreduce.federated_secure_modular_sum(
+        encoded, secure_moduli)
+    new_state, result, measurements = tff.federated_map(
+        server_fn, (summed, state, seed))
+    return tff.templates.MeasuredProcessOutput(
+        state=new_state, result=result, measurements=measurements)
+
+  return tff.templates.AggregationProcess(init_federated, next_fn)

@@ -1,0 +1,205 @@
+"""Calibration of the aggregator behind a federated quantile process.
+
+For a budget (epsilon, delta) over `rounds` rounds of
+`expected_clients_per_round` clients, against the named adversary (zero-out
+neighbours: one client's encoding replaced by zeros, as in the aggregators):
+
+* discrete Gaussian: the integer scaling c is the largest the ring allows by
+  the wrap-around condition of Theorems 1-2 of the quantile paper,
+  M >= 2 + 2 c n + 2 n sqrt(2 sigma^2 log(K n b / delta)) (K = 8 flat, 16
+  tree and Haar), with sigma = z Delta_2 c / sqrt(n) the scaled local noise;
+  then the noise multiplier z is calibrated by the accountant for that c
+  (`aggregators.calibrated`), which includes the tau term of the
+  distributed DG. The encodings are integer vectors summed with the
+  identity encoder and integer scaling, so no rounding happens and the
+  sensitivity is c times the encoding's l2 norm, not the rounding-inflated
+  bound. A large c makes sigma large, so tau is negligible (the paper
+  instead fixes sigma^2 = 2 and varies c, where tau matters). If no c >= 1
+  fits, the bits are refused with the number that works.
+* Poisson binomial: m = the most trials the ring 2^bits holds for n clients
+  (at most the sampler's limit), theta calibrated by the accountant: Lemma 2
+  composed over the l0 sensitivity of the encoding (1 flat, log2 b tree,
+  log2 b + 1 Haar), not over all b coordinates as the paper's Prop. 4 does
+  -- under zero-out neighbours a coordinate where the client's encoding is 0
+  sends Binomial(m, 1/2) either way (`PoissonBinomialSumFactory(l0_clip=)`).
+"""
+
+import dataclasses
+import math
+from typing import Optional
+
+import numpy as np
+import tensorflow_federated as tff
+
+from tff_ddp.accounting import accountant
+from tff_ddp.accounting import calibration
+from tff_ddp.aggregators import calibrated
+from tff_ddp.analytics import histograms as hg
+from tff_ddp.mechanisms import base
+from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg_mechanism
+from tff_ddp.mechanisms import poisson_binomial as pbm_mechanism
+from tff_ddp.utils import checks
+
+MECHANISMS = ('discrete_gaussian', 'poisson_binomial')
+_RING_CONSTANT = {'flat': 8, 'tree': 16, 'haar': 16}
+
+
+@dataclasses.dataclass(frozen=True)
+class QuantileParameters:
+  """What the calibration chose.
+
+  Attributes:
+    method, mechanism, num_bins, bits: the configuration.
+    factory: the aggregation factory (DDG or cPBM).
+    value_type: the encodings' type (int32 [encoding length]).
+    epsilon: eps of all rounds at `delta` (<= the target), against
+      `adversary`, zero-out neighbours.
+    delta: the target delta.
+    adversary: 'server' or 'release'.
+    scaling: c = 1/gamma (DDG) or None.
+    noise_multiplier: z (DDG) or None; the central noise stddev in count
+      units is z * l2_sensitivity.
+    theta, num_trials: cPBM parameters or None.
+    l2_sensitivity: of one client's encoding.
+  """
+
+  method: str
+  mechanism: str
+  num_bins: int
+  bits: int
+  factory: object
+  value_type: object
+  epsilon: float
+  delta: float
+  adversary: str
+  scaling: Optional[int]
+  noise_multiplier: Optional[float]
+  theta: Optional[float]
+  num_trials: Optional[int]
+  l2_sensitivity: float
+
+  def aggregator_mechanism(self):
+    """The mechanism (derived parameters) of the aggregator."""
+    return self.factory.mechanism(self.value_type)
+
+  def noise_stddev(self, num_clients: Optional[int] = None) -> float:
+    """Noise stddev per coordinate of the noisy count sum (count units)."""
+    return self.aggregator_mechanism().noise_stddev(num_clients)
+
+
+def encoding_type(method: str, num_bins: int):
+  """The clients' encoding type: int32 [encoding length]."""
+  return tff.TensorType(np.int32, [hg.encoding_length(method, num_bins)])
+
+
+def ring_needs(method, c, sigma, n, b, delta):
+  """Right-hand side of the wrap-around condition of Theorems 1-2."""
+  k = _RING_CONSTANT[method]
+  return 2 + 2 * c * n + 2 * n * math.sqrt(
+      2 * sigma**2 * math.log(k * n * b / delta))
+
+
+def quantile_parameters(
+    method: str,
+    mechanism: str,
+    num_bins: int,
+    expected_clients_per_round: int,
+    epsilon: float,
+    delta: float,
+    bits: int = 18,
+    rounds: int = 1,
+    adversary: str = 'server',
+    seed: Optional[int] = None,
+) -> QuantileParameters:
+  """Calibrates the aggregator for a quantile process (see module doc).
+
+  Raises:
+    TypeError / ValueError: bad arguments, bits too small, or an unreachable
+      target (the message says what works).
+  """
+  method = hg.canonical_method(method)
+  length = hg.encoding_length(method, num_bins)  # validates method, bins
+  mechanism = checks.choice(mechanism, 'mechanism', MECHANISMS)
+  n = checks.integer(expected_clients_per_round, 'expected_clients_per_round',
+                     1, base.MAX_MODULUS - 1)
+  bits = checks.integer(bits, 'bits', 2, base.MAX_RING_BITS)
+  epsilon = checks.positive(epsilon, 'epsilon')
+  delta = checks.real(delta, 'delta', 0.0, 1.0, low_open=True,
+                      high_open=True)
+  rounds = checks.integer(rounds, 'rounds', 1)
+  adversary = checks.choice(adversary, 'adversary', accountant.ADVERSARIES)
+  _, l2, l0 = hg.sensitivities(method, num_bins)
+  value_type = encoding_type(method, num_bins)
+  common = dict(target_epsilon=epsilon, target_delta=delta, rounds=rounds,
+                adversary=adversary, seed=seed)
+  if mechanism == 'poisson_binomial':
+    m = min((2**bits - 1) // n, pbm_mechanism.MAX_NUM_TRIALS)
+    if m < 1:
+      raise ValueError(
+          f'bits={bits} cannot hold {n} clients: the ring needs 2^bits > n '
+          f'm with m >= 1; use bits >= {int(n).bit_length()}.')
+    result = calibrated.poisson_binomial(
+        value_type, parameter='theta', num_trials=m,
+        expected_clients_per_round=n, l2_clip=l2, encoder='none',
+        divisor='linf', linf_clip=1.0, l0_clip=int(l0), **common)
+    return QuantileParameters(
+        method=method, mechanism=mechanism, num_bins=num_bins, bits=bits,
+        factory=result.factory, value_type=value_type,
+        epsilon=result.epsilon, delta=delta, adversary=adversary,
+        scaling=None, noise_multiplier=None, theta=result.value,
+        num_trials=m, l2_sensitivity=l2)
+
+  # Discrete Gaussian. A first z from the continuous Gaussian of the same
+  # sensitivity (tau = 0), with a margin for tau.
+  z_gauss = calibration.calibrate(
+      'gaussian', 'noise_multiplier', {}, epsilon, delta, rounds=rounds,
+      adversary=adversary).value
+
+  def fit(ring_bits):
+    """(QuantileParameters or None, last calibration error)."""
+    modulus = 2**ring_bits
+
+    def largest_c(z):
+      per_c = 2 * n + 2 * math.sqrt(n) * z * l2 * math.sqrt(
+          2 * math.log(_RING_CONSTANT[method] * n * num_bins / delta))
+      return int((modulus - 2) // per_c)
+
+    c = largest_c(1.1 * z_gauss)
+    last_error = None
+    for _ in range(40):
+      if c < 1:
+        break
+      try:
+        result = calibrated.discrete_gaussian(
+            value_type, expected_clients_per_round=n, bits=ring_bits,
+            l2_clip=l2, beta=0.0, encoder='none', granularity=1.0 / c,
+            linf_clip=1.0, **common)
+      except ValueError as e:
+        last_error = e
+        c = int(c * 0.9)
+        continue
+      sigma = ddg_mechanism.local_stddev(result.value, l2 * c, n)
+      if ring_needs(method, c, sigma, n, num_bins, delta) <= modulus:
+        return QuantileParameters(
+            method=method, mechanism=mechanism, num_bins=num_bins,
+            bits=ring_bits, factory=result.factory, value_type=value_type,
+            epsilon=result.epsilon, delta=delta, adversary=adversary,
+            scaling=c, noise_multiplier=result.value, theta=None,
+            num_trials=None, l2_sensitivity=l2), None
+      c = min(c - 1, largest_c(result.value))
+    return None, last_error
+
+  found, last_error = fit(bits)
+  if found is not None:
+    return found
+  # The smallest ring that works, found the same way.
+  need = next((b for b in range(bits + 1, base.MAX_RING_BITS + 1)
+               if fit(b)[0] is not None), None)
+  advice = (f'use bits >= {need}' if need is not None else
+            f'no ring up to 2^{base.MAX_RING_BITS} fits: use fewer clients '
+            'or a larger epsilon')
+  detail = f' (last calibration error: {last_error})' if last_error else ''
+  raise ValueError(
+      f'bits={bits} is too small for {n} clients at epsilon={epsilon}: no '
+      f'integer scaling c >= 1 meets the wrap-around condition of Theorems '
+      f'1-2; {advice}.{detail}')

@@ -1,0 +1,39 @@
+"""The `tff-ddp` command.
+
+  tff-ddp demo       federated mean estimation with DDG vs Gaussian (make demo)
+  tff-ddp privacy    epsilon of a mechanism over rounds, or calibrate its noise
+  tff-ddp quantiles  federated DP quantiles (flat / tree / Haar, DDG / cPBM)
+
+Every epsilon printed names the adversary it holds against. User errors
+print one line and exit with status 2; every TFF worker a command started is
+ended before it returns.
+"""
+
+import sys
+from typing import Optional, Sequence
+
+from tff_ddp.cli import common  # sets TF_CPP_MIN_LOG_LEVEL first
+from tff_ddp.cli import demo
+from tff_ddp.cli import privacy
+from tff_ddp.cli import quantiles
+
+
+def build_parser() -> common.Parser:
+  parser = common.Parser(prog='tff-ddp', description=__doc__)
+  subparsers = parser.add_subparsers(dest='command', required=True,
+                                     parser_class=common.Parser)
+  demo.add_parser(subparsers)
+  privacy.add_parser(subparsers)
+  quantiles.add_parser(subparsers)
+  return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+  """Parses `argv` (default: sys.argv[1:]) and runs the command."""
+  args = build_parser().parse_args(argv)
+  return common.run(args.command, lambda: args.body(args))
+
+
+def console_main():
+  """Entry point of the `tff-ddp` script: exits with main's status."""
+  sys.exit(main())

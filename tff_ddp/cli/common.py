@@ -1,0 +1,94 @@
+"""What every `tff-ddp` command shares: quiet start, one-line errors, clean end.
+
+* Quiet: TensorFlow's C++ start-up lines (cuDNN/cuFFT/cuBLAS registration,
+  TensorRT, CPU features) are errors and warnings of its logger; unless the
+  user set TF_CPP_MIN_LOG_LEVEL, the commands set it to 3 before TensorFlow
+  is imported, and absl's Python logging to errors.
+* User errors -- a bad flag value, or a configuration the library refuses
+  (its TypeError / ValueError) -- print one line `tff-ddp <command>: error:
+  <message>` and exit with status 2, also when TFF has already started.
+* Every TFF worker process the command started is ended by process id, and
+  TFF's execution context is released before the interpreter shuts down, so
+  no `ServiceManager.__del__` traceback appears at exit.
+"""
+
+import argparse
+import os
+import sys
+from typing import Callable, Optional
+
+# Before TensorFlow is imported anywhere in this process.
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+
+
+class UserError(Exception):
+  """A problem with what the user asked for: one line, exit status 2."""
+
+
+class Parser(argparse.ArgumentParser):
+  """argparse with one-line errors and every default in --help."""
+
+  def __init__(self, *args, **kwargs):
+    kwargs.setdefault('formatter_class', HelpFormatter)
+    super().__init__(*args, **kwargs)
+
+  def error(self, message):
+    sys.stderr.write(f'{self.prog}: error: {message}\n')
+    sys.exit(2)
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter,
+                    argparse.ArgumentDefaultsHelpFormatter):
+  """Keeps the description's line breaks and shows every default."""
+
+
+def converter(check: Callable, name: str, cast: Callable = float):
+  """An argparse `type=` that parses with `cast` then applies a
+  `tff_ddp.utils.checks` function, turning its errors into argparse's."""
+
+  def convert(text: str):
+    try:
+      value = cast(text)
+    except ValueError:
+      raise argparse.ArgumentTypeError(
+          f'{name} must be {"an integer" if cast is int else "a number"}, '
+          f'got {text!r}') from None
+    try:
+      return check(value, name)
+    except (TypeError, ValueError) as e:
+      raise argparse.ArgumentTypeError(str(e).rstrip('.')) from None
+
+  convert.__name__ = name
+  return convert
+
+
+def quiet_python_logging():
+  try:
+    from absl import logging  # pylint: disable=g-import-not-at-top
+    logging.set_verbosity(logging.ERROR)
+  except ImportError:
+    pass
+
+
+def run(command: str, function: Callable[[], Optional[int]]) -> int:
+  """Runs a command body; user errors become one line and status 2."""
+  quiet_python_logging()
+  try:
+    return int(function() or 0)
+  except (UserError, TypeError, ValueError) as e:
+    message = str(e).splitlines()[0] if str(e) else type(e).__name__
+    sys.stderr.write(f'tff-ddp {command}: error: {message}\n')
+    return 2
+  except KeyboardInterrupt:
+    sys.stderr.write(f'tff-ddp {command}: interrupted\n')
+    return 130
+  finally:
+    from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
+    processes.release_tff()
+
+
+def progress(iterable, description: str, total: Optional[int] = None):
+  """A tqdm progress bar on stderr when it is a terminal (else silent)."""
+  from tqdm import auto  # pylint: disable=g-import-not-at-top
+  return auto.tqdm(iterable, desc=description, total=total, disable=None,
+                   leave=False, file=sys.stderr)

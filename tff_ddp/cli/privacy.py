@@ -1,0 +1,220 @@
+"""`tff-ddp privacy`: epsilon of a mechanism over rounds, or calibrate it.
+
+Examples:
+
+  tff-ddp privacy --mechanism gaussian --noise-multiplier 1.1 --rounds 1000 \\
+      --sampling poisson --rate 0.01 --delta 1e-5
+  tff-ddp privacy --mechanism ddg --l2-sensitivity 1000 --local-stddev 200 \\
+      --num-clients 100 --dimension 65536 --rounds 1000 \\
+      --sampling without-replacement --population 10000 --delta 1e-6
+  tff-ddp privacy --mechanism cpbm --num-trials 16 --num-clients 1000 \\
+      --dimension 64 --delta 1e-5 --target-epsilon 5 --calibrate theta
+
+Prints epsilon against the server that runs the protocol and against readers
+of the release (or only the --adversary given), the best RDP order, the
+neighbouring relation and what the sampling buys against each; with
+--target-epsilon it calibrates the parameter against the named adversary
+(default: the server) and prints the epsilon of that value against both.
+
+Sampling: 'poisson' / 'without-replacement' -- the server draws the cohort,
+the others do not take part (the server knows the sample); 'self' -- every
+client takes part and keeps its value with probability --rate (the
+factories' client_sampling_rate; the sample is hidden from everyone).
+"""
+
+from tff_ddp.cli import common
+from tff_ddp.utils import checks
+
+_MECHANISM_FLAGS = {
+    'gaussian': ('noise_multiplier',),
+    'ddg': ('l2_sensitivity', 'local_stddev', 'noise_multiplier',
+            'num_clients', 'dimension', 'l1_sensitivity'),
+    'cpbm': ('theta', 'num_trials', 'num_clients', 'dimension'),
+}
+_REQUIRED = {
+    'gaussian': ('noise_multiplier',),
+    'ddg': ('l2_sensitivity', 'num_clients', 'dimension'),
+    'cpbm': ('theta', 'num_trials', 'num_clients', 'dimension'),
+}
+_DEFAULT_CALIBRATED = {'gaussian': 'noise_multiplier', 'ddg': 'local_stddev',
+                       'cpbm': 'theta'}
+_SAMPLING_NOTE = {
+    'none': 'no sampling: every client of a round takes part.',
+    'poisson': ('Poisson cohorts drawn by the server: against the server '
+                '(it knows the sample) only the known-sample mixture; '
+                'against the release the same bound for distributed noise '
+                '(an unsampled client also removes its noise share, so '
+                'Poisson amplification is not proved), dp-accounting\'s '
+                'tight bound for the Gaussian.'),
+    'without-replacement': (
+        'fixed-size cohorts drawn by the server: against the server the '
+        'known-sample mixture; against the release Wang, Balle & '
+        'Kasiviswanathan (2019) on the replace-one curve.'),
+    'self': ('self-sampling (every client in the secure sum, private coins): '
+             'Zhu & Wang (2019) against every adversary.'),
+}
+
+
+def _flag(name):
+  return '--' + name.replace('_', '-')
+
+
+def add_parser(subparsers):
+  from tff_ddp.accounting import accountant  # pylint: disable=g-import-not-at-top
+  from tff_ddp.accounting import calibration  # pylint: disable=g-import-not-at-top
+  p = subparsers.add_parser(
+      'privacy', help='epsilon of a DP mechanism over rounds, or calibrate it',
+      description=__doc__, formatter_class=common.HelpFormatter)
+  number = lambda check, name: common.converter(check, name)
+  integer = lambda low, name: common.converter(
+      lambda v, n: checks.integer(v, n, low), name, int)
+  p.add_argument('--mechanism', required=True,
+                 choices=sorted(calibration.MECHANISM_PARAMETERS))
+  p.add_argument('--noise-multiplier', type=number(checks.positive,
+                                                   '--noise-multiplier'),
+                 help='gaussian: noise stddev / l2 sensitivity; ddg: central '
+                 'noise / l2 sensitivity (instead of --local-stddev)')
+  p.add_argument('--l2-sensitivity', type=number(checks.positive,
+                                                 '--l2-sensitivity'),
+                 help='ddg: l2 bound of one client, integer units')
+  p.add_argument('--l1-sensitivity', type=number(checks.positive,
+                                                 '--l1-sensitivity'),
+                 help='ddg: optional l1 bound of one client')
+  p.add_argument('--local-stddev', type=number(
+      lambda v, n: checks.real(v, n, low=0.5), '--local-stddev'),
+                 help='ddg: per-client discrete Gaussian scale (>= 0.5)')
+  p.add_argument('--theta', type=number(
+      lambda v, n: checks.real(v, n, 0.0, 0.25, low_open=True), '--theta'),
+                 help='cpbm: bias scale in (0, 0.25]')
+  p.add_argument('--num-trials', type=integer(1, '--num-trials'),
+                 help='cpbm: trials m')
+  p.add_argument('--num-clients', type=integer(1, '--num-clients'),
+                 help='ddg/cpbm: clients in each sum')
+  p.add_argument('--dimension', type=integer(1, '--dimension'),
+                 help='ddg/cpbm: released coordinates')
+  p.add_argument('--rounds', type=integer(1, '--rounds'), default=1,
+                 help='rounds')
+  p.add_argument('--sampling', default='none', choices=calibration.SAMPLINGS,
+                 help='how each round\'s cohort is chosen')
+  p.add_argument('--rate', type=number(checks.probability, '--rate'),
+                 help='poisson/self: sampling probability in (0, 1]')
+  p.add_argument('--population', type=integer(1, '--population'),
+                 help='clients to sample from (>= clients per round)')
+  p.add_argument('--clients-per-round', type=integer(1, '--clients-per-round'),
+                 help='sample size (default: --num-clients)')
+  p.add_argument('--delta', type=number(
+      lambda v, n: checks.real(v, n, 0.0, 1.0, True, True), '--delta'),
+                 required=True, help='delta in (0, 1)')
+  p.add_argument('--adversary', choices=accountant.ADVERSARIES,
+                 help='only this adversary (default: both, labelled)')
+  p.add_argument('--target-epsilon', type=number(checks.positive,
+                                                 '--target-epsilon'),
+                 help='calibrate a parameter to this epsilon')
+  p.add_argument('--calibrate', choices=('noise_multiplier', 'local_stddev',
+                                         'theta', 'num_trials'),
+                 help='parameter to calibrate (default: the noise one)')
+  p.set_defaults(command='privacy', body=run)
+  return p
+
+
+def _parameters(args):
+  """Validates which flags apply; returns (params, calibrated or None)."""
+  from tff_ddp.accounting import calibration  # pylint: disable=g-import-not-at-top
+  m = args.mechanism
+  free = None
+  if args.target_epsilon is not None:
+    free = args.calibrate or _DEFAULT_CALIBRATED[m]
+    if free not in calibration.MECHANISM_PARAMETERS[m]:
+      raise common.UserError(
+          f'--calibrate for {m} must be one of '
+          f'{", ".join(calibration.MECHANISM_PARAMETERS[m])}, got {free}')
+  elif args.calibrate:
+    raise common.UserError('--calibrate needs --target-epsilon')
+  given = {name for names in _MECHANISM_FLAGS.values() for name in names
+           if getattr(args, name) is not None}
+  foreign = sorted(given - set(_MECHANISM_FLAGS[m]))
+  if foreign:
+    raise common.UserError(
+        f'{", ".join(_flag(f) for f in foreign)} do(es) not apply to '
+        f'--mechanism {m} (its flags: '
+        f'{", ".join(_flag(f) for f in _MECHANISM_FLAGS[m])})')
+  if free is not None and getattr(args, free) is not None:
+    raise common.UserError(f'{_flag(free)} is what --target-epsilon '
+                           'calibrates; do not give it')
+  for name in _REQUIRED[m]:
+    if name != free and getattr(args, name) is None:
+      raise common.UserError(f'--mechanism {m} needs {_flag(name)}')
+  if m == 'ddg' and free is None:
+    if (args.local_stddev is None) == (args.noise_multiplier is None):
+      raise common.UserError('--mechanism ddg needs exactly one of '
+                             '--local-stddev and --noise-multiplier')
+  params = {name: getattr(args, name) for name in _MECHANISM_FLAGS[m]
+            if getattr(args, name) is not None}
+  return params, free
+
+
+def _sampling(args):
+  """(rate, sample_size, population) for calibration.rounds_event."""
+  if args.sampling == 'none':
+    if (args.rate, args.population, args.clients_per_round) != (None,) * 3:
+      raise common.UserError('--rate/--population/--clients-per-round need '
+                             '--sampling poisson, without-replacement or '
+                             'self')
+    return None, None, None
+  size = args.clients_per_round or args.num_clients
+  if args.sampling in ('poisson', 'self'):
+    if args.rate is None and args.population is None:
+      raise common.UserError(f'--sampling {args.sampling} needs --rate or '
+                             '--population')
+    if args.rate is not None and args.population is not None:
+      raise common.UserError('give --rate or --population, not both')
+    if args.rate is not None:
+      return args.rate, None, None
+  elif args.population is None:
+    raise common.UserError('--sampling without-replacement needs '
+                           '--population (>= clients per round)')
+  if not size:
+    raise common.UserError('--population needs --clients-per-round (or '
+                           '--num-clients)')
+  if size > args.population:
+    raise common.UserError(f'--population must be >= clients per round '
+                           f'({size}), got {args.population}')
+  return None, size, args.population
+
+
+def run(args) -> int:
+  """Prints eps (or the calibrated parameter); returns the exit code."""
+  from tff_ddp.accounting import accountant  # pylint: disable=g-import-not-at-top
+  from tff_ddp.accounting import calibration  # pylint: disable=g-import-not-at-top
+  params, free = _parameters(args)
+  rate, size, population = _sampling(args)
+  adversaries = ([args.adversary] if args.adversary
+                 else list(accountant.ADVERSARIES))
+  if free is None:
+    event = calibration.rounds_event(
+        calibration.mechanism_event(args.mechanism, **params), args.rounds,
+        args.sampling, rate, size, population)
+  else:
+    target_adversary = args.adversary or 'server'
+    result = calibration.calibrate(
+        args.mechanism, free, params, args.target_epsilon, args.delta,
+        args.rounds, args.sampling, rate, size, population,
+        adversary=target_adversary)
+    print(f'{free.replace("_", "-")}: {result.value:.6g}'
+          + (' (range limit)' if result.at_limit else '')
+          + f'  (calibrated to epsilon {args.target_epsilon:g} against the '
+          f'{target_adversary})')
+    event = result.event
+  for adversary in adversaries:
+    eps, order = accountant.epsilon(event, args.delta, adversary)
+    label = {'server': 'the server (runs the protocol)',
+             'release': 'readers of the release'}[adversary]
+    print(f'epsilon against {label}: {eps:.6g}  (best RDP order {order:g})')
+  print(f'delta: {args.delta:g}; neighbours: '
+        f'{"add/remove (central Gaussian)" if args.mechanism == "gaussian" else "zero-out"}'
+        f'; {args.rounds} round(s)')
+  print(f'sampling: {_SAMPLING_NOTE[args.sampling]}')
+  if args.mechanism == 'gaussian':
+    print('note: a central Gaussian is added by the server itself, so it '
+          'protects only against readers of the release.')
+  return 0

@@ -1,0 +1,123 @@
+"""The mechanism interface every distributed-DP mechanism of tff_ddp implements.
+
+A mechanism is the math of one secure-sum round, written once, with no TFF
+placement in it:
+
+  client:  x (float64 [dim])  --client_encode(x, round_seed, noise_seed)-->
+           integers in [0, modulus) per secure-sum key, and 0/1 flags
+  secure:  the integers of all clients summed modulo each key's modulus
+  server:  summed --server_decode(summed, num_clients, round_seed)-->
+           float64 [dim] estimate of the sum, post-processing measurements
+  privacy: dp_event(num_clients) -- what one round releases, as a
+           dp-accounting event that `tff_ddp.accounting` turns into epsilon
+
+A mechanism object is a frozen value built by the mechanism module's own
+`compute_parameters` (which validates everything and draws nothing), so two
+mechanisms with equal parameters are interchangeable. The generic factory
+`tff_ddp.aggregators.secure_sum` places any mechanism into one TFF
+aggregation process (client encode, one `federated_secure_modular_sum`,
+server decode); adding a mechanism touches one new module here and a thin
+factory there.
+
+What a mechanism may release (its `public_measurements` and the
+measurements of `server_decode`): configuration constants, and functions of
+the noisy sum and of the number of clients in the secure sum (which the
+server running the protocol knows anyway). Data-dependent per-client facts
+(was the value clipped, non-finite, ...) are *flags*: the mechanism computes
+them, and the factory withholds them, noises and accounts them, or releases
+them under `debug_measurements=True` only (which marks the round not
+private).
+"""
+
+from typing import Mapping, Optional, Protocol, Sequence, Tuple
+
+import dp_accounting
+import tensorflow as tf
+
+from tff_ddp.encoders import base as encoders_base
+
+# The ring limit of every secure sum here: TFF's test backend sums int32
+# values, and power-of-two moduli up to 2^30 survive int32 wrap-around of the
+# plain sum (the residue mod 2^b of a sum is unchanged by wrapping mod 2^32).
+MAX_RING_BITS = 30
+MAX_MODULUS = 2**MAX_RING_BITS
+
+
+class Mechanism(Protocol):
+  """One distributed-DP mechanism: client encode, server decode, DP event.
+
+  Attributes:
+    name: short name ('distributed_discrete_gaussian', ...).
+    dim: number of float64 scalars a client's flattened value has.
+    encoder: the public, seeded transform applied before discretisation
+      (`tff_ddp.encoders.base.Encoder`).
+    flag_names: names of the 0/1 flags `client_encode` returns, in order.
+    expected_clients_per_round: the number of clients the planning event
+      (`dp_event()` without an argument) assumes.
+  """
+
+  name: str
+  dim: int
+  encoder: encoders_base.Encoder
+  flag_names: Tuple[str, ...]
+  expected_clients_per_round: int
+
+  def secure_moduli(self) -> Mapping[str, int]:
+    """The secure-sum modulus of each key `client_encode` returns."""
+
+  def public_measurements(self) -> Mapping[str, object]:
+    """Configuration constants to report every round (Python scalars)."""
+
+  def client_encode(
+      self, x: tf.Tensor, round_seed: tf.Tensor, noise_seed: tf.Tensor
+  ) -> Tuple[Mapping[str, tf.Tensor], tf.Tensor]:
+    """One client's contribution.
+
+    Args:
+      x: float64 [dim], the client's flattened value.
+      round_seed: shape-[2] int64, the round's public randomness.
+      noise_seed: shape-[2] int64, this client's private randomness. Never
+        shared between clients.
+
+    Returns:
+      (encoded, flags): int64 tensors in [0, modulus) per key of
+      `secure_moduli()`, and int64 [len(flag_names)] of 0/1 flags.
+    """
+
+  def server_decode(
+      self, summed: Mapping[str, tf.Tensor], num_clients: tf.Tensor,
+      round_seed: tf.Tensor) -> Tuple[tf.Tensor, Mapping[str, tf.Tensor]]:
+    """The estimate of the sum and post-processing measurements.
+
+    Args:
+      summed: per key, the secure sum reduced into [0, modulus) (int64).
+      num_clients: int64 scalar, the number of clients in the secure sum.
+      round_seed: the round's public seed.
+
+    Returns:
+      (float64 [dim] estimate of the sum of the clients' (clipped) values,
+      measurements computed from `summed` and `num_clients` only).
+    """
+
+  def dp_event(self, num_clients: Optional[int] = None
+               ) -> dp_accounting.DpEvent:
+    """The event of one round with `num_clients` clients in the sum."""
+
+
+def flag_vector(flags: Sequence[tf.Tensor]) -> tf.Tensor:
+  """Stacks boolean flags into the int64 0/1 vector `client_encode` returns."""
+  return tf.stack([tf.cast(f, tf.int64) for f in flags])
+
+
+def ring_residue(value: tf.Tensor, modulus: int) -> tf.Tensor:
+  """value mod modulus, in [0, modulus), as int64."""
+  return tf.math.floormod(tf.cast(value, tf.int64), modulus)
+
+
+def centre(residue: tf.Tensor, modulus: int) -> tf.Tensor:
+  """The representative in {-M/2 + 1, ..., M/2} of a residue mod M.
+
+  Worked example (M = 8): 6 -> -2 (6 > M/2 = 4); 4 -> 4; 3 -> 3.
+  """
+  z = ring_residue(residue, modulus)
+  return tf.where(z > modulus // 2, z - modulus, z)

@@ -1,0 +1,83 @@
+"""Noise seeds with real entropy, drawn inside the traced client computation.
+
+Why not `tf.raw_ops.NonDeterministicInts`: in TF 2.14 it reads from one
+per-process `std::mt19937_64` seeded once with 32 bits from std::random_device
+(tsl/platform/random.cc), so every client of a simulation process -- and the
+public rotation seed -- would come from one 2^32-state stream: whoever sees
+the public seed could search the 2^32 states and recompute every client's
+noise.
+
+What we do instead: `os_entropy_seed()` reads two fresh UUIDs from the
+kernel's CSPRNG (`/proc/sys/kernel/random/uuid`, 122 random bits each, a new
+one per read) with `tf.io.read_file` -- an op that runs where the
+computation runs, inside TFF's C++ executor too -- and packs 128 of their
+random bits into a shape-[2] int64 seed. The path is made to depend on a
+stateful op, so that TF's graph optimiser can neither fold the read into a
+constant nor merge the two reads (both would silently repeat a seed).
+
+Limits, stated exactly: this needs a Linux kernel with procfs where the
+client computation executes (the read fails loudly otherwise; nothing falls
+back silently). Production runtimes run client computations on devices, not
+here: pass the factory `entropy=<callable>` that returns a shape-[2] int64
+tensor of device entropy (e.g. from the platform's secure RNG op), traced
+inside the client computation. It must be unpredictable and independent per
+client and per round; a deployment that cannot guarantee that must not run
+distributed DP.
+"""
+
+from typing import Callable, Optional
+
+import tensorflow as tf
+
+UUID_PATH = '/proc/sys/kernel/random/uuid'
+EntropyFn = Callable[[], tf.Tensor]
+
+
+def _hex_word(hex_bytes: tf.Tensor) -> tf.Tensor:
+  """16 ASCII hex digits (uint8 [16]) -> the int64 with those 64 bits."""
+  digits = tf.cast(hex_bytes, tf.int64)
+  value = tf.where(digits >= ord('a'), digits - (ord('a') - 10),
+                   digits - ord('0'))
+  shifts = tf.range(60, -4, -4, dtype=tf.int64)
+  return tf.reduce_sum(tf.bitwise.left_shift(value, shifts))
+
+
+def _uuid_words(path: tf.Tensor):
+  """(high, low): the 128 bits of one UUID read from `path`.
+
+  The UUID text is 8-4-4-4-12 hex digits; the version nibble (bits 76-79)
+  and the two variant bits (bits 62-63) are fixed, the other 122 random.
+  """
+  text = tf.io.read_file(path)
+  raw = tf.io.decode_raw(text, tf.uint8)
+  digits = tf.concat([raw[0:8], raw[9:13], raw[14:18], raw[19:23],
+                      raw[24:36]], axis=0)
+  return _hex_word(digits[:16]), _hex_word(digits[16:32])
+
+
+def os_entropy_seed() -> tf.Tensor:
+  """A shape-[2] int64 seed with 128 bits from the kernel CSPRNG.
+
+  Two UUIDs u, v: the seed is (u_high XOR v_low, u_low XOR v_high). The
+  fixed bits of u_high (its version nibble, bits 12-15 of the word) and of
+  v_low (its variant bits, 62-63) are at different positions, so each word is
+  the XOR of independent uniform bits at every position: 64 uniform bits,
+  128 in all.
+  """
+  # An empty suffix computed from a stateful op: not constant-foldable, and
+  # each call's ops are distinct, so two reads are never merged.
+  salt = tf.raw_ops.NonDeterministicInts(shape=[2], dtype=tf.int64)
+  empty = tf.strings.substr(tf.strings.as_string(salt), 0, 0)
+  first = _uuid_words(tf.strings.join([UUID_PATH, empty[0]]))
+  second = _uuid_words(tf.strings.join([UUID_PATH, empty[1]]))
+  return tf.stack([tf.bitwise.bitwise_xor(first[0], second[1]),
+                   tf.bitwise.bitwise_xor(first[1], second[0])])
+
+
+def check_entropy(entropy: Optional[EntropyFn], name: str = 'entropy'
+                  ) -> Optional[EntropyFn]:
+  """None or a callable; anything else is a TypeError."""
+  if entropy is not None and not callable(entropy):
+    raise TypeError(f'{name} must be None or a callable returning a shape-[2] '
+                    f'int64 tensor of device entropy, got {entropy!r}.')
+  return entropy

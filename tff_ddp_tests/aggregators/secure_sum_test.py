@@ -1,0 +1,263 @@
+"""The generic factory with a toy mechanism: placement, releases, sampling.
+
+The toy mechanism sums round(x) mod 2^16 with no noise, so every number the
+process returns can be predicted exactly; what is tested here is the
+skeleton every real mechanism shares: types and the secure-sum-only
+placement, what the measurements release under each flag policy, the
+measured DP event, self-sampling coins and the noise-seed sources.
+"""
+
+import collections
+import dataclasses
+import math
+
+from absl.testing import parameterized
+import dp_accounting
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_ddp import accounting
+from tff_ddp.accounting import events
+from tff_ddp.aggregators import secure_sum
+from tff_ddp.encoders import registry
+from tff_ddp.mechanisms import base
+from tff_ddp_tests import harness
+
+_MODULUS = 2**16
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundingMechanism:
+  """Sums round(x) exactly (no noise); flags: any negative / any > 100."""
+
+  dim: int
+  expected_clients_per_round: int = 3
+
+  name = 'rounding'
+  flag_names = ('negative', 'large')
+
+  @property
+  def encoder(self):
+    return registry.Identity(self.dim)
+
+  def secure_moduli(self):
+    return {'encoded': _MODULUS}
+
+  def public_measurements(self):
+    return {'modulus': np.int64(_MODULUS), 'label': 0.5}
+
+  def client_encode(self, x, round_seed, noise_seed):
+    del round_seed, noise_seed
+    rounded = tf.cast(tf.round(x), tf.int64)
+    return ({'encoded': base.ring_residue(rounded, _MODULUS)},
+            base.flag_vector([tf.reduce_any(x < 0),
+                              tf.reduce_any(tf.abs(x) > 100)]))
+
+  def server_decode(self, summed, num_clients, round_seed):
+    del round_seed
+    return (tf.cast(base.centre(summed['encoded'], _MODULUS), tf.float64),
+            {'seen': num_clients})
+
+  def dp_event(self, num_clients=None):
+    return events.DistributedDiscreteGaussianDpEvent(
+        l2_sensitivity=1.0, local_stddev=1.0,
+        num_clients=num_clients or self.expected_clients_per_round,
+        dimension=self.dim)
+
+
+def _factory(**kwargs):
+  return secure_sum.MechanismSumFactory(
+      lambda spec: RoundingMechanism(spec.dim), **kwargs)
+
+
+_VECTOR = tff.TensorType(np.float32, [4])
+
+
+def _names(process):
+  return {n for n, _ in tff.structure.iter_elements(
+      process.next.type_signature.result.measurements.member)}
+
+
+class PlacementTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.named_parameters(
+      ('vector', _VECTOR),
+      ('nested', collections.OrderedDict(
+          a=tff.TensorType(np.float32, [2, 3]),
+          b=tff.TensorType(np.float64, [5]))),
+      ('integers', tff.TensorType(np.int32, [3])),
+      ('struct_type', tff.StructType([tff.TensorType(np.float32, [2]),
+                                      tff.TensorType(np.int64, [1])])),
+      ('scalar', tff.TensorType(np.float32)),
+  )
+  def test_types_and_secure_only(self, value_type):
+    value_type = tff.types.to_type(value_type)
+    process = _factory().create(value_type)
+    self.assertIsInstance(process, tff.templates.AggregationProcess)
+    result = process.next.type_signature.result.result
+    self.assertTrue(result.member.is_equivalent_to(value_type))
+    tff.test.assert_not_contains_unsecure_aggregation(process.next)
+    tff.test.assert_contains_secure_aggregation(process.next)
+
+  def test_struct_type_values_run(self):
+    value_type = tff.StructType([tff.TensorType(np.float32, [2]),
+                                 tff.TensorType(np.int64, [1])])
+    process = _factory().create(value_type)
+    values = [[np.array([1.0, 2.0], np.float32), np.array([3], np.int64)],
+              [np.array([-1.0, 0.0], np.float32), np.array([4], np.int64)]]
+    output = process.next(process.initialize(), values)
+    self.assertAllClose(output.result[0], [0.0, 2.0])
+    self.assertAllEqual(output.result[1], [7])
+    self.assertEqual(output.result[1].dtype, np.int64)
+
+  @parameterized.named_parameters(
+      ('string', tff.TensorType(np.str_, [3]), 'float or integer'),
+      ('bool', tff.TensorType(np.bool_, [3]), 'float or integer'),
+      ('unknown_shape', tff.TensorType(np.float32, [None]), 'shape'),
+      ('federated', tff.FederatedType(np.float32, tff.CLIENTS), 'tensor'),
+      ('empty', tff.TensorType(np.float32, [0]), 'no elements'),
+      ('not_a_type', 'float32 please', 'value_type'),
+  )
+  def test_bad_value_types(self, value_type, message):
+    with self.assertRaisesRegex(TypeError, message):
+      _factory().create(value_type)
+
+  @parameterized.named_parameters(
+      ('rate_zero', dict(client_sampling_rate=0.0), ValueError),
+      ('rate_big', dict(client_sampling_rate=1.5), ValueError),
+      ('rate_tiny', dict(client_sampling_rate=1e-30), ValueError),
+      ('rate_string', dict(client_sampling_rate='0.5'), TypeError),
+      ('count_noise', dict(count_noise_multiplier=-1.0), ValueError),
+      ('debug_int', dict(debug_measurements=1), TypeError),
+      ('both', dict(debug_measurements=True, count_noise_multiplier=1.0),
+       ValueError),
+      ('entropy', dict(entropy=3), TypeError),
+      ('seed', dict(seed=-1), ValueError),
+      ('seed_float', dict(seed=1.5), TypeError),
+  )
+  def test_bad_options(self, kwargs, error):
+    with self.assertRaises(error):
+      _factory(**kwargs)
+    with self.assertRaises(TypeError):
+      secure_sum.MechanismSumFactory('not callable')
+
+
+class ReleaseTest(tf.test.TestCase):
+  """What each flag policy releases, and the event that says what it costs."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.clients = [np.array([1.2, -3.0, 0.0, 2.0], np.float32),
+                   np.array([1.0, 1.0, 1.0, 500.0], np.float32),
+                   np.array([0.4, 0.0, 0.0, 0.0], np.float32)]
+
+  def test_default_withholds_flags(self):
+    factory = _factory()
+    process = factory.create(_VECTOR)
+    names = _names(process)
+    self.assertNotIn('debug_counts', names)
+    self.assertNotIn('noised_counts', names)
+    # Not even sent: the secure sum carries the participant count only.
+    secure = process.next.type_signature.parameter
+    del secure
+    output = process.next(process.initialize(), self.clients)
+    m = output.measurements
+    self.assertAllClose(output.result, [2.0, -2.0, 1.0, 502.0])  # rounded
+    self.assertEqual(m['participating_clients'], 3)
+    self.assertEqual(m['actual_num_clients'], 3)
+    self.assertEqual(m['seen'], 3)
+    self.assertEqual(m['modulus'], _MODULUS)
+    self.assertEqual(m['label'], 0.5)
+    event = accounting.extract_dp_event(m)
+    self.assertEqual(event, factory.dp_event(_VECTOR))
+    self.assertEqual(output.state['round'], 1)
+
+  def test_measured_event_uses_the_measured_count(self):
+    factory = _factory()
+    process = factory.create(_VECTOR)
+    output = process.next(process.initialize(), self.clients[:2])
+    self.assertEqual(accounting.extract_dp_event(output.measurements),
+                     factory.dp_event(_VECTOR, num_clients=2))
+    self.assertEqual(factory.dp_event(_VECTOR).num_clients, 3)
+
+  def test_debug_releases_exact_counts_and_is_not_private(self):
+    with self.assertWarnsRegex(UserWarning, 'NOT differentially private'):
+      factory = _factory(debug_measurements=True)
+    process = factory.create(_VECTOR)
+    m = process.next(process.initialize(), self.clients).measurements
+    self.assertEqual(dict(m['debug_counts']), {'negative': 1, 'large': 1})
+    event = accounting.extract_dp_event(m)
+    self.assertIsInstance(event, dp_accounting.NonPrivateDpEvent)
+    self.assertEqual(accounting.epsilon(event, 1e-5)[0], math.inf)
+
+  def test_noised_counts_are_accounted(self):
+    factory = _factory(count_noise_multiplier=0.5)
+    process = factory.create(_VECTOR)
+    m = process.next(process.initialize(), self.clients).measurements
+    self.assertEqual(set(m['noised_counts']), {'negative', 'large'})
+    event = accounting.extract_dp_event(m)
+    self.assertIsInstance(event, dp_accounting.ComposedDpEvent)
+    main, counts = event.events
+    self.assertEqual(main, RoundingMechanism(4).dp_event(3))
+    # Flags are integers of l2 norm <= sqrt(2), scaled by c; the central
+    # noise in count units is 0.5 * sqrt(2).
+    mechanism = secure_sum.count_mechanism(('a', 'b'), 0.5, 3)
+    self.assertEqual(counts, mechanism.dp_event(3))
+    self.assertAlmostEqual(mechanism.noise_stddev(), 0.5 * math.sqrt(2))
+    self.assertGreaterEqual(counts.local_stddev, 1.0)
+    self.assertEqual(event, factory.dp_event(_VECTOR))
+    # The noisy counts estimate the true ones (1, 1) within 6 stddevs.
+    self.assertAllClose([m['noised_counts']['negative'],
+                         m['noised_counts']['large']], [1.0, 1.0],
+                        atol=6 * 0.5 * math.sqrt(2) + 1e-9)
+
+
+class SamplingTest(tf.test.TestCase):
+
+  def test_self_sampling_keeps_the_right_fraction(self):
+    # 200 clients, client i holds e_i: the result marks who was kept.
+    n, q = 200, 0.3
+    value_type = tff.TensorType(np.float32, [n])
+    factory = _factory(client_sampling_rate=q)
+    process = factory.create(value_type)
+    clients = list(np.eye(n, dtype=np.float32))
+    output = process.next(process.initialize(), clients)
+    kept = np.asarray(output.result)
+    self.assertTrue(set(np.unique(kept)) <= {0.0, 1.0})
+    # Binomial(200, 0.3): mean 60, stddev 6.5; 5 stddevs.
+    self.assertLess(abs(kept.sum() - n * q), 5 * math.sqrt(n * q * (1 - q)))
+    m = output.measurements
+    self.assertEqual(m['participating_clients'], n)
+    self.assertEqual(m['client_sampling_rate'], q)
+    event = accounting.extract_dp_event(m)
+    self.assertIsInstance(event, events.SelfSampledDpEvent)
+    self.assertEqual(event.sampling_probability, q)
+    self.assertEqual(event.event.num_clients, n)
+
+  def test_coin_probability_is_exact(self):
+    self.assertEqual(secure_sum.effective_rate(0.3), 0.3)
+    self.assertEqual(secure_sum.coin_threshold(0.5), 2**61)
+    tiny = 3e-10
+    self.assertLessEqual(secure_sum.effective_rate(tiny), tiny)
+    self.assertGreater(secure_sum.effective_rate(tiny), tiny * (1 - 1e-9))
+
+  def test_entropy_hook_is_used(self):
+    # A constant "device entropy" gives every client the same coin: all or
+    # nothing (never do this; it shows the hook reaches the coins).
+    factory = _factory(client_sampling_rate=0.5,
+                       entropy=lambda: tf.constant([12, 34], tf.int64))
+    process = factory.create(tff.TensorType(np.float32, [8]))
+    clients = list(np.eye(8, dtype=np.float32))
+    state = process.initialize()
+    results = []
+    for _ in range(6):
+      output = process.next(state, clients)
+      state = output.state
+      results.append(float(np.sum(output.result)))
+    self.assertTrue(set(results) <= {0.0, 8.0}, results)
+
+
+if __name__ == '__main__':
+  harness.main()
