@@ -91,13 +91,14 @@ from the caller's seed, so the output is a deterministic function of
 (probs, num_trials, seed). Works eagerly, in `tf.function` and in TFF
 computations (only TF ops and `tf.while_loop`).
 
-Cost per element (m >= 16): ~2.6 candidates on average, each 3 random words
+Cost per element (m >= 64): ~2.6 candidates on average, each 3 random words
 and ~400 float64 operations (both Stirling forms are evaluated), plus a
 rejection loop of O(log n) rounds over a shrinking set of n elements (n =
 elements per call). Memory: O(n) int64/float64 temporaries (a few dozen
 vectors of n). The exact fallback costs O(|D|^2) sequential limb work with
 |D| ~ sqrt(m); it is reached with probability < 2^-30 per candidate.
-For m < 16: m random words per element, O(n m) memory.
+For m < 64: m random words per element (exact Bernoulli trials), 16 n words
+of memory.
 """
 
 import dataclasses
@@ -111,7 +112,8 @@ import tensorflow as tf
 
 MAX_NUM_TRIALS = 1 << 30
 # m below this uses direct Bernoulli trials (one word each).
-_REJECTION_MIN_TRIALS = 16
+_REJECTION_MIN_TRIALS = 64
+_DIRECT_CHUNK = 16
 _P_BITS = 54  # float64 p in [1/4, 3/4] is a multiple of 2^-54
 _TWO54 = 1 << _P_BITS
 _HALF_P_BITS = 27
@@ -472,14 +474,63 @@ def _geometric_half(words, seed):
                  lambda: g)
 
 
+@_no_autograph
 def _direct(p_int, num_trials, seed):
-  """Sum of m exact Bernoulli(p) trials: [W < P 2^8] for W uniform on 2^62."""
-  threshold = tf.bitwise.left_shift(p_int, _WORD_BITS - _P_BITS)
-  shape = tf.concat([tf.shape(p_int), [num_trials]], 0)
-  words = tf.bitwise.bitwise_and(
-      tf.random.stateless_uniform(shape, seed=seed, dtype=tf.int64,
-                                  minval=None, maxval=None), _WORD_MASK)
-  return tf.reduce_sum(tf.cast(words < threshold[:, None], tf.int64), axis=1)
+  """Sum of m exact Bernoulli(p) trials: [W < P 2^8] for W uniform on 2^62.
+
+  P 2^8 = p 2^62 is an integer, so P(W < P 2^8) = p exactly. Chunks of
+  _DIRECT_CHUNK trials per loop step bound the memory at that many words
+  per element.
+  """
+  threshold = tf.bitwise.left_shift(p_int, _WORD_BITS - _P_BITS)[:, None]
+  num = tf.size(p_int)
+
+  def body(c, total):
+    words = tf.bitwise.bitwise_and(
+        tf.random.stateless_uniform(
+            tf.stack([num, _DIRECT_CHUNK]),
+            seed=tf.random.experimental.stateless_fold_in(seed, c),
+            dtype=tf.int64, minval=None, maxval=None), _WORD_MASK)
+    trial = c * _DIRECT_CHUNK + tf.range(_DIRECT_CHUNK, dtype=tf.int64)
+    hit = (words < threshold) & (trial < num_trials)[None, :]
+    return c + 1, total + tf.reduce_sum(tf.cast(hit, tf.int64), axis=1)
+
+  chunks = -(-num_trials // _DIRECT_CHUNK)
+  return tf.while_loop(
+      lambda c, total: c < chunks, body,
+      (tf.constant(0, tf.int64), tf.zeros([num], tf.int64)))[1]
+
+
+def _element_constants(p_int, num_trials):
+  """Per-element [M, M', ln(1 + eps), ln P, ln Q] for P = p 2^54 (int64)."""
+  n = num_trials
+  # Mode M = floor((m+1) P / 2^54), exactly (products < 2^58).
+  p_hi = tf.bitwise.right_shift(p_int, _HALF_P_BITS)
+  p_lo = tf.bitwise.bitwise_and(p_int, (1 << _HALF_P_BITS) - 1)
+  mode = tf.bitwise.right_shift(
+      (n + 1) * p_hi + tf.bitwise.right_shift((n + 1) * p_lo, _HALF_P_BITS),
+      _HALF_P_BITS)
+  mode_c = n - mode
+  # eps = (m p - M) / (M (1-p)); numerator = (m P_hi - M 2^27) 2^-27
+  # + m P_lo 2^-54 with the first part exact (absolute error < 2^-48).
+  eps_num = (tf.cast(n * p_hi - mode * (1 << _HALF_P_BITS), tf.float64) *
+             2.0**-_HALF_P_BITS +
+             tf.cast(n * p_lo, tf.float64) * 2.0**-_P_BITS)
+  q_f = tf.cast(_TWO54 - p_int, tf.float64)
+  p_f = tf.cast(p_int, tf.float64)
+  mode_f = tf.cast(tf.maximum(mode, 1), tf.float64)
+  log1p_eps = _log1p(eps_num / (mode_f * q_f * 2.0**-_P_BITS))
+  return [mode, mode_c, log1p_eps, _log_pos(p_f), _log_pos(q_f)]
+
+
+def _log_accept(consts, d, g, prm, table):
+  """(ln a(D), err): |computed - exact ln a(D)| <= err, -M <= D <= M'."""
+  mode, mode_c, log1p_eps, log_p, log_q = consts
+  log_r, scale = _log_ratio(mode, mode_c, d, log1p_eps, log_p, log_q, table)
+  gf = tf.cast(g + _K_SHIFT, tf.float64)
+  log_a = log_r + gf * _LN2 - prm.ln_k_num
+  err = _ERR_FACTOR * (scale + gf * _LN2 + prm.ln_k_num + 1.0)
+  return log_a, err
 
 
 @_no_autograph
@@ -490,23 +541,8 @@ def _rejection(p_int, num_trials, seed, force_exact=False):
   width = prm.width
   table = tf.constant(_log_factorial_table())
   num = tf.size(p_int, out_type=tf.int64)
-  # Mode M = floor((m+1) P / 2^54), exactly (products < 2^58).
-  p_hi = tf.bitwise.right_shift(p_int, _HALF_P_BITS)
-  p_lo = tf.bitwise.bitwise_and(p_int, (1 << _HALF_P_BITS) - 1)
-  mode = tf.bitwise.right_shift(
-      (n + 1) * p_hi + tf.bitwise.right_shift((n + 1) * p_lo, _HALF_P_BITS),
-      _HALF_P_BITS)
-  mode_c = n - mode
-  # eps = (m p - M) / (M (1-p)); numerator = (m P_hi - M 2^27) 2^-27
-  # + m P_lo 2^-54 with the first part exact.
-  eps_num = (tf.cast(n * p_hi - mode * (1 << _HALF_P_BITS), tf.float64) *
-             2.0**-_HALF_P_BITS +
-             tf.cast(n * p_lo, tf.float64) * 2.0**-_P_BITS)
-  q_f = tf.cast(_TWO54 - p_int, tf.float64)
-  p_f = tf.cast(p_int, tf.float64)
-  log1p_eps = _log1p(eps_num / (tf.cast(mode, tf.float64) * q_f * 2.0**-54))
-  log_p = _log_pos(p_f)
-  log_q = _log_pos(q_f)
+  consts = _element_constants(p_int, n)
+  mode, mode_c = consts[0], consts[1]
   limit = ((1 << _WORD_BITS) // width) * width
 
   def body(it, out, idx):
@@ -526,17 +562,12 @@ def _rejection(p_int, num_trials, seed, force_exact=False):
     g = tf.minimum(g, n + 1)  # G > m puts t beyond the support anyway
     t = width * g + u
     d = tf.where(right, t, -1 - t)
-    e_mode = tf.gather(mode, idx)
-    e_mode_c = tf.gather(mode_c, idx)
+    e_consts = [tf.gather(c, idx) for c in consts]
+    e_mode, e_mode_c = e_consts[0], e_consts[1]
     inside = u_ok & (d >= -e_mode) & (d <= e_mode_c)
     d = tf.where(inside, d, tf.zeros_like(d))
     g = tf.where(inside, g, tf.zeros_like(g))
-    log_r, scale = _log_ratio(e_mode, e_mode_c, d, tf.gather(log1p_eps, idx),
-                              tf.gather(log_p, idx), tf.gather(log_q, idx),
-                              table)
-    gf = tf.cast(g + _K_SHIFT, tf.float64)
-    log_a = log_r + gf * _LN2 - prm.ln_k_num
-    err = _ERR_FACTOR * (scale + gf * _LN2 + prm.ln_k_num + 1.0)
+    log_a, err = _log_accept(e_consts, d, g, prm, table)
     # V in [w, w+1) / 2^52: ln bounds with their own error allowance.
     wf = tf.cast(v_prefix, tf.float64)
     log_top = _log_pos(wf + 1.0) - _V_BITS * _LN2
