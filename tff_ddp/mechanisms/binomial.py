@@ -32,8 +32,9 @@ trials, one 62-bit word each, as the existing sampler does):
    series in a cancellation-free form (below) together with a rigorous
    bound `err` on its error; we accept when ln((w+1)/2^52) <= ln a - err and
    reject when ln(w/2^52) >= ln a + err (both logarithms with their own
-   rigorous error bounds). Otherwise (probability about 2 err a(D) + 2^-52
-   per candidate, i.e. below 2^-30 for typical candidates) the element goes
+   rigorous error bounds). Otherwise (probability at most 2 err a(D) +
+   2^-52 per candidate; err is ~1e-9 for typical candidates, so about one
+   candidate in 10^8-10^9) the element goes
    to `_exact_accept`, which writes a(D) = A / B with integers A, B (products
    of |D| factors; m < 2^31 and P, 2^54 - P < 2^54) as base-2^24 big
    integers and compares them with V, drawing further 24-bit chunks of V
@@ -91,14 +92,29 @@ from the caller's seed, so the output is a deterministic function of
 (probs, num_trials, seed). Works eagerly, in `tf.function` and in TFF
 computations (only TF ops and `tf.while_loop`).
 
-Cost per element (m >= 64): ~2.6 candidates on average, each 3 random words
-and ~400 float64 operations (both Stirling forms are evaluated), plus a
-rejection loop of O(log n) rounds over a shrinking set of n elements (n =
-elements per call). Memory: O(n) int64/float64 temporaries (a few dozen
-vectors of n). The exact fallback costs O(|D|^2) sequential limb work with
-|D| ~ sqrt(m); it is reached with probability < 2^-30 per candidate.
-For m < 64: m random words per element (exact Bernoulli trials), 16 n words
-of memory.
+Cost per element (m >= 64): 1 / P(accept) = 2.4-2.8 candidates on average
+(`expected_candidates`; worst at p = 1/4 or 3/4), each 3 random 64-bit words
+and ~300 float64 operations (the phi form; the direct form only for the few
+candidates that need it), independent of m. The rejection loop runs O(log n)
+rounds over a shrinking set of the n elements of the call (each round's
+fixed cost is ~1 ms). Measured on a shared 2-core machine: ~110-160 ms per
+65,536 elements for every m from 2^6 to 2^20 (`benchmarks/binomial_bench.py`).
+Memory: O(n): a few dozen int64/float64 vectors of the active elements.
+Tracing the graph takes ~1.5 s per (m, tf.function).
+
+The exact fallback's cost grows like |D|^2 with |D| ~ sqrt(m) (measured for
+|D| = sqrt(m): 0.01 s at m = 2^12, 0.04 s at 2^16, 0.25 s at 2^20; extrapolated
+to minutes at m = 2^30), but it is reached about once in 10^8-10^9
+candidates, so its expected cost per element is negligible for every
+m <= 2^30; it is a tail latency, not a correctness issue.
+
+For m < 64: m exact Bernoulli trials (one 62-bit word each, as the existing
+sampler), 16 words per element of memory per loop step.
+
+TF note: the rejection loop's initial index vector comes from `tf.where`, not
+`tf.range`: with a statically sized initial loop variable, Grappler
+specialised the loop body to the first round's size and folded `x * 0` into a
+constant of that size (TF 2.14), breaking later rounds.
 """
 
 import dataclasses
@@ -282,8 +298,28 @@ def _log_factorial(n_int, table):
   return value, scale
 
 
-def _log_ratio(mode, mode_c, d, log1p_eps, log_p, log_q, table):
-  """(ln r(D), scale) with |error| <= 2^-42 scale; -M <= D <= M'."""
+def _log_ratio_direct(mode, mode_c, d, log_p, log_q, table):
+  """(ln r(D), scale) from four ln n! values (table or Stirling)."""
+  df = tf.cast(d, tf.float64)
+  f1, s1 = _log_factorial(mode, table)
+  f2, s2 = _log_factorial(mode + d, table)
+  f3, s3 = _log_factorial(mode_c, table)
+  f4, s4 = _log_factorial(mode_c - d, table)
+  value = (f1 - f2) + (f3 - f4) + df * (log_p - log_q)
+  scale = (s1 + s2 + s3 + s4 + tf.abs(df) * (tf.abs(log_p) + tf.abs(log_q))
+           + 1.0)
+  return value, scale
+
+
+def _log_ratio(mode, mode_c, d, log1p_eps, log_p, log_q, table,
+               phi_possible=True):
+  """(ln r(D), scale) with |error| <= 2^-42 scale; -M <= D <= M'.
+
+  The phi form where M, M', M+D, M'-D are all >= 256, the direct form on
+  the (gathered) rest; `phi_possible=False` (m < 512) skips the phi form.
+  """
+  if not phi_possible:
+    return _log_ratio_direct(mode, mode_c, d, log_p, log_q, table)
   mf = tf.cast(mode, tf.float64)
   mcf = tf.cast(mode_c, tf.float64)
   df = tf.cast(d, tf.float64)
@@ -305,18 +341,20 @@ def _log_ratio(mode, mode_c, d, log1p_eps, log_p, log_q, table):
   mc_safe = tf.where(phi_ok, mcf, safe)
   betas = (_beta(m_safe) + _beta(mc_safe)) - (_beta(a1f) + _beta(a2f))
   de = df * log1p_eps
-  v_phi = -(t1 + t2) - 0.5 * (l1 + l2) + betas + de
-  s_phi = (t1 + t2 + tf.abs(l1) + tf.abs(l2) + tf.abs(de) +
+  value = -(t1 + t2) - 0.5 * (l1 + l2) + betas + de
+  scale = (t1 + t2 + tf.abs(l1) + tf.abs(l2) + tf.abs(de) +
            tf.abs(df * l1) + tf.abs(df * l2) + 1.0)
-  # Direct form.
-  f1, s1 = _log_factorial(mode, table)
-  f2, s2 = _log_factorial(a1, table)
-  f3, s3 = _log_factorial(mode_c, table)
-  f4, s4 = _log_factorial(a2, table)
-  v_dir = (f1 - f2) + (f3 - f4) + df * (log_p - log_q)
-  s_dir = (s1 + s2 + s3 + s4 + tf.abs(df) * (tf.abs(log_p) + tf.abs(log_q))
-           + 1.0)
-  return tf.where(phi_ok, v_phi, v_dir), tf.where(phi_ok, s_phi, s_dir)
+
+  def patch():
+    sub = tf.where(~phi_ok)
+    v, s = _log_ratio_direct(
+        tf.gather_nd(mode, sub), tf.gather_nd(mode_c, sub),
+        tf.gather_nd(d, sub), tf.gather_nd(log_p, sub),
+        tf.gather_nd(log_q, sub), table)
+    return (tf.tensor_scatter_nd_update(value, sub, v),
+            tf.tensor_scatter_nd_update(scale, sub, s))
+
+  return tf.cond(tf.reduce_all(phi_ok), lambda: (value, scale), patch)
 
 
 # ---------------------------------------------------------------------------
@@ -526,7 +564,8 @@ def _element_constants(p_int, num_trials):
 def _log_accept(consts, d, g, prm, table):
   """(ln a(D), err): |computed - exact ln a(D)| <= err, -M <= D <= M'."""
   mode, mode_c, log1p_eps, log_p, log_q = consts
-  log_r, scale = _log_ratio(mode, mode_c, d, log1p_eps, log_p, log_q, table)
+  log_r, scale = _log_ratio(mode, mode_c, d, log1p_eps, log_p, log_q, table,
+                            phi_possible=prm.num_trials >= 2 * _TABLE_SIZE)
   gf = tf.cast(g + _K_SHIFT, tf.float64)
   log_a = log_r + gf * _LN2 - prm.ln_k_num
   err = _ERR_FACTOR * (scale + gf * _LN2 + prm.ln_k_num + 1.0)

@@ -54,10 +54,19 @@ def _chi_square(samples, m, p, min_expected=20.0):
   return stat, df, float(scipy.stats.chi2.ppf(1 - ALPHA, df))
 
 
+_SAMPLERS = {}
+
+
 def _sampler(m, force_exact=False):
-  return tf.function(
-      lambda p, s: binomial.sample_binomial(p, m, s,
-                                            _force_exact=force_exact))
+  """One traced function per (m, force_exact), shared by all tests."""
+  key = (m, force_exact)
+  if key not in _SAMPLERS:
+    _SAMPLERS[key] = tf.function(
+        lambda p, s: binomial.sample_binomial(p, m, s,
+                                              _force_exact=force_exact),
+        input_signature=[tf.TensorSpec([None], tf.float64),
+                         tf.TensorSpec([2], tf.int64)])
+  return _SAMPLERS[key]
 
 
 class _BlocksMixin:
@@ -251,25 +260,25 @@ class ContractTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_same_seed_same_output(self):
     probs = tf.constant(np.linspace(0.25, 0.75, 500))
-    fn = tf.function(lambda p, s: binomial.sample_binomial(p, 1000, s))
-    a = fn(probs, tf.constant([1, 2]))
-    self.assertAllEqual(a, fn(probs, tf.constant([1, 2])))
-    self.assertNotAllEqual(a, fn(probs, tf.constant([1, 3])))
+    fn = _sampler(256)
+    a = fn(probs, tf.constant([1, 2], tf.int64))
+    self.assertAllEqual(a, fn(probs, tf.constant([1, 2], tf.int64)))
+    self.assertNotAllEqual(a, fn(probs, tf.constant([1, 3], tf.int64)))
     # Eager execution gives the same draws as the traced function.
-    self.assertAllEqual(binomial.sample_binomial(probs, 1000, [1, 2]), a)
+    self.assertAllEqual(binomial.sample_binomial(probs, 256, [1, 2]), a)
 
   def test_shape_and_dynamic_shape(self):
     probs = tf.fill([3, 4], tf.constant(0.5, tf.float64))
     out = binomial.sample_binomial(probs, 300, [0, 0])
     self.assertEqual(out.shape, [3, 4])
     self.assertEqual(out.dtype, tf.int64)
-    fn = tf.function(
-        lambda p: binomial.sample_binomial(p, 300, tf.constant([1, 1])),
-        input_signature=[tf.TensorSpec([None], tf.float64)])
-    self.assertEqual(fn(tf.fill([7], tf.constant(0.4, tf.float64))).shape, [7])
-    self.assertEqual(fn(tf.zeros([0], tf.float64) + 0.5).shape, [0])
+    fn = _sampler(256)  # input_signature [None]: a dynamic length
+    seed = tf.constant([1, 1], tf.int64)
+    self.assertEqual(
+        fn(tf.fill([7], tf.constant(0.4, tf.float64)), seed).shape, [7])
+    self.assertEqual(fn(tf.zeros([0], tf.float64) + 0.5, seed).shape, [0])
     with self.assertRaisesRegex(tf.errors.InvalidArgumentError, 'probs'):
-      fn(tf.constant([0.5, 0.9], tf.float64))
+      fn(tf.constant([0.5, 0.9], tf.float64), seed)
 
   def test_float32_probs_and_int32_seed(self):
     out = binomial.sample_binomial(np.full([5], 0.5, np.float32), 20,
