@@ -5,7 +5,10 @@ false-failure probability is the chance that a *correct* sampler fails the
 test for a seed drawn at random. Chi-square tests reject when the statistic
 exceeds the chi-square(df) quantile at 1 - ALPHA (ALPHA = 1e-6 per block);
 mean/variance tests allow Z = 5 standard errors (two-sided probability
-5.7e-7 each under a normal approximation).
+5.7e-7 each under a normal approximation). The fast tests make 21
+chi-square and 45 moment checks: a correct sampler fails one of them for a
+random seed with probability below 5e-5 (union bound); the slow ones add 50
+chi-square and 100 moment checks (below 1.1e-4).
 """
 
 import decimal
@@ -103,6 +106,18 @@ class DistributionTest(_BlocksMixin, tf.test.TestCase,
 
   def test_large_m(self):
     self._check_blocks(2**16, 6000, [5, 12], probs=(0.3, 0.5, P54))
+
+  def test_heterogeneous_probs(self):
+    # Every element its own p: the standardized total is ~N(0, 1).
+    m, n = 256, 20000
+    p = np.random.default_rng(5).uniform(0.25, 0.75, n)
+    x = _sampler(m)(tf.constant(p), tf.constant([6, 17], tf.int64)).numpy()
+    z = (x - m * p).sum() / math.sqrt((m * p * (1 - p)).sum())
+    self.assertLess(abs(z), Z)
+    # The elements with p > 1/2 alone (draws follow their own p).
+    hi = p > 0.5
+    self.assertLess(abs(x[hi].mean() - m * p[hi].mean()),
+                    Z * math.sqrt((m * p[hi] * (1 - p[hi])).sum()) / hi.sum())
 
 
 @pytest.mark.slow
