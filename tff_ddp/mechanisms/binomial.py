@@ -13,11 +13,14 @@ trials, one 62-bit word each, as the existing sampler does):
 
 1. Mode M = floor((m + 1) p), computed exactly in int64 from P = p 2^54
    (an integer: float64 p in [1/4, 3/4] is a multiple of 2^-54). M' = m - M.
-2. Proposal (a two-sided, table-free "geometric-of-blocks" law, cf.
-   Devroye, "Non-Uniform Random Variate Generation", 1986, ch. X, and the
-   block proposal of Bringmann, Kuhn, Panagiotou, Peters & Wiebking,
-   "Internal DLA: efficient simulation of a physical growth model", ICALP
-   2014): a fair side bit, G ~ Geometric(1/2) (trailing zeros of random
+2. Proposal (a two-sided, table-free "geometric-of-blocks" law; rejection
+   from such discrete envelopes as in Devroye, "Non-Uniform Random Variate
+   Generation", 1986, ch. II and X; the exact sublinear binomial samplers of
+   Bringmann, Kuhn, Panagiotou, Peters & Wiebking, "Internal DLA: efficient
+   simulation of a physical growth model", ICALP 2014, and Farach-Colton &
+   Tsai, "Exact sublinear binomial sampling", Algorithmica 2015, likewise
+   pair a simple envelope with an acceptance test evaluated only to the
+   precision it needs, which is what step 4 does): a fair side bit, G ~ Geometric(1/2) (trailing zeros of random
    words, P(G = g) = 2^-(g+1)), U uniform on [0, L) (exact: modular reduction
    with rejection of the incomplete top block); t = L G + U, D = t on the
    right side, D = -1 - t on the left. The candidate is k = M + D, with
