@@ -25,8 +25,13 @@ count='exact' the CDF tops out below 1 by the fraction of such clients.
 
 Empty or nearly empty rounds: the quantiles are NaN and `status` says why --
 'no_clients' when nobody took part, 'too_few_values' when the noisy total
-count is below `min_total_stddevs` (default 3) standard deviations of its
-own noise (e.g. only non-finite values), where the estimate would be noise.
+count is below `min_total_stddevs` (default 2) standard deviations of its
+own noise (`noisy_total_stddev`, from the configuration and the public
+count), where the estimate would be mostly noise: a round of only non-finite
+values passes that test with probability 2.3%, and a round whose true count
+is T fails it with probability Phi(2 - T / stddev) (T = 4 stddevs: 2.3%).
+Set min_total_stddevs=0 to always get estimates (NaN then only without
+clients or with a non-positive total).
 """
 
 import collections
@@ -65,7 +70,7 @@ def build_quantile_process(
     bits: int = 18,
     rounds: int = 1,
     adversary: str = 'server',
-    min_total_stddevs: float = 3.0,
+    min_total_stddevs: float = 2.0,
     seed: Optional[int] = None,
 ) -> tff.templates.MeasuredProcess:
   """A process estimating `quantiles` of one float per client.
@@ -101,7 +106,8 @@ def build_quantile_process(
     one float32 per client returns the estimates in `result` (float64
     [len(quantiles)]) and measurements `aggregator` (the aggregator's,
     including the round's `dp_event`), `cdf` (the estimated CDF at the
-    right bin edges), `status`, `noisy_total` and `within_budget` (False
+    right bin edges), `status`, `noisy_total` (the estimated count) and
+    `noisy_total_stddev` (its noise), and `within_budget` (False
     from round `rounds` + 1 on: the (epsilon, delta) guarantee covers the
     first `rounds` rounds only; compose the measured events with
     `tff_ddp.accounting.RdpAccountant` for the cost of more).
@@ -165,8 +171,8 @@ def _build(params: QuantileParameters, lower_bound, upper_bound, quantiles,
     stddev = (mechanism.noise_stddev(1) * total_norm
               * tf.sqrt(tf.cast(n, tf.float64)))
     status = tf.where(
-        n == 0, tf.constant(STATUSES.index('no_clients'), tf.int32),
-        tf.where(total < min_total_stddevs * stddev,
+        tf.equal(n, 0), tf.constant(STATUSES.index('no_clients'), tf.int32),
+        tf.where((total < min_total_stddevs * stddev) | (total <= 0),
                  tf.constant(STATUSES.index('too_few_values'), tf.int32),
                  tf.constant(STATUSES.index('ok'), tf.int32)))
     usable = tf.equal(status, 0)
@@ -174,7 +180,8 @@ def _build(params: QuantileParameters, lower_bound, upper_bound, quantiles,
     values = tf.where(usable, values, nan)
     cdf = tf.where(usable, cdf, tf.fill([num_bins], tf.constant(
         np.nan, tf.float64)))
-    return values, cdf, tf.gather(tf.constant(list(STATUSES)), status), total
+    return (values, cdf, tf.gather(tf.constant(list(STATUSES)), status),
+            total, stddev)
 
   @tff.federated_computation
   def init_fn():
@@ -199,6 +206,8 @@ def _build(params: QuantileParameters, lower_bound, upper_bound, quantiles,
             tff.tensorflow.computation(lambda r: r[2]), estimates),
         noisy_total=tff.federated_map(
             tff.tensorflow.computation(lambda r: r[3]), estimates),
+        noisy_total_stddev=tff.federated_map(
+            tff.tensorflow.computation(lambda r: r[4]), estimates),
         aggregator=output.measurements,
         cdf=tff.federated_map(
             tff.tensorflow.computation(lambda r: r[1]), estimates)))

@@ -61,6 +61,7 @@ from tff_ddp.accounting import events
 from tff_ddp.encoders import base as encoders_base
 from tff_ddp.encoders import registry
 from tff_ddp.mechanisms import base
+from tff_ddp.mechanisms.binomial import sample_binomial  # pylint: disable=unused-import
 from tff_ddp.utils import checks
 from tff_ddp.utils import tensors
 
@@ -70,13 +71,10 @@ MAX_THETA = 0.25
 # Below this theta, 1/2 + theta is within a few float64 steps of 1/2 and the
 # Bernoullis would not carry the signal (2^-53 is the float spacing at 1/2).
 MIN_THETA = 2.0**-40
-# The sampler below costs one pass over the coordinates per trial; more
-# trials than this per coordinate would make a round take minutes.
-MAX_NUM_TRIALS = 2**16
-# Bernoulli(p) = [W < p 2^62] for W uniform on [0, 2^62): exact for every
-# float64 p in [1/4, 3/4] (a multiple of 2^-54, so p 2^62 is an integer).
-_WORD_BITS = 62
-_WORD_MASK = (1 << _WORD_BITS) - 1
+# The exact sampler (`binomial.sample_binomial`) costs O(1) expected per
+# coordinate for any m, but its rare exact fallback (one candidate in
+# ~10^8) costs O(m) limb operations; up to 2^20 trials that is < 0.3 s.
+MAX_NUM_TRIALS = 2**20
 
 # A representation is 'inexact' when ||x - decode(encode(x))|| exceeds this
 # fraction of ||x|| (only the Kashin encoder can be inexact).
@@ -207,7 +205,7 @@ class PoissonBinomial:
     # could step outside by an ulp): the premise of Lemma 2, whatever y is.
     probs = tf.clip_by_value(0.5 + self.theta * ratio, self.p_low,
                              self.p_high)
-    z = sample_binomial(probs, self.num_trials, noise_seed)
+    z = sample_binomial(probs, self.num_trials, noise_seed)  # exact
     return {'encoded': z}, base.flag_vector(
         [tf.logical_not(finite), clipped, inexact])
 
@@ -354,39 +352,3 @@ def compute_parameters(
       theta=theta, num_trials=m, expected_clients_per_round=n,
       max_clients_per_round=max_clients, bits=bits, p_low=p_low,
       p_high=p_high, coordinate_bound=bound, divisor=divisor, l0_clip=l0_clip)
-
-
-def sample_binomial(probs: tf.Tensor, num_trials: int, seed) -> tf.Tensor:
-  """Exact Binomial(num_trials, p) per element, as int64.
-
-  Each trial is a Bernoulli(p) decided as [W < p 2^62] for W a uniform
-  integer in [0, 2^62) (the low 62 bits of a full-range stateless int64
-  word). For float64 p in [1/4, 3/4] -- the only probabilities cPBM uses --
-  p 2^62 is an integer computed exactly, so P(W < p 2^62) = p exactly: no
-  floating point decides an outcome. O(num_trials) passes of one word per
-  element.
-
-  Args:
-    probs: float64 tensor of probabilities, each in [1/4, 3/4].
-    num_trials: m >= 1 (Python int).
-    seed: shape-[2] int64 stateless seed; private to the client.
-
-  Returns:
-    int64 tensor of probs' shape with values in [0, m].
-  """
-  probs = tf.convert_to_tensor(probs, tf.float64)
-  seed = tf.cast(tf.convert_to_tensor(seed), tf.int64)
-  threshold = tf.cast(probs * float(2**_WORD_BITS), tf.int64)
-  shape = tf.shape(probs)
-
-  def body(t, count):
-    words = tf.random.stateless_uniform(
-        shape, seed=tf.random.experimental.stateless_fold_in(seed, t),
-        dtype=tf.int64, minval=None, maxval=None)
-    words = tf.bitwise.bitwise_and(words, _WORD_MASK)
-    return t + 1, count + tf.cast(words < threshold, tf.int64)
-
-  _, count = tf.while_loop(
-      lambda t, _: t < num_trials, body,
-      (tf.constant(0, tf.int64), tf.zeros(shape, tf.int64)))
-  return count

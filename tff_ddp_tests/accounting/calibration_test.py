@@ -1,14 +1,13 @@
-"""Tests of noise calibration and the `privacy` CLI."""
-
-import argparse
-import contextlib
-import io
+"""Tests of noise calibration (the `privacy` CLI is tested in cli_test)."""
 
 from absl.testing import parameterized
+import dp_accounting
 import pytest
 
+from tff_ddp.accounting import accountant
 from tff_ddp.accounting import calibration
-from tff_ddp.accounting import cli
+from tff_ddp.accounting import events
+from tff_ddp_tests import harness
 
 DDG = dict(l2_sensitivity=1000.0, num_clients=100, dimension=2**16)
 PBM = dict(num_clients=1000, dimension=64)
@@ -17,26 +16,32 @@ PBM = dict(num_clients=1000, dimension=64)
 class CalibrateTest(parameterized.TestCase):
 
   @parameterized.parameters(
-      ('ddg', 'local_stddev', DDG, 'poisson', 1000),
-      ('ddg', 'noise_multiplier', DDG, 'without-replacement', 100),
-      ('ddg', 'local_stddev', DDG, 'none', 10),
-      ('cpbm', 'theta', dict(num_trials=16, **PBM), 'none', 1),
-      ('cpbm', 'theta', dict(num_trials=16, **PBM), 'poisson', 5),
+      ('ddg', 'local_stddev', DDG, 'poisson', 1000, 'server'),
+      ('ddg', 'noise_multiplier', DDG, 'without-replacement', 100, 'release'),
+      ('ddg', 'local_stddev', DDG, 'self', 100, 'server'),
+      ('ddg', 'local_stddev', DDG, 'none', 10, 'server'),
+      ('cpbm', 'theta', dict(num_trials=16, **PBM), 'none', 1, 'server'),
+      ('cpbm', 'theta', dict(num_trials=16, **PBM), 'poisson', 5, 'release'),
   )
   def test_reaches_target_within_one_percent(self, mech, param, params,
-                                             sampling, rounds):
+                                             sampling, rounds, adversary):
     for target in (0.5, 2.0, 8.0):
+      kwargs = (dict(sample_size=100, population=10000)
+                if sampling == 'without-replacement' else
+                dict(rate=0.01) if sampling != 'none' else {})
       r = calibration.calibrate(
           mech, param, params, target, 1e-5, rounds=rounds, sampling=sampling,
-          rate=0.01, sample_size=100, population=10000)
+          adversary=adversary, **kwargs)
       if r.at_limit:  # theta = 1/4 is not enough to spend the budget.
         self.assertEqual(r.value, 0.25)
         self.assertLessEqual(r.epsilon, target)
         continue
       self.assertLessEqual(r.epsilon, target)
       self.assertGreaterEqual(r.epsilon, 0.99 * target)
-      eps, _ = calibration.epsilon_of(r.event, 1e-5, r.neighboring_relation)
+      eps, _ = accountant.epsilon(r.event, 1e-5, adversary,
+                                  r.neighboring_relation)
       self.assertEqual(eps, r.epsilon)
+      self.assertEqual(r.adversary, adversary)
 
   @pytest.mark.slow
   def test_gaussian_reaches_target_within_one_percent(self):
@@ -52,7 +57,7 @@ class CalibrateTest(parameterized.TestCase):
     r = calibration.calibrate('cpbm', 'num_trials', dict(theta=0.1, **PBM),
                               5.0, 1e-5)
     self.assertLessEqual(r.epsilon, 5.0)
-    over = calibration.epsilon_of(calibration.mechanism_event(
+    over = accountant.epsilon(calibration.mechanism_event(
         'cpbm', theta=0.1, num_trials=r.value + 1, **PBM), 1e-5)[0]
     self.assertGreater(over, 5.0)
 
@@ -61,60 +66,31 @@ class CalibrateTest(parameterized.TestCase):
       calibration.calibrate('gaussian', 'theta', {}, 1.0, 1e-5)
     with self.assertRaisesRegex(ValueError, 'target_delta'):
       calibration.calibrate('gaussian', 'noise_multiplier', {}, 1.0, 2.0)
+    with self.assertRaisesRegex(ValueError, 'target_epsilon'):
+      calibration.calibrate('gaussian', 'noise_multiplier', {},
+                            float('nan'), 1e-5)
+    with self.assertRaisesRegex(ValueError, 'unreachable'):
+      calibration.calibrate('cpbm', 'num_trials',
+                            dict(theta=0.25, **PBM), 1e-6, 1e-5)
+    with self.assertRaisesRegex(ValueError, 'sampling'):
+      calibration.rounds_event(dp_accounting.GaussianDpEvent(1.0),
+                               sampling='stratified')
+    with self.assertRaisesRegex(ValueError, 'need sampling'):
+      calibration.rounds_event(dp_accounting.GaussianDpEvent(1.0), rate=0.1)
+    with self.assertRaisesRegex(TypeError, 'rounds'):
+      calibration.rounds_event(dp_accounting.GaussianDpEvent(1.0),
+                               rounds=2.5)
+
+  def test_rounds_event_shapes(self):
+    base = dp_accounting.GaussianDpEvent(1.0)
+    self.assertIsInstance(
+        calibration.rounds_event(base, 1, 'self', rate=0.1),
+        events.SelfSampledDpEvent)
+    poisson = calibration.rounds_event(base, 3, 'poisson', sample_size=10,
+                                       population=1000)
+    self.assertEqual(poisson.event.sampling_probability, 0.01)
+    self.assertEqual(poisson.count, 3)
 
 
-def _parser():
-  parser = argparse.ArgumentParser(prog='tff-ddp')
-  cli.register(parser.add_subparsers())
-  return parser
-
-
-def _run(argv):
-  args = _parser().parse_args(argv.split())
-  out = io.StringIO()
-  with contextlib.redirect_stdout(out):
-    code = args.func(args)
-  return code, out.getvalue()
-
-
-class CliTest(parameterized.TestCase):
-
-  def test_gaussian_epsilon(self):
-    code, out = _run('privacy --mechanism gaussian --noise-multiplier 1.1 '
-                     '--rounds 100 --sampling poisson --rate 0.01 '
-                     '--delta 1e-5')
-    self.assertEqual(code, 0)
-    self.assertIn('epsilon:', out)
-    self.assertIn('best RDP order:', out)
-
-  def test_ddg_calibration(self):
-    code, out = _run('privacy --mechanism ddg --l2-sensitivity 1000 '
-                     '--num-clients 100 --dimension 65536 --rounds 100 '
-                     '--sampling without-replacement --population 10000 '
-                     '--delta 1e-6 --target-epsilon 3')
-    self.assertEqual(code, 0)
-    self.assertIn('local-stddev:', out)
-
-  def test_cpbm_epsilon(self):
-    code, out = _run('privacy --mechanism cpbm --theta 0.1 --num-trials 16 '
-                     '--num-clients 1000 --dimension 64 --delta 1e-5')
-    self.assertEqual(code, 0)
-    self.assertIn('zero-out', out)
-
-  @parameterized.parameters(
-      ('--mechanism cpbm --theta 0.3 --num-trials 16 --num-clients 10 '
-       '--dimension 4 --delta 1e-5', 'in (0, 0.25]'),
-      ('--mechanism ddg --l2-sensitivity 10 --num-clients 10 --dimension 4 '
-       '--delta 1e-5', '--local-stddev'),
-      ('--mechanism gaussian --noise-multiplier 1 --delta 1e-5 '
-       '--sampling poisson', '--rate in (0, 1]'),
-      ('--mechanism gaussian --noise-multiplier 1 --delta 2', 'in (0, 1)'),
-  )
-  def test_bad_parameter_is_one_line_error(self, argv, message):
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as cm:
-      _run('privacy ' + argv)
-    self.assertEqual(cm.exception.code, 2)
-    last = err.getvalue().strip().splitlines()[-1]
-    self.assertIn('error:', last)
-    self.assertIn(message, last)
+if __name__ == '__main__':
+  harness.main()

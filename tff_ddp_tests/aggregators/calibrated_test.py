@@ -8,10 +8,13 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_ddp import accounting
 from tff_ddp.accounting import calibration
+from tff_ddp.accounting import events
 from tff_ddp.aggregators import calibrated
 from tff_ddp.aggregators import DiscreteGaussianSumFactory
 from tff_ddp.aggregators import PoissonBinomialSumFactory
+from tff_ddp_tests import harness
 
 _VECTOR = tff.TensorType(np.float32, [100])
 _DDG = dict(expected_clients_per_round=50, bits=16, l2_clip=1.0,
@@ -19,30 +22,43 @@ _DDG = dict(expected_clients_per_round=50, bits=16, l2_clip=1.0,
 _PBM = dict(expected_clients_per_round=50, l2_clip=1.0, encoder='hadamard')
 
 
-def _eps(factory, rounds=1, sampling='none', rate=None):
+def _eps(factory, rounds=1, sampling='none', rate=None, adversary='server'):
   event = calibration.rounds_event(factory.dp_event(_VECTOR), rounds,
                                    sampling, rate)
-  return calibration.epsilon_of(event, 1e-5)[0]
+  return accounting.epsilon(event, 1e-5, adversary)[0]
 
 
 class CalibratedTest(tf.test.TestCase, parameterized.TestCase):
 
-  @parameterized.parameters((1.0, 1, 'none', None), (3.0, 100, 'poisson', 0.1))
+  @parameterized.parameters((1.0, 1, 'none', None, 'server'),
+                            (3.0, 100, 'poisson', 0.1, 'server'),
+                            (3.0, 100, 'self', 0.1, 'release'))
   def test_ddg_meets_target_within_one_percent(self, target, rounds, sampling,
-                                               rate):
+                                               rate, adversary):
     result = calibrated.discrete_gaussian(
         _VECTOR, target, 1e-5, rounds=rounds, sampling=sampling, rate=rate,
-        **_DDG)
+        adversary=adversary, **_DDG)
     self.assertIsInstance(result.factory, DiscreteGaussianSumFactory)
-    eps = _eps(result.factory, rounds, sampling, rate)
+    self.assertEqual(result.adversary, adversary)
+    eps = _eps(result.factory, rounds, sampling, rate, adversary)
     self.assertAlmostEqual(eps, result.epsilon)
     self.assertLessEqual(eps, target)
     self.assertGreater(eps, 0.99 * target)
     # A little less noise breaks the target.
     less = DiscreteGaussianSumFactory(noise_multiplier=0.98 * result.value,
                                       **_DDG)
-    self.assertGreater(_eps(less, rounds, sampling, rate), target)
+    self.assertGreater(_eps(less, rounds, sampling, rate, adversary), target)
     self.assertFalse(result.at_limit)
+
+  def test_factory_self_sampling_is_in_its_event(self):
+    # client_sampling_rate makes the factory's own event a SelfSampled one:
+    # calibrated with sampling='none', amplified against the server.
+    plain = calibrated.discrete_gaussian(_VECTOR, 2.0, 1e-5, rounds=100,
+                                         **_DDG)
+    sampled = calibrated.discrete_gaussian(
+        _VECTOR, 2.0, 1e-5, rounds=100, client_sampling_rate=0.1, **_DDG)
+    self.assertIsInstance(sampled.event.event, events.SelfSampledDpEvent)
+    self.assertLess(sampled.value, 0.5 * plain.value)
 
   def test_pbm_theta_and_num_trials(self):
     by_theta = calibrated.poisson_binomial(
@@ -78,6 +94,12 @@ class CalibratedTest(tf.test.TestCase, parameterized.TestCase):
                                    **_DDG)
     with self.assertRaisesRegex(ValueError, 'bits'):
       calibrated.discrete_gaussian(_VECTOR, 1.0, 1e-5, **{**_DDG, 'bits': 40})
+    with self.assertRaisesRegex(ValueError, 'adversary'):
+      calibrated.discrete_gaussian(_VECTOR, 1.0, 1e-5, adversary='analyst',
+                                   **_DDG)
+    with self.assertRaisesRegex(ValueError, 'unreachable'):
+      calibrated.poisson_binomial(_VECTOR, 1e-6, 1e-5,
+                                  parameter='num_trials', theta=0.25, **_PBM)
     with self.assertRaisesRegex(ValueError, 'parameter'):
       calibrated.poisson_binomial(_VECTOR, 1.0, 1e-5, parameter='m',
                                   num_trials=4, **_PBM)
@@ -92,4 +114,4 @@ class CalibratedTest(tf.test.TestCase, parameterized.TestCase):
 
 
 if __name__ == '__main__':
-  tf.test.main()
+  harness.main()

@@ -83,14 +83,47 @@ class EncodingTest(tf.test.TestCase, parameterized.TestCase):
     # j = 15 (1-based) = [1, 8] + [9, 12] + [13, 14] + [15] (paper's example).
     self.assertEqual(p[14].sum(), 4)
 
-  def test_consistent_tree_is_least_squares(self):
-    b = 8
-    rng = np.random.default_rng(1)
+  @parameterized.parameters(2, 4, 8, 64, 256)
+  def test_consistent_tree_is_least_squares(self, b):
+    rng = np.random.default_rng(b)
     h = rng.normal(size=2 * b - 2) * 3 + 5
     a = hg.tree_matrix(b)
     leaves, *_ = np.linalg.lstsq(a, h, rcond=None)
-    k, _ = hg.cdf_matrix('tree', b, consistent=True)
-    self.assertAllClose(k @ h, np.cumsum(leaves))
+    cdf = hg.estimate_cdf('tree', tf.constant(h), b, 'exact', num_clients=1,
+                          consistent=True)
+    self.assertAllClose(cdf, np.cumsum(leaves), rtol=1e-9, atol=1e-9)
+
+  @parameterized.parameters(2, 4, 16, 128)
+  def test_structured_estimators_equal_the_dense_references(self, b):
+    rng = np.random.default_rng(b + 1)
+    tree = rng.normal(size=2 * b - 2) * 4
+    haar = rng.normal(size=b) * 4
+    flat = rng.normal(size=b) * 4
+    cum = np.tril(np.ones((b, b)))
+    for method, h, k in (
+        ('tree', tree, hg.dyadic_prefix_matrix(b)),
+        ('haar', haar, cum @ hg.haar_decode_matrix(b)),
+        ('flat', flat, cum)):
+      cdf = hg.estimate_cdf(method, tf.constant(h), b, 'exact',
+                            num_clients=1)
+      self.assertAllClose(cdf, k @ h, rtol=1e-12, atol=1e-12)
+      total = hg.estimated_total(method, tf.constant(h), b)
+      self.assertAllClose(total, (k @ h)[-1], rtol=1e-12, atol=1e-12)
+    self.assertAlmostEqual(hg.total_norm('flat', b), math.sqrt(b))
+
+  def test_many_bins_without_quadratic_memory(self):
+    b = 2**16
+    rng = np.random.default_rng(0)
+    for method in ('flat', 'tree', 'haar'):
+      h = rng.normal(size=hg.encoding_length(method, b))
+      cdf = hg.estimate_cdf(method, tf.constant(h), b, 'estimated',
+                            consistent=method == 'tree')
+      self.assertEqual(cdf.shape, [b])
+    with self.assertRaisesRegex(ValueError, 'num_bins'):
+      hg.encoding_length('flat', 2**16 + 1)
+    with self.assertRaisesRegex(ValueError, 'monotone'):
+      hg.estimate_cdf('flat', tf.zeros([4096]), 4096, 'estimated',
+                      monotone=True)
 
   @parameterized.parameters(
       *[(m, c, cons) for m in ('flat', 'tree', 'haar')
@@ -142,7 +175,7 @@ class EncodingTest(tf.test.TestCase, parameterized.TestCase):
       hg.encoding_length('bars', 16)
     with self.assertRaisesRegex(ValueError, 'num_bins'):
       hg.encoding_length('flat', 1)
-    with self.assertRaisesRegex(ValueError, 'lower < upper'):
+    with self.assertRaisesRegex(ValueError, 'lower_bound < upper_bound'):
       hg.bin_index([1.0], 1.0, 1.0, 4)
     with self.assertRaisesRegex(ValueError, 'count'):
       hg.estimate_cdf('flat', tf.zeros([4]), 4, 'guess')

@@ -7,10 +7,14 @@ import numpy as np
 import pytest
 import tensorflow_federated as tff
 
+from tff_ddp import accounting
 from tff_ddp.accounting import accountant as accountant_lib
 from tff_ddp.accounting import events
 from tff_ddp.analytics import histograms as hg
+from tff_ddp.analytics import quantile_calibration as qc
 from tff_ddp.analytics import quantiles as q
+from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
+from tff_ddp_tests import harness
 
 _QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
 
@@ -29,25 +33,30 @@ class ParametersTest(parameterized.TestCase):
     self.assertLessEqual(p.epsilon, eps * (1 + 1e-9))
     self.assertGreaterEqual(p.scaling, 1)
     # The factory's own event, re-accounted here, meets the target.
-    event = p.factory.dp_event(tff.TensorType(
-        np.float32, [hg.encoding_length(method, 32)]))
+    event = p.factory.dp_event(p.value_type)
     self.assertIsInstance(event, events.DistributedDiscreteGaussianDpEvent)
     self.assertLessEqual(_epsilon(event, 1e-5), eps * (1 + 1e-6))
+    # Integer encodings: no rounding, the sensitivity is c * l2 exactly.
+    mechanism = p.aggregator_mechanism()
+    self.assertTrue(mechanism.integer_inputs)
+    self.assertAlmostEqual(event.l2_sensitivity,
+                           p.scaling * p.l2_sensitivity, places=6)
     # Wrap-around condition of Theorems 1-2 with the calibrated noise.
-    sigma = p.noise_multiplier * p.l2_sensitivity * p.scaling / math.sqrt(n)
+    sigma = ddg.local_stddev(p.noise_multiplier, p.l2_sensitivity * p.scaling,
+                             n)
+    self.assertAlmostEqual(sigma, mechanism.scaled_local_stddev)
     self.assertLessEqual(
-        q._ring_needs(method, p.scaling, sigma, n, 32, 1e-5), 2**18)
+        qc.ring_needs(method, p.scaling, sigma, n, 32, 1e-5), 2**18)
     # c is (nearly) the largest that fits: 10% more would not.
     bigger = int(p.scaling * 1.1) + 1
     self.assertGreater(
-        q._ring_needs(method, bigger, sigma * bigger / p.scaling, n, 32,
+        qc.ring_needs(method, bigger, sigma * bigger / p.scaling, n, 32,
                       1e-5), 2**18)
 
   @parameterized.parameters(*hg.METHODS)
   def test_pbm_event_counts_only_sensitive_coordinates(self, method):
     p = q.quantile_parameters(method, 'poisson_binomial', 32, 128, 2.0, 1e-5)
-    event = p.factory.dp_event(tff.TensorType(
-        np.float32, [hg.encoding_length(method, 32)]))
+    event = p.factory.dp_event(p.value_type)
     self.assertEqual(event.dimension, hg.sensitivities(method, 32)[2])
     self.assertEqual(p.num_trials, (2**18 - 1) // 128)
     self.assertLessEqual(_epsilon(event, 1e-5), 2.0 * (1 + 1e-6))
@@ -62,6 +71,20 @@ class ParametersTest(parameterized.TestCase):
     process = _process('hierarchical', 'discrete_gaussian', 16)
     self.assertEqual(process.next.type_signature.result.measurements.member[
         'cdf'], tff.TensorType(np.float64, [32]))
+
+  def test_release_adversary_and_many_trials(self):
+    server = q.quantile_parameters('flat', 'discrete_gaussian', 32, 128, 2.0,
+                                   1e-5)
+    release = q.quantile_parameters('flat', 'discrete_gaussian', 32, 128,
+                                    2.0, 1e-5, adversary='release')
+    # No sampling: the two adversaries see the same release.
+    self.assertEqual(server.noise_multiplier, release.noise_multiplier)
+    self.assertEqual(release.adversary, 'release')
+    # 30 bits for 4 clients: the ring would allow 2^28 trials; the sampler's
+    # limit caps them.
+    wide = q.quantile_parameters('flat', 'poisson_binomial', 32, 4, 1.0,
+                                 1e-5, bits=30)
+    self.assertEqual(wide.num_trials, 2**20)
 
   def test_more_rounds_cost_more_noise(self):
     one = q.quantile_parameters('flat', 'discrete_gaussian', 32, 128, 2.0,
@@ -91,7 +114,7 @@ class ParametersTest(parameterized.TestCase):
       ('quantile_range', dict(quantiles=[0.5, 1.0]), 'quantiles'),
       ('quantile_empty', dict(quantiles=[]), 'quantiles'),
       ('bounds', dict(lower_bound=1.0, upper_bound=1.0), 'lower_bound'),
-      ('bounds_inf', dict(upper_bound=float('inf')), 'lower_bound'),
+      ('bounds_inf', dict(upper_bound=float('inf')), 'upper_bound'),
       ('count', dict(count='noisy'), 'count'),
       ('estimator', dict(estimator='median'), 'estimator'),
       ('consistent', dict(consistent_tree=True), 'consistent_tree'),
@@ -108,6 +131,32 @@ class ParametersTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, message):
       q.build_quantile_process(**args)
 
+  @parameterized.named_parameters(
+      ('bins_float', dict(num_bins=32.0), 'num_bins'),
+      ('quantiles_string', dict(quantiles='0.5'), 'quantiles'),
+      ('clients_bool', dict(expected_clients_per_round=True),
+       'expected_clients_per_round'),
+      ('consistent_int', dict(method='tree', consistent_tree=1),
+       'consistent_tree'))
+  def test_refused_types(self, override, message):
+    args = dict(method='flat', mechanism='discrete_gaussian', lower_bound=0.0,
+                upper_bound=10.0, num_bins=32, quantiles=[0.5],
+                expected_clients_per_round=16, epsilon=1.0, delta=1e-5)
+    args.update(override)
+    with self.assertRaisesRegex(TypeError, message):
+      q.build_quantile_process(**args)
+
+  def test_many_bins_are_built_without_quadratic_memory(self):
+    process = q.build_quantile_process(
+        'haar', 'discrete_gaussian', 0.0, 1.0, 2**14, [0.5], 64, 1.0, 1e-5,
+        bits=30)
+    self.assertEqual(process.next.type_signature.result.measurements.member[
+        'cdf'], tff.TensorType(np.float64, [2**14]))
+    with self.assertRaisesRegex(ValueError, 'O\\(b\\^2\\)'):
+      q.build_quantile_process(
+          'flat', 'discrete_gaussian', 0.0, 1.0, 4096, [0.5], 64, 1.0, 1e-5,
+          estimator='monotone')
+
 
 def _process(method, mechanism, n, epsilon=1.0, **kwargs):
   return q.build_quantile_process(
@@ -116,6 +165,9 @@ def _process(method, mechanism, n, epsilon=1.0, **kwargs):
 
 
 class TypeTest(parameterized.TestCase):
+
+  def assertAllClose(self, a, b):  # pylint: disable=invalid-name
+    np.testing.assert_allclose(a, b)
 
   @parameterized.product(method=hg.METHODS, mechanism=q.MECHANISMS)
   def test_secure_only_and_types(self, method, mechanism):
@@ -131,6 +183,12 @@ class TypeTest(parameterized.TestCase):
     # The round's DP event travels in the measurements (raises if absent).
     event_type = result.measurements.member['aggregator']['dp_event']
     self.assertEqual(event_type['num_clients'], tff.TensorType(np.int64))
+    # Nothing about the clients beyond the public count and the noisy
+    # output: no per-client counts.
+    names = {n for n, _ in tff.structure.iter_elements(
+        result.measurements.member['aggregator'])}
+    self.assertFalse({'nonfinite_clients', 'clipped_clients',
+                      'debug_counts'} & names)
 
 
 def _bins(values, num_bins=32):
@@ -147,20 +205,29 @@ def _noise_stddev(params, mechanism, n, groups):
   """Stddev bound of one coordinate of the decoded noisy sum (count units).
 
   One client's noise has stddev <= s1 per coordinate (DDG: sigma / c =
-  z l2 / sqrt(n); cPBM: B / (2 theta sqrt(m)) with B = 1). The test seed
-  derives a client's noise seed from its input, so clients with the same
-  encoding (same bin) draw the *same* noise: a group of g such clients adds
-  g times one draw. Hence stddev = s1 sqrt(sum_groups g^2).
+  z l2 / sqrt(n); cPBM: B / (2 theta sqrt(m)) with B = 1), the mechanism's
+  noise_stddev(1). The test seed derives a client's noise seed from its
+  input, so clients with the same encoding (same bin) draw the *same* noise:
+  a group of g such clients adds g times one draw. Hence stddev
+  = s1 sqrt(sum_groups g^2).
   """
-  if mechanism == 'discrete_gaussian':
-    s1 = params.noise_multiplier * params.l2_sensitivity / math.sqrt(n)
-  else:
-    s1 = 1.0 / (2 * params.theta * math.sqrt(params.num_trials))
+  del mechanism, n
+  s1 = params.noise_stddev(1)
   return s1 * math.sqrt(float(np.sum(np.square(groups))))
+
+
+def _cdf_matrix(method, b):
+  """The dense reference K with CDF * n = K @ noisy_sum."""
+  cum = np.tril(np.ones((b, b)))
+  return {'flat': cum, 'tree': hg.dyadic_prefix_matrix(b),
+          'haar': cum @ hg.haar_decode_matrix(b)}[method]
 
 
 @pytest.mark.slow
 class ExecutionTest(parameterized.TestCase):
+
+  def assertAllClose(self, a, b):  # pylint: disable=invalid-name
+    np.testing.assert_allclose(a, b)
 
   @parameterized.product(method=hg.METHODS, mechanism=q.MECHANISMS)
   def test_cdf_within_noise_bound_and_estimates_follow(self, method,
@@ -178,7 +245,7 @@ class ExecutionTest(parameterized.TestCase):
     # are integers times c, so rounding adds nothing; 6 stddevs.
     s = _noise_stddev(params, mechanism, n,
                       np.bincount(_bins(values), minlength=32))
-    k = hg.cdf_matrix(method, 32)[0]
+    k = _cdf_matrix(method, 32)
     bound = 6 * s * np.linalg.norm(k, axis=1) / n
     np.testing.assert_array_less(np.abs(cdf - _true_cdf(values)), bound)
     # The estimates are eq. 1 applied to that CDF, in the requested order.
@@ -187,8 +254,9 @@ class ExecutionTest(parameterized.TestCase):
     np.testing.assert_allclose(out.result, expected)
     agg = out.measurements['aggregator']
     self.assertEqual(agg['participating_clients'], n)
-    self.assertEqual(agg['nonfinite_clients'], 0)
-    self.assertEqual(agg['clipped_clients'], 0)
+    self.assertEqual(out.measurements['status'], b'ok')
+    self.assertEqual(accounting.extract_dp_event(agg),
+                     params.factory.dp_event(params.value_type))
     self.assertTrue(out.measurements['within_budget'])
     # A second round runs on the new state, beyond the 1-round budget.
     out2 = process.next(out.state, list(values))
@@ -199,24 +267,41 @@ class ExecutionTest(parameterized.TestCase):
   def test_nonfinite_and_out_of_range(self, mechanism):
     n = 24
     values = [np.nan, np.inf, -np.inf] + [-50.0] * 10 + [99.0] * 11
-    process = _process('flat', mechanism, n, epsilon=8.0, count='exact')
+    # The test seed gives clients with equal encodings equal noise (groups
+    # of 10 and 11 here); epsilon 30 keeps that correlated noise small.
+    process = _process('flat', mechanism, n, epsilon=30.0, count='exact',
+                       min_total_stddevs=0.0)
     out = process.next(process.initialize(),
                        [np.float32(v) for v in values])
     agg = out.measurements['aggregator']
     self.assertEqual(agg['participating_clients'], n)
-    self.assertEqual(agg['nonfinite_clients'], 3)
-    # Out-of-range values are clipped into the end bins, not dropped:
-    # CDF ~ 10/21 from the first bin on, 1 at the last.
+    # Out-of-range values are clipped into the end bins, not dropped; the
+    # 3 non-finite ones are in the public count n but in no bin:
+    # CDF ~ 10/24 from the first bin on, 21/24 at the last.
     cdf = np.asarray(out.measurements['cdf'])
-    params = q.quantile_parameters('flat', mechanism, 32, n, 8.0, 1e-5)
+    params = q.quantile_parameters('flat', mechanism, 32, n, 30.0, 1e-5)
     # Groups of identical encodings: 3 non-finite (zeros), 10 in bin 0,
     # 11 in bin 31 (see _noise_stddev).
     s = _noise_stddev(params, mechanism, n, [3, 10, 11])
-    bound = 6 * s * np.sqrt(np.arange(1, 33)) / 21
-    truth = np.full(32, 10 / 21)
-    truth[-1] = 1.0
+    bound = 6 * s * np.sqrt(np.arange(1, 33)) / 24
+    truth = np.full(32, 10 / 24)
+    truth[-1] = 21 / 24
     np.testing.assert_array_less(np.abs(cdf - truth), bound)
     self.assertTrue(np.all(np.isfinite(out.result)))
+    self.assertEqual(out.measurements['status'], b'ok')
+
+  @parameterized.parameters(*q.MECHANISMS)
+  def test_empty_rounds_are_nan_and_say_why(self, mechanism):
+    process = _process('flat', mechanism, 16, epsilon=2.0)
+    out = process.next(process.initialize(), [])
+    self.assertTrue(np.all(np.isnan(out.result)))
+    self.assertEqual(out.measurements['status'], b'no_clients')
+    # Only non-finite values: the noisy total is noise, below 2 of its
+    # stddevs (passes with probability 2.3% for a zero total; fixed seed).
+    out = process.next(process.initialize(),
+                       [np.float32(np.nan)] * 8 + [np.float32(np.inf)] * 8)
+    self.assertTrue(np.all(np.isnan(out.result)))
+    self.assertEqual(out.measurements['status'], b'too_few_values')
 
   def test_estimators_agree_with_histogram_math(self):
     n = 64
@@ -225,15 +310,17 @@ class ExecutionTest(parameterized.TestCase):
       process = _process('tree', 'discrete_gaussian', n, epsilon=4.0,
                          estimator=estimator, consistent_tree=True)
       out = process.next(process.initialize(), values)
-      self.assertTrue(np.all(np.diff(out.result) >= 0) or
-                      estimator == 'paper')
+      cdf = np.asarray(out.measurements['cdf'])
       self.assertTrue(np.all((out.result >= 0) & (out.result <= 10)))
+      # Every estimator is the histogram math applied to its reported CDF.
+      self.assertAllClose(out.result, hg.quantile_values(
+          cdf, _QUANTILES, 0.0, 10.0, 32,
+          interpolate=estimator == 'interpolate'))
       if estimator != 'paper':  # a projected CDF is monotone in [0, 1]
-        cdf = np.asarray(out.measurements['cdf'])
+        self.assertTrue(np.all(np.diff(out.result) >= 0))
         self.assertTrue(np.all(np.diff(cdf) >= -1e-12))
         self.assertTrue(np.all((cdf >= 0) & (cdf <= 1)))
 
 
 if __name__ == '__main__':
-  from absl.testing import absltest  # pylint: disable=g-import-not-at-top
-  absltest.main()
+  harness.main()

@@ -9,6 +9,7 @@ import pytest
 from tff_ddp.analytics import histograms as hg
 from tff_ddp.analytics import quantiles as q
 from tff_ddp.analytics import simulation as sim
+from tff_ddp_tests import harness
 
 _REPS = 300
 _DDG_REPS = 100  # each draws n x L samples with the exact sampler
@@ -65,7 +66,7 @@ class MomentsTest(parameterized.TestCase):
   def test_poisson_binomial(self, method):
     codes = _codes(method)
     p = q.quantile_parameters(method, 'poisson_binomial', 16, 32, 2.0, 1e-5)
-    fp = p.factory.parameters(sim._vector_type(codes.shape[1]))
+    fp = p.aggregator_mechanism()
     errors = np.array([sim.noisy_sum('poisson_binomial', codes, p, seed=s)
                        - codes.sum(0) for s in range(_REPS)])
     # Exact: sum over clients of m p (1 - p) per coordinate, scaled by
@@ -91,6 +92,50 @@ class MomentsTest(parameterized.TestCase):
       sim.noisy_sum('laplace', _codes('flat'))
 
 
+@pytest.mark.slow
+class SimulatorVsProcessTest(parameterized.TestCase):
+  """The simulator and the real TFF process give the same noisy sums.
+
+  Both decode with the mechanism's own server_decode, so the question is the
+  noise: R rounds of each, errors of every coordinate standardised by the
+  predicted per-coordinate stddev; both pooled variances must be 1 within
+  5 standard errors (sqrt(2 / (R L)) each; the process's rounds use a test
+  seed per round, all clients with distinct inputs so no two share noise),
+  and their difference within 5 standard errors of a difference.
+  """
+
+  @parameterized.parameters(*q.MECHANISMS)
+  def test_same_noise_law(self, mechanism):
+    n, b, rounds = 16, 16, 30
+    values = (np.arange(n) + 0.5) * (10.0 / n)  # one client per bin
+    params = q.quantile_parameters('flat', mechanism, b, n, 2.0, 1e-5,
+                                   seed=5)
+    codes = sim.encodings('flat', values, 0.0, 10.0, b)
+    truth = codes.sum(axis=0)
+    stddev = params.noise_stddev(n)
+    aggregator = params.factory.create(params.value_type)
+    state = aggregator.initialize()
+    process_errors, sim_errors = [], []
+    for r in range(rounds):
+      output = aggregator.next(state, list(codes.astype(np.int32)))
+      state = output.state
+      process_errors.append(np.asarray(output.result, np.float64) - truth)
+      sim_errors.append(sim.noisy_sum(mechanism, codes, params, seed=r)
+                        - truth)
+    ratios = []
+    for errors in (process_errors, sim_errors):
+      z = np.asarray(errors) / stddev
+      ratios.append(np.mean(z**2))
+      self.assertLess(abs(np.mean(z)), 5 / math.sqrt(rounds * b))
+    se = math.sqrt(2 / (rounds * b))
+    # cPBM's stddev is a bound (p(1 - p) <= 1/4): its ratio may be below 1.
+    upper = 1 + 5 * se
+    lower = 1 - 5 * se if mechanism == 'discrete_gaussian' else 0.5
+    for ratio in ratios:
+      self.assertLess(ratio, upper)
+      self.assertGreater(ratio, lower)
+    self.assertLess(abs(ratios[0] - ratios[1]), 5 * math.sqrt(2) * se)
+
+
 if __name__ == '__main__':
-  from absl.testing import absltest  # pylint: disable=g-import-not-at-top
-  absltest.main()
+  harness.main()

@@ -1,0 +1,83 @@
+"""DP events through TFF measurements and back (event_io)."""
+
+import collections
+
+from absl.testing import parameterized
+import dp_accounting
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_ddp import accounting
+from tff_ddp.accounting import event_io
+from tff_ddp.accounting import events
+from tff_ddp_tests import harness
+
+_DDG = events.DistributedDiscreteGaussianDpEvent(
+    l2_sensitivity=12.5, local_stddev=3.25, num_clients=7, dimension=64,
+    sampler_tv_distance=2.0**-108)
+_PBM = events.PoissonBinomialDpEvent(0.125, 16, 7, 32,
+                                     replace_one_dimension=64)
+EVENTS = {
+    'ddg': _DDG,
+    'ddg_l1': events.DistributedDiscreteGaussianDpEvent(1.0, 2.0, 3, 4, 5.0),
+    'pbm': _PBM,
+    'self_sampled': events.SelfSampledDpEvent(0.25, _DDG),
+    'composed': dp_accounting.ComposedDpEvent([_DDG, _PBM]),
+    'nested': events.SelfSampledDpEvent(
+        0.5, dp_accounting.ComposedDpEvent([_DDG, _PBM])),
+    'non_private': dp_accounting.NonPrivateDpEvent(),
+    'gaussian': dp_accounting.GaussianDpEvent(1.5),
+    'poisson': dp_accounting.PoissonSampledDpEvent(0.01, _DDG),
+}
+
+
+def _through_tff(structure_fn):
+  """Runs structure_fn inside a TFF TensorFlow computation, returns it."""
+
+  @tff.tensorflow.computation
+  def comp():
+    return structure_fn()
+
+  return comp()
+
+
+class EventIoTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.named_parameters(*EVENTS.items())
+  def test_round_trip_through_a_tff_computation(self, event):
+    measurements = _through_tff(lambda: collections.OrderedDict(
+        other=tf.constant(1.0), dp_event=event_io.event_structure(event)))
+    self.assertEqual(accounting.extract_dp_event(measurements), event)
+
+  def test_overrides_replace_num_clients_everywhere(self):
+    event = EVENTS['nested']
+    measured = _through_tff(lambda: event_io.event_structure(
+        event, {'num_clients': tf.constant(3, tf.int64)}))
+    rebuilt = accounting.extract_dp_event(measured)
+    self.assertEqual(rebuilt.event.events[0].num_clients, 3)
+    self.assertEqual(rebuilt.event.events[1].num_clients, 3)
+    self.assertIsInstance(rebuilt.event.events[0].num_clients, int)
+
+  def test_found_at_any_depth(self):
+    nested = {'round': 2, 'aggregator': {'x': np.float64(1.0),
+                                         'dp_event': _through_tff(
+                                             lambda: event_io.event_structure(
+                                                 _PBM))}}
+    self.assertEqual(accounting.extract_dp_event(nested), _PBM)
+
+  def test_refusals(self):
+    with self.assertRaisesRegex(LookupError, 'no dp_event'):
+      accounting.extract_dp_event({'a': 1.0})
+    with self.assertRaisesRegex(ValueError, 'refusing'):
+      accounting.extract_dp_event({'module_name': b'os', 'class_name': b'system'})
+    with self.assertRaisesRegex(ValueError, 'no field'):
+      accounting.extract_dp_event({
+          'module_name': b'tff_ddp.accounting.events',
+          'class_name': b'PoissonBinomialDpEvent', 'theta': 0.1, 'evil': 1})
+    with self.assertRaisesRegex(ValueError, 'mapping'):
+      accounting.extract_dp_event(3.0)
+
+
+if __name__ == '__main__':
+  harness.main()
