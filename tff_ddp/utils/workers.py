@@ -498,7 +498,8 @@ def local_workers(
   `.context`, `.log_dir`). The context is installed on this thread's TFF
   context stack; on exit, even on exceptions, it is popped (the previous
   context is current again) and every worker is ended by pid (SIGTERM, wait,
-  SIGKILL). Logs are deleted unless `keep_logs` or the block raised.
+  SIGKILL). The workers' logs (in `.log_dir`) are deleted unless
+`keep_logs` or a worker exited by itself.
 
   Example:
     with local_workers(num_workers=2) as w:
@@ -506,7 +507,6 @@ def local_workers(
   """
   log_dir = tempfile.mkdtemp(prefix='tff_workers_')
   workers: List[Worker] = []
-  failed = True
 
   def _atexit_end():  # if the interpreter exits inside the block
     end_workers(workers)
@@ -529,11 +529,13 @@ def local_workers(
     # previous context (default or installed) is current again afterwards.
     with tff.framework.get_context_stack().install(context):
       yield LocalWorkers(workers, context, log_dir)
-    failed = False
   finally:
+    # Logs are kept when a worker had exited by itself (or failed to start).
+    crashed = not workers or any(w.process.poll() is not None
+                                 for w in workers)
     end_workers(workers)
     atexit.unregister(_atexit_end)
-    if not failed and not keep_logs:
+    if not keep_logs and not crashed:
       shutil.rmtree(log_dir, ignore_errors=True)
 
 

@@ -5,6 +5,7 @@ the single-process test context, which conftest installs as the default.
 """
 
 import os
+import shutil
 import warnings
 
 import numpy as np
@@ -111,6 +112,7 @@ class LocalWorkersTest(tf.test.TestCase):
         raise ValueError('inside the block')
     self.assertIs(tff.framework.get_context_stack().current, before)
     self.assertFalse([p for p in pids if _alive(p)])
+    self.assertFalse(os.path.exists(w.log_dir))
 
   def test_second_listener_on_a_port_is_detected(self):
     # gRPC listens with SO_REUSEPORT: a second worker on a taken port starts
@@ -125,6 +127,7 @@ class LocalWorkersTest(tf.test.TestCase):
       self.assertFalse(workers.owns_port(second))
     finally:
       workers.end_workers([first, second])
+      shutil.rmtree(os.path.dirname(first.log_path))
     self.assertFalse(_alive(first.pid) or _alive(second.pid))
 
   def test_dead_worker_raises_instead_of_hanging(self):
@@ -136,6 +139,9 @@ class LocalWorkersTest(tf.test.TestCase):
         _secure_modular_sum(values)
       pids = w.pids
     self.assertFalse([p for p in pids if _alive(p)])
+    # A worker exited by itself: its logs are kept for the user.
+    self.assertTrue(os.path.isdir(w.log_dir))
+    shutil.rmtree(w.log_dir)
 
 
 if __name__ == '__main__':
