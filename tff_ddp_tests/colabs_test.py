@@ -13,7 +13,8 @@ _COLABS = os.path.join(os.path.dirname(os.path.dirname(
 _NOTEBOOKS = sorted(f for f in os.listdir(_COLABS) if f.endswith('.ipynb'))
 # Runs after the notebook's own cells, so a notebook that forgets to end its
 # TFF workers cannot leak them.
-_EPILOGUE = '\nfrom tff_ddp.utils import processes\nprocesses.end_descendants()\n'
+_EPILOGUE = ("\nfrom tff_ddp.utils import processes\n"
+             "processes.release_tff()\n")
 
 
 def _code(path):
@@ -23,13 +24,16 @@ def _code(path):
                    if cell['cell_type'] == 'code')
 
 
-class ColabsTest(parameterized.TestCase):
+class FoundTest(parameterized.TestCase):
 
   def test_found(self):
     self.assertIn('federated_quantiles.ipynb', _NOTEBOOKS)
     self.assertIn('distributed_discrete_gaussian.ipynb', _NOTEBOOKS)
 
-  @pytest.mark.slow
+
+@pytest.mark.slow
+class ColabsTest(parameterized.TestCase):
+
   @parameterized.parameters(*_NOTEBOOKS)
   def test_runs(self, name):
     # A separate interpreter: notebooks set their own execution context and
