@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
@@ -61,6 +62,15 @@ class EntropyTest(tf.test.TestCase):
     # Not folded into a constant, not merged, not shared between clients.
     self.assertLen(set(words), 12)
 
+  def test_check_entropy(self):
+    self.assertIsNone(entropy.check_entropy(None))
+    with self.assertRaisesRegex(TypeError, 'callable'):
+      entropy.check_entropy(42)
+
+
+@pytest.mark.slow
+class TwoProcessesTest(tf.test.TestCase):
+
   def test_two_processes_with_the_same_tf_seed_draw_different_noise(self):
     runs = []
     for _ in range(2):
@@ -70,11 +80,6 @@ class EntropyTest(tf.test.TestCase):
           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
       runs.append(eval(result.stdout.strip().splitlines()[-1]))  # pylint: disable=eval-used
     self.assertNotEqual(runs[0], runs[1])
-
-  def test_check_entropy(self):
-    self.assertIsNone(entropy.check_entropy(None))
-    with self.assertRaisesRegex(TypeError, 'callable'):
-      entropy.check_entropy(42)
 
 
 if __name__ == '__main__':
