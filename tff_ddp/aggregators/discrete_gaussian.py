@@ -153,6 +153,9 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
     self._arguments = clean
     self._encoder_name = encoder
     self._kashin_options = dict(kashin_options)
+    self._describe = dict(clean, encoder=encoder, **self._kashin_options)
+    if self._noise_sampler != 'table':
+      self._describe['noise_sampler'] = self._noise_sampler
     super().__init__(
         self._make, client_sampling_rate=client_sampling_rate,
         count_noise_multiplier=count_noise_multiplier,
@@ -173,20 +176,3 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
         args['modclip_prob'], args['beta'], encoder=encoder,
         granularity=granularity, linf_clip=args['linf_clip'],
         integer_inputs=integer_inputs, noise_sampler=self._noise_sampler)
-
-  def encoder(self, value_type):
-    """The encoder used for `value_type`."""
-    return self.mechanism(value_type).encoder
-
-  def parameters(self, value_type) -> ddg_mechanism.DistributedDiscreteGaussian:
-    """The mechanism with its derived parameters (gamma, noise, bounds)."""
-    return self.mechanism(value_type)
-
-  def _repr_arguments(self):
-    args = [f'{k}={v!r}' for k, v in self._arguments.items()
-            if v is not None]
-    args.append(f'encoder={self._encoder_name!r}')
-    if self._noise_sampler != 'table':
-      args.append(f'noise_sampler={self._noise_sampler!r}')
-    args += [f'{k}={v!r}' for k, v in self._kashin_options.items()]
-    return args

@@ -63,6 +63,10 @@ from tff_ddp.mechanisms import base
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg_mechanism
 from tff_ddp.utils import checks
 from tff_ddp.utils import entropy as entropy_lib
+from tff_ddp.utils import processes
+
+# TFF's workers end with the interpreter (see processes.drop_tff_contexts).
+processes.register_tff_cleanup()
 
 # Modulus of the public participant count (and of debug counts).
 COUNT_MODULUS = base.MAX_MODULUS
@@ -270,6 +274,14 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
     """The mechanism (derived parameters) for `value_type`."""
     return self._make_mechanism(self.value_spec(value_type))
 
+  def parameters(self, value_type) -> base.Mechanism:
+    """The mechanism with its derived parameters (same as `mechanism`)."""
+    return self.mechanism(value_type)
+
+  def encoder(self, value_type):
+    """The encoder the mechanism uses for `value_type`."""
+    return self.mechanism(value_type).encoder
+
   def _counts(self, mechanism):
     if self._count_z is None:
       return None
@@ -312,7 +324,9 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
     return f'{self._name}({", ".join(self._repr_arguments() + options)})'
 
   def _repr_arguments(self):
-    return []
+    """The constructor's arguments for `repr` (subclasses set _describe)."""
+    items = getattr(self, '_describe', {})
+    return [f'{k}={v!r}' for k, v in items.items() if v is not None]
 
   # -- The process. ----------------------------------------------------------
 

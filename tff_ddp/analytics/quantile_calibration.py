@@ -118,7 +118,7 @@ def quantile_parameters(
       target (the message says what works).
   """
   method = hg.canonical_method(method)
-  length = hg.encoding_length(method, num_bins)  # validates method, bins
+  hg.encoding_length(method, num_bins)  # validates method, bins
   mechanism = checks.choice(mechanism, 'mechanism', MECHANISMS)
   n = checks.integer(expected_clients_per_round, 'expected_clients_per_round',
                      1, base.MAX_MODULUS - 1)

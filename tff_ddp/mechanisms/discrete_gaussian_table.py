@@ -124,6 +124,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_ddp.mechanisms import discrete_gaussian
+from tff_ddp.utils import tensors
 
 # --- Table and precision constants (see the module docstring).
 LOG2_MAX_COLUMNS = 18
@@ -158,34 +159,12 @@ def _check(condition: bool, what: str):
 
 def _validate_scale(scale) -> fractions.Fraction:
   """scale as an exact non-negative Fraction (TypeError / ValueError)."""
-  if isinstance(scale, (tf.Tensor, tf.Variable)):
-    value = tf.get_static_value(scale)
-    if value is None:
-      raise TypeError(
-          'scale must be a Python number or a constant tensor, got a '
-          f'non-constant tensor {scale!r}.')
-    if np.ndim(value) != 0:
-      raise TypeError(f'scale must be a scalar, got a tensor of shape '
-                      f'{np.shape(value)}.')
-    scale = value.item() if isinstance(value, np.ndarray) else value
-  if isinstance(scale, (bool, np.bool_)) or not isinstance(
-      scale, numbers.Real):
-    raise TypeError(
-        f'scale must be a real number (int or float), got {scale!r} of type '
-        f'{type(scale).__name__}.')
-  if isinstance(scale, numbers.Integral):
-    value = fractions.Fraction(int(scale))
-  else:
-    as_float = float(scale)
-    if not math.isfinite(as_float):
-      raise ValueError(
-          f'scale must be finite and in [0, {max_supported_scale()}] '
-          f'(max_supported_scale()), got {scale!r}.')
-    value = fractions.Fraction(as_float)
-  if value < 0:
+  try:
+    value = discrete_gaussian.scale_fraction(scale)
+  except ValueError:
     raise ValueError(
-        f'scale must be in [0, {max_supported_scale()}] '
-        f'(max_supported_scale()), got {scale!r}.')
+        f'scale must be finite and in [0, {max_supported_scale()}] '
+        f'(max_supported_scale()), got {scale!r}.') from None
   if value > discrete_gaussian.max_supported_scale() or not _fits(
       discrete_gaussian.discrete_gaussian_variance_parameter(value)):
     raise ValueError(
@@ -195,54 +174,6 @@ def _validate_scale(scale) -> fractions.Fraction:
         'cap). Use discrete_gaussian.sample_discrete_gaussian (exact, scale '
         f'up to {discrete_gaussian.max_supported_scale()}) instead.')
   return value
-
-
-def _static_shape(shape):
-  """A list of ints, or None for a non-constant 1-D shape tensor."""
-  if isinstance(shape, tf.TensorShape):
-    if not shape.is_fully_defined():
-      raise ValueError(f'shape must be fully defined, got {shape}.')
-    dims = shape.as_list()
-  elif isinstance(shape, (tf.Tensor, tf.Variable, np.ndarray)):
-    if not (shape.dtype.is_integer if hasattr(shape.dtype, 'is_integer')
-            else np.issubdtype(shape.dtype, np.integer)):
-      raise TypeError(f'shape must have an integer dtype, got {shape.dtype}.')
-    if len(shape.shape) != 1:
-      raise ValueError(f'shape must be a 1-D tensor, got rank '
-                       f'{len(shape.shape)}.')
-    value = tf.get_static_value(shape)
-    if value is None:
-      return None
-    dims = [int(d) for d in value]
-  elif isinstance(shape, (list, tuple)):
-    dims = list(shape)
-  else:
-    raise TypeError(
-        f'shape must be a list/tuple of ints, a TensorShape or a 1-D int '
-        f'tensor, got {shape!r}.')
-  for d in dims:
-    if isinstance(d, (bool, np.bool_)) or not isinstance(d, numbers.Integral):
-      raise TypeError(f'shape entries must be ints, got {d!r} in {shape!r}.')
-    if d < 0:
-      raise ValueError(f'shape entries must be >= 0, got {d} in {shape!r}.')
-  return [int(d) for d in dims]
-
-
-def _validate_seed(seed) -> tf.Tensor:
-  """seed as a shape-[2] int64 tensor."""
-  try:
-    tensor = tf.convert_to_tensor(seed)
-  except (TypeError, ValueError) as e:
-    raise TypeError(
-        f'seed must be a shape-[2] int32/int64 tensor or a pair of ints, got '
-        f'{seed!r}.') from e
-  if tensor.dtype not in (tf.int32, tf.int64):
-    raise TypeError(
-        f'seed must be a shape-[2] int32/int64 tensor or a pair of ints, got '
-        f'dtype {tensor.dtype.name}.')
-  if not tensor.shape.is_compatible_with([2]):
-    raise ValueError(f'seed must have shape [2], got shape {tensor.shape}.')
-  return tf.cast(tensor, tf.int64)
 
 
 # ----------------------------------------------------------------------------
@@ -619,14 +550,8 @@ def sample_discrete_gaussian_table(
       shape [2].
   """
   sigma = _validate_scale(scale)
-  static = _static_shape(shape)
-  seed = _validate_seed(seed)
-  if static is not None:
-    out_shape = static
-    n = tf.constant(int(np.prod(static, dtype=np.int64)), tf.int64)
-  else:
-    out_shape = tf.cast(shape, tf.int64)
-    n = tf.reduce_prod(out_shape)
+  out_shape, n = tensors.output_shape(shape)
+  seed = tensors.stateless_seed(seed)
   if sigma == 0:
     return tf.zeros(out_shape, tf.int64)
   table = _cached_table(

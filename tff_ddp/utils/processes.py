@@ -107,6 +107,35 @@ def end_workers_at_exit():
     _AT_EXIT.append(True)
 
 
+def drop_tff_contexts():
+  """Replaces TFF's execution contexts by none, while Python is alive.
+
+  The contexts own TFF's `ServiceManager`s, whose `__del__` ends the
+  `worker_binary` they started (SIGINT, then wait). Run during interpreter
+  shutdown that `__del__` fails ("'NoneType' object has no attribute
+  'Popen'") and the worker outlives Python, holding its stdout open; run
+  here, it works. tff_ddp registers this at exit when its aggregators are
+  imported (`register_tff_cleanup`), so scripts end their TFF workers
+  without doing anything.
+  """
+  import gc  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  if 'tensorflow_federated' in sys.modules:
+    from tensorflow_federated.python.core.impl.context_stack import set_default_context  # pylint: disable=g-import-not-at-top
+    set_default_context.set_no_default_context()
+    gc.collect()
+
+
+_CLEANUP = []
+
+
+def register_tff_cleanup():
+  """Registers `drop_tff_contexts` at interpreter exit (idempotent)."""
+  if not _CLEANUP:
+    atexit.register(drop_tff_contexts)
+    _CLEANUP.append(True)
+
+
 def release_tff() -> List[int]:
   """Drops TFF's execution contexts, then ends this process's TFF workers.
 
@@ -115,10 +144,5 @@ def release_tff() -> List[int]:
   interpreter shutdown; dropping them while the interpreter is alive
   avoids that traceback. Returns the pids ended.
   """
-  import gc  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
-  if 'tensorflow_federated' in sys.modules:
-    from tensorflow_federated.python.core.impl.context_stack import set_default_context  # pylint: disable=g-import-not-at-top
-    set_default_context.set_no_default_context()
-    gc.collect()
+  drop_tff_contexts()
   return end_workers()

@@ -1,7 +1,9 @@
 """Small numeric helpers on tensors shared by encoders and mechanisms."""
 
+import numbers
 from typing import Tuple
 
+import numpy as np
 import tensorflow as tf
 
 
@@ -33,3 +35,63 @@ def clip_to_norm(v: tf.Tensor, clip: float) -> Tuple[tf.Tensor, tf.Tensor]:
   clipped = positive & (unit_norm > clip / safe)
   scaled = unit * (clip / tf.where(clipped, unit_norm, tf.ones_like(big)))
   return tf.where(clipped, scaled, v), clipped
+
+
+def static_shape(shape):
+  """A list of ints, or None for a non-constant 1-D shape tensor."""
+  if isinstance(shape, tf.TensorShape):
+    if not shape.is_fully_defined():
+      raise ValueError(f'shape must be fully defined, got {shape}.')
+    dims = shape.as_list()
+  elif isinstance(shape, (tf.Tensor, tf.Variable, np.ndarray)):
+    if not (shape.dtype.is_integer if hasattr(shape.dtype, 'is_integer')
+            else np.issubdtype(shape.dtype, np.integer)):
+      raise TypeError(f'shape must have an integer dtype, got {shape.dtype}.')
+    if len(shape.shape) != 1:
+      raise ValueError(f'shape must be a 1-D tensor, got rank '
+                       f'{len(shape.shape)}.')
+    value = tf.get_static_value(shape)
+    if value is None:
+      return None
+    dims = [int(d) for d in value]
+  elif isinstance(shape, (list, tuple)):
+    dims = list(shape)
+  else:
+    raise TypeError(
+        f'shape must be a list/tuple of ints, a TensorShape or a 1-D int '
+        f'tensor, got {shape!r}.')
+  for d in dims:
+    if isinstance(d, (bool, np.bool_)) or not isinstance(d, numbers.Integral):
+      raise TypeError(f'shape entries must be ints, got {d!r} in {shape!r}.')
+    if d < 0:
+      raise ValueError(f'shape entries must be >= 0, got {d} in {shape!r}.')
+  return [int(d) for d in dims]
+
+
+def stateless_seed(seed) -> tf.Tensor:
+  """seed as a shape-[2] int64 tensor."""
+  try:
+    tensor = tf.convert_to_tensor(seed)
+  except (TypeError, ValueError) as e:
+    raise TypeError(
+        f'seed must be a shape-[2] int32/int64 tensor or a pair of ints, got '
+        f'{seed!r}.') from e
+  if tensor.dtype not in (tf.int32, tf.int64):
+    raise TypeError(
+        f'seed must be a shape-[2] int32/int64 tensor or a pair of ints, got '
+        f'dtype {tensor.dtype.name}.')
+  if not tensor.shape.is_compatible_with([2]):
+    raise ValueError(f'seed must have shape [2], got shape {tensor.shape}.')
+  return tf.cast(tensor, tf.int64)
+
+
+def output_shape(shape):
+  """(shape to reshape to, int64 number of elements) of a sampler's shape.
+
+  Validated by `static_shape`; a non-constant 1-D int tensor passes through.
+  """
+  static = static_shape(shape)
+  if static is not None:
+    return static, tf.constant(int(np.prod(static, dtype=np.int64)), tf.int64)
+  out = tf.cast(shape, tf.int64)
+  return out, tf.reduce_prod(out)

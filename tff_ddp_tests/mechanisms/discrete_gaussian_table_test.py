@@ -337,7 +337,7 @@ class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
 class ArgumentTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
-      ('negative', -1.0, r'scale must be in \[0, 10566\.\d+\].*-1\.0'),
+      ('negative', -1.0, r'scale must be finite and in \[0, 10566\.\d+\].*-1\.0'),
       ('nan', float('nan'), 'scale must be finite.*nan'),
       ('inf', float('inf'), 'scale must be finite.*inf'),
       ('above_cap', 20000.0, r'scale.*20000\.0.*262144 = 2\^18'),
