@@ -88,6 +88,9 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
       mechanism: str = 'distributed_dgauss',
       rotation_type: Optional[str] = None,
       auto_l2_clip: bool = False,
+      auto_l2_target_quantile: float = 0.5,
+      auto_l2_lr: float = 0.2,
+      auto_l2_clip_count_stddev: Optional[float] = None,
       noise_sampler: str = 'table',
       **kashin_options,
   ):
@@ -122,7 +125,12 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
       mechanism: TFF's keyword; only 'distributed_dgauss' (this factory).
       rotation_type: TFF's keyword; 'hd' means encoder='hadamard' ('dft' is
         not implemented: use 'hd').
-      auto_l2_clip: TFF's adaptive clipping; not offered (see the message).
+      auto_l2_clip, auto_l2_target_quantile, auto_l2_lr,
+        auto_l2_clip_count_stddev: TFF's adaptive clipping. Validated as TFF
+        does, but auto_l2_clip=True is refused: TFF's quantile estimate of
+        the clip norm would be released without accounting. Estimate the
+        norm privately with `tff_ddp.analytics.build_quantile_process` on
+        the clients' update norms and pass l2_clip.
       noise_sampler: 'table' (default: alias-table sampler, per-sample TV
         distance < 2^-108 carried by the event and added to delta by the
         accountant; exact sampler above scale ~10566) or 'exact'
@@ -137,6 +145,11 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
       if encoder != 'hadamard':
         raise ValueError('give encoder= or TFF\'s rotation_type=, not both.')
       encoder = _TFF_ROTATIONS[rotation_type]
+    checks.real(auto_l2_target_quantile, 'auto_l2_target_quantile', 0.0, 1.0)
+    checks.positive(auto_l2_lr, 'auto_l2_lr')
+    if auto_l2_clip_count_stddev is not None:
+      checks.nonnegative(auto_l2_clip_count_stddev,
+                         'auto_l2_clip_count_stddev')
     if checks.boolean(auto_l2_clip, 'auto_l2_clip'):
       raise ValueError(
           'auto_l2_clip=True (TFF\'s adaptive clipping) is not offered: its '
