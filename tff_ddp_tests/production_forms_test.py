@@ -21,6 +21,7 @@ import tensorflow_federated as tff
 from tff_ddp.aggregators import DiscreteGaussianSumFactory
 from tff_ddp.aggregators import PoissonBinomialSumFactory
 from tff_ddp.analytics import build_quantile_process
+from tff_ddp import queries
 from tff_ddp_tests import harness
 
 _VECTOR = tff.TensorType(np.float32, [8])
@@ -57,6 +58,11 @@ def _leaves(type_spec):
     yield type_spec
 
 
+def _dp_factory(query):
+  return tff.aggregators.DifferentiallyPrivateFactory(
+      query, record_aggregation_factory=query.record_aggregation_factory())
+
+
 def _processes():
   """(name, process, client values) for every process of the library."""
   rng = np.random.default_rng(0)
@@ -72,6 +78,9 @@ def _processes():
           count_noise_multiplier=1.0, seed=1).create(_VECTOR), vectors),
       ('cpbm', PoissonBinomialSumFactory(1.0, 0.1, 64, 3, seed=1).create(
           _VECTOR), vectors),
+      ('ddg_query_in_tff_dp_factory', _dp_factory(
+          queries.DistributedDiscreteGaussianSumQuery(
+              _VECTOR, 1.0, 3, 16, 1.0, seed=1)).create(_VECTOR), vectors),
       ('quantiles_flat_ddg', build_quantile_process(
           'flat', 'discrete_gaussian', 0.0, 1.0, 16, [0.5], 8, 2.0, 1e-5,
           seed=1), list(rng.uniform(size=8).astype(np.float32))),
@@ -92,6 +101,7 @@ class ProductionFormTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters('ddg', 'ddg_kashin',
                             'ddg_self_sampled_noised_counts', 'cpbm',
+                            'ddg_query_in_tff_dp_factory',
                             'quantiles_flat_ddg', 'quantiles_haar_cpbm')
   def test_secure_sum_only_and_one_round_from_the_form(self, name):
     process, values = self.cases[name]
