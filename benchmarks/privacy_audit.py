@@ -137,8 +137,9 @@ def main():
                                statistics=statistics,
                                confidence=args.confidence)
       results.append((mechanism, config, result))
-      print(f'{key}: {result.statistic} eps_lb {result.epsilon_lower_bound:.3f}'
-            f' accountant {result.accountant_epsilon:.3f} '
+      print(f'{key}: {result.statistic} eps_lb '
+            f'{result.epsilon_lower_bound:.3f} accountant '
+            f'{result.accountant_epsilon:.3f} '
             f'({result.seconds:.0f} s)', flush=True)
   finally:
     _common.end_workers()

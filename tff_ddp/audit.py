@@ -120,7 +120,7 @@ STATES = ('fresh', 'chained')
 _HASH_BYTES = 6
 
 
-# -- Statistics ---------------------------------------------------------------
+# -- Statistics ------------------------------------------------------------
 
 
 def clopper_pearson_upper(errors, trials, alpha):
@@ -217,7 +217,7 @@ def _log_ratio(numerator, denominator):
   return out
 
 
-# -- Neighbours and releases ----------------------------------------------------
+# -- Neighbours and releases ------------------------------------------------
 
 
 def zero_out(dataset: Sequence[Any], index: int, fill: float = 0.0
@@ -324,7 +324,7 @@ def _same_state(a, b) -> bool:
       fa[k] == fb[k] or (math.isnan(fa[k]) and math.isnan(fb[k])) for k in fa)
 
 
-# -- The result ------------------------------------------------------------------
+# -- The result -----------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
@@ -402,7 +402,7 @@ class AuditResult:
     return self.epsilon_lower_bound <= self.accountant_epsilon
 
 
-# -- The audit -----------------------------------------------------------------
+# -- The audit -------------------------------------------------------------
 
 
 class _Candidate:
