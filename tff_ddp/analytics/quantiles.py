@@ -23,6 +23,13 @@ bin. A non-finite value (NaN, +-inf) contributes a zero encoding: the client
 is in the secure sum (and in the public count n) but in no bin, so with
 count='exact' the CDF tops out below 1 by the fraction of such clients.
 
+Neighbouring relation: zero-out, as for the aggregators -- one client's
+encoding replaced by zeros. Every finite value lands in some bin, so the
+zero-out neighbour of a client is that client holding NaN (the zero
+encoding), not the value 0.0 (which is a bin: replacing a value by 0.0 is
+a replace-one change, bounded by the 'replace_one' relation of the
+accountant). Empirical audits (`tff_ddp.audit`) use NaN for this reason.
+
 Empty or nearly empty rounds: the quantiles are NaN and `status` says why --
 'no_clients' when nobody took part, 'too_few_values' when the noisy total
 count is below `min_total_stddevs` (default 2) standard deviations of its
