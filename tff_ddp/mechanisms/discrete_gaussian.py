@@ -43,6 +43,9 @@ _TWO62 = 1 << _WORD_BITS
 _WORD_MASK = _TWO62 - 1
 # Largest modulus used with `_mod_uniform` (keeps rejection rates <= 2^-10).
 _MAX_MODULUS = 1 << 52
+# Most samples one call draws (static shapes): one client encoding at most
+# (hadamard.MAX_OUTPUT_DIM); refused before anything is allocated.
+MAX_SAMPLES = 2**26
 # Bernoulli(1/j), j = 1..L, of CKS Algorithm 1 come from one uniform F in
 # [0, L!): kfact = #{j <= L: F < L!/j!} has P(kfact >= j) = 1/j!, exactly the
 # law of the number of leading successes of Bern(1/1), Bern(1/2), ...
@@ -475,14 +478,61 @@ def _round(num_candidates, prm: _Params, seed):
 
 
 def _static_shape(shape):
+  """A list of ints, or None for a non-constant 1-D shape tensor.
+
+  Refuses float, bool and negative dims (TypeError / ValueError) and more
+  than MAX_SAMPLES samples, before anything is allocated.
+  """
   if isinstance(shape, tf.TensorShape):
     if not shape.is_fully_defined():
       raise ValueError(f'shape must be fully defined, got {shape}.')
-    return shape.as_list()
-  if isinstance(shape, (tf.Tensor, tf.Variable, np.ndarray)):
+    dims = shape.as_list()
+  elif isinstance(shape, (tf.Tensor, tf.Variable, np.ndarray)):
+    if not (shape.dtype.is_integer if hasattr(shape.dtype, 'is_integer')
+            else np.issubdtype(shape.dtype, np.integer)):
+      raise TypeError(f'shape must have an integer dtype, got {shape.dtype}.')
+    if len(shape.shape) != 1:
+      raise ValueError(f'shape must be a 1-D tensor, got rank '
+                       f'{len(shape.shape)}.')
     value = tf.get_static_value(shape)
-    return None if value is None else [int(d) for d in np.reshape(value, [-1])]
-  return [int(d) for d in shape]
+    if value is None:
+      return None
+    dims = [int(d) for d in value]
+  elif isinstance(shape, (list, tuple)):
+    dims = list(shape)
+  else:
+    raise TypeError(
+        f'shape must be a list/tuple of ints, a TensorShape or a 1-D int '
+        f'tensor, got {shape!r}.')
+  for d in dims:
+    if isinstance(d, (bool, np.bool_)) or not isinstance(d, numbers.Integral):
+      raise TypeError(f'shape entries must be ints, got {d!r} in {shape!r}.')
+    if d < 0:
+      raise ValueError(f'shape entries must be >= 0, got {d} in {shape!r}.')
+  dims = [int(d) for d in dims]
+  if math.prod(dims) > MAX_SAMPLES:
+    raise ValueError(
+        f'shape {dims} asks for {math.prod(dims)} samples, more than '
+        f'MAX_SAMPLES = 2^26 per call (one client encoding at most); draw '
+        'them in several calls.')
+  return dims
+
+
+def _validate_seed(seed) -> tf.Tensor:
+  """seed as a shape-[2] int64 tensor (TypeError / ValueError)."""
+  try:
+    tensor = tf.convert_to_tensor(seed)
+  except (TypeError, ValueError) as e:
+    raise TypeError(
+        f'seed must be a shape-[2] int32/int64 tensor or a pair of ints, got '
+        f'{seed!r}.') from e
+  if tensor.dtype not in (tf.int32, tf.int64):
+    raise TypeError(
+        f'seed must be a shape-[2] int32/int64 tensor or a pair of ints, got '
+        f'dtype {tensor.dtype.name}.')
+  if not tensor.shape.is_compatible_with([2]):
+    raise ValueError(f'seed must have shape [2], got shape {tensor.shape}.')
+  return tf.cast(tensor, tf.int64)
 
 
 @_no_autograph
@@ -546,10 +596,14 @@ def sample_discrete_gaussian(
     An int64 tensor of the given shape.
 
   Raises:
-    ValueError: if `scale` is negative, not finite or > max_supported_scale().
+    TypeError: if scale, shape or seed has the wrong type.
+    ValueError: if `scale` is negative, not finite or > max_supported_scale(),
+      a shape entry is negative, the shape has more than MAX_SAMPLES
+      elements, or seed is not of shape [2].
   """
   sigma = _scale_fraction(scale)
   static = _static_shape(shape)
+  seed = _validate_seed(seed)
   if static is not None:
     out_shape = static
     n = tf.constant(int(np.prod(static, dtype=np.int64)), tf.int64)
@@ -559,8 +613,6 @@ def sample_discrete_gaussian(
   if sigma == 0:
     return tf.zeros(out_shape, tf.int64)
   prm = _params(sigma)
-  seed = tf.cast(tf.convert_to_tensor(seed), tf.int64)
-  seed.shape.assert_is_compatible_with([2])
 
   inv_p = 1.0 / prm.success_prob
 

@@ -225,7 +225,13 @@ def _static_shape(shape):
       raise TypeError(f'shape entries must be ints, got {d!r} in {shape!r}.')
     if d < 0:
       raise ValueError(f'shape entries must be >= 0, got {d} in {shape!r}.')
-  return [int(d) for d in dims]
+  dims = [int(d) for d in dims]
+  if math.prod(dims) > discrete_gaussian.MAX_SAMPLES:
+    raise ValueError(
+        f'shape {dims} asks for {math.prod(dims)} samples, more than '
+        'discrete_gaussian.MAX_SAMPLES = 2^26 per call (one client encoding '
+        'at most); draw them in several calls.')
+  return dims
 
 
 def _validate_seed(seed) -> tf.Tensor:
@@ -615,8 +621,9 @@ def sample_discrete_gaussian_table(
   Raises:
     TypeError: if scale, shape or seed has the wrong type.
     ValueError: if scale is negative, not finite or above
-      max_supported_scale(), a shape entry is negative, or seed is not of
-      shape [2].
+      max_supported_scale(), a shape entry is negative, the shape has more
+      than discrete_gaussian.MAX_SAMPLES elements, or seed is not of shape
+      [2].
   """
   sigma = _validate_scale(scale)
   static = _static_shape(shape)
