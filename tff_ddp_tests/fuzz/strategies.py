@@ -260,7 +260,9 @@ def _peak_rss_bytes() -> int:
 
 
 def names_argument(message: str, names: Sequence[str]) -> bool:
-  return any(name in message for name in names)
+  """Whether `message` contains one of `names` as a whole word."""
+  return any(re.search(rf'(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])',
+                       message) for name in names)
 
 
 def classify(entry: EntryPoint, kwargs: Dict[str, Any]) -> Outcome:
