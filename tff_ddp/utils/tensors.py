@@ -11,11 +11,15 @@ def overflow_safe_norm(v: tf.Tensor) -> tf.Tensor:
   tf.norm squares the coordinates first, so a float64 vector with a
   coordinate of 1e200 has norm inf and one with all coordinates 1e-200 has
   norm 0; dividing by the largest magnitude first keeps both exact to a few
-  ulps. A vector of zeros has norm 0.
+  ulps. A vector of zeros has norm 0; one with a NaN or inf entry has norm
+  NaN (callers zero non-finite values first). TF flushes subnormals to zero.
   """
   big = tf.reduce_max(tf.abs(v))
   safe = tf.where(big > 0, big, tf.ones_like(big))
-  return tf.where(big > 0, safe * tf.norm(v / safe), tf.zeros_like(big))
+  norm = tf.where(big > 0, safe * tf.norm(v / safe), tf.zeros_like(big))
+  # tf.reduce_max may skip a NaN: say NaN rather than a norm of the rest.
+  return tf.where(tf.reduce_all(tf.math.is_finite(v)), norm,
+                  tf.constant(float('nan'), v.dtype))
 
 
 def clip_to_norm(v: tf.Tensor, clip: float) -> Tuple[tf.Tensor, tf.Tensor]:

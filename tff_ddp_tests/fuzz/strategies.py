@@ -183,6 +183,8 @@ class EntryPoint:
     cases: a strategy of kwargs replacing the default one.
     error_types: the documented error types (TypeError, ValueError; the
       accountant adds dp-accounting's UnsupportedEventError).
+    junk: mix `any_value()` into the hints (False for internal helpers
+      that take tensors: only the hints' values).
   """
 
   name: str
@@ -199,6 +201,7 @@ class EntryPoint:
   budget: float = TIME_BUDGET
   cases: Optional[st.SearchStrategy] = None
   error_types: Tuple[type, ...] = (TypeError, ValueError)
+  junk: bool = True
 
   def __repr__(self):
     return f'EntryPoint({self.name})'
@@ -223,7 +226,10 @@ def _mutations(draw, entry: EntryPoint):
                          max_size=count, unique=True))
   for name in chosen:
     hint = entry.hints.get(name)
-    values = st.one_of(hint, any_value()) if hint is not None else any_value()
+    if hint is None:
+      values = any_value()
+    else:
+      values = st.one_of(hint, any_value()) if entry.junk else hint
     kwargs[name] = draw(values)
   return kwargs
 
