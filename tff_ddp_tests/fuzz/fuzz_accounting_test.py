@@ -238,7 +238,7 @@ ENTRY_POINTS = [
         hints=dict(event=dp_events(), target_delta=fz.floats(),
                    neighboring_relation=_RELATIONS,
                    orders=st.lists(st.floats(1.0, 2.0**17), max_size=3)),
-        names=_EVENT_NAMES, error_types=_UNSUPPORTED, max_examples=30,
+        names=_EVENT_NAMES, error_types=_UNSUPPORTED, max_examples=20,
         examples=[
             ('DDG 1e9 clients', dict(
                 event=events.DistributedDiscreteGaussianDpEvent(
@@ -272,7 +272,7 @@ ENTRY_POINTS = [
                    count=_mixed(st.integers(0, 10**9)),
                    adversary=st.sampled_from(['server', 'release'])),
         fuzzed=('event', 'count'), names=_EVENT_NAMES,
-        error_types=_UNSUPPORTED, max_examples=30,
+        error_types=_UNSUPPORTED, max_examples=20,
         examples=[('count 2.5', dict(count=2.5), 'clear_error'),
                   ('event str', dict(event='x'), 'clear_error')]),
     fz.EntryPoint(
@@ -317,7 +317,7 @@ ENTRY_POINTS = [
                    dimension=fz.ints(), replace_one_dimension=fz.ints(),
                    orders=st.lists(fz.floats(), max_size=3),
                    relation=st.sampled_from(['zero_out', 'replace_one'])),
-        max_examples=30),
+        max_examples=20),
     fz.EntryPoint(
         name='accounting.pbm_rdp.per_trial_rdp',
         call=pbm_rdp.per_trial_rdp,
@@ -327,7 +327,7 @@ ENTRY_POINTS = [
         hints=dict(theta=fz.floats(),
                    num_clients=st.one_of(st.integers(1, 10**6), fz.ints()),
                    orders=st.lists(fz.floats(), max_size=3)),
-        max_examples=30),
+        max_examples=20),
     fz.EntryPoint(
         name='accounting.subsampling.poisson_rdp',
         call=lambda **kw: subsampling.poisson_rdp(_gaussian_rdp, **kw),

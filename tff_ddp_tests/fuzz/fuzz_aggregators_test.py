@@ -102,7 +102,7 @@ ENTRY_POINTS = [
             'l2_clip', 'modclip_prob', 'beta', 'granularity', 'linf_clip',
             'encoder', 'mechanism', 'rotation_type', 'auto_l2_clip',
             'noise_sampler', 'Kashin'),
-        max_examples=40,
+        max_examples=25,
         examples=[
             ('expected_clients_per_round=True',
              dict(expected_clients_per_round=True), 'clear_error'),
@@ -148,7 +148,7 @@ ENTRY_POINTS = [
             'l2_clip', 'theta', 'num_trials', 'expected_clients_per_round',
             'max_clients_per_round', 'linf_clip', 'l0_clip', 'divisor',
             'encoder', 'mechanism', 'rotation_type'),
-        max_examples=40,
+        max_examples=25,
         examples=[
             ('num_trials 10**12', dict(num_trials=10**12), 'clear_error'),
             ('num_trials MAX', dict(num_trials=pbm.MAX_NUM_TRIALS,

@@ -191,7 +191,7 @@ ENTRY_POINTS = [
                                  'min_total_stddevs', 'seed', 'bits',
                                  'quantiles[0]', 'quantiles[1]',
                                  'quantiles[2]'),
-        max_examples=25, budget=20.0,
+        max_examples=15, budget=20.0,
         examples=[
             ('num_bins 100000', dict(num_bins=100000), 'clear_error'),
             ('monotone 4096 bins', dict(num_bins=4096,
@@ -205,7 +205,7 @@ ENTRY_POINTS = [
         hints=dict(epsilon=fz.floats(), delta=fz.floats(), rounds=fz.ints()),
         names=('epsilon', 'target_epsilon', 'delta', 'target_delta',
                'rounds'),
-        max_examples=20),
+        max_examples=15),
 ]
 
 

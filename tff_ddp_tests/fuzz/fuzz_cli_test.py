@@ -153,7 +153,7 @@ _P = ['privacy', '--delta', '1e-5']
 ENTRY_POINTS = [
     fz.EntryPoint(
         name='cli.main', call=_main, baseline=dict(argv=['privacy']),
-        check=_check, cases=argvs(), names=_NAMES, max_examples=40,
+        check=_check, cases=argvs(), names=_NAMES, max_examples=25,
         budget=20.0,
         examples=[
             ('flag of another mechanism', dict(argv=_P + [

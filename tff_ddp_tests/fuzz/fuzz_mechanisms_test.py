@@ -211,7 +211,7 @@ ENTRY_POINTS = [
         check=_check_exact_samples,
         hints=dict(shape=fz.shapes(), seed=fz.seeds(),
                    scale=st.one_of(fz.floats(), st.floats(0.0, 2.0**25))),
-        max_examples=25,
+        max_examples=15,
         examples=[
             ('shape [2.5]', dict(shape=[2.5], scale=1.0, seed=[1, 2]),
              'clear_error'),
@@ -239,7 +239,7 @@ ENTRY_POINTS = [
         hints=dict(shape=fz.shapes(), seed=fz.seeds(),
                    scale=st.one_of(fz.floats(), st.sampled_from(
                        [0.0, 0.3, 1.0, 7.5, 100.0, 10000.0]))),
-        max_examples=25,
+        max_examples=15,
         examples=[
             ('shape [2.5]', dict(shape=[2.5], scale=1.0, seed=[1, 2]),
              'clear_error'),
@@ -258,7 +258,7 @@ ENTRY_POINTS = [
                             st.lists(st.floats(0.25, 0.75), max_size=3)),
             num_trials=st.one_of(st.integers(1, 2**30), fz.ints()),
             seed=fz.seeds()),
-        max_examples=25,
+        max_examples=15,
         examples=[
             ('float seed', dict(probs=[0.5], num_trials=16,
                                 seed=[1.5, 2.0]), 'clear_error'),

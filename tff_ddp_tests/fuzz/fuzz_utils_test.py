@@ -106,7 +106,7 @@ ENTRY_POINTS = [
                    high=st.sampled_from([None, 1.0, 1e300]),
                    allow_inf=st.booleans()),
         fuzzed=('value',), names=('x',),
-        max_examples=60),
+        max_examples=40),
     fz.EntryPoint(
         name='utils.checks.integer',
         call=checks.integer,
@@ -114,7 +114,7 @@ ENTRY_POINTS = [
         check=_check_integer,
         hints=dict(value=fz.ints(), low=st.sampled_from([None, 0, 1]),
                    high=st.sampled_from([None, 2**30, 2**63 - 1])),
-        fuzzed=('value',), names=('n',), max_examples=60),
+        fuzzed=('value',), names=('n',), max_examples=40),
     fz.EntryPoint(
         name='utils.checks.real_sequence',
         call=checks.real_sequence,

@@ -47,7 +47,7 @@ PROFILE = 'tff_ddp_fuzz'
 PROFILE_SLOW = 'tff_ddp_fuzz_slow'
 # Generated cases per entry point in the default suite (an entry point can
 # ask for fewer when each call is expensive).
-MAX_EXAMPLES = 40
+MAX_EXAMPLES = 25
 SLOW_FACTOR = 10
 # Per call; the machine is shared, so generous next to the typical ms.
 TIME_BUDGET = 5.0
