@@ -170,6 +170,10 @@ def _as_mapping(value) -> Optional[Mapping[str, Any]]:
   return None
 
 
+class NoDpEventError(LookupError, ValueError):
+  """The measurements hold no dp_event (a LookupError and a ValueError)."""
+
+
 def _is_event(mapping) -> bool:
   return mapping is not None and 'module_name' in mapping and (
       'class_name' in mapping)
@@ -223,7 +227,8 @@ def extract_dp_event(measurements) -> dp_accounting.DpEvent:
     The event, with the measured number of clients.
 
   Raises:
-    ValueError: no event in the measurements, or a malformed one.
+    ValueError: no event in the measurements (`NoDpEventError`, also a
+      LookupError), or a malformed one.
   """
   mapping = _as_mapping(measurements)
   if mapping is None:
@@ -243,6 +248,7 @@ def extract_dp_event(measurements) -> dp_accounting.DpEvent:
     if inner is not None:
       try:
         return extract_dp_event(inner)
-      except LookupError:
+      except NoDpEventError:
         continue
-  raise LookupError('no dp_event in these measurements.')
+  raise NoDpEventError('no dp_event in these measurements (measurements '
+                       f'keys: {sorted(map(str, mapping))}).')

@@ -45,6 +45,8 @@ _TWO62 = 1 << _WORD_BITS
 _WORD_MASK = _TWO62 - 1
 # Largest modulus used with `_mod_uniform` (keeps rejection rates <= 2^-10).
 _MAX_MODULUS = 1 << 52
+# Most samples one call draws (static shapes; `tensors.static_shape`).
+MAX_SAMPLES = tensors.MAX_SAMPLES
 # Bernoulli(1/j), j = 1..L, of CKS Algorithm 1 come from one uniform F in
 # [0, L!): kfact = #{j <= L: F < L!/j!} has P(kfact >= j) = 1/j!, exactly the
 # law of the number of leading successes of Bern(1/1), Bern(1/2), ...

@@ -546,8 +546,9 @@ def sample_discrete_gaussian_table(
   Raises:
     TypeError: if scale, shape or seed has the wrong type.
     ValueError: if scale is negative, not finite or above
-      max_supported_scale(), a shape entry is negative, or seed is not of
-      shape [2].
+      max_supported_scale(), a shape entry is negative, the shape has more
+      than discrete_gaussian.MAX_SAMPLES elements, or seed is not of shape
+      [2].
   """
   sigma = _validate_scale(scale)
   out_shape, n = tensors.output_shape(shape)

@@ -1,5 +1,6 @@
 """Small numeric helpers on tensors shared by encoders and mechanisms."""
 
+import math
 import numbers
 from typing import Tuple
 
@@ -13,11 +14,15 @@ def overflow_safe_norm(v: tf.Tensor) -> tf.Tensor:
   tf.norm squares the coordinates first, so a float64 vector with a
   coordinate of 1e200 has norm inf and one with all coordinates 1e-200 has
   norm 0; dividing by the largest magnitude first keeps both exact to a few
-  ulps. A vector of zeros has norm 0.
+  ulps. A vector of zeros has norm 0; one with a NaN or inf entry has norm
+  NaN (callers zero non-finite values first). TF flushes subnormals to zero.
   """
   big = tf.reduce_max(tf.abs(v))
   safe = tf.where(big > 0, big, tf.ones_like(big))
-  return tf.where(big > 0, safe * tf.norm(v / safe), tf.zeros_like(big))
+  norm = tf.where(big > 0, safe * tf.norm(v / safe), tf.zeros_like(big))
+  # tf.reduce_max may skip a NaN: say NaN rather than a norm of the rest.
+  return tf.where(tf.reduce_all(tf.math.is_finite(v)), norm,
+                  tf.constant(float('nan'), v.dtype))
 
 
 def clip_to_norm(v: tf.Tensor, clip: float) -> Tuple[tf.Tensor, tf.Tensor]:
@@ -37,8 +42,18 @@ def clip_to_norm(v: tf.Tensor, clip: float) -> Tuple[tf.Tensor, tf.Tensor]:
   return tf.where(clipped, scaled, v), clipped
 
 
+# The most samples one sampler call draws: one client's encoding at most
+# (encoders cap their output at 2^26 coordinates). Larger requests are
+# refused before anything is allocated.
+MAX_SAMPLES = 2**26
+
+
 def static_shape(shape):
-  """A list of ints, or None for a non-constant 1-D shape tensor."""
+  """A list of ints, or None for a non-constant 1-D shape tensor.
+
+  Refuses float, bool and negative dims (TypeError / ValueError) and more
+  than MAX_SAMPLES elements (ValueError), before anything is allocated.
+  """
   if isinstance(shape, tf.TensorShape):
     if not shape.is_fully_defined():
       raise ValueError(f'shape must be fully defined, got {shape}.')
@@ -65,7 +80,13 @@ def static_shape(shape):
       raise TypeError(f'shape entries must be ints, got {d!r} in {shape!r}.')
     if d < 0:
       raise ValueError(f'shape entries must be >= 0, got {d} in {shape!r}.')
-  return [int(d) for d in dims]
+  dims = [int(d) for d in dims]
+  if math.prod(dims) > MAX_SAMPLES:
+    raise ValueError(
+        f'shape {dims} asks for {math.prod(dims)} samples, more than '
+        'MAX_SAMPLES = 2^26 per call (one client encoding at most); draw '
+        'them in several calls.')
+  return dims
 
 
 def stateless_seed(seed) -> tf.Tensor:
