@@ -132,8 +132,8 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
         norm privately with `tff_ddp.analytics.build_quantile_process` on
         the clients' update norms and pass l2_clip.
       noise_sampler: 'table' (default: alias-table sampler, per-sample TV
-        distance < 2^-108 carried by the event and added to delta by the
-        accountant; exact sampler above scale ~10566) or 'exact'
+        distance < 2^-106 carried by the event and added to delta by the
+        accountant; exact sampler above scale ~42265) or 'exact'
         (Canonne-Kamath-Steinke rejection sampling); see
         `tff_ddp.mechanisms.distributed_discrete_gaussian`.
       **kashin_options: passed to `KashinEncoder` (redundancy, eta, delta,
