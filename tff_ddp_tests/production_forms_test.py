@@ -153,7 +153,9 @@ class FedAvgFormTest(tf.test.TestCase):
 
     learning_process = tff.learning.algorithms.build_unweighted_fed_avg(
         model_fn, client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.1),
-        model_aggregator=DiscreteGaussianSumFactory(1.0, 2, 16, 1.0))
+        model_aggregator=tff.aggregators.UnweightedMeanFactory(
+            value_sum_factory=DiscreteGaussianSumFactory(1.0, 2, 16, 1.0),
+            count_sum_factory=tff.aggregators.SecureSumFactory(1, 0)))
     comp = _two_outputs(learning_process)
     mrf = tff.backends.mapreduce.get_map_reduce_form_for_computation(comp)
     aggregate, _, _, modular = [
