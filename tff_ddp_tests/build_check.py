@@ -668,6 +668,7 @@ class Repository:
         for src in target.srcs:
           self.owners[os.path.join(build.package, src)].append(target)
     self.lock = self._read_lock()
+    self._defined = {}
 
   def _read_lock(self) -> Set[str]:
     path = os.path.join(self.root, LOCK_FILE)
@@ -681,6 +682,33 @@ class Repository:
         if match:
           found.add(normalize_dist(match.group(1)))
     return found
+
+  def defined_names(self, path: str) -> Optional[Set[str]]:
+    """Top-level names a module defines; None if it may define any."""
+    if path not in self._defined:
+      with open(os.path.join(self.root, path)) as f:
+        tree = ast.parse(f.read())
+      names = set()
+      for stmt in tree.body:
+        for node in ast.walk(stmt) if isinstance(stmt, (ast.If, ast.Try)) \
+            else [stmt]:
+          if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
+                               ast.ClassDef)):
+            names.add(node.name)
+          elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+              names.add(alias.asname or alias.name.split('.')[0])
+          elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [
+                node.target]
+            for target in targets:
+              names.update(n.id for n in ast.walk(target)
+                           if isinstance(n, ast.Name))
+      # A module __getattr__ (lazy names) or a star import defines any name.
+      if '__getattr__' in names or '*' in names:
+        names = None
+      self._defined[path] = names
+    return self._defined[path]
 
   def owner(self, path: str) -> Optional[Target]:
     owners = [t for t in self.owners.get(path, ())
@@ -750,6 +778,12 @@ def _resolve(repo, imp: Import, path, directory, in_script_dir):
         if sub in repo.modules:
           files.append(('dep', repo.modules[sub]))
         elif module in repo.modules:
+          defined = repo.defined_names(repo.modules[module])
+          if defined is not None and name not in defined:
+            return Problem(
+                path, imp.line, 'unknown-import',
+                f'imports {sub}: there is no {sub.replace(".", "/")}.py and '
+                f'{repo.modules[module]} defines no name {name!r}')
           files.append(('dep', repo.modules[module]))
         else:
           return Problem(path, imp.line, 'unknown-import',
@@ -789,6 +823,27 @@ def _slow(tree) -> bool:
         and node.value.value.id == 'pytest'):
       return True
   return False
+
+
+def ends_with_harness_main(path: str) -> bool:
+  """Whether the module file at `path` ends by calling harness.main()."""
+  with open(path) as f:
+    return _ends_with_harness_main(ast.parse(f.read()))
+
+
+def _lost_marks(tree) -> List[int]:
+  """Lines of pytest marks above a @parameterized decorator (silently lost:
+  the generated methods do not carry them)."""
+  lines = []
+  for node in ast.walk(tree):
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+      continue
+    names = [ast.unparse(d) for d in node.decorator_list]
+    for i, text in enumerate(names):
+      if text.startswith('pytest.mark.') and any(
+          later.startswith('parameterized.') for later in names[i + 1:]):
+        lines.append(node.decorator_list[i].lineno)
+  return lines
 
 
 def _ends_with_harness_main(tree) -> bool:
@@ -1089,6 +1144,11 @@ def _check_test(repo, target, path, where, problems):
         'directly, and harness.main sets the TFF test context, runs every '
         'test (slow ones too), ends the TFF workers and exits with the '
         'tests\' status'))
+  for line in _lost_marks(tree):
+    problems.append(Problem(
+        path, line, 'tags',
+        'a pytest mark above a @parameterized decorator is lost (the '
+        'generated tests do not carry it): mark the class instead'))
   size = target.attrs.get('size')
   if size not in TEST_SIZES:
     problems.append(Problem(
@@ -1207,6 +1267,8 @@ def list_tests(paths: List[str]) -> Dict[str, List[str]]:
         runpy.run_path(path, run_name='__main__')
     except SystemExit as e:
       out.write(f'\nexited with {e.code}\n')
+    except Exception as e:  # pylint: disable=broad-except
+      out.write(f'\nraised {type(e).__name__}: {e}\n')
     finally:
       sys.argv = saved
     listed[path] = out.getvalue().splitlines()
