@@ -733,11 +733,10 @@ def _expected(repo: Repository, path: str):
   directory = os.path.dirname(path)
   in_script_dir = directory in SCRIPT_DIRS
   for imp in imports:
-    resolved = _resolve(repo, imp, path, directory, in_script_dir)
-    if isinstance(resolved, Problem):
-      problems.append(resolved)
-      continue
-    for item in resolved:
+    for item in _resolve(repo, imp, path, directory, in_script_dir):
+      if isinstance(item, Problem):
+        problems.append(item)
+        continue
       if isinstance(item, Requirement):
         deps.add(item)
         continue
@@ -760,7 +759,7 @@ def _expected(repo: Repository, path: str):
 
 
 def _resolve(repo, imp: Import, path, directory, in_script_dir):
-  """A list of Requirement / ('dep'|'data', file), or a Problem."""
+  """A list of Requirement / ('dep'|'data', file) / Problem."""
   module = imp.module
   top = module.split('.')[0]
   if in_script_dir and os.path.isfile(
@@ -780,22 +779,23 @@ def _resolve(repo, imp: Import, path, directory, in_script_dir):
         elif module in repo.modules:
           defined = repo.defined_names(repo.modules[module])
           if defined is not None and name not in defined:
-            return Problem(
+            files.append(Problem(
                 path, imp.line, 'unknown-import',
                 f'imports {sub}: there is no {sub.replace(".", "/")}.py and '
-                f'{repo.modules[module]} defines no name {name!r}')
+                f'{repo.modules[module]} defines no name {name!r}'))
           files.append(('dep', repo.modules[module]))
         else:
-          return Problem(path, imp.line, 'unknown-import',
-                         f'imports {sub}, but there is no {module} module '
-                         f'(no {module.replace(".", "/")}.py or '
-                         f'{module.replace(".", "/")}/__init__.py)')
+          files.append(Problem(
+              path, imp.line, 'unknown-import',
+              f'imports {sub}, but there is no {module} module (no '
+              f'{module.replace(".", "/")}.py or '
+              f'{module.replace(".", "/")}/__init__.py)'))
     elif module in repo.modules:
       files.append(('dep', repo.modules[module]))
     else:
-      return Problem(path, imp.line, 'unknown-import',
-                     f'imports {module}, which has no file '
-                     f'({module.replace(".", "/")}.py)')
+      files.append(Problem(path, imp.line, 'unknown-import',
+                           f'imports {module}, which has no file '
+                           f'({module.replace(".", "/")}.py)'))
     return files
   if top in sys.stdlib_module_names or top == '__future__':
     return []
@@ -804,13 +804,13 @@ def _resolve(repo, imp: Import, path, directory, in_script_dir):
     if prefix in THIRD_PARTY:
       return [Requirement(THIRD_PARTY[prefix])]
     prefix = prefix.rpartition('.')[0]
-  return Problem(
+  return [Problem(
       path, imp.line, 'unknown-import',
       f'imports {module!r} ({imp.how}), which is neither tff_ddp / '
       'tff_ddp_tests, nor the standard library, nor in THIRD_PARTY: add '
       f"'{top}': '<its PyPI distribution>' to THIRD_PARTY in "
       'tff_ddp_tests/build_check.py and pin the distribution in '
-      'requirements/requirements.in and requirements/lock.txt')
+      'requirements/requirements.in and requirements/lock.txt')]
 
 
 def _slow(tree) -> bool:
@@ -895,7 +895,8 @@ def suggest_target(repo: Repository, path: str) -> str:
   if is_test:
     with open(os.path.join(repo.root, path)) as f:
       slow = _slow(ast.parse(f.read()))
-    lines.append(f'    size = "{"large" if slow else "small"}",')
+    # tff_ddp_tests/BUILD's rule: "medium", "large" for slow modules.
+    lines.append(f'    size = "{"large" if slow else "medium"}",')
   lines.append(f'    srcs = ["{name}"],')
   if main:
     lines.append(f'    main = "{main}",')
@@ -954,6 +955,7 @@ def check(root: str) -> List[Problem]:
       continue
     owners = [t for t in repo.owners.get(path, []) if t.kind in PY_RULES]
     if not owners:
+      problems.extend(_expected(repo, path)[2])
       problems.append(Problem(
           repo.builds[package].path, 0, 'unlisted',
           f'{path} is in no target; add:\n'
@@ -964,6 +966,11 @@ def check(root: str) -> List[Problem]:
           f'{os.path.basename(path)} is in the srcs of '
           + ', '.join(f'"{t.name}"' for t in owners) + ': keep one'))
   for package, paths in sorted(missing_build.items()):
+    for path in paths:
+      problems.extend(_expected(repo, path)[2])
+    visibility = ('"//tff_ddp_tests:__subpackages__"'
+                  if package.startswith('tff_ddp_tests') else
+                  '"//visibility:public"')
     snippets = '\n\n'.join(suggest_target(repo, p) for p in paths)
     rules = ', '.join(f'"{r}"' for r in sorted(PY_RULES)
                       if r + '(' in snippets)
@@ -974,8 +981,8 @@ def check(root: str) -> List[Problem]:
         package, 0, 'no-build',
         f'{package}/ has .py files but no BUILD file; create {package}/BUILD '
         'with:\n' + _indent(
-            loads + '\npackage(default_visibility = ["//visibility:public"])'
-            '\n\n' + snippets)))
+            loads + f'\npackage(default_visibility = [{visibility}])\n\n'
+            + snippets)))
   for directory in NOTEBOOK_DIRS:
     where = os.path.join(root, directory)
     if not os.path.isdir(where):
@@ -1280,7 +1287,7 @@ def main(argv=None):
       prog='python -m tff_ddp_tests.build_check',
       description=__doc__.split('\n\n', 1)[0])
   parser.add_argument('--root', default=os.path.dirname(os.path.dirname(
-      os.path.realpath(__file__))), help='repository root (default: %(default)s)')
+      os.path.realpath(__file__))), help='repository (default: %(default)s)')
   parser.add_argument('--suggest', metavar='FILE.py', nargs='+',
                       help='print a BUILD target for each module instead')
   parser.add_argument('--list-tests', metavar='FILE_test.py', nargs='+',

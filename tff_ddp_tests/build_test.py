@@ -448,6 +448,9 @@ class CheckerFailsTest(parameterized.TestCase):
       ('unknown_import',
        _add('tff_ddp/a/y.py', 'import left_pad\nN = 1\n'),
        'unknown-import', "'left_pad': '<its PyPI distribution>'"),
+      ('unknown_import_in_unlisted_file',
+       _add('tff_ddp/a/w.py', 'import left_pad\n'),
+       'unknown-import', "'left_pad': '<its PyPI distribution>'"),
       ('missing_internal_module',
        _add('tff_ddp/a/y.py', 'from tff_ddp.a import frequency\nN = 1\n'),
        'unknown-import', 'imports tff_ddp.a.frequency: there is no '
