@@ -8,6 +8,8 @@ import sys
 from absl.testing import parameterized
 import pytest
 
+from tff_ddp_tests import harness
+
 _COLABS = os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), 'colabs')
 _NOTEBOOKS = sorted(f for f in os.listdir(_COLABS) if f.endswith('.ipynb'))
@@ -47,4 +49,4 @@ class ColabsTest(parameterized.TestCase):
 
 
 if __name__ == '__main__':
-  pytest.main([__file__, '--run-slow'])
+  harness.main()
