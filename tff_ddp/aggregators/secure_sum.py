@@ -7,6 +7,7 @@ limit inside `build_unweighted_fed_avg`):
 
   state = (round, public_seed)                       # SERVER, public
   seed  = fold_in(public_seed, round)                # the round's public seed
+                                                     # (`round_seed(state)`)
   client: flatten value -> float64 [dim]; private noise seed (fresh entropy)
           [client_sampling_rate q: a private coin keeps the value w.p. q,
            zeros otherwise]
@@ -172,6 +173,27 @@ def coin_threshold(rate: float) -> int:
 def effective_rate(rate: float) -> float:
   """The exact keep probability of the coins (a float64, no rounding)."""
   return coin_threshold(rate) / float(1 << _COIN_BITS)
+
+
+def round_seed(state) -> tf.Tensor:
+  """The public seed of the round an aggregator with `state` runs next.
+
+  fold_in(public_seed, round): the same at clients and server, new each
+  round, and a function of the (public) state only. A process that composes
+  an aggregator can compute it before calling `next` -- e.g. to give its
+  clients the encoder (Kashin frame) that round will use (TFFE's first
+  phase needs the norm of the representation its second phase clips).
+
+  Args:
+    state: the aggregator's state (a mapping with `round` and
+      `public_seed`), as tensors.
+
+  Returns:
+    shape-[2] int64 tensor.
+  """
+  return tf.random.experimental.stateless_fold_in(
+      tf.cast(state['public_seed'], tf.int64),
+      tf.cast(state['round'], tf.int64))
 
 
 def count_mechanism(flag_names, noise_multiplier, expected_clients):
@@ -353,9 +375,7 @@ def _build(factory, spec, mechanism, counts):
 
   @tff.tensorflow.computation(state_type)
   def round_seed_fn(state):
-    # Public randomness of this round: the same at clients and server.
-    return tf.random.experimental.stateless_fold_in(
-        state['public_seed'], state['round'])
+    return round_seed(state)
 
   @tff.tensorflow.computation(spec.value_type, seed_type)
   def client_fn(value, round_seed):
