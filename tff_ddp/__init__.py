@@ -6,7 +6,7 @@ without importing them one by one, and `import tff_ddp` alone stays fast:
 
   tff_ddp.aggregators  TFF aggregation factories (DDG, cPBM), calibrated ones
   tff_ddp.accounting   DP events, RDP curves, the accountant, calibration
-  tff_ddp.analytics    federated quantiles
+  tff_ddp.analytics    federated quantiles, frequency estimation
   tff_ddp.queries      the mechanisms as TF Privacy DPQueries
   tff_ddp.audit        empirical lower bounds on a round's epsilon
   tff_ddp.mechanisms   the mechanisms' math and the exact samplers

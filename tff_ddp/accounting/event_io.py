@@ -139,6 +139,26 @@ def tensor_event(event: dp_accounting.DpEvent,
   return convert(explicit(event))
 
 
+def composed_structure(structures):
+  """The structure of ComposedDpEvent(events) from the events' structures.
+
+  For a process that runs several aggregators in one round: each reports
+  its own event (with its measured number of clients); this composes the
+  measured structures as they are, inside a TFF computation, so that
+  `extract_dp_event` of the result is ComposedDpEvent([e_1, ..., e_k]).
+
+  Args:
+    structures: a list of event structures (`event_structure` outputs or
+      the `dp_event` measurements of aggregators).
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  named = dp_accounting.ComposedDpEvent([]).to_named_tuple()
+  return collections.OrderedDict(
+      module_name=tf.constant(named.module_name),
+      class_name=tf.constant(named.class_name),
+      events=list(structures))
+
+
 def _python(value):
   """numpy/bytes leaves of a measurement back to Python scalars."""
   if isinstance(value, bytes):

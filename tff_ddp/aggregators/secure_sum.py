@@ -179,6 +179,27 @@ def effective_rate(rate: float) -> float:
   return coin_threshold(rate) / float(1 << _COIN_BITS)
 
 
+def round_seed(state) -> tf.Tensor:
+  """The public seed of the round an aggregator with `state` runs next.
+
+  fold_in(public_seed, round): the same at clients and server, new each
+  round, and a function of the (public) state only. A process that composes
+  an aggregator can compute it before calling `next` -- e.g. to give its
+  clients the encoder (Kashin frame) that round will use (TFFE's first
+  phase needs the norm of the representation its second phase clips).
+
+  Args:
+    state: the aggregator's state (a mapping with `round` and
+      `public_seed`), as tensors.
+
+  Returns:
+    shape-[2] int64 tensor.
+  """
+  return tf.random.experimental.stateless_fold_in(
+      tf.cast(state['public_seed'], tf.int64),
+      tf.cast(state['round'], tf.int64))
+
+
 def count_mechanism(flag_names, noise_multiplier, expected_clients):
   """The DDG mechanism that noises the per-client 0/1 flags.
 
@@ -338,23 +359,6 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
 
   def create(self, value_type) -> tff.templates.AggregationProcess:
     return _build(self.round_protocol(value_type))
-
-
-def round_seed(state) -> tf.Tensor:
-  """The public seed of the round an aggregator with `state` runs next.
-
-  fold_in(public_seed, round): the same at clients and server, new each
-  round, and a function of the (public) state only.
-
-  Args:
-    state: a mapping with `round` and `public_seed`, as tensors.
-
-  Returns:
-    shape-[2] int64 tensor.
-  """
-  return tf.random.experimental.stateless_fold_in(
-      tf.cast(state['public_seed'], tf.int64),
-      tf.cast(state['round'], tf.int64))
 
 
 class RoundProtocol:

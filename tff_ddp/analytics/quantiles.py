@@ -57,7 +57,8 @@ from tff_ddp.utils import checks
 ESTIMATORS = ('paper', 'monotone', 'interpolate')
 STATUSES = ('ok', 'no_clients', 'too_few_values')
 
-__all__ = ['build_quantile_process', 'quantile_parameters',
+__all__ = ['build_quantile_process', 'build_from_parameters',
+           'quantile_parameters',
            'QuantileParameters', 'MECHANISMS', 'ESTIMATORS', 'STATUSES']
 
 
@@ -79,6 +80,7 @@ def build_quantile_process(
     adversary: str = 'server',
     min_total_stddevs: float = 2.0,
     seed: Optional[int] = None,
+    num_trials: Optional[int] = None,
 ) -> tff.templates.MeasuredProcess:
   """A process estimating `quantiles` of one float per client.
 
@@ -107,6 +109,8 @@ def build_quantile_process(
     min_total_stddevs: below this many noise standard deviations of the
       estimated total, the round returns NaN with status 'too_few_values'.
     seed: for tests only (see the aggregators).
+    num_trials: Poisson binomial only: trials per coordinate (default: the
+      most the ring holds); theta is calibrated to the budget either way.
 
   Returns:
     A `tff.templates.MeasuredProcess`: `next(state, values)` with `values`
@@ -136,7 +140,50 @@ def build_quantile_process(
         f"{hg.MAX_MONOTONE_BINS}, got {num_bins}; use estimator='paper'.")
   params = quantile_parameters(method, mechanism, num_bins,
                                expected_clients_per_round, epsilon, delta,
-                               bits, rounds, adversary, seed)
+                               bits, rounds, adversary, seed, num_trials)
+  return build_from_parameters(params, lower_bound, upper_bound, quantiles,
+                               count, estimator, consistent_tree, rounds,
+                               min_total_stddevs)
+
+
+def build_from_parameters(
+    params: QuantileParameters,
+    lower_bound: float,
+    upper_bound: float,
+    quantiles: Sequence[float],
+    count: str = 'estimated',
+    estimator: str = 'paper',
+    consistent_tree: bool = False,
+    rounds: int = 1,
+    min_total_stddevs: float = 2.0,
+) -> tff.templates.MeasuredProcess:
+  """The process of `build_quantile_process` for calibrated `params`.
+
+  For callers that calibrate first (`quantile_parameters`) -- e.g. to split
+  a budget between the quantile and another release -- and then build the
+  process without calibrating again. Arguments as for
+  `build_quantile_process`; `rounds` must be the rounds `params` was
+  calibrated for (it sets `within_budget`).
+  """
+  if not isinstance(params, QuantileParameters):
+    raise TypeError('params must be QuantileParameters (from '
+                    f'quantile_parameters), got {type(params).__name__}.')
+  lower_bound, upper_bound = hg.check_range(lower_bound, upper_bound)
+  quantiles = checks.real_sequence(quantiles, 'quantiles', 0.0, 1.0,
+                                   low_open=True, high_open=True)
+  count = checks.choice(count, 'count', hg.COUNTS)
+  estimator = checks.choice(estimator, 'estimator', ESTIMATORS)
+  consistent_tree = checks.boolean(consistent_tree, 'consistent_tree')
+  if consistent_tree and params.method != 'tree':
+    raise ValueError("consistent_tree only applies to method='tree'.")
+  if estimator != 'paper' and params.num_bins > hg.MAX_MONOTONE_BINS:
+    raise ValueError(
+        f"estimator={estimator!r} needs O(b^2) memory: num_bins <= "
+        f"{hg.MAX_MONOTONE_BINS}, got {params.num_bins}; use "
+        "estimator='paper'.")
+  rounds = checks.integer(rounds, 'rounds', 1)
+  min_total_stddevs = checks.nonnegative(min_total_stddevs,
+                                         'min_total_stddevs')
   return _build(params, lower_bound, upper_bound, quantiles, count,
                 estimator, consistent_tree, rounds, min_total_stddevs)
 

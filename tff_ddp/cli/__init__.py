@@ -3,6 +3,7 @@
   tff-ddp demo       federated mean estimation with DDG vs Gaussian (make demo)
   tff-ddp privacy    epsilon of a mechanism over rounds, or calibrate its noise
   tff-ddp quantiles  federated DP quantiles (flat / tree / Haar, DDG / cPBM)
+  tff-ddp frequency  federated frequency estimation (TFFE, MFFE, baselines)
 
 Every epsilon printed names the adversary it holds against. User errors
 print one line and exit with status 2; every TFF worker a command started is
@@ -14,6 +15,7 @@ from typing import Optional, Sequence
 
 from tff_ddp.cli import common  # sets TF_CPP_MIN_LOG_LEVEL first
 from tff_ddp.cli import demo
+from tff_ddp.cli import frequency
 from tff_ddp.cli import privacy
 from tff_ddp.cli import quantiles
 
@@ -25,6 +27,7 @@ def build_parser() -> common.Parser:
   demo.add_parser(subparsers)
   privacy.add_parser(subparsers)
   quantiles.add_parser(subparsers)
+  frequency.add_parser(subparsers)
   return parser
 
 

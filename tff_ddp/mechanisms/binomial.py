@@ -539,9 +539,12 @@ def _direct(p_int, num_trials, seed):
     return c + 1, total + tf.reduce_sum(tf.cast(hit, tf.int64), axis=1)
 
   chunks = -(-num_trials // _DIRECT_CHUNK)
+  # The invariant keeps a statically known length (a single element: the
+  # zeros are [1] while the loop's draws have an unknown length) legal.
   return tf.while_loop(
       lambda c, total: c < chunks, body,
-      (tf.constant(0, tf.int64), tf.zeros([num], tf.int64)))[1]
+      (tf.constant(0, tf.int64), tf.zeros([num], tf.int64)),
+      shape_invariants=(tf.TensorShape([]), tf.TensorShape([None])))[1]
 
 
 def _element_constants(p_int, num_trials):

@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 
-def overflow_safe_norm(v: tf.Tensor) -> tf.Tensor:
+def overflow_safe_norm(v: tf.Tensor, axis=None) -> tf.Tensor:
   """||v||_2 without overflow or underflow (scaled by max |v_i|).
 
   tf.norm squares the coordinates first, so a float64 vector with a
@@ -16,13 +16,19 @@ def overflow_safe_norm(v: tf.Tensor) -> tf.Tensor:
   norm 0; dividing by the largest magnitude first keeps both exact to a few
   ulps. A vector of zeros has norm 0; one with a NaN or inf entry has norm
   NaN (callers zero non-finite values first). TF flushes subnormals to zero.
+  `axis=None` is the norm of all of v; an integer axis gives the norms along
+  it (e.g. -1: one per row), each NaN exactly when its own slice is
+  non-finite.
   """
-  big = tf.reduce_max(tf.abs(v))
+  big = tf.reduce_max(tf.abs(v), axis=axis, keepdims=True)
   safe = tf.where(big > 0, big, tf.ones_like(big))
-  norm = tf.where(big > 0, safe * tf.norm(v / safe), tf.zeros_like(big))
+  norm = safe * tf.norm(v / safe, axis=axis, keepdims=True)
+  out = tf.where(big > 0, norm, tf.zeros_like(big))
   # tf.reduce_max may skip a NaN: say NaN rather than a norm of the rest.
-  return tf.where(tf.reduce_all(tf.math.is_finite(v)), norm,
-                  tf.constant(float('nan'), v.dtype))
+  finite = tf.reduce_all(tf.math.is_finite(v), axis=axis, keepdims=True)
+  out = tf.where(finite, out, tf.constant(float('nan'), v.dtype))
+  return (tf.reshape(out, []) if axis is None
+          else tf.squeeze(out, axis=axis))
 
 
 def clip_to_norm(v: tf.Tensor, clip: float) -> Tuple[tf.Tensor, tf.Tensor]:
