@@ -1,5 +1,7 @@
 """Federated analytics with distributed DP: quantiles from histograms."""
 
-from tff_ddp.analytics.quantile_calibration import quantile_parameters
 from tff_ddp.analytics.quantile_calibration import QuantileParameters
+from tff_ddp.analytics.quantile_calibration import parameters_for_noise
+from tff_ddp.analytics.quantile_calibration import quantile_parameters
 from tff_ddp.analytics.quantiles import build_quantile_process
+from tff_ddp.analytics.quantiles import build_quantile_process_from_parameters

@@ -43,6 +43,7 @@ import tensorflow_federated as tff
 
 from tff_ddp.analytics import histograms as hg
 from tff_ddp.analytics.quantile_calibration import MECHANISMS
+from tff_ddp.analytics.quantile_calibration import parameters_for_noise
 from tff_ddp.analytics.quantile_calibration import quantile_parameters
 from tff_ddp.analytics.quantile_calibration import QuantileParameters
 from tff_ddp.utils import checks
@@ -50,7 +51,8 @@ from tff_ddp.utils import checks
 ESTIMATORS = ('paper', 'monotone', 'interpolate')
 STATUSES = ('ok', 'no_clients', 'too_few_values')
 
-__all__ = ['build_quantile_process', 'quantile_parameters',
+__all__ = ['build_quantile_process', 'build_quantile_process_from_parameters',
+           'quantile_parameters', 'parameters_for_noise',
            'QuantileParameters', 'MECHANISMS', 'ESTIMATORS', 'STATUSES']
 
 
@@ -113,6 +115,53 @@ def build_quantile_process(
     `tff_ddp.accounting.RdpAccountant` for the cost of more).
   """
   method = hg.canonical_method(method)
+  options = _check_options(method, num_bins, lower_bound, upper_bound,
+                           quantiles, count, estimator, consistent_tree,
+                           min_total_stddevs)
+  params = quantile_parameters(method, mechanism, num_bins,
+                               expected_clients_per_round, epsilon, delta,
+                               bits, rounds, adversary, seed)
+  return _build(params, *options, rounds=rounds)
+
+
+def build_quantile_process_from_parameters(
+    parameters: QuantileParameters,
+    lower_bound: float,
+    upper_bound: float,
+    quantiles: Sequence[float],
+    count: str = 'estimated',
+    estimator: str = 'paper',
+    consistent_tree: bool = False,
+    min_total_stddevs: float = 2.0,
+) -> tff.templates.MeasuredProcess:
+  """The process of `build_quantile_process` on given parameters.
+
+  For callers that choose the noise themselves and account the rounds
+  together with other releases (`quantile_calibration.parameters_for_noise`;
+  DP-Delta-FL composes the quantile with the model update of each round).
+  The same process, except that no budget comes with it: the measurements
+  have no `within_budget`; every round's event is in
+  `measurements['aggregator']['dp_event']`, as always.
+
+  Args:
+    parameters: from `quantile_parameters` or `parameters_for_noise`.
+    lower_bound, upper_bound, quantiles, count, estimator, consistent_tree,
+      min_total_stddevs: as for `build_quantile_process`.
+  """
+  if not isinstance(parameters, QuantileParameters):
+    raise TypeError('parameters must be a QuantileParameters (from '
+                    'quantile_parameters or parameters_for_noise), got '
+                    f'{type(parameters).__name__}.')
+  options = _check_options(parameters.method, parameters.num_bins,
+                           lower_bound, upper_bound, quantiles, count,
+                           estimator, consistent_tree, min_total_stddevs)
+  return _build(parameters, *options, rounds=None)
+
+
+def _check_options(method, num_bins, lower_bound, upper_bound, quantiles,
+                   count, estimator, consistent_tree, min_total_stddevs):
+  """Validated (lower, upper, quantiles, count, estimator, consistent,
+  min_total_stddevs)."""
   lower_bound, upper_bound = hg.check_range(lower_bound, upper_bound)
   quantiles = checks.real_sequence(quantiles, 'quantiles', 0.0, 1.0,
                                    low_open=True, high_open=True)
@@ -127,15 +176,12 @@ def build_quantile_process(
     raise ValueError(
         f"estimator={estimator!r} needs O(b^2) memory: num_bins <= "
         f"{hg.MAX_MONOTONE_BINS}, got {num_bins}; use estimator='paper'.")
-  params = quantile_parameters(method, mechanism, num_bins,
-                               expected_clients_per_round, epsilon, delta,
-                               bits, rounds, adversary, seed)
-  return _build(params, lower_bound, upper_bound, quantiles, count,
-                estimator, consistent_tree, rounds, min_total_stddevs)
+  return (lower_bound, upper_bound, quantiles, count, estimator,
+          bool(consistent_tree), min_total_stddevs)
 
 
 def _build(params: QuantileParameters, lower_bound, upper_bound, quantiles,
-           count, estimator, consistent_tree, rounds, min_total_stddevs):
+           count, estimator, consistent_tree, min_total_stddevs, *, rounds):
   method, num_bins = params.method, params.num_bins
   length = hg.encoding_length(method, num_bins)
   aggregator = params.factory.create(params.value_type)
@@ -191,7 +237,7 @@ def _build(params: QuantileParameters, lower_bound, upper_bound, quantiles,
   def within_budget(state):
     # The aggregator counts its rounds; this round is covered by the
     # calibration iff fewer than `rounds` came before it.
-    return state['round'] < rounds
+    return state['round'] < (rounds or 0)
 
   @tff.federated_computation(init_fn.type_signature.result,
                              tff.FederatedType(np.float32, tff.CLIENTS))
@@ -200,8 +246,10 @@ def _build(params: QuantileParameters, lower_bound, upper_bound, quantiles,
     output = aggregator.next(state, encoded)
     estimates = tff.federated_map(server_estimate,
                                   (output.result, output.measurements))
+    budget = ({} if rounds is None else
+              dict(within_budget=tff.federated_map(within_budget, state)))
     measurements = tff.federated_zip(collections.OrderedDict(
-        within_budget=tff.federated_map(within_budget, state),
+        **budget,
         status=tff.federated_map(
             tff.tensorflow.computation(lambda r: r[2]), estimates),
         noisy_total=tff.federated_map(
