@@ -169,14 +169,20 @@ class ParametersForNoiseTest(parameterized.TestCase):
     self.assertTrue(mechanism.integer_inputs)
     # The central noise in count units is z times the encoding's l2.
     self.assertAlmostEqual(p.noise_stddev(n), z * p.l2_sensitivity)
-    # The ring holds the worst case of Theorems 1-2; c + 1 would not.
+    # The ring holds the worst case of Theorems 1-2; the next scaling whose
+    # reciprocal round-trips (exact_scaling) would not, up to the factory's
+    # rounding term (n per coordinate) that can step c down once more.
     sigma = mechanism.scaled_local_stddev
     self.assertLessEqual(qc.ring_needs(method, p.scaling, sigma, n, b, 1e-5),
                          2**18)
     bigger = p.scaling + 1
+    while 1.0 / (1.0 / bigger) != bigger:
+      bigger += 1
     self.assertGreater(qc.ring_needs(method, bigger,
                                      sigma * bigger / p.scaling, n, b, 1e-5),
                        2**18 - 2 * n)
+    self.assertEqual(qc.exact_scaling(49), 48)
+    self.assertEqual(qc.exact_scaling(50), 50)
     # epsilon describes one unsampled round.
     self.assertAlmostEqual(p.epsilon, _epsilon(
         p.factory.dp_event(p.value_type), 1e-5))
