@@ -98,7 +98,7 @@ def _gaussian_noise_multiplier(event) -> Optional[float]:
   """z of a subtree made only of Gaussian events (composition adds z^-2),
   or None when the subtree holds anything else."""
   if isinstance(event, dp_accounting.GaussianDpEvent):
-    return float(event.noise_multiplier)
+    return checks.nonnegative(event.noise_multiplier, 'noise_multiplier')
   if isinstance(event, dp_accounting.SelfComposedDpEvent):
     z = _gaussian_noise_multiplier(event.event)
     if z is None:
@@ -148,6 +148,7 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
     self._adversary = checks.choice(adversary, 'adversary', ADVERSARIES)
     self._rdp = np.zeros_like(self._orders)
     self._tv_mass = 0.0
+    self._least_delta_cache = (None, None)
     self._cache = {}
 
   @property
@@ -213,10 +214,52 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
     return self.get_epsilon_and_optimal_order(target_delta)[0]
 
   def get_delta(self, target_epsilon: float) -> float:
-    delta = conversions.rdp_to_delta(self._orders, self._rdp,
-                                     target_epsilon)[0]
-    extra = (1.0 + math.exp(min(target_epsilon, 700.0))) * self._tv_mass
-    return min(1.0, delta + extra)
+    """delta at `target_epsilon`, sampler term included (non-increasing).
+
+    With eta = `sampler_tv_mass` > 0, f(e) = delta_curve(e) + (1 + e^e) eta
+    bounds delta at e, and (e, delta) implies (e', delta) for e' >= e; so
+    the answer is min f over e <= target_epsilon: f at the target and at the
+    minimizer of f when that lies below the target. (Without the minimum,
+    the eta term made delta grow with epsilon once it dominates.)
+    """
+    eps = checks.nonnegative(target_epsilon, 'target_epsilon')
+    if self._tv_mass == 0:
+      return conversions.rdp_to_delta(self._orders, self._rdp, eps)[0]
+    best_eps, best_delta = self._least_delta()
+    delta = self._delta_with_sampler_term(eps)
+    return delta if eps < best_eps else min(delta, best_delta)
+
+  def _delta_with_sampler_term(self, eps: float) -> float:
+    delta = conversions.rdp_to_delta(self._orders, self._rdp, eps)[0]
+    return min(1.0, delta + (1.0 + math.exp(min(eps, 700.0))) *
+               self._tv_mass)
+
+  def _least_delta(self) -> Tuple[float, float]:
+    """(e*, f(e*)): the least delta-with-sampler-term over e in [0, 700].
+
+    A grid in e (fine near 0, geometric above), then golden section on the
+    grid cell around the best point. Cached per composed state.
+    """
+    key = (self._rdp.tobytes(), self._tv_mass)
+    if self._least_delta_cache[0] == key:
+      return self._least_delta_cache[1]
+    grid = np.unique(np.concatenate([np.linspace(0.0, 2.0, 41),
+                                     np.geomspace(2.0, 700.0, 240)]))
+    values = [self._delta_with_sampler_term(e) for e in grid]
+    i = int(np.argmin(values))
+    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
+    best = (float(grid[i]), float(values[i]))
+    g = (math.sqrt(5.0) - 1.0) / 2.0
+    for _ in range(60):
+      a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+      fa, fb = self._delta_with_sampler_term(a), self._delta_with_sampler_term(b)
+      best = min(best, (a, fa), (b, fb), key=lambda t: t[1])
+      if fa < fb:
+        hi = b
+      else:
+        lo = a
+    self._least_delta_cache = (key, best)
+    return best
 
   # -- Curves ---------------------------------------------------------------
 

@@ -93,16 +93,8 @@ class CalibrationResult:
   adversary: str
 
 
-def mechanism_event(mechanism: str, **params) -> dp_accounting.DpEvent:
-  """One unsampled release of `mechanism` with keyword `params`.
-
-  'gaussian': noise_multiplier. 'ddg': l2_sensitivity, num_clients,
-  dimension and local_stddev (or noise_multiplier, the central noise /
-  l2_sensitivity: local_stddev = z Delta_2 / sqrt(n)), optional
-  l1_sensitivity. 'cpbm': theta, num_trials, num_clients, dimension.
-  """
-  mechanism = checks.choice(mechanism, 'mechanism',
-                            tuple(MECHANISM_PARAMETERS))
+def _check_names(mechanism: str, params) -> None:
+  """TypeError naming what `params` lacks or has too much for the event."""
   allowed = _EVENT_PARAMETERS[mechanism]
   unknown = sorted(set(params) - set(allowed[0]) - set(allowed[1]))
   missing = [name for name in allowed[0] if params.get(name) is None]
@@ -114,6 +106,19 @@ def mechanism_event(mechanism: str, **params) -> dp_accounting.DpEvent:
         + (f' and takes {", ".join(allowed[1])}' if allowed[1] else '')
         + (f'; missing {", ".join(missing)}' if missing else '')
         + (f'; unknown {", ".join(unknown)}' if unknown else '') + '.')
+
+
+def mechanism_event(mechanism: str, **params) -> dp_accounting.DpEvent:
+  """One unsampled release of `mechanism` with keyword `params`.
+
+  'gaussian': noise_multiplier. 'ddg': l2_sensitivity, num_clients,
+  dimension and local_stddev (or noise_multiplier, the central noise /
+  l2_sensitivity: local_stddev = z Delta_2 / sqrt(n)), optional
+  l1_sensitivity. 'cpbm': theta, num_trials, num_clients, dimension.
+  """
+  mechanism = checks.choice(mechanism, 'mechanism',
+                            tuple(MECHANISM_PARAMETERS))
+  _check_names(mechanism, params)
   if mechanism == 'gaussian':
     return dp_accounting.GaussianDpEvent(
         checks.positive(params['noise_multiplier'], 'noise_multiplier'))
@@ -196,7 +201,9 @@ def _range(mechanism, parameter, params):
   if mechanism == 'ddg' and parameter == 'local_stddev':
     return 0.5, math.inf, False, False
   if mechanism == 'ddg':  # noise_multiplier, local_stddev >= 1/2
-    lo = 0.5 * math.sqrt(params['num_clients']) / params['l2_sensitivity']
+    n = checks.integer(params['num_clients'], 'num_clients', 1)
+    lo = 0.5 * math.sqrt(n) / checks.positive(params['l2_sensitivity'],
+                                              'l2_sensitivity')
     return lo, math.inf, False, False
   return 1e-6, math.inf, False, False
 
@@ -263,6 +270,8 @@ def calibrate(
     return accountant_lib.epsilon(make_event(x), target_delta, adversary,
                                   neighboring_relation, orders)[0]
 
+  # Names first (a clear TypeError, not a KeyError from the range).
+  _check_names(mechanism, {**params, parameter: 1.0})
   lo, hi, increasing, discrete = _range(mechanism, parameter, params)
   make_event(hi if increasing else max(lo, 1.0) * 2.0)  # argument errors now
   value, at_limit = least_noise(eps, lo, hi, increasing, target_epsilon,

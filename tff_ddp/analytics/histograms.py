@@ -440,9 +440,14 @@ def quantile_indices(cdf, quantiles: Sequence[float]) -> tf.Tensor:
 
 
 def _float64_tensor(value, name: str) -> tf.Tensor:
+  if isinstance(value, (str, bytes)) or (
+      isinstance(value, (tf.Tensor, np.ndarray)) and
+      value.dtype in (tf.string, np.object_) or
+      isinstance(value, np.ndarray) and value.dtype.kind in 'SUO'):
+    raise TypeError(f'{name} must be a tensor of numbers, got {value!r}.')
   try:
     return tf.cast(value, tf.float64)
-  except (TypeError, ValueError):
+  except (TypeError, ValueError, tf.errors.OpError):
     raise TypeError(f'{name} must be a tensor of numbers, got {value!r}.'
                     ) from None
 

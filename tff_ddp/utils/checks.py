@@ -165,7 +165,8 @@ def real_sequence(values: Any, name: str, low: Optional[float] = None,
                   high_open: bool = False, min_length: int = 1):
   """A non-empty list of numbers, each checked like `real`."""
   if isinstance(values, (str, bytes)) or not isinstance(
-      values, (Sequence, np.ndarray)):
+      values, (Sequence, np.ndarray)) or (
+          isinstance(values, np.ndarray) and values.ndim == 0):
     raise TypeError(f'{name} must be a sequence of numbers, got {values!r} '
                     f'({type(values).__name__}).')
   values = list(np.reshape(np.asarray(values, dtype=object), [-1])) if (

@@ -323,6 +323,23 @@ class SamplerDeltaTest(parameterized.TestCase):
     self.assertEqual(_acc().compose(_ddg(tv=1e-3)).get_epsilon(1e-5),
                      math.inf)
 
+  def test_delta_never_grows_with_epsilon(self):
+    # Once (1 + e^eps) eta dominates the curve's delta, the term alone would
+    # make delta grow with eps; (eps0, delta) implies (eps, delta) for
+    # eps >= eps0, so the answer is the least delta over eps0 <= eps.
+    acc = _acc().compose(_ddg(tv=2.0**-108), 100)
+    grid = np.linspace(0.0, 60.0, 241)
+    deltas = [acc.get_delta(e) for e in grid]
+    self.assertTrue(np.all(np.diff(deltas) <= 0.0), deltas)
+    # Each value is attained: some eps0 <= eps has curve + term equal to it.
+    exact = _acc().compose(_ddg(), 100)
+    mass = acc.sampler_tv_mass
+    for eps, delta in zip(grid[::20], deltas[::20]):
+      best = min(exact.get_delta(e0) + (1 + math.exp(e0)) * mass
+                 for e0 in np.linspace(0.0, eps, 2001))
+      self.assertLessEqual(delta, best * (1 + 1e-6))
+      self.assertGreaterEqual(delta, 0.5 * best)
+
   def test_real_table_bound_changes_nothing_visible(self):
     exact = _acc().compose(_ddg(30.0), 10).get_epsilon(1e-6)
     table = _acc().compose(_ddg(30.0, tv=2.0**-108), 10).get_epsilon(1e-6)

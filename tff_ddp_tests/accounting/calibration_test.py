@@ -64,6 +64,14 @@ class CalibrateTest(parameterized.TestCase):
   def test_bad_arguments(self):
     with self.assertRaisesRegex(ValueError, 'parameter of gaussian'):
       calibration.calibrate('gaussian', 'theta', {}, 1.0, 1e-5)
+    # Missing fixed parameters: named, before the search range needs them.
+    with self.assertRaisesRegex(TypeError, 'missing l2_sensitivity, '
+                                'num_clients, dimension'):
+      calibration.calibrate('ddg', 'noise_multiplier', {}, 1.0, 1e-5)
+    with self.assertRaisesRegex(TypeError, 'num_clients must be an integer'):
+      calibration.calibrate('ddg', 'noise_multiplier',
+                            dict(l2_sensitivity=1.0, num_clients='10',
+                                 dimension=4), 1.0, 1e-5)
     with self.assertRaisesRegex(ValueError, 'target_delta'):
       calibration.calibrate('gaussian', 'noise_multiplier', {}, 1.0, 2.0)
     with self.assertRaisesRegex(ValueError, 'target_epsilon'):

@@ -183,6 +183,10 @@ class EncodingTest(tf.test.TestCase, parameterized.TestCase):
       hg.estimate_cdf('flat', tf.zeros([4]), 4, 'exact')
     with self.assertRaisesRegex(ValueError, 'consistent'):
       hg.estimate_cdf('flat', tf.zeros([4]), 4, 'exact', 3, consistent=True)
+    for text in ('1.0', ['1', '2', '3', '4'], np.array(['1'] * 4)):
+      with self.assertRaisesRegex(TypeError, 'noisy_sum must be a tensor of '
+                                  'numbers'):
+        hg.estimate_cdf('flat', text, 4, 'estimated')
 
 
 if __name__ == '__main__':

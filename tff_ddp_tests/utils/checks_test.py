@@ -95,6 +95,8 @@ class OtherTest(parameterized.TestCase):
                      [0.1, 0.2])
     with self.assertRaisesRegex(TypeError, 'q must be a sequence'):
       checks.real_sequence('0.5', 'q')
+    with self.assertRaisesRegex(TypeError, 'q must be a sequence'):
+      checks.real_sequence(np.array(0.5), 'q')  # 0-d: a scalar
     with self.assertRaisesRegex(ValueError, 'at least 1'):
       checks.real_sequence([], 'q')
     with self.assertRaisesRegex(ValueError, r'q\[1\] must be'):
