@@ -92,6 +92,7 @@ THIRD_PARTY = {
     'hypothesis': 'hypothesis',
     'ipykernel': 'ipykernel',
     'jax': 'jax',
+    'jupyter_client': 'jupyter-client',
     'matplotlib': 'matplotlib',
     'mpmath': 'mpmath',
     'nbclient': 'nbclient',
