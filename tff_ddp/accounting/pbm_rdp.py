@@ -60,6 +60,12 @@ rest is bounded rigorously (`renyi_divergence`'s `tail_mass` and
 `ratio_bound`): every pair here has likelihood ratios P/Q and Q/P at most 3
 (a single Bernoulli moves, p <= 3/4), and Hoeffding's inequality bounds the
 mass of both distributions outside the window by 2 exp(-2 W^2 / (n' + 1)).
+That window still grows like sqrt(n'); beyond `MAX_EXACT_CLIENTS` clients the
+curve of `MAX_EXACT_CLIENTS` clients is returned. It is an upper bound: each
+pair is (Ber(a) + Bin(n', p), Ber(b) + Bin(n', p)), and Bin(n'' , p) for
+n'' > n' is Bin(n', p) plus independent Bernoullis, a post-processing of both
+members of the pair, which cannot raise a Renyi divergence. (A cPBM round
+cannot have that many clients anyway: its ring holds clients x trials < 2^30.)
 """
 
 import functools
@@ -79,6 +85,9 @@ _BLOCK_ENTRIES = 1 << 22
 _RATIO_BOUND = 3.0
 # The window is chosen so that the bounded tail term is below exp(-this).
 _TAIL_LOG = 745.0
+# Above this many clients the curve of this many is used (module docstring):
+# it keeps one curve to a window of ~10^5 points, about a second.
+MAX_EXACT_CLIENTS = 2**22
 
 
 def check_event(event) -> events.PoissonBinomialDpEvent:
@@ -250,7 +259,8 @@ def per_trial_rdp(
   num_clients = checks.integer(num_clients, 'num_clients', 1)
   relation = checks.choice(relation, 'relation', RELATIONS)
   orders = check_orders(orders)
-  return np.asarray(_per_trial(float(theta), int(num_clients),
+  return np.asarray(_per_trial(float(theta),
+                               min(int(num_clients), MAX_EXACT_CLIENTS),
                                tuple(orders.tolist()), relation))
 
 

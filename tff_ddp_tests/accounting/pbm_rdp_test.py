@@ -147,6 +147,22 @@ class PbmRdpTest(parameterized.TestCase):
     self.assertLess(time.perf_counter() - start, 20.0)
     self.assertTrue(np.all(np.isfinite(curve)))
 
+  @parameterized.parameters(*pbm.RELATIONS)
+  def test_more_clients_never_raise_the_curve(self, relation):
+    # The reason the curve of MAX_EXACT_CLIENTS bounds every larger count:
+    # more clients add independent Bernoullis to both members of the pair.
+    orders = np.array([1.5, 2.0, 16.0, 256.0])
+    for theta in (0.01, 0.1, 0.25):
+      curves = [pbm.per_trial_rdp(theta, n, orders, relation)
+                for n in list(range(1, 80)) + [10**3, 10**4, 10**5]]
+      self.assertTrue(np.all(np.diff(curves, axis=0) <= 1e-15), theta)
+
+  def test_beyond_the_exact_limit_the_limit_s_curve(self):
+    limit = pbm.MAX_EXACT_CLIENTS
+    at = pbm.per_trial_rdp(0.1, limit, ORDERS)
+    for n in (limit + 1, 10**12):
+      np.testing.assert_array_equal(pbm.per_trial_rdp(0.1, n, ORDERS), at)
+
   def test_tail_term_is_an_upper_bound(self):
     # A truncated support with the tail given as mass and ratio bound is
     # never below the exact divergence of the full pair.
