@@ -26,6 +26,23 @@ import numpy as np
 _EVENT_MODULES = ('dp_accounting.dp_event', 'tff_ddp.accounting.events')
 
 
+def _leaf_tensor(value, event, where: str):
+  """A number or string field of `event` as a tensor: bools as bool,
+  integers as int64, floats as float64 (no float32 rounding of a noise
+  scale), strings as string."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  if isinstance(value, (bool, np.bool_)):
+    return tf.constant(bool(value))
+  if isinstance(value, (int, np.integer)):
+    return tf.constant(int(value), tf.int64)
+  if isinstance(value, (float, np.floating)):
+    return tf.constant(float(value), tf.float64)
+  if isinstance(value, str):
+    return tf.constant(value)
+  raise TypeError(f'cannot put {value!r} of {type(event).__name__} into '
+                  f'{where}.')
+
+
 def event_structure(event: dp_accounting.DpEvent,
                     overrides: Optional[Mapping[str, Any]] = None):
   """The event as a nested OrderedDict of tensors, for TFF measurements.
@@ -39,7 +56,6 @@ def event_structure(event: dp_accounting.DpEvent,
   Returns:
     OrderedDict(module_name=..., class_name=..., <fields>...) of tf tensors.
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   overrides = dict(overrides or {})
   named = event.to_named_tuple()
 
@@ -52,16 +68,7 @@ def event_structure(event: dp_accounting.DpEvent,
           for field in value._fields if getattr(value, field) is not None)
     if isinstance(value, (list, tuple)):
       return [convert(v) for v in value]
-    if isinstance(value, (bool, np.bool_)):
-      return tf.constant(bool(value))
-    if isinstance(value, (int, np.integer)):
-      return tf.constant(int(value), tf.int64)
-    if isinstance(value, (float, np.floating)):
-      return tf.constant(float(value), tf.float64)
-    if isinstance(value, str):
-      return tf.constant(value)
-    raise TypeError(f'cannot put {value!r} of {type(event).__name__} into '
-                    'measurements.')
+    return _leaf_tensor(value, event, 'measurements')
 
   return convert(named)
 
@@ -114,7 +121,6 @@ def tensor_event(event: dp_accounting.DpEvent,
   (field name -> tensor) replace fields at any depth, e.g. the measured
   `num_clients`.
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   overrides = dict(overrides or {})
 
   def convert(value, name=None):
@@ -125,16 +131,7 @@ def tensor_event(event: dp_accounting.DpEvent,
                             for f in attr.fields(type(value))})
     if isinstance(value, (list, tuple)):
       return [convert(v) for v in value]
-    if isinstance(value, (bool, np.bool_)):
-      return tf.constant(bool(value))
-    if isinstance(value, (int, np.integer)):
-      return tf.constant(int(value), tf.int64)
-    if isinstance(value, (float, np.floating)):
-      return tf.constant(float(value), tf.float64)
-    if isinstance(value, str):
-      return tf.constant(value)
-    raise TypeError(f'cannot put {value!r} of {type(event).__name__} into '
-                    'a tensor event.')
+    return _leaf_tensor(value, event, 'a tensor event')
 
   return convert(explicit(event))
 
