@@ -1,12 +1,34 @@
-"""Timing of one secure-sum round on 1, 2, 4 local worker_binary processes.
+"""Timing of one round on 1, 2, 4 local worker_binary processes.
 
 Shared machine (2 cores, other jobs running): numbers are indicative only.
 Per configuration: one warm-up round (compilation), then --reps timed rounds;
 the table gives the median wall time, and the CPU seconds spent by this
-Python process (serialising 1000 client values, orchestration) and by the
+Python process (serialising the client values, orchestration) and by the
 workers (sum over their pids, from /proc/<pid>/stat) per round.
 
+Workloads (--workloads, comma-separated; each checked after its rounds):
+  secure_sum  federated_secure_modular_sum of --clients int32[--dim] vectors
+              (m = 2^16), equal to the numpy residue.
+  ddg         DiscreteGaussianSumFactory.next on --clients unit-norm
+              float32[--dim] vectors.
+  quantile    build_quantile_process('flat', 'discrete_gaussian', [0, 10],
+              64 bins, quartiles, epsilon 1, delta 1e-5) over
+              --quantile-clients values (one float32 each, 10 * Beta(2, 5));
+              each estimate within the true quantiles at p -+ 4 CDF-noise
+              stddevs (2 * noisy_total_stddev / n), widened by a bin width.
+  fedavg      one DP-FedAvg round (build_unweighted_fed_avg, model update
+              through UnweightedMeanFactory(DiscreteGaussianSumFactory,
+              SecureSumFactory(1, 0))) of a 784-(--fedavg-hidden)-10 Keras
+              model over --fedavg-clients clients of 8 synthetic examples;
+              the training loss is finite and the model changed (noise
+              multiplier 1, l2 clip 1, 20 bits: with few clients the change
+              is mostly the DP noise, so this checks that the round ran).
+Data are seeded (the same in every configuration and run).
+
   python benchmarks/workers_bench.py [--clients 1000] [--dim 64] [--reps 3]
+      [--workloads secure_sum,ddg] [--workers 1,2,4] [--unthreaded 2,4]
+      [--quantile-clients 100000] [--fedavg-clients 50] [--fedavg-hidden 100]
+      [--pinned]
 """
 
 import argparse
@@ -20,9 +42,11 @@ import warnings
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 
 import numpy as np  # pylint: disable=g-import-not-at-top
+import tensorflow as tf  # pylint: disable=g-import-not-at-top
 import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
 
 from tff_ddp.aggregators import DiscreteGaussianSumFactory  # pylint: disable=g-import-not-at-top
+from tff_ddp.analytics import build_quantile_process  # pylint: disable=g-import-not-at-top
 from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
 from tff_ddp.utils import workers  # pylint: disable=g-import-not-at-top
 
@@ -41,19 +65,192 @@ def _cpu_seconds(pids):
   return total
 
 
-def _workloads(dim, modulus=2**16):
-  @tff.federated_computation(
-      tff.FederatedType(tff.TensorType(np.int32, [dim]), tff.CLIENTS))
-  def secure_sum(values):
-    return tff.backends.mapreduce.federated_secure_modular_sum(
-        values, np.int32(modulus))
+_VECTORS = {}
 
-  with warnings.catch_warnings():
-    warnings.simplefilter('ignore')
-    ddg = DiscreteGaussianSumFactory(
-        noise_multiplier=1.0, expected_clients_per_round=1000, bits=20,
-        l2_clip=1.0).create(tff.TensorType(np.float32, [dim]))
-  return secure_sum, ddg
+
+def _vectors(clients, dim):
+  """The secure_sum and ddg client values (one seeded stream, as before)."""
+  if (clients, dim) not in _VECTORS:
+    rng = np.random.default_rng(0)
+    ints = [rng.integers(0, 2**16, size=dim).astype(np.int32)
+            for _ in range(clients)]
+    floats = [(v / np.linalg.norm(v)).astype(np.float32) for v in
+              (rng.normal(size=dim) for _ in range(clients))]
+    _VECTORS[(clients, dim)] = ints, floats
+  return _VECTORS[(clients, dim)]
+
+
+class _Workload:
+  """One round of a computation: `reset()` (new configuration: state is
+  initialised again in the next round's context), `__call__()` runs the
+  round, `check(result)` raises AssertionError if it is wrong and returns a
+  short note for the log."""
+
+  _state = None
+
+  def reset(self):
+    self._state = None
+
+  def _initial_state(self):
+    if self._state is None:
+      self._state = self.process.initialize()
+    return self._state
+
+
+class _SecureSum(_Workload):
+
+  def __init__(self, clients, dim, modulus=2**16):
+    self.ints = _vectors(clients, dim)[0]
+    self.expected = np.sum(np.array(self.ints, np.int64), 0) % modulus
+
+    @tff.federated_computation(
+        tff.FederatedType(tff.TensorType(np.int32, [dim]), tff.CLIENTS))
+    def secure_sum(values):
+      return tff.backends.mapreduce.federated_secure_modular_sum(
+          values, np.int32(modulus))
+    self.comp = secure_sum
+
+  def __call__(self):
+    return self.comp(self.ints)
+
+  def check(self, result):
+    assert np.array_equal(result, self.expected), (result, self.expected)
+    return 'equal to numpy'
+
+
+class _Ddg(_Workload):
+
+  def __init__(self, clients, dim):
+    self.floats = _vectors(clients, dim)[1]
+    with warnings.catch_warnings():
+      warnings.simplefilter('ignore')
+      self.process = DiscreteGaussianSumFactory(
+          noise_multiplier=1.0, expected_clients_per_round=1000, bits=20,
+          l2_clip=1.0).create(tff.TensorType(np.float32, [dim]))
+
+  def __call__(self):
+    return self.process.next(self._initial_state(), self.floats).result
+
+  def check(self, result):
+    assert np.all(np.isfinite(result)), result
+    return ''
+
+
+class _Quantile(_Workload):
+  """The flat DDG quantile round of issue 14 (one float32 per client)."""
+
+  LOWER, UPPER, BINS, LEVELS = 0.0, 10.0, 64, (0.25, 0.5, 0.75)
+
+  def __init__(self, clients):
+    rng = np.random.default_rng(2)
+    values = (self.UPPER * rng.beta(2.0, 5.0, size=clients)).astype(
+        np.float32)
+    self.sorted = np.sort(values.astype(np.float64))
+    self.values = list(values)
+    self.clients = clients
+    self.process = build_quantile_process(
+        'flat', 'discrete_gaussian', lower_bound=self.LOWER,
+        upper_bound=self.UPPER, num_bins=self.BINS, quantiles=self.LEVELS,
+        expected_clients_per_round=clients, epsilon=1.0, delta=1e-5)
+
+  def __call__(self):
+    return self.process.next(self._initial_state(), self.values)
+
+  def check(self, output):
+    status = output.measurements['status']
+    status = status.decode() if isinstance(status, bytes) else str(status)
+    assert status == 'ok', status
+    # Error of the estimated CDF at any bin edge: (S_k - F T) / n with S_k
+    # the noisy cumulative count (noise stddev <= that of the total T, whose
+    # stddev the round reports): stddev <= 2 * noisy_total_stddev / n.
+    # Allow 4 of those in rank, and one bin width in value (the estimate is
+    # a bin edge).
+    tol = 4 * 2 * float(output.measurements['noisy_total_stddev']) / \
+        self.clients
+    width = (self.UPPER - self.LOWER) / self.BINS
+    estimates = np.asarray(output.result, np.float64)
+    for p, q in zip(self.LEVELS, estimates):
+      lo = np.quantile(self.sorted, max(p - tol, 0.0),
+                       method='inverted_cdf') - width
+      hi = np.quantile(self.sorted, min(p + tol, 1.0),
+                       method='inverted_cdf') + width
+      assert lo <= q <= hi, (p, q, lo, hi, tol)
+    true = np.quantile(self.sorted, self.LEVELS, method='inverted_cdf')
+    return (f'estimates {np.round(estimates, 3).tolist()} true '
+            f'{np.round(true, 3).tolist()} (rank tol {tol:.2g}, '
+            f'bin {width:.3g})')
+
+
+class _FedAvg(_Workload):
+  """One DP-FedAvg round, model update through the DDG secure sum."""
+
+  EXAMPLES = 8
+
+  def __init__(self, clients, hidden):
+    rng = np.random.default_rng(3)
+    # Labels from a fixed random linear map, so that there is something to
+    # learn; inputs like flattened 28 x 28 images in [0, 1].
+    w = rng.normal(size=(784, 10))
+    self.data = []
+    for _ in range(clients):
+      x = rng.uniform(size=(self.EXAMPLES, 784)).astype(np.float32)
+      y = np.argmax(x @ w, axis=1).astype(np.int32)[:, None]
+      self.data.append(
+          tf.data.Dataset.from_tensor_slices((x, y)).batch(self.EXAMPLES))
+
+    def model_fn():
+      layers = [tf.keras.layers.InputLayer(input_shape=(784,))]
+      if hidden:
+        layers.append(tf.keras.layers.Dense(
+            hidden, activation='relu',
+            kernel_initializer=tf.keras.initializers.GlorotUniform(seed=4)))
+      layers.append(tf.keras.layers.Dense(
+          10, kernel_initializer=tf.keras.initializers.GlorotUniform(seed=5)))
+      return tff.learning.models.from_keras_model(
+          tf.keras.Sequential(layers),
+          input_spec=(tf.TensorSpec([None, 784], tf.float32),
+                      tf.TensorSpec([None, 1], tf.int32)),
+          loss=tf.keras.losses.SparseCategoricalCrossentropy(
+              from_logits=True))
+
+    self.num_params = 784 * hidden + hidden + hidden * 10 + 10 if hidden \
+        else 784 * 10 + 10
+    with warnings.catch_warnings():
+      warnings.simplefilter('ignore')
+      factory = DiscreteGaussianSumFactory(
+          noise_multiplier=1.0, expected_clients_per_round=clients, bits=20,
+          l2_clip=1.0)
+      self.process = tff.learning.algorithms.build_unweighted_fed_avg(
+          model_fn,
+          client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.1),
+          model_aggregator=tff.aggregators.UnweightedMeanFactory(
+              value_sum_factory=factory,
+              count_sum_factory=tff.aggregators.SecureSumFactory(1, 0)))
+
+  def __call__(self):
+    state = self._initial_state()
+    return state, self.process.next(state, self.data)
+
+  def check(self, result):
+    before, output = result
+    loss = float(output.metrics['client_work']['train']['loss'])
+    assert np.isfinite(loss), loss
+    old = tf.nest.flatten(before.global_model_weights.trainable)
+    new = tf.nest.flatten(output.state.global_model_weights.trainable)
+    assert len(old) == len(new) and all(
+        np.all(np.isfinite(n)) for n in new), 'non-finite model'
+    change = np.sqrt(sum(np.sum((np.asarray(n, np.float64) - o) ** 2)
+                         for o, n in zip(old, new)))
+    assert change > 0, 'model unchanged'
+    return f'train loss {loss:.3f}, |model change| {change:.3g}'
+
+
+_WORKLOADS = {
+    'secure_sum': lambda a: _SecureSum(a.clients, a.dim),
+    'ddg': lambda a: _Ddg(a.clients, a.dim),
+    'quantile': lambda a: _Quantile(a.quantile_clients),
+    'fedavg': lambda a: _FedAvg(a.fedavg_clients, a.fedavg_hidden),
+}
 
 
 def _time(fn, reps, worker_pids):
@@ -72,36 +269,39 @@ def _time(fn, reps, worker_pids):
 
 def main():
   parser = argparse.ArgumentParser()
-  parser.add_argument('--clients', type=int, default=1000)
-  parser.add_argument('--dim', type=int, default=64)
+  parser.add_argument('--clients', type=int, default=1000,
+                      help='clients of secure_sum and ddg')
+  parser.add_argument('--dim', type=int, default=64,
+                      help='dimension of secure_sum and ddg')
+  parser.add_argument('--quantile-clients', type=int, default=100000)
+  parser.add_argument('--fedavg-clients', type=int, default=50)
+  parser.add_argument('--fedavg-hidden', type=int, default=100,
+                      help='hidden units of the FedAvg model (0: 784-10 '
+                      'softmax regression)')
   parser.add_argument('--reps', type=int, default=3)
   parser.add_argument('--workers', default='1,2,4')
   parser.add_argument('--unthreaded', default='2,4',
                       help='worker counts also run without per-worker '
                       'threads (as TFF would), to show serialisation')
-  parser.add_argument('--workloads', default='secure_sum,ddg')
+  parser.add_argument('--workloads', default='secure_sum,ddg',
+                      help='comma-separated, of ' + ','.join(_WORKLOADS))
   parser.add_argument('--pinned', action='store_true',
                       help='also: 1 worker on cpu 0 vs 2 workers on cpus 0 '
                       'and 1 (taskset), threaded and unthreaded')
   args = parser.parse_args()
 
-  rng = np.random.default_rng(0)
-  ints = [rng.integers(0, 2**16, size=args.dim).astype(np.int32)
-          for _ in range(args.clients)]
-  floats = [(v / np.linalg.norm(v)).astype(np.float32) for v in
-            (rng.normal(size=args.dim) for _ in range(args.clients))]
-  secure_sum, ddg = _workloads(args.dim)
-  expected = np.sum(np.array(ints, np.int64), 0) % 2**16
-  ddg_state = {}
-
-  def run(name):
-    if name == 'secure_sum':
-      return lambda: secure_sum(ints)
-    def ddg_round():
-      if 'state' not in ddg_state:
-        ddg_state['state'] = ddg.initialize()
-      return ddg.next(ddg_state['state'], floats).result
-    return ddg_round
+  names = [n for n in args.workloads.split(',') if n]
+  unknown = [n for n in names if n not in _WORKLOADS]
+  if unknown:
+    parser.error(f'unknown workloads {unknown}; choose from '
+                 f'{", ".join(_WORKLOADS)}')
+  # Built once (data, tracing), before any worker starts.
+  built = {}
+  for name in names:
+    t0 = time.perf_counter()
+    built[name] = _WORKLOADS[name](args)
+    print(f'{name:10s} built in {time.perf_counter() - t0:.1f} s',
+          flush=True)
 
   configs = [('test ctx (1 proc)', None, True, None)]
   configs += [(f'{n} worker(s)', n, True, None)
@@ -117,23 +317,23 @@ def main():
   rows = []
   try:
     for label, n, threaded, cpu_sets in configs:
-      for name in args.workloads.split(','):
-        ddg_state.clear()
+      for name in names:
+        workload = built[name]
+        workload.reset()
         if n is None:
           # One test context (one local worker, started by TFF, ended by
           # pid in `finally`) for all workloads.
           with tff.framework.get_context_stack().install(baseline):
-            wall, py, wk, res = _time(run(name), args.reps,
+            wall, py, wk, res = _time(workload, args.reps,
                                       processes.descendant_pids)
         else:
           with workers.local_workers(num_workers=n, threaded=threaded,
                                      cpu_sets=cpu_sets) as w:
-            wall, py, wk, res = _time(run(name), args.reps, lambda: w.pids)
-        if name == 'secure_sum':
-          assert np.array_equal(res, expected), (label, res, expected)
+            wall, py, wk, res = _time(workload, args.reps, lambda: w.pids)
+        note = workload.check(res)
         rows.append((name, label, wall, py, wk))
         print(f'{name:10s} {label:24s} wall {wall:6.2f} s  python cpu '
-              f'{py:6.2f} s  workers cpu {wk:6.2f} s', flush=True)
+              f'{py:6.2f} s  workers cpu {wk:6.2f} s  {note}', flush=True)
   finally:
     # Dropping the test context lets TFF's own finalizer end its worker
     # (SIGINT, wait); then anything left is ended by pid.
@@ -141,7 +341,16 @@ def main():
     gc.collect()
     processes.end_descendants()
 
-  print(f'\n{args.clients} clients, d={args.dim}, median of {args.reps} '
+  sizes = []
+  if {'secure_sum', 'ddg'} & set(names):
+    sizes.append(f'secure_sum/ddg: {args.clients} clients, d={args.dim}')
+  if 'quantile' in names:
+    sizes.append(f'quantile: {args.quantile_clients} clients, flat, '
+                 f'{_Quantile.BINS} bins')
+  if 'fedavg' in names:
+    sizes.append(f'fedavg: {args.fedavg_clients} clients, '
+                 f'{built["fedavg"].num_params} parameters')
+  print(f'\n{"; ".join(sizes)}; median of {args.reps} '
         f'rounds, shared 2-core machine ({os.cpu_count()} cpus visible)')
   print('| workload | configuration | wall s | Python CPU s | workers CPU s |')
   print('|---|---|---|---|---|')
