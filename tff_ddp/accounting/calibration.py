@@ -93,8 +93,9 @@ class CalibrationResult:
   adversary: str
 
 
-def _check_names(mechanism: str, params) -> None:
+def _check_names(mechanism: str, params, what: str = '') -> None:
   """TypeError naming what `params` lacks or has too much for the event."""
+  what = what or f'mechanism_event({mechanism!r})'
   allowed = _EVENT_PARAMETERS[mechanism]
   unknown = sorted(set(params) - set(allowed[0]) - set(allowed[1]))
   missing = [name for name in allowed[0] if params.get(name) is None]
@@ -102,7 +103,7 @@ def _check_names(mechanism: str, params) -> None:
     missing = [name for name in missing if name != 'noise_multiplier']
   if unknown or missing:
     raise TypeError(
-        f'mechanism_event({mechanism!r}) needs {", ".join(allowed[0])}'
+        f'{what} needs {", ".join(allowed[0])}'
         + (f' and takes {", ".join(allowed[1])}' if allowed[1] else '')
         + (f'; missing {", ".join(missing)}' if missing else '')
         + (f'; unknown {", ".join(unknown)}' if unknown else '') + '.')
@@ -271,7 +272,8 @@ def calibrate(
                                   neighboring_relation, orders)[0]
 
   # Names first (a clear TypeError, not a KeyError from the range).
-  _check_names(mechanism, {**params, parameter: 1.0})
+  _check_names(mechanism, {**params, parameter: 1.0},
+               f'params (with {parameter}) of {mechanism!r}')
   lo, hi, increasing, discrete = _range(mechanism, parameter, params)
   make_event(hi if increasing else max(lo, 1.0) * 2.0)  # argument errors now
   value, at_limit = least_noise(eps, lo, hi, increasing, target_epsilon,

@@ -297,6 +297,7 @@ def rdp(
   dimension = event.dimension
   if relation == 'replace_one' and event.replace_one_dimension is not None:
     dimension = event.replace_one_dimension
-  return (int(event.num_trials) * int(dimension)
+  # float: a Python int of any size times the array would make it dtype=object.
+  return (float(event.num_trials) * float(dimension)
           * per_trial_rdp(float(event.theta), int(event.num_clients), orders,
                           relation))

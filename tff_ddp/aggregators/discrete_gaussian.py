@@ -139,14 +139,14 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
       **kashin_options: passed to `KashinEncoder` (redundancy, eta, delta,
         iterations, frame); only with encoder='kashin'.
     """
-    if mechanism == 'distributed_skellam':
+    if isinstance(mechanism, str) and mechanism == 'distributed_skellam':
       raise ValueError(
           "mechanism='distributed_skellam' is not implemented here: this "
           "factory is the distributed discrete Gaussian "
           "(mechanism='distributed_dgauss', the default); "
           'PoissonBinomialSumFactory is the other mechanism of tff_ddp.')
     checks.choice(mechanism, 'mechanism', _TFF_MECHANISMS)
-    if rotation_type == 'dft':
+    if isinstance(rotation_type, str) and rotation_type == 'dft':
       raise ValueError(
           "rotation_type='dft' is not implemented: use rotation_type='hd' "
           "(randomized Hadamard, the default; encoder='hadamard') or "

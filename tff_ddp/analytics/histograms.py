@@ -479,7 +479,7 @@ def quantile_values(cdf, quantiles, lower, upper, num_bins,
   right = tf.constant(edges(lower, upper, num_bins))
   cdf = _check_cdf(cdf, int(num_bins))
   quantiles = checks.real_sequence(quantiles, 'quantiles', 0.0, 1.0)
-  if not interpolate:
+  if not checks.boolean(interpolate, 'interpolate'):
     return tf.gather(right, quantile_indices(cdf, quantiles))
   p = tf.constant(list(quantiles), tf.float64)
   width = (upper - lower) / num_bins

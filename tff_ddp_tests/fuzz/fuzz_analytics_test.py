@@ -81,7 +81,8 @@ def _check_params(kwargs, params):
 
 def _validated_process(**kwargs):
   """build_quantile_process up to the tracing: _build returns its input."""
-  with mock.patch.object(q, '_build', lambda params, *args: (params, args)):
+  with mock.patch.object(q, '_build',
+                         lambda params, *args, **kwargs: (params, args)):
     return q.build_quantile_process(**kwargs)
 
 
