@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 from absl.testing import parameterized
-import numpy as np
 import pytest
 
 from tff_ddp import cli

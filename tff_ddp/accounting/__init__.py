@@ -16,3 +16,4 @@ from tff_ddp.accounting.event_io import extract_dp_event
 from tff_ddp.accounting.events import DistributedDiscreteGaussianDpEvent
 from tff_ddp.accounting.events import PoissonBinomialDpEvent
 from tff_ddp.accounting.events import SelfSampledDpEvent
+from tff_ddp.accounting.running import TabulatedAccountant

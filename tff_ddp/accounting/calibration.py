@@ -30,6 +30,7 @@ adversary ('server', 'release') decide what sampling buys; see
 (ADD_OR_REMOVE_ONE) unless given.
 """
 
+import collections.abc
 import dataclasses
 import math
 from typing import Any, Callable, Dict, Optional, Sequence
@@ -47,6 +48,14 @@ MECHANISM_PARAMETERS = {
     'cpbm': ('theta', 'num_trials'),
 }
 SAMPLINGS = ('none', 'poisson', 'without-replacement', 'self')
+# (required, optional) keywords of `mechanism_event`; for 'ddg',
+# noise_multiplier stands in for local_stddev.
+_EVENT_PARAMETERS = {
+    'gaussian': (('noise_multiplier',), ()),
+    'ddg': (('l2_sensitivity', 'num_clients', 'dimension', 'noise_multiplier'),
+            ('local_stddev', 'l1_sensitivity')),
+    'cpbm': (('theta', 'num_trials', 'num_clients', 'dimension'), ()),
+}
 NeighborRel = dp_accounting.NeighboringRelation
 # Upper end of the search for a noise parameter that decreases eps.
 _MAX_NOISE = 1e12
@@ -94,6 +103,17 @@ def mechanism_event(mechanism: str, **params) -> dp_accounting.DpEvent:
   """
   mechanism = checks.choice(mechanism, 'mechanism',
                             tuple(MECHANISM_PARAMETERS))
+  allowed = _EVENT_PARAMETERS[mechanism]
+  unknown = sorted(set(params) - set(allowed[0]) - set(allowed[1]))
+  missing = [name for name in allowed[0] if params.get(name) is None]
+  if mechanism == 'ddg' and params.get('local_stddev') is not None:
+    missing = [name for name in missing if name != 'noise_multiplier']
+  if unknown or missing:
+    raise TypeError(
+        f'mechanism_event({mechanism!r}) needs {", ".join(allowed[0])}'
+        + (f' and takes {", ".join(allowed[1])}' if allowed[1] else '')
+        + (f'; missing {", ".join(missing)}' if missing else '')
+        + (f'; unknown {", ".join(unknown)}' if unknown else '') + '.')
   if mechanism == 'gaussian':
     return dp_accounting.GaussianDpEvent(
         checks.positive(params['noise_multiplier'], 'noise_multiplier'))
@@ -226,6 +246,9 @@ def calibrate(
                              low_open=True, high_open=True)
   adversary = checks.choice(adversary, 'adversary',
                             accountant_lib.ADVERSARIES)
+  if not isinstance(params, collections.abc.Mapping):
+    raise TypeError(f'params must be a mapping of the mechanism\'s other '
+                    f'parameters, got {params!r} ({type(params).__name__}).')
   params = dict(params)
   params.pop(parameter, None)
   if mechanism == 'ddg':
@@ -292,7 +315,7 @@ def least_noise(
     e_lo = eps(lo)
     if e_lo > target_epsilon:
       raise ValueError(
-          f'the target epsilon {target_epsilon:g} is unreachable: even '
+          f'target_epsilon={target_epsilon:g} is unreachable: even '
           f'{name}={lo:g} (the least private end of its range is the other '
           f'one) gives epsilon {e_lo:.4g}. Raise the target, or change the '
           'fixed parameters (fewer rounds, more clients, a smaller '
@@ -309,7 +332,7 @@ def least_noise(
       unsafe, safe = safe, safe * 4.0
       if safe > _MAX_NOISE:
         raise ValueError(
-            f'the target epsilon {target_epsilon:g} is unreachable: even '
+            f'target_epsilon={target_epsilon:g} is unreachable: even '
             f'{name}={_MAX_NOISE:g} gives epsilon {eps(safe):.4g} (a '
             'configuration whose epsilon does not fall with the noise, e.g. '
             'a non-private event, or rounding-dominated sensitivity).')

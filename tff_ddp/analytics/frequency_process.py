@@ -531,13 +531,13 @@ def build_frequency_process(protocol: str, dim: int,
   Arguments as for `frequency_parameters`. `next(state, x)` with x one
   `value_dtype` [d] vector per client returns the estimate of sum_i x_i
   (float64 [d]; 'multi_round': of all rounds so far) and the measurements
-  of the module docstring. See `build_from_parameters`.
+  of the module docstring. See `build_frequency_process_from_parameters`.
   """
-  return build_from_parameters(frequency_parameters(
+  return build_frequency_process_from_parameters(frequency_parameters(
       protocol, dim, expected_clients_per_round, epsilon, delta, **kwargs))
 
 
-def build_from_parameters(params: FrequencyParameters
+def build_frequency_process_from_parameters(params: FrequencyParameters
                           ) -> tff.templates.MeasuredProcess:
   """The process of calibrated `params` (module docstring)."""
   if not isinstance(params, FrequencyParameters):
@@ -595,7 +595,7 @@ def _norm_computation(params, seed_type):
 
 def _two_phase(params):
   aggregator = params.factory.create(params.aggregated_type)
-  quantile_process = quantiles_lib.build_from_parameters(
+  quantile_process = quantiles_lib.build_quantile_process_from_parameters(
       params.quantile, 0.0, params.upper_bound, [params.target_quantile],
       count='exact')
   f_state_type = aggregator.initialize.type_signature.result.member

@@ -23,6 +23,12 @@ neighbours: one client's encoding replaced by zeros, as in the aggregators):
   log2 b + 1 Haar), not over all b coordinates as the paper's Prop. 4 does
   -- under zero-out neighbours a coordinate where the client's encoding is 0
   sends Binomial(m, 1/2) either way (`PoissonBinomialSumFactory(l0_clip=)`).
+
+`parameters_for_noise` is the same construction for a *given* noise
+multiplier instead of a budget (the largest c the ring allows for it), for
+callers that account the quantile together with other releases -- DP-Delta-FL
+composes it with the model update of the same round and calibrates both at
+once (`tff_ddp.learning.privacy`).
 """
 
 import dataclasses
@@ -35,6 +41,7 @@ import tensorflow_federated as tff
 from tff_ddp.accounting import accountant
 from tff_ddp.accounting import calibration
 from tff_ddp.aggregators import calibrated
+from tff_ddp.aggregators import discrete_gaussian as ddg_factory
 from tff_ddp.analytics import histograms as hg
 from tff_ddp.mechanisms import base
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg_mechanism
@@ -100,6 +107,107 @@ def ring_needs(method, c, sigma, n, b, delta):
       2 * sigma**2 * math.log(k * n * b / delta))
 
 
+def exact_scaling(c: int) -> int:
+  """The largest c' <= c whose granularity 1/c' round-trips: 1/(1/c') == c'.
+
+  The aggregator treats the encodings as integers (no rounding, sensitivity
+  not inflated) only if 1/granularity is an integer in floating point; for
+  a few c (e.g. 49: 1/(1/49) = 49 - 7e-15) it is not.
+  """
+  c = int(c)
+  while c > 1 and 1.0 / (1.0 / c) != c:
+    c -= 1
+  return c
+
+
+def largest_scaling(method: str, num_bins: int, num_clients: int,
+                    noise_multiplier: float, delta: float, bits: int) -> int:
+  """The largest integer c meeting the wrap-around condition for noise z.
+
+  With sigma = z l2 c / sqrt(n) the condition of Theorems 1-2 is linear in
+  c: M - 2 >= c (2 n + 2 sqrt(n) z l2 sqrt(2 log(K n b / delta))). May be 0
+  (nothing fits).
+  """
+  l2 = hg.sensitivities(method, num_bins)[1]
+  per_c = 2 * num_clients + 2 * math.sqrt(num_clients) * noise_multiplier * (
+      l2 * math.sqrt(2 * math.log(
+          _RING_CONSTANT[method] * num_clients * num_bins / delta)))
+  return exact_scaling(int((2**bits - 2) // per_c))
+
+
+def _ddg_factory(method, num_bins, n, bits, z, c, seed):
+  l2 = hg.sensitivities(method, num_bins)[1]
+  return ddg_factory.DiscreteGaussianSumFactory(
+      noise_multiplier=z, expected_clients_per_round=n, bits=bits,
+      l2_clip=l2, beta=0.0, encoder='none', granularity=1.0 / c,
+      linf_clip=1.0, seed=seed)
+
+
+def parameters_for_noise(
+    method: str,
+    num_bins: int,
+    expected_clients_per_round: int,
+    noise_multiplier: float,
+    delta: float,
+    bits: int = 18,
+    adversary: str = 'server',
+    seed: Optional[int] = None,
+) -> QuantileParameters:
+  """Discrete Gaussian parameters for a given noise multiplier (no budget).
+
+  The central noise of the count sum is `noise_multiplier` times the
+  encoding's l2 sensitivity (count units), as for the calibrated
+  parameters; the integer scaling c is the largest the ring 2^bits allows
+  for it by the wrap-around condition of Theorems 1-2 at failure
+  probability `delta` (`largest_scaling`). `epsilon` of the result is that
+  of ONE unsampled round at `delta` against `adversary` -- a description,
+  not a budget: the caller accounts the rounds it runs.
+
+  Raises:
+    TypeError / ValueError: bad arguments, or no c >= 1 fits (the message
+      gives the bits that work).
+  """
+  method = hg.canonical_method(method)
+  hg.encoding_length(method, num_bins)  # validates method, bins
+  n = checks.integer(expected_clients_per_round, 'expected_clients_per_round',
+                     1, base.MAX_MODULUS - 1)
+  z = checks.positive(noise_multiplier, 'noise_multiplier')
+  delta = checks.real(delta, 'delta', 0.0, 1.0, low_open=True,
+                      high_open=True)
+  bits = checks.integer(bits, 'bits', 2, base.MAX_RING_BITS)
+  adversary = checks.choice(adversary, 'adversary', accountant.ADVERSARIES)
+  _, l2, _ = hg.sensitivities(method, num_bins)
+  c = largest_scaling(method, num_bins, n, z, delta, bits)
+  if c < 1:
+    need = next((b for b in range(bits + 1, base.MAX_RING_BITS + 1)
+                 if largest_scaling(method, num_bins, n, z, delta, b) >= 1),
+                None)
+    advice = (f'use bits >= {need}' if need is not None else
+              'no ring fits: use fewer clients or less noise')
+    raise ValueError(
+        f'bits={bits} cannot hold {n} clients\' histograms with '
+        f'noise_multiplier={z:g}: no integer scaling c >= 1 meets the '
+        f'wrap-around condition of Theorems 1-2; {advice}.')
+  value_type = encoding_type(method, num_bins)
+  while True:
+    # The factory's own ring check adds the rounding term n per sum
+    # coordinate that Theorems 1-2 leave out; step c down until it agrees.
+    factory = _ddg_factory(method, num_bins, n, bits, z, c, seed)
+    try:
+      event = factory.dp_event(value_type)
+      break
+    except ValueError:
+      if c == 1:
+        raise
+      c = exact_scaling(max(1, min(c - 1, int(c * 0.99))))
+  return QuantileParameters(
+      method=method, mechanism='discrete_gaussian', num_bins=num_bins,
+      bits=bits, factory=factory, value_type=value_type,
+      epsilon=accountant.epsilon(event, delta, adversary)[0], delta=delta,
+      adversary=adversary, scaling=c, noise_multiplier=z, theta=None,
+      num_trials=None, l2_sensitivity=l2)
+
+
 def quantile_parameters(
     method: str,
     mechanism: str,
@@ -123,7 +231,7 @@ def quantile_parameters(
       target (the message says what works).
   """
   method = hg.canonical_method(method)
-  length = hg.encoding_length(method, num_bins)  # validates method, bins
+  hg.encoding_length(method, num_bins)  # validates method, bins
   mechanism = checks.choice(mechanism, 'mechanism', MECHANISMS)
   n = checks.integer(expected_clients_per_round, 'expected_clients_per_round',
                      1, base.MAX_MODULUS - 1)
@@ -177,9 +285,7 @@ def quantile_parameters(
     modulus = 2**ring_bits
 
     def largest_c(z):
-      per_c = 2 * n + 2 * math.sqrt(n) * z * l2 * math.sqrt(
-          2 * math.log(_RING_CONSTANT[method] * n * num_bins / delta))
-      return int((modulus - 2) // per_c)
+      return largest_scaling(method, num_bins, n, z, delta, ring_bits)
 
     c = largest_c(1.1 * z_gauss)
     last_error = None
@@ -193,7 +299,7 @@ def quantile_parameters(
             linf_clip=1.0, **common)
       except ValueError as e:
         last_error = e
-        c = int(c * 0.9)
+        c = exact_scaling(int(c * 0.9))
         continue
       sigma = ddg_mechanism.local_stddev(result.value, l2 * c, n)
       if ring_needs(method, c, sigma, n, num_bins, delta) <= modulus:
@@ -203,7 +309,7 @@ def quantile_parameters(
             epsilon=result.epsilon, delta=delta, adversary=adversary,
             scaling=c, noise_multiplier=result.value, theta=None,
             num_trials=None, l2_sensitivity=l2), None
-      c = min(c - 1, largest_c(result.value))
+      c = exact_scaling(min(c - 1, largest_c(result.value)))
     return None, last_error
 
   found, last_error = fit(bits)

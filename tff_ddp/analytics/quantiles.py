@@ -23,6 +23,13 @@ bin. A non-finite value (NaN, +-inf) contributes a zero encoding: the client
 is in the secure sum (and in the public count n) but in no bin, so with
 count='exact' the CDF tops out below 1 by the fraction of such clients.
 
+Neighbouring relation: zero-out, as for the aggregators -- one client's
+encoding replaced by zeros. Every finite value lands in some bin, so the
+zero-out neighbour of a client is that client holding NaN (the zero
+encoding), not the value 0.0 (which is a bin: replacing a value by 0.0 is
+a replace-one change, bounded by the 'replace_one' relation of the
+accountant). Empirical audits (`tff_ddp.audit`) use NaN for this reason.
+
 Empty or nearly empty rounds: the quantiles are NaN and `status` says why --
 'no_clients' when nobody took part, 'too_few_values' when the noisy total
 count is below `min_total_stddevs` (default 2) standard deviations of its
@@ -43,6 +50,7 @@ import tensorflow_federated as tff
 
 from tff_ddp.analytics import histograms as hg
 from tff_ddp.analytics.quantile_calibration import MECHANISMS
+from tff_ddp.analytics.quantile_calibration import parameters_for_noise
 from tff_ddp.analytics.quantile_calibration import quantile_parameters
 from tff_ddp.analytics.quantile_calibration import QuantileParameters
 from tff_ddp.utils import checks
@@ -50,8 +58,8 @@ from tff_ddp.utils import checks
 ESTIMATORS = ('paper', 'monotone', 'interpolate')
 STATUSES = ('ok', 'no_clients', 'too_few_values')
 
-__all__ = ['build_quantile_process', 'build_from_parameters',
-           'quantile_parameters',
+__all__ = ['build_quantile_process', 'build_quantile_process_from_parameters',
+           'quantile_parameters', 'parameters_for_noise',
            'QuantileParameters', 'MECHANISMS', 'ESTIMATORS', 'STATUSES']
 
 
@@ -117,6 +125,60 @@ def build_quantile_process(
     `tff_ddp.accounting.RdpAccountant` for the cost of more).
   """
   method = hg.canonical_method(method)
+  options = _check_options(method, num_bins, lower_bound, upper_bound,
+                           quantiles, count, estimator, consistent_tree,
+                           min_total_stddevs)
+  params = quantile_parameters(method, mechanism, num_bins,
+                               expected_clients_per_round, epsilon, delta,
+                               bits, rounds, adversary, seed, num_trials)
+  return _build(params, *options, rounds=rounds)
+
+
+def build_quantile_process_from_parameters(
+    parameters: QuantileParameters,
+    lower_bound: float,
+    upper_bound: float,
+    quantiles: Sequence[float],
+    count: str = 'estimated',
+    estimator: str = 'paper',
+    consistent_tree: bool = False,
+    min_total_stddevs: float = 2.0,
+    rounds: Optional[int] = None,
+) -> tff.templates.MeasuredProcess:
+  """The process of `build_quantile_process` on given parameters.
+
+  For callers that choose the noise themselves and account the rounds
+  together with other releases (`quantile_calibration.parameters_for_noise`;
+  DP-Delta-FL composes the quantile with the model update of each round).
+  Also for callers that calibrate once (`quantile_parameters`) and split a
+  budget between the quantile and another release (TFFE's first phase).
+  Without `rounds` no budget comes with the process: the measurements have
+  no `within_budget`; every round's event is in
+  `measurements['aggregator']['dp_event']`, as always.
+
+  Args:
+    parameters: from `quantile_parameters` or `parameters_for_noise`.
+    lower_bound, upper_bound, quantiles, count, estimator, consistent_tree,
+      min_total_stddevs: as for `build_quantile_process`.
+    rounds: the rounds `parameters` were calibrated for, if any: then the
+      measurements have `within_budget` as in `build_quantile_process`.
+  """
+  if not isinstance(parameters, QuantileParameters):
+    raise TypeError('parameters must be a QuantileParameters (from '
+                    'quantile_parameters or parameters_for_noise), got '
+                    f'{type(parameters).__name__}.')
+  options = _check_options(parameters.method, parameters.num_bins,
+                           lower_bound, upper_bound, quantiles, count,
+                           estimator, consistent_tree, min_total_stddevs)
+  if rounds is not None:
+    rounds = checks.integer(rounds, 'rounds', 1)
+  return _build(parameters, *options, rounds=rounds)
+
+
+def _check_options(method, num_bins, lower_bound, upper_bound, quantiles,
+                   count, estimator, consistent_tree, min_total_stddevs):
+  """Validated (lower, upper, quantiles, count, estimator, consistent,
+  min_total_stddevs)."""
   lower_bound, upper_bound = hg.check_range(lower_bound, upper_bound)
   quantiles = checks.real_sequence(quantiles, 'quantiles', 0.0, 1.0,
                                    low_open=True, high_open=True)
@@ -131,58 +193,12 @@ def build_quantile_process(
     raise ValueError(
         f"estimator={estimator!r} needs O(b^2) memory: num_bins <= "
         f"{hg.MAX_MONOTONE_BINS}, got {num_bins}; use estimator='paper'.")
-  params = quantile_parameters(method, mechanism, num_bins,
-                               expected_clients_per_round, epsilon, delta,
-                               bits, rounds, adversary, seed, num_trials)
-  return build_from_parameters(params, lower_bound, upper_bound, quantiles,
-                               count, estimator, consistent_tree, rounds,
-                               min_total_stddevs)
-
-
-def build_from_parameters(
-    params: QuantileParameters,
-    lower_bound: float,
-    upper_bound: float,
-    quantiles: Sequence[float],
-    count: str = 'estimated',
-    estimator: str = 'paper',
-    consistent_tree: bool = False,
-    rounds: int = 1,
-    min_total_stddevs: float = 2.0,
-) -> tff.templates.MeasuredProcess:
-  """The process of `build_quantile_process` for calibrated `params`.
-
-  For callers that calibrate first (`quantile_parameters`) -- e.g. to split
-  a budget between the quantile and another release -- and then build the
-  process without calibrating again. Arguments as for
-  `build_quantile_process`; `rounds` must be the rounds `params` was
-  calibrated for (it sets `within_budget`).
-  """
-  if not isinstance(params, QuantileParameters):
-    raise TypeError('params must be QuantileParameters (from '
-                    f'quantile_parameters), got {type(params).__name__}.')
-  lower_bound, upper_bound = hg.check_range(lower_bound, upper_bound)
-  quantiles = checks.real_sequence(quantiles, 'quantiles', 0.0, 1.0,
-                                   low_open=True, high_open=True)
-  count = checks.choice(count, 'count', hg.COUNTS)
-  estimator = checks.choice(estimator, 'estimator', ESTIMATORS)
-  consistent_tree = checks.boolean(consistent_tree, 'consistent_tree')
-  if consistent_tree and params.method != 'tree':
-    raise ValueError("consistent_tree only applies to method='tree'.")
-  if estimator != 'paper' and params.num_bins > hg.MAX_MONOTONE_BINS:
-    raise ValueError(
-        f"estimator={estimator!r} needs O(b^2) memory: num_bins <= "
-        f"{hg.MAX_MONOTONE_BINS}, got {params.num_bins}; use "
-        "estimator='paper'.")
-  rounds = checks.integer(rounds, 'rounds', 1)
-  min_total_stddevs = checks.nonnegative(min_total_stddevs,
-                                         'min_total_stddevs')
-  return _build(params, lower_bound, upper_bound, quantiles, count,
-                estimator, consistent_tree, rounds, min_total_stddevs)
+  return (lower_bound, upper_bound, quantiles, count, estimator,
+          bool(consistent_tree), min_total_stddevs)
 
 
 def _build(params: QuantileParameters, lower_bound, upper_bound, quantiles,
-           count, estimator, consistent_tree, rounds, min_total_stddevs):
+           count, estimator, consistent_tree, min_total_stddevs, *, rounds):
   method, num_bins = params.method, params.num_bins
   length = hg.encoding_length(method, num_bins)
   aggregator = params.factory.create(params.value_type)
@@ -238,7 +254,7 @@ def _build(params: QuantileParameters, lower_bound, upper_bound, quantiles,
   def within_budget(state):
     # The aggregator counts its rounds; this round is covered by the
     # calibration iff fewer than `rounds` came before it.
-    return state['round'] < rounds
+    return state['round'] < (rounds or 0)
 
   @tff.federated_computation(init_fn.type_signature.result,
                              tff.FederatedType(np.float32, tff.CLIENTS))
@@ -247,8 +263,10 @@ def _build(params: QuantileParameters, lower_bound, upper_bound, quantiles,
     output = aggregator.next(state, encoded)
     estimates = tff.federated_map(server_estimate,
                                   (output.result, output.measurements))
+    budget = ({} if rounds is None else
+              dict(within_budget=tff.federated_map(within_budget, state)))
     measurements = tff.federated_zip(collections.OrderedDict(
-        within_budget=tff.federated_map(within_budget, state),
+        **budget,
         status=tff.federated_map(
             tff.tensorflow.computation(lambda r: r[2]), estimates),
         noisy_total=tff.federated_map(

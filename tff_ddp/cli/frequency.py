@@ -55,7 +55,7 @@ def _run_two_phase(params, x, progress):
 
 def _run_multi_round(params, x, rounds, progress):
   from tff_ddp.analytics import frequency_process as fp  # pylint: disable=g-import-not-at-top
-  process = fp.build_from_parameters(params)
+  process = fp.build_frequency_process_from_parameters(params)
   state = process.initialize()
   batches = np.array_split(x, rounds)
   clips = []
@@ -70,7 +70,7 @@ def _run_multi_round(params, x, rounds, progress):
 
 def _run_single(params, x, progress):
   from tff_ddp.analytics import frequency_process as fp  # pylint: disable=g-import-not-at-top
-  process = fp.build_from_parameters(params)
+  process = fp.build_frequency_process_from_parameters(params)
   output = None
   for _ in progress((0,), params.protocol):
     output = process.next(process.initialize(), list(x))

@@ -81,8 +81,11 @@ _LEVEL_SLACK = 1e-12
 def output_dimension(dim: int, redundancy: float) -> int:
   """D: the smallest power of two >= dim (1 + redundancy) and > dim.
 
-  Raises ValueError when D would exceed hadamard.MAX_OUTPUT_DIM.
+  Raises TypeError / ValueError for a bad dim or redundancy, and ValueError
+  when D would exceed hadamard.MAX_OUTPUT_DIM.
   """
+  dim = checks.integer(dim, 'dim', 1)
+  redundancy = checks.real(redundancy, 'redundancy', low=0.0, low_open=True)
   target = max(dim * (1.0 + redundancy), dim + 1.0)
   if target > hadamard.MAX_OUTPUT_DIM:
     raise ValueError(

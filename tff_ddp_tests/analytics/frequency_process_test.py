@@ -148,7 +148,7 @@ class ProcessTest(parameterized.TestCase):
   @parameterized.parameters(*fp.PROTOCOLS)
   def test_secure_only_types_and_events(self, protocol):
     p = _params(protocol)
-    process = fp.build_from_parameters(p)
+    process = fp.build_frequency_process_from_parameters(p)
     self.assertIsInstance(process, tff.templates.MeasuredProcess)
     tff.test.assert_not_contains_unsecure_aggregation(process.next)
     result = process.next.type_signature.result
@@ -185,7 +185,7 @@ class ProcessTest(parameterized.TestCase):
     # phase 2 uses, so the same bin is chosen.
     n = 400
     p = _params('two_phase', n=n, epsilon=60.0, max_items=40)
-    process = fp.build_from_parameters(p)
+    process = fp.build_frequency_process_from_parameters(p)
     x = fd.iid(n, _D, 1) * 0.4 * np.random.default_rng(2).uniform(
         0.2, 1.0, size=(n, 1))
     x = x.astype(np.float32)
@@ -225,7 +225,7 @@ class ProcessTest(parameterized.TestCase):
 
   def test_sample_client_step(self):
     p = _params('sample')
-    process = fp.build_from_parameters(p)
+    process = fp.build_frequency_process_from_parameters(p)
     del process
     seed_type = tff.TensorType(np.int64, [2])
     sample = fp._sample_fn(p, seed_type)  # pylint: disable=protected-access
@@ -242,7 +242,7 @@ class ProcessTest(parameterized.TestCase):
     # fingerprint) the other clients' draws are unchanged, so only its
     # Binomial(m, 1/2) draws differ.
     p = _params('multi_round', n=8)
-    process = fp.build_from_parameters(p)
+    process = fp.build_frequency_process_from_parameters(p)
     x = _data(8)
     bad = x.copy()
     bad[0, 0] = np.nan
@@ -301,7 +301,7 @@ class UnbiasednessTest(parameterized.TestCase):
     n, rounds = 12, 40
     x = _data(n, 3)
     p = _params('fixed', n=n, epsilon=8.0, clip=200.0)
-    est, exp, clips = _round_expectations('fixed', p, fp.build_from_parameters(
+    est, exp, clips = _round_expectations('fixed', p, fp.build_frequency_process_from_parameters(
         p), x, rounds)
     np.testing.assert_allclose(exp, np.tile(x.sum(axis=0), (rounds, 1)),
                                rtol=1e-9)
@@ -324,7 +324,7 @@ class UnbiasednessTest(parameterized.TestCase):
                     indicator_num_trials=30)
     p = _params(protocol, n=n, epsilon=200.0, **kwargs)
     est, exp, clips = _round_expectations(
-        protocol, p, fp.build_from_parameters(p), x, rounds)
+        protocol, p, fp.build_frequency_process_from_parameters(p), x, rounds)
     sd = self._check(est, exp, clips, p, n)
     if protocol != 'normalize':  # there ||y|| / ||x|| - 1 is ~1%: small
       # An expectation that ignored the clip would be off by this many

@@ -103,7 +103,7 @@ class GaussianTest(parameterized.TestCase):
 
 def _process_errors(params, x, rounds, clip=None):
   """Errors of `rounds` process rounds and their exact variances."""
-  process = fp.build_from_parameters(params)
+  process = fp.build_frequency_process_from_parameters(params)
   state = process.initialize()
   errors, variances, clips = [], [], []
   for _ in range(rounds):
@@ -174,7 +174,7 @@ class SimulatorVsProcessTest(parameterized.TestCase):
                range(rounds)]
     finals = []
     for rep in range(reps):
-      process = fp.build_from_parameters(p)
+      process = fp.build_frequency_process_from_parameters(p)
       state = process.initialize()
       # New public randomness per repetition (the test seed fixes it).
       state['frequency']['public_seed'] = np.array([rep, 77], np.int64)

@@ -87,7 +87,7 @@ class ParametersTest(parameterized.TestCase):
   def test_build_from_parameters_is_the_same_process(self):
     p = q.quantile_parameters('flat', 'poisson_binomial', 32, 16, 1.0, 1e-5,
                               seed=11)
-    built = q.build_from_parameters(p, 0.0, 10.0, _QUANTILES)
+    built = q.build_quantile_process_from_parameters(p, 0.0, 10.0, _QUANTILES)
     direct = _process('flat', 'poisson_binomial', 16)
     self.assertEqual(str(built.next.type_signature),
                      str(direct.next.type_signature))
@@ -96,9 +96,9 @@ class ParametersTest(parameterized.TestCase):
     b = direct.next(direct.initialize(), values)
     np.testing.assert_array_equal(a.result, b.result)  # same test seed
     with self.assertRaisesRegex(TypeError, 'QuantileParameters'):
-      q.build_from_parameters(p.factory, 0.0, 10.0, _QUANTILES)
+      q.build_quantile_process_from_parameters(p.factory, 0.0, 10.0, _QUANTILES)
     with self.assertRaisesRegex(ValueError, 'consistent_tree'):
-      q.build_from_parameters(p, 0.0, 10.0, _QUANTILES, consistent_tree=True)
+      q.build_quantile_process_from_parameters(p, 0.0, 10.0, _QUANTILES, consistent_tree=True)
 
   def test_hierarchical_is_tree(self):
     a = q.quantile_parameters('hierarchical', 'discrete_gaussian', 32, 128,
@@ -195,6 +195,52 @@ class ParametersTest(parameterized.TestCase):
       q.build_quantile_process(
           'flat', 'discrete_gaussian', 0.0, 1.0, 4096, [0.5], 64, 1.0, 1e-5,
           estimator='monotone')
+
+
+class ParametersForNoiseTest(parameterized.TestCase):
+
+  @parameterized.product(method=hg.METHODS, z=(0.5, 3.0, 40.0))
+  def test_largest_scaling_that_fits(self, method, z):
+    n, b = 100, 16
+    p = qc.parameters_for_noise(method, b, n, z, 1e-5)
+    self.assertEqual(p.noise_multiplier, z)
+    mechanism = p.aggregator_mechanism()
+    self.assertTrue(mechanism.integer_inputs)
+    # The central noise in count units is z times the encoding's l2.
+    self.assertAlmostEqual(p.noise_stddev(n), z * p.l2_sensitivity)
+    # The ring holds the worst case of Theorems 1-2; the next scaling whose
+    # reciprocal round-trips (exact_scaling) would not, up to the factory's
+    # rounding term (n per coordinate) that can step c down once more.
+    sigma = mechanism.scaled_local_stddev
+    self.assertLessEqual(qc.ring_needs(method, p.scaling, sigma, n, b, 1e-5),
+                         2**18)
+    bigger = p.scaling + 1
+    while 1.0 / (1.0 / bigger) != bigger:
+      bigger += 1
+    self.assertGreater(qc.ring_needs(method, bigger,
+                                     sigma * bigger / p.scaling, n, b, 1e-5),
+                       2**18 - 2 * n)
+    self.assertEqual(qc.exact_scaling(49), 48)
+    self.assertEqual(qc.exact_scaling(50), 50)
+    # epsilon describes one unsampled round.
+    self.assertAlmostEqual(p.epsilon, _epsilon(
+        p.factory.dp_event(p.value_type), 1e-5))
+
+  def test_agrees_with_the_calibrated_parameters(self):
+    calibrated = q.quantile_parameters('tree', 'discrete_gaussian', 16, 100,
+                                       2.0, 1e-5)
+    fixed = qc.parameters_for_noise('tree', 16, 100,
+                                    calibrated.noise_multiplier, 1e-5)
+    self.assertGreaterEqual(fixed.scaling, calibrated.scaling)
+    self.assertAlmostEqual(fixed.epsilon, calibrated.epsilon, places=3)
+
+  def test_refused(self):
+    with self.assertRaisesRegex(ValueError, 'noise_multiplier'):
+      qc.parameters_for_noise('flat', 16, 100, 0.0, 1e-5)
+    with self.assertRaisesRegex(ValueError, r'use bits >= \d+'):
+      qc.parameters_for_noise('flat', 16, 5000, 1.0, 1e-5, bits=12)
+    with self.assertRaisesRegex(TypeError, 'parameters'):
+      q.build_quantile_process_from_parameters({}, 0.0, 1.0, [0.5])
 
 
 def _process(method, mechanism, n, epsilon=1.0, **kwargs):
@@ -328,6 +374,26 @@ class ExecutionTest(parameterized.TestCase):
     np.testing.assert_array_less(np.abs(cdf - truth), bound)
     self.assertTrue(np.all(np.isfinite(out.result)))
     self.assertEqual(out.measurements['status'], b'ok')
+
+  def test_from_parameters_is_the_same_process_without_a_budget(self):
+    n = 48
+    values = list(np.random.default_rng(9).uniform(0, 10, n).astype(
+        np.float32))
+    params = q.quantile_parameters('tree', 'discrete_gaussian', 32, n, 4.0,
+                                   1e-5, seed=11)
+    calibrated = q.build_quantile_process(
+        'tree', 'discrete_gaussian', 0.0, 10.0, 32, _QUANTILES, n, 4.0,
+        1e-5, count='exact', seed=11)
+    given = q.build_quantile_process_from_parameters(
+        params, 0.0, 10.0, _QUANTILES, count='exact')
+    a = calibrated.next(calibrated.initialize(), values)
+    b = given.next(given.initialize(), values)
+    # Same aggregator, same test seed: the same noisy output.
+    np.testing.assert_array_equal(a.result, b.result)
+    np.testing.assert_array_equal(a.measurements['cdf'],
+                                  b.measurements['cdf'])
+    self.assertIn('within_budget', a.measurements)
+    self.assertNotIn('within_budget', b.measurements)
 
   @parameterized.parameters(*q.MECHANISMS)
   def test_empty_rounds_are_nan_and_say_why(self, mechanism):

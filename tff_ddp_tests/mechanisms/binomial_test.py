@@ -23,6 +23,7 @@ import tensorflow_federated as tff
 
 from tff_ddp.mechanisms import binomial
 from tff_ddp.mechanisms import poisson_binomial
+from tff_ddp_tests import harness
 
 ALPHA = 1e-6
 Z = 5.0
@@ -345,4 +346,4 @@ class ContractTest(tf.test.TestCase, parameterized.TestCase):
 
 
 if __name__ == '__main__':
-  tf.test.main()
+  harness.main()

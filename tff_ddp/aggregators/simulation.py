@@ -1,0 +1,131 @@
+"""A factory's round without TFF: the same client and server code, batched.
+
+`MechanismSumFactory.create` places the mechanism's `client_encode` at every
+client and its `server_decode` at the server, around one
+`federated_secure_modular_sum`. A sweep of thousands of rounds (a learning
+curve per configuration) cannot pay TFF's per-client cost; `BatchedSum` runs
+the *same* functions on a [clients, dim] batch in one `tf.function`
+(`tf.map_fn` over the clients' `client_encode`, the modular sum, then
+`server_decode`), so its output has exactly the process's distribution. With
+the factory's test seed and `derive='factory'` it reproduces the process's
+output bit for bit (the test checks this): the round seed is
+fold_in((seed, 0x5EED), round) and each client's noise seed
+fold_in(round seed, fingerprint of its float64 value), as in
+`tff_ddp.aggregators.secure_sum`.
+
+Otherwise ('independent') the clients' noise seeds are
+stateless_split(fold_in((seed, round), 0xC11E), n): independent streams, the
+deployed behaviour's distribution (fresh entropy per client).
+
+Not simulated: `client_sampling_rate` (refused), noised or debug counts (the
+flags are dropped).
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from tff_ddp.aggregators import secure_sum
+from tff_ddp.mechanisms import base
+from tff_ddp.utils import checks
+
+DERIVATIONS = ('independent', 'factory')
+# Clients encoded in parallel by tf.map_fn.
+_PARALLEL = 128
+
+
+class BatchedSum:
+  """`factory`'s round on a batch of client values, without TFF.
+
+  Args:
+    factory: a `MechanismSumFactory` (e.g. `DiscreteGaussianSumFactory`).
+    value_type: the TFF type of one client's value (as for `create`).
+  """
+
+  def __init__(self, factory, value_type):
+    if not isinstance(factory, secure_sum.MechanismSumFactory):
+      raise TypeError('factory must be a MechanismSumFactory, got '
+                      f'{type(factory).__name__}.')
+    if factory._rate is not None:  # pylint: disable=protected-access
+      raise ValueError('BatchedSum does not simulate client_sampling_rate.')
+    self.factory = factory
+    self.spec = factory.value_spec(value_type)
+    self.mechanism = factory.mechanism(value_type)
+    self._keys = tuple(self.mechanism.secure_moduli())
+    self._moduli = dict(self.mechanism.secure_moduli())
+    mechanism = self.mechanism
+    keys = self._keys
+    dim = self.spec.dim
+
+    moduli = self._moduli
+
+    @tf.function(input_signature=[
+        tf.TensorSpec([None, dim], tf.float64),
+        tf.TensorSpec([2], tf.int64),
+        tf.TensorSpec([None, 2], tf.int64)])
+    def run(values, round_seed, noise_seeds):
+      def one(args):
+        flat, noise_seed = args
+        seeds = tf.random.experimental.stateless_split(noise_seed, 3)
+        encoded, _ = mechanism.client_encode(flat, round_seed, seeds[1])
+        return tuple(tf.cast(encoded[k], tf.int64) for k in keys)
+
+      signature = tuple(tf.TensorSpec(None, tf.int64) for _ in keys)
+      encoded = tf.map_fn(one, (values, noise_seeds),
+                          fn_output_signature=signature,
+                          parallel_iterations=_PARALLEL)
+      summed = {
+          k: base.ring_residue(tf.reduce_sum(
+              tf.math.floormod(column, moduli[k]), axis=0), moduli[k])
+          for k, column in zip(keys, encoded)}
+      n = tf.shape(values, out_type=tf.int64)[0]
+      return mechanism.server_decode(summed, n, round_seed)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, dim], tf.float64),
+                                  tf.TensorSpec([2], tf.int64)])
+    def factory_seeds(values, round_seed):
+      def one(flat):
+        digest = tf.bitcast(tf.fingerprint(tf.reshape(
+            tf.bitcast(flat, tf.uint8), [1, -1]))[0], tf.int64)
+        return tf.random.experimental.stateless_fold_in(round_seed, digest)
+      return tf.map_fn(one, values, fn_output_signature=tf.TensorSpec(
+          [2], tf.int64), parallel_iterations=_PARALLEL)
+
+    self._run = run
+    self._factory_seeds = factory_seeds
+
+  def round_seed(self, public_seed, round_index: int) -> tf.Tensor:
+    """The round's public seed, as the process derives it."""
+    return tf.random.experimental.stateless_fold_in(
+        tf.constant(np.asarray(public_seed, np.int64)),
+        tf.constant(int(round_index), tf.int64))
+
+  def __call__(self, values, round_index: int, seed: int,
+               derive: str = 'independent'):
+    """(the decoded sum as float64 [dim], the server's post measurements).
+
+    Args:
+      values: [n, dim] client values (flattened as the factory flattens
+        them: `self.spec.flatten`), any float dtype.
+      round_index: the round (the process's state['round']).
+      seed: the public seed's first word (the factory's test seed for
+        'factory'; any integer for 'independent').
+      derive: 'independent' or 'factory' (module docstring).
+    """
+    derive = checks.choice(derive, 'derive', DERIVATIONS)
+    seed = checks.integer(seed, 'seed', 0, 2**63 - 1)
+    values = tf.convert_to_tensor(np.asarray(values, np.float64))
+    n = int(values.shape[0])
+    if values.shape[1] != self.spec.dim:
+      raise ValueError(f'values must be [clients, {self.spec.dim}], got '
+                       f'{tuple(values.shape)}.')
+    public = np.array([seed, 0x5EED], np.int64)
+    round_seed = self.round_seed(public, round_index)
+    if derive == 'factory':
+      noise_seeds = self._factory_seeds(values, round_seed)
+    else:
+      noise_seeds = tf.cast(tf.random.experimental.stateless_split(
+          tf.random.experimental.stateless_fold_in(
+              tf.constant([seed, int(round_index)], tf.int64), 0xC11E), n),
+                            tf.int64)
+    decoded, post = self._run(values, round_seed, noise_seeds)
+    return decoded.numpy(), {k: v.numpy() for k, v in post.items()}

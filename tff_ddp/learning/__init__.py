@@ -1,0 +1,21 @@
+"""Tail-robust federated learning (Delta-FL) with distributed DP, and baselines.
+
+  build_superquantile_fl  Delta-FL; with `privacy=` DP-Delta-FL (Algorithm 4
+                          of the federated DP quantiles paper, corrected)
+  build_dp_fedavg         DP-FedAvg on the same aggregator and accountant
+  build_baseline          non-private FedAvg, FedAvg-Sub, FedProx, q-FFL,
+                          Tilted-ERM, Delta-FL (Algorithm 3)
+  PrivacyConfig, calibrate  the DP configuration and its calibration to a
+                          target (epsilon, delta) over T rounds
+  tasks                   the B.3 task, the digits task, evaluation
+  weighting               the client weightings' math (numpy references)
+"""
+
+from tff_ddp.learning import tasks
+from tff_ddp.learning import weighting
+from tff_ddp.learning.privacy import calibrate
+from tff_ddp.learning.privacy import CalibratedPrivacy
+from tff_ddp.learning.privacy import PrivacyConfig
+from tff_ddp.learning.processes import build_baseline
+from tff_ddp.learning.processes import build_dp_fedavg
+from tff_ddp.learning.processes import build_superquantile_fl

@@ -1,0 +1,338 @@
+"""Privacy of DP-Delta-FL and DP-FedAvg rounds: configuration, events, noise.
+
+One round of DP-Delta-FL (the quantile paper's Algorithm 4, with the
+corrections below) makes two releases from the same cohort of n clients,
+each through a secure sum with distributed discrete Gaussian noise:
+
+1. the histogram of the clients' losses clipped to [0, B] (b bins, flat /
+   tree / Haar encoding; `tff_ddp.analytics`), from which the server reads
+   the threshold Q -- noise multiplier z_q relative to the encoding's l2
+   sensitivity;
+2. the sum of the tail clients' updates clipped to l2 norm C, every other
+   client sending zeros *and its noise share* (so the server does not learn
+   who is in the tail) -- noise multiplier z_w relative to C.
+
+The round's event is `ComposedDpEvent([histogram event, update event])`, both
+with the measured n, wrapped in the cohort's sampling ('without-replacement':
+Algorithm 4 line 2, a cohort of n from a population of N; 'poisson'; or
+'none'). Composition is adaptive: the update release is a function of the
+client's data and of Q, which is already private. Zero-out neighbours (one
+client's loss and update replaced by zeros while it still adds its noise), the
+adversary named ('server' by default; see `tff_ddp.accounting.accountant`).
+DP-FedAvg is release 2 alone with every client in the tail.
+
+Corrections to the paper's Claim 13 / Claim 20:
+* a Gaussian release with l2 sensitivity C and noise stddev sigma_w is
+  C^2 / (2 sigma_w^2)-zCDP (the paper prints sigma_w^2 / (2 C^2)); here the
+  curves are the DDG's own (`tff_ddp.accounting.ddg_rdp`), which include
+  rounding and the discrete sum;
+* Algorithm 4 line 4 divides by m(t), the number of tail clients, "assumed
+  public"; it is a function of every client's loss and the process never
+  releases it. The update is divided by a private quantity instead
+  (`tail_count`): 'expected', theta * n (n is public by protocol), or
+  'histogram', the tail count read from the private histogram (clipped to
+  [1, n]).
+
+Budget ratio r (the quantile paper's "r times the privacy budget of the
+weight updates"): rho_q = r rho_w for the Gaussian approximations
+rho = 1/(2 z^2) of the two releases, i.e. z_q = z_w / sqrt(r). `calibrate`
+finds the least z_w (hence z_q) meeting a target (epsilon, delta) over T
+rounds with the library's accountant and search (`least_noise`), on the exact
+events the process reports.
+"""
+
+import dataclasses
+import math
+from typing import Any, Optional
+
+import dp_accounting
+import tensorflow_federated as tff
+
+from tff_ddp.accounting import accountant
+from tff_ddp.accounting import calibration
+from tff_ddp.accounting import running
+from tff_ddp.aggregators import discrete_gaussian
+from tff_ddp.analytics import histograms as hg
+from tff_ddp.analytics import quantile_calibration as qc
+from tff_ddp.encoders import registry
+from tff_ddp.mechanisms import base
+from tff_ddp.utils import checks
+
+SAMPLINGS = ('none', 'poisson', 'without-replacement')
+TAIL_COUNTS = ('expected', 'histogram')
+
+
+@dataclasses.dataclass(frozen=True)
+class PrivacyConfig:
+  """The DP configuration of a DP-Delta-FL or DP-FedAvg process.
+
+  Attributes:
+    clients_per_round: n, the expected cohort (each client adds 1/n of the
+      central noise variance; the quantile ring is sized for it).
+    l2_clip: C, the clip of each client's model update.
+    noise_multiplier: z_w, the update sum's central noise stddev / C.
+    quantile_noise_multiplier: z_q, the loss histogram's central noise
+      stddev / the encoding's l2 sensitivity (count units); None: no
+      histogram (DP-FedAvg).
+    loss_upper_bound: B; losses are clipped to [0, B] for the histogram.
+    num_bins: b (a power of two for 'tree' and 'haar').
+    histogram: 'flat', 'tree' (hierarchical, the paper's Algorithm 2) or
+      'haar'.
+    count: how the CDF is normalised: 'exact' (by n, public) or
+      'estimated' (by the noisy total).
+    tail_count: what the update sum is divided by: 'expected' (theta n)
+      or 'histogram' (the private tail count); see the module docstring.
+    bits, quantile_bits: the two secure sums' rings 2^bits. 18 keeps the
+      update's scaled noise (at most ~2^bits / (2 k sqrt(n)), k ~ 3.9) in
+      the alias-table sampler's range for n >= ~10: above it the exact
+      sampler is used, correct but ~10x slower per client.
+    delta: the delta every reported epsilon is for (and the failure
+      probability of the histogram's ring condition).
+    sampling: the cohort sampling the caller performs: 'without-replacement'
+      (Algorithm 4 line 2; needs `population`), 'poisson' (rate
+      clients_per_round / population) or 'none'.
+    population: N, the clients sampled from.
+    adversary: 'server' or 'release'.
+    max_clients: the largest cohort whose epsilon the process computes in
+      the graph (default clients_per_round); larger rounds report +inf
+      (compose their measured events offline).
+    encoder: the update aggregator's encoder ('hadamard', 'kashin', 'none').
+    seed: tests only (deterministic noise; never deploy).
+  """
+
+  clients_per_round: int
+  l2_clip: float
+  noise_multiplier: float
+  quantile_noise_multiplier: Optional[float] = None
+  loss_upper_bound: float = 1.5
+  num_bins: int = 16
+  histogram: str = 'tree'
+  count: str = 'exact'
+  tail_count: str = 'expected'
+  bits: int = 18
+  quantile_bits: int = 18
+  delta: float = 1e-5
+  sampling: str = 'without-replacement'
+  population: Optional[int] = None
+  adversary: str = 'server'
+  max_clients: Optional[int] = None
+  encoder: str = 'hadamard'
+  seed: Optional[int] = None
+
+  def __post_init__(self):
+    set_ = lambda k, v: object.__setattr__(self, k, v)
+    set_('clients_per_round', checks.integer(
+        self.clients_per_round, 'clients_per_round', 1, base.MAX_MODULUS - 1))
+    set_('l2_clip', checks.positive(self.l2_clip, 'l2_clip'))
+    set_('noise_multiplier', checks.positive(self.noise_multiplier,
+                                             'noise_multiplier'))
+    set_('quantile_noise_multiplier', checks.optional_positive(
+        self.quantile_noise_multiplier, 'quantile_noise_multiplier'))
+    set_('loss_upper_bound', checks.positive(self.loss_upper_bound,
+                                             'loss_upper_bound'))
+    set_('histogram', hg.canonical_method(self.histogram))
+    hg.encoding_length(self.histogram, self.num_bins)  # validates num_bins
+    set_('count', checks.choice(self.count, 'count', hg.COUNTS))
+    set_('tail_count', checks.choice(self.tail_count, 'tail_count',
+                                     TAIL_COUNTS))
+    set_('bits', checks.integer(self.bits, 'bits', 1, base.MAX_RING_BITS))
+    set_('quantile_bits', checks.integer(self.quantile_bits, 'quantile_bits',
+                                         2, base.MAX_RING_BITS))
+    set_('delta', checks.real(self.delta, 'delta', 0.0, 1.0, low_open=True,
+                              high_open=True))
+    set_('sampling', checks.choice(self.sampling, 'sampling', SAMPLINGS))
+    if self.sampling == 'none':
+      if self.population is not None:
+        raise ValueError("population needs sampling='without-replacement' or "
+                         "'poisson'.")
+    else:
+      if self.population is None:
+        raise ValueError(f'sampling={self.sampling!r} needs population (the '
+                         'number of clients the cohorts are drawn from).')
+      set_('population', checks.integer(self.population, 'population',
+                                        self.clients_per_round))
+    set_('adversary', checks.choice(self.adversary, 'adversary',
+                                    accountant.ADVERSARIES))
+    set_('max_clients', checks.integer(
+        self.clients_per_round if self.max_clients is None
+        else self.max_clients, 'max_clients', 1, base.MAX_MODULUS - 1))
+    set_('encoder', checks.choice(self.encoder, 'encoder', registry.NAMES))
+    set_('seed', checks.seed(self.seed))
+
+  @property
+  def has_quantile(self) -> bool:
+    return self.quantile_noise_multiplier is not None
+
+  def update_factory(self) -> discrete_gaussian.DiscreteGaussianSumFactory:
+    """The DDG factory of the model update sum."""
+    return discrete_gaussian.DiscreteGaussianSumFactory(
+        noise_multiplier=self.noise_multiplier,
+        expected_clients_per_round=self.clients_per_round, bits=self.bits,
+        l2_clip=self.l2_clip, encoder=self.encoder, seed=self.seed)
+
+  def quantile_parameters(self) -> Optional[qc.QuantileParameters]:
+    """The loss histogram's aggregator (None without a histogram)."""
+    if not self.has_quantile:
+      return None
+    return qc.parameters_for_noise(
+        self.histogram, self.num_bins, self.clients_per_round,
+        self.quantile_noise_multiplier, self.delta, self.quantile_bits,
+        self.adversary, self.seed)
+
+  def round_event(self, value_type, num_clients: Optional[int] = None,
+                  quantile: Optional[qc.QuantileParameters] = None
+                  ) -> dp_accounting.DpEvent:
+    """One round's event with `num_clients` in both secure sums (default:
+    clients_per_round), sampling included."""
+    n = (self.clients_per_round if num_clients is None else
+         checks.integer(num_clients, 'num_clients', 1))
+    update = self.update_factory().dp_event(value_type, n)
+    if self.has_quantile:
+      quantile = quantile or self.quantile_parameters()
+      event = dp_accounting.ComposedDpEvent(
+          [quantile.factory.dp_event(quantile.value_type, n), update])
+    else:
+      event = update
+    if self.sampling == 'without-replacement':
+      return dp_accounting.SampledWithoutReplacementDpEvent(
+          self.population, n, event)
+    if self.sampling == 'poisson':
+      return dp_accounting.PoissonSampledDpEvent(
+          self.clients_per_round / self.population, event)
+    return event
+
+  def epsilon(self, value_type, rounds: int) -> float:
+    """Planning epsilon of `rounds` rounds of clients_per_round clients."""
+    rounds = checks.integer(rounds, 'rounds', 1)
+    event = dp_accounting.SelfComposedDpEvent(self.round_event(value_type),
+                                              rounds)
+    return accountant.epsilon(event, self.delta, self.adversary)[0]
+
+  def tabulated_accountant(self, value_type) -> running.TabulatedAccountant:
+    """The in-graph accountant of the process (curves for n <= max_clients).
+    """
+    quantile = self.quantile_parameters()
+    return running.TabulatedAccountant(
+        lambda n: self.round_event(value_type, n, quantile),
+        self.max_clients, self.adversary)
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibratedPrivacy:
+  """What `calibrate` chose and what it costs.
+
+  Attributes:
+    config: the PrivacyConfig (noise multipliers set).
+    epsilon: eps of `rounds` planned rounds at config.delta (<= target),
+      against config.adversary, zero-out neighbours.
+    rounds: T.
+    budget_ratio: r (None: no histogram).
+    event: the DpEvent of all rounds.
+    at_limit: see `tff_ddp.accounting.calibration.least_noise`.
+  """
+
+  config: PrivacyConfig
+  epsilon: float
+  rounds: int
+  budget_ratio: Optional[float]
+  event: Any
+  at_limit: bool
+
+
+def model_update_type(model_fn):
+  """The trainable-weights type of the model `model_fn` builds."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  with tf.Graph().as_default():
+    model = model_fn()
+  return tff.learning.models.weights_type_from_model(model).trainable
+
+
+def calibrate(
+    value_type,
+    target_epsilon: float,
+    target_delta: float,
+    rounds: int,
+    clients_per_round: int,
+    l2_clip: float,
+    budget_ratio: Optional[float] = None,
+    population: Optional[int] = None,
+    sampling: str = 'without-replacement',
+    adversary: str = 'server',
+    **config_kwargs,
+) -> CalibratedPrivacy:
+  """The least noise meeting (target_epsilon, target_delta) over T rounds.
+
+  Args:
+    value_type: the model update's TFF type (or a model_fn: its trainable
+      weights' type).
+    target_epsilon, target_delta: the budget of all `rounds` rounds.
+    rounds: T.
+    clients_per_round: n.
+    l2_clip: C.
+    budget_ratio: r > 0, rho_q / rho_w (z_q = z_w / sqrt(r)); None for
+      DP-FedAvg (no histogram).
+    population, sampling, adversary: see PrivacyConfig.
+    **config_kwargs: the other PrivacyConfig fields (loss_upper_bound,
+      num_bins, histogram, bits, quantile_bits, ...).
+
+  Returns:
+    A CalibratedPrivacy whose epsilon never exceeds the target.
+
+  Raises:
+    ValueError: bad arguments or an unreachable target.
+  """
+  if callable(value_type) and not isinstance(value_type, tff.types.Type):
+    value_type = model_update_type(value_type)
+  target_epsilon = checks.positive(target_epsilon, 'target_epsilon')
+  rounds = checks.integer(rounds, 'rounds', 1)
+  ratio = (None if budget_ratio is None else
+           checks.positive(budget_ratio, 'budget_ratio'))
+  for key in ('noise_multiplier', 'quantile_noise_multiplier', 'delta'):
+    if key in config_kwargs:
+      raise ValueError(f'{key} is set by the calibration; do not pass it.')
+
+  def config(z):
+    return PrivacyConfig(
+        clients_per_round=clients_per_round, l2_clip=l2_clip,
+        noise_multiplier=z,
+        quantile_noise_multiplier=None if ratio is None else z / math.sqrt(
+            ratio),
+        delta=target_delta, sampling=sampling, population=population,
+        adversary=adversary, **config_kwargs)
+
+  config(1.0)  # argument errors now
+  refused = []
+
+  def eps(z):
+    try:
+      return config(z).epsilon(value_type, rounds)
+    except ValueError as e:  # a configuration that cannot fit is unsafe
+      refused.append(f'noise_multiplier={z:.6g}: {e}')
+      return math.inf
+
+  try:
+    z, at_limit = calibration.least_noise(eps, 1e-3, math.inf, False,
+                                          target_epsilon, False,
+                                          'noise_multiplier')
+  except ValueError as e:
+    detail = f' Last refusal: {refused[-1]}' if refused else ''
+    raise ValueError(f'{e}{detail}') from e
+  chosen = config(z)
+  event = dp_accounting.SelfComposedDpEvent(chosen.round_event(value_type),
+                                            rounds)
+  epsilon = accountant.epsilon(event, chosen.delta, chosen.adversary)[0]
+  return CalibratedPrivacy(config=chosen, epsilon=epsilon, rounds=rounds,
+                           budget_ratio=ratio, event=event, at_limit=at_limit)
+
+
+def zcdp_per_round(config: PrivacyConfig) -> float:
+  """rho of one unsampled round by the Gaussian approximations, corrected
+  Claim 13: rho_q + C^2 / (2 sigma_w^2) = 1/(2 z_q^2) + 1/(2 z_w^2).
+
+  For reports only (the accountant uses the DDG curves, which are slightly
+  larger: rounding and the discrete sum).
+  """
+  rho = 0.5 / config.noise_multiplier**2
+  if config.has_quantile:
+    rho += 0.5 / config.quantile_noise_multiplier**2
+  return float(rho)

@@ -1,0 +1,744 @@
+"""Delta-FL and its baselines as `tff.learning.templates.LearningProcess`es.
+
+Papers: "Federated Learning with Superquantile Aggregation for Heterogeneous
+Data" (Delta-FL; Algorithms 1 and 3, Sections 4 and 7) and "Private Federated
+Quantiles" / the federated DP quantiles paper (Section 5 and Appendix B:
+Algorithm 4, DP-Delta-FL; Claim 13). The weighting math is
+`tff_ddp.learning.weighting`, the privacy configuration and accounting
+`tff_ddp.learning.privacy`; here it is placed in TFF.
+
+Every process has TFF's FedAvg shape -- `initialize`, `next(state, client
+datasets)`, `get_model_weights`, `set_model_weights`, a
+`LearningAlgorithmState` (global_model_weights, distributor, client_work,
+aggregator, finalizer) and metrics OrderedDict(distributor, client_work,
+aggregator, finalizer, privacy) -- so it replaces
+`tff.learning.algorithms.build_unweighted_fed_avg` in existing code. One
+round, on the n clients given:
+
+  1. broadcast w; every client computes its loss F_i(w) (mean over its
+     examples, before training) and its local update u_i = w - w_i (the
+     client optimizer over its dataset; for FedProx with the proximal term);
+  2. the objective's weighting (below);
+  3. the server applies w+ = w - server_opt(aggregate).
+
+DP-Delta-FL (`build_superquantile_fl(..., privacy=PrivacyConfig)`,
+Algorithm 4 with the corrections of `tff_ddp.learning.privacy`):
+
+  2a. the losses go through `tff_ddp.analytics`' quantile process (losses
+      clipped to [0, B], histogram with distributed discrete Gaussian noise,
+      one secure sum); the server reads the bin k of the (1 - theta)-quantile
+      from the noisy CDF (eq. 1) and broadcasts it; Q is that bin's right
+      edge;
+  2b. a client is in the tail iff its loss lies in a bin above k (its loss
+      is >= Q; the last bin: >= B). Tail clients send u_i, everyone else
+      zeros -- and every client adds its noise share: the update sum is the
+      `DiscreteGaussianSumFactory` (clip C, one secure sum) over all n
+      clients, so neither the server nor anyone else learns who is in the
+      tail;
+  2c. aggregate = noisy sum / tail count, the tail count being private
+      ('expected': theta n; 'histogram': read from the noisy histogram).
+  If the histogram is unusable (no clients, or a non-positive noisy total)
+  the round falls back to FedAvg: every client is in the tail, divided by n.
+
+DP-FedAvg (`build_dp_fedavg`) is 2b-2c with every client in the tail and
+the sum divided by n, on the same aggregator and accountant.
+
+Non-private processes (`privacy=None`, and `build_baseline`), NOT PRIVATE and
+labelled so in their metrics (`privacy/epsilon` = inf, a NonPrivateDpEvent):
+the server sees what it needs in the clear (`tff.federated_aggregate` of the
+losses for ranking objectives, `tff.federated_sum` of the weighted updates):
+
+  superquantile  Algorithm 3 ('exact': pi of eq. 9 with the fractional
+                 boundary weight) or Algorithm 1 with the exact quantile
+                 ('threshold');
+  fedavg, fedprox, fedavg_sub (a uniformly random ceil(theta n) of the n
+  clients), qffl (q-FedAvg), tilted (TERM weights on the cohort).
+
+Metrics. `client_work/train/loss`: the mean client loss at w -- exact for the
+non-private processes; for DP-Delta-FL estimated from the private histogram
+(bin centres; a function of the noisy sum); NaN for DP-FedAvg, which
+releases nothing about the losses. `client_work/tail` (superquantile only):
+`threshold` (Q), `bin` (k; -1 in a fallback round), `tail_count` (what the
+update was divided by), and for DP the quantile process's measurements.
+`aggregator`: the update aggregator's (DP: configuration, the public count,
+the secure sum's event). `privacy`: `dp_event` (the round's composed event
+with the measured n and the sampling), `round_epsilon`, `epsilon` (all
+rounds so far), `delta`, `adversary` -- computed in the graph from the
+curves of `tff_ddp.accounting.running` (+inf when a round had more than
+`max_clients` clients; compose the measured events offline then).
+
+Several thresholds (Figure 1, Section 4.1): Delta-FL keeps one model per
+theta_j. Build one process per theta_j (they share nothing but the data) and
+let every test client pick the model with the least loss on its own data
+(`tff_ddp.learning.tasks.best_model_per_client`). With privacy, the r
+processes' budgets add up (compose their events).
+"""
+
+import collections
+import dataclasses
+from typing import Callable, Optional
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_ddp.accounting import event_io
+from tff_ddp.analytics import quantiles as quantiles_lib
+from tff_ddp.learning import privacy as privacy_lib
+from tff_ddp.learning import weighting
+from tff_ddp.utils import checks
+from tff_ddp.utils import entropy as entropy_lib
+
+DEFAULT_SERVER_OPTIMIZER_FN = lambda: tff.learning.optimizers.build_sgdm(
+    learning_rate=1.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Spec:
+  objective: str
+  tail_fraction: Optional[float] = None
+  reweighting: str = 'threshold'
+  privacy: Optional[privacy_lib.PrivacyConfig] = None
+  proximal_strength: float = 0.0
+  q: Optional[float] = None
+  lipschitz: Optional[float] = None
+  tilt: Optional[float] = None
+  seed: Optional[int] = None
+
+
+def build_superquantile_fl(
+    model_fn: Callable[[], tff.learning.models.VariableModel],
+    tail_fraction: float,
+    client_optimizer_fn: tff.learning.optimizers.Optimizer,
+    server_optimizer_fn: Optional[tff.learning.optimizers.Optimizer] = None,
+    *,
+    privacy: Optional[privacy_lib.PrivacyConfig] = None,
+    reweighting: str = 'threshold',
+) -> tff.learning.templates.LearningProcess:
+  """Delta-FL (minimises the (1 - theta)-superquantile of client losses).
+
+  Args:
+    model_fn: a no-arg callable returning a new
+      `tff.learning.models.VariableModel` (as for TFF's FedAvg).
+    tail_fraction: theta in (0, 1]: the fraction of worst-off clients whose
+      mean loss is minimised (theta = 1 is FedAvg).
+    client_optimizer_fn: a `tff.learning.optimizers.Optimizer` for local
+      training (TFF 0.87's convention: an optimizer, not a function).
+    server_optimizer_fn: likewise for the server (default SGD, lr 1).
+    privacy: a `tff_ddp.learning.PrivacyConfig` (with
+      quantile_noise_multiplier set; `tff_ddp.learning.calibrate`) for
+      DP-Delta-FL; None for the non-private Delta-FL (NOT private: the
+      server ranks the clients' losses).
+    reweighting: non-private only: 'threshold' (Algorithm 1 with the exact
+      quantile) or 'exact' (Algorithm 3, the fractional boundary weight).
+      DP-Delta-FL always thresholds at the DP quantile (Algorithm 4).
+
+  Returns:
+    A `tff.learning.templates.LearningProcess` (see the module docstring).
+  """
+  theta = weighting.check_tail_fraction(tail_fraction)
+  reweighting = checks.choice(reweighting, 'reweighting',
+                              weighting.REWEIGHTINGS)
+  if privacy is not None:
+    _check_privacy(privacy)
+    if not privacy.has_quantile:
+      raise ValueError('DP-Delta-FL needs privacy.quantile_noise_multiplier '
+                       '(the loss histogram\'s noise); calibrate with a '
+                       'budget_ratio, or use build_dp_fedavg.')
+    if reweighting != 'threshold':
+      raise ValueError("reweighting='exact' ranks the clients' losses at the "
+                       'server: non-private only (privacy=None).')
+  return _build(model_fn, client_optimizer_fn, server_optimizer_fn,
+                _Spec('superquantile', theta, reweighting, privacy))
+
+
+def build_dp_fedavg(
+    model_fn: Callable[[], tff.learning.models.VariableModel],
+    client_optimizer_fn: tff.learning.optimizers.Optimizer,
+    server_optimizer_fn: Optional[tff.learning.optimizers.Optimizer] = None,
+    *,
+    privacy: privacy_lib.PrivacyConfig,
+) -> tff.learning.templates.LearningProcess:
+  """DP-FedAvg: the mean of the clients' clipped updates with the DDG.
+
+  The same skeleton, aggregator and accountant as DP-Delta-FL, with every
+  client in the tail (the sum divided by the public count n).
+  `privacy.quantile_noise_multiplier` must be None.
+  """
+  _check_privacy(privacy)
+  if privacy.has_quantile:
+    raise ValueError('DP-FedAvg releases no loss histogram: '
+                     'quantile_noise_multiplier must be None.')
+  return _build(model_fn, client_optimizer_fn, server_optimizer_fn,
+                _Spec('fedavg', privacy=privacy))
+
+
+def build_baseline(
+    objective: str,
+    model_fn: Callable[[], tff.learning.models.VariableModel],
+    client_optimizer_fn: tff.learning.optimizers.Optimizer,
+    server_optimizer_fn: Optional[tff.learning.optimizers.Optimizer] = None,
+    *,
+    tail_fraction: Optional[float] = None,
+    proximal_strength: Optional[float] = None,
+    q: Optional[float] = None,
+    lipschitz: Optional[float] = None,
+    tilt: Optional[float] = None,
+    seed: Optional[int] = None,
+) -> tff.learning.templates.LearningProcess:
+  """A non-private baseline of Table 2 on the same skeleton (NOT private).
+
+  Args:
+    objective: 'fedavg', 'fedavg_sub' (needs tail_fraction), 'fedprox'
+      (needs proximal_strength mu > 0: local loss + mu/2 ||w - w_0||^2),
+      'qffl' (needs q > 0 and lipschitz L = 1 / client learning rate),
+      'tilted' (needs tilt t > 0) or 'superquantile' (needs tail_fraction;
+      Algorithm 3, the same as build_superquantile_fl(reweighting='exact')).
+    model_fn, client_optimizer_fn, server_optimizer_fn: as for FedAvg.
+    seed: fedavg_sub's random choice of clients (tests; default: fresh
+      entropy).
+  """
+  objective = checks.choice(objective, 'objective', weighting.OBJECTIVES)
+  needs = {'fedavg_sub': ('tail_fraction',), 'superquantile':
+           ('tail_fraction',), 'fedprox': ('proximal_strength',),
+           'qffl': ('q', 'lipschitz'), 'tilted': ('tilt',)}.get(
+               objective, ())
+  given = dict(tail_fraction=tail_fraction,
+               proximal_strength=proximal_strength, q=q, lipschitz=lipschitz,
+               tilt=tilt)
+  for name, value in given.items():
+    if name in needs and value is None:
+      raise ValueError(f'objective={objective!r} needs {name}.')
+    if name not in needs and value is not None:
+      raise ValueError(f'{name} does not apply to objective={objective!r}.')
+  spec = _Spec(
+      objective,
+      tail_fraction=(None if tail_fraction is None else
+                     weighting.check_tail_fraction(tail_fraction)),
+      reweighting='exact',
+      proximal_strength=(0.0 if proximal_strength is None else
+                         checks.positive(proximal_strength,
+                                         'proximal_strength')),
+      q=None if q is None else checks.positive(q, 'q'),
+      lipschitz=(None if lipschitz is None else
+                 checks.positive(lipschitz, 'lipschitz')),
+      tilt=None if tilt is None else checks.positive(tilt, 'tilt'),
+      seed=checks.seed(seed))
+  return _build(model_fn, client_optimizer_fn, server_optimizer_fn, spec)
+
+
+def _check_privacy(privacy):
+  if not isinstance(privacy, privacy_lib.PrivacyConfig):
+    raise TypeError('privacy must be a tff_ddp.learning.PrivacyConfig (or '
+                    f'None), got {type(privacy).__name__}.')
+
+
+# ---------------------------------------------------------------------------
+# Client work
+
+
+def _num_examples(output):
+  if output.num_examples is not None:
+    return tf.cast(output.num_examples, tf.int64)
+  return tf.shape(output.predictions, out_type=tf.int64)[0]
+
+
+def _client_update_fn(model_fn, optimizer, proximal_strength):
+  """tf.function (weights, data) -> OrderedDict(loss, update, sq_norm,
+  finite): the loss at the initial weights, then local training."""
+  model = model_fn()
+  weights = tff.learning.models.ModelWeights.from_model(model)
+
+  @tf.function
+  def update_fn(initial_weights, data):
+    tf.nest.map_structure(lambda v, t: v.assign(t), weights, initial_weights)
+
+    def evaluate(state, batch):
+      total, count = state
+      output = model.forward_pass(batch, training=False)
+      n = _num_examples(output)
+      return (total + tf.cast(output.loss, tf.float64) * tf.cast(
+          n, tf.float64), count + n)
+
+    total, count = data.reduce(
+        (tf.constant(0.0, tf.float64), tf.constant(0, tf.int64)), evaluate)
+    loss = tf.math.divide_no_nan(total, tf.cast(count, tf.float64))
+
+    trainable = tuple(tf.nest.flatten(weights.trainable))
+    start = tuple(tf.nest.flatten(initial_weights.trainable))
+    specs = tuple(tf.TensorSpec(v.shape, v.dtype) for v in trainable)
+
+    def train(optimizer_state, batch):
+      with tf.GradientTape() as tape:
+        output = model.forward_pass(batch, training=True)
+      gradients = tape.gradient(output.loss, trainable)
+      if proximal_strength > 0:
+        gradients = tuple(
+            g + proximal_strength * (w - w0)
+            for g, w, w0 in zip(gradients, trainable, start))
+      optimizer_state, updated = optimizer.next(optimizer_state, trainable,
+                                                gradients)
+      for variable, value in zip(trainable, updated):
+        variable.assign(value)
+      return optimizer_state
+
+    data.reduce(optimizer.initialize(specs), train)
+    update = tf.nest.map_structure(tf.subtract, initial_weights.trainable,
+                                   weights.trainable)
+    flat = tf.nest.flatten(update)
+    finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(u))
+                            for u in flat])
+    update = tf.nest.map_structure(
+        lambda u: tf.where(finite, u, tf.zeros_like(u)), update)
+    sq_norm = tf.add_n([tf.reduce_sum(tf.square(tf.cast(u, tf.float64)))
+                        for u in tf.nest.flatten(update)])
+    return collections.OrderedDict(
+        loss=tf.cast(loss, tf.float32), update=update,
+        sq_norm=sq_norm, finite=finite)
+
+  return update_fn
+
+
+def _model_types(model_fn):
+  if not callable(model_fn):
+    raise TypeError('model_fn must be a no-arg callable returning a '
+                    'tff.learning.models.VariableModel (FunctionalModel is '
+                    f'not supported), got {model_fn!r}.')
+  with tf.Graph().as_default():
+    model = model_fn()
+    if not isinstance(model, tff.learning.models.VariableModel):
+      raise TypeError('model_fn must return a tff.learning.models.'
+                      f'VariableModel, got {type(model).__name__}.')
+    element_type = tff.types.tensorflow_to_type(model.input_spec)
+  weights_type = tff.learning.models.weights_type_from_model(model)
+  return tff.SequenceType(element_type), weights_type
+
+
+def _check_optimizer(optimizer, name):
+  if not isinstance(optimizer, tff.learning.optimizers.Optimizer):
+    raise TypeError(f'{name} must be a tff.learning.optimizers.Optimizer '
+                    f'(TFF 0.87 takes optimizers, not functions), got '
+                    f'{optimizer!r}.')
+  return optimizer
+
+
+# ---------------------------------------------------------------------------
+# The skeleton
+
+
+def _build(model_fn, client_optimizer, server_optimizer, spec: _Spec):
+  client_optimizer = _check_optimizer(client_optimizer, 'client_optimizer_fn')
+  server_optimizer = _check_optimizer(
+      server_optimizer or DEFAULT_SERVER_OPTIMIZER_FN(), 'server_optimizer_fn')
+  data_type, weights_type = _model_types(model_fn)
+  update_type = weights_type.trainable
+
+  @tff.tensorflow.computation
+  def initial_weights_fn():
+    return tff.learning.models.ModelWeights.from_model(model_fn())
+
+  distributor = tff.learning.templates.build_broadcast_process(weights_type)
+  finalizer = tff.learning.templates.build_apply_optimizer_finalizer(
+      server_optimizer, weights_type)
+  mu = spec.proximal_strength
+
+  @tff.tensorflow.computation(weights_type, data_type)
+  def client_train(weights, data):
+    return _client_update_fn(model_fn, client_optimizer, mu)(weights, data)
+
+  if spec.privacy is None:
+    parts = _non_private_parts(spec, client_train, update_type)
+  else:
+    parts = _private_parts(spec, client_train, update_type)
+  client_init, aggregator_init, round_fn = parts
+
+  @tff.federated_computation
+  def init_fn():
+    return tff.federated_zip(tff.learning.templates.LearningAlgorithmState(
+        tff.federated_eval(initial_weights_fn, tff.SERVER),
+        distributor.initialize(), client_init(), aggregator_init(),
+        finalizer.initialize()))
+
+  state_type = init_fn.type_signature.result
+
+  @tff.federated_computation(state_type,
+                             tff.FederatedType(data_type, tff.CLIENTS))
+  def next_fn(state, data):
+    distributed = distributor.next(state.distributor,
+                                   state.global_model_weights)
+    (client_state, aggregator_state, update, client_metrics,
+     aggregator_metrics, privacy_metrics) = round_fn(
+         state.client_work, state.aggregator, distributed.result, data)
+    finalized = finalizer.next(state.finalizer, state.global_model_weights,
+                               update)
+    new_state = tff.federated_zip(tff.learning.templates.LearningAlgorithmState(
+        finalized.result, distributed.state, client_state, aggregator_state,
+        finalized.state))
+    metrics = tff.federated_zip(collections.OrderedDict(
+        distributor=distributed.measurements, client_work=client_metrics,
+        aggregator=aggregator_metrics, finalizer=finalized.measurements,
+        privacy=privacy_metrics))
+    return tff.learning.templates.LearningProcessOutput(new_state, metrics)
+
+  member = state_type.member
+
+  @tff.tensorflow.computation(member)
+  def get_model_weights(state):
+    return state.global_model_weights
+
+  @tff.tensorflow.computation(member, member.global_model_weights)
+  def set_model_weights(state, model_weights):
+    return tff.learning.templates.LearningAlgorithmState(
+        model_weights, state.distributor, state.client_work, state.aggregator,
+        state.finalizer)
+
+  return tff.learning.templates.LearningProcess(init_fn, next_fn,
+                                                get_model_weights,
+                                                set_model_weights)
+
+
+def _non_private_event_metrics():
+  """The privacy metrics of a non-private round: infinite epsilon."""
+  import dp_accounting  # pylint: disable=g-import-not-at-top
+  inf = tf.constant(np.inf, tf.float64)
+  return collections.OrderedDict(
+      dp_event=event_io.event_structure(dp_accounting.NonPrivateDpEvent()),
+      round_epsilon=inf, epsilon=inf,
+      delta=tf.constant(0.0, tf.float64),
+      adversary=tf.constant('not private'))
+
+
+def _non_private_parts(spec, client_train, update_type):
+  """Ranking / weighting in the clear (NOT private)."""
+  objective = spec.objective
+  theta = spec.tail_fraction
+  gathers = objective in ('superquantile', 'fedavg_sub', 'tilted')
+  exact = spec.reweighting == 'exact' and objective == 'superquantile'
+  client_out_type = client_train.type_signature.result
+  test_seed = spec.seed
+
+  @tff.tensorflow.computation
+  def client_init():
+    return ()
+
+  @tff.tensorflow.computation
+  def round_init():
+    return collections.OrderedDict(round=tf.constant(0, tf.int64))
+
+  @tff.federated_computation
+  def client_init_federated():
+    return tff.federated_eval(client_init, tff.SERVER)
+
+  @tff.federated_computation
+  def aggregator_init():
+    return tff.federated_eval(round_init, tff.SERVER)
+
+  round_type = round_init.type_signature.result
+
+  @tff.tensorflow.computation(client_out_type, round_type)
+  def key_fn(out, round_state):
+    if objective != 'fedavg_sub':
+      return tf.cast(out['loss'], tf.float64)
+    if test_seed is None:
+      seed = entropy_lib.os_entropy_seed()
+    else:
+      digest = tf.bitcast(tf.fingerprint(tf.reshape(tf.bitcast(
+          out['loss'], tf.uint8), [1, -1]))[0], tf.int64)
+      seed = tf.random.experimental.stateless_fold_in(
+          tf.random.experimental.stateless_fold_in(
+              tf.constant([test_seed, 0xFEDA5], tf.int64),
+              round_state['round']), digest)
+    return tf.random.stateless_uniform([], seed=seed, dtype=tf.float64)
+
+  @tff.tensorflow.computation
+  def empty_keys():
+    return tf.zeros([0], tf.float64)
+
+  keys_type = tff.TensorType(np.float64, [None])
+
+  @tff.tensorflow.computation(keys_type, np.float64)
+  def accumulate(keys, key):
+    return tf.concat([keys, tf.reshape(key, [1])], 0)
+
+  @tff.tensorflow.computation(keys_type, keys_type)
+  def merge(a, b):
+    return tf.concat([a, b], 0)
+
+  @tff.tensorflow.computation(keys_type)
+  def server_parameters(keys):
+    if objective == 'tilted':
+      top = tf.reduce_max(tf.concat([keys, tf.zeros([1], tf.float64)], 0))
+      return collections.OrderedDict(tau=top, above=top, at=top)
+    if objective in ('superquantile', 'fedavg_sub'):
+      tau, above, at = weighting.tail_parameters(keys, theta, exact)
+      return collections.OrderedDict(tau=tau, above=above, at=at)
+    zero = tf.constant(0.0, tf.float64)
+    return collections.OrderedDict(tau=zero, above=zero, at=zero)
+
+  params_type = server_parameters.type_signature.result
+
+  def scalars(out, key, params):
+    """(a, h) of the objective (module table of `weighting`)."""
+    finite = tf.cast(out['finite'], tf.float64)
+    if objective in ('fedavg', 'fedprox'):
+      a = tf.constant(1.0, tf.float64)
+      h = a
+    elif objective in ('superquantile', 'fedavg_sub'):
+      a = weighting.client_tail_weight(key, params['tau'], params['above'],
+                                       params['at'])
+      h = a
+    elif objective == 'tilted':
+      a = tf.exp(spec.tilt * (tf.cast(out['loss'], tf.float64) -
+                              params['tau']))
+      h = a
+    else:  # qffl
+      a, h = weighting.qffl_client_scalars(out['loss'], out['sq_norm'],
+                                           spec.q, spec.lipschitz)
+    return a * finite, h * finite
+
+  def weighted(out, a, h):
+    return collections.OrderedDict(
+        update=tf.nest.map_structure(
+            lambda u: u * tf.cast(a, u.dtype), out['update']),
+        a=a, h=h, loss=tf.cast(out['loss'], tf.float64),
+        clients=tf.constant(1.0, tf.float64),
+        weighted_clients=tf.cast(a > 0, tf.float64))
+
+  if gathers:
+    @tff.tensorflow.computation(client_out_type, np.float64, params_type)
+    def client_weighted(out, key, params):
+      a, h = scalars(out, key, params)
+      return weighted(out, a, h)
+  else:
+    @tff.tensorflow.computation(client_out_type)
+    def client_weighted(out):
+      a, h = scalars(out, None, None)
+      return weighted(out, a, h)
+
+  summed_type = client_weighted.type_signature.result
+
+  @tff.tensorflow.computation(summed_type, params_type, round_type)
+  def server_update(summed, params, round_state):
+    update = tf.nest.map_structure(
+        lambda u: u / tf.cast(tf.maximum(summed['h'], 1e-300), u.dtype),
+        summed['update'])
+    update = tf.nest.map_structure(
+        lambda u: tf.where(summed['h'] > 0, u, tf.zeros_like(u)), update)
+    train = collections.OrderedDict(
+        loss=tf.math.divide_no_nan(summed['loss'], summed['clients']),
+        num_clients=tf.cast(summed['clients'], tf.int64))
+    client_metrics = collections.OrderedDict(train=train)
+    if objective == 'superquantile':
+      client_metrics['tail'] = collections.OrderedDict(
+          threshold=params['tau'],
+          tail_count=tf.cast(summed['weighted_clients'], tf.int64),
+          boundary_weight=params['at'])
+    new_round = collections.OrderedDict(round=round_state['round'] + 1)
+    return update, client_metrics, new_round, _non_private_event_metrics()
+
+  @tff.tensorflow.computation
+  def no_parameters():
+    return collections.OrderedDict(
+        tau=tf.constant(0.0, tf.float64), above=tf.constant(0.0, tf.float64),
+        at=tf.constant(0.0, tf.float64))
+
+  def round_fn(client_state, aggregator_state, weights, data):
+    out = tff.federated_map(client_train, (weights, data))
+    if gathers:
+      keys = tff.federated_map(
+          key_fn, (out, tff.federated_broadcast(aggregator_state)))
+      gathered = tff.federated_aggregate(keys, empty_keys(), accumulate,
+                                         merge, tff.tensorflow.computation(
+                                             lambda k: k, keys_type))
+      params = tff.federated_map(server_parameters, gathered)
+      contributions = tff.federated_map(
+          client_weighted, (out, keys, tff.federated_broadcast(params)))
+    else:
+      params = tff.federated_eval(no_parameters, tff.SERVER)
+      contributions = tff.federated_map(client_weighted, out)
+    summed = tff.federated_sum(contributions)
+    update, client_metrics, new_round, privacy_metrics = (
+        _unzip4(tff.federated_map(server_update,
+                                  (summed, params, aggregator_state))))
+    return (client_state, new_round, update, client_metrics,
+            tff.federated_value(collections.OrderedDict(), tff.SERVER),
+            privacy_metrics)
+
+  return client_init_federated, aggregator_init, round_fn
+
+
+def _select(value, key):
+  """value[key] of a SERVER structure, at the SERVER."""
+  member = value.type_signature.member
+
+  def pick(x):
+    return x[key]
+
+  return tff.federated_map(tff.tensorflow.computation(pick, member), value)
+
+
+def _unzip4(value):
+  """Four SERVER values from a SERVER 4-tuple."""
+  return tuple(_select(value, i) for i in range(4))
+
+
+def _private_parts(spec, client_train, update_type):
+  """DP-Delta-FL and DP-FedAvg (see the module docstring)."""
+  config = spec.privacy
+  theta = spec.tail_fraction
+  has_tail = spec.objective == 'superquantile'
+  client_out_type = client_train.type_signature.result
+  aggregator = config.update_factory().create(update_type)
+  accountant = config.tabulated_accountant(update_type)
+  quantile = config.quantile_parameters()
+  planning_event = config.round_event(update_type, quantile=quantile)
+  overrides = ('num_clients', 'sample_size')
+  delta = config.delta
+  upper = config.loss_upper_bound
+  num_bins = config.num_bins
+  if has_tail:
+    quantile_process = quantiles_lib.build_quantile_process_from_parameters(
+        quantile, 0.0, upper, [1.0 - theta], count=config.count,
+        estimator='paper', min_total_stddevs=0.0)
+
+  @tff.tensorflow.computation
+  def accountant_init():
+    return collections.OrderedDict(
+        (k, tf.constant(v)) for k, v in accountant.initial_state().items())
+
+  @tff.federated_computation
+  def client_init():
+    if has_tail:
+      return tff.federated_zip(collections.OrderedDict(
+          quantile=quantile_process.initialize()))
+    return tff.federated_value(collections.OrderedDict(), tff.SERVER)
+
+  @tff.federated_computation
+  def aggregator_init():
+    return tff.federated_zip(collections.OrderedDict(
+        model_update=aggregator.initialize(),
+        accountant=tff.federated_eval(accountant_init, tff.SERVER)))
+
+  accountant_type = accountant_init.type_signature.result
+
+  @tff.tensorflow.computation(accountant_type, np.int64)
+  def account(state, n):
+    new_state = accountant.compose(state, n)
+    counts = {name: n for name in overrides}
+    metrics = collections.OrderedDict(
+        dp_event=event_io.event_structure(planning_event, counts),
+        round_epsilon=accountant.epsilon(
+            accountant.compose(accountant.initial_state(), n), delta),
+        epsilon=accountant.epsilon(new_state, delta),
+        delta=tf.constant(delta, tf.float64),
+        adversary=tf.constant(config.adversary))
+    return new_state, metrics
+
+  @tff.tensorflow.computation(client_out_type)
+  def loss_of(out):
+    return out['loss']
+
+  @tff.tensorflow.computation(client_out_type)
+  def whole_update(out):
+    return out['update']
+
+  if has_tail:
+    q_result_type = quantile_process.next.type_signature.result.result.member
+    q_measurement_type = (
+        quantile_process.next.type_signature.result.measurements.member)
+
+    @tff.tensorflow.computation(q_result_type, q_measurement_type)
+    def read_tail(result, measurements):
+      """The bin k, Q, the private tail count; all from the noisy sum."""
+      del result  # the CDF's eq. 1 bin is the estimate's (tested)
+      return weighting.private_tail(
+          measurements['cdf'], measurements['noisy_total'],
+          measurements['aggregator']['participating_clients'], theta, upper,
+          num_bins, config.count, config.tail_count)
+
+    tail_type = read_tail.type_signature.result
+
+    @tff.tensorflow.computation(client_out_type, np.int64)
+    def tail_update(out, k):
+      tail = weighting.in_tail(out['loss'], k, upper, num_bins)
+      return tf.nest.map_structure(
+          lambda u: tf.where(tail, u, tf.zeros_like(u)), out['update'])
+
+  summed_type = aggregator.next.type_signature.result.result.member
+  measurement_type = aggregator.next.type_signature.result.measurements.member
+
+  def normalise(summed, normaliser):
+    return tf.nest.map_structure(
+        lambda u: u / tf.cast(tf.maximum(normaliser, 1.0), u.dtype), summed)
+
+  @tff.tensorflow.computation(summed_type, measurement_type)
+  def mean_update(summed, measurements):
+    n = tf.cast(measurements['participating_clients'], tf.float64)
+    return normalise(summed, n)
+
+  if has_tail:
+    @tff.tensorflow.computation(summed_type, tail_type)
+    def tail_mean_update(summed, tail):
+      return normalise(summed, tail['tail_count'])
+
+  @tff.tensorflow.computation(measurement_type)
+  def count_of(measurements):
+    return tf.cast(measurements['participating_clients'], tf.int64)
+
+  @tff.tensorflow.computation
+  def no_loss():
+    return collections.OrderedDict(
+        train=collections.OrderedDict(loss=tf.constant(np.nan, tf.float64)))
+
+  def round_fn(client_state, aggregator_state, weights, data):
+    out = tff.federated_map(client_train, (weights, data))
+    if has_tail:
+      q_out = quantile_process.next(client_state['quantile'],
+                                    tff.federated_map(loss_of, out))
+      tail = tff.federated_map(read_tail, (q_out.result, q_out.measurements))
+      k = tff.federated_map(tff.tensorflow.computation(
+          lambda t: t['bin'], tail_type), tail)
+      values = tff.federated_map(tail_update,
+                                 (out, tff.federated_broadcast(k)))
+      new_client_state = tff.federated_zip(
+          collections.OrderedDict(quantile=q_out.state))
+    else:
+      values = tff.federated_map(whole_update, out)
+      new_client_state = client_state
+    aggregated = aggregator.next(aggregator_state['model_update'], values)
+    if has_tail:
+      update = tff.federated_map(tail_mean_update,
+                                 (aggregated.result, tail))
+      client_metrics = tff.federated_zip(collections.OrderedDict(
+          train=tff.federated_zip(collections.OrderedDict(
+              loss=tff.federated_map(tff.tensorflow.computation(
+                  lambda t: t['loss'], tail_type), tail))),
+          tail=tff.federated_zip(collections.OrderedDict(
+              threshold=tff.federated_map(tff.tensorflow.computation(
+                  lambda t: t['threshold'], tail_type), tail),
+              bin=k,
+              tail_count=tff.federated_map(tff.tensorflow.computation(
+                  lambda t: t['tail_count'], tail_type), tail),
+              histogram_tail_count=tff.federated_map(
+                  tff.tensorflow.computation(
+                      lambda t: t['histogram_tail_count'], tail_type), tail),
+              fallback=tff.federated_map(tff.tensorflow.computation(
+                  lambda t: t['fallback'], tail_type), tail),
+              quantile=q_out.measurements))))
+    else:
+      update = tff.federated_map(mean_update, (aggregated.result,
+                                               aggregated.measurements))
+      client_metrics = tff.federated_eval(no_loss, tff.SERVER)
+    n = tff.federated_map(count_of, aggregated.measurements)
+    accounted = tff.federated_map(account,
+                                  (aggregator_state['accountant'], n))
+    new_accountant = tff.federated_map(tff.tensorflow.computation(
+        lambda x: x[0], account.type_signature.result), accounted)
+    privacy_metrics = tff.federated_map(tff.tensorflow.computation(
+        lambda x: x[1], account.type_signature.result), accounted)
+    new_aggregator_state = tff.federated_zip(collections.OrderedDict(
+        model_update=aggregated.state, accountant=new_accountant))
+    return (new_client_state, new_aggregator_state, update, client_metrics,
+            aggregated.measurements, privacy_metrics)
+
+  return client_init, aggregator_init, round_fn

@@ -1,0 +1,240 @@
+"""Fast rounds of the learning processes for sweeps (linear softmax models).
+
+A TFF round of `tff_ddp.learning` with 100 clients costs seconds (per-client
+plumbing); the B.3 sweep of the quantile paper (1000 rounds per run, a grid
+of configurations, several seeds and budgets) needs the same algorithm
+without it. For the linear softmax model of the B.3 task this module runs
+rounds on numpy batches and composes the *same* pieces as the processes:
+
+* local training: `local_steps` full-batch gradient steps of size
+  `learning_rate` on the mean cross-entropy (the process's client update
+  with SGD on one-batch datasets); u_i = w - w_i;
+* non-private weightings: the numpy references of
+  `tff_ddp.learning.weighting` (which the tests check against the process);
+* DP-Delta-FL: the loss histogram is `tff_ddp.analytics.simulation`'s
+  distribution-exact noisy sum of the same encodings with the same
+  calibrated aggregator, the CDF `histograms.estimate_cdf`, the tail
+  `weighting.private_tail` / `weighting.in_tail` (the process's own
+  functions); the update sum is `tff_ddp.aggregators.simulation.BatchedSum`
+  of the process's `DiscreteGaussianSumFactory` (its client and server code,
+  batched), divided as the process divides;
+* the server step w <- w - aggregate (SGD, learning rate 1).
+
+What differs from the TFF process: float64 instead of float32 for the model
+arithmetic, and independent noise streams instead of fresh kernel entropy
+(the same distribution). `tff_ddp_tests/learning/simulation_test.py` checks a
+non-private run against the TFF process and the private pieces against the
+process's round.
+"""
+
+import collections
+import dataclasses
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+
+from tff_ddp.aggregators import simulation as aggregator_simulation
+from tff_ddp.analytics import histograms as hg
+from tff_ddp.analytics import simulation as analytics_simulation
+from tff_ddp.learning import privacy as privacy_lib
+from tff_ddp.learning import tasks as tasks_lib
+from tff_ddp.learning import weighting
+from tff_ddp.utils import checks
+
+OBJECTIVES = ('fedavg', 'superquantile')
+
+
+@dataclasses.dataclass
+class RunResult:
+  """A simulated run: final weights, per-client errors, per-round traces."""
+
+  kernel: np.ndarray
+  bias: np.ndarray
+  test_errors: np.ndarray
+  validation_errors: np.ndarray
+  trace: dict
+  epsilon: float
+
+
+def softmax_loss_and_update(kernel, bias, x, y, learning_rate, local_steps):
+  """Per-client loss at (kernel, bias) and update u = w - w_local.
+
+  x [clients, size, features], y [clients, size]; returns loss [clients],
+  update_kernel [clients, features, classes], update_bias [clients,
+  classes].
+  """
+  clients, size, _ = x.shape
+  classes = kernel.shape[1]
+  onehot = np.eye(classes)[y]
+  xt = np.swapaxes(x, 1, 2)
+  k, b = kernel, bias  # shared by all clients until the first step
+  loss = None
+  for step in range(local_steps):
+    if step == 0:
+      logits = x @ kernel + bias
+    else:
+      logits = x @ k + b[:, None, :]
+    logits -= logits.max(-1, keepdims=True)
+    log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    if step == 0:
+      loss = -(onehot * log_p).sum(-1).mean(-1)
+    residual = (np.exp(log_p) - onehot) / size
+    k = k - learning_rate * (xt @ residual)
+    b = b - learning_rate * residual.sum(1)
+  return loss, kernel[None] - k, bias[None] - b
+
+
+def errors(kernel, bias, clients: tasks_lib.ClientArrays) -> np.ndarray:
+  """Per-client misclassification rate."""
+  logits = np.einsum('csf,fk->csk', clients.x.astype(np.float64),
+                     kernel) + bias
+  return (logits.argmax(-1) != clients.y).mean(-1)
+
+
+def _tail_reader(privacy, theta):
+  """(losses, round, seed) -> (the server's private_tail as floats, mask).
+
+  The quantile process's round: the clients' encodings
+  (`analytics.simulation.encodings`) summed by `BatchedSum` of the
+  histogram's own factory, the CDF (`histograms.estimate_cdf`), then
+  `weighting.private_tail` and `weighting.in_tail` -- the process's
+  functions.
+  """
+  quantile = privacy.quantile_parameters()
+  summer = aggregator_simulation.BatchedSum(quantile.factory,
+                                            quantile.value_type)
+  method, bins, upper = (privacy.histogram, privacy.num_bins,
+                         privacy.loss_upper_bound)
+
+  @tf.function
+  def post(noisy, losses, num_clients):
+    cdf = hg.estimate_cdf(method, noisy, bins, privacy.count,
+                          num_clients=num_clients)
+    tail = weighting.private_tail(
+        cdf, hg.estimated_total(method, noisy, bins), num_clients, theta,
+        upper, bins, privacy.count, privacy.tail_count)
+    return tail, weighting.in_tail(losses, tail['bin'], upper, bins)
+
+  def read(losses, round_index, seed):
+    codes = analytics_simulation.encodings(method, losses, 0.0, upper, bins)
+    noisy, _ = summer(codes, round_index, seed)
+    tail, mask = post(tf.constant(noisy), tf.constant(losses),
+                      tf.constant(len(losses), tf.int64))
+    return ({k: float(v) for k, v in tail.items()},
+            mask.numpy().astype(np.float64))
+
+  return read
+
+
+class LinearSimulator:
+  """Simulated rounds of the learning processes on a linear softmax task.
+
+  Args:
+    task: a `tasks.Task` whose clients all hold the same number of examples
+      (B.3).
+    learning_rate: the client's step size (0.1 in B.3).
+    local_steps: full-batch steps per round (1 in B.3).
+  """
+
+  def __init__(self, task: tasks_lib.Task, learning_rate: float = 0.1,
+               local_steps: int = 1):
+    self.task = task
+    self.learning_rate = checks.positive(learning_rate, 'learning_rate')
+    self.local_steps = checks.integer(local_steps, 'local_steps', 1)
+    self.features = int(np.prod(task.input_shape))
+    self.classes = task.num_classes
+    self._x = task.train.x.reshape(task.train.num_clients, -1,
+                                   self.features).astype(np.float64)
+    self._y = task.train.y
+    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+    self.update_type = tff.StructWithPythonType([
+        tff.TensorType(np.float32, [self.features, self.classes]),
+        tff.TensorType(np.float32, [self.classes])], list)
+
+  def run(self, objective: str, rounds: int, clients_per_round: int,
+          seed: int, tail_fraction: Optional[float] = None,
+          reweighting: str = 'exact',
+          privacy: Optional[privacy_lib.PrivacyConfig] = None,
+          trace_every: int = 0, cohorts=None) -> RunResult:
+    """One run (fresh zero model, cohorts without replacement each round).
+
+    Args:
+      objective: 'fedavg' or 'superquantile'.
+      rounds, clients_per_round: T and n.
+      seed: cohorts and noise.
+      tail_fraction, reweighting: as for the processes (non-private
+        superquantile: 'exact' or 'threshold').
+      privacy: None (non-private) or the PrivacyConfig of DP-Delta-FL /
+        DP-FedAvg (quantile_noise_multiplier set iff superquantile).
+      trace_every: record test errors every this many rounds (0: never).
+      cohorts: optional list of `rounds` index arrays (the clients of each
+        round) instead of sampling them.
+    """
+    objective = checks.choice(objective, 'objective', OBJECTIVES)
+    rounds = checks.integer(rounds, 'rounds', 1)
+    m = checks.integer(clients_per_round, 'clients_per_round', 1,
+                       self.task.train.num_clients)
+    seed = checks.integer(seed, 'seed', 0)
+    theta = (weighting.check_tail_fraction(tail_fraction)
+             if objective == 'superquantile' else None)
+    reweighting = checks.choice(reweighting, 'reweighting',
+                                weighting.REWEIGHTINGS)
+    rng = np.random.default_rng([seed, 0xB3])
+    kernel = np.zeros((self.features, self.classes))
+    bias = np.zeros(self.classes)
+    trace = collections.defaultdict(list)
+    private = privacy is not None
+    if private:
+      if (objective == 'superquantile') != privacy.has_quantile:
+        raise ValueError('privacy.quantile_noise_multiplier must be set for '
+                         'superquantile and only then.')
+      summer = aggregator_simulation.BatchedSum(privacy.update_factory(),
+                                                self.update_type)
+      if objective == 'superquantile':
+        read_tail = _tail_reader(privacy, theta)
+    for t in range(rounds):
+      cohort = (rng.choice(self.task.train.num_clients, m, replace=False)
+                if cohorts is None else np.asarray(cohorts[t]))
+      m = len(cohort)
+      loss, uk, ub = softmax_loss_and_update(
+          kernel, bias, self._x[cohort], self._y[cohort], self.learning_rate,
+          self.local_steps)
+      if not private:
+        if objective == 'fedavg':
+          a = np.full(m, 1.0 / m)
+        elif reweighting == 'exact':
+          a = weighting.superquantile_weights(loss, theta)
+        else:
+          a = weighting.threshold_weights(loss, theta)
+        kernel = kernel - np.einsum('c,cfk->fk', a, uk)
+        bias = bias - a @ ub
+        trace['tail_count'].append(float(np.sum(a > 0)))
+      else:
+        values = np.concatenate([uk.reshape(m, -1), ub], axis=1)
+        round_seed = int(rng.integers(2**62))
+        if objective == 'superquantile':
+          tail, mask = read_tail(loss.astype(np.float32), t,
+                                 round_seed % (2**62))
+          values = values * mask[:, None]
+          divisor = tail['tail_count']
+          trace['tail_count'].append(float(mask.sum()))
+          trace['threshold'].append(tail['threshold'])
+        else:
+          divisor = float(m)
+        summed, _ = summer(values, t, round_seed % (2**62))
+        aggregate = summed / max(divisor, 1.0)
+        kernel = kernel - aggregate[:self.features * self.classes].reshape(
+            self.features, self.classes)
+        bias = bias - aggregate[self.features * self.classes:]
+      trace['loss'].append(float(loss.mean()))
+      if trace_every and (t + 1) % trace_every == 0:
+        trace['test_error_mean'].append(float(errors(
+            kernel, bias, self.task.test).mean()))
+    epsilon = (privacy.epsilon(self.update_type, rounds) if private
+               else float('inf'))
+    return RunResult(kernel=kernel, bias=bias,
+                     test_errors=errors(kernel, bias, self.task.test),
+                     validation_errors=errors(kernel, bias,
+                                              self.task.validation),
+                     trace=dict(trace), epsilon=epsilon)

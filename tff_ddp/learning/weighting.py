@@ -1,0 +1,263 @@
+"""How each objective weights the clients of a round: the math, in one place.
+
+Every learning process of `tff_ddp.learning` updates the server model with
+
+  w+ = w - server_opt( sum_i a_i u_i / sum_i h_i ),   u_i = w - w_i (local)
+
+and the objectives differ only in the client scalars (a_i, h_i):
+
+| objective | a_i | h_i | paper |
+|---|---|---|---|
+| fedavg, fedprox | 1 | 1 | McMahan et al. 2017; Li et al. 2020 (prox term in local training) |
+| fedavg_sub | 1 on ceil(theta n) random clients | = a_i | superquantile paper Sec. 7.2 |
+| superquantile, 'exact' | pi_i of Algorithm 3 | = a_i (sum 1) | superquantile paper Alg. 3, Prop. 3 |
+| superquantile, 'threshold' | 1[F_i >= Q] | = a_i | Alg. 1 (exact quantile Q) |
+| qffl | L F_i^q | q F_i^(q-1) L^2 ||u_i||^2 + L F_i^q | Li et al. 2020, q-FedAvg |
+| tilted | exp(t (F_i - max_j F_j)) | = a_i | Li et al. 2021 (TERM), cohort-level tilt |
+
+(F_i: client i's loss at w, before local training; n: the clients of the
+round; L = 1 / client learning rate for q-FFL.)
+
+Algorithm 3's weights (superquantile paper eq. 9, line 3):
+
+  pi = argmax { sum_i pi_i F_i : sum_i pi_i = 1, 0 <= pi_i <= 1/(theta n) }.
+
+The maximiser fills the cap 1/(theta n) from the largest loss down; with
+k = floor(theta n) the top k clients get the cap and the next one the rest,
+1 - k/(theta n) -- the fractional boundary weight -- and everyone else 0
+(Proposition 3; the papers' printed index i* is garbled, this is the LP's
+greedy solution). With ties at the boundary the argmax is not unique; this
+module splits the boundary mass equally among the tied clients (an optimal
+point too: same total on the tied group, each within the cap). In closed
+form, with tau the (k + 1)-th largest loss (the n-th when k = n), a the
+number of losses > tau and g the number equal to tau:
+
+  pi_i = 1/(theta n)               if F_i > tau,
+         (1 - a/(theta n)) / g     if F_i = tau,
+         0                         otherwise.
+
+The server needs only (tau, 1/(theta n), (1 - a/(theta n))/g) to hand every
+client its weight, which the client computes from its own loss. The hard
+threshold of Algorithm 1 with the exact quantile is the same with
+k = ceil(theta n): tau the k-th largest, every client with F_i >= tau weighted
+1 / #{F_i >= tau}.
+
+Both need the losses at the server -- the non-private variants only. The
+private variant (Algorithm 4, `tff_ddp.learning.processes`) thresholds at a
+DP quantile and never ranks the clients.
+
+The numpy functions here are the references the tests check the TF
+functions (and the processes) against.
+"""
+
+import math
+from typing import Tuple
+
+import numpy as np
+
+from tff_ddp.utils import checks
+
+OBJECTIVES = ('fedavg', 'fedavg_sub', 'fedprox', 'qffl', 'tilted',
+              'superquantile')
+REWEIGHTINGS = ('threshold', 'exact')
+# Losses below this are treated as this in q-FFL's F^(q-1).
+_MIN_QFFL_LOSS = 1e-12
+
+
+def check_tail_fraction(tail_fraction) -> float:
+  """theta in (0, 1]."""
+  return checks.real(tail_fraction, 'tail_fraction', 0.0, 1.0,
+                     low_open=True)
+
+
+# ---------------------------------------------------------------------------
+# numpy references
+
+
+def superquantile_weights(losses, tail_fraction: float) -> np.ndarray:
+  """Algorithm 3's pi (ties at the boundary split equally), by water filling.
+
+  An independent construction from the closed form above: sort, give each
+  client in turn min(cap, what is left), then average the weights within
+  each group of equal losses.
+  """
+  losses = np.asarray(losses, np.float64)
+  theta = check_tail_fraction(tail_fraction)
+  n = losses.size
+  if n == 0:
+    return np.zeros(0)
+  cap = 1.0 / (theta * n)
+  order = np.argsort(-losses, kind='stable')
+  pi = np.zeros(n)
+  left = 1.0
+  for i in order:
+    pi[i] = min(cap, left)
+    left -= pi[i]
+  for value in np.unique(losses):
+    group = losses == value
+    pi[group] = pi[group].mean()
+  return pi
+
+
+def threshold_weights(losses, tail_fraction: float) -> np.ndarray:
+  """Algorithm 1 with the exact quantile: 1[F_i >= tau] / #{F >= tau},
+  tau the ceil(theta n)-th largest loss."""
+  losses = np.asarray(losses, np.float64)
+  theta = check_tail_fraction(tail_fraction)
+  n = losses.size
+  if n == 0:
+    return np.zeros(0)
+  k = min(n, max(1, math.ceil(theta * n - 1e-9)))
+  tau = np.sort(losses)[::-1][k - 1]
+  tail = losses >= tau
+  return tail / tail.sum()
+
+
+def superquantile(losses, tail_fraction: float) -> float:
+  """The (1 - theta)-superquantile of the losses: sum_i pi_i F_i (eq. 7)."""
+  losses = np.asarray(losses, np.float64)
+  return float(np.dot(superquantile_weights(losses, tail_fraction), losses))
+
+
+def tilted_weights(losses, tilt: float) -> np.ndarray:
+  """exp(t F_i) / sum_j exp(t F_j) (TERM's weights on the cohort)."""
+  losses = np.asarray(losses, np.float64)
+  a = np.exp(tilt * (losses - losses.max()))
+  return a / a.sum()
+
+
+def qffl_scalars(losses, update_sq_norms, q: float,
+                 lipschitz: float) -> Tuple[np.ndarray, np.ndarray]:
+  """(a_i, h_i) of q-FedAvg (Li et al. 2020, Algorithm 3)."""
+  f = np.maximum(np.asarray(losses, np.float64), _MIN_QFFL_LOSS)
+  sq = np.asarray(update_sq_norms, np.float64)
+  a = lipschitz * f**q
+  h = q * f**(q - 1) * lipschitz**2 * sq + lipschitz * f**q
+  return a, h
+
+
+# ---------------------------------------------------------------------------
+# TF: the server's parameters from the round's keys, and each client's share
+
+
+def tail_parameters(keys, tail_fraction: float, exact: bool):
+  """(tau, weight above tau, weight at tau) from all keys of the round (TF).
+
+  `exact`: Algorithm 3 (k = floor(theta n), fractional boundary weight);
+  otherwise the hard threshold at the ceil(theta n)-th largest key. n = 0
+  gives tau = +inf (no client weighted).
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  theta = check_tail_fraction(tail_fraction)
+  keys = tf.cast(tf.reshape(keys, [-1]), tf.float64)
+  n = tf.size(keys, out_type=tf.int64)
+  nf = tf.cast(n, tf.float64)
+  ordered = tf.sort(keys, direction='DESCENDING')
+  if exact:
+    k = tf.cast(tf.floor(theta * nf + 1e-9), tf.int64)
+    rank = tf.minimum(k + 1, n)
+  else:
+    rank = tf.clip_by_value(
+        tf.cast(tf.math.ceil(theta * nf - 1e-9), tf.int64), 1,
+        tf.maximum(n, 1))
+  # An empty round: tau = +inf (the padding), nobody weighted.
+  padded = tf.concat([ordered, tf.constant([math.inf], tf.float64)], 0)
+  tau = tf.gather(padded, tf.where(tf.equal(n, 0), n, rank - 1))
+  above = tf.reduce_sum(tf.cast(keys > tau, tf.float64))
+  at = tf.reduce_sum(tf.cast(tf.equal(keys, tau), tf.float64))
+  if exact:
+    cap = 1.0 / (theta * tf.maximum(nf, 1.0))
+    w_above = cap
+    w_at = tf.math.divide_no_nan(tf.maximum(1.0 - above * cap, 0.0), at)
+  else:
+    w_above = tf.math.divide_no_nan(1.0, above + at)
+    w_at = w_above
+  return tau, w_above, w_at
+
+
+def client_tail_weight(key, tau, w_above, w_at):
+  """A client's weight from its key and the server's parameters (TF)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  key = tf.cast(key, tf.float64)
+  return tf.where(key > tau, w_above,
+                  tf.where(tf.equal(key, tau), w_at,
+                           tf.zeros_like(w_above)))
+
+
+def qffl_client_scalars(loss, update_sq_norm, q: float, lipschitz: float):
+  """(a_i, h_i) of q-FedAvg for one client (TF)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  f = tf.maximum(tf.cast(loss, tf.float64), _MIN_QFFL_LOSS)
+  sq = tf.cast(update_sq_norm, tf.float64)
+  a = lipschitz * tf.pow(f, q)
+  h = q * tf.pow(f, q - 1.0) * lipschitz**2 * sq + lipschitz * tf.pow(f, q)
+  return a, h
+
+
+# ---------------------------------------------------------------------------
+# TF: the private tail (DP-Delta-FL), from the noisy CDF only
+
+
+def private_tail(cdf, noisy_total, num_clients, tail_fraction: float,
+                 upper: float, num_bins: int, count: str, tail_count: str):
+  """What the server reads from the noisy loss histogram (TF).
+
+  Args:
+    cdf: the quantile process's CDF at the b right edges (NaN if unusable).
+    noisy_total: its noisy total count; num_clients: n (public).
+    tail_fraction: theta; upper: B; num_bins: b.
+    count: 'exact' (the CDF is normalised by n) or 'estimated'.
+    tail_count: 'expected' (theta n) or 'histogram'.
+
+  Returns:
+    OrderedDict(bin=k (eq. 1 for p = 1 - theta; -1 if unusable),
+    threshold=Q (the right edge of bin k; 0 if unusable), tail_count (the
+    update's divisor), histogram_tail_count (n_tail read from the histogram,
+    clipped to [1, n]), loss (the mean clipped loss at the bin centres),
+    fallback (unusable: every client in the tail, divided by n)).
+  """
+  import collections  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
+  theta = check_tail_fraction(tail_fraction)
+  cdf = tf.cast(tf.reshape(cdf, [num_bins]), tf.float64)
+  finite = tf.reduce_all(tf.math.is_finite(cdf))
+  n = tf.cast(num_clients, tf.float64)
+  usable = finite & (n > 0)
+  clean = tf.where(tf.math.is_finite(cdf), cdf, tf.zeros_like(cdf))
+  k = tf.where(usable, hg.quantile_indices(clean, [1.0 - theta])[0],
+               tf.constant(-1, tf.int64))
+  total = n if count == 'exact' else tf.cast(noisy_total, tf.float64)
+  # Clients at or above the edge l_{k+1}: total (1 - F_k); for the last bin
+  # the histogram only knows the whole bin (from its left edge).
+  below = tf.gather(clean, tf.clip_by_value(tf.minimum(k, num_bins - 2), 0,
+                                            num_bins - 1))
+  histogram_count = tf.clip_by_value(total * (1.0 - below), 1.0,
+                                     tf.maximum(n, 1.0))
+  divisor = theta * n if tail_count == 'expected' else histogram_count
+  divisor = tf.where(usable, divisor, n)
+  edges = tf.constant(hg.edges(0.0, upper, num_bins))
+  threshold = tf.where(usable, tf.gather(edges, tf.maximum(k, 0)),
+                       tf.constant(0.0, tf.float64))
+  mass = clean - tf.concat([tf.zeros([1], tf.float64), clean[:-1]], 0)
+  centres = edges - upper / num_bins / 2.0
+  total_mass = tf.reduce_sum(mass)
+  loss = tf.where(usable & (total_mass > 0),
+                  tf.math.divide_no_nan(tf.reduce_sum(mass * centres),
+                                        total_mass),
+                  tf.constant(math.nan, tf.float64))
+  return collections.OrderedDict(
+      bin=k, threshold=threshold, tail_count=divisor,
+      histogram_tail_count=histogram_count, loss=loss,
+      fallback=tf.logical_not(usable))
+
+
+def in_tail(loss, tail_bin, upper: float, num_bins: int):
+  """A client's tail membership: its loss is in a bin above `tail_bin`, i.e.
+  loss >= Q (for the last bin: loss >= B); every client if tail_bin = -1.
+  Works elementwise on a vector of losses too (TF)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
+  loss = tf.cast(loss, tf.float64)
+  index = hg.bin_index(loss, 0.0, upper, num_bins)
+  return (index > tf.cast(tail_bin, tf.int64)) | (loss >= upper)
