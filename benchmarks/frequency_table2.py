@@ -30,6 +30,10 @@ the eq. 5 clip computed without noise), OcPBM (TFFE), C_median (TFFE with
 target 1/2), Normalize, Sample(one), Sample(0.25).
 
   .venv/bin/python benchmarks/frequency_table2.py [--runs 5]
+
+(~3 minutes per dataset and d with --runs 3 on 2 cores, calibration
+included: about 18 minutes for the whole table; not in `make bench`.)
+Rows: ours, the paper's (block A), and the ratio ours / paper.
 """
 
 import argparse
