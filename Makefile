@@ -33,6 +33,7 @@ bench: setup
 	$(VENV_PY) benchmarks/quantiles_vs_tff.py
 	$(VENV_PY) benchmarks/quantile_estimators.py
 	$(VENV_PY) benchmarks/quantiles_table5.py
+	$(VENV_PY) benchmarks/frequency_table1.py
 
 # Re-resolve requirements/lock.txt (needs the registry).
 lock:

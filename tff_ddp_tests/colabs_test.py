@@ -56,6 +56,7 @@ class FoundTest(parameterized.TestCase):
   def test_found(self):
     self.assertIn('federated_quantiles.ipynb', _NOTEBOOKS)
     self.assertIn('distributed_discrete_gaussian.ipynb', _NOTEBOOKS)
+    self.assertIn('federated_frequency.ipynb', _NOTEBOOKS)
 
 
 class CommittedOutputsTest(parameterized.TestCase):

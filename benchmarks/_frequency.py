@@ -1,0 +1,110 @@
+"""Shared pieces of the frequency-estimation benchmarks (Tables 1-3, Fig. 3).
+
+The paper ("Bounding Contribution Optimally for Federated Frequency
+Estimation under User-level Distributed Differential Privacy") fixes the
+cPBM parameters (theta, m) and reports epsilon by its Lemma 2; this library
+takes epsilon. `at_paper_parameters` goes through the public API anyway:
+it computes our accountant's epsilon of the paper's (theta, m) (zero-out,
+the Haar encoding's l0), asks for that epsilon with theta fixed and m
+calibrated, and checks that m comes back as the paper's. `published` is
+the paper's column (Lemma 2 as printed: replace-one over all coordinates).
+"""
+
+import math
+import os
+
+import _common  # pylint: disable=unused-import
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIGURES = os.path.join(HERE, 'figures')
+
+
+def epsilon_of(events, delta):
+  import dp_accounting  # pylint: disable=g-import-not-at-top
+  from tff_ddp.accounting import accountant  # pylint: disable=g-import-not-at-top
+  return accountant.epsilon(dp_accounting.ComposedDpEvent(list(events)),
+                            delta)[0]
+
+
+def pbm(theta, m, n, k):
+  from tff_ddp.accounting import events  # pylint: disable=g-import-not-at-top
+  return events.PoissonBinomialDpEvent(theta, m, n, k)
+
+
+def output_dim(d):
+  from tff_ddp.encoders import registry  # pylint: disable=g-import-not-at-top
+  return registry.make_encoder('kashin', d).output_dim
+
+
+def at_paper_parameters(protocol, d, n, delta, theta=0.2, m=30,
+                        quantile_theta=0.2, quantile_m=3, num_bins=64,
+                        indicator_m=None, **kwargs):
+  """FrequencyParameters with the paper's (theta, m) (and (theta', m')).
+
+  Returns (params, our_epsilon, published_epsilon).
+  """
+  from tff_ddp.analytics import frequency as fq  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import frequency_process as fp  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
+  big_d = output_dim(d)
+  freq = pbm(theta, m, n, big_d)
+  margin = 1 + 1e-4  # calibration stops <= 0.1% below its target
+  if protocol == 'two_phase':
+    l0 = hg.sensitivities('haar', num_bins)[2]
+    first = pbm(quantile_theta, quantile_m, n, l0)
+    eps1, eps2 = epsilon_of([first], delta), epsilon_of([freq], delta)
+    ours = epsilon_of([first, freq], delta)
+    published = fq.published_epsilon(
+        [(theta, m, n, big_d), (quantile_theta, quantile_m, n,
+                                num_bins - 1)], delta)
+    params = fp.frequency_parameters(
+        'two_phase', d, n, ours * margin, delta, calibrate='num_trials',
+        theta=theta, quantile_num_trials=quantile_m, num_bins=num_bins,
+        budget_fraction=eps1 / (eps1 + eps2), **kwargs)
+  elif protocol == 'multi_round':
+    indicator_m = m if indicator_m is None else indicator_m
+    first = pbm(quantile_theta, indicator_m, n, 1)
+    eps1, eps2 = epsilon_of([first], delta), epsilon_of([freq], delta)
+    ours = epsilon_of([first, freq], delta)
+    published = fq.published_epsilon(
+        [(theta, m, n, big_d), (quantile_theta, indicator_m, n, 1)], delta)
+    params = fp.frequency_parameters(
+        'multi_round', d, n, ours * margin, delta, calibrate='num_trials',
+        theta=theta, indicator_num_trials=indicator_m,
+        budget_fraction=eps1 / (eps1 + eps2), **kwargs)
+  else:
+    ours = epsilon_of([freq], delta)
+    published = fq.published_epsilon([(theta, m, n, big_d)], delta)
+    params = fp.frequency_parameters(
+        protocol, d, n, ours * margin, delta, calibrate='num_trials',
+        theta=theta, **kwargs)
+  if params.num_trials != m:
+    raise AssertionError(f'calibration gave m = {params.num_trials}, not {m}')
+  return params, ours, published
+
+
+def mean_std(values):
+  values = np.asarray(values, np.float64)
+  return float(values.mean()), float(values.std())
+
+
+def cell(values, digits=2):
+  mean, std = mean_std(values)
+  return f'{mean:.{digits}f} ± {std:.{digits}f}'
+
+
+def dataset(name, n, d, seed):
+  from tff_ddp.analytics import frequency_data as fd  # pylint: disable=g-import-not-at-top
+  return fd.load(name, n, d, seed)
+
+
+def savefig(fig, name):
+  os.makedirs(FIGURES, exist_ok=True)
+  path = os.path.join(FIGURES, name)
+  fig.savefig(path, dpi=110)
+  return path
+
+
+def fmt_ratio(a, b):
+  return f'{a / b:.3f}' if b > 0 and math.isfinite(a) else 'nan'
