@@ -14,9 +14,11 @@ setuptools.setup(
     install_requires=[
         'tensorflow-federated==0.87.0',
         'tensorflow==2.14.1',
+        'tensorflow-privacy==0.9.0',
         'dp-accounting==0.4.3',
         'numpy==1.25.2',
         'scipy==1.9.3',
+        'tqdm==4.70.1',
     ],
     entry_points={'console_scripts': ['tff-ddp=tff_ddp.cli:console_main']},
 )

@@ -6,6 +6,12 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 
+# Every benchmark ends the TFF workers it started and drops TFF's contexts
+# when it exits, however it exits (no orphaned worker_binary, no TFF
+# ServiceManager traceback at interpreter shutdown).
+from tff_ddp.utils import processes as _processes  # pylint: disable=g-import-not-at-top,wrong-import-position
+_processes.end_workers_at_exit()
+
 
 def time_rounds(process, client_data, rounds):
   """Runs `rounds` rounds; returns (results, seconds of each round)."""
@@ -22,4 +28,4 @@ def time_rounds(process, client_data, rounds):
 
 def end_workers():
   from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
-  processes.end_descendants()
+  processes.release_tff()

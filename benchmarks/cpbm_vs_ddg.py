@@ -2,7 +2,8 @@
 
 Same run for every mechanism: n clients holding vectors uniform on the unit
 sphere of R^d (DDG paper Section 6.1); each configuration is calibrated so
-that ONE round is (eps, delta)-DP under zero-out neighbours, by our
+that ONE round is (eps, delta)-DP under zero-out neighbours against the server
+that runs the protocol, by our
 accountant (`tff_ddp.aggregators.calibrated`), and run R times through the
 real TFF process (secure modular sum) to estimate the mean squared error of
 the *mean* estimate, per coordinate:
@@ -12,7 +13,7 @@ the *mean* estimate, per coordinate:
 * cPBM 'l2': `PoissonBinomialSumFactory` with the Kashin encoder and
   Algorithm 3 as published (p = 1/2 + theta y / C); calibrated: theta, with
   m = --trials Bernoulli trials.
-* cPBM 'linf': the same with scaling='linf' (p = 1/2 + theta y / B,
+* cPBM 'linf': the same with divisor='linf' (p = 1/2 + theta y / B,
   B = K C / sqrt(D) the Kashin level bound; same privacy event).
 
 For cPBM, C is the largest Kashin-representation norm among the clients (an
@@ -76,24 +77,24 @@ def main():
     for eps in args.epsilons:
       ddg = calibrated.discrete_gaussian(
           value_type, eps, args.delta, expected_clients_per_round=n,
-          bits=args.bits, l2_clip=1.0, beta=math.exp(-0.5), seed=1)
-      params = ddg.factory.parameters(value_type)
+          bits=args.bits, l2_clip=1.0, beta=math.exp(-0.5))
+      params = ddg.factory.mechanism(value_type)
       results, _ = _common.time_rounds(ddg.factory.create(value_type),
                                        list(data), args.rounds)
       ddg_pred = ((ddg.value * 1.0)**2 + n * params.gamma**2 / 4) / n**2
       row = [eps, ddg.value, mse(results), ddg_pred]
-      for scaling in ('l2', 'linf'):
+      for divisor in ('l2', 'linf'):
         pbm = calibrated.poisson_binomial(
             value_type, eps, args.delta, parameter='theta',
             num_trials=args.trials, expected_clients_per_round=n,
-            l2_clip=cpbm_clip, scaling=scaling, seed=2)
-        p = pbm.factory.parameters(value_type)
+            l2_clip=cpbm_clip, divisor=divisor)
+        p = pbm.factory.mechanism(value_type)
         results, _ = _common.time_rounds(pbm.factory.create(value_type),
                                          list(data), args.rounds)
         # Var(U yhat) = U Var(yhat) U^T <= v U U^T = v I (orthonormal rows),
         # v the per-representation-coordinate bound: <= v / n^2 per mean
         # coordinate.
-        pred = p.sum_stddev_bound(n)**2 / n**2
+        pred = p.noise_stddev(n)**2 / n**2
         row += [pbm.value, mse(results), pred]
       rows.append(row)
   finally:

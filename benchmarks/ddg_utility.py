@@ -30,7 +30,7 @@ def main():
   args = parser.parse_args()
 
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp.accounting import ddg  # pylint: disable=g-import-not-at-top
+  from tff_ddp import accounting  # pylint: disable=g-import-not-at-top
   from tff_ddp.aggregators import DiscreteGaussianSumFactory  # pylint: disable=g-import-not-at-top
   tff.backends.test.set_sync_test_cpp_execution_context()
 
@@ -57,7 +57,7 @@ def main():
         factory = DiscreteGaussianSumFactory(
             noise_multiplier=z, expected_clients_per_round=args.clients,
             bits=b, l2_clip=1.0, beta=math.exp(-0.5))
-        eps, _ = ddg.epsilon(factory.dp_event(value_type), args.delta)
+        eps, _ = accounting.epsilon(factory.dp_event(value_type), args.delta)
         results, _ = _common.time_rounds(factory.create(value_type),
                                          list(data), args.rounds)
         rows.append((z, b, eps, mse(results), gauss_mse))
@@ -65,7 +65,8 @@ def main():
     _common.end_workers()
   se = math.sqrt(2.0 / (args.dim * args.rounds)) * math.sqrt(2.0)
   print(f'\n{args.clients} clients, d = {args.dim}, {args.rounds} rounds; '
-        f'eps of one round at delta = {args.delta} (DDG, zero-out); ratio '
+        f'eps of one round at delta = {args.delta} (DDG, against the server, '
+        f'zero-out); ratio '
         f'standard error ~ {se:.3f}\n')
   print(f'{"noise mult":>10s} {"bits":>4s} {"eps(DDG)":>9s} {"MSE DDG":>10s} '
         f'{"MSE Gauss":>10s} {"ratio":>6s}')

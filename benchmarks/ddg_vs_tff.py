@@ -11,7 +11,6 @@ SumFactory, to separate the noise sampling from the rest of the round.
 """
 
 import argparse
-import math
 
 import _common  # pylint: disable=unused-import
 import numpy as np

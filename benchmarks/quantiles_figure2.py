@@ -56,22 +56,10 @@ def worst_error(cdf, values, num_bins):
 
 
 def cdf_estimate(method, noisy, num_bins, count, n):
-  """Algorithm 1 / 2 CDF: the estimator matrices of `histograms.cdf_matrix`
-  (what `histograms.estimate_cdf` applies in the process), in numpy."""
+  """The process's CDF estimate (`histograms.estimate_cdf`, one home)."""
   from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
-  k, t = _matrices(method, num_bins)
-  total = n if count == 'exact' else float(t @ noisy)
-  return (k @ noisy) / (total if total > 0 else 1.0)
-
-
-_MATRICES = {}
-
-
-def _matrices(method, num_bins):
-  from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
-  if (method, num_bins) not in _MATRICES:
-    _MATRICES[(method, num_bins)] = hg.cdf_matrix(method, num_bins)
-  return _MATRICES[(method, num_bins)]
+  return hg.estimate_cdf(method, noisy, num_bins, count,
+                         num_clients=n).numpy()
 
 
 def sweep(args):
@@ -115,9 +103,10 @@ def check_against_process(args):
   for (name, method, count), setting in itertools.product(
       VARIANTS, SETTINGS[:2]):
     for eps in (1.0, 5.0):
+      # min_total_stddevs=0: the paper's estimator, no NaN safeguard.
       process = q.build_quantile_process(
           method, setting, 0.0, 10.0, 32, QUANTILES, 128, eps, DELTA,
-          count=count, bits=BITS)
+          count=count, bits=BITS, min_total_stddevs=0.0)
       state = process.initialize()
       errors = []
       for run in range(args.check_rounds):

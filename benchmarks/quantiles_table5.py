@@ -39,11 +39,10 @@ def main():
   parser.add_argument('--clients', type=int, default=1000)
   args = parser.parse_args()
   import dp_accounting  # pylint: disable=g-import-not-at-top
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from tff_ddp.accounting import accountant as acc_lib  # pylint: disable=g-import-not-at-top
   from tff_ddp.aggregators import poisson_binomial  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import quantiles as q  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import quantile_calibration as qc  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import simulation as sim  # pylint: disable=g-import-not-at-top
   n = args.clients
   width = 10.0 / BINS
@@ -52,18 +51,19 @@ def main():
     l0 = hg.sensitivities(method, BINS)[2]
     factory = poisson_binomial.PoissonBinomialSumFactory(
         l2_clip=hg.sensitivities(method, BINS)[1], theta=0.2, num_trials=30,
-        expected_clients_per_round=n, encoder='none', scaling='linf',
+        expected_clients_per_round=n, encoder='none', divisor='linf',
         linf_clip=1.0, l0_clip=l0)
-    vt = tff.TensorType(np.float32, [hg.encoding_length(method, BINS)])
-    fp = factory.parameters(vt)
-    params[method] = q.QuantileParameters(
+    vt = qc.encoding_type(method, BINS)
+    fp = factory.mechanism(vt)
+    params[method] = qc.QuantileParameters(
         method=method, mechanism='poisson_binomial', num_bins=BINS,
-        bits=fp.bits, factory=factory, epsilon=float('nan'), delta=DELTA,
-        scaling=None, noise_multiplier=None, theta=0.2, num_trials=30,
+        bits=fp.bits, factory=factory, value_type=vt, epsilon=float('nan'),
+        delta=DELTA, adversary='server', scaling=None, noise_multiplier=None,
+        theta=0.2, num_trials=30,
         l2_sensitivity=hg.sensitivities(method, BINS)[1])
     all_coordinates = poisson_binomial.PoissonBinomialSumFactory(
         l2_clip=1.0, theta=0.2, num_trials=30, expected_clients_per_round=n,
-        encoder='none', scaling='linf', linf_clip=1.0).dp_event(vt)
+        encoder='none', divisor='linf', linf_clip=1.0).dp_event(vt)
     rel = dp_accounting.NeighboringRelation
     for label, event, relation in (
         ('l0', factory.dp_event(vt), rel.ADD_OR_REMOVE_ONE),
@@ -99,7 +99,8 @@ def main():
     print(f'{label:8s} ' + ' '.join(
         f'{np.mean(table[(d, method)]):12.2f}'
         for d in ('uniform', 'chi2(4)', 'lognormal')))
-  print('\nepsilon of one release at delta = 1e-5 (our accountant):')
+  print('\nepsilon of one release at delta = 1e-5 (our accountant, against '
+        'the server; no sampling, so also against the release):')
   for method in ('flat', 'haar'):
     print(f'  {method:5s} Lemma 2 as published (replace-one, all {BINS} '
           f'coordinates) {eps[(method, "paper")]:.2f}; zero-out, all '

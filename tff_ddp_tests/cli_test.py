@@ -7,11 +7,11 @@ import subprocess
 import sys
 
 from absl.testing import parameterized
-import numpy as np
 import pytest
 
 from tff_ddp import cli
 from tff_ddp.cli import demo
+from tff_ddp.cli import frequency as frequency_cli
 from tff_ddp.cli import quantiles as quantiles_cli
 from tff_ddp.cli import superquantile as superquantile_cli
 from tff_ddp_tests import harness
@@ -33,7 +33,8 @@ def _run(argv):
 class HelpTest(parameterized.TestCase):
 
   @parameterized.parameters(([],), (['demo'],), (['privacy'],),
-                            (['quantiles'],), (['superquantile'],))
+                            (['quantiles'],), (['frequency'],),
+                            (['superquantile'],))
   def test_help(self, argv):
     code, out, _ = _run(argv + ['--help'])
     self.assertEqual(code, 0)
@@ -57,6 +58,13 @@ class ErrorTest(parameterized.TestCase):
       (['quantiles', '--epsilon', '0'], '--epsilon must be'),
       (['quantiles', '--methods', 'tree', '--bins', '24'], 'power of two'),
       (['quantiles', '--clients', '5000', '--bits', '8'], 'bits >='),
+      (['frequency', '--protocols', 'fixed', '--clients', '20'],
+       'fixed needs --clip'),
+      (['frequency', '--protocols', 'ocpbm'], 'invalid choice'),
+      (['frequency', '--budget-fraction', '1'], '--budget-fraction must be'),
+      (['frequency', '--clients', '10', '--epsilon', '0.1'],
+       'no interior minimum'),
+      (['frequency', '--data', 'sentiment140'], 'invalid choice'),
       (['privacy', '--mechanism', 'ddg', '--theta', '0.1', '--delta',
         '1e-5'], '--theta do(es) not apply to --mechanism ddg'),
       (['superquantile', '--tail-fraction', '0'], '--tail-fraction must be'),
@@ -200,6 +208,22 @@ class JobsTest(parameterized.TestCase):
     self.assertGreater(epsilons[1], 20.0 * 0.99)
     self.assertIn('90th percentile', lines[-1])
     self.assertTrue(0 <= summary['p90'] <= 100)
+
+  def test_small_frequency_experiment_runs_and_reports(self):
+    lines = []
+    rows = frequency_cli.run(
+        protocols=('two_phase', 'multi_round', 'normalize'), dim=5,
+        num_clients=120, epsilon=8.0, rounds=2, print_fn=lines.append)
+    self.assertEqual([r.protocol for r in rows],
+                     ['two_phase', 'multi_round', 'normalize'])
+    for row in rows:
+      self.assertLessEqual(row.epsilon, 8.0 + 1e-9)
+    # Normalize estimates the mean of unit vectors: its error is about
+    # ||x_bar|| - 1 (x_bar of 100 items over 5 Zipf items: norm ~ 57).
+    self.assertGreater(rows[2].error, 40.0)
+    self.assertLess(rows[0].error, rows[2].error)
+    self.assertIn('against the server', lines[0])
+    self.assertTrue(any('two_phase chose C-hat' in l for l in lines))
 
   def test_command_output_is_clean(self):
     # A user error after TFF has started, and a small run: no TF C++ log

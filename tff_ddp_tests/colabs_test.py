@@ -1,27 +1,54 @@
-"""Every notebook in colabs/ runs top to bottom (its code cells, in order)."""
+"""The tutorials in colabs/: committed with their outputs, and they run.
+
+Every notebook in colabs/ is checked, whoever adds it.
+
+Fast: each notebook was executed top to bottom and saved with its outputs
+(`scripts/run_colabs.py --write`), so a reader sees the results without
+running anything: it opens with a markdown cell, every code cell has
+source and an execution count, the counts are 1, 2, 3, ... in cell order
+(one fresh kernel, no cell skipped or run twice), no output is an error, at
+least one output is a PNG image, no output carries TensorFlow's C++ log
+lines, and the file stays small.
+
+Slow (CI): each notebook is executed again with nbclient
+(`scripts/run_colabs.py --check`, this interpreter as the kernel); the test
+fails if any cell raises or times out.
+"""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
 from absl.testing import parameterized
 import pytest
 
-_COLABS = os.path.join(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))), 'colabs')
+from tff_ddp_tests import harness
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_COLABS = os.path.join(_ROOT, 'colabs')
+_RUNNER = os.path.join(_ROOT, 'scripts', 'run_colabs.py')
 _NOTEBOOKS = sorted(f for f in os.listdir(_COLABS) if f.endswith('.ipynb'))
-# Runs after the notebook's own cells, so a notebook that forgets to end its
-# TFF workers cannot leak them.
-_EPILOGUE = ("\nfrom tff_ddp.utils import processes\n"
-             "processes.release_tff()\n")
+# A notebook a browser shows at once; images embedded at modest dpi.
+_MAX_BYTES = 1_500_000
+# TensorFlow's C++ logging ("2024-01-01 00:00:00.000000: E tensorflow/...",
+# "I external/local_xla/...") and the CUDA plugin registration lines.
+_CPP_LOG = re.compile(
+    r'(^|\n)[^\n]*\b[IWEF] (tensorflow|external|third_party)/|'
+    r'Unable to register (cuDNN|cuFFT|cuBLAS)|TF-TRT Warning')
+# One notebook must run in a few minutes on 2 cores; generous for a shared
+# machine, and well inside CI's budget.
+_RUN_TIMEOUT_SECONDS = 1500
 
 
-def _code(path):
-  with open(path) as f:
-    notebook = json.load(f)
-  return '\n'.join(''.join(cell['source']) for cell in notebook['cells']
-                   if cell['cell_type'] == 'code')
+def _load(name):
+  with open(os.path.join(_COLABS, name), encoding='utf-8') as f:
+    return json.load(f)
+
+
+def _text(value):
+  return ''.join(value) if isinstance(value, list) else value
 
 
 class FoundTest(parameterized.TestCase):
@@ -31,20 +58,89 @@ class FoundTest(parameterized.TestCase):
     self.assertIn('distributed_discrete_gaussian.ipynb', _NOTEBOOKS)
 
 
+class CommittedOutputsTest(parameterized.TestCase):
+
+  @parameterized.parameters(*_NOTEBOOKS)
+  def test_opens_with_what_it_shows(self, name):
+    first = _load(name)['cells'][0]
+    self.assertEqual(first['cell_type'], 'markdown', msg=name)
+    self.assertTrue(_text(first['source']).startswith('# '), msg=name)
+
+  @parameterized.parameters(*_NOTEBOOKS)
+  def test_every_code_cell_executed_in_order(self, name):
+    code = [c for c in _load(name)['cells'] if c['cell_type'] == 'code']
+    self.assertNotEmpty(code, msg=name)
+    for index, cell in enumerate(code):
+      self.assertTrue(_text(cell['source']).strip(),
+                      msg=f'{name}: code cell {index} is empty')
+    counts = [cell.get('execution_count') for cell in code]
+    self.assertEqual(
+        counts, list(range(1, len(code) + 1)),
+        msg=f'{name}: execution counts {counts}; run '
+        f'`scripts/run_colabs.py --write colabs/{name}` and commit it')
+
+  @parameterized.parameters(*_NOTEBOOKS)
+  def test_no_error_outputs(self, name):
+    for cell in _load(name)['cells']:
+      for output in cell.get('outputs', []):
+        self.assertNotEqual(
+            output['output_type'], 'error',
+            msg=f'{name}: {output.get("ename")}: {output.get("evalue")}')
+
+  @parameterized.parameters(*_NOTEBOOKS)
+  def test_has_an_image(self, name):
+    images = [o for c in _load(name)['cells'] for o in c.get('outputs', [])
+              if 'image/png' in o.get('data', {})]
+    self.assertNotEmpty(images, msg=f'{name} shows no plot')
+
+  @parameterized.parameters(*_NOTEBOOKS)
+  def test_no_tensorflow_log_lines(self, name):
+    for cell in _load(name)['cells']:
+      for output in cell.get('outputs', []):
+        if output['output_type'] == 'stream':
+          text = _text(output['text'])
+          self.assertIsNone(
+              _CPP_LOG.search(text),
+              msg=f'{name}: TensorFlow C++ log line in an output (set '
+              f'TF_CPP_MIN_LOG_LEVEL before importing TF):\n{text[:500]}')
+
+  @parameterized.parameters(*_NOTEBOOKS)
+  def test_size(self, name):
+    size = os.path.getsize(os.path.join(_COLABS, name))
+    self.assertLessEqual(size, _MAX_BYTES,
+                         msg=f'{name} is {size} bytes; lower the figure dpi')
+
+  def test_log_pattern_catches_tensorflow_lines(self):
+    # The pattern above must match what TensorFlow 2.14 prints, or the test
+    # that uses it could not fail.
+    for line in (
+        '2025-01-01 00:00:00.000001: E tensorflow/compiler/xla/stream_'
+        'executor/cuda/cuda_dnn.cc:9342] Unable to register cuDNN factory',
+        '2025-01-01 00:00:00.000001: I tensorflow/core/platform/cpu_feature_'
+        'guard.cc:182] This TensorFlow binary is optimized',
+        '2025-01-01 00:00:00.000001: W tensorflow/compiler/tf2tensorrt/utils/'
+        'py_utils.cc:38] TF-TRT Warning: Could not find TensorRT'):
+      self.assertIsNotNone(_CPP_LOG.search('output\n' + line), msg=line)
+    self.assertIsNone(_CPP_LOG.search('ε = 1.00 against the server\n'))
+
+
 @pytest.mark.slow
-class ColabsTest(parameterized.TestCase):
+class ExecutionTest(parameterized.TestCase):
 
   @parameterized.parameters(*_NOTEBOOKS)
   def test_runs(self, name):
-    # A separate interpreter: notebooks set their own execution context and
-    # end their own workers, which must not touch this test session's.
+    # A separate process: the notebook runs in its own kernel, which sets
+    # its own execution context; run_colabs.py ends the kernel's TFF
+    # workers by process id.
     result = subprocess.run(
-        [sys.executable, '-c', _code(os.path.join(_COLABS, name)) +
-         _EPILOGUE], capture_output=True, text=True, timeout=600,
+        [sys.executable, _RUNNER, '--check', '--python', sys.executable,
+         os.path.join(_COLABS, name)],
+        capture_output=True, text=True, timeout=_RUN_TIMEOUT_SECONDS,
         check=False)
-    self.assertEqual(result.returncode, 0,
-                     msg=f'{name} failed:\n{result.stderr[-3000:]}')
+    self.assertEqual(
+        result.returncode, 0,
+        msg=f'{name} failed:\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}')
 
 
 if __name__ == '__main__':
-  pytest.main([__file__, '--run-slow'])
+  harness.main()

@@ -48,7 +48,7 @@ both D(P||Q) and D(Q||P) of the pair it describes.
 
 Approximate samplers. A DDG event may carry `sampler_tv_distance` eta: each
 noise sample is within eta of the discrete Gaussian in total variation (the
-alias-table sampler, eta < 2^-108). With N the samples of all composed
+alias-table sampler, eta < 2^-106). With N the samples of all composed
 releases (num_clients x dimension each), the implemented mechanism is within
 N eta of the ideal one on every input, so (eps, delta)-DP of the ideal one
 gives (eps, delta + (1 + e^eps) N eta) for the implemented one;

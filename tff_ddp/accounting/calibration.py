@@ -21,12 +21,16 @@ the target (we stop at 0.1%). At a range end (theta = 1/4 already meets the
 target) or for the integer num_trials, eps can be further below; the result
 says which (`at_limit`).
 
+`split_budget` calibrates several releases at once: each gets a share of
+one (epsilon, delta) budget, and their composition meets it.
+
 Sampling ('none', 'poisson', 'without-replacement', 'self') and the
 adversary ('server', 'release') decide what sampling buys; see
 `tff_ddp.accounting.accountant` for every case. Relation: zero-out
 (ADD_OR_REMOVE_ONE) unless given.
 """
 
+import collections.abc
 import dataclasses
 import math
 from typing import Any, Callable, Dict, Optional, Sequence
@@ -44,6 +48,14 @@ MECHANISM_PARAMETERS = {
     'cpbm': ('theta', 'num_trials'),
 }
 SAMPLINGS = ('none', 'poisson', 'without-replacement', 'self')
+# (required, optional) keywords of `mechanism_event`; for 'ddg',
+# noise_multiplier stands in for local_stddev.
+_EVENT_PARAMETERS = {
+    'gaussian': (('noise_multiplier',), ()),
+    'ddg': (('l2_sensitivity', 'num_clients', 'dimension', 'noise_multiplier'),
+            ('local_stddev', 'l1_sensitivity')),
+    'cpbm': (('theta', 'num_trials', 'num_clients', 'dimension'), ()),
+}
 NeighborRel = dp_accounting.NeighboringRelation
 # Upper end of the search for a noise parameter that decreases eps.
 _MAX_NOISE = 1e12
@@ -91,6 +103,17 @@ def mechanism_event(mechanism: str, **params) -> dp_accounting.DpEvent:
   """
   mechanism = checks.choice(mechanism, 'mechanism',
                             tuple(MECHANISM_PARAMETERS))
+  allowed = _EVENT_PARAMETERS[mechanism]
+  unknown = sorted(set(params) - set(allowed[0]) - set(allowed[1]))
+  missing = [name for name in allowed[0] if params.get(name) is None]
+  if mechanism == 'ddg' and params.get('local_stddev') is not None:
+    missing = [name for name in missing if name != 'noise_multiplier']
+  if unknown or missing:
+    raise TypeError(
+        f'mechanism_event({mechanism!r}) needs {", ".join(allowed[0])}'
+        + (f' and takes {", ".join(allowed[1])}' if allowed[1] else '')
+        + (f'; missing {", ".join(missing)}' if missing else '')
+        + (f'; unknown {", ".join(unknown)}' if unknown else '') + '.')
   if mechanism == 'gaussian':
     return dp_accounting.GaussianDpEvent(
         checks.positive(params['noise_multiplier'], 'noise_multiplier'))
@@ -223,6 +246,9 @@ def calibrate(
                              low_open=True, high_open=True)
   adversary = checks.choice(adversary, 'adversary',
                             accountant_lib.ADVERSARIES)
+  if not isinstance(params, collections.abc.Mapping):
+    raise TypeError(f'params must be a mapping of the mechanism\'s other '
+                    f'parameters, got {params!r} ({type(params).__name__}).')
   params = dict(params)
   params.pop(parameter, None)
   if mechanism == 'ddg':
@@ -289,7 +315,7 @@ def least_noise(
     e_lo = eps(lo)
     if e_lo > target_epsilon:
       raise ValueError(
-          f'the target epsilon {target_epsilon:g} is unreachable: even '
+          f'target_epsilon={target_epsilon:g} is unreachable: even '
           f'{name}={lo:g} (the least private end of its range is the other '
           f'one) gives epsilon {e_lo:.4g}. Raise the target, or change the '
           'fixed parameters (fewer rounds, more clients, a smaller '
@@ -306,7 +332,7 @@ def least_noise(
       unsafe, safe = safe, safe * 4.0
       if safe > _MAX_NOISE:
         raise ValueError(
-            f'the target epsilon {target_epsilon:g} is unreachable: even '
+            f'target_epsilon={target_epsilon:g} is unreachable: even '
             f'{name}={_MAX_NOISE:g} gives epsilon {eps(safe):.4g} (a '
             'configuration whose epsilon does not fall with the noise, e.g. '
             'a non-private event, or rounding-dominated sensitivity).')
@@ -355,3 +381,119 @@ def least_noise(
     else:
       unsafe = x
   return safe, False
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitBudget:
+  """What `split_budget` chose.
+
+  Attributes:
+    results: the calibrators' results, in order.
+    events: their events, in order.
+    standalone_epsilons: eps of each event alone at `delta` (the shares
+      the weights fix: proportional to the weights while no release is at
+      the end of its range).
+    scale: s, the sum of the standalone targets the calibrators got.
+    epsilon: eps of the composition at `delta` (<= target_epsilon).
+    delta: the delta.
+    event: ComposedDpEvent(events).
+    at_limit: True if the composition stays below the target because every
+      release is at the least-noise end of its range.
+    adversary, neighboring_relation: what `epsilon` holds for.
+  """
+
+  results: tuple
+  events: tuple
+  standalone_epsilons: tuple
+  scale: float
+  epsilon: float
+  delta: float
+  event: dp_accounting.DpEvent
+  at_limit: bool
+  adversary: str
+  neighboring_relation: dp_accounting.NeighboringRelation
+
+
+def split_budget(
+    calibrators: Sequence[Callable[[float], Any]],
+    weights: Sequence[float],
+    target_epsilon: float,
+    target_delta: float,
+    adversary: str = 'server',
+    neighboring_relation: NeighborRel = NeighborRel.ADD_OR_REMOVE_ONE,
+    orders: Optional[Sequence[float]] = None,
+) -> SplitBudget:
+  """Calibrates k releases so that their composition meets one budget.
+
+  Release i is calibrated alone to eps_i = s w_i / sum(w) at target_delta
+  by `calibrators[i](eps_i)`, which returns (result, event) -- e.g. a
+  `CalibratedFactory` and its event. The scale s is the largest for which
+  the composition of the k events has eps <= target_epsilon at
+  target_delta (RDP composition is sub-additive in practice, so s is
+  usually a little above the target: the split uses the whole budget
+  rather than the sum of the parts). The weights fix the *ratio of the
+  standalone epsilons*, e.g. (1, 10) for the frequency paper's "about
+  10:1" between a quantile phase and a frequency phase.
+
+  Args:
+    calibrators: one function per release: eps_i -> (result, DpEvent);
+      monotone (more budget, a less noisy release) and deterministic. A
+      calibrator that cannot reach eps_i raises ValueError.
+    weights: positive shares, one per release.
+    target_epsilon, target_delta: the budget of the composition.
+    adversary, neighboring_relation, orders: of the accountant.
+
+  Returns:
+    A `SplitBudget`.
+
+  Raises:
+    ValueError: bad arguments, or a share that no calibrator can reach.
+  """
+  calibrators = list(calibrators)
+  weights = checks.real_sequence(weights, 'weights', low=0.0, low_open=True)
+  if not calibrators or len(calibrators) != len(weights):
+    raise ValueError(f'need one weight per calibrator, got {len(weights)} '
+                     f'weights for {len(calibrators)} calibrators.')
+  for c in calibrators:
+    if not callable(c):
+      raise TypeError(f'calibrators must be callable, got {c!r}.')
+  target_epsilon = checks.positive(target_epsilon, 'target_epsilon')
+  target_delta = checks.real(target_delta, 'target_delta', 0.0, 1.0,
+                             low_open=True, high_open=True)
+  adversary = checks.choice(adversary, 'adversary',
+                            accountant_lib.ADVERSARIES)
+  shares = [w / sum(weights) for w in weights]
+  cache = {}
+
+  def parts(scale):
+    key = float(scale)
+    if key not in cache:
+      out = [c(scale * share) for c, share in zip(calibrators, shares)]
+      event = dp_accounting.ComposedDpEvent([e for _, e in out])
+      eps = accountant_lib.epsilon(event, target_delta, adversary,
+                                   neighboring_relation, orders)[0]
+      cache[key] = (out, event, eps)
+    return cache[key]
+
+  def eps(scale):
+    return parts(scale)[2]
+
+  # Composition is at most about the sum of the parts, so the answer lies
+  # around the target; the search widens the bracket if needed.
+  lo, hi = target_epsilon / 4.0, target_epsilon * 8.0
+  while eps(hi) <= target_epsilon and hi < target_epsilon * 1e4:
+    if eps(2.0 * hi) == eps(hi):  # every release at its end: no gain
+      break
+    hi *= 2.0
+  scale, at_limit = least_noise(eps, lo, hi, True, target_epsilon,
+                                name='the budget scale')
+  out, event, epsilon = parts(scale)
+  standalone = tuple(
+      accountant_lib.epsilon(e, target_delta, adversary,
+                             neighboring_relation, orders)[0]
+      for _, e in out)
+  return SplitBudget(
+      results=tuple(r for r, _ in out), events=tuple(e for _, e in out),
+      standalone_epsilons=standalone, scale=scale, epsilon=epsilon,
+      delta=target_delta, event=event, at_limit=at_limit,
+      adversary=adversary, neighboring_relation=neighboring_relation)

@@ -23,11 +23,15 @@ from tff_ddp.utils import checks
 
 def _curve(orders, rdp):
   orders = check_orders(orders)
-  rdp = np.asarray(rdp, dtype=np.float64)
+  try:
+    rdp = np.asarray(rdp, dtype=np.float64)
+  except (TypeError, ValueError):
+    raise TypeError(f'rdp must be a sequence of numbers, got {rdp!r}.'
+                    ) from None
   if rdp.shape != orders.shape:
     raise ValueError(f'rdp has shape {rdp.shape}, orders {orders.shape}.')
   if np.any(np.isnan(rdp)) or np.any(rdp < 0):
-    raise ValueError(f'RDP values must be >= 0 (inf allowed), got {rdp}.')
+    raise ValueError(f'rdp values must be >= 0 (inf allowed), got {rdp}.')
   return orders, rdp
 
 
@@ -126,7 +130,9 @@ def zcdp_to_delta(rho: float, target_epsilon: float) -> float:
     return ((alpha - 1) * (rho * alpha - target_epsilon)
             + (alpha - 1) * math.log1p(-1.0 / alpha) - math.log(alpha))
 
-  return min(1.0, math.exp(_minimize_over_orders(objective)))
+  # exp(min(0, .)): a log delta above 0 (huge rho) is delta 1, not an
+  # OverflowError.
+  return math.exp(min(0.0, _minimize_over_orders(objective)))
 
 
 def approx_dp_to_zcdp(target_epsilon: float, target_delta: float) -> float:

@@ -66,6 +66,99 @@ def event_structure(event: dp_accounting.DpEvent,
   return convert(named)
 
 
+def explicit(event: dp_accounting.DpEvent) -> dp_accounting.DpEvent:
+  """The same event with each optional field set to what its None means.
+
+  For carriers that cannot hold None (TF Privacy's DPQuery events travel as
+  tensors): DDG's l1 bound becomes `ddg_rdp.l1_sensitivity(event)`, its
+  sampler distance 0 (exact); cPBM's replace-one dimension its `dimension`.
+  Nested events (composed, sampled) are made explicit too; the accountant's
+  epsilon of the result is the event's.
+  """
+  # pylint: disable=g-import-not-at-top
+  from tff_ddp.accounting import ddg_rdp
+  from tff_ddp.accounting import events
+  # pylint: enable=g-import-not-at-top
+  if isinstance(event, events.DistributedDiscreteGaussianDpEvent):
+    return attr.evolve(event,
+                       l1_sensitivity=float(ddg_rdp.l1_sensitivity(event)),
+                       sampler_tv_distance=float(event.sampler_tv_distance
+                                                 or 0.0))
+  if isinstance(event, events.PoissonBinomialDpEvent):
+    if event.replace_one_dimension is None:
+      return attr.evolve(event, replace_one_dimension=event.dimension)
+    return event
+  changes = {}
+  for field in attr.fields(type(event)):
+    value = getattr(event, field.name)
+    if isinstance(value, dp_accounting.DpEvent):
+      changes[field.name] = explicit(value)
+    elif isinstance(value, (list, tuple)):
+      changes[field.name] = [explicit(v) if isinstance(v, dp_accounting.DpEvent)
+                             else v for v in value]
+    elif value is None:
+      raise ValueError(f'{type(event).__name__}.{field.name} is None and has '
+                       'no explicit value.')
+  return attr.evolve(event, **changes) if changes else event
+
+
+def tensor_event(event: dp_accounting.DpEvent,
+                 overrides: Optional[Mapping[str, Any]] = None
+                 ) -> dp_accounting.DpEvent:
+  """The event with tensor fields, for TF code that must return a DpEvent.
+
+  TF Privacy's `DPQuery.get_noised_result` returns its event from inside a
+  traced computation; TFF then carries it as a structure of tensors. Fields
+  become float64 / int64 / string tensors (no float32 rounding of a noise
+  scale), optional fields are made explicit (`explicit`), and `overrides`
+  (field name -> tensor) replace fields at any depth, e.g. the measured
+  `num_clients`.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  overrides = dict(overrides or {})
+
+  def convert(value, name=None):
+    if name in overrides:
+      return overrides[name]
+    if isinstance(value, dp_accounting.DpEvent):
+      return type(value)(**{f.name: convert(getattr(value, f.name), f.name)
+                            for f in attr.fields(type(value))})
+    if isinstance(value, (list, tuple)):
+      return [convert(v) for v in value]
+    if isinstance(value, (bool, np.bool_)):
+      return tf.constant(bool(value))
+    if isinstance(value, (int, np.integer)):
+      return tf.constant(int(value), tf.int64)
+    if isinstance(value, (float, np.floating)):
+      return tf.constant(float(value), tf.float64)
+    if isinstance(value, str):
+      return tf.constant(value)
+    raise TypeError(f'cannot put {value!r} of {type(event).__name__} into '
+                    'a tensor event.')
+
+  return convert(explicit(event))
+
+
+def composed_structure(structures):
+  """The structure of ComposedDpEvent(events) from the events' structures.
+
+  For a process that runs several aggregators in one round: each reports
+  its own event (with its measured number of clients); this composes the
+  measured structures as they are, inside a TFF computation, so that
+  `extract_dp_event` of the result is ComposedDpEvent([e_1, ..., e_k]).
+
+  Args:
+    structures: a list of event structures (`event_structure` outputs or
+      the `dp_event` measurements of aggregators).
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  named = dp_accounting.ComposedDpEvent([]).to_named_tuple()
+  return collections.OrderedDict(
+      module_name=tf.constant(named.module_name),
+      class_name=tf.constant(named.class_name),
+      events=list(structures))
+
+
 def _python(value):
   """numpy/bytes leaves of a measurement back to Python scalars."""
   if isinstance(value, bytes):
@@ -95,6 +188,10 @@ def _as_mapping(value) -> Optional[Mapping[str, Any]]:
   except ImportError:
     pass
   return None
+
+
+class NoDpEventError(LookupError, ValueError):
+  """The measurements hold no dp_event (a LookupError and a ValueError)."""
 
 
 def _is_event(mapping) -> bool:
@@ -142,13 +239,16 @@ def extract_dp_event(measurements) -> dp_accounting.DpEvent:
   Args:
     measurements: the measurements of one `next` of a tff_ddp aggregation
       process or analytics process (the event is found under a `dp_event`
-      key, at any depth), or the event structure itself.
+      key, at any depth), the state `next` of a
+      `tff.aggregators.DifferentiallyPrivateFactory` process returned, or
+      the event structure itself.
 
   Returns:
     The event, with the measured number of clients.
 
   Raises:
-    ValueError: no event in the measurements, or a malformed one.
+    ValueError: no event in the measurements (`NoDpEventError`, also a
+      LookupError), or a malformed one.
   """
   mapping = _as_mapping(measurements)
   if mapping is None:
@@ -157,12 +257,18 @@ def extract_dp_event(measurements) -> dp_accounting.DpEvent:
   if _is_event(mapping):
     return _rebuild(mapping)
   if 'dp_event' in mapping:
+    if _python(mapping.get('is_init_state', False)) is True:
+      # tff.aggregators.DifferentiallyPrivateFactory's initial state.
+      raise ValueError('this is the state initialize() returned; its event is '
+                       'a placeholder. Extract events from states next() '
+                       'returned.')
     return _field(mapping['dp_event'])
   for value in mapping.values():
     inner = _as_mapping(value)
     if inner is not None:
       try:
         return extract_dp_event(inner)
-      except LookupError:
+      except NoDpEventError:
         continue
-  raise LookupError('no dp_event in these measurements.')
+  raise NoDpEventError('no dp_event in these measurements (measurements '
+                       f'keys: {sorted(map(str, mapping))}).')

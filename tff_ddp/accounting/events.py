@@ -53,7 +53,7 @@ class DistributedDiscreteGaussianDpEvent(dp_accounting.DpEvent):
       `ddg_rdp.l1_sensitivity`.
     sampler_tv_distance: Optional per-sample total-variation distance of
       the noise sampler from N_Z(0, local_stddev^2) (the alias-table sampler,
-      < 2^-108); the accountant adds (1 + e^eps) times it, times the
+      < 2^-106); the accountant adds (1 + e^eps) times it, times the
       num_clients * dimension samples of the release, to delta. None or 0:
       an exact sampler.
   """

@@ -246,6 +246,8 @@ def per_trial_rdp(
   over the pairs of `zero_out_pairs`, both directions. Bounded work for any
   number of clients (module docstring).
   """
+  theta = checks.real(theta, 'theta', 0.0, 0.25, low_open=True)
+  num_clients = checks.integer(num_clients, 'num_clients', 1)
   relation = checks.choice(relation, 'relation', RELATIONS)
   orders = check_orders(orders)
   return np.asarray(_per_trial(float(theta), int(num_clients),

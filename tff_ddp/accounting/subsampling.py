@@ -103,8 +103,13 @@ def _wor_cgf_int(alpha: int, gamma: float, eps: np.ndarray) -> float:
   return float(special.logsumexp(np.asarray(terms, dtype=np.float64)))
 
 
-def _amplify(rdp_fn: RdpFunction, orders, cgf_int) -> np.ndarray:
+def _amplify(rdp_fn: RdpFunction, orders, rate, cgf_int) -> np.ndarray:
+  """The bound of `cgf_int` at `orders` for a sampling rate in [0, 1]."""
   orders = check_orders(orders)
+  if rate == 0.0:
+    return np.zeros(orders.shape)
+  if rate == 1.0:
+    return np.asarray(rdp_fn(orders), dtype=np.float64)
   top = int(math.ceil(orders.max()))
   top = max(top, 2)
   integers = np.arange(2, top + 1, dtype=np.float64)
@@ -148,12 +153,7 @@ def poisson_rdp(
   """
   q = checks.probability(sampling_probability, 'sampling_probability',
                          allow_zero=True)
-  orders = check_orders(orders)
-  if q == 0.0:
-    return np.zeros(orders.shape)
-  if q == 1.0:
-    return np.asarray(rdp_fn(orders), dtype=np.float64)
-  return _amplify(rdp_fn, orders,
+  return _amplify(rdp_fn, orders, q,
                   lambda a, eps: _poisson_cgf_int(a, q, eps))
 
 
@@ -170,12 +170,7 @@ def without_replacement_rdp(
   sample_size = checks.integer(sample_size, 'sample_size', 0,
                                population_size)
   gamma = sample_size / population_size
-  orders = check_orders(orders)
-  if gamma == 0.0:
-    return np.zeros(orders.shape)
-  if gamma == 1.0:
-    return np.asarray(rdp_fn(orders), dtype=np.float64)
-  return _amplify(rdp_fn, orders,
+  return _amplify(rdp_fn, orders, gamma,
                   lambda a, eps: _wor_cgf_int(a, gamma, eps))
 
 

@@ -88,6 +88,9 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
       mechanism: str = 'distributed_dgauss',
       rotation_type: Optional[str] = None,
       auto_l2_clip: bool = False,
+      auto_l2_target_quantile: float = 0.5,
+      auto_l2_lr: float = 0.2,
+      auto_l2_clip_count_stddev: Optional[float] = None,
       noise_sampler: str = 'table',
       **kashin_options,
   ):
@@ -122,21 +125,42 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
       mechanism: TFF's keyword; only 'distributed_dgauss' (this factory).
       rotation_type: TFF's keyword; 'hd' means encoder='hadamard' ('dft' is
         not implemented: use 'hd').
-      auto_l2_clip: TFF's adaptive clipping; not offered (see the message).
+      auto_l2_clip, auto_l2_target_quantile, auto_l2_lr,
+        auto_l2_clip_count_stddev: TFF's adaptive clipping. Validated as TFF
+        does, but auto_l2_clip=True is refused: TFF's quantile estimate of
+        the clip norm would be released without accounting. Estimate the
+        norm privately with `tff_ddp.analytics.build_quantile_process` on
+        the clients' update norms and pass l2_clip.
       noise_sampler: 'table' (default: alias-table sampler, per-sample TV
-        distance < 2^-108 carried by the event and added to delta by the
-        accountant; exact sampler above scale ~10566) or 'exact'
+        distance < 2^-106 carried by the event and added to delta by the
+        accountant; exact sampler above scale ~42265) or 'exact'
         (Canonne-Kamath-Steinke rejection sampling); see
         `tff_ddp.mechanisms.distributed_discrete_gaussian`.
       **kashin_options: passed to `KashinEncoder` (redundancy, eta, delta,
         iterations, frame); only with encoder='kashin'.
     """
+    if mechanism == 'distributed_skellam':
+      raise ValueError(
+          "mechanism='distributed_skellam' is not implemented here: this "
+          "factory is the distributed discrete Gaussian "
+          "(mechanism='distributed_dgauss', the default); "
+          'PoissonBinomialSumFactory is the other mechanism of tff_ddp.')
     checks.choice(mechanism, 'mechanism', _TFF_MECHANISMS)
+    if rotation_type == 'dft':
+      raise ValueError(
+          "rotation_type='dft' is not implemented: use rotation_type='hd' "
+          "(randomized Hadamard, the default; encoder='hadamard') or "
+          "encoder='kashin'.")
     if rotation_type is not None:
       checks.choice(rotation_type, 'rotation_type', tuple(_TFF_ROTATIONS))
       if encoder != 'hadamard':
         raise ValueError('give encoder= or TFF\'s rotation_type=, not both.')
       encoder = _TFF_ROTATIONS[rotation_type]
+    checks.real(auto_l2_target_quantile, 'auto_l2_target_quantile', 0.0, 1.0)
+    checks.positive(auto_l2_lr, 'auto_l2_lr')
+    if auto_l2_clip_count_stddev is not None:
+      checks.nonnegative(auto_l2_clip_count_stddev,
+                         'auto_l2_clip_count_stddev')
     if checks.boolean(auto_l2_clip, 'auto_l2_clip'):
       raise ValueError(
           'auto_l2_clip=True (TFF\'s adaptive clipping) is not offered: its '
@@ -153,6 +177,9 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
     self._arguments = clean
     self._encoder_name = encoder
     self._kashin_options = dict(kashin_options)
+    self._describe = dict(clean, encoder=encoder, **self._kashin_options)
+    if self._noise_sampler != 'table':
+      self._describe['noise_sampler'] = self._noise_sampler
     super().__init__(
         self._make, client_sampling_rate=client_sampling_rate,
         count_noise_multiplier=count_noise_multiplier,
@@ -173,20 +200,3 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
         args['modclip_prob'], args['beta'], encoder=encoder,
         granularity=granularity, linf_clip=args['linf_clip'],
         integer_inputs=integer_inputs, noise_sampler=self._noise_sampler)
-
-  def encoder(self, value_type):
-    """The encoder used for `value_type`."""
-    return self.mechanism(value_type).encoder
-
-  def parameters(self, value_type) -> ddg_mechanism.DistributedDiscreteGaussian:
-    """The mechanism with its derived parameters (gamma, noise, bounds)."""
-    return self.mechanism(value_type)
-
-  def _repr_arguments(self):
-    args = [f'{k}={v!r}' for k, v in self._arguments.items()
-            if v is not None]
-    args.append(f'encoder={self._encoder_name!r}')
-    if self._noise_sampler != 'table':
-      args.append(f'noise_sampler={self._noise_sampler!r}')
-    args += [f'{k}={v!r}' for k, v in self._kashin_options.items()]
-    return args

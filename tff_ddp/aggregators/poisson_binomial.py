@@ -119,6 +119,8 @@ class PoissonBinomialSumFactory(secure_sum.MechanismSumFactory):
         linf_clip=linf_clip, l0_clip=l0_clip)
     self._encoder_name = encoder
     self._kashin_options = dict(kashin_options)
+    self._describe = dict(self._arguments, encoder=encoder,
+                          **self._kashin_options)
     super().__init__(
         self._make, client_sampling_rate=client_sampling_rate,
         count_noise_multiplier=count_noise_multiplier,
@@ -130,18 +132,3 @@ class PoissonBinomialSumFactory(secure_sum.MechanismSumFactory):
                                     **self._kashin_options)
     return pbm_mechanism.compute_parameters(
         spec.dim, encoder=encoder, **self._arguments)
-
-  def encoder(self, value_type):
-    """The encoder used for `value_type`."""
-    return self.mechanism(value_type).encoder
-
-  def parameters(self, value_type) -> pbm_mechanism.PoissonBinomial:
-    """The mechanism with its derived parameters (ring, probabilities)."""
-    return self.mechanism(value_type)
-
-  def _repr_arguments(self):
-    args = [f'{k}={v!r}' for k, v in self._arguments.items()
-            if v is not None]
-    args.append(f'encoder={self._encoder_name!r}')
-    args += [f'{k}={v!r}' for k, v in self._kashin_options.items()]
-    return args

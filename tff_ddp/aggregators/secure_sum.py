@@ -7,6 +7,7 @@ limit inside `build_unweighted_fed_avg`):
 
   state = (round, public_seed)                       # SERVER, public
   seed  = fold_in(public_seed, round)                # the round's public seed
+                                                     # (`round_seed(state)`)
   client: flatten value -> float64 [dim]; private noise seed (fresh entropy)
           [client_sampling_rate q: a private coin keeps the value w.p. q,
            zeros otherwise]
@@ -63,6 +64,10 @@ from tff_ddp.mechanisms import base
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg_mechanism
 from tff_ddp.utils import checks
 from tff_ddp.utils import entropy as entropy_lib
+from tff_ddp.utils import processes
+
+# TFF's workers end with the interpreter (see processes.drop_tff_contexts).
+processes.register_tff_cleanup()
 
 # Modulus of the public participant count (and of debug counts).
 COUNT_MODULUS = base.MAX_MODULUS
@@ -81,19 +86,19 @@ class ValueSpec:
                       f'to one, got {value_type!r} ({e}).') from e
     if not tff.types.is_structure_of_tensors(value_type):
       raise TypeError(
-          f'{owner} needs a tensor or a (nested) structure of tensors; got '
-          f'{value_type}.')
+          f'{owner}: value_type must be a tensor or a (nested) structure of '
+          f'tensors; got {value_type}.')
     leaves = ([value_type] if isinstance(value_type, tff.TensorType)
               else [t for _, t in _iter_leaves(value_type)])
     for leaf in leaves:
       dtype = np.dtype(leaf.dtype)
       if not (np.issubdtype(dtype, np.floating)
               or np.issubdtype(dtype, np.integer)) or dtype == np.bool_:
-        raise TypeError(f'{owner} sums float or integer tensors; got '
-                        f'{leaf} in {value_type}.')
+        raise TypeError(f'{owner} sums float or integer tensors: '
+                        f'value_type has {leaf} in {value_type}.')
       if leaf.shape is None or any(d is None for d in leaf.shape):
-        raise TypeError(f'{owner} needs fully defined shapes; got {leaf} in '
-                        f'{value_type}.')
+        raise TypeError(f'{owner} needs fully defined shapes: value_type '
+                        f'has {leaf} in {value_type}.')
     self.value_type = value_type
     self.leaves = leaves
     self.sizes = [int(np.prod(leaf.shape, dtype=np.int64))
@@ -172,6 +177,27 @@ def coin_threshold(rate: float) -> int:
 def effective_rate(rate: float) -> float:
   """The exact keep probability of the coins (a float64, no rounding)."""
   return coin_threshold(rate) / float(1 << _COIN_BITS)
+
+
+def round_seed(state) -> tf.Tensor:
+  """The public seed of the round an aggregator with `state` runs next.
+
+  fold_in(public_seed, round): the same at clients and server, new each
+  round, and a function of the (public) state only. A process that composes
+  an aggregator can compute it before calling `next` -- e.g. to give its
+  clients the encoder (Kashin frame) that round will use (TFFE's first
+  phase needs the norm of the representation its second phase clips).
+
+  Args:
+    state: the aggregator's state (a mapping with `round` and
+      `public_seed`), as tensors.
+
+  Returns:
+    shape-[2] int64 tensor.
+  """
+  return tf.random.experimental.stateless_fold_in(
+      tf.cast(state['public_seed'], tf.int64),
+      tf.cast(state['round'], tf.int64))
 
 
 def count_mechanism(flag_names, noise_multiplier, expected_clients):
@@ -270,6 +296,14 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
     """The mechanism (derived parameters) for `value_type`."""
     return self._make_mechanism(self.value_spec(value_type))
 
+  def parameters(self, value_type) -> base.Mechanism:
+    """The mechanism with its derived parameters (same as `mechanism`)."""
+    return self.mechanism(value_type)
+
+  def encoder(self, value_type):
+    """The encoder the mechanism uses for `value_type`."""
+    return self.mechanism(value_type).encoder
+
   def _counts(self, mechanism):
     if self._count_z is None:
       return None
@@ -312,123 +346,169 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
     return f'{self._name}({", ".join(self._repr_arguments() + options)})'
 
   def _repr_arguments(self):
-    return []
+    """The constructor's arguments for `repr` (subclasses set _describe)."""
+    items = getattr(self, '_describe', {})
+    return [f'{k}={v!r}' for k, v in items.items() if v is not None]
 
   # -- The process. ----------------------------------------------------------
 
+  def round_protocol(self, value_type,
+                     count_modulus: int = COUNT_MODULUS) -> 'RoundProtocol':
+    """The TF logic of one round on `value_type` (see `RoundProtocol`)."""
+    return RoundProtocol(self, value_type, count_modulus)
+
   def create(self, value_type) -> tff.templates.AggregationProcess:
-    spec = self.value_spec(value_type)
-    mechanism = self._make_mechanism(spec)
-    counts = self._counts(mechanism)
-    return _build(self, spec, mechanism, counts)
+    return _build(self.round_protocol(value_type))
 
 
-def _build(factory, spec, mechanism, counts):
+class RoundProtocol:
+  """The TensorFlow of one round, with no TFF placement in it.
+
+  `MechanismSumFactory.create` places it into an AggregationProcess, and
+  `tff_ddp.queries` into a TF Privacy DPQuery; both run exactly this code.
+
+    initial_public_seed()             server, once
+    client(value, round_seed)         each client -> int32 per secure key
+    server(summed, round_seed)        -> (result, measurements)
+
+  Attributes:
+    spec: the value type's layout.
+    mechanism: the round's mechanism.
+    secure_moduli: OrderedDict key -> power-of-two modulus of the secure sum.
+    planning_event: the round's event with the expected number of clients.
+  """
+
+  def __init__(self, factory: 'MechanismSumFactory', value_type,
+               count_modulus: int = COUNT_MODULUS):
+    # pylint: disable=protected-access
+    self.spec = factory.value_spec(value_type)
+    self.mechanism = factory._make_mechanism(self.spec)
+    self._counts = factory._counts(self.mechanism)
+    self._test_seed = factory._seed
+    self._entropy_fn = factory._entropy
+    self._rate = factory._rate
+    self._debug = factory._debug
+    self.planning_event = factory._round_event(self.mechanism, self._counts,
+                                               None)
+    # pylint: enable=protected-access
+    moduli = collections.OrderedDict(self.mechanism.secure_moduli())
+    moduli['counts'] = count_modulus
+    if self._counts is not None:
+      for key, modulus in self._counts.secure_moduli().items():
+        moduli['noised_' + key] = modulus
+    for key, modulus in moduli.items():
+      if (modulus < 2 or modulus > base.MAX_MODULUS
+          or modulus & (modulus - 1)):
+        raise ValueError(
+            f'secure-sum modulus of {key!r} must be a power of two in '
+            f'[2, 2^{base.MAX_RING_BITS}], got {modulus}.')
+    self.secure_moduli = collections.OrderedDict(
+        (key, int(modulus)) for key, modulus in moduli.items())
+
+  def initial_public_seed(self) -> tf.Tensor:
+    """The process's public seed: kernel entropy (a constant under seed=)."""
+    if self._test_seed is None:
+      return entropy_lib.os_entropy_seed()
+    return tf.constant([self._test_seed, 0x5EED], tf.int64)
+
+  def _noise_seed(self, flat, seed):
+    if self._test_seed is not None:
+      digest = tf.bitcast(
+          tf.fingerprint(tf.reshape(tf.bitcast(flat, tf.uint8), [1, -1]))[0],
+          tf.int64)
+      return tf.random.experimental.stateless_fold_in(seed, digest)
+    if self._entropy_fn is not None:
+      return tf.reshape(tf.cast(self._entropy_fn(), tf.int64), [2])
+    return entropy_lib.os_entropy_seed()
+
+  def client(self, value, seed) -> 'collections.OrderedDict[str, tf.Tensor]':
+    """One client's int32 contribution per key of `secure_moduli`."""
+    flat = self.spec.flatten(value)
+    seeds = tf.random.experimental.stateless_split(
+        self._noise_seed(flat, seed), 3)
+    if self._rate is not None:
+      word = tf.bitwise.bitwise_and(
+          tf.random.stateless_uniform([], seed=seeds[0], dtype=tf.int64,
+                                      minval=None, maxval=None),
+          (1 << _COIN_BITS) - 1)
+      keep = word < coin_threshold(self._rate)
+      flat = tf.where(keep, flat, tf.zeros_like(flat))
+    encoded, flags = self.mechanism.client_encode(flat, seed, seeds[1])
+    out = collections.OrderedDict(
+        (key, tf.cast(encoded[key], tf.int32))
+        for key in self.mechanism.secure_moduli())
+    one = tf.ones([1], tf.int64)
+    out['counts'] = tf.cast(
+        tf.concat([one, flags] if self._debug else [one], 0), tf.int32)
+    if self._counts is not None:
+      noised, _ = self._counts.client_encode(tf.cast(flags, tf.float64), seed,
+                                             seeds[2])
+      for key in self._counts.secure_moduli():
+        out['noised_' + key] = tf.cast(noised[key], tf.int32)
+    return out
+
+  def server(self, summed, seed):
+    """(result in the value's structure, measurements) from the sums.
+
+    `summed`: per key, the sum of the clients' contributions modulo a
+    multiple of the key's modulus (reduced here again).
+    """
+    summed = collections.OrderedDict(
+        (key, base.ring_residue(summed[key], modulus))
+        for key, modulus in self.secure_moduli.items())
+    n = summed['counts'][0]
+    mechanism = self.mechanism
+    decoded, post = mechanism.server_decode(
+        {key: summed[key] for key in mechanism.secure_moduli()}, n, seed)
+    result = self.spec.unflatten(decoded)
+    measurements = collections.OrderedDict()
+    for key, value in mechanism.public_measurements().items():
+      measurements[key] = _constant(value)
+    measurements['participating_clients'] = n
+    measurements['actual_num_clients'] = n
+    if self._rate is not None:
+      measurements['client_sampling_rate'] = tf.constant(
+          effective_rate(self._rate), tf.float64)
+    for key, value in post.items():
+      measurements[key] = value
+    if self._debug:
+      measurements['debug_counts'] = collections.OrderedDict(
+          (name, summed['counts'][1 + i])
+          for i, name in enumerate(mechanism.flag_names))
+    if self._counts is not None:
+      keys = self._counts.secure_moduli()
+      noisy, _ = self._counts.server_decode(
+          {key: summed['noised_' + key] for key in keys}, n, seed)
+      measurements['noised_counts'] = collections.OrderedDict(
+          (name, noisy[i]) for i, name in enumerate(mechanism.flag_names))
+    return result, measurements, n
+
+
+def _build(protocol: RoundProtocol):
   """The AggregationProcess (see the module docstring)."""
-  moduli = collections.OrderedDict(mechanism.secure_moduli())
-  moduli['counts'] = COUNT_MODULUS
-  if counts is not None:
-    for key, modulus in counts.secure_moduli().items():
-      moduli['noised_' + key] = modulus
-  for key, modulus in moduli.items():
-    if modulus < 2 or modulus > base.MAX_MODULUS or modulus & (modulus - 1):
-      raise ValueError(f'secure-sum modulus of {key!r} must be a power of two '
-                       f'in [2, 2^{base.MAX_RING_BITS}], got {modulus}.')
-  test_seed = factory._seed  # pylint: disable=protected-access
-  entropy_fn = factory._entropy  # pylint: disable=protected-access
-  rate = factory._rate  # pylint: disable=protected-access
-  debug = factory._debug  # pylint: disable=protected-access
 
   @tff.tensorflow.computation
   def init_fn():
-    if test_seed is None:
-      public = entropy_lib.os_entropy_seed()
-    else:
-      public = tf.constant([test_seed, 0x5EED], tf.int64)
     return collections.OrderedDict(round=tf.constant(0, tf.int64),
-                                   public_seed=public)
+                                   public_seed=protocol.initial_public_seed())
 
   state_type = init_fn.type_signature.result
   seed_type = state_type.public_seed
 
   @tff.tensorflow.computation(state_type)
   def round_seed_fn(state):
-    # Public randomness of this round: the same at clients and server.
-    return tf.random.experimental.stateless_fold_in(
-        state['public_seed'], state['round'])
+    return round_seed(state)
 
-  @tff.tensorflow.computation(spec.value_type, seed_type)
-  def client_fn(value, round_seed):
-    flat = spec.flatten(value)
-    if test_seed is not None:
-      digest = tf.bitcast(
-          tf.fingerprint(tf.reshape(tf.bitcast(flat, tf.uint8), [1, -1]))[0],
-          tf.int64)
-      noise_seed = tf.random.experimental.stateless_fold_in(round_seed,
-                                                            digest)
-    elif entropy_fn is not None:
-      noise_seed = tf.reshape(tf.cast(entropy_fn(), tf.int64), [2])
-    else:
-      noise_seed = entropy_lib.os_entropy_seed()
-    seeds = tf.random.experimental.stateless_split(noise_seed, 3)
-    if rate is not None:
-      word = tf.bitwise.bitwise_and(
-          tf.random.stateless_uniform([], seed=seeds[0], dtype=tf.int64,
-                                      minval=None, maxval=None),
-          (1 << _COIN_BITS) - 1)
-      keep = word < coin_threshold(rate)
-      flat = tf.where(keep, flat, tf.zeros_like(flat))
-    encoded, flags = mechanism.client_encode(flat, round_seed, seeds[1])
-    out = collections.OrderedDict(
-        (key, tf.cast(encoded[key], tf.int32))
-        for key in mechanism.secure_moduli())
-    one = tf.ones([1], tf.int64)
-    out['counts'] = tf.cast(tf.concat([one, flags] if debug else [one], 0),
-                            tf.int32)
-    if counts is not None:
-      noised, _ = counts.client_encode(tf.cast(flags, tf.float64),
-                                       round_seed, seeds[2])
-      for key in counts.secure_moduli():
-        out['noised_' + key] = tf.cast(noised[key], tf.int32)
-    return out
-
-  secure_moduli = collections.OrderedDict(
-      (key, int(moduli[key])) for key in moduli)
-  planning_event = factory._round_event(mechanism, counts, None)  # pylint: disable=protected-access
+  @tff.tensorflow.computation(protocol.spec.value_type, seed_type)
+  def client_fn(value, seed):
+    return protocol.client(value, seed)
 
   @tff.tensorflow.computation(
       client_fn.type_signature.result, state_type, seed_type)
-  def server_fn(summed, state, round_seed):
-    summed = collections.OrderedDict(
-        (key, base.ring_residue(summed[key], secure_moduli[key]))
-        for key in secure_moduli)
-    n = summed['counts'][0]
-    decoded, post = mechanism.server_decode(
-        {key: summed[key] for key in mechanism.secure_moduli()}, n,
-        round_seed)
-    result = spec.unflatten(decoded)
-    measurements = collections.OrderedDict()
-    for key, value in mechanism.public_measurements().items():
-      measurements[key] = _constant(value)
-    measurements['participating_clients'] = n
-    measurements['actual_num_clients'] = n
-    if rate is not None:
-      measurements['client_sampling_rate'] = tf.constant(
-          effective_rate(rate), tf.float64)
-    for key, value in post.items():
-      measurements[key] = value
-    if debug:
-      measurements['debug_counts'] = collections.OrderedDict(
-          (name, summed['counts'][1 + i])
-          for i, name in enumerate(mechanism.flag_names))
-    if counts is not None:
-      noisy, _ = counts.server_decode(
-          {key: summed['noised_' + key] for key in counts.secure_moduli()},
-          n, round_seed)
-      measurements['noised_counts'] = collections.OrderedDict(
-          (name, noisy[i]) for i, name in enumerate(mechanism.flag_names))
+  def server_fn(summed, state, seed):
+    result, measurements, n = protocol.server(summed, seed)
     measurements['dp_event'] = event_io.event_structure(
-        planning_event, {'num_clients': n})
+        protocol.planning_event, {'num_clients': n})
     new_state = collections.OrderedDict(
         round=state['round'] + 1, public_seed=state['public_seed'])
     return new_state, result, measurements
@@ -439,13 +519,13 @@ def _build(factory, spec, mechanism, counts):
 
   @tff.federated_computation(
       init_federated.type_signature.result,
-      tff.FederatedType(spec.value_type, tff.CLIENTS))
+      tff.FederatedType(protocol.spec.value_type, tff.CLIENTS))
   def next_fn(state, value):
     seed = tff.federated_map(round_seed_fn, state)
     encoded = tff.federated_map(
         client_fn, (value, tff.federated_broadcast(seed)))
     summed = tff.backends.mapreduce.federated_secure_modular_sum(
-        encoded, secure_moduli)
+        encoded, protocol.secure_moduli)
     new_state, result, measurements = tff.federated_map(
         server_fn, (summed, state, seed))
     return tff.templates.MeasuredProcessOutput(

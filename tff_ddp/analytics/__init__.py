@@ -1,7 +1,12 @@
-"""Federated analytics with distributed DP: quantiles from histograms."""
+"""Federated analytics with distributed DP: quantiles from histograms, and
+frequency estimation with a privately chosen clip (TFFE, MFFE)."""
 
-from tff_ddp.analytics.quantile_calibration import QuantileParameters
+from tff_ddp.analytics.frequency_process import build_frequency_process
+from tff_ddp.analytics.frequency_process import build_frequency_process_from_parameters
+from tff_ddp.analytics.frequency_process import frequency_parameters
+from tff_ddp.analytics.frequency_process import FrequencyParameters
 from tff_ddp.analytics.quantile_calibration import parameters_for_noise
 from tff_ddp.analytics.quantile_calibration import quantile_parameters
+from tff_ddp.analytics.quantile_calibration import QuantileParameters
 from tff_ddp.analytics.quantiles import build_quantile_process
 from tff_ddp.analytics.quantiles import build_quantile_process_from_parameters

@@ -398,8 +398,15 @@ def estimate_cdf(method: str, noisy_sum, num_bins: int, count: str,
   if monotone and b > MAX_MONOTONE_BINS:
     raise ValueError(f'monotone estimators need O(b^2) memory: num_bins <= '
                      f'{MAX_MONOTONE_BINS}, got {b}.')
-  noisy_sum = tf.reshape(tf.cast(noisy_sum, tf.float64),
-                         [encoding_length(method, b)])
+  length = encoding_length(method, b)
+  noisy_sum = _float64_tensor(noisy_sum, 'noisy_sum')
+  if noisy_sum.shape.num_elements() not in (None, length):
+    raise ValueError(
+        f'noisy_sum must have the {length} entries of one {method!r} '
+        f'encoding of {b} bins, got shape {noisy_sum.shape}.')
+  noisy_sum = tf.reshape(noisy_sum, [length])
+  if num_clients is not None and not isinstance(num_clients, tf.Tensor):
+    num_clients = checks.integer(num_clients, 'num_clients', 0)
   cum, estimated_total = _unnormalised_cdf(method, noisy_sum, b, consistent)
   if count == 'exact':
     if num_clients is None:
@@ -426,14 +433,37 @@ def estimated_total(method: str, noisy_sum, num_bins: int) -> tf.Tensor:
 
 def quantile_indices(cdf, quantiles: Sequence[float]) -> tf.Tensor:
   """Eq. (1): j*_p = argmin_j |F_j - p| (first j on ties), 0-based, int64."""
-  cdf = tf.cast(cdf, tf.float64)
-  p = tf.constant(list(quantiles), tf.float64)
+  cdf = _check_cdf(cdf)
+  p = tf.constant(checks.real_sequence(quantiles, 'quantiles', 0.0, 1.0),
+                  tf.float64)
   return tf.argmin(tf.abs(cdf[tf.newaxis, :] - p[:, tf.newaxis]), axis=1)
+
+
+def _float64_tensor(value, name: str) -> tf.Tensor:
+  try:
+    return tf.cast(value, tf.float64)
+  except (TypeError, ValueError):
+    raise TypeError(f'{name} must be a tensor of numbers, got {value!r}.'
+                    ) from None
+
+
+def _check_cdf(cdf, num_bins=None) -> tf.Tensor:
+  """cdf as float64 of static shape [num_bins] (any b >= 1 if None)."""
+  cdf = _float64_tensor(cdf, 'cdf')
+  if cdf.shape.rank != 1 or cdf.shape[0] == 0 or (
+      num_bins is not None and cdf.shape[0] not in (None, num_bins)):
+    raise ValueError(f'cdf must be a vector of one value per bin'
+                     f'{"" if num_bins is None else f" ({num_bins})"}, got '
+                     f'shape {cdf.shape}.')
+  return cdf
 
 
 def edges(lower: float, upper: float, num_bins: int) -> np.ndarray:
   """The right bin edges l_1..l_b."""
-  return lower + (upper - lower) * np.arange(1, num_bins + 1) / num_bins
+  lower, upper = check_range(lower, upper)
+  num_bins = checks.integer(num_bins, 'num_bins', 1, MAX_BINS)
+  # (k / b) first: (upper - lower) k would overflow near the float64 limit.
+  return lower + (upper - lower) * (np.arange(1, num_bins + 1) / num_bins)
 
 
 def quantile_values(cdf, quantiles, lower, upper, num_bins,
@@ -441,8 +471,9 @@ def quantile_values(cdf, quantiles, lower, upper, num_bins,
   """Quantile estimates (float64): the eq. 1 bin edge, or, with
   `interpolate`, the linear interpolation of a monotone CDF inside the first
   bin whose CDF reaches p (F_0 = 0 at `lower`)."""
-  cdf = tf.cast(cdf, tf.float64)
   right = tf.constant(edges(lower, upper, num_bins))
+  cdf = _check_cdf(cdf, int(num_bins))
+  quantiles = checks.real_sequence(quantiles, 'quantiles', 0.0, 1.0)
   if not interpolate:
     return tf.gather(right, quantile_indices(cdf, quantiles))
   p = tf.constant(list(quantiles), tf.float64)

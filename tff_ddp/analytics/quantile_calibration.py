@@ -17,7 +17,8 @@ neighbours: one client's encoding replaced by zeros, as in the aggregators):
   instead fixes sigma^2 = 2 and varies c, where tau matters). If no c >= 1
   fits, the bits are refused with the number that works.
 * Poisson binomial: m = the most trials the ring 2^bits holds for n clients
-  (at most the sampler's limit), theta calibrated by the accountant: Lemma 2
+  (at most the sampler's limit), or the `num_trials` given (e.g. the
+  frequency paper's m' = 3), theta calibrated by the accountant: Lemma 2
   composed over the l0 sensitivity of the encoding (1 flat, log2 b tree,
   log2 b + 1 Haar), not over all b coordinates as the paper's Prop. 4 does
   -- under zero-out neighbours a coordinate where the client's encoding is 0
@@ -218,15 +219,19 @@ def quantile_parameters(
     rounds: int = 1,
     adversary: str = 'server',
     seed: Optional[int] = None,
+    num_trials: Optional[int] = None,
 ) -> QuantileParameters:
   """Calibrates the aggregator for a quantile process (see module doc).
+
+  `num_trials` (Poisson binomial only): the trials m per coordinate; None
+  takes the most the ring holds. theta is calibrated either way.
 
   Raises:
     TypeError / ValueError: bad arguments, bits too small, or an unreachable
       target (the message says what works).
   """
   method = hg.canonical_method(method)
-  length = hg.encoding_length(method, num_bins)  # validates method, bins
+  hg.encoding_length(method, num_bins)  # validates method, bins
   mechanism = checks.choice(mechanism, 'mechanism', MECHANISMS)
   n = checks.integer(expected_clients_per_round, 'expected_clients_per_round',
                      1, base.MAX_MODULUS - 1)
@@ -240,12 +245,24 @@ def quantile_parameters(
   value_type = encoding_type(method, num_bins)
   common = dict(target_epsilon=epsilon, target_delta=delta, rounds=rounds,
                 adversary=adversary, seed=seed)
+  if num_trials is not None and mechanism != 'poisson_binomial':
+    raise ValueError("num_trials applies to mechanism='poisson_binomial' "
+                     f'only, not {mechanism!r}.')
   if mechanism == 'poisson_binomial':
     m = min((2**bits - 1) // n, pbm_mechanism.MAX_NUM_TRIALS)
     if m < 1:
       raise ValueError(
           f'bits={bits} cannot hold {n} clients: the ring needs 2^bits > n '
           f'm with m >= 1; use bits >= {int(n).bit_length()}.')
+    if num_trials is not None:
+      num_trials = checks.integer(num_trials, 'num_trials', 1)
+      if num_trials > m:
+        raise ValueError(
+            f'num_trials={num_trials} does not fit the ring: 2^bits = '
+            f'2^{bits} holds at most {m} trials for {n} clients; use '
+            f'num_trials <= {m} or bits >= '
+            f'{int(n * num_trials).bit_length()}.')
+      m = num_trials
     result = calibrated.poisson_binomial(
         value_type, parameter='theta', num_trials=m,
         expected_clients_per_round=n, l2_clip=l2, encoder='none',

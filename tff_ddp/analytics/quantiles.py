@@ -23,6 +23,13 @@ bin. A non-finite value (NaN, +-inf) contributes a zero encoding: the client
 is in the secure sum (and in the public count n) but in no bin, so with
 count='exact' the CDF tops out below 1 by the fraction of such clients.
 
+Neighbouring relation: zero-out, as for the aggregators -- one client's
+encoding replaced by zeros. Every finite value lands in some bin, so the
+zero-out neighbour of a client is that client holding NaN (the zero
+encoding), not the value 0.0 (which is a bin: replacing a value by 0.0 is
+a replace-one change, bounded by the 'replace_one' relation of the
+accountant). Empirical audits (`tff_ddp.audit`) use NaN for this reason.
+
 Empty or nearly empty rounds: the quantiles are NaN and `status` says why --
 'no_clients' when nobody took part, 'too_few_values' when the noisy total
 count is below `min_total_stddevs` (default 2) standard deviations of its
@@ -74,6 +81,7 @@ def build_quantile_process(
     adversary: str = 'server',
     min_total_stddevs: float = 2.0,
     seed: Optional[int] = None,
+    num_trials: Optional[int] = None,
 ) -> tff.templates.MeasuredProcess:
   """A process estimating `quantiles` of one float per client.
 
@@ -102,6 +110,8 @@ def build_quantile_process(
     min_total_stddevs: below this many noise standard deviations of the
       estimated total, the round returns NaN with status 'too_few_values'.
     seed: for tests only (see the aggregators).
+    num_trials: Poisson binomial only: trials per coordinate (default: the
+      most the ring holds); theta is calibrated to the budget either way.
 
   Returns:
     A `tff.templates.MeasuredProcess`: `next(state, values)` with `values`
@@ -120,7 +130,7 @@ def build_quantile_process(
                            min_total_stddevs)
   params = quantile_parameters(method, mechanism, num_bins,
                                expected_clients_per_round, epsilon, delta,
-                               bits, rounds, adversary, seed)
+                               bits, rounds, adversary, seed, num_trials)
   return _build(params, *options, rounds=rounds)
 
 
@@ -133,20 +143,25 @@ def build_quantile_process_from_parameters(
     estimator: str = 'paper',
     consistent_tree: bool = False,
     min_total_stddevs: float = 2.0,
+    rounds: Optional[int] = None,
 ) -> tff.templates.MeasuredProcess:
   """The process of `build_quantile_process` on given parameters.
 
   For callers that choose the noise themselves and account the rounds
   together with other releases (`quantile_calibration.parameters_for_noise`;
   DP-Delta-FL composes the quantile with the model update of each round).
-  The same process, except that no budget comes with it: the measurements
-  have no `within_budget`; every round's event is in
+  Also for callers that calibrate once (`quantile_parameters`) and split a
+  budget between the quantile and another release (TFFE's first phase).
+  Without `rounds` no budget comes with the process: the measurements have
+  no `within_budget`; every round's event is in
   `measurements['aggregator']['dp_event']`, as always.
 
   Args:
     parameters: from `quantile_parameters` or `parameters_for_noise`.
     lower_bound, upper_bound, quantiles, count, estimator, consistent_tree,
       min_total_stddevs: as for `build_quantile_process`.
+    rounds: the rounds `parameters` were calibrated for, if any: then the
+      measurements have `within_budget` as in `build_quantile_process`.
   """
   if not isinstance(parameters, QuantileParameters):
     raise TypeError('parameters must be a QuantileParameters (from '
@@ -155,7 +170,9 @@ def build_quantile_process_from_parameters(
   options = _check_options(parameters.method, parameters.num_bins,
                            lower_bound, upper_bound, quantiles, count,
                            estimator, consistent_tree, min_total_stddevs)
-  return _build(parameters, *options, rounds=None)
+  if rounds is not None:
+    rounds = checks.integer(rounds, 'rounds', 1)
+  return _build(parameters, *options, rounds=rounds)
 
 
 def _check_options(method, num_bins, lower_bound, upper_bound, quantiles,

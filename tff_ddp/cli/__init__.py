@@ -3,6 +3,7 @@
   tff-ddp demo       federated mean estimation with DDG vs Gaussian (make demo)
   tff-ddp privacy    epsilon of a mechanism over rounds, or calibrate its noise
   tff-ddp quantiles  federated DP quantiles (flat / tree / Haar, DDG / cPBM)
+  tff-ddp frequency  federated frequency estimation (TFFE, MFFE, baselines)
   tff-ddp superquantile  DP-Delta-FL / DP-FedAvg on the B.3 task, per round
 
 Every epsilon printed names the adversary it holds against. User errors
@@ -15,6 +16,7 @@ from typing import Optional, Sequence
 
 from tff_ddp.cli import common  # sets TF_CPP_MIN_LOG_LEVEL first
 from tff_ddp.cli import demo
+from tff_ddp.cli import frequency
 from tff_ddp.cli import privacy
 from tff_ddp.cli import quantiles
 from tff_ddp.cli import superquantile
@@ -27,6 +29,7 @@ def build_parser() -> common.Parser:
   demo.add_parser(subparsers)
   privacy.add_parser(subparsers)
   quantiles.add_parser(subparsers)
+  frequency.add_parser(subparsers)
   superquantile.add_parser(subparsers)
   return parser
 

@@ -22,6 +22,10 @@ from tff_ddp.cli import common
 from tff_ddp.utils import checks
 
 DESCRIPTION = __doc__
+# The range of l2_clip (times the clients or the noise) that the float32
+# client data, noise and sums of the demo hold without overflow.
+_FLOAT32_SAFE_MIN = 1e-30
+_FLOAT32_SAFE_MAX = 1e30
 
 
 @dataclasses.dataclass
@@ -73,6 +77,16 @@ def run(num_clients=100, dim=1024, rounds=3, bits=(12, 14, 16, 20),
   l2_clip = checks.positive(l2_clip, 'l2_clip')
   delta = checks.real(delta, 'delta', 0.0, 1.0, low_open=True,
                       high_open=True)
+  # The clients' data, TFF's central Gaussian and the float sums are
+  # float32: keep data, sums and noise far inside its range (3.4e38), and
+  # the data away from its subnormals.
+  largest = l2_clip * max(num_clients, noise_multiplier, 1.0)
+  if not (l2_clip >= _FLOAT32_SAFE_MIN and largest <= _FLOAT32_SAFE_MAX):
+    raise ValueError(
+        f'l2_clip={l2_clip:g} with noise_multiplier={noise_multiplier:g} and '
+        f'{num_clients} clients leaves the demo\'s float32 range: need '
+        f'l2_clip >= {_FLOAT32_SAFE_MIN:g} and l2_clip * max(clients, '
+        f'noise_multiplier) <= {_FLOAT32_SAFE_MAX:g}.')
   import dp_accounting  # pylint: disable=g-import-not-at-top
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from tff_ddp import accounting  # pylint: disable=g-import-not-at-top

@@ -47,16 +47,17 @@ def _sylvester(m: int) -> np.ndarray:
 
 
 def fast_walsh_hadamard(x: tf.Tensor) -> tf.Tensor:
-  """Orthonormal Walsh-Hadamard transform H x of a rank-1 tensor.
+  """Orthonormal Walsh-Hadamard transform H x along the last axis of x.
 
-  The length d = 2^k must be a power of two. H_d is the k-fold Kronecker
+  x has shape [d] or [..., d] (a batch of vectors, each transformed); the
+  length d = 2^k must be a power of two. H_d is the k-fold Kronecker
   power of H_2, so the transform factors into small dense Hadamard blocks of
-  size 2^4 applied along each axis of x reshaped to [16, 16, ..., 2^r]:
-  O(d log d) work done by a few matrix products instead of k butterfly
-  passes. H is symmetric and orthonormal, so this function is its own
-  inverse.
+  size 2^4 applied along each axis of x reshaped to [batch, 16, 16, ...,
+  2^r]: O(d log d) work per vector done by a few matrix products instead of
+  k butterfly passes. H is symmetric and orthonormal, so this function is
+  its own inverse.
   """
-  d = int(x.shape[0])
+  d = int(x.shape[-1])
   if d < 1 or d & (d - 1):
     raise ValueError(f'length must be a power of two, got {d}.')
   k = d.bit_length() - 1
@@ -65,12 +66,18 @@ def fast_walsh_hadamard(x: tf.Tensor) -> tf.Tensor:
     step = min(_BLOCK_LOG2, k)
     dims.append(2**step)
     k -= step
-  y = tf.reshape(x, dims or [1])
+  y = tf.reshape(x, [-1] + (dims or [1]))
   for m in dims:
-    # Contract the leading axis with H_m; the new axis goes last, so after
-    # all axes the original order is back.
-    y = tf.tensordot(y, tf.constant(_sylvester(m), x.dtype), axes=[[0], [0]])
-  return tf.reshape(y, [d]) / tf.constant(math.sqrt(d), dtype=x.dtype)
+    # Contract the first axis after the batch with H_m; the new axis goes
+    # last, so after all axes the original order is back.
+    y = tf.tensordot(y, tf.constant(_sylvester(m), x.dtype), axes=[[1], [0]])
+  if x.shape.rank == 1:
+    shape = [d]
+  elif x.shape.is_fully_defined():
+    shape = x.shape.as_list()
+  else:
+    shape = tf.shape(x)
+  return tf.reshape(y, shape) / tf.constant(math.sqrt(d), dtype=x.dtype)
 
 
 def random_signs(dim: int, seed: tf.Tensor, dtype=tf.float64) -> tf.Tensor:

@@ -1,7 +1,8 @@
 """Kashin's representation over a tight frame (Lyubarskii-Vershynin).
 
-Federated frequency estimation paper (shared/papers/
-federated-frequency-estimation-cpbm.txt), Definition 3, Lemma 1 and App. B.
+"Bounding Contribution Optimally for Federated Frequency Estimation under
+User-level Distributed Differential Privacy" (the federated frequency
+estimation paper), Definition 3, Lemma 1 and App. B.
 
 A tight frame is a d x D matrix U (D > d) with orthonormal rows, U U^T = I_d,
 so every x in R^d is x = U (U^T x). A Kashin representation of x at level K
@@ -80,8 +81,11 @@ _LEVEL_SLACK = 1e-12
 def output_dimension(dim: int, redundancy: float) -> int:
   """D: the smallest power of two >= dim (1 + redundancy) and > dim.
 
-  Raises ValueError when D would exceed hadamard.MAX_OUTPUT_DIM.
+  Raises TypeError / ValueError for a bad dim or redundancy, and ValueError
+  when D would exceed hadamard.MAX_OUTPUT_DIM.
   """
+  dim = checks.integer(dim, 'dim', 1)
+  redundancy = checks.real(redundancy, 'redundancy', low=0.0, low_open=True)
   target = max(dim * (1.0 + redundancy), dim + 1.0)
   if target > hadamard.MAX_OUTPUT_DIM:
     raise ValueError(
@@ -181,7 +185,10 @@ class KashinEncoder:
     return tf.cast(q, dtype)
 
   def _frame_ops(self, seed, dtype):
-    """(analysis U^T: R^d -> R^D, synthesis U: R^D -> R^d) for one seed."""
+    """(analysis U^T: R^d -> R^D, synthesis U: R^D -> R^d) for one seed.
+
+    Both act on the last axis, so they take one vector or a batch [n, .].
+    """
     seed = tf.cast(tf.convert_to_tensor(seed), tf.int64)
     if self.frame == 'dense':
       ut = self._dense(seed, dtype)
@@ -189,15 +196,22 @@ class KashinEncoder:
               lambda w: tf.linalg.matvec(ut, w, transpose_a=True))
     signs = hadamard.random_signs(self.output_dim, _fold(seed, 0), dtype)
     row_signs = hadamard.random_signs(self.dim, _fold(seed, 3), dtype)
-    rows = self._rows(seed)[:, tf.newaxis]
+    rows = self._rows(seed)
+    # The scatter of the d signed inputs into D slots, as a gather (batch
+    # friendly): slot rows[i] reads input i, every other slot the zero
+    # appended at index d.
+    source = tf.tensor_scatter_nd_update(
+        tf.fill([self.output_dim], tf.constant(self.dim, rows.dtype)),
+        rows[:, tf.newaxis], tf.range(self.dim, dtype=rows.dtype))
 
     def analysis(v):
-      scattered = tf.scatter_nd(rows, row_signs * v, [self.output_dim])
+      padded = tf.concat([row_signs * v, tf.zeros_like(v[..., :1])], -1)
+      scattered = tf.gather(padded, source, axis=-1)
       return signs * hadamard.fast_walsh_hadamard(scattered)
 
     def synthesis(w):
-      return row_signs * tf.gather_nd(
-          hadamard.fast_walsh_hadamard(signs * w), rows)
+      return row_signs * tf.gather(
+          hadamard.fast_walsh_hadamard(signs * w), rows, axis=-1)
 
     return analysis, synthesis
 
@@ -221,20 +235,42 @@ class KashinEncoder:
       y (shape [output_dim], x's dtype) with ||y||_inf <= level ||x|| /
       sqrt(D), and the residual norm (x's dtype).
     """
+    x = self._check_input(x)
+    y, residual = self._encode_rows(tf.reshape(x, [1, self.dim]), seed)
+    return tf.reshape(y, [self.output_dim]), tf.reshape(residual, [])
+
+  def encode_batch(self, x, seed):
+    """`encode_with_residual` of each row of x ([n, dim]) with one frame.
+
+    The same computation as one call per row (row i of the result equals
+    `encode_with_residual(x[i], seed)` up to float rounding), done as
+    batched products: for simulating many clients of one round.
+
+    Returns:
+      (y [n, output_dim], residual norms [n]), x's dtype.
+    """
+    x = self._check_input(x)
+    return self._encode_rows(tf.reshape(x, [-1, self.dim]), seed)
+
+  def _check_input(self, x):
     x = tf.convert_to_tensor(x)
     if not x.dtype.is_floating:
       raise TypeError(f'x must be a float tensor, got {x.dtype}.')
-    x = tf.reshape(x, [self.dim])
+    return x
+
+  def _encode_rows(self, x, seed):
+    """The algorithm of the module docstring on each row of x [n, dim]."""
     analysis, synthesis = self._frame_ops(seed, x.dtype)
-    unit = _norm(x) / tf.constant(math.sqrt(self.output_dim), x.dtype)
-    y = tf.zeros([self.output_dim], x.dtype)
+    unit = _norm(x, axis=-1)[:, tf.newaxis] / tf.constant(
+        math.sqrt(self.output_dim), x.dtype)
+    y = tf.zeros([tf.shape(x)[0], self.output_dim], x.dtype)
     r = x
     for level in self.levels():  # static: `iterations` steps
       m = unit * tf.constant(level, x.dtype)
       t = tf.clip_by_value(analysis(r), -m, m)
       y += t
       r -= synthesis(t)
-    return y, _norm(r)
+    return y, _norm(r, axis=-1)
 
   def encode(self, x, seed):
     """Kashin's representation y of x (shape [output_dim]); x = U y."""

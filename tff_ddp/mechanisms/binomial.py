@@ -129,6 +129,8 @@ import numbers
 import numpy as np
 import tensorflow as tf
 
+from tff_ddp.utils import tensors
+
 MAX_NUM_TRIALS = 1 << 30
 # m below this uses direct Bernoulli trials (one word each).
 _REJECTION_MIN_TRIALS = 64
@@ -537,9 +539,12 @@ def _direct(p_int, num_trials, seed):
     return c + 1, total + tf.reduce_sum(tf.cast(hit, tf.int64), axis=1)
 
   chunks = -(-num_trials // _DIRECT_CHUNK)
+  # The invariant keeps a statically known length (a single element: the
+  # zeros are [1] while the loop's draws have an unknown length) legal.
   return tf.while_loop(
       lambda c, total: c < chunks, body,
-      (tf.constant(0, tf.int64), tf.zeros([num], tf.int64)))[1]
+      (tf.constant(0, tf.int64), tf.zeros([num], tf.int64)),
+      shape_invariants=(tf.TensorShape([]), tf.TensorShape([None])))[1]
 
 
 def _element_constants(p_int, num_trials):
@@ -584,7 +589,6 @@ def _rejection(p_int, num_trials, seed, force_exact=False):
   table = tf.constant(_log_factorial_table())
   num = tf.size(p_int, out_type=tf.int64)
   consts = _element_constants(p_int, n)
-  mode, mode_c = consts[0], consts[1]
   limit = ((1 << _WORD_BITS) // width) * width
 
   def body(it, out, idx):
@@ -695,22 +699,6 @@ def _check_probs(probs) -> tf.Tensor:
   return probs
 
 
-def _check_seed(seed) -> tf.Tensor:
-  try:
-    seed = tf.convert_to_tensor(seed)
-  except (TypeError, ValueError) as e:
-    raise TypeError(
-        f'seed must be a shape-[2] integer tensor, got {seed!r}.') from e
-  if seed.dtype not in (tf.int32, tf.int64):
-    raise TypeError(
-        f'seed must have dtype int32 or int64, got {seed.dtype.name} '
-        f'({seed!r}).')
-  if not seed.shape.is_compatible_with([2]):
-    raise ValueError(
-        f'seed must have shape [2], got shape {seed.shape} ({seed!r}).')
-  return tf.cast(seed, tf.int64)
-
-
 @_no_autograph
 def sample_binomial(probs, num_trials: int, seed, *, _force_exact=False):
   """Exact Binomial(num_trials, p) per element of `probs`, as int64.
@@ -740,7 +728,7 @@ def sample_binomial(probs, num_trials: int, seed, *, _force_exact=False):
   """
   num_trials = _check_num_trials(num_trials)
   probs = _check_probs(probs)
-  seed = _check_seed(seed)
+  seed = tensors.stateless_seed(seed)
   if tf.get_static_value(probs) is None:
     checks = [tf.debugging.assert_greater_equal(
         probs, tf.constant(0.25, tf.float64),

@@ -26,6 +26,8 @@ from typing import Sequence, Union
 import numpy as np
 import tensorflow as tf
 
+from tff_ddp.utils import tensors
+
 # --- Limits of the exact integer representation (all documented in the API).
 # s = N / 2^q with N <= 2^_MAX_N_BITS and q <= _MAX_Q_BITS; q is maximal.
 _MAX_N_BITS = 50
@@ -43,6 +45,8 @@ _TWO62 = 1 << _WORD_BITS
 _WORD_MASK = _TWO62 - 1
 # Largest modulus used with `_mod_uniform` (keeps rejection rates <= 2^-10).
 _MAX_MODULUS = 1 << 52
+# Most samples one call draws (static shapes; `tensors.static_shape`).
+MAX_SAMPLES = tensors.MAX_SAMPLES
 # Bernoulli(1/j), j = 1..L, of CKS Algorithm 1 come from one uniform F in
 # [0, L!): kfact = #{j <= L: F < L!/j!} has P(kfact >= j) = 1/j!, exactly the
 # law of the number of leading successes of Bern(1/1), Bern(1/2), ...
@@ -65,15 +69,25 @@ def _limit(modulus: int) -> int:
   return (_TWO62 // modulus) * modulus
 
 
-def _scale_fraction(scale) -> fractions.Fraction:
-  """Validates `scale` and returns it as an exact Fraction."""
+def scale_fraction(scale) -> fractions.Fraction:
+  """Validates `scale` (in [0, 2^25]) and returns it as an exact Fraction.
+
+  A Python or numpy real, or a constant scalar tensor; TypeError for other
+  types (bools, strings, non-constant or non-scalar tensors), ValueError for
+  values that are negative, not finite or above max_supported_scale().
+  """
   if isinstance(scale, (tf.Tensor, tf.Variable)):
     value = tf.get_static_value(scale)
     if value is None:
       raise TypeError(
           'scale must be a Python number or a constant tensor, got a '
           f'non-constant tensor {scale!r}.')
+    if np.ndim(value) != 0:
+      raise TypeError(f'scale must be a scalar, got a tensor of shape '
+                      f'{np.shape(value)}.')
     scale = value.item() if isinstance(value, np.ndarray) else value
+  if isinstance(scale, np.ndarray) and scale.ndim == 0:
+    scale = scale.item()
   if isinstance(scale, (bool, np.bool_)) or not isinstance(
       scale, numbers.Real):
     raise TypeError(f'scale must be a real number, got {scale!r}.')
@@ -187,7 +201,7 @@ def discrete_gaussian_variance_parameter(scale) -> fractions.Fraction:
   Returns:
     s as a `fractions.Fraction` (0 for scale 0).
   """
-  sigma = _scale_fraction(scale)
+  sigma = scale_fraction(scale)
   if sigma == 0:
     return fractions.Fraction(0)
   n, q = _variance_numerator(sigma)
@@ -474,17 +488,6 @@ def _round(num_candidates, prm: _Params, seed):
   return tf.boolean_mask(tf.where(negative, -y, y), ok)
 
 
-def _static_shape(shape):
-  if isinstance(shape, tf.TensorShape):
-    if not shape.is_fully_defined():
-      raise ValueError(f'shape must be fully defined, got {shape}.')
-    return shape.as_list()
-  if isinstance(shape, (tf.Tensor, tf.Variable, np.ndarray)):
-    value = tf.get_static_value(shape)
-    return None if value is None else [int(d) for d in np.reshape(value, [-1])]
-  return [int(d) for d in shape]
-
-
 @_no_autograph
 def sample_discrete_gaussian(
     shape: Union[Sequence[int], tf.TensorShape, tf.Tensor],
@@ -546,21 +549,17 @@ def sample_discrete_gaussian(
     An int64 tensor of the given shape.
 
   Raises:
-    ValueError: if `scale` is negative, not finite or > max_supported_scale().
+    TypeError: scale, shape or seed of the wrong type (a float shape entry,
+      a float seed).
+    ValueError: `scale` negative, not finite or > max_supported_scale(); a
+      negative shape entry; a seed not of shape [2].
   """
-  sigma = _scale_fraction(scale)
-  static = _static_shape(shape)
-  if static is not None:
-    out_shape = static
-    n = tf.constant(int(np.prod(static, dtype=np.int64)), tf.int64)
-  else:
-    out_shape = tf.cast(shape, tf.int64)
-    n = tf.reduce_prod(out_shape)
+  sigma = scale_fraction(scale)
+  out_shape, n = tensors.output_shape(shape)
+  seed = tensors.stateless_seed(seed)
   if sigma == 0:
     return tf.zeros(out_shape, tf.int64)
   prm = _params(sigma)
-  seed = tf.cast(tf.convert_to_tensor(seed), tf.int64)
-  seed.shape.assert_is_compatible_with([2])
 
   inv_p = 1.0 / prm.success_prob
 

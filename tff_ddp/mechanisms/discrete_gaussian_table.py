@@ -7,7 +7,7 @@ scale)` is the exact sampler's variance parameter (scale^2 rounded UP to a
 multiple of 2^-q), so privacy accounting with s is unchanged up to delta.
 
 Using it in (eps, delta) accounting: with eta = `tv_distance_bound(scale)`
-(< 2^-108 for every supported scale) and n samples drawn in total (clients x
+(< 2^-106 for every supported scale) and n samples drawn in total (clients x
 coordinates x rounds), the output law under each of two neighbouring inputs
 moves by at most n eta in TV (ideal laws P1, P2, actual laws P1', P2'), so
 for any event S: P1'(S) <= P1(S) + n eta <= e^eps P2(S) + delta + n eta
@@ -87,28 +87,32 @@ X given |X| <= T: p_T(x) = e(x) / E on [-T, T], E = sum_{|y|<=T} e(y).
       computed exactly and checked <= 2^-200 at build time (it is below
       2^-228 for every supported scale: D(x) is a few units up to ~2^27).
 (iv)  Q := sum_{|x|<=T} |p_hat(x) - p_tilde(x)| < K / W by step 3, and
-      K <= M <= 2^18, so Q / 2 < 2^-109.
+      K <= M <= 2^20, so Q / 2 < 2^-107.
 (v)   Step 4 makes the table's law exactly p_hat (zero outside [-T, T]).
       By the triangle inequality for TV,
       TV(p_hat, p) <= TV(p_hat, p_T) + TV(p_T, p) <= (Q + rho) / 2 + tau
-      < 2^-109 + 2^-201 + 2^-110 < 2^-108.
+      < 2^-107 + 2^-201 + 2^-110 < 2^-106.
 
 `tv_distance_bound(scale)` returns (Q + rho) / 2 + tau_up with Q and rho the
 exact rationals of the built table and tau_up = 2 exp(-min(m^2/(2s), 1000))
 bracketed from above as in step 2 (>= the bound of (ii)), rounded up to a
-float: e.g. ~2^-118 at scale 0.7, ~2^-110 at 785, ~2^-109.4 at the cap.
+float: e.g. ~2^-118 at scale 0.7, ~2^-110 at 785, ~2^-108.4 at the cap.
 
-CAP. M <= 2^18 = 262144 columns, i.e. T <= 2^17 - 1, i.e. s <= 2^33 / G
-(~1.1165e8), i.e. scale <= `max_supported_scale()` = 10566.2457... (the
-exact largest float, found by bisection). Larger scales raise ValueError;
-use `discrete_gaussian.sample_discrete_gaussian` (exact, up to 2^25) there.
+CAP. M <= 2^20 = 1048576 columns, i.e. T <= 2^19 - 1, i.e. s <= 2^37 / G
+(~1.786e9), i.e. scale <= `max_supported_scale()` = 42264.98... (the exact
+largest float, found by bisection): the local scales of DDG at model size
+(e.g. ~19000 for 2^20 coordinates, 50 clients, 20 bits). Larger scales
+raise ValueError; use `discrete_gaussian.sample_discrete_gaussian` (exact,
+up to 2^25) there.
 
 TABLE COST. Memory: two int64 arrays of M entries, 16 M bytes: 512 KiB at
-scale 785 (T = 9737, M = 2^15), 2 MiB at 4000 (M = 2^17), 4 MiB at the cap;
-they become graph constants wherever the sampler is traced; up to 16 tables
-are cached. Build time, O(T) big-integer products plus an O(K log K) sort:
-~0.06-0.12 s at scale 785, ~0.3-0.5 s at 4000, ~1.4 s at the cap (shared
-2-core machine; `benchmarks/sampler_bench.py` prints it).
+scale 785 (T = 9737, M = 2^15), 2 MiB at 4000 (M = 2^17), 8 MiB at 19000
+(M = 2^19), 16 MiB at the cap; they become graph constants wherever the
+sampler is traced; up to 16 tables are cached. Build time, O(T) big-integer
+products plus an O(K log K) sort, once per scale and process: 0.3 s at
+scale 785, 3.0 s at 10566, 7.2 s at 19035, 12.7 s at the cap (shared 2-core
+machine under load ~10, several times faster when quiet;
+`benchmarks/sampler_bench.py` prints it).
 """
 
 import dataclasses
@@ -124,9 +128,10 @@ import numpy as np
 import tensorflow as tf
 
 from tff_ddp.mechanisms import discrete_gaussian
+from tff_ddp.utils import tensors
 
 # --- Table and precision constants (see the module docstring).
-LOG2_MAX_COLUMNS = 18
+LOG2_MAX_COLUMNS = 20
 MAX_COLUMNS = 1 << LOG2_MAX_COLUMNS
 # P(|X| > T) <= 2 exp(-G) < 2^-110 with G = 111 * (upper bound of ln 2).
 _TAIL_BITS = 110
@@ -158,34 +163,12 @@ def _check(condition: bool, what: str):
 
 def _validate_scale(scale) -> fractions.Fraction:
   """scale as an exact non-negative Fraction (TypeError / ValueError)."""
-  if isinstance(scale, (tf.Tensor, tf.Variable)):
-    value = tf.get_static_value(scale)
-    if value is None:
-      raise TypeError(
-          'scale must be a Python number or a constant tensor, got a '
-          f'non-constant tensor {scale!r}.')
-    if np.ndim(value) != 0:
-      raise TypeError(f'scale must be a scalar, got a tensor of shape '
-                      f'{np.shape(value)}.')
-    scale = value.item() if isinstance(value, np.ndarray) else value
-  if isinstance(scale, (bool, np.bool_)) or not isinstance(
-      scale, numbers.Real):
-    raise TypeError(
-        f'scale must be a real number (int or float), got {scale!r} of type '
-        f'{type(scale).__name__}.')
-  if isinstance(scale, numbers.Integral):
-    value = fractions.Fraction(int(scale))
-  else:
-    as_float = float(scale)
-    if not math.isfinite(as_float):
-      raise ValueError(
-          f'scale must be finite and in [0, {max_supported_scale()}] '
-          f'(max_supported_scale()), got {scale!r}.')
-    value = fractions.Fraction(as_float)
-  if value < 0:
+  try:
+    value = discrete_gaussian.scale_fraction(scale)
+  except ValueError:
     raise ValueError(
-        f'scale must be in [0, {max_supported_scale()}] '
-        f'(max_supported_scale()), got {scale!r}.')
+        f'scale must be finite and in [0, {max_supported_scale()}] '
+        f'(max_supported_scale()), got {scale!r}.') from None
   if value > discrete_gaussian.max_supported_scale() or not _fits(
       discrete_gaussian.discrete_gaussian_variance_parameter(value)):
     raise ValueError(
@@ -195,54 +178,6 @@ def _validate_scale(scale) -> fractions.Fraction:
         'cap). Use discrete_gaussian.sample_discrete_gaussian (exact, scale '
         f'up to {discrete_gaussian.max_supported_scale()}) instead.')
   return value
-
-
-def _static_shape(shape):
-  """A list of ints, or None for a non-constant 1-D shape tensor."""
-  if isinstance(shape, tf.TensorShape):
-    if not shape.is_fully_defined():
-      raise ValueError(f'shape must be fully defined, got {shape}.')
-    dims = shape.as_list()
-  elif isinstance(shape, (tf.Tensor, tf.Variable, np.ndarray)):
-    if not (shape.dtype.is_integer if hasattr(shape.dtype, 'is_integer')
-            else np.issubdtype(shape.dtype, np.integer)):
-      raise TypeError(f'shape must have an integer dtype, got {shape.dtype}.')
-    if len(shape.shape) != 1:
-      raise ValueError(f'shape must be a 1-D tensor, got rank '
-                       f'{len(shape.shape)}.')
-    value = tf.get_static_value(shape)
-    if value is None:
-      return None
-    dims = [int(d) for d in value]
-  elif isinstance(shape, (list, tuple)):
-    dims = list(shape)
-  else:
-    raise TypeError(
-        f'shape must be a list/tuple of ints, a TensorShape or a 1-D int '
-        f'tensor, got {shape!r}.')
-  for d in dims:
-    if isinstance(d, (bool, np.bool_)) or not isinstance(d, numbers.Integral):
-      raise TypeError(f'shape entries must be ints, got {d!r} in {shape!r}.')
-    if d < 0:
-      raise ValueError(f'shape entries must be >= 0, got {d} in {shape!r}.')
-  return [int(d) for d in dims]
-
-
-def _validate_seed(seed) -> tf.Tensor:
-  """seed as a shape-[2] int64 tensor."""
-  try:
-    tensor = tf.convert_to_tensor(seed)
-  except (TypeError, ValueError) as e:
-    raise TypeError(
-        f'seed must be a shape-[2] int32/int64 tensor or a pair of ints, got '
-        f'{seed!r}.') from e
-  if tensor.dtype not in (tf.int32, tf.int64):
-    raise TypeError(
-        f'seed must be a shape-[2] int32/int64 tensor or a pair of ints, got '
-        f'dtype {tensor.dtype.name}.')
-  if not tensor.shape.is_compatible_with([2]):
-    raise ValueError(f'seed must have shape [2], got shape {tensor.shape}.')
-  return tf.cast(tensor, tf.int64)
 
 
 # ----------------------------------------------------------------------------
@@ -476,7 +411,7 @@ def _round_up_float(value: fractions.Fraction) -> float:
 
 # A bound on tv_distance_bound(scale) valid for every supported scale (proof
 # step (v)); events use it so that planning never has to build a table.
-TV_DISTANCE_UPPER_BOUND = 2.0**-108
+TV_DISTANCE_UPPER_BOUND = 2.0**-106
 
 
 def tv_distance_bound(scale) -> float:
@@ -485,7 +420,7 @@ def tv_distance_bound(scale) -> float:
   s = `discrete_gaussian.discrete_gaussian_variance_parameter(scale)`. The
   bound is 1/2 (Q + rho) + tau of the module docstring (steps (i)-(v)),
   computed exactly from the built table and rounded up to a float; it is
-  < 2^-108 for every supported scale and 0 for scale 0. n independent
+  < 2^-106 for every supported scale and 0 for scale 0. n independent
   samples (e.g. clients x dimension x rounds) are within n times it of
   N_Z(0, s)^n (TV is subadditive over products); in (eps, delta) accounting
   add (1 + e^eps) n times it to delta (module docstring).
@@ -506,7 +441,7 @@ def tv_distance_bound(scale) -> float:
 def max_supported_scale() -> float:
   """The largest float scale whose table has <= MAX_COLUMNS columns.
 
-  About 10566.5 (s <= 2^33 / G). s is non-decreasing in scale, and the table
+  About 42265.0 (s <= 2^37 / G). s is non-decreasing in scale, and the table
   size in s, so this is found by bisection over the float64 bit patterns.
   """
   def fits(x: float) -> bool:
@@ -586,11 +521,11 @@ def sample_discrete_gaussian_table(
 
   s = `discrete_gaussian.discrete_gaussian_variance_parameter(scale)` (scale^2
   rounded up to a multiple of 2^-q, the exact sampler's s). Each sample's law
-  p_hat is within `tv_distance_bound(scale)` (< 2^-108) of N_Z(0, s) in total
+  p_hat is within `tv_distance_bound(scale)` (< 2^-106) of N_Z(0, s) in total
   variation (proof: module docstring); p_hat is supported on [-T, T] with
   T + 1 = ceil(sqrt(2 s * 111 * 0.69314718055994530942)) ~= 12.4 scale.
 
-  Walker/Vose alias method over 2^b <= 2^18 columns with 126-bit integer
+  Walker/Vose alias method over 2^b <= 2^20 columns with 126-bit integer
   thresholds: one uniform 64-bit word per sample (a second one only on a
   threshold tie, probability <= 2^-45), one table gather; the table is built
   on the host in exact integer arithmetic and cached per s.
@@ -605,7 +540,7 @@ def sample_discrete_gaussian_table(
     shape: output shape: list/tuple of ints, fully defined `TensorShape`, or
       a 1-D int tensor.
     scale: Python int/float (or constant scalar tensor) in
-      [0, max_supported_scale()] (~10566.5; table cap 2^18 columns); 0 gives
+      [0, max_supported_scale()] (~42265.0; table cap 2^20 columns); 0 gives
       zeros. For larger scales use `discrete_gaussian.sample_discrete_gaussian`.
     seed: a stateless seed, shape-[2] int32/int64 tensor or pair of ints.
 
@@ -615,18 +550,13 @@ def sample_discrete_gaussian_table(
   Raises:
     TypeError: if scale, shape or seed has the wrong type.
     ValueError: if scale is negative, not finite or above
-      max_supported_scale(), a shape entry is negative, or seed is not of
-      shape [2].
+      max_supported_scale(), a shape entry is negative, the shape has more
+      than discrete_gaussian.MAX_SAMPLES elements, or seed is not of shape
+      [2].
   """
   sigma = _validate_scale(scale)
-  static = _static_shape(shape)
-  seed = _validate_seed(seed)
-  if static is not None:
-    out_shape = static
-    n = tf.constant(int(np.prod(static, dtype=np.int64)), tf.int64)
-  else:
-    out_shape = tf.cast(shape, tf.int64)
-    n = tf.reduce_prod(out_shape)
+  out_shape, n = tensors.output_shape(shape)
+  seed = tensors.stateless_seed(seed)
   if sigma == 0:
     return tf.zeros(out_shape, tf.int64)
   table = _cached_table(

@@ -56,8 +56,8 @@ _INTEGER_SLACK = 2.0**-40
 # Relative tolerance of the ring check for the number of clients the ring was
 # sized for (the heuristic makes k * sum_stddev == M / 2 exactly).
 _RING_TOLERANCE = 1e-9
-# Noise samplers: 'table' (alias method, per-sample TV < 2^-108, added to
-# delta by the accountant; scales up to ~10566, beyond which 'exact' is
+# Noise samplers: 'table' (alias method, per-sample TV < 2^-106, added to
+# delta by the accountant; scales up to ~42265, beyond which 'exact' is
 # used) or 'exact' (Canonne-Kamath-Steinke rejection, up to 2^25).
 SAMPLERS = ('table', 'exact')
 
@@ -401,8 +401,8 @@ def compute_parameters(
       rounding-inflated bound of Theorem 5 (3).
     noise_sampler: 'table' (the default: the alias-table sampler of
       `discrete_gaussian_table`, ~10x faster, per-sample TV distance
-      < 2^-108 from the discrete Gaussian, which the event carries and the
-      accountant adds to delta; used for scaled noise up to ~10566, the
+      < 2^-106 from the discrete Gaussian, which the event carries and the
+      accountant adds to delta; used for scaled noise up to ~42265, the
       exact sampler above) or 'exact' (Canonne-Kamath-Steinke rejection
       sampling, no delta).
 

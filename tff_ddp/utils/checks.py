@@ -25,20 +25,13 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 
-def _scalar(value: Any) -> Any:
-  """Unwraps 0-d numpy arrays; refuses arrays with elements."""
+def _scalar(value: Any, name: str, allowed: str) -> Any:
+  """Unwraps 0-d numpy arrays; an array with elements is a TypeError."""
   if isinstance(value, np.ndarray):
     if value.ndim != 0:
-      raise _ArrayError(value)
+      raise TypeError(f'{name} must be {allowed}, got an array {value!r}.')
     return value[()]
   return value
-
-
-class _ArrayError(Exception):
-
-  def __init__(self, value):
-    super().__init__()
-    self.value = value
 
 
 def _describe_range(low, high, low_open, high_open) -> str:
@@ -73,11 +66,7 @@ def real(value: Any, name: str, low: Optional[float] = None,
     ValueError: NaN, inf (unless allowed) or outside the range.
   """
   allowed = _describe_range(low, high, low_open, high_open)
-  try:
-    value = _scalar(value)
-  except _ArrayError:
-    raise TypeError(f'{name} must be {allowed}, got an array '
-                    f'{value!r}.') from None
+  value = _scalar(value, name, allowed)
   if (isinstance(value, (bool, np.bool_))
       or not isinstance(value, (numbers.Real, np.floating, np.integer))):
     raise TypeError(f'{name} must be {allowed}, got {value!r} '
@@ -130,11 +119,7 @@ def integer(value: Any, name: str, low: Optional[int] = None,
     allowed = f'an integer <= {high}'
   else:
     allowed = 'an integer'
-  try:
-    value = _scalar(value)
-  except _ArrayError:
-    raise TypeError(f'{name} must be {allowed}, got an array '
-                    f'{value!r}.') from None
+  value = _scalar(value, name, allowed)
   if (isinstance(value, (bool, np.bool_))
       or not isinstance(value, (numbers.Integral, np.integer))):
     raise TypeError(f'{name} must be {allowed}, got {value!r} '
@@ -157,11 +142,7 @@ def optional_positive(value: Any, name: str) -> Optional[float]:
 
 def boolean(value: Any, name: str) -> bool:
   """A bool (Python or numpy); 0/1 and strings are refused."""
-  try:
-    value = _scalar(value)
-  except _ArrayError:
-    raise TypeError(f'{name} must be True or False, got an array '
-                    f'{value!r}.') from None
+  value = _scalar(value, name, 'True or False')
   if not isinstance(value, (bool, np.bool_)):
     raise TypeError(f'{name} must be True or False, got {value!r} '
                     f'({type(value).__name__}).')

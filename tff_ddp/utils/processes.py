@@ -47,33 +47,71 @@ def descendant_pids(pid: int = None) -> List[int]:
   return found
 
 
-def end_descendants(timeout: float = 5.0) -> List[int]:
-  """Terminates (then kills) every descendant of this process; returns pids."""
-  pids = descendant_pids()
+def _state(pid: int) -> str:
+  """The /proc state letter of `pid` ('Z' zombie, 'X' dead), '' if gone."""
+  try:
+    with open(f'/proc/{pid}/stat', 'rb') as f:
+      stat = f.read().decode('utf-8', 'replace')
+  except OSError:
+    return ''
+  return stat[stat.rfind(')') + 2:].split()[0]
+
+
+def _command(pid: int) -> str:
+  try:
+    with open(f'/proc/{pid}/comm') as f:
+      return f.read().strip()
+  except OSError:
+    return ''
+
+
+def _terminate(pids: List[int], timeout: float, reap: bool) -> None:
+  """SIGTERM, wait until exited (zombie or gone), SIGKILL the rest.
+
+  SIGTERM, not SIGINT: a process started in the background by a
+  non-interactive shell (`cmd &`, nohup, many CI runners) inherits SIGINT
+  *ignored*, and so do the workers it starts. With reap=False our exited
+  children stay zombies, so that whoever holds their `Popen` (TFF's
+  ServiceManager) can still signal and wait for them without error.
+  """
   for pid in pids:
     try:
       os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
       pass
+
+  def exited(pid):
+    if reap:
+      try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+          return True
+      except ChildProcessError:
+        pass
+    return _state(pid) in ('', 'Z', 'X')
+
   deadline = time.monotonic() + timeout
   alive = list(pids)
   while alive and time.monotonic() < deadline:
-    for pid in list(alive):
-      try:
-        # Reap our own children so they do not linger as zombies.
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-          alive.remove(pid)
-          continue
-      except ChildProcessError:
-        pass
-      if not os.path.exists(f'/proc/{pid}'):
-        alive.remove(pid)
-    time.sleep(0.05)
+    alive = [pid for pid in alive if not exited(pid)]
+    if alive:
+      time.sleep(0.05)
   for pid in alive:
     try:
       os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
       pass
+  if reap:
+    for pid in alive:
+      try:
+        os.waitpid(pid, 0)
+      except ChildProcessError:
+        pass
+
+
+def end_descendants(timeout: float = 5.0) -> List[int]:
+  """Terminates (then kills) every descendant of this process; returns pids."""
+  pids = descendant_pids()
+  _terminate(pids, timeout, reap=True)
   return pids
 
 
@@ -107,6 +145,48 @@ def end_workers_at_exit():
     _AT_EXIT.append(True)
 
 
+def drop_tff_contexts():
+  """Replaces TFF's execution contexts by none, while Python is alive.
+
+  The contexts own TFF's `ServiceManager`s, whose `__del__` ends the
+  `worker_binary` they started (SIGINT, then wait; the workers are ended
+  here first, see below). Run during interpreter
+  shutdown that `__del__` fails ("'NoneType' object has no attribute
+  'Popen'") and the worker outlives Python, holding its stdout open; run
+  here, it works. tff_ddp registers this at exit when its aggregators are
+  imported (`register_tff_cleanup`), so scripts end their TFF workers
+  without doing anything.
+  """
+  import gc  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  if 'tensorflow_federated' in sys.modules:
+    # That `__del__` ends its worker with SIGINT and then waits for it: a
+    # worker that inherited SIGINT ignored (background runs) would never
+    # exit and the wait would hang for ever. So the workers are ended
+    # first, with SIGTERM, and left as zombies for `__del__` to reap.
+    workers = [pid for pid in descendant_pids()
+               if _command(pid) == 'worker_binary']
+    _terminate(workers, 5.0, reap=False)
+    from tensorflow_federated.python.core.impl.context_stack import set_default_context  # pylint: disable=g-import-not-at-top
+    set_default_context.set_no_default_context()
+    gc.collect()
+    for pid in workers:  # any the contexts did not own
+      try:
+        os.waitpid(pid, os.WNOHANG)
+      except ChildProcessError:
+        pass
+
+
+_CLEANUP = []
+
+
+def register_tff_cleanup():
+  """Registers `drop_tff_contexts` at interpreter exit (idempotent)."""
+  if not _CLEANUP:
+    atexit.register(drop_tff_contexts)
+    _CLEANUP.append(True)
+
+
 def release_tff() -> List[int]:
   """Drops TFF's execution contexts, then ends this process's TFF workers.
 
@@ -115,10 +195,5 @@ def release_tff() -> List[int]:
   interpreter shutdown; dropping them while the interpreter is alive
   avoids that traceback. Returns the pids ended.
   """
-  import gc  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
-  if 'tensorflow_federated' in sys.modules:
-    from tensorflow_federated.python.core.impl.context_stack import set_default_context  # pylint: disable=g-import-not-at-top
-    set_default_context.set_no_default_context()
-    gc.collect()
+  drop_tff_contexts()
   return end_workers()

@@ -378,9 +378,9 @@ class ConversionsTest(parameterized.TestCase):
                            places=4)
 
   def test_bad_curves(self):
-    with self.assertRaisesRegex(ValueError, 'RDP values'):
+    with self.assertRaisesRegex(ValueError, 'rdp values'):
       conversions.rdp_to_epsilon([2.0], [float('nan')], 1e-5)
-    with self.assertRaisesRegex(ValueError, 'RDP values'):
+    with self.assertRaisesRegex(ValueError, 'rdp values'):
       conversions.rdp_to_epsilon([2.0], [-1.0], 1e-5)
     with self.assertRaisesRegex(ValueError, 'shape'):
       conversions.rdp_to_epsilon([2.0, 3.0], [1.0], 1e-5)

@@ -92,5 +92,75 @@ class CalibrateTest(parameterized.TestCase):
     self.assertEqual(poisson.count, 3)
 
 
+
+def _gaussian_calibrator(eps, delta=1e-5):
+  result = calibration.calibrate('gaussian', 'noise_multiplier', {}, eps,
+                                 delta)
+  return result, result.event
+
+
+def _pbm_calibrator(dimension, num_trials):
+  def calibrate(eps):
+    result = calibration.calibrate(
+        'cpbm', 'theta', dict(num_trials=num_trials, num_clients=1000,
+                              dimension=dimension), eps, 1e-5)
+    return result, result.event
+  return calibrate
+
+
+class SplitBudgetTest(parameterized.TestCase):
+
+  @parameterized.parameters((2.0, (1.0, 10.0)), (0.5, (1.0, 1.0)),
+                            (8.0, (3.0, 1.0)))
+  def test_gaussians_meet_target_with_the_ratio(self, target, weights):
+    split = calibration.split_budget(
+        [_gaussian_calibrator, _gaussian_calibrator], weights, target, 1e-5)
+    self.assertLessEqual(split.epsilon, target * (1 + 1e-9))
+    self.assertGreater(split.epsilon, target * (1 - 2e-3))
+    # Each part within calibrate's 0.1% of its share s w_i / sum(w).
+    shares = [w / sum(weights) * split.scale for w in weights]
+    for eps, share in zip(split.standalone_epsilons, shares):
+      self.assertLessEqual(eps, share * (1 + 1e-9))
+      self.assertGreater(eps, share * (1 - 2e-3))
+    # Independent check: two Gaussians compose to one with z^-2 summed.
+    z = sum(r.value**-2 for r in split.results)**-0.5
+    self.assertAlmostEqual(
+        accountant.epsilon(dp_accounting.GaussianDpEvent(z), 1e-5)[0],
+        split.epsilon, places=9)
+    # The composition uses the budget better than the sum of the parts.
+    self.assertGreater(split.scale, target)
+
+  def test_release_at_its_limit_leaves_the_rest_to_the_other(self):
+    # One coordinate, one trial: theta = 1/4 costs ~0.05 at n = 1000, far
+    # below its share; the other release takes the rest of the budget.
+    split = calibration.split_budget(
+        [_pbm_calibrator(1, 1), _pbm_calibrator(64, 16)], [1.0, 1.0], 2.0,
+        1e-5)
+    limited, other = split.results
+    self.assertTrue(limited.at_limit)
+    self.assertEqual(limited.value, 0.25)
+    self.assertLess(split.standalone_epsilons[0], 0.1)
+    self.assertGreater(split.epsilon, 2.0 * (1 - 2e-3))
+    self.assertLessEqual(split.epsilon, 2.0 * (1 + 1e-9))
+    self.assertFalse(other.at_limit)
+
+  def test_everything_at_limit(self):
+    split = calibration.split_budget(
+        [_pbm_calibrator(1, 1), _pbm_calibrator(1, 2)], [1.0, 1.0], 50.0,
+        1e-5)
+    self.assertTrue(split.at_limit)
+    self.assertLess(split.epsilon, 1.0)
+
+  def test_bad_arguments(self):
+    with self.assertRaisesRegex(ValueError, 'one weight per calibrator'):
+      calibration.split_budget([_gaussian_calibrator], [1.0, 2.0], 1.0, 1e-5)
+    with self.assertRaisesRegex(ValueError, 'weights'):
+      calibration.split_budget([_gaussian_calibrator], [0.0], 1.0, 1e-5)
+    with self.assertRaisesRegex(TypeError, 'callable'):
+      calibration.split_budget([1.0], [1.0], 1.0, 1e-5)
+    with self.assertRaisesRegex(ValueError, 'target_epsilon'):
+      calibration.split_budget([_gaussian_calibrator], [1.0], -1.0, 1e-5)
+
+
 if __name__ == '__main__':
   harness.main()

@@ -66,6 +66,17 @@ class EventIoTest(tf.test.TestCase, parameterized.TestCase):
                                                  _PBM))}}
     self.assertEqual(accounting.extract_dp_event(nested), _PBM)
 
+  def test_composed_structure_of_measured_events(self):
+    measured = _through_tff(lambda: event_io.composed_structure([
+        event_io.event_structure(_PBM, {'num_clients': tf.constant(
+            5, tf.int64)}),
+        event_io.event_structure(EVENTS['self_sampled'])]))
+    rebuilt = accounting.extract_dp_event({'dp_event': measured})
+    self.assertEqual(rebuilt, dp_accounting.ComposedDpEvent(
+        [events.PoissonBinomialDpEvent(0.125, 16, 5, 32,
+                                       replace_one_dimension=64),
+         EVENTS['self_sampled']]))
+
   def test_refusals(self):
     with self.assertRaisesRegex(LookupError, 'no dp_event'):
       accounting.extract_dp_event({'a': 1.0})

@@ -214,6 +214,38 @@ class ReleaseTest(tf.test.TestCase):
                         atol=6 * 0.5 * math.sqrt(2) + 1e-9)
 
 
+class RoundSeedTest(tf.test.TestCase):
+
+  def test_round_seed_is_the_seed_the_round_encodes_with(self):
+    # A coarse Kashin frame (one step, little redundancy): ||y|| depends on
+    # the frame by far more than 1e-6. With the representation's norm
+    # computed from round_seed(state), a clip 1e-6 above it clips nothing
+    # and one 1e-6 below it clips the client (exact debug counts), in the
+    # first and in a later round.
+    from tff_ddp.aggregators import poisson_binomial  # pylint: disable=g-import-not-at-top
+    x = np.array([3.0, -1.0, 0.5, 2.0, 0.0, 1.5, -2.5, 1.0])
+    value_type = tff.TensorType(np.float64, [8])
+    options = dict(redundancy=0.5, iterations=1, delta=1.0, eta=0.5)
+    encoder = registry.make_encoder('kashin', 8, **options)
+    for rounds_before in (0, 2):
+      for factor, expected in ((1 + 1e-6, 0), (1 - 1e-6, 1)):
+        probe = poisson_binomial.PoissonBinomialSumFactory(
+            1.0, 0.25, 4, 1, seed=7, **options)
+        state = probe.create(value_type).initialize()
+        state['round'] = np.int64(rounds_before)
+        seed = secure_sum.round_seed(
+            {k: tf.constant(v) for k, v in state.items()})
+        norm = np.linalg.norm(encoder.encode(tf.constant(x), seed))
+        with self.assertWarnsRegex(UserWarning, 'NOT differentially'):
+          factory = poisson_binomial.PoissonBinomialSumFactory(
+              norm * factor, 0.25, 4, 1, seed=7, debug_measurements=True,
+              **options)
+        process = factory.create(value_type)
+        m = process.next(state, [x]).measurements
+        self.assertEqual(m['debug_counts']['clipped'], expected,
+                         (rounds_before, factor))
+
+
 class SamplingTest(tf.test.TestCase):
 
   def test_self_sampling_keeps_the_right_fraction(self):

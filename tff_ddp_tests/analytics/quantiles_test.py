@@ -61,6 +61,45 @@ class ParametersTest(parameterized.TestCase):
     self.assertEqual(p.num_trials, (2**18 - 1) // 128)
     self.assertLessEqual(_epsilon(event, 1e-5), 2.0 * (1 + 1e-6))
 
+  def test_pbm_given_num_trials(self):
+    # The frequency paper's m' = 3: theta is calibrated for that m.
+    # (theta = 1/4 with m = 3 costs 0.107 here: 0.05 is inside the range.)
+    p = q.quantile_parameters('haar', 'poisson_binomial', 64, 10000, 0.05,
+                              1e-4, num_trials=3)
+    event = p.factory.dp_event(p.value_type)
+    self.assertEqual((p.num_trials, event.num_trials), (3, 3))
+    self.assertLessEqual(_epsilon(event, 1e-4), 0.05 * (1 + 1e-6))
+    self.assertGreater(_epsilon(event, 1e-4), 0.05 * (1 - 2e-3))
+    ring = q.quantile_parameters('haar', 'poisson_binomial', 64, 10000, 0.05,
+                                 1e-4)
+    self.assertEqual(ring.num_trials, (2**18 - 1) // 10000)
+    self.assertLess(ring.theta, p.theta)  # more trials, less bias per trial
+    with self.assertRaisesRegex(ValueError, r'num_trials <= 26 or bits >= 19'):
+      q.quantile_parameters('haar', 'poisson_binomial', 64, 10000, 0.3,
+                            1e-4, num_trials=27)
+    with self.assertRaisesRegex(ValueError, 'poisson_binomial'):
+      q.quantile_parameters('haar', 'discrete_gaussian', 64, 100, 0.3, 1e-4,
+                            num_trials=3)
+    with self.assertRaisesRegex(ValueError, 'num_trials'):
+      q.quantile_parameters('haar', 'poisson_binomial', 64, 100, 0.3, 1e-4,
+                            num_trials=0)
+
+  def test_build_from_parameters_is_the_same_process(self):
+    p = q.quantile_parameters('flat', 'poisson_binomial', 32, 16, 1.0, 1e-5,
+                              seed=11)
+    built = q.build_quantile_process_from_parameters(p, 0.0, 10.0, _QUANTILES)
+    direct = _process('flat', 'poisson_binomial', 16)
+    self.assertEqual(str(built.next.type_signature),
+                     str(direct.next.type_signature))
+    values = list(np.linspace(0.1, 9.9, 16).astype(np.float32))
+    a = built.next(built.initialize(), values)
+    b = direct.next(direct.initialize(), values)
+    np.testing.assert_array_equal(a.result, b.result)  # same test seed
+    with self.assertRaisesRegex(TypeError, 'QuantileParameters'):
+      q.build_quantile_process_from_parameters(p.factory, 0.0, 10.0, _QUANTILES)
+    with self.assertRaisesRegex(ValueError, 'consistent_tree'):
+      q.build_quantile_process_from_parameters(p, 0.0, 10.0, _QUANTILES, consistent_tree=True)
+
   def test_hierarchical_is_tree(self):
     a = q.quantile_parameters('hierarchical', 'discrete_gaussian', 32, 128,
                               2.0, 1e-5)

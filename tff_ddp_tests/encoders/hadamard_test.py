@@ -50,6 +50,19 @@ class FastWalshHadamardTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, 'power of two'):
       hadamard.fast_walsh_hadamard(tf.zeros([6], tf.float64))
 
+  @parameterized.parameters(1, 2, 32, 512)
+  def test_batch_is_each_row(self, d):
+    x = np.random.default_rng(d).normal(size=(3, 2, d))
+    dense = scipy.linalg.hadamard(d) / np.sqrt(d)
+    out = hadamard.fast_walsh_hadamard(tf.constant(x))
+    self.assertEqual(out.shape, (3, 2, d))
+    self.assertAllClose(out, x @ dense.T, rtol=1e-12, atol=1e-12)
+    # Unknown batch size (graph mode): the shape comes back at run time.
+    fn = tf.function(hadamard.fast_walsh_hadamard, input_signature=[
+        tf.TensorSpec([None, d], tf.float64)])
+    self.assertAllClose(fn(tf.constant(x[0])), x[0] @ dense.T, rtol=1e-12,
+                        atol=1e-12)
+
 
 class RandomizedHadamardTest(tf.test.TestCase, parameterized.TestCase):
 

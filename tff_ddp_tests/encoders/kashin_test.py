@@ -132,6 +132,32 @@ class RepresentationTest(tf.test.TestCase, parameterized.TestCase):
     decoded = enc.decode(y, _SEED).numpy()
     self.assertAllClose(np.linalg.norm(x - decoded), residual, atol=1e-12)
 
+  @parameterized.parameters((1, 'hadamard'), (50, 'hadamard'),
+                            (300, 'hadamard'), (40, 'dense'))
+  def test_batch_equals_one_by_one(self, d, frame):
+    enc = KashinEncoder(d, frame=frame)
+    rows = list(_inputs(d, np.random.default_rng(d)).values())
+    rows.append(np.zeros(d))  # a zero row next to non-zero ones
+    x = np.stack(rows)
+    y, residual = enc.encode_batch(tf.constant(x), _SEED)
+    self.assertEqual(y.shape, (len(rows), enc.output_dim))
+    self.assertEqual(residual.shape, (len(rows),))
+    for i, row in enumerate(rows):
+      one, one_residual = enc.encode_with_residual(tf.constant(row), _SEED)
+      self.assertAllClose(y[i], one, rtol=1e-12,
+                          atol=1e-12 * max(_norm(row), 1e-300))
+      self.assertAllClose(residual[i], one_residual,
+                          atol=1e-12 * max(_norm(row), 1e-300))
+    # Graph mode with an unknown batch size.
+    fn = tf.function(enc.encode_batch, input_signature=[
+        tf.TensorSpec([None, d], tf.float64), tf.TensorSpec([2], tf.int64)])
+    self.assertAllClose(fn(tf.constant(x), _SEED)[0], y, rtol=1e-12,
+                        atol=1e-12)
+
+  def test_batch_bad_dtype(self):
+    with self.assertRaisesRegex(TypeError, 'float'):
+      KashinEncoder(4).encode_batch(tf.zeros([2, 4], tf.int32), _SEED)
+
   def test_zero_input(self):
     enc = KashinEncoder(10)
     y, residual = enc.encode_with_residual(tf.zeros([10], tf.float64), _SEED)

@@ -23,6 +23,7 @@ import tensorflow_federated as tff
 
 from tff_ddp.mechanisms import binomial
 from tff_ddp.mechanisms import poisson_binomial
+from tff_ddp_tests import harness
 
 ALPHA = 1e-6
 Z = 5.0
@@ -295,6 +296,17 @@ class ContractTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(tf.errors.InvalidArgumentError, 'probs'):
       fn(tf.constant([0.5, 0.9], tf.float64), seed)
 
+  @parameterized.parameters(3, 30, 300)
+  def test_static_single_element_in_graph_mode(self, m):
+    # A statically known length 1 (cPBM on a one-coordinate value, e.g.
+    # MFFE's indicator): the direct path's loop must keep [None] lengths.
+    for shape in ([1], [], [1, 1]):
+      fn = tf.function(lambda p: binomial.sample_binomial(  # pylint: disable=cell-var-from-loop
+          p, m, tf.constant([4, 2], tf.int64)))
+      out = fn(tf.fill(shape, tf.constant(0.5, tf.float64)))
+      self.assertEqual(out.shape, shape)
+      self.assertAllInRange(out, 0, m)
+
   def test_float32_probs_and_int32_seed(self):
     out = binomial.sample_binomial(np.full([5], 0.5, np.float32), 20,
                                    tf.constant([1, 2], tf.int32))
@@ -334,4 +346,4 @@ class ContractTest(tf.test.TestCase, parameterized.TestCase):
 
 
 if __name__ == '__main__':
-  tf.test.main()
+  harness.main()

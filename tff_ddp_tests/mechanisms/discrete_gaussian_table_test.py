@@ -159,10 +159,11 @@ class TableTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters(1e-6, 0.01, 0.3, 0.7, 1.0, 3.3, 50.0, 785.0,
                             4000.0)
-  def test_tv_bound_below_2_to_minus_108(self, scale):
+  def test_tv_bound_below_the_constant(self, scale):
     bound = dt.tv_distance_bound(scale)
     self.assertGreater(bound, 0.0)
-    self.assertLess(bound, 2.0**-108)
+    self.assertLess(bound, dt.TV_DISTANCE_UPPER_BOUND)
+    self.assertLessEqual(dt.TV_DISTANCE_UPPER_BOUND, 2.0**-100)
 
   def test_zero_scale(self):
     self.assertEqual(dt.tv_distance_bound(0), 0.0)
@@ -172,16 +173,16 @@ class TableTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_cap(self):
     top = dt.max_supported_scale()
-    self.assertEqual(dt.MAX_COLUMNS, 2**18)
-    self.assertBetween(top, 10566.0, 10567.0)
+    self.assertEqual(dt.MAX_COLUMNS, 2**20)
+    self.assertBetween(top, 42264.0, 42266.0)
     table = dt.alias_table(top)
-    self.assertEqual(table.log2_columns, 18)
-    self.assertEqual(table.t, 2**17 - 1)
-    self.assertLess(dt.tv_distance_bound(top), 2.0**-108)
+    self.assertEqual(table.log2_columns, 20)
+    self.assertEqual(table.t, 2**19 - 1)
+    self.assertLess(dt.tv_distance_bound(top), dt.TV_DISTANCE_UPPER_BOUND)
     x = dt.sample_discrete_gaussian_table([20000], top, [1, 2]).numpy()
     self.assertLess(abs(np.std(x) / top - 1), 0.05)
     above = math.nextafter(top, math.inf)
-    with self.assertRaisesRegex(ValueError, r'scale.*262144.*sample_discrete'):
+    with self.assertRaisesRegex(ValueError, r'scale.*1048576.*sample_discrete'):
       dt.sample_discrete_gaussian_table([2], above, [1, 2])
     with self.assertRaisesRegex(ValueError, 'max_supported_scale'):
       dt.tv_distance_bound(above)
@@ -337,10 +338,10 @@ class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
 class ArgumentTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
-      ('negative', -1.0, r'scale must be in \[0, 10566\.\d+\].*-1\.0'),
+      ('negative', -1.0, r'scale must be finite and in \[0, 42264\.\d+\].*-1\.0'),
       ('nan', float('nan'), 'scale must be finite.*nan'),
       ('inf', float('inf'), 'scale must be finite.*inf'),
-      ('above_cap', 20000.0, r'scale.*20000\.0.*262144 = 2\^18'),
+      ('above_cap', 50000.0, r'scale.*50000\.0.*1048576 = 2\^20'),
       ('huge_int', 10**40, r'scale.*10{40}'))
   def test_bad_scale_value(self, scale, regex):
     with self.assertRaisesRegex(ValueError, regex):

@@ -15,6 +15,7 @@ import tensorflow_federated as tff
 
 from tff_ddp.aggregators import DiscreteGaussianSumFactory
 from tff_ddp.utils import workers
+from tff_ddp_tests import harness
 
 _MODULUS = 2**16
 _NUM_CLIENTS = 6
@@ -145,10 +146,4 @@ class LocalWorkersTest(tf.test.TestCase):
 
 
 if __name__ == '__main__':
-  # Standalone (not under pytest's conftest): the test context as default,
-  # and its worker ended by pid at exit.
-  import atexit  # pylint: disable=g-import-not-at-top
-  from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
-  tff.backends.test.set_sync_test_cpp_execution_context()
-  atexit.register(processes.end_descendants)
-  tf.test.main()
+  harness.main()

@@ -1,0 +1,167 @@
+"""DP-FedAvg at model scale: seconds per round and peak memory.
+
+One round of `tff.learning.algorithms.build_unweighted_fed_avg` on a model of
+about 1M parameters (784 -> 1200 -> 10, 954,010 float32 weights) with 50
+clients (16 synthetic examples each, one local batch), the model update
+averaged by `tff.aggregators.UnweightedMeanFactory` over
+
+* `secure (no DP)`: `tff.aggregators.SecureSumFactory(1.0, -1.0)` (TFF's
+  no-DP secure sum of floats: clipped to [-1, 1] and quantized), the
+  baseline of the target;
+* `tff_ddp DDG`: `DiscreteGaussianSumFactory(noise_multiplier=1,
+  expected_clients_per_round=50, bits=20, l2_clip=1)` (Hadamard, padded to
+  2^20);
+* `TFF DDG`: TFF's `DistributedDpSumFactory(mechanism='distributed_dgauss',
+  same arguments)`. Inside FedAvg it only builds with the pure-Python
+  protobuf (`PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python`; with the C++
+  protobuf it fails with DecodeError), which is set for its run only; its
+  build time is reported.
+
+Each configuration runs in its own Python process (clean memory, and the
+protobuf switch), in TFF's C++ test execution context; rounds after the
+first are timed. Peak memory: the high-water RSS (VmHWM) of the
+`worker_binary` the run started plus the Python process's maximum RSS.
+Target (issue "Speed at model scale"): DDG within 2x of the no-DP secure
+round.
+
+  .venv/bin/python benchmarks/model_scale.py [--rounds 3] [--clients 50]
+"""
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import _common  # pylint: disable=unused-import
+import numpy as np
+
+CONFIGS = ('secure (no DP)', 'tff_ddp DDG', 'TFF DDG')
+HIDDEN = 1200
+EXAMPLES = 16
+
+
+def _model_fn():
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  keras_model = tf.keras.Sequential([
+      tf.keras.layers.InputLayer(input_shape=(784,)),
+      tf.keras.layers.Dense(HIDDEN, activation='relu'),
+      tf.keras.layers.Dense(10)])
+  return tff.learning.models.from_keras_model(
+      keras_model,
+      input_spec=(tf.TensorSpec([None, 784], tf.float32),
+                  tf.TensorSpec([None], tf.int32)),
+      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+
+
+def _aggregator(name, clients):
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  from tff_ddp.aggregators import DiscreteGaussianSumFactory  # pylint: disable=g-import-not-at-top
+  common = dict(noise_multiplier=1.0, expected_clients_per_round=clients,
+                bits=20, l2_clip=1.0)
+  if name == 'secure (no DP)':
+    value_sum = tff.aggregators.SecureSumFactory(1.0, -1.0)
+  elif name == 'tff_ddp DDG':
+    value_sum = DiscreteGaussianSumFactory(**common)
+  else:
+    value_sum = tff.aggregators.distributed_dp.DistributedDpSumFactory(
+        mechanism='distributed_dgauss', rotation_type='hd', **common)
+  return tff.aggregators.UnweightedMeanFactory(
+      value_sum_factory=value_sum,
+      count_sum_factory=tff.aggregators.SecureSumFactory(1, 0))
+
+
+def _peak_worker_kib():
+  from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
+  total = 0
+  for pid in processes.descendant_pids():
+    try:
+      with open(f'/proc/{pid}/status') as f:
+        for line in f:
+          if line.startswith('VmHWM:'):
+            total += int(line.split()[1])
+    except OSError:
+      continue
+  return total
+
+
+def run_one(name, clients, rounds):
+  """One configuration in this process; returns a dict of measurements."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  tff.backends.test.set_sync_test_cpp_execution_context()
+  rng = np.random.default_rng(0)
+  data = [tf.data.Dataset.from_tensor_slices(
+      (rng.normal(size=(EXAMPLES, 784)).astype(np.float32),
+       rng.integers(0, 10, EXAMPLES).astype(np.int32))).batch(EXAMPLES)
+          for _ in range(clients)]
+  start = time.perf_counter()
+  process = tff.learning.algorithms.build_unweighted_fed_avg(
+      _model_fn,
+      client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.05),
+      model_aggregator=_aggregator(name, clients))
+  build = time.perf_counter() - start
+  state = process.initialize()
+  seconds = []
+  for _ in range(rounds + 1):
+    start = time.perf_counter()
+    out = process.next(state, data)
+    seconds.append(time.perf_counter() - start)
+    state = out.state
+  weights = process.get_model_weights(state).trainable
+  params = int(sum(np.prod(np.shape(w)) for w in weights))
+  loss = float(out.metrics['client_work']['train']['loss'])
+  python_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+  return dict(name=name, params=params, build=build, first=seconds[0],
+              per_round=float(np.median(seconds[1:])),
+              rounds=rounds, loss=loss,
+              peak_mib=(python_kib + _peak_worker_kib()) / 1024.0)
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__)
+  parser.add_argument('--clients', type=int, default=50)
+  parser.add_argument('--rounds', type=int, default=3)
+  parser.add_argument('--only', choices=CONFIGS, help=argparse.SUPPRESS)
+  args = parser.parse_args()
+  if args.only:  # child process: one configuration, JSON on the last line
+    print(json.dumps(run_one(args.only, args.clients, args.rounds)))
+    return
+  results = []
+  for name in CONFIGS:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
+    if name == 'TFF DDG':
+      env['PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION'] = 'python'
+    print(f'running {name} ...', file=sys.stderr, flush=True)
+    child = subprocess.run(
+        [sys.executable, __file__, '--only', name, '--clients',
+         str(args.clients), '--rounds', str(args.rounds)],
+        env=env, capture_output=True, text=True, check=False)
+    if child.returncode != 0:
+      print(f'{name} failed:\n{child.stderr[-2000:]}', file=sys.stderr)
+      results.append(dict(name=name, failed=True))
+      continue
+    results.append(json.loads(child.stdout.strip().splitlines()[-1]))
+  base = next((r for r in results if r['name'] == 'secure (no DP)'
+               and not r.get('failed')), None)
+  print(f'\nDP-FedAvg, {args.clients} clients, model 784-{HIDDEN}-10 '
+        f'({results[0].get("params", 0):,} parameters); seconds per round: '
+        f'median of {args.rounds} after the first')
+  print(f'{"aggregator":18s} {"build s":>8s} {"first s":>8s} {"s/round":>8s} '
+        f'{"ratio":>6s} {"peak MiB":>9s} {"loss":>7s}')
+  for r in results:
+    if r.get('failed'):
+      print(f'{r["name"]:18s} failed')
+      continue
+    ratio = r['per_round'] / base['per_round'] if base else float('nan')
+    print(f'{r["name"]:18s} {r["build"]:8.1f} {r["first"]:8.1f} '
+          f'{r["per_round"]:8.2f} {ratio:6.2f} {r["peak_mib"]:9.0f} '
+          f'{r["loss"]:7.3f}')
+  print('ratio = s/round / the no-DP secure round (target for DDG: <= 2)')
+
+
+if __name__ == '__main__':
+  main()

@@ -1,0 +1,186 @@
+"""Executes the tutorials in colabs/ with this repository's .venv as kernel.
+
+  .venv/bin/python scripts/run_colabs.py --check            # every notebook
+  .venv/bin/python scripts/run_colabs.py --write colabs/federated_quantiles.ipynb
+
+--check runs every code cell in order and fails (exit status 1) on the first
+cell that raises; the files are left alone. --write does the same and saves
+the outputs (text and PNG images) into the .ipynb, so a reader sees them
+without running anything; a notebook that fails is not written.
+
+The kernel is the interpreter given by --python (default: .venv/bin/python
+of this repository, as `make setup` creates it, else this interpreter),
+started through a kernel spec of this script's own: a `python3` spec
+installed elsewhere (in ~/.local, by another environment) cannot take its
+place. The repository root is put first on the kernel's PYTHONPATH, so the
+notebooks import this checkout's tff_ddp. The TFF worker processes a
+notebook starts are ended by process id when its kernel shuts down, also
+when a cell failed before the notebook's own `release_tff()`.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import time
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COLABS = os.path.join(_ROOT, 'colabs')
+_KERNEL_NAME = 'tff_ddp_venv'
+
+
+def notebooks(paths=None):
+  """The notebooks to run: `paths`, or every colabs/*.ipynb, sorted."""
+  if paths:
+    return [os.path.abspath(p) for p in paths]
+  return sorted(os.path.join(COLABS, f) for f in os.listdir(COLABS)
+                if f.endswith('.ipynb'))
+
+
+def default_python():
+  venv = os.path.join(_ROOT, '.venv', 'bin', 'python')
+  return venv if os.access(venv, os.X_OK) else sys.executable
+
+
+def _descendants(pid):
+  """Living descendants of `pid`, by process id (tff_ddp.utils.processes)."""
+  sys.path.insert(0, _ROOT)
+  from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
+  return processes.descendant_pids(pid)
+
+
+def _end(pids, timeout=5.0):
+  """SIGTERM, then SIGKILL, each pid still alive (never by name)."""
+  for pid in pids:
+    try:
+      os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+      pass
+  deadline = time.monotonic() + timeout
+  while time.monotonic() < deadline and any(
+      os.path.exists(f'/proc/{p}') for p in pids):
+    time.sleep(0.05)
+  for pid in pids:
+    try:
+      os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+      pass
+
+
+def _client_class():
+  import nbclient  # pylint: disable=g-import-not-at-top
+
+  class Client(nbclient.NotebookClient):
+    """Ends the kernel's descendants (TFF workers) with the kernel."""
+
+    async def _async_cleanup_kernel(self):
+      provisioner = getattr(self.km, 'provisioner', None)
+      pid = getattr(provisioner, 'pid', None)
+      leftovers = _descendants(pid) if pid else []
+      try:
+        await super()._async_cleanup_kernel()
+      finally:
+        _end(leftovers)
+
+  return Client
+
+
+def _kernel_manager(python, spec_dir):
+  """A kernel manager whose kernel is `python` (a private kernel spec)."""
+  from jupyter_client import kernelspec  # pylint: disable=g-import-not-at-top
+  from jupyter_client import manager  # pylint: disable=g-import-not-at-top
+  os.makedirs(os.path.join(spec_dir, _KERNEL_NAME), exist_ok=True)
+  path = os.environ.get('PYTHONPATH')
+  with open(os.path.join(spec_dir, _KERNEL_NAME, 'kernel.json'), 'w') as f:
+    json.dump({
+        'argv': [python, '-m', 'ipykernel_launcher', '-f',
+                 '{connection_file}'],
+        'display_name': 'tff_ddp (.venv)',
+        'language': 'python',
+        'env': {'PYTHONPATH': _ROOT + (os.pathsep + path if path else '')},
+    }, f)
+  specs = kernelspec.KernelSpecManager(kernel_dirs=[spec_dir])
+  return manager.KernelManager(kernel_name=_KERNEL_NAME,
+                               kernel_spec_manager=specs)
+
+
+def run(path, python, write, timeout):
+  """Executes one notebook; returns (seconds, error message or None)."""
+  import nbclient  # pylint: disable=g-import-not-at-top
+  import nbformat  # pylint: disable=g-import-not-at-top
+  nb = nbformat.read(path, as_version=4)
+  kernelspec_metadata = nb.metadata.get('kernelspec')
+  spec_dir = tempfile.mkdtemp(prefix='tff_ddp_kernel_')
+  start = time.monotonic()
+  try:
+    client = _client_class()(
+        nb, km=_kernel_manager(python, spec_dir), timeout=timeout,
+        kernel_name=_KERNEL_NAME, record_timing=False,
+        resources={'metadata': {'path': os.path.dirname(path)}})
+    try:
+      client.execute()
+    except nbclient.exceptions.CellExecutionError as e:
+      # The traceback without the terminal's colour codes.
+      return time.monotonic() - start, re.sub(r'\x1b\[[0-9;]*m', '', str(e))
+    except nbclient.exceptions.CellTimeoutError as e:
+      return time.monotonic() - start, f'cell timed out: {e}'
+    finally:
+      # execute() leaves a kernel it did not create running.
+      if client.km is not None and client.km.has_kernel:
+        client._cleanup_kernel()  # pylint: disable=protected-access
+  finally:
+    shutil.rmtree(spec_dir, ignore_errors=True)
+  seconds = time.monotonic() - start
+  if write:
+    # Keep the notebook's own kernel name (what a reader's Jupyter offers),
+    # not this script's private one.
+    if kernelspec_metadata is not None:
+      nb.metadata['kernelspec'] = kernelspec_metadata
+    nbformat.validate(nb)
+    nbformat.write(nb, path)
+  return seconds, None
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(
+      description=__doc__.split('\n\n')[0],
+      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+  mode = parser.add_mutually_exclusive_group(required=True)
+  mode.add_argument('--write', action='store_true',
+                    help='execute and save the outputs into the notebooks')
+  mode.add_argument('--check', action='store_true',
+                    help='execute only; fail on any cell error')
+  parser.add_argument('notebooks', nargs='*',
+                      help='notebooks to run (default: every colabs/*.ipynb)')
+  parser.add_argument('--python', default=default_python(),
+                      help='the kernel\'s interpreter')
+  parser.add_argument('--timeout', type=float, default=900.0,
+                      help='seconds one cell may take')
+  args = parser.parse_args(argv)
+  paths = notebooks(args.notebooks)
+  if not paths:
+    parser.error(f'no notebooks in {COLABS}')
+  failed = []
+  for path in paths:
+    name = os.path.relpath(path, _ROOT)
+    print(f'{name}: running with {args.python} ...', flush=True)
+    seconds, error = run(path, args.python, args.write, args.timeout)
+    if error is None:
+      print(f'{name}: ok in {seconds:.0f} s'
+            f'{" (outputs written)" if args.write else ""}', flush=True)
+    else:
+      failed.append(name)
+      print(f'{name}: FAILED after {seconds:.0f} s\n{error}', flush=True)
+  if failed:
+    print(f'{len(failed)} of {len(paths)} notebook(s) failed: '
+          f'{", ".join(failed)}', file=sys.stderr)
+    return 1
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())

@@ -1,0 +1,680 @@
+"""Empirical privacy audit: a lower bound on epsilon from real TFF rounds.
+
+`audit(process, dataset, neighbour, runs, delta=...)` runs one round of a
+TFF process `runs` times on each of two zero-out neighbouring datasets,
+applies a distinguishing test to *everything the round releases* (the result
+and every measurement field) and returns, with a stated confidence, a lower
+bound on the epsilon of that round for that pair, next to the epsilon the
+accountant claims for the same round (computed from the round's own measured
+DP event). A lower bound above the accountant's epsilon is a bug: in the
+mechanism, the implementation, the measurements or the accounting.
+
+The bound (hypothesis-testing view of DP: Kairouz, Oh & Viswanath, "The
+Composition Theorem for Differential Privacy", Theorem 2.1; used for audits
+by Jagielski, Ullman & Oprea, "Auditing Differentially Private Machine
+Learning: How Private is Private SGD?" (arXiv:2006.07709), and Nasr, Song,
+Thakurta, Papernot & Carlini, "Adversary Instantiation: Lower Bounds for
+Differentially Private Machine Learning" (arXiv:2101.04535)).
+Let M be (eps, delta)-indistinguishable on the pair (D, D'), i.e.
+P[M(D) in S] <= e^eps P[M(D') in S] + delta and the same with D, D'
+swapped, for every set S. A test guesses "D" when the release falls in S;
+its false positive rate is FPR = P[M(D') in S] and its false negative rate
+FNR = P[M(D) not in S]. The two inequalities for S and for its complement
+(datasets swapped) read
+
+    1 - FNR <= e^eps FPR + delta,      1 - FPR <= e^eps FNR + delta,
+
+so eps >= log((1 - delta - FNR) / FPR) and eps >= log((1 - delta - FPR) /
+FNR). Both right-hand sides decrease in FPR and FNR, so they stay lower
+bounds when the rates are replaced by upper confidence bounds:
+
+    eps_lb = max(0, log((1 - delta - FNR_ub) / FPR_ub),
+                    log((1 - delta - FPR_ub) / FNR_ub))
+
+(a term with a non-positive numerator gives no bound). FPR_ub and FNR_ub are
+one-sided Clopper-Pearson upper bounds (Clopper & Pearson 1934, "The use of
+confidence or fiducial limits illustrated in the case of the binomial") from
+the counts of false positives among the D' runs and false negatives among
+the D runs. The audit evaluates K thresholds (`num_thresholds`, default 1)
+and reports the largest eps_lb: each of the 2K one-sided bounds is taken at
+level alpha / (2K), alpha = 1 - `confidence` (default 0.95), so by the union
+bound all hold together with probability >= 1 - alpha, and then eps_lb <=
+the pair's true epsilon at `delta`. Thus P[eps_lb > eps] <= alpha for an
+(eps, delta)-DP round.
+
+Protocol (the statistic must not be fitted on the runs that evaluate it):
+
+1. Runs: `runs` rounds on D and `runs` on D', interleaved. With
+   `state='fresh'` (the default) each run starts from a fresh
+   `process.initialize()`: a fresh public seed, and the clients draw fresh
+   noise from kernel entropy (the default of tff_ddp's aggregators) -- the
+   round as deployed. A process built with a test `seed=` would repeat one
+   output per dataset; the audit refuses that. `state='chained'`: one
+   initial state, and each dataset's run i continues from its run i - 1
+   (so run i of D and of D' are the same round with the same public
+   randomness); for processes whose state is public and independent of the
+   data (tff_ddp's: a round counter and a public seed -- checked after every
+   run), and the way to get *reproducible* audits: with a test `seed=` the
+   noise is a function of (seed, round, client input), new every round.
+   (A test seed gives clients with equal inputs equal noise, which changes
+   the noise's distribution: use distinct client inputs then.) Runs of one
+   dataset are independent (fresh entropy) or pseudo-independent (test
+   seed, new round); the bounds need nothing across the two datasets.
+2. Features: the result and the measurements are flattened to named
+   scalars ("result[3]", "measurements/aggregator/participating_clients",
+   ...): numbers as float64, booleans as 0/1, strings (the event's class
+   name, a status) as a fixed 48-bit hash of their bytes; NaN sorts above
+   every number. Every released field, including any that differs between
+   D's and D''s runs, is a feature.
+3. Selection half (the first `selection_fraction` of each dataset's runs):
+   candidate statistics are (a) the caller's a-priori `statistics` (e.g.
+   the projection of the result on the target client's value), (b) two
+   linear projections of all features fitted on the selection half
+   (diagonal: standardized mean difference; 'lda': the same through the
+   within-class correlation matrix shrunk 10% towards the identity), and
+   (c) every single feature. For each candidate and both directions
+   ("statistic > t means D" and "< t"), every threshold t between observed
+   values is scored by eps_lb computed on the selection counts at the
+   evaluation level; the best (candidate, direction) and its K best
+   thresholds are kept.
+4. Evaluation half (the remaining runs, never seen in step 3): the counts at
+   the K thresholds give FPR, FNR, their bounds and eps_lb.
+
+Accountant: each run's measurements carry its DP event (with the measured
+number of clients); `accountant_epsilon` is the largest
+`tff_ddp.accounting.epsilon(event, delta, adversary)` over the distinct
+events seen (one, normally), zero-out neighbouring relation. It is an upper
+bound for every zero-out pair, so any pair's eps_lb must not exceed it
+(up to the alpha failure probability of the confidence bounds).
+
+Neighbours: the accountant's relation is zero-out: D' is D with the target
+client's input replaced by what the mechanism sums as zero. For the sum
+aggregators that is a zero tensor (`zero_out(dataset, i)`); for the quantile
+process it is a non-finite value (`zero_out(dataset, i, fill=np.nan)`),
+whose encoding is the zero vector -- 0.0 would fall in a bin and make a
+replace-one pair. The audit checks only that the two datasets differ in
+exactly one client.
+"""
+
+import dataclasses
+import hashlib
+import math
+import time
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+import scipy.special
+
+from tff_ddp.accounting import accountant as accountant_lib
+from tff_ddp.accounting import event_io
+from tff_ddp.utils import checks
+
+# Shrinkage of the within-class correlation matrix towards the identity for
+# the 'lda' projection (any fixed value keeps the protocol sound: the
+# projection is fitted on the selection half only).
+_LDA_SHRINKAGE = 0.1
+# Above this many varying features only the diagonal projection is fitted.
+_LDA_MAX_FEATURES = 1000
+STATES = ('fresh', 'chained')
+# Hashes of strings are taken to 48 bits: exact in float64.
+_HASH_BYTES = 6
+
+
+# -- Statistics ------------------------------------------------------------
+
+
+def clopper_pearson_upper(errors, trials, alpha):
+  """One-sided (1 - alpha) Clopper-Pearson upper bound on a binomial rate.
+
+  The p with P[Binomial(trials, p) <= errors] = alpha, i.e. the (1 - alpha)
+  quantile of Beta(errors + 1, trials - errors); 1 when errors == trials.
+
+  Args:
+    errors: observed count(s) k in [0, trials] (scalar or array).
+    trials: n >= 1.
+    alpha: in (0, 1): the probability that the bound is below the rate.
+
+  Returns:
+    float or array of floats.
+  """
+  trials = checks.integer(trials, 'trials', 1)
+  alpha = checks.real(alpha, 'alpha', 0.0, 1.0, low_open=True,
+                      high_open=True)
+  k = _counts(errors, trials, 'errors')
+  safe = np.minimum(k, trials - 1)
+  bound = np.where(k >= trials, 1.0,
+                   scipy.special.betaincinv(safe + 1.0, trials - safe,
+                                            1.0 - alpha))
+  return float(bound) if np.ndim(errors) == 0 else bound
+
+
+def clopper_pearson_lower(successes, trials, alpha):
+  """One-sided (1 - alpha) Clopper-Pearson lower bound on a binomial rate.
+
+  The p with P[Binomial(trials, p) >= successes] = alpha, i.e. the alpha
+  quantile of Beta(successes, trials - successes + 1); 0 when successes is
+  0. (For reports: the bound on epsilon needs only the upper bounds.)
+  """
+  trials = checks.integer(trials, 'trials', 1)
+  alpha = checks.real(alpha, 'alpha', 0.0, 1.0, low_open=True,
+                      high_open=True)
+  k = _counts(successes, trials, 'successes')
+  safe = np.maximum(k, 1)
+  bound = np.where(k <= 0, 0.0,
+                   scipy.special.betaincinv(safe, trials - safe + 1.0,
+                                            alpha))
+  return float(bound) if np.ndim(successes) == 0 else bound
+
+
+def _counts(values, trials, name):
+  array = np.asarray(values)
+  if array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.number):
+    raise TypeError(f'{name} must be integer counts, got {values!r}.')
+  if not np.all(np.isfinite(array)) or np.any(array != np.round(array)):
+    raise ValueError(f'{name} must be integer counts, got {values!r}.')
+  if np.any(array < 0) or np.any(array > trials):
+    raise ValueError(f'{name} must be in [0, trials={trials}], got '
+                     f'{values!r}.')
+  return array.astype(np.float64)
+
+
+def epsilon_lower_bound(fpr_upper, fnr_upper, delta):
+  """max(0, log((1-delta-FNR_ub)/FPR_ub), log((1-delta-FPR_ub)/FNR_ub)).
+
+  The epsilon that a test with these (upper bounds on its) error rates
+  proves for a pair at `delta` (module docstring). A term whose numerator is
+  <= 0 proves nothing; a zero rate bound (only with infinite runs) gives inf.
+
+  Args:
+    fpr_upper, fnr_upper: rates in [0, 1] (scalars or broadcastable arrays).
+    delta: in [0, 1).
+
+  Returns:
+    float (scalar inputs) or array, >= 0.
+  """
+  delta = checks.real(delta, 'delta', 0.0, 1.0, high_open=True)
+  fpr = np.asarray(fpr_upper, dtype=np.float64)
+  fnr = np.asarray(fnr_upper, dtype=np.float64)
+  for name, rate in (('fpr_upper', fpr), ('fnr_upper', fnr)):
+    if np.any(~(rate >= 0.0)) or np.any(rate > 1.0):
+      raise ValueError(f'{name} must be rates in [0, 1], got '
+                       f'{fpr_upper if name == "fpr_upper" else fnr_upper!r}.')
+  with np.errstate(divide='ignore', invalid='ignore'):
+    one = _log_ratio(1.0 - delta - fnr, fpr)
+    two = _log_ratio(1.0 - delta - fpr, fnr)
+  bound = np.maximum(0.0, np.maximum(one, two))
+  return float(bound) if bound.ndim == 0 else bound
+
+
+def _log_ratio(numerator, denominator):
+  numerator, denominator = np.broadcast_arrays(numerator, denominator)
+  out = np.full(numerator.shape, -np.inf)
+  positive = numerator > 0
+  zero = positive & (denominator <= 0)
+  both = positive & (denominator > 0)
+  out[zero] = np.inf
+  out[both] = np.log(numerator[both] / denominator[both])
+  return out
+
+
+# -- Neighbours and releases ------------------------------------------------
+
+
+def zero_out(dataset: Sequence[Any], index: int, fill: float = 0.0
+             ) -> List[Any]:
+  """The zero-out neighbour: client `index`'s value replaced by `fill`.
+
+  Same shape and dtype as the client's value. `fill=0` for the sum
+  aggregators; `fill=np.nan` for the quantile process (a non-finite value
+  has the zero encoding; module docstring).
+  """
+  clients = list(dataset)
+  index = checks.integer(index, 'index', 0, len(clients) - 1)
+  value = np.asarray(clients[index])
+  replaced = np.full(value.shape, fill, dtype=value.dtype)
+  clients[index] = replaced if value.ndim else replaced[()]
+  return clients
+
+
+def _differing_clients(dataset, neighbour) -> List[int]:
+  if len(dataset) != len(neighbour):
+    raise ValueError(f'dataset and neighbour must have the same clients: got '
+                     f'{len(dataset)} and {len(neighbour)}.')
+  differ = []
+  for i, (a, b) in enumerate(zip(dataset, neighbour)):
+    a, b = np.asarray(a), np.asarray(b)
+    same = (a.shape == b.shape and a.dtype == b.dtype
+            and np.array_equal(a, b, equal_nan=a.dtype.kind in 'fc'))
+    if not same:
+      differ.append(i)
+  return differ
+
+
+def _hash(text) -> float:
+  data = text if isinstance(text, bytes) else str(text).encode('utf-8')
+  digest = hashlib.sha256(data).digest()[:_HASH_BYTES]
+  return float(int.from_bytes(digest, 'big'))
+
+
+def _leaf_values(value) -> np.ndarray:
+  array = np.asarray(value)
+  if array.dtype.kind in 'biuf':
+    return array.astype(np.float64).ravel()
+  if array.dtype.kind in 'SUO':
+    return np.array([_hash(v) for v in array.ravel()], dtype=np.float64)
+  raise TypeError(f'cannot audit a released value of dtype {array.dtype}: '
+                  f'{value!r}.')
+
+
+def _children(value):
+  """(name, child) pairs of a container, or None for a leaf."""
+  if isinstance(value, Mapping):
+    return [(str(k), v) for k, v in value.items()]
+  if hasattr(value, '_asdict'):
+    return list(value._asdict().items())
+  try:
+    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+    if isinstance(value, tff.structure.Struct):
+      return [(str(i) if name is None else name, v) for i, (name, v) in
+              enumerate(tff.structure.iter_elements(value))]
+  except ImportError:
+    pass
+  if isinstance(value, (list, tuple)):
+    return [(f'[{i}]', v) for i, v in enumerate(value)]
+  return None
+
+
+def _flatten(value, path: str, features: Dict[str, float]) -> None:
+  children = _children(value)
+  if children is None:
+    values = _leaf_values(value)
+    if np.ndim(value) == 0 and values.size == 1:
+      features[path] = float(values[0])
+    else:
+      for i, v in enumerate(values):
+        features[f'{path}[{i}]'] = float(v)
+    return
+  for name, child in children:
+    separator = '' if name.startswith('[') else '/'
+    _flatten(child, f'{path}{separator}{name}', features)
+
+
+def flatten_release(result, measurements) -> Dict[str, float]:
+  """Every scalar a round releases, by name (module docstring, step 2).
+
+  Args:
+    result: the round's result (tensor, nested structure).
+    measurements: the round's measurements.
+
+  Returns:
+    dict name -> float, in a fixed order: "result", "result[i]" for arrays,
+    "measurements/<key>/<key>...".
+  """
+  features = {}
+  _flatten(result, 'result', features)
+  _flatten(measurements, 'measurements', features)
+  return features
+
+
+def _same_state(a, b) -> bool:
+  fa, fb = {}, {}
+  _flatten(a, 'state', fa)
+  _flatten(b, 'state', fb)
+  return list(fa) == list(fb) and all(
+      fa[k] == fb[k] or (math.isnan(fa[k]) and math.isnan(fb[k])) for k in fa)
+
+
+# -- The result -----------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class AuditResult:
+  """What `audit` found (all rates on the evaluation half).
+
+  Attributes:
+    runs: rounds run on each dataset.
+    selection_runs, evaluation_runs: per dataset, in each half.
+    target: index of the client in which the datasets differ.
+    delta: the delta of both epsilons.
+    confidence: 1 - alpha, the joint confidence of the rate bounds.
+    num_thresholds: K, thresholds evaluated (union bound over 2K bounds).
+    bound_level: alpha / (2K), the level of each one-sided bound.
+    statistic: the chosen statistic's name ('projection', 'lda',
+      'statistic:<name>' or a released field's name).
+    direction: +1 if the test says "dataset" when statistic > threshold,
+      -1 when statistic < threshold.
+    threshold: the threshold that gave `epsilon_lower_bound`.
+    false_positives: neighbour runs the test called "dataset".
+    false_negatives: dataset runs the test called "neighbour".
+    fpr, fnr: those counts over evaluation_runs.
+    fpr_upper, fnr_upper: their Clopper-Pearson upper bounds at bound_level.
+    epsilon_lower_bound: eps_lb (module docstring), maximized over the K
+      thresholds.
+    epsilon_estimate: the same formula on the point rates (no confidence;
+      inf when a rate is 0).
+    accountant_epsilon: the accountant's epsilon of the round at `delta`
+      against `adversary`, zero-out neighbours (max over `events`).
+    adversary: 'server' or 'release'.
+    events: the distinct DP events the runs reported.
+    selection_scores: candidate name -> its best eps_lb on the selection
+      half (candidates that scored 0 are left out).
+    seconds: wall time of the runs.
+  """
+  runs: int
+  selection_runs: int
+  evaluation_runs: int
+  target: int
+  delta: float
+  confidence: float
+  num_thresholds: int
+  bound_level: float
+  statistic: str
+  direction: int
+  threshold: float
+  false_positives: int
+  false_negatives: int
+  fpr: float
+  fnr: float
+  fpr_upper: float
+  fnr_upper: float
+  epsilon_lower_bound: float
+  epsilon_estimate: float
+  accountant_epsilon: float
+  adversary: str
+  events: Tuple[Any, ...]
+  selection_scores: Mapping[str, float]
+  seconds: float
+
+  @property
+  def ratio(self) -> float:
+    """epsilon_lower_bound / accountant_epsilon (0 for an infinite
+    accountant epsilon, nan for 0 / 0)."""
+    if math.isinf(self.accountant_epsilon):
+      return 0.0 if math.isfinite(self.epsilon_lower_bound) else math.nan
+    if self.accountant_epsilon == 0:
+      return math.nan if self.epsilon_lower_bound == 0 else math.inf
+    return self.epsilon_lower_bound / self.accountant_epsilon
+
+  @property
+  def consistent(self) -> bool:
+    """epsilon_lower_bound <= accountant_epsilon (False: a bug, or the
+    1 - confidence failure probability of the bounds)."""
+    return self.epsilon_lower_bound <= self.accountant_epsilon
+
+
+# -- The audit -------------------------------------------------------------
+
+
+class _Candidate:
+  """A statistic of a run: feature matrix rows (and user values) -> float."""
+
+  def __init__(self, name, fn):
+    self.name = name
+    self.fn = fn  # (features [runs, F], user [runs, U]) -> [runs]
+
+
+def _ordered(values: np.ndarray) -> np.ndarray:
+  """NaN sorts above +inf: map it to a value beyond every float."""
+  return np.where(np.isnan(values), np.inf, values)
+
+
+def _score_thresholds(pos, neg, direction, delta, cp_pos, cp_neg):
+  """Thresholds t and eps_lb of the test "direction * s > t means D".
+
+  pos, neg: the statistic on the selection runs of D and D'; cp_pos[k],
+  cp_neg[k]: the upper bound for k errors among them.
+  """
+  pos = np.sort(direction * pos)
+  neg = np.sort(direction * neg)
+  # "v > t" for t at every observed value, and below all of them.
+  thresholds = np.concatenate([[-np.inf], np.unique(np.concatenate([pos,
+                                                                    neg]))])
+  false_pos = neg.size - np.searchsorted(neg, thresholds, side='right')
+  false_neg = np.searchsorted(pos, thresholds, side='right')
+  scores = epsilon_lower_bound(cp_neg[false_pos], cp_pos[false_neg], delta)
+  return thresholds, np.atleast_1d(scores)
+
+
+def _projection_candidates(x_pos, x_neg):
+  """The diagonal and 'lda' projections fitted on the selection half."""
+  both = np.concatenate([x_pos, x_neg])
+  finite = np.isfinite(both)
+  counts = finite.sum(0)
+  fill = np.where(counts > 0,
+                  np.where(finite, both, 0.0).sum(0) / np.maximum(counts, 1),
+                  0.0)
+
+  def impute(x):
+    return np.where(np.isfinite(x), x, fill)
+
+  pos, neg = impute(x_pos), impute(x_neg)
+  centred = np.concatenate([pos - pos.mean(0), neg - neg.mean(0)])
+  dof = max(centred.shape[0] - 2, 1)
+  var = (centred ** 2).sum(0) / dof
+  keep = np.flatnonzero((counts > 0) & (var > 0))
+  if keep.size == 0:
+    return []
+  scale = np.sqrt(var[keep])
+  shift = np.concatenate([pos, neg])[:, keep].mean(0)
+  diff = (pos[:, keep].mean(0) - neg[:, keep].mean(0)) / scale
+
+  def project(weights):
+    def fn(features, user):
+      del user
+      z = (impute(features)[:, keep] - shift) / scale
+      return z @ weights
+    return fn
+
+  candidates = [_Candidate('projection', project(diff))]
+  if 1 < keep.size <= _LDA_MAX_FEATURES:
+    z = centred[:, keep] / scale
+    corr = (z.T @ z) / dof
+    shrunk = (1.0 - _LDA_SHRINKAGE) * corr + _LDA_SHRINKAGE * np.eye(
+        keep.size)
+    try:
+      weights = np.linalg.solve(shrunk, diff)
+      candidates.append(_Candidate('lda', project(weights)))
+    except np.linalg.LinAlgError:
+      pass
+  return candidates
+
+
+def audit(
+    process,
+    dataset: Sequence[Any],
+    neighbour: Sequence[Any],
+    runs: int,
+    delta: float,
+    *,
+    statistics: Optional[Mapping[str, Callable[[Any, Any], float]]] = None,
+    confidence: float = 0.95,
+    num_thresholds: int = 1,
+    selection_fraction: float = 0.5,
+    adversary: str = 'server',
+    state: str = 'fresh',
+) -> AuditResult:
+  """Audits one round of `process` on the pair (dataset, neighbour).
+
+  See the module docstring for the protocol, the bound and its confidence.
+
+  Args:
+    process: a TFF process with `initialize()` and `next(state, clients)`
+      returning (state, result, measurements) whose measurements carry the
+      round's `dp_event` (tff_ddp aggregators and analytics processes). It
+      must draw fresh noise on every run: build it without a test `seed`.
+      Run it in TFF's C++ test context (secure sums).
+    dataset: the clients' values (a list, one entry per client).
+    neighbour: the same clients with one (the target) changed: the
+      zero-out neighbour for an audit against the accountant (`zero_out`).
+    runs: rounds per dataset (>= 4): the selection half and the evaluation
+      half each need some.
+    delta: the delta of both epsilons, in [0, 1).
+    statistics: optional a-priori statistics, name -> f(result,
+      measurements) -> float, added to the candidates (e.g. the projection
+      of the result on the target's value).
+    confidence: joint confidence of the bounds, in (0, 1) (default 0.95).
+    num_thresholds: K >= 1 thresholds evaluated (each bound at level
+      (1 - confidence) / (2K)).
+    selection_fraction: the share of each dataset's runs that selects the
+      statistic, in (0, 1) (default 1/2); the rest evaluates it.
+    adversary: of the accountant's epsilon ('server', the default, or
+      'release').
+    state: 'fresh' (default: `process.initialize()` before every run) or
+      'chained' (each dataset's runs continue one state; module docstring).
+
+  Returns:
+    An `AuditResult`.
+
+  Raises:
+    TypeError / ValueError: arguments; datasets not differing in exactly one
+      client; a process whose runs all repeat one output per dataset (a test
+      seed with fresh states: the audit would measure the seed, not the
+      noise); chained states that differ between the datasets; measurements
+      without a dp_event.
+  """
+  if not (hasattr(process, 'initialize') and hasattr(process, 'next')):
+    raise TypeError(f'process must have initialize() and next(state, '
+                    f'clients), got {process!r}.')
+  dataset, neighbour = list(dataset), list(neighbour)
+  if not dataset:
+    raise ValueError('dataset must have at least one client, got none.')
+  differ = _differing_clients(dataset, neighbour)
+  if len(differ) != 1:
+    raise ValueError(f'dataset and neighbour must differ in exactly one '
+                     f'client; they differ in {len(differ)} ({differ[:10]}).')
+  runs = checks.integer(runs, 'runs', 4)
+  delta = checks.real(delta, 'delta', 0.0, 1.0, high_open=True)
+  confidence = checks.real(confidence, 'confidence', 0.0, 1.0,
+                           low_open=True, high_open=True)
+  num_thresholds = checks.integer(num_thresholds, 'num_thresholds', 1)
+  fraction = checks.real(selection_fraction, 'selection_fraction', 0.0, 1.0,
+                         low_open=True, high_open=True)
+  adversary = checks.choice(adversary, 'adversary',
+                            accountant_lib.ADVERSARIES)
+  chained = checks.choice(state, 'state', STATES) == 'chained'
+  statistics = dict(statistics or {})
+  for name, fn in statistics.items():
+    if not isinstance(name, str) or not callable(fn):
+      raise TypeError(f'statistics must map names to callables f(result, '
+                      f'measurements) -> float, got {name!r}: {fn!r}.')
+  selection = min(max(int(round(fraction * runs)), 2), runs - 2)
+  evaluation = runs - selection
+  level = (1.0 - confidence) / (2 * num_thresholds)
+
+  # Runs (step 1), interleaved.
+  names = None
+  rows = {True: [], False: []}
+  user = {True: [], False: []}
+  events = []
+  start = time.perf_counter()
+  states = dict.fromkeys((True, False), process.initialize() if chained
+                         else None)
+  for run in range(runs):
+    for is_dataset, clients in ((True, dataset), (False, neighbour)):
+      output = process.next(
+          states[is_dataset] if chained else process.initialize(), clients)
+      if chained:
+        states[is_dataset] = output.state
+      features = flatten_release(output.result, output.measurements)
+      if names is None:
+        names = list(features)
+      elif list(features) != names:
+        raise ValueError('the process released differently structured '
+                         'values in two runs; cannot audit it.')
+      rows[is_dataset].append([features[n] for n in names])
+      user[is_dataset].append(
+          [float(fn(output.result, output.measurements))
+           for fn in statistics.values()])
+      event = _event(output.measurements)
+      if event not in events:
+        events.append(event)
+    if chained and not _same_state(states[True], states[False]):
+      raise ValueError(
+          f'state=\'chained\' needs a state independent of the data, but '
+          f'the two datasets\' states differ after run {run}; use '
+          '\'fresh\'.')
+  seconds = time.perf_counter() - start
+  x = {k: np.asarray(v, dtype=np.float64).reshape(runs, len(names))
+       for k, v in rows.items()}
+  u = {k: np.asarray(v, dtype=np.float64).reshape(runs, len(statistics))
+       for k, v in user.items()}
+  if all(_all_equal(x[k]) for k in x):
+    raise ValueError(
+        'every run released the same values (per dataset): the process does '
+        'not draw fresh noise per run (built with a test seed?). Build it '
+        'with the default entropy.')
+
+  # Candidates fitted on the selection half (step 3).
+  sel = {k: (x[k][:selection], u[k][:selection]) for k in x}
+  candidates = [
+      _Candidate(f'statistic:{name}', (lambda j: lambda f, s: s[:, j])(j))
+      for j, name in enumerate(statistics)]
+  candidates += _projection_candidates(sel[True][0], sel[False][0])
+  for j, name in enumerate(names):
+    column = np.concatenate([sel[True][0][:, j], sel[False][0][:, j]])
+    if not _all_equal(column[:, None]):
+      candidates.append(_Candidate(name,
+                                   (lambda j: lambda f, s: f[:, j])(j)))
+  cp_sel = clopper_pearson_upper(np.arange(selection + 1), selection, level)
+  best = None
+  scores = {}
+  for candidate in candidates:
+    pos = _ordered(candidate.fn(*sel[True]))
+    neg = _ordered(candidate.fn(*sel[False]))
+    for direction in (1, -1):
+      thresholds, found = _score_thresholds(pos, neg, direction, delta,
+                                            cp_sel, cp_sel)
+      top = float(found.max())
+      if top > 0:
+        scores[candidate.name] = max(scores.get(candidate.name, 0.0), top)
+      if best is None or top > best[0]:
+        order = np.argsort(-found, kind='stable')[:num_thresholds]
+        best = (top, candidate, direction, thresholds[order])
+
+  # Evaluation half (step 4).
+  _, candidate, direction, thresholds = best
+  pos = direction * _ordered(candidate.fn(x[True][selection:],
+                                          u[True][selection:]))
+  neg = direction * _ordered(candidate.fn(x[False][selection:],
+                                          u[False][selection:]))
+  false_pos = (neg[None, :] > thresholds[:, None]).sum(1)
+  false_neg = (pos[None, :] <= thresholds[:, None]).sum(1)
+  fpr_ub = clopper_pearson_upper(false_pos, evaluation, level)
+  fnr_ub = clopper_pearson_upper(false_neg, evaluation, level)
+  bounds = np.atleast_1d(epsilon_lower_bound(fpr_ub, fnr_ub, delta))
+  i = int(np.argmax(bounds))
+  estimate = epsilon_lower_bound(false_pos[i] / evaluation,
+                                 false_neg[i] / evaluation, delta)
+  accountant_eps = max(
+      accountant_lib.epsilon(event, delta, adversary)[0] for event in events)
+  return AuditResult(
+      runs=runs, selection_runs=selection, evaluation_runs=evaluation,
+      target=differ[0], delta=delta, confidence=confidence,
+      num_thresholds=num_thresholds, bound_level=level,
+      statistic=candidate.name, direction=direction,
+      threshold=float(direction * thresholds[i]),
+      false_positives=int(false_pos[i]), false_negatives=int(false_neg[i]),
+      fpr=float(false_pos[i] / evaluation),
+      fnr=float(false_neg[i] / evaluation),
+      fpr_upper=float(fpr_ub[i]), fnr_upper=float(fnr_ub[i]),
+      epsilon_lower_bound=float(bounds[i]), epsilon_estimate=float(estimate),
+      accountant_epsilon=float(accountant_eps), adversary=adversary,
+      events=tuple(events),
+      selection_scores=dict(sorted(scores.items(), key=lambda kv: -kv[1])),
+      seconds=seconds)
+
+
+def _all_equal(matrix: np.ndarray) -> bool:
+  if matrix.shape[0] < 2:
+    return True
+  first = matrix[:1]
+  return bool(np.all((matrix == first) | (np.isnan(matrix) & np.isnan(first))))
+
+
+def _event(measurements):
+  try:
+    return event_io.extract_dp_event(measurements)
+  except LookupError as e:
+    raise ValueError('the measurements carry no dp_event: the audit compares '
+                     'with the round\'s own accounted event (tff_ddp '
+                     'aggregators and analytics processes report it).') from e

@@ -1,0 +1,91 @@
+"""Ending TFF workers: by pid, also when SIGINT is ignored (background runs)."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+from tff_ddp.utils import processes
+from tff_ddp_tests import harness
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+
+
+# A script that runs one secure-sum round and prints its workers' pids.
+_SCRIPT = """
+import numpy as np
+import tensorflow_federated as tff
+from tff_ddp.aggregators import DiscreteGaussianSumFactory
+from tff_ddp.utils import processes
+tff.backends.test.set_sync_test_cpp_execution_context()
+process = DiscreteGaussianSumFactory(1.0, 2, 16, 1.0).create(
+    tff.TensorType(np.float32, [4]))
+process.next(process.initialize(), [np.ones(4, np.float32)] * 2)
+print('workers', *processes.descendant_pids(), flush=True)
+"""
+
+
+def _ignore_sigint():
+  # What a non-interactive shell does to `cmd &` (and nohup to SIGHUP):
+  # the child, and every worker it starts, inherits SIGINT ignored.
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class TerminateTest(tf.test.TestCase):
+
+  def test_ends_a_child_that_ignores_sigint(self):
+    child = subprocess.Popen(  # pylint: disable=subprocess-popen-preexec-fn
+        ['sleep', '60'], preexec_fn=_ignore_sigint)
+    try:
+      self.assertIn(child.pid, processes.descendant_pids())
+      # (Not end_descendants: that would also end this session's workers.)
+      processes._terminate([child.pid], 5.0, reap=True)  # pylint: disable=protected-access
+      # Reaped: gone from /proc.
+      self.assertEqual(processes._state(child.pid), '')  # pylint: disable=protected-access
+    finally:
+      if child.poll() is None:
+        child.kill()
+
+  def test_zombie_left_for_its_owner_when_not_reaping(self):
+    child = subprocess.Popen(['sleep', '60'])
+    try:
+      processes._terminate([child.pid], 5.0, reap=False)  # pylint: disable=protected-access
+      self.assertEqual(processes._state(child.pid), 'Z')  # pylint: disable=protected-access
+      # The Popen owner can still signal and wait (TFF's ServiceManager).
+      os.kill(child.pid, signal.SIGINT)
+      self.assertEqual(child.wait(timeout=5), -signal.SIGTERM)
+    finally:
+      if child.poll() is None:
+        child.kill()
+
+
+@pytest.mark.slow
+class BackgroundScriptTest(tf.test.TestCase):
+
+  def test_script_run_with_sigint_ignored_exits_and_ends_its_worker(self):
+    # Before the fix, TFF's ServiceManager.__del__ sent SIGINT to a worker
+    # that ignored it and waited for ever: the script hung at exit.
+    result = subprocess.run(  # pylint: disable=subprocess-run-check
+        [sys.executable, '-c', _SCRIPT], preexec_fn=_ignore_sigint,
+        capture_output=True, text=True, timeout=300, cwd=_ROOT,
+        env=dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL='3'))
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    lines = [l for l in result.stdout.splitlines() if l.startswith('workers')]
+    workers = [int(p) for p in lines[0].split()[1:]]
+    self.assertNotEmpty(workers)
+    for pid in workers:
+      # Gone (or, with pid reuse, no longer a TFF worker).
+      try:
+        with open(f'/proc/{pid}/comm') as f:
+          self.assertNotEqual(f.read().strip(), 'worker_binary')
+      except OSError:
+        pass
+    self.assertNotIn('Exception ignored', result.stderr)
+
+
+if __name__ == '__main__':
+  harness.main()
