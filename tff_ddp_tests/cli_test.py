@@ -71,8 +71,10 @@ class ErrorTest(parameterized.TestCase):
       (['superquantile', '--clients', '3000'], '--clients must be'),
       (['superquantile', '--histogram', 'tree', '--bins', '24'],
        'power of two'),
+      # Every client every round: no amplification, and no noise fits in
+      # the 18-bit ring of 2500 clients' histograms.
       (['superquantile', '--rounds', '1', '--epsilon', '1e-6',
-        '--clients', '2'], 'unreachable'),
+        '--clients', '2500'], 'unreachable'),
       (['privacy', '--mechanism', 'cpbm', '--theta', '0.3', '--num-trials',
         '16', '--num-clients', '10', '--dimension', '4', '--delta', '1e-5'],
        '--theta must be a number in (0, 0.25]'),
