@@ -1,6 +1,11 @@
 """Figure 3 of the federated DP quantiles paper (Figure 6 of the superquantile
 paper): DP-Delta-FL vs DP-FedAvg on the B.3 task.
 
+Papers: "Differentially Private Federated Quantiles with the Distributed
+Discrete Gaussian Mechanism" (Section 5, Algorithm 4, Figure 3, Appendix
+B.3) and "Federated Learning with Superquantile Aggregation for
+Heterogeneous Data" (Algorithm 3, Section 7.7, Figure 6).
+
 Mean and 90th-percentile test error (500 Dir(0.01) test clients) of
 DP-Delta-FL (theta in {0.25, 0.5}) and DP-FedAvg at (epsilon, 1/2500)-DP for
 epsilon in {3, 5, 10, 15, 20}, at the paper's scale: 2500 training clients

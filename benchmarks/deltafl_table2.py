@@ -1,5 +1,9 @@
 """Table 2 of the superquantile paper at reduced scale: 90th-percentile error.
 
+Paper: "Federated Learning with Superquantile Aggregation for Heterogeneous
+Data" (Pillutla, Laguel, Malick, Harchaoui): Algorithm 3 (Delta-FL),
+Section 7.2 (baselines and tuning), Table 2.
+
 Non-private Delta-FL (Algorithm 3, theta in {0.8, 0.5, 0.1}) against FedAvg,
 FedAvg-Sub (theta = 0.5: half the clients, uniformly at random), FedProx,
 q-FFL and Tilted-ERM, all the real TFF processes of `tff_ddp.learning` on

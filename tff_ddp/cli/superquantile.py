@@ -1,6 +1,9 @@
 """`tff-ddp superquantile`: DP-Delta-FL (or DP-FedAvg) on the B.3 task.
 
-The quantile paper's Appendix B.3 task (make_classification with its
+The Appendix B.3 task of "Differentially Private Federated Quantiles with
+the Distributed Discrete Gaussian Mechanism" (its DP-Delta-FL is Algorithm
+4 there; Delta-FL is Algorithm 3 of "Federated Learning with Superquantile
+Aggregation for Heterogeneous Data") (make_classification with its
 parameters, 2500 training clients of 100 examples with Dir(0.5) label shift,
 500 Dir(0.01) test clients, a linear model, one full-gradient local step of
 learning rate 0.1), trained by the real TFF process of
