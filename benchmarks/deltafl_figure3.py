@@ -43,8 +43,8 @@ resumes. Writes benchmarks/figures/deltafl_figure3.png and prints the
 tables for RESULTS.md.
 
   .venv/bin/python benchmarks/deltafl_figure3.py [--seeds 3] [--check]
-  # reduced (what RESULTS.md ran on 2 cores): epsilon 5 only, r grid only
-  .venv/bin/python benchmarks/deltafl_figure3.py --epsilons 5 \
+  # reduced (what RESULTS.md ran on 2 cores): epsilons 5 and 10, r grid only
+  .venv/bin/python benchmarks/deltafl_figure3.py --epsilons 5 10 \
       --bounds 1.5 --bins 16 --seeds 3
 """
 
