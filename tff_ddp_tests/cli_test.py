@@ -13,6 +13,7 @@ from tff_ddp import cli
 from tff_ddp.cli import demo
 from tff_ddp.cli import frequency as frequency_cli
 from tff_ddp.cli import quantiles as quantiles_cli
+from tff_ddp.cli import superquantile as superquantile_cli
 from tff_ddp_tests import harness
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -32,7 +33,8 @@ def _run(argv):
 class HelpTest(parameterized.TestCase):
 
   @parameterized.parameters(([],), (['demo'],), (['privacy'],),
-                            (['quantiles'],), (['frequency'],))
+                            (['quantiles'],), (['frequency'],),
+                            (['superquantile'],))
   def test_help(self, argv):
     code, out, _ = _run(argv + ['--help'])
     self.assertEqual(code, 0)
@@ -65,6 +67,14 @@ class ErrorTest(parameterized.TestCase):
       (['frequency', '--data', 'sentiment140'], 'invalid choice'),
       (['privacy', '--mechanism', 'ddg', '--theta', '0.1', '--delta',
         '1e-5'], '--theta do(es) not apply to --mechanism ddg'),
+      (['superquantile', '--tail-fraction', '0'], '--tail-fraction must be'),
+      (['superquantile', '--clients', '3000'], '--clients must be'),
+      (['superquantile', '--histogram', 'tree', '--bins', '24'],
+       'power of two'),
+      # Every client every round: no amplification, and no noise fits in
+      # the 18-bit ring of 2500 clients' histograms.
+      (['superquantile', '--rounds', '1', '--epsilon', '1e-6',
+        '--clients', '2500'], 'unreachable'),
       (['privacy', '--mechanism', 'cpbm', '--theta', '0.3', '--num-trials',
         '16', '--num-clients', '10', '--dimension', '4', '--delta', '1e-5'],
        '--theta must be a number in (0, 0.25]'),
@@ -180,6 +190,26 @@ class JobsTest(parameterized.TestCase):
       # bin's mass (1/16) plus noise; far below 0.5 (random estimates).
       self.assertLess(row.worst_error, 0.5)
     self.assertIn('worst err (eq.3)', lines[1])
+
+  def test_small_superquantile_run_prints_every_round(self):
+    lines = []
+    summary = superquantile_cli.run(rounds=2, clients=12, epsilon=20.0,
+                                    print_fn=lines.append)
+    self.assertIn('DP-Delta-FL on B.3', lines[0])
+    self.assertIn('against the server', lines[0])
+    self.assertEqual(lines[1].split(),
+                     ['round', 'loss', 'threshold', 'epsilon', 'seconds'])
+    epsilons = []
+    for line, number in zip(lines[2:4], (1, 2)):
+      fields = line.split()
+      self.assertEqual(int(fields[0]), number)
+      epsilons.append(float(fields[3]))
+    # The running epsilon grows and ends at the calibrated target.
+    self.assertLess(epsilons[0], epsilons[1])
+    self.assertLessEqual(epsilons[1], 20.0 + 1e-4)
+    self.assertGreater(epsilons[1], 20.0 * 0.99)
+    self.assertIn('90th percentile', lines[-1])
+    self.assertTrue(0 <= summary['p90'] <= 100)
 
   def test_small_frequency_experiment_runs_and_reports(self):
     lines = []

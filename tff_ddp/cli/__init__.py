@@ -4,6 +4,7 @@
   tff-ddp privacy    epsilon of a mechanism over rounds, or calibrate its noise
   tff-ddp quantiles  federated DP quantiles (flat / tree / Haar, DDG / cPBM)
   tff-ddp frequency  federated frequency estimation (TFFE, MFFE, baselines)
+  tff-ddp superquantile  DP-Delta-FL / DP-FedAvg on the B.3 task, per round
 
 Every epsilon printed names the adversary it holds against. User errors
 print one line and exit with status 2; every TFF worker a command started is
@@ -18,6 +19,7 @@ from tff_ddp.cli import demo
 from tff_ddp.cli import frequency
 from tff_ddp.cli import privacy
 from tff_ddp.cli import quantiles
+from tff_ddp.cli import superquantile
 
 
 def build_parser() -> common.Parser:
@@ -28,6 +30,7 @@ def build_parser() -> common.Parser:
   privacy.add_parser(subparsers)
   quantiles.add_parser(subparsers)
   frequency.add_parser(subparsers)
+  superquantile.add_parser(subparsers)
   return parser
 
 

@@ -72,14 +72,17 @@ class SimulationTest(tf.test.TestCase):
     self.assertLess(np.abs(noise.mean(0)).max(), 6 * sigma / np.sqrt(30))
 
   def test_private_tail_with_negligible_noise_is_the_bin_rule(self):
-    # z_q = 1e-3: the histogram's noise (<= 0.002 counts per node) cannot
-    # move eq. 1; the simulated round must select exactly the clients whose
-    # loss is in a bin above the true eq. 1 bin, and divide by theta n.
+    # z_q = 1e-2 (the least the 18-bit ring allows: the scaled local noise
+    # must stay >= 1/2 for DDG paper Theorem 9): the histogram's noise
+    # (stddev 0.022 counts per node, the CDF moves by ~1e-3 of a client)
+    # cannot move eq. 1; the simulated round must select exactly the clients
+    # whose loss is in a bin above the true eq. 1 bin, and divide by
+    # theta n.
     rng = np.random.default_rng(4)
     kernel = rng.normal(size=(20, 10)) * 0.05
     config = privacy_lib.PrivacyConfig(
         clients_per_round=100, l2_clip=1.0, noise_multiplier=1.0,
-        quantile_noise_multiplier=1e-3, loss_upper_bound=4.0, num_bins=32,
+        quantile_noise_multiplier=1e-2, loss_upper_bound=4.0, num_bins=32,
         population=2500)
     reader = simulation._tail_reader(config, 0.25)  # pylint: disable=protected-access
     losses, _, _ = simulation.softmax_loss_and_update(
