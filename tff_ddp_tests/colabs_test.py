@@ -57,6 +57,7 @@ class FoundTest(parameterized.TestCase):
     self.assertIn('federated_quantiles.ipynb', _NOTEBOOKS)
     self.assertIn('distributed_discrete_gaussian.ipynb', _NOTEBOOKS)
     self.assertIn('federated_frequency.ipynb', _NOTEBOOKS)
+    self.assertIn('delta_fl.ipynb', _NOTEBOOKS)
 
 
 class CommittedOutputsTest(parameterized.TestCase):
