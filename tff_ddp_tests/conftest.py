@@ -34,6 +34,25 @@ def pytest_sessionstart(session):
   tff.backends.test.set_sync_test_cpp_execution_context()
 
 
+@pytest.fixture(autouse=True)
+def tff_test_context():
+  """Puts the test context back before a test if something dropped it.
+
+  The CLI ends its TFF workers by dropping TFF's contexts
+  (`processes.release_tff`, in `cli.common.run`); a test that runs a
+  command in this process leaves no context for the tests after it, which
+  then fail with "No default context installed" depending on the order.
+  """
+  import sys  # pylint: disable=g-import-not-at-top
+  if 'tensorflow_federated' in sys.modules:
+    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+    from tensorflow_federated.python.core.impl.context_stack import runtime_error_context  # pylint: disable=g-import-not-at-top
+    if isinstance(tff.framework.get_context_stack().current,
+                  runtime_error_context.RuntimeErrorContext):
+      tff.backends.test.set_sync_test_cpp_execution_context()
+  yield
+
+
 def pytest_sessionfinish(session, exitstatus):
   del session, exitstatus
   ended = processes.release_tff()

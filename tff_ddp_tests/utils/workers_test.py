@@ -6,6 +6,7 @@ the single-process test context, which conftest installs as the default.
 
 import os
 import shutil
+import time
 import warnings
 
 import numpy as np
@@ -122,7 +123,16 @@ class LocalWorkersTest(tf.test.TestCase):
     log = os.path.join(os.path.dirname(first.log_path), 'second.log')
     second = workers.start_worker(first.port, log)
     try:
+      # The port answers as soon as the *first* worker does: wait until the
+      # second one listens too (slow under load).
       workers.wait_ready(second)
+      deadline = time.monotonic() + 60.0
+      while not (workers._listening_inodes(second.port)  # pylint: disable=protected-access
+                 & workers._socket_inodes(second.pid)):  # pylint: disable=protected-access
+        self.assertIsNone(second.process.poll(), 'second worker exited')
+        self.assertLess(time.monotonic(), deadline,
+                        'second worker never listened')
+        time.sleep(0.1)
       self.assertIsNone(second.process.poll())
       self.assertFalse(workers.owns_port(first))
       self.assertFalse(workers.owns_port(second))
