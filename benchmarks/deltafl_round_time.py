@@ -10,21 +10,25 @@ execution context, on the B.3 task of "Differentially Private Federated
 Quantiles with the Distributed Discrete Gaussian Mechanism" (linear model,
 one full-gradient local step of learning rate 0.1).
 
-The privacy configuration is the one `tff-ddp superquantile` uses by default
-(epsilon = 5 over 1000 rounds of 100 of 2500 clients, delta = 1/2500,
-against the server; C = 0.1; DP-Delta-FL: theta = 0.5, r = 0.25, B = 1.5,
-16-bin tree histogram), calibrated by `tff_ddp.learning.calibrate`.
+The privacy configuration is the defaults of `tff-ddp superquantile`, with
+the budget over the paper's 1000 rounds (epsilon = 5 over 1000 rounds of 100
+of 2500 clients, delta = 1/2500, against the server; C = 0.1; DP-Delta-FL:
+theta = 0.5, r = 0.25, B = 1.5, 16-bin tree histogram), calibrated by
+`tff_ddp.learning.calibrate`.
 
 Each process runs one warm-up round (the first call of `next`: the C++
 executor compiles the computation; reported as "first") and then --rounds
-timed rounds; the timed rounds of the two processes alternate (Delta-FL,
-FedAvg, Delta-FL, ...) on the same cohorts, so a change of the machine's
-load hits both. Only `process.next` is timed (the cohort's tf.data
+timed rounds; the timed rounds of the processes interleave (round 1 of each,
+then round 2 of each, ...) on the same cohorts, so a change of the machine's
+load hits all of them. Only `process.next` is timed (the cohorts' tf.data
 datasets are built before). Prints the median seconds per round, the first
-round, and the ratio DP-Delta-FL / DP-FedAvg of the medians.
+round, and the ratio DP-Delta-FL / DP-FedAvg of the medians. Two non-private
+reference rows (FedAvg, and Delta-FL with the exact quantile: no noise;
+`--no-reference` drops them) show how much of a round is the DP machinery
+rather than TFF running 100 clients.
 
   PYTHONPATH=$PWD .venv/bin/python benchmarks/deltafl_round_time.py \
-      [--rounds 3] [--clients 100]
+      [--rounds 3] [--clients 100] [--no-reference]
 """
 
 import argparse
@@ -45,6 +49,8 @@ def main():
   parser.add_argument('--clients', type=int, default=100,
                       help='clients per round (of 2500)')
   parser.add_argument('--seed', type=int, default=0, help='the cohorts')
+  parser.add_argument('--no-reference', action='store_true',
+                      help='skip the non-private reference rows')
   args = parser.parse_args()
   if args.rounds < 1 or not 1 <= args.clients <= POPULATION:
     parser.error('--rounds >= 1 and 1 <= --clients <= 2500')
@@ -73,13 +79,22 @@ def main():
   built['DP-FedAvg'] = learning.build_dp_fedavg(model_fn, optimizer,
                                                 privacy=config)
   build_seconds['DP-FedAvg'] = time.perf_counter() - start
+  if not args.no_reference:
+    start = time.perf_counter()
+    built['FedAvg (no DP)'] = learning.build_baseline('fedavg', model_fn,
+                                                      optimizer)
+    build_seconds['FedAvg (no DP)'] = time.perf_counter() - start
+    start = time.perf_counter()
+    built['Delta-FL (no DP)'] = learning.build_superquantile_fl(
+        model_fn, 0.5, optimizer, reweighting='exact')
+    build_seconds['Delta-FL (no DP)'] = time.perf_counter() - start
 
   rng = np.random.default_rng(args.seed)
   cohorts = [task.train.datasets(rng.choice(POPULATION, args.clients,
                                             replace=False))
              for _ in range(args.rounds + 1)]
   tff.backends.test.set_sync_test_cpp_execution_context()
-  names = ('DP-Delta-FL', 'DP-FedAvg')
+  names = tuple(built)
   states, first, seconds = {}, {}, {name: [] for name in names}
   workers = set()
   try:
@@ -97,9 +112,10 @@ def main():
         output = built[name].next(states[name], cohorts[t + 1])
         seconds[name].append(time.perf_counter() - start)
         states[name] = output.state
-        print(f'{name}: round {t + 1} {seconds[name][-1]:.2f} s (epsilon so '
-              f'far {float(output.metrics["privacy"]["epsilon"]):.4f})',
-              flush=True)
+        privacy = output.metrics.get('privacy')
+        print(f'{name}: round {t + 1} {seconds[name][-1]:.2f} s' +
+              ('' if privacy is None else ' (epsilon so far '
+               f'{float(privacy["epsilon"]):.4f})'), flush=True)
       workers.update(processes.descendant_pids())
   finally:
     ended = processes.release_tff()
@@ -112,12 +128,12 @@ def main():
   print()
   print(f'B.3, {args.clients} of {POPULATION} clients per round, linear '
         f'model, DDG update aggregator (same config); {args.rounds} timed '
-        'rounds of each after one warm-up, alternating; load average '
+        'rounds of each after one warm-up, interleaved; load average '
         f'{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end')
-  print(f'{"process":14s} {"s/round (median)":>16s} {"min":>7s} {"max":>7s}'
+  print(f'{"process":17s} {"s/round (median)":>16s} {"min":>7s} {"max":>7s}'
         f' {"first":>7s} {"build":>7s}')
   for name in names:
-    print(f'{name:14s} {median[name]:16.2f} {min(seconds[name]):7.2f} '
+    print(f'{name:17s} {median[name]:16.2f} {min(seconds[name]):7.2f} '
           f'{max(seconds[name]):7.2f} {first[name]:7.2f} '
           f'{build_seconds[name]:7.2f}')
   print(f'DP-Delta-FL / DP-FedAvg = {ratio:.2f} (target <= '
