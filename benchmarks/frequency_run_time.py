@@ -19,13 +19,17 @@ For each n: "build" is `frequency_parameters` (the calibration) plus
 compiles on that first call, so it is included: a user runs TFFE once);
 "again" is a second `initialize` + `next` of the same process (--repeats 2,
 the default; 1 skips it), which separates the first call's fixed cost from
-the cost per user. The data are generated before the clock starts. Prints
+the cost per user. "phase 1" / "phase 2" time a third run through the
+same two phases as separate computations (`two_phase_computations`:
+estimate_clip, then estimate_frequencies; each is a first call, so each
+includes its own compilation; --no-phases skips it): where the time goes.
+The data are generated before the clock starts. Prints
 seconds per run, seconds per 1000 users, a least-squares fit
 seconds = a + b n over the n's, and whether n = 10^4 is under 120 s
 (the first run, which is what a user waits for).
 
   PYTHONPATH=$PWD .venv/bin/python benchmarks/frequency_run_time.py \
-      [--ns 1000 3000 10000] [--dim 100] [--repeats 2]
+      [--ns 1000 3000 10000] [--dim 100] [--repeats 2] [--no-phases]
 """
 
 import argparse
@@ -49,6 +53,8 @@ def main():
   parser.add_argument('--seed', type=int, default=0, help='the data')
   parser.add_argument('--repeats', type=int, default=2, choices=[1, 2],
                       help='runs per n (2: also time a second run)')
+  parser.add_argument('--no-phases', action='store_true',
+                      help='skip the per-phase run')
   args = parser.parse_args()
   if min(args.ns) < 1 or args.dim < 1:
     parser.error('--ns and --dim must be positive')
@@ -79,12 +85,22 @@ def main():
         start = time.perf_counter()
         process.next(process.initialize(), clients)
         again = time.perf_counter() - start
+      phase_seconds = (float('nan'), float('nan'))
+      if not args.no_phases:
+        comps = fp.two_phase_computations(params)
+        state = comps.initialize()
+        start = time.perf_counter()
+        _, clip, _ = comps.estimate_clip(state, clients)
+        middle = time.perf_counter()
+        comps.estimate_frequencies(state['frequency'], clients, clip)
+        phase_seconds = (middle - start, time.perf_counter() - middle)
       error = fq.l2_error(output.result, x)
-      rows.append((n, build, run, again, float(output.measurements['clip']),
+      rows.append((n, build, run, again, phase_seconds, float(output.measurements['clip']),
                    error))
       print(f'n = {n}: build {build:.2f} s, run {run:.2f} s, again '
-            f'{again:.2f} s, C-hat '
-            f'{rows[-1][4]:.4g}, l2 error / n {error:.4f}; '
+            f'{again:.2f} s, phases {phase_seconds[0]:.2f} + '
+            f'{phase_seconds[1]:.2f} s, C-hat '
+            f'{rows[-1][5]:.4g}, l2 error / n {error:.4f}; '
             f'{fp.describe(params)}', flush=True)
   finally:
     ended = processes.release_tff()
@@ -96,10 +112,12 @@ def main():
         'one run per n in the TFF C++ test context; load average '
         f'{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end')
   print(f'{"n":>7s} {"build s":>8s} {"run s":>8s} {"again s":>8s} '
-        f'{"run s / 1000 users":>19s} {"C-hat":>8s} {"l2 err":>7s}')
-  for n, build, run, again, clip, error in rows:
+        f'{"run s / 1000 users":>19s} {"phase 1 s":>10s} {"phase 2 s":>10s} '
+        f'{"C-hat":>8s} {"l2 err":>7s}')
+  for n, build, run, again, phases, clip, error in rows:
     print(f'{n:7d} {build:8.2f} {run:8.2f} {again:8.2f} '
-          f'{1000 * run / n:19.3f} {clip:8.4g} {error:7.4f}')
+          f'{1000 * run / n:19.3f} {phases[0]:10.2f} {phases[1]:10.2f} '
+          f'{clip:8.4g} {error:7.4f}')
   if len({r[0] for r in rows}) > 1:
     ns = np.array([r[0] for r in rows], np.float64)
     for column, label in ((2, 'run'), (3, 'again')):
@@ -111,7 +129,7 @@ def main():
               f'; log-log slope {np.polyfit(np.log(ns), np.log(seconds), 1)[0]:.2f}')
   at_target = [r for r in rows if r[0] == TARGET_N]
   if at_target:
-    _, build, run, _, _, _ = at_target[0]
+    _, build, run = at_target[0][:3]
     print(f'n = {TARGET_N}: run {run:.1f} s, build + run {build + run:.1f} s;'
           f' target run < {TARGET_SECONDS:g} s: '
           f'{"met" if run < TARGET_SECONDS else "NOT met"}')
