@@ -43,6 +43,7 @@ class HelpTest(parameterized.TestCase):
       self.assertIn('(default:', out)
 
 
+@pytest.mark.slow  # end to end / statistical: `make test` runs it
 class ErrorTest(parameterized.TestCase):
 
   @parameterized.parameters(

@@ -104,6 +104,7 @@ class InTffDifferentiallyPrivateFactoryTest(tf.test.TestCase,
     self.assertEqual(event.num_clients, 5)
 
 
+@pytest.mark.slow  # end to end / statistical: `make test` runs it
 class WithoutTffTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(

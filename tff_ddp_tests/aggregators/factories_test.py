@@ -171,6 +171,7 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
       self.assertEqual(factory.mechanism(_VECTOR).modulus, 128)  # > 3 * 32
 
 
+@pytest.mark.slow  # end to end / statistical: `make test` runs it
 class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters(*MECHANISMS)

@@ -21,6 +21,7 @@ import math
 
 from absl.testing import parameterized
 import numpy as np
+import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
@@ -202,6 +203,7 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
       _factory().create(tff.types.to_type(value_type))
 
 
+@pytest.mark.slow  # end to end / statistical: `make test` runs it
 class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.product(name=['scalar', 'rank_2', 'struct', 'int64'],

@@ -143,6 +143,7 @@ class ParametersTest(parameterized.TestCase):
       fp.frequency_parameters('two_phase', 4, 10, 0.05, 1e-5, max_items=3)
 
 
+@pytest.mark.slow  # end to end / statistical: `make test` runs it
 class ProcessTest(parameterized.TestCase):
 
   @parameterized.parameters(*fp.PROTOCOLS)

@@ -52,6 +52,7 @@ def _z_checks(test, errors, variances):
   return ratio
 
 
+@pytest.mark.slow  # end to end / statistical: `make test` runs it
 class PbmSumTest(parameterized.TestCase):
 
   @parameterized.parameters((500.0, 'l2'), (12.0, 'l2'), (12.0, 'linf'))

@@ -4,6 +4,7 @@ import math
 
 from absl.testing import parameterized
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tff_ddp.analytics import histograms as hg
@@ -37,6 +38,7 @@ def _haar_reference(index, b):
   return np.array(out)
 
 
+@pytest.mark.slow  # end to end / statistical: `make test` runs it
 class EncodingTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_bin_index_clips(self):

@@ -25,6 +25,7 @@ def _epsilon(event, delta, rounds=1):
   return acc.get_epsilon(delta)
 
 
+@pytest.mark.slow  # end to end / statistical: `make test` runs it
 class ParametersTest(parameterized.TestCase):
 
   @parameterized.product(method=hg.METHODS, eps=(1.0, 5.0), n=(128, 512))
@@ -250,6 +251,7 @@ def _process(method, mechanism, n, epsilon=1.0, **kwargs):
       seed=11, **kwargs)
 
 
+@pytest.mark.slow  # end to end / statistical: `make test` runs it
 class TypeTest(parameterized.TestCase):
 
   def assertAllClose(self, a, b):  # pylint: disable=invalid-name

@@ -81,6 +81,7 @@ class FrameTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllEqual(a, enc.frame_matrix(_SEED))
 
 
+@pytest.mark.slow  # end to end / statistical: `make test` runs it
 class RepresentationTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters((1, 'hadamard'), (2, 'hadamard'),

@@ -98,6 +98,7 @@ class _BlocksMixin:
     return draws
 
 
+@pytest.mark.slow  # end to end / statistical: `make test` runs it
 class DistributionTest(_BlocksMixin, tf.test.TestCase,
                        parameterized.TestCase):
 
@@ -272,6 +273,7 @@ class ExactnessMachineryTest(tf.test.TestCase, parameterized.TestCase):
         self.assertEqual(bool(got), want, f'd={d} w={w}')
 
 
+@pytest.mark.slow  # end to end / statistical: `make test` runs it
 class ContractTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_same_seed_same_output(self):

@@ -135,6 +135,7 @@ def _check_table_against_reference(test, scale):
                     mpmath.mpf(1) / _W)
 
 
+@pytest.mark.slow  # end to end / statistical: `make test` runs it
 class TableTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters(0.05, 0.3, 0.7, 1.0, 3.3, 12.5)

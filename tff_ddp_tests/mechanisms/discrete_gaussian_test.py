@@ -54,6 +54,7 @@ def _pooled_chi_square(counts, expected, min_expected=5.0):
   return stats.chi2.sf(stat, len(obs_bins) - 1), len(obs_bins)
 
 
+@pytest.mark.slow  # end to end / statistical: `make test` runs it
 class DiscreteGaussianTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_dtype_and_shape(self):

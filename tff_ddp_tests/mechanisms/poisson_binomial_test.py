@@ -5,6 +5,7 @@ import math
 
 from absl.testing import parameterized
 import numpy as np
+import pytest
 import scipy.stats
 import tensorflow as tf
 
@@ -179,6 +180,7 @@ def _decode(p, total, n):
   return estimate, post['sum_may_wrap']
 
 
+@pytest.mark.slow  # end to end / statistical: `make test` runs it
 class ClientServerTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_client_matches_reference_exactly(self):

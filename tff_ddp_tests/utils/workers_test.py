@@ -40,6 +40,7 @@ def _alive(pid):
   return os.path.exists(f'/proc/{pid}')
 
 
+@pytest.mark.slow  # end to end / statistical: `make test` runs it
 class LocalWorkersTest(tf.test.TestCase):
 
   def test_secure_modular_sum_matches_single_process(self):
