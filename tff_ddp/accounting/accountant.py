@@ -248,16 +248,10 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
     values = [self._delta_with_sampler_term(e) for e in grid]
     i = int(np.argmin(values))
     lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
-    best = (float(grid[i]), float(values[i]))
-    g = (math.sqrt(5.0) - 1.0) / 2.0
-    for _ in range(60):
-      a, b = hi - g * (hi - lo), lo + g * (hi - lo)
-      fa, fb = self._delta_with_sampler_term(a), self._delta_with_sampler_term(b)
-      best = min(best, (a, fa), (b, fb), key=lambda t: t[1])
-      if fa < fb:
-        hi = b
-      else:
-        lo = a
+    found = conversions.golden_section_min(self._delta_with_sampler_term,
+                                           float(lo), float(hi), 60)
+    best = min((float(grid[i]), float(values[i])), found,
+               key=lambda t: t[1])
     self._least_delta_cache = (key, best)
     return best
 

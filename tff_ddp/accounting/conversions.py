@@ -60,25 +60,41 @@ def rdp_to_delta(
   return float(delta), float(order)
 
 
+def golden_section_min(objective: Callable[[float], float], lo: float,
+                       hi: float, iterations: int) -> Tuple[float, float]:
+  """(x, objective(x)): the least value seen by golden-section search.
+
+  For an objective unimodal on [lo, hi] this converges to its minimum; for
+  any objective the value returned is one the objective takes (an
+  evaluated point), which is what the privacy conversions need: every order
+  alpha (or epsilon) gives a valid bound, the search only finds a good one.
+  One new evaluation per iteration.
+  """
+  g = (math.sqrt(5.0) - 1.0) / 2.0
+  x1, x2 = hi - g * (hi - lo), lo + g * (hi - lo)
+  f1, f2 = objective(x1), objective(x2)
+  best = min((x1, f1), (x2, f2), key=lambda t: t[1])
+  for _ in range(iterations):
+    if f1 < f2:
+      hi, x2, f2 = x2, x1, f1
+      x1 = hi - g * (hi - lo)
+      f1 = objective(x1)
+      best = min(best, (x1, f1), key=lambda t: t[1])
+    else:
+      lo, x1, f1 = x1, x2, f2
+      x2 = lo + g * (hi - lo)
+      f2 = objective(x2)
+      best = min(best, (x2, f2), key=lambda t: t[1])
+  return best
+
+
 def _minimize_over_orders(objective: Callable[[float], float]) -> float:
   """min over alpha > 1 of a function convex in alpha (golden section).
 
   Searches over log(alpha - 1) in [log 1e-6, log 1e8].
   """
-  lo, hi = math.log(1e-6), math.log(1e8)
-  g = (math.sqrt(5) - 1) / 2
-  x1, x2 = hi - g * (hi - lo), lo + g * (hi - lo)
-  f1, f2 = objective(1 + math.exp(x1)), objective(1 + math.exp(x2))
-  for _ in range(200):
-    if f1 < f2:
-      hi, x2, f2 = x2, x1, f1
-      x1 = hi - g * (hi - lo)
-      f1 = objective(1 + math.exp(x1))
-    else:
-      lo, x1, f1 = x1, x2, f2
-      x2 = lo + g * (hi - lo)
-      f2 = objective(1 + math.exp(x2))
-  return min(f1, f2)
+  return golden_section_min(lambda x: objective(1.0 + math.exp(x)),
+                            math.log(1e-6), math.log(1e8), 200)[1]
 
 
 def _check_rho(rho):

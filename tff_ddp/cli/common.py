@@ -17,6 +17,8 @@ import os
 import sys
 from typing import Callable, Optional
 
+from tff_ddp.utils import checks
+
 # Before TensorFlow is imported anywhere in this process.
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
@@ -60,6 +62,21 @@ def converter(check: Callable, name: str, cast: Callable = float):
 
   convert.__name__ = name
   return convert
+
+
+def integer(name: str, low: int, high: Optional[int] = None):
+  """`type=` for an integer option in [low, high] (no upper bound: None)."""
+  return converter(lambda v, n: checks.integer(v, n, low, high), name, int)
+
+
+def positive(name: str):
+  """`type=` for a number > 0."""
+  return converter(checks.positive, name)
+
+
+def probability_open(name: str):
+  """`type=` for a number in (0, 1), e.g. --delta."""
+  return converter(lambda v, n: checks.real(v, n, 0.0, 1.0, True, True), name)
 
 
 def quiet_python_logging():

@@ -183,28 +183,23 @@ def add_parser(subparsers):
   p = subparsers.add_parser(
       'demo', help='federated DDG mean estimation with a privacy/utility '
       'report', description=DESCRIPTION, formatter_class=common.HelpFormatter)
-  p.add_argument('--clients', type=common.converter(
-      lambda v, n: checks.integer(v, n, 1), '--clients', int), default=100,
+  p.add_argument('--clients', type=common.integer('--clients', 1), default=100,
                  help='clients per round')
-  p.add_argument('--dim', type=common.converter(
-      lambda v, n: checks.integer(v, n, 1, 2**24), '--dim', int),
+  p.add_argument('--dim', type=common.integer('--dim', 1, 2**24),
                  default=1024, help='dimension of each client vector')
-  p.add_argument('--rounds', type=common.converter(
-      lambda v, n: checks.integer(v, n, 1, 10000), '--rounds', int),
+  p.add_argument('--rounds', type=common.integer('--rounds', 1, 10000),
                  default=3, help='rounds per configuration')
-  p.add_argument('--bits', type=common.converter(
-      lambda v, n: checks.integer(v, n, 1, 30), '--bits', int), nargs='+',
+  p.add_argument('--bits', type=common.integer('--bits', 1, 30), nargs='+',
                  default=[12, 14, 16, 20], help='DDG bit widths')
-  p.add_argument('--noise-multiplier', type=common.converter(
-      checks.positive, '--noise-multiplier'), default=1.0,
+  p.add_argument('--noise-multiplier',
+                 type=common.positive('--noise-multiplier'),
+                 default=1.0,
                  help='central noise stddev / l2 clip')
-  p.add_argument('--l2-clip', type=common.converter(
-      checks.positive, '--l2-clip'), default=1.0, help='l2 clip norm')
-  p.add_argument('--delta', type=common.converter(
-      lambda v, n: checks.real(v, n, 0.0, 1.0, True, True), '--delta'),
+  p.add_argument('--l2-clip', type=common.positive('--l2-clip'), default=1.0,
+                 help='l2 clip norm')
+  p.add_argument('--delta', type=common.probability_open('--delta'),
                  default=1e-5, help='delta of the reported epsilon')
-  p.add_argument('--seed', type=common.converter(
-      lambda v, n: checks.integer(v, n, 0, 2**32 - 1), '--seed', int),
+  p.add_argument('--seed', type=common.integer('--seed', 0, 2**32 - 1),
                  default=0, help='seed of the synthetic data (not the noise)')
   p.set_defaults(command='demo', body=lambda args: run(
       num_clients=args.clients, dim=args.dim, rounds=args.rounds,

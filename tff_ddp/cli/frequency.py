@@ -179,43 +179,35 @@ def add_parser(subparsers):
                  choices=list(PROTOCOLS))
   p.add_argument('--data', default='iid',
                  choices=['iid', 'heterogeneous', 'docstrings'])
-  p.add_argument('--dim', type=common.converter(
-      lambda v, n: checks.integer(v, n, 1, 4096), '--dim', int), default=50,
+  p.add_argument('--dim', type=common.integer('--dim', 1, 4096), default=50,
                  help='d, the number of items')
-  p.add_argument('--clients', type=common.converter(
-      lambda v, n: checks.integer(v, n, 1, 10**6), '--clients', int),
+  p.add_argument('--clients', type=common.integer('--clients', 1, 10**6),
                  default=1000, help='n, the users (all of them; multi_round '
                  'splits them into --rounds batches)')
-  p.add_argument('--epsilon', type=common.converter(
-      checks.positive, '--epsilon'), default=2.8,
+  p.add_argument('--epsilon', type=common.positive('--epsilon'), default=2.8,
                  help='epsilon of a run (multi_round: of a round) against the'
                  ' server')
-  p.add_argument('--delta', type=common.converter(
-      lambda v, n: checks.real(v, n, 0.0, 1.0, True, True), '--delta'),
+  p.add_argument('--delta', type=common.probability_open('--delta'),
                  default=1e-4)
-  p.add_argument('--num-trials', type=common.converter(
-      lambda v, n: checks.integer(v, n, 1, 2**20), '--num-trials', int),
+  p.add_argument('--num-trials', type=common.integer('--num-trials', 1, 2**20),
                  default=30, help='m of the frequency cPBM (theta calibrated)')
-  p.add_argument('--bins', type=common.converter(
-      lambda v, n: checks.integer(v, n, 2, 2**16), '--bins', int),
+  p.add_argument('--bins', type=common.integer('--bins', 2, 2**16),
                  default=64, help='two_phase: Haar bins (a power of two)')
   p.add_argument('--budget-fraction', type=common.converter(
       lambda v, n: checks.real(v, n, 0.0, 1.0, True, True),
       '--budget-fraction'), default=1.0 / 11.0,
                  help='share of the standalone epsilons for the clip '
                  '(two_phase phase 1, multi_round indicator)')
-  p.add_argument('--clip', type=common.converter(checks.positive, '--clip'),
+  p.add_argument('--clip', type=common.positive('--clip'),
                  default=None, help='fixed: the clip C')
-  p.add_argument('--sample-items', type=common.converter(
-      lambda v, n: checks.integer(v, n, 1, 10**6), '--sample-items', int),
+  p.add_argument('--sample-items',
+                 type=common.integer('--sample-items', 1, 10**6),
                  default=1, help='sample: items kept per user')
-  p.add_argument('--rounds', type=common.converter(
-      lambda v, n: checks.integer(v, n, 1, 10**6), '--rounds', int),
+  p.add_argument('--rounds', type=common.integer('--rounds', 1, 10**6),
                  default=4, help='multi_round: R batches')
   p.add_argument('--divisor', default='l2', choices=['l2', 'linf'],
                  help="cPBM's divisor: C (Algorithm 3) or the Kashin bound")
-  p.add_argument('--seed', type=common.converter(
-      lambda v, n: checks.integer(v, n, 0, 2**32 - 1), '--seed', int),
+  p.add_argument('--seed', type=common.integer('--seed', 0, 2**32 - 1),
                  default=0, help='seed of the data (not the noise)')
   p.set_defaults(command='frequency', body=lambda args: run(
       protocols=args.protocols, data=args.data, dim=args.dim,

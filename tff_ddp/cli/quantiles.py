@@ -152,35 +152,27 @@ def add_parser(subparsers):
   p.add_argument('--mechanisms', nargs='+',
                  default=['discrete_gaussian', 'poisson_binomial'],
                  choices=['discrete_gaussian', 'poisson_binomial'])
-  p.add_argument('--clients', type=common.converter(
-      lambda v, n: checks.integer(v, n, 1, 2**29), '--clients', int),
+  p.add_argument('--clients', type=common.integer('--clients', 1, 2**29),
                  default=128, help='clients per round')
-  p.add_argument('--bins', type=common.converter(
-      lambda v, n: checks.integer(v, n, 2, 2**16), '--bins', int),
+  p.add_argument('--bins', type=common.integer('--bins', 2, 2**16),
                  default=32, help='bins (a power of two for tree and haar)')
-  p.add_argument('--epsilon', type=common.converter(
-      checks.positive, '--epsilon'), default=1.0,
+  p.add_argument('--epsilon', type=common.positive('--epsilon'), default=1.0,
                  help='epsilon per round (against the server)')
-  p.add_argument('--delta', type=common.converter(
-      lambda v, n: checks.real(v, n, 0.0, 1.0, True, True), '--delta'),
+  p.add_argument('--delta', type=common.probability_open('--delta'),
                  default=1e-5, help='delta per round')
   p.add_argument('--distribution', default='uniform', choices=DISTRIBUTIONS,
                  help='client values: Unif[0, upper] or chi^2(4)')
-  p.add_argument('--upper', type=common.converter(checks.positive,
-                                                  '--upper'),
+  p.add_argument('--upper', type=common.positive('--upper'),
                  default=10.0, help='upper bound of the range [0, upper]')
-  p.add_argument('--repetitions', type=common.converter(
-      lambda v, n: checks.integer(v, n, 1, 10000), '--repetitions', int),
+  p.add_argument('--repetitions',
+                 type=common.integer('--repetitions', 1, 10000),
                  default=3, help='rounds, each with fresh client data')
-  p.add_argument('--quantiles', type=common.converter(
-      lambda v, n: checks.real(v, n, 0.0, 1.0, True, True), '--quantiles'),
+  p.add_argument('--quantiles', type=common.probability_open('--quantiles'),
                  nargs='+', default=[0.1, 0.25, 0.5, 0.75, 0.9],
                  help='levels in (0, 1)')
-  p.add_argument('--bits', type=common.converter(
-      lambda v, n: checks.integer(v, n, 2, 30), '--bits', int), default=18,
+  p.add_argument('--bits', type=common.integer('--bits', 2, 30), default=18,
                  help='ring 2^bits')
-  p.add_argument('--seed', type=common.converter(
-      lambda v, n: checks.integer(v, n, 0, 2**32 - 1), '--seed', int),
+  p.add_argument('--seed', type=common.integer('--seed', 0, 2**32 - 1),
                  default=0, help='seed of the synthetic data (not the noise)')
   p.set_defaults(command='quantiles', body=lambda args: run(
       methods=args.methods, mechanisms=args.mechanisms,

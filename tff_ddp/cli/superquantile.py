@@ -119,31 +119,26 @@ def add_parser(subparsers):
       description=__doc__, formatter_class=common.HelpFormatter)
   p.add_argument('--algorithm', default='deltafl', choices=ALGORITHMS,
                  help='Delta-FL (tail clients) or FedAvg')
-  p.add_argument('--rounds', type=common.converter(
-      lambda v, n: checks.integer(v, n, 1, 100000), '--rounds', int),
+  p.add_argument('--rounds', type=common.integer('--rounds', 1, 100000),
                  default=10, help='rounds (the budget covers all of them)')
-  p.add_argument('--clients', type=common.converter(
-      lambda v, n: checks.integer(v, n, 1, POPULATION), '--clients', int),
+  p.add_argument('--clients', type=common.integer('--clients', 1, POPULATION),
                  default=100, help='clients per round (of 2500)')
   p.add_argument('--tail-fraction', type=common.converter(
       lambda v, n: checks.real(v, n, 0.0, 1.0, low_open=True),
       '--tail-fraction'), default=0.5, help='theta')
-  p.add_argument('--epsilon', type=common.converter(
-      checks.positive, '--epsilon'), default=5.0,
+  p.add_argument('--epsilon', type=common.positive('--epsilon'), default=5.0,
                  help='target epsilon of all rounds')
-  p.add_argument('--delta', type=common.converter(
-      lambda v, n: checks.real(v, n, 0.0, 1.0, True, True), '--delta'),
+  p.add_argument('--delta', type=common.probability_open('--delta'),
                  default=1.0 / POPULATION, help='delta (1/n)')
-  p.add_argument('--budget-ratio', type=common.converter(
-      checks.positive, '--budget-ratio'), default=0.25,
+  p.add_argument('--budget-ratio', type=common.positive('--budget-ratio'),
+                 default=0.25,
                  help='r: rho(quantile) / rho(update)')
-  p.add_argument('--clip', type=common.converter(checks.positive, '--clip'),
+  p.add_argument('--clip', type=common.positive('--clip'),
                  default=0.1, help='C, the update clip norm')
-  p.add_argument('--loss-bound', type=common.converter(
-      checks.positive, '--loss-bound'), default=1.5,
+  p.add_argument('--loss-bound', type=common.positive('--loss-bound'),
+                 default=1.5,
                  help='B: losses clipped to [0, B]')
-  p.add_argument('--bins', type=common.converter(
-      lambda v, n: checks.integer(v, n, 2, 2**12), '--bins', int),
+  p.add_argument('--bins', type=common.integer('--bins', 2, 2**12),
                  default=16, help='b (a power of two for tree and haar)')
   p.add_argument('--histogram', default='tree',
                  choices=['flat', 'tree', 'hierarchical', 'haar'])
@@ -151,11 +146,10 @@ def add_parser(subparsers):
                  choices=['server', 'release'])
   p.add_argument('--no-privacy', action='store_true',
                  help='non-private Delta-FL (Algorithm 3) / FedAvg')
-  p.add_argument('--learning-rate', type=common.converter(
-      checks.positive, '--learning-rate'), default=0.1,
+  p.add_argument('--learning-rate', type=common.positive('--learning-rate'),
+                 default=0.1,
                  help='client step size (one full-gradient step)')
-  p.add_argument('--seed', type=common.converter(
-      lambda v, n: checks.integer(v, n, 0, 2**32 - 1), '--seed', int),
+  p.add_argument('--seed', type=common.integer('--seed', 0, 2**32 - 1),
                  default=0, help='cohorts (not the noise)')
   p.set_defaults(command='superquantile', body=lambda args: run(
       algorithm=args.algorithm, rounds=args.rounds, clients=args.clients,
