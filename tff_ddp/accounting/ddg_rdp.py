@@ -83,8 +83,9 @@ def check_event(event) -> events.DistributedDiscreteGaussianDpEvent:
                     f'{type(event).__name__}.')
   checks.nonnegative(event.l2_sensitivity, 'l2_sensitivity')
   checks.nonnegative(event.local_stddev, 'local_stddev')
-  checks.integer(event.num_clients, 'num_clients', 1)
-  checks.integer(event.dimension, 'dimension', 1)
+  checks.integer(event.num_clients, 'num_clients', 1,
+                 events.MAX_EVENT_INTEGER)
+  checks.integer(event.dimension, 'dimension', 1, events.MAX_EVENT_INTEGER)
   if event.l1_sensitivity is not None:
     checks.nonnegative(event.l1_sensitivity, 'l1_sensitivity')
   if event.sampler_tv_distance is not None:

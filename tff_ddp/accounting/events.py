@@ -29,6 +29,12 @@ from typing import Optional
 import attr
 import dp_accounting
 
+# The largest client count, dimension or trial count an event may carry
+# (checked by the curves' `check_event`): far above any real configuration
+# (encoders stop at 2^26 coordinates), and the curves' float arithmetic stays
+# finite below it.
+MAX_EVENT_INTEGER = 2**62
+
 
 @attr.s(frozen=True)
 class DistributedDiscreteGaussianDpEvent(dp_accounting.DpEvent):

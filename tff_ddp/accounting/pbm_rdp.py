@@ -97,10 +97,10 @@ def check_event(event) -> events.PoissonBinomialDpEvent:
         f'Expected a PoissonBinomialDpEvent, got {type(event).__name__}.')
   checks.real(event.theta, 'theta', 0.0, 0.25, low_open=True)
   for name in ('num_trials', 'num_clients', 'dimension'):
-    checks.integer(getattr(event, name), name, 1)
+    checks.integer(getattr(event, name), name, 1, events.MAX_EVENT_INTEGER)
   if event.replace_one_dimension is not None:
     checks.integer(event.replace_one_dimension, 'replace_one_dimension',
-                   int(event.dimension))
+                   int(event.dimension), events.MAX_EVENT_INTEGER)
   return event
 
 

@@ -98,6 +98,17 @@ class Theorem5Test(parameterized.TestCase):
 
 class RdpTest(parameterized.TestCase):
 
+  @parameterized.parameters('num_clients', 'dimension')
+  def test_rejects_integers_beyond_float_range(self, field):
+    # Found by review: 10**400 reached float() (OverflowError) instead of a
+    # clear error naming the field.
+    fields = dict(l2_sensitivity=1.0, local_stddev=1.0, num_clients=10,
+                  dimension=10)
+    fields[field] = 10**400
+    with self.assertRaisesRegex(ValueError, field):
+      ddg.rdp(events.DistributedDiscreteGaussianDpEvent(**fields),
+              np.array([2.0]))
+
   def test_rdp_is_at_most_the_zcdp_curve(self):
     e = _event()
     orders = np.array(orders_lib.DEFAULT_ORDERS)

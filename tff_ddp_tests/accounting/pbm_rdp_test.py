@@ -119,6 +119,15 @@ class PbmRdpTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, 'theta'):
       pbm.rdp(events.PoissonBinomialDpEvent(theta, 1, 2, 1), ORDERS)
 
+  @parameterized.parameters('num_trials', 'num_clients', 'dimension')
+  def test_rejects_integers_beyond_float_range(self, field):
+    # Found by review: 10**400 reached float() inside the curve
+    # (OverflowError) instead of a clear error naming the field.
+    fields = dict(theta=0.2, num_trials=10, num_clients=100, dimension=10)
+    fields[field] = 10**400
+    with self.assertRaisesRegex(ValueError, field):
+      pbm.rdp(events.PoissonBinomialDpEvent(**fields), ORDERS)
+
   @parameterized.product(n=[1001, 10**5], theta=[0.01, 0.25],
                          relation=pbm.RELATIONS)
   def test_window_bound_matches_the_full_support(self, n, theta, relation):
