@@ -11,6 +11,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 # ServiceManager traceback at interpreter shutdown).
 from tff_ddp.utils import processes as _processes  # pylint: disable=g-import-not-at-top,wrong-import-position
 _processes.end_workers_at_exit()
+# 10^5-client calls overflow worker_binary's default 8 MiB thread stacks.
+_processes.raise_worker_stack_limit()
 
 
 def time_rounds(process, client_data, rounds):

@@ -90,6 +90,8 @@ def quiet_python_logging():
 def run(command: str, function: Callable[[], Optional[int]]) -> int:
   """Runs a command body; user errors become one line and status 2."""
   quiet_python_logging()
+  from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
+  processes.raise_worker_stack_limit()  # before TFF starts its worker
   try:
     return int(function() or 0)
   except (UserError, TypeError, ValueError) as e:
@@ -100,7 +102,6 @@ def run(command: str, function: Callable[[], Optional[int]]) -> int:
     sys.stderr.write(f'tff-ddp {command}: interrupted\n')
     return 130
   finally:
-    from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
     processes.release_tff()
 
 

@@ -71,6 +71,8 @@ import tensorflow_federated as tff
 from tensorflow_federated.python.common_libs import async_utils
 from tensorflow_federated.python.core.impl.executors import cardinalities_utils
 
+from tff_ddp.utils import processes
+
 # Same limits as TFF's local C++ factory (2 GB messages).
 _MAX_MESSAGE_BYTES = 2 * 1000 * 1000 * 1000
 _CHANNEL_OPTIONS = [
@@ -352,6 +354,7 @@ def start_worker(
   (normally the main thread). `cpus` (e.g. '0' or '0-1') pins the worker
   with `taskset -c` (also an exec: same pid).
   """
+  processes.raise_worker_stack_limit()  # inherited by the worker
   prefix = []
   if die_with_parent and shutil.which('setpriv'):
     prefix = [shutil.which('setpriv'), '--pdeathsig', 'TERM', '--']

@@ -63,6 +63,31 @@ class TerminateTest(tf.test.TestCase):
         child.kill()
 
 
+_STACK_SCRIPT = """
+import resource, subprocess
+from tff_ddp.utils import processes
+soft = processes.raise_worker_stack_limit()
+again = processes.raise_worker_stack_limit(4096)  # never lowers
+child = subprocess.run(['sh', '-c', 'ulimit -s'], capture_output=True,
+                       text=True, check=True).stdout.strip()
+print(soft, again, child)
+"""
+
+
+class StackLimitTest(tf.test.TestCase):
+
+  def test_raises_the_limit_that_workers_inherit(self):
+    # Started with the usual 8 MiB soft limit (a shell's `ulimit -s 8192`).
+    out = subprocess.run(
+        ['sh', '-c', f'ulimit -S -s 8192 && exec {sys.executable} -c "$0"',
+         _STACK_SCRIPT], capture_output=True, text=True, check=True,
+        cwd=_ROOT, env=dict(os.environ, PYTHONPATH=_ROOT)).stdout.split()
+    soft, again, child = int(out[0]), int(out[1]), out[2]
+    self.assertEqual(soft, processes.WORKER_STACK_BYTES)
+    self.assertEqual(again, soft)
+    self.assertEqual(child, str(processes.WORKER_STACK_BYTES // 1024))
+
+
 @pytest.mark.slow
 class BackgroundScriptTest(tf.test.TestCase):
 
