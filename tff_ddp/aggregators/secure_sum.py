@@ -47,10 +47,11 @@ sum does not change the residue, and the server reduces mod M again.
 """
 
 import collections
+import dataclasses
 import fractions
 import math
 import warnings
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import dp_accounting
 import numpy as np
@@ -360,6 +361,22 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
   def create(self, value_type) -> tff.templates.AggregationProcess:
     return _build(self.round_protocol(value_type))
 
+  def create_with_client_preprocessing(
+      self, value_type, input_type, preprocess: Callable[[Any], Any]
+  ) -> tff.templates.AggregationProcess:
+    """`create(value_type)` whose clients first apply `preprocess`.
+
+    The process's `next` takes CLIENTS values of `input_type`; each client
+    computes `preprocess(value)` (a TF function returning `value_type`) and
+    encodes it in the same TF call. The same as
+    `create(value_type).next(state, federated_map(preprocess, values))`,
+    one client call fewer per round: in TFF's executors each client call
+    costs ~0.3-0.5 ms whatever it does, which dominates rounds of 10^5
+    small clients (the quantile processes use this).
+    """
+    return _build(self.round_protocol(value_type),
+                  _Preprocess(tff.types.to_type(input_type), preprocess))
+
 
 class RoundProtocol:
   """The TensorFlow of one round, with no TFF placement in it.
@@ -484,8 +501,16 @@ class RoundProtocol:
     return result, measurements, n
 
 
-def _build(protocol: RoundProtocol):
+@dataclasses.dataclass(frozen=True)
+class _Preprocess:
+  input_type: Any
+  fn: Callable[[Any], Any]
+
+
+def _build(protocol: RoundProtocol, preprocess: Optional[_Preprocess] = None):
   """The AggregationProcess (see the module docstring)."""
+  input_type = (protocol.spec.value_type if preprocess is None
+                else preprocess.input_type)
 
   @tff.tensorflow.computation
   def init_fn():
@@ -499,8 +524,10 @@ def _build(protocol: RoundProtocol):
   def round_seed_fn(state):
     return round_seed(state)
 
-  @tff.tensorflow.computation(protocol.spec.value_type, seed_type)
+  @tff.tensorflow.computation(input_type, seed_type)
   def client_fn(value, seed):
+    if preprocess is not None:
+      value = preprocess.fn(value)
     return protocol.client(value, seed)
 
   @tff.tensorflow.computation(
@@ -519,7 +546,7 @@ def _build(protocol: RoundProtocol):
 
   @tff.federated_computation(
       init_federated.type_signature.result,
-      tff.FederatedType(protocol.spec.value_type, tff.CLIENTS))
+      tff.FederatedType(input_type, tff.CLIENTS))
   def next_fn(state, value):
     seed = tff.federated_map(round_seed_fn, state)
     encoded = tff.federated_map(

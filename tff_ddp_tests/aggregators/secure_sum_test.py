@@ -246,6 +246,44 @@ class RoundSeedTest(tf.test.TestCase):
                          (rounds_before, factor))
 
 
+class ClientPreprocessingTest(tf.test.TestCase):
+
+  def test_equals_create_after_a_client_map(self):
+    # The same seeded factory (tests-only deterministic noise): the fused
+    # client call and create() after a separate federated_map give the same
+    # sum, measurements and event, bit for bit.
+    from tff_ddp.aggregators import discrete_gaussian  # pylint: disable=g-import-not-at-top
+
+    def one_hot(x):
+      return tf.one_hot(tf.cast(x, tf.int32), 8, dtype=tf.float32)
+
+    value_type = tff.TensorType(np.float32, [8])
+    with self.assertWarnsRegex(UserWarning, 'tests only'):
+      factory = discrete_gaussian.DiscreteGaussianSumFactory(
+          1.0, 3, 16, 1.0, seed=11)
+    fused = factory.create_with_client_preprocessing(
+        value_type, np.float32, one_hot)
+    plain = factory.create(value_type)
+    self.assertEqual(
+        str(fused.next.type_signature.parameter[1]), '{float32}@CLIENTS')
+    raw = [np.float32(v) for v in (1.0, 5.0, 5.0)]
+
+    @tff.tensorflow.computation(np.float32)
+    def encode(x):
+      return one_hot(x)
+
+    @tff.federated_computation(plain.next.type_signature.parameter[0],
+                               tff.FederatedType(np.float32, tff.CLIENTS))
+    def mapped_next(state, values):
+      return plain.next(state, tff.federated_map(encode, values))
+
+    a = fused.next(fused.initialize(), raw)
+    b = mapped_next(plain.initialize(), raw)
+    self.assertAllEqual(a.result, b.result)
+    self.assertEqual(str(a.measurements), str(b.measurements))
+    self.assertAllClose(a.result, [0, 1, 0, 0, 0, 2, 0, 0], atol=8.0)
+
+
 class SamplingTest(tf.test.TestCase):
 
   def test_self_sampling_keeps_the_right_fraction(self):
