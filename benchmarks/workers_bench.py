@@ -16,6 +16,9 @@ Workloads (--workloads, comma-separated; each checked after its rounds):
               --quantile-clients values (one float32 each, 10 * Beta(2, 5));
               each estimate within the true quantiles at p -+ 4 CDF-noise
               stddevs (2 * noisy_total_stddev / n), widened by a bin width.
+  floor       the quantile round's floor: a one-hot int32[64] per client
+              (the same values) and the secure sum, no DP, no encoding;
+              equal to numpy's histogram.
   fedavg      one DP-FedAvg round (build_unweighted_fed_avg, model update
               through UnweightedMeanFactory(DiscreteGaussianSumFactory,
               SecureSumFactory(1, 0))) of a 784-(--fedavg-hidden)-10 Keras
@@ -185,6 +188,43 @@ class _Quantile(_Workload):
             f'bin {width:.3g})')
 
 
+class _HistogramFloor(_Workload):
+  """The floor of a quantile round: each client one-hot encodes its value
+  into the 64 bins and the server takes the secure sum (no DP, no
+  encoding); the same values as `quantile`."""
+
+  def __init__(self, clients):
+    rng = np.random.default_rng(2)
+    values = (_Quantile.UPPER * rng.beta(2.0, 5.0, size=clients)).astype(
+        np.float32)
+    self.values = list(values)
+    width = (_Quantile.UPPER - _Quantile.LOWER) / _Quantile.BINS
+    # The same float32 arithmetic as the TF function below (IEEE division).
+    index = np.floor((values - np.float32(_Quantile.LOWER))
+                     / np.float32(width)).astype(np.int64)
+    self.expected = np.bincount(np.clip(index, 0, _Quantile.BINS - 1),
+                                minlength=_Quantile.BINS) % 2**24
+
+    @tff.tensorflow.computation(np.float32)
+    def one_hot(x):
+      index = tf.cast(tf.floor((x - _Quantile.LOWER) / width), tf.int32)
+      index = tf.clip_by_value(index, 0, _Quantile.BINS - 1)
+      return tf.one_hot(index, _Quantile.BINS, dtype=tf.int32)
+
+    @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
+    def floor_round(values):
+      return tff.backends.mapreduce.federated_secure_modular_sum(
+          tff.federated_map(one_hot, values), np.int32(2**24))
+    self.comp = floor_round
+
+  def __call__(self):
+    return self.comp(self.values)
+
+  def check(self, result):
+    assert np.array_equal(result, self.expected), (result, self.expected)
+    return 'histogram equal to numpy'
+
+
 class _FedAvg(_Workload):
   """One DP-FedAvg round, model update through the DDG secure sum."""
 
@@ -253,6 +293,7 @@ _WORKLOADS = {
     'secure_sum': lambda a: _SecureSum(a.clients, a.dim),
     'ddg': lambda a: _Ddg(a.clients, a.dim),
     'quantile': lambda a: _Quantile(a.quantile_clients),
+    'floor': lambda a: _HistogramFloor(a.quantile_clients),
     'fedavg': lambda a: _FedAvg(a.fedavg_clients, a.fedavg_hidden),
 }
 
