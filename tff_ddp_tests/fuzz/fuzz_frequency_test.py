@@ -437,6 +437,8 @@ MATH_ENTRY_POINTS = [
             ('num_trials 3.7 (silently 3)', dict(parts=[(0.2, 3.7, 100,
                                                          10)]),
              'clear_error'),
+            ('num_trials 10**30 (the accountant refuses > 2^62)',
+             dict(parts=[(0.2, 10**30, 100, 10)]), 'clear_error'),
             ('delta nan (the message named target_delta)',
              dict(delta=math.nan), 'clear_error'),
             ('the paper: 2.8 for d = 50', dict(parts=[
