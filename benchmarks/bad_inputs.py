@@ -25,13 +25,15 @@ from tff_ddp_tests.fuzz import fuzz_aggregators_test
 from tff_ddp_tests.fuzz import fuzz_analytics_test
 from tff_ddp_tests.fuzz import fuzz_cli_test
 from tff_ddp_tests.fuzz import fuzz_encoders_test
+from tff_ddp_tests.fuzz import fuzz_frequency_test
+from tff_ddp_tests.fuzz import fuzz_learning_test
 from tff_ddp_tests.fuzz import fuzz_mechanisms_test
 from tff_ddp_tests.fuzz import fuzz_utils_test
 from tff_ddp_tests.fuzz import strategies as fz
 
 MODULES = (fuzz_mechanisms_test, fuzz_encoders_test, fuzz_accounting_test,
-           fuzz_aggregators_test, fuzz_analytics_test, fuzz_cli_test,
-           fuzz_utils_test)
+           fuzz_aggregators_test, fuzz_analytics_test, fuzz_frequency_test,
+           fuzz_learning_test, fuzz_cli_test, fuzz_utils_test)
 COLUMNS = ('clear_error', 'documented', 'unclear_error', 'hang', 'memory',
            'silent_wrong')
 HEADERS = ('clear error', 'documented', 'unclear', 'hang', 'memory',

@@ -124,6 +124,10 @@ DTYPES = (np.float32, np.float64, np.int32, np.int64)
 DEFAULT_NUM_TRIALS = 30
 DEFAULT_BUDGET_FRACTION = 1.0 / 11.0  # "about 10:1" (Section 5.2)
 _QUANTILE_BITS = 18
+# A clip C outside this range makes the estimate (the decoded sum times C,
+# the clients' x / C) overflow: C = 1e308 gives NaN estimates.
+CLIP_RANGE = (1e-30, 1e30)
+MAX_LEARNING_RATE = 100.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -286,7 +290,7 @@ def frequency_parameters(
       see `epsilon`) or 'num_trials' (the most trials for the given theta:
       spends any budget, in integer steps).
     clip: C for 'fixed'; the initial C^(1) for 'multi_round' (default 1,
-      as the paper's App. E.1).
+      as the paper's App. E.1); in CLIP_RANGE.
     max_items: 'two_phase': the public bound on ||x_i||_1 (the most items
       a user holds); the histogram covers [0, K max_items].
     num_bins: 'two_phase': 2^b Haar bins (the paper: 64).
@@ -301,7 +305,7 @@ def frequency_parameters(
     rounds: 'multi_round': R (the rounds the budget covers).
     total_clients: 'multi_round': n of Corollary 1 (default N R).
     disjoint_rounds: 'multi_round': the accounting assumption.
-    learning_rate: 'multi_round': eta.
+    learning_rate: 'multi_round': eta in (0, MAX_LEARNING_RATE].
     indicator_num_trials: 'multi_round': m' (default num_trials, as the
       paper's m' = m = 15); theta' is calibrated.
     sample_items: 'sample': k.
@@ -339,14 +343,16 @@ def frequency_parameters(
     fixed = checks.real(theta, 'theta', 0.0, 0.25, low_open=True)
   divisor = checks.choice(divisor, 'divisor', fq.DIVISORS)
   adversary = checks.choice(adversary, 'adversary', ('server', 'release'))
-  if np.dtype(value_dtype) not in [np.dtype(t) for t in DTYPES]:
-    raise TypeError(f'value_dtype must be one of '
-                    f'{[np.dtype(t).name for t in DTYPES]}, got '
-                    f'{value_dtype!r}.')
-  value_dtype = np.dtype(value_dtype).type
+  value_dtype = _value_dtype(value_dtype)
   seed = checks.seed(seed)
+  if kashin_options is not None and not isinstance(kashin_options, dict):
+    raise TypeError('kashin_options must be a dict of KashinEncoder options '
+                    f'(or None), got {kashin_options!r:.100}.')
   kashin_options = dict(kashin_options or {})
-  registry.check_options('kashin', kashin_options)
+  try:
+    registry.check_options('kashin', kashin_options)
+  except (TypeError, ValueError) as e:
+    raise type(e)(f'kashin_options: {e}') from None
   rounds = checks.integer(rounds, 'rounds', 1)
   budget_fraction = checks.real(budget_fraction, 'budget_fraction', 0.0, 1.0,
                                 low_open=True, high_open=True)
@@ -374,13 +380,15 @@ def frequency_parameters(
     if protocol == 'fixed':
       if clip is None:
         raise ValueError("protocol='fixed' needs clip (C > 0).")
-      clip = checks.positive(clip, 'clip')
+      clip = _clip(clip)
     elif protocol == 'normalize':
       clip = 1.0
     else:
       if sample_items is None:
         raise ValueError("protocol='sample' needs sample_items (k >= 1).")
-      sample_items = checks.integer(sample_items, 'sample_items', 1)
+      # The clients' top_k takes an int32 k.
+      sample_items = checks.integer(sample_items, 'sample_items', 1,
+                                    2**31 - 1)
       clip = float(sample_items)
     result, event = _frequency_calibrator(
         dim, n, calibrate, fixed, clip, divisor, delta, adversary, 1, seed,
@@ -401,24 +409,47 @@ def frequency_parameters(
                        'bound on the items a user holds (||x||_1).')
     max_items = checks.positive(max_items, 'max_items')
     upper = level * max_items
+    if not 1e-30 <= upper <= 1e30:
+      # The histogram's range [0, K max_items] in float64 and float32 (the
+      # norms are float32 on the clients).
+      raise ValueError(
+          f'max_items must make the histogram range [0, K max_items] (K = '
+          f'{level:.4g}, the Kashin level) fit in [1e-30, 1e30], got '
+          f'max_items={max_items!r}.')
     num_bins = checks.integer(num_bins, 'num_bins', 2, 2**16)
-    quantile_trials = quantile_num_trials
+    quantile_trials = checks.optional_integer(quantile_num_trials,
+                                              'quantile_num_trials', 1)
 
     def phase_one(eps):
-      params = qc.quantile_parameters(
-          'haar', 'poisson_binomial', num_bins, n, eps, delta,
-          bits=_QUANTILE_BITS, adversary=adversary, seed=seed,
-          num_trials=quantile_trials)
+      try:
+        params = qc.quantile_parameters(
+            'haar', 'poisson_binomial', num_bins, n, eps, delta,
+            bits=_QUANTILE_BITS, adversary=adversary, seed=seed,
+            num_trials=quantile_trials)
+      except ValueError as e:
+        if quantile_trials is None:
+          raise
+        # Its message says num_trials: the quantile process's argument.
+        raise ValueError(f'quantile_num_trials={quantile_trials}: {e}'
+                         ) from None
       return params, params.factory.dp_event(params.value_type)
 
     calibrators = [phase_one]
     total = n
   else:  # multi_round
-    clip = 1.0 if clip is None else checks.positive(clip, 'clip')
+    clip = 1.0 if clip is None else _clip(clip)
     disjoint_rounds = checks.boolean(disjoint_rounds, 'disjoint_rounds')
-    learning_rate = checks.positive(learning_rate, 'learning_rate')
+    # C^(r+1) = C^(r) exp(-eta (gamma-hat - gamma*)): a larger eta can
+    # overflow (or zero) the clip in one round.
+    learning_rate = checks.real(learning_rate, 'learning_rate', 0.0,
+                                MAX_LEARNING_RATE, low_open=True)
+    if total_clients is None and n * rounds > fq.MAX_COUNT:
+      raise ValueError(
+          f'rounds * expected_clients_per_round = {n * rounds} is more than '
+          f'{fq.MAX_COUNT} clients (the default total_clients); lower '
+          'rounds or give total_clients.')
     total = (n * rounds if total_clients is None else
-             checks.integer(total_clients, 'total_clients', 1))
+             checks.integer(total_clients, 'total_clients', 1, fq.MAX_COUNT))
     if indicator_num_trials is None and calibrate != 'theta':
       raise ValueError("calibrate='num_trials' needs indicator_num_trials.")
     indicator_trials = checks.integer(
@@ -492,6 +523,32 @@ _DEFAULTS = {'rounds': (1, ('multi_round',)),
                                  ('two_phase', 'multi_round'))}
 
 
+def _clip(clip):
+  return checks.real(clip, 'clip', *CLIP_RANGE)
+
+
+def _value_dtype(value_dtype):
+  """One of DTYPES (a numpy type, dtype or its name); None is refused (numpy
+  would read it as float64)."""
+  allowed = [np.dtype(t).name for t in DTYPES]
+  try:
+    dtype = None if value_dtype is None else np.dtype(value_dtype)
+  except (TypeError, ValueError):
+    dtype = None
+  if dtype is None or dtype not in [np.dtype(t) for t in DTYPES]:
+    raise TypeError(f'value_dtype must be one of {allowed}, got '
+                    f'{value_dtype!r:.100}.')
+  return dtype.type
+
+
+def _is_default(value, default) -> bool:
+  """value == default, False where == is not a bool (arrays, ...)."""
+  try:
+    return bool(value == default)
+  except (TypeError, ValueError):
+    return False
+
+
 def _refuse_unused(protocol, **given):
   """A ValueError for an argument the protocol would silently ignore."""
   for name, value in given.items():
@@ -501,7 +558,7 @@ def _refuse_unused(protocol, **given):
                          f'(only to {_APPLIES[name]}).')
     else:
       default, protocols = _DEFAULTS[name]
-      if protocol not in protocols and value != default:
+      if protocol not in protocols and not _is_default(value, default):
         raise ValueError(f'{name} does not apply to protocol={protocol!r} '
                          f'(only to {protocols}).')
 

@@ -23,6 +23,9 @@ from tff_ddp.cli import common
 from tff_ddp.utils import checks
 
 PROTOCOLS = ('two_phase', 'multi_round', 'fixed', 'normalize', 'sample')
+# The dataset is a dense [clients, dim] array (int64, then float32): 2^26
+# entries are 0.8 GB; --clients 10^6 --dim 4096 would need 49 GB.
+MAX_ENTRIES = 2**26
 
 
 @dataclasses.dataclass
@@ -98,7 +101,14 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
   from tff_ddp.analytics import frequency_process as fp  # pylint: disable=g-import-not-at-top
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   num_clients = checks.integer(num_clients, 'clients', 1)
-  rounds = checks.integer(rounds, 'rounds', 1, num_clients)
+  dim = checks.integer(dim, 'dim', 1)
+  if num_clients * dim > MAX_ENTRIES:
+    raise common.UserError(
+        f'--clients {num_clients} x --dim {dim} = {num_clients * dim} count '
+        f'entries; at most {MAX_ENTRIES} (the dataset is held in memory).')
+  # --rounds (default 4) only splits the clients of multi_round.
+  if 'multi_round' in protocols:
+    rounds = checks.integer(rounds, 'rounds', 1, num_clients)
   x = fd.load(data, num_clients, dim, seed).astype(np.float32)
   max_items = fd.max_items(x)
   common_args = dict(num_trials=num_trials, divisor=divisor)

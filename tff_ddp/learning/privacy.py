@@ -42,6 +42,7 @@ events the process reports.
 """
 
 import dataclasses
+import inspect
 import math
 from typing import Any, Optional
 
@@ -130,6 +131,8 @@ class PrivacyConfig:
         self.quantile_noise_multiplier, 'quantile_noise_multiplier'))
     set_('loss_upper_bound', checks.positive(self.loss_upper_bound,
                                              'loss_upper_bound'))
+    checks.choice(self.histogram, 'histogram',
+                  hg.METHODS + tuple(hg.ALIASES))
     set_('histogram', hg.canonical_method(self.histogram))
     hg.encoding_length(self.histogram, self.num_bins)  # validates num_bins
     set_('count', checks.choice(self.count, 'count', hg.COUNTS))
@@ -153,9 +156,12 @@ class PrivacyConfig:
                                         self.clients_per_round))
     set_('adversary', checks.choice(self.adversary, 'adversary',
                                     accountant.ADVERSARIES))
+    # Below clients_per_round every planned round would report epsilon
+    # +inf: a mistake, refused.
     set_('max_clients', checks.integer(
         self.clients_per_round if self.max_clients is None
-        else self.max_clients, 'max_clients', 1, base.MAX_MODULUS - 1))
+        else self.max_clients, 'max_clients', self.clients_per_round,
+        base.MAX_MODULUS - 1))
     set_('encoder', checks.choice(self.encoder, 'encoder', registry.NAMES))
     set_('seed', checks.seed(self.seed))
 
@@ -242,9 +248,26 @@ class CalibratedPrivacy:
 def model_update_type(model_fn):
   """The trainable-weights type of the model `model_fn` builds."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  try:
+    inspect.signature(model_fn).bind()
+  except TypeError:
+    raise TypeError('model_fn (calibrate: value_type, a TFF type or a '
+                    'model_fn) must be callable with no arguments, got '
+                    f'{model_fn!r}.') from None
+  except ValueError:  # no signature to inspect (some builtins)
+    pass
   with tf.Graph().as_default():
     model = model_fn()
+    if not isinstance(model, tff.learning.models.VariableModel):
+      raise TypeError('model_fn (calibrate: value_type, a TFF type or a '
+                      'model_fn) must return a tff.learning.models.'
+                      f'VariableModel; {_callable_name(model_fn)} returned '
+                      f'{type(model).__name__}.')
   return tff.learning.models.weights_type_from_model(model).trainable
+
+
+def _callable_name(model_fn) -> str:
+  return getattr(model_fn, '__name__', type(model_fn).__name__)
 
 
 def calibrate(
@@ -284,6 +307,9 @@ def calibrate(
   if callable(value_type) and not isinstance(value_type, tff.types.Type):
     value_type = model_update_type(value_type)
   target_epsilon = checks.positive(target_epsilon, 'target_epsilon')
+  # Named here: PrivacyConfig would name it 'delta'.
+  target_delta = checks.real(target_delta, 'target_delta', 0.0, 1.0,
+                             low_open=True, high_open=True)
   rounds = checks.integer(rounds, 'rounds', 1)
   ratio = (None if budget_ratio is None else
            checks.positive(budget_ratio, 'budget_ratio'))

@@ -76,6 +76,7 @@ processes' budgets add up (compose their events).
 
 import collections
 import dataclasses
+import inspect
 from typing import Callable, Optional
 
 import numpy as np
@@ -304,6 +305,7 @@ def _model_types(model_fn):
     raise TypeError('model_fn must be a no-arg callable returning a '
                     'tff.learning.models.VariableModel (FunctionalModel is '
                     f'not supported), got {model_fn!r}.')
+  _check_no_arguments(model_fn, 'model_fn')
   with tf.Graph().as_default():
     model = model_fn()
     if not isinstance(model, tff.learning.models.VariableModel):
@@ -312,6 +314,18 @@ def _model_types(model_fn):
     element_type = tff.types.tensorflow_to_type(model.input_spec)
   weights_type = tff.learning.models.weights_type_from_model(model)
   return tff.SequenceType(element_type), weights_type
+
+
+def _check_no_arguments(function, name):
+  """A TypeError naming `name` when `function()` would lack arguments (not
+  Python's "missing 2 required positional arguments" from inside)."""
+  try:
+    inspect.signature(function).bind()
+  except TypeError:
+    raise TypeError(f'{name} must be callable with no arguments (a model_fn '
+                    f'returning a new model), got {function!r}.') from None
+  except ValueError:  # no signature to inspect (some builtins)
+    pass
 
 
 def _check_optimizer(optimizer, name):
@@ -327,10 +341,57 @@ def _check_optimizer(optimizer, name):
 
 
 def _build(model_fn, client_optimizer, server_optimizer, spec: _Spec):
+  """Validates the model and optimizers, then traces the process."""
   client_optimizer = _check_optimizer(client_optimizer, 'client_optimizer_fn')
+  # `is None`, not `or`: a falsy non-optimizer (0, '') is an error, not the
+  # default, and an array has no truth value.
   server_optimizer = _check_optimizer(
-      server_optimizer or DEFAULT_SERVER_OPTIMIZER_FN(), 'server_optimizer_fn')
+      DEFAULT_SERVER_OPTIMIZER_FN() if server_optimizer is None
+      else server_optimizer, 'server_optimizer_fn')
   data_type, weights_type = _model_types(model_fn)
+  if spec.privacy is not None:
+    _check_update_range(spec.privacy, weights_type.trainable)
+  return _trace(model_fn, client_optimizer, server_optimizer, spec,
+                data_type, weights_type)
+
+
+# The clip range (times the clients or the noise multiplier) in which a
+# float32 / float16 model update, its noise and its sum stay finite: the
+# DDG aggregator returns the noisy sum in the update's dtype, so l2_clip =
+# 1e300 with float32 weights gives an update of +-inf (a model of NaN).
+_FLOAT_SAFE_RANGE = {np.dtype(np.float16): (1e-4, 1e4),
+                     np.dtype(np.float32): (1e-30, 1e30)}
+
+
+def _leaf_dtypes(value_type):
+  if isinstance(value_type, tff.StructType):
+    for _, element in tff.structure.iter_elements(value_type):
+      yield from _leaf_dtypes(element)
+  else:
+    yield np.dtype(value_type.dtype)
+
+
+def _check_update_range(config, update_type):
+  ranges = [_FLOAT_SAFE_RANGE[d] for d in _leaf_dtypes(update_type)
+            if d in _FLOAT_SAFE_RANGE]
+  if not ranges:
+    return
+  low, high = max(r[0] for r in ranges), min(r[1] for r in ranges)
+  largest = config.l2_clip * max(config.clients_per_round,
+                                 config.noise_multiplier, 1.0)
+  if not (config.l2_clip >= low and largest <= high):
+    raise ValueError(
+        f'privacy.l2_clip={config.l2_clip:g} with noise_multiplier='
+        f'{config.noise_multiplier:g} and clients_per_round='
+        f'{config.clients_per_round} leaves the model update\'s float range: '
+        f'need l2_clip >= {low:g} and l2_clip * max(clients_per_round, '
+        f'noise_multiplier) <= {high:g} (the noisy sum is returned in the '
+        'update\'s dtype).')
+
+
+def _trace(model_fn, client_optimizer, server_optimizer, spec: _Spec,
+           data_type, weights_type):
+  """The LearningProcess of validated arguments (TFF tracing)."""
   update_type = weights_type.trainable
 
   @tff.tensorflow.computation

@@ -1,10 +1,13 @@
 """Fuzz tests of the tff-ddp command: generated argv for every subcommand.
 
-`privacy` runs in full (pure math). `demo` and `quantiles` run up to the
-point where they would start TFF's execution context (every argument and
-configuration check happens before): that call is replaced by a sentinel
-(`_WouldRun`), so a case is 'documented' when the command would run a
-configuration the reference check accepts. Their full runs, including user
+`privacy` runs in full (pure math). `demo`, `quantiles` and `frequency` run
+up to the point where they would start TFF's execution context (every
+argument and configuration check happens before): that call is replaced by
+a sentinel (`_WouldRun`), so a case is 'documented' when the command would
+run a configuration the reference check accepts. `superquantile` runs up to
+the tracing of its learning process (`tff_ddp.learning.processes._trace`,
+after the library validated the model, the optimizers and the calibrated
+privacy), replaced by the same sentinel. Their full runs, including user
 errors after TFF started (one line, exit status 2, no ServiceManager
 traceback), are in cli_test.
 """
@@ -21,6 +24,7 @@ import pytest
 import tensorflow_federated as tff
 
 from tff_ddp import cli
+from tff_ddp.learning import processes as learning_processes
 from tff_ddp_tests import harness
 from tff_ddp_tests.fuzz import strategies as fz
 
@@ -41,7 +45,9 @@ def _main(argv):
   """(status, stdout) of cli.main(argv); status 2 with one line -> error."""
   out, err = io.StringIO(), io.StringIO()
   with mock.patch.object(tff.backends.test,
-                         'set_sync_test_cpp_execution_context', _refuse_tff):
+                         'set_sync_test_cpp_execution_context', _refuse_tff
+                         ), mock.patch.object(learning_processes, '_trace',
+                                              lambda *a, **k: _refuse_tff()):
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
       try:
         status = cli.main(argv)
@@ -179,6 +185,97 @@ ENTRY_POINTS = [
                 '1', '--delta', 'nan']), 'clear_error'),
         ]),
 ]
+
+
+# ----------------------------------------------------------------------------
+# frequency and superquantile.
+
+_NEW_FLAGS = {
+    'frequency': ('--protocols', '--data', '--dim', '--clients', '--epsilon',
+                  '--delta', '--num-trials', '--bins', '--budget-fraction',
+                  '--clip', '--sample-items', '--rounds', '--divisor',
+                  '--seed'),
+    'superquantile': ('--algorithm', '--rounds', '--clients',
+                      '--tail-fraction', '--epsilon', '--delta',
+                      '--budget-ratio', '--clip', '--loss-bound', '--bins',
+                      '--histogram', '--adversary', '--no-privacy',
+                      '--learning-rate', '--seed'),
+}
+_NEW_CHOICES = {
+    '--protocols': ['two_phase', 'multi_round', 'fixed', 'normalize',
+                    'sample', 'x'],
+    '--data': ['iid', 'heterogeneous', 'docstrings', 'x'],
+    '--divisor': ['l2', 'linf', 'x'],
+    '--algorithm': ['deltafl', 'fedavg', 'x'],
+    '--histogram': ['flat', 'tree', 'hierarchical', 'haar', 'x'],
+    '--adversary': ['server', 'release', 'both'],
+}
+_NO_VALUE = ('--no-privacy',)
+_NEW_NAMES = tuple(sorted(
+    {f for flags in _NEW_FLAGS.values() for f in flags}
+    | {f[2:].replace('-', '_') for flags in _NEW_FLAGS.values()
+       for f in flags}
+    # the library's names of what the flags set, and the quantities its
+    # refusals are about
+    | {'--bogus', 'command', 'dim', 'clients', 'num_clients', 'rounds',
+       'target_epsilon', 'target_delta', 'l2_clip', 'num_bins', 'theta',
+       'max_items', 'budget_fraction', 'sample_items', 'tail_fraction',
+       'loss_upper_bound', 'learning_rate', 'noise_multiplier', 'method',
+       'histogram', 'population', 'clients_per_round', 'num_trials',
+       'epsilon', 'delta', 'expected_clients_per_round'}))
+
+
+def _new_value(flag):
+  choices = _NEW_CHOICES.get(flag)
+  values = [_numbers(), st.text(max_size=4)]
+  if choices:
+    values = [st.sampled_from(choices)] * 3 + values
+  return st.one_of(*values)
+
+
+@st.composite
+def new_argvs(draw):
+  command = draw(st.sampled_from(['frequency', 'superquantile', 'frequency']))
+  argv = [command]
+  if command == 'frequency':  # small unless a flag says otherwise
+    argv += ['--dim', '8']
+  else:
+    argv += ['--rounds', '2', '--clients', '20']
+  for flag in draw(st.lists(st.sampled_from(_NEW_FLAGS[command] +
+                                            ('--bogus',)), max_size=4)):
+    argv += [flag] if flag in _NO_VALUE else [flag, draw(_new_value(flag))]
+  return dict(argv=argv)
+
+
+def _check_new(kwargs, result):
+  status, _ = result
+  return None if status == 'would run' else f'status {status}'
+
+
+NEW_ENTRY_POINTS = [
+    fz.EntryPoint(
+        name='cli.main (frequency, superquantile)', call=_main,
+        baseline=dict(argv=['frequency', '--dim', '8']), check=_check_new,
+        cases=new_argvs(), names=_NEW_NAMES, max_examples=6, budget=20.0,
+        examples=[
+            ('frequency --rounds (default 4) checked without multi_round',
+             dict(argv=['frequency', '--clients', '3', '--dim', '8',
+                        '--protocols', 'fixed', '--clip', '1']),
+             'documented'),
+            ('frequency 10^6 clients x 4096 items (a 49 GB dataset)',
+             dict(argv=['frequency', '--clients', '1000000', '--dim',
+                        '4096']), 'clear_error'),
+            ('frequency fixed without --clip', dict(argv=[
+                'frequency', '--protocols', 'fixed']), 'clear_error'),
+            ('superquantile --clip 1e300 (float32 updates of +-inf)',
+             dict(argv=['superquantile', '--rounds', '2', '--clip',
+                        '1e300']), 'clear_error'),
+            ('superquantile --no-privacy', dict(argv=[
+                'superquantile', '--no-privacy', '--rounds', '1']),
+             'documented'),
+        ]),
+]
+ENTRY_POINTS = ENTRY_POINTS + NEW_ENTRY_POINTS
 
 
 class FuzzCliTest(parameterized.TestCase):

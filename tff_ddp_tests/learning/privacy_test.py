@@ -91,7 +91,7 @@ class ConfigTest(parameterized.TestCase):
       ('clip', dict(l2_clip=-1.0), ValueError, 'l2_clip'),
       ('noise', dict(noise_multiplier=0.0), ValueError, 'noise_multiplier'),
       ('bins', dict(num_bins=24), ValueError, 'power of two'),
-      ('histogram', dict(histogram='wavelet'), ValueError, 'method'),
+      ('histogram', dict(histogram='wavelet'), ValueError, 'histogram must'),
       ('tail_count', dict(tail_count='raw'), ValueError, 'tail_count'),
       ('sampling', dict(sampling='shuffle'), ValueError, 'sampling'),
       ('population', dict(population=None), ValueError, 'population'),
