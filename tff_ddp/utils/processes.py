@@ -6,11 +6,12 @@ subprocesses that outlive Python and keep the parent's stdout/stderr open, so
 descendants of the current process, found by process id through /proc, never
 by name (other runs on the same machine are left alone).
 
-Large calls. TFF 0.87's `worker_binary` recurses once per value somewhere
-below `SequenceExecutor::CreateStruct` (the frame of the crash, symbolised
-from the binary); with glibc's default 8 MiB thread stacks a call with ~10^5
-client values overflows a gRPC server thread's stack and the worker dies
-with SIGSEGV (in 3 of 10 rounds of 10^5 clients here; the test context then
+Large calls. TFF 0.87's `worker_binary` overflows a gRPC server thread's
+stack in a frame under `SequenceExecutor::CreateStruct` (symbolised from the
+binary; the recursion depth grows with the number of client values, which
+we infer from the crash appearing only near 10^5 values). With glibc's
+default 8 MiB thread stacks the worker died with SIGSEGV in 3 of the 10
+rounds of 10^5 clients we ran (the test context then
 restarts the worker and repeats the call, so the result is right but the
 round takes up to twice as long). `raise_worker_stack_limit()` raises this
 process's soft RLIMIT_STACK, which the workers it starts afterwards inherit
