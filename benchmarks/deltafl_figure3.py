@@ -26,26 +26,41 @@ math and the aggregators' own client/server code, batched; a TFF round with
 the real TFF processes too.
 
 Tuning (the B.3 grid, a documented subset; selection by the 90th percentile
-of the 500 validation clients' errors, seed 0):
+of the 500 validation clients' errors, seed 0; test errors never select):
   C: the 0.3/0.5/0.7/0.9 quantiles of the non-private FedAvg update norms in
      the second half of training (the paper's definition of its grid
      {0.9, 1.1, 1.3, 1.5}; our updates are ~10x smaller, see RESULTS.md);
   DP-FedAvg: C, per epsilon;
-  DP-Delta-FL stage 1 (epsilon = 5): r in {0.1, 0.25, 0.5, 0.75} x
+  DP-Delta-FL stage 1 (--tune-epsilon, 5): r in {0.1, 0.25, 0.5, 0.75} x
      B in {0.7, 1.1, 1.5} x b in {16, 32} (tree histogram), C = DP-FedAvg's
      choice at epsilon = 5;
   DP-Delta-FL stage 2 (other epsilons): r in {0.1, 0.25, 0.5, 0.75} with
-     stage 1's (B, b) and DP-FedAvg's C at that epsilon.
+     stage 1's (B, b) and DP-FedAvg's C at that epsilon;
+  stage 3 (only with --tune-clip / --tail-counts / --refine-bounds, at
+     --refine-epsilons): one coordinate pass from stage 2's choice, each
+     step keeping the current value unless another is strictly better on
+     the validation 90th percentile: C over the clip grid for DP-Delta-FL
+     itself (the paper tunes C per algorithm), the r grid again if C moved,
+     the update's divisor (`tail_count`: 'expected' theta n or 'histogram',
+     the private tail count), then B over --refine-bounds. A C chosen at
+     the grid's edge (either method) extends the grid geometrically one
+     step beyond it while that is strictly better (at most twice).
 Then the chosen configurations run with seeds 0, 1, 2 (cohorts and noise).
+Seed 0 is also the selection seed, so its test error is optimistically
+biased; the table's "p90 s1+" column is the seeds 1.. mean alone.
 
 Runs are cached (one JSON line each) in benchmarks/results/; rerunning
 resumes. Writes benchmarks/figures/deltafl_figure3.png and prints the
 tables for RESULTS.md.
 
   .venv/bin/python benchmarks/deltafl_figure3.py [--seeds 3] [--check]
-  # reduced (what RESULTS.md ran on 2 cores): epsilons 5 and 10, r grid only
-  .venv/bin/python benchmarks/deltafl_figure3.py --epsilons 5 10 \
-      --bounds 1.5 --bins 16 --seeds 3
+  # reduced (what RESULTS.md ran on 2 cores): B = 1.5 and b = 16 in stage 1,
+  # stage 3 with C, the divisor and B in {1.1, 1.5} at epsilons 5 and 20
+  .venv/bin/python benchmarks/deltafl_figure3.py --epsilons 5 10 20 \
+      --bounds 1.5 --bins 16 --seeds 3 --tune-clip \
+      --tail-counts expected histogram --refine-bounds 1.1 1.5 \
+      --refine-epsilons 5 20
+  (--plan lists the runs not yet cached on the shortest tuning path.)
 """
 
 import argparse
@@ -80,6 +95,10 @@ PAPER = {('dp_deltafl', 0.5, 5.0): 52.6, ('dp_fedavg', None, 5.0): 55.7,
          ('dp_deltafl', 0.25, 5.0): 52.6 - 1.2}
 
 
+class NotCached(LookupError):
+  """--cached-only met a run that is not in the cache."""
+
+
 def _key(config):
   return json.dumps(config, sort_keys=True)
 
@@ -87,8 +106,11 @@ def _key(config):
 class Runs:
   """The JSONL cache: config -> result."""
 
-  def __init__(self, path):
+  def __init__(self, path, plan=False, cached_only=False):
     self.path = path
+    self.plan = plan  # count the uncached runs instead of running them
+    self.cached_only = cached_only  # raise NotCached instead of running
+    self.planned = []
     self.results = {}
     if os.path.exists(path):
       with open(path) as f:
@@ -98,6 +120,15 @@ class Runs:
 
   def get(self, config, compute):
     key = _key(config)
+    if key not in self.results and self.cached_only:
+      raise NotCached(config)
+    if key not in self.results and self.plan:
+      if key not in self.planned:
+        self.planned.append(key)
+        print(f'  (would run) {config}', flush=True)
+      return dict(config=config, val_p90=float('inf'),
+                  test_p90=float('nan'), test_mean=float('nan'),
+                  noise_multiplier=float('nan'))
     if key not in self.results:
       start = time.time()
       result = compute()
@@ -133,14 +164,41 @@ def main():
   parser.add_argument('--epsilons', type=float, nargs='+',
                       default=list(EPSILONS),
                       help='the epsilons of the figure (default: all five)')
+  parser.add_argument('--thetas', type=float, nargs='+', default=list(THETAS),
+                      help='the DP-Delta-FL tail fractions (default: both)')
   parser.add_argument('--ratios', type=float, nargs='+', default=list(RATIOS),
                       help='grid of r = rho(quantile) / rho(update)')
   parser.add_argument('--bounds', type=float, nargs='+', default=list(BOUNDS),
-                      help='grid of the loss bound B')
+                      help='stage 1 grid of the loss bound B')
   parser.add_argument('--bins', type=int, nargs='+', default=list(BINS),
                       help='grid of the histogram bins b (powers of two)')
+  parser.add_argument('--tune-epsilon', type=float, default=5.0,
+                      help='the epsilon of stage 1 (always run there)')
+  parser.add_argument('--tune-clip', action='store_true',
+                      help='stage 3: tune C for DP-Delta-FL itself (and '
+                      'extend either method\'s clip grid at its edge)')
+  parser.add_argument('--tail-counts', nargs='+', default=['expected'],
+                      choices=['expected', 'histogram'],
+                      help='stage 3 grid of the update divisor')
+  parser.add_argument('--refine-bounds', type=float, nargs='+', default=None,
+                      help='stage 3 grid of B (default: stage 1\'s B only)')
+  parser.add_argument('--refine-epsilons', type=float, nargs='+',
+                      default=None,
+                      help='the epsilons stage 3 runs at (default: all)')
   parser.add_argument('--check', action='store_true',
                       help='also run a few TFF rounds of each process')
+  parser.add_argument('--ratio-grid', nargs='+', type=float,
+                      action='append', default=[], metavar='EPS R',
+                      help='EPS R [R ...]: the r grid of stages 2 and 3 at '
+                      'that epsilon (default --ratios; repeatable)')
+  parser.add_argument('--cached-only', action='store_true',
+                      help='train nothing: report from the cache; a stage '
+                      '3 pass stops at its first uncached run (the table '
+                      'says where) and rows without their runs are left '
+                      'out')
+  parser.add_argument('--plan', action='store_true',
+                      help='list the uncached runs of the shortest path '
+                      '(an uncached run counts as no improvement) and exit')
   args = parser.parse_args()
 
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -154,13 +212,21 @@ def main():
 
   task = tasks.b3_task()
   sim = simulation.LinearSimulator(task, learning_rate=0.1, local_steps=1)
-  runs = Runs(CACHE)
+  runs = Runs(CACHE, plan=args.plan, cached_only=args.cached_only)
   seeds = list(range(args.seeds))
   epsilons = tuple(args.epsilons)
+  thetas = tuple(args.thetas)
   ratios, bounds, bin_grid = (tuple(args.ratios), tuple(args.bounds),
                               tuple(args.bins))
-  # Stage 1 tunes (r, B, b) at epsilon = 5 (or the first epsilon given).
-  tune_eps = 5.0 if 5.0 in epsilons else epsilons[0]
+  # Stage 1 tunes (r, B, b) at --tune-epsilon whatever --epsilons says.
+  tune_eps = args.tune_epsilon
+  refine_eps = set(epsilons if args.refine_epsilons is None
+                   else args.refine_epsilons)
+  ratio_grid = {g[0]: tuple(g[1:]) for g in args.ratio_grid}
+  if any(not g for g in ratio_grid.values()):
+    parser.error('--ratio-grid needs EPS and at least one R')
+  stage3 = bool(args.tune_clip or len(args.tail_counts) > 1 or
+                args.tail_counts != ['expected'] or args.refine_bounds)
 
   def nonprivate(objective, theta, seed, reweighting='exact'):
     config = dict(kind='nonprivate', objective=objective, theta=theta,
@@ -169,14 +235,17 @@ def main():
         objective, ROUNDS, CLIENTS, seed, theta, reweighting)))
 
   def private(objective, theta, eps, clip, seed, ratio=None, bound=1.5,
-              bins=16):
+              bins=16, tail_count='expected'):
     config = dict(kind='private', objective=objective, theta=theta, eps=eps,
                   clip=clip, seed=seed, ratio=ratio, bound=bound, bins=bins,
                   rounds=ROUNDS, adversary='server')
+    if tail_count != 'expected':  # the runs before stage 3 keep their keys
+      config['tail_count'] = tail_count
 
     def compute():
       extra = {} if ratio is None else dict(
-          budget_ratio=ratio, loss_upper_bound=bound, num_bins=bins)
+          budget_ratio=ratio, loss_upper_bound=bound, num_bins=bins,
+          tail_count=tail_count)
       calibrated = learning.calibrate(
           sim.update_type, eps, DELTA, ROUNDS, CLIENTS, clip,
           population=POPULATION, adversary='server', **extra)
@@ -189,12 +258,16 @@ def main():
 
     return runs.get(config, compute)
 
+  def deltafl(theta, eps, seed, c):
+    return private('superquantile', theta, eps, c['clip'], seed, c['ratio'],
+                   c['bound'], c['bins'], c['tail_count'])
+
   print('non-private references', flush=True)
   reference = {}
   for seed in seeds:
     reference.setdefault(('fedavg', None), []).append(
         nonprivate('fedavg', None, seed))
-    for theta in THETAS:
+    for theta in thetas:
       reference.setdefault(('deltafl', theta), []).append(
           nonprivate('superquantile', theta, seed))
 
@@ -205,44 +278,193 @@ def main():
   print(f'clip grid (update-norm quantiles 0.3..0.9): {clips}', flush=True)
 
   print('DP-FedAvg tuning', flush=True)
+  base_clip = {}  # DP-FedAvg's choice on the 4-point grid (stages 1 and 2)
+  missing = []  # (what, why) left out of the table
+  for eps in sorted(set(epsilons) | {tune_eps}):
+    try:
+      rows = {c: private('fedavg', None, eps, c, 0) for c in clips}
+    except NotCached:
+      missing.append((f'epsilon {eps:g}', 'DP-FedAvg clip grid not run'))
+      continue
+    base_clip[eps] = min(clips, key=lambda c: rows[c]['val_p90'])
+    print(f'  eps={eps:g}: val p90 ' + ', '.join(
+        f'{c}: {rows[c]["val_p90"]:.1f}' for c in clips) +
+          f' -> C = {base_clip[eps]}', flush=True)
   fedavg_clip = {}
+  stopped = {}  # (method, theta, eps) -> the stage-3 step not run
+  epsilons = tuple(e for e in epsilons if e in base_clip)
   for eps in epsilons:
-    rows = {c: private('fedavg', None, eps, c, 0) for c in clips}
-    fedavg_clip[eps] = min(clips, key=lambda c: rows[c]['val_p90'])
+    fedavg_clip[eps] = base_clip[eps]
+    if args.tune_clip and eps in refine_eps:
+      print(f'  eps={eps:g}, stage 3 (edge extension):', flush=True)
+      try:
+        fedavg_clip[eps], _ = _tune_clip(
+            clips, base_clip[eps],
+            lambda c, e=eps: private('fedavg', None, e, c, 0)['val_p90'])
+      except NotCached:
+        stopped['dp_fedavg', None, eps] = 'C'
+      if fedavg_clip[eps] != base_clip[eps]:
+        print(f'  eps={eps:g}: C = {fedavg_clip[eps]} (extended grid)',
+              flush=True)
 
   print(f'DP-Delta-FL tuning, stage 1 (eps = {tune_eps:g})', flush=True)
   stage1 = {}
-  for theta in THETAS:
+  for theta in thetas:
     grid = [(r, b, bins) for r in ratios for b in bounds for bins in bin_grid]
-    rows = {g: private('superquantile', theta, tune_eps, fedavg_clip[tune_eps],
-                       0, *g) for g in grid}
+    try:
+      rows = {g: private('superquantile', theta, tune_eps,
+                         base_clip[tune_eps], 0, *g) for g in grid}
+    except NotCached:
+      missing.append((f'theta {theta}', 'stage 1 not run'))
+      continue
     stage1[theta] = min(grid, key=lambda g: rows[g]['val_p90'])
     print(f'  theta={theta}: (r, B, b) = {stage1[theta]}', flush=True)
 
   print('DP-Delta-FL tuning, stage 2 (r per epsilon)', flush=True)
   chosen = {}
-  for theta in THETAS:
+  for theta in stage1:
     _, bound, bins = stage1[theta]
     for eps in epsilons:
-      rows = {r: private('superquantile', theta, eps, fedavg_clip[eps], 0, r,
-                         bound, bins) for r in ratios}
-      ratio = min(ratios, key=lambda r: rows[r]['val_p90'])
-      chosen[theta, eps] = (ratio, bound, bins)
+      grid = ratio_grid.get(eps, ratios)
+      try:
+        rows = {r: private('superquantile', theta, eps, base_clip[eps], 0, r,
+                           bound, bins) for r in grid}
+      except NotCached:
+        missing.append((f'theta {theta} epsilon {eps:g}', 'stage 2 not run'))
+        continue
+      ratio = min(grid, key=lambda r: rows[r]['val_p90'])
+      print(f'  theta={theta} eps={eps:g}: val p90 ' + ', '.join(
+          f'r={r}: {rows[r]["val_p90"]:.1f}' for r in grid) +
+            f' -> r = {ratio}', flush=True)
+      chosen[theta, eps] = dict(clip=base_clip[eps], ratio=ratio,
+                                bound=bound, bins=bins,
+                                tail_count='expected')
+
+  stage2 = dict(chosen)
+  if stage3:
+    print('DP-Delta-FL tuning, stage 3 (one coordinate pass: C, r if C '
+          'moved, tail count, B; a move needs a strictly lower validation '
+          '90th percentile)', flush=True)
+    for theta in stage1:
+      for eps in epsilons:
+        if eps not in refine_eps or (theta, eps) not in chosen:
+          continue
+        current = dict(chosen[theta, eps])
+
+        print(f'  theta={theta} eps={eps:g}:', flush=True)
+
+        def score(c, theta=theta, eps=eps):
+          return deltafl(theta, eps, 0, c)['val_p90']
+
+        step = None
+        try:
+          if args.tune_clip:
+            step = 'C'
+            clip, _ = _tune_clip(
+                clips, current['clip'],
+                lambda v, c=current: score(dict(c, clip=v)))
+            current = dict(current, clip=clip)
+            if current['clip'] != chosen[theta, eps]['clip']:
+              step = 'r'
+              current = _coordinate(current, 'ratio',
+                                    ratio_grid.get(eps, ratios), score)
+          step = 'divisor'
+          current = _coordinate(current, 'tail_count', args.tail_counts,
+                                score)
+          if args.refine_bounds:
+            step = 'B'
+            current = _coordinate(current, 'bound', args.refine_bounds,
+                                  score)
+        except NotCached:
+          stopped['dp_deltafl', theta, eps] = step
+          print(f'    stopped: the {step} step is not in the cache',
+                flush=True)
+        chosen[theta, eps] = current
+        print(f'    chosen {current} (val p90 {score(current):.1f})',
+              flush=True)
 
   print('final runs', flush=True)
   table = {}
   for eps in epsilons:
-    table['dp_fedavg', None, eps] = [
-        private('fedavg', None, eps, fedavg_clip[eps], s) for s in seeds]
-    for theta in THETAS:
-      table['dp_deltafl', theta, eps] = [
-          private('superquantile', theta, eps, fedavg_clip[eps], s,
-                  *chosen[theta, eps]) for s in seeds]
+    try:
+      table['dp_fedavg', None, eps] = [
+          private('fedavg', None, eps, fedavg_clip[eps], s) for s in seeds]
+    except NotCached:
+      missing.append((f'DP-FedAvg epsilon {eps:g}', 'seeds not run'))
+    for theta in stage1:
+      if (theta, eps) not in chosen:
+        continue
+      try:
+        table['dp_deltafl', theta, eps] = [
+            deltafl(theta, eps, s, chosen[theta, eps]) for s in seeds]
+      except NotCached:
+        # An interrupted stage 3: report stage 2's choice if its seeds ran.
+        try:
+          table['dp_deltafl', theta, eps] = [
+              deltafl(theta, eps, s, stage2[theta, eps]) for s in seeds]
+          missing.append((f'stage 3 of DP-Delta-FL theta={theta} epsilon '
+                          f'{eps:g}', f'its choice {chosen[theta, eps]} has '
+                          'no seed runs; the row is stage 2\'s'))
+          chosen[theta, eps] = stage2[theta, eps]
+          stopped['dp_deltafl', theta, eps] = 'seed'
+        except NotCached:
+          missing.append((f'DP-Delta-FL theta={theta} epsilon {eps:g}',
+                          'seeds of the chosen configuration not run'))
 
-  _report(table, reference, fedavg_clip, chosen, clips, seeds, args)
+  if args.plan:
+    print(f'{len(runs.planned)} uncached runs at least')
+    return
+  _report(table, reference, fedavg_clip, chosen, clips, seeds, args,
+          refine_eps if stage3 else set(), stopped, missing)
   _plot(table, reference)
   if args.check:
     _check(task)
+
+
+def _coordinate(current, field, values, score):
+  """One coordinate step: the value of `field` with the lowest score; the
+  current value wins ties (a move needs a strictly lower score)."""
+  best, best_score = current, score(current)
+  scores = []
+  for value in values:
+    candidate = dict(current, **{field: value})
+    s = score(candidate)
+    scores.append(f'{value}: {s:.1f}')
+    if s < best_score:
+      best, best_score = candidate, s
+  print(f'    {field}: {", ".join(scores)} -> {best[field]}', flush=True)
+  return best
+
+
+def _tune_clip(clips, incumbent, score, max_extensions=2):
+  """C over the grid from `incumbent` (it wins ties); if the choice is the
+  grid's smallest or largest value, the grid is extended geometrically one
+  step beyond that edge (c0^2 / c1, resp. c_last^2 / c_prev, 3 significant
+  digits) while the new value is strictly better, at most
+  `max_extensions` times. Returns (C, the grid evaluated)."""
+  grid = sorted(clips)
+  best, best_score = incumbent, score(incumbent)
+  for c in grid:
+    s = score(c)
+    if s < best_score:
+      best, best_score = c, s
+  for _ in range(max_extensions):
+    if best == grid[0]:
+      new = float(f'{grid[0]**2 / grid[1]:.3g}')
+      grid.insert(0, new)
+    elif best == grid[-1]:
+      new = float(f'{grid[-1]**2 / grid[-2]:.3g}')
+      grid.append(new)
+    else:
+      break
+    s = score(new)
+    if s < best_score:
+      best, best_score = new, s
+    else:
+      break
+  print(f'    C: {", ".join(f"{c}: {score(c):.1f}" for c in grid)} -> {best}',
+        flush=True)
+  return best, grid
 
 
 def _update_norms(sim, seed):
@@ -265,45 +487,77 @@ def _update_norms(sim, seed):
 
 
 def _stats(rows, field):
+  """Mean and sample standard deviation (ddof=1) over the seeds."""
   values = np.array([r[field] for r in rows])
-  return values.mean(), values.std()
+  return values.mean(), (values.std(ddof=1) if len(values) > 1 else 0.0)
 
 
-def _report(table, reference, fedavg_clip, chosen, clips, seeds, args):
+def _config_text(name, eps, theta, fedavg_clip, chosen, row):
+  if name == 'dp_fedavg':
+    config = f'C={fedavg_clip[eps]}'
+  else:
+    c = chosen[theta, eps]
+    config = (f'C={c["clip"]} r={c["ratio"]} B={c["bound"]} b={c["bins"]}'
+              f' div={c["tail_count"]}')
+  config += (f' z_w={row["noise_multiplier"]:.2f}' +
+             (f' z_q={row["quantile_noise_multiplier"]:.2f}'
+              if row.get('quantile_noise_multiplier') else ''))
+  return config
+
+
+def _report(table, reference, fedavg_clip, chosen, clips, seeds, args,
+            refined, stopped, missing):
   print()
   print(f'B.3, {ROUNDS} rounds, {CLIENTS} of {POPULATION} clients per round, '
         f'delta = 1/{POPULATION}, adversary = server, seeds {seeds}; '
-        'test error (%) over 500 test clients, mean +- std over seeds')
-  print(f'grid: epsilons {args.epsilons}, r {args.ratios}, B {args.bounds}, '
-        f'b {args.bins} (paper: 5 epsilons, 5 runs, a larger grid)')
-  print(f'{"method":26s} {"eps":>5s} {"90th pct":>13s} {"mean":>13s}  '
-        f'{"paper 90th":>10s} {"ours/paper":>10s}  config')
+        'error (%), 90th percentile / mean over 500 test clients, '
+        'mean +- sample std (ddof=1) over seeds; val p90: the selection '
+        'score (500 validation clients, seed 0); test p90 s1+: seeds '
+        '1.. only (not the selection seed)')
+  print(f'grid: epsilons {args.epsilons}, thetas {args.thetas}, r '
+        f'{args.ratios}, stage-1 B {args.bounds}, b {args.bins}; stage 3 at '
+        f'epsilons {sorted(refined)}: C tuned per method '
+        f'{"yes" if args.tune_clip else "no"}, divisor {args.tail_counts}, '
+        f'B {args.refine_bounds or args.bounds[:1]} '
+        '(paper: 5 epsilons, 5 runs, a larger grid)')
+  print(f'{"method":27s} {"eps":>5s} {"val p90":>7s} {"test 90th pct":>14s} '
+        f'{"p90 s1+":>7s} {"test mean":>13s}  {"paper 90th":>10s} '
+        f'{"ours/paper":>10s}  config')
   for (name, theta), rows in reference.items():
     p90, p90s = _stats(rows, 'test_p90')
     mean, means = _stats(rows, 'test_mean')
     label = 'FedAvg' if name == 'fedavg' else f'Delta-FL theta={theta}'
     note = '' if name == 'fedavg' else 'Algorithm 3'
-    print(f'{label + " (non-private)":26s} {"inf":>5s} {p90:6.2f} +- '
-          f'{p90s:4.2f} {mean:6.2f} +- {means:4.2f}  {"-":>10s} {"-":>10s}'
-          f'  {note}')
+    print(f'{label + " (no DP)":27s} {"inf":>5s} {rows[0]["val_p90"]:7.1f} '
+          f'{p90:6.2f} +- {p90s:4.2f} {"-":>7s} {mean:6.2f} +- {means:4.2f}'
+          f'  {"-":>10s} {"-":>10s}  {note}')
   for (name, theta, eps), rows in sorted(
       table.items(), key=lambda kv: (kv[0][2], kv[0][0], kv[0][1] or 0)):
     p90, p90s = _stats(rows, 'test_p90')
     mean, means = _stats(rows, 'test_mean')
+    held = (np.mean([r['test_p90'] for r in rows[1:]]) if len(rows) > 1
+            else float('nan'))
     paper = PAPER.get((name, theta, eps))
     label = ('DP-FedAvg' if name == 'dp_fedavg' else
              f'DP-Delta-FL theta={theta}')
-    config = f'C={fedavg_clip[eps]}'
-    if name != 'dp_fedavg':
-      r, b, bins = chosen[theta, eps]
-      config += f' r={r} B={b} b={bins}'
-    config += (f' z_w={rows[0]["noise_multiplier"]:.2f}' +
-               (f' z_q={rows[0]["quantile_noise_multiplier"]:.2f}'
-                if rows[0].get('quantile_noise_multiplier') else ''))
-    print(f'{label:26s} {eps:5g} {p90:6.2f} +- {p90s:4.2f} {mean:6.2f} +- '
-          f'{means:4.2f}  {("%.1f" % paper) if paper else "-":>10s} '
+    config = _config_text(name, eps, theta, fedavg_clip, chosen, rows[0])
+    if eps in refined and stopped.get((name, theta, eps)) == 'seed':
+      config += ' [stage 2 choice: stage 3 incomplete]'
+    elif eps in refined and (name, theta, eps) in stopped:
+      config += f' [stage 3 stopped before its {stopped[name, theta, eps]} step]'
+    elif name == 'dp_deltafl' and eps not in refined:
+      config += ' [stages 1-2 only]'
+    print(f'{label:27s} {eps:5g} {rows[0]["val_p90"]:7.1f} {p90:6.2f} +- '
+          f'{p90s:4.2f} {held:7.2f} {mean:6.2f} +- {means:4.2f}  '
+          f'{("%.1f" % paper) if paper else "-":>10s} '
           f'{("%.3f" % (p90 / paper)) if paper else "-":>10s}  {config}')
-  print(f'clip grid: {clips}')
+  print(f'clip grid: {clips} (extended at an edge in stage 3: see the '
+        'tuning lines above)')
+  if args.ratio_grid:
+    print('r grid overridden: ' + '; '.join(
+        f'epsilon {g[0]:g}: {list(g[1:])}' for g in args.ratio_grid))
+  for what, why in missing:
+    print(f'not in the table: {what} ({why})')
 
 
 def _plot(table, reference):
