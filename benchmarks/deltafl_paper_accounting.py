@@ -1,0 +1,53 @@
+"""The noise of the B.3 runs under the quantile paper's accounting vs ours.
+
+"Differentially Private Federated Quantiles with the Distributed Discrete
+Gaussian Mechanism" (Section 5) accounts DP-Delta-FL and DP-FedAvg "together
+with amplification by subsampling": against someone who does not know the
+cohorts. tff_ddp's numbers for the same runs are against the server that
+picks the cohorts (`adversary='server'`), where amplification is not valid.
+This prints, for DP-FedAvg's update release (a Gaussian of noise multiplier
+z; 100 of 2500 clients per round, 1000 rounds, delta = 1/2500):
+
+  z for each epsilon under dp-accounting's sampled-Gaussian RDP (Poisson
+  rate 0.04: the paper's kind of accounting; a central Gaussian, quoted
+  only to compare noise levels), and the epsilon that accounting gives to
+  the noise multipliers our calibration chose against the server.
+
+  .venv/bin/python benchmarks/deltafl_paper_accounting.py
+"""
+
+import dp_accounting
+from dp_accounting import rdp
+
+RATE, ROUNDS, DELTA = 100 / 2500, 1000, 1 / 2500
+# DP-FedAvg's z_w chosen by tff_ddp.learning.calibrate against the server
+# (the table of benchmarks/RESULTS.md, "Delta-FL: Figure 3", config column).
+OURS = {5.0: 5.30, 10.0: 3.07, 20.0: 1.84}
+
+
+def amplified_epsilon(z: float) -> float:
+  accountant = rdp.RdpAccountant()
+  accountant.compose(dp_accounting.PoissonSampledDpEvent(
+      RATE, dp_accounting.GaussianDpEvent(z)), ROUNDS)
+  return accountant.get_epsilon(DELTA)
+
+
+def amplified_z(epsilon: float) -> float:
+  lo, hi = 0.3, 50.0
+  for _ in range(60):
+    mid = (lo + hi) / 2
+    lo, hi = (mid, hi) if amplified_epsilon(mid) > epsilon else (lo, mid)
+  return hi
+
+
+def main():
+  print(f'DP-FedAvg update, q = {RATE}, T = {ROUNDS}, delta = {DELTA}')
+  print('eps (ours, server)  z ours  | z amplified for that eps  '
+        'eps amplified of z ours')
+  for eps, z in OURS.items():
+    print(f'{eps:18.1f}  {z:6.2f}  | {amplified_z(eps):24.3f}  '
+          f'{amplified_epsilon(z):22.3f}')
+
+
+if __name__ == '__main__':
+  main()
