@@ -94,9 +94,6 @@ DIVISORS = ('l2', 'linf')
 # formula here is float64 arithmetic, and a count this large is a bug.
 MAX_COUNT = 2**53
 _MAX_ROW_ITEMS = 10**9  # numpy's multivariate_hypergeometric ('marginals')
-# The accountant's limit on an event's counts (pbm_rdp.check_event), checked
-# here so that the message names the part.
-_MAX_EVENT_INTEGER = 2**62
 
 
 def _count(value, name: str) -> int:
@@ -394,6 +391,9 @@ def published_epsilon(parts: Sequence[tuple], delta: float) -> float:
   if not sequence(parts, 2):
     raise TypeError('parts must be a sequence of (theta, num_trials, '
                     f'num_clients, coordinates), got {parts!r:.100}.')
+  # The accountant's limit on an event's counts (pbm_rdp.check_event),
+  # checked here so that the message names the part.
+  limit = events.MAX_EVENT_INTEGER
   released = []
   for i, part in enumerate(parts):
     if not sequence(part, 1) or len(part) != 4:
@@ -402,10 +402,10 @@ def published_epsilon(parts: Sequence[tuple], delta: float) -> float:
     t, m, n, k = part
     released.append(events.PoissonBinomialDpEvent(
         checks.real(t, f'parts[{i}] theta', 0.0, 0.25, low_open=True),
-        checks.integer(m, f'parts[{i}] num_trials', 1, _MAX_EVENT_INTEGER),
-        checks.integer(n, f'parts[{i}] num_clients', 1, _MAX_EVENT_INTEGER),
+        checks.integer(m, f'parts[{i}] num_trials', 1, limit),
+        checks.integer(n, f'parts[{i}] num_clients', 1, limit),
         checks.integer(k, f'parts[{i}] coordinates', 1,
-                       _MAX_EVENT_INTEGER)))
+                       limit)))
   composed = dp_accounting.ComposedDpEvent(released)
   return accountant_lib.epsilon(
       composed, delta, 'server',

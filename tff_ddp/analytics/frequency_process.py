@@ -125,7 +125,8 @@ DEFAULT_NUM_TRIALS = 30
 DEFAULT_BUDGET_FRACTION = 1.0 / 11.0  # "about 10:1" (Section 5.2)
 _QUANTILE_BITS = 18
 # A clip C outside this range makes the estimate (the decoded sum times C,
-# the clients' x / C) overflow: C = 1e308 gives NaN estimates.
+# the clients' x / C) overflow: C = 1e308 gives NaN estimates. The same range
+# bounds the two-phase histogram's [0, K max_items] (float32 on the clients).
 CLIP_RANGE = (1e-30, 1e30)
 MAX_LEARNING_RATE = 100.0
 
@@ -409,7 +410,7 @@ def frequency_parameters(
                        'bound on the items a user holds (||x||_1).')
     max_items = checks.positive(max_items, 'max_items')
     upper = level * max_items
-    if not 1e-30 <= upper <= 1e30:
+    if not CLIP_RANGE[0] <= upper <= CLIP_RANGE[1]:
       # The histogram's range [0, K max_items] in float64 and float32 (the
       # norms are float32 on the clients).
       raise ValueError(

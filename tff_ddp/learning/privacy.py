@@ -245,24 +245,35 @@ class CalibratedPrivacy:
   at_limit: bool
 
 
-def model_update_type(model_fn):
-  """The trainable-weights type of the model `model_fn` builds."""
+def build_model(model_fn, name: str = 'model_fn'):
+  """`model_fn()` in a fresh graph, checked: a no-argument callable that
+  returns a `tff.learning.models.VariableModel` (TypeErrors naming `name`,
+  not Python's "missing 2 required positional arguments" from inside)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  if not callable(model_fn):
+    raise TypeError(f'{name} must be a no-arg callable returning a '
+                    'tff.learning.models.VariableModel (FunctionalModel is '
+                    f'not supported), got {model_fn!r}.')
   try:
     inspect.signature(model_fn).bind()
   except TypeError:
-    raise TypeError('model_fn (calibrate: value_type, a TFF type or a '
-                    'model_fn) must be callable with no arguments, got '
-                    f'{model_fn!r}.') from None
+    raise TypeError(f'{name} must be callable with no arguments (a model_fn '
+                    f'returning a new model), got {model_fn!r}.') from None
   except ValueError:  # no signature to inspect (some builtins)
     pass
   with tf.Graph().as_default():
     model = model_fn()
-    if not isinstance(model, tff.learning.models.VariableModel):
-      raise TypeError('model_fn (calibrate: value_type, a TFF type or a '
-                      'model_fn) must return a tff.learning.models.'
-                      f'VariableModel; {_callable_name(model_fn)} returned '
-                      f'{type(model).__name__}.')
+  if not isinstance(model, tff.learning.models.VariableModel):
+    raise TypeError(f'{name} must return a tff.learning.models.'
+                    f'VariableModel; {_callable_name(model_fn)} returned '
+                    f'{type(model).__name__}.')
+  return model
+
+
+def model_update_type(model_fn):
+  """The trainable-weights type of the model `model_fn` builds."""
+  model = build_model(
+      model_fn, 'model_fn (calibrate: value_type, a TFF type or a model_fn)')
   return tff.learning.models.weights_type_from_model(model).trainable
 
 

@@ -76,7 +76,6 @@ processes' budgets add up (compose their events).
 
 import collections
 import dataclasses
-import inspect
 from typing import Callable, Optional
 
 import numpy as np
@@ -301,31 +300,10 @@ def _client_update_fn(model_fn, optimizer, proximal_strength):
 
 
 def _model_types(model_fn):
-  if not callable(model_fn):
-    raise TypeError('model_fn must be a no-arg callable returning a '
-                    'tff.learning.models.VariableModel (FunctionalModel is '
-                    f'not supported), got {model_fn!r}.')
-  _check_no_arguments(model_fn, 'model_fn')
-  with tf.Graph().as_default():
-    model = model_fn()
-    if not isinstance(model, tff.learning.models.VariableModel):
-      raise TypeError('model_fn must return a tff.learning.models.'
-                      f'VariableModel, got {type(model).__name__}.')
-    element_type = tff.types.tensorflow_to_type(model.input_spec)
+  model = privacy_lib.build_model(model_fn)
+  element_type = tff.types.tensorflow_to_type(model.input_spec)
   weights_type = tff.learning.models.weights_type_from_model(model)
   return tff.SequenceType(element_type), weights_type
-
-
-def _check_no_arguments(function, name):
-  """A TypeError naming `name` when `function()` would lack arguments (not
-  Python's "missing 2 required positional arguments" from inside)."""
-  try:
-    inspect.signature(function).bind()
-  except TypeError:
-    raise TypeError(f'{name} must be callable with no arguments (a model_fn '
-                    f'returning a new model), got {function!r}.') from None
-  except ValueError:  # no signature to inspect (some builtins)
-    pass
 
 
 def _check_optimizer(optimizer, name):
