@@ -823,6 +823,10 @@ def _slow(tree) -> bool:
         and isinstance(node.value.value, ast.Name)
         and node.value.value.id == 'pytest'):
       return True
+    # tff_ddp_tests.fuzz.strategies.test_classes returns a slow-marked class.
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+        and node.func.attr == 'test_classes'):
+      return True
   return False
 
 

@@ -3,11 +3,9 @@ conversions, calibration and event extraction (see `strategies`)."""
 
 import math
 
-from absl.testing import parameterized
 import dp_accounting
 from hypothesis import strategies as st
 import numpy as np
-import pytest
 
 from tff_ddp.accounting import accountant
 from tff_ddp.accounting import calibration
@@ -467,24 +465,8 @@ ENTRY_POINTS = [
 ]
 
 
-class FuzzAccountingTest(parameterized.TestCase):
-
-  @parameterized.named_parameters((e.test_name, e) for e in ENTRY_POINTS)
-  def test_generated(self, entry):
-    fz.assert_generated(entry)
-
-  @parameterized.named_parameters((e.test_name, e) for e in ENTRY_POINTS
-                                  if e.examples)
-  def test_handwritten(self, entry):
-    fz.assert_examples(entry)
-
-
-@pytest.mark.slow
-class SlowFuzzAccountingTest(parameterized.TestCase):
-
-  @parameterized.named_parameters((e.test_name, e) for e in ENTRY_POINTS)
-  def test_generated(self, entry):
-    fz.assert_generated(entry, slow=True)
+FuzzAccountingTest, SlowFuzzAccountingTest = fz.test_classes(
+    'Accounting', ENTRY_POINTS)
 
 
 if __name__ == '__main__':

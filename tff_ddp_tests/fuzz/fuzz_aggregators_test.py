@@ -4,11 +4,9 @@ by the factory tests) and the calibrated factories."""
 
 import math
 
-from absl.testing import parameterized
 import dp_accounting
 from hypothesis import strategies as st
 import numpy as np
-import pytest
 import tensorflow_federated as tff
 
 from tff_ddp.accounting import accountant
@@ -200,24 +198,8 @@ ENTRY_POINTS = [
 ]
 
 
-class FuzzAggregatorsTest(parameterized.TestCase):
-
-  @parameterized.named_parameters((e.test_name, e) for e in ENTRY_POINTS)
-  def test_generated(self, entry):
-    fz.assert_generated(entry)
-
-  @parameterized.named_parameters((e.test_name, e) for e in ENTRY_POINTS
-                                  if e.examples)
-  def test_handwritten(self, entry):
-    fz.assert_examples(entry)
-
-
-@pytest.mark.slow
-class SlowFuzzAggregatorsTest(parameterized.TestCase):
-
-  @parameterized.named_parameters((e.test_name, e) for e in ENTRY_POINTS)
-  def test_generated(self, entry):
-    fz.assert_generated(entry, slow=True)
+FuzzAggregatorsTest, SlowFuzzAggregatorsTest = fz.test_classes(
+    'Aggregators', ENTRY_POINTS)
 
 
 if __name__ == '__main__':

@@ -5,10 +5,8 @@ process building itself is covered by the quantile tests)."""
 import math
 from unittest import mock
 
-from absl.testing import parameterized
 from hypothesis import strategies as st
 import numpy as np
-import pytest
 import tensorflow as tf
 
 from tff_ddp.analytics import histograms as hg
@@ -210,24 +208,8 @@ ENTRY_POINTS = [
 ]
 
 
-class FuzzAnalyticsTest(parameterized.TestCase):
-
-  @parameterized.named_parameters((e.test_name, e) for e in ENTRY_POINTS)
-  def test_generated(self, entry):
-    fz.assert_generated(entry)
-
-  @parameterized.named_parameters((e.test_name, e) for e in ENTRY_POINTS
-                                  if e.examples)
-  def test_handwritten(self, entry):
-    fz.assert_examples(entry)
-
-
-@pytest.mark.slow
-class SlowFuzzAnalyticsTest(parameterized.TestCase):
-
-  @parameterized.named_parameters((e.test_name, e) for e in ENTRY_POINTS)
-  def test_generated(self, entry):
-    fz.assert_generated(entry, slow=True)
+FuzzAnalyticsTest, SlowFuzzAnalyticsTest = fz.test_classes(
+    'Analytics', ENTRY_POINTS)
 
 
 if __name__ == '__main__':

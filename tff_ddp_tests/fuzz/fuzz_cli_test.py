@@ -18,9 +18,7 @@ import math
 import re
 from unittest import mock
 
-from absl.testing import parameterized
 from hypothesis import strategies as st
-import pytest
 import tensorflow_federated as tff
 
 from tff_ddp import cli
@@ -278,23 +276,7 @@ NEW_ENTRY_POINTS = [
 ENTRY_POINTS = ENTRY_POINTS + NEW_ENTRY_POINTS
 
 
-class FuzzCliTest(parameterized.TestCase):
-
-  @parameterized.named_parameters((e.test_name, e) for e in ENTRY_POINTS)
-  def test_generated(self, entry):
-    fz.assert_generated(entry)
-
-  @parameterized.named_parameters((e.test_name, e) for e in ENTRY_POINTS)
-  def test_handwritten(self, entry):
-    fz.assert_examples(entry)
-
-
-@pytest.mark.slow
-class SlowFuzzCliTest(parameterized.TestCase):
-
-  @parameterized.named_parameters((e.test_name, e) for e in ENTRY_POINTS)
-  def test_generated(self, entry):
-    fz.assert_generated(entry, slow=True)
+FuzzCliTest, SlowFuzzCliTest = fz.test_classes('Cli', ENTRY_POINTS)
 
 
 if __name__ == '__main__':

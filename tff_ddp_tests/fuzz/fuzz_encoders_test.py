@@ -2,9 +2,7 @@
 
 import math
 
-from absl.testing import parameterized
 from hypothesis import strategies as st
-import pytest
 
 from tff_ddp.encoders import hadamard
 from tff_ddp.encoders import kashin
@@ -126,24 +124,8 @@ ENTRY_POINTS = [
 ]
 
 
-class FuzzEncodersTest(parameterized.TestCase):
-
-  @parameterized.named_parameters((e.test_name, e) for e in ENTRY_POINTS)
-  def test_generated(self, entry):
-    fz.assert_generated(entry)
-
-  @parameterized.named_parameters((e.test_name, e) for e in ENTRY_POINTS
-                                  if e.examples)
-  def test_handwritten(self, entry):
-    fz.assert_examples(entry)
-
-
-@pytest.mark.slow
-class SlowFuzzEncodersTest(parameterized.TestCase):
-
-  @parameterized.named_parameters((e.test_name, e) for e in ENTRY_POINTS)
-  def test_generated(self, entry):
-    fz.assert_generated(entry, slow=True)
+FuzzEncodersTest, SlowFuzzEncodersTest = fz.test_classes(
+    'Encoders', ENTRY_POINTS)
 
 
 if __name__ == '__main__':

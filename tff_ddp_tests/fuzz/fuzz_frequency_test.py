@@ -8,10 +8,8 @@ frequency_process_test)."""
 import math
 from unittest import mock
 
-from absl.testing import parameterized
 from hypothesis import strategies as st
 import numpy as np
-import pytest
 
 from tff_ddp.analytics import frequency as fq
 from tff_ddp.analytics import frequency_process as fp
@@ -675,24 +673,8 @@ PROCESS_ENTRY_POINTS = [
 ENTRY_POINTS = MATH_ENTRY_POINTS + PROCESS_ENTRY_POINTS
 
 
-class FuzzFrequencyTest(parameterized.TestCase):
-
-  @parameterized.named_parameters((e.test_name, e) for e in ENTRY_POINTS)
-  def test_generated(self, entry):
-    fz.assert_generated(entry)
-
-  @parameterized.named_parameters((e.test_name, e) for e in ENTRY_POINTS
-                                  if e.examples)
-  def test_handwritten(self, entry):
-    fz.assert_examples(entry)
-
-
-@pytest.mark.slow
-class SlowFuzzFrequencyTest(parameterized.TestCase):
-
-  @parameterized.named_parameters((e.test_name, e) for e in ENTRY_POINTS)
-  def test_generated(self, entry):
-    fz.assert_generated(entry, slow=True)
+FuzzFrequencyTest, SlowFuzzFrequencyTest = fz.test_classes(
+    'Frequency', ENTRY_POINTS)
 
 
 if __name__ == '__main__':

@@ -8,10 +8,8 @@ covered by processes_test)."""
 import math
 from unittest import mock
 
-from absl.testing import parameterized
 from hypothesis import strategies as st
 import numpy as np
-import pytest
 import tensorflow_federated as tff
 
 from tff_ddp.learning import privacy as pv
@@ -412,24 +410,8 @@ BUILD_ENTRY_POINTS = [
 ENTRY_POINTS = ENTRY_POINTS + BUILD_ENTRY_POINTS
 
 
-class FuzzLearningTest(parameterized.TestCase):
-
-  @parameterized.named_parameters((e.test_name, e) for e in ENTRY_POINTS)
-  def test_generated(self, entry):
-    fz.assert_generated(entry)
-
-  @parameterized.named_parameters((e.test_name, e) for e in ENTRY_POINTS
-                                  if e.examples)
-  def test_handwritten(self, entry):
-    fz.assert_examples(entry)
-
-
-@pytest.mark.slow
-class SlowFuzzLearningTest(parameterized.TestCase):
-
-  @parameterized.named_parameters((e.test_name, e) for e in ENTRY_POINTS)
-  def test_generated(self, entry):
-    fz.assert_generated(entry, slow=True)
+FuzzLearningTest, SlowFuzzLearningTest = fz.test_classes(
+    'Learning', ENTRY_POINTS)
 
 
 if __name__ == '__main__':

@@ -3,10 +3,8 @@ three samplers (see `strategies` for the outcomes and the budgets)."""
 
 import math
 
-from absl.testing import parameterized
 from hypothesis import strategies as st
 import numpy as np
-import pytest
 import tensorflow as tf
 
 from tff_ddp.accounting import ddg_rdp
@@ -272,23 +270,8 @@ ENTRY_POINTS = [
 ]
 
 
-class FuzzMechanismsTest(parameterized.TestCase):
-
-  @parameterized.named_parameters((e.test_name, e) for e in ENTRY_POINTS)
-  def test_generated(self, entry):
-    fz.assert_generated(entry)
-
-  @parameterized.named_parameters((e.test_name, e) for e in ENTRY_POINTS)
-  def test_handwritten(self, entry):
-    fz.assert_examples(entry)
-
-
-@pytest.mark.slow
-class SlowFuzzMechanismsTest(parameterized.TestCase):
-
-  @parameterized.named_parameters((e.test_name, e) for e in ENTRY_POINTS)
-  def test_generated(self, entry):
-    fz.assert_generated(entry, slow=True)
+FuzzMechanismsTest, SlowFuzzMechanismsTest = fz.test_classes(
+    'Mechanisms', ENTRY_POINTS)
 
 
 if __name__ == '__main__':

@@ -3,10 +3,8 @@ norm and clip."""
 
 import math
 
-from absl.testing import parameterized
 from hypothesis import strategies as st
 import numpy as np
-import pytest
 import tensorflow as tf
 
 from tff_ddp.utils import checks
@@ -162,16 +160,11 @@ ENTRY_POINTS = [
 ]
 
 
-class FuzzUtilsTest(parameterized.TestCase):
+_CASES = fz.test_classes('Utils', ENTRY_POINTS)
+SlowFuzzUtilsTest = _CASES[1]
 
-  @parameterized.named_parameters((e.test_name, e) for e in ENTRY_POINTS)
-  def test_generated(self, entry):
-    fz.assert_generated(entry)
 
-  @parameterized.named_parameters((e.test_name, e) for e in ENTRY_POINTS
-                                  if e.examples)
-  def test_handwritten(self, entry):
-    fz.assert_examples(entry)
+class FuzzUtilsTest(_CASES[0]):
 
   def test_clipped_float64_client_keeps_its_direction(self):
     # The 1e200 client of the issue: clipped to (0, 10), not zeros or NaN.
@@ -179,14 +172,6 @@ class FuzzUtilsTest(parameterized.TestCase):
                                                     tf.float64), 10.0)
     self.assertTrue(bool(was))
     np.testing.assert_allclose(clipped.numpy(), [0.0, 10.0], rtol=1e-15)
-
-
-@pytest.mark.slow
-class SlowFuzzUtilsTest(parameterized.TestCase):
-
-  @parameterized.named_parameters((e.test_name, e) for e in ENTRY_POINTS)
-  def test_generated(self, entry):
-    fz.assert_generated(entry, slow=True)
 
 
 if __name__ == '__main__':

@@ -39,9 +39,11 @@ import time
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from absl.testing import parameterized
 import hypothesis
 from hypothesis import strategies as st
 import numpy as np
+import pytest
 
 PROFILE = 'tff_ddp_fuzz'
 PROFILE_SLOW = 'tff_ddp_fuzz_slow'
@@ -362,6 +364,34 @@ def assert_examples(entry: EntryPoint):
     if expected is not None:
       assert outcome.kind == expected, (
           f'{entry.name} [{label}]: expected {expected}, got {outcome}')
+
+
+def test_classes(name: str, entry_points: Sequence[EntryPoint]):
+  """The two test classes of a fuzz module, named Fuzz<name>Test (default
+  suite: generated cases and the hand-written ones) and SlowFuzz<name>Test
+  (marked slow: more generated cases). Assign both at module level."""
+  entry_points = list(entry_points)
+
+  class Fast(parameterized.TestCase):
+
+    @parameterized.named_parameters((e.test_name, e) for e in entry_points)
+    def test_generated(self, entry):
+      assert_generated(entry)
+
+    @parameterized.named_parameters((e.test_name, e) for e in entry_points
+                                    if e.examples)
+    def test_handwritten(self, entry):
+      assert_examples(entry)
+
+  class Slow(parameterized.TestCase):
+
+    @parameterized.named_parameters((e.test_name, e) for e in entry_points)
+    def test_generated(self, entry):
+      assert_generated(entry, slow=True)
+
+  for cls, label in ((Fast, f'Fuzz{name}Test'), (Slow, f'SlowFuzz{name}Test')):
+    cls.__name__ = cls.__qualname__ = label
+  return Fast, pytest.mark.slow(Slow)
 
 
 # ----------------------------------------------------------------------------
