@@ -466,7 +466,7 @@ ENTRY_POINTS = [
 
 
 FuzzAccountingTest, SlowFuzzAccountingTest = fz.test_classes(
-    'Accounting', ENTRY_POINTS)
+    'Accounting', ENTRY_POINTS, __name__)
 
 
 if __name__ == '__main__':

@@ -199,7 +199,7 @@ ENTRY_POINTS = [
 
 
 FuzzAggregatorsTest, SlowFuzzAggregatorsTest = fz.test_classes(
-    'Aggregators', ENTRY_POINTS)
+    'Aggregators', ENTRY_POINTS, __name__)
 
 
 if __name__ == '__main__':

@@ -209,7 +209,7 @@ ENTRY_POINTS = [
 
 
 FuzzAnalyticsTest, SlowFuzzAnalyticsTest = fz.test_classes(
-    'Analytics', ENTRY_POINTS)
+    'Analytics', ENTRY_POINTS, __name__)
 
 
 if __name__ == '__main__':

@@ -276,7 +276,7 @@ NEW_ENTRY_POINTS = [
 ENTRY_POINTS = ENTRY_POINTS + NEW_ENTRY_POINTS
 
 
-FuzzCliTest, SlowFuzzCliTest = fz.test_classes('Cli', ENTRY_POINTS)
+FuzzCliTest, SlowFuzzCliTest = fz.test_classes('Cli', ENTRY_POINTS, __name__)
 
 
 if __name__ == '__main__':

@@ -125,7 +125,7 @@ ENTRY_POINTS = [
 
 
 FuzzEncodersTest, SlowFuzzEncodersTest = fz.test_classes(
-    'Encoders', ENTRY_POINTS)
+    'Encoders', ENTRY_POINTS, __name__)
 
 
 if __name__ == '__main__':

@@ -674,7 +674,7 @@ ENTRY_POINTS = MATH_ENTRY_POINTS + PROCESS_ENTRY_POINTS
 
 
 FuzzFrequencyTest, SlowFuzzFrequencyTest = fz.test_classes(
-    'Frequency', ENTRY_POINTS)
+    'Frequency', ENTRY_POINTS, __name__)
 
 
 if __name__ == '__main__':

@@ -411,7 +411,7 @@ ENTRY_POINTS = ENTRY_POINTS + BUILD_ENTRY_POINTS
 
 
 FuzzLearningTest, SlowFuzzLearningTest = fz.test_classes(
-    'Learning', ENTRY_POINTS)
+    'Learning', ENTRY_POINTS, __name__)
 
 
 if __name__ == '__main__':

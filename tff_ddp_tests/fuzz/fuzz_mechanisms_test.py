@@ -271,7 +271,7 @@ ENTRY_POINTS = [
 
 
 FuzzMechanismsTest, SlowFuzzMechanismsTest = fz.test_classes(
-    'Mechanisms', ENTRY_POINTS)
+    'Mechanisms', ENTRY_POINTS, __name__)
 
 
 if __name__ == '__main__':

@@ -160,7 +160,7 @@ ENTRY_POINTS = [
 ]
 
 
-_CASES = fz.test_classes('Utils', ENTRY_POINTS)
+_CASES = fz.test_classes('Utils', ENTRY_POINTS, __name__)
 SlowFuzzUtilsTest = _CASES[1]
 
 

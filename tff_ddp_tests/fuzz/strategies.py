@@ -366,10 +366,13 @@ def assert_examples(entry: EntryPoint):
           f'{entry.name} [{label}]: expected {expected}, got {outcome}')
 
 
-def test_classes(name: str, entry_points: Sequence[EntryPoint]):
+def test_classes(name: str, entry_points: Sequence[EntryPoint], module: str):
   """The two test classes of a fuzz module, named Fuzz<name>Test (default
   suite: generated cases and the hand-written ones) and SlowFuzz<name>Test
-  (marked slow: more generated cases). Assign both at module level."""
+  (marked slow: more generated cases). Assign both at module level of the
+  module named `module` (pass `__name__`): the classes say they belong to it,
+  so that unittest, run on that module directly, names their tests as pytest
+  does (Fuzz<name>Test.test_..., not fuzz.strategies.Fuzz<name>Test...)."""
   entry_points = list(entry_points)
 
   class Fast(parameterized.TestCase):
@@ -391,6 +394,7 @@ def test_classes(name: str, entry_points: Sequence[EntryPoint]):
 
   for cls, label in ((Fast, f'Fuzz{name}Test'), (Slow, f'SlowFuzz{name}Test')):
     cls.__name__ = cls.__qualname__ = label
+    cls.__module__ = module
   return Fast, pytest.mark.slow(Slow)
 
 
