@@ -305,6 +305,14 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
     """The encoder the mechanism uses for `value_type`."""
     return self.mechanism(value_type).encoder
 
+  def check_value_type(self, value_type) -> base.Mechanism:
+    """The mechanism for `value_type`, after the checks `create` makes
+    (value type, parameters, the output dtype's range); raises otherwise."""
+    spec = self.value_spec(value_type)
+    mechanism = self._make_mechanism(spec)
+    check_output_range(mechanism, spec, self._name)
+    return mechanism
+
   def _counts(self, mechanism):
     if self._count_z is None:
       return None
@@ -378,6 +386,42 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
                   _Preprocess(tff.types.to_type(input_type), preprocess))
 
 
+def check_output_range(mechanism: base.Mechanism, spec: ValueSpec,
+                       owner: str) -> None:
+  """Refuses a float value type that cannot hold the mechanism's output.
+
+  The estimate is computed in float64 and returned in the value's dtypes:
+  a coordinate beyond the dtype's largest value becomes +-inf, and a clip
+  below its smallest normal number turns every client's contribution into
+  zero (or subnormal dust). `mechanism.output_range()` gives both
+  magnitudes; the check is made before anything runs. Integer leaves are
+  rounded and saturated by `ValueSpec.unflatten` instead.
+  """
+  clip, bound = mechanism.output_range()
+  for dtype in sorted({np.dtype(leaf.dtype) for leaf in spec.leaves
+                       if np.issubdtype(np.dtype(leaf.dtype), np.floating)},
+                      key=str):
+    info = np.finfo(dtype)
+    if not bound <= float(info.max):
+      raise ValueError(
+          f'{owner}: with these parameters the noisy sum of the '
+          f'{mechanism.name} mechanism can reach {bound:.3g} per coordinate '
+          f'(the decoded secure-sum ring: clip, noise and bits together), '
+          f'beyond the largest {dtype} ({float(info.max):.3g}) of the value '
+          f'type: it would come back as +-inf. Use a smaller l2_clip or '
+          f'noise, or {_wider(dtype)} values.')
+    if not clip >= float(info.tiny):
+      raise ValueError(
+          f'{owner}: l2_clip={clip:.3g} is below the smallest normal {dtype} '
+          f'({float(info.tiny):.3g}) of the value type: every client\'s '
+          f'clipped value would be lost in the sum. Use a larger l2_clip or '
+          f'{_wider(dtype)} values.')
+
+
+def _wider(dtype) -> str:
+  return 'float64' if dtype != np.float64 else 'rescaled'
+
+
 class RoundProtocol:
   """The TensorFlow of one round, with no TFF placement in it.
 
@@ -407,6 +451,7 @@ class RoundProtocol:
     self._debug = factory._debug
     self.planning_event = factory._round_event(self.mechanism, self._counts,
                                                None)
+    check_output_range(self.mechanism, self.spec, factory._name)
     # pylint: enable=protected-access
     moduli = collections.OrderedDict(self.mechanism.secure_moduli())
     moduli['counts'] = count_modulus

@@ -34,4 +34,5 @@ class Encoder(Protocol):
     """y of shape [output_dim]."""
 
   def decode(self, y: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
-    """x of shape [dim]."""
+    """x of shape [dim]; ||decode(y)||_2 <= ||y||_2 (the mechanisms' output
+    bounds, `tff_ddp.mechanisms.base.decoded_bound`, rely on it)."""

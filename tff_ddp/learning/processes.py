@@ -328,43 +328,11 @@ def _build(model_fn, client_optimizer, server_optimizer, spec: _Spec):
       else server_optimizer, 'server_optimizer_fn')
   data_type, weights_type = _model_types(model_fn)
   if spec.privacy is not None:
-    _check_update_range(spec.privacy, weights_type.trainable)
+    # Clips and noise whose sum the update's float dtype cannot hold (+-inf
+    # updates, a model of NaN) are refused here, before tracing.
+    spec.privacy.update_factory().check_value_type(weights_type.trainable)
   return _trace(model_fn, client_optimizer, server_optimizer, spec,
                 data_type, weights_type)
-
-
-# The clip range (times the clients or the noise multiplier) in which a
-# float32 / float16 model update, its noise and its sum stay finite: the
-# DDG aggregator returns the noisy sum in the update's dtype, so l2_clip =
-# 1e300 with float32 weights gives an update of +-inf (a model of NaN).
-_FLOAT_SAFE_RANGE = {np.dtype(np.float16): (1e-4, 1e4),
-                     np.dtype(np.float32): (1e-30, 1e30)}
-
-
-def _leaf_dtypes(value_type):
-  if isinstance(value_type, tff.StructType):
-    for _, element in tff.structure.iter_elements(value_type):
-      yield from _leaf_dtypes(element)
-  else:
-    yield np.dtype(value_type.dtype)
-
-
-def _check_update_range(config, update_type):
-  ranges = [_FLOAT_SAFE_RANGE[d] for d in _leaf_dtypes(update_type)
-            if d in _FLOAT_SAFE_RANGE]
-  if not ranges:
-    return
-  low, high = max(r[0] for r in ranges), min(r[1] for r in ranges)
-  largest = config.l2_clip * max(config.clients_per_round,
-                                 config.noise_multiplier, 1.0)
-  if not (config.l2_clip >= low and largest <= high):
-    raise ValueError(
-        f'privacy.l2_clip={config.l2_clip:g} with noise_multiplier='
-        f'{config.noise_multiplier:g} and clients_per_round='
-        f'{config.clients_per_round} leaves the model update\'s float range: '
-        f'need l2_clip >= {low:g} and l2_clip * max(clients_per_round, '
-        f'noise_multiplier) <= {high:g} (the noisy sum is returned in the '
-        'update\'s dtype).')
 
 
 def _trace(model_fn, client_optimizer, server_optimizer, spec: _Spec,

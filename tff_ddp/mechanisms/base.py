@@ -29,6 +29,7 @@ them under `debug_measurements=True` only (which marks the round not
 private).
 """
 
+import math
 from typing import Mapping, Optional, Protocol, Sequence, Tuple
 
 import dp_accounting
@@ -102,6 +103,30 @@ class Mechanism(Protocol):
   def dp_event(self, num_clients: Optional[int] = None
                ) -> dp_accounting.DpEvent:
     """The event of one round with `num_clients` clients in the sum."""
+
+  def output_range(self) -> Tuple[float, float]:
+    """(clip, bound): the magnitudes the output dtype must represent.
+
+    `bound`: no coordinate of `server_decode`'s estimate exceeds it in
+    magnitude, whatever the inputs, the noise and the number of clients
+    (`decoded_bound` of the centred ring). `clip`: the largest norm one
+    client's value keeps; below the dtype's smallest normal number every
+    client's contribution is lost. The factory refuses a float value type
+    whose dtype cannot hold [clip, bound] (the sum would come back as +-inf
+    or as zeros).
+    """
+
+
+def decoded_bound(encoder: encoders_base.Encoder, ring_bound: float) -> float:
+  """A bound on every coordinate of `encoder.decode(y)` when |y_k| <= ring_bound.
+
+  ||decode(y)||_inf <= ||decode(y)||_2 <= ||y||_2 <= ring_bound sqrt(D): the
+  encoders' decode maps do not increase the l2 norm (Hadamard: orthogonal,
+  then truncation; Kashin: U y with U U^T = I, so ||U|| = 1; identity). The
+  sqrt(D) is attained by the Hadamard rotation (a coordinate of H y / sqrt(D)
+  with every |y_k| = ring_bound and matching signs).
+  """
+  return float(ring_bound) * math.sqrt(encoder.output_dim)
 
 
 def flag_vector(flags: Sequence[tf.Tensor]) -> tf.Tensor:

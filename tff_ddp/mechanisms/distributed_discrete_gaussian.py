@@ -193,6 +193,12 @@ class DistributedDiscreteGaussian:
         dimension=self.output_dim,
         sampler_tv_distance=self.sampler_tv_distance or None)
 
+  def output_range(self):
+    """(l2_clip, gamma M/2 sqrt(D)): the centred ring is in (-M/2, M/2]
+    (`tff_ddp.mechanisms.base.Mechanism.output_range`)."""
+    return self.l2_clip, base.decoded_bound(self.encoder,
+                                            self.gamma * self.modulus / 2)
+
   @property
   def sampler_tv_distance(self) -> float:
     """Per-sample TV distance of the noise sampler (0: exact)."""

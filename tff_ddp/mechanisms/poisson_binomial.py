@@ -170,6 +170,14 @@ class PoissonBinomial:
         replace_one_dimension=(None if self.l0_clip is None
                                else self.replace_one_coordinates))
 
+  def output_range(self):
+    """(l2_clip, (M/2) B / (m theta) sqrt(D)): `recover_sum`'s window puts
+    2S - n m within M of 0, so |centred| <= M/2 before the rescaling of
+    `server_decode` (`tff_ddp.mechanisms.base.Mechanism.output_range`)."""
+    return self.l2_clip, base.decoded_bound(
+        self.encoder, self.modulus / 2 * self.coordinate_bound
+        / (self.num_trials * self.theta))
+
   def client_encode(self, x, round_seed, noise_seed):
     """Algorithms 1 and 3 for one client.
 

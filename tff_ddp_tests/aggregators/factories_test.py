@@ -137,6 +137,64 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(error, message):
       _factory(mechanism, **kwargs)
 
+  @parameterized.product(
+      mechanism=MECHANISMS,
+      case=[('huge_clip', dict(l2_clip=1e300), 'largest float32'),
+            ('huge_noise', dict(l2_clip=1.0, noise_multiplier=1e300),
+             'largest float32'),
+            ('tiny_clip', dict(l2_clip=1e-300), 'smallest normal float32')])
+  def test_output_dtype_range(self, mechanism, case):
+    # Before: +-inf or all zeros in the float32 result, silently.
+    _, kwargs, message = case
+    if mechanism == 'cpbm' and 'noise_multiplier' in kwargs:
+      # cPBM's noise is C / (theta sqrt(m)): C = 1e27 alone fits float32
+      # (bound ~5e28), with theta = 1e-12 it does not.
+      kwargs = dict(l2_clip=1e27, theta=1e-12)
+      self.assertLess(_factory(mechanism, l2_clip=1e27).mechanism(
+          _VECTOR).output_range()[1], np.finfo(np.float32).max)
+    factory = _factory(mechanism, **kwargs)
+    with self.assertRaisesRegex(ValueError, message):
+      factory.create(_VECTOR)
+    with self.assertRaisesRegex(ValueError, message):
+      factory.check_value_type(_NESTED)  # its float32 leaf
+    # float64 holds these magnitudes: the same factory works there.
+    float64 = tff.TensorType(np.float64, [20])
+    clip, bound = factory.check_value_type(float64).output_range()
+    self.assertBetween(bound, 0.0, np.finfo(np.float64).max)
+    self.assertGreaterEqual(clip, np.finfo(np.float64).tiny)
+
+  @parameterized.product(mechanism=MECHANISMS,
+                         encoder=('hadamard', 'kashin', 'none'))
+  def test_output_bound_holds_for_every_extreme_ring(self, mechanism, encoder):
+    # Brute force over every ring vector of extreme residues (each centred
+    # coordinate at -M/2 + 1 or M/2, and cPBM's window ends): no decoded
+    # coordinate exceeds output_range's bound, and for the rotation the
+    # bound is attained within the ring's granularity (it is not loose).
+    factory = _factory(mechanism, encoder=encoder)
+    value_type = tff.TensorType(np.float64, [3])
+    m = factory.mechanism(value_type)
+    _, bound = m.output_range()
+    d = m.encoder.output_dim
+    self.assertLessEqual(d, 8)
+    modulus = m.secure_moduli()['encoded']
+    n = m.expected_clients_per_round
+    if mechanism == 'ddg':
+      ends = [modulus // 2 + 1, modulus // 2]  # centred -M/2 + 1 and M/2
+    else:
+      low = (n * m.num_trials) // 2 - modulus // 2 + 1
+      ends = [low % modulus, (low + modulus - 1) % modulus]
+    seed = tf.constant([3, 4], tf.int64)
+    patterns = np.array(np.meshgrid(*[ends] * d)).reshape(d, -1).T
+    largest = 0.0
+    for pattern in patterns:
+      decoded, _ = m.server_decode(
+          {'encoded': tf.constant(pattern, tf.int64)},
+          tf.constant(n, tf.int64), seed)
+      largest = max(largest, float(np.max(np.abs(decoded.numpy()))))
+    self.assertLessEqual(largest, bound * (1 + 1e-12))
+    if encoder == 'hadamard':
+      self.assertGreater(largest, bound * (1 - 2.0 / modulus) - 1e-9 * bound)
+
   def test_tff_keywords(self):
     factory = _factory('ddg', mechanism='distributed_dgauss',
                        rotation_type='hd')

@@ -59,6 +59,11 @@ class RoundingMechanism:
     return (tf.cast(base.centre(summed['encoded'], _MODULUS), tf.float64),
             {'seen': num_clients})
 
+  def output_range(self):
+    # A client keeps |round(x)| < M/2 (wrapped otherwise); the centred sum
+    # is in (-M/2, M/2].
+    return _MODULUS / 2, _MODULUS / 2
+
   def dp_event(self, num_clients=None):
     return events.DistributedDiscreteGaussianDpEvent(
         l2_sensitivity=1.0, local_stddev=1.0,

@@ -40,8 +40,12 @@ def tf_spec():
 
 
 def _factory_event(cls):
+  """The factory's checks for `value_type` (those of `create`, without
+  tracing), then its planning event."""
   def call(value_type=_VT, num_clients=None, **kwargs):
-    return cls(**kwargs).dp_event(value_type, num_clients)
+    factory = cls(**kwargs)
+    factory.check_value_type(value_type)
+    return factory.dp_event(value_type, num_clients)
   return call
 
 
@@ -104,7 +108,11 @@ ENTRY_POINTS = [
         examples=[
             ('expected_clients_per_round=True',
              dict(expected_clients_per_round=True), 'clear_error'),
-            ('l2_clip 1e300', dict(l2_clip=1e300), 'documented'),
+            ('l2_clip 1e300 on float32 (the sum was +-inf)',
+             dict(l2_clip=1e300), 'clear_error'),
+            ('l2_clip 1e300 on float64', dict(
+                l2_clip=1e300, value_type=tff.TensorType(np.float64, [8])),
+             'documented'),
             ('l2_clip and noise 1e300', dict(l2_clip=1e300,
                                              noise_multiplier=1e300),
              'clear_error'),

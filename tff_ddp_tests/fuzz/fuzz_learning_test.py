@@ -217,15 +217,17 @@ def _traced_parts(result):
   return spec, '; '.join(problems) or None
 
 
-def _check_privacy_range(config):
-  """The float32 update range (processes._check_update_range's rule)."""
+def _check_privacy_range(config, update_type):
+  """An accepted process's float32 update stays finite and nonzero: the
+  update sum's decoded bound fits float32 and its clip is a normal float32
+  (the contract of `Mechanism.output_range`)."""
   if config is None:
     return None
-  largest = config.l2_clip * max(config.clients_per_round,
-                                 config.noise_multiplier, 1.0)
-  if not (config.l2_clip >= 1e-30 and largest <= 1e30):
+  clip, bound = config.update_factory().mechanism(update_type).output_range()
+  info = np.finfo(np.float32)
+  if not (clip >= info.tiny and bound <= info.max):
     return (f'l2_clip {config.l2_clip} noise {config.noise_multiplier}: '
-            'the float32 update overflows')
+            f'the float32 update overflows (clip {clip:g}, bound {bound:g})')
   return None
 
 
@@ -246,7 +248,8 @@ def _check_superquantile(kwargs, result):
     problems.append('DP-Delta-FL without a histogram or with exact '
                     'reweighting')
   return fz.first_error('; '.join(problems) or None,
-                        _check_privacy_range(spec.privacy))
+                        _check_privacy_range(spec.privacy,
+                                             result[4].trainable))
 
 
 def _check_dp_fedavg(kwargs, result):
@@ -257,7 +260,7 @@ def _check_dp_fedavg(kwargs, result):
   if spec.objective != 'fedavg' or spec.privacy is not privacy or (
       privacy.has_quantile):
     return f'spec {spec}'
-  return _check_privacy_range(privacy)
+  return _check_privacy_range(privacy, result[4].trainable)
 
 
 _NEEDS = {'fedavg_sub': ('tail_fraction',), 'superquantile':
