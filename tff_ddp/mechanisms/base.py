@@ -118,7 +118,7 @@ class Mechanism(Protocol):
 
 
 def decoded_bound(encoder: encoders_base.Encoder, ring_bound: float) -> float:
-  """A bound on every coordinate of `encoder.decode(y)` when |y_k| <= ring_bound.
+  """Bounds every coordinate of `encoder.decode(y)` if all |y_k| <= ring_bound.
 
   ||decode(y)||_inf <= ||decode(y)||_2 <= ||y||_2 <= ring_bound sqrt(D): the
   encoders' decode maps do not increase the l2 norm (Hadamard: orthogonal,
