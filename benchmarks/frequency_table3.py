@@ -42,7 +42,10 @@ and with the paper's D = 2d. The paper reports 7.5 (d = 50) and 10.7
 (d = 100).
 
   .venv/bin/python benchmarks/frequency_table3.py [--runs 5]
-      [--datasets iid heterogeneous] [--dims 50 100]
+      [--datasets iid heterogeneous] [--dims 50 100] [--initial-clip 1]
+
+(--initial-clip: C^(1) of the online methods, to see how much of their
+error is the climb from the paper's C^(1) = 1; the paper rows are for 1.)
 
 A fresh data seed, frames and noise per run (the paper: mean ± std over 5
 runs). Prints per setting the time, then the table with ours, the paper's
@@ -81,13 +84,13 @@ PAPER = {  # Table 3: mean ± std over 5 runs
 }
 
 
-def configure(d):
+def configure(d, initial_clip=INITIAL_CLIP):
   """(params, targets by method, epsilons) for one d."""
   from tff_ddp.analytics import frequency as fq  # pylint: disable=g-import-not-at-top
   params, ours, published = F.at_paper_parameters(
       'multi_round', d, PER_ROUND, DELTA, theta=THETA, m=M,
       quantile_theta=THETA, indicator_m=INDICATOR_M,
-      rounds=N_TOTAL // PER_ROUND, learning_rate=ETA, clip=INITIAL_CLIP)
+      rounds=N_TOTAL // PER_ROUND, learning_rate=ETA, clip=initial_clip)
   paper_d = fq.published_epsilon(
       [(THETA, M, PER_ROUND, 2 * d), (THETA, INDICATOR_M, PER_ROUND, 1)],
       DELTA)
@@ -135,12 +138,15 @@ def main():
   parser.add_argument('--datasets', nargs='+',
                       default=['iid', 'heterogeneous'])
   parser.add_argument('--dims', nargs='+', type=int, default=[50, 100])
+  parser.add_argument('--initial-clip', type=float, default=INITIAL_CLIP,
+                      help='C^(1) of the online methods (the paper: 1; '
+                      'the paper rows and ratios are for C^(1) = 1 only)')
   args = parser.parse_args()
   total_start = time.perf_counter()
   configs = {}
   for d in args.dims:
     start = time.perf_counter()
-    params, targets, eps = configure(d)
+    params, targets, eps = configure(d, args.initial_clip)
     configs[d] = (params, targets, eps)
     print(f'd = {d}: D = {params.output_dim}, theta = {params.theta}, m = '
           f'{params.num_trials}, indicator theta\' = '
@@ -183,7 +189,7 @@ def main():
   print(f'Table 3 (MFFE): l2 error of the final estimate, mean ± std over '
         f'{args.runs} runs; n = {N_TOTAL}, N = {PER_ROUND} per round, '
         f'theta = {THETA}, m = {M}, m\' = {INDICATOR_M}, eta = {ETA}, '
-        f'C^(1) = {INITIAL_CLIP}')
+        f'C^(1) = {args.initial_clip}')
   print('| dataset | d | ' + ' | '.join(METHODS) + ' | OcPBM / Best C* |')
   print('|---|---|' + '---|' * (len(METHODS) + 1))
   for (name, d), (runs, _) in results.items():
