@@ -291,7 +291,11 @@ def frequency_parameters(
       see `epsilon`) or 'num_trials' (the most trials for the given theta:
       spends any budget, in integer steps).
     clip: C for 'fixed'; the initial C^(1) for 'multi_round' (default 1,
-      as the paper's App. E.1); in CLIP_RANGE.
+      as the paper's App. E.1); in CLIP_RANGE. C^(1) matters: with eta = 1
+      the clip grows by at most e^{gamma*} a round, so from 1 to norms in
+      the tens the first rounds clip most of their users' mass (on the
+      paper's i.i.d. data C^(1) = 10 reproduces its Table 3, 1 gives ~1.5x
+      its error); a rough public guess of the norms' scale is better.
     max_items: 'two_phase': the public bound on ||x_i||_1 (the most items
       a user holds); the histogram covers [0, K max_items].
     num_bins: 'two_phase': 2^b Haar bins (the paper: 64).
