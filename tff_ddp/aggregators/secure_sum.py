@@ -388,37 +388,51 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
 
 def check_output_range(mechanism: base.Mechanism, spec: ValueSpec,
                        owner: str) -> None:
-  """Refuses a float value type that cannot hold the mechanism's output.
+  """Refuses a value type whose dtypes cannot hold the mechanism's output.
 
-  The estimate is computed in float64 and returned in the value's dtypes:
-  a coordinate beyond the dtype's largest value becomes +-inf, and a clip
-  below its smallest normal number turns every client's contribution into
-  zero (or subnormal dust). `mechanism.output_range()` gives both
-  magnitudes; the check is made before anything runs. Integer leaves are
-  rounded and saturated by `ValueSpec.unflatten` instead.
+  The estimate is computed in float64 and returned in the value's dtypes.
+  `mechanism.output_range()` gives (clip, bound): every coordinate of the
+  estimate is at most `bound` in magnitude. A float leaf needs bound <= its
+  largest value (else +-inf) and clip >= its smallest normal number (else
+  every client's contribution becomes zero or subnormal dust); an integer
+  leaf needs bound <= its largest value (else `ValueSpec.unflatten`
+  saturates the sum at the dtype's limits, e.g. an int8 sum stuck at 127),
+  and -bound >= its smallest (the noisy sum can be negative: unsigned
+  dtypes are refused). Checked before anything runs.
   """
   clip, bound = mechanism.output_range()
-  for dtype in sorted({np.dtype(leaf.dtype) for leaf in spec.leaves
-                       if np.issubdtype(np.dtype(leaf.dtype), np.floating)},
-                      key=str):
-    info = np.finfo(dtype)
-    if not bound <= float(info.max):
+  dtypes = sorted({np.dtype(leaf.dtype) for leaf in spec.leaves}, key=str)
+  for dtype in dtypes:
+    is_float = np.issubdtype(dtype, np.floating)
+    info = np.finfo(dtype) if is_float else np.iinfo(dtype)
+    largest = float(info.max)
+    if not bound <= largest:
+      consequence = ('it would come back as +-inf' if is_float else
+                     'it would be saturated at the dtype\'s limits')
       raise ValueError(
           f'{owner}: with these parameters the noisy sum of the '
           f'{mechanism.name} mechanism can reach {bound:.3g} per coordinate '
           f'(the decoded secure-sum ring: clip, noise and bits together), '
-          f'beyond the largest {dtype} ({float(info.max):.3g}) of the value '
-          f'type: it would come back as +-inf. Use a smaller l2_clip or '
-          f'noise, or {_wider(dtype)} values.')
-    if not clip >= float(info.tiny):
+          f'beyond the largest {dtype} ({largest:.3g}) of the value type: '
+          f'{consequence}. Use a smaller l2_clip, noise or ring (bits), or '
+          f'{_wider(dtype)} values.')
+    if not is_float and not -bound >= float(info.min):
+      raise ValueError(
+          f'{owner}: the noisy sum of the {mechanism.name} mechanism can be '
+          f'negative (down to {-bound:.3g} per coordinate), below the '
+          f'smallest {dtype} ({info.min}) of the value type: it would be '
+          f'saturated at {info.min}. Use a signed dtype.')
+    if is_float and not clip >= float(np.finfo(dtype).tiny):
       raise ValueError(
           f'{owner}: l2_clip={clip:.3g} is below the smallest normal {dtype} '
-          f'({float(info.tiny):.3g}) of the value type: every client\'s '
-          f'clipped value would be lost in the sum. Use a larger l2_clip or '
-          f'{_wider(dtype)} values.')
+          f'({float(np.finfo(dtype).tiny):.3g}) of the value type: every '
+          f'client\'s clipped value would be lost in the sum. Use a larger '
+          f'l2_clip or {_wider(dtype)} values.')
 
 
 def _wider(dtype) -> str:
+  if np.issubdtype(dtype, np.integer):
+    return 'int64' if dtype != np.int64 else 'float64'
   return 'float64' if dtype != np.float64 else 'rescaled'
 
 

@@ -27,6 +27,9 @@ class Identity:
 
   is_isometry = True
   level = None
+  # max ||decode(y)||_inf over ||y||_inf <= 1 (the other encoders mix
+  # coordinates: sqrt(output_dim), `tff_ddp.mechanisms.base.decoded_bound`).
+  linf_gain = 1.0
 
   def __init__(self, dim: int):
     self.dim = self.output_dim = checks.integer(dim, 'dim', 1)

@@ -111,9 +111,9 @@ class Mechanism(Protocol):
     magnitude, whatever the inputs, the noise and the number of clients
     (`decoded_bound` of the centred ring). `clip`: the largest norm one
     client's value keeps; below the dtype's smallest normal number every
-    client's contribution is lost. The factory refuses a float value type
-    whose dtype cannot hold [clip, bound] (the sum would come back as +-inf
-    or as zeros).
+    client's contribution is lost. The factory refuses a value type whose
+    dtypes cannot hold [clip, bound] (float: the sum would come back as
+    +-inf or as zeros; integer: saturated at the dtype's limits).
     """
 
 
@@ -122,11 +122,15 @@ def decoded_bound(encoder: encoders_base.Encoder, ring_bound: float) -> float:
 
   ||decode(y)||_inf <= ||decode(y)||_2 <= ||y||_2 <= ring_bound sqrt(D): the
   encoders' decode maps do not increase the l2 norm (Hadamard: orthogonal,
-  then truncation; Kashin: U y with U U^T = I, so ||U|| = 1; identity). The
-  sqrt(D) is attained by the Hadamard rotation (a coordinate of H y / sqrt(D)
-  with every |y_k| = ring_bound and matching signs).
+  then truncation; Kashin: U y with U U^T = I, so ||U|| = 1). The sqrt(D) is
+  attained by the Hadamard rotation (a coordinate of H y / sqrt(D) with
+  every |y_k| = ring_bound and matching signs). An encoder may state a
+  smaller gain as `linf_gain` (the identity: 1).
   """
-  return float(ring_bound) * math.sqrt(encoder.output_dim)
+  gain = getattr(encoder, 'linf_gain', None)
+  if gain is None:
+    gain = math.sqrt(encoder.output_dim)
+  return float(ring_bound) * float(gain)
 
 
 def flag_vector(flags: Sequence[tf.Tensor]) -> tf.Tensor:

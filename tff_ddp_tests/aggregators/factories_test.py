@@ -192,8 +192,29 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
           tf.constant(n, tf.int64), seed)
       largest = max(largest, float(np.max(np.abs(decoded.numpy()))))
     self.assertLessEqual(largest, bound * (1 + 1e-12))
-    if encoder == 'hadamard':
+    if encoder in ('hadamard', 'none'):  # gains sqrt(D) and 1 attained
       self.assertGreater(largest, bound * (1 - 2.0 / modulus) - 1e-9 * bound)
+
+  @parameterized.named_parameters(
+      # Integer counts summed exactly (identity, granularity 1): the sum of a
+      # 2^16 ring reaches 2^15, beyond int8 / int16 (was saturated at 127 /
+      # 32767 silently); int32 holds it.
+      ('int8', np.int8, 'largest int8'),
+      ('int16', np.int16, 'largest int16'),
+      ('uint32', np.uint32, 'signed dtype'),  # the noisy sum can be < 0
+      ('int32', np.int32, None),
+  )
+  def test_integer_value_types(self, dtype, message):
+    factory = _factory('ddg', encoder='none', granularity=1.0, l2_clip=4.0,
+                       linf_clip=1.0)
+    value_type = tff.TensorType(dtype, [4])
+    if message is None:
+      clip, bound = factory.check_value_type(value_type).output_range()
+      self.assertEqual(bound, 2.0**15)  # gamma M / 2, identity: no sqrt(D)
+      self.assertEqual(clip, 4.0)
+      return
+    with self.assertRaisesRegex(ValueError, message):
+      factory.create(value_type)
 
   def test_tff_keywords(self):
     factory = _factory('ddg', mechanism='distributed_dgauss',
