@@ -413,19 +413,19 @@ def check_output_range(mechanism: base.Mechanism, spec: ValueSpec,
           f'{owner}: with these parameters the noisy sum of the '
           f'{mechanism.name} mechanism can reach {bound:.3g} per coordinate '
           f'(the decoded secure-sum ring: clip, noise and bits together), '
-          f'beyond the largest {dtype} ({largest:.3g}) of the value type: '
+          f'beyond the largest {dtype} ({largest:.3g}) of value_type: '
           f'{consequence}. Use a smaller l2_clip, noise or ring (bits), or '
           f'{_wider(dtype)} values.')
     if not is_float and not -bound >= float(info.min):
       raise ValueError(
           f'{owner}: the noisy sum of the {mechanism.name} mechanism can be '
           f'negative (down to {-bound:.3g} per coordinate), below the '
-          f'smallest {dtype} ({info.min}) of the value type: it would be '
+          f'smallest {dtype} ({info.min}) of value_type: it would be '
           f'saturated at {info.min}. Use a signed dtype.')
     if is_float and not clip >= float(np.finfo(dtype).tiny):
       raise ValueError(
           f'{owner}: l2_clip={clip:.3g} is below the smallest normal {dtype} '
-          f'({float(np.finfo(dtype).tiny):.3g}) of the value type: every '
+          f'({float(np.finfo(dtype).tiny):.3g}) of value_type: every '
           f'client\'s clipped value would be lost in the sum. Use a larger '
           f'l2_clip or {_wider(dtype)} values.')
 
