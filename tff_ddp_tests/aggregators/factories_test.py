@@ -168,8 +168,9 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
   def test_output_bound_holds_for_every_extreme_ring(self, mechanism, encoder):
     # Brute force over every ring vector of extreme residues (each centred
     # coordinate at -M/2 + 1 or M/2, and cPBM's window ends): no decoded
-    # coordinate exceeds output_range's bound, and for the rotation the
-    # bound is attained within the ring's granularity (it is not loose).
+    # coordinate exceeds output_range's bound, and for the rotation and the
+    # identity the bound is attained within the ring's granularity (it is
+    # not loose).
     factory = _factory(mechanism, encoder=encoder)
     value_type = tff.TensorType(np.float64, [3])
     m = factory.mechanism(value_type)
