@@ -307,11 +307,9 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
 
   def check_value_type(self, value_type) -> base.Mechanism:
     """The mechanism for `value_type`, after the checks `create` makes
-    (value type, parameters, the output dtype's range); raises otherwise."""
-    spec = self.value_spec(value_type)
-    mechanism = self._make_mechanism(spec)
-    check_output_range(mechanism, spec, self._name)
-    return mechanism
+    (value type, parameters, moduli, the output dtype's range: those of
+    `RoundProtocol`, without tracing); raises otherwise."""
+    return self.round_protocol(value_type).mechanism
 
   def _counts(self, mechanism):
     if self._count_z is None:
@@ -422,10 +420,10 @@ def check_output_range(mechanism: base.Mechanism, spec: ValueSpec,
           f'negative (down to {-bound:.3g} per coordinate), below the '
           f'smallest {dtype} ({info.min}) of value_type: it would be '
           f'saturated at {info.min}. Use a signed dtype.')
-    if is_float and not clip >= float(np.finfo(dtype).tiny):
+    if is_float and not clip >= float(info.tiny):
       raise ValueError(
           f'{owner}: l2_clip={clip:.3g} is below the smallest normal {dtype} '
-          f'({float(np.finfo(dtype).tiny):.3g}) of value_type: every '
+          f'({float(info.tiny):.3g}) of value_type: every '
           f'client\'s clipped value would be lost in the sum. Use a larger '
           f'l2_clip or {_wider(dtype)} values.')
 

@@ -194,8 +194,9 @@ class DistributedDiscreteGaussian:
         sampler_tv_distance=self.sampler_tv_distance or None)
 
   def output_range(self):
-    """(l2_clip, gamma M/2 sqrt(D)): the centred ring is in (-M/2, M/2]
-    (`tff_ddp.mechanisms.base.Mechanism.output_range`)."""
+    """(l2_clip, gamma M/2 times the encoder's gain: sqrt(D), 1 for the
+    identity): the centred ring is in (-M/2, M/2]
+    (`tff_ddp.mechanisms.base.Mechanism.output_range`, `decoded_bound`)."""
     return self.l2_clip, base.decoded_bound(self.encoder,
                                             self.gamma * self.modulus / 2)
 

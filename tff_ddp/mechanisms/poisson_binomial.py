@@ -171,9 +171,10 @@ class PoissonBinomial:
                                else self.replace_one_coordinates))
 
   def output_range(self):
-    """(l2_clip, (M/2) B / (m theta) sqrt(D)): `recover_sum`'s window puts
-    2S - n m within M of 0, so |centred| <= M/2 before the rescaling of
-    `server_decode` (`tff_ddp.mechanisms.base.Mechanism.output_range`)."""
+    """(l2_clip, (M/2) B / (m theta) times the encoder's gain: sqrt(D), 1
+    for the identity): `recover_sum`'s window puts 2S - n m within M of 0,
+    so |centred| <= M/2 before the rescaling of `server_decode`
+    (`tff_ddp.mechanisms.base.Mechanism.output_range`, `decoded_bound`)."""
     return self.l2_clip, base.decoded_bound(
         self.encoder, self.modulus / 2 * self.coordinate_bound
         / (self.num_trials * self.theta))
