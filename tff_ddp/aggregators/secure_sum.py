@@ -87,16 +87,16 @@ class ValueSpec:
                       f'to one, got {value_type!r} ({e}).') from e
     if not tff.types.is_structure_of_tensors(value_type):
       raise TypeError(
-          f'{owner}: value_type must be a tensor or a (nested) structure of '
-          f'tensors; got {value_type}.')
+          f'{owner}: Expected `value_type` to be a tensor or a (nested) '
+          f'structure of tensors; got {value_type}.')
     leaves = ([value_type] if isinstance(value_type, tff.TensorType)
               else [t for _, t in _iter_leaves(value_type)])
     for leaf in leaves:
       dtype = np.dtype(leaf.dtype)
       if not (np.issubdtype(dtype, np.floating)
               or np.issubdtype(dtype, np.integer)) or dtype == np.bool_:
-        raise TypeError(f'{owner} sums float or integer tensors: '
-                        f'value_type has {leaf} in {value_type}.')
+        raise TypeError(f'{owner}: the tensors of value_type must all be '
+                        f'integers or floats; it has {leaf} in {value_type}.')
       if leaf.shape is None or any(d is None for d in leaf.shape):
         raise TypeError(f'{owner} needs fully defined shapes: value_type '
                         f'has {leaf} in {value_type}.')

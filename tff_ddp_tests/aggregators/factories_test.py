@@ -96,7 +96,7 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
                                       'dp_event'})
 
   @parameterized.product(mechanism=MECHANISMS, case=[
-      ('int', tff.TensorType(np.bool_, [3]), 'float or integer'),
+      ('int', tff.TensorType(np.bool_, [3]), 'integers or floats'),
       ('unknown_shape', tff.TensorType(np.float32, [None]), 'shape')])
   def test_bad_value_type(self, mechanism, case):
     _, value_type, message = case

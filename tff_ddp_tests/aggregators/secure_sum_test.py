@@ -117,8 +117,8 @@ class PlacementTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(output.result[1].dtype, np.int64)
 
   @parameterized.named_parameters(
-      ('string', tff.TensorType(np.str_, [3]), 'float or integer'),
-      ('bool', tff.TensorType(np.bool_, [3]), 'float or integer'),
+      ('string', tff.TensorType(np.str_, [3]), 'integers or floats'),
+      ('bool', tff.TensorType(np.bool_, [3]), 'integers or floats'),
       ('unknown_shape', tff.TensorType(np.float32, [None]), 'shape'),
       ('federated', tff.FederatedType(np.float32, tff.CLIENTS), 'tensor'),
       ('empty', tff.TensorType(np.float32, [0]), 'no elements'),

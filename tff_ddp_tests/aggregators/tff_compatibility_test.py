@@ -187,7 +187,7 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
       ('function', tff.FunctionType(np.int32, np.int32)),
       ('nested_sequence', [[[tff.SequenceType(np.int32)]]]))
   def test_tff_value_types_raise_on(self, value_type):
-    with self.assertRaisesRegex(TypeError, 'tensor'):
+    with self.assertRaisesRegex(TypeError, 'Expected `value_type` to be'):
       _factory().create(tff.types.to_type(value_type))
 
   def test_plain_struct_is_accepted(self):
@@ -199,7 +199,7 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
       ('bool', np.bool_), ('string', np.str_),
       ('string_nested', [np.str_, [np.str_]]))
   def test_component_tensor_dtypes_raise_on(self, value_type):
-    with self.assertRaisesRegex(TypeError, 'float or integer'):
+    with self.assertRaisesRegex(TypeError, 'must all be integers or floats'):
       _factory().create(tff.types.to_type(value_type))
 
 
