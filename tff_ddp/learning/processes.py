@@ -243,6 +243,21 @@ def _num_examples(output):
   return tf.shape(output.predictions, out_type=tf.int64)[0]
 
 
+def private_loss(loss, num_examples):
+  """The loss a DP-Delta-FL client sends to the histogram: NaN (no bin, the
+  zero message) when it has no examples, else its loss.
+
+  A client whose examples are removed -- the neighbouring relation of the
+  DP processes (`tff_ddp.learning.privacy`) -- has no loss; its mean loss
+  would read 0 (an empty mean), a bin, and the pair (bin 0, another bin) is
+  replace-one, not the zero-out pair the histogram's event is accounted
+  for. Its update is zero (no training steps).
+  """
+  loss = tf.convert_to_tensor(loss, tf.float32)
+  return tf.where(tf.convert_to_tensor(num_examples, tf.int64) > 0, loss,
+                  tf.constant(np.nan, tf.float32))
+
+
 def _client_update_fn(model_fn, optimizer, proximal_strength):
   """tf.function (weights, data) -> OrderedDict(loss, update, sq_norm,
   finite): the loss at the initial weights, then local training."""
@@ -294,7 +309,7 @@ def _client_update_fn(model_fn, optimizer, proximal_strength):
                         for u in tf.nest.flatten(update)])
     return collections.OrderedDict(
         loss=tf.cast(loss, tf.float32), update=update,
-        sq_norm=sq_norm, finite=finite)
+        sq_norm=sq_norm, finite=finite, num_examples=count)
 
   return update_fn
 
@@ -643,7 +658,7 @@ def _private_parts(spec, client_train, update_type):
 
   @tff.tensorflow.computation(client_out_type)
   def loss_of(out):
-    return out['loss']
+    return private_loss(out['loss'], out['num_examples'])
 
   @tff.tensorflow.computation(client_out_type)
   def whole_update(out):
