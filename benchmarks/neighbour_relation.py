@@ -30,7 +30,7 @@ with the indicator on the replace-one curve has the old accounted
 epsilon).
 
   PYTHONPATH=$PWD .venv/bin/python benchmarks/neighbour_relation.py \
-      [--simulate --runs 3 --rounds 30]
+      [--skip-epsilons] [--tffe] [--simulate] [--runs 3 --rounds 30]
 """
 
 import argparse
@@ -253,9 +253,79 @@ def simulate(runs, rounds, datasets):
             f'{F.cell(r[:, 2], 2)} |')
 
 
+def tffe_paired(runs, datasets):
+  """TFFE (Table 2 block A, d = 50, n = 10^4): the old phase 1 (no data in
+  bin 0), the new (no data in no bin; `frequency_simulation.quantile_phase`)
+  and the new with the missing mass counted at norm 0 (not chosen), on the
+  same data, frame and phase-1 noise seed; phase 2 with the same noise
+  stream."""
+  from tff_ddp.analytics import frequency as fq  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import frequency_simulation as fs  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import simulation  # pylint: disable=g-import-not-at-top
+  n, d = 10**4, 50
+  for name in datasets:
+    x0 = F.dataset(name, n, d, 0)
+    max_items = float(x0.sum(axis=1).max())
+    params, _, _ = F.at_paper_parameters('two_phase', d, n, DELTA_FREQ,
+                                         max_items=max_items)
+    upper, b, target = params.upper_bound, params.num_bins, \
+        params.target_quantile
+    out = {'old': [], 'new': [], 'new + missing mass at 0': []}
+    start = time.time()
+    for run in range(runs):
+      x = F.dataset(name, n, d, run)
+      rng = np.random.default_rng(run)
+      seed = fs.round_seed(rng)
+      y = fs.representations(params.encoder(), x, seed)
+      norms = fs.norms_of(y)
+      noise_seed = 7919 + run
+      # Old: every norm in a bin (0 -> bin 0), CDF normalised by n.
+      values = np.asarray(norms, np.float32).astype(np.float64)
+      codes = simulation.encodings('haar', values, 0.0, upper, b)
+      noisy = simulation.noisy_sum('poisson_binomial', codes,
+                                   params.quantile, seed=noise_seed)
+      cdf = hg.estimate_cdf('haar', noisy, b, 'exact', num_clients=n)
+      c_old = float(hg.quantile_values(cdf, [target], 0.0, upper,
+                                       b).numpy()[0])
+
+      class _Seed:  # quantile_phase draws its noise seed from rng
+        def integers(self, *unused):
+          return noise_seed
+      c_new, status = fs.quantile_phase(params.quantile, norms, upper,
+                                        target, _Seed())
+      assert status == 'ok', status
+      # The alternative not chosen: the new encoding with the missing mass
+      # n - (noisy total) counted at norm 0 (post-processing).
+      noisy = simulation.noisy_sum(
+          'poisson_binomial', np.where((values > 0)[:, None], codes, 0),
+          params.quantile, seed=noise_seed)
+      cdf = hg.estimate_cdf('haar', noisy, b, 'exact', num_clients=n)
+      total = float(hg.estimated_total('haar', noisy, b))
+      c_shift = float(hg.quantile_values(cdf + (n - total) / n, [target],
+                                         0.0, upper, b).numpy()[0])
+      c_star = fq.optimal_clip(norms, target)
+      for key, c in (('old', c_old), ('new', c_new),
+                     ('new + missing mass at 0', c_shift)):
+        est = fs.pbm_sum(params.mechanism(), y, np.random.default_rng(
+            10**6 + run), seed, c, norms)
+        out[key].append((fq.l2_error(est, x), c / c_star,
+                         float((norms <= c).mean()) - target))
+    print(f'TFFE {name} d = {d}, n = {n}: {runs} paired runs, '
+          f'{time.time() - start:.0f} s; empty users '
+          f'{(x.sum(axis=1) == 0).mean():.4%} (last run); target {target:.4f}')
+    print('| phase 1 | l2 error | C-hat / C* | level of C-hat - target |')
+    print('|---|---|---|---|')
+    for key in out:
+      r = np.array(out[key])
+      print(f'| {key} | {F.cell(r[:, 0], 3)} | {F.cell(r[:, 1], 3)} | '
+            f'{F.cell(r[:, 2], 4)} |')
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--simulate', action='store_true')
+  parser.add_argument('--tffe', action='store_true')
   parser.add_argument('--skip-epsilons', action='store_true')
   parser.add_argument('--runs', type=int, default=3)
   parser.add_argument('--rounds', type=int, default=30)
@@ -273,6 +343,8 @@ def main():
         print(f'| {name} | {reported:.4f} | {old:.4f} | {true:.4f} | '
               f'{new:.4f} |')
       print(f'({time.time() - start:.0f} s)')
+    if args.tffe:
+      tffe_paired(args.runs, args.datasets)
     if args.simulate:
       simulate(args.runs, args.rounds, args.datasets)
   finally:

@@ -40,9 +40,7 @@ Protocols (`build_frequency_process(protocol=...)`):
   K the Kashin level, since ||y|| <= K ||x||_2 <= K ||x||_1) estimates its
   `target_quantile` (default eq. 5's 1 - sqrt(D / (4 m n theta^2)),
   Algorithm 5 normalising by the public count n; a user without data
-  (||y_i|| = 0) sends no bin, `norm_message`, and the server counts the
-  missing mass n - (noisy total) at norm 0, `clip_quantile`) -> C-hat. If
-  the quantile
+  (||y_i|| = 0) sends no bin, `norm_message`) -> C-hat. If the quantile
   round fails (status not 'ok': too few clients) C-hat = B. Phase 2: OcPBM
   with C = C-hat. Event: Composed([phase 1, phase 2]) with the measured
   client counts (Proposition 4 composes the same two releases).
@@ -129,7 +127,6 @@ from tff_ddp.accounting import event_io
 from tff_ddp.aggregators import calibrated
 from tff_ddp.aggregators import secure_sum
 from tff_ddp.analytics import frequency as fq
-from tff_ddp.analytics import histograms as hg
 from tff_ddp.analytics import quantile_calibration as qc
 from tff_ddp.analytics import quantiles as quantiles_lib
 from tff_ddp.encoders import registry
@@ -667,28 +664,18 @@ def norm_message(norm, finite=True):
   ||y|| = 0 exactly when the user holds no items (x = 0; Kashin's
   representation of 0 is 0). Such a user is the neighbouring relation's
   "no data" and must send phase 1's zero message, so its norm is NaN (the
-  quantile process encodes NaN as zeros); the server counts the missing
-  mass at norm 0 (`clip_quantile`). Non-finite clients are NaN too.
+  quantile process encodes NaN as zeros). The 'exact' CDF (divided by the
+  public n) then leaves those users out: C-hat sits at level target + (the
+  fraction without data) among all n norms. Counting the missing mass
+  n - (noisy total) at norm 0 would remove that bias by post-processing,
+  but adds the noisy total's noise to every CDF value; on Table 2's data
+  (<= 0.04% without data) it widened the level's spread from 0.012 to
+  0.014 for a bias of <= 0.0004 (benchmarks/RESULTS.md, "Neighbouring
+  relation"), so it is not done. Non-finite clients are NaN too.
   """
   norm = tf.convert_to_tensor(norm, tf.float64)
   keep = tf.logical_and(finite, norm > 0)
   return tf.cast(tf.where(keep, norm, np.nan), tf.float32)
-
-
-def clip_quantile(cdf, noisy_total, num_clients, target: float,
-                  upper: float, num_bins: int):
-  """C-hat from phase 1's CDF with the users without data at norm 0.
-
-  The quantile process's 'exact' CDF is (noisy count <= edge) / n and
-  omits the users that sent no bin (`norm_message`); their number is
-  n - (noisy total), n public, so adding (n - total) / n to every bin is
-  post-processing of the noisy sum. Then eq. 1 ('paper' estimator), as the
-  quantile process.
-  """
-  n = tf.cast(num_clients, tf.float64)
-  missing = tf.math.divide_no_nan(n - tf.cast(noisy_total, tf.float64), n)
-  cdf = tf.cast(cdf, tf.float64) + missing
-  return hg.quantile_values(cdf, [target], 0.0, upper, num_bins)[0]
 
 
 def indicator_message(norm, clip, finite=True):
@@ -749,11 +736,8 @@ def _two_phase(params):
 
   @tff.tensorflow.computation(q_result_type, q_meas_type)
   def clip_fn(values, measurements):
-    del values  # recomputed with the users without data at norm 0
     ok = tf.equal(measurements['status'], 'ok')
-    c = clip_quantile(measurements['cdf'], measurements['noisy_total'],
-                      measurements['aggregator']['participating_clients'],
-                      target, upper, params.num_bins)
+    c = values[0]
     usable = ok & tf.math.is_finite(c) & (c > 0)
     clip = tf.where(usable, c, tf.constant(upper, tf.float64))
     out = collections.OrderedDict(

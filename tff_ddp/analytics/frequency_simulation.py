@@ -128,8 +128,6 @@ def quantile_phase(qparams, norms, upper: float, target: float, rng,
                                seed=int(rng.integers(0, 2**62)))
   cdf = hg.estimate_cdf('haar', noisy, b, count, num_clients=n)
   total = float(hg.estimated_total('haar', noisy, b))
-  if count == 'exact' and n > 0:  # `frequency_process.clip_quantile`
-    cdf = cdf + (n - total) / n
   # The process's status rule (quantiles.py, server_estimate).
   stddev = (qparams.aggregator_mechanism().noise_stddev(1)
             * hg.total_norm('haar', b) * math.sqrt(n))

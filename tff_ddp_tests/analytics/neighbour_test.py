@@ -185,25 +185,5 @@ class QuantileProcessTest(parameterized.TestCase):
     neighbours.assert_covers(curve, brute, f'quantile Haar b={b}')
 
 
-class ClipQuantileTest(parameterized.TestCase):
-
-  def test_missing_mass_counts_at_norm_zero(self):
-    # 4 users: 2 without data (no bin), norms 0.6 and 0.9 in bins 2, 3 of
-    # 4 over [0, 1]; exact sum (no noise). The CDF over all 4 users at the
-    # right edges is (2, 2, 3, 4) / 4: the median is the first edge 0.25.
-    b, upper = 4, 1.0
-    codes = _encodings('haar', [0.6, 0.9, float('nan'), float('nan')],
-                       upper, b)
-    total = np.sum(codes, axis=0).astype(np.float64)
-    cdf = hg.estimate_cdf('haar', total, b, 'exact', num_clients=4)
-    np.testing.assert_allclose(cdf.numpy(), [0, 0, 0.25, 0.5])
-    c = fp.clip_quantile(cdf, hg.estimated_total('haar', total, b), 4, 0.5,
-                         upper, b)
-    self.assertAlmostEqual(float(c), 0.25)
-    c = fp.clip_quantile(cdf, hg.estimated_total('haar', total, b), 4,
-                         0.75, upper, b)
-    self.assertAlmostEqual(float(c), 0.75)
-
-
 if __name__ == '__main__':
   harness.main()
