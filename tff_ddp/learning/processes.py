@@ -26,7 +26,9 @@ Algorithm 4 with the corrections of `tff_ddp.learning.privacy`):
 
   2a. the losses go through `tff_ddp.analytics`' quantile process (losses
       clipped to [0, B], histogram with distributed discrete Gaussian noise,
-      one secure sum); the server reads the bin k of the (1 - theta)-quantile
+      one secure sum; a client without examples sends NaN, no bin --
+      `private_loss`, the relation of `tff_ddp.learning.privacy`); the
+      server reads the bin k of the (1 - theta)-quantile
       from the noisy CDF (eq. 1) and broadcasts it; Q is that bin's right
       edge;
   2b. a client is in the tail iff its loss lies in a bin above k (its loss
