@@ -105,9 +105,12 @@ def worst_cpbm_rdp(mechanism, messages, neighbour, num_clients: int,
                    orders: Sequence[float] = ORDERS) -> np.ndarray:
   """The worst pair (message, neighbour) over `messages`, exact, per order.
 
-  The other clients hold the extreme probabilities p_low, p_high or 1/2 in
-  each coordinate (every combination; the divergence is jointly
-  quasi-convex, so these extremes and the zero message cover the range).
+  The other clients hold p_low, p_high or 1/2 (no data) in each coordinate,
+  every combination: exp((alpha - 1) D_alpha) is jointly convex and each
+  other client's Bernoulli enters both sums alike, so the worst case over
+  values in [p_low, p_high] is at the extremes (the argument of
+  `tff_ddp.accounting.pbm_rdp`); 1/2 is there for the clients without
+  data.
   """
   other = (mechanism.p_low, 0.5, mechanism.p_high)
   probs_b = cpbm_probabilities(mechanism, neighbour)
