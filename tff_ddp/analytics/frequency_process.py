@@ -39,7 +39,8 @@ Protocols (`build_frequency_process(protocol=...)`):
   process (2^b bins over [0, B], B = K max_items -- the paper's choice,
   K the Kashin level, since ||y|| <= K ||x||_2 <= K ||x||_1) estimates its
   `target_quantile` (default eq. 5's 1 - sqrt(D / (4 m n theta^2)),
-  Algorithm 5 normalising by the public count n) -> C-hat. If the quantile
+  Algorithm 5 normalising by the public count n; a user without data
+  (||y_i|| = 0) sends no bin, `norm_message`) -> C-hat. If the quantile
   round fails (status not 'ok': too few clients) C-hat = B. Phase 2: OcPBM
   with C = C-hat. Event: Composed([phase 1, phase 2]) with the measured
   client counts (Proposition 4 composes the same two releases).
@@ -48,9 +49,14 @@ Protocols (`build_frequency_process(protocol=...)`):
 * 'multi_round' (MFFE, Algorithm 7): each `next(state, x)` is one round on
   a batch of N clients with the current C^(r): OcPBM of x_i / C^(r) and a
   cPBM (C = 1, theta', m') of the indicator s_i = +1 if ||y_i|| > C^(r),
-  -1 otherwise -- the +-1 encoding of the paper's indicator, which has the
-  same privacy event (one coordinate in [-1, 1]) and 4x less variance than
-  sending {0, 1}. With S the decoded sum of the s_i, the fraction above C
+  -1 if 0 < ||y_i|| <= C^(r), and 0 for a user without data (y_i = 0;
+  `indicator_message`). The paper's +-1 sends -1 for no data, and its pair
+  with +1 is replace-one (4x the RDP of the zero-out pair it was costed
+  as); with 0 for no data every pair is zero-out, and users with data send
+  what the paper's +-1 sends (4x less variance than {0, 1} at the same
+  epsilon; benchmarks/RESULTS.md, "Neighbouring relation"). A user without
+  data in a round counts as half above C in gamma-hat. With S the decoded
+  sum of the s_i, the fraction above C
   is (S / N + 1) / 2, the estimated quantile level of C is gamma-hat = 1 -
   that (clipped to [0, 1]), and C^(r+1) = C^(r) exp(-eta (gamma-hat -
   gamma*)). (Algorithm 7 writes gamma-hat for the "current quantile"; with
@@ -67,10 +73,20 @@ Protocols (`build_frequency_process(protocol=...)`):
   Gaussian baselines need a trusted server or no secure sum and are
   simulated (`frequency_simulation`).
 
+Neighbouring relation (`NEIGHBOURS`): one user's data removed -- the user
+still takes part in the secure sums (participation is public by protocol),
+holds no items (x = 0) and its noise shares stay in the sums. "No data"
+sends the zero message of every release: zeros to the frequency cPBM
+(x / C = 0), no bin in phase 1 (norm NaN), indicator 0. So every pair
+(a user's messages, no data) is a zero-out pair of each release, and the
+zero-out curve of each event (`tff_ddp.accounting.pbm_rdp`) is exact for
+it -- checked by brute force over every message on small inputs
+(tff_ddp_tests/analytics/neighbour_test.py). (Before, no data sent -1 to
+the indicator and bin 0 to phase 1: replace-one pairs costed as zero-out.)
+
 Accounting. Every epsilon is against the named adversary ('server' by
 default: it runs the protocol, sees who takes part and the secure sums'
-outputs), zero-out neighbours (one user's data replaced by zeros; its noise
-shares still in the sums). 'two_phase' and the single-release protocols
+outputs), for that relation. 'two_phase' and the single-release protocols
 cover one `next` (`within_budget` turns False after it). 'multi_round'
 states its assumption with `disjoint_rounds`:
 
@@ -120,6 +136,9 @@ from tff_ddp.utils import entropy as entropy_lib
 from tff_ddp.utils import tensors
 
 PROTOCOLS = ('two_phase', 'multi_round', 'fixed', 'normalize', 'sample')
+# The neighbouring relation every epsilon here is for (module docstring).
+NEIGHBOURS = ("neighbours: one user's data removed (it still takes part in "
+              'the secure sums with no items and its noise shares)')
 DTYPES = (np.float32, np.float64, np.int32, np.int64)
 DEFAULT_NUM_TRIALS = 30
 DEFAULT_BUDGET_FRACTION = 1.0 / 11.0  # "about 10:1" (Section 5.2)
@@ -158,8 +177,8 @@ class FrequencyParameters:
     disjoint_rounds: MFFE's accounting assumption (module docstring).
     learning_rate: MFFE's eta.
     sample_items: k of 'sample'.
-    epsilon: epsilon of `event` at `delta` against `adversary`, zero-out
-      neighbours (<= the target).
+    epsilon: epsilon of `event` at `delta` against `adversary`, for the
+      relation `NEIGHBOURS` (<= the target).
     delta, adversary: the budget's.
     round_event: the event of one `next` with the expected clients.
     event: the event `epsilon` covers.
@@ -639,6 +658,42 @@ def two_phase_computations(params: FrequencyParameters
   return _two_phase(params)
 
 
+def norm_message(norm, finite=True):
+  """TFFE phase 1's client value: ||y||, NaN (no bin) when ||y|| = 0.
+
+  ||y|| = 0 exactly when the user holds no items (x = 0; Kashin's
+  representation of 0 is 0). Such a user is the neighbouring relation's
+  "no data" and must send phase 1's zero message, so its norm is NaN (the
+  quantile process encodes NaN as zeros). The 'exact' CDF (divided by the
+  public n) then leaves those users out: C-hat sits at level target + (the
+  fraction without data) among all n norms. Counting the missing mass
+  n - (noisy total) at norm 0 would remove that bias by post-processing,
+  but adds the noisy total's noise to every CDF value; on Table 2's data
+  (<= 0.04% without data) it widened the level's spread from 0.012 to
+  0.014 for a bias of <= 0.0004 (benchmarks/RESULTS.md, "Neighbouring
+  relation"), so it is not done. Non-finite clients are NaN too.
+  """
+  norm = tf.convert_to_tensor(norm, tf.float64)
+  keep = tf.logical_and(finite, norm > 0)
+  return tf.cast(tf.where(keep, norm, np.nan), tf.float32)
+
+
+def indicator_message(norm, clip, finite=True):
+  """MFFE's indicator: +1 if ||y|| > C, -1 if 0 < ||y|| <= C, 0 if ||y|| = 0.
+
+  0 is the zero message of "no data" (x = 0, so y = 0), the neighbouring
+  relation's neighbour: every pair (user's message, 0) is a zero-out pair
+  of the indicator's cPBM, which the zero-out curve covers. (The paper's
+  +-1 sends -1 for no data; its pair with +1 is replace-one, about 4x the
+  RDP.) Non-finite clients send 0 too.
+  """
+  norm = tf.convert_to_tensor(norm, tf.float64)
+  sign = tf.where(norm > clip, tf.constant(1.0, tf.float64),
+                  tf.constant(-1.0, tf.float64))
+  keep = tf.logical_and(finite, norm > 0)
+  return tf.where(keep, sign, tf.constant(0.0, tf.float64))
+
+
 def _norm_computation(params, seed_type):
   encoder = params.encoder()
 
@@ -647,10 +702,10 @@ def _norm_computation(params, seed_type):
     x = _float64(x)
     finite = _finite(x)
     y = encoder.encode(tf.where(finite, x, tf.zeros_like(x)), seed)
-    norm = tensors.overflow_safe_norm(y)
-    # A non-finite client is in no bin (the quantile process's rule) and
-    # sends zeros to the frequency aggregator (the mechanism's rule).
-    return tf.cast(tf.where(finite, norm, np.nan), tf.float32)
+    # A non-finite client, and a client with no data (x = 0, the
+    # neighbouring relation's "no data"), is in no bin: NaN, which the
+    # quantile process encodes as the zero message (module docstring).
+    return norm_message(tensors.overflow_safe_norm(y), finite)
 
   return norm_fn
 
@@ -819,10 +874,7 @@ def _multi_round_process(params):
     x = _float64(x)
     finite = _finite(x)
     y = encoder.encode(tf.where(finite, x, tf.zeros_like(x)), seed)
-    above = tensors.overflow_safe_norm(y) > clip
-    sign = tf.where(above, tf.constant(1.0, tf.float64),
-                    tf.constant(-1.0, tf.float64))
-    sign = tf.where(finite, sign, tf.constant(0.0, tf.float64))
+    sign = indicator_message(tensors.overflow_safe_norm(y), clip, finite)
     return collections.OrderedDict(scaled=x / clip, indicator=sign[None])
 
   client_type = client_fn.type_signature.result
@@ -987,5 +1039,5 @@ def describe(params: FrequencyParameters) -> str:
   if params.clip is not None and params.protocol != 'multi_round':
     parts.append(f'C={params.clip:g}')
   parts.append(f'epsilon={params.epsilon:.4g} at delta={params.delta:g} '
-               f'against the {params.adversary}, zero-out neighbours')
+               f'against the {params.adversary}; {NEIGHBOURS}')
   return '; '.join(parts)

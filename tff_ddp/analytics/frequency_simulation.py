@@ -20,7 +20,8 @@ form, with the library's own pieces:
   the Haar encodings of the float32 norms, cPBM noise, the mechanism's
   decode), then the process's own estimator functions
   (`histograms.estimate_cdf`, `quantile_values`) and its status rule;
-* MFFE's indicator: the +-1 signs through the indicator's cPBM likewise.
+* MFFE's indicator: the process's signs (+-1, 0 without data) through the
+  indicator's cPBM likewise.
 
 What is not simulated: non-finite client values, and clients sharing noise
 seeds (only under a test seed). `frequency_simulation_test` checks the
@@ -120,6 +121,9 @@ def quantile_phase(qparams, norms, upper: float, target: float, rng,
   n = values.size
   b = qparams.num_bins
   codes = simulation.encodings('haar', values, 0.0, upper, b)
+  # A user without data (norm 0) sends the zero message
+  # (`frequency_process.norm_message`).
+  codes = np.where((values > 0)[:, None], codes, 0)
   noisy = simulation.noisy_sum('poisson_binomial', codes, qparams,
                                seed=int(rng.integers(0, 2**62)))
   cdf = hg.estimate_cdf('haar', noisy, b, count, num_clients=n)
@@ -190,20 +194,49 @@ def clip_sweep(params, x, clips: Sequence[float], rng):
   return np.array(out), norms
 
 
+INDICATOR_ENCODINGS = ('signed', 'paper', 'binary')
+
+
+def indicator_messages(norms, clip: float, encoding: str = 'signed'
+                       ) -> np.ndarray:
+  """MFFE's indicator per client (numpy).
+
+  'signed': the process's (`frequency_process.indicator_message`): +1
+  above C, -1 at or below, 0 without data (norm 0). 'paper': the paper's
+  +-1 (no data sends -1: replace-one pairs). 'binary': 1 above C, else 0
+  (zero-out pairs, the fraction above is S / n). The last two exist to
+  measure the alternatives (benchmarks/RESULTS.md, issue 25).
+  """
+  encoding = checks.choice(encoding, 'encoding', INDICATOR_ENCODINGS)
+  norms = np.asarray(norms, np.float64)
+  above = norms > clip
+  if encoding == 'binary':
+    return above.astype(np.float64)
+  sign = np.where(above, 1.0, -1.0)
+  if encoding == 'paper':
+    return sign
+  return np.where(norms > 0, sign, 0.0)
+
+
 def multi_round(params, batches: Sequence[np.ndarray], rng,
                 target: Optional[float] = None,
-                clip: Optional[float] = None) -> List[Round]:
+                clip: Optional[float] = None,
+                indicator_encoding: str = 'signed',
+                indicator=None) -> List[Round]:
   """MFFE (`frequency_process` 'multi_round') over the given batches.
 
   Returns one Round per batch with the *running* estimate of the sum of
   all batches so far, the clip used and the estimated quantile level.
   `clip` (a fixed C for every round, e.g. the hindsight C*) disables the
-  update.
+  update. `indicator_encoding` (`indicator_messages`) and `indicator` (a
+  cPBM mechanism replacing the params' indicator, e.g. recalibrated) are
+  for measuring alternatives.
   """
   _check(params, 'multi_round')
   target = params.target_quantile if target is None else target
   current = params.clip if clip is None else clip
-  indicator = params.indicator_factory.mechanism(_indicator_type())
+  if indicator is None:
+    indicator = params.indicator_factory.mechanism(_indicator_type())
   encoder = params.encoder()
   mechanism = params.mechanism()
   running = np.zeros(params.dim)
@@ -213,10 +246,14 @@ def multi_round(params, batches: Sequence[np.ndarray], rng,
     y = representations(encoder, x, seed)
     norms = norms_of(y)
     running = running + pbm_sum(mechanism, y, rng, seed, current, norms)
-    signs = np.where(norms > current, 1.0, -1.0)[:, None]
-    s = pbm_sum(indicator, signs, rng, seed)[0]
+    signs = indicator_messages(norms, current, indicator_encoding)
+    s = pbm_sum(indicator, signs[:, None], rng, seed)[0]
     n = len(signs)
-    level = 1.0 - float(np.clip((s / n + 1.0) / 2.0, 0.0, 1.0))
+    if indicator_encoding == 'binary':
+      above = s / n
+    else:
+      above = (s / n + 1.0) / 2.0
+    level = 1.0 - float(np.clip(above, 0.0, 1.0))
     out.append(Round(running.copy(), current, 'ok', level))
     if clip is None:
       current = current * math.exp(-params.learning_rate * (level - target))

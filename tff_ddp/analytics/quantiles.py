@@ -23,12 +23,15 @@ bin. A non-finite value (NaN, +-inf) contributes a zero encoding: the client
 is in the secure sum (and in the public count n) but in no bin, so with
 count='exact' the CDF tops out below 1 by the fraction of such clients.
 
-Neighbouring relation: zero-out, as for the aggregators -- one client's
-encoding replaced by zeros. Every finite value lands in some bin, so the
-zero-out neighbour of a client is that client holding NaN (the zero
-encoding), not the value 0.0 (which is a bin: replacing a value by 0.0 is
-a replace-one change, bounded by the 'replace_one' relation of the
-accountant). Empirical audits (`tff_ddp.audit`) use NaN for this reason.
+Neighbouring relation: one client's value removed -- the client still
+takes part in the secure sum (it is in the public count n) and holds no
+value (NaN), which `encode_value` sends as the zero encoding: the zero-out
+pair of the aggregator's event, for every encoding and bin (checked by
+brute force in tff_ddp_tests/analytics/neighbour_test.py). Every finite
+value lands in some bin, so "no value" is NaN, not the value 0.0 (which is
+a bin: replacing a value by 0.0 is a replace-one change, bounded by the
+'replace_one' relation of the accountant). Empirical audits
+(`tff_ddp.audit`) use NaN for this reason.
 
 Empty or nearly empty rounds: the quantiles are NaN and `status` says why --
 'no_clients' when nobody took part, 'too_few_values' when the noisy total
@@ -197,6 +200,18 @@ def _check_options(method, num_bins, lower_bound, upper_bound, quantiles,
           bool(consistent_tree), min_total_stddevs)
 
 
+def encode_value(method: str, value, lower_bound: float, upper_bound: float,
+                 num_bins: int) -> tf.Tensor:
+  """A client's message (int32): the encoding of its value's bin, zeros for
+  a non-finite value (NaN: the neighbouring relation's "no value")."""
+  length = hg.encoding_length(method, num_bins)
+  finite = tf.math.is_finite(value)
+  index = hg.bin_index(tf.where(finite, value, tf.zeros_like(value)),
+                       lower_bound, upper_bound, num_bins)
+  vector = tf.cast(hg.encode(method, index, num_bins), tf.int32)
+  return tf.where(finite, vector, tf.zeros([length], tf.int32))
+
+
 def _build(params: QuantileParameters, lower_bound, upper_bound, quantiles,
            count, estimator, consistent_tree, min_total_stddevs, *, rounds):
   method, num_bins = params.method, params.num_bins
@@ -206,11 +221,7 @@ def _build(params: QuantileParameters, lower_bound, upper_bound, quantiles,
   num_quantiles = len(quantiles)
 
   def client_encode(value):
-    finite = tf.math.is_finite(value)
-    index = hg.bin_index(tf.where(finite, value, 0.0), lower_bound,
-                         upper_bound, num_bins)
-    vector = tf.cast(hg.encode(method, index, num_bins), tf.int32)
-    return tf.where(finite, vector, tf.zeros([length], tf.int32))
+    return encode_value(method, value, lower_bound, upper_bound, num_bins)
 
   # The histogram encoding runs inside the aggregator's client call (one
   # TF call per client and round instead of two).

@@ -2,13 +2,13 @@
 
 Every row is the real TFF process of `build_frequency_process` (secure
 modular sums in the C++ test execution context) on one dataset, calibrated
-to (epsilon, delta) against the server that runs the protocol (zero-out
-neighbours). Protocols: two_phase (TFFE: the clip C-hat from the Haar
-quantile of the representation norms, then OcPBM), multi_round (MFFE: the
-clients split into --rounds batches, the clip updated each round; the
-budget is one round's, as users are in one round only), fixed (cPBM at
---clip), normalize and sample (the paper's baselines). Data: iid and
-heterogeneous are the paper's synthetic datasets; docstrings is the
+to (epsilon, delta) against the server that runs the protocol (neighbours:
+one user's data removed). Protocols: two_phase (TFFE: the clip C-hat from
+the Haar quantile of the representation norms, then OcPBM), multi_round
+(MFFE: the clients split into --rounds batches, the clip updated each
+round; the budget is one round's, as users are in one round only), fixed
+(cPBM at --clip), normalize and sample (the paper's baselines). Data: iid
+and heterogeneous are the paper's synthetic datasets; docstrings is the
 real-text stand-in (word counts of installed packages' docstrings), see
 `tff_ddp.analytics.frequency_data`.
 """
@@ -150,7 +150,7 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
                     '; '.join(filter(None, [fp.describe(params), detail]))))
   print_fn(f'{num_clients} clients, {data} data, d = {dim} (max items per '
            f'user {max_items}, public); epsilon per run at delta = {delta:g}'
-           ' against the server, zero-out neighbours (multi_round: per '
+           f' against the server; {fp.NEIGHBOURS} (multi_round: per '
            'round, users in one round only)')
   print_fn(f'{"protocol":12s} {"l2 error":>9s} {"clip":>9s} {"eps":>7s} '
            f'{"seconds":>8s}')

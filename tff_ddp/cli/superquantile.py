@@ -11,7 +11,8 @@ learning rate 0.1), trained by the real TFF process of
 and the model update each go through a secure sum with distributed discrete
 Gaussian noise. The noise is calibrated so that all --rounds rounds of
 --clients clients (a cohort drawn without replacement each round) are
-(--epsilon, --delta)-DP against the named adversary, zero-out neighbours;
+(--epsilon, --delta)-DP against the named adversary, neighbours: one
+client's examples removed;
 the epsilon column is the process's own running epsilon (its metrics).
 
 Per round: round, loss (the private histogram's estimate of the mean
@@ -72,8 +73,8 @@ def run(algorithm: str = 'deltafl', rounds: int = 10, clients: int = 100,
     print_fn(
         f'{"DP-Delta-FL" if algorithm == "deltafl" else "DP-FedAvg"} on B.3:'
         f' {rounds} rounds of {clients} of {POPULATION} clients, target '
-        f'({epsilon:g}, {delta:.3g})-DP against the {adversary}, zero-out '
-        f'neighbours; C={clip:g} {noise}' +
+        f'({epsilon:g}, {delta:.3g})-DP against the {adversary}; '
+        f'{learning.privacy.NEIGHBOURS}; C={clip:g} {noise}' +
         (f' theta={tail_fraction:g} r={budget_ratio:g} B={loss_bound:g} '
          f'b={bins} ({histogram})' if algorithm == 'deltafl' else ''))
   else:

@@ -16,9 +16,19 @@ The round's event is `ComposedDpEvent([histogram event, update event])`, both
 with the measured n, wrapped in the cohort's sampling ('without-replacement':
 Algorithm 4 line 2, a cohort of n from a population of N; 'poisson'; or
 'none'). Composition is adaptive: the update release is a function of the
-client's data and of Q, which is already private. Zero-out neighbours (one
-client's loss and update replaced by zeros while it still adds its noise), the
-adversary named ('server' by default; see `tff_ddp.accounting.accountant`).
+client's data and of Q, which is already private. Against the adversary
+named ('server' by default; see `tff_ddp.accounting.accountant`).
+
+Neighbouring relation (`NEIGHBOURS`): one client's examples removed -- the
+client still takes part (it is in the sampled cohort and the public count
+n), holds no examples, and adds its noise shares. A client without
+examples sends the zero message of both releases: its loss is NaN, no
+histogram bin (`processes.private_loss`; not the empty mean 0, which is
+bin 0), and its update is zero (no training steps). So every pair (a
+client's messages, no examples) is a zero-out pair of each DDG event, with
+the encoding's l2 sensitivity and C -- checked on small histograms in
+tff_ddp_tests/learning/neighbour_test.py. A loss of exactly 0 of a client
+with examples is an ordinary bin.
 DP-FedAvg is release 2 alone with every client in the tail.
 
 Corrections to the paper's Claim 13 / Claim 20:
@@ -60,6 +70,10 @@ from tff_ddp.mechanisms import base
 from tff_ddp.utils import checks
 
 SAMPLINGS = ('none', 'poisson', 'without-replacement')
+# The neighbouring relation every epsilon here is for (module docstring).
+NEIGHBOURS = ("neighbours: one client's examples removed (it still takes "
+              'part, sends no loss bin and a zero update, and adds its noise '
+              'shares)')
 TAIL_COUNTS = ('expected', 'histogram')
 
 
@@ -168,6 +182,18 @@ class PrivacyConfig:
   @property
   def has_quantile(self) -> bool:
     return self.quantile_noise_multiplier is not None
+
+  def describe(self) -> str:
+    """One line: the releases, their noise, the adversary and the relation."""
+    parts = [f'update DDG z={self.noise_multiplier:g} C={self.l2_clip:g} '
+             f'n={self.clients_per_round}']
+    if self.has_quantile:
+      parts.append(f'loss histogram {self.histogram} {self.num_bins} bins '
+                   f'over [0, {self.loss_upper_bound:g}] '
+                   f'z={self.quantile_noise_multiplier:g}')
+    parts.append(f'sampling {self.sampling}; against the {self.adversary}; '
+                 f'{NEIGHBOURS}')
+    return '; '.join(parts)
 
   def update_factory(self) -> discrete_gaussian.DiscreteGaussianSumFactory:
     """The DDG factory of the model update sum."""

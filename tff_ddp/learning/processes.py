@@ -26,7 +26,9 @@ Algorithm 4 with the corrections of `tff_ddp.learning.privacy`):
 
   2a. the losses go through `tff_ddp.analytics`' quantile process (losses
       clipped to [0, B], histogram with distributed discrete Gaussian noise,
-      one secure sum); the server reads the bin k of the (1 - theta)-quantile
+      one secure sum; a client without examples sends NaN, no bin --
+      `private_loss`, the relation of `tff_ddp.learning.privacy`); the
+      server reads the bin k of the (1 - theta)-quantile
       from the noisy CDF (eq. 1) and broadcasts it; Q is that bin's right
       edge;
   2b. a client is in the tail iff its loss lies in a bin above k (its loss
@@ -243,6 +245,21 @@ def _num_examples(output):
   return tf.shape(output.predictions, out_type=tf.int64)[0]
 
 
+def private_loss(loss, num_examples):
+  """The loss a DP-Delta-FL client sends to the histogram: NaN (no bin, the
+  zero message) when it has no examples, else its loss.
+
+  A client whose examples are removed -- the neighbouring relation of the
+  DP processes (`tff_ddp.learning.privacy`) -- has no loss; its mean loss
+  would read 0 (an empty mean), a bin, and the pair (bin 0, another bin) is
+  replace-one, not the zero-out pair the histogram's event is accounted
+  for. Its update is zero (no training steps).
+  """
+  loss = tf.convert_to_tensor(loss, tf.float32)
+  return tf.where(tf.convert_to_tensor(num_examples, tf.int64) > 0, loss,
+                  tf.constant(np.nan, tf.float32))
+
+
 def _client_update_fn(model_fn, optimizer, proximal_strength):
   """tf.function (weights, data) -> OrderedDict(loss, update, sq_norm,
   finite): the loss at the initial weights, then local training."""
@@ -294,7 +311,7 @@ def _client_update_fn(model_fn, optimizer, proximal_strength):
                         for u in tf.nest.flatten(update)])
     return collections.OrderedDict(
         loss=tf.cast(loss, tf.float32), update=update,
-        sq_norm=sq_norm, finite=finite)
+        sq_norm=sq_norm, finite=finite, num_examples=count)
 
   return update_fn
 
@@ -643,7 +660,7 @@ def _private_parts(spec, client_train, update_type):
 
   @tff.tensorflow.computation(client_out_type)
   def loss_of(out):
-    return out['loss']
+    return private_loss(out['loss'], out['num_examples'])
 
   @tff.tensorflow.computation(client_out_type)
   def whole_update(out):

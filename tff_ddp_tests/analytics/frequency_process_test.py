@@ -64,7 +64,8 @@ class ParametersTest(parameterized.TestCase):
     self.assertEqual(p.adversary, 'server')
     self.assertLessEqual(accountant.epsilon(p.event, 1e-4)[0],
                          10.0 * (1 + 1e-9))
-    self.assertIn('against the server, zero-out', fp.describe(p))
+    self.assertIn("against the server; neighbours: one user's data removed",
+                  fp.describe(p))
     self.assertEqual(p.output_dim, 16)
     if protocol in ('two_phase', 'multi_round'):
       # The whole budget is spent (theta < 1/4: not at its limit).
