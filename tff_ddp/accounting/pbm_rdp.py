@@ -101,6 +101,9 @@ def check_event(event) -> events.PoissonBinomialDpEvent:
   if event.replace_one_dimension is not None:
     checks.integer(event.replace_one_dimension, 'replace_one_dimension',
                    int(event.dimension), events.MAX_EVENT_INTEGER)
+  if getattr(event, 'l2_bound', None) is not None:
+    checks.real(event.l2_bound, 'l2_bound', 0.0, None, low_open=True,
+                allow_inf=True)
   return event
 
 
@@ -298,6 +301,255 @@ def rdp(
   if relation == 'replace_one' and event.replace_one_dimension is not None:
     dimension = event.replace_one_dimension
   # float: a Python int of any size times the array would make it dtype=object.
-  return (float(event.num_trials) * float(dimension)
-          * per_trial_rdp(float(event.theta), int(event.num_clients), orders,
-                          relation))
+  lemma2 = (float(event.num_trials) * float(dimension)
+            * per_trial_rdp(float(event.theta), int(event.num_clients),
+                            orders, relation))
+  bound = getattr(event, 'l2_bound', None)
+  if bound is None or float(bound) ** 2 >= float(dimension):
+    # kappa >= f(s_max) / s_max^2 and Lemma 2 is m dimension f(s_max)
+    # (f(theta), resp. f(2 theta) with the budget (2 L)^2): the l2 bound is
+    # at least m L^2 f(s_max), not smaller once L^2 >= dimension.
+    return lemma2
+  # Both bound the same divergence: the smaller, per order (`l2_rdp`).
+  return np.minimum(lemma2, l2_rdp(event, orders, relation))
+
+
+# -- The l2-aware bound -----------------------------------------------------
+#
+# Lemma 2 charges every one of the D coordinates the full shift theta. A
+# client whose representation is clipped to l2 norm C cannot move many
+# coordinates that far; this section bounds the round by the client's
+# squared l2 norm instead. The derivation is the docstring of `l2_rdp`.
+
+# Grid of shifts: this many uniform points on (0, s_max], plus a geometric
+# grid of ratio 1 + 1/L2_GEOMETRIC_STEPS down to s_max * 2^-12.
+L2_UNIFORM_POINTS = 128
+L2_GEOMETRIC_STEPS = 16
+# The curvature bound is tried on [0, s_J] for every this many grid points.
+L2_CURVATURE_STRIDE = 4
+# Grid points below this shift are not used as a grid bound (float64
+# cancellation in the divergence of nearly equal distributions); the
+# curvature bound covers [0, s] there.
+L2_MIN_GRID_SHIFT = 2.0**-10
+# Relative margin for float64 rounding of the computed sums.
+L2_FLOAT_MARGIN = 1e-6
+
+
+def _shift_families(theta: float, relation: str):
+  """The one-trial pairs whose worst case bounds a shift s, as affine maps.
+
+  Each family is (u0, du, v0, dv): the target's Bernoulli probabilities are
+  1/2 + u0 + du s (in P) and 1/2 + v0 + dv s (in Q); exactly one of du, dv
+  is +-1, and u0 = v0. 'zero_out': (+-s, 0) and (0, +-s). 'replace_one':
+  the two ends of the segment b - a = s inside [-theta, theta], both
+  orders: (-theta, -theta + s), (-theta + s, -theta), (theta - s, theta),
+  (theta, theta - s).
+  """
+  if relation == 'zero_out':
+    return ((0.0, 1.0, 0.0, 0.0), (0.0, -1.0, 0.0, 0.0),
+            (0.0, 0.0, 0.0, 1.0), (0.0, 0.0, 0.0, -1.0))
+  return ((-theta, 0.0, -theta, 1.0), (-theta, 1.0, -theta, 0.0),
+          (theta, -1.0, theta, 0.0), (theta, 0.0, theta, -1.0))
+
+
+def _target_mixture(offset, shifted, same):
+  """log of Ber(1/2 + offset) + (the others' sum), from the others' log
+  PMF at k - 1 (`shifted`) and at k (`same`)."""
+  return np.logaddexp(math.log(0.5 + offset) + shifted,
+                      math.log(0.5 - offset) + same)
+
+
+def _curvature_bound(family, t, shifted, same, orders, tail):
+  """An upper bound on sup over 0 < s <= t of D_alpha(P_s || Q_s) / s^2.
+
+  g(s) = sum_z P_s(z)^alpha Q_s(z)^(1 - alpha), with P_s, Q_s affine in s
+  and P_0 = Q_0: g(0) = 1, g'(0) = 0, and
+    g''(s) = alpha (alpha - 1) sum_z (P/Q)^(alpha - 2) (Q dP - P dQ)^2 / Q^3
+  (second derivative of the perspective Q h(P / Q), h(x) = x^alpha). With
+  dQ = 0 a term is (P/Q)^(alpha-2) dP^2 / Q, monotone in P; with dP = 0 it
+  is P^alpha Q^(-alpha-1) dQ^2, decreasing in Q; P, Q are affine in s, so
+  the sup over [0, t] of each term is at s = 0 or s = t, and
+  D_alpha(s) <= (g(s) - 1)/(alpha - 1) <= s^2 sup g'' / (2 (alpha - 1)).
+  Here |dP| or |dQ| is |R(z - 1) - R(z)| (R the others' PMF), inflated by
+  4 ulp of the larger term against cancellation. Outside the window: the
+  target probabilities lie in [1/4, 3/4], so Q >= (R(z-1) + R(z)) / 4, the
+  ratios are in [1/3, 3], a term is at most 4 * 3^(alpha + 2)
+  (R(z-1) + R(z)), and those sum to at most 2 `tail`.
+  """
+  u0, du, v0, dv = family
+  log_d = np.logaddexp(shifted, same)  # log(R(k-1) + R(k))
+  hi, lo = np.maximum(shifted, same), np.minimum(shifted, same)
+  with np.errstate(divide='ignore', invalid='ignore'):
+    diff = hi + np.log(-np.expm1(np.minimum(lo - hi, 0.0)))
+    diff = np.where(np.isfinite(hi), diff, -np.inf)
+  log_d = np.logaddexp(diff, math.log(4 * 2.0**-52) + hi)
+  log_d = np.where(np.isfinite(hi), log_d, -np.inf)
+  ends = []
+  for s in (0.0, t):
+    ends.append((_target_mixture(u0 + du * s, shifted, same),
+                 _target_mixture(v0 + dv * s, shifted, same)))
+  a = orders[:, None]
+  if dv == 0.0:  # P moves: (P/Q)^(alpha-2) dP^2 / Q.
+    terms = [(a - 2.0) * (lp - lq) - lq for lp, lq in ends]
+  else:  # Q moves: P^alpha Q^(-alpha-1) dQ^2.
+    terms = [a * lp - (a + 1.0) * lq for lp, lq in ends]
+  with np.errstate(invalid='ignore'):
+    log_terms = np.maximum(terms[0], terms[1]) + 2.0 * log_d
+    log_terms = np.where(np.isfinite(log_d), log_terms, -np.inf)
+    total = special.logsumexp(log_terms, axis=1)
+    if tail > 0:
+      total = np.logaddexp(total, math.log(8.0) + (orders + 2.0) * math.log(3.0)
+                           + math.log(tail))
+  # sup D / s^2 <= alpha (alpha - 1) sum / (2 (alpha - 1)) = alpha sum / 2.
+  with np.errstate(over='ignore'):
+    return orders / 2.0 * np.exp(total)
+
+
+@functools.lru_cache(maxsize=256)
+def _kappa(theta, num_clients, orders, relation):
+  n_prime = _n_prime(num_clients)
+  p = 0.5 + theta
+  orders_arr = np.asarray(orders)
+  k, tail = _window(n_prime, p, max(orders))
+  shifted = log_binomial_pmf(k - 1, n_prime, p)
+  same = log_binomial_pmf(k, n_prime, p)
+  s_max = theta if relation == 'zero_out' else 2.0 * theta
+  families = _shift_families(theta, relation)
+  uniform = s_max * np.arange(1, L2_UNIFORM_POINTS + 1) / L2_UNIFORM_POINTS
+  geometric = s_max * (1.0 + 1.0 / L2_GEOMETRIC_STEPS) ** -np.arange(
+      int(math.ceil(12 * math.log(2) * L2_GEOMETRIC_STEPS)) + 1)
+  grid = np.unique(np.concatenate([uniform, geometric]))
+  # Points below L2_MIN_GRID_SHIFT are never used (see below).
+  grid = np.append(grid[(grid >= L2_MIN_GRID_SHIFT) & (grid < s_max)], s_max)
+  # f(s_i): the largest one-trial divergence over the families at s_i.
+  values = np.zeros((grid.size, len(orders)))
+  for i, s in enumerate(grid):
+    for family in families:
+      u0, du, v0, dv = family
+      log_p = _target_mixture(u0 + du * s, shifted, same)
+      log_q = _target_mixture(v0 + dv * s, shifted, same)
+      values[i] = np.maximum(values[i], renyi_divergence(
+          log_p, log_q, orders_arr, tail, _RATIO_BOUND))
+  # Grid bound on [s_i, s_{i+1}]: f(s_{i+1}) / s_i^2 (f non-decreasing);
+  # suffix maxima give the bound over [s_J, s_max] for every J.
+  ratios = values[1:] / grid[:-1, None] ** 2
+  suffix = np.maximum.accumulate(ratios[::-1], axis=0)[::-1]
+  best = np.full(len(orders), np.inf)
+  # The curvature bound at every L2_CURVATURE_STRIDE-th grid point (and the
+  # last): each J gives a valid bound, the smallest is kept.
+  for j in list(range(0, grid.size - 1, L2_CURVATURE_STRIDE)) + [
+      grid.size - 1]:
+    curvature = np.zeros(len(orders))
+    for family in families:
+      curvature = np.maximum(curvature, _curvature_bound(
+          family, grid[j], shifted, same, orders_arr, tail))
+    above = suffix[j] if j < grid.size - 1 else 0.0
+    best = np.minimum(best, np.maximum(curvature, above))
+  return tuple(best * (1.0 + L2_FLOAT_MARGIN))
+
+
+def kappa(theta: float, num_clients: int, orders: Sequence[float],
+          relation: str = 'zero_out') -> np.ndarray:
+  """kappa_alpha >= sup over 0 < s <= s_max of f_alpha(s) / s^2, per order.
+
+  f_alpha(s) bounds the one-trial divergence of one coordinate whose
+  target probability moves by s (all other clients at their worst); s_max
+  = theta for 'zero_out', 2 theta for 'replace_one'. Certified, not
+  sampled: see `l2_rdp`. Cached per (theta, clients, orders, relation).
+  """
+  theta = checks.real(theta, 'theta', 0.0, 0.25, low_open=True)
+  num_clients = checks.integer(num_clients, 'num_clients', 1)
+  relation = checks.choice(relation, 'relation', RELATIONS)
+  orders = check_orders(orders)
+  return np.asarray(_kappa(float(theta),
+                           min(int(num_clients), MAX_EXACT_CLIENTS),
+                           tuple(orders.tolist()), relation))
+
+
+def l2_rdp(
+    event: events.PoissonBinomialDpEvent, orders: Sequence[float],
+    relation: str = 'zero_out',
+) -> np.ndarray:
+  """The l2-aware RDP curve of one cPBM release (inf without `l2_bound`).
+
+    eps(alpha) <= m kappa_alpha theta^2 L^2          ('zero_out')
+    eps(alpha) <= m kappa_alpha theta^2 (2 L)^2      ('replace_one')
+
+  with L = `event.l2_bound` and kappa_alpha from `kappa` (s_max = theta,
+  resp. 2 theta).
+
+  Derivation. A client with Bernoulli probabilities 1/2 + u_k (k = 1..D,
+  |u_k| <= theta) is neighbour to one with 1/2 + v_k: v = 0 for zero-out,
+  v from another input for replace-one. The event promises
+  ||u||_2 <= theta L (for the mechanism: u_k = theta y_k / B up to
+  rounding, ||y||_2 <= C, L = C / B with a rounding margin; see
+  `tff_ddp.mechanisms.poisson_binomial.PoissonBinomial.dp_event`), so
+  sum_k s_k^2 <= theta^2 L^2 for zero-out and <= theta^2 (2 L)^2 for
+  replace-one, where s_k = |u_k - v_k| <= s_max.
+
+  1. Given every client's vector, the D coordinates are independent and a
+     Renyi divergence of a product is the sum of the coordinates'
+     divergences; each coordinate's m trials released one by one are more
+     revealing (step 1 of the module docstring). So the round costs at most
+     m sum_k F(u_k, v_k), F the one-trial divergence (either direction) of
+     the sum over clients of one Bernoulli each, worst case over the other
+     clients' probabilities in [1/2 - theta, 1/2 + theta].
+  2. The other clients, as for Lemma 2 (module docstring, step 2): each
+     other probability is a mixture of the extremes and exp((alpha - 1)
+     D_alpha) is jointly convex, so the others sit at the extremes; the
+     bit flip Z -> n - Z maps (u, v, others) to (-u, -v, flipped others),
+     so we may take the majority at 1/2 + theta, and dropping the minority
+     is post-processing: F(u, v) <= D_alpha(P_u || P_v), P_u = Ber(1/2 + u)
+     + Bin(n', 1/2 + theta), over the pairs (u, v) and (-u, -v).
+  3. f(s) := sup over the allowed pairs with |u - v| = s (zero-out: (0,
+     +-s) and (+-s, 0); replace-one: any u, v in [-theta, theta]). For
+     replace-one the sup is at the ends of the segment: P_u is affine in u,
+     so exp((alpha - 1) D_alpha(P_u || P_{u+s})) is convex in u along the
+     segment u in [-theta, theta - s], and its max is at u = -theta or
+     theta - s (`_shift_families`). Either way f(s) is computed exactly
+     from the PMFs at any s.
+  4. f is non-decreasing in s. Let [a, b] be inside [a', b'] (offsets).
+     The channel "keep the target's Bernoulli with probability lambda,
+     else replace it by a fresh Ber(1/2 + c)" maps Ber(1/2 + x) to
+     Ber(1/2 + c + lambda (x - c)); with lambda = (b - a) / (b' - a') it
+     maps a' to a and b' to b for the c that this affine contraction
+     fixes, which lies in [a', b'] (it maps [a', b'] into itself), so
+     1/2 + c is a probability. It acts on the target's Bernoulli only, so
+     it maps the pair (P_a', P_b') to (P_a, P_b), and post-processing
+     cannot raise a divergence. Every allowed pair of shift s lies inside
+     an allowed pair of shift s' > s (zero-out: contract towards c = 0, the
+     pair (0, +-s) inside (0, +-s'); replace-one: widen the segment within
+     [-theta, theta]).
+  5. kappa_alpha >= sup_{0 < s <= s_max} f(s) / s^2, certified on a grid
+     s_J < ... < s_N = s_max: on [s_i, s_{i+1}], f(s) / s^2 <=
+     f(s_{i+1}) / s_i^2 (step 4); on (0, s_J], the curvature bound of
+     `_curvature_bound` (g = exp((alpha - 1) D) has g(0) = 1, g'(0) = 0,
+     and a certified sup of g'' on [0, s_J]). kappa is the smallest over J
+     of the larger of the two, times 1 + L2_FLOAT_MARGIN for rounding; grid
+     points below L2_MIN_GRID_SHIFT are not used (there f(s) itself is a
+     difference of nearly equal numbers; the curvature bound is a sum of
+     positive terms and covers them).
+  6. So the round costs at most m sum_k f(s_k) <= m kappa sum_k s_k^2
+     <= m kappa theta^2 L^2 (zero-out), m kappa theta^2 4 L^2
+     (replace-one).
+
+  This is tight when one coordinate carries the whole budget (y on an
+  axis, L = 1: the bound is m f(theta) there if f(s)/s^2 peaks at
+  theta), and loose for a spread-out y only by the growth of f(s)/s^2 in s
+  (Gaussian regime: f(s) ~ alpha s^2 / (2 Var), kappa nearly constant).
+
+  Args:
+    event: the release; `event.l2_bound` None means no l2 promise (inf).
+    orders: the orders alpha > 1.
+    relation: 'zero_out' or 'replace_one'.
+  """
+  check_event(event)
+  relation = checks.choice(relation, 'relation', RELATIONS)
+  orders = check_orders(orders)
+  bound = event.l2_bound
+  if bound is None or math.isinf(float(bound)):
+    return np.full(orders.shape, np.inf)
+  budget = float(bound) ** 2 * (4.0 if relation == 'replace_one' else 1.0)
+  theta = float(event.theta)
+  return (float(event.num_trials) * theta * theta * budget
+          * kappa(theta, int(event.num_clients), orders, relation))
