@@ -327,6 +327,17 @@ L2_UNIFORM_POINTS = 128
 L2_GEOMETRIC_STEPS = 16
 # The curvature bound is tried on [0, s_J] for every this many grid points.
 L2_CURVATURE_STRIDE = 4
+# The bound with the others' coins revealed (`_kappa_revealed`): up to this
+# many clients (its work is ~ n^2 per shift), orders up to this, on a
+# coarser uniform grid; the fair-coin counts below the e^-this quantile are
+# bounded, not summed.
+L2_REVEAL_MAX_CLIENTS = 512
+L2_REVEAL_MAX_ORDER = 256.0
+L2_REVEAL_UNIFORM_POINTS = 32
+L2_REVEAL_TAIL_LOG = 100.0
+# kappa is computed at theta rounded up to a power of 2^(1/this)
+# (`theta_grid_point`), so a calibration reuses a few cached values.
+L2_THETA_STEPS = 32
 # Grid points below this shift are not used as a grid bound (float64
 # cancellation in the divergence of nearly equal distributions); the
 # curvature bound covers [0, s] there.
@@ -359,7 +370,8 @@ def _target_mixture(offset, shifted, same):
                       math.log(0.5 - offset) + same)
 
 
-def _curvature_bound(family, t, shifted, same, orders, tail):
+def _curvature_bound(family, t, shifted, same, orders, tail,
+                     weights=None, outer_tail=0.0):
   """An upper bound on sup over 0 < s <= t of D_alpha(P_s || Q_s) / s^2.
 
   g(s) = sum_z P_s(z)^alpha Q_s(z)^(1 - alpha), with P_s, Q_s affine in s
@@ -375,77 +387,229 @@ def _curvature_bound(family, t, shifted, same, orders, tail):
   target probabilities lie in [1/4, 3/4], so Q >= (R(z-1) + R(z)) / 4, the
   ratios are in [1/3, 3], a term is at most 4 * 3^(alpha + 2)
   (R(z-1) + R(z)), and those sum to at most 2 `tail`.
+
+  Rows: `shifted`, `same` may be 2-D, one row per others' distribution R_J,
+  with g = sum_J weights[J] g_J (+ the rows left out, of total weight at
+  most `outer_tail`, each with g_J'' <= alpha (alpha - 1) 8 3^(alpha + 2)
+  by the same term bound); then sup g'' <= sum_J weights[J] sup g_J''.
   """
   u0, du, v0, dv = family
-  log_d = np.logaddexp(shifted, same)  # log(R(k-1) + R(k))
+  shifted, same = np.atleast_2d(shifted), np.atleast_2d(same)
   hi, lo = np.maximum(shifted, same), np.minimum(shifted, same)
   with np.errstate(divide='ignore', invalid='ignore'):
     diff = hi + np.log(-np.expm1(np.minimum(lo - hi, 0.0)))
     diff = np.where(np.isfinite(hi), diff, -np.inf)
-  log_d = np.logaddexp(diff, math.log(4 * 2.0**-52) + hi)
+    log_d = np.logaddexp(diff, math.log(4 * 2.0**-52) + hi)
   log_d = np.where(np.isfinite(hi), log_d, -np.inf)
   ends = []
   for s in (0.0, t):
     ends.append((_target_mixture(u0 + du * s, shifted, same),
                  _target_mixture(v0 + dv * s, shifted, same)))
-  a = orders[:, None]
-  if dv == 0.0:  # P moves: (P/Q)^(alpha-2) dP^2 / Q.
-    terms = [(a - 2.0) * (lp - lq) - lq for lp, lq in ends]
-  else:  # Q moves: P^alpha Q^(-alpha-1) dQ^2.
-    terms = [a * lp - (a + 1.0) * lq for lp, lq in ends]
-  with np.errstate(invalid='ignore'):
-    log_terms = np.maximum(terms[0], terms[1]) + 2.0 * log_d
-    log_terms = np.where(np.isfinite(log_d), log_terms, -np.inf)
-    total = special.logsumexp(log_terms, axis=1)
-    if tail > 0:
-      total = np.logaddexp(total, math.log(8.0) + (orders + 2.0) * math.log(3.0)
-                           + math.log(tail))
+  log_weights = (np.zeros(shifted.shape[0]) if weights is None
+                 else np.log(weights))
+  log_8x3 = math.log(8.0) + (orders + 2.0) * math.log(3.0)
+  out = np.empty(orders.shape)
+  block = max(1, (1 << 20) // max(1, log_d.size))
+  for start in range(0, orders.size, block):
+    a = orders[start:start + block, None, None]
+    with np.errstate(invalid='ignore', divide='ignore'):
+      if dv == 0.0:  # P moves: (P/Q)^(alpha-2) dP^2 / Q.
+        terms = [(a - 2.0) * (lp - lq) - lq for lp, lq in ends]
+      else:  # Q moves: P^alpha Q^(-alpha-1) dQ^2.
+        terms = [a * lp - (a + 1.0) * lq for lp, lq in ends]
+      log_terms = np.maximum(terms[0], terms[1]) + 2.0 * log_d
+      log_terms = np.where(np.isfinite(log_d), log_terms, -np.inf)
+      rows = special.logsumexp(log_terms, axis=2)
+      extra = log_8x3[start:start + block, None]
+      if tail > 0:
+        rows = np.logaddexp(rows, extra + math.log(tail))
+      total = special.logsumexp(rows + log_weights, axis=1)
+      if outer_tail > 0:
+        total = np.logaddexp(total, extra[:, 0] + math.log(outer_tail))
+    out[start:start + block] = total
   # sup D / s^2 <= alpha (alpha - 1) sum / (2 (alpha - 1)) = alpha sum / 2.
   with np.errstate(over='ignore'):
-    return orders / 2.0 * np.exp(total)
+    return orders / 2.0 * np.exp(out)
 
 
-@functools.lru_cache(maxsize=256)
-def _kappa(theta, num_clients, orders, relation):
+def _mixture_divergence(log_p, log_q, weights, outer_tail, orders):
+  """D_alpha bound of sum_J w_J-mixtures with J revealed (rows of log_p).
+
+  exp((alpha - 1) D) = sum_J w_J g_J + (rows left out: weight <= outer_tail,
+  g_J <= 3^(alpha - 1) as the ratios are <= 3); computed as log1p of
+  sum_J w_J (g_J - 1) + outer_tail 3^(alpha - 1) (the window's weights sum
+  to at most 1), g_J - 1 = sum_z Q (expm1(alpha r) - alpha expm1(r)) as in
+  `renyi_divergence`, with a plain log-sum fallback where that overflows.
+  """
+  both = np.isfinite(log_q)
+  with np.errstate(invalid='ignore'):
+    r = np.where(both, log_p - log_q, 0.0)
+  q = np.where(both, np.exp(np.where(both, log_q, 0.0)), 0.0)
+  log_w = np.log(weights)
+  q_expm1 = np.sum(q * np.expm1(r), axis=1)  # 0 up to rounding
+  out = np.empty(orders.shape)
+  block = max(1, (1 << 20) // max(1, r.size))
+  for start in range(0, orders.size, block):
+    a = orders[start:start + block]
+    log_outer = (math.log(outer_tail) + (a - 1.0) * math.log(_RATIO_BOUND)
+                 if outer_tail > 0 else np.full(a.shape, -np.inf))
+    a3 = a[:, None, None]
+    with np.errstate(over='ignore', invalid='ignore'):
+      excess = np.sum(q * np.expm1(a3 * r), axis=2) - a[:, None] * q_expm1
+      total = (np.sum(weights * np.maximum(excess, 0.0), axis=1)
+               + np.exp(log_outer))
+      cgf = np.log1p(total)
+      bad = ~(np.isfinite(cgf) & (cgf < 1.0))
+      if np.any(bad):
+        plain = np.logaddexp(special.logsumexp(
+            log_w + special.logsumexp(
+                np.where(both, log_q + a3[bad] * r, -np.inf), axis=2),
+            axis=1), log_outer[bad])
+        cgf[bad] = plain
+    out[start:start + block] = np.maximum(cgf, 0.0) / (a - 1.0)
+  return out
+
+
+def _certified_sup(grid, values, curvature):
+  """min over J of max(curvature(J), max_{i >= J} values[i+1] / grid[i]^2).
+
+  values[i] is a non-decreasing function f at grid[i] (grid increasing, its
+  last point s_max); curvature(J) bounds sup f(s)/s^2 on (0, grid[J]). On
+  [s_i, s_{i+1}], f(s) / s^2 <= f(s_{i+1}) / s_i^2.
+  """
+  ratios = values[1:] / grid[:-1, None] ** 2
+  suffix = np.maximum.accumulate(ratios[::-1], axis=0)[::-1]
+  best = np.full(values.shape[1], np.inf)
+  for j in list(range(0, grid.size - 1, L2_CURVATURE_STRIDE)) + [
+      grid.size - 1]:
+    above = suffix[j] if j < grid.size - 1 else 0.0
+    best = np.minimum(best, np.maximum(curvature(j), above))
+  return best
+
+
+def _shift_grid(s_max, uniform, geometric_steps):
+  """Uniform points, s_max (1 - j/256) for j < 8 and a geometric grid down
+  to s_max 2^-12, without the points below L2_MIN_GRID_SHIFT; the last
+  point is s_max."""
+  points = s_max * np.arange(1, uniform + 1) / uniform
+  top = s_max * (1.0 - np.arange(8) / 256.0)
+  geometric = s_max * (1.0 + 1.0 / geometric_steps) ** -np.arange(
+      int(math.ceil(12 * math.log(2) * geometric_steps)) + 1)
+  grid = np.unique(np.concatenate([points, top, geometric]))
+  return np.append(grid[(grid >= L2_MIN_GRID_SHIFT) & (grid < s_max)], s_max)
+
+
+def _kappa_dropped(theta, num_clients, orders, relation):
+  """kappa with the others reduced as for Lemma 2: n' at 1/2 + theta."""
   n_prime = _n_prime(num_clients)
   p = 0.5 + theta
-  orders_arr = np.asarray(orders)
-  k, tail = _window(n_prime, p, max(orders))
+  k, tail = _window(n_prime, p, float(orders.max()))
   shifted = log_binomial_pmf(k - 1, n_prime, p)
   same = log_binomial_pmf(k, n_prime, p)
   s_max = theta if relation == 'zero_out' else 2.0 * theta
   families = _shift_families(theta, relation)
-  uniform = s_max * np.arange(1, L2_UNIFORM_POINTS + 1) / L2_UNIFORM_POINTS
-  geometric = s_max * (1.0 + 1.0 / L2_GEOMETRIC_STEPS) ** -np.arange(
-      int(math.ceil(12 * math.log(2) * L2_GEOMETRIC_STEPS)) + 1)
-  grid = np.unique(np.concatenate([uniform, geometric]))
-  # Points below L2_MIN_GRID_SHIFT are never used (see below).
-  grid = np.append(grid[(grid >= L2_MIN_GRID_SHIFT) & (grid < s_max)], s_max)
-  # f(s_i): the largest one-trial divergence over the families at s_i.
-  values = np.zeros((grid.size, len(orders)))
+  grid = _shift_grid(s_max, L2_UNIFORM_POINTS, L2_GEOMETRIC_STEPS)
+  values = np.zeros((grid.size, orders.size))
   for i, s in enumerate(grid):
-    for family in families:
-      u0, du, v0, dv = family
-      log_p = _target_mixture(u0 + du * s, shifted, same)
-      log_q = _target_mixture(v0 + dv * s, shifted, same)
+    for u0, du, v0, dv in families:
       values[i] = np.maximum(values[i], renyi_divergence(
-          log_p, log_q, orders_arr, tail, _RATIO_BOUND))
-  # Grid bound on [s_i, s_{i+1}]: f(s_{i+1}) / s_i^2 (f non-decreasing);
-  # suffix maxima give the bound over [s_J, s_max] for every J.
-  ratios = values[1:] / grid[:-1, None] ** 2
-  suffix = np.maximum.accumulate(ratios[::-1], axis=0)[::-1]
-  best = np.full(len(orders), np.inf)
-  # The curvature bound at every L2_CURVATURE_STRIDE-th grid point (and the
-  # last): each J gives a valid bound, the smallest is kept.
-  for j in list(range(0, grid.size - 1, L2_CURVATURE_STRIDE)) + [
-      grid.size - 1]:
-    curvature = np.zeros(len(orders))
-    for family in families:
-      curvature = np.maximum(curvature, _curvature_bound(
-          family, grid[j], shifted, same, orders_arr, tail))
-    above = suffix[j] if j < grid.size - 1 else 0.0
-    best = np.minimum(best, np.maximum(curvature, above))
+          _target_mixture(u0 + du * s, shifted, same),
+          _target_mixture(v0 + dv * s, shifted, same), orders, tail,
+          _RATIO_BOUND))
+
+  def curvature(j):
+    return functools.reduce(np.maximum, [
+        _curvature_bound(family, grid[j], shifted, same, orders, tail)
+        for family in families])
+
+  return _certified_sup(grid, values, curvature)
+
+
+def _kappa_revealed(theta, num_clients, orders, relation):
+  """kappa with the others' coins split into fair coins and revealed bits.
+
+  Each other client's Ber(q), q in [1/2 - theta, 1/2 + theta], is with
+  probability 1 - 2 theta a fair coin and otherwise a Ber(r) coin,
+  r = (q - 1/2 + theta) / (2 theta) in [0, 1]. Revealing which coins are
+  not fair and their outcomes is more information (the release is their
+  sum plus the rest), and it has the same law under both neighbours, so the
+  divergence is at most that of the pair mixed over
+  J ~ Bin(n - 1, 1 - 2 theta) fair coins, J revealed:
+  exp((alpha - 1) D) <= sum_J P(J) exp((alpha - 1) D_J), D_J between
+  Ber(1/2 + u) + Bin(J, 1/2) and Ber(1/2 + v) + Bin(J, 1/2). No worst case
+  over the q's is needed, and all n - 1 others stay (about twice the
+  variance of Lemma 2's n' others when theta is small). The pairs (u, v) of
+  shift s and their ends are as in `_shift_families` (each g_J is convex
+  along the segment, so is the mixture; the channel of step 4 acts on the
+  target only, so f is non-decreasing).
+  """
+  from scipy import stats  # pylint: disable=g-import-not-at-top
+  others = num_clients - 1
+  fair = 1.0 - 2.0 * theta
+  # Rows J >= lo; the rest has mass binom.cdf(lo - 1) (doubled for the
+  # library's rounding).
+  lo = 0
+  if fair < 1.0:
+    lo = int(stats.binom.ppf(math.exp(-L2_REVEAL_TAIL_LOG), others, fair))
+    lo = max(0, lo - 1)
+  outer = 2.0 * float(stats.binom.cdf(lo - 1, others, fair)) if lo > 0 else 0.0
+  js = np.arange(lo, others + 1)
+  if fair < 1.0:
+    weights = np.exp(log_binomial_pmf(js, others, fair))
+  else:
+    weights = (js == others).astype(np.float64)
+  keep = weights > 0
+  js, weights = js[keep], weights[keep]
+  z = np.arange(others + 2)
+  shifted = np.stack([log_binomial_pmf(z - 1, int(j), 0.5) for j in js])
+  same = np.stack([log_binomial_pmf(z, int(j), 0.5) for j in js])
+  s_max = theta if relation == 'zero_out' else 2.0 * theta
+  families = _shift_families(theta, relation)
+  if relation == 'zero_out':
+    families = families[::2]  # the fair coins are symmetric: +-s alike
+  grid = _shift_grid(s_max, L2_REVEAL_UNIFORM_POINTS, 4)
+  values = np.zeros((grid.size, orders.size))
+  for i, s in enumerate(grid):
+    for u0, du, v0, dv in families:
+      values[i] = np.maximum(values[i], _mixture_divergence(
+          _target_mixture(u0 + du * s, shifted, same),
+          _target_mixture(v0 + dv * s, shifted, same), weights, outer,
+          orders))
+
+  def curvature(j):
+    return functools.reduce(np.maximum, [
+        _curvature_bound(family, grid[j], shifted, same, orders, 0.0,
+                         weights, outer) for family in families])
+
+  return _certified_sup(grid, values, curvature)
+
+
+@functools.lru_cache(maxsize=256)
+def _kappa(theta, num_clients, orders, relation):
+  orders = np.asarray(orders)
+  best = _kappa_dropped(theta, num_clients, orders, relation)
+  if num_clients <= L2_REVEAL_MAX_CLIENTS:
+    small = orders <= L2_REVEAL_MAX_ORDER
+    best[small] = np.minimum(best[small], _kappa_revealed(
+        theta, num_clients, orders[small], relation))
   return tuple(best * (1.0 + L2_FLOAT_MARGIN))
+
+
+def theta_grid_point(theta: float) -> float:
+  """The smallest 2^(j / L2_THETA_STEPS) >= theta (integer j), at most 1/4.
+
+  kappa is computed at this theta' >= theta (and cached): the worst case it
+  bounds, over the other clients' probabilities in [1/2 - theta,
+  1/2 + theta] and target pairs of shift s in [-theta, theta], can only
+  grow with theta (the sets grow), so kappa(theta') bounds it for theta too
+  (with the sup over s <= s_max(theta') >= s_max(theta)).
+  """
+  theta = float(theta)
+  point = min(0.25, 2.0 ** (math.ceil(L2_THETA_STEPS * math.log2(theta))
+                            / L2_THETA_STEPS))
+  while point < theta:  # log2 rounding
+    point = min(0.25, point * 2.0 ** (1.0 / L2_THETA_STEPS))
+  return point
 
 
 def kappa(theta: float, num_clients: int, orders: Sequence[float],
@@ -455,13 +619,14 @@ def kappa(theta: float, num_clients: int, orders: Sequence[float],
   f_alpha(s) bounds the one-trial divergence of one coordinate whose
   target probability moves by s (all other clients at their worst); s_max
   = theta for 'zero_out', 2 theta for 'replace_one'. Certified, not
-  sampled: see `l2_rdp`. Cached per (theta, clients, orders, relation).
+  sampled: see `l2_rdp`. Computed at `theta_grid_point(theta)` and cached
+  per (that theta, clients, orders, relation).
   """
   theta = checks.real(theta, 'theta', 0.0, 0.25, low_open=True)
   num_clients = checks.integer(num_clients, 'num_clients', 1)
   relation = checks.choice(relation, 'relation', RELATIONS)
   orders = check_orders(orders)
-  return np.asarray(_kappa(float(theta),
+  return np.asarray(_kappa(theta_grid_point(theta),
                            min(int(num_clients), MAX_EXACT_CLIENTS),
                            tuple(orders.tolist()), relation))
 
@@ -501,13 +666,22 @@ def l2_rdp(
      so we may take the majority at 1/2 + theta, and dropping the minority
      is post-processing: F(u, v) <= D_alpha(P_u || P_v), P_u = Ber(1/2 + u)
      + Bin(n', 1/2 + theta), over the pairs (u, v) and (-u, -v).
+     Second reduction (`_kappa_revealed`, up to L2_REVEAL_MAX_CLIENTS
+     clients and orders up to L2_REVEAL_MAX_ORDER): each other Bernoulli is
+     a fair coin with probability 1 - 2 theta, else a Ber(r) coin; revealing
+     the unfair coins gives F(u, v) <= the divergence of the pair mixed over
+     J ~ Bin(n - 1, 1 - 2 theta) fair coins, J revealed. It keeps all n - 1
+     others (about half the kappa of the first for small theta); each
+     reduction gives its own certified kappa, and the smaller is used.
   3. f(s) := sup over the allowed pairs with |u - v| = s (zero-out: (0,
      +-s) and (+-s, 0); replace-one: any u, v in [-theta, theta]). For
      replace-one the sup is at the ends of the segment: P_u is affine in u,
      so exp((alpha - 1) D_alpha(P_u || P_{u+s})) is convex in u along the
      segment u in [-theta, theta - s], and its max is at u = -theta or
      theta - s (`_shift_families`). Either way f(s) is computed exactly
-     from the PMFs at any s.
+     from the PMFs at any s (for the second reduction: the mixture of the
+     exact PMFs over the fair-coin counts, the counts below the e^-100
+     quantile bounded by their mass times 3^(alpha - 1)).
   4. f is non-decreasing in s. Let [a, b] be inside [a', b'] (offsets).
      The channel "keep the target's Bernoulli with probability lambda,
      else replace it by a fresh Ber(1/2 + c)" maps Ber(1/2 + x) to

@@ -135,6 +135,25 @@ class PbmL2RdpTest(parameterized.TestCase):
     self.assertEqual(_violations(pbm.l2_rdp), [])
     self.assertEqual(_violations(pbm.rdp), [])
 
+  @parameterized.product(theta=[0.05, 0.25], relation=pbm.RELATIONS)
+  def test_more_clients_never_below_brute_force(self, theta, relation):
+    # n = 6: the bound with the others' coins revealed (`_kappa_revealed`)
+    # is the smaller one here; D = 2, m = 1, every pair of `_pairs`.
+    n, dim = 6, 2
+    event = events.PoissonBinomialDpEvent(theta, 1, n, dim, l2_bound=1.0)
+    curve = pbm.rdp(event, ORDERS, relation)
+    for y, y2 in _pairs(dim, relation):
+      brute = _brute_force(_offsets(y, theta, 1.0), _offsets(y2, theta, 1.0),
+                           theta, 1, n)
+      self.assertTrue(np.all(curve >= brute * (1 - 1e-10)), (y, y2))
+
+  def test_revealing_the_coins_helps_with_many_clients(self):
+    # About half of kappa for small theta (all n - 1 others stay).
+    orders = np.array([1.5, 2.0, 8.0])
+    revealed = pbm._kappa_revealed(0.01, 100, orders, 'zero_out')
+    dropped = pbm._kappa_dropped(0.01, 100, orders, 'zero_out')
+    np.testing.assert_allclose(revealed / dropped, 0.52, atol=0.03)
+
   def test_a_wrong_kappa_is_caught(self):
     # The test above can fail: kappa 10% too small (e.g. a sampled max that
     # misses the peak) is caught on the axis, where the bound is tight.
@@ -201,25 +220,25 @@ class PbmL2RdpTest(parameterized.TestCase):
         np.full(ORDERS.shape, np.inf))
 
   def test_kappa_is_at_least_the_sampled_ratio(self):
-    # kappa >= f(s)/s^2 at s_max (Lemma 2's own per-trial value) and at
-    # random shifts off the grid, f from the PMFs of the worst case (n' = 25
-    # others at 1/2 + theta, every position of the shift, both directions).
+    # kappa >= f(s)/s^2 for real datasets of n = 50 clients at random shifts
+    # off the grid: the 49 others all at 1/2 + theta, or split between the
+    # extremes, the target pair at several positions, both directions.
     rng = np.random.default_rng(1)
     n = 50
     for relation, scale in (('zero_out', 1.0), ('replace_one', 2.0)):
       for theta in (0.01, 0.1, 0.25):
         kap = pbm.kappa(theta, n, ORDERS, relation)
-        at_max = pbm.per_trial_rdp(theta, n, ORDERS, relation)
-        self.assertTrue(np.all(kap >= at_max / (scale * theta) ** 2))
-        others = [theta] * (n // 2)
-        for s in rng.uniform(0, scale * theta, 5):
-          starts = ([0.0] if relation == 'zero_out' else
-                    np.linspace(-theta, theta - s, 4))
-          for a in starts:
-            for b in ([a + s, a - s] if relation == 'zero_out' else [a + s]):
-              f = _divergence(_sum_pmf([a] + others, 1),
-                              _sum_pmf([b] + others, 1))
-              self.assertTrue(np.all(kap >= f / s ** 2), (s, a, b))
+        for plus in (n - 1, 30, 25):
+          others = [theta] * plus + [-theta] * (n - 1 - plus)
+          for s in list(rng.uniform(0, scale * theta, 3)) + [scale * theta]:
+            starts = ([0.0] if relation == 'zero_out' else
+                      np.linspace(-theta, theta - s, 3))
+            for a in starts:
+              for b in ([a + s, a - s] if relation == 'zero_out'
+                        else [a + s]):
+                f = _divergence(_sum_pmf([a] + others, 1),
+                                _sum_pmf([b] + others, 1))
+                self.assertTrue(np.all(kap >= f / s ** 2), (s, a, b))
 
   @parameterized.parameters(0.0, -1.0, float('nan'))
   def test_rejects_bad_l2_bound(self, bound):
