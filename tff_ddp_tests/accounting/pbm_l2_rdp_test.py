@@ -16,10 +16,14 @@ import math
 from unittest import mock
 
 from absl.testing import parameterized
+import attr
 import numpy as np
 
+from tff_ddp.accounting import event_io
 from tff_ddp.accounting import events
 from tff_ddp.accounting import pbm_rdp as pbm
+from tff_ddp.encoders import kashin
+from tff_ddp.mechanisms import poisson_binomial as pbm_mechanism
 from tff_ddp_tests import harness
 
 ORDERS = np.array([1.1, 1.5, 2.0, 3.0, 5.0, 10.0, 32.0])
@@ -239,6 +243,35 @@ class PbmL2RdpTest(parameterized.TestCase):
                 f = _divergence(_sum_pmf([a] + others, 1),
                                 _sum_pmf([b] + others, 1))
                 self.assertTrue(np.all(kap >= f / s ** 2), (s, a, b))
+
+  def test_explicit_event_keeps_its_meaning(self):
+    # Carriers without None (tensor events) get l2_bound = inf: Lemma 2.
+    old = events.PoissonBinomialDpEvent(0.1, 4, 100, 64)
+    made = event_io.explicit(old)
+    self.assertEqual(made.l2_bound, math.inf)
+    for relation in pbm.RELATIONS:
+      np.testing.assert_array_equal(pbm.rdp(made, ORDERS, relation),
+                                    pbm.rdp(old, ORDERS, relation))
+    kept = events.PoissonBinomialDpEvent(0.1, 4, 100, 64, l2_bound=1.5)
+    self.assertEqual(event_io.explicit(kept).l2_bound, 1.5)
+
+  @parameterized.product(divisor=['l2', 'linf'], l0_clip=[None, 8])
+  def test_mechanism_event_states_its_l2_clip(self, divisor, l0_clip):
+    # L = C / B up to the documented rounding margin; the accountant's curve
+    # is the smaller of Lemma 2 and the l2 bound.
+    mechanism = pbm_mechanism.compute_parameters(
+        dim=64, l2_clip=2.0, theta=0.05, num_trials=16,
+        expected_clients_per_round=100, encoder=kashin.KashinEncoder(64),
+        divisor=divisor, l0_clip=l0_clip)
+    event = mechanism.dp_event()
+    ratio = mechanism.l2_clip / mechanism.coordinate_bound
+    self.assertBetween(event.l2_bound, ratio, ratio * (1 + 1e-5))
+    if divisor == 'l2':
+      self.assertAlmostEqual(event.l2_bound, 1.0, places=5)
+    lemma2 = pbm.rdp(attr.evolve(event, l2_bound=None), ORDERS)
+    np.testing.assert_array_equal(
+        pbm.rdp(event, ORDERS),
+        np.minimum(lemma2, pbm.l2_rdp(event, ORDERS)))
 
   @parameterized.parameters(0.0, -1.0, float('nan'))
   def test_rejects_bad_l2_bound(self, bound):
