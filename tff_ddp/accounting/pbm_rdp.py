@@ -337,6 +337,10 @@ L2_REVEAL_MAX_CLIENTS = 512
 L2_REVEAL_MAX_ORDER = 256.0
 L2_REVEAL_UNIFORM_POINTS = 32
 L2_REVEAL_TAIL_LOG = 100.0
+# ... and theta at least this: 1 - 2 theta rounds by <= 2^-53, which moves
+# the weights P(J) by a relative <= n 2^-53 / (2 theta) < 2^-24 here (under
+# L2_FLOAT_MARGIN); below it the first reduction alone is used.
+L2_REVEAL_MIN_THETA = 2.0**-20
 # kappa is computed at theta rounded up to a power of 2^(1/this)
 # (`theta_grid_point`), so a calibration reuses a few cached values.
 L2_THETA_STEPS = 32
@@ -553,16 +557,11 @@ def _kappa_revealed(theta, num_clients, orders, relation):
   fair = 1.0 - 2.0 * theta
   # Rows J >= lo; the rest has mass binom.cdf(lo - 1) (doubled for the
   # library's rounding).
-  lo = 0
-  if fair < 1.0:
-    lo = int(stats.binom.ppf(math.exp(-L2_REVEAL_TAIL_LOG), others, fair))
-    lo = max(0, lo - 1)
+  lo = int(stats.binom.ppf(math.exp(-L2_REVEAL_TAIL_LOG), others, fair))
+  lo = max(0, lo - 1)
   outer = 2.0 * float(stats.binom.cdf(lo - 1, others, fair)) if lo > 0 else 0.0
   js = np.arange(lo, others + 1)
-  if fair < 1.0:
-    weights = np.exp(log_binomial_pmf(js, others, fair))
-  else:
-    weights = (js == others).astype(np.float64)
+  weights = np.exp(log_binomial_pmf(js, others, fair))
   keep = weights > 0
   js, weights = js[keep], weights[keep]
   z = np.arange(others + 2)
@@ -593,7 +592,7 @@ def _kappa_revealed(theta, num_clients, orders, relation):
 def _kappa(theta, num_clients, orders, relation):
   orders = np.asarray(orders)
   best = _kappa_dropped(theta, num_clients, orders, relation)
-  if num_clients <= L2_REVEAL_MAX_CLIENTS:
+  if num_clients <= L2_REVEAL_MAX_CLIENTS and theta >= L2_REVEAL_MIN_THETA:
     small = orders <= L2_REVEAL_MAX_ORDER
     best[small] = np.minimum(best[small], _kappa_revealed(
         theta, num_clients, orders[small], relation))
@@ -672,7 +671,8 @@ def l2_rdp(
      is post-processing: F(u, v) <= D_alpha(P_u || P_v), P_u = Ber(1/2 + u)
      + Bin(n', 1/2 + theta), over the pairs (u, v) and (-u, -v).
      Second reduction (`_kappa_revealed`, up to L2_REVEAL_MAX_CLIENTS
-     clients and orders up to L2_REVEAL_MAX_ORDER): each other Bernoulli is
+     clients, orders up to L2_REVEAL_MAX_ORDER, theta at least
+     L2_REVEAL_MIN_THETA): each other Bernoulli is
      a fair coin with probability 1 - 2 theta, else a Ber(r) coin; revealing
      the unfair coins gives F(u, v) <= the divergence of the pair mixed over
      J ~ Bin(n - 1, 1 - 2 theta) fair coins, J revealed. It keeps all n - 1
