@@ -53,6 +53,14 @@ Two curves (`rdp(..., relation=...)`):
 The accountant uses 'zero_out' for its zero-out relations (ADD_OR_REMOVE_ONE,
 REPLACE_SPECIAL) and 'replace_one' for REPLACE_ONE, as it does for the DDG.
 
+l2-aware bound (`l2_rdp`). Lemma 2 charges each of the D coordinates the
+full shift theta; when the event promises that the client's probability
+offsets have l2 norm <= theta L (`PoissonBinomialDpEvent.l2_bound`; the
+mechanism clips ||y||_2 to C, L = C / B), a round costs at most
+m kappa_alpha theta^2 L^2 (replace-one: (2 L)^2), kappa_alpha a certified
+sup of the per-coordinate one-trial divergence over the squared shift.
+`rdp` returns, per order, the smaller of the two. Derivation in `l2_rdp`.
+
 Work is bounded for any number of clients: the divergences are sums over the
 support 0..n'+1 of the pair; for large n' only a window of half-width
 W = sqrt((n' + 1) (c + alpha_max log 3) / 2) around the mean is summed and the
@@ -711,11 +719,21 @@ def l2_rdp(
   6. So the round costs at most m sum_k f(s_k) <= m kappa sum_k s_k^2
      <= m kappa theta^2 L^2 (zero-out), m kappa theta^2 4 L^2
      (replace-one).
+  7. kappa is computed at theta' = `theta_grid_point(theta)` >= theta: the
+     worst case F over others in [1/2 - theta, 1/2 + theta] (and, for
+     replace-one, pairs in [-theta, theta]) only grows with theta, and
+     s_max(theta') >= s_max(theta), so kappa(theta') bounds it; theta^2 in
+     step 6 stays the event's own.
 
-  This is tight when one coordinate carries the whole budget (y on an
-  axis, L = 1: the bound is m f(theta) there if f(s)/s^2 peaks at
-  theta), and loose for a spread-out y only by the growth of f(s)/s^2 in s
-  (Gaussian regime: f(s) ~ alpha s^2 / (2 Var), kappa nearly constant).
+  Tightness: for zero-out the bound is close to the truth when one
+  coordinate carries the whole budget (y on an axis: m f(theta) if
+  f(s)/s^2 peaks at theta), and loose for a spread-out y only by the growth
+  of f(s)/s^2 in s (Gaussian regime: f(s) ~ alpha s^2 / (2 Var), kappa
+  nearly constant). For replace-one the endpoints matter, not only the
+  shift: kappa is set by short shifts next to the edge of [-theta, theta]
+  (where a Bernoulli is most sensitive) and charged to every shift, so the
+  axis pair y -> -y is over-counted (1.1-1.8x at small orders in the
+  brute-force tests).
 
   Args:
     event: the release; `event.l2_bound` None means no l2 promise (inf).
