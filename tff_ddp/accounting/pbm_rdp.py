@@ -301,7 +301,8 @@ def rdp(
   (the default, over `event.dimension` coordinates) is our tighter curve for
   zero-out neighbours; 'replace_one' is Lemma 2 as published, over
   `event.replace_one_dimension` coordinates when set, and bounds both
-  relations.
+  relations. With `event.l2_bound` set, the smaller per order of that and
+  `l2_rdp` (both bound the same divergence).
   """
   check_event(event)
   relation = checks.choice(relation, 'relation', RELATIONS)
