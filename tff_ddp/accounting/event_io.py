@@ -78,7 +78,8 @@ def explicit(event: dp_accounting.DpEvent) -> dp_accounting.DpEvent:
 
   For carriers that cannot hold None (TF Privacy's DPQuery events travel as
   tensors): DDG's l1 bound becomes `ddg_rdp.l1_sensitivity(event)`, its
-  sampler distance 0 (exact); cPBM's replace-one dimension its `dimension`.
+  sampler distance 0 (exact); cPBM's replace-one dimension its `dimension`,
+  its l2 bound inf.
   Nested events (composed, sampled) are made explicit too; the accountant's
   epsilon of the result is the event's.
   """
@@ -93,7 +94,9 @@ def explicit(event: dp_accounting.DpEvent) -> dp_accounting.DpEvent:
                                                  or 0.0))
   if isinstance(event, events.PoissonBinomialDpEvent):
     if event.replace_one_dimension is None:
-      return attr.evolve(event, replace_one_dimension=event.dimension)
+      event = attr.evolve(event, replace_one_dimension=event.dimension)
+    if event.l2_bound is None:  # No l2 promise: an infinite bound.
+      event = attr.evolve(event, l2_bound=float('inf'))
     return event
   changes = {}
   for field in attr.fields(type(event)):

@@ -99,6 +99,14 @@ class PoissonBinomialDpEvent(dp_accounting.DpEvent):
       differ, if more than `dimension` (e.g. 2k with an l0 clip k: the two
       inputs' non-zero coordinates may be disjoint); None means `dimension`.
       Used under the REPLACE_ONE relation only.
+    l2_bound: L, a promise that every client's probability offsets
+      u_k = p_k - 1/2 satisfy ||u||_2 <= theta * L (so replace-one
+      neighbours differ by at most 2 theta L in l2). Set only where the
+      mechanism clips the l2 norm of the vector it sends: L = C / B for
+      p = 1/2 + theta y / B with ||y||_2 <= C (plus a rounding margin).
+      None (the default, and what old events mean) or inf: no such promise,
+      Lemma 2 alone. With it the accountant takes, per order, the smaller of
+      Lemma 2 and the l2-aware bound of `tff_ddp.accounting.pbm_rdp.l2_rdp`.
   """
 
   theta: float = attr.ib()
@@ -106,6 +114,7 @@ class PoissonBinomialDpEvent(dp_accounting.DpEvent):
   num_clients: int = attr.ib()
   dimension: int = attr.ib()
   replace_one_dimension: Optional[int] = attr.ib(default=None)
+  l2_bound: Optional[float] = attr.ib(default=None)
 
 
 @attr.s(frozen=True)

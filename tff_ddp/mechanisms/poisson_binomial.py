@@ -159,16 +159,37 @@ class PoissonBinomial:
         output_dimension=np.int64(self.output_dim),
     )
 
+  @property
+  def l2_bound(self) -> float:
+    """L with ||p - 1/2||_2 <= effective_theta * L for every client.
+
+    `client_encode` clips ||y||_2 to C and sends p_k = 1/2 + theta y_k / B
+    (then clipped into [p_low, p_high], which only shrinks |p_k - 1/2|), so
+    the offsets have l2 norm <= theta C / B -- the l2 promise of the event
+    (`tff_ddp.accounting.pbm_rdp.l2_rdp`). Margins for float64: the clipped
+    norm exceeds C by at most a relative D 2^-53 < 2^-20 (D <= 2^26
+    coordinates), y / B, theta times it and 1/2 + it round by at most
+    2^-52 relative plus 2^-54 absolute per coordinate (sqrt(D) 2^-54 in
+    l2), and theta <= effective_theta + 2^-53.
+    """
+    theta_eff = self.effective_theta
+    return ((self.l2_clip / self.coordinate_bound) * (1.0 + 2.0**-20)
+            * (1.0 + 2.0**-52 / theta_eff)
+            + math.sqrt(self.output_dim) * 2.0**-52 / theta_eff)
+
   def dp_event(self, num_clients=None) -> dp_accounting.DpEvent:
     """One round with `num_clients` clients in the sum (zero-out; see
-    `tff_ddp.accounting.pbm_rdp`)."""
+    `tff_ddp.accounting.pbm_rdp`): Lemma 2 over the sensitive coordinates,
+    and the l2 promise `l2_bound` (the client's l2 clip), whichever the
+    accountant finds smaller per order."""
     n = (self.expected_clients_per_round if num_clients is None
          else checks.integer(num_clients, 'num_clients', 1))
     return events.PoissonBinomialDpEvent(
         theta=self.effective_theta, num_trials=self.num_trials,
         num_clients=n, dimension=self.sensitive_coordinates,
         replace_one_dimension=(None if self.l0_clip is None
-                               else self.replace_one_coordinates))
+                               else self.replace_one_coordinates),
+        l2_bound=self.l2_bound)
 
   def output_range(self):
     """(l2_clip, (M/2) B / (m theta) times the encoder's gain: sqrt(D), 1

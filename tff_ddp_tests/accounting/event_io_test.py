@@ -22,6 +22,7 @@ EVENTS = {
     'ddg': _DDG,
     'ddg_l1': events.DistributedDiscreteGaussianDpEvent(1.0, 2.0, 3, 4, 5.0),
     'pbm': _PBM,
+    'pbm_l2': events.PoissonBinomialDpEvent(0.125, 16, 7, 32, l2_bound=1.25),
     'self_sampled': events.SelfSampledDpEvent(0.25, _DDG),
     'composed': dp_accounting.ComposedDpEvent([_DDG, _PBM]),
     'nested': events.SelfSampledDpEvent(

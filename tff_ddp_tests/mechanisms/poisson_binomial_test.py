@@ -208,9 +208,14 @@ class ClientServerTest(tf.test.TestCase, parameterized.TestCase):
       z, flags = _encode(p, x, seed)
       self.assertAllEqual(z, reference_client(x, p, seed))
       self.assertEqual(flags.numpy()[1], int(clipped))
-    # Same event as 'l2' (the probabilities stay in [1/2 -+ theta]).
-    self.assertEqual(p.dp_event(), _params(
-        dim=4, l2_clip=2.0, theta=0.2, num_trials=9).dp_event())
+    # Same Lemma 2 event as 'l2' (the probabilities stay in
+    # [1/2 -+ theta]); the l2 promise is C / B = 2 / 1.5 instead of 1.
+    l2_event = _params(dim=4, l2_clip=2.0, theta=0.2, num_trials=9).dp_event()
+    self.assertEqual(p.dp_event().theta, l2_event.theta)
+    self.assertEqual(p.dp_event().dimension, l2_event.dimension)
+    self.assertEqual(p.dp_event().num_trials, l2_event.num_trials)
+    self.assertAlmostEqual(p.dp_event().l2_bound, 2.0 / 1.5, places=5)
+    self.assertAlmostEqual(l2_event.l2_bound, 1.0, places=5)
     self.assertAlmostEqual(p.noise_stddev(3),
                            1.5 * math.sqrt(3 / (4 * 9)) / 0.2)
     with self.assertRaisesRegex(ValueError, 'kashin'):
