@@ -27,6 +27,11 @@ What a round releases (the measurements), and why each is allowed:
   the public count and the configuration) -- public;
 * `dp_event`: the round's event with the measured number of clients
   (`tff_ddp.accounting.extract_dp_event` reads it back);
+* with adaptive clipping (`adaptive_clip=`, `auto_l2_clip=True`): the clip
+  C_t (in the state as `l2_clip`), `next_l2_clip` and `below_clip_fraction`
+  -- functions of noisy sums, public; the clip indicators are noised in the
+  same secure sum and their event is composed into `dp_event`
+  (`tff_ddp.aggregators.adaptive_clip`);
 * the mechanism's per-client flags (non-finite, clipped, ...): data-
   dependent, so by default **withheld** (not even sent); with
   `count_noise_multiplier=z` they are summed with distributed discrete
