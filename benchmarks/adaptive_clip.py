@@ -19,10 +19,12 @@ clip indicator composed; the cohort is chosen by the server, so no sampling
 amplification).
 
 TFF's `tff.learning.ddp_secure_aggregator` of the same configuration: its
-process is built for the model's weights and run on the same clients'
-updates of round 1 (outside FedAvg; in FedAvg it needs the pure-Python
-protobuf); the script prints the names of its measurements, which carry no
-DP event and no epsilon.
+process is built for the model's weights; the script prints the names of
+its measurements (from `next`'s type signature: clip, zeroing norm, zeroed
+count, ... and no DP event, so no epsilon can be computed from them), then
+tries its round on round 1's client updates (outside FedAvg; with the
+default C++ protobuf its nested computation fails with DecodeError, and the
+script says so).
 
 Target (issue 21): the clip within 10% of the target quantile of the update
 norms in <= 20 rounds, and the run's epsilon printed.
