@@ -139,6 +139,36 @@ class AutoTuningTest(tf.test.TestCase, parameterized.TestCase):
     value_only.compose(value_event)
     self.assertGreater(both.get_epsilon(1e-5), value_only.get_epsilon(1e-5))
 
+  def test_indicator_noise_has_the_configured_stddev(self):
+    # 4 clients, 2 below the clip and 2 above: sum b = 0, so
+    # b_bar - 1/2 = noise / n with noise ~ N_Z-sum of stddev sigma_b (the
+    # discrete Gaussian's variance is just below its parameter for scale
+    # >= 1). sigma_b = 0.4, n = 4: stddev 0.1, the clamp at +-1/2 is 5 of
+    # them away. R = 200 rounds (fixed test seed, new round seed each):
+    # the sample stddev's relative standard error is 1/sqrt(2(R-1)) = 5%,
+    # so 20% is 4 standard errors; the mean's is 0.1/sqrt(200) = 0.007,
+    # so 0.03 is 4 of them.
+    n, sigma_b, rounds = 4, 0.4, 200
+    factory = _factory(noise_multiplier=0.5, expected_clients_per_round=n,
+                       auto_l2_clip_count_stddev=sigma_b,
+                       auto_l2_target_quantile=0.5, seed=11)
+    protocol = factory.round_protocol(tff.TensorType(np.float32, [_DIM]))
+    data = [_onehot(v) for v in (0.5, 0.7, 1.5, 2.0)]
+    clip = tf.constant(1.0, tf.float64)
+
+    @tf.function
+    def one_round(seed):
+      parts = [protocol.client(x, seed, clip) for x in data]
+      summed = {key: tf.add_n([p[key] for p in parts]) for key in parts[0]}
+      _, measurements, _ = protocol.server(summed, seed, clip)
+      return measurements['below_clip_fraction']
+
+    below = np.array([
+        float(one_round(tf.constant([r, 99], tf.int64)))
+        for r in range(rounds)])
+    self.assertLess(abs(below.mean() - 0.5), 0.03)
+    self.assertAllClose(below.std(ddof=1), sigma_b / n, rtol=0.2)
+
   def test_noise_split_matches_tff(self):
     # TFF's adaptive_clip_noise_params: z_v = (z^-2 - (2 sigma_b)^-2)^-1/2.
     z, n = 1.0, 100
