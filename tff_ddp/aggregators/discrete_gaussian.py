@@ -16,6 +16,7 @@ one-line change, e.g. in
 
 from typing import Optional
 
+from tff_ddp.aggregators import adaptive_clip
 from tff_ddp.aggregators import secure_sum
 from tff_ddp.encoders import registry
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg_mechanism
@@ -126,11 +127,17 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
       rotation_type: TFF's keyword; 'hd' means encoder='hadamard' ('dft' is
         not implemented: use 'hd').
       auto_l2_clip, auto_l2_target_quantile, auto_l2_lr,
-        auto_l2_clip_count_stddev: TFF's adaptive clipping. Validated as TFF
-        does, but auto_l2_clip=True is refused: TFF's quantile estimate of
-        the clip norm would be released without accounting. Estimate the
-        norm privately with `tff_ddp.analytics.build_quantile_process` on
-        the clients' update norms and pass l2_clip.
+        auto_l2_clip_count_stddev: TFF's adaptive clipping, private and
+        accounted (`tff_ddp.aggregators.adaptive_clip`): l2_clip is the
+        initial clip; the geometric update of Andrew et al. (2021,
+        arXiv:1905.03871) moves it towards the target quantile of the
+        clients' norms from their indicators, summed with discrete Gaussian
+        noise of stddev auto_l2_clip_count_stddev (default 0.05 *
+        expected_clients_per_round; 0: exact, the rounds are then not
+        private) in the same secure sum; their event is composed into the
+        round's. As in TFF, the value's noise multiplier is raised so that
+        value and count together have noise_multiplier. Not with
+        granularity, linf_clip or client_sampling_rate.
       noise_sampler: 'table' (default: alias-table sampler, per-sample TV
         distance < 2^-106 carried by the event and added to delta by the
         accountant; exact sampler above scale ~42265) or 'exact'
@@ -161,13 +168,12 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
     if auto_l2_clip_count_stddev is not None:
       checks.nonnegative(auto_l2_clip_count_stddev,
                          'auto_l2_clip_count_stddev')
+    adaptive, requested_z = None, noise_multiplier
     if checks.boolean(auto_l2_clip, 'auto_l2_clip'):
-      raise ValueError(
-          'auto_l2_clip=True (TFF\'s adaptive clipping) is not offered: its '
-          'quantile estimate would be released without accounting. Estimate '
-          'the clip norm privately with tff_ddp.analytics.'
-          'build_quantile_process on the clients\' update norms, then pass '
-          'l2_clip.')
+      adaptive, noise_multiplier, l2_clip = self._adaptive_arguments(
+          l2_clip, noise_multiplier, expected_clients_per_round,
+          auto_l2_target_quantile, auto_l2_lr, auto_l2_clip_count_stddev,
+          granularity, linf_clip)
     clean, _ = ddg_mechanism.check_arguments(
         l2_clip, noise_multiplier, expected_clients_per_round, bits,
         modclip_prob, beta, granularity, linf_clip)
@@ -180,11 +186,36 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
     self._describe = dict(clean, encoder=encoder, **self._kashin_options)
     if self._noise_sampler != 'table':
       self._describe['noise_sampler'] = self._noise_sampler
+    if adaptive is not None:
+      self._describe.update(
+          l2_clip=adaptive.initial_clip, noise_multiplier=requested_z,
+          auto_l2_clip=True,
+          auto_l2_target_quantile=adaptive.target_quantile,
+          auto_l2_lr=adaptive.learning_rate,
+          auto_l2_clip_count_stddev=adaptive.count_stddev,
+          value_noise_multiplier=clean['noise_multiplier'])
     super().__init__(
         self._make, client_sampling_rate=client_sampling_rate,
         count_noise_multiplier=count_noise_multiplier,
         debug_measurements=debug_measurements, entropy=entropy, seed=seed,
-        name=_NAME)
+        name=_NAME, adaptive_clip=adaptive)
+
+  @staticmethod
+  def _adaptive_arguments(l2_clip, noise_multiplier, num_clients,
+                          target_quantile, learning_rate, count_stddev,
+                          granularity, linf_clip):
+    """(AdaptiveClip, the value's noise multiplier, 1.0: the mechanism's
+    clip; see `tff_ddp.aggregators.adaptive_clip`)."""
+    for name, value in (('granularity', granularity),
+                        ('linf_clip', linf_clip)):
+      if value is not None:
+        raise ValueError(
+            f'{name}={value} is in absolute units and cannot follow an '
+            'adaptive clip: give auto_l2_clip=True or ' + name + ', not both.')
+    adaptive, value_z = adaptive_clip.configure(
+        l2_clip, noise_multiplier, num_clients, target_quantile,
+        learning_rate, count_stddev, _NAME)
+    return adaptive, value_z, 1.0
 
   def _make(self, spec: secure_sum.ValueSpec):
     encoder = registry.make_encoder(self._encoder_name, spec.dim,

@@ -27,6 +27,11 @@ What a round releases (the measurements), and why each is allowed:
   the public count and the configuration) -- public;
 * `dp_event`: the round's event with the measured number of clients
   (`tff_ddp.accounting.extract_dp_event` reads it back);
+* with adaptive clipping (`adaptive_clip=`, `auto_l2_clip=True`): the clip
+  C_t (in the state as `l2_clip`), `next_l2_clip` and `below_clip_fraction`
+  -- functions of noisy sums, public; the clip indicators are noised in the
+  same secure sum and their event is composed into `dp_event`
+  (`tff_ddp.aggregators.adaptive_clip`);
 * the mechanism's per-client flags (non-finite, clipped, ...): data-
   dependent, so by default **withheld** (not even sent); with
   `count_noise_multiplier=z` they are summed with distributed discrete
@@ -60,6 +65,7 @@ import tensorflow_federated as tff
 
 from tff_ddp.accounting import event_io
 from tff_ddp.accounting import events
+from tff_ddp.aggregators import adaptive_clip as adaptive_lib
 from tff_ddp.encoders import registry
 from tff_ddp.mechanisms import base
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg_mechanism
@@ -240,6 +246,7 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
       entropy: Optional[entropy_lib.EntropyFn] = None,
       seed: Optional[int] = None,
       name: str = 'MechanismSumFactory',
+      adaptive_clip: Optional[adaptive_lib.AdaptiveClip] = None,
   ):
     """Stores the configuration (see the module docstring).
 
@@ -257,6 +264,10 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
         entropy (`tff_ddp.utils.entropy.os_entropy_seed`).
       seed: tests only (see the module docstring).
       name: for messages.
+      adaptive_clip: private adaptive clipping
+        (`tff_ddp.aggregators.adaptive_clip`): `make_mechanism` then builds
+        the mechanism for l2_clip = 1, the clip lives in the state, and the
+        round's event includes the clip indicators'. None: a fixed clip.
     """
     if not callable(make_mechanism):
       raise TypeError(f'make_mechanism must be callable, got '
@@ -278,6 +289,17 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
                        'count_noise_multiplier would be pointless. Use one.')
     self._entropy = entropy_lib.check_entropy(entropy)
     self._seed = checks.seed(seed)
+    if adaptive_clip is not None and not isinstance(
+        adaptive_clip, adaptive_lib.AdaptiveClip):
+      raise TypeError(f'adaptive_clip must be an adaptive_clip.AdaptiveClip '
+                      f'or None, got {adaptive_clip!r}.')
+    if adaptive_clip is not None and self._rate is not None:
+      raise ValueError(
+          'adaptive clipping (auto_l2_clip=True) with client_sampling_rate is '
+          'not implemented: an unsampled client would have to send the null '
+          'indicator, and the fraction below the clip would need the hidden '
+          'number of sampled clients. Use one of them.')
+    self._adaptive = adaptive_clip
     if self._seed is not None:
       warnings.warn(
           f'{self._name}(seed=...) makes client noise a function of the seed '
@@ -311,6 +333,11 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
     `RoundProtocol`, without tracing); raises otherwise."""
     return self.round_protocol(value_type).mechanism
 
+  def _indicator(self):
+    if self._adaptive is None:
+      return None
+    return adaptive_lib.indicator_mechanism(self._adaptive)
+
   def _counts(self, mechanism):
     if self._count_z is None:
       return None
@@ -327,12 +354,18 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
     the measured number of clients.
     """
     mechanism = self.mechanism(value_type)
-    return self._round_event(mechanism, self._counts(mechanism), num_clients)
+    return self._round_event(mechanism, self._counts(mechanism), num_clients,
+                             self._indicator())
 
-  def _round_event(self, mechanism, counts, num_clients):
+  def _round_event(self, mechanism, counts, num_clients, indicator=None):
     if self._debug:
       return dp_accounting.NonPrivateDpEvent()
+    if self._adaptive is not None and not self._adaptive.is_private:
+      return dp_accounting.NonPrivateDpEvent()
     event = mechanism.dp_event(num_clients)
+    if indicator is not None:
+      event = dp_accounting.ComposedDpEvent(
+          [event, indicator.dp_event(num_clients)])
     if counts is not None:
       event = dp_accounting.ComposedDpEvent(
           [event, counts.dp_event(num_clients)])
@@ -457,19 +490,25 @@ class RoundProtocol:
     self.spec = factory.value_spec(value_type)
     self.mechanism = factory._make_mechanism(self.spec)
     self._counts = factory._counts(self.mechanism)
+    self.adaptive = factory._adaptive
+    self._indicator = factory._indicator()
     self._test_seed = factory._seed
     self._entropy_fn = factory._entropy
     self._rate = factory._rate
     self._debug = factory._debug
     self.planning_event = factory._round_event(self.mechanism, self._counts,
-                                               None)
-    check_output_range(self.mechanism, self.spec, factory._name)
+                                               None, self._indicator)
+    check_output_range(
+        self.mechanism if self.adaptive is None else adaptive_lib.ClipRange(
+            self.mechanism), self.spec, factory._name)
     # pylint: enable=protected-access
     moduli = collections.OrderedDict(self.mechanism.secure_moduli())
     moduli['counts'] = count_modulus
     if self._counts is not None:
       for key, modulus in self._counts.secure_moduli().items():
         moduli['noised_' + key] = modulus
+    if self._indicator is not None:
+      moduli[adaptive_lib.KEY] = self._indicator.modulus
     for key, modulus in moduli.items():
       if (modulus < 2 or modulus > base.MAX_MODULUS
           or modulus & (modulus - 1)):
@@ -495,11 +534,24 @@ class RoundProtocol:
       return tf.reshape(tf.cast(self._entropy_fn(), tf.int64), [2])
     return entropy_lib.os_entropy_seed()
 
-  def client(self, value, seed) -> 'collections.OrderedDict[str, tf.Tensor]':
-    """One client's int32 contribution per key of `secure_moduli`."""
+  def _check_clip(self, clip):
+    if (clip is None) != (self.adaptive is None):
+      raise ValueError('the round\'s clip is given iff the factory clips '
+                       'adaptively (auto_l2_clip=True); the DPQuery form does '
+                       'not support adaptive clipping.')
+
+  def client(self, value, seed,
+             clip=None) -> 'collections.OrderedDict[str, tf.Tensor]':
+    """One client's int32 contribution per key of `secure_moduli`.
+
+    `clip`: the round's (public) clip C_t with adaptive clipping, else None.
+    """
+    self._check_clip(clip)
     flat = self.spec.flatten(value)
     seeds = tf.random.experimental.stateless_split(
-        self._noise_seed(flat, seed), 3)
+        self._noise_seed(flat, seed), 3 if self.adaptive is None else 4)
+    if self.adaptive is not None:
+      flat, indicator = adaptive_lib.client_split(self.adaptive, flat, clip)
     if self._rate is not None:
       word = tf.bitwise.bitwise_and(
           tf.random.stateless_uniform([], seed=seeds[0], dtype=tf.int64,
@@ -519,14 +571,20 @@ class RoundProtocol:
                                              seeds[2])
       for key in self._counts.secure_moduli():
         out['noised_' + key] = tf.cast(noised[key], tf.int32)
+    if self._indicator is not None:
+      noised, _ = self._indicator.client_encode(indicator, seed, seeds[3])
+      out[adaptive_lib.KEY] = tf.cast(noised['encoded'], tf.int32)
     return out
 
-  def server(self, summed, seed):
+  def server(self, summed, seed, clip=None):
     """(result in the value's structure, measurements) from the sums.
 
     `summed`: per key, the sum of the clients' contributions modulo a
-    multiple of the key's modulus (reduced here again).
+    multiple of the key's modulus (reduced here again). `clip`: the round's
+    clip with adaptive clipping (the measurements then carry `l2_clip`,
+    `next_l2_clip` and `below_clip_fraction`), else None.
     """
+    self._check_clip(clip)
     summed = collections.OrderedDict(
         (key, base.ring_residue(summed[key], modulus))
         for key, modulus in self.secure_moduli.items())
@@ -534,10 +592,25 @@ class RoundProtocol:
     mechanism = self.mechanism
     decoded, post = mechanism.server_decode(
         {key: summed[key] for key in mechanism.secure_moduli()}, n, seed)
+    if clip is not None:
+      clip = tf.cast(clip, tf.float64)
+      decoded = decoded * clip
     result = self.spec.unflatten(decoded)
     measurements = collections.OrderedDict()
     for key, value in mechanism.public_measurements().items():
       measurements[key] = _constant(value)
+    if clip is not None:
+      # The unit-clip mechanism's constants in the real domain of C_t.
+      measurements['l2_clip'] = clip
+      if 'scale_factor' in measurements:
+        measurements['scale_factor'] = (
+            tf.cast(measurements['scale_factor'], tf.float64) / clip)
+      noisy, _ = self._indicator.server_decode(
+          {'encoded': summed[adaptive_lib.KEY]}, n, seed)
+      below, new_clip = adaptive_lib.next_clip(self.adaptive, clip, noisy[0],
+                                               n)
+      measurements['below_clip_fraction'] = below
+      measurements['next_l2_clip'] = new_clip
     measurements['participating_clients'] = n
     measurements['actual_num_clients'] = n
     if self._rate is not None:
@@ -569,32 +642,54 @@ def _build(protocol: RoundProtocol, preprocess: Optional[_Preprocess] = None):
   input_type = (protocol.spec.value_type if preprocess is None
                 else preprocess.input_type)
 
+  adaptive = protocol.adaptive
+
   @tff.tensorflow.computation
   def init_fn():
-    return collections.OrderedDict(round=tf.constant(0, tf.int64),
-                                   public_seed=protocol.initial_public_seed())
+    state = collections.OrderedDict(
+        round=tf.constant(0, tf.int64),
+        public_seed=protocol.initial_public_seed())
+    if adaptive is not None:
+      state['l2_clip'] = tf.constant(adaptive.initial_clip, tf.float64)
+    return state
 
   state_type = init_fn.type_signature.result
+
   seed_type = state_type.public_seed
 
   @tff.tensorflow.computation(state_type)
   def round_seed_fn(state):
     return round_seed(state)
 
-  @tff.tensorflow.computation(input_type, seed_type)
-  def client_fn(value, seed):
-    if preprocess is not None:
-      value = preprocess.fn(value)
-    return protocol.client(value, seed)
+  if adaptive is None:
+    @tff.tensorflow.computation(input_type, seed_type)
+    def client_fn(value, seed):
+      if preprocess is not None:
+        value = preprocess.fn(value)
+      return protocol.client(value, seed)
+  else:
+    @tff.tensorflow.computation(input_type, seed_type, tf.float64)
+    def client_fn(value, seed, clip):
+      if preprocess is not None:
+        value = preprocess.fn(value)
+      return protocol.client(value, seed, clip)
+
+    # The clip the clients receive (public: see adaptive_clip).
+    @tff.tensorflow.computation(state_type)
+    def clip_fn(state):
+      return state['l2_clip']
 
   @tff.tensorflow.computation(
       client_fn.type_signature.result, state_type, seed_type)
   def server_fn(summed, state, seed):
-    result, measurements, n = protocol.server(summed, seed)
+    result, measurements, n = protocol.server(
+        summed, seed, None if adaptive is None else state['l2_clip'])
     measurements['dp_event'] = event_io.event_structure(
         protocol.planning_event, {'num_clients': n})
     new_state = collections.OrderedDict(
         round=state['round'] + 1, public_seed=state['public_seed'])
+    if adaptive is not None:
+      new_state['l2_clip'] = measurements['next_l2_clip']
     return new_state, result, measurements
 
   @tff.federated_computation
@@ -606,8 +701,14 @@ def _build(protocol: RoundProtocol, preprocess: Optional[_Preprocess] = None):
       tff.FederatedType(input_type, tff.CLIENTS))
   def next_fn(state, value):
     seed = tff.federated_map(round_seed_fn, state)
-    encoded = tff.federated_map(
-        client_fn, (value, tff.federated_broadcast(seed)))
+    if adaptive is None:
+      encoded = tff.federated_map(
+          client_fn, (value, tff.federated_broadcast(seed)))
+    else:
+      clip = tff.federated_map(clip_fn, state)
+      encoded = tff.federated_map(
+          client_fn, (value, tff.federated_broadcast(seed),
+                      tff.federated_broadcast(clip)))
     summed = tff.backends.mapreduce.federated_secure_modular_sum(
         encoded, protocol.secure_moduli)
     new_state, result, measurements = tff.federated_map(

@@ -3,6 +3,8 @@
   build_superquantile_fl  Delta-FL; with `privacy=` DP-Delta-FL (Algorithm 4
                           of the federated DP quantiles paper, corrected)
   build_dp_fedavg         DP-FedAvg on the same aggregator and accountant
+  ddp_secure_aggregator   TFF's DP-FedAvg model_aggregator (zeroing, adaptive
+                          clip, DDG sum, mean), private and accounted
   build_baseline          non-private FedAvg, FedAvg-Sub, FedProx, q-FFL,
                           Tilted-ERM, Delta-FL (Algorithm 3)
   PrivacyConfig, calibrate  the DP configuration and its calibration to a
@@ -13,6 +15,7 @@
 
 from tff_ddp.learning import tasks
 from tff_ddp.learning import weighting
+from tff_ddp.learning.aggregator import ddp_secure_aggregator
 from tff_ddp.learning.privacy import calibrate
 from tff_ddp.learning.privacy import CalibratedPrivacy
 from tff_ddp.learning.privacy import PrivacyConfig

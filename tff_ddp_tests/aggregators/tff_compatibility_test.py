@@ -8,8 +8,9 @@ the difference is asserted here rather than skipped:
 * `mechanism='distributed_skellam'` and `rotation_type='dft'` are refused
   (ValueError); only the discrete Gaussian and the Hadamard rotation exist.
 * `bits` goes up to 30 (TFF stops at 22): bits=25 is accepted.
-* `auto_l2_clip=True` is refused (TFF's adaptive clip would be released
-  unaccounted); its companion arguments are still validated as TFF does.
+* `auto_l2_clip=True` is private and accounted (the clip count is noised
+  and its event composed into the round's; TFF's is not accounted); the
+  state then holds `l2_clip`. Its cases are in `adaptive_clip_test`.
 * Measurements use float64 / int64 (TFF: float32 / int32) and carry
   `dp_event` instead of `dp_query_metrics`; the state is one flat structure
   instead of TFF's nested factory states.
@@ -20,6 +21,7 @@ import collections
 import math
 
 from absl.testing import parameterized
+import dp_accounting
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -91,11 +93,16 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
       _factory(rotation_type='dft')
     self.assertEqual(_factory(bits=25, expected_clients_per_round=10)
                      .mechanism(tff.TensorType(np.float32, [4])).bits, 25)
-    with self.assertRaisesRegex(ValueError, 'build_quantile_process'):
-      _factory(auto_l2_clip=True)
     process = _factory().create(tff.TensorType(np.float32, [4]))
     self.assertEqual(_names(process.initialize.type_signature.result.member),
                      {'round', 'public_seed'})
+    process = _factory(auto_l2_clip=True).create(
+        tff.TensorType(np.float32, [4]))
+    self.assertEqual(_names(process.initialize.type_signature.result.member),
+                     {'round', 'public_seed', 'l2_clip'})
+    self.assertIsInstance(
+        _factory(auto_l2_clip=True).dp_event(tff.TensorType(np.float32, [4])),
+        dp_accounting.ComposedDpEvent)
 
   @parameterized.named_parameters(
       ('negative', -1, ValueError), ('string', 'string', TypeError),

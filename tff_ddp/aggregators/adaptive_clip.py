@@ -1,0 +1,247 @@
+"""Private, accounted adaptive clipping for the secure-sum aggregators.
+
+The geometric update of Andrew, Thakkar, McMahan & Ramaswamy (2021),
+"Differentially Private Learning with Adaptive Clipping" (arXiv:1905.03871,
+Algorithm 1 with the geometric update of Section 3): with C_t the clip of
+round t,
+
+  b_i   = [||x_i|| <= C_t] - 1/2                  (client i's indicator)
+  b_bar = clamp((sum_i b_i + N(0, sigma_b^2)) / n + 1/2, 0, 1)
+  C_t+1 = C_t * exp(-eta (b_bar - gamma))         (gamma: target quantile)
+
+as TFF's `DistributedDpSumFactory(auto_l2_clip=True)` does through TF
+Privacy's `QuantileEstimatorQuery` (indicators shifted by 1/2; the same sign:
+more clients below the clip than the target shrinks it). n here is the
+number of clients in the secure sum (public by protocol), where TFF divides
+by the expected number.
+
+How it runs in one round of `secure_sum.MechanismSumFactory`:
+
+* the clip C_t lives in the process state (SERVER). It is a function of
+  earlier rounds' noisy sums only, so it is public and broadcast.
+* scale invariance keeps the value mechanism fixed: each client divides its
+  value by C_t and runs the mechanism built for l2_clip = 1; the server
+  multiplies the decoded sum by C_t. The DDG mechanism's noise is relative
+  to its clip (noise_multiplier) and its granularity heuristic is linear in
+  the clip, so this is exactly the mechanism with l2_clip = C_t, and the
+  value's event (in integer units) does not depend on C_t.
+* the indicator travels as the integer 2 b_i in {-1, +1} in an extra key of
+  the same secure sum, with distributed discrete Gaussian noise shares
+  (`indicator_mechanism`). A client whose value is non-finite, or zeroed
+  (`zeroing`), sends 0: the null message.
+* its event is composed with the value's into the round's dp_event, so
+  `tff_ddp.accounting.extract_dp_event` + `RdpAccountant` cover both.
+
+Neighbours. The events are zero-out: one client's contribution replaced by
+the null message (0 in every data key; for the value that is the zero vector)
+while it still adds its noise shares. Against the null message the indicator
+2 b differs by 1 (sensitivity 1/2 in count units, as in the paper's
+add/remove analysis); replace-one neighbours differ by 2, which the
+accountant's replace-one curves take (they double the sensitivity).
+
+Noise split (TFF's `adaptive_clip_noise_params`): with noise_multiplier z
+and count stddev sigma_b > z / 2, the value is noised with
+z_v = (z^-2 - (2 sigma_b)^-2)^(-1/2), so that the Gaussian approximation of
+the pair (value, indicator) has noise multiplier z, as TFF intends. The
+accountant composes the two events exactly (no approximation): its epsilon is
+what counts. sigma_b = 0 (allowed, as TFF allows it) releases the exact
+indicator count: the round's event is NonPrivateDpEvent and a UserWarning is
+issued.
+
+Measurements (all public): `l2_clip` (C_t, the clip this round used),
+`next_l2_clip` (C_t+1), `below_clip_fraction` (b_bar, from the noisy sum).
+Nothing exact per client: the zeroed count is withheld (not even sent).
+"""
+
+import dataclasses
+import math
+import warnings
+from typing import Optional
+
+import tensorflow as tf
+
+from tff_ddp.encoders import registry
+from tff_ddp.mechanisms import base
+from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg_mechanism
+from tff_ddp.utils import checks
+
+# The clip is kept in [MIN_CLIP, MAX_CLIP] (public constants): the output
+# range of the value type is checked at `create` for every clip in it, so a
+# runaway estimate cannot overflow the result's dtype.
+MIN_CLIP = 1e-12
+MAX_CLIP = 1e12
+# The secure-sum key of the indicators.
+KEY = 'below_clip'
+# TFF's default count stddev: 0.05 * expected_clients_per_round
+# (tff.aggregators.DistributedDpSumFactory, QuantileEstimatorQuery).
+DEFAULT_COUNT_STDDEV_FRACTION = 0.05
+
+
+@dataclasses.dataclass(frozen=True)
+class AdaptiveClip:
+  """The adaptive clip's configuration (validated by `configure`).
+
+  Attributes:
+    initial_clip: C_0.
+    target_quantile: gamma in [0, 1].
+    learning_rate: eta > 0.
+    count_stddev: sigma_b >= 0, stddev of the noisy count sum_i b_i.
+    expected_clients: n of the noise shares.
+    zeroing_multiplier, zeroing_increment: when set, a client whose value
+      has norm > zeroing_multiplier * C_t + zeroing_increment sends the null
+      message (its value and indicator zeroed). A public function of the
+      public clip: no extra privacy cost.
+  """
+
+  initial_clip: float
+  target_quantile: float
+  learning_rate: float
+  count_stddev: float
+  expected_clients: int
+  zeroing_multiplier: Optional[float] = None
+  zeroing_increment: float = 0.0
+
+  @property
+  def is_private(self) -> bool:
+    return self.count_stddev > 0
+
+
+def value_noise_multiplier(noise_multiplier: float, count_stddev: float
+                           ) -> float:
+  """z_v with z_v^-2 + (2 sigma_b)^-2 = z^-2 (TFF's split; module doc).
+
+  0 when z = 0; z itself when sigma_b = 0 (no split: the indicator is then
+  not private). Raises ValueError when sigma_b <= z / 2 > 0, as TFF does.
+  """
+  if noise_multiplier == 0 or count_stddev == 0:
+    return noise_multiplier
+  if noise_multiplier >= 2 * count_stddev:
+    raise ValueError(
+        f'auto_l2_clip_count_stddev={count_stddev} is too low for '
+        f'noise_multiplier={noise_multiplier}: the value\'s noise multiplier '
+        '(z^-2 - (2 sigma_b)^-2)^(-1/2) needs auto_l2_clip_count_stddev > '
+        f'noise_multiplier / 2 = {noise_multiplier / 2}. Increase it (TFF '
+        'defaults it to 0.05 * expected_clients_per_round) or decrease '
+        'noise_multiplier.')
+  return (noise_multiplier**-2 - (2.0 * count_stddev)**-2) ** -0.5
+
+
+def configure(l2_clip, noise_multiplier, expected_clients_per_round,
+              target_quantile, learning_rate, count_stddev,
+              owner: str) -> 'tuple[AdaptiveClip, float]':
+  """(AdaptiveClip, the value's noise multiplier) from TFF's arguments.
+
+  count_stddev None: 0.05 * expected_clients_per_round when
+  noise_multiplier > 0, else 0 (TFF's defaults). count_stddev 0 warns.
+  """
+  l2_clip = checks.positive(l2_clip, 'l2_clip')
+  if not MIN_CLIP <= l2_clip <= MAX_CLIP:
+    raise ValueError(f'l2_clip (the initial clip) must be in [{MIN_CLIP:g}, '
+                     f'{MAX_CLIP:g}] with auto_l2_clip=True, got {l2_clip}.')
+  z = checks.nonnegative(noise_multiplier, 'noise_multiplier')
+  n = checks.integer(expected_clients_per_round, 'expected_clients_per_round',
+                     1, base.MAX_MODULUS)
+  if count_stddev is None:
+    count_stddev = DEFAULT_COUNT_STDDEV_FRACTION * n if z > 0 else 0.0
+  count_stddev = checks.nonnegative(count_stddev, 'auto_l2_clip_count_stddev')
+  config = AdaptiveClip(
+      initial_clip=l2_clip,
+      target_quantile=checks.real(target_quantile, 'auto_l2_target_quantile',
+                                  0.0, 1.0),
+      learning_rate=checks.positive(learning_rate, 'auto_l2_lr'),
+      count_stddev=count_stddev, expected_clients=n)
+  value_z = value_noise_multiplier(z, count_stddev)
+  if count_stddev == 0:
+    warnings.warn(
+        f'{owner}(auto_l2_clip=True, auto_l2_clip_count_stddev=0) releases '
+        'the exact count of clients below the clip: the rounds are NOT '
+        'differentially private (their dp_event is NonPrivateDpEvent).')
+  elif z > 0 and value_z / z >= 2:
+    warnings.warn(
+        f'{owner}: the value\'s noise multiplier is {value_z / z:.2f}x '
+        f'noise_multiplier to leave room for the clip count\'s noise; '
+        'increase auto_l2_clip_count_stddev or expected_clients_per_round.')
+  return config, value_z
+
+
+def with_zeroing(config: AdaptiveClip, multiplier: float,
+                 increment: float) -> AdaptiveClip:
+  """`config` that zeroes values of norm > multiplier * C_t + increment."""
+  return dataclasses.replace(
+      config,
+      zeroing_multiplier=checks.positive(multiplier, 'zeroing_multiplier'),
+      zeroing_increment=checks.nonnegative(increment, 'zeroing_increment'))
+
+
+def indicator_mechanism(config: AdaptiveClip):
+  """The DDG mechanism of the indicators 2 b in {-1, 0, +1}.
+
+  Identity encoder, integer inputs, l2 and linf clip 1 (no rounding
+  inflation: the sensitivity is the integer scaling itself), central noise
+  stddev 2 sigma_b in units of 2 b (noise multiplier 2 sigma_b against the
+  clip 1), integer scaling c = the smallest with scaled local noise >= 1 (1
+  without noise), 30-bit ring (checked against the worst-case sum).
+  """
+  z = 2.0 * config.count_stddev
+  n = config.expected_clients
+  scaling = 1
+  if z > 0:
+    sigma = ddg_mechanism.local_stddev(z, 1.0, n)
+    scaling = max(1, math.ceil(1.0 / sigma))
+  return ddg_mechanism.compute_parameters(
+      dim=1, l2_clip=1.0, noise_multiplier=z, expected_clients_per_round=n,
+      bits=base.MAX_RING_BITS, beta=0.0, encoder=registry.Identity(1),
+      granularity=1.0 / scaling, linf_clip=1.0, integer_inputs=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClipRange:
+  """The value mechanism seen over every clip in [MIN_CLIP, MAX_CLIP].
+
+  For `secure_sum.check_output_range`: the result is the unit-clip
+  mechanism's decoded sum times C_t.
+  """
+
+  mechanism: base.Mechanism
+
+  @property
+  def name(self) -> str:
+    return self.mechanism.name
+
+  def output_range(self):
+    clip, bound = self.mechanism.output_range()
+    return clip * MIN_CLIP, bound * MAX_CLIP
+
+
+def client_split(config: AdaptiveClip, flat: tf.Tensor, clip: tf.Tensor):
+  """(value / C_t with zeroed clients' zeroed, 2 b as float64 [1]).
+
+  A non-finite value is passed on (the mechanism zeroes and flags it) and
+  its indicator is 0; so is a zeroed client's.
+  """
+  clip = tf.cast(clip, tf.float64)
+  finite = tf.reduce_all(tf.math.is_finite(flat))
+  norm = tf.norm(tf.where(finite, flat, tf.zeros_like(flat)))
+  speaks = finite
+  scaled = flat / clip
+  if config.zeroing_multiplier is not None:
+    zeroed = finite & (norm > config.zeroing_multiplier * clip
+                       + config.zeroing_increment)
+    scaled = tf.where(zeroed, tf.zeros_like(scaled), scaled)
+    speaks &= tf.logical_not(zeroed)
+  sign = tf.where(norm <= clip, tf.constant(1.0, tf.float64),
+                  tf.constant(-1.0, tf.float64))
+  indicator = tf.where(speaks, sign, tf.constant(0.0, tf.float64))
+  return scaled, tf.reshape(indicator, [1])
+
+
+def next_clip(config: AdaptiveClip, clip: tf.Tensor, noisy_sum_2b: tf.Tensor,
+              num_clients: tf.Tensor):
+  """(b_bar, C_t+1) from the decoded noisy sum of 2 b (module doc)."""
+  clip = tf.cast(clip, tf.float64)
+  n = tf.maximum(tf.cast(num_clients, tf.float64), 1.0)
+  below = tf.clip_by_value(
+      tf.cast(noisy_sum_2b, tf.float64) / 2.0 / n + 0.5, 0.0, 1.0)
+  new = clip * tf.exp(-config.learning_rate
+                      * (below - config.target_quantile))
+  return below, tf.clip_by_value(new, MIN_CLIP, MAX_CLIP)

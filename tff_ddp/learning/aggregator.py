@@ -1,0 +1,135 @@
+"""`ddp_secure_aggregator`: TFF's DP-FedAvg aggregator, private and accounted.
+
+The counterpart of `tff.learning.ddp_secure_aggregator(noise_multiplier,
+expected_clients_per_round, bits=20, zeroing=True, rotation_type='hd')`, with
+its signature and defaults. TFF's builds, from the outside in: adaptive
+zeroing -> the mean (a secure count) -> `DistributedDpSumFactory(l2_clip=0.1,
+mechanism='distributed_skellam', auto_l2_clip=True)` (target quantile 0.5,
+lr 0.2, count stddev 0.05 * expected_clients_per_round). Here, in one flat
+secure-sum layer (`tff_ddp.aggregators.secure_sum`):
+
+* the sum: the distributed discrete Gaussian (`DiscreteGaussianSumFactory`;
+  TFF uses the distributed Skellam, not implemented here), randomized
+  Hadamard rotation ('hd'), `bits` bits;
+* adaptive clipping as TFF configures it (initial clip 0.1, target quantile
+  0.5, learning rate 0.2, count stddev 0.05 * expected_clients_per_round,
+  the value's noise multiplier raised so that value and count together have
+  `noise_multiplier`), but private and accounted: the clip indicators are
+  noised in the same secure sum and their event is in the round's dp_event
+  (`tff_ddp.aggregators.adaptive_clip`);
+* zeroing (`zeroing=True`): TFF zeroes updates whose norm exceeds
+  2 q + 1, q a *non-private* estimate of the 0.98 quantile of the norms
+  (exact per-round counts of the norms below it, released unnoised). Here a
+  client zeroes its update when its norm exceeds
+  ZEROING_MULTIPLIER * C_t + ZEROING_INCREMENT = 10 C_t + 1, C_t the round's
+  private clip (public: a function of noisy sums). C_t tracks the median,
+  so 10 C_t is above the 98th percentile unless the norms' 98th/50th ratio
+  exceeds 5: ordinary updates are not zeroed, corrupt (huge) ones are. The
+  threshold is public and a zeroed client sends the null message (zero
+  value, indicator 0) -- the zero-out neighbour itself -- so zeroing costs
+  no privacy; the number of zeroed clients is withheld (not even sent).
+  Non-finite updates are zeroed with or without `zeroing`.
+* the mean: the decoded sum divided by the number of clients in the secure
+  sum (public by protocol), as TFF's `UnweightedMeanFactory` with a secure
+  count does.
+
+Measurements: those of `DiscreteGaussianSumFactory` with auto_l2_clip=True
+(`l2_clip`, `next_l2_clip`, `below_clip_fraction`, `participating_clients`,
+`dp_event`, ...). `tff_ddp.accounting.extract_dp_event` on
+`output.metrics['aggregator']` of a `tff.learning` process gives each round's
+event; `RdpAccountant(adversary='server')` its epsilon.
+"""
+
+import tensorflow as tf
+
+from tff_ddp.aggregators import adaptive_clip
+from tff_ddp.aggregators import discrete_gaussian
+from tff_ddp.aggregators import secure_sum
+from tff_ddp.utils import checks
+
+# TFF's ddp_secure_aggregator configuration (model_update_aggregator.py).
+INITIAL_L2_CLIP = 0.1
+TARGET_QUANTILE = 0.5
+LEARNING_RATE = 0.2
+# Zeroing threshold: ZEROING_MULTIPLIER * C_t + ZEROING_INCREMENT.
+ZEROING_MULTIPLIER = 10.0
+ZEROING_INCREMENT = 1.0
+
+_NAME = 'ddp_secure_aggregator'
+
+
+class _MeanProtocol(secure_sum.RoundProtocol):
+  """The round of the sum, its result divided by the public client count."""
+
+  def server(self, summed, seed, clip=None):
+    result, measurements, n = super().server(summed, seed, clip)
+    denominator = tf.maximum(tf.cast(n, tf.float64), 1.0)
+    result = tf.nest.map_structure(
+        lambda t: tf.cast(tf.cast(t, tf.float64) / denominator, t.dtype),
+        result)
+    return result, measurements, n
+
+
+class DdpMeanFactory(discrete_gaussian.DiscreteGaussianSumFactory):
+  """The factory `ddp_secure_aggregator` returns (module docstring)."""
+
+  def __init__(self, noise_multiplier, expected_clients_per_round, bits,
+               zeroing, rotation_type, **kwargs):
+    zeroing = checks.boolean(zeroing, 'zeroing')
+    super().__init__(
+        noise_multiplier=noise_multiplier,
+        expected_clients_per_round=expected_clients_per_round, bits=bits,
+        l2_clip=INITIAL_L2_CLIP, rotation_type=rotation_type,
+        auto_l2_clip=True, auto_l2_target_quantile=TARGET_QUANTILE,
+        auto_l2_lr=LEARNING_RATE, **kwargs)
+    # pylint: disable=access-member-before-definition
+    if zeroing:
+      self._adaptive = adaptive_clip.with_zeroing(
+          self._adaptive, ZEROING_MULTIPLIER, ZEROING_INCREMENT)
+    self._describe = dict(noise_multiplier=noise_multiplier,
+                          expected_clients_per_round=expected_clients_per_round,
+                          bits=bits, zeroing=zeroing,
+                          rotation_type=rotation_type)
+    self._name = _NAME
+
+  def round_protocol(self, value_type,
+                     count_modulus: int = secure_sum.COUNT_MODULUS):
+    spec = self.value_spec(value_type)
+    if not all(tf.as_dtype(leaf.dtype).is_floating for leaf in spec.leaves):
+      raise TypeError(f'{_NAME} averages model updates: value_type must be '
+                      f'floating point, got {spec.value_type}.')
+    return _MeanProtocol(self, value_type, count_modulus)
+
+  def __repr__(self):
+    return f'{_NAME}({", ".join(self._repr_arguments())})'
+
+
+def ddp_secure_aggregator(
+    noise_multiplier: float,
+    expected_clients_per_round: int,
+    bits: int = 20,
+    zeroing: bool = True,
+    rotation_type: str = 'hd',
+) -> DdpMeanFactory:
+  """DP-FedAvg's aggregator: zeroing, private adaptive clip, DDG sum, mean.
+
+  TFF's `tff.learning.ddp_secure_aggregator` signature and defaults; see the
+  module docstring for what differs (the DDG instead of the Skellam, a
+  private and accounted clip, a public zeroing threshold).
+
+  Args:
+    noise_multiplier: noise stddev / clip of value and clip count together
+      (as in TFF), >= 0; 0: not private.
+    expected_clients_per_round: clients per round whose noise shares form
+      the central noise, >= 1.
+    bits: the secure-sum modulus is 2^bits, 1 <= bits <= 30 (TFF: <= 22).
+    zeroing: zero updates of norm > 10 C_t + 1 (C_t the round's clip).
+    rotation_type: 'hd' (randomized Hadamard); 'dft' is not implemented.
+
+  Returns:
+    A `tff.aggregators.UnweightedAggregationFactory` (one secure-sum layer:
+    usable as `model_aggregator` of `build_unweighted_fed_avg` with the
+    default protobuf).
+  """
+  return DdpMeanFactory(noise_multiplier, expected_clients_per_round, bits,
+                        zeroing, rotation_type)

@@ -1,0 +1,126 @@
+"""ddp_secure_aggregator: TFF's signature, zeroing, the clip, the mean, FedAvg."""
+
+import inspect
+import math
+import warnings
+
+import dp_accounting
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_ddp import accounting
+from tff_ddp import learning
+from tff_ddp.learning import aggregator
+from tff_ddp_tests import harness
+
+
+def _exact(**kwargs):
+  """noise_multiplier 0 (count stddev 0 by TFF's default): exact numbers."""
+  with warnings.catch_warnings():
+    warnings.simplefilter('ignore', UserWarning)
+    return learning.ddp_secure_aggregator(0.0, 3, **kwargs)
+
+
+def _vector(norm):
+  x = np.zeros([4], np.float32)
+  x[1] = norm
+  return x
+
+
+class DdpSecureAggregatorTest(tf.test.TestCase):
+
+  def test_signature_and_defaults_are_tffs(self):
+    ours = inspect.signature(learning.ddp_secure_aggregator)
+    theirs = inspect.signature(tff.learning.ddp_secure_aggregator)
+    self.assertEqual(list(ours.parameters), list(theirs.parameters))
+    for name, parameter in theirs.parameters.items():
+      self.assertEqual(ours.parameters[name].default, parameter.default, name)
+    factory = learning.ddp_secure_aggregator(1.0, 100)
+    self.assertIsInstance(factory, tff.aggregators.UnweightedAggregationFactory)
+    mechanism = factory.mechanism(tff.TensorType(np.float32, [8]))
+    self.assertEqual(mechanism.bits, 20)
+    # TFF's noise split with count stddev 0.05 * 100 = 5.
+    self.assertAllClose(mechanism.noise_multiplier,
+                        (1.0 - (2 * 5.0)**-2) ** -0.5)
+    self.assertIn('zeroing=True', repr(factory))
+
+  def test_zeroing_clip_and_mean(self):
+    # Initial clip 0.1; zeroing threshold 10 * 0.1 + 1 = 2.
+    process = _exact().create(tff.TensorType(np.float32, [4]))
+    state = process.initialize()
+    self.assertAllClose(state['l2_clip'], aggregator.INITIAL_L2_CLIP)
+    data = [_vector(0.05), _vector(0.5), _vector(100.0)]
+    output = process.next(state, data)
+    # Mean over the 3 clients of the secure sum: (0.05 + 0.1 + 0) / 3.
+    self.assertAllClose(output.result, _vector(0.15 / 3), atol=1e-5)
+    m = output.measurements
+    self.assertEqual(m['participating_clients'], 3)
+    # Indicators +1, -1 and 0 (zeroed): b_bar = 1/2 = target: clip kept.
+    self.assertAllClose(m['below_clip_fraction'], 0.5)
+    self.assertAllClose(output.state['l2_clip'], 0.1)
+
+  def test_without_zeroing_the_large_update_is_clipped(self):
+    process = _exact(zeroing=False).create(tff.TensorType(np.float32, [4]))
+    output = process.next(process.initialize(),
+                          [_vector(0.05), _vector(0.5), _vector(100.0)])
+    self.assertAllClose(output.result, _vector(0.25 / 3), atol=1e-5)
+    # One of three below: C <- 0.1 exp(-0.2 (1/3 - 1/2)).
+    self.assertAllClose(output.state['l2_clip'],
+                        0.1 * math.exp(0.2 / 6))
+
+  def test_refusals(self):
+    with self.assertRaisesRegex(ValueError, 'rotation_type'):
+      learning.ddp_secure_aggregator(1.0, 100, rotation_type='dft')
+    with self.assertRaisesRegex(TypeError, 'zeroing'):
+      learning.ddp_secure_aggregator(1.0, 100, zeroing='yes')
+    # TFF's own check: count stddev 0.05 * 10 = 0.5 <= noise_multiplier / 2.
+    with self.assertRaisesRegex(ValueError, 'auto_l2_clip_count_stddev'):
+      learning.ddp_secure_aggregator(1.0, 10)
+    with self.assertRaisesRegex(TypeError, 'floating point'):
+      learning.ddp_secure_aggregator(1.0, 100).create(
+          tff.TensorType(np.int32, [4]))
+
+
+@pytest.mark.slow
+class FedAvgTest(tf.test.TestCase):
+
+  def test_model_aggregator_of_unweighted_fed_avg(self):
+    def model_fn():
+      keras_model = tf.keras.Sequential([
+          tf.keras.layers.InputLayer(input_shape=(4,)),
+          tf.keras.layers.Dense(2)])
+      return tff.learning.models.from_keras_model(
+          keras_model,
+          input_spec=(tf.TensorSpec([None, 4], tf.float32),
+                      tf.TensorSpec([None, 1], tf.int32)),
+          loss=tf.keras.losses.SparseCategoricalCrossentropy(
+              from_logits=True))
+
+    # Count stddev 0.05 * 4 = 0.2 > noise_multiplier / 2.
+    factory = learning.ddp_secure_aggregator(0.3, 4)
+    process = tff.learning.algorithms.build_unweighted_fed_avg(
+        model_fn, client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.1),
+        model_aggregator=factory)
+    data = tf.data.Dataset.from_tensor_slices(
+        (np.ones([4, 4], np.float32), np.zeros([4, 1], np.int32))).batch(2)
+    state = process.initialize()
+    accountant = accounting.RdpAccountant(adversary='server')
+    clips = []
+    for _ in range(2):
+      output = process.next(state, [data] * 4)
+      state = output.state
+      metrics = output.metrics['aggregator']
+      self.assertEqual(metrics['participating_clients'], 4)
+      clips.append(float(metrics['l2_clip']))
+      event = accounting.extract_dp_event(metrics)
+      self.assertIsInstance(event, dp_accounting.ComposedDpEvent)
+      accountant.compose(event)
+    self.assertAllClose(clips[0], aggregator.INITIAL_L2_CLIP)
+    epsilon = accountant.get_epsilon(1e-5)
+    self.assertTrue(0 < epsilon < math.inf, epsilon)
+
+
+if __name__ == '__main__':
+  harness.main()
