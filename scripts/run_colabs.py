@@ -4,7 +4,9 @@
   .venv/bin/python scripts/run_colabs.py --write colabs/federated_quantiles.ipynb
 
 --check runs every code cell in order and fails (exit status 1) on the first
-cell that raises; the files are left alone. --write does the same and saves
+cell that raises; the files are left alone. A failure is reported in one
+screen (`failure_report`): the cell's index, the first lines of its source,
+the exception and the last frames of its traceback. --write does the same and saves
 the outputs (text and PNG images) into the .ipynb, so a reader sees them
 without running anything; a notebook that fails is not written.
 
@@ -31,6 +33,14 @@ import time
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COLABS = os.path.join(_ROOT, 'colabs')
 _KERNEL_NAME = 'tff_ddp_venv'
+# The failure report (`failure_report`) fits one screen: this many source
+# lines of the failed cell, lines of the exception message, traceback frames
+# (the innermost ones) and lines per frame.
+SOURCE_LINES = 6
+MESSAGE_LINES = 12
+LAST_FRAMES = 4
+FRAME_LINES = 8
+_ANSI = re.compile(r'\x1b\[[0-9;]*m')
 
 
 def notebooks(paths=None):
@@ -108,6 +118,65 @@ def _kernel_manager(python, spec_dir):
                                kernel_spec_manager=specs)
 
 
+def _clip(lines, limit, what):
+  """The first `limit` of `lines`, and a line saying how many were left out."""
+  if len(lines) <= limit:
+    return lines
+  return lines[:limit] + [f'... ({len(lines) - limit} more {what})']
+
+
+def failure_report(nb, cell_index, ename=None, evalue=None, traceback=None,
+                   timeout=None):
+  """One screen on the cell that failed (or timed out) in `nb`.
+
+  Args:
+    nb: the executed notebook (nbformat), its outputs as execution left them.
+    cell_index: the index of the failed cell in nb.cells (every cell counts,
+      markdown included, as Jupyter numbers them from 0).
+    ename, evalue, traceback: the error as the kernel reported it (name,
+      message, IPython's traceback: a list of frames, colour codes allowed);
+      when not given, read from the cell's error output.
+    timeout: seconds, if the cell timed out rather than raised.
+
+  Returns:
+    The cell's index (and its rank among the code cells), its first
+    SOURCE_LINES source lines, the exception with at most MESSAGE_LINES
+    lines of message, and the last LAST_FRAMES frames of the traceback
+    (FRAME_LINES lines each), without colour codes.
+  """
+  cell = nb.cells[cell_index]
+  code_rank = sum(1 for c in nb.cells[:cell_index] if c.cell_type == 'code')
+  for output in cell.get('outputs', []):
+    if output.get('output_type') == 'error':
+      ename = ename or output.get('ename')
+      evalue = evalue if evalue is not None else output.get('evalue')
+      traceback = traceback or output.get('traceback')
+  lines = [f'cell {cell_index} (code cell {code_rank}, '
+           f'execution count {cell.get("execution_count")}) '
+           + (f'timed out after {timeout:g} s' if timeout is not None
+              else f'raised {ename}') + ':']
+  source = cell.source.splitlines()
+  lines += ['  | ' + line for line in _clip(source, SOURCE_LINES, 'lines')]
+  if timeout is None:
+    message = _ANSI.sub('', evalue or '').strip().splitlines() or ['']
+    message = _clip(message, MESSAGE_LINES, 'lines of message')
+    lines.append(f'{ename}: {message[0]}')
+    lines += ['  ' + line for line in message[1:]]
+    # IPython's traceback: a separator, one entry per frame (several lines
+    # each), and the exception line last; keep the innermost frames.
+    frames = [_ANSI.sub('', f).strip('\n') for f in (traceback or [])]
+    frames = [f for f in frames
+              if f.strip() and not set(f.strip()) <= set('-')
+              and not f.startswith(f'{ename}:')]
+    if frames:
+      kept = frames[-LAST_FRAMES:]
+      lines.append(f'last {len(kept)} of {len(frames)} frames:')
+      for frame in kept:
+        lines += ['  ' + line for line in
+                  _clip(frame.splitlines(), FRAME_LINES, 'lines')]
+  return '\n'.join(lines)
+
+
 def run(path, python, write, timeout):
   """Executes one notebook; returns (seconds, error message or None)."""
   import nbclient  # pylint: disable=g-import-not-at-top
@@ -117,17 +186,25 @@ def run(path, python, write, timeout):
   spec_dir = tempfile.mkdtemp(prefix='tff_ddp_kernel_')
   start = time.monotonic()
   try:
+    current = []  # the index of the cell being executed
+
+    def on_cell_start(cell, cell_index):
+      del cell
+      current.append(cell_index)
+
     client = _client_class()(
         nb, km=_kernel_manager(python, spec_dir), timeout=timeout,
         kernel_name=_KERNEL_NAME, record_timing=False,
+        on_cell_start=on_cell_start,
         resources={'metadata': {'path': os.path.dirname(path)}})
     try:
       client.execute()
     except nbclient.exceptions.CellExecutionError as e:
-      # The traceback without the terminal's colour codes.
-      return time.monotonic() - start, re.sub(r'\x1b\[[0-9;]*m', '', str(e))
-    except nbclient.exceptions.CellTimeoutError as e:
-      return time.monotonic() - start, f'cell timed out: {e}'
+      return time.monotonic() - start, failure_report(
+          nb, current[-1], ename=e.ename, evalue=e.evalue)
+    except nbclient.exceptions.CellTimeoutError:
+      return time.monotonic() - start, failure_report(
+          nb, current[-1], timeout=timeout)
     finally:
       # execute() leaves a kernel it did not create running.
       if client.km is not None and client.km.has_kernel:

@@ -12,14 +12,18 @@ lines, and the file stays small.
 
 Slow (CI): each notebook is executed again with nbclient
 (`scripts/run_colabs.py --check`, this interpreter as the kernel); the test
-fails if any cell raises or times out.
+fails if any cell raises or times out, and its message is the runner's
+one-screen report of the failed cell (`FailureReportTest` checks that report
+on a tiny failing notebook).
 """
 
+import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
 
 from absl.testing import parameterized
 import pytest
@@ -126,6 +130,103 @@ class CommittedOutputsTest(parameterized.TestCase):
     self.assertIsNone(_CPP_LOG.search('ε = 1.00 against the server\n'))
 
 
+def _runner_module():
+  spec = importlib.util.spec_from_file_location('run_colabs', _RUNNER)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+# A tiny notebook whose third cell fails four calls deep, with a source
+# longer than the report shows and a message longer than it keeps.
+_FAILING_CELLS = [
+    ('markdown', '# A notebook that fails'),
+    ('code', 'x = 1'),
+    ('code', '\n'.join([
+        'def first():',
+        '  return second()',
+        'def second():',
+        '  return third()',
+        'def third():',
+        '  return fourth()',
+        'def fourth():',
+        "  raise ValueError('the marker message\\n' + '\\n'.join(",
+        "      f'detail {i}' for i in range(40)))",
+        'first()'])),
+    ('code', 'print("never reached")'),
+]
+
+
+def _write_failing_notebook(directory):
+  import nbformat  # pylint: disable=g-import-not-at-top
+  nb = nbformat.v4.new_notebook()
+  for kind, source in _FAILING_CELLS:
+    nb.cells.append(nbformat.v4.new_markdown_cell(source) if kind == 'markdown'
+                    else nbformat.v4.new_code_cell(source))
+  nb.metadata['kernelspec'] = {'name': 'python3', 'language': 'python',
+                               'display_name': 'Python 3'}
+  path = os.path.join(directory, 'failing.ipynb')
+  nbformat.write(nb, path)
+  return path
+
+
+class FailureReportTest(parameterized.TestCase):
+  """run_colabs.py names the failed cell and its traceback in one screen."""
+
+  def _check_report(self, report, runner):
+    lines = report.splitlines()
+    # One screen: header, source, message, frames; nothing like the
+    # notebook's JSON.
+    self.assertLessEqual(len(lines), 50, msg=report)
+    self.assertNotIn('"cell_type"', report)
+    self.assertNotIn('\x1b[', report)
+    self.assertIn('cell 2 (code cell 1, execution count 2) raised ValueError',
+                  lines[0])
+    # The first SOURCE_LINES lines of the source, and how many are left out.
+    self.assertEqual(lines[1:1 + runner.SOURCE_LINES],
+                     ['  | ' + line for line in
+                      _FAILING_CELLS[2][1].splitlines()[:runner.SOURCE_LINES]])
+    self.assertIn('... (4 more lines)', report)
+    self.assertIn('ValueError: the marker message', report)
+    self.assertIn(f'detail {runner.MESSAGE_LINES - 2}', report)
+    self.assertNotIn(f'detail {runner.MESSAGE_LINES - 1}\n', report)
+    # The innermost frames: where it was raised, not where it started.
+    self.assertRegex(report, r'\nlast 4 of [5-9] frames:\n')
+    self.assertIn('in fourth()', report)
+    self.assertNotIn('----> 10 first()', report)
+    self.assertIn("raise ValueError('the marker message", report)
+
+  def test_report_of_a_failing_notebook(self):
+    # The runner end to end, as ExecutionTest calls it, on a failing
+    # notebook written to a temporary directory (a kernel of this
+    # interpreter, no TensorFlow: a few seconds).
+    with tempfile.TemporaryDirectory() as directory:
+      path = _write_failing_notebook(directory)
+      with open(path, encoding='utf-8') as f:
+        before = f.read()
+      result = subprocess.run(
+          [sys.executable, _RUNNER, '--check', '--python', sys.executable,
+           path], capture_output=True, text=True, timeout=300, check=False)
+      with open(path, encoding='utf-8') as f:
+        self.assertEqual(f.read(), before, msg='--check wrote the notebook')
+    self.assertEqual(result.returncode, 1, msg=result.stdout + result.stderr)
+    self.assertIn('failing.ipynb: FAILED after', result.stdout)
+    report = result.stdout.split('FAILED after', 1)[1].split('\n', 1)[1]
+    self._check_report(report.strip('\n'), _runner_module())
+    self.assertIn('1 of 1 notebook(s) failed: ', result.stderr)
+
+  def test_report_of_a_timeout(self):
+    import nbformat  # pylint: disable=g-import-not-at-top
+    runner = _runner_module()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell('# t'),
+                nbformat.v4.new_code_cell('import time\ntime.sleep(60)')]
+    report = runner.failure_report(nb, 1, timeout=2.0)
+    self.assertEqual(report.splitlines(), [
+        'cell 1 (code cell 0, execution count None) timed out after 2 s:',
+        '  | import time', '  | time.sleep(60)'])
+
+
 @pytest.mark.slow
 class ExecutionTest(parameterized.TestCase):
 
@@ -139,9 +240,10 @@ class ExecutionTest(parameterized.TestCase):
          os.path.join(_COLABS, name)],
         capture_output=True, text=True, timeout=_RUN_TIMEOUT_SECONDS,
         check=False)
+    # The runner prints its one-screen report of the failed cell.
     self.assertEqual(
         result.returncode, 0,
-        msg=f'{name} failed:\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}')
+        msg=f'{name} failed:\n{result.stdout[-6000:]}\n{result.stderr[-2000:]}')
 
 
 if __name__ == '__main__':
