@@ -4,9 +4,10 @@
   .venv/bin/python scripts/run_colabs.py --write colabs/federated_quantiles.ipynb
 
 --check runs every code cell in order and fails (exit status 1) on the first
-cell that raises; the files are left alone. A failure is reported in one
-screen (`failure_report`): the cell's index, the first lines of its source,
-the exception and the last frames of its traceback. --write does the same and saves
+cell that raises, times out or kills its kernel; the files are left alone. A
+failure is reported in one screen (`failure_report`): the cell's index, the
+first lines of its source, the exception and the last frames of its
+traceback. --write does the same and saves
 the outputs (text and PNG images) into the .ipynb, so a reader sees them
 without running anything; a notebook that fails is not written.
 
@@ -57,10 +58,15 @@ def default_python():
 
 
 def _descendants(pid):
-  """Living descendants of `pid`, by process id (tff_ddp.utils.processes)."""
+  """Living descendants of the kernel `pid`, by process id: its process tree
+  and its session (Jupyter starts a kernel as a session leader; a dead
+  kernel's TFF workers are re-parented but stay in that session)."""
   sys.path.insert(0, _ROOT)
   from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
-  return processes.descendant_pids(pid)
+  found = set(processes.descendant_pids(pid))
+  found.update(processes.session_pids(pid))
+  found.discard(pid)
+  return sorted(found)
 
 
 def _end(pids, timeout=5.0):
@@ -87,9 +93,17 @@ def _client_class():
   class Client(nbclient.NotebookClient):
     """Ends the kernel's descendants (TFF workers) with the kernel."""
 
-    async def _async_cleanup_kernel(self):
+    kernel_pid = None
+
+    def remember_kernel(self):
+      """Notes the kernel's pid while it runs (called at each cell's start):
+      once it died, the manager no longer knows it."""
       provisioner = getattr(self.km, 'provisioner', None)
-      pid = getattr(provisioner, 'pid', None)
+      self.kernel_pid = getattr(provisioner, 'pid', None) or self.kernel_pid
+
+    async def _async_cleanup_kernel(self):
+      self.remember_kernel()
+      pid = self.kernel_pid
       leftovers = _descendants(pid) if pid else []
       try:
         await super()._async_cleanup_kernel()
@@ -114,8 +128,13 @@ def _kernel_manager(python, spec_dir):
         'env': {'PYTHONPATH': _ROOT + (os.pathsep + path if path else '')},
     }, f)
   specs = kernelspec.KernelSpecManager(kernel_dirs=[spec_dir])
-  return manager.KernelManager(kernel_name=_KERNEL_NAME,
-                               kernel_spec_manager=specs)
+  # The asynchronous manager, not KernelManager: nbclient waits for a
+  # cell's output with get_msg(timeout=None) and watches the kernel's
+  # liveness in another task of the same event loop; a blocking client's
+  # get_msg never yields to that task, so a kernel that died mid-cell hung
+  # the run for ever (seen in CI-sized runs; `DeadKernelTest`).
+  return manager.AsyncKernelManager(kernel_name=_KERNEL_NAME,
+                                    kernel_spec_manager=specs)
 
 
 def _clip(lines, limit, what):
@@ -191,6 +210,7 @@ def run(path, python, write, timeout):
     def on_cell_start(cell, cell_index):
       del cell
       current.append(cell_index)
+      client.remember_kernel()
 
     client = _client_class()(
         nb, km=_kernel_manager(python, spec_dir), timeout=timeout,
@@ -205,10 +225,25 @@ def run(path, python, write, timeout):
     except nbclient.exceptions.CellTimeoutError:
       return time.monotonic() - start, failure_report(
           nb, current[-1], timeout=timeout)
+    except nbclient.exceptions.DeadKernelError:
+      return time.monotonic() - start, failure_report(
+          nb, current[-1], ename='DeadKernelError',
+          evalue='the kernel process died while running this cell '
+          '(a crash or an exit in native code: no Python traceback)')
     finally:
-      # execute() leaves a kernel it did not create running.
-      if client.km is not None and client.km.has_kernel:
-        client._cleanup_kernel()  # pylint: disable=protected-access
+      # execute() leaves a kernel it did not create running. The base
+      # class's synchronous _cleanup_kernel wraps *its* coroutine, not the
+      # override above, so the kernel's workers are ended here as well --
+      # also those of a kernel that died (re-parented, still in its
+      # session).
+      client.remember_kernel()
+      leftovers = (_descendants(client.kernel_pid) if client.kernel_pid
+                   else [])
+      try:
+        if client.km is not None and client.km.has_kernel:
+          client._cleanup_kernel()  # pylint: disable=protected-access
+      finally:
+        _end(leftovers)
   finally:
     shutil.rmtree(spec_dir, ignore_errors=True)
   seconds = time.monotonic() - start

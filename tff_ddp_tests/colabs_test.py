@@ -227,6 +227,49 @@ class FailureReportTest(parameterized.TestCase):
         '  | import time', '  | time.sleep(60)'])
 
 
+class DeadKernelTest(parameterized.TestCase):
+  """A kernel that dies mid-cell is reported, not waited for, and what it
+  started is ended (its orphans are found through its session)."""
+
+  def test_dead_kernel_reported_and_its_children_ended(self):
+    import nbformat  # pylint: disable=g-import-not-at-top
+    with tempfile.TemporaryDirectory() as directory:
+      pid_file = os.path.join(directory, 'child.pid')
+      nb = nbformat.v4.new_notebook()
+      nb.cells = [
+          nbformat.v4.new_code_cell('print("first")'),
+          # A child of the kernel (as TFF's worker_binary is), then the
+          # kernel dies without Python's cleanup.
+          nbformat.v4.new_code_cell('\n'.join([
+              'import os, subprocess',
+              "child = subprocess.Popen(['sleep', '600'])",
+              f'open({pid_file!r}, "w").write(str(child.pid))',
+              'os._exit(1)'])),
+          nbformat.v4.new_code_cell('print("never reached")')]
+      path = os.path.join(directory, 'dies.ipynb')
+      nbformat.write(nb, path)
+      # Before the fix the runner waited for the dead kernel's output for
+      # ever; 120 s is ~40x what the run takes.
+      result = subprocess.run(
+          [sys.executable, _RUNNER, '--check', '--python', sys.executable,
+           path], capture_output=True, text=True, timeout=120, check=False)
+      with open(pid_file) as f:
+        child = int(f.read())
+    self.assertEqual(result.returncode, 1, msg=result.stdout + result.stderr)
+    self.assertIn('cell 1 (code cell 1, execution count 2) raised '
+                  'DeadKernelError', result.stdout)
+    self.assertIn("  | child = subprocess.Popen(['sleep', '600'])",
+                  result.stdout)
+    # The orphan was re-parented (not a descendant of anything we started
+    # any more) and is gone: ended, at most a zombie awaiting its reaper.
+    try:
+      with open(f'/proc/{child}/stat') as f:
+        state = f.read().rsplit(')', 1)[1].split()[0]
+    except OSError:
+      state = ''
+    self.assertIn(state, ('', 'Z', 'X'), msg=f'sleep {child} left running')
+
+
 @pytest.mark.slow
 class ExecutionTest(parameterized.TestCase):
 

@@ -83,6 +83,31 @@ def descendant_pids(pid: int = None) -> List[int]:
   return found
 
 
+def session_pids(sid: int) -> List[int]:
+  """Process ids of the living processes of session `sid`.
+
+  A process started with `start_new_session=True` (as Jupyter starts its
+  kernels) leads a session whose id is its pid; its descendants stay in it
+  (unless they start sessions of their own) also after it died and they
+  were re-parented, when `descendant_pids` no longer finds them.
+  """
+  if not os.path.isdir('/proc'):
+    return []
+  found = []
+  for entry in os.listdir('/proc'):
+    if not entry.isdigit():
+      continue
+    try:
+      with open(f'/proc/{entry}/stat', 'rb') as f:
+        stat = f.read().decode('utf-8', 'replace')
+    except OSError:
+      continue
+    fields = stat[stat.rfind(')') + 2:].split()
+    if int(fields[3]) == sid and fields[0] not in ('Z', 'X'):
+      found.append(int(entry))
+  return found
+
+
 def _state(pid: int) -> str:
   """The /proc state letter of `pid` ('Z' zombie, 'X' dead), '' if gone."""
   try:
