@@ -257,6 +257,11 @@ def run(path, python, write, timeout):
   return seconds, None
 
 
+def _terminated(signum, frame):
+  del frame
+  raise SystemExit(128 + signum)
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser(
       description=__doc__.split('\n\n')[0],
@@ -273,6 +278,9 @@ def main(argv=None):
   parser.add_argument('--timeout', type=float, default=900.0,
                       help='seconds one cell may take')
   args = parser.parse_args(argv)
+  # SIGTERM (timeout(1), CI ending a job) unwinds like Ctrl-C, so that the
+  # kernel and its TFF workers are ended by `run`'s cleanup, not orphaned.
+  signal.signal(signal.SIGTERM, _terminated)
   paths = notebooks(args.notebooks)
   if not paths:
     parser.error(f'no notebooks in {COLABS}')
