@@ -19,16 +19,30 @@ Level: the worst max_k |y_k| sqrt(D) / ||x||_2 over Gaussian, constant,
 one-hot and spiky inputs (for ours and dense, <= K = 2.24 by construction);
 residual: the worst ||x - decode(encode(x))|| / ||x||.
 
-  .venv/bin/python benchmarks/kashin_bench.py [--reps 5]
+Then, at d = 2^14 (--check-log2), eager calls of ours and of the dense frame
+(what `enc.encode(x, seed)` costs outside a tf.function), and a regression
+check: the run fails (exit status 1) if ours, traced or eager, takes more
+than REGRESSION_FACTOR = 1.5 times the time recorded in
+benchmarks/kashin_baseline.json (`--record-baseline` rewrites it).
+
+  .venv/bin/python benchmarks/kashin_bench.py [--reps 5] [--record-baseline]
 """
 
 import argparse
+import json
 import math
+import os
 import statistics
+import sys
 import time
 
 import _common  # pylint: disable=unused-import
 import numpy as np
+
+
+# kashin_bench fails (exit status 1) when ours, traced or eager, at
+# d = 2^check_log2 takes more than this times the recorded baseline.
+REGRESSION_FACTOR = 1.5
 
 
 def _inputs(d, rng):
@@ -46,6 +60,11 @@ def main():
   parser.add_argument('--dense-max-log2', type=int, default=14)
   parser.add_argument('--qr-max-log2', type=int, default=11)
   parser.add_argument('--reps', type=int, default=5)
+  parser.add_argument('--check-log2', type=int, default=14,
+                      help='dimension of the eager timing and of the '
+                      'regression check against kashin_baseline.json')
+  parser.add_argument('--record-baseline', action='store_true',
+                      help='write kashin_baseline.json instead of checking')
   args = parser.parse_args()
 
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -166,6 +185,56 @@ def main():
     tt, tl, tr = r['tfmot']
     line += f'{tt:9.5f} {tt / t:7.2f} {tl:6.2f} {tr:7.0e}'
     print(line)
+
+  # Eager calls (what a user typing enc.encode(x, seed) gets) at the
+  # regression-check dimension, ours vs the dense frame, and the check.
+  d = 2**args.check_log2
+  if args.min_log2 <= args.check_log2 <= min(args.max_log2,
+                                             args.dense_max_log2):
+    inputs = _inputs(d, np.random.default_rng(args.check_log2))
+    ours = KashinEncoder(d)
+    dense = MaterializedFrame(d, materialize(ours))
+    eager_ours = measure(lambda x: ours.encode(x, seed),
+                         lambda y: ours.decode(y, seed), ours.output_dim,
+                         inputs)[0]
+    eager_dense = measure(lambda x: dense.encode(x, seed),
+                          lambda y: dense.decode(y, seed), dense.output_dim,
+                          inputs)[0]
+    traced = next(r for r in rows if r['d'] == d)
+    now = {'traced_s': traced['ours'][0], 'eager_s': eager_ours,
+           'traced_x_dense': traced['dense'][0] / traced['ours'][0],
+           'eager_x_dense': eager_dense / eager_ours}
+    print(f'\nd = {d}: ours traced {now["traced_s"]:.5f} s '
+          f'({now["traced_x_dense"]:.1f}x the dense frame), eager '
+          f'{now["eager_s"]:.5f} s ({now["eager_x_dense"]:.1f}x the dense '
+          'frame, both eager)')
+    baseline_path = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                 'kashin_baseline.json')
+    if args.record_baseline:
+      with open(baseline_path, 'w') as f:
+        json.dump(dict(now, d=d, recorded=time.strftime('%Y-%m-%d %H:%M UTC',
+                                                        time.gmtime())),
+                  f, indent=1)
+        f.write('\n')
+      print(f'baseline written to {baseline_path}')
+    elif os.path.exists(baseline_path):
+      with open(baseline_path) as f:
+        base = json.load(f)
+      if base.get('d') != d:
+        print(f'no regression check: the baseline is for d = {base.get("d")}')
+        return
+      worse = [f'{key}: {now[key]:.5f} s vs baseline {base[key]:.5f} s '
+               f'({now[key] / base[key]:.2f}x)'
+               for key in ('traced_s', 'eager_s')
+               if now[key] > REGRESSION_FACTOR * base[key]]
+      if worse:
+        print(f'REGRESSION (> {REGRESSION_FACTOR}x the baseline recorded '
+              f'{base.get("recorded")}): ' + '; '.join(worse))
+        sys.exit(1)
+      print(f'no regression: within {REGRESSION_FACTOR}x of the baseline '
+            f'recorded {base.get("recorded")} (traced '
+            f'{now["traced_s"] / base["traced_s"]:.2f}x, eager '
+            f'{now["eager_s"] / base["eager_s"]:.2f}x)')
 
 
 if __name__ == '__main__':

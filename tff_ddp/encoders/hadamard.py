@@ -16,6 +16,7 @@ Inputs whose length is not a power of two are zero-padded to the next one.
 The transform is O(d log d) with d/2 butterflies per level.
 """
 
+import functools
 import math
 
 import numpy as np
@@ -38,11 +39,14 @@ def padded_dimension(dim: int) -> int:
 _BLOCK_LOG2 = 4
 
 
+@functools.lru_cache(maxsize=None)
 def _sylvester(m: int) -> np.ndarray:
-  """Unnormalized Walsh-Hadamard matrix of size m = 2^j (entries +-1)."""
+  """Unnormalized Walsh-Hadamard matrix of size m = 2^j (entries +-1); built
+  once per size (read-only), not per transform."""
   h = np.ones([1, 1])
   while h.shape[0] < m:
     h = np.block([[h, h], [h, -h]])
+  h.setflags(write=False)
   return h
 
 

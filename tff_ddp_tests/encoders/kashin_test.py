@@ -183,6 +183,29 @@ class RepresentationTest(tf.test.TestCase, parameterized.TestCase):
                         tf.function(enc.decode)(eager, _SEED),
                         rtol=1e-12, atol=1e-12)
 
+  def test_eager_equals_traced(self):
+    # An eager call runs the encoder's cached tf.function, so eager and
+    # traced (tf.function, TFF computation) outputs are the same bits.
+    enc = KashinEncoder(300)
+    x = tf.constant(np.random.default_rng(3).normal(size=300))
+    eager, eager_residual = enc.encode_with_residual(x, _SEED)
+    traced, traced_residual = tf.function(enc.encode_with_residual)(x, _SEED)
+    self.assertAllEqual(eager.numpy(), traced.numpy())
+    self.assertEqual(eager_residual.numpy(), traced_residual.numpy())
+    self.assertAllEqual(enc.decode(eager, _SEED).numpy(),
+                        tf.function(enc.decode)(eager, _SEED).numpy())
+    batch = tf.stack([x, 2.0 * x])
+    self.assertAllEqual(enc.encode_batch(batch, _SEED)[0].numpy(),
+                        tf.function(enc.encode_batch)(batch, _SEED)[0].numpy())
+    # Another seed (value and dtype) and batch size reuse or retrace
+    # correctly: each call still equals its traced counterpart.
+    other = tf.constant([5, 7], tf.int32)
+    self.assertAllEqual(enc.encode(x, other).numpy(),
+                        tf.function(enc.encode)(x, other).numpy())
+    self.assertNotAllClose(enc.encode(x, other), eager)
+    self.assertEqual(enc.encode_batch(tf.stack([x] * 3), _SEED)[0].shape,
+                     [3, enc.output_dim])
+
   @parameterized.named_parameters(
       ('dim', dict(dim=0), 'dim'),
       ('redundancy', dict(dim=4, redundancy=0.0), 'redundancy'),
