@@ -26,7 +26,7 @@ ENCODERS = registry.NAMES
 _NAME = 'DiscreteGaussianSumFactory'
 # TFF's DistributedDpSumFactory keywords and what they mean here.
 _TFF_MECHANISMS = ('distributed_dgauss',)
-_TFF_ROTATIONS = {'hd': 'hadamard'}
+_TFF_ROTATIONS = {'hd': 'hadamard', 'dft': 'dft'}
 
 
 class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
@@ -124,8 +124,8 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
       client_sampling_rate, count_noise_multiplier, debug_measurements,
         entropy, seed: see `tff_ddp.aggregators.secure_sum`.
       mechanism: TFF's keyword; only 'distributed_dgauss' (this factory).
-      rotation_type: TFF's keyword; 'hd' means encoder='hadamard' ('dft' is
-        not implemented: use 'hd').
+      rotation_type: TFF's keyword; 'hd' means encoder='hadamard', 'dft'
+        encoder='dft' (`tff_ddp.encoders.dft`, padding to an even length).
       auto_l2_clip, auto_l2_target_quantile, auto_l2_lr,
         auto_l2_clip_count_stddev: TFF's adaptive clipping, private and
         accounted (`tff_ddp.aggregators.adaptive_clip`): l2_clip is the
@@ -153,11 +153,6 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
           "(mechanism='distributed_dgauss', the default); "
           'PoissonBinomialSumFactory is the other mechanism of tff_ddp.')
     checks.choice(mechanism, 'mechanism', _TFF_MECHANISMS)
-    if isinstance(rotation_type, str) and rotation_type == 'dft':
-      raise ValueError(
-          "rotation_type='dft' is not implemented: use rotation_type='hd' "
-          "(randomized Hadamard, the default; encoder='hadamard') or "
-          "encoder='kashin'.")
     if rotation_type is not None:
       checks.choice(rotation_type, 'rotation_type', tuple(_TFF_ROTATIONS))
       if encoder != 'hadamard':

@@ -86,7 +86,8 @@ class PoissonBinomialSumFactory(secure_sum.MechanismSumFactory):
         assumes per round.
       encoder: 'kashin' (default; Kashin's representation over a
         randomized Hadamard frame), 'hadamard' (randomized Walsh-Hadamard
-        rotation, D = next power of two; no l_inf guarantee) or 'none'
+        rotation, D = next power of two; no l_inf guarantee), 'dft'
+        (randomized DFT, D = next even number; no l_inf guarantee) or 'none'
         (identity, for coordinatewise-bounded inputs with linf_clip).
       max_clients_per_round: most clients a round may have; sizes the ring
         (default expected_clients_per_round).

@@ -4,6 +4,9 @@ Every encoder implements `tff_ddp.encoders.base.Encoder`:
 
 * 'hadamard': randomized Walsh-Hadamard rotation, zero padding to the next
   power of two; an isometry, l_inf small with high probability only.
+* 'dft': randomized discrete Fourier transform (TFF's rotation_type='dft'),
+  padding to an even length only; an isometry, l_inf small with high
+  probability only (the same sub-Gaussian proxy as the Hadamard's).
 * 'kashin': Kashin's representation over a randomized Hadamard frame;
   ||encode(x)||_inf <= level / sqrt(output_dim) * ||x||_2 always, and
   ||encode(x)||_2 >= ||x||_2 (not an isometry).
@@ -13,11 +16,12 @@ Every encoder implements `tff_ddp.encoders.base.Encoder`:
 
 import tensorflow as tf
 
+from tff_ddp.encoders import dft
 from tff_ddp.encoders import hadamard
 from tff_ddp.encoders import kashin
 from tff_ddp.utils import checks
 
-NAMES = ('hadamard', 'kashin', 'none')
+NAMES = ('hadamard', 'kashin', 'none', 'dft')
 # Options of KashinEncoder that make_encoder passes on.
 KASHIN_OPTIONS = ('redundancy', 'eta', 'delta', 'iterations', 'frame')
 
@@ -87,4 +91,6 @@ def make_encoder(name: str, dim: int, **kashin_options):
     return kashin.KashinEncoder(dim, **kashin_options)
   if name == 'none':
     return Identity(dim)
+  if name == 'dft':
+    return dft.RandomizedDft(dim)
   return hadamard.RandomizedHadamard(dim)

@@ -10,7 +10,7 @@ secure-sum layer (`tff_ddp.aggregators.secure_sum`):
 
 * the sum: the distributed discrete Gaussian (`DiscreteGaussianSumFactory`;
   TFF uses the distributed Skellam, not implemented here), randomized
-  Hadamard rotation ('hd'), `bits` bits;
+  Hadamard rotation ('hd', or the randomized DFT with 'dft'), `bits` bits;
 * adaptive clipping as TFF configures it (initial clip 0.1, target quantile
   0.5, learning rate 0.2, count stddev 0.05 * expected_clients_per_round,
   the value's noise multiplier raised so that value and count together have
@@ -124,7 +124,8 @@ def ddp_secure_aggregator(
       the central noise, >= 1.
     bits: the secure-sum modulus is 2^bits, 1 <= bits <= 30 (TFF: <= 22).
     zeroing: zero updates of norm > 10 C_t + 1 (C_t the round's clip).
-    rotation_type: 'hd' (randomized Hadamard); 'dft' is not implemented.
+    rotation_type: 'hd' (randomized Hadamard) or 'dft' (randomized DFT,
+      `tff_ddp.encoders.dft`).
 
   Returns:
     A `tff.aggregators.UnweightedAggregationFactory` (one secure-sum layer:

@@ -114,7 +114,7 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
        TypeError, 'expected_clients_per_round'),
       ('ddg_mechanism', 'ddg', dict(mechanism='distributed_skellam'),
        ValueError, 'distributed_dgauss'),
-      ('ddg_rotation', 'ddg', dict(rotation_type='dft'), ValueError,
+      ('ddg_rotation', 'ddg', dict(rotation_type='fft'), ValueError,
        'rotation_type'),
       ('ddg_auto_clip_linf', 'ddg', dict(auto_l2_clip=True, linf_clip=1.0),
        ValueError, 'linf_clip'),

@@ -5,8 +5,9 @@ The cases of TFF 0.87's tests of `distributed_dp.DistributedDpSumFactory`
 against our factory with TFF's argument names. Where we differ on purpose,
 the difference is asserted here rather than skipped:
 
-* `mechanism='distributed_skellam'` and `rotation_type='dft'` are refused
-  (ValueError); only the discrete Gaussian and the Hadamard rotation exist.
+* `mechanism='distributed_skellam'` is refused (ValueError): only the
+  discrete Gaussian exists. `rotation_type='dft'` is the randomized DFT of
+  `tff_ddp.encoders.dft` (complex phases rather than TFF's real signs).
 * `bits` goes up to 30 (TFF stops at 22): bits=25 is accepted.
 * `auto_l2_clip=True` is private and accounted (the clip count is noised
   and its event composed into the round's; TFF's is not accounted); the
@@ -89,8 +90,9 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
   def test_intentional_differences(self):
     with self.assertRaisesRegex(ValueError, 'distributed_dgauss'):
       _factory(mechanism='distributed_skellam')
-    with self.assertRaisesRegex(ValueError, 'rotation_type'):
-      _factory(rotation_type='dft')
+    self.assertEqual(
+        repr(_factory(rotation_type='dft').mechanism(
+            tff.TensorType(np.float32, [5])).encoder), 'RandomizedDft(dim=5)')
     self.assertEqual(_factory(bits=25, expected_clients_per_round=10)
                      .mechanism(tff.TensorType(np.float32, [4])).bits, 25)
     process = _factory().create(tff.TensorType(np.float32, [4]))
@@ -214,8 +216,8 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
 class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.product(name=['scalar', 'rank_2', 'struct', 'int64'],
-                         beta=[0.0, math.exp(-0.5)])
-  def test_sum(self, name, beta):
+                         beta=[0.0, math.exp(-0.5)], rotation=['hd', 'dft'])
+  def test_sum(self, name, beta, rotation):
     if name == 'scalar':
       value_type, values, expected = np.float32, [-1.0, 2.0, 3.0], 4.0
     elif name == 'rank_2':
@@ -231,7 +233,8 @@ class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
       expected = _nested_value(-3)
     factory = _factory(noise_multiplier=0,
                        expected_clients_per_round=len(values),
-                       rotation_type='hd', bits=20, l2_clip=10.0, beta=beta)
+                       rotation_type=rotation, bits=20, l2_clip=10.0,
+                       beta=beta)
     process = factory.create(tff.types.to_type(value_type))
     state = process.initialize()
     for _ in range(2):
@@ -240,14 +243,16 @@ class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
       # Rounding errors only (no noise).
       self.assertAllClose(output.result, expected, atol=1e-3)
 
-  def test_noisy_sum(self):
+  @parameterized.parameters('hd', 'dft')
+  def test_noisy_sum(self, rotation):
     # 12 rounds of two clients, noise multiplier 5, clip 1: the result's
     # stddev is 5 (plus rounding, negligible at 20 bits); the standard error
     # of a stddev estimate from N draws is about sigma / sqrt(2N - 2), so
     # rtol = 4 / sqrt(22) keeps a false failure below 0.01%.
     noise_multiplier, clip, rounds = 5.0, 1.0, 12
     factory = _factory(l2_clip=clip, noise_multiplier=noise_multiplier,
-                       expected_clients_per_round=2, bits=20)
+                       expected_clients_per_round=2, bits=20,
+                       rotation_type=rotation)
     process = factory.create(tff.TensorType(np.float32))
     state = process.initialize()
     outputs = []

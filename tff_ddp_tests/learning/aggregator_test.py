@@ -72,7 +72,10 @@ class DdpSecureAggregatorTest(tf.test.TestCase):
 
   def test_refusals(self):
     with self.assertRaisesRegex(ValueError, 'rotation_type'):
-      learning.ddp_secure_aggregator(1.0, 100, rotation_type='dft')
+      learning.ddp_secure_aggregator(1.0, 100, rotation_type='fft')
+    self.assertEqual(repr(learning.ddp_secure_aggregator(
+        1.0, 100, rotation_type='dft').mechanism(
+            tff.TensorType(np.float32, [3])).encoder), 'RandomizedDft(dim=3)')
     with self.assertRaisesRegex(TypeError, 'zeroing'):
       learning.ddp_secure_aggregator(1.0, 100, zeroing='yes')
     # TFF's own check: count stddev 0.05 * 10 = 0.5 <= noise_multiplier / 2.
