@@ -6,6 +6,7 @@ relation; see `tff_ddp.accounting.accountant`.
 from tff_ddp.accounting import conversions
 from tff_ddp.accounting import ddg_rdp
 from tff_ddp.accounting import pbm_rdp
+from tff_ddp.accounting import skellam_rdp
 from tff_ddp.accounting import subsampling
 from tff_ddp.accounting.accountant import ADVERSARIES
 from tff_ddp.accounting.accountant import epsilon
@@ -14,6 +15,7 @@ from tff_ddp.accounting.calibration import calibrate
 from tff_ddp.accounting.calibration import CalibrationResult
 from tff_ddp.accounting.event_io import extract_dp_event
 from tff_ddp.accounting.events import DistributedDiscreteGaussianDpEvent
+from tff_ddp.accounting.events import DistributedSkellamDpEvent
 from tff_ddp.accounting.events import PoissonBinomialDpEvent
 from tff_ddp.accounting.events import SelfSampledDpEvent
 from tff_ddp.accounting.running import TabulatedAccountant

@@ -23,7 +23,7 @@ What each event costs (orders alpha > 1; "curve" = RDP curve):
 
 | event | 'server' | 'release' |
 |---|---|---|
-| DDG, cPBM | `ddg_rdp.rdp`, `pbm_rdp.rdp` for the relation | same |
+| DDG, cPBM, Skellam | `ddg_rdp.rdp`, `pbm_rdp.rdp`, `skellam_rdp.rdp` for the relation | same |
 | Gaussian | alpha / (2 z^2) | same |
 | Composed / SelfComposed | sum / count times | same |
 | PoissonSampled(q, E): the server picks the cohort, others do not take part | known-sample mixture (`subsampling.known_sample_rdp`) of E's curve | Gaussian-only E under ADD_OR_REMOVE_ONE: dp-accounting's tight sampled Gaussian; otherwise the known-sample mixture (see below) |
@@ -66,6 +66,7 @@ from tff_ddp.accounting import ddg_rdp
 from tff_ddp.accounting import dp_accounting_adapter
 from tff_ddp.accounting import events
 from tff_ddp.accounting import pbm_rdp
+from tff_ddp.accounting import skellam_rdp
 from tff_ddp.accounting import subsampling
 from tff_ddp.accounting.orders import check_orders
 from tff_ddp.accounting.orders import DEFAULT_ORDERS
@@ -263,6 +264,7 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
                           dp_accounting.NonPrivateDpEvent,
                           dp_accounting.GaussianDpEvent,
                           events.DistributedDiscreteGaussianDpEvent,
+                          events.DistributedSkellamDpEvent,
                           events.PoissonBinomialDpEvent)):
       return
     if isinstance(event, dp_accounting.SelfComposedDpEvent):
@@ -321,6 +323,8 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
       return ddg_rdp.rdp(event, orders, _relation_name(relation))
     if isinstance(event, events.PoissonBinomialDpEvent):
       return pbm_rdp.rdp(event, orders, _relation_name(relation))
+    if isinstance(event, events.DistributedSkellamDpEvent):
+      return skellam_rdp.rdp(event, orders, _relation_name(relation))
     if isinstance(event, dp_accounting.SelfComposedDpEvent):
       count = checks.integer(event.count, 'count', 0)
       return count * self.curve(event.event, relation) if count else (

@@ -92,6 +92,10 @@ def explicit(event: dp_accounting.DpEvent) -> dp_accounting.DpEvent:
                        l1_sensitivity=float(ddg_rdp.l1_sensitivity(event)),
                        sampler_tv_distance=float(event.sampler_tv_distance
                                                  or 0.0))
+  if isinstance(event, events.DistributedSkellamDpEvent):
+    from tff_ddp.accounting import skellam_rdp  # pylint: disable=g-import-not-at-top
+    return attr.evolve(
+        event, l1_sensitivity=float(skellam_rdp.l1_sensitivity(event)))
   if isinstance(event, events.PoissonBinomialDpEvent):
     if event.replace_one_dimension is None:
       event = attr.evolve(event, replace_one_dimension=event.dimension)

@@ -73,6 +73,39 @@ class DistributedDiscreteGaussianDpEvent(dp_accounting.DpEvent):
 
 
 @attr.s(frozen=True)
+class DistributedSkellamDpEvent(dp_accounting.DpEvent):
+  """One release of a sum of `num_clients` clients' Skellam noise.
+
+  The distributed Skellam mechanism (Agarwal, Kairouz & Liu, "The Skellam
+  Mechanism for Differentially Private Federated Learning", NeurIPS 2021,
+  arXiv 2110.04995): each client adds, to each of `dimension` integer
+  coordinates, independent symmetric Skellam noise Pois(lambda) -
+  Pois(lambda) of variance `local_variance` = 2 lambda; the sum of the
+  clients' noise is Skellam of variance num_clients * local_variance. All
+  quantities are in the scaled integer domain (after scaling and rounding),
+  as for the DDG. TFF's `DistributedDpSumFactory(mechanism=
+  'distributed_skellam')` reports them as `scaled_inflated_l2` (l2),
+  `scaled_local_stddev`^2 (local_variance) and `padded_dim`.
+
+  Attributes:
+    l2_sensitivity: Delta_2, the l2 norm bound of one client's integer
+      vector.
+    local_variance: the variance of each client's noise per coordinate
+      (> 0).
+    num_clients: clients whose noise is trusted to be in the sum.
+    dimension: number of noised integer coordinates.
+    l1_sensitivity: optional Delta_1; None means min(sqrt(d) Delta_2,
+      Delta_2^2) (integers: |v| <= v^2), as for the DDG.
+  """
+
+  l2_sensitivity: float = attr.ib()
+  local_variance: float = attr.ib()
+  num_clients: int = attr.ib()
+  dimension: int = attr.ib()
+  l1_sensitivity: Optional[float] = attr.ib(default=None)
+
+
+@attr.s(frozen=True)
 class PoissonBinomialDpEvent(dp_accounting.DpEvent):
   """One release of a sum of `num_clients` clients' clipped Poisson binomials.
 
