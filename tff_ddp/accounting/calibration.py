@@ -12,6 +12,8 @@ Free parameters and their direction ("least noise"):
 | gaussian  | noise_multiplier | decreases         | (0, inf)        |
 | ddg       | local_stddev     | decreases         | [1/2, inf)      |
 | ddg       | noise_multiplier | decreases         | local_stddev = z l2 / sqrt(n) >= 1/2 |
+| skellam   | local_stddev     | decreases         | (0, inf)        |
+| skellam   | noise_multiplier | decreases         | local_stddev = z l2 / sqrt(n) |
 | cpbm      | theta            | increases         | [2^-40, 1/4]    |
 | cpbm      | num_trials       | increases         | integers >= 1   |
 
@@ -45,6 +47,7 @@ from tff_ddp.utils import checks
 MECHANISM_PARAMETERS = {
     'gaussian': ('noise_multiplier',),
     'ddg': ('local_stddev', 'noise_multiplier'),
+    'skellam': ('local_stddev', 'noise_multiplier'),
     'cpbm': ('theta', 'num_trials'),
 }
 SAMPLINGS = ('none', 'poisson', 'without-replacement', 'self')
@@ -54,6 +57,8 @@ _EVENT_PARAMETERS = {
     'gaussian': (('noise_multiplier',), ()),
     'ddg': (('l2_sensitivity', 'num_clients', 'dimension', 'noise_multiplier'),
             ('local_stddev', 'l1_sensitivity')),
+    'skellam': (('l2_sensitivity', 'num_clients', 'dimension',
+                 'noise_multiplier'), ('local_stddev', 'l1_sensitivity')),
     'cpbm': (('theta', 'num_trials', 'num_clients', 'dimension'), ()),
 }
 NeighborRel = dp_accounting.NeighboringRelation
@@ -99,7 +104,8 @@ def _check_names(mechanism: str, params, what: str = '') -> None:
   allowed = _EVENT_PARAMETERS[mechanism]
   unknown = sorted(set(params) - set(allowed[0]) - set(allowed[1]))
   missing = [name for name in allowed[0] if params.get(name) is None]
-  if mechanism == 'ddg' and params.get('local_stddev') is not None:
+  if mechanism in ('ddg', 'skellam') and params.get(
+      'local_stddev') is not None:
     missing = [name for name in missing if name != 'noise_multiplier']
   if unknown or missing:
     raise TypeError(
@@ -115,7 +121,10 @@ def mechanism_event(mechanism: str, **params) -> dp_accounting.DpEvent:
   'gaussian': noise_multiplier. 'ddg': l2_sensitivity, num_clients,
   dimension and local_stddev (or noise_multiplier, the central noise /
   l2_sensitivity: local_stddev = z Delta_2 / sqrt(n)), optional
-  l1_sensitivity. 'cpbm': theta, num_trials, num_clients, dimension.
+  l1_sensitivity. 'skellam': the same keywords as 'ddg', local_stddev the
+  standard deviation of each client's Skellam noise (variance
+  local_stddev^2; TFF's `scaled_local_stddev`). 'cpbm': theta, num_trials,
+  num_clients, dimension.
   """
   mechanism = checks.choice(mechanism, 'mechanism',
                             tuple(MECHANISM_PARAMETERS))
@@ -123,6 +132,21 @@ def mechanism_event(mechanism: str, **params) -> dp_accounting.DpEvent:
   if mechanism == 'gaussian':
     return dp_accounting.GaussianDpEvent(
         checks.positive(params['noise_multiplier'], 'noise_multiplier'))
+  if mechanism == 'skellam':
+    n = checks.integer(params['num_clients'], 'num_clients', 1)
+    l2 = checks.positive(params['l2_sensitivity'], 'l2_sensitivity')
+    local = params.get('local_stddev')
+    if local is None:
+      from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg_mechanism  # pylint: disable=g-import-not-at-top
+      local = ddg_mechanism.local_stddev(
+          checks.positive(params['noise_multiplier'], 'noise_multiplier'),
+          l2, n)
+    local = checks.positive(local, 'local_stddev')
+    return events.DistributedSkellamDpEvent(
+        l2_sensitivity=l2, local_variance=local * local, num_clients=n,
+        dimension=checks.integer(params['dimension'], 'dimension', 1),
+        l1_sensitivity=checks.optional_positive(
+            params.get('l1_sensitivity'), 'l1_sensitivity'))
   if mechanism == 'ddg':
     n = checks.integer(params['num_clients'], 'num_clients', 1)
     l2 = checks.positive(params['l2_sensitivity'], 'l2_sensitivity')
@@ -259,7 +283,7 @@ def calibrate(
                     f'parameters, got {params!r} ({type(params).__name__}).')
   params = dict(params)
   params.pop(parameter, None)
-  if mechanism == 'ddg':
+  if mechanism in ('ddg', 'skellam'):
     params.pop('local_stddev' if parameter == 'noise_multiplier'
                else 'noise_multiplier', None)
 

@@ -7,6 +7,8 @@ Examples:
   tff-ddp privacy --mechanism ddg --l2-sensitivity 1000 --local-stddev 200 \\
       --num-clients 100 --dimension 65536 --rounds 1000 \\
       --sampling without-replacement --population 10000 --delta 1e-6
+  tff-ddp privacy --mechanism skellam --l2-sensitivity 1000 \\
+      --local-stddev 300 --num-clients 100 --dimension 65536 --delta 1e-6
   tff-ddp privacy --mechanism cpbm --num-trials 16 --num-clients 1000 \\
       --dimension 64 --delta 1e-5 --target-epsilon 5 --calibrate theta
 
@@ -29,15 +31,18 @@ _MECHANISM_FLAGS = {
     'gaussian': ('noise_multiplier',),
     'ddg': ('l2_sensitivity', 'local_stddev', 'noise_multiplier',
             'num_clients', 'dimension', 'l1_sensitivity'),
+    'skellam': ('l2_sensitivity', 'local_stddev', 'noise_multiplier',
+                'num_clients', 'dimension', 'l1_sensitivity'),
     'cpbm': ('theta', 'num_trials', 'num_clients', 'dimension'),
 }
 _REQUIRED = {
     'gaussian': ('noise_multiplier',),
     'ddg': ('l2_sensitivity', 'num_clients', 'dimension'),
+    'skellam': ('l2_sensitivity', 'num_clients', 'dimension'),
     'cpbm': ('theta', 'num_trials', 'num_clients', 'dimension'),
 }
 _DEFAULT_CALIBRATED = {'gaussian': 'noise_multiplier', 'ddg': 'local_stddev',
-                       'cpbm': 'theta'}
+                       'skellam': 'local_stddev', 'cpbm': 'theta'}
 _SAMPLING_NOTE = {
     'none': 'no sampling: every client of a round takes part.',
     'poisson': ('Poisson cohorts drawn by the server: against the server '
@@ -72,26 +77,30 @@ def add_parser(subparsers):
                  choices=sorted(calibration.MECHANISM_PARAMETERS))
   p.add_argument('--noise-multiplier', type=number(checks.positive,
                                                    '--noise-multiplier'),
-                 help='gaussian: noise stddev / l2 sensitivity; ddg: central '
-                 'noise / l2 sensitivity (instead of --local-stddev)')
+                 help='gaussian: noise stddev / l2 sensitivity; ddg/skellam: '
+                 'central noise / l2 sensitivity (instead of --local-stddev)')
   p.add_argument('--l2-sensitivity', type=number(checks.positive,
                                                  '--l2-sensitivity'),
-                 help='ddg: l2 bound of one client, integer units')
+                 help='ddg/skellam: l2 bound of one client, integer units '
+                 '(TFF: scaled_inflated_l2)')
   p.add_argument('--l1-sensitivity', type=number(checks.positive,
                                                  '--l1-sensitivity'),
-                 help='ddg: optional l1 bound of one client')
+                 help='ddg/skellam: optional l1 bound of one client')
   p.add_argument('--local-stddev', type=number(
       lambda v, n: checks.real(v, n, low=0.5), '--local-stddev'),
-                 help='ddg: per-client discrete Gaussian scale (>= 0.5)')
+                 help='ddg: per-client discrete Gaussian scale; skellam: '
+                 'stddev of each client\'s Skellam noise (TFF: '
+                 'scaled_local_stddev); >= 0.5')
   p.add_argument('--theta', type=number(
       lambda v, n: checks.real(v, n, 0.0, 0.25, low_open=True), '--theta'),
                  help='cpbm: bias scale in (0, 0.25]')
   p.add_argument('--num-trials', type=integer(1, '--num-trials'),
                  help='cpbm: trials m')
   p.add_argument('--num-clients', type=integer(1, '--num-clients'),
-                 help='ddg/cpbm: clients in each sum')
+                 help='ddg/skellam/cpbm: clients in each sum')
   p.add_argument('--dimension', type=integer(1, '--dimension'),
-                 help='ddg/cpbm: released coordinates')
+                 help='ddg/skellam/cpbm: released coordinates (TFF: '
+                 'padded_dim)')
   p.add_argument('--rounds', type=integer(1, '--rounds'), default=1,
                  help='rounds')
   p.add_argument('--sampling', default='none', choices=calibration.SAMPLINGS,
@@ -144,9 +153,9 @@ def _parameters(args):
   for name in _REQUIRED[m]:
     if name != free and getattr(args, name) is None:
       raise common.UserError(f'--mechanism {m} needs {_flag(name)}')
-  if m == 'ddg' and free is None:
+  if m in ('ddg', 'skellam') and free is None:
     if (args.local_stddev is None) == (args.noise_multiplier is None):
-      raise common.UserError('--mechanism ddg needs exactly one of '
+      raise common.UserError(f'--mechanism {m} needs exactly one of '
                              '--local-stddev and --noise-multiplier')
   params = {name: getattr(args, name) for name in _MECHANISM_FLAGS[m]
             if getattr(args, name) is not None}

@@ -20,6 +20,8 @@ class CalibrateTest(parameterized.TestCase):
       ('ddg', 'noise_multiplier', DDG, 'without-replacement', 100, 'release'),
       ('ddg', 'local_stddev', DDG, 'self', 100, 'server'),
       ('ddg', 'local_stddev', DDG, 'none', 10, 'server'),
+      ('skellam', 'local_stddev', DDG, 'none', 10, 'server'),
+      ('skellam', 'noise_multiplier', DDG, 'self', 100, 'release'),
       ('cpbm', 'theta', dict(num_trials=16, **PBM), 'none', 1, 'server'),
       ('cpbm', 'theta', dict(num_trials=16, **PBM), 'poisson', 5, 'release'),
   )
