@@ -132,22 +132,7 @@ def mechanism_event(mechanism: str, **params) -> dp_accounting.DpEvent:
   if mechanism == 'gaussian':
     return dp_accounting.GaussianDpEvent(
         checks.positive(params['noise_multiplier'], 'noise_multiplier'))
-  if mechanism == 'skellam':
-    n = checks.integer(params['num_clients'], 'num_clients', 1)
-    l2 = checks.positive(params['l2_sensitivity'], 'l2_sensitivity')
-    local = params.get('local_stddev')
-    if local is None:
-      from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg_mechanism  # pylint: disable=g-import-not-at-top
-      local = ddg_mechanism.local_stddev(
-          checks.positive(params['noise_multiplier'], 'noise_multiplier'),
-          l2, n)
-    local = checks.positive(local, 'local_stddev')
-    return events.DistributedSkellamDpEvent(
-        l2_sensitivity=l2, local_variance=local * local, num_clients=n,
-        dimension=checks.integer(params['dimension'], 'dimension', 1),
-        l1_sensitivity=checks.optional_positive(
-            params.get('l1_sensitivity'), 'l1_sensitivity'))
-  if mechanism == 'ddg':
+  if mechanism in ('ddg', 'skellam'):
     n = checks.integer(params['num_clients'], 'num_clients', 1)
     l2 = checks.positive(params['l2_sensitivity'], 'l2_sensitivity')
     local = params.get('local_stddev')
@@ -157,13 +142,18 @@ def mechanism_event(mechanism: str, **params) -> dp_accounting.DpEvent:
       local = ddg_mechanism.local_stddev(
           checks.positive(params['noise_multiplier'], 'noise_multiplier'),
           l2, n)
+    dimension = checks.integer(params['dimension'], 'dimension', 1)
+    l1 = checks.optional_positive(params.get('l1_sensitivity'),
+                                  'l1_sensitivity')
+    if mechanism == 'skellam':
+      local = checks.positive(local, 'local_stddev')
+      return events.DistributedSkellamDpEvent(
+          l2_sensitivity=l2, local_variance=local * local, num_clients=n,
+          dimension=dimension, l1_sensitivity=l1)
     return events.DistributedDiscreteGaussianDpEvent(
         l2_sensitivity=l2,
         local_stddev=checks.real(local, 'local_stddev', low=0.5),
-        num_clients=n,
-        dimension=checks.integer(params['dimension'], 'dimension', 1),
-        l1_sensitivity=checks.optional_positive(
-            params.get('l1_sensitivity'), 'l1_sensitivity'))
+        num_clients=n, dimension=dimension, l1_sensitivity=l1)
   return events.PoissonBinomialDpEvent(
       theta=checks.real(params['theta'], 'theta', 0.0, 0.25, low_open=True),
       num_trials=checks.integer(params['num_trials'], 'num_trials', 1),

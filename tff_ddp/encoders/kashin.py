@@ -253,7 +253,7 @@ class KashinEncoder:
     eager calls cost ~3x the traced graph. Tracing once per input
     signature makes an eager call run the same graph as a traced one, so
     eager and traced outputs agree bit for bit (op by op they differed in
-    the last ulp: `KashinTest.test_eager_equals_traced`).
+    the last ulp: `RepresentationTest.test_eager_equals_traced`).
     """
     if not tf.executing_eagerly():
       return fn
