@@ -280,6 +280,10 @@ def main(argv=None):
   args = parser.parse_args(argv)
   # SIGTERM (timeout(1), CI ending a job) unwinds like Ctrl-C, so that the
   # kernel and its TFF workers are ended by `run`'s cleanup, not orphaned.
+  # While a notebook executes, nbclient's own handler takes SIGTERM and
+  # calls `_async_cleanup_kernel` (the override above) instead; it leaves
+  # that handler installed on its event loop afterwards, so this one acts
+  # until the first notebook starts.
   signal.signal(signal.SIGTERM, _terminated)
   paths = notebooks(args.notebooks)
   if not paths:

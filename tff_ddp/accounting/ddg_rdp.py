@@ -63,8 +63,11 @@ def tau(local_stddev: float, num_clients: int) -> float:
   return 10.0 * total
 
 
-def l1_sensitivity(event: events.DistributedDiscreteGaussianDpEvent) -> float:
+def l1_sensitivity(event) -> float:
   """The event's Delta_1, or min(sqrt(d) Delta_2, Delta_2^2) if not given.
+
+  For any event with `l1_sensitivity`, `l2_sensitivity` and `dimension` of
+  an integer vector: the DDG's and the Skellam's (`skellam_rdp`).
 
   The default holds for any integer vector with l2 norm <= Delta_2:
   ||v||_1 <= sqrt(d) ||v||_2 (Cauchy-Schwarz) and ||v||_1 <= ||v||_2^2

@@ -50,6 +50,7 @@ from typing import Sequence
 
 import numpy as np
 
+from tff_ddp.accounting import ddg_rdp
 from tff_ddp.accounting import events
 from tff_ddp.accounting.orders import check_orders
 from tff_ddp.utils import checks
@@ -57,13 +58,9 @@ from tff_ddp.utils import checks
 RELATIONS = ('zero_out', 'replace_one')
 
 
-def l1_sensitivity(event: events.DistributedSkellamDpEvent) -> float:
-  """The event's Delta_1, or min(sqrt(d) Delta_2, Delta_2^2) if not given
-  (Cauchy-Schwarz; |v| <= v^2 for integers)."""
-  if event.l1_sensitivity is not None:
-    return checks.nonnegative(event.l1_sensitivity, 'l1_sensitivity')
-  l2 = event.l2_sensitivity
-  return min(math.sqrt(event.dimension) * l2, l2 * l2)
+# The event's Delta_1, or min(sqrt(d) Delta_2, Delta_2^2) if not given: the
+# DDG's bound for integer vectors, on the same fields.
+l1_sensitivity = ddg_rdp.l1_sensitivity
 
 
 def check_event(event) -> events.DistributedSkellamDpEvent:

@@ -115,11 +115,13 @@ class RandomizedDft:
   def __repr__(self):
     return f'RandomizedDft(dim={self.dim})'
 
-  def _complex_dtype(self, dtype):
+  def _work_dtype(self, dtype):
+    """The float the FFT runs in (complex128 for float64 inputs, complex64
+    for the narrower floats)."""
     if dtype == tf.float64:
-      return tf.complex128
+      return tf.float64
     if dtype in (tf.float32, tf.float16, tf.bfloat16):
-      return tf.complex64
+      return tf.float32
     raise TypeError(f'the DFT rotation needs a float tensor, got {dtype}.')
 
   def _root_n(self, work):
@@ -137,8 +139,7 @@ class RandomizedDft:
     """Pads x (shape [dim]) to D and returns (Re w, Im w), shape [D]."""
     x = tf.convert_to_tensor(x)
     dtype = x.dtype
-    complex_dtype = self._complex_dtype(dtype)
-    work = tf.float64 if complex_dtype == tf.complex128 else tf.float32
+    work = self._work_dtype(dtype)
     x = tf.pad(tf.cast(tf.reshape(x, [self.dim]), work),
                [[0, self.output_dim - self.dim]])
     pairs = tf.reshape(x, [self._n, 2])
@@ -151,8 +152,7 @@ class RandomizedDft:
     """The inverse: conjugate phases of the inverse DFT, padding removed."""
     y = tf.convert_to_tensor(y)
     dtype = y.dtype
-    complex_dtype = self._complex_dtype(dtype)
-    work = tf.float64 if complex_dtype == tf.complex128 else tf.float32
+    work = self._work_dtype(dtype)
     y = tf.cast(tf.reshape(y, [self.output_dim]), work)
     w = tf.complex(y[:self._n], y[self._n:])
     # tf.signal.ifft divides by N; the unitary inverse divides by sqrt(N).

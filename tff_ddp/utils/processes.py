@@ -51,8 +51,9 @@ def raise_worker_stack_limit(stack_bytes: int = WORKER_STACK_BYTES) -> int:
   return resource.getrlimit(resource.RLIMIT_STACK)[0]
 
 
-def _children_map() -> dict:
-  children = {}
+def _proc_stats():
+  """(pid, fields of /proc/pid/stat after the command name) per process:
+  fields[0] the state, [1] the parent, [3] the session."""
   for entry in os.listdir('/proc'):
     if not entry.isdigit():
       continue
@@ -62,9 +63,13 @@ def _children_map() -> dict:
     except OSError:
       continue
     # The command name is in parentheses and may contain spaces.
-    fields = stat[stat.rfind(')') + 2:].split()
-    ppid = int(fields[1])
-    children.setdefault(ppid, []).append(int(entry))
+    yield int(entry), stat[stat.rfind(')') + 2:].split()
+
+
+def _children_map() -> dict:
+  children = {}
+  for pid, fields in _proc_stats():
+    children.setdefault(int(fields[1]), []).append(pid)
   return children
 
 
@@ -93,19 +98,8 @@ def session_pids(sid: int) -> List[int]:
   """
   if not os.path.isdir('/proc'):
     return []
-  found = []
-  for entry in os.listdir('/proc'):
-    if not entry.isdigit():
-      continue
-    try:
-      with open(f'/proc/{entry}/stat', 'rb') as f:
-        stat = f.read().decode('utf-8', 'replace')
-    except OSError:
-      continue
-    fields = stat[stat.rfind(')') + 2:].split()
-    if int(fields[3]) == sid and fields[0] not in ('Z', 'X'):
-      found.append(int(entry))
-  return found
+  return [pid for pid, fields in _proc_stats()
+          if int(fields[3]) == sid and fields[0] not in ('Z', 'X')]
 
 
 def _state(pid: int) -> str:
