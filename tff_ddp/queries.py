@@ -217,6 +217,23 @@ class DistributedDiscreteGaussianSumQuery(MechanismSumQuery):
             **factory_options), value_type)
 
 
+class DistributedSkellamSumQuery(MechanismSumQuery):
+  """The distributed Skellam (Agarwal, Kairouz & Liu 2021) query.
+
+  TF Privacy's `DistributedSkellamSumQuery` computes the same client
+  encoding; this one sums with secure aggregation, draws exact Skellam
+  noise and returns a `DistributedSkellamDpEvent`. Arguments as
+  `tff_ddp.aggregators.SkellamSumFactory`, with the value type first.
+  """
+
+  def __init__(self, value_type, noise_multiplier, expected_clients_per_round,
+               bits, l2_clip, **factory_options):
+    super().__init__(
+        discrete_gaussian.SkellamSumFactory(
+            noise_multiplier, expected_clients_per_round, bits, l2_clip,
+            **factory_options), value_type)
+
+
 class PoissonBinomialSumQuery(MechanismSumQuery):
   """The clipped Poisson binomial mechanism (Chen et al., Alg. 3) query.
 

@@ -16,6 +16,7 @@ from tff_ddp.accounting import event_io
 from tff_ddp.accounting import events
 from tff_ddp.aggregators import DiscreteGaussianSumFactory
 from tff_ddp.aggregators import PoissonBinomialSumFactory
+from tff_ddp.aggregators import SkellamSumFactory
 from tff_ddp_tests import harness
 
 _VECTOR = tff.TensorType(np.float32, [10])
@@ -26,6 +27,8 @@ _STRUCT = tff.types.to_type(collections.OrderedDict(
 _MECHANISMS = [
     ('ddg', queries.DistributedDiscreteGaussianSumQuery,
      DiscreteGaussianSumFactory, (1.0, 5, 16, 1.0)),
+    ('skellam', queries.DistributedSkellamSumQuery, SkellamSumFactory,
+     (1.0, 5, 16, 1.0)),
     ('cpbm', queries.PoissonBinomialSumQuery, PoissonBinomialSumFactory,
      (1.0, 0.2, 256, 5)),
 ]

@@ -20,12 +20,13 @@ from tff_ddp.aggregators import adaptive_clip
 from tff_ddp.aggregators import secure_sum
 from tff_ddp.encoders import registry
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg_mechanism
+from tff_ddp.mechanisms import distributed_skellam as skellam_mechanism
 from tff_ddp.utils import checks
 
 ENCODERS = registry.NAMES
 _NAME = 'DiscreteGaussianSumFactory'
 # TFF's DistributedDpSumFactory keywords and what they mean here.
-_TFF_MECHANISMS = ('distributed_dgauss',)
+_TFF_MECHANISMS = ('distributed_dgauss', 'distributed_skellam')
 _TFF_ROTATIONS = {'hd': 'hadamard', 'dft': 'dft'}
 
 
@@ -123,7 +124,10 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
         linf_clip]; the ring check then uses it.
       client_sampling_rate, count_noise_multiplier, debug_measurements,
         entropy, seed: see `tff_ddp.aggregators.secure_sum`.
-      mechanism: TFF's keyword; only 'distributed_dgauss' (this factory).
+      mechanism: TFF's keyword: 'distributed_dgauss' (the default here)
+        or 'distributed_skellam' (TFF's default: the same client with
+        exact Skellam noise, `SkellamSumFactory`,
+        `tff_ddp.mechanisms.distributed_skellam`).
       rotation_type: TFF's keyword; 'hd' means encoder='hadamard', 'dft'
         encoder='dft' (`tff_ddp.encoders.dft`, padding to an even length).
       auto_l2_clip, auto_l2_target_quantile, auto_l2_lr,
@@ -138,7 +142,7 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
         round's. As in TFF, the value's noise multiplier is raised so that
         value and count together have noise_multiplier. Not with
         granularity, linf_clip or client_sampling_rate.
-      noise_sampler: 'table' (default: alias-table sampler, per-sample TV
+      noise_sampler: DDG only. 'table' (default: alias-table sampler, per-sample TV
         distance < 2^-106 carried by the event and added to delta by the
         accountant; exact sampler above scale ~42265) or 'exact'
         (Canonne-Kamath-Steinke rejection sampling); see
@@ -146,13 +150,7 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
       **kashin_options: passed to `KashinEncoder` (redundancy, eta, delta,
         iterations, frame); only with encoder='kashin'.
     """
-    if isinstance(mechanism, str) and mechanism == 'distributed_skellam':
-      raise ValueError(
-          "mechanism='distributed_skellam' is not implemented here: this "
-          "factory is the distributed discrete Gaussian "
-          "(mechanism='distributed_dgauss', the default); "
-          'PoissonBinomialSumFactory is the other mechanism of tff_ddp.')
-    checks.choice(mechanism, 'mechanism', _TFF_MECHANISMS)
+    self._mechanism = checks.choice(mechanism, 'mechanism', _TFF_MECHANISMS)
     if rotation_type is not None:
       checks.choice(rotation_type, 'rotation_type', tuple(_TFF_ROTATIONS))
       if encoder != 'hadamard':
@@ -179,7 +177,9 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
     self._encoder_name = encoder
     self._kashin_options = dict(kashin_options)
     self._describe = dict(clean, encoder=encoder, **self._kashin_options)
-    if self._noise_sampler != 'table':
+    if self._mechanism != 'distributed_dgauss':
+      self._describe['mechanism'] = self._mechanism
+    elif self._noise_sampler != 'table':
       self._describe['noise_sampler'] = self._noise_sampler
     if adaptive is not None:
       self._describe.update(
@@ -193,7 +193,7 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
         self._make, client_sampling_rate=client_sampling_rate,
         count_noise_multiplier=count_noise_multiplier,
         debug_measurements=debug_measurements, entropy=entropy, seed=seed,
-        name=_NAME, adaptive_clip=adaptive)
+        name=type(self).__name__, adaptive_clip=adaptive)
 
   @staticmethod
   def _adaptive_arguments(l2_clip, noise_multiplier, num_clients,
@@ -220,9 +220,46 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
     integer_inputs = (spec.is_integer and self._encoder_name == 'none'
                       and granularity is not None
                       and float(1.0 / granularity).is_integer())
+    common = dict(encoder=encoder, granularity=granularity,
+                  linf_clip=args['linf_clip'], integer_inputs=integer_inputs)
+    if self._mechanism == 'distributed_skellam':
+      return skellam_mechanism.compute_parameters(
+          spec.dim, args['l2_clip'], args['noise_multiplier'],
+          args['expected_clients_per_round'], args['bits'],
+          args['modclip_prob'], args['beta'], **common)
     return ddg_mechanism.compute_parameters(
         spec.dim, args['l2_clip'], args['noise_multiplier'],
         args['expected_clients_per_round'], args['bits'],
-        args['modclip_prob'], args['beta'], encoder=encoder,
-        granularity=granularity, linf_clip=args['linf_clip'],
-        integer_inputs=integer_inputs, noise_sampler=self._noise_sampler)
+        args['modclip_prob'], args['beta'], noise_sampler=self._noise_sampler,
+        **common)
+
+
+class SkellamSumFactory(DiscreteGaussianSumFactory):
+  """Sums client values with distributed Skellam noise and SecAgg.
+
+  `DiscreteGaussianSumFactory(mechanism='distributed_skellam')` under its
+  own name: the same client (clip, scale, rotate, round, reduce mod 2^bits)
+  with symmetric Skellam noise Pois(mu) - Pois(mu) of variance
+  (sigma/gamma)^2 from an exact Poisson sampler
+  (`tff_ddp.mechanisms.distributed_skellam`; Agarwal, Kairouz & Liu 2021,
+  arXiv 2110.04995). Each round's `dp_event` is a
+  `DistributedSkellamDpEvent`, accounted with the paper's RDP bound against
+  the adversary you name (zero-out neighbours). Takes every argument of
+  `DiscreteGaussianSumFactory` except `mechanism` and `noise_sampler`.
+
+  Example:
+    >>> factory = SkellamSumFactory(
+    ...     noise_multiplier=1.0, expected_clients_per_round=100, bits=20,
+    ...     l2_clip=1.0)
+    >>> process = factory.create(tff.TensorType(np.float32, [1024]))
+  """
+
+  def __init__(self, noise_multiplier, expected_clients_per_round, bits,
+               l2_clip, *args, **kwargs):
+    for name in ('mechanism', 'noise_sampler'):
+      if name in kwargs:
+        raise TypeError(f'SkellamSumFactory takes no {name}= (its noise is '
+                        'the exact Skellam sampler).')
+    super().__init__(noise_multiplier, expected_clients_per_round, bits,
+                     l2_clip, *args, mechanism='distributed_skellam',
+                     **kwargs)

@@ -422,37 +422,32 @@ def _bn_sign(x):
 
 
 @_no_autograph
-def _exact_accept(mode, mode_c, d, g, p_int, w, k_num, seed):
-  """Exact test V < a(D) for one candidate, given V in [w, w+1) / 2^52.
+def exact_ratio_accept(num, den, count, g, w, k_num, seed):
+  """Exact test V < a for a = 2^(g+20) prod_j a_j / (K_num prod_j b_j).
 
-  a(D) = A / B with, for D >= 0 (mirror for D < 0, P <-> Q = 2^54 - P):
-  A = 2^(G+20) prod_{j<=D} (M'-j+1) P,  B = K_num prod_{j<=D} (M+j) Q.
-  V = (w + V') / 2^52 with V' uniform on [0, 1) independent of the fast
-  path, so V < a iff V' B < Delta := 2^52 A - w B. While 0 < Delta < B the
-  next 24-bit chunk c of V' = (c + V'')/2^24 gives Delta <- 2^24 Delta - c B.
-  Returns a scalar bool.
+  The products run over j = 1..count with a_j = (num[0] + num[1] j) num[2]
+  and b_j = (den[0] + den[1] j) den[2] (int64 scalars; each affine part in
+  [0, 2^31), each multiplier in [0, 2^54), so a factor has < 85 bits). V is
+  uniform on [0, 1) with its first 52 bits w: V = (w + V') / 2^52 with V'
+  independent of the fast path, so V < a iff V' B < Delta := 2^52 A - w B.
+  While 0 < Delta < B the next 24-bit chunk c of V' = (c + V'')/2^24 gives
+  Delta <- 2^24 Delta - c B (each chunk decides with probability
+  >= 1 - 2^-23). Returns a scalar bool.
   """
-  q_int = _TWO54 - p_int
-  pos = d >= 0
-  num_base = tf.where(pos, mode_c, mode)
-  den_base = tf.where(pos, mode, mode_c)
-  p_num = tf.where(pos, p_int, q_int)
-  p_den = tf.where(pos, q_int, p_int)
-  ad = tf.abs(d)
-  # Capacity: A, B < 2^(G + 20 + 85|D| + 24); Delta < 2^(52+24) B.
-  bits = g + 20 + 85 * ad + 24 + 52 + 24 + 48
+  # Capacity: A, B < 2^(g + 20 + 85 count + 24); Delta < 2^(52+24) B.
+  bits = g + 20 + 85 * count + 24 + 52 + 24 + 48
   n_limbs = tf.cast(bits // _LIMB_BITS + 3, tf.int32)
   one = tf.concat([tf.ones([1], tf.int64), tf.zeros([n_limbs - 1], tf.int64)],
                   0)
 
   def prod_body(j, a, b):
-    a = _bn_mul(_bn_mul(a, num_base - j + 1), p_num)
-    b = _bn_mul(_bn_mul(b, den_base + j), p_den)
+    a = _bn_mul(_bn_mul(a, num[0] + num[1] * j), num[2])
+    b = _bn_mul(_bn_mul(b, den[0] + den[1] * j), den[2])
     return j + 1, a, b
 
   shape = tf.TensorShape([None])
   _, a, b = tf.while_loop(
-      lambda j, a, b: j <= ad, prod_body,
+      lambda j, a, b: j <= count, prod_body,
       (tf.constant(1, tf.int64), one, one),
       shape_invariants=(tf.TensorShape([]), shape, shape))
   a = _bn_mul_pow2(a, g + _K_SHIFT)
@@ -475,6 +470,37 @@ def _exact_accept(mode, mode_c, d, g, p_int, w, k_num, seed):
       (tf.constant(0, tf.int64), delta),
       shape_invariants=(tf.TensorShape([]), shape))
   return _bn_sign(_bn_normalize(delta - b)) >= 0
+
+
+@_no_autograph
+def _exact_accept(mode, mode_c, d, g, p_int, w, k_num, seed):
+  """Exact test V < a(D) for one binomial candidate (`exact_ratio_accept`).
+
+  a(D) = A / B with, for D >= 0 (mirror for D < 0, P <-> Q = 2^54 - P):
+  A = 2^(G+20) prod_{j<=D} (M'-j+1) P,  B = K_num prod_{j<=D} (M+j) Q.
+  """
+  q_int = _TWO54 - p_int
+  pos = d >= 0
+  one = tf.constant(1, tf.int64)
+  num = (tf.where(pos, mode_c, mode) + 1, -one, tf.where(pos, p_int, q_int))
+  den = (tf.where(pos, mode, mode_c), one, tf.where(pos, q_int, p_int))
+  return exact_ratio_accept(num, den, tf.abs(d), g, w, k_num, seed)
+
+
+def fast_decision(v_prefix, log_a, err, inside):
+  """(accept, reject) of "V < a" from V's first 52 bits, where certain.
+
+  V in [w, w+1) / 2^52; ln a is known to within err. The logarithms of
+  the interval's ends carry their own error allowance. Elements in neither
+  set go to the exact test.
+  """
+  wf = tf.cast(v_prefix, tf.float64)
+  log_top = _log_pos(wf + 1.0) - _V_BITS * _LN2
+  log_bottom = _log_pos(tf.maximum(wf, 1.0)) - _V_BITS * _LN2
+  err_v = _ERR_FACTOR * (1.0 + 2 * _V_BITS * _LN2)
+  accept = inside & (log_top + err_v <= log_a - err)
+  reject = (~inside) | ((v_prefix > 0) & (log_bottom - err_v >= log_a + err))
+  return accept, reject
 
 
 # ---------------------------------------------------------------------------
@@ -614,13 +640,7 @@ def _rejection(p_int, num_trials, seed, force_exact=False):
     d = tf.where(inside, d, tf.zeros_like(d))
     g = tf.where(inside, g, tf.zeros_like(g))
     log_a, err = _log_accept(e_consts, d, g, prm, table)
-    # V in [w, w+1) / 2^52: ln bounds with their own error allowance.
-    wf = tf.cast(v_prefix, tf.float64)
-    log_top = _log_pos(wf + 1.0) - _V_BITS * _LN2
-    log_bottom = _log_pos(tf.maximum(wf, 1.0)) - _V_BITS * _LN2
-    err_v = _ERR_FACTOR * (1.0 + 2 * _V_BITS * _LN2)
-    accept = inside & (log_top + err_v <= log_a - err)
-    reject = (~inside) | ((v_prefix > 0) & (log_bottom - err_v >= log_a + err))
+    accept, reject = fast_decision(v_prefix, log_a, err, inside)
     if force_exact:  # testing hook: every in-support candidate is exact
       accept = tf.zeros_like(accept)
       reject = ~inside

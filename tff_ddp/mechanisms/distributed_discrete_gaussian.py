@@ -416,6 +416,30 @@ def compute_parameters(
   Returns:
     A DistributedDiscreteGaussian.
   """
+  return derive(
+      dim, l2_clip, noise_multiplier, expected_clients_per_round, bits,
+      modclip_prob, beta, encoder, granularity, linf_clip, integer_inputs,
+      noise_sampler, DistributedDiscreteGaussian, _DGAUSS_NOISE_RANGE)
+
+
+# (smallest scaled local stddev, as text, largest, why the smallest) of the DDG:
+# Theorem 9's condition and the exact sampler's range.
+_DGAUSS_NOISE_RANGE = (
+    0.5, '1/2', discrete_gaussian.max_supported_scale(),
+    'below the range of the privacy theorem (DDG paper Theorem 9 needs '
+    'sigma/gamma >= 1/2; tau explodes below ~1)')
+
+
+def derive(dim, l2_clip, noise_multiplier, expected_clients_per_round, bits,
+           modclip_prob, beta, encoder, granularity, linf_clip,
+           integer_inputs, noise_sampler, mechanism_class, noise_range):
+  """`compute_parameters` for any mechanism of this clip-scale-rotate-round
+  family: validates, derives gamma, the threshold and the sensitivity, and
+  builds `mechanism_class` (a `DistributedDiscreteGaussian` or subclass).
+
+  `noise_range` = (smallest scaled local stddev, the same as text, largest,
+  why the smallest) the mechanism's theorem and sampler allow.
+  """
   dim = checks.integer(dim, 'dim', 1)
   clean, k = check_arguments(l2_clip, noise_multiplier,
                              expected_clients_per_round, bits, modclip_prob,
@@ -445,21 +469,19 @@ def compute_parameters(
     return _scaled(b, l2_clip, z, n, output_dim, k, granularity)
 
   scaled = at(bits)
-  if z > 0 and scaled.scaled_local < 0.5:
+  low, low_text, high, why = noise_range
+  if z > 0 and scaled.scaled_local < low:
     better = next((b for b in range(bits + 1, MAX_BITS + 1)
-                   if at(b) is not None and at(b).scaled_local >= 0.5), None)
+                   if at(b) is not None and at(b).scaled_local >= low), None)
     hint = (f'Use bits >= {better}' if better else
             'Increase noise_multiplier or lower expected_clients_per_round')
     raise ValueError(
         f'bits={bits} gives a scaled local noise sigma/gamma = '
-        f'{scaled.scaled_local:.4g} < 1/2, below the range of the privacy '
-        'theorem (DDG paper Theorem 9 needs sigma/gamma >= 1/2; tau explodes '
-        f'below ~1). {hint}.')
-  if z > 0 and scaled.scaled_local > discrete_gaussian.max_supported_scale():
+        f'{scaled.scaled_local:.4g} < {low_text}, {why}. {hint}.')
+  if z > 0 and scaled.scaled_local > high:
     raise ValueError(
         f'bits={bits} gives a scaled local noise {scaled.scaled_local:.4g} '
-        'above the exact sampler range '
-        f'{discrete_gaussian.max_supported_scale():.4g}; use fewer bits.')
+        f'above the exact sampler range {high:.4g}; use fewer bits.')
 
   def threshold(s: _Scaled) -> float:
     if integer_inputs:
@@ -480,7 +502,7 @@ def compute_parameters(
         f'rounded client vector could overflow int64. Use bits <= {fitting}.'
         if fitting else
         f'l2_clip={l2_clip} with dim={dim} overflows int64 arithmetic.')
-  mechanism = DistributedDiscreteGaussian(
+  mechanism = mechanism_class(
       encoder=encoder, dim=dim, output_dim=output_dim, l2_clip=l2_clip,
       noise_multiplier=z, expected_clients_per_round=n, bits=bits,
       modclip_prob=clean['modclip_prob'], beta=beta, k_stddevs=k,

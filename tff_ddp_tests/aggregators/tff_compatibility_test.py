@@ -5,9 +5,11 @@ The cases of TFF 0.87's tests of `distributed_dp.DistributedDpSumFactory`
 against our factory with TFF's argument names. Where we differ on purpose,
 the difference is asserted here rather than skipped:
 
-* `mechanism='distributed_skellam'` is refused (ValueError): only the
-  discrete Gaussian exists. `rotation_type='dft'` is the randomized DFT of
-  `tff_ddp.encoders.dft` (complex phases rather than TFF's real signs).
+* `mechanism` defaults to 'distributed_dgauss' here (TFF:
+  'distributed_skellam'); 'distributed_skellam' draws exact Skellam noise
+  (`tff_ddp.mechanisms.poisson`) and is accounted by the Skellam RDP.
+  `rotation_type='dft'` is the randomized DFT of `tff_ddp.encoders.dft`
+  (complex phases rather than TFF's real signs).
 * `bits` goes up to 30 (TFF stops at 22): bits=25 is accepted.
 * `auto_l2_clip=True` is private and accounted (the clip count is noised
   and its event composed into the round's; TFF's is not accounted); the
@@ -28,6 +30,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_ddp.accounting import events
 from tff_ddp.aggregators import DiscreteGaussianSumFactory
 from tff_ddp_tests import harness
 
@@ -63,7 +66,7 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.product(
       value_type=[np.int64, np.float32, _STRUCT, _NESTED],
-      mechanism=['distributed_dgauss'])
+      mechanism=['distributed_dgauss', 'distributed_skellam'])
   def test_type_properties(self, value_type, mechanism):
     factory = _factory(mechanism=mechanism)
     self.assertIsInstance(factory, tff.aggregators.UnweightedAggregationFactory)
@@ -88,8 +91,11 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
     tff.test.assert_not_contains_unsecure_aggregation(process.next)
 
   def test_intentional_differences(self):
-    with self.assertRaisesRegex(ValueError, 'distributed_dgauss'):
-      _factory(mechanism='distributed_skellam')
+    value_type = tff.TensorType(np.float32, [4])
+    self.assertEqual(_factory().mechanism(value_type).name,
+                     'distributed_discrete_gaussian')
+    self.assertIsInstance(_factory(mechanism='distributed_skellam').dp_event(
+        value_type), events.DistributedSkellamDpEvent)
     self.assertEqual(
         repr(_factory(rotation_type='dft').mechanism(
             tff.TensorType(np.float32, [5])).encoder), 'RandomizedDft(dim=5)')
@@ -216,8 +222,17 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
 class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.product(name=['scalar', 'rank_2', 'struct', 'int64'],
-                         beta=[0.0, math.exp(-0.5)], rotation=['hd', 'dft'])
-  def test_sum(self, name, beta, rotation):
+                         beta=[0.0, math.exp(-0.5)], rotation=['hd', 'dft'],
+                         mechanism=['distributed_dgauss'])
+  def test_sum(self, name, beta, rotation, mechanism):
+    self._check_sum(name, beta, rotation, mechanism)
+
+  @parameterized.parameters(('scalar', 0.0, 'hd'),
+                            ('struct', math.exp(-0.5), 'dft'))
+  def test_sum_skellam(self, name, beta, rotation):
+    self._check_sum(name, beta, rotation, 'distributed_skellam')
+
+  def _check_sum(self, name, beta, rotation, mechanism):
     if name == 'scalar':
       value_type, values, expected = np.float32, [-1.0, 2.0, 3.0], 4.0
     elif name == 'rank_2':
@@ -234,7 +249,7 @@ class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
     factory = _factory(noise_multiplier=0,
                        expected_clients_per_round=len(values),
                        rotation_type=rotation, bits=20, l2_clip=10.0,
-                       beta=beta)
+                       beta=beta, mechanism=mechanism)
     process = factory.create(tff.types.to_type(value_type))
     state = process.initialize()
     for _ in range(2):
@@ -243,8 +258,10 @@ class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
       # Rounding errors only (no noise).
       self.assertAllClose(output.result, expected, atol=1e-3)
 
-  @parameterized.parameters('hd', 'dft')
-  def test_noisy_sum(self, rotation):
+  @parameterized.product(rotation=['hd', 'dft'],
+                         mechanism=['distributed_dgauss',
+                                    'distributed_skellam'])
+  def test_noisy_sum(self, rotation, mechanism):
     # 12 rounds of two clients, noise multiplier 5, clip 1: the result's
     # stddev is 5 (plus rounding, negligible at 20 bits); the standard error
     # of a stddev estimate from N draws is about sigma / sqrt(2N - 2), so
@@ -252,7 +269,7 @@ class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
     noise_multiplier, clip, rounds = 5.0, 1.0, 12
     factory = _factory(l2_clip=clip, noise_multiplier=noise_multiplier,
                        expected_clients_per_round=2, bits=20,
-                       rotation_type=rotation)
+                       rotation_type=rotation, mechanism=mechanism)
     process = factory.create(tff.TensorType(np.float32))
     state = process.initialize()
     outputs = []

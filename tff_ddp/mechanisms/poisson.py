@@ -1,0 +1,396 @@
+"""Exact Poisson(mu) and symmetric Skellam sampling in TensorFlow.
+
+`sample_poisson(shape, mean, seed)` returns int64 draws whose law is
+*exactly* Poisson(mu) for mu = `sampled_mean(mean)` (the requested mean
+rounded *up* to a multiple of 2^-20, so that mu is a rational P / 2^20 the
+exact test below can handle; more noise than asked for, never less), at an
+expected cost per element that does not depend on mu for mu <= 2^30.
+`sample_skellam(shape, mean, seed)` is the difference of two independent
+such draws: the symmetric Skellam noise of the distributed Skellam mechanism
+(Agarwal, Kairouz & Liu, "The Skellam Mechanism for Differentially Private
+Federated Learning", NeurIPS 2021, arXiv 2110.04995), variance 2 mu.
+
+Like `tff_ddp.mechanisms.binomial` (whose float64 kernels with rigorous
+error bounds and whose big-integer test this module reuses), no
+floating-point number decides a random outcome unless a rigorous error bound
+certifies the decision; every undecided case is settled by exact integer
+arithmetic.
+
+Algorithm (rejection from a discrete two-sided "geometric-of-blocks"
+envelope; Devroye, "Non-Uniform Random Variate Generation", 1986, ch. X):
+
+1. Mode M = floor(mu) (host, exact). f(k) = e^-mu mu^k / k!.
+2. Proposal: a fair side bit, G = the trailing zeros of a 64-bit word
+   (P(G = g) = 2^-(g+1) for g < 64, P(G = 64) = 2^-64), U uniform on [0, L)
+   (modular reduction with rejection of the incomplete top block);
+   t = L G + U, D = t on the right side, D = -1 - t on the left. The
+   candidate is k = M + D with proposal mass g(D) = 2^-(G+2) / L
+   (2^-65 / L for G = 64).
+3. Accept with probability a(D) = r(D) 2^G' / K, r(D) = f(M + D) / f(M),
+   G' = min(G, 63), K = K_num / 2^20 a host rational with
+   K >= sup_D r(D) 2^floor(t / L) (proof below). Then g(D) a(D) = r(D) /
+   (4 L K) for every D, so the accepted k is exactly Poisson(mu); k < 0 is
+   rejected. Expected candidates per draw: 4 L K f(M) (`expected_candidates`,
+   1.8-2.0 for mu >= 10, at most ~8 for tiny mu).
+4. The test "V < a(D)" uses V's first 52 bits and ln a(D) with a rigorous
+   error bound (`binomial.fast_decision`); undecided cases (about one in
+   10^8-10^9) go to `binomial.exact_ratio_accept` with a(D) = A / B:
+   for D >= 0, A = 2^(G'+20) P^D, B = K_num prod_{j<=D} (M+j) 2^20;
+   for D = -k < 0, A = 2^(G'+20) prod_{j<=k} (M-j+1) 2^20, B = K_num P^k.
+
+Envelope proof (K). Right side, D >= 0, floor(t/L) <= D/L =: D b / ln 2
+with b = ln(2) / L: since M > mu - 1, r(D) = prod_{j<=D} mu / (M+j) <=
+prod_{j<=D} 1 / (1 + y_j), y_j = (j-1)/mu, so ln r(D) + (D/L) ln 2 <= h(D) :=
+sum_{j<=D} (b - ln(1 + y_j)). The increments are decreasing, so h is
+largest at J, the last j with b >= ln(1 + y_j), where y_j <= e^b - 1 =: beta
+<= 1. ln(1+y) >= y - y^2/2 >= y (1 - beta/2) for 0 <= y <= beta gives
+h(J) <= q_R(J) := J b - c J (J - 1) / 2 with c = (1 - beta/2) / mu > 0,
+and q_R is a concave quadratic, so its maximum over the integers is at
+floor or ceil of its real argmax b/c + 1/2. Left side, D = -k, k >= 1,
+floor(t/L) <= (k-1)/L: M <= mu gives r(-k) = prod_{j<k} (M - j)/mu <=
+prod_{j<k} (1 - j/mu), ln r <= -k (k-1) / (2 mu), so with x = k - 1 >= 0 the
+exponent is at most q_L(x) := x b - x (x + 1) / (2 mu), maximal at an
+integer next to mu b - 1/2. ln K = max(q_R, q_L over those integers, 0),
+evaluated in 60-digit `decimal` and rounded up (K_num = ceil(K 2^20) + 1).
+`poisson_test` checks K against the exact ratios by brute force.
+
+The float64 evaluation of ln r(D) (error <= 2^-40 times the sum of the terms'
+magnitudes, as argued in `binomial`): with x = D / M, phi(x) = (1+x) ln(1+x)
+- x and Stirling's series ln n! = (n + 1/2) ln n - n + ln(2 pi)/2 + beta(n),
+
+  ln r(D) = D ln(mu / M) - M phi(x) - ln(1 + x) / 2 + beta(M) - beta(M+D),
+
+cancellation-free, where M >= 512 and M + D >= 256; otherwise
+ln M! - ln (M+D)! + D ln mu with ln n! from the host table (n < 256) or
+Stirling's formula. ln mu, ln(mu / M) and ln K_num are host constants,
+correctly rounded.
+
+Means above 2^30 are split: Poisson(c nu) is the sum of c independent
+Poisson(nu), c = ceil(mean / 2^30), so the cost grows linearly there (the
+exact fallback's cost grows like |D|^2 with |D| ~ sqrt(mu), which the split
+keeps bounded). `sampled_mean` returns the mean actually drawn: c times nu
+rounded up to the 2^-20 grid.
+
+Randomness: all words come from `tf.random.stateless_uniform` with seeds
+derived by `stateless_fold_in` from the caller's seed (never shared between
+clients by the mechanisms); eager, `tf.function` and TFF computations give
+the same draws for the same seed.
+"""
+
+import dataclasses
+import decimal
+import fractions
+import functools
+import math
+import numbers
+
+import numpy as np
+import tensorflow as tf
+
+from tff_ddp.mechanisms import binomial
+from tff_ddp.utils import tensors
+
+MEAN_GRID_BITS = 20  # mu is a multiple of 2^-20
+MIN_MEAN = 2.0**-MEAN_GRID_BITS
+# One rejection sampler's mean; larger means are sums of chunks.
+MAX_CHUNK_MEAN = 2.0**30
+# Largest mean accepted at all (2^10 chunks).
+MAX_MEAN = 2.0**40
+_GRID = 1 << MEAN_GRID_BITS
+_K_SHIFT = binomial._K_SHIFT  # pylint: disable=protected-access
+_G_CAP = 64  # trailing zeros of one 64-bit word
+_WORD_MASK = binomial._WORD_MASK  # pylint: disable=protected-access
+_V_BITS = binomial._V_BITS  # pylint: disable=protected-access
+_V_MASK = binomial._V_MASK  # pylint: disable=protected-access
+_TABLE_SIZE = binomial._TABLE_SIZE  # pylint: disable=protected-access
+_ERR_FACTOR = binomial._ERR_FACTOR  # pylint: disable=protected-access
+_LN2 = math.log(2.0)
+_no_autograph = tf.autograph.experimental.do_not_convert
+_log_pos = binomial._log_pos  # pylint: disable=protected-access
+_log1p = binomial._log1p  # pylint: disable=protected-access
+_phi = binomial._phi  # pylint: disable=protected-access
+_beta = binomial._beta  # pylint: disable=protected-access
+_log_factorial = binomial._log_factorial  # pylint: disable=protected-access
+
+
+@dataclasses.dataclass(frozen=True)
+class _Params:
+  mean_num: int  # P, mu = P / 2^20
+  mode: int  # M = floor(mu)
+  width: int  # L
+  k_num: int  # K = k_num / 2^20
+  ln_k_num: float
+  ln_mean: float  # ln mu
+  ln_ratio: float  # ln(mu / M) (0 when M = 0, unused then)
+
+
+def _check_mean(mean) -> float:
+  if isinstance(mean, (bool, np.bool_)) or not isinstance(
+      mean, numbers.Real):
+    raise TypeError(f'mean must be a real number, got {mean!r} of type '
+                    f'{type(mean).__name__}.')
+  mean = float(mean)
+  if not MIN_MEAN <= mean <= MAX_MEAN:
+    raise ValueError(f'mean must be in [2^-20, 2^40], got {mean!r}.')
+  return mean
+
+
+def _chunks(mean: float):
+  """(number of chunks c, P) with nu = P / 2^20 >= mean / c, P >= 1."""
+  count = max(1, math.ceil(mean / MAX_CHUNK_MEAN))
+  num = math.ceil(fractions.Fraction(mean) * _GRID / count)
+  return count, max(1, num)
+
+
+def sampled_mean(mean) -> float:
+  """The mean the samplers draw for a requested `mean` (>= it).
+
+  c nu with c = ceil(mean / 2^30) chunks and nu = mean / c rounded up to a
+  multiple of 2^-20 (relative increase < 2^-20 / nu). Returned as the
+  largest float64 not above that rational (exact below 2^30, where it has
+  at most 50 significant bits), so an accountant given it never credits
+  more noise than is drawn; it is still >= `mean`.
+  """
+  count, num = _chunks(_check_mean(mean))
+  exact = fractions.Fraction(count * num, _GRID)
+  value = float(exact)
+  if fractions.Fraction(value) > exact:
+    value = math.nextafter(value, 0.0)
+  return value
+
+
+def _ln_k_bound(mu: fractions.Fraction, width: int) -> decimal.Decimal:
+  """ln K for mean mu and block width L (module docstring), 60 digits."""
+  dmu = decimal.Decimal(mu.numerator) / decimal.Decimal(mu.denominator)
+  b = decimal.Decimal(2).ln() / width
+  beta = b.exp() - 1
+  c = (1 - beta / 2) / dmu
+
+  def q_right(j):
+    return j * b - c * j * (j - 1) / 2
+
+  def q_left(x):
+    return x * b - x * (x + 1) / (2 * dmu)
+
+  best = decimal.Decimal(0)
+  star = int((b / c + decimal.Decimal('0.5')).to_integral_value(
+      rounding=decimal.ROUND_FLOOR))
+  for j in (star, star + 1):
+    if j >= 1:
+      best = max(best, q_right(decimal.Decimal(j)))
+  star = int((dmu * b - decimal.Decimal('0.5')).to_integral_value(
+      rounding=decimal.ROUND_FLOOR))
+  for x in (star, star + 1):
+    if x >= 0:
+      best = max(best, q_left(decimal.Decimal(x)))
+  return best
+
+
+@functools.lru_cache(maxsize=64)
+def _params(mean_num: int) -> _Params:
+  """L and K (and the host logarithms) for mu = mean_num / 2^20."""
+  mu = fractions.Fraction(mean_num, _GRID)
+  mode = mean_num >> MEAN_GRID_BITS
+  mu_f = float(mu)
+
+  def cost(width):  # 4 L K up to f(M), from float approximations
+    b = _LN2 / width
+    return width * math.exp(min(700.0, max(mu_f * b * b / 2, b)))
+
+  guess = max(1, int(0.69 * math.sqrt(mu_f)))
+  lo, hi = max(1, guess // 2), 2 * guess + 2
+  width = min(range(lo, hi + 1), key=cost)
+  with decimal.localcontext(binomial._decimal_context()):  # pylint: disable=protected-access
+    ln_k = _ln_k_bound(mu, width)
+    k_num = int((ln_k.exp() * (1 << _K_SHIFT)).to_integral_value(
+        rounding=decimal.ROUND_CEILING)) + 1
+    ln_k_num = float(decimal.Decimal(k_num).ln())
+    dmu = decimal.Decimal(mean_num) / _GRID
+    ln_mean = float(dmu.ln())
+    ln_ratio = float((dmu / mode).ln()) if mode > 0 else 0.0
+  return _Params(mean_num=mean_num, mode=mode, width=width, k_num=k_num,
+                 ln_k_num=ln_k_num, ln_mean=ln_mean, ln_ratio=ln_ratio)
+
+
+def expected_candidates(mean) -> float:
+  """Expected proposals per draw of one chunk, 4 L K f(M) (documentation)."""
+  _, num = _chunks(_check_mean(mean))
+  prm = _params(num)
+  mu = num / _GRID
+  log_f = -mu + prm.mode * math.log(mu) - math.lgamma(prm.mode + 1)
+  return 4 * prm.width * prm.k_num / 2**_K_SHIFT * math.exp(log_f)
+
+
+def _log_ratio(d, prm, table):
+  """(ln r(D), scale) with |error| <= 2^-42 scale, for M + D >= 0."""
+  mode = prm.mode
+  df = tf.cast(d, tf.float64)
+  upper = tf.constant(mode, tf.int64) + d
+
+  def direct(d, upper):
+    df = tf.cast(d, tf.float64)
+    f1, s1 = _log_factorial(tf.fill(tf.shape(d), tf.constant(mode, tf.int64)),
+                            table)
+    f2, s2 = _log_factorial(upper, table)
+    value = (f1 - f2) + df * prm.ln_mean
+    scale = s1 + s2 + tf.abs(df) * abs(prm.ln_mean) + 1.0
+    return value, scale
+
+  if mode < 2 * _TABLE_SIZE:
+    return direct(d, upper)
+  phi_ok = upper >= _TABLE_SIZE
+  mf = float(mode)
+  x = tf.where(phi_ok, df / mf, tf.zeros_like(df))
+  t1 = mf * _phi(x)
+  l1 = _log1p(x)
+  upper_f = tf.where(phi_ok, tf.cast(upper, tf.float64),
+                     tf.ones_like(df) * mf)
+  betas = _beta(mf) - _beta(upper_f)
+  de = df * prm.ln_ratio
+  value = de - t1 - 0.5 * l1 + betas
+  scale = t1 + tf.abs(l1) + tf.abs(de) + tf.abs(df * l1) + 1.0
+
+  def patch():
+    sub = tf.where(~phi_ok)
+    v, s = direct(tf.gather_nd(d, sub), tf.gather_nd(upper, sub))
+    return (tf.tensor_scatter_nd_update(value, sub, v),
+            tf.tensor_scatter_nd_update(scale, sub, s))
+
+  return tf.cond(tf.reduce_all(phi_ok), lambda: (value, scale), patch)
+
+
+def _log_accept(d, g_eff, prm, table):
+  """(ln a(D), err): |computed - exact ln a(D)| <= err, for M + D >= 0."""
+  log_r, scale = _log_ratio(d, prm, table)
+  gf = tf.cast(g_eff + _K_SHIFT, tf.float64)
+  log_a = log_r + gf * _LN2 - prm.ln_k_num
+  err = _ERR_FACTOR * (scale + gf * _LN2 + prm.ln_k_num + 1.0)
+  return log_a, err
+
+
+@_no_autograph
+def _exact_accept(d, g_eff, w, prm, seed):
+  """Exact test V < a(D) for one candidate (module docstring, step 4)."""
+  one = tf.constant(1, tf.int64)
+  zero = tf.constant(0, tf.int64)
+  big_p = tf.constant(prm.mean_num, tf.int64)
+  grid = tf.constant(_GRID, tf.int64)
+  mode = tf.constant(prm.mode, tf.int64)
+  pos = d >= 0
+  num = (tf.where(pos, one, mode + 1), tf.where(pos, zero, -one),
+         tf.where(pos, big_p, grid))
+  den = (tf.where(pos, mode, one), tf.where(pos, one, zero),
+         tf.where(pos, grid, big_p))
+  return binomial.exact_ratio_accept(num, den, tf.abs(d), g_eff, w,
+                                     prm.k_num, seed)
+
+
+@_no_autograph
+def _rejection(num, mean_num, seed, force_exact=False):
+  """`num` exact Poisson(mean_num / 2^20) draws (1-D int64), by rejection."""
+  prm = _params(mean_num)
+  width = prm.width
+  table = tf.constant(binomial._log_factorial_table())  # pylint: disable=protected-access
+  limit = ((1 << binomial._WORD_BITS) // width) * width  # pylint: disable=protected-access
+
+  def body(it, out, idx):
+    k = tf.size(idx, out_type=tf.int64)
+    it_seed = tf.random.experimental.stateless_fold_in(seed, it)
+    words = tf.random.stateless_uniform(
+        tf.stack([k, 3]), seed=it_seed, dtype=tf.int64, minval=None,
+        maxval=None)
+    w_v, w_u, w_g = words[:, 0], words[:, 1], words[:, 2]
+    v_prefix = tf.bitwise.bitwise_and(w_v, _V_MASK)
+    right = tf.equal(tf.bitwise.bitwise_and(w_v, 1 << _V_BITS), 0)
+    u_word = tf.bitwise.bitwise_and(w_u, _WORD_MASK)
+    u_ok = u_word < limit
+    g = binomial._ctz_sum(w_g)  # pylint: disable=protected-access
+    t = width * g + u_word % width
+    d = tf.where(right, t, -1 - t)
+    inside = u_ok & (d >= -prm.mode)
+    d = tf.where(inside, d, tf.zeros_like(d))
+    g_eff = tf.where(inside, tf.minimum(g, _G_CAP - 1), tf.zeros_like(g))
+    log_a, err = _log_accept(d, g_eff, prm, table)
+    accept, reject = binomial.fast_decision(v_prefix, log_a, err, inside)
+    if force_exact:  # testing hook: every in-support candidate is exact
+      accept = tf.zeros_like(accept)
+      reject = ~inside
+    todo = ~(accept | reject)
+
+    def fix():
+      sub = tf.where(todo)[:, 0]
+      fb_seed = tf.random.experimental.stateless_fold_in(it_seed, 2)
+
+      def one(i):
+        j = sub[i]
+        return _exact_accept(
+            d[j], g_eff[j], v_prefix[j], prm,
+            tf.random.experimental.stateless_fold_in(fb_seed, j))
+
+      exact = tf.map_fn(one, tf.range(tf.size(sub, out_type=tf.int64)),
+                        fn_output_signature=tf.bool, parallel_iterations=1)
+      return tf.tensor_scatter_nd_update(accept, sub[:, None], exact)
+
+    accept = tf.cond(tf.reduce_any(todo), fix, lambda: accept)
+    out = tf.tensor_scatter_nd_update(
+        out, tf.boolean_mask(idx, accept)[:, None],
+        tf.boolean_mask(prm.mode + d, accept))
+    return it + 1, out, tf.boolean_mask(idx, ~accept)
+
+  # The initial index set must be data-dependent, or Grappler specialises
+  # the loop body to the first round's static size (see `binomial`'s TF
+  # note): all of [0, num), computed from random words it cannot fold.
+  marks = tf.random.stateless_uniform(
+      [num], seed=tf.random.experimental.stateless_fold_in(seed, -1),
+      dtype=tf.int64, minval=None, maxval=None)
+  start = tf.where(tf.not_equal(tf.bitwise.bitwise_or(marks, 1), 0))[:, 0]
+  _, out, _ = tf.while_loop(
+      lambda it, out, idx: tf.size(idx) > 0, body,
+      (tf.constant(0, tf.int64), tf.zeros([num], tf.int64), start),
+      shape_invariants=(tf.TensorShape([]), tf.TensorShape([None]),
+                        tf.TensorShape([None])))
+  return out
+
+
+@_no_autograph
+def sample_poisson(shape, mean, seed, *, _force_exact=False) -> tf.Tensor:
+  """Exact Poisson(sampled_mean(mean)) draws of `shape`, as int64.
+
+  Args:
+    shape: the output shape (a list or 1-D int tensor).
+    mean: the requested mean, a Python number in [2^-20, 2^40]; the law is
+      Poisson of `sampled_mean(mean)` (>= mean, by < 2^-20 absolutely per
+      chunk).
+    seed: shape-[2] int32/int64 stateless seed (private to the client).
+    _force_exact: testing hook; sends every candidate through the exact big
+      integer test (same distribution, much slower).
+
+  Returns:
+    int64 tensor of `shape` with values >= 0.
+
+  Raises:
+    TypeError / ValueError: mean not a number or outside [2^-20, 2^40]; seed
+      not an integer tensor of shape [2].
+  """
+  count, num_p = _chunks(_check_mean(mean))
+  seed = tensors.stateless_seed(seed)
+  shape = tf.cast(tf.reshape(shape, [-1]), tf.int64)
+  size = tf.reduce_prod(shape)
+  total = tf.zeros([size], tf.int64)
+  for chunk in range(count):
+    total += _rejection(size, num_p,
+                        tf.random.experimental.stateless_fold_in(seed, chunk),
+                        force_exact=_force_exact)
+  return tf.reshape(total, shape)
+
+
+def sample_skellam(shape, mean, seed) -> tf.Tensor:
+  """Symmetric Skellam draws Pois(mu) - Pois(mu), mu = sampled_mean(mean).
+
+  Variance 2 mu (`sampled_mean`). The two Poisson draws use seeds split
+  from `seed` (full 64-bit words, so they are independent).
+  """
+  seed = tensors.stateless_seed(seed)
+  seeds = tf.random.experimental.stateless_split(seed, 2)
+  return (sample_poisson(shape, mean, seeds[0])
+          - sample_poisson(shape, mean, seeds[1]))

@@ -1,0 +1,123 @@
+"""The distributed Skellam mechanism: parameters, client/server, noise, event.
+
+Statistical checks use fixed seeds; their tolerances are Z = 5 standard
+errors (a correct mechanism fails one for a random seed with probability
+below 1e-6 each, normal approximation).
+"""
+
+import math
+
+from absl.testing import parameterized
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tff_ddp.accounting import accountant
+from tff_ddp.accounting import events
+from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
+from tff_ddp.mechanisms import distributed_skellam as skellam
+from tff_ddp.mechanisms import poisson
+from tff_ddp_tests import harness
+
+Z = 5.0
+
+
+def _args(**kwargs):
+  args = dict(dim=100, l2_clip=1.0, noise_multiplier=1.0,
+              expected_clients_per_round=10, bits=16, modclip_prob=1e-4,
+              beta=math.exp(-0.5))
+  args.update(kwargs)
+  return args
+
+
+class ParametersTest(parameterized.TestCase):
+
+  def test_same_client_as_the_ddg_with_skellam_noise(self):
+    mech = skellam.compute_parameters(**_args())
+    ref = ddg.compute_parameters(**_args(), noise_sampler='exact')
+    for field in ('gamma', 'scaled_l2_clip', 'scaled_local_stddev',
+                  'norm_threshold', 'l2_sensitivity', 'output_dim', 'bits'):
+      self.assertEqual(getattr(mech, field), getattr(ref, field), field)
+    self.assertEqual(mech.name, 'distributed_skellam')
+    want = poisson.sampled_mean(ref.scaled_local_stddev**2 / 2)
+    self.assertEqual(mech.poisson_mean, want)
+    self.assertGreaterEqual(mech.local_variance, ref.scaled_local_stddev**2)
+    self.assertLess(mech.local_variance - ref.scaled_local_stddev**2,
+                    2 * 2.0**-20)
+
+  def test_event_and_epsilon(self):
+    mech = skellam.compute_parameters(**_args())
+    event = mech.dp_event(7)
+    self.assertIsInstance(event, events.DistributedSkellamDpEvent)
+    self.assertEqual(event.num_clients, 7)
+    self.assertEqual(event.local_variance, mech.local_variance)
+    self.assertEqual(event.l2_sensitivity, mech.l2_sensitivity)
+    self.assertEqual(event.dimension, 128)  # Hadamard padding of 100
+    eps = accountant.RdpAccountant(adversary='server').compose(
+        mech.dp_event()).get_epsilon(1e-5)
+    self.assertTrue(math.isfinite(eps) and eps > 0)
+    self.assertEqual(
+        type(skellam.compute_parameters(**_args(noise_multiplier=0))
+             .dp_event()).__name__, 'NonPrivateDpEvent')
+
+  def test_small_scaled_noise_is_allowed(self):
+    # The DDG refuses sigma/gamma < 1/2 (its Theorem 9); the Skellam bound
+    # holds at any variance, so the same configuration runs.
+    args = _args(noise_multiplier=0.05, bits=10, expected_clients_per_round=50)
+    with self.assertRaisesRegex(ValueError, 'Theorem 9'):
+      ddg.compute_parameters(**args)
+    mech = skellam.compute_parameters(**args)
+    self.assertLess(mech.scaled_local_stddev, 0.5)
+
+  def test_refuses_noise_beyond_the_sampler(self):
+    with self.assertRaisesRegex(ValueError, 'sampler range.*fewer bits'):
+      skellam.compute_parameters(**_args(
+          bits=30, expected_clients_per_round=1, noise_multiplier=1000.0))
+
+  def test_public_measurements_report_the_drawn_stddev(self):
+    mech = skellam.compute_parameters(**_args())
+    self.assertEqual(mech.public_measurements()['scaled_local_stddev'],
+                     math.sqrt(mech.local_variance))
+
+
+@pytest.mark.slow  # statistical
+class NoiseTest(tf.test.TestCase):
+
+  def test_decoded_sum_is_unbiased_with_the_stated_noise(self):
+    # 10 clients with the same vector; the noise of the decoded sum per
+    # coordinate has variance n 2 mu gamma^2 plus the rounding's, at most
+    # n gamma^2 / 4. Over D * rounds coordinates its mean and variance are
+    # checked to Z standard errors.
+    n, dim, rounds = 10, 64, 20
+    mech = skellam.compute_parameters(**_args(
+        dim=dim, expected_clients_per_round=n, bits=20, noise_multiplier=2.0))
+    x = np.linspace(-1, 1, dim) / np.sqrt(dim) * 0.9
+    errors = []
+    for r in range(rounds):
+      round_seed = tf.constant([r, 1], tf.int64)
+      summed = tf.zeros([mech.output_dim], tf.int64)
+      for i in range(n):
+        enc, flags = mech.client_encode(
+            tf.constant(x), round_seed, tf.constant([r, 100 + i], tf.int64))
+        self.assertAllEqual(flags, [0, 0, 0])
+        summed = (summed + enc['encoded']) % mech.modulus
+      est, meas = mech.server_decode({'encoded': summed},
+                                     tf.constant(n, tf.int64), round_seed)
+      self.assertFalse(bool(meas['sum_may_wrap']))
+      errors.append(est.numpy() - n * x)
+    errors = np.concatenate(errors)
+    noise_var = n * mech.local_variance * mech.gamma**2
+    upper_var = noise_var + n * mech.gamma**2 / 4
+    self.assertLess(abs(errors.mean()),
+                    Z * math.sqrt(upper_var / errors.size))
+    self.assertAllClose(mech.noise_stddev(n)**2, noise_var)
+    # The sample variance lies within Z standard errors of [noise, upper]
+    # (Gaussian-like fourth moment: sd of s^2 ~ var sqrt(2 / N)).
+    s2 = errors.var(ddof=1)
+    sd = upper_var * math.sqrt(2.0 / errors.size)
+    self.assertGreater(s2, noise_var - Z * sd)
+    self.assertLess(s2, upper_var + Z * sd)
+
+
+if __name__ == '__main__':
+  harness.main()
