@@ -29,6 +29,7 @@ bench: setup
 	$(VENV_PY) benchmarks/accountant_bench.py
 	$(VENV_PY) benchmarks/kashin_bench.py
 	$(VENV_PY) benchmarks/dft_vs_hadamard.py
+	$(VENV_PY) benchmarks/skellam_vs_ddg.py
 	$(VENV_PY) benchmarks/cpbm_vs_ddg.py
 	$(VENV_PY) benchmarks/quantiles_figure2.py --check
 	$(VENV_PY) benchmarks/quantiles_vs_tff.py

@@ -4,9 +4,11 @@ The paper ("Bounding Contribution Optimally for Federated Frequency
 Estimation under User-level Distributed Differential Privacy") fixes the
 cPBM parameters (theta, m) and reports epsilon by its Lemma 2; this library
 takes epsilon. `at_paper_parameters` goes through the public API anyway:
-it computes our accountant's epsilon of the paper's (theta, m) (zero-out,
-the Haar encoding's l0), asks for that epsilon with theta fixed and m
-calibrated, and checks that m comes back as the paper's. `published` is
+it computes our accountant's epsilon of the paper's (theta, m) from the
+events the processes' own aggregators hand out (zero-out, the Haar
+encoding's l0, the l2 bound the l2-aware cPBM curve needs), asks for that
+epsilon with theta fixed and m calibrated, and checks that m comes back as
+the paper's. `published` is
 the paper's column (Lemma 2 as printed: replace-one over all coordinates).
 """
 
@@ -27,9 +29,41 @@ def epsilon_of(events, delta):
                             delta)[0]
 
 
-def pbm(theta, m, n, k):
-  from tff_ddp.accounting import events  # pylint: disable=g-import-not-at-top
-  return events.PoissonBinomialDpEvent(theta, m, n, k)
+def frequency_event(theta, m, n, d, divisor='l2'):
+  """The event of the frequency release at (theta, m), as the processes'
+  aggregator (`PoissonBinomialSumFactory`, Kashin, clip 1 on scaled
+  inputs) hands it out -- with its l2 bound, so that the accountant's
+  l2-aware curve applies exactly as in the process."""
+  import numpy as np  # pylint: disable=g-import-not-at-top,redefined-outer-name,reimported
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  from tff_ddp.aggregators import PoissonBinomialSumFactory  # pylint: disable=g-import-not-at-top
+  factory = PoissonBinomialSumFactory(1.0, theta, m, n, encoder='kashin',
+                                      divisor=divisor)
+  return factory.dp_event(tff.TensorType(np.float64, [d]))
+
+
+def histogram_event(theta, m, n, num_bins):
+  """The event of TFFE's phase-1 Haar histogram at (theta', m'), built as
+  `quantile_calibration.quantile_parameters` builds its aggregator."""
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top,unused-import
+  from tff_ddp.aggregators import PoissonBinomialSumFactory  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import quantile_calibration as qc  # pylint: disable=g-import-not-at-top
+  _, l2, l0 = hg.sensitivities('haar', num_bins)
+  factory = PoissonBinomialSumFactory(
+      l2, theta, m, n, encoder='none', divisor='linf', linf_clip=1.0,
+      l0_clip=int(l0))
+  return factory.dp_event(qc.encoding_type('haar', num_bins))
+
+
+def indicator_event(theta, m, n):
+  """The event of MFFE's clipped-indicator sum at (theta', m')."""
+  import numpy as np  # pylint: disable=g-import-not-at-top,redefined-outer-name,reimported
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  from tff_ddp.aggregators import PoissonBinomialSumFactory  # pylint: disable=g-import-not-at-top
+  factory = PoissonBinomialSumFactory(1.0, theta, m, n, encoder='none',
+                                      divisor='linf', linf_clip=1.0)
+  return factory.dp_event(tff.TensorType(np.float64, [1]))
 
 
 def output_dim(d):
@@ -46,13 +80,11 @@ def at_paper_parameters(protocol, d, n, delta, theta=0.2, m=30,
   """
   from tff_ddp.analytics import frequency as fq  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import frequency_process as fp  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
   big_d = output_dim(d)
-  freq = pbm(theta, m, n, big_d)
+  freq = frequency_event(theta, m, n, d, kwargs.get('divisor', 'l2'))
   margin = 1 + 1e-4  # calibration stops <= 0.1% below its target
   if protocol == 'two_phase':
-    l0 = hg.sensitivities('haar', num_bins)[2]
-    first = pbm(quantile_theta, quantile_m, n, l0)
+    first = histogram_event(quantile_theta, quantile_m, n, num_bins)
     eps1, eps2 = epsilon_of([first], delta), epsilon_of([freq], delta)
     ours = epsilon_of([first, freq], delta)
     published = fq.published_epsilon(
@@ -64,7 +96,7 @@ def at_paper_parameters(protocol, d, n, delta, theta=0.2, m=30,
         budget_fraction=eps1 / (eps1 + eps2), **kwargs)
   elif protocol == 'multi_round':
     indicator_m = m if indicator_m is None else indicator_m
-    first = pbm(quantile_theta, indicator_m, n, 1)
+    first = indicator_event(quantile_theta, indicator_m, n)
     eps1, eps2 = epsilon_of([first], delta), epsilon_of([freq], delta)
     ours = epsilon_of([first, freq], delta)
     published = fq.published_epsilon(

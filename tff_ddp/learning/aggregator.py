@@ -9,7 +9,8 @@ lr 0.2, count stddev 0.05 * expected_clients_per_round). Here, in one flat
 secure-sum layer (`tff_ddp.aggregators.secure_sum`):
 
 * the sum: the distributed discrete Gaussian (`DiscreteGaussianSumFactory`;
-  TFF uses the distributed Skellam, not implemented here), randomized
+  TFF uses the distributed Skellam, here `mechanism='distributed_skellam'`,
+  a keyword TFF's signature does not have), randomized
   Hadamard rotation ('hd', or the randomized DFT with 'dft'), `bits` bits;
 * adaptive clipping as TFF configures it (initial clip 0.1, target quantile
   0.5, learning rate 0.2, count stddev 0.05 * expected_clients_per_round,
@@ -90,6 +91,8 @@ class DdpMeanFactory(discrete_gaussian.DiscreteGaussianSumFactory):
                           expected_clients_per_round=expected_clients_per_round,
                           bits=bits, zeroing=zeroing,
                           rotation_type=rotation_type)
+    if self._mechanism != 'distributed_dgauss':
+      self._describe['mechanism'] = self._mechanism
     self._name = _NAME
 
   def round_protocol(self, value_type,
@@ -110,12 +113,14 @@ def ddp_secure_aggregator(
     bits: int = 20,
     zeroing: bool = True,
     rotation_type: str = 'hd',
+    *,
+    mechanism: str = 'distributed_dgauss',
 ) -> DdpMeanFactory:
   """DP-FedAvg's aggregator: zeroing, private adaptive clip, DDG sum, mean.
 
   TFF's `tff.learning.ddp_secure_aggregator` signature and defaults; see the
-  module docstring for what differs (the DDG instead of the Skellam, a
-  private and accounted clip, a public zeroing threshold).
+  module docstring for what differs (the DDG by default instead of the
+  Skellam, a private and accounted clip, a public zeroing threshold).
 
   Args:
     noise_multiplier: noise stddev / clip of value and clip count together
@@ -126,6 +131,9 @@ def ddp_secure_aggregator(
     zeroing: zero updates of norm > 10 C_t + 1 (C_t the round's clip).
     rotation_type: 'hd' (randomized Hadamard) or 'dft' (randomized DFT,
       `tff_ddp.encoders.dft`).
+    mechanism: not in TFF's signature (TFF always uses the Skellam):
+      'distributed_dgauss' (default) or 'distributed_skellam' (exact
+      Skellam noise, `tff_ddp.mechanisms.distributed_skellam`).
 
   Returns:
     A `tff.aggregators.UnweightedAggregationFactory` (one secure-sum layer:
@@ -133,4 +141,4 @@ def ddp_secure_aggregator(
     default protobuf).
   """
   return DdpMeanFactory(noise_multiplier, expected_clients_per_round, bits,
-                        zeroing, rotation_type)
+                        zeroing, rotation_type, mechanism=mechanism)

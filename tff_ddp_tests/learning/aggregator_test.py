@@ -34,7 +34,13 @@ class DdpSecureAggregatorTest(tf.test.TestCase):
   def test_signature_and_defaults_are_tffs(self):
     ours = inspect.signature(learning.ddp_secure_aggregator)
     theirs = inspect.signature(tff.learning.ddp_secure_aggregator)
-    self.assertEqual(list(ours.parameters), list(theirs.parameters))
+    # TFF's parameters in TFF's order, then our keyword-only `mechanism`.
+    self.assertEqual(list(ours.parameters)[:len(theirs.parameters)],
+                     list(theirs.parameters))
+    self.assertEqual(list(ours.parameters)[len(theirs.parameters):],
+                     ['mechanism'])
+    self.assertEqual(ours.parameters['mechanism'].kind,
+                     inspect.Parameter.KEYWORD_ONLY)
     for name, parameter in theirs.parameters.items():
       self.assertEqual(ours.parameters[name].default, parameter.default, name)
     factory = learning.ddp_secure_aggregator(1.0, 100)
@@ -69,6 +75,20 @@ class DdpSecureAggregatorTest(tf.test.TestCase):
     # One of three below: C <- 0.1 exp(-0.2 (1/3 - 1/2)).
     self.assertAllClose(output.state['l2_clip'],
                         0.1 * math.exp(0.2 / 6))
+
+  def test_skellam_sum_is_accounted(self):
+    factory = learning.ddp_secure_aggregator(
+        1.0, 100, mechanism='distributed_skellam')
+    value_type = tff.TensorType(np.float32, [4])
+    self.assertEqual(factory.mechanism(value_type).name, 'distributed_skellam')
+    event = factory.dp_event(value_type)
+    self.assertIn('DistributedSkellamDpEvent', repr(event))
+    eps, _ = accounting.epsilon(event, 1e-5)
+    self.assertTrue(math.isfinite(eps))
+    self.assertIn("mechanism='distributed_skellam'", repr(factory))
+    process = factory.create(value_type)
+    output = process.next(process.initialize(), [_vector(0.05)] * 3)
+    self.assertEqual(output.measurements['participating_clients'], 3)
 
   def test_refusals(self):
     with self.assertRaisesRegex(ValueError, 'rotation_type'):
