@@ -123,8 +123,8 @@ ENTRY_POINTS = [
              'documented'),
             ('np.int64 dims', dict(value_type=tff.TensorType(
                 np.float32, [np.int64(8)])), 'documented'),
-            ('TFF mechanism=', dict(mechanism='distributed_skellam'),
-             'clear_error'),
+            ('TFF mechanism=distributed_skellam',
+             dict(mechanism='distributed_skellam'), 'documented'),
             ('TFF rotation_type=dft', dict(rotation_type='dft'),
              'documented'),
             ('TFF rotation_type=hd', dict(rotation_type='hd'),
