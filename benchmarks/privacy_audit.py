@@ -18,6 +18,8 @@ unless said otherwise, the others small random vectors):
 
 * DDG: DiscreteGaussianSumFactory(noise_multiplier 1, 16 bits, clip 1,
   Hadamard); a-priori statistic: the result's projection on the target.
+* Skellam: SkellamSumFactory, as DDG, noise multiplier 1 and (weakly
+  private) 0.3.
 * cPBM: PoissonBinomialSumFactory (Kashin, clip 1 on the representation),
   once calibrated to eps 8 and once weakly private (theta 0.25, m 16).
 * quantiles: build_quantile_process('flat', 'discrete_gaussian', [0, 1],
@@ -56,8 +58,8 @@ def main():
   parser.add_argument('--delta', type=float, default=1e-5)
   parser.add_argument('--confidence', type=float, default=0.95)
   parser.add_argument('--only', nargs='*', default=None,
-                      help='run only these rows (ddg cpbm cpbm-weak '
-                      'quantiles debug noised)')
+                      help='run only these rows (ddg skellam skellam-weak '
+                      'cpbm cpbm-weak quantiles debug noised)')
   args = parser.parse_args()
 
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
@@ -65,6 +67,7 @@ def main():
   from tff_ddp.aggregators import calibrated  # pylint: disable=g-import-not-at-top
   from tff_ddp.aggregators import DiscreteGaussianSumFactory  # pylint: disable=g-import-not-at-top
   from tff_ddp.aggregators import PoissonBinomialSumFactory  # pylint: disable=g-import-not-at-top
+  from tff_ddp.aggregators import SkellamSumFactory  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import build_quantile_process  # pylint: disable=g-import-not-at-top
   tff.backends.test.set_sync_test_cpp_execution_context()
 
@@ -88,6 +91,11 @@ def main():
         noise_multiplier=1.0, expected_clients_per_round=n, bits=16,
         l2_clip=1.0, **kwargs).create(value_type)
 
+  def skellam(z):
+    return SkellamSumFactory(
+        noise_multiplier=z, expected_clients_per_round=n, bits=16,
+        l2_clip=1.0).create(value_type)
+
   def cpbm_moderate():
     return calibrated.poisson_binomial(
         value_type, 8.0, delta, num_trials=16, expected_clients_per_round=n,
@@ -106,6 +114,10 @@ def main():
   rows = [
       ('ddg', 'DDG', 'z 1, 16 bits, clip 1, Hadamard', ddg, dataset,
        projection, args.runs),
+      ('skellam', 'Skellam', 'z 1, 16 bits, clip 1, Hadamard',
+       lambda: skellam(1.0), dataset, projection, args.runs),
+      ('skellam-weak', 'Skellam', 'z 0.3, 16 bits, clip 1, Hadamard',
+       lambda: skellam(0.3), dataset, projection, args.runs),
       ('cpbm', 'cPBM', 'calibrated eps 8: m 16, clip 1, Kashin',
        cpbm_moderate, dataset, projection, args.runs),
       ('cpbm-weak', 'cPBM', 'theta 0.25, m 16, clip 1, Kashin', cpbm_weak,

@@ -142,9 +142,10 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
         round's. As in TFF, the value's noise multiplier is raised so that
         value and count together have noise_multiplier. Not with
         granularity, linf_clip or client_sampling_rate.
-      noise_sampler: DDG only. 'table' (default: alias-table sampler, per-sample TV
-        distance < 2^-106 carried by the event and added to delta by the
-        accountant; exact sampler above scale ~42265) or 'exact'
+      noise_sampler: DDG only. 'table' (default: alias-table sampler,
+        per-sample TV distance < 2^-106 carried by the event and added to
+        delta by the accountant; exact sampler above scale ~42265) or
+        'exact'
         (Canonne-Kamath-Steinke rejection sampling); see
         `tff_ddp.mechanisms.distributed_discrete_gaussian`.
       **kashin_options: passed to `KashinEncoder` (redundancy, eta, delta,

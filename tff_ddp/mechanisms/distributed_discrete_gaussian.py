@@ -422,7 +422,7 @@ def compute_parameters(
       noise_sampler, DistributedDiscreteGaussian, _DGAUSS_NOISE_RANGE)
 
 
-# (smallest scaled local stddev, as text, largest, why the smallest) of the DDG:
+# (smallest scaled local stddev, as text, largest, why the smallest), DDG:
 # Theorem 9's condition and the exact sampler's range.
 _DGAUSS_NOISE_RANGE = (
     0.5, '1/2', discrete_gaussian.max_supported_scale(),
