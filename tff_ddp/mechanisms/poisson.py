@@ -31,7 +31,8 @@ envelope; Devroye, "Non-Uniform Random Variate Generation", 1986, ch. X):
    K >= sup_D r(D) 2^floor(t / L) (proof below). Then g(D) a(D) = r(D) /
    (4 L K) for every D, so the accepted k is exactly Poisson(mu); k < 0 is
    rejected. Expected candidates per draw: 4 L K f(M) (`expected_candidates`,
-   1.8-2.0 for mu >= 10, at most ~8 for tiny mu).
+   1.82 for mu >= 10^3, 2.5 at mu = 10, at most 8 for tiny mu: there the
+   proof's M > mu - 1 is loose).
 4. The test "V < a(D)" uses V's first 52 bits and ln a(D) with a rigorous
    error bound (`binomial.fast_decision`); undecided cases (about one in
    10^8-10^9) go to `binomial.exact_ratio_accept` with a(D) = A / B:
