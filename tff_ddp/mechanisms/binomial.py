@@ -503,6 +503,36 @@ def fast_decision(v_prefix, log_a, err, inside):
   return accept, reject
 
 
+def accept_candidates(v_prefix, log_a, err, inside, it_seed, exact_fn,
+                      force_exact=False):
+  """Which candidates are accepted: `fast_decision` where it is certain,
+  `exact_fn(j, seed) -> bool` (the exact big-integer test of candidate j,
+  with its own seed folded from the round's) for the rest, one at a time.
+
+  `force_exact` (testing hook) sends every in-support candidate to
+  `exact_fn`. Shared by the binomial and Poisson samplers.
+  """
+  accept, reject = fast_decision(v_prefix, log_a, err, inside)
+  if force_exact:
+    accept = tf.zeros_like(accept)
+    reject = ~inside
+  todo = ~(accept | reject)
+
+  def fix():
+    sub = tf.where(todo)[:, 0]
+    fb_seed = tf.random.experimental.stateless_fold_in(it_seed, 2)
+
+    def one(i):
+      j = sub[i]
+      return exact_fn(j, tf.random.experimental.stateless_fold_in(fb_seed, j))
+
+    exact = tf.map_fn(one, tf.range(tf.size(sub, out_type=tf.int64)),
+                      fn_output_signature=tf.bool, parallel_iterations=1)
+    return tf.tensor_scatter_nd_update(accept, sub[:, None], exact)
+
+  return tf.cond(tf.reduce_any(todo), fix, lambda: accept)
+
+
 # ---------------------------------------------------------------------------
 # Samplers.
 
@@ -640,28 +670,14 @@ def _rejection(p_int, num_trials, seed, force_exact=False):
     d = tf.where(inside, d, tf.zeros_like(d))
     g = tf.where(inside, g, tf.zeros_like(g))
     log_a, err = _log_accept(e_consts, d, g, prm, table)
-    accept, reject = fast_decision(v_prefix, log_a, err, inside)
-    if force_exact:  # testing hook: every in-support candidate is exact
-      accept = tf.zeros_like(accept)
-      reject = ~inside
-    todo = ~(accept | reject)
 
-    def fix():
-      sub = tf.where(todo)[:, 0]
-      fb_seed = tf.random.experimental.stateless_fold_in(it_seed, 2)
+    def exact(j, seed):
+      return _exact_accept(
+          e_mode[j], e_mode_c[j], d[j], g[j], tf.gather(p_int, idx[j]),
+          v_prefix[j], prm.k_num, seed)
 
-      def one(i):
-        j = sub[i]
-        return _exact_accept(
-            e_mode[j], e_mode_c[j], d[j], g[j], tf.gather(p_int, idx[j]),
-            v_prefix[j], prm.k_num,
-            tf.random.experimental.stateless_fold_in(fb_seed, j))
-
-      exact = tf.map_fn(one, tf.range(tf.size(sub, out_type=tf.int64)),
-                        fn_output_signature=tf.bool, parallel_iterations=1)
-      return tf.tensor_scatter_nd_update(accept, sub[:, None], exact)
-
-    accept = tf.cond(tf.reduce_any(todo), fix, lambda: accept)
+    accept = accept_candidates(v_prefix, log_a, err, inside, it_seed, exact,
+                               force_exact)
     out = tf.tensor_scatter_nd_update(
         out, tf.boolean_mask(idx, accept)[:, None],
         tf.boolean_mask(e_mode + d, accept))

@@ -312,27 +312,12 @@ def _rejection(num, mean_num, seed, force_exact=False):
     d = tf.where(inside, d, tf.zeros_like(d))
     g_eff = tf.where(inside, tf.minimum(g, _G_CAP - 1), tf.zeros_like(g))
     log_a, err = _log_accept(d, g_eff, prm, table)
-    accept, reject = binomial.fast_decision(v_prefix, log_a, err, inside)
-    if force_exact:  # testing hook: every in-support candidate is exact
-      accept = tf.zeros_like(accept)
-      reject = ~inside
-    todo = ~(accept | reject)
 
-    def fix():
-      sub = tf.where(todo)[:, 0]
-      fb_seed = tf.random.experimental.stateless_fold_in(it_seed, 2)
+    def exact(j, seed):
+      return _exact_accept(d[j], g_eff[j], v_prefix[j], prm, seed)
 
-      def one(i):
-        j = sub[i]
-        return _exact_accept(
-            d[j], g_eff[j], v_prefix[j], prm,
-            tf.random.experimental.stateless_fold_in(fb_seed, j))
-
-      exact = tf.map_fn(one, tf.range(tf.size(sub, out_type=tf.int64)),
-                        fn_output_signature=tf.bool, parallel_iterations=1)
-      return tf.tensor_scatter_nd_update(accept, sub[:, None], exact)
-
-    accept = tf.cond(tf.reduce_any(todo), fix, lambda: accept)
+    accept = binomial.accept_candidates(v_prefix, log_a, err, inside,
+                                        it_seed, exact, force_exact)
     out = tf.tensor_scatter_nd_update(
         out, tf.boolean_mask(idx, accept)[:, None],
         tf.boolean_mask(prm.mode + d, accept))
