@@ -17,8 +17,17 @@ Otherwise ('independent') the clients' noise seeds are
 stateless_split(fold_in((seed, round), 0xC11E), n): independent streams, the
 deployed behaviour's distribution (fresh entropy per client).
 
-Not simulated: `client_sampling_rate` (refused), noised or debug counts (the
-flags are dropped).
+With `client_sampling_rate` q (self-sampling: every client is in the sum,
+each keeps its value with a private coin), `values` holds every client of
+the round; each coin keeps a row with the factory's exact probability
+(`secure_sum.effective_rate`), the kept rows go through `client_encode`
+and the others send the encoding of the zero vector -- their noise share
+alone -- drawn in one call by the mechanism's `sum_of_zero_inputs` where it
+has one (DDG, Skellam), else through `client_encode` like the rest. Equal
+in law to the factory's round ('independent' only: the coins come from the
+simulation's streams, not the factory's seeds).
+
+Not simulated: noised or debug counts (the flags are dropped).
 """
 
 import numpy as np
@@ -45,9 +54,8 @@ class BatchedSum:
     if not isinstance(factory, secure_sum.MechanismSumFactory):
       raise TypeError('factory must be a MechanismSumFactory, got '
                       f'{type(factory).__name__}.')
-    if factory._rate is not None:  # pylint: disable=protected-access
-      raise ValueError('BatchedSum does not simulate client_sampling_rate.')
     self.factory = factory
+    self.rate = factory._rate  # pylint: disable=protected-access
     self.spec = factory.value_spec(value_type)
     self.mechanism = factory.mechanism(value_type)
     self._keys = tuple(self.mechanism.secure_moduli())
@@ -63,6 +71,35 @@ class BatchedSum:
         tf.TensorSpec([2], tf.int64),
         tf.TensorSpec([None, 2], tf.int64)])
     def run(values, round_seed, noise_seeds):
+      summed = encode_sum(values, round_seed, noise_seeds)
+      n = tf.shape(values, out_type=tf.int64)[0]
+      return mechanism.server_decode(summed, n, round_seed)
+
+    zero_sum = getattr(mechanism, 'sum_of_zero_inputs', None)
+
+    @tf.function(input_signature=[
+        tf.TensorSpec([None, dim], tf.float64),
+        tf.TensorSpec([None], tf.bool),
+        tf.TensorSpec([2], tf.int64),
+        tf.TensorSpec([None, 2], tf.int64),
+        tf.TensorSpec([2], tf.int64)])
+    def run_sampled(values, keep, round_seed, noise_seeds, zero_seed):
+      """The round with only the rows where `keep` holds sending values."""
+      if zero_sum is None or len(keys) != 1:
+        summed = encode_sum(
+            tf.where(keep[:, None], values, tf.zeros_like(values)),
+            round_seed, noise_seeds)
+      else:
+        summed = encode_sum(tf.boolean_mask(values, keep), round_seed,
+                            tf.boolean_mask(noise_seeds, keep))
+        dropped = tf.reduce_sum(tf.cast(~keep, tf.int32))
+        k = keys[0]
+        summed = {k: base.ring_residue(
+            summed[k] + zero_sum(dropped, zero_seed), moduli[k])}
+      n = tf.shape(values, out_type=tf.int64)[0]
+      return mechanism.server_decode(summed, n, round_seed)
+
+    def encode_sum(values, round_seed, noise_seeds):
       def one(args):
         flat, noise_seed = args
         seeds = tf.random.experimental.stateless_split(noise_seed, 3)
@@ -73,12 +110,10 @@ class BatchedSum:
       encoded = tf.map_fn(one, (values, noise_seeds),
                           fn_output_signature=signature,
                           parallel_iterations=_PARALLEL)
-      summed = {
+      return {
           k: base.ring_residue(tf.reduce_sum(
               tf.math.floormod(column, moduli[k]), axis=0), moduli[k])
           for k, column in zip(keys, encoded)}
-      n = tf.shape(values, out_type=tf.int64)[0]
-      return mechanism.server_decode(summed, n, round_seed)
 
     @tf.function(input_signature=[tf.TensorSpec([None, dim], tf.float64),
                                   tf.TensorSpec([2], tf.int64)])
@@ -91,6 +126,7 @@ class BatchedSum:
           [2], tf.int64), parallel_iterations=_PARALLEL)
 
     self._run = run
+    self._run_sampled = run_sampled
     self._factory_seeds = factory_seeds
 
   def round_seed(self, public_seed, round_index: int) -> tf.Tensor:
@@ -113,6 +149,10 @@ class BatchedSum:
     """
     derive = checks.choice(derive, 'derive', DERIVATIONS)
     seed = checks.integer(seed, 'seed', 0, 2**63 - 1)
+    if self.rate is not None and derive == 'factory':
+      raise ValueError("derive='factory' reproduces the factory's seeds, "
+                       'which client_sampling_rate would also need for its '
+                       "coins: use derive='independent'.")
     values = tf.convert_to_tensor(np.asarray(values, np.float64))
     n = int(values.shape[0])
     if values.shape[1] != self.spec.dim:
@@ -127,5 +167,18 @@ class BatchedSum:
           tf.random.experimental.stateless_fold_in(
               tf.constant([seed, int(round_index)], tf.int64), 0xC11E), n),
                             tf.int64)
-    decoded, post = self._run(values, round_seed, noise_seeds)
+    if self.rate is None:
+      decoded, post = self._run(values, round_seed, noise_seeds)
+    else:
+      stream = tf.constant([seed, int(round_index)], tf.int64)
+      words = tf.bitwise.bitwise_and(
+          tf.random.stateless_uniform(
+              [n], seed=tf.random.experimental.stateless_fold_in(
+                  stream, 0xC014), dtype=tf.int64, minval=None, maxval=None),
+          (1 << secure_sum._COIN_BITS) - 1)  # pylint: disable=protected-access
+      keep = words < secure_sum.coin_threshold(self.rate)
+      decoded, post = self._run_sampled(
+          values, keep, round_seed, noise_seeds,
+          tf.cast(tf.random.experimental.stateless_fold_in(stream, 0x2E50),
+                  tf.int64))
     return decoded.numpy(), {k: v.numpy() for k, v in post.items()}

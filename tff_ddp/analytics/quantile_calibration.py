@@ -135,12 +135,12 @@ def largest_scaling(method: str, num_bins: int, num_clients: int,
   return exact_scaling(int((2**bits - 2) // per_c))
 
 
-def _ddg_factory(method, num_bins, n, bits, z, c, seed):
+def _ddg_factory(method, num_bins, n, bits, z, c, seed, rate=None):
   l2 = hg.sensitivities(method, num_bins)[1]
   return ddg_factory.DiscreteGaussianSumFactory(
       noise_multiplier=z, expected_clients_per_round=n, bits=bits,
       l2_clip=l2, beta=0.0, encoder='none', granularity=1.0 / c,
-      linf_clip=1.0, seed=seed)
+      linf_clip=1.0, seed=seed, client_sampling_rate=rate)
 
 
 def parameters_for_noise(
@@ -152,6 +152,7 @@ def parameters_for_noise(
     bits: int = 18,
     adversary: str = 'server',
     seed: Optional[int] = None,
+    client_sampling_rate: Optional[float] = None,
 ) -> QuantileParameters:
   """Discrete Gaussian parameters for a given noise multiplier (no budget).
 
@@ -160,8 +161,11 @@ def parameters_for_noise(
   parameters; the integer scaling c is the largest the ring 2^bits allows
   for it by the wrap-around condition of Theorems 1-2 at failure
   probability `delta` (`largest_scaling`). `epsilon` of the result is that
-  of ONE unsampled round at `delta` against `adversary` -- a description,
-  not a budget: the caller accounts the rounds it runs.
+  of ONE round at `delta` against `adversary` (unsampled, or self-sampled
+  with `client_sampling_rate`: every one of the `expected_clients_per_round`
+  clients in the sum keeps its encoding with a private coin, the factory's
+  own) -- a description, not a budget: the caller accounts the rounds it
+  runs.
 
   Raises:
     TypeError / ValueError: bad arguments, or no c >= 1 fits (the message
@@ -192,7 +196,8 @@ def parameters_for_noise(
   while True:
     # The factory's own ring check adds the rounding term n per sum
     # coordinate that Theorems 1-2 leave out; step c down until it agrees.
-    factory = _ddg_factory(method, num_bins, n, bits, z, c, seed)
+    factory = _ddg_factory(method, num_bins, n, bits, z, c, seed,
+                           client_sampling_rate)
     try:
       event = factory.dp_event(value_type)
       break

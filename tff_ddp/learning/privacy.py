@@ -15,7 +15,12 @@ each through a secure sum with distributed discrete Gaussian noise:
 The round's event is `ComposedDpEvent([histogram event, update event])`, both
 with the measured n, wrapped in the cohort's sampling ('without-replacement':
 Algorithm 4 line 2, a cohort of n from a population of N; 'poisson'; or
-'none'). Composition is adaptive: the update release is a function of the
+'none'). With 'self' every one of the N clients is in both sums and keeps
+its data with a private coin of rate q = n / N per release (the
+aggregators' `client_sampling_rate`), so each release's event is a
+`SelfSampledDpEvent` (Zhu & Wang's Poisson-subsampled RDP on the zero-out
+curve), valid against the server too: it never learns the coins. The
+price is that all N clients compute and send every round. Composition is adaptive: the update release is a function of the
 client's data and of Q, which is already private. Against the adversary
 named ('server' by default; see `tff_ddp.accounting.accountant`).
 
@@ -69,7 +74,7 @@ from tff_ddp.encoders import registry
 from tff_ddp.mechanisms import base
 from tff_ddp.utils import checks
 
-SAMPLINGS = ('none', 'poisson', 'without-replacement')
+SAMPLINGS = ('none', 'poisson', 'without-replacement', 'self')
 # The neighbouring relation every epsilon here is for (module docstring).
 NEIGHBOURS = ("neighbours: one client's examples removed (it still takes "
               'part, sends no loss bin and a zero update, and adds its noise '
@@ -83,7 +88,9 @@ class PrivacyConfig:
 
   Attributes:
     clients_per_round: n, the expected cohort (each client adds 1/n of the
-      central noise variance; the quantile ring is sized for it).
+      central noise variance; the quantile ring is sized for it). With
+      sampling='self', the expected number of clients that keep their data
+      (q N); all N are in the sums and each adds 1/N of the noise.
     l2_clip: C, the clip of each client's model update.
     noise_multiplier: z_w, the update sum's central noise stddev / C.
     quantile_noise_multiplier: z_q, the loss histogram's central noise
@@ -94,7 +101,8 @@ class PrivacyConfig:
     histogram: 'flat', 'tree' (hierarchical, the paper's Algorithm 2) or
       'haar'.
     count: how the CDF is normalised: 'exact' (by n, public) or
-      'estimated' (by the noisy total).
+      'estimated' (by the noisy total; required with sampling='self', where
+      the number of clients that kept their data is hidden).
     tail_count: what the update sum is divided by: 'expected' (theta n)
       or 'histogram' (the private tail count); see the module docstring.
     bits, quantile_bits: the two secure sums' rings 2^bits. 18 keeps the
@@ -105,7 +113,14 @@ class PrivacyConfig:
       probability of the histogram's ring condition).
     sampling: the cohort sampling the caller performs: 'without-replacement'
       (Algorithm 4 line 2; needs `population`), 'poisson' (rate
-      clients_per_round / population) or 'none'.
+      clients_per_round / population), 'none', or 'self': the caller puts
+      all `population` clients in every round, each client keeps its data
+      with a private coin of rate q = clients_per_round / population and
+      otherwise sends zeros with its noise shares (the aggregators'
+      `client_sampling_rate`; one independent coin per release). Nobody,
+      the server included, learns who kept its data, so the amplification
+      (`SelfSampledDpEvent`) holds against the server; every client
+      computes and communicates every round.
     population: N, the clients sampled from.
     adversary: 'server' or 'release'.
     max_clients: the largest cohort whose epsilon the process computes in
@@ -160,21 +175,27 @@ class PrivacyConfig:
     set_('sampling', checks.choice(self.sampling, 'sampling', SAMPLINGS))
     if self.sampling == 'none':
       if self.population is not None:
-        raise ValueError("population needs sampling='without-replacement' or "
-                         "'poisson'.")
+        raise ValueError("population needs sampling='without-replacement', "
+                         "'poisson' or 'self'.")
     else:
       if self.population is None:
         raise ValueError(f'sampling={self.sampling!r} needs population (the '
                          'number of clients the cohorts are drawn from).')
       set_('population', checks.integer(self.population, 'population',
-                                        self.clients_per_round))
+                                        self.clients_per_round,
+                                        base.MAX_MODULUS - 1))
+    if self.sampling == 'self' and self.has_quantile and self.count != 'estimated':
+      raise ValueError(
+          "sampling='self' hides how many clients kept their data, so the "
+          "loss CDF cannot be normalised by it: use count='estimated' (the "
+          'noisy total).')
     set_('adversary', checks.choice(self.adversary, 'adversary',
                                     accountant.ADVERSARIES))
     # Below clients_per_round every planned round would report epsilon
     # +inf: a mistake, refused.
     set_('max_clients', checks.integer(
-        self.clients_per_round if self.max_clients is None
-        else self.max_clients, 'max_clients', self.clients_per_round,
+        self.clients_in_sum if self.max_clients is None
+        else self.max_clients, 'max_clients', self.clients_in_sum,
         base.MAX_MODULUS - 1))
     set_('encoder', checks.choice(self.encoder, 'encoder', registry.NAMES))
     set_('seed', checks.seed(self.seed))
@@ -182,6 +203,31 @@ class PrivacyConfig:
   @property
   def has_quantile(self) -> bool:
     return self.quantile_noise_multiplier is not None
+
+  @property
+  def sampling_rate(self) -> Optional[float]:
+    """q of sampling='self' (the aggregators' client_sampling_rate), else
+    None."""
+    if self.sampling != 'self':
+      return None
+    return self.clients_per_round / self.population
+
+  @property
+  def clients_in_sum(self) -> int:
+    """The planned number of clients in each secure sum: N with
+    sampling='self', else n."""
+    return (self.population if self.sampling == 'self'
+            else self.clients_per_round)
+
+  def expected_contributors(self, participating):
+    """The public divisor base of a round with `participating` clients in
+    the sum: that number, or q times it with sampling='self' (the expected
+    number that kept their data; the true one is hidden). Numbers or TF
+    tensors."""
+    if self.sampling != 'self':
+      return participating
+    from tff_ddp.aggregators import secure_sum  # pylint: disable=g-import-not-at-top
+    return secure_sum.effective_rate(self.sampling_rate) * participating
 
   def describe(self) -> str:
     """One line: the releases, their noise, the adversary and the relation."""
@@ -191,7 +237,11 @@ class PrivacyConfig:
       parts.append(f'loss histogram {self.histogram} {self.num_bins} bins '
                    f'over [0, {self.loss_upper_bound:g}] '
                    f'z={self.quantile_noise_multiplier:g}')
-    parts.append(f'sampling {self.sampling}; against the {self.adversary}; '
+    sampling = self.sampling
+    if sampling == 'self':
+      sampling = (f'self (private coins, q={self.sampling_rate:g}; all '
+                  f'{self.population} clients in the sums)')
+    parts.append(f'sampling {sampling}; against the {self.adversary}; '
                  f'{NEIGHBOURS}')
     return '; '.join(parts)
 
@@ -199,24 +249,27 @@ class PrivacyConfig:
     """The DDG factory of the model update sum."""
     return discrete_gaussian.DiscreteGaussianSumFactory(
         noise_multiplier=self.noise_multiplier,
-        expected_clients_per_round=self.clients_per_round, bits=self.bits,
-        l2_clip=self.l2_clip, encoder=self.encoder, seed=self.seed)
+        expected_clients_per_round=self.clients_in_sum, bits=self.bits,
+        l2_clip=self.l2_clip, encoder=self.encoder, seed=self.seed,
+        client_sampling_rate=self.sampling_rate)
 
   def quantile_parameters(self) -> Optional[qc.QuantileParameters]:
     """The loss histogram's aggregator (None without a histogram)."""
     if not self.has_quantile:
       return None
     return qc.parameters_for_noise(
-        self.histogram, self.num_bins, self.clients_per_round,
+        self.histogram, self.num_bins, self.clients_in_sum,
         self.quantile_noise_multiplier, self.delta, self.quantile_bits,
-        self.adversary, self.seed)
+        self.adversary, self.seed, client_sampling_rate=self.sampling_rate)
 
   def round_event(self, value_type, num_clients: Optional[int] = None,
                   quantile: Optional[qc.QuantileParameters] = None
                   ) -> dp_accounting.DpEvent:
     """One round's event with `num_clients` in both secure sums (default:
-    clients_per_round), sampling included."""
-    n = (self.clients_per_round if num_clients is None else
+    `clients_in_sum`), sampling included (with sampling='self' the
+    factories' own events are already `SelfSampledDpEvent`s, one per
+    release: their coins are independent)."""
+    n = (self.clients_in_sum if num_clients is None else
          checks.integer(num_clients, 'num_clients', 1))
     update = self.update_factory().dp_event(value_type, n)
     if self.has_quantile:

@@ -45,6 +45,13 @@ Algorithm 4 with the corrections of `tff_ddp.learning.privacy`):
 DP-FedAvg (`build_dp_fedavg`) is 2b-2c with every client in the tail and
 the sum divided by n, on the same aggregator and accountant.
 
+Self-sampling (`PrivacyConfig(sampling='self')`): the caller passes all N
+clients every round; in each secure sum every client keeps its message
+with a private coin of rate q = n / N (the aggregators'
+`client_sampling_rate`) and otherwise sends zeros with its noise share, so
+n above is the *expected* number q N' of clients keeping their data (N'
+the clients in the sum), the only count anyone can know.
+
 Non-private processes (`privacy=None`, and `build_baseline`), NOT PRIVATE and
 labelled so in their metrics (`privacy/epsilon` = inf, a NonPrivateDpEvent):
 the server sees what it needs in the clear (`tff.federated_aggregate` of the
@@ -677,8 +684,10 @@ def _private_parts(spec, client_train, update_type):
       del result  # the CDF's eq. 1 bin is the estimate's (tested)
       return weighting.private_tail(
           measurements['cdf'], measurements['noisy_total'],
-          measurements['aggregator']['participating_clients'], theta, upper,
-          num_bins, config.count, config.tail_count)
+          config.expected_contributors(tf.cast(
+              measurements['aggregator']['participating_clients'],
+              tf.float64)), theta, upper, num_bins, config.count,
+          config.tail_count)
 
     tail_type = read_tail.type_signature.result
 
@@ -698,7 +707,7 @@ def _private_parts(spec, client_train, update_type):
   @tff.tensorflow.computation(summed_type, measurement_type)
   def mean_update(summed, measurements):
     n = tf.cast(measurements['participating_clients'], tf.float64)
-    return normalise(summed, n)
+    return normalise(summed, config.expected_contributors(n))
 
   if has_tail:
     @tff.tensorflow.computation(summed_type, tail_type)

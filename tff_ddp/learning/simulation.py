@@ -112,8 +112,9 @@ def _tail_reader(privacy, theta):
     cdf = hg.estimate_cdf(method, noisy, bins, privacy.count,
                           num_clients=num_clients)
     tail = weighting.private_tail(
-        cdf, hg.estimated_total(method, noisy, bins), num_clients, theta,
-        upper, bins, privacy.count, privacy.tail_count)
+        cdf, hg.estimated_total(method, noisy, bins),
+        privacy.expected_contributors(tf.cast(num_clients, tf.float64)),
+        theta, upper, bins, privacy.count, privacy.tail_count)
     return tail, weighting.in_tail(losses, tail['bin'], upper, bins)
 
   def read(losses, round_index, seed):
@@ -148,6 +149,7 @@ class LinearSimulator:
                                    self.features).astype(np.float64)
     self._y = task.train.y
     import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+    self._cache = {}
     self.update_type = tff.StructWithPythonType([
         tff.TensorType(np.float32, [self.features, self.classes]),
         tff.TensorType(np.float32, [self.classes])], list)
@@ -170,6 +172,10 @@ class LinearSimulator:
       trace_every: record test errors every this many rounds (0: never).
       cohorts: optional list of `rounds` index arrays (the clients of each
         round) instead of sampling them.
+
+    With privacy.sampling == 'self' every round has all the task's clients,
+    each keeping its data in each release with a private coin of rate
+    clients_per_round / N (`BatchedSum` simulates the factories' coins).
     """
     objective = checks.choice(objective, 'objective', OBJECTIVES)
     rounds = checks.integer(rounds, 'rounds', 1)
@@ -189,13 +195,37 @@ class LinearSimulator:
       if (objective == 'superquantile') != privacy.has_quantile:
         raise ValueError('privacy.quantile_noise_multiplier must be set for '
                          'superquantile and only then.')
-      summer = aggregator_simulation.BatchedSum(privacy.update_factory(),
-                                                self.update_type)
+      # Built (and traced) once per configuration: repeated runs of a
+      # sweep reuse them.
+      key = ('sum', privacy)
+      if key not in self._cache:
+        self._cache[key] = aggregator_simulation.BatchedSum(
+            privacy.update_factory(), self.update_type)
+      summer = self._cache[key]
       if objective == 'superquantile':
-        read_tail = _tail_reader(privacy, theta)
+        key = ('tail', privacy, theta)
+        if key not in self._cache:
+          self._cache[key] = _tail_reader(privacy, theta)
+        read_tail = self._cache[key]
+    self_sampled = private and privacy.sampling == 'self'
+    if self_sampled:
+      if privacy.population != self.task.train.num_clients:
+        raise ValueError(
+            f"sampling='self' puts every client in each round: "
+            f'privacy.population must be the task\'s '
+            f'{self.task.train.num_clients} clients, got '
+            f'{privacy.population}.')
+      if cohorts is not None or m != privacy.clients_per_round:
+        raise ValueError(
+            "sampling='self' draws no cohorts (each client keeps its data "
+            'with a private coin): pass no cohorts and clients_per_round = '
+            'privacy.clients_per_round (the expected number).')
     for t in range(rounds):
-      cohort = (rng.choice(self.task.train.num_clients, m, replace=False)
-                if cohorts is None else np.asarray(cohorts[t]))
+      if self_sampled:
+        cohort = np.arange(self.task.train.num_clients)
+      else:
+        cohort = (rng.choice(self.task.train.num_clients, m, replace=False)
+                  if cohorts is None else np.asarray(cohorts[t]))
       m = len(cohort)
       loss, uk, ub = softmax_loss_and_update(
           kernel, bias, self._x[cohort], self._y[cohort], self.learning_rate,
@@ -221,7 +251,7 @@ class LinearSimulator:
           trace['tail_count'].append(float(mask.sum()))
           trace['threshold'].append(tail['threshold'])
         else:
-          divisor = float(m)
+          divisor = float(privacy.expected_contributors(m))
         summed, _ = summer(values, t, round_seed % (2**62))
         aggregate = summed / max(divisor, 1.0)
         kernel = kernel - aggregate[:self.features * self.classes].reshape(

@@ -207,13 +207,34 @@ class DistributedDiscreteGaussian:
       return discrete_gaussian_table.TV_DISTANCE_UPPER_BOUND
     return 0.0
 
-  def sample_noise(self, seed) -> tf.Tensor:
-    """One client's noise, int64 [output_dim] (see `noise_sampler`)."""
+  def sample_noise(self, seed, count=None) -> tf.Tensor:
+    """One client's noise, int64 [output_dim] (see `noise_sampler`); with
+    `count`, that many clients' iid shares, [count, output_dim]."""
+    shape = noise_shape(self.output_dim, count)
     if self.noise_sampler == 'table':
       return discrete_gaussian_table.sample_discrete_gaussian_table(
-          [self.output_dim], self.scaled_local_stddev, seed)
+          shape, self.scaled_local_stddev, seed)
     return discrete_gaussian.sample_discrete_gaussian(
-        [self.output_dim], self.scaled_local_stddev, seed)
+        shape, self.scaled_local_stddev, seed)
+
+  def sum_of_zero_inputs(self, count, seed) -> tf.Tensor:
+    """The ring residue of `count` clients' encodings of the zero vector.
+
+    Equal in law to summing `client_encode(zeros)` over `count` clients with
+    independent noise seeds: a zero input stays exactly zero through the
+    clips, the (linear) encoder and the rounding (floor(0) + [U < 0] = 0,
+    accepted at the first attempt), so such a client sends its noise share
+    alone (`client_encode` then returns ring_residue(sample_noise(s)) for
+    its sampling seed s; tested). The `count` shares are drawn in one call.
+    For simulations of self-sampled rounds
+    (`tff_ddp.aggregators.simulation.BatchedSum`), where most clients send
+    zeros. Returns int64 [output_dim].
+    """
+    if self.noise_multiplier == 0:
+      return tf.zeros([self.output_dim], tf.int64)
+    noise = self.sample_noise(seed, count)
+    return base.ring_residue(tf.reduce_sum(
+        base.ring_residue(noise, self.modulus), axis=0), self.modulus)
 
   def wrap_statistic(self, num_clients):
     """The quantity that must stay below M/2 for the sum not to wrap.
@@ -275,6 +296,13 @@ class DistributedDiscreteGaussian:
     n = tf.cast(num_clients, tf.float64)
     may_wrap = self.wrap_statistic(n) >= self.modulus / 2.0
     return decoded * self.gamma, {'sum_may_wrap': may_wrap}
+
+
+def noise_shape(dim: int, count=None):
+  """[dim], or [count, dim] for `count` clients (an int or int tensor)."""
+  if count is None:
+    return [dim]
+  return tf.stack([tf.cast(count, tf.int32), tf.constant(dim, tf.int32)])
 
 
 def client_subseeds(noise_seed: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:

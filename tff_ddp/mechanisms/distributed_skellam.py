@@ -77,9 +77,11 @@ class DistributedSkellam(ddg.DistributedDiscreteGaussian):
   def sampler_tv_distance(self) -> float:
     return 0.0
 
-  def sample_noise(self, seed):
-    """One client's Skellam noise, int64 [output_dim] (exact sampler)."""
-    return poisson.sample_skellam([self.output_dim], self.poisson_mean, seed)
+  def sample_noise(self, seed, count=None):
+    """One client's Skellam noise, int64 [output_dim] (exact sampler); with
+    `count`, that many clients' iid shares, [count, output_dim]."""
+    shape = ddg.noise_shape(self.output_dim, count)
+    return poisson.sample_skellam(shape, self.poisson_mean, seed)
 
   def public_measurements(self):
     """The DDG's configuration constants, with `scaled_local_stddev` the

@@ -1,5 +1,7 @@
 """BatchedSum: the factory's round without TFF, bit for bit."""
 
+import math
+
 from absl.testing import parameterized
 import numpy as np
 import pytest
@@ -64,13 +66,56 @@ class BatchedSumTest(parameterized.TestCase):
     self.assertFalse(np.array_equal(batched(np.zeros((16, 64)), 0, 1)[0],
                                     batched(np.zeros((16, 64)), 0, 2)[0]))
 
+  @parameterized.named_parameters(
+      ('ddg', lambda rate: DiscreteGaussianSumFactory(
+          1.0, 8, 18, 1.0, client_sampling_rate=rate)),
+      ('cpbm', lambda rate: PoissonBinomialSumFactory(
+          1.0, 0.2, 64, 8, client_sampling_rate=rate)))
+  def test_rate_one_is_the_unsampled_round(self, make):
+    # Every coin keeps its value: the self-sampled path (kept rows encoded,
+    # the rest's noise shares drawn together; no rest here) gives the
+    # unsampled round's output bit for bit on the same streams.
+    value_type = tff.TensorType(np.float32, [6])
+    values = np.random.default_rng(1).normal(size=(8, 6)) * 0.3
+    sampled = simulation.BatchedSum(make(1.0), value_type)
+    plain = simulation.BatchedSum(make(None), value_type)
+    for round_index in range(2):
+      np.testing.assert_array_equal(sampled(values, round_index, 5)[0],
+                                    plain(values, round_index, 5)[0])
+
+  def test_self_sampled_sum_has_the_sampling_and_noise_moments(self):
+    # N = 200 clients each holding v (|v| = 0.5), rate q = 0.1, central
+    # noise z C = 0.5. Along v: S.v/|v| = K |v| + g, K ~ Binomial(N, q),
+    # g ~ the noise (variance (z C)^2 = 0.25, the rounding's variance
+    # < 2^-10 at these bits is left out): mean q N |v| = 10, variance
+    # N q (1 - q) |v|^2 + 0.25 = 4.75. Across v: noise only, 0.25. Over
+    # R = 300 rounds: the mean has stddev sqrt(4.75 / 300) = 0.126 and a
+    # sample variance relative stddev ~ sqrt(2 / 299) = 0.082 (both
+    # laws are near-Gaussian here): 4 sd bounds.
+    n, q, dim, rounds = 200, 0.1, 8, 300
+    # (noise_multiplier 0.5, expected clients n, bits 20, l2_clip 1.)
+    factory = DiscreteGaussianSumFactory(0.5, n, 20, 1.0,
+                                         client_sampling_rate=q)
+    batched = simulation.BatchedSum(factory, tff.TensorType(np.float32,
+                                                            [dim]))
+    v = np.zeros(dim)
+    v[0] = 0.5
+    sums = np.stack([batched(np.tile(v, (n, 1)), r, 11)[0]
+                     for r in range(rounds)])
+    along, across = sums[:, 0], sums[:, 1:]
+    self.assertLess(abs(along.mean() - 10.0), 4 * math.sqrt(4.75 / rounds))
+    self.assertLess(abs(along.var(ddof=1) / 4.75 - 1), 4 * 0.082)
+    # 7 x 300 noise-only samples: relative stddev sqrt(2 / 2100) = 0.031.
+    self.assertLess(abs(across.var() / 0.25 - 1), 4 * 0.031)
+
   def test_refused(self):
     value_type = tff.TensorType(np.float32, [4])
     with self.assertRaisesRegex(TypeError, 'MechanismSumFactory'):
       simulation.BatchedSum(object(), value_type)
+    sampled = simulation.BatchedSum(DiscreteGaussianSumFactory(
+        1.0, 4, 16, 1.0, client_sampling_rate=0.5), value_type)
     with self.assertRaisesRegex(ValueError, 'client_sampling_rate'):
-      simulation.BatchedSum(DiscreteGaussianSumFactory(
-          1.0, 4, 16, 1.0, client_sampling_rate=0.5), value_type)
+      sampled(np.zeros((3, 4)), 0, 1, 'factory')
     batched = simulation.BatchedSum(DiscreteGaussianSumFactory(
         1.0, 4, 16, 1.0), value_type)
     with self.assertRaisesRegex(ValueError, 'values must be'):

@@ -61,6 +61,12 @@ def _check_config(kwargs, config):
   if config.population is not None and (
       config.population < config.clients_per_round):
     problems.append(f'population {config.population}')
+  if (config.sampling == 'self' and config.has_quantile
+      and config.count != 'estimated'):
+    problems.append('self-sampling with a count the server cannot know')
+  if config.max_clients < config.clients_in_sum:
+    problems.append(f'max_clients {config.max_clients} < the clients in '
+                    f'the sum {config.clients_in_sum}')
   if config.histogram not in ('flat', 'tree', 'haar'):
     problems.append(f'histogram {config.histogram!r}')
   if not 0 < config.delta < 1:
@@ -122,7 +128,8 @@ _CONFIG_HINTS = dict(
     bits=st.one_of(st.integers(0, 31), fz.ints()),
     quantile_bits=st.one_of(st.integers(0, 31), fz.ints()),
     delta=fz.floats(),
-    sampling=st.sampled_from(['none', 'poisson', 'without-replacement', 'x']),
+    sampling=st.sampled_from(['none', 'poisson', 'without-replacement',
+                              'self', 'x']),
     population=st.one_of(st.none(), st.integers(1, 10**4), fz.ints()),
     adversary=st.sampled_from(['server', 'release', 'both']),
     max_clients=st.one_of(st.none(), st.integers(1, 100), fz.ints()),

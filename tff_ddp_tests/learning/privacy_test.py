@@ -59,6 +59,30 @@ class ConfigTest(parameterized.TestCase):
     none = _config(sampling='none', population=None).round_event(UPDATE)
     self.assertIsInstance(none, dp_accounting.ComposedDpEvent)
 
+  def test_self_sampling(self):
+    # All N = 2500 clients in both sums, each release self-sampled at
+    # q = 100 / 2500 with its own coins; the noise split over N shares.
+    config = _config(sampling='self', count='estimated')
+    self.assertEqual(config.clients_in_sum, 2500)
+    self.assertAlmostEqual(config.sampling_rate, 0.04)
+    self.assertAlmostEqual(config.expected_contributors(2500), 100.0,
+                           places=9)
+    event = config.round_event(UPDATE)
+    self.assertIsInstance(event, dp_accounting.ComposedDpEvent)
+    histogram, update = event.events
+    for sampled in (histogram, update):
+      self.assertIsInstance(sampled, events.SelfSampledDpEvent)
+      self.assertAlmostEqual(sampled.sampling_probability, 0.04)
+      self.assertEqual(sampled.event.num_clients, 2500)
+    mechanism = config.update_factory().mechanism(UPDATE)
+    self.assertAlmostEqual(mechanism.noise_stddev(), 5.0 * 0.1)
+    self.assertEqual(mechanism.expected_clients_per_round, 2500)
+    # Against the server: far less than the same noise on server-picked
+    # cohorts (no amplification there).
+    self.assertLess(config.epsilon(UPDATE, 10),
+                    _config().epsilon(UPDATE, 10) / 2)
+    self.assertIn('self (private coins, q=0.04', config.describe())
+
   def test_epsilon_is_the_accountants(self):
     config = _config()
     expected = accountant.epsilon(
@@ -99,6 +123,11 @@ class ConfigTest(parameterized.TestCase):
       ('adversary', dict(adversary='analyst'), ValueError, 'adversary'),
       ('bits_type', dict(bits=20.0), TypeError, 'bits'),
       ('none_with_population', dict(sampling='none'), ValueError,
+       'population'),
+      ('self_exact_count', dict(sampling='self'), ValueError,
+       "count='estimated'"),
+      ('self_no_population', dict(sampling='self', population=None,
+                                  count='estimated'), ValueError,
        'population'))
   def test_refused(self, override, error, message):
     with self.assertRaisesRegex(error, message):

@@ -184,6 +184,71 @@ class PrivateTailTest(parameterized.TestCase):
     self.assertLess(abs(out.metrics['client_work']['train']['loss'] -
                         losses.mean()), 6 * 0.05 * 2 + upper / bins)
 
+  def test_self_sampling_divides_by_the_expected_count(self):
+    # sampling='self': all N = 40 clients in the sums, each keeps its update
+    # with a private coin of rate q = 10 / 40. Nearly equal losses give
+    # nearly equal updates u, so DP-FedAvg's step is -K u / (q N) + noise,
+    # K ~ Binomial(N, q) the coins kept: K read from the step is an integer
+    # within the noise (z_w C / (q N) = 0.005 per coordinate, against
+    # |u| ~ 0.1-0.3: < 0.2 of a client; 6 stddevs), the same from every
+    # coordinate.
+    big_n, n, lr, clip, z_w = 40, 10, 1.0, 10.0, 0.005
+    losses = 0.5 + 1e-6 * np.arange(big_n)
+    config = privacy_lib.PrivacyConfig(
+        clients_per_round=n, l2_clip=clip, noise_multiplier=z_w,
+        population=big_n, sampling='self', delta=1e-4, seed=3)
+    process = processes.build_dp_fedavg(_KNOWN, _sgd(lr), privacy=config)
+    state = _with_known_weights(process)
+    out = process.next(state, [_client(f) for f in losses])
+    weights = process.get_model_weights(out.state)
+    uk, ub = _known_updates(losses, lr)
+    divisor = config.expected_contributors(big_n)
+    self.assertAlmostEqual(divisor, n, places=9)
+    step = np.concatenate([_W[0] - weights.trainable[0][0],
+                           -weights.trainable[1]])
+    u = np.concatenate([uk.mean(0), ub.mean(0)])
+    kept = step * divisor / u
+    sd = z_w * clip / np.abs(u)
+    k = np.round(np.median(kept))
+    self.assertTrue(0 <= k <= big_n)
+    np.testing.assert_array_less(np.abs(kept - k), 6 * sd + 1e-3)
+    # The round's event: both... here one release, self-sampled, N shares.
+    update_type = process.next.type_signature.result.state.member[
+        'global_model_weights'].trainable
+    event = accounting.extract_dp_event(out.metrics['privacy'])
+    self.assertEqual(event, config.round_event(update_type, big_n))
+    self.assertIsInstance(event, accounting.SelfSampledDpEvent)
+    self.assertAlmostEqual(out.metrics['privacy']['epsilon'],
+                           config.epsilon(update_type, 1), places=9)
+
+  def test_self_sampled_delta_fl_round(self):
+    # DP-Delta-FL with sampling='self': the histogram and the update each
+    # self-sampled (independent coins), the CDF normalised by the noisy
+    # total, the divisor theta q N.
+    big_n, n, theta = 40, 20, 0.25
+    losses = np.random.default_rng(3).uniform(0.05, 1.95, big_n)
+    config = privacy_lib.PrivacyConfig(
+        clients_per_round=n, l2_clip=10.0, noise_multiplier=2.0,
+        quantile_noise_multiplier=0.5, loss_upper_bound=2.0, num_bins=16,
+        count='estimated', population=big_n, sampling='self', delta=1e-4,
+        seed=4)
+    process = processes.build_superquantile_fl(_KNOWN, theta, _sgd(1.0),
+                                               privacy=config)
+    out = process.next(_with_known_weights(process),
+                       [_client(f) for f in losses])
+    tail = out.metrics['client_work']['tail']
+    self.assertFalse(tail['fallback'])
+    self.assertAlmostEqual(tail['tail_count'], theta * n, places=9)
+    update_type = process.next.type_signature.result.state.member[
+        'global_model_weights'].trainable
+    event = accounting.extract_dp_event(out.metrics['privacy'])
+    self.assertEqual(event, config.round_event(update_type, big_n))
+    self.assertTrue(all(isinstance(e, accounting.SelfSampledDpEvent)
+                        for e in event.events))
+    self.assertAlmostEqual(out.metrics['privacy']['epsilon'],
+                           config.epsilon(update_type, 1), places=9)
+    self.assertTrue(math.isfinite(out.metrics['privacy']['epsilon']))
+
   def test_more_clients_than_tabulated_reports_infinity(self):
     config = privacy_lib.PrivacyConfig(
         clients_per_round=4, l2_clip=1.0, noise_multiplier=1.0,

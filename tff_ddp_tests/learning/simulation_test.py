@@ -71,6 +71,39 @@ class SimulationTest(tf.test.TestCase):
                     + 0.01)
     self.assertLess(np.abs(noise.mean(0)).max(), 6 * sigma / np.sqrt(30))
 
+  def test_self_sampled_dp_fedavg_round(self):
+    # sampling='self': all N = 2500 clients in the sum, each keeping its
+    # clipped update u_i with a coin of rate q = 100 / N; the step is
+    # sum_kept u_i / (q N) + noise. Its mean over draws is mean_i u_i; per
+    # coordinate variance (q (1 - q) sum_i u_ij^2 + (z C)^2) / (q N)^2.
+    # Standardised, 210 coordinates x 20 draws: the mean square is within
+    # 4 * sqrt(2 / 4200) of 1 (near-Gaussian: 2500 coins and the noise).
+    big_n, n, clip, z, draws = 2500, 100, 0.05, 2.0, 20
+    config = privacy_lib.PrivacyConfig(
+        clients_per_round=n, l2_clip=clip, noise_multiplier=z,
+        population=big_n, sampling='self')
+    q = config.expected_contributors(1.0)
+    _, uk, ub = simulation.softmax_loss_and_update(
+        np.zeros((20, 10)), np.zeros(10),
+        self.task.train.x.astype(np.float64), self.task.train.y, 0.1, 1)
+    u = np.concatenate([uk.reshape(big_n, -1), ub], 1)
+    clipped = u * np.minimum(1, clip / np.linalg.norm(u, axis=1))[:, None]
+    steps = np.array([
+        -np.concatenate([out.kernel.reshape(-1), out.bias]) for out in (
+            self.sim.run('fedavg', 1, n, seed, privacy=config)
+            for seed in range(draws))])
+    variance = ((q * (1 - q) * (clipped**2).sum(0) + (z * clip)**2)
+                / (q * big_n)**2)
+    standard = (steps - clipped.mean(0)) / np.sqrt(variance)
+    self.assertLess(abs((standard**2).mean() - 1), 4 * np.sqrt(2 / 4200))
+    self.assertLess(np.abs(standard.mean(0)).max(), 6 / np.sqrt(draws))
+    with self.assertRaisesRegex(ValueError, 'no cohorts'):
+      self.sim.run('fedavg', 1, n, 0, privacy=config, cohorts=[[0, 1]])
+    with self.assertRaisesRegex(ValueError, 'population'):
+      self.sim.run('fedavg', 1, n, 0, privacy=privacy_lib.PrivacyConfig(
+          clients_per_round=n, l2_clip=clip, noise_multiplier=z,
+          population=3000, sampling='self'))
+
   def test_private_tail_with_negligible_noise_is_the_bin_rule(self):
     # z_q = 1e-2 (the least the 18-bit ring allows: the scaled local noise
     # must stay >= 1/2 for DDG paper Theorem 9): the histogram's noise

@@ -33,6 +33,10 @@ def _np_fwht(x):
   return scipy.linalg.hadamard(d) @ x / np.sqrt(d)
 
 
+def base_centre(z, modulus):
+  return np.where(z > modulus // 2, z - modulus, z)
+
+
 def reference_client(x, p, signs, uniforms, noise):
   x = np.asarray(x, np.float64)
   if not np.all(np.isfinite(x)):
@@ -108,6 +112,55 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllEqual(flags, [1, 0, 0])
     self.assertEqual(p.flag_names, ('nonfinite', 'clipped',
                                     'rounding_failed'))
+
+  @parameterized.named_parameters(
+      ('hadamard', {}), ('kashin', dict(encoder='kashin')),
+      ('dft', dict(encoder='dft')), ('none', dict(encoder='none')),
+      ('skellam', dict(mechanism='skellam')))
+  def test_a_zero_input_sends_its_noise_share_alone(self, kwargs):
+    # What sum_of_zero_inputs relies on: client_encode(0) is exactly the
+    # residue of sample_noise at the client's sampling seed.
+    kwargs = dict(kwargs)
+    mechanism = kwargs.pop('mechanism', 'dgauss')
+    if 'encoder' in kwargs:
+      kwargs['encoder'] = registry.make_encoder(kwargs['encoder'], 12)
+    if mechanism == 'skellam':
+      from tff_ddp.mechanisms import distributed_skellam  # pylint: disable=g-import-not-at-top
+      p = distributed_skellam.compute_parameters(
+          dim=12, l2_clip=1.0, noise_multiplier=1.0,
+          expected_clients_per_round=10, bits=16, **kwargs)
+    else:
+      p = _params(dim=12, **kwargs)
+    for seed in range(3):
+      noise_seed = tf.constant([seed, 7], tf.int64)
+      encoded, flags = p.client_encode(tf.zeros([12], tf.float64),
+                                       tf.constant([1, 2], tf.int64),
+                                       noise_seed)
+      _, sampling_seed = ddg.client_subseeds(noise_seed)
+      self.assertAllEqual(encoded['encoded'], np.mod(
+          p.sample_noise(sampling_seed).numpy(), p.modulus))
+      self.assertAllEqual(flags, [0, 0, 0])
+    self.assertAllEqual(p.sum_of_zero_inputs(0, noise_seed),
+                        np.zeros(p.output_dim))
+    one = p.sum_of_zero_inputs(1, noise_seed).numpy()
+    self.assertTrue(np.all((one >= 0) & (one < p.modulus)))
+
+  def test_sum_of_zero_inputs_has_the_shares_variance(self):
+    # k clients' shares: per coordinate variance k s^2 (s the scaled local
+    # stddev; the discrete Gaussian's variance is within 1e-9 of s^2 at
+    # s >= 1). Over D = 128 coordinates x 40 draws the sample variance has
+    # relative stddev sqrt(2 / 5120) = 0.020: 4 sd.
+    p = _params(dim=128, noise_multiplier=2.0, expected_clients_per_round=4,
+                bits=16)
+    self.assertEqual(p.noise_sampler, 'table')
+    k = 9
+    draw = tf.function(lambda seed: p.sum_of_zero_inputs(k, seed))
+    draws = np.stack([base_centre(
+        draw(tf.constant([r, 1], tf.int64)).numpy(), p.modulus)
+                      for r in range(40)])
+    expected = k * p.scaled_local_stddev**2
+    self.assertLess(abs(draws.var() / expected - 1.0), 4 * 0.020)
+    self.assertLess(abs(draws.mean()), 4 * math.sqrt(expected / draws.size))
 
   def test_integer_inputs_are_not_rounded_and_not_inflated(self):
     # Identity encoder, scaling c = 4: an integer vector of norm <= l2_clip
