@@ -28,7 +28,15 @@ reference rows (FedAvg, and Delta-FL with the exact quantile: no noise;
 rather than TFF running 100 clients.
 
   PYTHONPATH=$PWD .venv/bin/python benchmarks/deltafl_round_time.py \
-      [--rounds 3] [--clients 100] [--no-reference]
+      [--rounds 3] [--clients 100] [--no-reference] [--self-sampling]
+
+--self-sampling: the two private processes use `PrivacyConfig(sampling=
+'self')` (ε = 5 against the server with private coins of rate
+clients / 2500; DP-Delta-FL with count='estimated') and every round takes
+all 2500 clients, as self-sampling requires; a third row, DP-FedAvg on a
+cohort of --clients (the default mode's process), is the peer, and the
+ratio printed is self-sampled DP-FedAvg / cohort DP-FedAvg: what a round
+of self-sampling costs.
 """
 
 import argparse
@@ -51,6 +59,9 @@ def main():
   parser.add_argument('--seed', type=int, default=0, help='the cohorts')
   parser.add_argument('--no-reference', action='store_true',
                       help='skip the non-private reference rows')
+  parser.add_argument('--self-sampling', action='store_true',
+                      help='self-sampled private processes on all 2500 '
+                      'clients per round, against a cohort DP-FedAvg')
   args = parser.parse_args()
   if args.rounds < 1 or not 1 <= args.clients <= POPULATION:
     parser.error('--rounds >= 1 and 1 <= --clients <= 2500')
@@ -67,18 +78,26 @@ def main():
                 rounds=1000, clients_per_round=args.clients, l2_clip=0.1,
                 population=POPULATION, adversary='server')
   built, build_seconds = {}, {}
+  self_kw = dict(sampling='self') if args.self_sampling else {}
   start = time.perf_counter()
   config = learning.calibrate(
       model_fn, budget_ratio=0.25, loss_upper_bound=1.5, num_bins=16,
-      histogram='tree', **common).config
+      histogram='tree', **common, **self_kw, **(
+          dict(count='estimated') if args.self_sampling else {})).config
   built['DP-Delta-FL'] = learning.build_superquantile_fl(
       model_fn, 0.5, optimizer, privacy=config)
   build_seconds['DP-Delta-FL'] = time.perf_counter() - start
   start = time.perf_counter()
-  config = learning.calibrate(model_fn, **common).config
+  config = learning.calibrate(model_fn, **common, **self_kw).config
   built['DP-FedAvg'] = learning.build_dp_fedavg(model_fn, optimizer,
                                                 privacy=config)
   build_seconds['DP-FedAvg'] = time.perf_counter() - start
+  if args.self_sampling:
+    start = time.perf_counter()
+    config = learning.calibrate(model_fn, **common).config
+    built['DP-FedAvg cohort'] = learning.build_dp_fedavg(
+        model_fn, optimizer, privacy=config)
+    build_seconds['DP-FedAvg cohort'] = time.perf_counter() - start
   if not args.no_reference:
     start = time.perf_counter()
     built['FedAvg (no DP)'] = learning.build_baseline('fedavg', model_fn,
@@ -93,6 +112,10 @@ def main():
   cohorts = [task.train.datasets(rng.choice(POPULATION, args.clients,
                                             replace=False))
              for _ in range(args.rounds + 1)]
+  everyone = task.train.datasets(np.arange(POPULATION))
+  self_sampled = (('DP-Delta-FL', 'DP-FedAvg') if args.self_sampling
+                  else ())
+  data = lambda name, t: everyone if name in self_sampled else cohorts[t]
   tff.backends.test.set_sync_test_cpp_execution_context()
   names = tuple(built)
   states, first, seconds = {}, {}, {name: [] for name in names}
@@ -102,14 +125,14 @@ def main():
       process = built[name]
       state = process.initialize()
       start = time.perf_counter()
-      state = process.next(state, cohorts[0]).state
+      state = process.next(state, data(name, 0)).state
       first[name] = time.perf_counter() - start
       states[name] = state
       print(f'{name}: first round {first[name]:.2f} s', flush=True)
     for t in range(args.rounds):
       for name in names:
         start = time.perf_counter()
-        output = built[name].next(states[name], cohorts[t + 1])
+        output = built[name].next(states[name], data(name, t + 1))
         seconds[name].append(time.perf_counter() - start)
         states[name] = output.state
         privacy = output.metrics.get('privacy')
@@ -126,6 +149,10 @@ def main():
   median = {name: float(np.median(seconds[name])) for name in names}
   ratio = median['DP-Delta-FL'] / median['DP-FedAvg']
   print()
+  if args.self_sampling:
+    print(f'self-sampling: DP-Delta-FL and DP-FedAvg have all {POPULATION} '
+          f'clients per round (coins of rate {args.clients}/{POPULATION}); '
+          f'"DP-FedAvg cohort" has {args.clients}')
   print(f'B.3, {args.clients} of {POPULATION} clients per round, linear '
         f'model, DDG update aggregator (same config); {args.rounds} timed '
         'rounds of each after one warm-up, interleaved; load average '
@@ -138,6 +165,11 @@ def main():
           f'{build_seconds[name]:7.2f}')
   print(f'DP-Delta-FL / DP-FedAvg = {ratio:.2f} (target <= '
         f'{TARGET_RATIO:g}): {"met" if ratio <= TARGET_RATIO else "NOT met"}')
+  if args.self_sampling:
+    print(f'self-sampled DP-FedAvg / cohort DP-FedAvg = '
+          f'{median["DP-FedAvg"] / median["DP-FedAvg cohort"]:.1f}x per '
+          f'round ({POPULATION} vs {args.clients} clients computing and '
+          'sending)')
   print(f'TFF workers ended: {len(ended)}; still running: {len(left)}')
 
 
