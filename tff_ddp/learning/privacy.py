@@ -181,10 +181,13 @@ class PrivacyConfig:
       if self.population is None:
         raise ValueError(f'sampling={self.sampling!r} needs population (the '
                          'number of clients the cohorts are drawn from).')
-      set_('population', checks.integer(self.population, 'population',
-                                        self.clients_per_round,
-                                        base.MAX_MODULUS - 1))
-    if self.sampling == 'self' and self.has_quantile and self.count != 'estimated':
+      # With 'self' all N clients are in the secure sums, whose public
+      # counts live in the ring.
+      set_('population', checks.integer(
+          self.population, 'population', self.clients_per_round,
+          base.MAX_MODULUS - 1 if self.sampling == 'self' else None))
+    if (self.sampling == 'self' and self.has_quantile
+        and self.count != 'estimated'):
       raise ValueError(
           "sampling='self' hides how many clients kept their data, so the "
           "loss CDF cannot be normalised by it: use count='estimated' (the "

@@ -82,6 +82,11 @@ class ConfigTest(parameterized.TestCase):
     self.assertLess(config.epsilon(UPDATE, 10),
                     _config().epsilon(UPDATE, 10) / 2)
     self.assertIn('self (private coins, q=0.04', config.describe())
+    # All N clients are in the sums, so N must fit the ring's counts; a
+    # population that is only sampled from need not.
+    with self.assertRaisesRegex(ValueError, 'population'):
+      _config(sampling='self', count='estimated', population=2**30)
+    self.assertEqual(_config(population=2**31).population, 2**31)
 
   def test_epsilon_is_the_accountants(self):
     config = _config()
