@@ -181,6 +181,19 @@ def coin_threshold(rate: float) -> int:
   return math.floor(fractions.Fraction(rate) * (1 << _COIN_BITS))
 
 
+def coins(rate: float, shape, seed) -> tf.Tensor:
+  """Private coins of `shape`: True with probability `effective_rate(rate)`.
+
+  Each coin is a uniform 62-bit word W (a stateless int64 draw from `seed`,
+  masked) compared with `coin_threshold(rate)`.
+  """
+  word = tf.bitwise.bitwise_and(
+      tf.random.stateless_uniform(shape, seed=seed, dtype=tf.int64,
+                                  minval=None, maxval=None),
+      (1 << _COIN_BITS) - 1)
+  return word < coin_threshold(rate)
+
+
 def effective_rate(rate: float) -> float:
   """The exact keep probability of the coins (a float64, no rounding)."""
   return coin_threshold(rate) / float(1 << _COIN_BITS)
@@ -553,11 +566,7 @@ class RoundProtocol:
     if self.adaptive is not None:
       flat, indicator = adaptive_lib.client_split(self.adaptive, flat, clip)
     if self._rate is not None:
-      word = tf.bitwise.bitwise_and(
-          tf.random.stateless_uniform([], seed=seeds[0], dtype=tf.int64,
-                                      minval=None, maxval=None),
-          (1 << _COIN_BITS) - 1)
-      keep = word < coin_threshold(self._rate)
+      keep = coins(self._rate, [], seeds[0])
       flat = tf.where(keep, flat, tf.zeros_like(flat))
     encoded, flags = self.mechanism.client_encode(flat, seed, seeds[1])
     out = collections.OrderedDict(

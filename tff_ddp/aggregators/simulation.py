@@ -171,12 +171,9 @@ class BatchedSum:
       decoded, post = self._run(values, round_seed, noise_seeds)
     else:
       stream = tf.constant([seed, int(round_index)], tf.int64)
-      words = tf.bitwise.bitwise_and(
-          tf.random.stateless_uniform(
-              [n], seed=tf.random.experimental.stateless_fold_in(
-                  stream, 0xC014), dtype=tf.int64, minval=None, maxval=None),
-          (1 << secure_sum._COIN_BITS) - 1)  # pylint: disable=protected-access
-      keep = words < secure_sum.coin_threshold(self.rate)
+      keep = secure_sum.coins(
+          self.rate, [n], tf.random.experimental.stateless_fold_in(
+              stream, 0xC014))
       decoded, post = self._run_sampled(
           values, keep, round_seed, noise_seeds,
           tf.cast(tf.random.experimental.stateless_fold_in(stream, 0x2E50),

@@ -20,8 +20,9 @@ its data with a private coin of rate q = n / N per release (the
 aggregators' `client_sampling_rate`), so each release's event is a
 `SelfSampledDpEvent` (Zhu & Wang's Poisson-subsampled RDP on the zero-out
 curve), valid against the server too: it never learns the coins. The
-price is that all N clients compute and send every round. Composition is adaptive: the update release is a function of the
-client's data and of Q, which is already private. Against the adversary
+price is that all N clients compute and send every round. Composition is
+adaptive: the update release is a function of the client's data and of Q,
+which is already private. Against the adversary
 named ('server' by default; see `tff_ddp.accounting.accountant`).
 
 Neighbouring relation (`NEIGHBOURS`): one client's examples removed -- the
@@ -68,6 +69,7 @@ from tff_ddp.accounting import accountant
 from tff_ddp.accounting import calibration
 from tff_ddp.accounting import running
 from tff_ddp.aggregators import discrete_gaussian
+from tff_ddp.aggregators import secure_sum
 from tff_ddp.analytics import histograms as hg
 from tff_ddp.analytics import quantile_calibration as qc
 from tff_ddp.encoders import registry
@@ -229,7 +231,6 @@ class PrivacyConfig:
     tensors."""
     if self.sampling != 'self':
       return participating
-    from tff_ddp.aggregators import secure_sum  # pylint: disable=g-import-not-at-top
     return secure_sum.effective_rate(self.sampling_rate) * participating
 
   def describe(self) -> str:

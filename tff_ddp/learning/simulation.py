@@ -191,6 +191,19 @@ class LinearSimulator:
     bias = np.zeros(self.classes)
     trace = collections.defaultdict(list)
     private = privacy is not None
+    self_sampled = private and privacy.sampling == 'self'
+    if self_sampled:
+      if privacy.population != self.task.train.num_clients:
+        raise ValueError(
+            f"sampling='self' puts every client in each round: "
+            f'privacy.population must be the task\'s '
+            f'{self.task.train.num_clients} clients, got '
+            f'{privacy.population}.')
+      if cohorts is not None or m != privacy.clients_per_round:
+        raise ValueError(
+            "sampling='self' draws no cohorts (each client keeps its data "
+            'with a private coin): pass no cohorts and clients_per_round = '
+            'privacy.clients_per_round (the expected number).')
     if private:
       if (objective == 'superquantile') != privacy.has_quantile:
         raise ValueError('privacy.quantile_noise_multiplier must be set for '
@@ -207,19 +220,6 @@ class LinearSimulator:
         if key not in self._cache:
           self._cache[key] = _tail_reader(privacy, theta)
         read_tail = self._cache[key]
-    self_sampled = private and privacy.sampling == 'self'
-    if self_sampled:
-      if privacy.population != self.task.train.num_clients:
-        raise ValueError(
-            f"sampling='self' puts every client in each round: "
-            f'privacy.population must be the task\'s '
-            f'{self.task.train.num_clients} clients, got '
-            f'{privacy.population}.')
-      if cohorts is not None or m != privacy.clients_per_round:
-        raise ValueError(
-            "sampling='self' draws no cohorts (each client keeps its data "
-            'with a private coin): pass no cohorts and clients_per_round = '
-            'privacy.clients_per_round (the expected number).')
     for t in range(rounds):
       if self_sampled:
         cohort = np.arange(self.task.train.num_clients)
