@@ -40,7 +40,7 @@ What a round releases (the measurements), and why each is allowed:
   exact counts are released (`debug_counts`), a warning is issued and the
   round's event becomes `NonPrivateDpEvent` (infinite epsilon).
 
-Noise seeds: by default each client reads 128 bits of fresh kernel entropy
+Noise seeds: by default each client reads 122 bits of fresh kernel entropy
 inside the client computation (`tff_ddp.utils.entropy`); `entropy=` lets a
 production runtime supply its device entropy; `seed=` (tests only) derives
 noise from (seed, round, a fingerprint of the client's input), so clients

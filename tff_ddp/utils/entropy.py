@@ -7,13 +7,21 @@ public rotation seed -- would come from one 2^32-state stream: whoever sees
 the public seed could search the 2^32 states and recompute every client's
 noise.
 
-What we do instead: `os_entropy_seed()` reads two fresh UUIDs from the
-kernel's CSPRNG (`/proc/sys/kernel/random/uuid`, 122 random bits each, a new
-one per read) with `tf.io.read_file` -- an op that runs where the
-computation runs, inside TFF's C++ executor too -- and packs 128 of their
-random bits into a shape-[2] int64 seed. The path is made to depend on a
-stateful op, so that TF's graph optimiser can neither fold the read into a
-constant nor merge the two reads (both would silently repeat a seed).
+What we do instead: `os_entropy_seed()` reads one fresh UUID from the
+kernel's CSPRNG (`/proc/sys/kernel/random/uuid`, 122 uniform random bits, a
+new one per read) with `tf.io.read_file` -- an op that runs where the
+computation runs, inside TFF's C++ executor too -- and packs its 128 bits
+into a shape-[2] int64 seed. The path is made to depend on a stateful op
+(the "salt"), so that TF's graph optimiser can neither fold the read into a
+constant nor merge two calls' reads (both would silently repeat a seed).
+
+Entropy, stated exactly: 122 bits per seed, all from the kernel. The UUID's
+6 fixed bits (version nibble, variant bits) are XORed with the salt, the
+non-cryptographic per-process stream above; that only keeps every bit
+position of the seed varying and adds no claimed entropy. Whoever knows the
+salt stream (or the public seed) still faces 2^122 equally likely seeds per
+client, beyond any search. One read, not two: a second UUID would add 6
+bits nobody can search anyway and costs a TFF client call ~0.1 ms.
 
 Limits, stated exactly: this needs a Linux kernel with procfs where the
 client computation executes (the read fails loudly otherwise; nothing falls
@@ -56,22 +64,20 @@ def _uuid_words(path: tf.Tensor):
 
 
 def os_entropy_seed() -> tf.Tensor:
-  """A shape-[2] int64 seed with 128 bits from the kernel CSPRNG.
+  """A shape-[2] int64 seed with 122 bits from the kernel CSPRNG.
 
-  Two UUIDs u, v: the seed is (u_high XOR v_low, u_low XOR v_high). The
-  fixed bits of u_high (its version nibble, bits 12-15 of the word) and of
-  v_low (its variant bits, 62-63) are at different positions, so each word is
-  the XOR of independent uniform bits at every position: 64 uniform bits,
-  128 in all.
+  One UUID u (read once): the seed is (u_high, u_low) XOR salt, salt the two
+  int64 words of `NonDeterministicInts` that also make the read's path
+  non-constant (module docstring). u's 122 random bits are uniform and
+  independent of the salt, so the seed keeps them; the salt fills u's 6
+  fixed bit positions.
   """
   # An empty suffix computed from a stateful op: not constant-foldable, and
-  # each call's ops are distinct, so two reads are never merged.
+  # each call's ops are distinct, so two calls' reads are never merged.
   salt = tf.raw_ops.NonDeterministicInts(shape=[2], dtype=tf.int64)
-  empty = tf.strings.substr(tf.strings.as_string(salt), 0, 0)
-  first = _uuid_words(tf.strings.join([UUID_PATH, empty[0]]))
-  second = _uuid_words(tf.strings.join([UUID_PATH, empty[1]]))
-  return tf.stack([tf.bitwise.bitwise_xor(first[0], second[1]),
-                   tf.bitwise.bitwise_xor(first[1], second[0])])
+  empty = tf.strings.substr(tf.strings.as_string(salt[0]), 0, 0)
+  high, low = _uuid_words(tf.strings.join([UUID_PATH, empty]))
+  return tf.bitwise.bitwise_xor(tf.stack([high, low]), salt)
 
 
 def check_entropy(entropy: Optional[EntropyFn], name: str = 'entropy'

@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -39,9 +40,9 @@ class EntropyTest(tf.test.TestCase):
     self.assertEqual(seeds.shape, (64, 2))
     self.assertEqual(seeds.dtype, np.int64)
     self.assertLen({tuple(s) for s in seeds}, 64)
-    # Every one of the 128 bit positions varies (fixed UUID bits are XORed
-    # with random ones): P(a given position is constant over 64 draws) =
-    # 2^-63.
+    # Every one of the 128 bit positions varies (the UUID's 6 fixed bits
+    # are XORed with the salt): P(a given position is constant over 64
+    # draws) = 2^-63.
     bits = np.unpackbits(seeds.view(np.uint8), axis=1)
     self.assertTrue(np.all(bits.min(axis=0) == 0))
     self.assertTrue(np.all(bits.max(axis=0) == 1))
@@ -61,6 +62,20 @@ class EntropyTest(tf.test.TestCase):
     words = [tuple(s) for pair in first + second for s in pair]
     # Not folded into a constant, not merged, not shared between clients.
     self.assertLen(set(words), 12)
+
+  def test_uuid_words_parse_the_file(self):
+    path = os.path.join(self.get_temp_dir(), 'uuid')
+    with open(path, 'w') as f:
+      f.write('0123abcd-ef01-4567-89ab-cdef01234567\n')
+    high, low = entropy._uuid_words(tf.constant(path))  # pylint: disable=protected-access
+    self.assertEqual(int(high) & (2**64 - 1), 0x0123abcdef014567)
+    self.assertEqual(int(low) & (2**64 - 1), 0x89abcdef01234567)
+
+  def test_fails_loudly_without_the_kernel_file(self):
+    missing = os.path.join(self.get_temp_dir(), 'no_such_dir', 'uuid')
+    with mock.patch.object(entropy, 'UUID_PATH', missing):
+      with self.assertRaises(tf.errors.NotFoundError):
+        entropy.os_entropy_seed()
 
   def test_check_entropy(self):
     self.assertIsNone(entropy.check_entropy(None))
