@@ -439,6 +439,38 @@ class SplitBudget:
   neighboring_relation: dp_accounting.NeighboringRelation
 
 
+def _least_reachable_scale(parts, lo: float, hi: float) -> float:
+  """lo, or the least scale in (lo, hi] at which every calibrator succeeds.
+
+  A calibrator raises ValueError when its share is below the least epsilon
+  it can reach (e.g. fixed theta and num_trials >= 1: even one trial costs
+  something), which can happen at the bracket's low end while the target
+  itself is reachable. Reachability is monotone in the scale (more budget,
+  never fewer options), so bisection finds the least reachable scale (to a
+  relative 1e-4, rounded up); if even hi is unreachable, the calibrator's
+  own error is raised.
+  """
+
+  def reachable(scale):
+    try:
+      parts(scale)
+    except ValueError:
+      return False
+    return True
+
+  if reachable(lo):
+    return lo
+  parts(hi)  # raises the calibrator's error if even hi is out of reach
+  bad, good = lo, hi
+  while good - bad > 1e-4 * good:
+    mid = 0.5 * (bad + good)
+    if reachable(mid):
+      good = mid
+    else:
+      bad = mid
+  return good
+
+
 def split_budget(
     calibrators: Sequence[Callable[[float], Any]],
     weights: Sequence[float],
@@ -506,6 +538,7 @@ def split_budget(
   # Composition is at most about the sum of the parts, so the answer lies
   # around the target; the search widens the bracket if needed.
   lo, hi = target_epsilon / 4.0, target_epsilon * 8.0
+  lo = _least_reachable_scale(parts, lo, hi)
   while eps(hi) <= target_epsilon and hi < target_epsilon * 1e4:
     if eps(2.0 * hi) == eps(hi):  # every release at its end: no gain
       break

@@ -154,6 +154,31 @@ class SplitBudgetTest(parameterized.TestCase):
     self.assertLessEqual(split.epsilon, 2.0 * (1 + 1e-9))
     self.assertFalse(other.at_limit)
 
+  def test_a_release_that_cannot_be_made_that_private(self):
+    # cPBM with theta fixed, m calibrated: even m = 1 costs eps_min, so the
+    # bracket's low end (target / 4, half of it each) is out of its reach
+    # although the target is not; the split must start where it is.
+    def pbm(eps):
+      result = calibration.calibrate(
+          'cpbm', 'num_trials', dict(theta=0.25, num_clients=1000,
+                                     dimension=64), eps, 1e-5)
+      return result, result.event
+    eps_min = accountant.epsilon(calibration.mechanism_event(
+        'cpbm', theta=0.25, num_trials=1, num_clients=1000, dimension=64),
+                                 1e-5)[0]
+    with self.assertRaisesRegex(ValueError, 'unreachable'):
+      pbm(0.75 * eps_min)
+    target = 3.0 * eps_min
+    split = calibration.split_budget([pbm, _gaussian_calibrator], [1.0, 1.0],
+                                     target, 1e-5)
+    self.assertLessEqual(split.epsilon, target * (1 + 1e-9))
+    self.assertGreaterEqual(split.results[0].value, 1)
+    self.assertGreaterEqual(split.standalone_epsilons[0], eps_min * (1 - 1e-9))
+    # Nothing can reach a target below what m = 1 alone costs.
+    with self.assertRaisesRegex(ValueError, 'unreachable'):
+      calibration.split_budget([pbm, _gaussian_calibrator], [1.0, 1.0],
+                               0.5 * eps_min, 1e-5)
+
   def test_everything_at_limit(self):
     split = calibration.split_budget(
         [_pbm_calibrator(1, 1), _pbm_calibrator(1, 2)], [1.0, 1.0], 50.0,
