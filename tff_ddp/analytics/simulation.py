@@ -42,7 +42,6 @@ import tensorflow as tf
 from tff_ddp.accounting import calibration
 from tff_ddp.analytics import histograms as hg
 from tff_ddp.analytics import quantile_calibration as qc
-from tff_ddp.mechanisms import discrete_gaussian as dg
 
 SETTINGS = qc.MECHANISMS + ('central',)
 
@@ -80,6 +79,21 @@ def noise_stddev(params: qc.QuantileParameters, num_clients: int) -> float:
   return params.noise_stddev(num_clients)
 
 
+_NOISE_FNS = {}
+
+
+def _noise_fn(mechanism, count: int):
+  """seed -> `count` clients' noise shares [count, L] from the mechanism's
+  own sampler (`sample_noise`), traced once per sampler, scale, L and count
+  (all `sample_noise` depends on; mechanisms built apart are not equal)."""
+  key = (type(mechanism), mechanism.noise_sampler,
+         mechanism.scaled_local_stddev, mechanism.output_dim, count)
+  if key not in _NOISE_FNS:
+    _NOISE_FNS[key] = tf.function(
+        lambda seed: mechanism.sample_noise(seed, count))
+  return _NOISE_FNS[key]
+
+
 def noisy_sum(setting: str, codes: np.ndarray,
               params: Optional[qc.QuantileParameters] = None,
               central_z: Optional[float] = None,
@@ -109,9 +123,8 @@ def noisy_sum(setting: str, codes: np.ndarray,
   modulus = mechanism.modulus
   if setting == 'discrete_gaussian':
     c = round(mechanism.scale_factor)
-    noise = dg.sample_discrete_gaussian(
-        [n, length], mechanism.scaled_local_stddev,
-        tf.constant([seed, 0x51A], tf.int64)).numpy()
+    noise = _noise_fn(mechanism, n)(tf.constant([seed, 0x51A], tf.int64))
+    noise = noise.numpy()
     summed = np.mod(c * codes + noise, modulus).sum(axis=0) % modulus
   else:
     rng = np.random.default_rng(seed)

@@ -12,7 +12,6 @@ from tff_ddp.analytics import simulation as sim
 from tff_ddp_tests import harness
 
 _REPS = 300
-_DDG_REPS = 100  # each draws n x L samples with the exact sampler
 
 
 def _codes(method, n=32, b=16):
@@ -55,7 +54,7 @@ class MomentsTest(parameterized.TestCase):
     codes = _codes(method)
     p = q.quantile_parameters(method, 'discrete_gaussian', 16, 32, 2.0, 1e-5)
     errors = np.array([sim.noisy_sum('discrete_gaussian', codes, p, seed=s)
-                       - codes.sum(0) for s in range(_DDG_REPS)])
+                       - codes.sum(0) for s in range(_REPS)])
     # Sum of n iid N_Z(0, sigma^2) over c^2: variance n sigma^2 / c^2
     # = (z l2)^2 (the discrete Gaussian's variance equals sigma^2 up to
     # e^{-2 pi^2 sigma^2}, nothing here).
