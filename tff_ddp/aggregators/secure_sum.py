@@ -287,6 +287,7 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
                       f'{make_mechanism!r}.')
     self._name = str(name)
     self._make_mechanism = make_mechanism
+    self._mechanisms = {}  # value type -> its mechanism (see `mechanism`)
     self._rate = (None if client_sampling_rate is None else checks.probability(
         client_sampling_rate, 'client_sampling_rate'))
     if self._rate is not None and coin_threshold(self._rate) == 0:
@@ -329,8 +330,17 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
     return ValueSpec(value_type, self._name)
 
   def mechanism(self, value_type) -> base.Mechanism:
-    """The mechanism (derived parameters) for `value_type`."""
-    return self._make_mechanism(self.value_spec(value_type))
+    """The mechanism (derived parameters) for `value_type`.
+
+    Built once per value type and reused (mechanisms are frozen; reusing
+    one keeps the traced functions its encoder caches, e.g. Kashin's
+    eager-call `tf.function`, instead of tracing them again per call).
+    A configuration that is refused is refused on every call.
+    """
+    spec = self.value_spec(value_type)
+    if spec.value_type not in self._mechanisms:
+      self._mechanisms[spec.value_type] = self._make_mechanism(spec)
+    return self._mechanisms[spec.value_type]
 
   def parameters(self, value_type) -> base.Mechanism:
     """The mechanism with its derived parameters (same as `mechanism`)."""
@@ -501,7 +511,7 @@ class RoundProtocol:
                count_modulus: int = COUNT_MODULUS):
     # pylint: disable=protected-access
     self.spec = factory.value_spec(value_type)
-    self.mechanism = factory._make_mechanism(self.spec)
+    self.mechanism = factory.mechanism(value_type)
     self._counts = factory._counts(self.mechanism)
     self.adaptive = factory._adaptive
     self._indicator = factory._indicator()
