@@ -30,8 +30,7 @@ def pytest_sessionstart(session):
   del session
   # Imported here so that collecting pure-math tests does not pay for TFF
   # twice; set once, as TFF's own tests do per binary.
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  tff.backends.test.set_sync_test_cpp_execution_context()
+  processes.use_test_context()
 
 
 @pytest.fixture(autouse=True)
@@ -49,7 +48,7 @@ def tff_test_context():
     from tensorflow_federated.python.core.impl.context_stack import runtime_error_context  # pylint: disable=g-import-not-at-top
     if isinstance(tff.framework.get_context_stack().current,
                   runtime_error_context.RuntimeErrorContext):
-      tff.backends.test.set_sync_test_cpp_execution_context()
+      processes.use_test_context()
   yield
 
 

@@ -44,7 +44,9 @@ def main():
 
 
 def _set_test_context(tff):
-  tff.backends.test.set_sync_test_cpp_execution_context()
+  del tff  # imported: `use_test_context` installs its context
+  from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
+  processes.use_test_context()
 
 
 class _TestContextOnTffImport(importlib.abc.MetaPathFinder):

@@ -20,6 +20,7 @@ import numpy as np
 
 from tff_ddp.cli import common
 from tff_ddp.utils import checks
+from tff_ddp.utils import processes
 
 DESCRIPTION = __doc__
 # The range of l2_clip (times the clients or the noise) that the float32
@@ -99,7 +100,7 @@ def run(num_clients=100, dim=1024, rounds=3, bits=(12, 14, 16, 20),
   value_type = tff.TensorType(np.float32, [dim])
   for factory in factories:  # refuses bad configurations before any run
     factory.dp_event(value_type)
-  tff.backends.test.set_sync_test_cpp_execution_context()
+  processes.use_test_context()
   data = make_clients(num_clients, dim, l2_clip, seed)
   true_mean = data.astype(np.float64).mean(axis=0)
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from tff_ddp.cli import common
 from tff_ddp.utils import checks
+from tff_ddp.utils import processes
 
 PROTOCOLS = ('two_phase', 'multi_round', 'fixed', 'normalize', 'sample')
 # The dataset is a dense [clients, dim] array (int64, then float32): 2^26
@@ -99,7 +100,6 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
   from tff_ddp.analytics import frequency as fq  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import frequency_data as fd  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import frequency_process as fp  # pylint: disable=g-import-not-at-top
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   num_clients = checks.integer(num_clients, 'clients', 1)
   dim = checks.integer(dim, 'dim', 1)
   if num_clients * dim > MAX_ENTRIES:
@@ -133,7 +133,7 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
       kwargs.update(sample_items=sample_items)
     configurations[protocol] = fp.frequency_parameters(
         protocol, dim, n, epsilon, delta, **kwargs)
-  tff.backends.test.set_sync_test_cpp_execution_context()
+  processes.use_test_context()
   rows = []
   for protocol in protocols:
     params = configurations[protocol]

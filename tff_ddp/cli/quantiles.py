@@ -17,6 +17,7 @@ import numpy as np
 
 from tff_ddp.cli import common
 from tff_ddp.utils import checks
+from tff_ddp.utils import processes
 
 DISTRIBUTIONS = ('uniform', 'chi2')
 _COUNT = {'flat': 'estimated', 'tree': 'exact', 'haar': 'exact'}
@@ -62,7 +63,6 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
         seed: int = 0,
         print_fn: Callable[[str], None] = print) -> List[Row]:
   """Runs the experiment and prints the error table; returns its rows."""
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import quantiles as q  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import simulation as sim  # pylint: disable=g-import-not-at-top
@@ -78,7 +78,7 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
     for mechanism in mechanisms:
       configurations[method, mechanism] = q.quantile_parameters(
           method, mechanism, num_bins, num_clients, epsilon, delta, bits)
-  tff.backends.test.set_sync_test_cpp_execution_context()
+  processes.use_test_context()
   datasets = [draw(distribution, num_clients,
                    np.random.default_rng(seed + r), upper_bound)
               for r in range(repetitions)]

@@ -28,6 +28,7 @@ import numpy as np
 
 from tff_ddp.cli import common
 from tff_ddp.utils import checks
+from tff_ddp.utils import processes
 
 ALGORITHMS = ('deltafl', 'fedavg')
 POPULATION = 2500
@@ -86,7 +87,7 @@ def run(algorithm: str = 'deltafl', rounds: int = 10, clients: int = 100,
       process = learning.build_baseline('fedavg', model_fn, optimizer)
     print_fn(f'{"Delta-FL" if algorithm == "deltafl" else "FedAvg"} on B.3 '
              f'(NOT PRIVATE): {rounds} rounds of {clients} clients')
-  tff.backends.test.set_sync_test_cpp_execution_context()
+  processes.use_test_context()
   print_fn(f'{"round":>5s} {"loss":>7s} {"threshold":>9s} '
            f'{"epsilon":>9s} {"seconds":>8s}')
   rng = np.random.default_rng(seed)

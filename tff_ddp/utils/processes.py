@@ -232,6 +232,24 @@ def drop_tff_contexts():
         pass
 
 
+def use_test_context():
+  """Installs TFF's sync C++ test execution context, without hanging.
+
+  Installing a context drops the previous one, whose `ServiceManager`
+  `__del__` sends its `worker_binary` SIGINT and waits for it. A worker that
+  inherited SIGINT *ignored* -- any process started with `cmd &` by a
+  non-interactive shell, as scripts and CI runners do -- never exits, and
+  that wait hangs for ever (seen: a fresh-clone `make test` started that
+  way hung in the CLI tests, where each command installs the context
+  again). So the current contexts are dropped first by `drop_tff_contexts`
+  (workers ended with SIGTERM, by pid), then the test context is installed.
+  tff_ddp's CLI and test harness install contexts only through here.
+  """
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  drop_tff_contexts()
+  tff.backends.test.set_sync_test_cpp_execution_context()
+
+
 _CLEANUP = []
 
 

@@ -88,8 +88,37 @@ class StackLimitTest(tf.test.TestCase):
     self.assertEqual(child, str(processes.WORKER_STACK_BYTES // 1024))
 
 
+# Installs the test context twice, running a computation (which starts a
+# worker) after each; prints the sums.
+_SWITCH_SCRIPT = '''
+import numpy as np, tensorflow_federated as tff
+from tff_ddp.utils import processes
+@tff.federated_computation(tff.FederatedType(np.int32, tff.CLIENTS))
+def total(values):
+  return tff.federated_sum(values)
+for _ in range(2):
+  processes.use_test_context()
+  print('sum', total([1, 2, 3]), flush=True)
+processes.release_tff()
+'''
+
+
 @pytest.mark.slow
 class BackgroundScriptTest(tf.test.TestCase):
+
+  def test_context_switch_with_sigint_ignored_does_not_hang(self):
+    # tff.backends.test.set_sync_test_cpp_execution_context() in place of
+    # use_test_context() hangs here for ever: replacing the context makes
+    # TFF send SIGINT to a worker that ignores it, then wait (a fresh-clone
+    # `make test` started with `cmd &` hung so in cli_test).
+    result = subprocess.run(  # pylint: disable=subprocess-run-check
+        [sys.executable, '-c', _SWITCH_SCRIPT], preexec_fn=_ignore_sigint,
+        capture_output=True, text=True, timeout=300, cwd=_ROOT,
+        env=dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL='3'))
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    self.assertEqual(
+        [l for l in result.stdout.splitlines() if l.startswith('sum')],
+        ['sum 6', 'sum 6'])
 
   def test_script_run_with_sigint_ignored_exits_and_ends_its_worker(self):
     # Before the fix, TFF's ServiceManager.__del__ sent SIGINT to a worker
