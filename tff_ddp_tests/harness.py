@@ -31,7 +31,7 @@ def main():
     return
   from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
   if 'tensorflow_federated' in sys.modules:
-    _set_test_context(sys.modules['tensorflow_federated'])
+    _set_test_context()
   else:
     sys.meta_path.insert(0, _TestContextOnTffImport())
   processes.end_workers_at_exit()
@@ -43,8 +43,7 @@ def main():
     absltest.main()
 
 
-def _set_test_context(tff):
-  del tff  # imported: `use_test_context` installs its context
+def _set_test_context():
   from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
   processes.use_test_context()
 
@@ -68,7 +67,7 @@ class _TestContextOnTffImport(importlib.abc.MetaPathFinder):
 
     def exec_then_set_context(module):
       exec_module(module)
-      _set_test_context(module)
+      _set_test_context()
 
     spec.loader.exec_module = exec_then_set_context
     return spec

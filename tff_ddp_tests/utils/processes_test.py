@@ -106,16 +106,22 @@ processes.release_tff()
 @pytest.mark.slow
 class BackgroundScriptTest(tf.test.TestCase):
 
+  def _run_with_sigint_ignored(self, argv):
+    """Runs `argv` as a background shell would start it; asserts exit 0."""
+    result = subprocess.run(  # pylint: disable=subprocess-run-check
+        argv, preexec_fn=_ignore_sigint,
+        capture_output=True, text=True, timeout=300, cwd=_ROOT,
+        env=dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL='3'))
+    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    return result
+
   def test_context_switch_with_sigint_ignored_does_not_hang(self):
     # tff.backends.test.set_sync_test_cpp_execution_context() in place of
     # use_test_context() hangs here for ever: replacing the context makes
     # TFF send SIGINT to a worker that ignores it, then wait (a fresh-clone
     # `make test` started with `cmd &` hung so in cli_test).
-    result = subprocess.run(  # pylint: disable=subprocess-run-check
-        [sys.executable, '-c', _SWITCH_SCRIPT], preexec_fn=_ignore_sigint,
-        capture_output=True, text=True, timeout=300, cwd=_ROOT,
-        env=dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL='3'))
-    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    result = self._run_with_sigint_ignored(
+        [sys.executable, '-c', _SWITCH_SCRIPT])
     self.assertEqual(
         [l for l in result.stdout.splitlines() if l.startswith('sum')],
         ['sum 6', 'sum 6'])
@@ -123,11 +129,7 @@ class BackgroundScriptTest(tf.test.TestCase):
   def test_script_run_with_sigint_ignored_exits_and_ends_its_worker(self):
     # Before the fix, TFF's ServiceManager.__del__ sent SIGINT to a worker
     # that ignored it and waited for ever: the script hung at exit.
-    result = subprocess.run(  # pylint: disable=subprocess-run-check
-        [sys.executable, '-c', _SCRIPT], preexec_fn=_ignore_sigint,
-        capture_output=True, text=True, timeout=300, cwd=_ROOT,
-        env=dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL='3'))
-    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+    result = self._run_with_sigint_ignored([sys.executable, '-c', _SCRIPT])
     lines = [l for l in result.stdout.splitlines() if l.startswith('workers')]
     workers = [int(p) for p in lines[0].split()[1:]]
     self.assertNotEmpty(workers)
