@@ -256,8 +256,14 @@ class DeadKernelTest(parameterized.TestCase):
       with open(pid_file) as f:
         child = int(f.read())
     self.assertEqual(result.returncode, 1, msg=result.stdout + result.stderr)
-    self.assertIn('cell 1 (code cell 1, execution count 2) raised '
-                  'DeadKernelError', result.stdout)
+    # The count reaches the runner in the kernel's execute_input message,
+    # which the kernel's IO thread sends while the cell runs; os._exit can
+    # end the kernel before that message leaves it (CI saw both), so the
+    # report says 2 or, honestly, None -- never another count.
+    self.assertRegex(
+        result.stdout,
+        r'cell 1 \(code cell 1, execution count (2|None)\) raised '
+        r'DeadKernelError')
     self.assertIn("  | child = subprocess.Popen(['sleep', '600'])",
                   result.stdout)
     # The orphan was re-parented (not a descendant of anything we started
