@@ -299,15 +299,30 @@ _WORKLOADS = {
 
 
 def _time(fn, reps, worker_pids):
+  """Median wall, Python CPU and worker CPU of `reps` calls after a warm-up.
+
+  Raises if a worker was replaced during a timed call: TFF's test context
+  restarts a worker that crashed and repeats the call, so the result is
+  right but the time is not the round's (and the dead worker's CPU is
+  lost: a negative worker CPU was how such runs showed before).
+  """
   fn()  # warm-up: compilation, executor creation
   walls, py_cpu, wk_cpu, results = [], [], [], []
   for _ in range(reps):
-    c0, w0, t0 = time.process_time(), _cpu_seconds(worker_pids()), \
+    before = set(worker_pids())
+    c0, w0, t0 = time.process_time(), _cpu_seconds(before), \
         time.perf_counter()
     results.append(fn())
     walls.append(time.perf_counter() - t0)
     py_cpu.append(time.process_time() - c0)
-    wk_cpu.append(_cpu_seconds(worker_pids()) - w0)
+    after = set(worker_pids())
+    if after != before:
+      raise RuntimeError(
+          f'a TFF worker was replaced during a timed round (pids {sorted(before)}'
+          f' -> {sorted(after)}): it crashed and the call was repeated, so '
+          'this round\'s time is not a measurement (see dmesg; a stack '
+          'overflow needs processes.raise_worker_stack_limit())')
+    wk_cpu.append(_cpu_seconds(after) - w0)
   return (statistics.median(walls), statistics.median(py_cpu),
           statistics.median(wk_cpu), results[-1])
 
@@ -334,6 +349,9 @@ def main():
                       help='also: 1 worker on cpu 0 vs 2 workers on cpus 0 '
                       'and 1 (taskset), threaded and unthreaded')
   args = parser.parse_args()
+  # 10^5-value calls overflow worker_binary's default 8 MiB thread stacks;
+  # the workers started below inherit the raised limit.
+  processes.raise_worker_stack_limit()
 
   names = [n for n in args.workloads.split(',') if n]
   unknown = [n for n in names if n not in _WORKLOADS]

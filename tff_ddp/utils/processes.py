@@ -243,9 +243,14 @@ def use_test_context():
   way hung in the CLI tests, where each command installs the context
   again). So the current contexts are dropped first by `drop_tff_contexts`
   (workers ended with SIGTERM, by pid), then the test context is installed.
-  tff_ddp's CLI and test harness install contexts only through here.
+  The worker it starts gets the thread stacks of `raise_worker_stack_limit`
+  (a 10^5-client call crashed workers with the default 8 MiB; the test
+  context then restarts the worker and repeats the call, right but up to
+  twice as slow). tff_ddp's CLI and test harness install contexts only
+  through here.
   """
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  raise_worker_stack_limit()
   drop_tff_contexts()
   tff.backends.test.set_sync_test_cpp_execution_context()
 

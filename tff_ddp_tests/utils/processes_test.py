@@ -88,6 +88,43 @@ class StackLimitTest(tf.test.TestCase):
     self.assertEqual(child, str(processes.WORKER_STACK_BYTES // 1024))
 
 
+# Installs the test context as the CLI does, runs a computation (which
+# starts the worker) and prints the soft stack limit of each worker.
+_CONTEXT_STACK_SCRIPT = '''
+import numpy as np, tensorflow_federated as tff
+from tff_ddp.utils import processes
+@tff.federated_computation(tff.FederatedType(np.int32, tff.CLIENTS))
+def total(values):
+  return tff.federated_sum(values)
+processes.use_test_context()
+assert total([1, 2, 3]) == 6
+for pid in processes.descendant_pids():
+  if processes._command(pid) == 'worker_binary':
+    with open(f'/proc/{pid}/limits') as f:
+      line = [l for l in f if l.startswith('Max stack size')][0]
+    print('worker stack', line.split()[3], flush=True)
+processes.release_tff()
+'''
+
+
+@pytest.mark.slow
+class TestContextStackTest(tf.test.TestCase):
+
+  def test_the_test_context_worker_gets_large_stacks(self):
+    # A quantile round of 10^5 clients crashed the test context's worker
+    # (8 MiB thread stacks, a shell's default) and TFF silently repeated
+    # the call; use_test_context() starts it with WORKER_STACK_BYTES.
+    out = subprocess.run(
+        ['sh', '-c', f'ulimit -S -s 8192 && exec {sys.executable} -c "$0"',
+         _CONTEXT_STACK_SCRIPT], capture_output=True, text=True, check=True,
+        timeout=300, cwd=_ROOT,
+        env=dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL='3'))
+    stacks = [l.split()[2] for l in out.stdout.splitlines()
+              if l.startswith('worker stack')]
+    self.assertNotEmpty(stacks, out.stdout + out.stderr[-2000:])
+    self.assertEqual(set(stacks), {str(processes.WORKER_STACK_BYTES)})
+
+
 # Installs the test context twice, running a computation (which starts a
 # worker) after each; prints the sums.
 _SWITCH_SCRIPT = '''
