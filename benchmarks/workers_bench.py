@@ -398,8 +398,10 @@ def main():
         print(f'{name:10s} {label:24s} wall {wall:6.2f} s  python cpu '
               f'{py:6.2f} s  workers cpu {wk:6.2f} s  {note}', flush=True)
   finally:
-    # Dropping the test context lets TFF's own finalizer end its worker
-    # (SIGINT, wait); then anything left is ended by pid.
+    # The workers are ended by pid (SIGTERM) before the test context is
+    # dropped: its finalizer sends SIGINT and waits, for ever when the
+    # worker inherited SIGINT ignored (a script started with `cmd &`).
+    processes.release_tff()
     baseline = None
     gc.collect()
     processes.end_descendants()
