@@ -1,0 +1,74 @@
+"""scripts/flake_hunt.py: repetitions in fresh pytest processes, every
+failure counted, nothing retried."""
+
+import os
+import subprocess
+import sys
+import tempfile
+
+from absl.testing import absltest
+
+from tff_ddp_tests import harness
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_HUNT = os.path.join(_ROOT, 'scripts', 'flake_hunt.py')
+
+# A test that fails on every other run (a counter file beside it), one that
+# always passes and one that always fails.
+_TESTS = '''
+import os
+_COUNTER = os.path.join(os.path.dirname(__file__), 'counter')
+
+def test_passes():
+  assert True
+
+def test_every_other_run():
+  runs = int(open(_COUNTER).read()) if os.path.exists(_COUNTER) else 0
+  open(_COUNTER, 'w').write(str(runs + 1))
+  assert runs % 2 == 0, f'run {runs + 1} of an intermittent test'
+
+def test_always_fails():
+  assert 1 == 2, 'never equal'
+'''
+
+
+class FlakeHuntTest(absltest.TestCase):
+
+  def _hunt(self, directory, *args):
+    return subprocess.run(
+        [sys.executable, _HUNT, *args], capture_output=True, text=True,
+        timeout=300, check=False, cwd=directory)
+
+  def test_counts_each_failure_over_repetitions(self):
+    with tempfile.TemporaryDirectory() as directory:
+      path = os.path.join(directory, 'sample_test.py')
+      with open(path, 'w') as f:
+        f.write(_TESTS)
+      log = os.path.join(directory, 'hunt.jsonl')
+      result = self._hunt(directory, '--repeat', '3', '--log', log, path)
+      with open(log) as f:
+        logged = f.read().splitlines()
+    self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
+    out = result.stdout
+    self.assertIn('run 1/3: 2 passed, 1 failed, 0 skipped', out)
+    self.assertIn('run 2/3: 1 passed, 2 failed, 0 skipped', out)
+    self.assertIn('run 3/3: 2 passed, 1 failed, 0 skipped', out)
+    self.assertIn('3/3  sample_test::test_always_fails', out)
+    self.assertIn('1/3  sample_test::test_every_other_run', out)
+    self.assertIn('run 2 of an intermittent test', out)
+    self.assertNotIn('test_passes', out.split('failed at least once')[1])
+    self.assertLen(logged, 3)
+
+  def test_says_so_when_nothing_failed(self):
+    with tempfile.TemporaryDirectory() as directory:
+      path = os.path.join(directory, 'sample_test.py')
+      with open(path, 'w') as f:
+        f.write('def test_passes():\n  assert True\n')
+      result = self._hunt(directory, '--repeat', '2', path)
+    self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+    self.assertIn('run 2/2: 1 passed, 0 failed, 0 skipped', result.stdout)
+    self.assertIn('no test failed', result.stdout)
+
+
+if __name__ == '__main__':
+  harness.main()
