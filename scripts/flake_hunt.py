@@ -25,6 +25,9 @@ import time
 import xml.etree.ElementTree as ElementTree
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, _ROOT)
+
+from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def _results(junit_path):
@@ -55,15 +58,18 @@ def run_once(paths, run_slow, timeout, python):
     if run_slow:
       argv.append('--run-slow')
     start = time.time()
+    # pytest ends the TFF workers its tests start (conftest). On a timeout
+    # pytest and everything below it are ended by pid while pytest is
+    # still their ancestor (killing pytest first would orphan them).
+    proc = subprocess.Popen(argv + list(paths), cwd=_ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-      # pytest ends the TFF workers its tests start (conftest); the
-      # timeout ends pytest itself (subprocess.run kills it on expiry).
-      completed = subprocess.run(
-          argv + list(paths), cwd=_ROOT, capture_output=True, text=True,
-          timeout=timeout, check=False)
-      returncode, tail = completed.returncode, completed.stdout[-2000:]
+      stdout, _ = proc.communicate(timeout=timeout)
+      returncode, tail = proc.returncode, stdout[-2000:]
     except subprocess.TimeoutExpired:
-      returncode, tail = None, f'timed out after {timeout} s'
+      processes.end_descendants()
+      proc.communicate()
+      returncode, tail = None, f'timed out after {timeout:g} s'
     seconds = time.time() - start
     if os.path.exists(junit):
       counts, failures = _results(junit)

@@ -69,6 +69,31 @@ class FlakeHuntTest(absltest.TestCase):
     self.assertIn('run 2/2: 1 passed, 0 failed, 0 skipped', result.stdout)
     self.assertIn('no test failed', result.stdout)
 
+  def test_a_hung_repetition_is_ended_with_what_it_started(self):
+    with tempfile.TemporaryDirectory() as directory:
+      path = os.path.join(directory, 'sample_test.py')
+      pid_file = os.path.join(directory, 'child.pid')
+      with open(path, 'w') as f:
+        f.write('\n'.join([
+            'import subprocess, time',
+            'def test_hangs():',
+            "  child = subprocess.Popen(['sleep', '600'])",
+            f'  open({pid_file!r}, "w").write(str(child.pid))',
+            '  time.sleep(600)', '']))
+      result = self._hunt(directory, '--repeat', '1', '--timeout', '20',
+                          path)
+      with open(pid_file) as f:
+        child = int(f.read())
+    self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
+    self.assertIn('1/1  <timeout>', result.stdout)
+    self.assertIn('timed out after 20 s', result.stdout)
+    try:
+      with open(f'/proc/{child}/stat') as f:
+        state = f.read().rsplit(')', 1)[1].split()[0]
+    except OSError:
+      state = ''
+    self.assertIn(state, ('', 'Z', 'X'), msg=f'sleep {child} left running')
+
 
 if __name__ == '__main__':
   harness.main()
