@@ -7,6 +7,7 @@ import sys
 import tempfile
 
 from absl.testing import absltest
+import pytest
 
 from tff_ddp_tests import harness
 
@@ -69,7 +70,13 @@ class FlakeHuntTest(absltest.TestCase):
     self.assertIn('run 2/2: 1 passed, 0 failed, 0 skipped', result.stdout)
     self.assertIn('no test failed', result.stdout)
 
+
+@pytest.mark.slow
+class FlakeHuntTimeoutTest(absltest.TestCase):
+
   def test_a_hung_repetition_is_ended_with_what_it_started(self):
+    # The timeout must leave pytest time to start and reach the test (a
+    # second or two; 60 s under any load CI has had), else no child exists.
     with tempfile.TemporaryDirectory() as directory:
       path = os.path.join(directory, 'sample_test.py')
       pid_file = os.path.join(directory, 'child.pid')
@@ -80,13 +87,15 @@ class FlakeHuntTest(absltest.TestCase):
             "  child = subprocess.Popen(['sleep', '600'])",
             f'  open({pid_file!r}, "w").write(str(child.pid))',
             '  time.sleep(600)', '']))
-      result = self._hunt(directory, '--repeat', '1', '--timeout', '20',
-                          path)
+      result = subprocess.run(
+          [sys.executable, _HUNT, '--repeat', '1', '--timeout', '60', path],
+          capture_output=True, text=True, timeout=300, check=False,
+          cwd=directory)
       with open(pid_file) as f:
         child = int(f.read())
     self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
     self.assertIn('1/1  <timeout>', result.stdout)
-    self.assertIn('timed out after 20 s', result.stdout)
+    self.assertIn('timed out after 60 s', result.stdout)
     try:
       with open(f'/proc/{child}/stat') as f:
         state = f.read().rsplit(')', 1)[1].split()[0]
