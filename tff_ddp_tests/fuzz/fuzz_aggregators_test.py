@@ -211,7 +211,7 @@ ENTRY_POINTS = [
         names=_NAMES_COMMON + (
             'target_epsilon', 'target_delta', 'rounds', 'parameter',
             'num_trials', 'l2_clip', 'expected_clients_per_round', 'theta'),
-        max_examples=8, budget=20.0,
+        max_examples=8, budget=fz.CPBM_CALIBRATION_BUDGET,
         examples=[('clients True', dict(expected_clients_per_round=True),
                    'clear_error')]),
 ]

@@ -165,7 +165,7 @@ ENTRY_POINTS = [
                    num_bins=_BINS, expected_clients_per_round=fz.ints(),
                    epsilon=fz.floats(), delta=fz.floats(),
                    bits=st.integers(-1, 31), rounds=fz.ints()),
-        max_examples=10, budget=20.0,
+        max_examples=10, budget=fz.CPBM_CALIBRATION_BUDGET,
         examples=[
             ('zero clients', dict(expected_clients_per_round=0),
              'clear_error'),
