@@ -112,6 +112,11 @@ def _state(pid: int) -> str:
   return stat[stat.rfind(')') + 2:].split()[0]
 
 
+def has_exited(pid: int) -> bool:
+  """Whether `pid` no longer runs: gone, or a zombie awaiting its reaper."""
+  return _state(pid) in ('', 'Z', 'X')
+
+
 def _command(pid: int) -> str:
   try:
     with open(f'/proc/{pid}/comm') as f:
@@ -142,7 +147,7 @@ def _terminate(pids: List[int], timeout: float, reap: bool) -> None:
           return True
       except ChildProcessError:
         pass
-    return _state(pid) in ('', 'Z', 'X')
+    return has_exited(pid)
 
   deadline = time.monotonic() + timeout
   alive = list(pids)
