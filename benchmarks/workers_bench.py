@@ -318,8 +318,9 @@ def _time(fn, reps, worker_pids):
     after = set(worker_pids())
     if after != before:
       raise RuntimeError(
-          f'a TFF worker was replaced during a timed round (pids {sorted(before)}'
-          f' -> {sorted(after)}): it crashed and the call was repeated, so '
+          'a TFF worker was replaced during a timed round (pids '
+          f'{sorted(before)} -> {sorted(after)}): it crashed and the call '
+          'was repeated, so '
           'this round\'s time is not a measurement (see dmesg; a stack '
           'overflow needs processes.raise_worker_stack_limit())')
     wk_cpu.append(_cpu_seconds(after) - w0)
@@ -404,7 +405,6 @@ def main():
     processes.release_tff()
     baseline = None
     gc.collect()
-    processes.end_descendants()
 
   sizes = []
   if {'secure_sum', 'ddg'} & set(names):

@@ -34,20 +34,28 @@ def test_always_fails():
 '''
 
 
-class FlakeHuntTest(absltest.TestCase):
+def _hunt(directory, *args):
+  """Runs flake_hunt.py from `directory` with `args`; its CompletedProcess."""
+  return subprocess.run(
+      [sys.executable, _HUNT, *args], capture_output=True, text=True,
+      timeout=300, check=False, cwd=directory)
 
-  def _hunt(self, directory, *args):
-    return subprocess.run(
-        [sys.executable, _HUNT, *args], capture_output=True, text=True,
-        timeout=300, check=False, cwd=directory)
+
+def _write_module(directory, text):
+  """Writes `text` as sample_test.py in `directory`; returns its path."""
+  path = os.path.join(directory, 'sample_test.py')
+  with open(path, 'w') as f:
+    f.write(text)
+  return path
+
+
+class FlakeHuntTest(absltest.TestCase):
 
   def test_counts_each_failure_over_repetitions(self):
     with tempfile.TemporaryDirectory() as directory:
-      path = os.path.join(directory, 'sample_test.py')
-      with open(path, 'w') as f:
-        f.write(_TESTS)
+      path = _write_module(directory, _TESTS)
       log = os.path.join(directory, 'hunt.jsonl')
-      result = self._hunt(directory, '--repeat', '3', '--log', log, path)
+      result = _hunt(directory, '--repeat', '3', '--log', log, path)
       with open(log) as f:
         logged = f.read().splitlines()
     self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
@@ -67,10 +75,8 @@ class FlakeHuntTest(absltest.TestCase):
 
   def test_says_so_when_nothing_failed(self):
     with tempfile.TemporaryDirectory() as directory:
-      path = os.path.join(directory, 'sample_test.py')
-      with open(path, 'w') as f:
-        f.write('def test_passes():\n  assert True\n')
-      result = self._hunt(directory, '--repeat', '2', path)
+      path = _write_module(directory, 'def test_passes():\n  assert True\n')
+      result = _hunt(directory, '--repeat', '2', path)
     self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
     self.assertIn('run 2/2: 1 passed, 0 failed, 0 skipped', result.stdout)
     self.assertIn('no test failed', result.stdout)
@@ -83,19 +89,14 @@ class FlakeHuntTimeoutTest(absltest.TestCase):
     # The timeout must leave pytest time to start and reach the test (a
     # second or two; 60 s under any load CI has had), else no child exists.
     with tempfile.TemporaryDirectory() as directory:
-      path = os.path.join(directory, 'sample_test.py')
       pid_file = os.path.join(directory, 'child.pid')
-      with open(path, 'w') as f:
-        f.write('\n'.join([
-            'import subprocess, time',
-            'def test_hangs():',
-            "  child = subprocess.Popen(['sleep', '600'])",
-            f'  open({pid_file!r}, "w").write(str(child.pid))',
-            '  time.sleep(600)', '']))
-      result = subprocess.run(
-          [sys.executable, _HUNT, '--repeat', '1', '--timeout', '60', path],
-          capture_output=True, text=True, timeout=300, check=False,
-          cwd=directory)
+      path = _write_module(directory, '\n'.join([
+          'import subprocess, time',
+          'def test_hangs():',
+          "  child = subprocess.Popen(['sleep', '600'])",
+          f'  open({pid_file!r}, "w").write(str(child.pid))',
+          '  time.sleep(600)', '']))
+      result = _hunt(directory, '--repeat', '1', '--timeout', '60', path)
       with open(pid_file) as f:
         child = int(f.read())
     self.assertEqual(result.returncode, 1, result.stdout + result.stderr)

@@ -578,7 +578,8 @@ PROCESS_ENTRY_POINTS = [
         name='analytics.frequency_parameters (fixed)',
         call=fp.frequency_parameters, baseline=dict(_FIXED_BASELINE),
         check=_check_params, hints=dict(_FREQUENCY_HINTS),
-        names=_FREQUENCY_NAMES, max_examples=25, budget=fz.CPBM_CALIBRATION_BUDGET,
+        names=_FREQUENCY_NAMES, max_examples=25,
+        budget=fz.CPBM_CALIBRATION_BUDGET,
         examples=[
             ('value_dtype None (silently float64)', dict(value_dtype=None),
              'clear_error'),
@@ -603,7 +604,8 @@ PROCESS_ENTRY_POINTS = [
         hints={k: _FREQUENCY_HINTS[k] for k in (
             'max_items', 'num_bins', 'budget_fraction', 'target_quantile',
             'expected_clients_per_round', 'epsilon')},
-        names=_FREQUENCY_NAMES, max_examples=8, budget=fz.CPBM_CALIBRATION_BUDGET,
+        names=_FREQUENCY_NAMES, max_examples=8,
+        budget=fz.CPBM_CALIBRATION_BUDGET,
         examples=[
             ('max_items 1e308 (histogram over [0, inf])',
              dict(max_items=1e308), 'clear_error'),
@@ -634,7 +636,8 @@ PROCESS_ENTRY_POINTS = [
         hints={k: _FREQUENCY_HINTS[k] for k in (
             'rounds', 'total_clients', 'disjoint_rounds', 'learning_rate',
             'indicator_num_trials', 'clip', 'target_quantile')},
-        names=_FREQUENCY_NAMES, max_examples=15, budget=fz.CPBM_CALIBRATION_BUDGET,
+        names=_FREQUENCY_NAMES, max_examples=15,
+        budget=fz.CPBM_CALIBRATION_BUDGET,
         examples=[
             ('total_clients 10**30', dict(total_clients=10**30),
              'clear_error'),
@@ -652,7 +655,8 @@ PROCESS_ENTRY_POINTS = [
         check=_check_validated, hints=dict(_FREQUENCY_HINTS),
         fuzzed=('protocol', 'dim', 'clip', 'sample_items', 'value_dtype',
                 'kashin_options', 'divisor', 'num_bins', 'seed'),
-        names=_FREQUENCY_NAMES, max_examples=15, budget=fz.CPBM_CALIBRATION_BUDGET,
+        names=_FREQUENCY_NAMES, max_examples=15,
+        budget=fz.CPBM_CALIBRATION_BUDGET,
         examples=[
             ('sample_items 2**70 (an int64 tensor at tracing)', dict(
                 protocol='sample', clip=None, sample_items=2**70),
