@@ -35,7 +35,6 @@ Data are seeded (the same in every configuration and run).
 """
 
 import argparse
-import gc
 import os
 import statistics
 import sys
@@ -320,9 +319,9 @@ def _time(fn, reps, worker_pids):
       raise RuntimeError(
           'a TFF worker was replaced during a timed round (pids '
           f'{sorted(before)} -> {sorted(after)}): it crashed and the call '
-          'was repeated, so '
-          'this round\'s time is not a measurement (see dmesg; a stack '
-          'overflow needs processes.raise_worker_stack_limit())')
+          'was repeated, so this round\'s time is not a measurement (see '
+          'dmesg; a stack overflow needs '
+          'processes.raise_worker_stack_limit())')
     wk_cpu.append(_cpu_seconds(after) - w0)
   return (statistics.median(walls), statistics.median(py_cpu),
           statistics.median(wk_cpu), results[-1])
@@ -377,7 +376,10 @@ def main():
                 ('2 workers cpu0+cpu1', 2, True, ['0', '1']),
                 ('2 workers cpu0+cpu1, unthreaded', 2, False, ['0', '1'])]
 
-  baseline = tff.backends.test.create_sync_test_cpp_execution_context()
+  # One test context (one local worker, started by TFF) for all workloads
+  # of the 'test ctx' configuration, installed through the mechanism that
+  # `release_tff` below knows how to drop; the others install theirs over it.
+  processes.use_test_context()
   rows = []
   try:
     for label, n, threaded, cpu_sets in configs:
@@ -385,11 +387,8 @@ def main():
         workload = built[name]
         workload.reset()
         if n is None:
-          # One test context (one local worker, started by TFF, ended by
-          # pid in `finally`) for all workloads.
-          with tff.framework.get_context_stack().install(baseline):
-            wall, py, wk, res = _time(workload, args.reps,
-                                      processes.descendant_pids)
+          wall, py, wk, res = _time(workload, args.reps,
+                                    processes.descendant_pids)
         else:
           with workers.local_workers(num_workers=n, threaded=threaded,
                                      cpu_sets=cpu_sets) as w:
@@ -403,8 +402,6 @@ def main():
     # dropped: its finalizer sends SIGINT and waits, for ever when the
     # worker inherited SIGINT ignored (a script started with `cmd &`).
     processes.release_tff()
-    baseline = None
-    gc.collect()
 
   sizes = []
   if {'secure_sum', 'ddg'} & set(names):
