@@ -35,7 +35,6 @@ Data are seeded (the same in every configuration and run).
 """
 
 import argparse
-import gc
 import os
 import statistics
 import sys
@@ -328,6 +327,30 @@ def _time(fn, reps, worker_pids):
           statistics.median(wk_cpu), results[-1])
 
 
+def _largest_tf_computation(comp):
+  """(non-constant ops, ops in its function library) of the largest
+  TensorFlow computation inside the TFF computation `comp` -- the client's,
+  in these rounds. Per-op overhead is most of what a small client costs."""
+  from tensorflow_federated.proto.v0 import computation_pb2  # pylint: disable=g-import-not-at-top
+  counts = []
+
+  def walk(message):
+    if (isinstance(message, computation_pb2.Computation)
+        and message.WhichOneof('computation') == 'tensorflow'):
+      graph = tf.compat.v1.GraphDef()
+      message.tensorflow.graph_def.Unpack(graph)
+      counts.append((sum(node.op != 'Const' for node in graph.node),
+                     sum(len(f.node_def) for f in graph.library.function)))
+    for field, value in message.ListFields():
+      if field.type == field.TYPE_MESSAGE:
+        for item in (value if field.label == field.LABEL_REPEATED
+                     else [value]):
+          walk(item)
+
+  walk(comp.to_compiled_building_block().proto)
+  return max(counts)
+
+
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument('--clients', type=int, default=1000,
@@ -364,8 +387,12 @@ def main():
   for name in names:
     t0 = time.perf_counter()
     built[name] = _WORKLOADS[name](args)
-    print(f'{name:10s} built in {time.perf_counter() - t0:.1f} s',
-          flush=True)
+    comp = getattr(built[name], 'comp', None) or getattr(
+        built[name], 'process').next
+    ops, library = _largest_tf_computation(comp)
+    print(f'{name:10s} built in {time.perf_counter() - t0:.1f} s; its largest '
+          f'TF computation has {ops} non-constant ops (+ {library} in '
+          'functions)', flush=True)
 
   configs = [('test ctx (1 proc)', None, True, None)]
   configs += [(f'{n} worker(s)', n, True, None)
@@ -377,7 +404,9 @@ def main():
                 ('2 workers cpu0+cpu1', 2, True, ['0', '1']),
                 ('2 workers cpu0+cpu1, unthreaded', 2, False, ['0', '1'])]
 
-  baseline = tff.backends.test.create_sync_test_cpp_execution_context()
+  # One test context (one local worker, started by TFF) for all workloads
+  # of the 'test ctx' configuration; the others install theirs over it.
+  processes.use_test_context()
   rows = []
   try:
     for label, n, threaded, cpu_sets in configs:
@@ -385,11 +414,8 @@ def main():
         workload = built[name]
         workload.reset()
         if n is None:
-          # One test context (one local worker, started by TFF, ended by
-          # pid in `finally`) for all workloads.
-          with tff.framework.get_context_stack().install(baseline):
-            wall, py, wk, res = _time(workload, args.reps,
-                                      processes.descendant_pids)
+          wall, py, wk, res = _time(workload, args.reps,
+                                    processes.descendant_pids)
         else:
           with workers.local_workers(num_workers=n, threaded=threaded,
                                      cpu_sets=cpu_sets) as w:
@@ -403,8 +429,6 @@ def main():
     # dropped: its finalizer sends SIGINT and waits, for ever when the
     # worker inherited SIGINT ignored (a script started with `cmd &`).
     processes.release_tff()
-    baseline = None
-    gc.collect()
 
   sizes = []
   if {'secure_sum', 'ddg'} & set(names):
