@@ -327,6 +327,30 @@ def _time(fn, reps, worker_pids):
           statistics.median(wk_cpu), results[-1])
 
 
+def _largest_tf_computation(comp):
+  """(non-constant ops, ops in its function library) of the largest
+  TensorFlow computation inside the TFF computation `comp` -- the client's,
+  in these rounds. Per-op overhead is most of what a small client costs."""
+  from tensorflow_federated.proto.v0 import computation_pb2  # pylint: disable=g-import-not-at-top
+  counts = []
+
+  def walk(message):
+    if (isinstance(message, computation_pb2.Computation)
+        and message.WhichOneof('computation') == 'tensorflow'):
+      graph = tf.compat.v1.GraphDef()
+      message.tensorflow.graph_def.Unpack(graph)
+      counts.append((sum(node.op != 'Const' for node in graph.node),
+                     sum(len(f.node_def) for f in graph.library.function)))
+    for field, value in message.ListFields():
+      if field.type == field.TYPE_MESSAGE:
+        for item in (value if field.label == field.LABEL_REPEATED
+                     else [value]):
+          walk(item)
+
+  walk(comp.to_compiled_building_block().proto)
+  return max(counts)
+
+
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument('--clients', type=int, default=1000,
@@ -363,8 +387,12 @@ def main():
   for name in names:
     t0 = time.perf_counter()
     built[name] = _WORKLOADS[name](args)
-    print(f'{name:10s} built in {time.perf_counter() - t0:.1f} s',
-          flush=True)
+    comp = getattr(built[name], 'comp', None) or getattr(
+        built[name], 'process').next
+    ops, library = _largest_tf_computation(comp)
+    print(f'{name:10s} built in {time.perf_counter() - t0:.1f} s; its largest '
+          f'TF computation has {ops} non-constant ops (+ {library} in '
+          'functions)', flush=True)
 
   configs = [('test ctx (1 proc)', None, True, None)]
   configs += [(f'{n} worker(s)', n, True, None)

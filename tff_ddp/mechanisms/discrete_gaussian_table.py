@@ -476,16 +476,27 @@ def _fold(seed, data: int):
       seed, tf.constant(data, tf.int64))
 
 
+# Up to this many samples per call, a tie's second words are drawn and
+# compared unconditionally instead of in a `tf.cond` branch: the same values
+# bit for bit (without a tie the comparison changes nothing), a few ops more
+# and one branch fewer -- cheaper for a small client (a quantile's 64 bins)
+# whose cost is per-op overhead, while a model-sized client would pay a
+# second pass over its words.
+_UNCONDITIONAL_TIES_MAX_SAMPLES = 4096
+
+
 @tf.autograph.experimental.do_not_convert
-def _alias_lookup(word, second_words, table: AliasTable):
+def _alias_lookup(word, second_words, table: AliasTable,
+                  unconditional_ties: bool = False):
   """Values j - T or alias(j) - T for int64 words (module docstring).
 
   Args:
     word: int64 tensor of uniform 64-bit words (column J and U_hi).
     second_words: a callable returning int64 words of word's shape whose low
       63 bits are U_lo; called (in a `tf.cond` branch) only if some element
-      has a tie U_hi = t_hi.
+      has a tie U_hi = t_hi, or always with `unconditional_ties`.
     table: the `AliasTable`.
+    unconditional_ties: resolve ties without a `tf.cond` (same values).
   """
   b = table.log2_columns
   col_mask = tf.constant((1 << b) - 1, tf.int64)
@@ -502,14 +513,20 @@ def _alias_lookup(word, second_words, table: AliasTable):
     t_lo = tf.gather(tf.constant(table.low), j)
     return stay | (tie & (u_lo < t_lo))
 
-  stay = tf.cond(tf.reduce_any(tie), resolve_ties, lambda: stay)
+  if unconditional_ties:
+    stay = resolve_ties()
+  else:
+    stay = tf.cond(tf.reduce_any(tie), resolve_ties, lambda: stay)
   alias = tf.bitwise.bitwise_and(entry, col_mask)
   return tf.where(stay, j, alias) - table.t
 
 
 def _sample_from_table(n, table: AliasTable, seed):
-  return _alias_lookup(_words(n, _fold(seed, 0)),
-                       lambda: _words(n, _fold(seed, 1)), table)
+  count = tf.get_static_value(n)
+  return _alias_lookup(
+      _words(n, _fold(seed, 0)), lambda: _words(n, _fold(seed, 1)), table,
+      unconditional_ties=(count is not None
+                          and count <= _UNCONDITIONAL_TIES_MAX_SAMPLES))
 
 
 @tf.autograph.experimental.do_not_convert

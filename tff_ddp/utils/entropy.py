@@ -33,6 +33,7 @@ client and per round; a deployment that cannot guarantee that must not run
 distributed DP.
 """
 
+import string
 from typing import Callable, Optional
 
 import tensorflow as tf
@@ -41,26 +42,52 @@ UUID_PATH = '/proc/sys/kernel/random/uuid'
 EntropyFn = Callable[[], tf.Tensor]
 
 
-def _hex_word(hex_bytes: tf.Tensor) -> tf.Tensor:
-  """16 ASCII hex digits (uint8 [16]) -> the int64 with those 64 bits."""
-  digits = tf.cast(hex_bytes, tf.int64)
-  value = tf.where(digits >= ord('a'), digits - (ord('a') - 10),
-                   digits - ord('0'))
-  shifts = tf.range(60, -4, -4, dtype=tf.int64)
-  return tf.reduce_sum(tf.bitwise.left_shift(value, shifts))
+# The UUID's 36 characters split into two halves of 18 at the 64-bit word
+# boundary: bytes 0-17 are '8 hex - 4 hex - 4 hex' (the high word's 16
+# digits), bytes 18-35 '- 4 hex - 12 hex' (the low word's). _SHIFTS[w][i] is
+# the bit position of the nibble at byte i of half w; a dash gets shift 0 and
+# the nibble 0 (from _NIBBLE), so it adds nothing.
+_UUID_LENGTH = 36
 
 
-def _uuid_words(path: tf.Tensor):
-  """(high, low): the 128 bits of one UUID read from `path`.
+def _shifts():
+  shifts = []
+  for half in ('xxxxxxxx-xxxx-xxxx', '-xxxx-xxxxxxxxxxxx'):
+    position, row = 64, []
+    for char in half:
+      if char == 'x':
+        position -= 4
+        row.append(position)
+      else:
+        row.append(0)
+    shifts.append(row)
+  return shifts
 
-  The UUID text is 8-4-4-4-12 hex digits; the version nibble (bits 76-79)
-  and the two variant bits (bits 62-63) are fixed, the other 122 random.
+
+_SHIFTS = _shifts()
+# ASCII code -> value of the hex digit ('0'-'9', 'a'-'f', 'A'-'F'); 0
+# otherwise (the dashes).
+_NIBBLE = [int(chr(code), 16) if chr(code) in string.hexdigits else 0
+           for code in range(256)]
+
+
+def _uuid_words(path: tf.Tensor) -> tf.Tensor:
+  """int64 [2], (high, low): the 128 bits of one UUID read from `path`.
+
+  The UUID text is 8-4-4-4-12 hex digits (the kernel writes lowercase);
+  the version nibble (bits 76-79) and the two variant bits (bits 62-63) are
+  fixed, the other 122 random. Parsed in a handful of ops (one client call
+  runs every op of this function): the bytes index a table of nibble values,
+  each nibble is shifted to its bit position and the two halves summed (the
+  positions are distinct, so the sum is the bitwise OR; the top nibble's
+  shift wraps into the sign bit as int64 arithmetic does).
   """
-  text = tf.io.read_file(path)
-  raw = tf.io.decode_raw(text, tf.uint8)
-  digits = tf.concat([raw[0:8], raw[9:13], raw[14:18], raw[19:23],
-                      raw[24:36]], axis=0)
-  return _hex_word(digits[:16]), _hex_word(digits[16:32])
+  raw = tf.io.decode_raw(tf.io.read_file(path), tf.uint8)[:_UUID_LENGTH]
+  nibbles = tf.gather(tf.constant(_NIBBLE, tf.int64),
+                      tf.cast(raw, tf.int32))
+  shifted = tf.bitwise.left_shift(tf.reshape(nibbles, [2, _UUID_LENGTH // 2]),
+                                  tf.constant(_SHIFTS, tf.int64))
+  return tf.reduce_sum(shifted, axis=1)
 
 
 def os_entropy_seed() -> tf.Tensor:
@@ -76,8 +103,8 @@ def os_entropy_seed() -> tf.Tensor:
   # each call's ops are distinct, so two calls' reads are never merged.
   salt = tf.raw_ops.NonDeterministicInts(shape=[2], dtype=tf.int64)
   empty = tf.strings.substr(tf.strings.as_string(salt[0]), 0, 0)
-  high, low = _uuid_words(tf.strings.join([UUID_PATH, empty]))
-  return tf.bitwise.bitwise_xor(tf.stack([high, low]), salt)
+  return tf.bitwise.bitwise_xor(
+      _uuid_words(tf.strings.join([UUID_PATH, empty])), salt)
 
 
 def check_entropy(entropy: Optional[EntropyFn], name: str = 'entropy'

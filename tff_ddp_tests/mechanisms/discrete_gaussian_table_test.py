@@ -188,9 +188,11 @@ class TableTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, 'max_supported_scale'):
       dt.tv_distance_bound(above)
 
-  def test_tie_resolution_uses_the_low_word(self):
+  @parameterized.parameters(False, True)
+  def test_tie_resolution_uses_the_low_word(self, unconditional):
     # Crafted words hitting U_hi = t_hi exactly; the result must be the full
-    # 126-bit comparison U_hi 2^63 + U_lo < t(J), decided here in Python.
+    # 126-bit comparison U_hi 2^63 + U_lo < t(J), decided here in Python,
+    # with the tie branch under tf.cond and without.
     table = dt.alias_table(3.3)
     b = table.log2_columns
     cols, words, lows = [], [], []
@@ -204,10 +206,31 @@ class TableTest(tf.test.TestCase, parameterized.TestCase):
           lows.append(u_lo)
           cols.append((j, t_hi, t_lo, entry % 2**b))
     out = dt._alias_lookup(tf.constant(words, tf.int64),
-                           lambda: tf.constant(lows, tf.int64), table).numpy()
+                           lambda: tf.constant(lows, tf.int64), table,
+                           unconditional_ties=unconditional).numpy()
     for (j, t_hi, t_lo, alias), u_lo, value in zip(cols, lows, out):
       stay = t_hi * 2**63 + u_lo < t_hi * 2**63 + t_lo
       self.assertEqual(value, (j if stay else alias) - table.t)
+
+  def test_unconditional_ties_equal_the_cond_path(self):
+    # Up to _UNCONDITIONAL_TIES_MAX_SAMPLES samples with a static count,
+    # ties are resolved without a tf.cond; the values must equal the cond
+    # path's for the same seed, eagerly, and traced without a static count.
+    table = dt.alias_table(3.3)
+    n = dt._UNCONDITIONAL_TIES_MAX_SAMPLES
+    seed = tf.constant([7, 9], tf.int64)
+    words = dt._words(n, dt._fold(seed, 0))
+    second = lambda: dt._words(n, dt._fold(seed, 1))
+    via_cond = dt._alias_lookup(words, second, table, False).numpy()
+    direct = dt._alias_lookup(words, second, table, True).numpy()
+    np.testing.assert_array_equal(via_cond, direct)
+    np.testing.assert_array_equal(
+        dt._sample_from_table(tf.constant(n), table, seed).numpy(), direct)
+
+    @tf.function(input_signature=[tf.TensorSpec([], tf.int32)])
+    def dynamic(count):  # no static count: the tf.cond path
+      return dt._sample_from_table(count, table, seed)
+    np.testing.assert_array_equal(dynamic(tf.constant(n)).numpy(), direct)
 
 
 @pytest.mark.slow

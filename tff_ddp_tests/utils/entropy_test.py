@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import uuid
 from unittest import mock
 
 import numpy as np
@@ -67,9 +68,30 @@ class EntropyTest(tf.test.TestCase):
     path = os.path.join(self.get_temp_dir(), 'uuid')
     with open(path, 'w') as f:
       f.write('0123abcd-ef01-4567-89ab-cdef01234567\n')
-    high, low = entropy._uuid_words(tf.constant(path))  # pylint: disable=protected-access
+    high, low = entropy._uuid_words(tf.constant(path)).numpy()  # pylint: disable=protected-access
     self.assertEqual(int(high) & (2**64 - 1), 0x0123abcdef014567)
     self.assertEqual(int(low) & (2**64 - 1), 0x89abcdef01234567)
+
+  def test_uuid_words_equal_python_parse_of_many_uuids(self):
+    # The table-driven parse against Python's int(hex, 16) on 200 random
+    # UUIDs (both cases of the hex digits), bit for bit.
+    path = os.path.join(self.get_temp_dir(), 'uuid')
+    parse = tf.function(entropy._uuid_words)  # pylint: disable=protected-access
+    rng = np.random.default_rng(5)
+    for i in range(200):
+      u = uuid.UUID(bytes=rng.bytes(16), version=4)
+      text = str(u).upper() if i % 2 else str(u)
+      with open(path, 'w') as f:
+        f.write(text + '\n')
+      words = parse(tf.constant(path)).numpy().view(np.uint64)
+      self.assertEqual((int(words[0]) << 64) | int(words[1]), u.int, text)
+
+  def test_short_uuid_file_fails_loudly(self):
+    path = os.path.join(self.get_temp_dir(), 'uuid')
+    with open(path, 'w') as f:
+      f.write('0123abcd-ef01-4567\n')
+    with self.assertRaises(tf.errors.InvalidArgumentError):
+      entropy._uuid_words(tf.constant(path))  # pylint: disable=protected-access
 
   def test_fails_loudly_without_the_kernel_file(self):
     missing = os.path.join(self.get_temp_dir(), 'no_such_dir', 'uuid')
