@@ -19,7 +19,8 @@ as their default thread stack size (256 MiB of address space per thread,
 reserved, not used).
 
 Large stacks need a large stack cache. With the limit raised the worker
-still died now and then (5 times in a day of 10^5-client rounds here), in
+still died now and then (5 times in a day of use on our 2-core machine,
+two of them in 10^5-client benchmark rounds), in
 glibc's `pthread_detach` called from a gRPC sync-server thread, always at
 the same instruction: it reads the detached thread's descriptor after
 marking it detached, while that thread may be exiting and freeing its own
