@@ -17,23 +17,6 @@ round takes up to twice as long). `raise_worker_stack_limit()` raises this
 process's soft RLIMIT_STACK, which the workers it starts afterwards inherit
 as their default thread stack size (256 MiB of address space per thread,
 reserved, not used).
-
-Large stacks need a large stack cache. With the limit raised the worker
-still died now and then (5 times in a day of use on our 2-core machine,
-two of them in 10^5-client benchmark rounds), in
-glibc's `pthread_detach` called from a gRPC sync-server thread, always at
-the same instruction: it reads the detached thread's descriptor after
-marking it detached, while that thread may be exiting and freeing its own
-stack. glibc keeps freed stacks mapped in a cache of 40 MiB by default --
-room for a few 8 MiB stacks, so the late read is harmless -- but a 256 MiB
-stack does not fit and is unmapped at once, so the read faults. (A 20-line
-C program of create-then-detach threads with 256 MiB stacks faults at the
-same libc offset under load; with the cache below, exited threads' stacks
-stay mapped: 8 of 8 vs 0 of 8 with 256 MiB stacks.) So
-`raise_worker_stack_limit()` also sets glibc's
-`glibc.pthread.stack_cache_size` tunable in GLIBC_TUNABLES, which the
-workers inherit, to WORKER_STACK_CACHE_BYTES (address space again; glibc
-releases the pages of an exited thread's stack when it exits).
 """
 
 import atexit
@@ -48,35 +31,16 @@ from typing import List
 # Default thread stack of the worker_binary processes started after
 # `raise_worker_stack_limit()` (see the module docstring).
 WORKER_STACK_BYTES = 256 * 2**20
-# glibc's cache of exited threads' stacks for those workers: 64 of them
-# (see the module docstring).
-WORKER_STACK_CACHE_BYTES = 64 * WORKER_STACK_BYTES
-STACK_CACHE_TUNABLE = 'glibc.pthread.stack_cache_size'
-
-
-def cache_worker_stacks(cache_bytes: int = WORKER_STACK_CACHE_BYTES) -> str:
-  """Adds `glibc.pthread.stack_cache_size=cache_bytes` to GLIBC_TUNABLES in
-  os.environ, for the processes started afterwards (this one read its
-  tunables at start). A value already set there is kept. Returns the
-  variable's value."""
-  entries = [e for e in os.environ.get('GLIBC_TUNABLES', '').split(':') if e]
-  if not any(e.split('=', 1)[0] == STACK_CACHE_TUNABLE for e in entries):
-    entries.append(f'{STACK_CACHE_TUNABLE}={int(cache_bytes)}')
-    os.environ['GLIBC_TUNABLES'] = ':'.join(entries)
-  return os.environ['GLIBC_TUNABLES']
 
 
 def raise_worker_stack_limit(stack_bytes: int = WORKER_STACK_BYTES) -> int:
-  """Raises the soft RLIMIT_STACK to `stack_bytes` (never lowers it), and
-  gives the processes started afterwards a glibc stack cache that holds
-  such stacks (`cache_worker_stacks`).
+  """Raises the soft RLIMIT_STACK to `stack_bytes` (never lowers it).
 
   Call before the first TFF computation (the test context starts its worker
   then) or before `workers.local_workers`; workers already running keep
   their stacks. Capped at the hard limit. Returns the soft limit now in
   force (resource.RLIM_INFINITY for unlimited).
   """
-  cache_worker_stacks()
   soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
   if soft == resource.RLIM_INFINITY or soft >= stack_bytes:
     return soft

@@ -88,70 +88,6 @@ class StackLimitTest(tf.test.TestCase):
     self.assertEqual(child, str(processes.WORKER_STACK_BYTES // 1024))
 
 
-# Eight threads with the workers' stack size, started together and joined:
-# prints how many 256 MiB mappings (their stacks) are still mapped.
-_STACK_CACHE_SCRIPT = """
-import threading, time
-from tff_ddp.utils import processes
-size = processes.WORKER_STACK_BYTES
-threading.stack_size(size)
-barrier = threading.Barrier(9)
-threads = [threading.Thread(target=barrier.wait) for _ in range(8)]
-for t in threads:
-  t.start()
-barrier.wait()
-for t in threads:
-  t.join()
-time.sleep(0.2)  # the threads' last steps after the join's lock
-mapped = 0
-with open('/proc/self/maps') as f:
-  for line in f:
-    low, high = (int(x, 16) for x in line.split()[0].split('-'))
-    mapped += high - low >= size
-print(mapped)
-"""
-
-
-class StackCacheTest(tf.test.TestCase):
-
-  def _tunables_after(self, tunables):
-    env = dict(os.environ, PYTHONPATH=_ROOT)
-    env.pop('GLIBC_TUNABLES', None)
-    if tunables is not None:
-      env['GLIBC_TUNABLES'] = tunables
-    return subprocess.run(
-        [sys.executable, '-c',
-         'import subprocess; from tff_ddp.utils import processes; '
-         'processes.raise_worker_stack_limit(); '
-         'print(subprocess.run(["sh", "-c", "echo $GLIBC_TUNABLES"], '
-         'capture_output=True, text=True).stdout.strip())'],
-        capture_output=True, text=True, check=True, cwd=_ROOT,
-        env=env).stdout.strip()
-
-  def test_workers_inherit_the_stack_cache_tunable(self):
-    entry = (f'{processes.STACK_CACHE_TUNABLE}='
-             f'{processes.WORKER_STACK_CACHE_BYTES}')
-    self.assertEqual(self._tunables_after(None), entry)
-    # Other tunables are kept; a cache size already chosen is not changed.
-    self.assertEqual(self._tunables_after('glibc.malloc.arena_max=2'),
-                     'glibc.malloc.arena_max=2:' + entry)
-    chosen = f'{processes.STACK_CACHE_TUNABLE}=1234'
-    self.assertEqual(self._tunables_after(chosen), chosen)
-
-  def test_glibc_keeps_exited_threads_stacks_mapped(self):
-    # What the tunable is for: a 256 MiB stack freed by an exiting thread
-    # must stay mapped (cached), or a gRPC thread's late pthread_detach
-    # reads unmapped memory (module docstring). Without it glibc's 40 MiB
-    # cache cannot hold one such stack.
-    env = dict(os.environ, PYTHONPATH=_ROOT,
-               GLIBC_TUNABLES=f'{processes.STACK_CACHE_TUNABLE}='
-               f'{processes.WORKER_STACK_CACHE_BYTES}')
-    mapped = int(subprocess.run(
-        [sys.executable, '-c', _STACK_CACHE_SCRIPT], capture_output=True,
-        text=True, check=True, cwd=_ROOT, env=env).stdout)
-    self.assertGreaterEqual(mapped, 8)
-
-
 # Installs the test context as the CLI does, runs a computation (which
 # starts the worker) and prints the soft stack limit of each worker.
 _CONTEXT_STACK_SCRIPT = '''
@@ -167,10 +103,6 @@ for pid in processes.descendant_pids():
     with open(f'/proc/{pid}/limits') as f:
       line = [l for l in f if l.startswith('Max stack size')][0]
     print('worker stack', line.split()[3], flush=True)
-    with open(f'/proc/{pid}/environ', 'rb') as f:
-      env = dict(e.split(b'=', 1) for e in f.read().split(b'\\0') if b'=' in e)
-    print('worker tunables', env.get(b'GLIBC_TUNABLES', b'').decode(),
-          flush=True)
 processes.release_tff()
 '''
 
@@ -191,12 +123,6 @@ class TestContextStackTest(tf.test.TestCase):
               if l.startswith('worker stack')]
     self.assertNotEmpty(stacks, out.stdout + out.stderr[-2000:])
     self.assertEqual(set(stacks), {str(processes.WORKER_STACK_BYTES)})
-    tunables = [l.partition('worker tunables ')[2]
-                for l in out.stdout.splitlines()
-                if l.startswith('worker tunables')]
-    self.assertEqual(
-        set(tunables), {f'{processes.STACK_CACHE_TUNABLE}='
-                        f'{processes.WORKER_STACK_CACHE_BYTES}'})
 
 
 # Installs the test context twice, running a computation (which starts a
