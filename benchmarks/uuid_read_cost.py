@@ -24,7 +24,9 @@ import os
 import tempfile
 import time
 
-UUID_PATH = '/proc/sys/kernel/random/uuid'
+from tff_ddp.utils import entropy
+
+UUID_PATH = entropy.UUID_PATH
 
 
 def _per_call(fn, calls, repeats=5):
