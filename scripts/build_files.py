@@ -192,6 +192,12 @@ Runs `python -m tff_ddp.cli` (the binary is its data)."""),
 Runs each notebook's code cells in a kernel (up to 600 s each) through
 scripts/run_colabs.py: their imports are its deps.""",
         data=('//scripts:run_colabs.py',)),
+    'tff_ddp_tests/design_metrics_test.py': dict(
+        comment="""\
+Runs scripts/design_metrics.py (loaded by path) on the checkout's real path,
+so it runs unsandboxed ("local").""",
+        data=('//scripts:design_metrics.py',),
+        tags=('local',)),
     'tff_ddp_tests/flake_hunt_test.py': dict(
         comment="""\
 Runs scripts/flake_hunt.py on a generated test module in a temp directory.""",
