@@ -180,9 +180,9 @@ The `tff-ddp` command (setup.py's console script tff_ddp.cli:console_main;
 `python -m tff_ddp.cli` runs the same file). //:tff-ddp is an alias."""),
     'tff_ddp_tests/build_test.py': dict(
         comment="""\
-Generates every BUILD file in memory (scripts/build_files.py, loaded by path)
-and reads the source tree through the real path of the checkout, so it runs
-unsandboxed ("local").""",
+Generates every BUILD file in memory (scripts/build_files.py, loaded by path
+through :script_module) and reads the source tree through the real path of
+the checkout, so it runs unsandboxed ("local").""",
         data=('//scripts:build_files.py',),
         tags=('local',)),
     'tff_ddp_tests/cli_test.py': dict(comment="""\

@@ -22,7 +22,6 @@ pytest's collection, test by test.
 import ast
 import configparser
 import fnmatch
-import importlib.util
 import json
 import os
 import shutil
@@ -35,8 +34,9 @@ from absl.testing import parameterized
 import pytest
 
 from tff_ddp_tests import harness
+from tff_ddp_tests import script_module
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+_ROOT = script_module.ROOT
 _GENERATOR = os.path.join(_ROOT, 'scripts', 'build_files.py')
 # The cheap module run directly in the default suite: no TensorFlow import.
 _CHEAP_TEST = 'tff_ddp_tests/utils/checks_test.py'
@@ -45,14 +45,7 @@ _BUILD_CALLS = {'load', 'package', 'licenses', 'exports_files', 'alias',
                 'filegroup', 'py_library', 'py_binary', 'py_test'}
 
 
-def _load_generator():
-  spec = importlib.util.spec_from_file_location('build_files', _GENERATOR)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
-build_files = _load_generator()
+build_files = script_module.load('scripts/build_files.py')
 
 
 def _env():

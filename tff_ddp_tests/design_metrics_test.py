@@ -6,7 +6,6 @@ hand, and that the script runs on the repository. No thresholds: those come
 with the redesign.
 """
 
-import importlib.util
 import os
 import re
 import shutil
@@ -18,19 +17,10 @@ import textwrap
 from absl.testing import absltest
 
 from tff_ddp_tests import harness
+from tff_ddp_tests import script_module
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
-_SCRIPT = os.path.join(_ROOT, 'scripts', 'design_metrics.py')
-
-
-def _load_script():
-  spec = importlib.util.spec_from_file_location('design_metrics', _SCRIPT)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
-design_metrics = _load_script()
+_SCRIPT = os.path.join(script_module.ROOT, 'scripts', 'design_metrics.py')
+design_metrics = script_module.load('scripts/design_metrics.py')
 
 _LONG = '\n'.join(f'  x{i} = {i}' for i in range(148))
 _PACKAGE = {
