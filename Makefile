@@ -37,6 +37,12 @@ bench: setup
 	$(VENV_PY) benchmarks/quantiles_table5.py
 	$(VENV_PY) benchmarks/frequency_table1.py
 
+# Write every Bazel BUILD file from the modules' imports (scripts/
+# build_files.py; tff_ddp_tests/build_test.py fails until they are committed).
+.PHONY: build-files
+build-files: setup
+	$(VENV_PY) scripts/build_files.py
+
 # Re-resolve requirements/lock.txt (needs the registry).
 lock:
 	$(VENV_PY) -m uv pip compile requirements/requirements.in \
