@@ -74,6 +74,11 @@ class _MeanProtocol(secure_sum.RoundProtocol):
 class DdpMeanFactory(discrete_gaussian.DiscreteGaussianSumFactory):
   """The factory `ddp_secure_aggregator` returns (module docstring)."""
 
+  # Messages name ddp_secure_aggregator's parameters (it has no count
+  # stddev: TFF's default 0.05 * expected_clients_per_round always).
+  _OWNER = _NAME
+  _COUNT_STDDEV_PARAMETER = None
+
   def __init__(self, noise_multiplier, expected_clients_per_round, bits,
                zeroing, rotation_type, **kwargs):
     zeroing = checks.boolean(zeroing, 'zeroing')
