@@ -194,6 +194,12 @@ def _as_mapping(value) -> Optional[Mapping[str, Any]]:
   return None
 
 
+def as_mapping(value) -> Optional[Mapping[str, Any]]:
+  """A measurement node as a mapping (dicts, namedtuples, TFF Structs) or
+  None for a leaf: how `extract_dp_event` walks measurements."""
+  return _as_mapping(value)
+
+
 class NoDpEventError(LookupError, ValueError):
   """The measurements hold no dp_event (a LookupError and a ValueError)."""
 
@@ -243,12 +249,19 @@ def extract_dp_event(measurements) -> dp_accounting.DpEvent:
   Args:
     measurements: the measurements of one `next` of a tff_ddp aggregation
       process or analytics process (the event is found under a `dp_event`
-      key, at any depth), the state `next` of a
-      `tff.aggregators.DifferentiallyPrivateFactory` process returned, or
-      the event structure itself.
+      key, at any depth), the metrics of one round of a learning process
+      (e.g. `tff.learning.algorithms.build_unweighted_fed_avg` with
+      tff_ddp's model and metrics aggregators: every release's event), the
+      state `next` of a `tff.aggregators.DifferentiallyPrivateFactory`
+      process returned, or the event structure itself.
 
   Returns:
-    The event, with the measured number of clients.
+    The event, with the measured number of clients. A `dp_event` key
+    stands for everything in the mapping that holds it (a process that
+    composes parts puts the composition there); a mapping without one
+    gathers its values' events: one is returned as is, several as their
+    `ComposedDpEvent` (separate releases of one round, e.g. a learning
+    process's `client_work` metrics and its `aggregator`).
 
   Raises:
     ValueError: no event in the measurements (`NoDpEventError`, also a
@@ -267,12 +280,24 @@ def extract_dp_event(measurements) -> dp_accounting.DpEvent:
                        'a placeholder. Extract events from states next() '
                        'returned.')
     return _field(mapping['dp_event'])
+  found = _gathered_events(mapping)
+  if not found:
+    raise NoDpEventError('no dp_event in these measurements (measurements '
+                         f'keys: {sorted(map(str, mapping))}).')
+  if len(found) == 1:
+    return found[0]
+  return dp_accounting.ComposedDpEvent(found)
+
+
+def _gathered_events(mapping):
+  """The events of the values of a mapping without a `dp_event` key (in
+  their order; a value with its own `dp_event` stands for its subtree)."""
+  found = []
   for value in mapping.values():
     inner = _as_mapping(value)
     if inner is not None:
       try:
-        return extract_dp_event(inner)
+        found.append(extract_dp_event(inner))
       except NoDpEventError:
         continue
-  raise NoDpEventError('no dp_event in these measurements (measurements '
-                       f'keys: {sorted(map(str, mapping))}).')
+  return found

@@ -128,11 +128,17 @@ def value_noise_multiplier(noise_multiplier: float, count_stddev: float
 
 def configure(l2_clip, noise_multiplier, expected_clients_per_round,
               target_quantile, learning_rate, count_stddev,
-              owner: str) -> 'tuple[AdaptiveClip, float]':
+              owner: str,
+              count_stddev_parameter: Optional[str] = (
+                  'auto_l2_clip_count_stddev')
+              ) -> 'tuple[AdaptiveClip, float]':
   """(AdaptiveClip, the value's noise multiplier) from TFF's arguments.
 
   count_stddev None: 0.05 * expected_clients_per_round when
   noise_multiplier > 0, else 0 (TFF's defaults). count_stddev 0 warns.
+  Messages name `owner` and the parameters the caller's user set:
+  `count_stddev_parameter` is the caller's name for count_stddev, None when
+  its signature has none (`ddp_secure_aggregator`).
   """
   l2_clip = checks.positive(l2_clip, 'l2_clip')
   if not MIN_CLIP <= l2_clip <= MAX_CLIP:
@@ -141,8 +147,10 @@ def configure(l2_clip, noise_multiplier, expected_clients_per_round,
   z = checks.nonnegative(noise_multiplier, 'noise_multiplier')
   n = checks.integer(expected_clients_per_round, 'expected_clients_per_round',
                      1, base.MAX_MODULUS)
-  if count_stddev is None:
+  defaulted = count_stddev is None
+  if defaulted:
     count_stddev = DEFAULT_COUNT_STDDEV_FRACTION * n if z > 0 else 0.0
+    check_default_count_stddev(z, n, owner, count_stddev_parameter)
   count_stddev = checks.nonnegative(count_stddev, 'auto_l2_clip_count_stddev')
   config = AdaptiveClip(
       initial_clip=l2_clip,
@@ -151,17 +159,64 @@ def configure(l2_clip, noise_multiplier, expected_clients_per_round,
       learning_rate=checks.positive(learning_rate, 'auto_l2_lr'),
       count_stddev=count_stddev, expected_clients=n)
   value_z = value_noise_multiplier(z, count_stddev)
-  if count_stddev == 0:
+  if z == 0:
+    exact = ('' if defaulted or count_stddev == 0 else
+             f' (the clip count alone is noised, '
+             f'{count_stddev_parameter}={count_stddev})')
     warnings.warn(
-        f'{owner}(auto_l2_clip=True, auto_l2_clip_count_stddev=0) releases '
+        f'{owner}(noise_multiplier=0) adds no noise to the values: they are '
+        f'released exact{exact} and the rounds are NOT differentially private '
+        '(their dp_event has infinite epsilon). Use noise_multiplier > 0 '
+        'for privacy.')
+  elif count_stddev == 0:
+    warnings.warn(
+        f'{owner}(auto_l2_clip=True, {count_stddev_parameter}=0) releases '
         'the exact count of clients below the clip: the rounds are NOT '
         'differentially private (their dp_event is NonPrivateDpEvent).')
-  elif z > 0 and value_z / z >= 2:
+  elif value_z / z >= 2:
+    raise_it = ('expected_clients_per_round' if count_stddev_parameter is None
+                else f'{count_stddev_parameter} or expected_clients_per_round')
     warnings.warn(
         f'{owner}: the value\'s noise multiplier is {value_z / z:.2f}x '
         f'noise_multiplier to leave room for the clip count\'s noise; '
-        'increase auto_l2_clip_count_stddev or expected_clients_per_round.')
+        f'increase {raise_it}.')
   return config, value_z
+
+
+def min_clients_for_default_count_stddev(noise_multiplier: float) -> int:
+  """The least expected_clients_per_round n with TFF's default count stddev
+  0.05 n > noise_multiplier / 2 (`value_noise_multiplier`), i.e.
+  n > 10 * noise_multiplier."""
+  n = max(1, math.floor(noise_multiplier
+                        / (2 * DEFAULT_COUNT_STDDEV_FRACTION)))
+  while not noise_multiplier < 2 * DEFAULT_COUNT_STDDEV_FRACTION * n:
+    n += 1
+  return n
+
+
+def check_default_count_stddev(noise_multiplier: float, num_clients: int,
+                               owner: str,
+                               count_stddev_parameter: Optional[str]) -> None:
+  """Raises ValueError, naming the parameters the user set, when TFF's
+  default count stddev 0.05 * num_clients is too low for noise_multiplier
+  (`value_noise_multiplier` needs it > noise_multiplier / 2)."""
+  z = noise_multiplier
+  sigma_b = DEFAULT_COUNT_STDDEV_FRACTION * num_clients
+  if z == 0 or z < 2 * sigma_b:
+    return
+  least = min_clients_for_default_count_stddev(z)
+  fixes = (f'expected_clients_per_round >= {least} or noise_multiplier < '
+           f'{2 * sigma_b:g}')
+  if count_stddev_parameter is not None:
+    fixes += f', or set {count_stddev_parameter} > {z / 2:g}'
+  raise ValueError(
+      f'{owner}: noise_multiplier={noise_multiplier} needs '
+      f'expected_clients_per_round > 10 * noise_multiplier = {10 * z:g}, got '
+      f'expected_clients_per_round={num_clients}. Adaptive clipping noises '
+      f'the count of clients below the clip with stddev 0.05 * '
+      f'expected_clients_per_round = {sigma_b:g}, and the values\' noise '
+      'multiplier (z^-2 - (2 * stddev)^-2)^(-1/2) exists only when that '
+      f'stddev exceeds noise_multiplier / 2 (TFF\'s rule). Use {fixes}.')
 
 
 def with_zeroing(config: AdaptiveClip, multiplier: float,

@@ -196,8 +196,14 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
         debug_measurements=debug_measurements, entropy=entropy, seed=seed,
         name=type(self).__name__, adaptive_clip=adaptive)
 
-  @staticmethod
-  def _adaptive_arguments(l2_clip, noise_multiplier, num_clients,
+  # What adaptive clipping's messages call the factory (None: its class
+  # name) and its parameter for the clip count's noise (None: none in its
+  # signature); `tff_ddp.learning.ddp_secure_aggregator` overrides both.
+  _OWNER: Optional[str] = None
+  _COUNT_STDDEV_PARAMETER: Optional[str] = 'auto_l2_clip_count_stddev'
+
+  @classmethod
+  def _adaptive_arguments(cls, l2_clip, noise_multiplier, num_clients,
                           target_quantile, learning_rate, count_stddev,
                           granularity, linf_clip):
     """(AdaptiveClip, the value's noise multiplier, 1.0: the mechanism's
@@ -210,7 +216,8 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
             'adaptive clip: give auto_l2_clip=True or ' + name + ', not both.')
     adaptive, value_z = adaptive_clip.configure(
         l2_clip, noise_multiplier, num_clients, target_quantile,
-        learning_rate, count_stddev, _NAME)
+        learning_rate, count_stddev, cls._OWNER or cls.__name__,
+        cls._COUNT_STDDEV_PARAMETER)
     return adaptive, value_z, 1.0
 
   def _make(self, spec: secure_sum.ValueSpec):

@@ -5,6 +5,9 @@
   build_dp_fedavg         DP-FedAvg on the same aggregator and accountant
   ddp_secure_aggregator   TFF's DP-FedAvg model_aggregator (zeroing, adaptive
                           clip, DDG sum, mean), private and accounted
+  withhold_metrics, noised_metrics  TFF's metrics_aggregator: client
+                          metrics withheld, or noised and accounted
+  round_dp_event          the event of everything a learning round released
   build_baseline          non-private FedAvg, FedAvg-Sub, FedProx, q-FFL,
                           Tilted-ERM, Delta-FL (Algorithm 3)
   PrivacyConfig, calibrate  the DP configuration and its calibration to a
@@ -16,6 +19,9 @@
 from tff_ddp.learning import tasks
 from tff_ddp.learning import weighting
 from tff_ddp.learning.aggregator import ddp_secure_aggregator
+from tff_ddp.learning.metrics import noised_metrics
+from tff_ddp.learning.metrics import round_dp_event
+from tff_ddp.learning.metrics import withhold_metrics
 from tff_ddp.learning.privacy import calibrate
 from tff_ddp.learning.privacy import CalibratedPrivacy
 from tff_ddp.learning.privacy import PrivacyConfig

@@ -36,9 +36,23 @@ secure-sum layer (`tff_ddp.aggregators.secure_sum`):
 
 Measurements: those of `DiscreteGaussianSumFactory` with auto_l2_clip=True
 (`l2_clip`, `next_l2_clip`, `below_clip_fraction`, `participating_clients`,
-`dp_event`, ...). `tff_ddp.accounting.extract_dp_event` on
-`output.metrics['aggregator']` of a `tff.learning` process gives each round's
-event; `RdpAccountant(adversary='server')` its epsilon.
+`dp_event`, ...), in `output.metrics['aggregator']` of a `tff.learning`
+process.
+
+The model update is not all a FedAvg round releases: TFF's learning builders
+also sum the clients' training metrics, exactly by default. Build the process
+with `metrics_aggregator=tff_ddp.learning.withhold_metrics` (or
+`noised_metrics(...)`, `tff_ddp.learning.metrics`) and take each round's
+event from `tff_ddp.learning.round_dp_event(output.metrics)` (every event of
+the round; refuses exact client metrics); `RdpAccountant(adversary='server')`
+gives its epsilon. Builders: `build_unweighted_fed_avg`,
+`build_unweighted_fed_prox`; `build_weighted_fed_avg` / `build_fed_sgd` only
+through `tff.aggregators.as_weighted_aggregator` with uniform weights (a
+weighted mean would sum the clients' example counts at the server, and TFF
+refuses this unweighted factory there). Builders with further client
+aggregations (Mime Lite's full gradient, ...) are not covered;
+`tff.test.assert_not_contains_unsecure_aggregation(process.next)` checks a
+whole process for sums outside the secure ones.
 """
 
 import tensorflow as tf
@@ -73,6 +87,11 @@ class _MeanProtocol(secure_sum.RoundProtocol):
 
 class DdpMeanFactory(discrete_gaussian.DiscreteGaussianSumFactory):
   """The factory `ddp_secure_aggregator` returns (module docstring)."""
+
+  # Messages name ddp_secure_aggregator's parameters (it has no count
+  # stddev: TFF's default 0.05 * expected_clients_per_round always).
+  _OWNER = _NAME
+  _COUNT_STDDEV_PARAMETER = None
 
   def __init__(self, noise_multiplier, expected_clients_per_round, bits,
                zeroing, rotation_type, **kwargs):

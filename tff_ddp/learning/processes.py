@@ -11,7 +11,7 @@ Every process has TFF's FedAvg shape -- `initialize`, `next(state, client
 datasets)`, `get_model_weights`, `set_model_weights`, a
 `LearningAlgorithmState` (global_model_weights, distributor, client_work,
 aggregator, finalizer) and metrics OrderedDict(distributor, client_work,
-aggregator, finalizer, privacy) -- so it replaces
+aggregator, finalizer, privacy, dp_event) -- so it replaces
 `tff.learning.algorithms.build_unweighted_fed_avg` in existing code. One
 round, on the n clients given:
 
@@ -75,6 +75,12 @@ with the measured n and the sampling), `round_epsilon`, `epsilon` (all
 rounds so far), `delta`, `adversary` -- computed in the graph from the
 curves of `tff_ddp.accounting.running` (+inf when a round had more than
 `max_clients` clients; compose the measured events offline then).
+`dp_event`: the same round event at the top, so that
+`tff_ddp.accounting.extract_dp_event(output.metrics)` (and
+`tff_ddp.learning.round_dp_event`) read the round's event and not its parts
+(the quantile's and the update's events in `client_work` and `aggregator`
+are in it already). Nothing else leaves the clients: the DP processes'
+metrics are configuration, public counts and functions of noisy sums.
 
 Several thresholds (Figure 1, Section 4.1): Delta-FL keeps one model per
 theta_j. Build one process per theta_j (they share nothing but the data) and
@@ -408,7 +414,8 @@ def _trace(model_fn, client_optimizer, server_optimizer, spec: _Spec,
     metrics = tff.federated_zip(collections.OrderedDict(
         distributor=distributed.measurements, client_work=client_metrics,
         aggregator=aggregator_metrics, finalizer=finalized.measurements,
-        privacy=privacy_metrics))
+        privacy=privacy_metrics,
+        dp_event=_select(privacy_metrics, 'dp_event')))
     return tff.learning.templates.LearningProcessOutput(new_state, metrics)
 
   member = state_type.member

@@ -91,5 +91,45 @@ class EventIoTest(tf.test.TestCase, parameterized.TestCase):
       accounting.extract_dp_event(3.0)
 
 
+def _measured(event):
+  """The event's structure as a TFF computation returns it (numpy)."""
+  return _through_tff(lambda: event_io.event_structure(event))
+
+
+class GatherTest(tf.test.TestCase):
+  """extract_dp_event on a whole round's metrics: every release's event."""
+
+  def test_sibling_releases_are_composed(self):
+    # A learning round's metrics: the client metrics' and the model
+    # update's events in separate subtrees, nothing at the top. Returning
+    # the first alone (the old behaviour) dropped the second.
+    metrics = collections.OrderedDict(
+        distributor=(),
+        client_work={'train': {'loss': 0.5,
+                               'dp_event': _measured(_PBM)}},
+        aggregator={'l2_clip': 0.1,
+                    'dp_event': _measured(_DDG)},
+        finalizer={'update_non_finite': 0})
+    self.assertEqual(accounting.extract_dp_event(metrics),
+                     dp_accounting.ComposedDpEvent([_PBM, _DDG]))
+    one = {'a': {'b': {'dp_event': _measured(_DDG)}}, 'c': {}}
+    self.assertEqual(accounting.extract_dp_event(one), _DDG)
+
+  def test_a_dp_event_stands_for_its_mapping(self):
+    # A process that composes its parts puts the composition at its level;
+    # the parts' own events below it are not counted again.
+    composed = dp_accounting.ComposedDpEvent([_PBM, _DDG])
+    metrics = {'part': {'dp_event': _measured(_PBM)},
+               'other': {'dp_event': _measured(_DDG)},
+               'dp_event': _measured(composed)}
+    self.assertEqual(accounting.extract_dp_event(metrics), composed)
+
+  def test_as_mapping_walks_what_extract_walks(self):
+    self.assertIsNone(event_io.as_mapping(1.0))
+    self.assertEqual(dict(event_io.as_mapping({'a': 1})), {'a': 1})
+    struct = tff.structure.Struct([('a', 1), ('b', 2)])
+    self.assertEqual(list(event_io.as_mapping(struct)), ['a', 'b'])
+
+
 if __name__ == '__main__':
   harness.main()

@@ -12,6 +12,8 @@ import tensorflow_federated as tff
 
 from tff_ddp import accounting
 from tff_ddp import learning
+from tff_ddp.aggregators import adaptive_clip
+from tff_ddp.aggregators import discrete_gaussian
 from tff_ddp.learning import aggregator
 from tff_ddp_tests import harness
 
@@ -98,12 +100,58 @@ class DdpSecureAggregatorTest(tf.test.TestCase):
             tff.TensorType(np.float32, [3])).encoder), 'RandomizedDft(dim=3)')
     with self.assertRaisesRegex(TypeError, 'zeroing'):
       learning.ddp_secure_aggregator(1.0, 100, zeroing='yes')
-    # TFF's own check: count stddev 0.05 * 10 = 0.5 <= noise_multiplier / 2.
-    with self.assertRaisesRegex(ValueError, 'auto_l2_clip_count_stddev'):
-      learning.ddp_secure_aggregator(1.0, 10)
     with self.assertRaisesRegex(TypeError, 'floating point'):
       learning.ddp_secure_aggregator(1.0, 100).create(
           tff.TensorType(np.int32, [4]))
+
+
+class MessagesTest(tf.test.TestCase):
+  """Errors and warnings name the parameters the caller of
+  ddp_secure_aggregator set (its signature has no count stddev)."""
+
+  def test_too_few_clients_names_the_parameters_set(self):
+    # TFF's rule: count stddev 0.05 n > z / 2, i.e. n > 10 z. At z = 1:
+    # n = 10 fails (0.5 is not > 0.5), n = 11 works; n = 5 is the issue's.
+    for n in (5, 10):
+      with self.assertRaises(ValueError) as caught:
+        learning.ddp_secure_aggregator(1.0, n)
+      message = str(caught.exception)
+      self.assertNotIn('auto_l2_clip_count_stddev', message)
+      self.assertIn('ddp_secure_aggregator', message)
+      self.assertIn('noise_multiplier=1.0', message)
+      self.assertIn(f'expected_clients_per_round={n}', message)
+      self.assertIn('expected_clients_per_round >= 11', message)
+      self.assertIn('noise_multiplier < ' + f'{0.1 * n:g}', message)
+    with warnings.catch_warnings():  # value noise raised: a warning
+      warnings.simplefilter('ignore', UserWarning)
+      learning.ddp_secure_aggregator(1.0, 11)
+      # The suggested fixes are the boundary: z < 0.1 n passes.
+      learning.ddp_secure_aggregator(0.49, 5)
+    # The factory that has the parameter offers it as a third fix.
+    with self.assertRaisesRegex(ValueError, r'auto_l2_clip_count_stddev > 0\.5'):
+      discrete_gaussian.DiscreteGaussianSumFactory(
+          1.0, 5, 16, 1.0, auto_l2_clip=True)
+
+  def test_least_clients_is_the_boundary(self):
+    for z in (0.05, 0.35, 1.0, 2.5, 7.0, 1e-3):
+      n = adaptive_clip.min_clients_for_default_count_stddev(z)
+      self.assertLess(z, 2 * 0.05 * n, z)
+      if n > 1:
+        self.assertGreaterEqual(z, 2 * 0.05 * (n - 1), z)
+
+  def test_zero_noise_warns_under_noise_multiplier(self):
+    with warnings.catch_warnings(record=True) as caught:
+      warnings.simplefilter('always')
+      factory = learning.ddp_secure_aggregator(0.0, 5)
+    messages = [str(w.message) for w in caught
+                if issubclass(w.category, UserWarning)]
+    self.assertLen(messages, 1)
+    self.assertIn('ddp_secure_aggregator(noise_multiplier=0)', messages[0])
+    self.assertIn('NOT differentially private', messages[0])
+    self.assertNotIn('auto_l2_clip_count_stddev', messages[0])
+    eps, _ = accounting.epsilon(
+        factory.dp_event(tff.TensorType(np.float32, [4])), 1e-5)
+    self.assertEqual(eps, math.inf)
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ import tensorflow_federated as tff
 
 from tff_ddp import accounting
 from tff_ddp.analytics import histograms as hg
+from tff_ddp.learning import metrics as learning_metrics
 from tff_ddp.learning import privacy as privacy_lib
 from tff_ddp.learning import processes
 from tff_ddp.learning import simulation
@@ -167,6 +168,10 @@ class PrivateTailTest(parameterized.TestCase):
     update_type = process.next.type_signature.result.state.member[
         'global_model_weights'].trainable
     self.assertEqual(event, config.round_event(update_type, n))
+    # The whole metrics give the round's event, not one of its parts (the
+    # quantile's event in client_work, the update's in aggregator).
+    self.assertEqual(accounting.extract_dp_event(out.metrics), event)
+    self.assertEqual(learning_metrics.round_dp_event(out.metrics), event)
     out2 = process.next(out.state, [_client(f) for f in losses[:30]])
     acc = accounting.RdpAccountant(adversary='server')
     acc.compose(config.round_event(update_type, n))
@@ -218,6 +223,7 @@ class PrivateTailTest(parameterized.TestCase):
     event = accounting.extract_dp_event(out.metrics['privacy'])
     self.assertEqual(event, config.round_event(update_type, big_n))
     self.assertIsInstance(event, accounting.SelfSampledDpEvent)
+    self.assertEqual(accounting.extract_dp_event(out.metrics), event)
     self.assertAlmostEqual(out.metrics['privacy']['epsilon'],
                            config.epsilon(update_type, 1), places=9)
 
