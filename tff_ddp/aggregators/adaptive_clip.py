@@ -27,8 +27,13 @@ How it runs in one round of `secure_sum.MechanismSumFactory`:
   value's event (in integer units) does not depend on C_t.
 * the indicator travels as the integer 2 b_i in {-1, +1} in an extra key of
   the same secure sum, with distributed discrete Gaussian noise shares
-  (`indicator_mechanism`). A client whose value is non-finite, or zeroed
-  (`zeroing`), sends 0: the null message.
+  (`indicator_mechanism`). A client whose value is non-finite, zero, or
+  zeroed (`zeroing`) sends 0: the null message. A zero value must send the
+  null message too: "input replaced by zeros" is the zero-out neighbour the
+  event is for, and a zero vector is what a client without data (or with
+  its examples removed) computes; with the indicator +1 of ||0|| <= C_t it
+  would differ from a client above the clip (-1) by 2, twice the
+  sensitivity the event states.
 * its event is composed with the value's into the round's dp_event, so
   `tff_ddp.accounting.extract_dp_event` + `RdpAccountant` cover both.
 
@@ -272,12 +277,13 @@ def client_split(config: AdaptiveClip, flat: tf.Tensor, clip: tf.Tensor):
   """(value / C_t with zeroed clients' zeroed, 2 b as float64 [1]).
 
   A non-finite value is passed on (the mechanism zeroes and flags it) and
-  its indicator is 0; so is a zeroed client's.
+  its indicator is 0; so is a zero value's (the zero-out neighbour: module
+  docstring) and a zeroed client's.
   """
   clip = tf.cast(clip, tf.float64)
   finite = tf.reduce_all(tf.math.is_finite(flat))
   norm = tf.norm(tf.where(finite, flat, tf.zeros_like(flat)))
-  speaks = finite
+  speaks = finite & (norm > 0)
   scaled = flat / clip
   if config.zeroing_multiplier is not None:
     zeroed = finite & (norm > config.zeroing_multiplier * clip

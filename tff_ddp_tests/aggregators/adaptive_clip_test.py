@@ -215,6 +215,33 @@ class AutoTuningTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(output.measurements['below_clip_fraction'], 0.5)
     self.assertAllClose(output.result, _onehot(1.5), atol=1e-4)
 
+  def test_zero_value_sends_the_null_indicator(self):
+    """The zero-out neighbour (input replaced by zeros) sends 0 in every key.
+
+    The event's indicator sensitivity is 1 (2b against the null message 0);
+    a zero vector sending +1 (its norm is below any clip) would differ from
+    a client above the clip (-1) by 2. Checked on `client_split` for inputs
+    above, at and below the clip, and end to end.
+    """
+    config = adaptive_clip.AdaptiveClip(
+        initial_clip=1.0, target_quantile=0.5, learning_rate=0.2,
+        count_stddev=1.0, expected_clients=3)
+    clip = tf.constant(1.0, tf.float64)
+    _, null = adaptive_clip.client_split(config, tf.zeros([_DIM], tf.float64),
+                                         clip)
+    self.assertAllEqual(null, [0.0])
+    for value in (0.5, 1.0, 2.0, -3.0):
+      _, indicator = adaptive_clip.client_split(
+          config, tf.constant(_onehot(value), tf.float64), clip)
+      self.assertAllEqual(tf.abs(indicator - null), [1.0])
+    process = _factory(auto_l2_target_quantile=0.5).create(
+        tff.TensorType(np.float32, [_DIM]))
+    output = process.next(process.initialize(),
+                          [_onehot(0.5), _onehot(2.0), _onehot(0.0)])
+    # sum of 2b = +1 - 1 + 0 = 0 -> b_bar = 0 / 3 + 1/2 (with +1 for the
+    # zero client it would be 1/3 + 1/2).
+    self.assertAllClose(output.measurements['below_clip_fraction'], 0.5)
+
 
 def _log_convolve(log_a, log_b):
   """log of the convolution of two PMFs given as logs (exact in the tails,
