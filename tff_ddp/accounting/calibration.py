@@ -29,7 +29,11 @@ one (epsilon, delta) budget, and their composition meets it.
 Sampling ('none', 'poisson', 'without-replacement', 'self') and the
 adversary ('server', 'release') decide what sampling buys; see
 `tff_ddp.accounting.accountant` for every case. Relation: zero-out
-(ADD_OR_REMOVE_ONE) unless given.
+(ADD_OR_REMOVE_ONE) unless given; every search goes through
+`accountant.epsilon`, so under REPLACE_ONE a Gaussian is calibrated against
+its replace-one curve 2 alpha / z^2 (twice the add/remove noise multiplier
+for an unsampled release) and the DDG's events carry the noise sampler's TV
+distance exactly as the factories' do (`mechanism_event`).
 """
 
 import collections.abc

@@ -280,6 +280,16 @@ class RdpAccountantTest(parameterized.TestCase):
     self.assertTrue(acc.supports(
         dp_accounting.SampledWithoutReplacementDpEvent(100, 10, _pbm())))
 
+  def test_tiny_rate_on_the_tight_gaussian_path(self):
+    # dp-accounting's log-space sums return -3e-30 at q = 2^-50; the
+    # conversion refused that curve (ValueError) before the adapter clipped
+    # round-off at 0, the least a divergence can be.
+    event = dp_accounting.PoissonSampledDpEvent(
+        2.0**-50, dp_accounting.GaussianDpEvent(1.0))
+    curve = _acc('release').curve(event)
+    self.assertTrue(np.all(curve >= 0.0))
+    self.assertLess(_acc('release').compose(event).get_epsilon(1e-6), 1e-6)
+
   def test_non_private_events(self):
     self.assertEqual(_acc().compose(dp_accounting.NonPrivateDpEvent())
                      .get_epsilon(1e-5), math.inf)
