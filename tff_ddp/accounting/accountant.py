@@ -16,19 +16,26 @@ Neighbouring relations (`neighboring_relation=`): ADD_OR_REMOVE_ONE and
 REPLACE_SPECIAL mean **zero-out** for this library's events (one client's
 input replaced by zeros while it still adds its noise share; distributed
 noise has no add/remove analysis, see `events`); REPLACE_ONE means
-replace-one. Gaussian events follow dp-accounting's convention (their noise
-multiplier is relative to the sensitivity under the relation in use).
+replace-one. A `GaussianDpEvent(z)` has noise stddev z C for a per-record l2
+bound C (dp-accounting's docstring): removed or zeroed records move the sum
+by at most C, RDP alpha / (2 z^2); replaced ones by up to 2C, RDP
+2 alpha / z^2 (`gaussian_rdp`). This is the convention on every path below
+(plain, composed, every sampling), and where dp-accounting 0.4.3's own
+accountant differs from it: it costs REPLACE_ONE like add/remove (its open
+issue #378), so for `GaussianDpEvent(2.0)` at delta 1e-5 it gives 2.17 where
+this accountant gives 4.73.
 
-What each event costs (orders alpha > 1; "curve" = RDP curve):
+What each event costs (orders alpha > 1; "curve" = RDP curve; M_q(E) = the
+known-sample mixture `subsampling.known_sample_rdp` of E's curve at rate q):
 
 | event | 'server' | 'release' |
 |---|---|---|
 | DDG, cPBM, Skellam | `ddg_rdp.rdp`, `pbm_rdp.rdp`, `skellam_rdp.rdp` for the relation | same |
-| Gaussian | alpha / (2 z^2) | same |
+| Gaussian | `gaussian_rdp`: alpha / (2 z^2) zero-out, 2 alpha / z^2 replace-one | same |
 | Composed / SelfComposed | sum / count times | same |
-| PoissonSampled(q, E): the server picks the cohort, others do not take part | known-sample mixture (`subsampling.known_sample_rdp`) of E's curve | Gaussian-only E under ADD_OR_REMOVE_ONE: dp-accounting's tight sampled Gaussian; otherwise the known-sample mixture (see below) |
-| SampledWithoutReplacement(N, m, E): a fixed-size cohort | known-sample mixture with q = m/N | Gaussian-only E under REPLACE_ONE: dp-accounting's; otherwise Wang, Balle & Kasiviswanathan (2019) Thm 9 on E's replace-one curve |
-| SelfSampled(q, E): everyone in the sum, private coins | zero-out relations: Zhu & Wang (2019) on E's zero-out curve (tight sampled Gaussian for Gaussian-only E); REPLACE_ONE: known-sample mixture of the replace-one curve | same |
+| PoissonSampled(q, E): the server picks the cohort, others do not take part | M_q(E) | min of M_q(E) and, for Gaussian-only E under the zero-out relations, dp-accounting's tight sampled Gaussian |
+| SampledWithoutReplacement(N, m, E): a fixed-size cohort | M_{m/N}(E) | min of M_{m/N}(E) and Wang, Balle & Kasiviswanathan (2019) on E's replace-one curve (Thm 27 through dp-accounting for Gaussian-only E, Thm 9 otherwise) |
+| SelfSampled(q, E): everyone in the sum, private coins | zero-out relations: min of M_q(E) and Zhu & Wang (2019) on E's zero-out curve (tight sampled Gaussian for Gaussian-only E); REPLACE_ONE: M_q(E) | same |
 
 Why the 'release' row of PoissonSampled is not amplified for distributed
 noise: amplification by Poisson subsampling (Zhu & Wang) needs "the client
@@ -43,16 +50,45 @@ cohort being a uniform m-subset the zero-out pair is a replace-one pair of
 WBK19's setting) and self-sampling (`client_sampling_rate`) are amplified
 against the release adversary with proofs.
 
+One curve per event: the per-order minimum of the valid bounds. An RDP
+curve eps(.) of an event, for one adversary and one relation, states
+D_alpha(P || Q) <= eps(alpha) for every order alpha and every pair (P, Q) of
+that adversary's views of neighbouring inputs, in both directions. Two
+bounds proved for the same adversary, relation and pairs are two upper
+bounds on the same number at each alpha, so their minimum is one too. It is
+taken at each sampling event, per order, on this accountant's grid, before
+the event is composed: RDP composition adds per order (Mironov 2017, Prop.
+1, adaptive composition included), so the minimum enters every level of a
+nested event and then every composition. (Taking the smaller of two final
+epsilons would also be valid, but weaker.)
+
+Release <= server, always. The release adversary sees a function of what
+the server sees, so every server bound holds against it (data processing).
+Structurally: the known-sample mixture, the server's bound for the
+server-drawn samplings, is in the release's minimum too, computed on the
+inner event's release curve; by induction that curve is at most the inner
+server curve, and M_q, Zhu & Wang and WBK19 increase with the inner curve;
+self-sampling uses the same bounds for both; composition adds. So the
+release curve is at most the server curve at every order, for every event
+tree, and so is its epsilon (the sampler term below is the same for both).
+
 Everything above holds for nested events too: every curve produced bounds
 both D(P||Q) and D(Q||P) of the pair it describes.
 
 Approximate samplers. A DDG event may carry `sampler_tv_distance` eta: each
 noise sample is within eta of the discrete Gaussian in total variation (the
-alias-table sampler, eta < 2^-106). With N the samples of all composed
-releases (num_clients x dimension each), the implemented mechanism is within
-N eta of the ideal one on every input, so (eps, delta)-DP of the ideal one
-gives (eps, delta + (1 + e^eps) N eta) for the implemented one;
-`get_epsilon` and `get_delta` include that term (`sampler_tv_mass`).
+alias-table sampler). With N the samples of all composed releases
+(num_clients x dimension each), the implemented mechanism is within N eta
+of the ideal one on every input, so (eps, delta)-DP of the ideal one gives
+(eps, delta + (1 + e^eps) N eta) for the implemented one. The accountant
+sums N eta over everything composed (`sampler_tv_mass`, the same for both
+adversaries) and adds the term once, in `get_epsilon_and_optimal_order` and
+`get_delta` (`running.TabulatedAccountant` does the same inside TF); the
+CLI's `tff-ddp privacy` goes through the same methods. The term is at
+least e^eps N eta, so it turns eps infinite once e^eps N eta reaches delta:
+with eta = 2^-106, 50 rounds of 50 clients x 16384 coordinates at noise
+multiplier 1 (eps 57 with an exact sampler) are already there; with eta
+<= 2^-230 no eps below 100 is, for up to 2^40 samples and delta >= 1e-12.
 """
 
 import math
@@ -316,9 +352,9 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
     if isinstance(event, dp_accounting.NonPrivateDpEvent):
       return np.full_like(orders, np.inf)
     if isinstance(event, dp_accounting.GaussianDpEvent):
-      z = checks.nonnegative(event.noise_multiplier, 'noise_multiplier')
-      return (np.full_like(orders, np.inf) if z == 0
-              else orders / (2.0 * z * z))
+      return gaussian_rdp(
+          checks.nonnegative(event.noise_multiplier, 'noise_multiplier'),
+          orders, relation)
     if isinstance(event, events.DistributedDiscreteGaussianDpEvent):
       return ddg_rdp.rdp(event, orders, _relation_name(relation))
     if isinstance(event, events.PoissonBinomialDpEvent):
@@ -356,17 +392,31 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
     other = RdpAccountant(orders, relation, self._adversary)
     return other.curve(event)
 
+  def _sampled(self, q, event, relation, *other_bounds) -> np.ndarray:
+    """Per order, the least of the known-sample mixture and `other_bounds`.
+
+    Every bound is a valid RDP curve of the same pair of output laws
+    (this adversary, this relation) at every order, so their pointwise
+    minimum is one too (module docstring, "One curve per event").
+    """
+    curve = self._known_sample(q, event, relation)
+    for bound in other_bounds:
+      curve = np.minimum(curve, bound())
+    return curve
+
   def _poisson(self, event, relation) -> np.ndarray:
     q = checks.probability(event.sampling_probability,
                            'sampling_probability', allow_zero=True)
     z = _gaussian_noise_multiplier(event.event)
-    if (self._adversary == 'release' and z is not None
-        and relation is NeighborRel.ADD_OR_REMOVE_ONE):
-      if z == 0:
-        return np.full_like(self._orders, np.inf)
-      return dp_accounting_adapter.poisson_sampled_gaussian_rdp(
-          q, z, self._orders)
-    return self._known_sample(q, event.event, relation)
+    if (self._adversary == 'release' and relation in _ZERO_OUT
+        and _finite_positive(z)):
+      # The sample is secret and an unsampled record is its zero-out
+      # neighbour (a central Gaussian has no noise shares to take away).
+      return self._sampled(
+          q, event.event, relation,
+          lambda: dp_accounting_adapter.poisson_sampled_gaussian_rdp(
+              q, z, self._orders))
+    return self._sampled(q, event.event, relation)
 
   def _without_replacement(self, event, relation) -> np.ndarray:
     population = checks.integer(event.source_dataset_size,
@@ -374,38 +424,70 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
     size = checks.integer(event.sample_size, 'sample_size', 0, population)
     q = size / population
     if self._adversary == 'server':
-      return self._known_sample(q, event.event, relation)
-    z = _gaussian_noise_multiplier(event.event)
-    if z == 0:
-      return np.full_like(self._orders, np.inf)
-    if z is not None and relation is NeighborRel.REPLACE_ONE:
-      return dp_accounting_adapter.without_replacement_gaussian_rdp(
-          q, z, self._orders)
+      return self._sampled(q, event.event, relation)
     # WBK19 needs the base curve of replace-one pairs; zero-out pairs are
-    # replace-one pairs, so the bound covers both relations. A Gaussian
-    # subtree's replace-one sensitivity is twice the add/remove one.
-    replace_one = NeighborRel.REPLACE_ONE
-    if z is not None:
-      return subsampling.without_replacement_rdp(
-          lambda a: 2.0 * np.asarray(a, np.float64) / (z * z),
+    # replace-one pairs, so the bound covers both relations.
+    z = _gaussian_noise_multiplier(event.event)
+    if _finite_positive(z):
+      # Their Theorem 27 for a Gaussian whose replace-one sensitivity is
+      # the unit: twice the per-record bound, i.e. noise multiplier z / 2
+      # (the curve 2 alpha / z^2 of `gaussian_rdp`).
+      wbk = lambda: dp_accounting_adapter.without_replacement_gaussian_rdp(
+          q, z / 2.0, self._orders)
+    else:
+      wbk = lambda: subsampling.without_replacement_rdp(
+          lambda a: self._sub_curve(event.event, NeighborRel.REPLACE_ONE, a),
           size, population, self._orders)
-    return subsampling.without_replacement_rdp(
-        lambda a: self._sub_curve(event.event, replace_one, a), size,
-        population, self._orders)
+    return self._sampled(q, event.event, relation, wbk)
 
   def _self_sampled(self, event, relation) -> np.ndarray:
     q = checks.probability(event.sampling_probability,
                            'sampling_probability', allow_zero=True)
     if relation not in _ZERO_OUT:
-      return self._known_sample(q, event.event, relation)
+      return self._sampled(q, event.event, relation)
     z = _gaussian_noise_multiplier(event.event)
-    if z is not None:
-      if z == 0:
-        return np.full_like(self._orders, np.inf)
-      return dp_accounting_adapter.poisson_sampled_gaussian_rdp(
+    if _finite_positive(z):
+      zhu_wang = lambda: dp_accounting_adapter.poisson_sampled_gaussian_rdp(
           q, z, self._orders)
-    return subsampling.poisson_rdp(
-        lambda a: self._sub_curve(event.event, relation, a), q, self._orders)
+    else:
+      zhu_wang = lambda: subsampling.poisson_rdp(
+          lambda a: self._sub_curve(event.event, relation, a), q,
+          self._orders)
+    return self._sampled(q, event.event, relation, zhu_wang)
+
+
+def gaussian_rdp(noise_multiplier: float, orders: Sequence[float],
+                 relation: NeighborRel = NeighborRel.ADD_OR_REMOVE_ONE
+                 ) -> np.ndarray:
+  """RDP of `GaussianDpEvent(noise_multiplier)` under `relation`.
+
+  dp-accounting's `GaussianDpEvent` docstring: the noise standard deviation
+  is noise_multiplier * C with C the per-record l2 bound. Neighbours that
+  remove a record or replace it by zeros differ by at most C: alpha /
+  (2 z^2). Replace-one neighbours (one record swapped for another) differ by
+  up to 2C: alpha (2C)^2 / (2 (zC)^2) = 2 alpha / z^2 (Mironov 2017,
+  "Renyi differential privacy", Prop. 7, with sensitivity 2C). dp-accounting
+  0.4.3 costs REPLACE_ONE like add/remove (its open issue #378); this
+  library does not.
+
+  Args:
+    noise_multiplier: z >= 0 (0: infinite).
+    orders: RDP orders.
+    relation: the neighbouring relation.
+  """
+  orders = np.asarray(orders, np.float64)
+  z = checks.nonnegative(noise_multiplier, 'noise_multiplier')
+  if z == 0:
+    return np.full_like(orders, np.inf)
+  sensitivity = 2.0 if relation is NeighborRel.REPLACE_ONE else 1.0
+  return orders * (sensitivity / z)**2 / 2.0
+
+
+def _finite_positive(z: Optional[float]) -> bool:
+  """True for the noise multiplier of a Gaussian-only subtree that has a
+  tight sampled curve (0: infinite curve, inf: no Gaussian in it; both are
+  left to the generic bounds, which handle them exactly)."""
+  return z is not None and 0.0 < z < math.inf
 
 
 def _tv_mass(event) -> float:

@@ -29,7 +29,11 @@ one (epsilon, delta) budget, and their composition meets it.
 Sampling ('none', 'poisson', 'without-replacement', 'self') and the
 adversary ('server', 'release') decide what sampling buys; see
 `tff_ddp.accounting.accountant` for every case. Relation: zero-out
-(ADD_OR_REMOVE_ONE) unless given.
+(ADD_OR_REMOVE_ONE) unless given; every search goes through
+`accountant.epsilon`, so under REPLACE_ONE a Gaussian is calibrated against
+its replace-one curve 2 alpha / z^2 (twice the add/remove noise multiplier
+for an unsampled release) and the DDG's events carry the noise sampler's TV
+distance exactly as the factories' do (`mechanism_event`).
 """
 
 import collections.abc
@@ -56,7 +60,7 @@ SAMPLINGS = ('none', 'poisson', 'without-replacement', 'self')
 _EVENT_PARAMETERS = {
     'gaussian': (('noise_multiplier',), ()),
     'ddg': (('l2_sensitivity', 'num_clients', 'dimension', 'noise_multiplier'),
-            ('local_stddev', 'l1_sensitivity')),
+            ('local_stddev', 'l1_sensitivity', 'noise_sampler')),
     'skellam': (('l2_sensitivity', 'num_clients', 'dimension',
                  'noise_multiplier'), ('local_stddev', 'l1_sensitivity')),
     'cpbm': (('theta', 'num_trials', 'num_clients', 'dimension'), ()),
@@ -121,10 +125,14 @@ def mechanism_event(mechanism: str, **params) -> dp_accounting.DpEvent:
   'gaussian': noise_multiplier. 'ddg': l2_sensitivity, num_clients,
   dimension and local_stddev (or noise_multiplier, the central noise /
   l2_sensitivity: local_stddev = z Delta_2 / sqrt(n)), optional
-  l1_sensitivity. 'skellam': the same keywords as 'ddg', local_stddev the
-  standard deviation of each client's Skellam noise (variance
-  local_stddev^2; TFF's `scaled_local_stddev`). 'cpbm': theta, num_trials,
-  num_clients, dimension.
+  l1_sensitivity and noise_sampler ('table', the factories' default, or
+  'exact'): the event carries the sampler's per-sample TV distance as a
+  factory's event does (`distributed_discrete_gaussian.
+  resolve_noise_sampler`). 'skellam': the keywords of 'ddg' but
+  noise_sampler (its sampler is exact), local_stddev the standard
+  deviation of each client's Skellam noise (variance local_stddev^2; TFF's
+  `scaled_local_stddev`). 'cpbm': theta, num_trials, num_clients,
+  dimension.
   """
   mechanism = checks.choice(mechanism, 'mechanism',
                             tuple(MECHANISM_PARAMETERS))
@@ -135,10 +143,10 @@ def mechanism_event(mechanism: str, **params) -> dp_accounting.DpEvent:
   if mechanism in ('ddg', 'skellam'):
     n = checks.integer(params['num_clients'], 'num_clients', 1)
     l2 = checks.positive(params['l2_sensitivity'], 'l2_sensitivity')
+    # The mechanism's own noise split and sampler choice (one home).
+    from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg_mechanism  # pylint: disable=g-import-not-at-top
     local = params.get('local_stddev')
     if local is None:
-      # The mechanism's own split of the central noise (one home).
-      from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg_mechanism  # pylint: disable=g-import-not-at-top
       local = ddg_mechanism.local_stddev(
           checks.positive(params['noise_multiplier'], 'noise_multiplier'),
           l2, n)
@@ -150,10 +158,14 @@ def mechanism_event(mechanism: str, **params) -> dp_accounting.DpEvent:
       return events.DistributedSkellamDpEvent(
           l2_sensitivity=l2, local_variance=local * local, num_clients=n,
           dimension=dimension, l1_sensitivity=l1)
+    local = checks.real(local, 'local_stddev', low=0.5)
+    sampler = ddg_mechanism.resolve_noise_sampler(
+        params.get('noise_sampler', 'table'), local)
     return events.DistributedDiscreteGaussianDpEvent(
-        l2_sensitivity=l2,
-        local_stddev=checks.real(local, 'local_stddev', low=0.5),
-        num_clients=n, dimension=dimension, l1_sensitivity=l1)
+        l2_sensitivity=l2, local_stddev=local, num_clients=n,
+        dimension=dimension, l1_sensitivity=l1,
+        sampler_tv_distance=ddg_mechanism.sampler_tv_distance(sampler)
+        or None)
   return events.PoissonBinomialDpEvent(
       theta=checks.real(params['theta'], 'theta', 0.0, 0.25, low_open=True),
       num_trials=checks.integer(params['num_trials'], 'num_trials', 1),

@@ -30,15 +30,25 @@ def _module():
   return rdp_privacy_accountant
 
 
+def _nonnegative(curve) -> np.ndarray:
+  """A Renyi divergence is >= 0; dp-accounting's log-space sums return
+  values like -3e-30 for tiny rates (q = 2^-50), which would make the
+  conversion refuse the curve. Round-off, clipped to 0."""
+  return np.maximum(np.asarray(curve, np.float64), 0.0)
+
+
 def poisson_sampled_gaussian_rdp(q: float, noise_multiplier: float,
                                  orders: Sequence[float]) -> np.ndarray:
   """Tight RDP of the Poisson-subsampled Gaussian (add/remove neighbours)."""
-  return np.asarray(_module()._compute_rdp_poisson_subsampled_gaussian(  # pylint: disable=protected-access
-      q=q, noise_multiplier=noise_multiplier, orders=orders), np.float64)
+  return _nonnegative(_module()._compute_rdp_poisson_subsampled_gaussian(  # pylint: disable=protected-access
+      q=q, noise_multiplier=noise_multiplier, orders=orders))
 
 
 def without_replacement_gaussian_rdp(q: float, noise_multiplier: float,
                                      orders: Sequence[float]) -> np.ndarray:
-  """RDP of the Gaussian sampled without replacement (replace-one)."""
-  return np.asarray(_module()._compute_rdp_sample_wor_gaussian(  # pylint: disable=protected-access
-      q=q, noise_multiplier=noise_multiplier, orders=orders), np.float64)
+  """RDP of the Gaussian sampled without replacement (WBK19 Theorem 27):
+  replace-one neighbours, `noise_multiplier` = noise stddev over their
+  distance (for `GaussianDpEvent(z)`, whose replace-one neighbours differ
+  by twice the per-record bound: z / 2)."""
+  return _nonnegative(_module()._compute_rdp_sample_wor_gaussian(  # pylint: disable=protected-access
+      q=q, noise_multiplier=noise_multiplier, orders=orders))

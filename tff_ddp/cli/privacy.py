@@ -24,17 +24,21 @@ client takes part and keeps its value with probability --rate (the
 factories' client_sampling_rate; the sample is hidden from everyone).
 """
 
+import math
+
 from tff_ddp.cli import common
 from tff_ddp.utils import checks
 
 _MECHANISM_FLAGS = {
     'gaussian': ('noise_multiplier',),
     'ddg': ('l2_sensitivity', 'local_stddev', 'noise_multiplier',
-            'num_clients', 'dimension', 'l1_sensitivity'),
+            'num_clients', 'dimension', 'l1_sensitivity', 'noise_sampler'),
     'skellam': ('l2_sensitivity', 'local_stddev', 'noise_multiplier',
                 'num_clients', 'dimension', 'l1_sensitivity'),
     'cpbm': ('theta', 'num_trials', 'num_clients', 'dimension'),
 }
+# The factories' default noise_sampler; other mechanisms ignore the default.
+_DEFAULT_SAMPLER = 'table'
 _REQUIRED = {
     'gaussian': ('noise_multiplier',),
     'ddg': ('l2_sensitivity', 'num_clients', 'dimension'),
@@ -49,14 +53,16 @@ _SAMPLING_NOTE = {
                 '(it knows the sample) only the known-sample mixture; '
                 'against the release the same bound for distributed noise '
                 '(an unsampled client also removes its noise share, so '
-                'Poisson amplification is not proved), dp-accounting\'s '
-                'tight bound for the Gaussian.'),
+                'Poisson amplification is not proved), for the Gaussian the '
+                'smaller of it and dp-accounting\'s tight bound.'),
     'without-replacement': (
         'fixed-size cohorts drawn by the server: against the server the '
-        'known-sample mixture; against the release Wang, Balle & '
-        'Kasiviswanathan (2019) on the replace-one curve.'),
+        'known-sample mixture; against the release, per RDP order, the '
+        'smaller of it and Wang, Balle & Kasiviswanathan (2019) on the '
+        'replace-one curve (never more than against the server).'),
     'self': ('self-sampling (every client in the secure sum, private coins): '
-             'Zhu & Wang (2019) against every adversary.'),
+             'Zhu & Wang (2019), or the known-sample mixture where smaller, '
+             'against every adversary.'),
 }
 
 
@@ -91,6 +97,11 @@ def add_parser(subparsers):
                  help='ddg: per-client discrete Gaussian scale; skellam: '
                  'stddev of each client\'s Skellam noise (TFF: '
                  'scaled_local_stddev); >= 0.5')
+  p.add_argument('--noise-sampler', choices=('table', 'exact'),
+                 default=_DEFAULT_SAMPLER,
+                 help='ddg: the noise sampler of the run (the factories\' '
+                 'default is table, whose per-sample TV distance is added '
+                 'to delta, as in the Python accountant)')
   p.add_argument('--theta', type=number(
       lambda v, n: checks.real(v, n, 0.0, 0.25, low_open=True), '--theta'),
                  help='cpbm: bias scale in (0, 0.25]')
@@ -141,6 +152,8 @@ def _parameters(args):
     raise common.UserError('--calibrate needs --target-epsilon')
   given = {name for names in _MECHANISM_FLAGS.values() for name in names
            if getattr(args, name) is not None}
+  if args.noise_sampler == _DEFAULT_SAMPLER:
+    given.discard('noise_sampler')
   foreign = sorted(given - set(_MECHANISM_FLAGS[m]))
   if foreign:
     raise common.UserError(
@@ -195,6 +208,7 @@ def run(args) -> int:
   """Prints eps (or the calibrated parameter); returns the exit code."""
   from tff_ddp.accounting import accountant  # pylint: disable=g-import-not-at-top
   from tff_ddp.accounting import calibration  # pylint: disable=g-import-not-at-top
+  from tff_ddp.accounting import conversions  # pylint: disable=g-import-not-at-top
   params, free = _parameters(args)
   rate, size, population = _sampling(args)
   adversaries = ([args.adversary] if args.adversary
@@ -214,11 +228,23 @@ def run(args) -> int:
           + f'  (calibrated to epsilon {args.target_epsilon:g} against the '
           f'{target_adversary})')
     event = result.event
+  sampler_bound = False
   for adversary in adversaries:
-    eps, order = accountant.epsilon(event, args.delta, adversary)
+    # The Python accountant itself: the same curves, sampler term and
+    # conversion as `tff_ddp.accounting.epsilon` / `RdpAccountant`.
+    acc = accountant.RdpAccountant(adversary=adversary).compose(event)
+    eps, order = acc.get_epsilon_and_optimal_order(args.delta)
+    sampler_bound |= bool(
+        math.isinf(eps) and acc.sampler_tv_mass > 0 and math.isfinite(
+            conversions.rdp_to_epsilon(acc.orders, acc.rdp, args.delta)[0]))
     label = {'server': 'the server (runs the protocol)',
              'release': 'readers of the release'}[adversary]
     print(f'epsilon against {label}: {eps:.6g}  (best RDP order {order:g})')
+  if sampler_bound:
+    print(f'note: epsilon is inf because the table sampler\'s total-'
+          f'variation term (1 + e^eps) N eta exceeds delta (N eta = '
+          f'{acc.sampler_tv_mass:.3g}); a run with --noise-sampler exact '
+          '(noise_sampler=\'exact\') has no such term.')
   print(f'delta: {args.delta:g}; neighbours: '
         f'{"add/remove (central Gaussian)" if args.mechanism == "gaussian" else "zero-out"}'
         f'; {args.rounds} round(s)')

@@ -72,6 +72,31 @@ def local_stddev(noise_multiplier: float, l2_clip: float,
   return noise_multiplier * l2_clip / math.sqrt(num_clients)
 
 
+def resolve_noise_sampler(noise_sampler: str,
+                          scaled_local_stddev: float) -> str:
+  """The sampler a client runs for `noise_sampler` at this scale.
+
+  'table' up to the alias table's largest scale
+  (`discrete_gaussian_table.max_supported_scale()`, ~42265), 'exact' above
+  it and for 'exact'. The one place this choice is made: the mechanism and
+  `tff_ddp.accounting.calibration.mechanism_event` (the CLI's events) both
+  call it, so both put the same `sampler_tv_distance` on the event.
+  """
+  noise_sampler = checks.choice(noise_sampler, 'noise_sampler', SAMPLERS)
+  if noise_sampler == 'table' and (
+      scaled_local_stddev <= discrete_gaussian_table.max_supported_scale()):
+    return 'table'
+  return 'exact'
+
+
+def sampler_tv_distance(resolved_sampler: str) -> float:
+  """Per-sample TV distance from N_Z of a `resolve_noise_sampler` result:
+  the table's proved bound, or 0 for the exact sampler."""
+  if resolved_sampler == 'table':
+    return discrete_gaussian_table.TV_DISTANCE_UPPER_BOUND
+  return 0.0
+
+
 def num_stddevs_for_modclip_prob(modclip_prob: float) -> float:
   """k with P(|N(0,1)| > k) = modclip_prob, i.e. k = sqrt(2) erfcinv(p)."""
   return float(math.sqrt(2.0) * scipy.special.erfcinv(modclip_prob))
@@ -203,9 +228,9 @@ class DistributedDiscreteGaussian:
   @property
   def sampler_tv_distance(self) -> float:
     """Per-sample TV distance of the noise sampler (0: exact)."""
-    if self.noise_sampler == 'table' and self.noise_multiplier > 0:
-      return discrete_gaussian_table.TV_DISTANCE_UPPER_BOUND
-    return 0.0
+    if self.noise_multiplier == 0:
+      return 0.0
+    return sampler_tv_distance(self.noise_sampler)
 
   def sample_noise(self, seed, count=None) -> tf.Tensor:
     """One client's noise, int64 [output_dim] (see `noise_sampler`); with
@@ -541,9 +566,8 @@ def derive(dim, l2_clip, noise_multiplier, expected_clients_per_round, bits,
       l2_sensitivity=math.sqrt(threshold(scaled)), linf_clip=linf_clip,
       granularity_given=granularity is not None,
       integer_inputs=integer_inputs,
-      noise_sampler=('table' if noise_sampler == 'table' and (
-          scaled.scaled_local
-          <= discrete_gaussian_table.max_supported_scale()) else 'exact'))
+      noise_sampler=resolve_noise_sampler(noise_sampler,
+                                          scaled.scaled_local))
   if granularity is not None:
     worst = mechanism.wrap_statistic(n)
     if worst >= 2.0**bits / 2:
