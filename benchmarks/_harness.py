@@ -1,10 +1,10 @@
 """The harness of the benchmark scripts: arguments, TFF context, clean-up,
 timing, and output as tables plus JSON rows.
 
-A benchmark is a function of its parameters that returns its tables; the
-script declares the parameters' help, and the harness does the rest:
+A benchmark is a function of its parameters returning its tables; its
+script declares each parameter's help and the harness does the rest:
 
-    def run(clients=100, epsilons=(1.0, 2.0), rounds=10):
+    def run(clients=100, epsilons=(1.0, 2.0)):
       table = harness.Table([('eps', 'eps', 'g'), ('mse', 'MSE', '.3e')])
       for eps in epsilons:
         table.add(eps=eps, mse=...)
@@ -12,16 +12,15 @@ script declares the parameters' help, and the harness does the rest:
 
     if __name__ == '__main__':
       harness.main(run, __doc__, tff=True, clients='clients per round',
-                   epsilons='target epsilons', rounds='rounds per epsilon')
+                   epsilons='target epsilons')
 
-`main` builds argparse from `run`'s signature (each default once, there; a
-tuple default takes one or more values, a bool one is a switch; defaults are
-shown in --help), installs TFF's C++ test context once when `tff=True`, ends
-this process's TFF workers by pid however the run ends
-(`tff_ddp.utils.processes.release_tff`), then prints the header line
-(command, date UTC, seconds, load average, cores: what a RESULTS.md entry
-copies) and the tables, and with `--json FILE` writes the same header and
-the tables' rows (raw values, not the printed text) to FILE.
+`main` builds argparse from `run`'s signature (a default lives there only;
+a tuple takes one or more values, a bool is a switch; --help shows the
+defaults), installs TFF's C++ test context once if `tff`, ends this
+process's TFF workers by pid however the run ends (`processes.release_tff`),
+prints the header line a RESULTS.md section copies (command, date UTC,
+seconds, load average, cores) and the tables, and with `--json FILE` writes
+those fields and the tables' raw rows to FILE.
 """
 
 import argparse
@@ -39,6 +38,7 @@ import time
 from typing import Any, Callable, Dict, List, Sequence, Tuple, Union
 
 import _common  # sys.path, TFF's workers ended at exit
+import numpy as np
 
 from tff_ddp.utils import processes
 
@@ -53,10 +53,9 @@ class UsageError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Arg:
-  """How one parameter of `run` appears on the command line: its help, and
-  argparse keywords that its default does not imply (`type` when the
-  default is None, `choices`, `metavar`, `action`, `flags`: the option
-  strings instead of `--name-with-hyphens`)."""
+  """A parameter's help and the argparse keywords its default does not
+  imply (`type` for a None default, `choices`, `action`, `metavar`, ...;
+  `flags`: option strings other than --name-with-hyphens)."""
   help: str
   options: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -65,18 +64,13 @@ def arg(help_text: str, **options) -> Arg:
   return Arg(help_text, options)
 
 
-# A column: (key of the row, header, format spec of the value or a function
-# of the whole row returning the cell's text).
-Column = Tuple[str, str, Union[str, Callable[[dict], str]]]
-
-
 @dataclasses.dataclass
 class Table:
   """Rows of raw values (dicts; keys beyond the columns go to JSON only),
-  printed as a Markdown table under `title`, followed by `notes`. A table
-  whose check failed (`failed=True`) makes the script exit with status 1
-  after printing."""
-  columns: Sequence[Column]
+  printed as a Markdown table under `title`, then `notes`. A column is
+  (key, header, format spec of row[key] or a function of the row). A
+  failed check (`failed=True`) makes the script exit 1 after printing."""
+  columns: Sequence[Tuple[str, str, Union[str, Callable[[dict], str]]]]
   rows: List[dict] = dataclasses.field(default_factory=list)
   title: str = ''
   notes: List[str] = dataclasses.field(default_factory=list)
@@ -91,10 +85,23 @@ class Table:
     for row in self.rows:
       cells.append([_cell(row, key, fmt) for key, _, fmt in self.columns])
     widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
-    text = ['| ' + ' | '.join(c.rjust(w) for c, w in zip(r, widths)) + ' |'
-            for r in cells]
+    # Text ('s') columns flush left, numbers flush right.
+    justify = [str.ljust if fmt == 's' else str.rjust
+               for _, _, fmt in self.columns]
+    text = ['| ' + ' | '.join(j(c, w) for j, c, w in zip(justify, r, widths))
+            + ' |' for r in cells]
     text.insert(1, '|' + '|'.join('-' * (w + 2) for w in widths) + '|')
     return ([self.title] if self.title else []) + text + list(self.notes)
+
+
+def mean_std(key: str, digits: int = 2, ddof: int = 0,
+             joiner: str = ' +- ') -> Callable[[dict], str]:
+  """A column's format: 'mean +- std' of the list of values row[key]."""
+  def cell(row):
+    values = np.asarray(row[key], np.float64)
+    return (f'{values.mean():.{digits}f}{joiner}'
+            f'{values.std(ddof=ddof):.{digits}f}')
+  return cell
 
 
 def _cell(row, key, fmt):
@@ -230,9 +237,6 @@ def main(run: Callable, doc: str, tff: bool = False, argv=None,
   return result
 
 
-# ----------------------------------------------------------------------------
-# Timing.
-
 time_rounds = _common.time_rounds  # rounds of a process, seconds of each
 
 
@@ -251,10 +255,9 @@ def cpu_seconds(pids: Sequence[int]) -> float:
 
 @dataclasses.dataclass
 class Timing:
-  """Wall seconds, CPU seconds of this process and of the workers (the
-  processes `pids()` lists at the start and at the end of the block), and
-  whether that set of workers changed (a crashed worker that TFF restarted:
-  the time is not the round's, and the dead worker's CPU is lost)."""
+  """Wall seconds, CPU seconds of this process and of the workers `pids()`
+  lists, and whether that list changed (a crashed worker TFF restarted: the
+  time is not the round's, and the dead worker's CPU is lost)."""
   wall: float = float('nan')
   cpu: float = float('nan')
   workers_cpu: float = float('nan')
