@@ -84,6 +84,7 @@ class Table:
     cells = [[header for _, header, _ in self.columns]]
     for row in self.rows:
       cells.append([_cell(row, key, fmt) for key, _, fmt in self.columns])
+    cells = [[c.replace('|', r'\|') for c in r] for r in cells]  # Markdown
     widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
     # Text ('s') columns flush left, numbers flush right.
     justify = [str.ljust if fmt == 's' else str.rjust

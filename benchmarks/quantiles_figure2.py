@@ -216,7 +216,7 @@ def run(runs=10, clients=(128, 512), bins=(32, 64), dists=('unif', 'chi2'),
   tables.append(table5)
   calibrated = harness.Table(
       [('n', 'n', 'd'), ('b', 'b', 'd'), ('method', 'method', 's'),
-       ('mechanism', 'mechanism', 's'), ('detail', 'c, z | theta, m', 's')],
+       ('mechanism', 'mechanism', 's'), ('detail', 'c, z (DDG) or theta, m (cPBM)', 's')],
       title=f'calibrated parameters at eps={epsilons[0]:g}')
   for (n, b, method, setting, eps), p in sorted(params.items()):
     if eps == epsilons[0]:

@@ -91,21 +91,22 @@ class ParserTest(absltest.TestCase):
 class TableTest(absltest.TestCase):
 
   def test_cells(self):
-    """Numbers by their format spec, text flush left, None as '-', and
-    mean_std's 'mean +- std' of a list (ddof as asked)."""
+    """Numbers by their format spec, text flush left, None as '-', a '|'
+    escaped for Markdown, and mean_std's 'mean +- std' of a list (ddof as
+    asked)."""
     table = bench.Table(
         [('name', 'name', 's'), ('x', 'x', '.2f'),
          ('v', 'v', bench.mean_std('v', 1)),
          ('v', 'v1', bench.mean_std('v', 2, ddof=1, joiner=' ± '))],
         title='T', notes=['n'])
     table.add(name='a', x=1.0, v=[1, 3])
-    table.add(name='long', x=None, v=[2, 2])
+    table.add(name='a|b', x=None, v=[2, 2])
     self.assertEqual(table.lines(), [
         'T',
         '| name |    x |          v |          v1 |',
         '|------|------|------------|-------------|',
         '| a    | 1.00 | 2.0 +- 1.0 | 2.00 ± 1.41 |',
-        '| long |    - | 2.0 +- 0.0 | 2.00 ± 0.00 |',
+        r'| a\|b |    - | 2.0 +- 0.0 | 2.00 ± 0.00 |',
         'n'])
 
 
