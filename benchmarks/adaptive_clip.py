@@ -33,10 +33,7 @@ norms in <= 20 rounds, and the run's epsilon printed.
       [--noise-multiplier 1.0] [--client-lr 0.2] [--seed 0]
 """
 
-import argparse
-import time
-
-import _common  # pylint: disable=unused-import
+import _harness as harness
 import numpy as np
 
 DELTA = 1e-5
@@ -86,49 +83,43 @@ def _type_names(struct_type, prefix=''):
   return names
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-  parser.add_argument('--rounds', type=int, default=25)
-  parser.add_argument('--clients', type=int, default=40)
-  parser.add_argument('--noise-multiplier', type=float, default=1.0)
-  parser.add_argument('--client-lr', type=float, default=0.2)
-  parser.add_argument('--seed', type=int, default=0)
-  args = parser.parse_args()
-
+def run(rounds=25, clients=40, noise_multiplier=1.0, client_lr=0.2,
+        seed=0):
+  """One row per round: the clip, the median update norm, the epsilon."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from tff_ddp import accounting  # pylint: disable=g-import-not-at-top
   from tff_ddp import learning  # pylint: disable=g-import-not-at-top
-  tff.backends.test.set_sync_test_cpp_execution_context()
 
-  task = learning.tasks.digits_task(split_seed=args.seed)
-  rng = np.random.default_rng(args.seed)
-  factory = learning.ddp_secure_aggregator(args.noise_multiplier,
-                                           args.clients)
+  task = learning.tasks.digits_task(split_seed=seed)
+  rng = np.random.default_rng(seed)
+  factory = learning.ddp_secure_aggregator(noise_multiplier, clients)
   process = tff.learning.algorithms.build_unweighted_fed_avg(
       task.model_fn(),
-      client_optimizer_fn=tff.learning.optimizers.build_sgdm(args.client_lr),
+      client_optimizer_fn=tff.learning.optimizers.build_sgdm(client_lr),
       server_optimizer_fn=tff.learning.optimizers.build_sgdm(1.0),
       model_aggregator=factory)
   keras_model = task.keras_model()
   accountant = accounting.RdpAccountant(adversary='server')
-  print(f'digits task, {task.train.num_clients} training clients (label '
-        f'shift Dir(0.5)), {args.clients} per round, client lr '
-        f'{args.client_lr}, {factory!r}')
-  print('round  clip     median_norm  clip/median  eps(server, 1e-5)  s')
+  table = harness.Table(
+      [('round', 'round', 'd'), ('clip', 'clip', '.4f'),
+       ('median', 'median_norm', '.4f'), ('ratio', 'clip/median', '.3f'),
+       ('epsilon', 'eps(server, 1e-5)', '.3f'), ('seconds', 's', '.1f')],
+      title=f'digits task, {task.train.num_clients} training clients (label '
+      f'shift Dir(0.5)), {clients} per round, client lr {client_lr}, '
+      f'{factory!r}')
   state = process.initialize()
   reached = None
   first_updates = None
-  for t in range(1, args.rounds + 1):
-    indices = rng.choice(task.train.num_clients, args.clients, replace=False)
+  for t in range(1, rounds + 1):
+    indices = rng.choice(task.train.num_clients, clients, replace=False)
     weights = process.get_model_weights(state).trainable
     norms = _true_norms(keras_model, [np.asarray(w) for w in weights], task,
-                        indices, args.client_lr)
+                        indices, client_lr)
     if first_updates is None:
       first_updates = (weights, indices)
-    start = time.perf_counter()
-    output = process.next(state, task.train.datasets(indices))
-    seconds = time.perf_counter() - start
+    with harness.timed() as timing:
+      output = process.next(state, task.train.datasets(indices))
     state = output.state
     metrics = output.metrics['aggregator']
     accountant.compose(accounting.extract_dp_event(metrics))
@@ -137,12 +128,15 @@ def main():
     ratio = clip / median
     if reached is None and abs(ratio - 1) <= 0.1:
       reached = t
-    print(f'{t:5d}  {clip:.4f}   {median:.4f}       {ratio:.3f}        '
-          f'{accountant.get_epsilon(DELTA):8.3f}        {seconds:.1f}')
-  print(f'clip within 10% of the median update norm first at round '
-        f'{reached} (target: <= 20); epsilon after {args.rounds} rounds '
-        f'{accountant.get_epsilon(DELTA):.3f} at delta {DELTA:g} '
-        f'({accountant.describe()}; value and clip-count events composed)')
+    table.add(round=t, clip=clip, median=median, ratio=ratio,
+              epsilon=accountant.get_epsilon(DELTA), seconds=timing.wall)
+    print(f'round {t}: clip {clip:.4f}, median norm {median:.4f} '
+          f'({timing.wall:.1f} s)', flush=True)
+  table.notes.append(
+      f'clip within 10% of the median update norm first at round {reached} '
+      f'(target: <= 20); epsilon after {rounds} rounds '
+      f'{accountant.get_epsilon(DELTA):.3f} at delta {DELTA:g} '
+      f'({accountant.describe()}; value and clip-count events composed)')
 
   # TFF's aggregator of the same configuration, one round on round 1's
   # updates (one SGD step from the initial model, as FedAvg's clients did).
@@ -154,18 +148,24 @@ def main():
     with tf.GradientTape() as tape:
       loss = loss_fn(task.train.y[i], keras_model(task.train.x[i]))
     grads = tape.gradient(loss, keras_model.trainable_variables)
-    updates.append([(-args.client_lr * g).numpy() for g in grads])
+    updates.append([(-client_lr * g).numpy() for g in grads])
   weight_type = tff.types.to_type(
       [(np.float32, w.shape) for w in updates[0]])
-  names, error = _tff_measurements(args.noise_multiplier, args.clients,
-                                   updates, weight_type)
+  names, error = _tff_measurements(noise_multiplier, clients, updates,
+                                   weight_type)
   has_event = any('event' in n or 'eps' in n for n in names)
-  print(f'TFF ddp_secure_aggregator measurements (from its type signature): '
-        f'{", ".join(names)}')
-  print(f'TFF prints an epsilon: {"yes" if has_event else "no"} (no DP '
-        'event or epsilon among its measurements); its round on the same '
-        f'updates: {"ran" if error is None else "failed, " + error}')
+  table.notes += [
+      'TFF ddp_secure_aggregator measurements (from its type signature): '
+      f'{", ".join(names)}',
+      f'TFF prints an epsilon: {"yes" if has_event else "no"} (no DP event '
+      'or epsilon among its measurements); its round on the same updates: '
+      f'{"ran" if error is None else "failed, " + error}']
+  return table
 
 
 if __name__ == '__main__':
-  main()
+  harness.main(run, __doc__, tff=True, rounds='FedAvg rounds',
+               clients='clients per round',
+               noise_multiplier="the aggregator's noise multiplier",
+               client_lr="the clients' SGD learning rate",
+               seed='the data split and the cohorts')

@@ -15,11 +15,7 @@ warm-up call (tracing excluded). On a shared machine, read them as rough.
   python benchmarks/binomial_bench.py [--elements 65536] [--repeats 5]
 """
 
-import argparse
-import statistics
-import time
-
-import _common  # pylint: disable=unused-import  (sets sys.path)
+import _harness as harness  # (sets sys.path)
 
 import numpy as np
 import tensorflow as tf
@@ -43,55 +39,50 @@ def bernoulli_sum(probs, num_trials: int, seed):
 
 
 def _time(fn, probs, repeats):
-  fn(probs, tf.constant([0, 1], tf.int64)).numpy()  # trace + warm up
-  seconds = []
-  for r in range(repeats):
-    start = time.perf_counter()
-    fn(probs, tf.constant([r + 2, 7], tf.int64)).numpy()
-    seconds.append(time.perf_counter() - start)
-  return statistics.median(seconds)
+  """Median seconds of `repeats` calls after a warm-up (trace) call."""
+  seeds = iter([[0, 1]] + [[r + 2, 7] for r in range(repeats)])
+  return harness.seconds_of(
+      lambda: fn(probs, tf.constant(next(seeds), tf.int64)).numpy(), repeats)
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-  parser.add_argument('--elements', type=int, default=65536)
-  parser.add_argument('--repeats', type=int, default=5)
-  parser.add_argument('--max-seconds', type=float, default=30.0,
-                      help='skip the O(m) sampler when projected above this')
-  args = parser.parse_args()
+def _ms(key):
+  return lambda row: 'skipped' if row[key] is None else f'{row[key]:.1f}'
+
+
+def run(elements=65536, repeats=5, max_seconds=30.0):
+  """One row per m: ms per `elements` draws of each sampler."""
   rng = np.random.default_rng(0)
-  probs = tf.constant(rng.uniform(0.25, 0.75, args.elements), tf.float64)
+  probs = tf.constant(rng.uniform(0.25, 0.75, elements), tf.float64)
   samplers = {'m trials O(m)': bernoulli_sum,
               'exact rejection': binomial.sample_binomial}
-  results = {name: {} for name in samplers}
+  table = harness.Table(
+      [('m', 'm', 'd')] + [(name, name, _ms(name)) for name in samplers],
+      rows=[dict(m=m) for m in TRIALS],
+      title=f'ms per {elements} elements (median of {repeats}; shared '
+      '2-core machine, rough)')
   for name, sampler in samplers.items():
     previous = None
-    for m in TRIALS:
+    for row in table.rows:
+      m = row['m']
       if previous is not None and name.startswith('m trials'):
         projected = previous[1] * m / previous[0]
-        if projected > args.max_seconds:
-          results[name][m] = None
+        if projected > max_seconds:
+          row[name] = None
           continue
       fn = tf.function(lambda p, s, m=m, sampler=sampler: sampler(p, m, s))
-      seconds = _time(fn, probs, args.repeats if m <= 2**12 or not
+      seconds = _time(fn, probs, repeats if m <= 2**12 or not
                       name.startswith('m trials') else 1)
-      results[name][m] = seconds
+      row[name] = 1e3 * seconds
       previous = (m, seconds)
-  print(f'ms per {args.elements} elements (median of {args.repeats}; '
-        'shared 2-core machine, rough)')
-  print(f'{"m":>9} | ' + ' | '.join(f'{n:>14}' for n in samplers))
-  for m in TRIALS:
-    cells = []
-    for name in samplers:
-      s = results[name][m]
-      cells.append(f'{"skipped":>14}' if s is None else f'{1e3 * s:14.1f}')
-    print(f'{m:>9} | ' + ' | '.join(cells))
+  by_m = {row['m']: row for row in table.rows}
   for name in samplers:
-    a, b = results[name][2**16], results[name][2**8]
+    a, b = by_m[2**16][name], by_m[2**8][name]
     ratio = 'n/a' if a is None or b is None else f'{a / b:.2f}'
-    print(f'{name}: time(m=2^16) / time(m=2^8) = {ratio}')
-  _common.end_workers()
+    table.notes.append(f'{name}: time(m=2^16) / time(m=2^8) = {ratio}')
+  return table
 
 
 if __name__ == '__main__':
-  main()
+  harness.main(run, __doc__, elements='elements per call',
+               repeats='timed calls per sampler and m',
+               max_seconds='skip the O(m) sampler when projected above this')

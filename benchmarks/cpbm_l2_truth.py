@@ -21,9 +21,9 @@ epsilon at delta of
   .venv/bin/python benchmarks/cpbm_l2_truth.py --thetas 0.0673 0.119
 """
 
-import argparse
 import math
 
+import _harness as harness
 import numpy as np
 from scipy import special
 
@@ -52,32 +52,27 @@ def _coordinate_curve(s, theta, others_plus, others_minus, m, orders):
   return np.maximum(np.maximum(forward, backward), 0.0) / (orders - 1.0)
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument('--clients', type=int, default=100)
-  parser.add_argument('--output-dim', type=int, default=512)
-  parser.add_argument('--level', type=float, default=math.sqrt(5.0))
-  parser.add_argument('--trials', type=int, default=256)
-  parser.add_argument('--delta', type=float, default=1e-5)
-  parser.add_argument('--divisor', choices=('l2', 'linf'), default='l2')
-  parser.add_argument('--thetas', type=float, nargs='+', required=True)
-  args = parser.parse_args()
-
+def run(thetas, clients=100, output_dim=512, level=math.sqrt(5.0),
+        trials=256, delta=1e-5, divisor='l2'):
+  """One row per theta: the accountant's epsilon beside the exact ones."""
   from tff_ddp.accounting import conversions  # pylint: disable=g-import-not-at-top
   from tff_ddp.accounting import events  # pylint: disable=g-import-not-at-top
   from tff_ddp.accounting import orders as orders_lib  # pylint: disable=g-import-not-at-top
   from tff_ddp.accounting import pbm_rdp  # pylint: disable=g-import-not-at-top
 
   orders = np.asarray(orders_lib.DEFAULT_ORDERS)
-  n, big_d, m = args.clients, args.output_dim, args.trials
-  l2 = 1.0 if args.divisor == 'l2' else math.sqrt(big_d) / args.level
-  eps = lambda curve: conversions.rdp_to_epsilon(orders, curve, args.delta)[0]
-  print(f'n = {n}, D = {big_d}, m = {m}, divisor {args.divisor} (L = '
-        f'{l2:.3f}), delta = {args.delta}; zero-out, one round')
-  print(f'{"theta":>8s} {"Lemma 2":>9s} {"accountant":>10s} | '
-        f'{"axis,all+":>9s} {"axis,split":>10s} {"diag,all+":>9s} '
-        f'{"diag,split":>10s} | {"acct/truth>=":>12s}')
-  for theta in args.thetas:
+  n, big_d, m = clients, output_dim, trials
+  l2 = 1.0 if divisor == 'l2' else math.sqrt(big_d) / level
+  eps = lambda curve: conversions.rdp_to_epsilon(orders, curve, delta)[0]
+  table = harness.Table(
+      [('theta', 'theta', '.4f'), ('lemma2', 'Lemma 2', '.3f'),
+       ('accountant', 'accountant', '.3f'), ('axis_all', 'axis,all+', '.3f'),
+       ('axis_split', 'axis,split', '.3f'), ('diag_all', 'diag,all+', '.3f'),
+       ('diag_split', 'diag,split', '.3f'),
+       ('ratio', 'acct/truth>=', '.2f')],
+      title=f'n = {n}, D = {big_d}, m = {m}, divisor {divisor} (L = '
+      f'{l2:.3f}), delta = {delta}; zero-out, one round')
+  for theta in thetas:
     base = events.PoissonBinomialDpEvent(theta, m, n, big_d)
     lemma2 = eps(pbm_rdp.rdp(base, orders))
     acct = eps(pbm_rdp.rdp(events.PoissonBinomialDpEvent(
@@ -96,10 +91,20 @@ def main():
       diagonal = big_d * np.asarray(curve(theta * l2 / math.sqrt(big_d)))
       truths.append((eps(axis), eps(diagonal)))
     (a1, d1), (a2, d2) = truths
-    lower = max(a1, a2, d1, d2)
-    print(f'{theta:8.4f} {lemma2:9.3f} {acct:10.3f} | {a1:9.3f} {a2:10.3f} '
-          f'{d1:9.3f} {d2:10.3f} | {acct / lower:12.2f}')
+    table.add(theta=theta, lemma2=lemma2, accountant=acct, axis_all=a1,
+              axis_split=a2, diag_all=d1, diag_split=d2,
+              ratio=acct / max(a1, a2, d1, d2))
+  return table
 
 
 if __name__ == '__main__':
-  main()
+  harness.main(
+      run, __doc__,
+      thetas=harness.arg('the cPBM theta values, one row each', type=float,
+                         nargs='+'),
+      clients='n, the clients of the round',
+      output_dim='D, the representation coordinates',
+      level='K, the Kashin level',
+      trials='m, the Bernoulli trials per coordinate',
+      delta='the delta of the epsilons',
+      divisor=harness.arg("cPBM's divisor", choices=('l2', 'linf')))

@@ -25,32 +25,22 @@ per-coordinate bound n B^2 / (4 m theta^2) (an upper bound: U U^T = I).
   .venv/bin/python benchmarks/cpbm_vs_ddg.py [--rounds 10]
 """
 
-import argparse
 import math
 
-import _common
+import _harness as harness
 import numpy as np
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument('--clients', type=int, default=100)
-  parser.add_argument('--dim', type=int, default=256)
-  parser.add_argument('--rounds', type=int, default=10)
-  parser.add_argument('--epsilons', type=float, nargs='+',
-                      default=[1.0, 2.0, 4.0, 8.0])
-  parser.add_argument('--delta', type=float, default=1e-5)
-  parser.add_argument('--bits', type=int, default=16)
-  parser.add_argument('--trials', type=int, default=256)
-  args = parser.parse_args()
-
+def run(clients=100, dim=256, rounds=10, epsilons=(1.0, 2.0, 4.0, 8.0),
+        delta=1e-5, bits=16, trials=256):
+  """One row per epsilon: DDG, cPBM 'l2' and cPBM 'linf', measured and
+  predicted MSE of the mean."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from tff_ddp.aggregators import calibrated  # pylint: disable=g-import-not-at-top
   from tff_ddp.encoders import KashinEncoder  # pylint: disable=g-import-not-at-top
-  tff.backends.test.set_sync_test_cpp_execution_context()
 
-  n, d = args.clients, args.dim
+  n, d = clients, dim
   rng = np.random.default_rng(0)
   data = rng.normal(size=(n, d))
   data /= np.linalg.norm(data, axis=1, keepdims=True)
@@ -72,47 +62,48 @@ def main():
     return float(np.mean([np.mean((np.asarray(r, np.float64) / n
                                    - true_mean) ** 2) for r in results]))
 
-  rows = []
-  try:
-    for eps in args.epsilons:
-      ddg = calibrated.discrete_gaussian(
-          value_type, eps, args.delta, expected_clients_per_round=n,
-          bits=args.bits, l2_clip=1.0, beta=math.exp(-0.5))
-      params = ddg.factory.mechanism(value_type)
-      results, _ = _common.time_rounds(ddg.factory.create(value_type),
-                                       list(data), args.rounds)
-      ddg_pred = ((ddg.value * 1.0)**2 + n * params.gamma**2 / 4) / n**2
-      row = [eps, ddg.value, mse(results), ddg_pred]
-      for divisor in ('l2', 'linf'):
-        pbm = calibrated.poisson_binomial(
-            value_type, eps, args.delta, parameter='theta',
-            num_trials=args.trials, expected_clients_per_round=n,
-            l2_clip=cpbm_clip, divisor=divisor)
-        p = pbm.factory.mechanism(value_type)
-        results, _ = _common.time_rounds(pbm.factory.create(value_type),
-                                         list(data), args.rounds)
-        # Var(U yhat) = U Var(yhat) U^T <= v U U^T = v I (orthonormal rows),
-        # v the per-representation-coordinate bound: <= v / n^2 per mean
-        # coordinate.
-        pred = p.noise_stddev(n)**2 / n**2
-        row += [pbm.value, mse(results), pred]
-      rows.append(row)
-  finally:
-    _common.end_workers()
-
-  print(f'\n{n} clients, d = {d} (Kashin D = {encoder.output_dim}, level '
-        f'{encoder.level:.2f}), one round per release at delta = '
-        f'{args.delta}, MSE of the mean per coordinate over {args.rounds} '
-        f'releases; DDG {args.bits} bits, cPBM m = {args.trials}, '
-        f'C = {cpbm_clip:.3f}\n')
-  print(f'{"eps":>4s} {"DDG z":>7s} {"MSE DDG":>10s} {"pred":>10s} | '
-        f'{"theta l2":>9s} {"MSE cPBM":>10s} {"pred":>10s} {"xDDG":>8s} | '
-        f'{"theta linf":>10s} {"MSE cPBM":>10s} {"pred":>10s} {"xDDG":>6s}')
-  for (eps, z, m_ddg, p_ddg, t2, m2, p2, ti, mi, pi) in rows:
-    print(f'{eps:4.0f} {z:7.3f} {m_ddg:10.3e} {p_ddg:10.3e} | '
-          f'{t2:9.2e} {m2:10.3e} {p2:10.3e} {m2 / m_ddg:8.1f} | '
-          f'{ti:10.2e} {mi:10.3e} {pi:10.3e} {mi / m_ddg:6.2f}')
+  table = harness.Table(
+      [('eps', 'eps', 'g'), ('z', 'DDG z', '.3f'),
+       ('mse_ddg', 'MSE DDG', '.3e'), ('pred_ddg', 'pred', '.3e'),
+       ('theta_l2', 'theta l2', '.2e'), ('mse_l2', 'MSE cPBM', '.3e'),
+       ('pred_l2', 'pred', '.3e'), ('x_l2', 'xDDG', '.1f'),
+       ('theta_linf', 'theta linf', '.2e'), ('mse_linf', 'MSE cPBM', '.3e'),
+       ('pred_linf', 'pred', '.3e'), ('x_linf', 'xDDG', '.2f')],
+      title=f'{n} clients, d = {d} (Kashin D = {encoder.output_dim}, level '
+      f'{encoder.level:.2f}), one round per release at delta = {delta}, MSE '
+      f'of the mean per coordinate over {rounds} releases; DDG {bits} bits, '
+      f'cPBM m = {trials}, C = {cpbm_clip:.3f}')
+  for eps in epsilons:
+    ddg = calibrated.discrete_gaussian(
+        value_type, eps, delta, expected_clients_per_round=n, bits=bits,
+        l2_clip=1.0, beta=math.exp(-0.5))
+    params = ddg.factory.mechanism(value_type)
+    results, _ = harness.time_rounds(ddg.factory.create(value_type),
+                                     list(data), rounds)
+    row = table.add(eps=eps, z=ddg.value, mse_ddg=mse(results),
+                    pred_ddg=((ddg.value * 1.0)**2 + n * params.gamma**2 / 4)
+                    / n**2)
+    for divisor in ('l2', 'linf'):
+      pbm = calibrated.poisson_binomial(
+          value_type, eps, delta, parameter='theta', num_trials=trials,
+          expected_clients_per_round=n, l2_clip=cpbm_clip, divisor=divisor)
+      p = pbm.factory.mechanism(value_type)
+      results, _ = harness.time_rounds(pbm.factory.create(value_type),
+                                       list(data), rounds)
+      # Var(U yhat) = U Var(yhat) U^T <= v U U^T = v I (orthonormal rows),
+      # v the per-representation-coordinate bound: <= v / n^2 per mean
+      # coordinate.
+      error = mse(results)
+      row.update({f'theta_{divisor}': pbm.value, f'mse_{divisor}': error,
+                  f'pred_{divisor}': p.noise_stddev(n)**2 / n**2,
+                  f'x_{divisor}': error / row['mse_ddg']})
+  return table
 
 
 if __name__ == '__main__':
-  main()
+  harness.main(run, __doc__, tff=True, clients='clients per round',
+               dim='d, the vectors\' dimension',
+               rounds='releases per mechanism and epsilon',
+               epsilons='one-round target epsilons',
+               delta='the target delta', bits='DDG bit width',
+               trials='cPBM trials m')

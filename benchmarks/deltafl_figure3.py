@@ -63,12 +63,11 @@ tables for RESULTS.md.
   (--plan lists the runs not yet cached on the shortest tuning path.)
 """
 
-import argparse
 import json
 import os
 import time
 
-import _common  # pylint: disable=unused-import
+import _harness as harness
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -158,49 +157,17 @@ def _summary(result):
   return out
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-  parser.add_argument('--seeds', type=int, default=3)
-  parser.add_argument('--epsilons', type=float, nargs='+',
-                      default=list(EPSILONS),
-                      help='the epsilons of the figure (default: all five)')
-  parser.add_argument('--thetas', type=float, nargs='+', default=list(THETAS),
-                      help='the DP-Delta-FL tail fractions (default: both)')
-  parser.add_argument('--ratios', type=float, nargs='+', default=list(RATIOS),
-                      help='grid of r = rho(quantile) / rho(update)')
-  parser.add_argument('--bounds', type=float, nargs='+', default=list(BOUNDS),
-                      help='stage 1 grid of the loss bound B')
-  parser.add_argument('--bins', type=int, nargs='+', default=list(BINS),
-                      help='grid of the histogram bins b (powers of two)')
-  parser.add_argument('--tune-epsilon', type=float, default=5.0,
-                      help='the epsilon of stage 1 (always run there)')
-  parser.add_argument('--tune-clip', action='store_true',
-                      help='stage 3: tune C for DP-Delta-FL itself (and '
-                      'extend either method\'s clip grid at its edge)')
-  parser.add_argument('--tail-counts', nargs='+', default=['expected'],
-                      choices=['expected', 'histogram'],
-                      help='stage 3 grid of the update divisor')
-  parser.add_argument('--refine-bounds', type=float, nargs='+', default=None,
-                      help='stage 3 grid of B (default: stage 1\'s B only)')
-  parser.add_argument('--refine-epsilons', type=float, nargs='+',
-                      default=None,
-                      help='the epsilons stage 3 runs at (default: all)')
-  parser.add_argument('--check', action='store_true',
-                      help='also run a few TFF rounds of each process')
-  parser.add_argument('--ratio-grid', nargs='+', type=float,
-                      action='append', default=[], metavar='EPS R',
-                      help='EPS R [R ...]: the r grid of stages 2 and 3 at '
-                      'that epsilon (default --ratios; repeatable)')
-  parser.add_argument('--cached-only', action='store_true',
-                      help='train nothing: report from the cache; a stage '
-                      '3 pass stops at its first uncached run (the table '
-                      'says where) and rows without their runs are left '
-                      'out')
-  parser.add_argument('--plan', action='store_true',
-                      help='list the uncached runs of the shortest path '
-                      '(an uncached run counts as no improvement) and exit')
-  args = parser.parse_args()
-
+def run(seeds=3, epsilons=EPSILONS, thetas=THETAS, ratios=RATIOS,
+        bounds=BOUNDS, bins=BINS, tune_epsilon=5.0, tune_clip=False,
+        tail_counts=('expected',), refine_bounds=None, refine_epsilons=None,
+        check=False, ratio_grid=None, cached_only=False, plan=False):
+  """Tunes (cached runs), then the table of the chosen configurations over
+  the seeds, the figure, and with `check` a few TFF rounds."""
+  ratio_grids = ratio_grid or []
+  if any(len(g) < 2 for g in ratio_grids):
+    raise harness.UsageError('--ratio-grid needs EPS and at least one R, got '
+                             + '; '.join(' '.join(map(str, g))
+                                         for g in ratio_grids))
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   # One thread: on a shared 2-core machine TF's thread pools only contend
   # (measured 1.5x faster per round than the default).
@@ -212,21 +179,23 @@ def main():
 
   task = tasks.b3_task()
   sim = simulation.LinearSimulator(task, learning_rate=0.1, local_steps=1)
-  runs = Runs(CACHE, plan=args.plan, cached_only=args.cached_only)
-  seeds = list(range(args.seeds))
-  epsilons = tuple(args.epsilons)
-  thetas = tuple(args.thetas)
-  ratios, bounds, bin_grid = (tuple(args.ratios), tuple(args.bounds),
-                              tuple(args.bins))
+  runs = Runs(CACHE, plan=plan, cached_only=cached_only)
+  # The grid as requested (the loops below narrow some of these names).
+  grid_text = (
+      f'grid: epsilons {list(epsilons)}, thetas {list(thetas)}, r '
+      f'{list(ratios)}, stage-1 B {list(bounds)}, b {list(bins)}; stage 3 at '
+      'epsilons {}: C tuned per method '
+      f'{"yes" if tune_clip else "no"}, divisor {list(tail_counts)}, B '
+      f'{list(refine_bounds or bounds[:1])} (paper: 5 epsilons, 5 runs, a '
+      'larger grid)').split('{}')
+  seeds = list(range(seeds))
+  bin_grid = bins
   # Stage 1 tunes (r, B, b) at --tune-epsilon whatever --epsilons says.
-  tune_eps = args.tune_epsilon
-  refine_eps = set(epsilons if args.refine_epsilons is None
-                   else args.refine_epsilons)
-  ratio_grid = {g[0]: tuple(g[1:]) for g in args.ratio_grid}
-  if any(not g for g in ratio_grid.values()):
-    parser.error('--ratio-grid needs EPS and at least one R')
-  stage3 = bool(args.tune_clip or len(args.tail_counts) > 1 or
-                args.tail_counts != ['expected'] or args.refine_bounds)
+  tune_eps = tune_epsilon
+  refine_eps = set(epsilons if refine_epsilons is None else refine_epsilons)
+  ratio_grid = {g[0]: tuple(g[1:]) for g in ratio_grids}
+  stage3 = bool(tune_clip or len(tail_counts) > 1 or
+                tuple(tail_counts) != ('expected',) or refine_bounds)
 
   def nonprivate(objective, theta, seed, reweighting='exact'):
     config = dict(kind='nonprivate', objective=objective, theta=theta,
@@ -295,7 +264,7 @@ def main():
   epsilons = tuple(e for e in epsilons if e in base_clip)
   for eps in epsilons:
     fedavg_clip[eps] = base_clip[eps]
-    if args.tune_clip and eps in refine_eps:
+    if tune_clip and eps in refine_eps:
       print(f'  eps={eps:g}, stage 3 (edge extension):', flush=True)
       try:
         fedavg_clip[eps], _ = _tune_clip(
@@ -358,7 +327,7 @@ def main():
 
         step = None
         try:
-          if args.tune_clip:
+          if tune_clip:
             step = 'C'
             clip, _ = _tune_clip(
                 clips, current['clip'],
@@ -369,12 +338,10 @@ def main():
               current = _coordinate(current, 'ratio',
                                     ratio_grid.get(eps, ratios), score)
           step = 'divisor'
-          current = _coordinate(current, 'tail_count', args.tail_counts,
-                                score)
-          if args.refine_bounds:
+          current = _coordinate(current, 'tail_count', tail_counts, score)
+          if refine_bounds:
             step = 'B'
-            current = _coordinate(current, 'bound', args.refine_bounds,
-                                  score)
+            current = _coordinate(current, 'bound', refine_bounds, score)
         except NotCached:
           stopped['dp_deltafl', theta, eps] = step
           print(f'    stopped: the {step} step is not in the cache',
@@ -411,14 +378,29 @@ def main():
           missing.append((f'DP-Delta-FL theta={theta} epsilon {eps:g}',
                           'seeds of the chosen configuration not run'))
 
-  if args.plan:
+  if plan:
     print(f'{len(runs.planned)} uncached runs at least')
-    return
-  _report(table, reference, fedavg_clip, chosen, clips, seeds, args,
-          refine_eps if stage3 else set(), stopped, missing)
-  _plot(table, reference)
-  if args.check:
-    _check(task)
+    return None
+  refined = refine_eps if stage3 else set()
+  report = _report(table, reference, fedavg_clip, chosen, refined, stopped)
+  report.title = (
+      f'B.3, {ROUNDS} rounds, {CLIENTS} of {POPULATION} clients per round, '
+      f'delta = 1/{POPULATION}, adversary = server, seeds {seeds}; error '
+      '(%), 90th percentile / mean over 500 test clients, mean +- sample std '
+      '(ddof=1) over seeds; val p90: the selection score (500 validation '
+      'clients, seed 0); test p90 s1+: seeds 1.. only (not the selection '
+      'seed)\n' + str(sorted(refined)).join(grid_text))
+  report.notes.append(f'clip grid: {clips} (extended at an edge in stage 3: '
+                      'see the tuning lines above)')
+  if ratio_grids:
+    report.notes.append('r grid overridden: ' + '; '.join(
+        f'epsilon {g[0]:g}: {list(g[1:])}' for g in ratio_grids))
+  report.notes += [f'not in the table: {what} ({why})'
+                   for what, why in missing]
+  report.notes.append(f'wrote {_plot(table, reference)}')
+  if check:
+    report.notes += _check(task)
+  return report
 
 
 def _coordinate(current, field, values, score):
@@ -505,32 +487,28 @@ def _config_text(name, eps, theta, fedavg_clip, chosen, row):
   return config
 
 
-def _report(table, reference, fedavg_clip, chosen, clips, seeds, args,
-            refined, stopped, missing):
-  print()
-  print(f'B.3, {ROUNDS} rounds, {CLIENTS} of {POPULATION} clients per round, '
-        f'delta = 1/{POPULATION}, adversary = server, seeds {seeds}; '
-        'error (%), 90th percentile / mean over 500 test clients, '
-        'mean +- sample std (ddof=1) over seeds; val p90: the selection '
-        'score (500 validation clients, seed 0); test p90 s1+: seeds '
-        '1.. only (not the selection seed)')
-  print(f'grid: epsilons {args.epsilons}, thetas {args.thetas}, r '
-        f'{args.ratios}, stage-1 B {args.bounds}, b {args.bins}; stage 3 at '
-        f'epsilons {sorted(refined)}: C tuned per method '
-        f'{"yes" if args.tune_clip else "no"}, divisor {args.tail_counts}, '
-        f'B {args.refine_bounds or args.bounds[:1]} '
-        '(paper: 5 epsilons, 5 runs, a larger grid)')
-  print(f'{"method":27s} {"eps":>5s} {"val p90":>7s} {"test 90th pct":>14s} '
-        f'{"p90 s1+":>7s} {"test mean":>13s}  {"paper 90th":>10s} '
-        f'{"ours/paper":>10s}  config')
+def _mean_std(field):
+  return lambda row: f'{row[field]:.2f} +- {row[field + "_std"]:.2f}'
+
+
+def _report(table, reference, fedavg_clip, chosen, refined, stopped):
+  """The table: the non-private references, then each (method, epsilon)."""
+  report = harness.Table(
+      [('method', 'method', 's'), ('eps', 'eps', 'g'),
+       ('val_p90', 'val p90', '.1f'),
+       ('test_p90', 'test 90th pct', _mean_std('test_p90')),
+       ('p90_s1', 'p90 s1+', '.2f'),
+       ('test_mean', 'test mean', _mean_std('test_mean')),
+       ('paper', 'paper 90th', '.1f'), ('ratio', 'ours/paper', '.3f'),
+       ('config', 'config', 's')])
   for (name, theta), rows in reference.items():
     p90, p90s = _stats(rows, 'test_p90')
     mean, means = _stats(rows, 'test_mean')
     label = 'FedAvg' if name == 'fedavg' else f'Delta-FL theta={theta}'
-    note = '' if name == 'fedavg' else 'Algorithm 3'
-    print(f'{label + " (no DP)":27s} {"inf":>5s} {rows[0]["val_p90"]:7.1f} '
-          f'{p90:6.2f} +- {p90s:4.2f} {"-":>7s} {mean:6.2f} +- {means:4.2f}'
-          f'  {"-":>10s} {"-":>10s}  {note}')
+    report.add(method=label + ' (no DP)', eps='inf',
+               val_p90=rows[0]['val_p90'], test_p90=p90, test_p90_std=p90s,
+               test_mean=mean, test_mean_std=means,
+               config='' if name == 'fedavg' else 'Algorithm 3')
   for (name, theta, eps), rows in sorted(
       table.items(), key=lambda kv: (kv[0][2], kv[0][0], kv[0][1] or 0)):
     p90, p90s = _stats(rows, 'test_p90')
@@ -547,17 +525,11 @@ def _report(table, reference, fedavg_clip, chosen, clips, seeds, args,
       config += f' [stage 3 stopped before its {stopped[name, theta, eps]} step]'
     elif name == 'dp_deltafl' and eps not in refined:
       config += ' [stages 1-2 only]'
-    print(f'{label:27s} {eps:5g} {rows[0]["val_p90"]:7.1f} {p90:6.2f} +- '
-          f'{p90s:4.2f} {held:7.2f} {mean:6.2f} +- {means:4.2f}  '
-          f'{("%.1f" % paper) if paper else "-":>10s} '
-          f'{("%.3f" % (p90 / paper)) if paper else "-":>10s}  {config}')
-  print(f'clip grid: {clips} (extended at an edge in stage 3: see the '
-        'tuning lines above)')
-  if args.ratio_grid:
-    print('r grid overridden: ' + '; '.join(
-        f'epsilon {g[0]:g}: {list(g[1:])}' for g in args.ratio_grid))
-  for what, why in missing:
-    print(f'not in the table: {what} ({why})')
+    report.add(method=label, eps=eps, val_p90=rows[0]['val_p90'],
+               test_p90=p90, test_p90_std=p90s, p90_s1=held, test_mean=mean,
+               test_mean_std=means, paper=paper,
+               ratio=p90 / paper if paper else None, config=config)
+  return report
 
 
 def _plot(table, reference):
@@ -593,39 +565,64 @@ def _plot(table, reference):
   fig.tight_layout()
   os.makedirs(os.path.dirname(FIGURE), exist_ok=True)
   fig.savefig(FIGURE, dpi=110)
-  print(f'wrote {FIGURE}')
+  return FIGURE
 
 
 def _check(task):
-  """A few rounds of the real TFF processes (DP-Delta-FL, DP-FedAvg)."""
+  """A few rounds of the real TFF processes (DP-Delta-FL, DP-FedAvg): one
+  line per round."""
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from tff_ddp import learning  # pylint: disable=g-import-not-at-top
-  from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
-  tff.backends.test.set_sync_test_cpp_execution_context()
-  try:
-    model_fn = task.model_fn()
-    optimizer = tff.learning.optimizers.build_sgdm(0.1)
-    rng = np.random.default_rng(0)
-    for name, ratio in (('DP-Delta-FL', 0.25), ('DP-FedAvg', None)):
-      calibrated = learning.calibrate(
-          model_fn, 5.0, DELTA, ROUNDS, CLIENTS, 0.1, budget_ratio=ratio,
-          population=POPULATION)
-      if ratio is None:
-        process = learning.build_dp_fedavg(model_fn, optimizer,
-                                           privacy=calibrated.config)
-      else:
-        process = learning.build_superquantile_fl(
-            model_fn, 0.5, optimizer, privacy=calibrated.config)
-      state = process.initialize()
-      for t in range(3):
-        out = process.next(state, task.train.datasets(
-            rng.choice(POPULATION, CLIENTS, replace=False)))
-        state = out.state
-        print(f'{name} TFF round {t}: eps so far '
-              f'{out.metrics["privacy"]["epsilon"]:.4f}')
-  finally:
-    processes.release_tff()
+  harness.processes.use_test_context()
+  model_fn = task.model_fn()
+  optimizer = tff.learning.optimizers.build_sgdm(0.1)
+  rng = np.random.default_rng(0)
+  lines = []
+  for name, ratio in (('DP-Delta-FL', 0.25), ('DP-FedAvg', None)):
+    calibrated = learning.calibrate(
+        model_fn, 5.0, DELTA, ROUNDS, CLIENTS, 0.1, budget_ratio=ratio,
+        population=POPULATION)
+    if ratio is None:
+      process = learning.build_dp_fedavg(model_fn, optimizer,
+                                         privacy=calibrated.config)
+    else:
+      process = learning.build_superquantile_fl(
+          model_fn, 0.5, optimizer, privacy=calibrated.config)
+    state = process.initialize()
+    for t in range(3):
+      out = process.next(state, task.train.datasets(
+          rng.choice(POPULATION, CLIENTS, replace=False)))
+      state = out.state
+      lines.append(f'{name} TFF round {t}: eps so far '
+                   f'{out.metrics["privacy"]["epsilon"]:.4f}')
+  return lines
 
 
 if __name__ == '__main__':
-  main()
+  harness.main(
+      run, __doc__,
+      seeds='seeds of the final runs (0 is also the selection seed)',
+      epsilons='the epsilons of the figure',
+      thetas='the DP-Delta-FL tail fractions',
+      ratios='grid of r = rho(quantile) / rho(update)',
+      bounds='stage 1 grid of the loss bound B',
+      bins='grid of the histogram bins b (powers of two)',
+      tune_epsilon='the epsilon of stage 1 (always run there)',
+      tune_clip="stage 3: tune C for DP-Delta-FL itself (and extend either "
+      "method's clip grid at its edge)",
+      tail_counts=harness.arg('stage 3 grid of the update divisor',
+                              choices=['expected', 'histogram']),
+      refine_bounds=harness.arg("stage 3 grid of B (default: stage 1's B "
+                                'only)', type=float, nargs='+'),
+      refine_epsilons=harness.arg('the epsilons stage 3 runs at (default: '
+                                  'all)', type=float, nargs='+'),
+      check='also run a few TFF rounds of each process',
+      ratio_grid=harness.arg(
+          'EPS R [R ...]: the r grid of stages 2 and 3 at that epsilon '
+          '(default --ratios; repeatable)', type=float, nargs='+',
+          action='append', metavar='EPS R'),
+      cached_only='train nothing: report from the cache; a stage 3 pass '
+      'stops at its first uncached run (the table says where) and rows '
+      'without their runs are left out',
+      plan='list the uncached runs of the shortest path (an uncached run '
+      'counts as no improvement) and exit')

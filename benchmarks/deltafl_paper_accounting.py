@@ -27,6 +27,7 @@ z; 100 of 2500 clients per round, 1000 rounds, delta = 1/2500):
 
 import warnings
 
+import _harness as harness  # (sets sys.path)
 import dp_accounting
 from dp_accounting import rdp
 import numpy as np
@@ -70,14 +71,19 @@ def self_sampled_z(epsilon: float) -> float:
   return result.value
 
 
-def main():
-  print(f'DP-FedAvg update, q = {RATE}, T = {ROUNDS}, delta = {DELTA}')
-  print('eps (ours, server)  z ours  | z amplified for that eps  '
-        'eps amplified of z ours  | z self-sampled, server')
+def run():
+  """One row per epsilon of the B.3 table."""
+  table = harness.Table(
+      [('eps', 'eps (ours, server)', '.1f'), ('z', 'z ours', '.2f'),
+       ('z_amplified', 'z amplified for that eps', '.3f'),
+       ('eps_amplified', 'eps amplified of z ours', '.3f'),
+       ('z_self', 'z self-sampled, server', '.3f')],
+      title=f'DP-FedAvg update, q = {RATE}, T = {ROUNDS}, delta = {DELTA}')
   for eps, z in OURS.items():
-    print(f'{eps:18.1f}  {z:6.2f}  | {amplified_z(eps):24.3f}  '
-          f'{amplified_epsilon(z):22.3f}  | {self_sampled_z(eps):22.3f}')
+    table.add(eps=eps, z=z, z_amplified=amplified_z(eps),
+              eps_amplified=amplified_epsilon(z), z_self=self_sampled_z(eps))
+  return table
 
 
 if __name__ == '__main__':
-  main()
+  harness.main(run, __doc__)

@@ -39,139 +39,120 @@ ratio printed is self-sampled DP-FedAvg / cohort DP-FedAvg: what a round
 of self-sampling costs.
 """
 
-import argparse
-import os
-import time
-
-import _common  # pylint: disable=unused-import
+import _harness as harness
 import numpy as np
 
 POPULATION = 2500
 TARGET_RATIO = 2.0
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-  parser.add_argument('--rounds', type=int, default=3,
-                      help='timed rounds of each process (after a warm-up)')
-  parser.add_argument('--clients', type=int, default=100,
-                      help='clients per round (of 2500)')
-  parser.add_argument('--seed', type=int, default=0, help='the cohorts')
-  parser.add_argument('--no-reference', action='store_true',
-                      help='skip the non-private reference rows')
-  parser.add_argument('--self-sampling', action='store_true',
-                      help='self-sampled private processes on all 2500 '
-                      'clients per round, against a cohort DP-FedAvg')
-  args = parser.parse_args()
-  if args.rounds < 1 or not 1 <= args.clients <= POPULATION:
-    parser.error('--rounds >= 1 and 1 <= --clients <= 2500')
+def run(rounds=3, clients=100, seed=0, reference=True, self_sampling=False):
+  """One row per process: seconds per round, first round, build."""
+  if rounds < 1 or not 1 <= clients <= POPULATION:
+    raise harness.UsageError(
+        f'--rounds {rounds} --clients {clients}: use --rounds >= 1 and 1 <= '
+        f'--clients <= {POPULATION}')
 
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from tff_ddp import learning  # pylint: disable=g-import-not-at-top
   from tff_ddp.learning import tasks  # pylint: disable=g-import-not-at-top
-  from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
 
   task = tasks.b3_task()
   model_fn = task.model_fn()
   optimizer = tff.learning.optimizers.build_sgdm(0.1)
   common = dict(target_epsilon=5.0, target_delta=1.0 / POPULATION,
-                rounds=1000, clients_per_round=args.clients, l2_clip=0.1,
+                rounds=1000, clients_per_round=clients, l2_clip=0.1,
                 population=POPULATION, adversary='server')
-  built, build_seconds = {}, {}
-  self_kw = dict(sampling='self') if args.self_sampling else {}
-  start = time.perf_counter()
-  config = learning.calibrate(
-      model_fn, budget_ratio=0.25, loss_upper_bound=1.5, num_bins=16,
-      histogram='tree', **common, **self_kw, **(
-          dict(count='estimated') if args.self_sampling else {})).config
-  built['DP-Delta-FL'] = learning.build_superquantile_fl(
-      model_fn, 0.5, optimizer, privacy=config)
-  build_seconds['DP-Delta-FL'] = time.perf_counter() - start
-  start = time.perf_counter()
-  config = learning.calibrate(model_fn, **common, **self_kw).config
-  built['DP-FedAvg'] = learning.build_dp_fedavg(model_fn, optimizer,
-                                                privacy=config)
-  build_seconds['DP-FedAvg'] = time.perf_counter() - start
-  if args.self_sampling:
-    start = time.perf_counter()
-    config = learning.calibrate(model_fn, **common).config
-    built['DP-FedAvg cohort'] = learning.build_dp_fedavg(
-        model_fn, optimizer, privacy=config)
-    build_seconds['DP-FedAvg cohort'] = time.perf_counter() - start
-  if not args.no_reference:
-    start = time.perf_counter()
-    built['FedAvg (no DP)'] = learning.build_baseline('fedavg', model_fn,
-                                                      optimizer)
-    build_seconds['FedAvg (no DP)'] = time.perf_counter() - start
-    start = time.perf_counter()
-    built['Delta-FL (no DP)'] = learning.build_superquantile_fl(
+  self_kw = dict(sampling='self') if self_sampling else {}
+  builds = {
+      'DP-Delta-FL': lambda: learning.build_superquantile_fl(
+          model_fn, 0.5, optimizer, privacy=learning.calibrate(
+              model_fn, budget_ratio=0.25, loss_upper_bound=1.5, num_bins=16,
+              histogram='tree', **common, **self_kw,
+              **(dict(count='estimated') if self_sampling else {})).config),
+      'DP-FedAvg': lambda: learning.build_dp_fedavg(
+          model_fn, optimizer, privacy=learning.calibrate(
+              model_fn, **common, **self_kw).config)}
+  if self_sampling:
+    builds['DP-FedAvg cohort'] = lambda: learning.build_dp_fedavg(
+        model_fn, optimizer,
+        privacy=learning.calibrate(model_fn, **common).config)
+  if reference:
+    builds['FedAvg (no DP)'] = lambda: learning.build_baseline(
+        'fedavg', model_fn, optimizer)
+    builds['Delta-FL (no DP)'] = lambda: learning.build_superquantile_fl(
         model_fn, 0.5, optimizer, reweighting='exact')
-    build_seconds['Delta-FL (no DP)'] = time.perf_counter() - start
+  built, build_seconds = {}, {}
+  for name, build in builds.items():
+    with harness.timed() as timing:
+      built[name] = build()
+    build_seconds[name] = timing.wall
 
-  rng = np.random.default_rng(args.seed)
-  cohorts = [task.train.datasets(rng.choice(POPULATION, args.clients,
+  rng = np.random.default_rng(seed)
+  cohorts = [task.train.datasets(rng.choice(POPULATION, clients,
                                             replace=False))
-             for _ in range(args.rounds + 1)]
+             for _ in range(rounds + 1)]
   everyone = task.train.datasets(np.arange(POPULATION))
-  self_sampled = (('DP-Delta-FL', 'DP-FedAvg') if args.self_sampling
-                  else ())
+  self_sampled = ('DP-Delta-FL', 'DP-FedAvg') if self_sampling else ()
   data = lambda name, t: everyone if name in self_sampled else cohorts[t]
-  tff.backends.test.set_sync_test_cpp_execution_context()
   names = tuple(built)
   states, first, seconds = {}, {}, {name: [] for name in names}
-  workers = set()
-  try:
-    for name in names:
-      process = built[name]
-      state = process.initialize()
-      start = time.perf_counter()
+  for name in names:
+    process = built[name]
+    state = process.initialize()
+    with harness.timed() as timing:
       state = process.next(state, data(name, 0)).state
-      first[name] = time.perf_counter() - start
-      states[name] = state
-      print(f'{name}: first round {first[name]:.2f} s', flush=True)
-    for t in range(args.rounds):
-      for name in names:
-        start = time.perf_counter()
+    first[name] = timing.wall
+    states[name] = state
+    print(f'{name}: first round {first[name]:.2f} s', flush=True)
+  for t in range(rounds):
+    for name in names:
+      with harness.timed() as timing:
         output = built[name].next(states[name], data(name, t + 1))
-        seconds[name].append(time.perf_counter() - start)
-        states[name] = output.state
-        privacy = output.metrics.get('privacy')
-        print(f'{name}: round {t + 1} {seconds[name][-1]:.2f} s' +
-              ('' if privacy is None else ' (epsilon so far '
-               f'{float(privacy["epsilon"]):.4f})'), flush=True)
-      workers.update(processes.descendant_pids())
-  finally:
-    ended = processes.release_tff()
-  left = [pid for pid in workers if os.path.exists(f'/proc/{pid}')
-          and processes._state(pid) not in ('', 'Z', 'X')]  # pylint: disable=protected-access
+      seconds[name].append(timing.wall)
+      states[name] = output.state
+      privacy = output.metrics.get('privacy')
+      print(f'{name}: round {t + 1} {seconds[name][-1]:.2f} s' +
+            ('' if privacy is None else ' (epsilon so far '
+             f'{float(privacy["epsilon"]):.4f})'), flush=True)
+  workers = harness.processes.descendant_pids()
+  ended = harness.processes.release_tff()
+  left = [pid for pid in workers if not harness.processes.has_exited(pid)]
 
-  load = os.getloadavg()
   median = {name: float(np.median(seconds[name])) for name in names}
   ratio = median['DP-Delta-FL'] / median['DP-FedAvg']
-  print()
-  if args.self_sampling:
-    print(f'self-sampling: DP-Delta-FL and DP-FedAvg have all {POPULATION} '
-          f'clients per round (coins of rate {args.clients}/{POPULATION}); '
-          f'"DP-FedAvg cohort" has {args.clients}')
-  print(f'B.3, {args.clients} of {POPULATION} clients per round, linear '
-        f'model, DDG update aggregator (same config); {args.rounds} timed '
-        'rounds of each after one warm-up, interleaved; load average '
-        f'{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end')
-  print(f'{"process":17s} {"s/round (median)":>16s} {"min":>7s} {"max":>7s}'
-        f' {"first":>7s} {"build":>7s}')
+  table = harness.Table(
+      [('process', 'process', 's'), ('median', 's/round (median)', '.2f'),
+       ('min', 'min', '.2f'), ('max', 'max', '.2f'), ('first', 'first', '.2f'),
+       ('build', 'build', '.2f')],
+      title=(f'self-sampling: DP-Delta-FL and DP-FedAvg have all {POPULATION}'
+             f' clients per round (coins of rate {clients}/{POPULATION}); '
+             f'"DP-FedAvg cohort" has {clients}\n' if self_sampling else '') +
+      f'B.3, {clients} of {POPULATION} clients per round, linear model, DDG '
+      f'update aggregator (same config); {rounds} timed rounds of each after '
+      'one warm-up, interleaved',
+      notes=[f'DP-Delta-FL / DP-FedAvg = {ratio:.2f} (target <= '
+             f'{TARGET_RATIO:g}): '
+             f'{"met" if ratio <= TARGET_RATIO else "NOT met"}'])
   for name in names:
-    print(f'{name:17s} {median[name]:16.2f} {min(seconds[name]):7.2f} '
-          f'{max(seconds[name]):7.2f} {first[name]:7.2f} '
-          f'{build_seconds[name]:7.2f}')
-  print(f'DP-Delta-FL / DP-FedAvg = {ratio:.2f} (target <= '
-        f'{TARGET_RATIO:g}): {"met" if ratio <= TARGET_RATIO else "NOT met"}')
-  if args.self_sampling:
-    print(f'self-sampled DP-FedAvg / cohort DP-FedAvg = '
-          f'{median["DP-FedAvg"] / median["DP-FedAvg cohort"]:.1f}x per '
-          f'round ({POPULATION} vs {args.clients} clients computing and '
-          'sending)')
-  print(f'TFF workers ended: {len(ended)}; still running: {len(left)}')
+    table.add(process=name, median=median[name], min=min(seconds[name]),
+              max=max(seconds[name]), first=first[name],
+              build=build_seconds[name], seconds=seconds[name])
+  if self_sampling:
+    table.notes.append(
+        f'self-sampled DP-FedAvg / cohort DP-FedAvg = '
+        f'{median["DP-FedAvg"] / median["DP-FedAvg cohort"]:.1f}x per round '
+        f'({POPULATION} vs {clients} clients computing and sending)')
+  table.notes.append(f'TFF workers ended: {len(ended)}; still running: '
+                     f'{len(left)}')
+  return table
 
 
 if __name__ == '__main__':
-  main()
+  harness.main(
+      run, __doc__, tff=True,
+      rounds='timed rounds of each process (after a warm-up)',
+      clients='clients per round (of 2500)', seed='the cohorts',
+      reference='skip the non-private reference rows',
+      self_sampling='self-sampled private processes on all 2500 clients per '
+      'round, against a cohort DP-FedAvg')

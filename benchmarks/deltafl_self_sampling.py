@@ -37,11 +37,10 @@ Runs are cached one JSON line each in
 `benchmarks/results/deltafl_self_runs.jsonl` (delete it to retrain).
 """
 
-import argparse
 import os
 import time
 
-import _common  # pylint: disable=unused-import
+import _harness as harness
 import deltafl_figure3 as f3
 import numpy as np
 
@@ -49,19 +48,11 @@ CACHE = os.path.join(f3.HERE, 'results', 'deltafl_self_runs.jsonl')
 RATIOS = (0.25, 0.5, 0.75)
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-  parser.add_argument('--epsilons', type=float, nargs='+', default=[5.0])
-  parser.add_argument('--thetas', type=float, nargs='+', default=[0.5])
-  parser.add_argument('--ratios', type=float, nargs='+', default=list(RATIOS))
-  parser.add_argument('--tail-counts', nargs='+', default=['expected'],
-                      choices=['expected', 'histogram'])
-  parser.add_argument('--seeds', type=int, default=5)
-  parser.add_argument('--rounds', type=int, default=f3.ROUNDS)
-  parser.add_argument('--cached-only', action='store_true',
-                      help='train nothing; report from the cache')
-  args = parser.parse_args()
-
+def run(epsilons=(5.0,), thetas=(0.5,), ratios=RATIOS,
+        tail_counts=('expected',), seeds=5, rounds=f3.ROUNDS,
+        cached_only=False):
+  """Tunes each method (cached runs), then one row per (epsilon, method)
+  over the seeds, and the paired differences."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   # One thread: on a shared 2-core machine TF's pools only contend.
   tf.config.threading.set_intra_op_parallelism_threads(1)
@@ -72,8 +63,7 @@ def main():
 
   task = tasks.b3_task()
   sim = simulation.LinearSimulator(task, learning_rate=0.1, local_steps=1)
-  runs = f3.Runs(CACHE, cached_only=args.cached_only)
-  rounds = args.rounds
+  runs = f3.Runs(CACHE, cached_only=cached_only)
   norms = f3._update_norms(sim, seed=0)  # pylint: disable=protected-access
   clips = tuple(float(f'{q:.3g}') for q in np.quantile(norms,
                                                        [0.3, 0.5, 0.7, 0.9]))
@@ -118,61 +108,71 @@ def main():
     return best
 
   table = []
-  for eps in args.epsilons:
+  for eps in epsilons:
     print(f'eps = {eps:g}', flush=True)
     fedavg_c = pick(clips, lambda c: private('fedavg', None, eps, c,
                                              0)['val_p90'], 'DP-FedAvg C')
     rows = {'DP-FedAvg': [private('fedavg', None, eps, fedavg_c, s)
-                          for s in range(args.seeds)]}
+                          for s in range(seeds)]}
     configs = {'DP-FedAvg': f'C={fedavg_c}'}
-    for theta in args.thetas:
+    for theta in thetas:
       score = lambda c, r, t: private('superquantile', theta, eps, c, 0, r,
                                       t)['val_p90']
       c = pick(clips, lambda c: score(c, 0.5, 'expected'), f'theta={theta} C')
-      ratios = tuple(dict.fromkeys((0.5,) + tuple(args.ratios)))
-      r = pick(ratios, lambda r: score(c, r, 'expected'), f'theta={theta} r')
-      tail = pick(tuple(args.tail_counts), lambda t: score(c, r, t),
+      r_grid = tuple(dict.fromkeys((0.5,) + tuple(ratios)))
+      r = pick(r_grid, lambda r: score(c, r, 'expected'), f'theta={theta} r')
+      tail = pick(tuple(tail_counts), lambda t: score(c, r, t),
                   f'theta={theta} divisor')
       name = f'DP-Delta-FL theta={theta}'
       rows[name] = [private('superquantile', theta, eps, c, s, r, tail)
-                    for s in range(args.seeds)]
+                    for s in range(seeds)]
       configs[name] = f'C={c} r={r} B=1.5 b=16 div={tail}'
     table.append((eps, rows, configs))
 
-  print()
-  print(f'B.3, {rounds} rounds, self-sampling q = {f3.CLIENTS}/'
-        f'{f3.POPULATION} (all {f3.POPULATION} clients in every secure sum), '
-        f'delta = 1/{f3.POPULATION}, adversary = server, zero-out '
-        f'neighbours, seeds 0..{args.seeds - 1}; error (%) over 500 test '
-        'clients, mean +- sample std over seeds; val p90 = the seed-0 '
-        'selection score')
-  print(f'{"method":28s} {"eps":>4s} {"val p90":>7s} {"test 90th pct":>15s} '
-        f'{"test mean":>15s} {"z_w":>6s} {"z_q":>6s} {"s/round":>7s}  config')
+  results = harness.Table(
+      [('method', 'method', 's'), ('eps', 'eps', 'g'),
+       ('val_p90', 'val p90', '.1f'),
+       ('p90', 'test 90th pct', harness.mean_std('p90', ddof=1)),
+       ('mean', 'test mean', harness.mean_std('mean', ddof=1)),
+       ('z_w', 'z_w', '.2f'), ('z_q', 'z_q', '.2f'),
+       ('seconds_per_round', 's/round', '.3f'), ('config', 'config', 's')],
+      title=f'B.3, {rounds} rounds, self-sampling q = {f3.CLIENTS}/'
+      f'{f3.POPULATION} (all {f3.POPULATION} clients in every secure sum), '
+      f'delta = 1/{f3.POPULATION}, adversary = server, zero-out neighbours, '
+      f'seeds 0..{seeds - 1}; error (%) over 500 test clients, mean +- '
+      'sample std over seeds; val p90 = the seed-0 selection score')
+  paired = harness.Table(
+      [('eps', 'eps', 'g'), ('method', 'method', 's'),
+       ('diff', 'per seed', lambda row: ' '.join(f'{d:+5.1f}'
+                                                 for d in row['diff'])),
+       ('mean', 'mean +- se', lambda row: f'{row["mean"]:+.2f} +- '
+        f'{row["se"]:.2f}')],
+      title='paired by seed: DP-Delta-FL - DP-FedAvg, 90th-percentile test '
+      'error (points)')
   for eps, rows, configs in table:
-    for name, runs_ in rows.items():
-      p90 = np.array([r['test_p90'] for r in runs_])
-      mean = np.array([r['test_mean'] for r in runs_])
-      zq = runs_[0]['quantile_noise_multiplier']
-      spr = np.median([r.get('seconds_per_round', np.nan) for r in runs_])
-      print(f'{name:28s} {eps:4g} {runs_[0]["val_p90"]:7.1f} '
-            f'{p90.mean():6.2f} +- {p90.std(ddof=1):5.2f} '
-            f'{mean.mean():6.2f} +- {mean.std(ddof=1):5.2f} '
-            f'{runs_[0]["noise_multiplier"]:6.2f} '
-            f'{"-" if zq is None else f"{zq:.2f}":>6s} {spr:7.3f}  '
-            f'{configs[name]}')
-  print()
-  print('paired by seed: DP-Delta-FL - DP-FedAvg, 90th-percentile test '
-        'error (points)')
-  for eps, rows, _ in table:
     base = np.array([r['test_p90'] for r in rows['DP-FedAvg']])
     for name, runs_ in rows.items():
-      if name == 'DP-FedAvg':
-        continue
-      diff = np.array([r['test_p90'] for r in runs_]) - base
-      print(f'  eps {eps:g} {name:26s} ' + ' '.join(f'{d:+5.1f}' for d in diff)
-            + f'   mean {diff.mean():+.2f} +- '
-            f'{diff.std(ddof=1) / np.sqrt(len(diff)):.2f} (se)')
+      results.add(method=name, eps=eps, val_p90=runs_[0]['val_p90'],
+                  p90=[r['test_p90'] for r in runs_],
+                  mean=[r['test_mean'] for r in runs_],
+                  z_w=runs_[0]['noise_multiplier'],
+                  z_q=runs_[0]['quantile_noise_multiplier'],
+                  seconds_per_round=np.median(
+                      [r.get('seconds_per_round', np.nan) for r in runs_]),
+                  config=configs[name])
+      if name != 'DP-FedAvg':
+        diff = np.array([r['test_p90'] for r in runs_]) - base
+        paired.add(eps=eps, method=name, diff=diff, mean=diff.mean(),
+                   se=diff.std(ddof=1) / np.sqrt(len(diff)))
+  return [results, paired]
 
 
 if __name__ == '__main__':
-  main()
+  harness.main(
+      run, __doc__, epsilons='epsilons against the server',
+      thetas='the DP-Delta-FL tail fractions',
+      ratios='the r grid (0.5 is always tried first)',
+      tail_counts=harness.arg('the grid of the update divisor',
+                              choices=['expected', 'histogram']),
+      seeds='seeds of the final runs', rounds='training rounds',
+      cached_only='train nothing; report from the cache')

@@ -33,12 +33,11 @@ std over --seeds seeds (cohorts, initialisation).
       --rounds 1000 --clients-per-round 100 --batch-size 16 --seeds 5
 """
 
-import argparse
 import json
 import os
 import time
 
-import _common  # pylint: disable=unused-import
+import _harness as harness
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -99,69 +98,50 @@ def _errors(make_model, weights, clients):
                                      -1) != y) for x, y in clients])
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-  parser.add_argument('--dataset', default='digits',
-                      choices=['digits', 'emnist'])
-  parser.add_argument('--rounds', type=int, default=100)
-  parser.add_argument('--clients-per-round', type=int, default=20)
-  parser.add_argument('--client-size', type=int, default=16)
-  parser.add_argument('--batch-size', type=int, default=4)
-  parser.add_argument('--learning-rate', type=float, default=0.1)
-  parser.add_argument('--seeds', type=int, default=2)
-  parser.add_argument('--prox', type=float, nargs='+', default=list(PROX),
-                      help="FedProx's mu grid")
-  parser.add_argument('--qs', type=float, nargs='+', default=list(QS),
-                      help="q-FFL's q grid")
-  parser.add_argument('--tilts', type=float, nargs='+', default=list(TILTS),
-                      help="Tilted-ERM's tilt grid")
-  parser.add_argument('--cache', default=os.path.join(
-      HERE, 'results', 'deltafl_table2_runs.jsonl'))
-  args = parser.parse_args()
-
+def run(dataset='digits', rounds=100, clients_per_round=20, client_size=16,
+        batch_size=4, learning_rate=0.1, seeds=2, prox=PROX, qs=QS,
+        tilts=TILTS,
+        cache=os.path.join(HERE, 'results', 'deltafl_table2_runs.jsonl')):
+  """One row per method: the test clients' 90th-percentile and mean error
+  beside the paper's."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from tff_ddp import learning  # pylint: disable=g-import-not-at-top
   from tff_ddp.learning import tasks  # pylint: disable=g-import-not-at-top
-  from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
   tf.config.threading.set_intra_op_parallelism_threads(1)
   tf.config.threading.set_inter_op_parallelism_threads(1)
-  tff.backends.test.set_sync_test_cpp_execution_context()
-  processes.end_workers_at_exit()
 
-  train, validation, test, shape, classes = _load(args.dataset,
-                                                  args.client_size, 0)
+  train, validation, test, shape, classes = _load(dataset, client_size, 0)
   val_clients = _arrays(validation, validation.client_ids)
   test_clients = _arrays(test, test.client_ids)
   model_fn = tasks.keras_model_fn(
       lambda: tasks.convnet_keras_model(shape, classes), shape)
   keras_model = lambda: tasks.convnet_keras_model(shape, classes)
   train = tasks.as_model_input(train.preprocess(
-      lambda ds: ds.batch(args.batch_size)))
+      lambda ds: ds.batch(batch_size)))
   ids = list(train.client_ids)
-  m = min(args.clients_per_round, len(ids))
-  cache = {}
-  if os.path.exists(args.cache):
-    with open(args.cache) as f:
+  m = min(clients_per_round, len(ids))
+  cached = {}
+  if os.path.exists(cache):
+    with open(cache) as f:
       for line in f:
         row = json.loads(line)
-        cache[json.dumps(row['config'], sort_keys=True)] = row
+        cached[json.dumps(row['config'], sort_keys=True)] = row
 
-  def run(name, build, seed, clients_per_round=m):
-    config = dict(dataset=args.dataset, method=name, seed=seed,
-                  rounds=args.rounds, m=clients_per_round,
-                  lr=args.learning_rate, batch=args.batch_size,
-                  size=args.client_size)
+  def train_and_evaluate(name, build, seed, cohort_size=m):
+    config = dict(dataset=dataset, method=name, seed=seed, rounds=rounds,
+                  m=cohort_size, lr=learning_rate, batch=batch_size,
+                  size=client_size)
     key = json.dumps(config, sort_keys=True)
-    if key in cache:
-      return cache[key]
+    if key in cached:
+      return cached[key]
     tf.keras.utils.set_random_seed(seed)
     start = time.time()
     process = build()
     state = process.initialize()
     rng = np.random.default_rng(seed)
-    for _ in range(args.rounds):
-      cohort = rng.choice(len(ids), clients_per_round, replace=False)
+    for _ in range(rounds):
+      cohort = rng.choice(len(ids), cohort_size, replace=False)
       data = [train.create_tf_dataset_for_client(ids[i]) for i in cohort]
       state = process.next(state, data).state
     weights = process.get_model_weights(state)
@@ -170,42 +150,43 @@ def main():
     row = dict(config=config, val_p90=float(np.percentile(val, 90)),
                test_p90=float(np.percentile(tst, 90)),
                test_mean=float(tst.mean()), seconds=time.time() - start)
-    os.makedirs(os.path.dirname(args.cache), exist_ok=True)
-    with open(args.cache, 'a') as f:
+    os.makedirs(os.path.dirname(cache), exist_ok=True)
+    with open(cache, 'a') as f:
       f.write(json.dumps(row) + '\n')
-    cache[key] = row
+    cached[key] = row
     print(f'  {name} seed {seed}: p90 val {row["val_p90"]:.1f} test '
           f'{row["test_p90"]:.1f} mean {row["test_mean"]:.1f} '
           f'({row["seconds"]:.0f}s)', flush=True)
     return row
 
-  sgd = lambda: tff.learning.optimizers.build_sgdm(args.learning_rate)
+  sgd = lambda: tff.learning.optimizers.build_sgdm(learning_rate)
   base = lambda objective, **kw: (lambda: learning.build_baseline(
       objective, model_fn, sgd(), **kw))
-  seeds = list(range(args.seeds))
+  seed_list = list(range(seeds))
   methods = {}
   methods['FedAvg'] = (base('fedavg'), m)
   # FedAvg-Sub: FedAvg on theta m clients per round (theta = 0.5).
   methods['FedAvg-Sub'] = (base('fedavg'), max(1, m // 2))
-  prox_grid, qs, tilts = tuple(args.prox), tuple(args.qs), tuple(args.tilts)
-  prox = {mu: run(f'FedProx mu={mu}', base('fedprox', proximal_strength=mu),
-                  0) for mu in prox_grid}
-  best_mu = min(prox_grid, key=lambda mu: prox[mu]['val_p90'])
+  prox_runs = {mu: train_and_evaluate(
+      f'FedProx mu={mu}', base('fedprox', proximal_strength=mu), 0)
+               for mu in prox}
+  best_mu = min(prox, key=lambda mu: prox_runs[mu]['val_p90'])
   methods['FedProx'] = (base('fedprox', proximal_strength=best_mu), m)
   for theta in THETAS:
     methods[f'Delta-FL theta={theta}'] = (
         (lambda theta=theta: learning.build_superquantile_fl(
             model_fn, theta, sgd(), reweighting='exact')), m)
   # q-FFL: L = 1 / learning rate (q-FedAvg's Lipschitz estimate).
-  qffl = {q: [run(f'q-FFL q={q}', base('qffl', q=q,
-                                        lipschitz=1 / args.learning_rate),
-                  s) for s in seeds] for q in qs}
-  term = {t: [run(f'Tilted-ERM t={t}', base('tilted', tilt=t), s)
-              for s in seeds] for t in tilts}
+  qffl = {q: [train_and_evaluate(
+      f'q-FFL q={q}', base('qffl', q=q, lipschitz=1 / learning_rate), s)
+               for s in seed_list] for q in qs}
+  term = {t: [train_and_evaluate(f'Tilted-ERM t={t}', base('tilted', tilt=t),
+                                 s) for s in seed_list] for t in tilts}
   rows = {}
   for name, (build, clients) in methods.items():
     label = name if name != 'FedProx' else f'FedProx mu={best_mu}'
-    rows[name] = [run(label, build, s, clients) for s in seeds]
+    rows[name] = [train_and_evaluate(label, build, s, clients)
+                  for s in seed_list]
   best_q = min(qs, key=lambda q: np.mean([r['test_p90'] for r in qffl[q]]))
   best_t = min(tilts, key=lambda t: np.mean([r['test_p90']
                                              for r in term[t]]))
@@ -213,23 +194,34 @@ def main():
   rows['Tilted-ERM'] = term[best_t]
   order = ['FedAvg', 'FedAvg-Sub', 'FedProx', 'q-FFL', 'Tilted-ERM'] + [
       f'Delta-FL theta={t}' for t in THETAS]
-  print()
-  print(f'{args.dataset}: {len(ids)} training clients, {m} per round, '
-        f'{args.rounds} rounds, lr {args.learning_rate}, batch '
-        f'{args.batch_size}, seeds {seeds}; test clients\' error (%)')
-  print(f'grids: FedProx mu {list(prox_grid)}, q-FFL q {list(qs)}, '
-        f'Tilted-ERM t {list(tilts)}')
-  print(f'{"method":22s} {"90th pct":>14s} {"mean":>14s} {"paper 90th":>11s}'
-        f' {"ours/paper":>10s}  (paper: EMNIST ConvNet)')
+  table = harness.Table(
+      [('method', 'method', 's'),
+       ('p90', '90th pct', harness.mean_std('p90')),
+       ('mean', 'mean', harness.mean_std('mean')),
+       ('paper', 'paper 90th', '.2f'), ('ratio', 'ours/paper', '.3f')],
+      title=f'{dataset}: {len(ids)} training clients, {m} per round, {rounds} '
+      f'rounds, lr {learning_rate}, batch {batch_size}, seeds {seed_list}; '
+      f'test clients\' error (%)\ngrids: FedProx mu {list(prox)}, q-FFL q '
+      f'{list(qs)}, Tilted-ERM t {list(tilts)}; paper: EMNIST ConvNet')
   for name in order:
-    p90 = np.array([r['test_p90'] for r in rows[name]])
-    mean = np.array([r['test_mean'] for r in rows[name]])
+    p90 = [r['test_p90'] for r in rows[name]]
     extra = {'FedProx': f' mu={best_mu}', 'q-FFL': f' q={best_q}',
              'Tilted-ERM': f' t={best_t}'}.get(name, '')
-    print(f'{name + extra:22s} {p90.mean():7.2f} +- {p90.std():4.2f} '
-          f'{mean.mean():7.2f} +- {mean.std():4.2f} '
-          f'{PAPER_P90[name]:11.2f} {p90.mean() / PAPER_P90[name]:10.3f}')
+    table.add(method=name + extra, p90=p90,
+              mean=[r['test_mean'] for r in rows[name]],
+              paper=PAPER_P90[name], ratio=np.mean(p90) / PAPER_P90[name])
+  return table
 
 
 if __name__ == '__main__':
-  main()
+  harness.main(
+      run, __doc__, tff=True,
+      dataset=harness.arg('the data', choices=['digits', 'emnist']),
+      rounds='rounds of every method', clients_per_round='m, the cohort',
+      client_size='examples per digits client',
+      batch_size='local minibatch size',
+      learning_rate="the clients' SGD learning rate",
+      seeds='seeds (cohorts, initialisation) per method',
+      prox="FedProx's mu grid", qs="q-FFL's q grid",
+      tilts="Tilted-ERM's tilt grid",
+      cache='the JSONL cache of the runs (rerunning resumes)')

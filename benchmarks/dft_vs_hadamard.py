@@ -21,61 +21,58 @@ at few bits; with many bits gamma is small and both rotations converge.
   .venv/bin/python benchmarks/dft_vs_hadamard.py [--rounds 10]
 """
 
-import argparse
 import math
 
-import _common  # pylint: disable=unused-import
+import _harness as harness
 import numpy as np
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument('--log2-dims', type=int, nargs='+', default=[10, 14])
-  parser.add_argument('--bits', type=int, nargs='+', default=[12, 16])
-  parser.add_argument('--clients', type=int, default=50)
-  parser.add_argument('--epsilon', type=float, default=2.0)
-  parser.add_argument('--delta', type=float, default=1e-5)
-  parser.add_argument('--rounds', type=int, default=10)
-  args = parser.parse_args()
-
+def run(log2_dims=(10, 14), bits=(12, 16), clients=50, epsilon=2.0,
+        delta=1e-5, rounds=10):
+  """One row per (d, bits): the Hadamard beside the DFT."""
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from tff_ddp.aggregators import calibrated  # pylint: disable=g-import-not-at-top
   from tff_ddp.aggregators import simulation  # pylint: disable=g-import-not-at-top
 
-  print(f'DDG sum, {args.clients} clients, one round at (eps, delta) = '
-        f'({args.epsilon:g}, {args.delta:g}) against the server, l2_clip 1, '
-        f'beta e^-1/2; MSE per coordinate over {args.rounds} rounds\n')
-  header = (f'{"d":>6s} {"bits":>4s} | {"D hd":>6s} {"z hd":>6s} '
-            f'{"MSE hd":>10s} {"se":>8s} | {"D dft":>6s} {"z dft":>6s} '
-            f'{"MSE dft":>10s} {"se":>8s} | {"dft/hd":>6s}')
-  print(header)
-  for k in args.log2_dims:
+  columns = [('d', 'd', 'd'), ('bits', 'bits', 'd')]
+  for rotation in ('hd', 'dft'):
+    columns += [(f'D_{rotation}', f'D {rotation}', 'd'),
+                (f'z_{rotation}', f'z {rotation}', '.3f'),
+                (f'mse_{rotation}', f'MSE {rotation}', '.4e'),
+                (f'se_{rotation}', 'se', '.1e')]
+  table = harness.Table(
+      columns + [('ratio', 'dft/hd', '.3f')],
+      title=f'DDG sum, {clients} clients, one round at (eps, delta) = '
+      f'({epsilon:g}, {delta:g}) against the server, l2_clip 1, beta e^-1/2; '
+      f'MSE per coordinate over {rounds} rounds')
+  for k in log2_dims:
     d = 2**k + 1
     rng = np.random.default_rng(k)
-    data = rng.normal(size=(args.clients, d))
+    data = rng.normal(size=(clients, d))
     data /= np.linalg.norm(data, axis=1, keepdims=True)
     true_sum = data.sum(0)
     value_type = tff.TensorType(np.float32, [d])
-    for bits in args.bits:
-      row = {}
+    for b in bits:
+      row = table.add(d=d, bits=b)
       for rotation in ('hd', 'dft'):
         result = calibrated.discrete_gaussian(
-            value_type, target_epsilon=args.epsilon,
-            target_delta=args.delta, expected_clients_per_round=args.clients,
-            bits=bits, l2_clip=1.0, beta=math.exp(-0.5),
-            rotation_type=rotation)
+            value_type, target_epsilon=epsilon, target_delta=delta,
+            expected_clients_per_round=clients, bits=b, l2_clip=1.0,
+            beta=math.exp(-0.5), rotation_type=rotation)
         batched = simulation.BatchedSum(result.factory, value_type)
         errors = [np.mean((batched(data, r, seed=1000 + r)[0] - true_sum)**2)
-                  for r in range(args.rounds)]
-        output_dim = result.factory.mechanism(value_type).output_dim
-        row[rotation] = (output_dim, result.value, np.mean(errors),
-                         np.std(errors, ddof=1) / math.sqrt(len(errors)))
-      hd, ft = row['hd'], row['dft']
-      print(f'{d:6d} {bits:4d} | {hd[0]:6d} {hd[1]:6.3f} {hd[2]:10.4e} '
-            f'{hd[3]:8.1e} | {ft[0]:6d} {ft[1]:6.3f} {ft[2]:10.4e} '
-            f'{ft[3]:8.1e} | {ft[2] / hd[2]:6.3f}', flush=True)
-  _common.end_workers()
+                  for r in range(rounds)]
+        row.update({
+            f'D_{rotation}': result.factory.mechanism(value_type).output_dim,
+            f'z_{rotation}': result.value, f'mse_{rotation}': np.mean(errors),
+            f'se_{rotation}': np.std(errors, ddof=1) / math.sqrt(len(errors))})
+      row['ratio'] = row['mse_dft'] / row['mse_hd']
+      print(f'd = {d}, {b} bits: done', flush=True)
+  return table
 
 
 if __name__ == '__main__':
-  main()
+  harness.main(run, __doc__, log2_dims='k: d = 2^k + 1',
+               bits='DDG bit widths', clients='clients per round',
+               epsilon='one-round target epsilon', delta='the target delta',
+               rounds='rounds per (d, bits, rotation)')

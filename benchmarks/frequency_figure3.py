@@ -46,10 +46,8 @@ Writes benchmarks/figures/frequency_figure3.png (one panel per dataset)
 and prints the table per dataset. About a minute on 2 cores.
 """
 
-import argparse
-import time
-
 import _frequency as F
+import _harness as harness
 import numpy as np
 
 N = 10**4
@@ -72,7 +70,7 @@ def grid(norms, points):
                          np.quantile(norms, LEVELS)])
 
 
-def sweep(name, args, rng):
+def sweep(name, runs, points, rng):
   """Measured errors and both bounds at each clip, for one dataset."""
   from tff_ddp.analytics import frequency as fq  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import frequency_simulation as fs  # pylint: disable=g-import-not-at-top
@@ -84,9 +82,9 @@ def sweep(name, args, rng):
   norms0 = fs.norms_of(fs.representations(params.encoder(), x,
                                           fs.round_seed(rng)))
   c_star = fq.optimal_clip(norms0, target)
-  clips = np.sort(np.append(grid(norms0, args.points), c_star))
+  clips = np.sort(np.append(grid(norms0, points), c_star))
   errors, theorem, tight, levels = [], [], [], []
-  for _ in range(args.runs):
+  for _ in range(runs):
     estimates, norms = fs.clip_sweep(params, x, clips, rng)
     errors.append([fq.l2_error(e, x) for e in estimates])
     theorem.append(fq.expected_l2_error_bound(
@@ -100,21 +98,27 @@ def sweep(name, args, rng):
 
 
 def report(name, r, runs, seconds):
+  """The table of one dataset; its verdicts {'theorem', 'tight'}: bool."""
   mean = r['errors'].mean(axis=0)
   std = r['errors'].std(axis=0)
-  print(f'{name}: n = {N}, d = {D_ITEMS}, D = {r["D"]}, theta = {THETA}, '
-        f'm = {M}; {runs} runs; epsilon (delta = {DELTA}) ours '
-        f'{r["eps"][0]:.3f} (against the server, zero-out) / Lemma 2 as '
-        f'published {r["eps"][1]:.3f}; eq. 5 target {r["target"]:.4f}, '
-        f'C* = {r["c_star"]:.3f}')
-  print('| C | level | measured | Theorem 1 | tightened | meas/Thm1 | '
-        'meas/tight |')
-  print('|---|---|---|---|---|---|---|')
+  table = harness.Table(
+      [('clip', 'C', lambda row: f'{row["clip"]:.3f}' +
+        (' (C*)' if row['clip'] == r['c_star'] else '')),
+       ('level', 'level', '.3f'),
+       ('measured', 'measured', lambda row: f'{row["measured"]:.3f} ± '
+        f'{row["std"]:.3f}'),
+       ('theorem', 'Theorem 1', '.3f'), ('tight', 'tightened', '.3f'),
+       ('x_theorem', 'meas/Thm1', '.3f'), ('x_tight', 'meas/tight', '.3f')],
+      title=f'{name}: n = {N}, d = {D_ITEMS}, D = {r["D"]}, theta = {THETA}, '
+      f'm = {M}; {runs} runs; epsilon (delta = {DELTA}) ours '
+      f'{r["eps"][0]:.3f} (against the server, zero-out) / Lemma 2 as '
+      f'published {r["eps"][1]:.3f}; eq. 5 target {r["target"]:.4f}, '
+      f'C* = {r["c_star"]:.3f}')
   for i, c in enumerate(r['clips']):
-    mark = ' (C*)' if c == r['c_star'] else ''
-    print(f'| {c:.3f}{mark} | {r["levels"][i]:.3f} | {mean[i]:.3f} ± '
-          f'{std[i]:.3f} | {r["theorem"][i]:.3f} | {r["tight"][i]:.3f} | '
-          f'{mean[i] / r["theorem"][i]:.3f} | {mean[i] / r["tight"][i]:.3f} |')
+    table.add(clip=c, level=r['levels'][i], measured=mean[i], std=std[i],
+              theorem=r['theorem'][i], tight=r['tight'][i],
+              x_theorem=mean[i] / r['theorem'][i],
+              x_tight=mean[i] / r['tight'][i])
   verdicts = {}
   # Standard error of each mean (sample std over runs); 0 with one run.
   se = (r['errors'].std(axis=0, ddof=1) / np.sqrt(runs) if runs > 1
@@ -125,17 +129,17 @@ def report(name, r, runs, seconds):
     significant = int(np.sum(mean > r[key] + 3 * se))
     worst = float(np.max(mean / r[key]))
     verdicts[key] = fails == 0
-    print(f'{label} >= mean measured error at every C: '
-          f'{"holds" if fails == 0 else "FAILS"} ({fails} of '
-          f'{len(mean)} clips exceed it, {significant} by more than 3 '
-          f'standard errors of the mean; max measured / bound {worst:.3f})')
+    table.notes.append(
+        f'{label} >= mean measured error at every C: '
+        f'{"holds" if fails == 0 else "FAILS"} ({fails} of {len(mean)} clips '
+        f'exceed it, {significant} by more than 3 standard errors of the '
+        f'mean; max measured / bound {worst:.3f})')
   best = int(np.argmin(mean))
-  print(f'minimum measured {mean[best]:.3f} at C = {r["clips"][best]:.3f}; '
-        f'at C* {mean[r["clips"] == r["c_star"]][0]:.3f}; tightened bound '
-        f'minimal at C = {r["clips"][int(np.argmin(r["tight"]))]:.3f}; '
-        f'({seconds:.0f} s)')
-  print()
-  return verdicts
+  table.notes.append(
+      f'minimum measured {mean[best]:.3f} at C = {r["clips"][best]:.3f}; at '
+      f'C* {mean[r["clips"] == r["c_star"]][0]:.3f}; tightened bound minimal '
+      f'at C = {r["clips"][int(np.argmin(r["tight"]))]:.3f}; ({seconds:.0f} s)')
+  return table, verdicts
 
 
 def plot(results, path_name):
@@ -166,32 +170,26 @@ def plot(results, path_name):
   return F.savefig(fig, path_name)
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument('--runs', type=int, default=3)
-  parser.add_argument('--points', type=int, default=16)
-  parser.add_argument('--datasets', nargs='+',
-                      default=['iid', 'heterogeneous', 'docstrings'])
-  args = parser.parse_args()
+def run(runs=3, points=16, datasets=('iid', 'heterogeneous', 'docstrings')):
+  """One table per dataset (errors and bounds per clip), then the figure."""
   rng = np.random.default_rng(2023)
-  results, verdicts = {}, {}
-  for name in args.datasets:
-    start = time.perf_counter()
-    results[name] = sweep(name, args, rng)
-    verdicts[name] = report(name, results[name], args.runs,
-                            time.perf_counter() - start)
-  path = plot(results, FIGURE)
-  print(f'figure: {path}')
+  results, verdicts, tables = {}, {}, []
+  for name in datasets:
+    with harness.timed() as timing:
+      results[name] = sweep(name, runs, points, rng)
+    table, verdicts[name] = report(name, results[name], runs, timing.wall)
+    tables.append(table)
+    print(f'{name}: done ({timing.wall:.0f} s)', flush=True)
+  tables[-1].notes.append(f'figure: {plot(results, FIGURE)}')
   for key, label in (('theorem', 'Theorem 1 as published'),
                      ('tight', 'tightened bound')):
     ok = all(v[key] for v in verdicts.values())
-    print(f'{label} holds at every C on every dataset: '
-          f'{"yes" if ok else "NO"}')
+    tables[-1].notes.append(f'{label} holds at every C on every dataset: '
+                            f'{"yes" if ok else "NO"}')
+  return tables
 
 
 if __name__ == '__main__':
-  try:
-    main()
-  finally:
-    from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
-    processes.release_tff()
+  harness.main(run, __doc__, runs='runs per dataset (fresh frame and noise)',
+               points='clips on the geometric grid',
+               datasets='the datasets, of frequency_data.DATASETS')

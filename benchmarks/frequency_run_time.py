@@ -32,111 +32,100 @@ seconds = a + b n over the n's, and whether n = 10^4 is under 120 s
       [--ns 1000 3000 10000] [--dim 100] [--repeats 2] [--no-phases]
 """
 
-import argparse
-import os
-import time
-
-import _common  # pylint: disable=unused-import
+import _harness as harness
 import numpy as np
 
 TARGET_SECONDS = 120.0
 TARGET_N = 10**4
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-  parser.add_argument('--ns', type=int, nargs='+', default=[1000, 3000, 10000],
-                      help='numbers of users n, one run each')
-  parser.add_argument('--dim', type=int, default=100, help='d, the items')
-  parser.add_argument('--epsilon', type=float, default=4.0)
-  parser.add_argument('--delta', type=float, default=1e-4)
-  parser.add_argument('--seed', type=int, default=0, help='the data')
-  parser.add_argument('--repeats', type=int, default=2, choices=[1, 2],
-                      help='runs per n (2: also time a second run)')
-  parser.add_argument('--no-phases', action='store_true',
-                      help='skip the per-phase run')
-  args = parser.parse_args()
-  if min(args.ns) < 1 or args.dim < 1:
-    parser.error('--ns and --dim must be positive')
+def run(ns=(1000, 3000, 10000), dim=100, epsilon=4.0, delta=1e-4, seed=0,
+        repeats=2, phases=True):
+  """One row per n: build, run, second run, per-phase seconds."""
+  if min(ns) < 1 or dim < 1:
+    raise harness.UsageError(f'--ns {" ".join(map(str, ns))} --dim {dim}: '
+                             'both must be positive')
 
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import frequency as fq  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import frequency_data as fd  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import frequency_process as fp  # pylint: disable=g-import-not-at-top
-  from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
 
-  tff.backends.test.set_sync_test_cpp_execution_context()
-  rows = []
-  try:
-    for n in args.ns:
-      x = fd.iid(n, args.dim, seed=args.seed)
-      clients = list(x.astype(np.float32))
-      start = time.perf_counter()
+  table = harness.Table(
+      [('n', 'n', 'd'), ('build', 'build s', '.2f'), ('run', 'run s', '.2f'),
+       ('again', 'again s', '.2f'),
+       ('per_1000', 'run s / 1000 users', '.3f'),
+       ('phase1', 'phase 1 s', '.2f'), ('phase2', 'phase 2 s', '.2f'),
+       ('clip', 'C-hat', '.4g'), ('error', 'l2 err', '.4f')],
+      title=f'TFFE (two_phase), i.i.d. data, d = {dim}, epsilon = '
+      f'{epsilon:g}, delta = {delta:g}, m = 30, 64 Haar bins; one run per n '
+      'in the TFF C++ test context')
+  for n in ns:
+    x = fd.iid(n, dim, seed=seed)
+    clients = list(x.astype(np.float32))
+    with harness.timed() as build:
       params = fp.frequency_parameters(
-          'two_phase', args.dim, n, args.epsilon, args.delta, num_trials=30,
-          num_bins=64, max_items=fd.max_items(x))
+          'two_phase', dim, n, epsilon, delta, num_trials=30, num_bins=64,
+          max_items=fd.max_items(x))
       process = fp.build_frequency_process_from_parameters(params)
-      build = time.perf_counter() - start
-      start = time.perf_counter()
+    with harness.timed() as first:
       output = process.next(process.initialize(), clients)
-      run = time.perf_counter() - start
-      again = float('nan')
-      if args.repeats == 2:
-        start = time.perf_counter()
+    again = float('nan')
+    if repeats == 2:
+      with harness.timed() as second:
         process.next(process.initialize(), clients)
-        again = time.perf_counter() - start
-      phase_seconds = (float('nan'), float('nan'))
-      if not args.no_phases:
-        comps = fp.two_phase_computations(params)
-        state = comps.initialize()
-        start = time.perf_counter()
+      again = second.wall
+    phase_seconds = (float('nan'), float('nan'))
+    if phases:
+      comps = fp.two_phase_computations(params)
+      state = comps.initialize()
+      with harness.timed() as phase1:
         _, clip, _ = comps.estimate_clip(state, clients)
-        middle = time.perf_counter()
+      with harness.timed() as phase2:
         comps.estimate_frequencies(state['frequency'], clients, clip)
-        phase_seconds = (middle - start, time.perf_counter() - middle)
-      error = fq.l2_error(output.result, x)
-      rows.append((n, build, run, again, phase_seconds, float(output.measurements['clip']),
-                   error))
-      print(f'n = {n}: build {build:.2f} s, run {run:.2f} s, again '
-            f'{again:.2f} s, phases {phase_seconds[0]:.2f} + '
-            f'{phase_seconds[1]:.2f} s, C-hat '
-            f'{rows[-1][5]:.4g}, l2 error / n {error:.4f}; '
-            f'{fp.describe(params)}', flush=True)
-  finally:
-    ended = processes.release_tff()
+      phase_seconds = (phase1.wall, phase2.wall)
+    row = table.add(n=n, build=build.wall, run=first.wall, again=again,
+                    per_1000=1000 * first.wall / n, phase1=phase_seconds[0],
+                    phase2=phase_seconds[1],
+                    clip=float(output.measurements['clip']),
+                    error=fq.l2_error(output.result, x))
+    print(f'n = {n}: build {build.wall:.2f} s, run {first.wall:.2f} s, again '
+          f'{again:.2f} s, phases {phase_seconds[0]:.2f} + '
+          f'{phase_seconds[1]:.2f} s, C-hat {row["clip"]:.4g}, l2 error / n '
+          f'{row["error"]:.4f}; {fp.describe(params)}', flush=True)
+  ended = harness.processes.release_tff()
 
-  load = os.getloadavg()
-  print()
-  print(f'TFFE (two_phase), i.i.d. data, d = {args.dim}, epsilon = '
-        f'{args.epsilon:g}, delta = {args.delta:g}, m = 30, 64 Haar bins; '
-        'one run per n in the TFF C++ test context; load average '
-        f'{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end')
-  print(f'{"n":>7s} {"build s":>8s} {"run s":>8s} {"again s":>8s} '
-        f'{"run s / 1000 users":>19s} {"phase 1 s":>10s} {"phase 2 s":>10s} '
-        f'{"C-hat":>8s} {"l2 err":>7s}')
-  for n, build, run, again, phases, clip, error in rows:
-    print(f'{n:7d} {build:8.2f} {run:8.2f} {again:8.2f} '
-          f'{1000 * run / n:19.3f} {phases[0]:10.2f} {phases[1]:10.2f} '
-          f'{clip:8.4g} {error:7.4f}')
-  if len({r[0] for r in rows}) > 1:
-    ns = np.array([r[0] for r in rows], np.float64)
-    for column, label in ((2, 'run'), (3, 'again')):
+  rows = table.rows
+  if len({r['n'] for r in rows}) > 1:
+    n_values = np.array([r['n'] for r in rows], np.float64)
+    for column in ('run', 'again'):
       seconds = np.array([r[column] for r in rows])
       if np.all(np.isfinite(seconds)):
-        b, a = np.polyfit(ns, seconds, 1)
-        print(f'{label}: seconds ~ {a:.2f} + {1000 * b:.3f} per 1000 users '
-              f'(least squares over n = {", ".join(str(int(v)) for v in ns)})'
-              f'; log-log slope {np.polyfit(np.log(ns), np.log(seconds), 1)[0]:.2f}')
-  at_target = [r for r in rows if r[0] == TARGET_N]
+        b, a = np.polyfit(n_values, seconds, 1)
+        slope = np.polyfit(np.log(n_values), np.log(seconds), 1)[0]
+        table.notes.append(
+            f'{column}: seconds ~ {a:.2f} + {1000 * b:.3f} per 1000 users '
+            f'(least squares over n = '
+            f'{", ".join(str(int(v)) for v in n_values)}); log-log slope '
+            f'{slope:.2f}')
+  at_target = [r for r in rows if r['n'] == TARGET_N]
   if at_target:
-    _, build, run = at_target[0][:3]
-    print(f'n = {TARGET_N}: run {run:.1f} s, build + run {build + run:.1f} s;'
-          f' target run < {TARGET_SECONDS:g} s: '
-          f'{"met" if run < TARGET_SECONDS else "NOT met"}')
+    r = at_target[0]
+    table.notes.append(
+        f'n = {TARGET_N}: run {r["run"]:.1f} s, build + run '
+        f'{r["build"] + r["run"]:.1f} s; target run < {TARGET_SECONDS:g} s: '
+        f'{"met" if r["run"] < TARGET_SECONDS else "NOT met"}')
   else:
-    print(f'n = {TARGET_N} not run (target: < {TARGET_SECONDS:g} s)')
-  print(f'TFF workers ended: {len(ended)}')
+    table.notes.append(f'n = {TARGET_N} not run (target: < '
+                       f'{TARGET_SECONDS:g} s)')
+  table.notes.append(f'TFF workers ended: {len(ended)}')
+  return table
 
 
 if __name__ == '__main__':
-  main()
+  harness.main(
+      run, __doc__, tff=True, ns='numbers of users n, one run each',
+      dim='d, the items', epsilon='target epsilon (against the server)',
+      delta='target delta', seed='the data',
+      repeats=harness.arg('runs per n (2: also time a second run)',
+                          choices=[1, 2]),
+      phases='skip the per-phase run')

@@ -27,10 +27,10 @@ minutes.) Rows: ours, the std over runs, the paper's, and the ratio
 ours / paper per column.
 """
 
-import argparse
 import time
 
 import _frequency as F
+import _harness as harness
 import numpy as np
 
 QUANTILES = (0.90, 0.92, 0.94, 0.96, 0.98)
@@ -46,19 +46,19 @@ THETA = 0.2
 DELTA = 1e-4
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument('--runs', type=int, default=10)
-  parser.add_argument('--heavy-runs', type=int, default=2)
-  args = parser.parse_args()
+def run(runs=10, heavy_runs=2):
+  """Table 1 (rows ours, ±, paper, ratio per setting), then OcPBM at the
+  previous accountant's epsilon."""
   from tff_ddp.analytics import frequency as fq  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import frequency_simulation as fs  # pylint: disable=g-import-not-at-top
-  print(f'Table 1: l2 error (eq. 1), mean over {args.runs} runs '
-        f'({args.heavy_runs} for d = 1000 and n = 10^5); theta = {THETA}; '
-        'ours / paper')
-  header = ['C*'] + [f'{q:.2f}' for q in QUANTILES]
-  print(f'{"setting":10s} {"":6s} ' + ' '.join(f'{h:>8s}' for h in header)
-        + '   OcPBM / best fixed   q*      eps ours / Lemma 2')
+  clips = ['C*'] + [f'{q:.2f}' for q in QUANTILES]
+  table = harness.Table(
+      [('setting', 'setting', 's'), ('row', '', 's')] +
+      [(c, c, '.3f') for c in clips] +
+      [('gain', 'OcPBM / best fixed', '.3f'), ('q', 'q*', '.4f'),
+       ('eps', 'eps ours / Lemma 2', 's')],
+      title=f'Table 1: l2 error (eq. 1), mean over {runs} runs ({heavy_runs} '
+      f'for d = 1000 and n = 10^5); theta = {THETA}; ours / paper')
   summary, gains = [], []
   for name, n, d, m in SETTINGS:
     start = time.perf_counter()
@@ -68,51 +68,53 @@ def main():
     target = fq.optimal_quantile(params.effective_dim, m, n, THETA)
     rng = np.random.default_rng(1000 + n + d + m)
     errors = []
-    runs = args.heavy_runs if (d > 100 or n > 10**4) else args.runs
-    for _ in range(runs):
+    setting_runs = heavy_runs if (d > 100 or n > 10**4) else runs
+    for _ in range(setting_runs):
       seed = fs.round_seed(rng)
       y = fs.representations(params.encoder(), x, seed)
       norms = fs.norms_of(y)
-      clips = [fq.optimal_clip(norms, target)] + [
-          fq.optimal_clip(norms, q) for q in QUANTILES]
       row = []
-      for c in clips:
+      for c in [fq.optimal_clip(norms, target)] + [
+          fq.optimal_clip(norms, q) for q in QUANTILES]:
         est = fs.pbm_sum(params.mechanism(), y, rng, seed, c, norms)
         row.append(fq.l2_error(est, x))
       errors.append(row)
     errors = np.array(errors)
     mean = errors.mean(axis=0)
-    best_fixed = mean[1:].min()
-    ratio = mean[0] / best_fixed
+    ratio = mean[0] / mean[1:].min()
     summary.append((name, ratio))
-    print(f'{name:10s} {"ours":6s} ' + ' '.join(f'{v:8.3f}' for v in mean)
-          + f'   {ratio:6.3f}              {target:.4f}  '
-          f'{ours:.3f} / {published:.3f}')
-    print(f'{"":10s} {"±":6s} ' + ' '.join(
-        f'{v:8.3f}' for v in errors.std(axis=0)))
     paper = PAPER[name]
-    print(f'{"":10s} {"paper":6s} ' + ' '.join(f'{v:8.3f}' for v in paper)
-          + f'   {paper[0] / min(paper[1:]):6.3f}')
-    print(f'{"":10s} {"ratio":6s} ' + ' '.join(
-        f'{F.fmt_ratio(a, b):>8s}' for a, b in zip(mean, paper))
-          + '   (ours / paper)')
-    print(f'{"":10s} ({time.perf_counter() - start:.0f} s, {runs} runs; D = '
-          f'{params.output_dim}, m = {params.num_trials}; stderr of a mean '
-          f'~ {errors.std(axis=0).mean() / np.sqrt(runs):.3f})')
+    table.add(setting=name, row='ours', **dict(zip(clips, mean)), gain=ratio,
+              q=target, eps=f'{ours:.3f} / {published:.3f}', epsilon=ours,
+              lemma2=published)
+    table.add(setting='', row='±', **dict(zip(clips, errors.std(axis=0))))
+    table.add(setting='', row='paper', **dict(zip(clips, paper)),
+              gain=paper[0] / min(paper[1:]))
+    table.add(setting='', row='ratio', **{
+        c: F.fmt_ratio(a, b) for c, a, b in zip(clips, mean, paper)})
+    table.notes.append(
+        f'{name}: {time.perf_counter() - start:.0f} s, {setting_runs} runs; '
+        f'D = {params.output_dim}, m = {params.num_trials}; stderr of a mean '
+        f'~ {errors.std(axis=0).mean() / np.sqrt(setting_runs):.3f}')
+    print(table.notes[-1], flush=True)
     gains.append((name,) + _at_previous_epsilon(
-        fq, fs, x, n, d, m, runs, params.output_dim, mean[0]))
-  print('\nOcPBM (clip C*) at the epsilon the previous accountant gave the '
-        "paper's (theta, m) -- Lemma 2's per-coordinate curve, zero-out, "
-        'computed exactly -- with m recalibrated by the l2-aware accountant '
-        '(theta fixed):')
-  print(f'{"setting":10s} {"eps":>7s} {"m":>7s} {"error":>8s} '
-        f'{"m=paper":>8s} {"gain":>6s}')
-  for name, eps, m_new, err, err_paper in gains:
-    print(f'{name:10s} {eps:7.3f} {m_new:7d} {err:8.3f} {err_paper:8.3f} '
-          f'{err_paper / err:6.2f}x')
+        fq, fs, x, n, d, m, setting_runs, params.output_dim, mean[0]))
   worst = max(r for _, r in summary)
-  print(f'target: OcPBM within 1.15x of the best fixed quantile: worst '
-        f'ratio {worst:.3f} -> {"met" if worst <= 1.15 else "NOT met"}')
+  table.notes.append(
+      f'target: OcPBM within 1.15x of the best fixed quantile: worst ratio '
+      f'{worst:.3f} -> {"met" if worst <= 1.15 else "NOT met"}')
+  previous = harness.Table(
+      [('setting', 'setting', 's'), ('eps', 'eps', '.3f'), ('m', 'm', 'd'),
+       ('error', 'error', '.3f'), ('error_paper', 'm=paper', '.3f'),
+       ('gain', 'gain', lambda row: f'{row["gain"]:.2f}x')],
+      title="OcPBM (clip C*) at the epsilon the previous accountant gave the "
+      "paper's (theta, m) -- Lemma 2's per-coordinate curve, zero-out, "
+      'computed exactly -- with m recalibrated by the l2-aware accountant '
+      '(theta fixed):')
+  for name, eps, m_new, err, err_paper in gains:
+    previous.add(setting=name, eps=eps, m=m_new, error=err,
+                 error_paper=err_paper, gain=err_paper / err)
+  return [table, previous]
 
 
 def _at_previous_epsilon(fq, fs, x, n, d, m, runs, big_d, paper_error):
@@ -140,8 +142,5 @@ def _at_previous_epsilon(fq, fs, x, n, d, m, runs, big_d, paper_error):
 
 
 if __name__ == '__main__':
-  try:
-    main()
-  finally:
-    from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
-    processes.release_tff()
+  harness.main(run, __doc__, runs='runs per setting',
+               heavy_runs='runs for d = 1000 and n = 10^5')

@@ -36,11 +36,11 @@ included: about 18 minutes for the whole table; not in `make bench`.)
 Rows: ours, the paper's (block A), and the ratio ours / paper.
 """
 
-import argparse
 import time
 import zlib
 
 import _frequency as F
+import _harness as harness
 import numpy as np
 
 N = 10**4
@@ -145,24 +145,27 @@ def configure(d, x_max_items, log):
   return cache
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument('--runs', type=int, default=5)
-  parser.add_argument('--datasets', nargs='+', default=list(DATASETS))
-  parser.add_argument('--dims', nargs='+', type=int, default=[50, 100])
-  args = parser.parse_args()
+def _errors(method):
+  """'mean ± std' of a row's errors of `method`; the strings of the paper
+  and ratio rows as they are."""
+  def cell(row):
+    errors = row[method]
+    if isinstance(errors, str):
+      return errors
+    return F.cell(errors, 3 if np.mean(errors) < 1 else 2)
+  return cell
+
+
+def run(runs=5, datasets=DATASETS, dims=(50, 100)):
+  """Blocks A and B: one row per (dataset, d), the l2 errors of each
+  method; the paper's rows and the ratios in block A."""
   from tff_ddp.analytics import frequency_data as fd  # pylint: disable=g-import-not-at-top
+  log = lambda text: print(text, flush=True)
   results = {}
-  lines = []
-
-  def log(text):
-    print(text, flush=True)
-    lines.append(text)
-
-  for name in args.datasets:
-    for d in args.dims:
+  for name in datasets:
+    for d in dims:
       start = time.perf_counter()
-      data = [F.dataset(name, N, d, seed) for seed in range(args.runs)]
+      data = [F.dataset(name, N, d, seed) for seed in range(runs)]
       max_items = max(fd.max_items(x) for x in data)
       log(f'{name}, d = {d}: max items per user {max_items} (public bound; '
           f'B = K max_items)')
@@ -176,52 +179,50 @@ def main():
       results[name, d] = per_run
       log(f'  ({time.perf_counter() - start:.0f} s)')
 
-  print()
+  tables = []
   for block, methods in (('A', METHODS_A), ('B', METHODS_B)):
     title = ("Block A: the paper's parameters" if block == 'A' else
              "Block B: the paper's epsilon, spent by our accountant")
-    print(f'{title}; l2 error, mean ± std over {args.runs} runs')
-    print('| dataset | d | ' + ' | '.join(methods) + ' |')
-    print('|---|---|' + '---|' * len(methods))
+    table = harness.Table(
+        [('dataset', 'dataset', 's'), ('d', 'd', 'd')] +
+        [(m, m, _errors(m)) for m in methods],
+        title=f'{title}; l2 error, mean ± std over {runs} runs')
     met = True
     for (name, d), per_run in results.items():
-      runs = per_run[block]
-      cells = []
-      means = {}
-      for method in methods:
-        errors = [r[method][0] for r in runs]
-        means[method] = np.mean(errors)
-        cells.append(F.cell(errors, 3 if means[method] < 1 else 2))
-      print(f'| {name} | {d} | ' + ' | '.join(cells) + ' |')
+      errors = {m: [r[m][0] for r in per_run[block]] for m in methods}
+      clips = {m: [r[m][1] for r in per_run[block]] for m in methods}
+      table.add(dataset=name, d=d, clips=clips, **errors)
+      means = {m: np.mean(errors[m]) for m in methods}
       paper = PAPER.get((name, d))
       if block == 'A' and paper:
-        print(f'| paper | {d} | ' + ' | '.join(paper) + ' |')
-        print(f'| ratio | {d} | ' + ' | '.join(
-            F.fmt_ratio(means[m], float(p)) for m, p in zip(methods, paper))
-              + ' |')
+        table.add(dataset='paper', d=d, **dict(zip(methods, paper)))
+        table.add(dataset='ratio', d=d, **{
+            m: F.fmt_ratio(means[m], float(p)) for m, p in zip(methods, paper)})
       worst_quantile = max(means[m] for m in methods if m in QUANTILE_BASED)
       best_naive = min(means[m] for m in methods
                        if m.startswith(('Normalize', 'Sample')))
       met &= worst_quantile < best_naive
-    print(f'target (every quantile-based method ahead of Normalize and '
-          f'Sample): {"met" if met else "NOT met"}')
-    print()
-  print("The paper's Sentiment140 rows (not comparable with docstrings):")
+    table.notes.append(f'target (every quantile-based method ahead of '
+                       f'Normalize and Sample): {"met" if met else "NOT met"}')
+    tables.append(table)
+  sentiment = harness.Table(
+      [('dataset', 'dataset', 's'), ('d', 'd', 'd')] +
+      [(m, m, 's') for m in METHODS_A],
+      title="The paper's Sentiment140 rows (not comparable with docstrings):")
   for d in (50, 100):
-    print(f'| Sentiment140 | {d} | ' + ' | '.join(PAPER['Sentiment140', d])
-          + ' |')
+    sentiment.add(dataset='Sentiment140', d=d,
+                  **dict(zip(METHODS_A, PAPER['Sentiment140', d])))
   clips = {}
   for (name, d), per_run in results.items():
     clips[name, d] = {m: np.mean([r[m][1] for r in per_run['A']])
                       for m in ('Best C*', 'OcPBM', 'C_median')}
-  print('\nmean clip (block A): ' + '; '.join(
+  sentiment.notes.append('mean clip (block A): ' + '; '.join(
       f'{n} d={d}: C* {c["Best C*"]:.3g}, C-hat {c["OcPBM"]:.3g}, median '
       f'{c["C_median"]:.3g}' for (n, d), c in clips.items()))
+  return tables + [sentiment]
 
 
 if __name__ == '__main__':
-  try:
-    main()
-  finally:
-    from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
-    processes.release_tff()
+  harness.main(run, __doc__, runs='runs (data seeds) per dataset and d',
+               datasets='the datasets, of frequency_data.DATASETS',
+               dims='d, the items')

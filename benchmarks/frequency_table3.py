@@ -57,11 +57,11 @@ About 25 minutes with 5 runs on 2 shared cores (~1 minute per run and
 setting).
 """
 
-import argparse
 import time
 import zlib
 
 import _frequency as F
+import _harness as harness
 import numpy as np
 
 N_TOTAL = 10**5
@@ -132,21 +132,14 @@ def one_run(params, targets, x, rng):
   return out, c_star
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument('--runs', type=int, default=5)
-  parser.add_argument('--datasets', nargs='+',
-                      default=['iid', 'heterogeneous'])
-  parser.add_argument('--dims', nargs='+', type=int, default=[50, 100])
-  parser.add_argument('--initial-clip', type=float, default=INITIAL_CLIP,
-                      help='C^(1) of the online methods (the paper: 1; '
-                      'the paper rows and ratios are for C^(1) = 1 only)')
-  args = parser.parse_args()
-  total_start = time.perf_counter()
+def run(runs=5, datasets=('iid', 'heterogeneous'), dims=(50, 100),
+        initial_clip=INITIAL_CLIP):
+  """Table 3 (ours, the paper's, the ratio), the final clips and the
+  clipping bias, one row per (dataset, d)."""
   configs = {}
-  for d in args.dims:
+  for d in dims:
     start = time.perf_counter()
-    params, targets, eps = configure(d, args.initial_clip)
+    params, targets, eps = configure(d, initial_clip)
     configs[d] = (params, targets, eps)
     print(f'd = {d}: D = {params.output_dim}, theta = {params.theta}, m = '
           f'{params.num_trials}, indicator theta\' = '
@@ -164,76 +157,75 @@ def main():
           f'with D = 2d = {2 * d}; paper {EPSILON[d]} '
           f'({time.perf_counter() - start:.0f} s)', flush=True)
   results = {}
-  for name in args.datasets:
-    for d in args.dims:
+  for name in datasets:
+    for d in dims:
       start = time.perf_counter()
       params, targets, _ = configs[d]
       rng = np.random.default_rng(zlib.crc32(f'table3{name}{d}'.encode()))
-      runs, stars = [], []
-      for seed in range(args.runs):
+      outs, stars = [], []
+      for seed in range(runs):
         try:
           x = F.dataset(name, N_TOTAL, d, seed)
         except ValueError as e:
           print(f'{name}, d = {d}: skipped ({e})', flush=True)
           break
         out, c_star = one_run(params, targets, x, rng)
-        runs.append(out)
+        outs.append(out)
         stars.append(c_star)
-      if not runs:
+      if not outs:
         continue
-      results[name, d] = (runs, stars)
-      print(f'{name}, d = {d}: {len(runs)} runs, '
+      results[name, d] = (outs, stars)
+      print(f'{name}, d = {d}: {len(outs)} runs, '
             f'{time.perf_counter() - start:.0f} s', flush=True)
 
-  print()
-  print(f'Table 3 (MFFE): l2 error of the final estimate, mean ± std over '
-        f'{args.runs} runs; n = {N_TOTAL}, N = {PER_ROUND} per round, '
-        f'theta = {THETA}, m = {M}, m\' = {INDICATOR_M}, eta = {ETA}, '
-        f'C^(1) = {args.initial_clip}')
-  print('| dataset | d | ' + ' | '.join(METHODS) + ' | OcPBM / Best C* |')
-  print('|---|---|' + '---|' * (len(METHODS) + 1))
-  for (name, d), (runs, _) in results.items():
-    means = {m: np.mean([r[m][0] for r in runs]) for m in METHODS}
-    cells = [F.cell([r[m][0] for r in runs]) for m in METHODS]
-    print(f'| {name} | {d} | ' + ' | '.join(cells) + ' | '
-          f'{means["OcPBM"] / means["Best C*"]:.3f} |')
+  errors = harness.Table(
+      [('dataset', 'dataset', 's'), ('d', 'd', 'd')] +
+      [(m, m, lambda row, m=m: row[m] if isinstance(row[m], str)
+        else F.cell(row[m])) for m in METHODS] +
+      [('ratio', 'OcPBM / Best C*', '.3f')],
+      title=f'Table 3 (MFFE): l2 error of the final estimate, mean ± std '
+      f'over {runs} runs; n = {N_TOTAL}, N = {PER_ROUND} per round, theta = '
+      f'{THETA}, m = {M}, m\' = {INDICATOR_M}, eta = {ETA}, C^(1) = '
+      f'{initial_clip}')
+  clips = harness.Table(
+      [('dataset', 'dataset', 's'), ('d', 'd', 'd'),
+       ('c_star', 'C* (level target)',
+        lambda row: f'{row["c_star"]:.2f} ({row["target"]:.3f})')] +
+      [(m, m if m != 'OcPBM' else 'OcPBM C-hat',
+        lambda row, m=m: f'{row[m][0]:.2f} ({row[m][1]:.3f})')
+       for m in METHODS[1:]],
+      title='Final clip C^(R) (mean over runs) and its level among all n '
+      'norms:')
+  bias = harness.Table(
+      [('dataset', 'dataset', 's'), ('d', 'd', 'd')] +
+      [(m, m, lambda row, m=m: f'{row[m][0]:.3f} / {row[m][1]:.3f}')
+       for m in METHODS],
+      title='Clipping bias of the clips used (mean over runs; ||lost mass|| '
+      '/ n, norms of one frame): all rounds / rounds 1-5 only')
+  for (name, d), (outs, stars) in results.items():
+    means = {m: np.mean([r[m][0] for r in outs]) for m in METHODS}
+    errors.add(dataset=name, d=d, ratio=means['OcPBM'] / means['Best C*'],
+               **{m: [r[m][0] for r in outs] for m in METHODS})
     paper = PAPER.get((name, d))
     if paper:
-      print(f'| paper | {d} | ' + ' | '.join(
-          f'{a:.2f} ± {s:.2f}' for a, s in paper) + f' | '
-            f'{paper[1][0] / paper[0][0]:.3f} |')
-      print(f'| ratio | {d} | ' + ' | '.join(
-          F.fmt_ratio(means[m], p[0]) for m, p in zip(METHODS, paper))
-            + ' | |')
-  print()
-  print('Final clip C^(R) (mean over runs) and its level among all n norms:')
-  print('| dataset | d | C* (level target) | OcPBM C-hat | C_small | '
-        'C_median |')
-  print('|---|---|---|---|---|---|')
-  for (name, d), (runs, stars) in results.items():
+      errors.add(dataset='paper', d=d, ratio=paper[1][0] / paper[0][0], **{
+          m: f'{a:.2f} ± {s:.2f}' for m, (a, s) in zip(METHODS, paper)})
+      errors.add(dataset='ratio', d=d, ratio='', **{
+          m: F.fmt_ratio(means[m], p[0]) for m, p in zip(METHODS, paper)})
     _, targets, _ = configs[d]
-    cells = []
-    for m in METHODS[1:]:
-      clip = np.mean([r[m][1] for r in runs])
-      level = np.mean([r[m][2] for r in runs])
-      cells.append(f'{clip:.2f} ({level:.3f})')
-    print(f'| {name} | {d} | {np.mean(stars):.2f} '
-          f'({targets["OcPBM"]:.3f}) | ' + ' | '.join(cells) + ' |')
-  print()
-  print('Clipping bias of the clips used (mean over runs; ||lost mass|| / n, '
-        'norms of one frame): all rounds / rounds 1-5 only')
-  print('| dataset | d | ' + ' | '.join(METHODS) + ' |')
-  print('|---|---|' + '---|' * len(METHODS))
-  for (name, d), (runs, _) in results.items():
-    print(f'| {name} | {d} | ' + ' | '.join(
-        f'{np.mean([r[m][3] for r in runs]):.3f} / '
-        f'{np.mean([r[m][4] for r in runs]):.3f}' for m in METHODS) + ' |')
-  print(f'\ntotal {time.perf_counter() - total_start:.0f} s')
+    clips.add(dataset=name, d=d, c_star=np.mean(stars),
+              target=targets['OcPBM'], **{
+                  m: (np.mean([r[m][1] for r in outs]),
+                      np.mean([r[m][2] for r in outs])) for m in METHODS[1:]})
+    bias.add(dataset=name, d=d, **{
+        m: (np.mean([r[m][3] for r in outs]), np.mean([r[m][4] for r in outs]))
+        for m in METHODS})
+  return [errors, clips, bias]
 
 
 if __name__ == '__main__':
-  try:
-    main()
-  finally:
-    from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
-    processes.release_tff()
+  harness.main(run, __doc__, runs='runs (data seeds) per dataset and d',
+               datasets='the datasets, of frequency_data.DATASETS',
+               dims='d, the items',
+               initial_clip='C^(1) of the online methods (the paper: 1; the '
+               'paper rows and ratios are for C^(1) = 1 only)')

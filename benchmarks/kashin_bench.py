@@ -28,15 +28,12 @@ benchmarks/kashin_baseline.json (`--record-baseline` rewrites it).
   .venv/bin/python benchmarks/kashin_bench.py [--reps 5] [--record-baseline]
 """
 
-import argparse
 import json
 import math
 import os
-import statistics
-import sys
 import time
 
-import _common  # pylint: disable=unused-import
+import _harness as harness
 import numpy as np
 
 
@@ -53,20 +50,19 @@ def _inputs(d, rng):
   return [rng.normal(size=d), np.ones(d), onehot, spiky]
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument('--min-log2', type=int, default=10)
-  parser.add_argument('--max-log2', type=int, default=16)
-  parser.add_argument('--dense-max-log2', type=int, default=14)
-  parser.add_argument('--qr-max-log2', type=int, default=11)
-  parser.add_argument('--reps', type=int, default=5)
-  parser.add_argument('--check-log2', type=int, default=14,
-                      help='dimension of the eager timing and of the '
-                      'regression check against kashin_baseline.json')
-  parser.add_argument('--record-baseline', action='store_true',
-                      help='write kashin_baseline.json instead of checking')
-  args = parser.parse_args()
+def _cell(key, index, spec, per=None):
+  """Item `index` of `key`'s (seconds, level, residual), divided by `per`'s
+  seconds if given; '-' where `key` was not measured."""
+  def cell(row):
+    if row.get(key) is None:
+      return '-'
+    return format(row[key][index] / (row[per][0] if per else 1.0), spec)
+  return cell
 
+
+def run(min_log2=10, max_log2=16, dense_max_log2=14, qr_max_log2=11, reps=5,
+        check_log2=14, record_baseline=False):
+  """One row per d; then the eager timing and the regression check."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tensorflow_model_optimization.python.core.internal.tensor_encoding.stages.research import kashin as tfmot_kashin  # pylint: disable=g-import-not-at-top
   from tff_ddp.encoders import KashinEncoder  # pylint: disable=g-import-not-at-top
@@ -118,15 +114,27 @@ def main():
                   / np.linalg.norm(x))
       residual = max(residual, np.linalg.norm(x - back) / np.linalg.norm(x))
     x = tf.constant(inputs[0])
-    times = []
-    for _ in range(args.reps):
-      start = time.perf_counter()
-      decode(encode(x)).numpy()
-      times.append(time.perf_counter() - start)
-    return statistics.median(times), level, residual
+    seconds = harness.seconds_of(lambda: decode(encode(x)).numpy(), reps,
+                                 warmup=False)
+    return seconds, level, residual
 
-  rows = []
-  for k in range(args.min_log2, args.max_log2 + 1):
+  table = harness.Table(
+      [('d', 'd', 'd'), ('D', 'D', 'd'),
+       ('ours', 'ours s', _cell('ours', 0, '.5f')),
+       ('ours', 'K', _cell('ours', 1, '.2f')),
+       ('ours', 'res', _cell('ours', 2, '.0e')),
+       ('dense', 'dense s', _cell('dense', 0, '.5f')),
+       ('dense', 'x ours', _cell('dense', 0, '.1f', per='ours')),
+       ('qr', 'QR s', _cell('qr', 0, '.5f')), ('qr', 'K', _cell('qr', 1, '.2f')),
+       ('tfmot', 'TFMOT s', _cell('tfmot', 0, '.5f')),
+       ('tfmot', 'x ours', _cell('tfmot', 0, '.2f', per='ours')),
+       ('tfmot', 'K', _cell('tfmot', 1, '.2f')),
+       ('tfmot', 'res', _cell('tfmot', 2, '.0e'))],
+      title=f'Kashin encode + decode, median of {reps} (tf.function, one '
+      'vector); level K = worst max|y| sqrt(D)/||x|| over 4 inputs; res = '
+      'worst relative residual; (seconds, K, res) per frame in the rows')
+  rows = table.rows
+  for k in range(min_log2, max_log2 + 1):
     d = 2**k
     inputs = _inputs(d, np.random.default_rng(k))
     ours = KashinEncoder(d)
@@ -134,13 +142,13 @@ def main():
     row['ours'] = measure(tf.function(lambda x, e=ours: e.encode(x, seed)),
                           tf.function(lambda y, e=ours: e.decode(y, seed)),
                           ours.output_dim, inputs)
-    if k <= args.dense_max_log2:
+    if k <= dense_max_log2:
       dense = MaterializedFrame(d, materialize(ours))
       enc = tf.function(lambda x, e=dense: e.encode(x, seed))
       dec = tf.function(lambda y, e=dense: e.decode(y, seed))
       row['dense'] = measure(enc, dec, dense.output_dim, inputs)
       del dense, enc, dec
-    if k <= args.qr_max_log2:
+    if k <= qr_max_log2:
       qr = KashinEncoder(d, frame='dense')
       frame = qr._dense(seed, tf.float64)  # pylint: disable=protected-access
       qr_fixed = MaterializedFrame(d, tf.transpose(frame).numpy())
@@ -164,34 +172,11 @@ def main():
     rows.append(row)
     print(f'done d = {d}', flush=True)
 
-  print(f'\nKashin encode + decode, median of {args.reps} (tf.function, one '
-        'vector); level = worst max|y| sqrt(D)/||x|| over 4 inputs; res = '
-        'worst relative residual\n')
-  header = (f'{"d":>6s} {"D":>6s} | {"ours s":>9s} {"K":>5s} {"res":>7s} | '
-            f'{"dense s":>9s} {"x ours":>7s} | {"QR s":>8s} {"K":>5s} | '
-            f'{"TFMOT s":>9s} {"x ours":>7s} {"K":>6s} {"res":>7s}')
-  print(header)
-  for r in rows:
-    t, lvl, res = r['ours']
-    line = f'{r["d"]:6d} {r["D"]:6d} | {t:9.5f} {lvl:5.2f} {res:7.0e} | '
-    if 'dense' in r:
-      line += f'{r["dense"][0]:9.5f} {r["dense"][0] / t:7.1f} | '
-    else:
-      line += f'{"-":>9s} {"-":>7s} | '
-    if 'qr' in r:
-      line += f'{r["qr"][0]:8.5f} {r["qr"][1]:5.2f} | '
-    else:
-      line += f'{"-":>8s} {"-":>5s} | '
-    tt, tl, tr = r['tfmot']
-    line += f'{tt:9.5f} {tt / t:7.2f} {tl:6.2f} {tr:7.0e}'
-    print(line)
-
   # Eager calls (what a user typing enc.encode(x, seed) gets) at the
   # regression-check dimension, ours vs the dense frame, and the check.
-  d = 2**args.check_log2
-  if args.min_log2 <= args.check_log2 <= min(args.max_log2,
-                                             args.dense_max_log2):
-    inputs = _inputs(d, np.random.default_rng(args.check_log2))
+  d = 2**check_log2
+  if min_log2 <= check_log2 <= min(max_log2, dense_max_log2):
+    inputs = _inputs(d, np.random.default_rng(check_log2))
     ours = KashinEncoder(d)
     dense = MaterializedFrame(d, materialize(ours))
     eager_ours = measure(lambda x: ours.encode(x, seed),
@@ -204,38 +189,52 @@ def main():
     now = {'traced_s': traced['ours'][0], 'eager_s': eager_ours,
            'traced_x_dense': traced['dense'][0] / traced['ours'][0],
            'eager_x_dense': eager_dense / eager_ours}
-    print(f'\nd = {d}: ours traced {now["traced_s"]:.5f} s '
-          f'({now["traced_x_dense"]:.1f}x the dense frame), eager '
-          f'{now["eager_s"]:.5f} s ({now["eager_x_dense"]:.1f}x the dense '
-          'frame, both eager)')
+    table.notes.append(
+        f'd = {d}: ours traced {now["traced_s"]:.5f} s '
+        f'({now["traced_x_dense"]:.1f}x the dense frame), eager '
+        f'{now["eager_s"]:.5f} s ({now["eager_x_dense"]:.1f}x the dense '
+        'frame, both eager)')
     baseline_path = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                  'kashin_baseline.json')
-    if args.record_baseline:
+    if record_baseline:
       with open(baseline_path, 'w') as f:
         json.dump(dict(now, d=d, recorded=time.strftime('%Y-%m-%d %H:%M UTC',
                                                         time.gmtime())),
                   f, indent=1)
         f.write('\n')
-      print(f'baseline written to {baseline_path}')
+      table.notes.append(f'baseline written to {baseline_path}')
     elif os.path.exists(baseline_path):
       with open(baseline_path) as f:
         base = json.load(f)
       if base.get('d') != d:
-        print(f'no regression check: the baseline is for d = {base.get("d")}')
-        return
+        table.notes.append(
+            f'no regression check: the baseline is for d = {base.get("d")}')
+        return table
       worse = [f'{key}: {now[key]:.5f} s vs baseline {base[key]:.5f} s '
                f'({now[key] / base[key]:.2f}x)'
                for key in ('traced_s', 'eager_s')
                if now[key] > REGRESSION_FACTOR * base[key]]
       if worse:
-        print(f'REGRESSION (> {REGRESSION_FACTOR}x the baseline recorded '
-              f'{base.get("recorded")}): ' + '; '.join(worse))
-        sys.exit(1)
-      print(f'no regression: within {REGRESSION_FACTOR}x of the baseline '
-            f'recorded {base.get("recorded")} (traced '
-            f'{now["traced_s"] / base["traced_s"]:.2f}x, eager '
-            f'{now["eager_s"] / base["eager_s"]:.2f}x)')
+        table.notes.append(
+            f'REGRESSION (> {REGRESSION_FACTOR}x the baseline recorded '
+            f'{base.get("recorded")}): ' + '; '.join(worse))
+        table.failed = True  # the script exits with status 1
+        return table
+      table.notes.append(
+          f'no regression: within {REGRESSION_FACTOR}x of the baseline '
+          f'recorded {base.get("recorded")} (traced '
+          f'{now["traced_s"] / base["traced_s"]:.2f}x, eager '
+          f'{now["eager_s"] / base["eager_s"]:.2f}x)')
+  return table
 
 
 if __name__ == '__main__':
-  main()
+  harness.main(
+      run, __doc__, min_log2='smallest log2 d', max_log2='largest log2 d',
+      dense_max_log2='largest log2 d of the dense (materialized) frame',
+      qr_max_log2='largest log2 d of the dense QR frame',
+      reps='timed calls per frame and d',
+      check_log2='log2 d of the eager timing and of the regression check '
+      'against kashin_baseline.json',
+      record_baseline='write kashin_baseline.json instead of checking')
+

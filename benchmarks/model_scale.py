@@ -33,9 +33,10 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 
-import _common  # pylint: disable=unused-import
+import _harness as harness
 import numpy as np
 
 CONFIGS = ('secure (no DP)', 'tff_ddp DDG', 'TFF DDG')
@@ -92,7 +93,7 @@ def run_one(name, clients, rounds):
   """One configuration in this process; returns a dict of measurements."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  tff.backends.test.set_sync_test_cpp_execution_context()
+  harness.processes.use_test_context()
   rng = np.random.default_rng(0)
   data = [tf.data.Dataset.from_tensor_slices(
       (rng.normal(size=(EXAMPLES, 784)).astype(np.float32),
@@ -121,47 +122,51 @@ def run_one(name, clients, rounds):
               peak_mib=(python_kib + _peak_worker_kib()) / 1024.0)
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument('--clients', type=int, default=50)
-  parser.add_argument('--rounds', type=int, default=3)
-  parser.add_argument('--only', choices=CONFIGS, help=argparse.SUPPRESS)
-  args = parser.parse_args()
-  if args.only:  # child process: one configuration, JSON on the last line
-    print(json.dumps(run_one(args.only, args.clients, args.rounds)))
-    return
-  results = []
+_COLUMNS = [('name', 'aggregator', 's'), ('build', 'build s', '.1f'),
+            ('first', 'first s', '.1f'), ('per_round', 's/round', '.2f'),
+            ('ratio', 'ratio', '.2f'), ('peak_mib', 'peak MiB', '.0f'),
+            ('loss', 'loss', '.3f')]
+
+
+def run(clients=50, rounds=3, only=None):
+  """One row per aggregator, each measured in a child process (`only`: the
+  child's own run, one configuration)."""
+  if only:
+    return harness.Table(_COLUMNS, [run_one(only, clients, rounds)])
+  rows = []
   for name in CONFIGS:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
     if name == 'TFF DDG':
       env['PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION'] = 'python'
     print(f'running {name} ...', file=sys.stderr, flush=True)
-    child = subprocess.run(
-        [sys.executable, __file__, '--only', name, '--clients',
-         str(args.clients), '--rounds', str(args.rounds)],
-        env=env, capture_output=True, text=True, check=False)
-    if child.returncode != 0:
-      print(f'{name} failed:\n{child.stderr[-2000:]}', file=sys.stderr)
-      results.append(dict(name=name, failed=True))
-      continue
-    results.append(json.loads(child.stdout.strip().splitlines()[-1]))
-  base = next((r for r in results if r['name'] == 'secure (no DP)'
+    with tempfile.TemporaryDirectory() as tmp:
+      path = os.path.join(tmp, 'row.json')
+      child = subprocess.run(
+          [sys.executable, __file__, '--only', name, '--clients',
+           str(clients), '--rounds', str(rounds), '--json', path],
+          env=env, capture_output=True, text=True, check=False)
+      if child.returncode != 0:
+        print(f'{name} failed:\n{child.stderr[-2000:]}', file=sys.stderr)
+        rows.append(dict(name=name, failed=True))
+        continue
+      with open(path) as f:
+        rows.append(json.load(f)['tables'][0]['rows'][0])
+  base = next((r for r in rows if r['name'] == 'secure (no DP)'
                and not r.get('failed')), None)
-  print(f'\nDP-FedAvg, {args.clients} clients, model 784-{HIDDEN}-10 '
-        f'({results[0].get("params", 0):,} parameters); seconds per round: '
-        f'median of {args.rounds} after the first')
-  print(f'{"aggregator":18s} {"build s":>8s} {"first s":>8s} {"s/round":>8s} '
-        f'{"ratio":>6s} {"peak MiB":>9s} {"loss":>7s}')
-  for r in results:
-    if r.get('failed'):
-      print(f'{r["name"]:18s} failed')
-      continue
-    ratio = r['per_round'] / base['per_round'] if base else float('nan')
-    print(f'{r["name"]:18s} {r["build"]:8.1f} {r["first"]:8.1f} '
-          f'{r["per_round"]:8.2f} {ratio:6.2f} {r["peak_mib"]:9.0f} '
-          f'{r["loss"]:7.3f}')
-  print('ratio = s/round / the no-DP secure round (target for DDG: <= 2)')
+  for r in rows:
+    if not r.get('failed'):
+      r['ratio'] = r['per_round'] / base['per_round'] if base else None
+  return harness.Table(
+      _COLUMNS, rows,
+      title=f'DP-FedAvg, {clients} clients, model 784-{HIDDEN}-10 '
+      f'({rows[0].get("params", 0):,} parameters); seconds per round: '
+      f'median of {rounds} after the first',
+      notes=[f'{r["name"]} failed (its stderr is above)'
+             for r in rows if r.get('failed')] +
+      ['ratio = s/round / the no-DP secure round (target for DDG: <= 2)'])
 
 
 if __name__ == '__main__':
-  main()
+  harness.main(run, __doc__, clients='clients per round',
+               rounds='timed rounds after the first',
+               only=harness.arg(argparse.SUPPRESS, choices=CONFIGS))

@@ -16,11 +16,10 @@ ratio = estimator / paper (< 1 means it helps).
   .venv/bin/python benchmarks/quantile_estimators.py [--runs 20]
 """
 
-import argparse
 import itertools
 import zlib
 
-import _common  # pylint: disable=unused-import
+import _harness as harness
 import numpy as np
 
 QUANTILES = tuple(np.round(np.arange(0.1, 1.0, 0.1), 1))
@@ -33,12 +32,9 @@ def value_error(estimates, values):
   return float(np.max(np.abs(f - np.asarray(QUANTILES))))
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument('--runs', type=int, default=20)
-  parser.add_argument('--epsilons', type=float, nargs='+',
-                      default=[1.0, 2.0, 5.0])
-  args = parser.parse_args()
+def run(runs=20, epsilons=(1.0, 2.0, 5.0)):
+  """One row per (method, estimator): the mean worst error per epsilon and
+  its ratio to the paper's estimator."""
   from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import quantiles as q  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import simulation as sim  # pylint: disable=g-import-not-at-top
@@ -51,17 +47,17 @@ def main():
                           consistent=False),
       'consistent': dict(monotone=False, interpolate=False, consistent=True),
   }
-  table = {}
+  errors = {}
   for n, dist, eps, method in itertools.product(
-      (128, 512), ('unif', 'chi2'), args.epsilons, hg.METHODS):
+      (128, 512), ('unif', 'chi2'), epsilons, hg.METHODS):
     params = q.quantile_parameters(method, 'discrete_gaussian', b, n, eps,
                                    DELTA)
-    for run in range(args.runs):
-      rng = np.random.default_rng(run + 17 * n)
+    for run_index in range(runs):
+      rng = np.random.default_rng(run_index + 17 * n)
       values = (rng.uniform(0, 10, n) if dist == 'unif'
                 else np.clip(rng.chisquare(4, n), 0, 10))
       codes = sim.encodings(method, values, 0.0, 10.0, b)
-      seed = zlib.crc32(repr((n, dist, eps, method, run)).encode())
+      seed = zlib.crc32(repr((n, dist, eps, method, run_index)).encode())
       noisy = sim.noisy_sum('discrete_gaussian', codes, params, seed=seed)
       for name, opts in estimators.items():
         if opts['consistent'] and method != 'tree':
@@ -71,24 +67,27 @@ def main():
                               monotone=opts['monotone'])
         est = hg.quantile_values(cdf, QUANTILES, 0.0, 10.0, b,
                                  interpolate=opts['interpolate']).numpy()
-        table.setdefault((method, name, eps), []).append(
+        errors.setdefault((method, name, eps), []).append(
             value_error(est, values))
-  print(f'DDG, b = {b}, n in {{128, 512}}, Unif and chi2(4), {args.runs} '
-        'runs each: mean worst error (ratio to paper)')
-  print(f'{"method":7s} {"estimator":12s} ' +
-        ' '.join(f'{"eps=" + format(e, "g"):>16s}' for e in args.epsilons))
+  table = harness.Table(
+      [('method', 'method', 's'), ('estimator', 'estimator', 's')] + [
+          (f'eps={e:g}', f'eps={e:g}',
+           lambda row, e=e: f'{row[f"error_{e:g}"]:.4f} '
+           f'({row[f"ratio_{e:g}"]:4.2f})') for e in epsilons],
+      title=f'DDG, b = {b}, n in {{128, 512}}, Unif and chi2(4), {runs} '
+      'runs each: mean worst error (ratio to paper)')
   for method in hg.METHODS:
     for name in estimators:
-      if (method, name, args.epsilons[0]) not in table:
+      if (method, name, epsilons[0]) not in errors:
         continue
-      cells = []
-      for e in args.epsilons:
-        mean = np.mean(table[(method, name, e)])
-        base = np.mean(table[(method, 'paper', e)])
-        cells.append(f'{mean:.4f} ({mean / base:4.2f})')
-      print(f'{method:7s} {name:12s} ' + ' '.join(f'{c:>16s}'
-                                                  for c in cells))
+      row = table.add(method=method, estimator=name)
+      for e in epsilons:
+        mean = np.mean(errors[(method, name, e)])
+        row[f'error_{e:g}'] = mean
+        row[f'ratio_{e:g}'] = mean / np.mean(errors[(method, 'paper', e)])
+  return table
 
 
 if __name__ == '__main__':
-  main()
+  harness.main(run, __doc__, runs='noisy rounds per configuration',
+               epsilons='target epsilons (delta 1e-5)')

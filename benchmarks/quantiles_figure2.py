@@ -20,12 +20,11 @@ configurations and prints both. Writes PNG plots next to RESULTS.md.
   .venv/bin/python benchmarks/quantiles_figure2.py [--runs 10] [--check]
 """
 
-import argparse
 import itertools
 import os
 import zlib
 
-import _common  # pylint: disable=unused-import
+import _harness as harness
 import numpy as np
 
 QUANTILES = tuple(np.round(np.arange(0.1, 1.0, 0.1), 1))
@@ -62,21 +61,21 @@ def cdf_estimate(method, noisy, num_bins, count, n):
                          num_clients=n).numpy()
 
 
-def sweep(args):
+def sweep(runs, clients, bins, dists, epsilons):
   from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import quantiles as q  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import simulation as sim  # pylint: disable=g-import-not-at-top
   results = {}  # (dist, n, b, variant, setting, eps) -> list of errors
   params = {}
-  for n, b in itertools.product(args.clients, args.bins):
-    for eps in args.epsilons:
+  for n, b in itertools.product(clients, bins):
+    for eps in epsilons:
       z_central = sim.central_noise_multiplier(eps, DELTA)
       for method in ('flat', 'tree', 'haar'):
         for setting in SETTINGS[:2]:
           params[(n, b, method, setting, eps)] = q.quantile_parameters(
               method, setting, b, n, eps, DELTA, bits=BITS)
-      for dist in args.dists:
-        for run in range(args.runs):
+      for dist in dists:
+        for run in range(runs):
           rng = np.random.default_rng(1000 * run + n + b)
           values = data(dist, n, rng)
           for name, method, count in VARIANTS:
@@ -94,11 +93,10 @@ def sweep(args):
   return results, params
 
 
-def check_against_process(args):
+def check_against_process(check_rounds):
   """The same configurations through the real TFF process (a few rounds)."""
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import quantiles as q  # pylint: disable=g-import-not-at-top
-  tff.backends.test.set_sync_test_cpp_execution_context()
+  harness.processes.use_test_context()
   rows = []
   for (name, method, count), setting in itertools.product(
       VARIANTS, SETTINGS[:2]):
@@ -109,7 +107,7 @@ def check_against_process(args):
           count=count, bits=BITS, min_total_stddevs=0.0)
       state = process.initialize()
       errors = []
-      for run in range(args.check_rounds):
+      for run in range(check_rounds):
         values = data('unif', 128, np.random.default_rng(7000 + run))
         out = process.next(state, list(values.astype(np.float32)))
         state = out.state
@@ -118,24 +116,24 @@ def check_against_process(args):
   return rows
 
 
-def plot(results, args, path):
+def plot(results, clients, bins, dists, epsilons, path):
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  panels = list(itertools.product(args.dists, args.clients, args.bins))
-  fig, axes = plt.subplots(len(args.dists), len(panels) // len(args.dists),
-                           figsize=(4 * len(panels) // len(args.dists),
-                                    3.4 * len(args.dists)), squeeze=False)
+  panels = list(itertools.product(dists, clients, bins))
+  fig, axes = plt.subplots(len(dists), len(panels) // len(dists),
+                           figsize=(4 * len(panels) // len(dists),
+                                    3.4 * len(dists)), squeeze=False)
   styles = {'discrete_gaussian': '-', 'poisson_binomial': ':',
             'central': '--'}
   colors = dict(zip([v[0] for v in VARIANTS], ['C0', 'C1', 'C2', 'C3']))
   for ax, (dist, n, b) in zip(axes.flat, panels):
     for (name, _, _), setting in itertools.product(VARIANTS, SETTINGS):
       mean = [np.mean(results[(dist, n, b, name, setting, e)])
-              for e in args.epsilons]
+              for e in epsilons]
       std = [np.std(results[(dist, n, b, name, setting, e)])
-             for e in args.epsilons]
-      ax.errorbar(args.epsilons, mean, yerr=std, ls=styles[setting],
+             for e in epsilons]
+      ax.errorbar(epsilons, mean, yerr=std, ls=styles[setting],
                   color=colors[name], capsize=2, lw=1,
                   label=f'{name} {SHORT[setting]}')
     ax.set_yscale('log')
@@ -147,94 +145,114 @@ def plot(results, args, path):
   fig.savefig(path, dpi=110)
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument('--runs', type=int, default=10)
-  parser.add_argument('--clients', type=int, nargs='+', default=[128, 512])
-  parser.add_argument('--bins', type=int, nargs='+', default=[32, 64])
-  parser.add_argument('--dists', nargs='+', default=['unif', 'chi2'])
-  parser.add_argument('--epsilons', type=float, nargs='+',
-                      default=[1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
-  parser.add_argument('--check', action='store_true',
-                      help='also run the TFF process for n=128, b=32')
-  parser.add_argument('--check-rounds', type=int, default=5)
-  parser.add_argument('--plot', default=os.path.join(
-      HERE, 'figures', 'quantiles_figure2.png'))
-  args = parser.parse_args()
-  try:
-    results, params = sweep(args)
-    rows = check_against_process(args) if args.check else []
-  finally:
-    _common.end_workers()
+def _spread(values, digits):
+  """'median [min, max]' of `values`."""
+  return (f'{np.median(values):.{digits}f} [{min(values):.{digits}f}, '
+          f'{max(values):.{digits}f}]')
 
-  for dist, n, b in itertools.product(args.dists, args.clients, args.bins):
-    print(f'\n{dist}, n={n}, b={b}: worst quantile error, mean +- std over '
-          f'{args.runs} runs')
-    header = ' '.join(f'{name + " " + SHORT[s]:>16s}'
-                      for (name, _, _), s in itertools.product(VARIANTS,
-                                                               SETTINGS))
-    print(f'{"eps":>4s} {header}')
-    for e in args.epsilons:
-      cells = []
-      for (name, _, _), s in itertools.product(VARIANTS, SETTINGS):
-        r = results[(dist, n, b, name, s, e)]
-        cells.append(f'{np.mean(r):7.4f}+-{np.std(r):6.4f}')
-      print(f'{e:4g} ' + ' '.join(f'{c:>16s}' for c in cells))
-  # Distributed vs central: the 1.1x target, per method and mechanism.
-  print('\nratio of mean worst error, distributed / central (all panels, '
-        'all eps): median [min, max]')
-  for (name, _, _), s in itertools.product(VARIANTS, SETTINGS[:2]):
-    ratios = [np.mean(results[(d, n, b, name, s, e)]) /
-              np.mean(results[(d, n, b, name, 'central', e)])
-              for d, n, b, e in itertools.product(
-                  args.dists, args.clients, args.bins, args.epsilons)]
-    print(f'  {name:9s} {SHORT[s]:5s} {np.median(ratios):6.2f} '
-          f'[{min(ratios):.2f}, {max(ratios):.2f}]')
-  # The same comparison without sampling error: per-coordinate noise
-  # stddev of the distributed sum over the central Gaussian's.
+
+def run(runs=10, clients=(128, 512), bins=(32, 64), dists=('unif', 'chi2'),
+        epsilons=(1, 2, 3, 4, 5, 6, 7, 8, 9, 10), check=False,
+        check_rounds=5,
+        plot_path=os.path.join(HERE, 'figures', 'quantiles_figure2.png')):
+  """A table of errors per (dist, n, b) panel; then the distributed /
+  central ratios, the analytic noise ratios, the Table 5 analogue, the
+  calibrated parameters, and with `check` the TFF process beside the
+  simulator."""
   from tff_ddp.analytics import simulation as sim  # pylint: disable=g-import-not-at-top
-  print('\nnoise stddev per coordinate, distributed / central (analytic): '
-        'median [min, max] over n, b, eps')
-  for method, setting in itertools.product(('flat', 'tree', 'haar'),
-                                           SETTINGS[:2]):
-    ratios = []
-    for (n, b, m, s, e), p in params.items():
-      if m != method or s != setting:
-        continue
-      central = sim.central_noise_multiplier(e, DELTA) * p.l2_sensitivity
-      ratios.append(sim.noise_stddev(p, n) / central)
-    print(f'  {method:9s} {SHORT[setting]:5s} {np.median(ratios):6.3f} '
-          f'[{min(ratios):.3f}, {max(ratios):.3f}]')
+  results, params = sweep(runs, clients, bins, dists, epsilons)
+  checked = check_against_process(check_rounds) if check else []
+  pairs = list(itertools.product(VARIANTS, SETTINGS))
+  tables = []
+  for dist, n, b in itertools.product(dists, clients, bins):
+    table = harness.Table(
+        [('eps', 'eps', 'g')] + [
+            (f'{name} {SHORT[s]}', f'{name} {SHORT[s]}',
+             lambda row, k=f'{name} {SHORT[s]}':
+             f'{row[k][0]:.4f}+-{row[k][1]:.4f}')
+            for (name, _, _), s in pairs],
+        title=f'{dist}, n={n}, b={b}: worst quantile error, mean +- std '
+        f'over {runs} runs')
+    for e in epsilons:
+      table.add(eps=e, **{
+          f'{name} {SHORT[s]}': (np.mean(results[(dist, n, b, name, s, e)]),
+                                 np.std(results[(dist, n, b, name, s, e)]))
+          for (name, _, _), s in pairs})
+    tables.append(table)
+  # Distributed vs central: the 1.1x target, per method and mechanism; and
+  # the same without sampling error: the per-coordinate noise stddev of the
+  # distributed sum over the central Gaussian's (analytic).
+  ratios = harness.Table(
+      [('method', 'method', 's'), ('mechanism', 'mechanism', 's'),
+       ('measured', 'distributed / central, measured', 's'),
+       ('analytic', 'noise stddev, analytic', 's')],
+      title='ratio of mean worst error, distributed / central (all panels, '
+      'all eps), and of the per-coordinate noise stddev (analytic, over n, '
+      'b, eps): median [min, max]')
+  for (name, method, _), s in itertools.product(VARIANTS, SETTINGS[:2]):
+    measured = [np.mean(results[(d, n, b, name, s, e)]) /
+                np.mean(results[(d, n, b, name, 'central', e)])
+                for d, n, b, e in itertools.product(dists, clients, bins,
+                                                    epsilons)]
+    analytic = [sim.noise_stddev(p, n) /
+                (sim.central_noise_multiplier(e, DELTA) * p.l2_sensitivity)
+                for (n, b, m, s_, e), p in params.items()
+                if m == method and s_ == s]
+    ratios.add(method=name, mechanism=SHORT[s],
+               measured=_spread(measured, 2), analytic=_spread(analytic, 3))
+  tables.append(ratios)
   # Table 5 of the frequency paper: Haar vs flat average error.
-  print('\naverage worst error over all panels and eps (Table 5 analogue)')
+  table5 = harness.Table(
+      [('setting', 'setting', 's'), ('flat-n', 'flat-n', '.4f'),
+       ('tree', 'tree', '.4f'), ('haar', 'haar', '.4f'),
+       ('haar/flat', 'haar/flat', '.2f')],
+      title='average worst error over all panels and eps (Table 5 analogue)')
   for s in SETTINGS:
-    flat = np.mean([np.mean(v) for k, v in results.items()
-                    if k[3] == 'flat-n' and k[4] == s])
-    haar = np.mean([np.mean(v) for k, v in results.items()
-                    if k[3] == 'haar' and k[4] == s])
-    tree = np.mean([np.mean(v) for k, v in results.items()
-                    if k[3] == 'tree' and k[4] == s])
-    print(f'  {SHORT[s]:8s} flat-n {flat:.4f}  tree {tree:.4f}  haar '
-          f'{haar:.4f}  haar/flat {haar / flat:.2f}')
-  print('\ncalibrated parameters at eps=1 (n, b, method: c, z | theta, m):')
+    row = table5.add(setting=SHORT[s], **{
+        name: np.mean([np.mean(v) for k, v in results.items()
+                       if k[3] == name and k[4] == s])
+        for name in ('flat-n', 'tree', 'haar')})
+    row['haar/flat'] = row['haar'] / row['flat-n']
+  tables.append(table5)
+  calibrated = harness.Table(
+      [('n', 'n', 'd'), ('b', 'b', 'd'), ('method', 'method', 's'),
+       ('mechanism', 'mechanism', 's'), ('detail', 'c, z (DDG) or theta, m (cPBM)', 's')],
+      title=f'calibrated parameters at eps={epsilons[0]:g}')
   for (n, b, method, setting, eps), p in sorted(params.items()):
-    if eps == args.epsilons[0]:
-      detail = (f'c={p.scaling}, z={p.noise_multiplier:.3f}'
-                if setting == 'discrete_gaussian' else
-                f'theta={p.theta:.5f}, m={p.num_trials}')
-      print(f'  n={n:4d} b={b:3d} {method:5s} {SHORT[setting]:5s} {detail}')
-  if rows:
-    print('\nTFF process vs simulator, unif, n=128, b=32 (mean +- std of the '
-          'worst error)')
-    for name, s, e, mean, std in rows:
+    if eps == epsilons[0]:
+      calibrated.add(n=n, b=b, method=method, mechanism=SHORT[setting],
+                     detail=(f'c={p.scaling}, z={p.noise_multiplier:.3f}'
+                             if setting == 'discrete_gaussian' else
+                             f'theta={p.theta:.5f}, m={p.num_trials}'))
+  tables.append(calibrated)
+  if checked:
+    versus = harness.Table(
+        [('variant', 'variant', 's'), ('mechanism', 'mechanism', 's'),
+         ('eps', 'eps', 'g'),
+         ('process', f'process ({check_rounds} rounds)',
+          lambda row: f'{row["mean"]:.4f} +- {row["std"]:.4f}'),
+         ('simulator', 'simulator', 's')],
+        title='TFF process vs simulator, unif, n=128, b=32 (mean +- std of '
+        'the worst error)')
+    for name, s, e, mean, std in checked:
       r = results.get(('unif', 128, 32, name, s, e))
-      simulated = (f'{np.mean(r):.4f} +- {np.std(r):.4f}' if r else 'n/a')
-      print(f'  {name:9s} {SHORT[s]:5s} eps={e:g}: process {mean:.4f} +- '
-            f'{std:.4f} ({args.check_rounds} rounds), simulator {simulated}')
-  os.makedirs(os.path.dirname(args.plot), exist_ok=True)
-  plot(results, args, args.plot)
-  print(f'\nplot: {os.path.relpath(args.plot, os.path.dirname(HERE))}')
+      versus.add(variant=name, mechanism=SHORT[s], eps=e, mean=mean, std=std,
+                 simulator=(f'{np.mean(r):.4f} +- {np.std(r):.4f}' if r
+                            else 'n/a'))
+    tables.append(versus)
+  os.makedirs(os.path.dirname(plot_path), exist_ok=True)
+  plot(results, clients, bins, dists, epsilons, plot_path)
+  tables[-1].notes.append(
+      f'plot: {os.path.relpath(plot_path, os.path.dirname(HERE))}')
+  return tables
 
 
 if __name__ == '__main__':
-  main()
+  harness.main(
+      run, __doc__, runs='runs per configuration',
+      clients='n, the clients', bins='b, the histogram bins',
+      dists=harness.arg('the value distributions', choices=('unif', 'chi2')),
+      epsilons=harness.arg('target epsilons (delta 1e-5)', type=float),
+      check='also run the TFF process for n=128, b=32',
+      check_rounds='rounds of each checked configuration',
+      plot_path=harness.arg('where the figure goes', flags=('--plot',)))

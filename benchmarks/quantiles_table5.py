@@ -15,9 +15,7 @@ and the zero-out curve over the touched coordinates only) and n clients. Rounds 
   .venv/bin/python benchmarks/quantiles_table5.py [--runs 50] [--clients 1000]
 """
 
-import argparse
-
-import _common  # pylint: disable=unused-import
+import _harness as harness
 import numpy as np
 
 QUANTILES = tuple(np.round(np.arange(0.80, 0.995, 0.01), 2))
@@ -33,18 +31,15 @@ def draw(name, n, rng):
   return np.clip(rng.lognormal(0.5, 0.8, n), 0, 10)
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument('--runs', type=int, default=50)
-  parser.add_argument('--clients', type=int, default=1000)
-  args = parser.parse_args()
+def run(runs=50, clients=1000):
+  """Rows DHT (Haar) and Flat: the average bin error per distribution."""
   import dp_accounting  # pylint: disable=g-import-not-at-top
   from tff_ddp.accounting import accountant as acc_lib  # pylint: disable=g-import-not-at-top
   from tff_ddp.aggregators import poisson_binomial  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import quantile_calibration as qc  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import simulation as sim  # pylint: disable=g-import-not-at-top
-  n = args.clients
+  n = clients
   width = 10.0 / BINS
   params, eps = {}, {}
   for method in ('flat', 'haar'):
@@ -74,39 +69,42 @@ def main():
       eps[(method, label)] = accountant.get_epsilon(DELTA)
 
   count = {'flat': 'estimated', 'haar': 'exact'}
-  table = {}
+  errors = {}
   for dist in ('uniform', 'chi2(4)', 'lognormal'):
-    for run in range(args.runs):
-      values = draw(dist, n, np.random.default_rng(run))
+    for run_index in range(runs):
+      values = draw(dist, n, np.random.default_rng(run_index))
       for method in ('flat', 'haar'):
         codes = sim.encodings(method, values, 0.0, 10.0, BINS)
         clean = hg.estimate_cdf(method, codes.sum(0).astype(np.float64),
                                 BINS, count[method], num_clients=n)
         noisy = sim.noisy_sum('poisson_binomial', codes, params[method],
-                              seed=run * 7 + (method == 'haar'))
+                              seed=run_index * 7 + (method == 'haar'))
         cdf = hg.estimate_cdf(method, noisy, BINS, count[method],
                               num_clients=n)
         ref = hg.quantile_values(clean, QUANTILES, 0.0, 10.0, BINS).numpy()
         est = hg.quantile_values(cdf, QUANTILES, 0.0, 10.0, BINS).numpy()
-        table.setdefault((dist, method), []).append(
+        errors.setdefault((dist, method), []).append(
             np.mean(np.abs(est - ref)) / width)
-  print(f'cPBM theta = 0.2, m = 30, {BINS} bins, n = {n}, quantiles '
-        f'0.80..0.99; average bin error vs the un-noised histogram, mean over '
-        f'{args.runs} runs')
-  print(f'{"":8s} ' + ' '.join(f'{d:>12s}' for d in
-                                ('uniform', 'chi2(4)', 'lognormal')))
+  dists = ('uniform', 'chi2(4)', 'lognormal')
+  table = harness.Table(
+      [('method', '', 's')] + [(d, d, '.2f') for d in dists],
+      title=f'cPBM theta = 0.2, m = 30, {BINS} bins, n = {n}, quantiles '
+      '0.80..0.99; average bin error vs the un-noised histogram, mean over '
+      f'{runs} runs',
+      notes=['', 'epsilon of one release at delta = 1e-5 (our accountant, '
+             'against the server; no sampling, so also against the '
+             'release):'])
   for method, label in (('haar', 'DHT'), ('flat', 'Flat')):
-    print(f'{label:8s} ' + ' '.join(
-        f'{np.mean(table[(d, method)]):12.2f}'
-        for d in ('uniform', 'chi2(4)', 'lognormal')))
-  print('\nepsilon of one release at delta = 1e-5 (our accountant, against '
-        'the server; no sampling, so also against the release):')
+    table.add(method=label, **{d: np.mean(errors[(d, method)]) for d in dists})
   for method in ('flat', 'haar'):
-    print(f'  {method:5s} Lemma 2 as published (replace-one, all {BINS} '
-          f'coordinates) {eps[(method, "paper")]:.2f}; zero-out, all '
-          f'{BINS}: {eps[(method, "all")]:.2f}; zero-out, touched '
-          f'coordinates (l0_clip): {eps[(method, "l0")]:.2f}')
+    table.notes.append(
+        f'  {method:5s} Lemma 2 as published (replace-one, all {BINS} '
+        f'coordinates) {eps[(method, "paper")]:.2f}; zero-out, all {BINS}: '
+        f'{eps[(method, "all")]:.2f}; zero-out, touched coordinates '
+        f'(l0_clip): {eps[(method, "l0")]:.2f}')
+  return table
 
 
 if __name__ == '__main__':
-  main()
+  harness.main(run, __doc__, runs='noisy rounds per distribution',
+               clients='n, the clients')

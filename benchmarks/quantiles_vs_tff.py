@@ -35,11 +35,10 @@ process; first round (tracing) reported separately. Target: < 60 s.
       [--big-clients 10000] [--skip-accuracy] [--skip-timing]
 """
 
-import argparse
 import collections
 import time
 
-import _common  # pylint: disable=unused-import
+import _harness as harness
 import numpy as np
 
 QUANTILES = tuple(np.round(np.arange(0.1, 1.0, 0.1), 1))
@@ -111,12 +110,11 @@ def run_ours(process, data, b):
   return errors
 
 
-def accuracy(args):
+def accuracy(n, b, epsilons, reps):
   from tff_ddp.accounting import accountant  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import quantiles as q  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import simulation as sim  # pylint: disable=g-import-not-at-top
-  n, b = args.clients, args.bins
 
   def ours(method, eps, **kwargs):
     return q.build_quantile_process(
@@ -124,12 +122,12 @@ def accuracy(args):
         **kwargs)
 
   rows = []
-  for eps in args.epsilons:
+  for eps in epsilons:
     z = sim.central_noise_multiplier(eps, DELTA)
     event, local = tff_actual_event(n, b, z)
     actual, _ = accountant.epsilon(event, DELTA, adversary='server')
     data = [np.random.default_rng(100 + r).uniform(0, 10, n)
-            for r in range(args.reps)]
+            for r in range(reps)]
     result = collections.OrderedDict()
     result['ours tree'] = run_ours(ours('tree', eps, count='exact'), data, b)
     result['ours tree consistent'] = run_ours(
@@ -156,10 +154,10 @@ def accuracy(args):
   return rows
 
 
-def timing(args):
+def timing(n, timed_rounds):
   from tff_ddp.analytics import quantiles as q  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import simulation as sim  # pylint: disable=g-import-not-at-top
-  n, b, eps = args.big_clients, 64, 1.0
+  b, eps = 64, 1.0
   values = np.random.default_rng(5).uniform(0, 10, n).astype(np.float32)
   processes = {
       'tff_ddp flat DDG': q.build_quantile_process(
@@ -175,7 +173,7 @@ def timing(args):
   for name, process in processes.items():
     state = process.initialize()
     secs = []
-    for _ in range(args.timed_rounds + 1):
+    for _ in range(timed_rounds + 1):
       start = time.perf_counter()
       if name.startswith('TFF'):
         process.next(state, [[v] for v in values])
@@ -186,54 +184,57 @@ def timing(args):
   return rows
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument('--clients', type=int, default=128)
-  parser.add_argument('--bins', type=int, default=32)
-  parser.add_argument('--epsilons', type=float, nargs='+',
-                      default=[1.0, 2.0, 5.0, 10.0])
-  parser.add_argument('--reps', type=int, default=20)
-  parser.add_argument('--big-clients', type=int, default=10000)
-  parser.add_argument('--timed-rounds', type=int, default=2)
-  parser.add_argument('--skip-accuracy', action='store_true')
-  parser.add_argument('--skip-timing', action='store_true')
-  args = parser.parse_args()
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  tff.backends.test.set_sync_test_cpp_execution_context()
-  try:
-    acc = [] if args.skip_accuracy else accuracy(args)
-    tim = [] if args.skip_timing else timing(args)
-  finally:
-    _common.end_workers()
-  if acc:
-    print(f'\nUnif[0, 10], n = {args.clients}, b = {args.bins}, 18 bits; '
-          f'worst quantile error (eq. 3), mean +- std over {args.reps} '
-          'rounds. TFF sigma: its per-client stddev after rounding up; TFF '
-          'eps: what its process delivers (our accountant, server, zero-out, '
-          f'delta {DELTA:g}).')
+def run(clients=128, bins=32, epsilons=(1.0, 2.0, 5.0, 10.0), reps=20,
+        big_clients=10000, timed_rounds=2, skip_accuracy=False,
+        skip_timing=False):
+  """Part 1: errors per epsilon and their ratios; part 2: seconds per
+  round with `big_clients` clients."""
+  tables = []
+  if not skip_accuracy:
+    acc = accuracy(clients, bins, epsilons, reps)
     names = list(acc[0][4])
-    print(f'{"eps":>5s} {"z":>6s} {"TFF sigma":>9s} {"TFF eps":>7s} '
-          + ' '.join(f'{n:>16s}' for n in names))
+    errors = harness.Table(
+        [('eps', 'eps', 'g'), ('z', 'z', '.3f'), ('local', 'TFF sigma', 'g'),
+         ('actual', 'TFF eps', '.3f')] + [
+             (name, name, harness.mean_std(name, 4, joiner='+-'))
+             for name in names],
+        title=f'Unif[0, 10], n = {clients}, b = {bins}, 18 bits; worst '
+        f'quantile error (eq. 3), mean +- std over {reps} rounds. TFF '
+        'sigma: its per-client stddev after rounding up; TFF eps: what its '
+        'process delivers (our accountant, server, zero-out, delta '
+        f'{DELTA:g}).')
+    ratios = harness.Table(
+        [('eps', 'eps', 'g'),
+         ('requested', 'requested: TFF decoder / ours consistent', '.2f'),
+         ('equal', 'equal actual eps: TFF decoder / ours consistent',
+          '.2f')],
+        title='ratios of mean errors (TFF / ours):')
     for eps, z, local, actual, result in acc:
-      cells = [f'{np.mean(e):.4f}+-{np.std(e):.4f}' for e in result.values()]
-      print(f'{eps:5g} {z:6.3f} {local:9g} {actual:7.3f} '
-            + ' '.join(f'{c:>16s}' for c in cells))
-    print('\nratios of mean errors (TFF / ours):')
-    print(f'{"eps":>5s} {"requested: TFF decoder / ours consistent":>42s} '
-          f'{"equal actual eps: TFF decoder / ours consistent":>49s}')
-    for eps, _, _, _, result in acc:
+      errors.add(eps=eps, z=z, local=local, actual=actual, **result)
       m = {k: np.mean(v) for k, v in result.items()}
-      print(f'{eps:5g} {m["TFF decoder"] / m["ours tree consistent"]:42.2f} '
-            f'{m["TFF decoder"] / m["ours consistent @ TFF eps"]:49.2f}')
-  if tim:
-    print(f'\n{args.big_clients} clients, 64 bins, eps = 1: seconds per '
-          f'round (mean of {args.timed_rounds} after the first)')
+      ratios.add(eps=eps,
+                 requested=m['TFF decoder'] / m['ours tree consistent'],
+                 equal=m['TFF decoder'] / m['ours consistent @ TFF eps'])
+    tables += [errors, ratios]
+  if not skip_timing:
+    tim = timing(big_clients, timed_rounds)
     ours = tim[0][2]
+    seconds = harness.Table(
+        [('name', 'process', 's'), ('first', 'first', '.2f'),
+         ('then', 'then', '.2f'), ('ratio', 'ratio to ours (DDG)', '.2f')],
+        title=f'{big_clients} clients, 64 bins, eps = 1: seconds per round '
+        f'(mean of {timed_rounds} after the first)',
+        notes=['target: < 60 s per round'])
     for name, first, spr in tim:
-      print(f'  {name:38s} first {first:7.2f}  then {spr:7.2f}  '
-            f'ratio to ours (DDG) {spr / ours:5.2f}')
-    print('target: < 60 s per round')
+      seconds.add(name=name, first=first, then=spr, ratio=spr / ours)
+    tables.append(seconds)
+  return tables
 
 
 if __name__ == '__main__':
-  main()
+  harness.main(
+      run, __doc__, tff=True, clients='n of part 1',
+      bins='b of part 1', epsilons='target epsilons of part 1',
+      reps='rounds per epsilon and process in part 1',
+      big_clients='n of part 2', timed_rounds='timed rounds of part 2',
+      skip_accuracy='skip part 1', skip_timing='skip part 2')

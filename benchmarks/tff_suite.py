@@ -25,7 +25,6 @@ outcome, grouped:
 `--baseline` runs the unmodified test against TFF's own factory instead.
 """
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -33,7 +32,7 @@ import sys
 import tempfile
 import xml.etree.ElementTree as ElementTree
 
-import _common  # pylint: disable=unused-import
+import _harness as harness
 
 _CONFTEST = '''
 import pytest
@@ -63,6 +62,9 @@ _INTERNALS = ('_unpack_state', "'_l2_clip'", 'is_equivalent_to',
               'test_type_properties', 'test_auto_l2_builds_estimation_process')
 
 
+_CLASSES = ('passed', 'failed', 'internals', 'skipped')
+
+
 def _classify(case):
   """(outcome, first line of the failure) of one junit testcase element."""
   for tag in ('failure', 'error'):
@@ -80,29 +82,27 @@ def _classify(case):
   return 'passed', ''
 
 
-def main():
-  parser = argparse.ArgumentParser(
-      description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-  parser.add_argument('--tff-test', required=True,
-                      help="path to TFF 0.87's distributed_dp_test.py")
-  parser.add_argument('--baseline', action='store_true',
-                      help="run against TFF's own factory (no substitution)")
-  parser.add_argument('-k', default=None, help='pytest -k expression')
-  args = parser.parse_args()
-  if not os.path.isfile(args.tff_test):
-    parser.error(f'--tff-test: no such file: {args.tff_test}')
+_TITLES = {'failed': 'failed (behaviour)',
+           'internals': "failed (reads TFF's private internals)",
+           'skipped': 'skipped'}
 
+
+def run(tff_test, baseline=False, k=None):
+  """One row per test that did not pass, grouped by outcome."""
+  if not os.path.isfile(tff_test):
+    raise harness.UsageError(f'--tff-test: no such file: {tff_test}; pass '
+                             "the path of TFF 0.87's distributed_dp_test.py")
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   with tempfile.TemporaryDirectory() as tmp:
-    shutil.copy(args.tff_test, os.path.join(tmp, 'distributed_dp_test.py'))
+    shutil.copy(tff_test, os.path.join(tmp, 'distributed_dp_test.py'))
     with open(os.path.join(tmp, 'conftest.py'), 'w') as f:
-      f.write(_CONFTEST.format(substitute=not args.baseline))
+      f.write(_CONFTEST.format(substitute=not baseline))
     report = os.path.join(tmp, 'report.xml')
     command = [sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider',
                '--rootdir', tmp, '-o', 'addopts=', '--junitxml', report,
                'distributed_dp_test.py']
-    if args.k:
-      command += ['-k', args.k]
+    if k:
+      command += ['-k', k]
     env = dict(os.environ, PYTHONPATH=root + os.pathsep +
                os.environ.get('PYTHONPATH', ''))
     subprocess.run(command, cwd=tmp, env=env, check=False,
@@ -114,26 +114,26 @@ def main():
     results = [(c.get('classname', '').split('.')[-1] + '.' + c.get('name'),
                 *_classify(c)) for c in cases]
 
-  factory = ("TFF's DistributedDpSumFactory" if args.baseline
+  factory = ("TFF's DistributedDpSumFactory" if baseline
              else 'tff_ddp.aggregators.DiscreteGaussianSumFactory')
-  print(f'TFF 0.87 distributed_dp_test.py against {factory}')
-  groups = {}
-  for name, outcome, first in results:
-    groups.setdefault(outcome, []).append((name, first))
-  for outcome in ('failed', 'internals', 'skipped'):
-    if outcome in groups:
-      title = {'failed': 'failed (behaviour)',
-               'internals': "failed (reads TFF's private internals)",
-               'skipped': 'skipped'}[outcome]
-      print(f'\n{title}:')
-      for name, first in groups[outcome]:
-        print(f'  {name}: {first[:150]}')
-  counts = {k: len(v) for k, v in groups.items()}
-  print(f"\n{counts.get('passed', 0)} passed, "
-        f"{counts.get('failed', 0)} failed (behaviour), "
-        f"{counts.get('internals', 0)} failed (internals), "
-        f'{len(results)} in all')
+  table = harness.Table(
+      [('outcome', 'outcome', 's'), ('test', 'test', 's'),
+       ('first', 'first line of the failure', 's')],
+      title=f'TFF 0.87 distributed_dp_test.py against {factory}')
+  for outcome in _TITLES:
+    for name, got, first in results:
+      if got == outcome:
+        table.add(outcome=_TITLES[outcome], test=name, first=first[:150])
+  counts = {o: sum(got == o for _, got, _ in results) for o in _CLASSES}
+  table.notes.append(f"{counts['passed']} passed, {counts['failed']} failed "
+                     f"(behaviour), {counts['internals']} failed "
+                     f'(internals), {len(results)} in all')
+  return table
 
 
 if __name__ == '__main__':
-  main()
+  harness.main(
+      run, __doc__,
+      tff_test="path to TFF 0.87's distributed_dp_test.py",
+      baseline="run against TFF's own factory (no substitution)",
+      k=harness.arg('pytest -k expression', type=str, flags=('-k',)))

@@ -19,10 +19,10 @@ in the entropy. This script shows it in two ways, all on this machine:
   PYTHONPATH=$PWD .venv/bin/python benchmarks/uuid_read_cost.py
 """
 
-import argparse
 import os
 import tempfile
-import time
+
+import _harness as harness  # (sets sys.path)
 
 from tff_ddp.utils import entropy
 
@@ -32,13 +32,12 @@ UUID_PATH = entropy.UUID_PATH
 def _per_call(fn, calls, repeats=5):
   """Microseconds per call: the fastest of `repeats` loops of `calls`."""
   fn()
-  best = float('inf')
-  for _ in range(repeats):
-    t0 = time.perf_counter()
+
+  def loop():
     for _ in range(calls):
       fn()
-    best = min(best, (time.perf_counter() - t0) / calls)
-  return 1e6 * best
+  return 1e6 * harness.seconds_of(loop, repeats, warmup=False,
+                                  summary=min) / calls
 
 
 def _two_preads(buffer):
@@ -52,16 +51,14 @@ def _two_preads(buffer):
   return read
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-  parser.add_argument('--calls', type=int, default=5000)
-  args = parser.parse_args()
-
-  print(f'1. two preads of {UUID_PATH}, microseconds per pair '
-        f'(fastest of 5 x {args.calls}):')
+def run(calls=5000):
+  """Two tables: the kernel's cost by request size, TF's read by file."""
+  preads = harness.Table(
+      [('bytes', 'buffer bytes', 'd'), ('us', 'us per pair', '.1f')],
+      title=f'1. two preads of {UUID_PATH}, microseconds per pair (fastest '
+      f'of 5 x {calls}):')
   for size in (64, 4096, 1 << 20):
-    micros = _per_call(_two_preads(bytearray(size)), args.calls)
-    print(f'   buffer {size:8d} bytes  {micros:8.1f} us')
+    preads.add(bytes=size, us=_per_call(_two_preads(bytearray(size)), calls))
 
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   tf.config.threading.set_inter_op_parallelism_threads(1)
@@ -76,29 +73,30 @@ def main():
       """A tf.function running `calls` salted reads in one tf.while_loop, so
       that Python's per-call dispatch is out of the measurement."""
       @tf.function
-      def run():
+      def salted_reads():
         def body(i, total):
           salt = tf.raw_ops.NonDeterministicInts(shape=[2], dtype=tf.int64)
           empty = tf.strings.substr(tf.strings.as_string(salt[0]), 0, 0)
           name = tf.strings.join([path, empty])
           got = tf.io.read_file(name) if read else name
           return i + 1, total + tf.strings.length(got)
-        return tf.while_loop(lambda i, _: i < args.calls, body,
+        return tf.while_loop(lambda i, _: i < calls, body,
                              (tf.constant(0), tf.constant(0)))[1]
-      return run
+      return salted_reads
 
-    print(f'2. {args.calls} salted reads in one tf.function (a '
-          'tf.while_loop), microseconds per read (fastest of 5):')
-    rows = [('salted path ops, no read', loop(UUID_PATH, False)),
-            (f'read_file {copy.name} (37 B regular file)',
-             loop(copy.name, True)),
-            (f'read_file {UUID_PATH}', loop(UUID_PATH, True))]
-    for label, fn in rows:
-      micros = _per_call(fn, 1) / args.calls
-      print(f'   {label:52s} {micros:8.1f} us')
+    reads = harness.Table(
+        [('read', 'read', 's'), ('us', 'us per read', '.1f')],
+        title=f'2. {calls} salted reads in one tf.function (a '
+        'tf.while_loop), microseconds per read (fastest of 5):')
+    for label, fn in (('salted path ops, no read', loop(UUID_PATH, False)),
+                      (f'read_file {copy.name} (37 B regular file)',
+                       loop(copy.name, True)),
+                      (f'read_file {UUID_PATH}', loop(UUID_PATH, True))):
+      reads.add(read=label, us=_per_call(fn, 1) / calls)
   finally:
     os.unlink(copy.name)
+  return [preads, reads]
 
 
 if __name__ == '__main__':
-  main()
+  harness.main(run, __doc__, calls='calls per timed loop')

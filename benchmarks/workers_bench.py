@@ -34,15 +34,12 @@ Data are seeded (the same in every configuration and run).
       [--pinned]
 """
 
-import argparse
 import os
 import statistics
-import sys
 import time
 import warnings
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
-
+import _harness as harness  # (sets sys.path)
 import numpy as np  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
@@ -50,21 +47,7 @@ import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
 from tff_ddp.aggregators import DiscreteGaussianSumFactory  # pylint: disable=g-import-not-at-top
 from tff_ddp.analytics import build_quantile_process  # pylint: disable=g-import-not-at-top
 from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
-from tff_ddp.utils import workers  # pylint: disable=g-import-not-at-top
-
-_TICKS = os.sysconf('SC_CLK_TCK')
-
-
-def _cpu_seconds(pids):
-  total = 0.0
-  for pid in pids:
-    try:
-      with open(f'/proc/{pid}/stat') as f:
-        fields = f.read().rsplit(')', 1)[1].split()
-      total += (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
-    except OSError:
-      pass
-  return total
+from tff_ddp.utils import workers as workers_lib  # pylint: disable=g-import-not-at-top
 
 
 _VECTORS = {}
@@ -289,11 +272,12 @@ class _FedAvg(_Workload):
 
 
 _WORKLOADS = {
-    'secure_sum': lambda a: _SecureSum(a.clients, a.dim),
-    'ddg': lambda a: _Ddg(a.clients, a.dim),
-    'quantile': lambda a: _Quantile(a.quantile_clients),
-    'floor': lambda a: _HistogramFloor(a.quantile_clients),
-    'fedavg': lambda a: _FedAvg(a.fedavg_clients, a.fedavg_hidden),
+    'secure_sum': lambda sizes: _SecureSum(sizes['clients'], sizes['dim']),
+    'ddg': lambda sizes: _Ddg(sizes['clients'], sizes['dim']),
+    'quantile': lambda sizes: _Quantile(sizes['quantile_clients']),
+    'floor': lambda sizes: _HistogramFloor(sizes['quantile_clients']),
+    'fedavg': lambda sizes: _FedAvg(sizes['fedavg_clients'],
+                                    sizes['fedavg_hidden']),
 }
 
 
@@ -306,25 +290,19 @@ def _time(fn, reps, worker_pids):
   lost: a negative worker CPU was how such runs showed before).
   """
   fn()  # warm-up: compilation, executor creation
-  walls, py_cpu, wk_cpu, results = [], [], [], []
+  timings, results = [], []
   for _ in range(reps):
-    before = set(worker_pids())
-    c0, w0, t0 = time.process_time(), _cpu_seconds(before), \
-        time.perf_counter()
-    results.append(fn())
-    walls.append(time.perf_counter() - t0)
-    py_cpu.append(time.process_time() - c0)
-    after = set(worker_pids())
-    if after != before:
+    with harness.timed(worker_pids) as timing:
+      results.append(fn())
+    if timing.workers_changed:
       raise RuntimeError(
-          'a TFF worker was replaced during a timed round (pids '
-          f'{sorted(before)} -> {sorted(after)}): it crashed and the call '
-          'was repeated, so this round\'s time is not a measurement (see '
-          'dmesg; a stack overflow needs '
+          'a TFF worker was replaced during a timed round: it crashed and '
+          'the call was repeated, so this round\'s time is not a '
+          'measurement (see dmesg; a stack overflow needs '
           'processes.raise_worker_stack_limit())')
-    wk_cpu.append(_cpu_seconds(after) - w0)
-  return (statistics.median(walls), statistics.median(py_cpu),
-          statistics.median(wk_cpu), results[-1])
+    timings.append(timing)
+  return tuple(statistics.median(getattr(t, field) for t in timings)
+               for field in ('wall', 'cpu', 'workers_cpu')) + (results[-1],)
 
 
 def _largest_tf_computation(comp):
@@ -351,42 +329,21 @@ def _largest_tf_computation(comp):
   return max(counts)
 
 
-def main():
-  parser = argparse.ArgumentParser()
-  parser.add_argument('--clients', type=int, default=1000,
-                      help='clients of secure_sum and ddg')
-  parser.add_argument('--dim', type=int, default=64,
-                      help='dimension of secure_sum and ddg')
-  parser.add_argument('--quantile-clients', type=int, default=100000)
-  parser.add_argument('--fedavg-clients', type=int, default=50)
-  parser.add_argument('--fedavg-hidden', type=int, default=100,
-                      help='hidden units of the FedAvg model (0: 784-10 '
-                      'softmax regression)')
-  parser.add_argument('--reps', type=int, default=3)
-  parser.add_argument('--workers', default='1,2,4')
-  parser.add_argument('--unthreaded', default='2,4',
-                      help='worker counts also run without per-worker '
-                      'threads (as TFF would), to show serialisation')
-  parser.add_argument('--workloads', default='secure_sum,ddg',
-                      help='comma-separated, of ' + ','.join(_WORKLOADS))
-  parser.add_argument('--pinned', action='store_true',
-                      help='also: 1 worker on cpu 0 vs 2 workers on cpus 0 '
-                      'and 1 (taskset), threaded and unthreaded')
-  args = parser.parse_args()
-  # 10^5-value calls overflow worker_binary's default 8 MiB thread stacks;
-  # the workers started below inherit the raised limit.
-  processes.raise_worker_stack_limit()
-
-  names = [n for n in args.workloads.split(',') if n]
-  unknown = [n for n in names if n not in _WORKLOADS]
+def run(clients=1000, dim=64, quantile_clients=100000, fedavg_clients=50,
+        fedavg_hidden=100, reps=3, workers=(1, 2, 4), unthreaded=(2, 4),
+        workloads=('secure_sum', 'ddg'), pinned=False):
+  """One row per (configuration, workload): median wall and CPU seconds."""
+  unknown = [n for n in workloads if n not in _WORKLOADS]
   if unknown:
-    parser.error(f'unknown workloads {unknown}; choose from '
-                 f'{", ".join(_WORKLOADS)}')
+    raise harness.UsageError(f'--workloads: unknown {unknown}; choose from '
+                             f'{", ".join(_WORKLOADS)}')
+  sizes = dict(clients=clients, dim=dim, quantile_clients=quantile_clients,
+               fedavg_clients=fedavg_clients, fedavg_hidden=fedavg_hidden)
   # Built once (data, tracing), before any worker starts.
   built = {}
-  for name in names:
+  for name in workloads:
     t0 = time.perf_counter()
-    built[name] = _WORKLOADS[name](args)
+    built[name] = _WORKLOADS[name](sizes)
     comp = getattr(built[name], 'comp', None) or getattr(
         built[name], 'process').next
     ops, library = _largest_tf_computation(comp)
@@ -395,58 +352,77 @@ def main():
           'functions)', flush=True)
 
   configs = [('test ctx (1 proc)', None, True, None)]
-  configs += [(f'{n} worker(s)', n, True, None)
-              for n in map(int, filter(None, args.workers.split(',')))]
+  configs += [(f'{n} worker(s)', n, True, None) for n in workers]
   configs += [(f'{n} workers, unthreaded', n, False, None)
-              for n in map(int, filter(None, args.unthreaded.split(',')))]
-  if args.pinned:
+              for n in unthreaded]
+  if pinned:
     configs += [('1 worker on cpu0', 1, True, ['0']),
                 ('2 workers cpu0+cpu1', 2, True, ['0', '1']),
                 ('2 workers cpu0+cpu1, unthreaded', 2, False, ['0', '1'])]
 
   # One test context (one local worker, started by TFF) for all workloads
-  # of the 'test ctx' configuration, installed through the mechanism that
-  # `release_tff` below knows how to drop; the others install theirs over it.
+  # of the 'test ctx' configuration; the others install theirs over it.
+  # The harness ends the workers by pid (SIGTERM) before it drops the
+  # context: its finalizer sends SIGINT and waits, for ever when the worker
+  # inherited SIGINT ignored (a script started with `cmd &`).
   processes.use_test_context()
-  rows = []
-  try:
-    for label, n, threaded, cpu_sets in configs:
-      for name in names:
-        workload = built[name]
-        workload.reset()
-        if n is None:
-          wall, py, wk, res = _time(workload, args.reps,
-                                    processes.descendant_pids)
-        else:
-          with workers.local_workers(num_workers=n, threaded=threaded,
-                                     cpu_sets=cpu_sets) as w:
-            wall, py, wk, res = _time(workload, args.reps, lambda: w.pids)
-        note = workload.check(res)
-        rows.append((name, label, wall, py, wk))
-        print(f'{name:10s} {label:24s} wall {wall:6.2f} s  python cpu '
-              f'{py:6.2f} s  workers cpu {wk:6.2f} s  {note}', flush=True)
-  finally:
-    # The workers are ended by pid (SIGTERM) before the test context is
-    # dropped: its finalizer sends SIGINT and waits, for ever when the
-    # worker inherited SIGINT ignored (a script started with `cmd &`).
-    processes.release_tff()
-
-  sizes = []
-  if {'secure_sum', 'ddg'} & set(names):
-    sizes.append(f'secure_sum/ddg: {args.clients} clients, d={args.dim}')
-  if 'quantile' in names:
-    sizes.append(f'quantile: {args.quantile_clients} clients, flat, '
+  sized = []
+  if {'secure_sum', 'ddg'} & set(workloads):
+    sized.append(f'secure_sum/ddg: {clients} clients, d={dim}')
+  if 'quantile' in workloads:
+    sized.append(f'quantile: {quantile_clients} clients, flat, '
                  f'{_Quantile.BINS} bins')
-  if 'fedavg' in names:
-    sizes.append(f'fedavg: {args.fedavg_clients} clients, '
+  if 'fedavg' in workloads:
+    sized.append(f'fedavg: {fedavg_clients} clients, '
                  f'{built["fedavg"].num_params} parameters')
-  print(f'\n{"; ".join(sizes)}; median of {args.reps} '
-        f'rounds, shared 2-core machine ({os.cpu_count()} cpus visible)')
-  print('| workload | configuration | wall s | Python CPU s | workers CPU s |')
-  print('|---|---|---|---|---|')
-  for name, label, wall, py, wk in rows:
-    print(f'| {name} | {label} | {wall:.2f} | {py:.2f} | {wk:.2f} |')
+  table = harness.Table(
+      [('workload', 'workload', 's'), ('configuration', 'configuration', 's'),
+       ('wall', 'wall s', '.2f'), ('python_cpu', 'Python CPU s', '.2f'),
+       ('workers_cpu', 'workers CPU s', '.2f')],
+      title=f'{"; ".join(sized)}; median of {reps} rounds, shared 2-core '
+      f'machine ({os.cpu_count()} cpus visible)')
+  for label, n, threaded, cpu_sets in configs:
+    for name in workloads:
+      workload = built[name]
+      workload.reset()
+      if n is None:
+        wall, py, wk, res = _time(workload, reps, processes.descendant_pids)
+      else:
+        with workers_lib.local_workers(num_workers=n, threaded=threaded,
+                                   cpu_sets=cpu_sets) as w:
+          wall, py, wk, res = _time(workload, reps, lambda: w.pids)  # pylint: disable=cell-var-from-loop
+      note = workload.check(res)
+      table.add(workload=name, configuration=label, wall=wall, python_cpu=py,
+                workers_cpu=wk, check=note)
+      print(f'{name:10s} {label:24s} wall {wall:6.2f} s  python cpu '
+            f'{py:6.2f} s  workers cpu {wk:6.2f} s  {note}', flush=True)
+  return table
+
+
+def _names(text):
+  """'a,b,' -> ('a', 'b'): the comma-separated lists of the options."""
+  return tuple(n for n in text.split(',') if n)
+
+
+def _ints(text):
+  return tuple(int(n) for n in _names(text))
 
 
 if __name__ == '__main__':
-  main()
+  harness.main(
+      run, __doc__, clients='clients of secure_sum and ddg',
+      dim='dimension of secure_sum and ddg',
+      quantile_clients='clients of quantile and floor',
+      fedavg_clients='clients of fedavg',
+      fedavg_hidden='hidden units of the FedAvg model (0: 784-10 softmax '
+      'regression)',
+      reps='timed rounds per configuration and workload',
+      workers=harness.arg('numbers of local workers, comma-separated',
+                          type=_ints, nargs=None),
+      unthreaded=harness.arg(
+          'worker counts also run without per-worker threads (as TFF '
+          'would), to show serialisation', type=_ints, nargs=None),
+      workloads=harness.arg('comma-separated, of ' + ','.join(_WORKLOADS),
+                            type=_names, nargs=None),
+      pinned='also: 1 worker on cpu 0 vs 2 workers on cpus 0 and 1 '
+      '(taskset), threaded and unthreaded')

@@ -15,24 +15,26 @@ output" tests need them to).
 
 import os
 
-import _common
+import _harness as harness
 import numpy as np
 
 DIM = 1 << 16
 
 
-def main():
+def run():
+  """One row per question, its answer beside it."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
 
+  table = harness.Table([('check', 'check', 's'), ('answer', 'answer', 's')])
   x = tf.random.stateless_normal([DIM], seed=[1, 2], dtype=tf.float64)
   u = tf.random.stateless_normal([DIM], seed=[5, 6], dtype=tf.float64)
   seed = tf.constant([3, 4], tf.int64)
   fma = lambda x, u: x * 3.7 + u
   plain, jit = tf.function(fma), tf.function(fma, jit_compile=True)
   differ = int(tf.math.count_nonzero(plain(x, u) - jit(x, u)))
-  print(f'x * 3.7 + u, float64, called from Python: XLA differs from TF in '
-        f'{differ} of {DIM} elements')
+  table.add(check='x * 3.7 + u, float64, called from Python: elements where '
+            'XLA differs from TF', answer=f'{differ} of {DIM}', differ=differ)
 
   def same_bits(draw):
     return bool(tf.reduce_all(tf.function(draw)() ==
@@ -48,7 +50,7 @@ def main():
            [DIM], seed=seed, dtype=tf.int64, minval=None, maxval=None)),
       ('stateless_split', lambda: tf.random.experimental.stateless_split(
           seed, 3))):
-    print(f'{name}: same bits under XLA: {same_bits(draw)}')
+    table.add(check=f'{name}: same bits under XLA', answer=str(same_bits(draw)))
 
   value = tff.TensorType(np.float64, [DIM])
 
@@ -56,16 +58,14 @@ def main():
   def in_tff_jit(x, u):
     return jit(x, u)
 
-  tff.backends.test.set_sync_test_cpp_execution_context()
-  try:
-    out = in_tff_jit(x.numpy(), u.numpy())
-    print(f'TFF computation calling the jit function: returns XLA\'s bits '
-          f'{bool(np.all(out == jit(x, u).numpy()))}, plain TF\'s bits '
-          f'{bool(np.all(out == plain(x, u).numpy()))}')
-  finally:
-    _common.end_workers()
+  out = in_tff_jit(x.numpy(), u.numpy())
+  for label, fn in (("XLA's", jit), ("plain TF's", plain)):
+    same = bool(np.all(out == fn(x, u).numpy()))
+    table.add(check='TFF computation calling the jit function: returns '
+              f'{label} bits', answer=str(same))
+  return table
 
 
 if __name__ == '__main__':
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
-  main()
+  harness.main(run, __doc__, tff=True)

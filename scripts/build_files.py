@@ -135,7 +135,10 @@ PUBLIC = '//visibility:public'
 # listed takes its nearest listed parent's.
 VISIBILITY = {
     '': (PUBLIC,),
-    'benchmarks': ('//visibility:private',),
+    'benchmarks': (
+        ('//tff_ddp_tests:__pkg__',
+         'tff_ddp_tests/benchmarks_harness_test.py loads _harness.py.'),
+    ),
     'tff_ddp_tests': ('//tff_ddp_tests:__subpackages__',),
     'tff_ddp_tests/fuzz': (
         ('//benchmarks:__pkg__',
@@ -185,6 +188,10 @@ through :script_module) and reads the source tree through the real path of
 the checkout, so it runs unsandboxed ("local").""",
         data=('//scripts:build_files.py',),
         tags=('local',)),
+    'tff_ddp_tests/benchmarks_harness_test.py': dict(
+        comment="""\
+Loads benchmarks/_harness.py and its sibling _common.py by path.""",
+        data=('//benchmarks:_harness.py', '//benchmarks:_common.py')),
     'tff_ddp_tests/cli_test.py': dict(comment="""\
 Runs `python -m tff_ddp.cli` (the binary is its data)."""),
     'tff_ddp_tests/colabs_test.py': dict(
