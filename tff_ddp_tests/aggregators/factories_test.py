@@ -345,8 +345,11 @@ class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters(*MECHANISMS)
   def test_more_clients_than_the_ring_is_flagged(self, mechanism):
+    # on_wrap='flag' (opt-in): the round is returned, flagged; the default
+    # refuses it (round_refusal_test.py).
     kwargs = (dict(seed=0, expected_clients_per_round=2) if mechanism == 'ddg'
               else dict(seed=0, num_trials=4, expected_clients_per_round=2))
+    kwargs['on_wrap'] = 'flag'
     _, process = _process(mechanism, **kwargs)
     output = process.next(process.initialize(),
                           [np.zeros(20, np.float32)] * 5)
