@@ -467,10 +467,10 @@ class EncodeValueTest(parameterized.TestCase):
         np.stack([encode(v) for v in values]))
 
 
+@pytest.mark.slow  # TFF rounds, one of 2000 clients
 class RingCapacityTest(parameterized.TestCase):
   """More values than the histogram's ring holds (issue 32)."""
 
-  @pytest.mark.slow  # 2000 clients through TFF
   def test_issue_reproduction_is_refused(self):
     # Issue 32: this process fed 2000 lognormal values returned
     # [3.28 9.51 13.45] (truth [0.50 0.98 2.00]) with status b'ok'.
@@ -489,7 +489,6 @@ class RingCapacityTest(parameterized.TestCase):
                   message)
     self.assertIn('expected_clients_per_round >= 2000', message)
 
-  @pytest.mark.slow  # two TFF rounds per mechanism
   @parameterized.parameters(*q.MECHANISMS)
   def test_flag_never_says_ok(self, mechanism):
     params = q.quantile_parameters('flat', mechanism, 32, 8, 8.0, 1e-5,
@@ -505,6 +504,10 @@ class RingCapacityTest(parameterized.TestCase):
     self.assertNotEqual(out.measurements['status'], 'sum_may_wrap')
     self.assertIn(out.measurements['status'], q.STATUSES)
     self.assertIsInstance(out.measurements['status'], str)
+
+
+
+class SimulatorCapacityTest(parameterized.TestCase):
 
   def test_simulator_refuses_like_the_process(self):
     params = q.quantile_parameters('flat', 'poisson_binomial', 32, 8, 8.0,
