@@ -38,7 +38,11 @@ What a round releases (the measurements), and why each is allowed:
   Gaussian noise through the same secure sum and their event is composed
   into the round's (`noised_counts`); with `debug_measurements=True` the
   exact counts are released (`debug_counts`), a warning is issued and the
-  round's event becomes `NonPrivateDpEvent` (infinite epsilon).
+  round's event becomes `NonPrivateDpEvent` (infinite epsilon). A client
+  whose value is non-finite sends zeros (its noise share stays in the sum);
+  a round in which no valid client remains says so only through these
+  noised counts (`noised_counts['nonfinite']` near `participating_clients`)
+  -- without them nothing does: it is a per-client fact.
 
 Noise seeds: by default each client reads 122 bits of fresh kernel entropy
 inside the client computation (`tff_ddp.utils.entropy`); `entropy=` lets a

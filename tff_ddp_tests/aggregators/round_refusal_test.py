@@ -258,6 +258,36 @@ class EmptyRoundTest(tf.test.TestCase, parameterized.TestCase):
                      dp_accounting.NoOpDpEvent())
 
 
+@pytest.mark.slow  # two TFF rounds with noised counts: ~12 s
+class NoValidClientTest(tf.test.TestCase):
+
+  def test_only_the_noised_count_says_so(self):
+    # Six clients, all non-finite (each at another coordinate, so the test
+    # seed gives them independent noise): they send zeros, the result is
+    # noise, and noised_counts['nonfinite'] estimates 6. Its error is the
+    # count mechanism's noise, stddev noise_stddev(6) in count units (one
+    # DDG coordinate of 6 independent shares; the flags are integers with
+    # an integer scaling, so no rounding): within 6 of it (p < 2e-9);
+    # z = 0.2 makes that 6 * 0.2 * sqrt(3) = 2.1 < 3, so 0 and 6 are told
+    # apart.
+    factory = _factory('ddg', count_noise_multiplier=0.2,
+                       expected_clients_per_round=6)
+    process = factory.create(_VECTOR)
+    bad = []
+    for i in range(6):
+      value = np.zeros(8, np.float32)
+      value[i] = np.nan if i % 2 else np.inf
+      bad.append(value)
+    counts = factory.round_protocol(_VECTOR)._counts  # pylint: disable=protected-access
+    bound = 6 * counts.noise_stddev(6)
+    m = process.next(process.initialize(), bad).measurements
+    self.assertEqual(m['participating_clients'], 6)
+    self.assertNear(float(m['noised_counts']['nonfinite']), 6.0, bound)
+    m = process.next(process.initialize(), _clients(6)).measurements
+    self.assertNear(float(m['noised_counts']['nonfinite']), 0.0, bound)
+    self.assertLess(bound, 3.0)  # the two cases are told apart
+
+
 @pytest.mark.slow  # tracing the batched round: ~9 s per mechanism
 class BatchedSumTest(parameterized.TestCase):
 
