@@ -667,12 +667,10 @@ def build_frequency_process_from_parameters(
                     f'frequency_parameters), got {type(params).__name__}.')
   on_wrap = secure_sum.check_on_wrap(on_wrap)
   if params.protocol == 'two_phase':
-    process = _two_phase_process(params, on_wrap)
-  elif params.protocol == 'multi_round':
-    process = _multi_round_process(params, on_wrap)
-  else:
-    process = _single_release_process(params, on_wrap)
-  return rounds_lib.user_facing_process(process)
+    return _two_phase_process(params, on_wrap)
+  if params.protocol == 'multi_round':
+    return _multi_round_process(params, on_wrap)
+  return _single_release_process(params, on_wrap)
 
 
 TwoPhaseComputations = collections.namedtuple(
@@ -923,8 +921,8 @@ def _scaled_release(params, aggregator, ring, on_wrap):
 
 def _two_phase_process(params, on_wrap):
   computations = _two_phase(params, on_wrap)
-  return tff.templates.MeasuredProcess(computations.initialize,
-                                       computations.next)
+  return rounds_lib.user_facing_process(tff.templates.MeasuredProcess(
+      computations.initialize, computations.next))
 
 
 def _multi_round_process(params, on_wrap):
@@ -1023,7 +1021,8 @@ def _multi_round_process(params, on_wrap):
     return tff.templates.MeasuredProcessOutput(new_state, estimate,
                                                measurements)
 
-  return tff.templates.MeasuredProcess(initialize, next_fn)
+  return rounds_lib.user_facing_process(
+      tff.templates.MeasuredProcess(initialize, next_fn))
 
 
 def _unzip3(value):
@@ -1114,7 +1113,8 @@ def _single_release_process(params, on_wrap):
     return tff.templates.MeasuredProcessOutput(output.state, output.result,
                                                measurements)
 
-  return tff.templates.MeasuredProcess(initialize, next_fn)
+  return rounds_lib.user_facing_process(
+      tff.templates.MeasuredProcess(initialize, next_fn))
 
 
 def describe(params: FrequencyParameters) -> str:
