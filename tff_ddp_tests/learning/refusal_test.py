@@ -15,19 +15,15 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_ddp import learning
+from tff_ddp.learning import tasks
 from tff_ddp.utils import rounds
 from tff_ddp_tests import harness
 
 
-def _model_fn():
-  keras_model = tf.keras.Sequential([
-      tf.keras.layers.InputLayer(input_shape=(4,)),
-      tf.keras.layers.Dense(2)])
-  return tff.learning.models.from_keras_model(
-      keras_model,
-      input_spec=(tf.TensorSpec([None, 4], tf.float32),
-                  tf.TensorSpec([None, 1], tf.int32)),
-      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+_MODEL_FN = tasks.keras_model_fn(lambda: tasks.linear_keras_model((4,), 2),
+                                 (4,))
+_CLIENTS = tasks.ClientArrays(np.ones([3, 4, 4], np.float32),
+                              np.zeros([3, 4], np.int32))
 
 
 @pytest.mark.slow  # builds and runs FedAvg: ~20-40 s
@@ -37,21 +33,19 @@ class FedAvgRefusalTest(tf.test.TestCase):
     aggregator = learning.ddp_secure_aggregator(
         noise_multiplier=0.1, expected_clients_per_round=2)
     process = tff.learning.algorithms.build_unweighted_fed_avg(
-        _model_fn,
+        _MODEL_FN,
         client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.1),
         model_aggregator=aggregator)
-    data = tf.data.Dataset.from_tensor_slices(
-        (np.ones([4, 4], np.float32), np.zeros([4, 1], np.int32))).batch(2)
     state = process.initialize()
     with self.assertRaises(Exception) as raised:
-      process.next(state, [data] * 3)
+      process.next(state, _CLIENTS.datasets(range(3), batch_size=2))
     message = rounds.refusal_message(raised.exception)
     self.assertIsNotNone(message, str(raised.exception)[:2000])
     self.assertIn('3 clients are in this round', message)
     self.assertIn('more than the 2 its ring holds', message)
     self.assertIn('expected_clients_per_round >= 3', message)
     # The state passed in still runs a round of the size it was built for.
-    output = process.next(state, [data] * 2)
+    output = process.next(state, _CLIENTS.datasets(range(2), batch_size=2))
     self.assertEqual(output.metrics['aggregator']['participating_clients'],
                      2)
 
