@@ -34,7 +34,6 @@ secure sum to the server that ran it (see the README, "Errors").
 
 import collections
 import re
-from typing import Any
 
 import attr
 from tensorflow_federated.python.core.impl.computation import computation_impl
@@ -177,11 +176,3 @@ def user_facing_process(process):
   raise TypeError(f'expected a MeasuredProcess or AggregationProcess, got '
                   f'{type(process).__name__}.')
 
-
-def as_status(value: Any) -> Status:
-  """A status value as `Status` (bytes, str or a 0-d numpy array of either)."""
-  if hasattr(value, 'item') and not isinstance(value, (bytes, str)):
-    value = value.item()
-  if isinstance(value, (bytes, bytearray)):
-    value = bytes(value).decode('utf-8', 'replace')
-  return Status(value)
