@@ -175,4 +175,3 @@ def user_facing_process(process):
                                          user_facing(process.next))
   raise TypeError(f'expected a MeasuredProcess or AggregationProcess, got '
                   f'{type(process).__name__}.')
-
