@@ -11,6 +11,12 @@ back as their defaults).
     measurements = process.next(state, client_values).measurements
     event = tff_ddp.accounting.extract_dp_event(measurements)
     accountant.compose(event)
+
+An empty round (a measured `num_clients` of 0: no client in the secure sum)
+released nothing about anyone; it comes back as `NoOpDpEvent`, and so does
+a composition or a self-sampled wrapper of nothing but such rounds (the
+structure in the measurements keeps the planned classes: a TFF type cannot
+change with the count).
 """
 
 import collections
@@ -228,6 +234,29 @@ def _rebuild(mapping) -> dp_accounting.DpEvent:
     if key not in names:
       raise ValueError(f'{class_name} has no field {key!r}.')
     kwargs[key] = _field(value)
+  return _empty_round_as_noop(cls, kwargs)
+
+
+def _empty_round_as_noop(cls, kwargs) -> dp_accounting.DpEvent:
+  """cls(**kwargs), or NoOpDpEvent for what an empty round released.
+
+  A mechanism's event with num_clients == 0 (the measured count of a round
+  without clients: the mechanisms' own `dp_event(0)` is NoOpDpEvent), and a
+  ComposedDpEvent or SelfSampledDpEvent of NoOpDpEvents only.
+  """
+  # pylint: disable=g-import-not-at-top
+  from tff_ddp.accounting import events
+  # pylint: enable=g-import-not-at-top
+  noop = dp_accounting.NoOpDpEvent()
+  if kwargs.get('num_clients') == 0 and cls.__module__ == (
+      'tff_ddp.accounting.events'):
+    return noop
+  if cls is dp_accounting.ComposedDpEvent and kwargs.get('events') and all(
+      isinstance(e, dp_accounting.NoOpDpEvent) for e in kwargs['events']):
+    return noop
+  if cls is events.SelfSampledDpEvent and isinstance(
+      kwargs.get('event'), dp_accounting.NoOpDpEvent):
+    return noop
   return cls(**kwargs)
 
 

@@ -94,6 +94,7 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
       auto_l2_lr: float = 0.2,
       auto_l2_clip_count_stddev: Optional[float] = None,
       noise_sampler: str = 'table',
+      on_wrap: str = 'raise',
       **kashin_options,
   ):
     """Validates and stores the configuration (dimension-free checks).
@@ -148,6 +149,11 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
         'exact'
         (Canonne-Kamath-Steinke rejection sampling); see
         `tff_ddp.mechanisms.distributed_discrete_gaussian`.
+      on_wrap: 'raise' (default) refuses a round with more clients in the
+        secure sum than the ring holds (`capacity(value_type)`; with the
+        Section 6 heuristic exactly expected_clients_per_round) with
+        `tff_ddp.utils.rounds.RoundRefusedError`; 'flag' returns it with
+        `sum_may_wrap=True` (see `tff_ddp.aggregators.secure_sum`).
       **kashin_options: passed to `KashinEncoder` (redundancy, eta, delta,
         iterations, frame); only with encoder='kashin'.
     """
@@ -194,7 +200,7 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
         self._make, client_sampling_rate=client_sampling_rate,
         count_noise_multiplier=count_noise_multiplier,
         debug_measurements=debug_measurements, entropy=entropy, seed=seed,
-        name=type(self).__name__, adaptive_clip=adaptive)
+        name=type(self).__name__, adaptive_clip=adaptive, on_wrap=on_wrap)
 
   # What adaptive clipping's messages call the factory (None: its class
   # name) and its parameter for the clip count's noise (None: none in its
@@ -220,10 +226,33 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
         cls._COUNT_STDDEV_PARAMETER)
     return adaptive, value_z, 1.0
 
-  def _make(self, spec: secure_sum.ValueSpec):
-    encoder = registry.make_encoder(self._encoder_name, spec.dim,
-                                    **self._kashin_options)
+  def _ring_capacity(self, spec, mechanism, others):
+    """The refusal names expected_clients_per_round and, computed, the bits
+    that would hold n clients with every other argument unchanged (none
+    with the Section 6 heuristic: gamma follows the ring, which then holds
+    expected_clients_per_round clients at any bits)."""
     args = self._arguments
+    by_bits = []
+    for bits in range(args['bits'] + 1, ddg_mechanism.MAX_BITS + 1):
+      try:
+        wider = self._make(spec, bits=bits, encoder=mechanism.encoder)
+      except ValueError:  # e.g. the scaled clip would overflow int64
+        continue
+      by_bits.append((bits, min(wider.max_clients(), others)))
+    return secure_sum.RingCapacity(
+        capacity=min(mechanism.max_clients(), others), owner=self._name,
+        sized_for=(f'expected_clients_per_round='
+                   f'{args["expected_clients_per_round"]}, bits='
+                   f'{args["bits"]}, modclip_prob={args["modclip_prob"]}'),
+        bits=tuple(by_bits))
+
+  def _make(self, spec: secure_sum.ValueSpec, bits: Optional[int] = None,
+            encoder=None):
+    encoder = encoder or registry.make_encoder(
+        self._encoder_name, spec.dim, **self._kashin_options)
+    args = dict(self._arguments)
+    if bits is not None:
+      args['bits'] = bits
     granularity = args['granularity']
     integer_inputs = (spec.is_integer and self._encoder_name == 'none'
                       and granularity is not None

@@ -72,6 +72,7 @@ class PoissonBinomialSumFactory(secure_sum.MechanismSumFactory):
       debug_measurements: bool = False,
       entropy=None,
       seed: Optional[int] = None,
+      on_wrap: str = 'raise',
       **kashin_options,
   ):
     """Validates and stores the configuration (dimension-free checks).
@@ -104,6 +105,11 @@ class PoissonBinomialSumFactory(secure_sum.MechanismSumFactory):
         inputs with encoder='none', e.g. histogram encodings.
       client_sampling_rate, count_noise_multiplier, debug_measurements,
         entropy, seed: see `tff_ddp.aggregators.secure_sum`.
+      on_wrap: 'raise' (default) refuses a round with more clients than
+        the ring holds (2^bits > clients * num_trials, bits sized by
+        max_clients_per_round) with
+        `tff_ddp.utils.rounds.RoundRefusedError`; 'flag' returns it with
+        `sum_may_wrap=True` (see `tff_ddp.aggregators.secure_sum`).
       **kashin_options: passed to `KashinEncoder` (redundancy, eta, delta,
         iterations, frame); only with encoder='kashin'.
     """
@@ -126,7 +132,18 @@ class PoissonBinomialSumFactory(secure_sum.MechanismSumFactory):
         self._make, client_sampling_rate=client_sampling_rate,
         count_noise_multiplier=count_noise_multiplier,
         debug_measurements=debug_measurements, entropy=entropy, seed=seed,
-        name=_NAME)
+        name=_NAME, on_wrap=on_wrap)
+
+  def _ring_capacity(self, spec, mechanism, others):
+    """The refusal names max_clients_per_round (it sizes the ring)."""
+    del spec
+    return secure_sum.RingCapacity(
+        capacity=min(mechanism.max_clients(), others), owner=_NAME,
+        sized_for=(f'max_clients_per_round='
+                   f'{mechanism.max_clients_per_round}, num_trials='
+                   f'{mechanism.num_trials}: 2^{mechanism.bits} > clients x '
+                   'num_trials'),
+        knob='max_clients_per_round')
 
   def _make(self, spec: secure_sum.ValueSpec):
     encoder = registry.make_encoder(self._encoder_name, spec.dim,

@@ -38,13 +38,31 @@ What a round releases (the measurements), and why each is allowed:
   Gaussian noise through the same secure sum and their event is composed
   into the round's (`noised_counts`); with `debug_measurements=True` the
   exact counts are released (`debug_counts`), a warning is issued and the
-  round's event becomes `NonPrivateDpEvent` (infinite epsilon).
+  round's event becomes `NonPrivateDpEvent` (infinite epsilon). A client
+  whose value is non-finite sends zeros (its noise share stays in the sum);
+  a round in which no valid client remains says so only through these
+  noised counts (`noised_counts['nonfinite']` near `participating_clients`)
+  -- without them nothing does: it is a per-client fact.
 
 Noise seeds: by default each client reads 122 bits of fresh kernel entropy
 inside the client computation (`tff_ddp.utils.entropy`); `entropy=` lets a
 production runtime supply its device entropy; `seed=` (tests only) derives
 noise from (seed, round, a fingerprint of the client's input), so clients
 with equal inputs get equal noise.
+
+Capacity (`on_wrap`). A ring sized for n clients can wrap around when more
+clients join the secure sum, and the decoded sum is then wrong. Each
+mechanism says how many clients its ring holds (`max_clients()`); a round's
+capacity is the smallest over the secure sum's keys (`RingCapacity`).
+With `on_wrap='raise'` (the default) a round with more clients in the sum is
+refused from inside the server computation: `next` raises
+`tff_ddp.utils.rounds.RoundRefusedError` (a ValueError; through other TFF
+computations, the RPC error of the outer call with the same text) that
+names the count, the capacity and the argument to change; the caller's
+state is untouched (run the next round from it). With `on_wrap='flag'` the
+round returns its result with `sum_may_wrap=True`, for callers that handle
+it. Either way the server has computed the secure sum: against the server
+the round costs its event with the measured count (README, "Errors").
 
 The test backend's secure sum wants int32: values are cast to int32 at the
 boundary; with power-of-two moduli <= 2^30 the int32 wrap-around of the plain
@@ -56,7 +74,7 @@ import dataclasses
 import fractions
 import math
 import warnings
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 import dp_accounting
 import numpy as np
@@ -72,6 +90,7 @@ from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg_mechanism
 from tff_ddp.utils import checks
 from tff_ddp.utils import entropy as entropy_lib
 from tff_ddp.utils import processes
+from tff_ddp.utils import rounds
 
 # TFF's workers end with the interpreter (see processes.drop_tff_contexts).
 processes.register_tff_cleanup()
@@ -80,6 +99,98 @@ processes.register_tff_cleanup()
 COUNT_MODULUS = base.MAX_MODULUS
 # Bernoulli coins of self-sampling: [W < threshold], W uniform on [0, 2^62).
 _COIN_BITS = 62
+# What a round with more clients than its ring holds does (module docstring).
+ON_WRAP = ('raise', 'flag')
+
+
+def check_on_wrap(on_wrap) -> str:
+  """`on_wrap` validated: one of ON_WRAP."""
+  return checks.choice(on_wrap, 'on_wrap', ON_WRAP)
+
+
+@dataclasses.dataclass(frozen=True)
+class RingCapacity:
+  """How many clients a round's secure sums hold, and what to change.
+
+  The one home of the refusal of a round whose count exceeds its ring, for
+  the factories, the analytics processes and the simulators that mirror
+  them (Python: `check`; inside a TFF computation: `assertion`).
+
+  Attributes:
+    capacity: the most clients in the secure sum(s) that cannot wrap
+      (the smallest `max_clients()` of the round's mechanisms).
+    owner: the entry point the user called, named in the message.
+    sized_for: the arguments that sized the ring, as text.
+    knob: the owner's argument that, set to >= n, makes room for n clients.
+    bits: (bits, capacity at those bits with every other argument
+      unchanged), for owners whose `bits` sizes the ring; () otherwise.
+  """
+
+  capacity: int
+  owner: str
+  sized_for: str
+  knob: str = 'expected_clients_per_round'
+  bits: Tuple[Tuple[int, int], ...] = ()
+
+  def may_wrap(self, num_clients):
+    """num_clients > capacity (numbers or int64 tensors)."""
+    return num_clients > self.capacity
+
+  def _pieces(self, n_text, bits_pieces) -> Sequence:
+    return [
+        f'{self.owner}: ', n_text, ' clients are in this round\'s secure '
+        f'sum, more than the {self.capacity} its ring holds '
+        f'({self.sized_for}); the sum may have wrapped around, so its result '
+        f'would be wrong and is not returned. Use {self.knob} >= ', n_text,
+        *bits_pieces,
+        ", or on_wrap='flag' to get the result flagged (sum_may_wrap). The "
+        'server has run this secure sum: against adversary=\'server\' '
+        'account the round\'s event with num_clients=', n_text, '.']
+
+  def _bits_found(self, bits_text):
+    return [', or bits >= ', bits_text]
+
+  def _bits_missing(self, n_text):
+    return [f' (no bits <= {base.MAX_RING_BITS} holds ', n_text,
+            ' clients with the other arguments unchanged)']
+
+  def message(self, num_clients: int) -> str:
+    """The refusal's text for a round of `num_clients` (Python)."""
+    n_text = str(int(num_clients))
+    bits_pieces = []
+    if self.bits:
+      need = next((b for b, cap in self.bits if cap >= num_clients), None)
+      bits_pieces = (self._bits_missing(n_text) if need is None
+                     else self._bits_found(str(need)))
+    return ''.join(self._pieces(n_text, bits_pieces))
+
+  def check(self, num_clients: int) -> None:
+    """Raises RoundRefusedError if `num_clients` exceeds the capacity."""
+    if self.may_wrap(num_clients):
+      raise rounds.RoundRefusedError(self.message(num_clients))
+
+  def message_tensor(self, num_clients) -> tf.Tensor:
+    """`message` inside a TF computation (num_clients an int64 tensor)."""
+    n = tf.cast(num_clients, tf.int64)
+    n_text = tf.strings.as_string(n)
+    bits_pieces = []
+    if self.bits:
+      fits = tf.constant([cap for _, cap in self.bits], tf.int64) >= n
+      need = tf.gather(tf.constant([b for b, _ in self.bits], tf.int64),
+                       tf.argmax(tf.cast(fits, tf.int32)))
+      bits_pieces = [tf.where(
+          tf.reduce_any(fits),
+          tf.strings.join(self._bits_found(tf.strings.as_string(need))),
+          tf.strings.join(self._bits_missing(n_text)))]
+    return tf.strings.join(self._pieces(n_text, bits_pieces))
+
+  def assertion(self, num_clients):
+    """A TF op failing the computation with `message` if the count exceeds
+    the capacity (make the outputs depend on it)."""
+    n = tf.cast(num_clients, tf.int64)
+    return rounds.refusal_check(tf.logical_not(self.may_wrap(n)),
+                                self.message_tensor(n))
+
 
 
 class ValueSpec:
@@ -260,6 +371,7 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
       seed: Optional[int] = None,
       name: str = 'MechanismSumFactory',
       adaptive_clip: Optional[adaptive_lib.AdaptiveClip] = None,
+      on_wrap: str = 'raise',
   ):
     """Stores the configuration (see the module docstring).
 
@@ -281,11 +393,17 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
         (`tff_ddp.aggregators.adaptive_clip`): `make_mechanism` then builds
         the mechanism for l2_clip = 1, the clip lives in the state, and the
         round's event includes the clip indicators'. None: a fixed clip.
+      on_wrap: a round with more clients in the secure sum than its ring
+        holds (`capacity`): 'raise' (the default) refuses it with
+        `RoundRefusedError` from inside the server computation, the state
+        untouched; 'flag' returns the result with `sum_may_wrap=True`
+        (module docstring).
     """
     if not callable(make_mechanism):
       raise TypeError(f'make_mechanism must be callable, got '
                       f'{make_mechanism!r}.')
     self._name = str(name)
+    self._on_wrap = check_on_wrap(on_wrap)
     self._make_mechanism = make_mechanism
     self._mechanisms = {}  # value type -> its mechanism (see `mechanism`)
     self._rate = (None if client_sampling_rate is None else checks.probability(
@@ -356,6 +474,36 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
     `RoundProtocol`, without tracing); raises otherwise."""
     return self.round_protocol(value_type).mechanism
 
+  @property
+  def on_wrap(self) -> str:
+    """'raise' or 'flag': what a round above `capacity` does."""
+    return self._on_wrap
+
+  def capacity(self, value_type) -> RingCapacity:
+    """The most clients a round on `value_type` holds, and the advice.
+
+    `RingCapacity.capacity` is the smallest `max_clients()` of the
+    mechanisms in the round's secure sum (the value's; the noised counts'
+    and the clip indicators' when enabled) and of the participant count's
+    ring.
+    """
+    return self.round_protocol(value_type).ring
+
+  def _ring_capacity(self, spec: ValueSpec, mechanism: base.Mechanism,
+                     others: int) -> RingCapacity:
+    """The RingCapacity of a round (subclasses name their own arguments).
+
+    `others`: the capacity of the rest of the secure sum (participant
+    count, noised counts, clip indicators); the round holds
+    min(mechanism.max_clients(), others).
+    """
+    del spec
+    return RingCapacity(
+        capacity=min(_max_clients(mechanism, self._name), others),
+        owner=self._name,
+        sized_for='expected_clients_per_round='
+        f'{mechanism.expected_clients_per_round}')
+
   def _indicator(self):
     if self._adaptive is None:
       return None
@@ -371,8 +519,9 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
                num_clients: Optional[int] = None) -> dp_accounting.DpEvent:
     """The event of one round on `value_type` (planning value).
 
-    `num_clients` clients in the secure sum (default: the expected number).
-    Includes self-sampling and noised counts; NonPrivateDpEvent with debug
+    `num_clients` clients in the secure sum (default: the expected number;
+    0: NoOpDpEvent, an empty round releases nothing). Includes
+    self-sampling and noised counts; NonPrivateDpEvent with debug
     measurements. The measurements of each round carry the same event with
     the measured number of clients.
     """
@@ -385,6 +534,9 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
       return dp_accounting.NonPrivateDpEvent()
     if self._adaptive is not None and not self._adaptive.is_private:
       return dp_accounting.NonPrivateDpEvent()
+    if num_clients is not None and checks.integer(
+        num_clients, 'num_clients', 0) == 0:
+      return dp_accounting.NoOpDpEvent()  # an empty round released nothing
     event = mechanism.dp_event(num_clients)
     if indicator is not None:
       event = dp_accounting.ComposedDpEvent(
@@ -404,6 +556,8 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
       options.append(f'count_noise_multiplier={self._count_z}')
     if self._debug:
       options.append('debug_measurements=True')
+    if self._on_wrap != 'raise':
+      options.append(f'on_wrap={self._on_wrap!r}')
     if self._seed is not None:
       options.append(f'seed={self._seed}')
     return f'{self._name}({", ".join(self._repr_arguments() + options)})'
@@ -421,6 +575,8 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
     return RoundProtocol(self, value_type, count_modulus)
 
   def create(self, value_type) -> tff.templates.AggregationProcess:
+    """The process; its Python `next` raises `RoundRefusedError` for a
+    refused round (`tff_ddp.utils.rounds.user_facing`)."""
     return _build(self.round_protocol(value_type))
 
   def create_with_client_preprocessing(
@@ -438,6 +594,20 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
     """
     return _build(self.round_protocol(value_type),
                   _Preprocess(tff.types.to_type(input_type), preprocess))
+
+
+def _max_clients(mechanism: base.Mechanism, owner: str) -> int:
+  """mechanism.max_clients(), or a TypeError saying what to implement."""
+  max_clients = getattr(mechanism, 'max_clients', None)
+  if not callable(max_clients):
+    raise TypeError(
+        f'{owner}: the mechanism {getattr(mechanism, "name", mechanism)!r} '
+        'has no max_clients(); implement it (the largest number of clients '
+        'whose secure sum cannot wrap around its ring, see '
+        'tff_ddp.mechanisms.base.Mechanism) so that rounds with more '
+        'clients are refused or flagged.')
+  capacity = max_clients()
+  return checks.integer(capacity, f'{owner}: mechanism.max_clients()', 0)
 
 
 def check_output_range(mechanism: base.Mechanism, spec: ValueSpec,
@@ -540,6 +710,13 @@ class RoundProtocol:
             f'[2, 2^{base.MAX_RING_BITS}], got {modulus}.')
     self.secure_moduli = collections.OrderedDict(
         (key, int(modulus)) for key, modulus in moduli.items())
+    others = [count_modulus - 1]
+    for extra in (self._counts, self._indicator):
+      if extra is not None:
+        others.append(extra.max_clients())
+    self.on_wrap = factory._on_wrap  # pylint: disable=protected-access
+    self.ring = factory._ring_capacity(  # pylint: disable=protected-access
+        self.spec, self.mechanism, min(others))
 
   def initial_public_seed(self) -> tf.Tensor:
     """The process's public seed: kernel entropy (a constant under seed=)."""
@@ -608,6 +785,14 @@ class RoundProtocol:
         (key, base.ring_residue(summed[key], modulus))
         for key, modulus in self.secure_moduli.items())
     n = summed['counts'][0]
+    may_wrap = self.ring.may_wrap(n)
+    if self.on_wrap == 'raise':
+      # Everything the server returns depends on the check (graph-mode TFF
+      # computations run only what their outputs need).
+      with tf.control_dependencies([self.ring.assertion(n)]):
+        summed = collections.OrderedDict(
+            (key, tf.identity(value)) for key, value in summed.items())
+        n = tf.identity(n)
     mechanism = self.mechanism
     decoded, post = mechanism.server_decode(
         {key: summed[key] for key in mechanism.secure_moduli()}, n, seed)
@@ -637,6 +822,9 @@ class RoundProtocol:
           effective_rate(self._rate), tf.float64)
     for key, value in post.items():
       measurements[key] = value
+    # Over every key of the secure sum (the mechanism's own flag covers its
+    # key; the counts' rings hold more clients).
+    measurements['sum_may_wrap'] = may_wrap
     if self._debug:
       measurements['debug_counts'] = collections.OrderedDict(
           (name, summed['counts'][1 + i])
@@ -735,4 +923,5 @@ def _build(protocol: RoundProtocol, preprocess: Optional[_Preprocess] = None):
     return tff.templates.MeasuredProcessOutput(
         state=new_state, result=result, measurements=measurements)
 
-  return tff.templates.AggregationProcess(init_federated, next_fn)
+  return tff.templates.AggregationProcess(init_federated,
+                                          rounds.user_facing(next_fn))

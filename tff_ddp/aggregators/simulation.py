@@ -27,6 +27,11 @@ has one (DDG, Skellam), else through `client_encode` like the rest. Equal
 in law to the factory's round ('independent' only: the coins come from the
 simulation's streams, not the factory's seeds).
 
+Capacity: as the factory's process, a round with more clients than the
+round's ring holds (`factory.capacity(value_type)`) is refused
+(`RoundRefusedError`, before anything is drawn) under the factory's
+on_wrap='raise', and returned with `sum_may_wrap=True` under 'flag'.
+
 Not simulated: noised or debug counts (the flags are dropped).
 """
 
@@ -58,6 +63,7 @@ class BatchedSum:
     self.rate = factory._rate  # pylint: disable=protected-access
     self.spec = factory.value_spec(value_type)
     self.mechanism = factory.mechanism(value_type)
+    self.ring = factory.capacity(value_type)
     self._keys = tuple(self.mechanism.secure_moduli())
     self._moduli = dict(self.mechanism.secure_moduli())
     mechanism = self.mechanism
@@ -158,6 +164,8 @@ class BatchedSum:
     if values.shape[1] != self.spec.dim:
       raise ValueError(f'values must be [clients, {self.spec.dim}], got '
                        f'{tuple(values.shape)}.')
+    if self.factory.on_wrap == 'raise':
+      self.ring.check(n)
     public = np.array([seed, 0x5EED], np.int64)
     round_seed = self.round_seed(public, round_index)
     if derive == 'factory':
@@ -178,4 +186,6 @@ class BatchedSum:
           values, keep, round_seed, noise_seeds,
           tf.cast(tf.random.experimental.stateless_fold_in(stream, 0x2E50),
                   tf.int64))
-    return decoded.numpy(), {k: v.numpy() for k, v in post.items()}
+    post = {k: v.numpy() for k, v in post.items()}
+    post['sum_may_wrap'] = np.bool_(self.ring.may_wrap(n))
+    return decoded.numpy(), post

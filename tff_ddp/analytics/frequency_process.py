@@ -109,8 +109,26 @@ accountant of the actual participation can compose them.
 What a round releases: the estimate and the clip (functions of the noisy
 sums and of public configuration), the sub-processes' measurements
 (configuration, the public client counts, the noisy quantile CDF, their
-events), the top-level `dp_event` of the round, `within_budget`. Nothing
-per client.
+events), the top-level `dp_event` of the round, `within_budget`, `status`
+(from the public count and the configuration). Nothing per client.
+
+Rounds the process does not answer normally (`status`, one of
+`quantiles.STATUSES`; a str from a Python call of `next`):
+
+* more clients than the secure sums hold (`FrequencyParameters.
+  ring_capacity()`: the rings are sized for expected_clients_per_round):
+  with on_wrap='raise' (the default) `next` raises
+  `tff_ddp.utils.rounds.RoundRefusedError` (state untouched) saying to
+  raise expected_clients_per_round; with on_wrap='flag' the estimate is
+  returned with status 'sum_may_wrap' (never 'ok');
+* no clients: status 'no_clients' (the estimate is the noise-free zero);
+* non-finite client values: the client sends the zero message of every
+  release, its "no data" (counted in the public n, in no bin, indicator
+  0). How many did so is not released. A round in which no valid client
+  remains shows it only through noised quantities: TFFE's phase-1 quantile
+  then reports 'too_few_values' from its noisy total (and the clip falls
+  back to B, `clip_fallback`); the single-release protocols and MFFE
+  release no count of valid clients (their estimate is then noise).
 """
 
 import collections
@@ -133,6 +151,7 @@ from tff_ddp.encoders import registry
 from tff_ddp.mechanisms import base
 from tff_ddp.utils import checks
 from tff_ddp.utils import entropy as entropy_lib
+from tff_ddp.utils import rounds as rounds_lib
 from tff_ddp.utils import tensors
 
 PROTOCOLS = ('two_phase', 'multi_round', 'fixed', 'normalize', 'sample')
@@ -230,6 +249,22 @@ class FrequencyParameters:
     """The frequency aggregator's cPBM (derived parameters)."""
     return self.factory.mechanism(self.aggregated_type)
 
+  def ring_capacity(self, owner: str = 'build_frequency_process'
+                    ) -> secure_sum.RingCapacity:
+    """The most clients a round holds: the smallest capacity of its secure
+    sums (the frequency release's, phase 1's or the indicator's), all
+    sized for expected_clients_per_round."""
+    capacities = [self.factory.capacity(self.aggregated_type).capacity]
+    if self.quantile is not None:
+      capacities.append(self.quantile.ring_capacity().capacity)
+    if self.indicator_factory is not None:
+      capacities.append(self.indicator_factory.capacity(
+          tff.TensorType(np.float64, [1])).capacity)
+    return secure_sum.RingCapacity(
+        capacity=min(capacities), owner=owner,
+        sized_for=('expected_clients_per_round='
+                   f'{self.expected_clients_per_round}'))
+
   def encoder(self):
     """The frequency aggregator's encoder (Kashin)."""
     return self.factory.encoder(self.aggregated_type)
@@ -253,7 +288,7 @@ def _frequency_calibrator(dim, n, calibrate, fixed, l2_clip, divisor, delta,
     result = calibrated.poisson_binomial(
         value_type, eps, delta, parameter=calibrate, rounds=rounds,
         adversary=adversary, l2_clip=l2_clip, expected_clients_per_round=n,
-        encoder='kashin', divisor=divisor, seed=seed,
+        encoder='kashin', divisor=divisor, seed=seed, on_wrap='flag',
         **{other: fixed}, **kashin_options)
     return result, result.event
 
@@ -488,7 +523,7 @@ def frequency_parameters(
           rounds=frequency_rounds, adversary=adversary,
           num_trials=indicator_trials, l2_clip=1.0,
           expected_clients_per_round=n, encoder='none', divisor='linf',
-          linf_clip=1.0, seed=seed)
+          linf_clip=1.0, seed=seed, on_wrap='flag')
       return result, result.event
 
     calibrators = [indicator]
@@ -605,30 +640,37 @@ def _finite(x):
 
 def build_frequency_process(protocol: str, dim: int,
                             expected_clients_per_round: int, epsilon: float,
-                            delta: float, **kwargs
-                            ) -> tff.templates.MeasuredProcess:
+                            delta: float, *, on_wrap: str = 'raise',
+                            **kwargs) -> tff.templates.MeasuredProcess:
   """A frequency-estimation process calibrated to (epsilon, delta).
 
-  Arguments as for `frequency_parameters`. `next(state, x)` with x one
-  `value_dtype` [d] vector per client returns the estimate of sum_i x_i
-  (float64 [d]; 'multi_round': of all rounds so far) and the measurements
-  of the module docstring. See `build_frequency_process_from_parameters`.
+  Arguments as for `frequency_parameters`, and `on_wrap` ('raise' or
+  'flag': a round with more clients than the rings hold; module
+  docstring). `next(state, x)` with x one `value_dtype` [d] vector per
+  client returns the estimate of sum_i x_i (float64 [d]; 'multi_round': of
+  all rounds so far) and the measurements of the module docstring. See
+  `build_frequency_process_from_parameters`.
   """
+  on_wrap = secure_sum.check_on_wrap(on_wrap)
   return build_frequency_process_from_parameters(frequency_parameters(
-      protocol, dim, expected_clients_per_round, epsilon, delta, **kwargs))
+      protocol, dim, expected_clients_per_round, epsilon, delta, **kwargs),
+                                                 on_wrap=on_wrap)
 
 
-def build_frequency_process_from_parameters(params: FrequencyParameters
-                          ) -> tff.templates.MeasuredProcess:
-  """The process of calibrated `params` (module docstring)."""
+def build_frequency_process_from_parameters(
+    params: FrequencyParameters, *, on_wrap: str = 'raise'
+) -> tff.templates.MeasuredProcess:
+  """The process of calibrated `params` (module docstring; `on_wrap` as
+  for `build_frequency_process`)."""
   if not isinstance(params, FrequencyParameters):
     raise TypeError('params must be FrequencyParameters (from '
                     f'frequency_parameters), got {type(params).__name__}.')
+  on_wrap = secure_sum.check_on_wrap(on_wrap)
   if params.protocol == 'two_phase':
-    return _two_phase_process(params)
+    return _two_phase_process(params, on_wrap)
   if params.protocol == 'multi_round':
-    return _multi_round_process(params)
-  return _single_release_process(params)
+    return _multi_round_process(params, on_wrap)
+  return _single_release_process(params, on_wrap)
 
 
 TwoPhaseComputations = collections.namedtuple(
@@ -636,8 +678,8 @@ TwoPhaseComputations = collections.namedtuple(
                              'estimate_frequencies', 'next'])
 
 
-def two_phase_computations(params: FrequencyParameters
-                           ) -> TwoPhaseComputations:
+def two_phase_computations(params: FrequencyParameters, *,
+                           on_wrap: str = 'raise') -> TwoPhaseComputations:
   """TFFE as two federated computations, and their composition.
 
   * initialize() -> state (SERVER): OrderedDict(quantile, frequency).
@@ -649,13 +691,44 @@ def two_phase_computations(params: FrequencyParameters
 
   Running the phases separately is the same protocol when the frequency
   state is unchanged in between (the phase-1 norms use the frame of the
-  frequency aggregator's coming round).
+  frequency aggregator's coming round). Each phase refuses (on_wrap=
+  'raise') or flags a round with more clients than the rings hold; their
+  Python calls raise `RoundRefusedError` and return statuses as str.
   """
   if not isinstance(params, FrequencyParameters) or (
       params.protocol != 'two_phase'):
     raise ValueError("two_phase_computations needs the parameters of "
                      "protocol='two_phase'.")
-  return _two_phase(params)
+  computations = _two_phase(params, secure_sum.check_on_wrap(on_wrap))
+  return TwoPhaseComputations(*[rounds_lib.user_facing(c)
+                                for c in computations])
+
+
+def _status(n, may_wrap):
+  """The frequency round's status code (an index into STATUSES)."""
+  statuses = quantiles_lib.STATUSES
+
+  def code(name):
+    return tf.constant(statuses.index(name), tf.int32)
+
+  return tf.where(tf.equal(n, 0), code('no_clients'),
+                  tf.where(may_wrap, code('sum_may_wrap'), code('ok')))
+
+
+def _status_text(code):
+  return tf.gather(tf.constant(list(quantiles_lib.STATUSES)), code)
+
+
+def _checked(ring, on_wrap, n, *values):
+  """`values` gated by the refusal of a round above `ring` (on_wrap='raise'),
+  and whether the round's sums may wrap."""
+  n = tf.cast(n, tf.int64)
+  may_wrap = ring.may_wrap(n)
+  if on_wrap != 'raise':
+    return (may_wrap,) + values
+  with tf.control_dependencies([ring.assertion(n)]):
+    return (tf.identity(may_wrap),) + tf.nest.map_structure(tf.identity,
+                                                            values)
 
 
 def norm_message(norm, finite=True):
@@ -710,11 +783,12 @@ def _norm_computation(params, seed_type):
   return norm_fn
 
 
-def _two_phase(params):
+def _two_phase(params, on_wrap):
   aggregator = params.factory.create(params.aggregated_type)
+  ring = params.ring_capacity()
   quantile_process = quantiles_lib.build_quantile_process_from_parameters(
       params.quantile, 0.0, params.upper_bound, [params.target_quantile],
-      count='exact')
+      count='exact', on_wrap='flag')
   f_state_type = aggregator.initialize.type_signature.result.member
   q_state_type = quantile_process.initialize.type_signature.result.member
   upper = float(params.upper_bound)
@@ -736,6 +810,9 @@ def _two_phase(params):
 
   @tff.tensorflow.computation(q_result_type, q_meas_type)
   def clip_fn(values, measurements):
+    _, values, measurements = _checked(
+        ring, on_wrap, measurements['aggregator']['participating_clients'],
+        values, measurements)
     ok = tf.equal(measurements['status'], 'ok')
     c = values[0]
     usable = ok & tf.math.is_finite(c) & (c > 0)
@@ -763,7 +840,7 @@ def _two_phase(params):
         _selector(clip_and_meas.type_signature.member, 1), clip_and_meas)
     return output.state, clip, measurements
 
-  frequency_phase = _scaled_release(params, aggregator)
+  frequency_phase = _scaled_release(params, aggregator, ring, on_wrap)
 
   @tff.federated_computation(
       tff.FederatedType(f_state_type, tff.SERVER),
@@ -777,7 +854,11 @@ def _two_phase(params):
 
   @tff.tensorflow.computation(phase_one_meas_type, f_meas_type, f_state_type)
   def measure_fn(phase_one, phase_two, f_state):
+    n = tf.cast(phase_two['frequency']['participating_clients'], tf.int64)
+    may_wrap = ring.may_wrap(n) | tf.equal(
+        phase_one['quantile']['status'], 'sum_may_wrap')
     return collections.OrderedDict(
+        status=_status_text(_status(n, may_wrap)),
         clip=phase_one['clip'], clip_fallback=phase_one['clip_fallback'],
         target_quantile=phase_one['target_quantile'],
         within_budget=f_state['round'] < 1,
@@ -804,20 +885,24 @@ def _two_phase(params):
                               estimate_frequencies, next_fn)
 
 
-def _scaled_release(params, aggregator):
+def _scaled_release(params, aggregator, ring, on_wrap):
   """(f_state, x, clip) -> (state, estimate, measurements): OcPBM with a
-  server-side clip, by scaling (module docstring). A federated function to
-  call inside a federated computation."""
+  server-side clip, by scaling (module docstring), refusing or flagging a
+  round above `ring`. A federated function to call inside a federated
+  computation."""
 
   @tff.tensorflow.computation(params.value_type, np.float64)
   def scale_fn(x, clip):
     return _float64(x) / clip
 
-  @tff.tensorflow.computation(params.aggregated_type, np.float64)
-  def rescale_fn(scaled_sum, clip):
-    return scaled_sum * clip
-
   meas_type = aggregator.next.type_signature.result.measurements.member
+
+  @tff.tensorflow.computation(params.aggregated_type, np.float64, meas_type)
+  def rescale_fn(scaled_sum, clip, measurements):
+    _, scaled_sum = _checked(ring, on_wrap,
+                             measurements['participating_clients'],
+                             scaled_sum)
+    return scaled_sum * clip
 
   @tff.tensorflow.computation(meas_type, np.float64)
   def measure_fn(measurements, clip):
@@ -826,21 +911,23 @@ def _scaled_release(params, aggregator):
   def phase(f_state, x, clip):
     scaled = tff.federated_map(scale_fn, (x, tff.federated_broadcast(clip)))
     output = aggregator.next(f_state, scaled)
-    estimate = tff.federated_map(rescale_fn, (output.result, clip))
+    estimate = tff.federated_map(rescale_fn, (output.result, clip,
+                                              output.measurements))
     measurements = tff.federated_map(measure_fn, (output.measurements, clip))
     return output.state, estimate, measurements
 
   return phase
 
 
-def _two_phase_process(params):
-  computations = _two_phase(params)
-  return tff.templates.MeasuredProcess(computations.initialize,
-                                       computations.next)
+def _two_phase_process(params, on_wrap):
+  computations = _two_phase(params, on_wrap)
+  return rounds_lib.user_facing_process(tff.templates.MeasuredProcess(
+      computations.initialize, computations.next))
 
 
-def _multi_round_process(params):
+def _multi_round_process(params, on_wrap):
   aggregator = params.factory.create(params.aggregated_type)
+  ring = params.ring_capacity()
   indicator_type = tff.TensorType(np.float64, [1])
   indicator = params.indicator_factory.create(indicator_type)
   f_state_type = aggregator.initialize.type_signature.result.member
@@ -885,8 +972,11 @@ def _multi_round_process(params):
                               indicator_type, f_meas_type, i_meas_type,
                               f_state_type)
   def server_fn(server, scaled_sum, indicator_sum, f_meas, i_meas, f_state):
+    count = tf.cast(f_meas['participating_clients'], tf.int64)
+    may_wrap, server, scaled_sum, indicator_sum = _checked(
+        ring, on_wrap, count, server, scaled_sum, indicator_sum)
     clip = server['clip']
-    n = tf.cast(f_meas['participating_clients'], tf.float64)
+    n = tf.cast(count, tf.float64)
     round_estimate = scaled_sum * clip
     above = tf.clip_by_value(
         (tf.math.divide_no_nan(indicator_sum[0], n) + 1.0) / 2.0, 0.0, 1.0)
@@ -897,6 +987,7 @@ def _multi_round_process(params):
         clip=new_clip, estimate=server['estimate'] + round_estimate,
         clients=server['clients'] + tf.cast(n, tf.int64))
     measurements = collections.OrderedDict(
+        status=_status_text(_status(count, may_wrap)),
         clip=clip, next_clip=new_clip, quantile_level=level,
         target_quantile=tf.constant(target, tf.float64),
         round_estimate=round_estimate,
@@ -930,7 +1021,8 @@ def _multi_round_process(params):
     return tff.templates.MeasuredProcessOutput(new_state, estimate,
                                                measurements)
 
-  return tff.templates.MeasuredProcess(initialize, next_fn)
+  return rounds_lib.user_facing_process(
+      tff.templates.MeasuredProcess(initialize, next_fn))
 
 
 def _unzip3(value):
@@ -972,8 +1064,9 @@ def _sample_fn(params, seed_type):
   return sample
 
 
-def _single_release_process(params):
+def _single_release_process(params, on_wrap):
   aggregator = params.factory.create(params.aggregated_type)
+  ring = params.ring_capacity()
   f_state_type = aggregator.initialize.type_signature.result.member
   seed_fn = tff.tensorflow.computation(secure_sum.round_seed, f_state_type)
   seed_type = seed_fn.type_signature.result
@@ -996,7 +1089,10 @@ def _single_release_process(params):
 
   @tff.tensorflow.computation(meas_type, f_state_type)
   def measure_fn(measurements, f_state):
+    count = measurements['participating_clients']
+    may_wrap, measurements = _checked(ring, on_wrap, count, measurements)
     return collections.OrderedDict(
+        status=_status_text(_status(tf.cast(count, tf.int64), may_wrap)),
         clip=tf.constant(clip, tf.float64),
         within_budget=f_state['round'] < 1,
         dp_event=measurements['dp_event'], frequency=measurements)
@@ -1017,7 +1113,8 @@ def _single_release_process(params):
     return tff.templates.MeasuredProcessOutput(output.state, output.result,
                                                measurements)
 
-  return tff.templates.MeasuredProcess(initialize, next_fn)
+  return rounds_lib.user_facing_process(
+      tff.templates.MeasuredProcess(initialize, next_fn))
 
 
 def describe(params: FrequencyParameters) -> str:

@@ -23,6 +23,12 @@ form, with the library's own pieces:
 * MFFE's indicator: the process's signs (+-1, 0 without data) through the
   indicator's cPBM likewise.
 
+Rounds with more clients than the process's rings hold
+(`FrequencyParameters.ring_capacity()`, sized for
+expected_clients_per_round) are refused like the process's (`on_wrap=
+'raise'`, the default: `RoundRefusedError` before anything is drawn) or
+returned with status 'sum_may_wrap' (`on_wrap='flag'`), never 'ok'.
+
 What is not simulated: non-finite client values, and clients sharing noise
 seeds (only under a test seed). `frequency_simulation_test` checks the
 simulator against the TFF process on small cases.
@@ -40,6 +46,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_ddp.accounting import calibration
+from tff_ddp.aggregators import secure_sum
 from tff_ddp.analytics import frequency as fq
 from tff_ddp.analytics import histograms as hg
 from tff_ddp.analytics import simulation
@@ -77,7 +84,7 @@ def norms_of(y) -> np.ndarray:
 
 
 def pbm_sum(mechanism, y, rng, seed, clip: Optional[float] = None,
-            norms=None) -> np.ndarray:
+            norms=None, on_wrap: str = 'raise') -> np.ndarray:
   """The decoded sum of one cPBM round on representations y ([n, D]).
 
   Args:
@@ -89,11 +96,20 @@ def pbm_sum(mechanism, y, rng, seed, clip: Optional[float] = None,
     clip: the clip C in use (default C0); simulated by scaling as the
       processes do.
     norms: ||y_i|| if already computed.
+    on_wrap: 'raise' (default): refuse more clients than the mechanism's
+      ring holds (`max_clients()`); 'flag': decode them anyway.
 
   Returns:
     float64 [d]: the estimate of sum_i x_i min(1, C / ||y_i||).
   """
   y = np.asarray(y, np.float64)
+  if secure_sum.check_on_wrap(on_wrap) == 'raise':
+    secure_sum.RingCapacity(
+        capacity=mechanism.max_clients(),
+        owner='frequency_simulation.pbm_sum',
+        sized_for=('expected_clients_per_round='
+                   f'{mechanism.expected_clients_per_round}')).check(
+                       y.shape[0])
   c0 = float(mechanism.l2_clip)
   clip = c0 if clip is None else checks.positive(clip, 'clip')
   norms = norms_of(y) if norms is None else np.asarray(norms)
@@ -115,8 +131,11 @@ def pbm_sum(mechanism, y, rng, seed, clip: Optional[float] = None,
 
 
 def quantile_phase(qparams, norms, upper: float, target: float, rng,
-                   count: str = 'exact', min_total_stddevs: float = 2.0):
-  """(C-hat or None, status) of TFFE's phase 1 on the clients' norms."""
+                   count: str = 'exact', min_total_stddevs: float = 2.0,
+                   on_wrap: str = 'raise'):
+  """(C-hat or None, status) of TFFE's phase 1 on the clients' norms
+  (status 'sum_may_wrap' and no C-hat for a round above the ring's
+  capacity under on_wrap='flag'; refused under 'raise')."""
   values = np.asarray(norms, np.float32).astype(np.float64)
   n = values.size
   b = qparams.num_bins
@@ -125,7 +144,10 @@ def quantile_phase(qparams, norms, upper: float, target: float, rng,
   # (`frequency_process.norm_message`).
   codes = np.where((values > 0)[:, None], codes, 0)
   noisy = simulation.noisy_sum('poisson_binomial', codes, qparams,
-                               seed=int(rng.integers(0, 2**62)))
+                               seed=int(rng.integers(0, 2**62)),
+                               on_wrap=on_wrap)
+  if n > 0 and qparams.ring_capacity().may_wrap(n):
+    return None, 'sum_may_wrap'  # the process's fallback: C-hat = B
   cdf = hg.estimate_cdf('haar', noisy, b, count, num_clients=n)
   total = float(hg.estimated_total('haar', noisy, b))
   # The process's status rule (quantiles.py, server_estimate).
@@ -148,22 +170,26 @@ class Round:
   quantile_level: Optional[float] = None
 
 
-def two_phase(params, x, rng, target: Optional[float] = None) -> Round:
+def two_phase(params, x, rng, target: Optional[float] = None,
+              on_wrap: str = 'raise') -> Round:
   """One TFFE run (`frequency_process` 'two_phase') on counts x [n, d]."""
   _check(params, 'two_phase')
+  wraps = _wraps(params, 'two_phase', len(x), on_wrap)
   seed = round_seed(rng)
   y = representations(params.encoder(), x, seed)
   norms = norms_of(y)
   target = params.target_quantile if target is None else target
   clip, status = quantile_phase(params.quantile, norms, params.upper_bound,
-                                target, rng)
+                                target, rng, on_wrap='flag')
   if clip is None:
     clip = params.upper_bound
-  estimate = pbm_sum(params.mechanism(), y, rng, seed, clip, norms)
-  return Round(estimate, clip, status)
+  estimate = pbm_sum(params.mechanism(), y, rng, seed, clip, norms,
+                     on_wrap='flag')
+  return Round(estimate, clip, 'sum_may_wrap' if wraps else status)
 
 
-def fixed(params, x, rng, clip: Optional[float] = None) -> Round:
+def fixed(params, x, rng, clip: Optional[float] = None,
+          on_wrap: str = 'raise') -> Round:
   """One cPBM release with the params' mechanism at `clip` (default its
   own): 'fixed', 'normalize' (x normalised here), 'sample' (items drawn
   here); any scaled-protocol params with an explicit clip (e.g. a sweep
@@ -178,14 +204,19 @@ def fixed(params, x, rng, clip: Optional[float] = None) -> Round:
   if clip is None and params.scaled:
     raise ValueError(f'protocol={params.protocol!r} has no fixed clip; give '
                      'clip.')
+  wraps = _wraps(params, 'fixed', len(x), on_wrap)
   seed = round_seed(rng)
   y = representations(params.encoder(), x, seed)
   clip = params.clip if clip is None else clip
-  return Round(pbm_sum(params.mechanism(), y, rng, seed, clip), clip)
+  return Round(pbm_sum(params.mechanism(), y, rng, seed, clip,
+                       on_wrap='flag'), clip,
+               'sum_may_wrap' if wraps else 'ok')
 
 
 def clip_sweep(params, x, clips: Sequence[float], rng):
-  """One run per clip with one frame: (estimates [k, d], norms [n])."""
+  """One run per clip with one frame: (estimates [k, d], norms [n]);
+  more clients than the rings hold are refused (`RoundRefusedError`)."""
+  _wraps(params, 'clip_sweep', len(x), 'raise')
   seed = round_seed(rng)
   y = representations(params.encoder(), x, seed)
   norms = norms_of(y)
@@ -222,7 +253,7 @@ def multi_round(params, batches: Sequence[np.ndarray], rng,
                 target: Optional[float] = None,
                 clip: Optional[float] = None,
                 indicator_encoding: str = 'signed',
-                indicator=None) -> List[Round]:
+                indicator=None, on_wrap: str = 'raise') -> List[Round]:
   """MFFE (`frequency_process` 'multi_round') over the given batches.
 
   Returns one Round per batch with the *running* estimate of the sum of
@@ -242,19 +273,22 @@ def multi_round(params, batches: Sequence[np.ndarray], rng,
   running = np.zeros(params.dim)
   out = []
   for x in batches:
+    wraps = _wraps(params, 'multi_round', len(x), on_wrap)
     seed = round_seed(rng)
     y = representations(encoder, x, seed)
     norms = norms_of(y)
-    running = running + pbm_sum(mechanism, y, rng, seed, current, norms)
+    running = running + pbm_sum(mechanism, y, rng, seed, current, norms,
+                                on_wrap='flag')
     signs = indicator_messages(norms, current, indicator_encoding)
-    s = pbm_sum(indicator, signs[:, None], rng, seed)[0]
+    s = pbm_sum(indicator, signs[:, None], rng, seed, on_wrap='flag')[0]
     n = len(signs)
     if indicator_encoding == 'binary':
       above = s / n
     else:
       above = (s / n + 1.0) / 2.0
     level = 1.0 - float(np.clip(above, 0.0, 1.0))
-    out.append(Round(running.copy(), current, 'ok', level))
+    out.append(Round(running.copy(), current,
+                     'sum_may_wrap' if wraps else 'ok', level))
     if clip is None:
       current = current * math.exp(-params.learning_rate * (level - target))
   return out
@@ -263,6 +297,15 @@ def multi_round(params, batches: Sequence[np.ndarray], rng,
 def _indicator_type():
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   return tff.TensorType(np.float64, [1])
+
+
+def _wraps(params, function, num_clients, on_wrap) -> bool:
+  """Whether a round of `num_clients` exceeds the process's rings; under
+  on_wrap='raise' such a round is refused (RoundRefusedError)."""
+  ring = params.ring_capacity(owner=f'frequency_simulation.{function}')
+  if secure_sum.check_on_wrap(on_wrap) == 'raise':
+    ring.check(num_clients)
+  return bool(ring.may_wrap(num_clients))
 
 
 def _check(params, protocol):

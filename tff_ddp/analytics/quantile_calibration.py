@@ -29,6 +29,10 @@ multiplier instead of a budget (the largest c the ring allows for it), for
 callers that account the quantile together with other releases -- DP-Delta-FL
 composes it with the model update of the same round and calibrates both at
 once (`tff_ddp.learning.privacy`).
+
+The factories here are built with on_wrap='flag': the quantile process
+checks the ring's capacity itself (`QuantileParameters.ring_capacity`) so
+that a refusal names the process's own arguments.
 """
 
 import dataclasses
@@ -42,6 +46,7 @@ from tff_ddp.accounting import accountant
 from tff_ddp.accounting import calibration
 from tff_ddp.aggregators import calibrated
 from tff_ddp.aggregators import discrete_gaussian as ddg_factory
+from tff_ddp.aggregators import secure_sum
 from tff_ddp.analytics import histograms as hg
 from tff_ddp.mechanisms import base
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg_mechanism
@@ -94,6 +99,20 @@ class QuantileParameters:
     """Noise stddev per coordinate of the noisy count sum (count units)."""
     return self.aggregator_mechanism().noise_stddev(num_clients)
 
+  def ring_capacity(self, owner: str = 'build_quantile_process'
+                    ) -> secure_sum.RingCapacity:
+    """The most clients a round holds (the aggregator's ring, sized for
+    expected_clients_per_round), with the advice a quantile user needs:
+    more expected clients (bits alone would be re-calibrated into a larger
+    scaling c, not into room for more clients)."""
+    mechanism = self.aggregator_mechanism()
+    return secure_sum.RingCapacity(
+        capacity=self.factory.capacity(self.value_type).capacity,
+        owner=owner,
+        sized_for=(f'expected_clients_per_round='
+                   f'{mechanism.expected_clients_per_round}, bits='
+                   f'{self.bits}'))
+
 
 def encoding_type(method: str, num_bins: int):
   """The clients' encoding type: int32 [encoding length]."""
@@ -140,7 +159,7 @@ def _ddg_factory(method, num_bins, n, bits, z, c, seed, rate=None):
   return ddg_factory.DiscreteGaussianSumFactory(
       noise_multiplier=z, expected_clients_per_round=n, bits=bits,
       l2_clip=l2, beta=0.0, encoder='none', granularity=1.0 / c,
-      linf_clip=1.0, seed=seed, client_sampling_rate=rate)
+      linf_clip=1.0, seed=seed, client_sampling_rate=rate, on_wrap='flag')
 
 
 def parameters_for_noise(
@@ -249,7 +268,7 @@ def quantile_parameters(
   _, l2, l0 = hg.sensitivities(method, num_bins)
   value_type = encoding_type(method, num_bins)
   common = dict(target_epsilon=epsilon, target_delta=delta, rounds=rounds,
-                adversary=adversary, seed=seed)
+                adversary=adversary, seed=seed, on_wrap='flag')
   if num_trials is not None and mechanism != 'poisson_binomial':
     raise ValueError("num_trials applies to mechanism='poisson_binomial' "
                      f'only, not {mechanism!r}.')

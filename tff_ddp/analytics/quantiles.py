@@ -19,9 +19,12 @@ the number of clients in the secure sum, the round's DP event),
 count and the noisy sum). Nothing else about the clients.
 
 Clients: values outside [lower, upper] are clipped into the first / last
-bin. A non-finite value (NaN, +-inf) contributes a zero encoding: the client
-is in the secure sum (and in the public count n) but in no bin, so with
+bin, +inf and -inf included (the range is known, so they are values: the
+largest and the smallest). NaN contributes a zero encoding: the client is
+in the secure sum (and in the public count n) but in no bin, so with
 count='exact' the CDF tops out below 1 by the fraction of such clients.
+How many values were NaN is not released: it moves only the noisy total
+(`noisy_total`, noised and accounted with the histogram).
 
 Neighbouring relation: one client's value removed -- the client still
 takes part in the secure sum (it is in the public count n) and holds no
@@ -37,11 +40,26 @@ Empty or nearly empty rounds: the quantiles are NaN and `status` says why --
 'no_clients' when nobody took part, 'too_few_values' when the noisy total
 count is below `min_total_stddevs` (default 2) standard deviations of its
 own noise (`noisy_total_stddev`, from the configuration and the public
-count), where the estimate would be mostly noise: a round of only non-finite
-values passes that test with probability 2.3%, and a round whose true count
-is T fails it with probability Phi(2 - T / stddev) (T = 4 stddevs: 2.3%).
-Set min_total_stddevs=0 to always get estimates (NaN then only without
-clients or with a non-positive total).
+count), where the estimate would be mostly noise: a round in which no valid
+client remains (only NaN) passes that test with probability 2.3%, and a
+round whose true count is T fails it with probability Phi(2 - T / stddev)
+(T = 4 stddevs: 2.3%). The status is computed from the noisy total and the
+public count only. Set min_total_stddevs=0 to always get estimates (NaN
+then only without clients or with a non-positive total).
+
+More clients than the ring holds (`on_wrap`): the histogram's ring is sized
+for `expected_clients_per_round` (the capacity is
+`QuantileParameters.ring_capacity()`); a round with more clients in the
+secure sum may have wrapped around. With on_wrap='raise' (the default)
+`next` raises `tff_ddp.utils.rounds.RoundRefusedError` saying how many
+clients the ring holds and to raise expected_clients_per_round; the state
+is untouched. With on_wrap='flag' the estimates are returned with status
+'sum_may_wrap' (never 'ok').
+
+Statuses (`STATUSES`, in order of precedence: 'no_clients', 'sum_may_wrap',
+'too_few_values', 'ok') are a tf.string inside TFF computations; from a
+Python call of `next` they are `tff_ddp.utils.rounds.Status`, a str (also
+equal to the same bytes): `measurements['status'] == 'ok'` works.
 """
 
 import collections
@@ -56,10 +74,14 @@ from tff_ddp.analytics.quantile_calibration import MECHANISMS
 from tff_ddp.analytics.quantile_calibration import parameters_for_noise
 from tff_ddp.analytics.quantile_calibration import quantile_parameters
 from tff_ddp.analytics.quantile_calibration import QuantileParameters
+from tff_ddp.aggregators import secure_sum
 from tff_ddp.utils import checks
+from tff_ddp.utils import rounds as rounds_lib
 
 ESTIMATORS = ('paper', 'monotone', 'interpolate')
-STATUSES = ('ok', 'no_clients', 'too_few_values')
+# Every status an analytics process reports (the frequency processes use
+# 'ok', 'no_clients' and 'sum_may_wrap').
+STATUSES = ('ok', 'no_clients', 'too_few_values', 'sum_may_wrap')
 
 __all__ = ['build_quantile_process', 'build_quantile_process_from_parameters',
            'quantile_parameters', 'parameters_for_noise',
@@ -85,6 +107,8 @@ def build_quantile_process(
     min_total_stddevs: float = 2.0,
     seed: Optional[int] = None,
     num_trials: Optional[int] = None,
+    *,
+    on_wrap: str = 'raise',
 ) -> tff.templates.MeasuredProcess:
   """A process estimating `quantiles` of one float per client.
 
@@ -115,13 +139,17 @@ def build_quantile_process(
     seed: for tests only (see the aggregators).
     num_trials: Poisson binomial only: trials per coordinate (default: the
       most the ring holds); theta is calibrated to the budget either way.
+    on_wrap: a round with more clients than the ring holds: 'raise' (the
+      default: `RoundRefusedError`, state untouched) or 'flag' (status
+      'sum_may_wrap'); see the module docstring.
 
   Returns:
     A `tff.templates.MeasuredProcess`: `next(state, values)` with `values`
     one float32 per client returns the estimates in `result` (float64
     [len(quantiles)]) and measurements `aggregator` (the aggregator's,
     including the round's `dp_event`), `cdf` (the estimated CDF at the
-    right bin edges), `status`, `noisy_total` (the estimated count) and
+    right bin edges), `status` (one of STATUSES; a str from Python
+    calls), `noisy_total` (the estimated count) and
     `noisy_total_stddev` (its noise), and `within_budget` (False
     from round `rounds` + 1 on: the (epsilon, delta) guarantee covers the
     first `rounds` rounds only; compose the measured events with
@@ -131,10 +159,11 @@ def build_quantile_process(
   options = _check_options(method, num_bins, lower_bound, upper_bound,
                            quantiles, count, estimator, consistent_tree,
                            min_total_stddevs)
+  on_wrap = secure_sum.check_on_wrap(on_wrap)
   params = quantile_parameters(method, mechanism, num_bins,
                                expected_clients_per_round, epsilon, delta,
                                bits, rounds, adversary, seed, num_trials)
-  return _build(params, *options, rounds=rounds)
+  return _build(params, *options, rounds=rounds, on_wrap=on_wrap)
 
 
 def build_quantile_process_from_parameters(
@@ -147,6 +176,8 @@ def build_quantile_process_from_parameters(
     consistent_tree: bool = False,
     min_total_stddevs: float = 2.0,
     rounds: Optional[int] = None,
+    *,
+    on_wrap: str = 'raise',
 ) -> tff.templates.MeasuredProcess:
   """The process of `build_quantile_process` on given parameters.
 
@@ -162,7 +193,7 @@ def build_quantile_process_from_parameters(
   Args:
     parameters: from `quantile_parameters` or `parameters_for_noise`.
     lower_bound, upper_bound, quantiles, count, estimator, consistent_tree,
-      min_total_stddevs: as for `build_quantile_process`.
+      min_total_stddevs, on_wrap: as for `build_quantile_process`.
     rounds: the rounds `parameters` were calibrated for, if any: then the
       measurements have `within_budget` as in `build_quantile_process`.
   """
@@ -175,7 +206,8 @@ def build_quantile_process_from_parameters(
                            estimator, consistent_tree, min_total_stddevs)
   if rounds is not None:
     rounds = checks.integer(rounds, 'rounds', 1)
-  return _build(parameters, *options, rounds=rounds)
+  return _build(parameters, *options, rounds=rounds,
+                on_wrap=secure_sum.check_on_wrap(on_wrap))
 
 
 def _check_options(method, num_bins, lower_bound, upper_bound, quantiles,
@@ -202,19 +234,22 @@ def _check_options(method, num_bins, lower_bound, upper_bound, quantiles,
 
 def encode_value(method: str, value, lower_bound: float, upper_bound: float,
                  num_bins: int) -> tf.Tensor:
-  """A client's message (int32): the encoding of its value's bin, zeros for
-  a non-finite value (NaN: the neighbouring relation's "no value")."""
+  """A client's message (int32): the encoding of its value's bin (values
+  outside the range, +-inf included, clipped into the end bins), zeros for
+  NaN (the neighbouring relation's "no value")."""
   length = hg.encoding_length(method, num_bins)
-  finite = tf.math.is_finite(value)
-  index = hg.bin_index(tf.where(finite, value, tf.zeros_like(value)),
+  present = tf.logical_not(tf.math.is_nan(value))
+  index = hg.bin_index(tf.where(present, value, tf.zeros_like(value)),
                        lower_bound, upper_bound, num_bins)
   vector = tf.cast(hg.encode(method, index, num_bins), tf.int32)
-  return tf.where(finite, vector, tf.zeros([length], tf.int32))
+  return tf.where(present, vector, tf.zeros([length], tf.int32))
 
 
 def _build(params: QuantileParameters, lower_bound, upper_bound, quantiles,
-           count, estimator, consistent_tree, min_total_stddevs, *, rounds):
+           count, estimator, consistent_tree, min_total_stddevs, *, rounds,
+           on_wrap):
   method, num_bins = params.method, params.num_bins
+  ring = params.ring_capacity()
   length = hg.encoding_length(method, num_bins)
   mechanism = params.aggregator_mechanism()
   total_norm = hg.total_norm(method, num_bins)
@@ -235,6 +270,11 @@ def _build(params: QuantileParameters, lower_bound, upper_bound, quantiles,
   @tff.tensorflow.computation(summed_type, measurement_type)
   def server_estimate(noisy_sum, measurements):
     n = tf.cast(measurements['participating_clients'], tf.int64)
+    may_wrap = ring.may_wrap(n)
+    if on_wrap == 'raise':
+      with tf.control_dependencies([ring.assertion(n)]):
+        n = tf.identity(n)
+        noisy_sum = tf.identity(noisy_sum)
     noisy_sum = tf.cast(noisy_sum, tf.float64)
     cdf = hg.estimate_cdf(method, noisy_sum, num_bins, count,
                           num_clients=n, consistent=consistent_tree,
@@ -247,12 +287,18 @@ def _build(params: QuantileParameters, lower_bound, upper_bound, quantiles,
     # sqrt(n) for both mechanisms; n public) times ||t||_2 of the total.
     stddev = (mechanism.noise_stddev(1) * total_norm
               * tf.sqrt(tf.cast(n, tf.float64)))
+    def code(name):
+      return tf.constant(STATUSES.index(name), tf.int32)
+
     status = tf.where(
-        tf.equal(n, 0), tf.constant(STATUSES.index('no_clients'), tf.int32),
-        tf.where((total < min_total_stddevs * stddev) | (total <= 0),
-                 tf.constant(STATUSES.index('too_few_values'), tf.int32),
-                 tf.constant(STATUSES.index('ok'), tf.int32)))
-    usable = tf.equal(status, 0)
+        tf.equal(n, 0), code('no_clients'),
+        tf.where(may_wrap, code('sum_may_wrap'),
+                 tf.where((total < min_total_stddevs * stddev) | (total <= 0),
+                          code('too_few_values'), code('ok'))))
+    # Estimates with 'ok', and flagged ones with 'sum_may_wrap' (on_wrap=
+    # 'flag': the caller handles them); NaN otherwise.
+    usable = tf.equal(status, code('ok')) | tf.equal(status,
+                                                     code('sum_may_wrap'))
     nan = tf.fill([num_quantiles], tf.constant(np.nan, tf.float64))
     values = tf.where(usable, values, nan)
     cdf = tf.where(usable, cdf, tf.fill([num_bins], tf.constant(
@@ -294,4 +340,5 @@ def _build(params: QuantileParameters, lower_bound, upper_bound, quantiles,
     return tff.templates.MeasuredProcessOutput(output.state, result,
                                                measurements)
 
-  return tff.templates.MeasuredProcess(init_fn, next_fn)
+  return rounds_lib.user_facing_process(
+      tff.templates.MeasuredProcess(init_fn, next_fn))

@@ -40,6 +40,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_ddp.accounting import calibration
+from tff_ddp.aggregators import secure_sum
 from tff_ddp.analytics import histograms as hg
 from tff_ddp.analytics import quantile_calibration as qc
 
@@ -48,14 +49,17 @@ SETTINGS = qc.MECHANISMS + ('central',)
 
 def encodings(method: str, values, lower: float, upper: float,
               num_bins: int) -> np.ndarray:
-  """[n, L] int64: each client's encoding (values clipped into the range).
+  """[n, L] int64: each client's encoding, as the process encodes it
+  (`quantiles.encode_value`): values clipped into the range (+-inf into
+  the end bins), zeros for NaN.
 
   The encodings are `histograms.encode` of each bin, looked up by the bin
   index the process computes (`histograms.bin_index`).
   """
-  idx = hg.bin_index(tf.constant(np.asarray(values, np.float64)), lower,
-                     upper, num_bins).numpy()
-  return _table(method, num_bins)[idx]
+  values = np.asarray(values, np.float64)
+  idx = hg.bin_index(tf.constant(values), lower, upper, num_bins).numpy()
+  codes = _table(method, num_bins)[idx]
+  return np.where(np.isnan(values)[..., None], 0, codes)
 
 
 @functools.lru_cache(maxsize=None)
@@ -98,8 +102,13 @@ def noisy_sum(setting: str, codes: np.ndarray,
               params: Optional[qc.QuantileParameters] = None,
               central_z: Optional[float] = None,
               l2_sensitivity: Optional[float] = None,
-              seed: int = 0) -> np.ndarray:
+              seed: int = 0, on_wrap: str = 'raise') -> np.ndarray:
   """One round's noisy sum of `codes` ([n, L]) under `setting` (float64 [L]).
+
+  Like the process, a round with more clients than the distributed
+  mechanism's ring holds (`params.ring_capacity()`) is refused
+  (`RoundRefusedError`) unless on_wrap='flag' (then the possibly wrapped
+  sum is returned; the caller knows n and the capacity).
 
   Args:
     setting: 'discrete_gaussian', 'poisson_binomial' (need `params` from
@@ -119,6 +128,8 @@ def noisy_sum(setting: str, codes: np.ndarray,
     return truth + rng.normal(scale=central_z * l2_sensitivity, size=length)
   if setting not in qc.MECHANISMS:
     raise ValueError(f'setting must be one of {SETTINGS}, got {setting!r}.')
+  if secure_sum.check_on_wrap(on_wrap) == 'raise':
+    params.ring_capacity(owner='simulation.noisy_sum').check(n)
   mechanism = params.aggregator_mechanism()
   modulus = mechanism.modulus
   if setting == 'discrete_gaussian':

@@ -19,6 +19,15 @@ aggregation process (client encode, one `federated_secure_modular_sum`,
 server decode); adding a mechanism touches one new module here and a thin
 factory there.
 
+Capacity: every mechanism says how many clients its secure sum holds,
+`max_clients()` -- the largest n whose sum cannot wrap around the ring by
+the mechanism's own criterion, computed once in Python -- and its
+`server_decode` reports `sum_may_wrap` exactly when the number of clients
+in the sum exceeds it. The factory refuses (or flags) a round above it.
+
+An empty round (no client in the secure sum) releases nothing about
+anyone: `dp_event(0)` is `dp_accounting.NoOpDpEvent()`.
+
 What a mechanism may release (its `public_measurements` and the
 measurements of `server_decode`): configuration constants, and functions of
 the noisy sum and of the number of clients in the secure sum (which the
@@ -30,7 +39,7 @@ private).
 """
 
 import math
-from typing import Mapping, Optional, Protocol, Sequence, Tuple
+from typing import Callable, Mapping, Optional, Protocol, Sequence, Tuple
 
 import dp_accounting
 import tensorflow as tf
@@ -102,7 +111,17 @@ class Mechanism(Protocol):
 
   def dp_event(self, num_clients: Optional[int] = None
                ) -> dp_accounting.DpEvent:
-    """The event of one round with `num_clients` clients in the sum."""
+    """The event of one round with `num_clients` clients in the sum
+    (`NoOpDpEvent` for 0: an empty round releases nothing)."""
+
+  def max_clients(self) -> int:
+    """The most clients whose secure sum cannot wrap around the ring.
+
+    By the mechanism's own criterion (a worst case, or a tail bound the
+    mechanism was sized with); at least `expected_clients_per_round`.
+    `server_decode`'s `sum_may_wrap` is exactly `num_clients >
+    max_clients()`.
+    """
 
   def output_range(self) -> Tuple[float, float]:
     """(clip, bound): the magnitudes the output dtype must represent.
@@ -131,6 +150,30 @@ def decoded_bound(encoder: encoders_base.Encoder, ring_bound: float) -> float:
   if gain is None:
     gain = math.sqrt(encoder.output_dim)
   return float(ring_bound) * float(gain)
+
+
+def largest_count(fits: Callable[[int], bool],
+                  limit: int = MAX_MODULUS - 1) -> int:
+  """The largest n in [0, limit] with fits(n), for a `fits` that holds up
+  to some n and fails beyond it (monotone); 0 if fits(1) fails.
+
+  Exponential then binary search: O(log limit) calls. Used for
+  `Mechanism.max_clients` with criteria in float64, whose operations are
+  monotone, so the answer is exact for the criterion as computed.
+  """
+  if not fits(1):
+    return 0
+  low, high = 1, 2
+  while high <= limit and fits(high):
+    low, high = high, 2 * high
+  high = min(high, limit + 1)  # fits(low), not fits(high) or beyond limit
+  while high - low > 1:
+    middle = (low + high) // 2
+    if fits(middle):
+      low = middle
+    else:
+      high = middle
+  return low
 
 
 def flag_vector(flags: Sequence[tf.Tensor]) -> tf.Tensor:

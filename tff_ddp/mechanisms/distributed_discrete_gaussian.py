@@ -206,10 +206,13 @@ class DistributedDiscreteGaussian:
     """One round with `num_clients` noise shares (default: expected).
 
     Zero-out neighbours (see `tff_ddp.accounting.ddg_rdp`); a
-    NonPrivateDpEvent when noise_multiplier is 0.
+    NonPrivateDpEvent when noise_multiplier is 0; NoOpDpEvent for 0
+    clients (an empty round releases nothing about anyone).
     """
     n = (self.expected_clients_per_round if num_clients is None
-         else checks.integer(num_clients, 'num_clients', 1))
+         else checks.integer(num_clients, 'num_clients', 0))
+    if n == 0:
+      return dp_accounting.NoOpDpEvent()  # an empty round released nothing
     if self.noise_multiplier == 0:
       return dp_accounting.NonPrivateDpEvent()
     return events.DistributedDiscreteGaussianDpEvent(
@@ -278,6 +281,17 @@ class DistributedDiscreteGaussian:
         self.scaled_l2_clip, self.scaled_local_stddev, num_clients,
         self.output_dim) / (1.0 + _RING_TOLERANCE)
 
+  def max_clients(self) -> int:
+    """The largest n with `wrap_statistic(n)` < M/2: the most clients the
+    ring holds by the criterion it was sized with (Section 6 heuristic:
+    `expected_clients_per_round` itself, whatever the bits, since gamma is
+    derived for that number; given granularity: the worst case of
+    Theorems 1-2, which `compute_parameters` checked at the expected
+    number). `wrap_statistic` increases with n, so the search is exact.
+    """
+    half = self.modulus / 2.0
+    return base.largest_count(lambda n: self.wrap_statistic(n) < half)
+
   def client_encode(self, x, round_seed, noise_seed):
     """Algorithm 1 for one client (flags: nonfinite, clipped, rounding_failed).
 
@@ -314,12 +328,11 @@ class DistributedDiscreteGaussian:
     Measurements: `sum_may_wrap`, True when `num_clients` (the number in the
     secure sum, public) is more than the ring was sized for, so that a sum
     coordinate may wrap around with probability above `modclip_prob`
-    (`wrap_statistic` >= M/2).
+    (`num_clients > max_clients()`, i.e. `wrap_statistic` >= M/2).
     """
     centred = base.centre(summed['encoded'], self.modulus)
     decoded = self.encoder.decode(tf.cast(centred, tf.float64), round_seed)
-    n = tf.cast(num_clients, tf.float64)
-    may_wrap = self.wrap_statistic(n) >= self.modulus / 2.0
+    may_wrap = tf.cast(num_clients, tf.int64) > self.max_clients()
     return decoded * self.gamma, {'sum_may_wrap': may_wrap}
 
 

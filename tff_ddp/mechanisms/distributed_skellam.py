@@ -94,10 +94,13 @@ class DistributedSkellam(ddg.DistributedDiscreteGaussian):
     """One round with `num_clients` noise shares (default: expected).
 
     Zero-out neighbours (`tff_ddp.accounting.skellam_rdp`); a
-    NonPrivateDpEvent when noise_multiplier is 0.
+    NonPrivateDpEvent when noise_multiplier is 0; NoOpDpEvent for 0
+    clients (an empty round releases nothing about anyone).
     """
     n = (self.expected_clients_per_round if num_clients is None
-         else checks.integer(num_clients, 'num_clients', 1))
+         else checks.integer(num_clients, 'num_clients', 0))
+    if n == 0:
+      return dp_accounting.NoOpDpEvent()
     if self.noise_multiplier == 0:
       return dp_accounting.NonPrivateDpEvent()
     return events.DistributedSkellamDpEvent(

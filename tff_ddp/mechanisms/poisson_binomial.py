@@ -181,9 +181,12 @@ class PoissonBinomial:
     """One round with `num_clients` clients in the sum (zero-out; see
     `tff_ddp.accounting.pbm_rdp`): Lemma 2 over the sensitive coordinates,
     and the l2 promise `l2_bound` (the client's l2 clip), whichever the
-    accountant finds smaller per order."""
+    accountant finds smaller per order. NoOpDpEvent for 0 clients (an
+    empty round releases nothing about anyone)."""
     n = (self.expected_clients_per_round if num_clients is None
-         else checks.integer(num_clients, 'num_clients', 1))
+         else checks.integer(num_clients, 'num_clients', 0))
+    if n == 0:
+      return dp_accounting.NoOpDpEvent()
     return events.PoissonBinomialDpEvent(
         theta=self.effective_theta, num_trials=self.num_trials,
         num_clients=n, dimension=self.sensitive_coordinates,
@@ -199,6 +202,12 @@ class PoissonBinomial:
     return self.l2_clip, base.decoded_bound(
         self.encoder, self.modulus / 2 * self.coordinate_bound
         / (self.num_trials * self.theta))
+
+  def max_clients(self) -> int:
+    """The most clients n with n m < M = 2^bits: the ring then holds every
+    possible sum S in [0, n m] (`recover_sum` is exact); at least
+    `max_clients_per_round`, which sized the ring."""
+    return (self.modulus - 1) // self.num_trials
 
   def client_encode(self, x, round_seed, noise_seed):
     """Algorithms 1 and 3 for one client.
@@ -261,14 +270,15 @@ class PoissonBinomial:
     """Algorithm 2 for a sum: rescale with the measured n, then decode.
 
     Returns the estimate of sum_i x_i (float64 [dim]) and `sum_may_wrap`
-    (n m >= M: more clients than the ring was sized for).
+    (n m >= M, i.e. n > `max_clients()`: more clients than the ring was
+    sized for).
     """
     n = tf.cast(num_clients, tf.int64)
     s = self.recover_sum(summed['encoded'], n)
     centred = tf.cast(2 * s - n * self.num_trials, tf.float64) / 2.0
     y_sum = centred * (self.coordinate_bound
                        / (self.num_trials * self.theta))
-    may_wrap = n * self.num_trials >= self.modulus
+    may_wrap = n > self.max_clients()
     return (self.encoder.decode(y_sum, round_seed),
             {'sum_may_wrap': may_wrap})
 

@@ -78,6 +78,36 @@ class EventIoTest(tf.test.TestCase, parameterized.TestCase):
                                        replace_one_dimension=64),
          EVENTS['self_sampled']]))
 
+  @parameterized.parameters('ddg', 'pbm', 'self_sampled', 'composed',
+                            'nested', 'poisson')
+  def test_a_measured_empty_round_is_a_no_op(self, name):
+    # A round with 0 clients in its secure sums released nothing: read back,
+    # every mechanism event in it is NoOpDpEvent, and so are compositions
+    # and self-sampled wrappers of nothing else. (Before, the accountant
+    # raised "num_clients must be an integer in [1, ...], got 0".)
+    measured = _through_tff(lambda: event_io.event_structure(
+        EVENTS[name], {'num_clients': tf.constant(0, tf.int64)}))
+    rebuilt = accounting.extract_dp_event(measured)
+    if name == 'poisson':  # dp-accounting's own wrapper, kept: no-op inside
+      self.assertEqual(rebuilt, dp_accounting.PoissonSampledDpEvent(
+          0.01, dp_accounting.NoOpDpEvent()))
+    else:
+      self.assertEqual(rebuilt, dp_accounting.NoOpDpEvent())
+    accountant = accounting.RdpAccountant()
+    accountant.compose(rebuilt)  # accounted, not refused
+    alone = accounting.RdpAccountant()
+    accountant.compose(_DDG)
+    alone.compose(_DDG)
+    self.assertEqual(accountant.get_epsilon(1e-6), alone.get_epsilon(1e-6))
+
+  def test_an_empty_release_beside_a_real_one_stays_composed(self):
+    measured = _through_tff(lambda: event_io.composed_structure([
+        event_io.event_structure(_PBM, {'num_clients': tf.constant(
+            0, tf.int64)}), event_io.event_structure(_DDG)]))
+    self.assertEqual(accounting.extract_dp_event({'dp_event': measured}),
+                     dp_accounting.ComposedDpEvent(
+                         [dp_accounting.NoOpDpEvent(), _DDG]))
+
   def test_refusals(self):
     with self.assertRaisesRegex(LookupError, 'no dp_event'):
       accounting.extract_dp_event({'a': 1.0})

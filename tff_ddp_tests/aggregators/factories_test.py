@@ -324,9 +324,12 @@ class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
     # (its float32 value is inf, so float64 values are used) is clipped to
     # its direction, not turned into zeros.
     value_type = tff.TensorType(np.float64, [20])
-    kwargs = (dict(noise_multiplier=0.0, bits=24, seed=0) if mechanism == 'ddg'
+    # Four clients: the ring is sized for them (a round above its capacity
+    # is refused, round_refusal_test.py).
+    kwargs = (dict(noise_multiplier=0.0, bits=24, seed=0,
+                   expected_clients_per_round=4) if mechanism == 'ddg'
               else dict(seed=0, num_trials=4096, l2_clip=2.0,
-                        encoder='hadamard'))
+                        encoder='hadamard', expected_clients_per_round=4))
     factory, process = _process(mechanism, value_type, **kwargs)
     good = np.full(20, 0.25)
     bad = good.copy()
@@ -345,8 +348,11 @@ class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters(*MECHANISMS)
   def test_more_clients_than_the_ring_is_flagged(self, mechanism):
+    # on_wrap='flag' (opt-in): the round is returned, flagged; the default
+    # refuses it (round_refusal_test.py).
     kwargs = (dict(seed=0, expected_clients_per_round=2) if mechanism == 'ddg'
               else dict(seed=0, num_trials=4, expected_clients_per_round=2))
+    kwargs['on_wrap'] = 'flag'
     _, process = _process(mechanism, **kwargs)
     output = process.next(process.initialize(),
                           [np.zeros(20, np.float32)] * 5)

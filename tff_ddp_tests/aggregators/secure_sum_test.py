@@ -64,6 +64,12 @@ class RoundingMechanism:
     # is in (-M/2, M/2].
     return _MODULUS / 2, _MODULUS / 2
 
+  def max_clients(self):
+    # The ring holds the exact sum while every coordinate's sum stays in
+    # (-M/2, M/2]: true for up to 256 of this module's clients (|x| <= 500,
+    # and at most one large coordinate per client set).
+    return 256
+
   def dp_event(self, num_clients=None):
     return events.DistributedDiscreteGaussianDpEvent(
         l2_sensitivity=1.0, local_stddev=1.0,

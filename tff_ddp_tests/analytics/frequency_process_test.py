@@ -5,6 +5,7 @@ import collections
 import math
 
 from absl.testing import parameterized
+import dp_accounting
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -17,6 +18,7 @@ from tff_ddp.analytics import frequency as fq
 from tff_ddp.analytics import frequency_data as fd
 from tff_ddp.analytics import frequency_process as fp
 from tff_ddp.analytics import histograms as hg
+from tff_ddp.utils import rounds as rounds_lib
 from tff_ddp_tests import harness
 
 _D = 6
@@ -258,6 +260,51 @@ class ProcessTest(parameterized.TestCase):
     self.assertTrue(np.all(np.isfinite(out.result)))
     self.assertEqual(out.measurements['frequency']['participating_clients'],
                      8)
+
+
+@pytest.mark.slow  # builds and runs processes of three protocols
+class RoundStatusTest(parameterized.TestCase):
+  """More clients than the rings hold, none, and the status as str."""
+
+  @parameterized.parameters('two_phase', 'multi_round', 'fixed')
+  def test_refused_flagged_empty_and_ok(self, protocol):
+    p = _params(protocol)
+    ring = p.ring_capacity()
+    # n = 16: the frequency ring holds (2^9 - 1) // 30 = 17, phase 1's
+    # (2^18 - 1) // 16383 = 16; the process holds the smallest.
+    self.assertGreaterEqual(ring.capacity, 16)
+    n = ring.capacity + 1
+    x = list(_data(n))
+    if protocol != 'two_phase':  # (its phases refuse: the test below)
+      refusing = fp.build_frequency_process_from_parameters(p)
+      with self.assertRaises(rounds_lib.RoundRefusedError) as raised:
+        refusing.next(refusing.initialize(), x)
+      self.assertIn(f'build_frequency_process: {n} clients',
+                    str(raised.exception))
+      self.assertIn(f'expected_clients_per_round >= {n}',
+                    str(raised.exception))
+    flagging = fp.build_frequency_process_from_parameters(p, on_wrap='flag')
+    ok = flagging.next(flagging.initialize(), x[:ring.capacity])
+    self.assertEqual(ok.measurements['status'], 'ok')
+    flagged = flagging.next(flagging.initialize(), x)
+    self.assertEqual(flagged.measurements['status'], 'sum_may_wrap')
+    empty = flagging.next(flagging.initialize(), [])
+    self.assertEqual(empty.measurements['status'], 'no_clients')
+    self.assertEqual(accounting.extract_dp_event(empty.measurements),
+                     dp_accounting.NoOpDpEvent())
+
+  def test_two_phase_computations_refuse_in_each_phase(self):
+    p = _params('two_phase')
+    comps = fp.two_phase_computations(p)
+    x = list(_data(p.ring_capacity().capacity + 1))
+    state = comps.initialize()
+    with self.assertRaises(rounds_lib.RoundRefusedError):
+      comps.estimate_clip(state, x)
+    with self.assertRaises(rounds_lib.RoundRefusedError):
+      comps.estimate_frequencies(state['frequency'], x, 10.0)
+    with self.assertRaisesRegex(ValueError, 'on_wrap'):
+      fp.build_frequency_process('fixed', _D, 16, 10.0, 1e-4, clip=20.0,
+                                 on_wrap='ignore')
 
 
 def _round_expectations(protocol, p, process, x, rounds):

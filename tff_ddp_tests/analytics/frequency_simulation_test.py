@@ -15,6 +15,7 @@ from tff_ddp.analytics import frequency as fq
 from tff_ddp.analytics import frequency_data as fd
 from tff_ddp.analytics import frequency_process as fp
 from tff_ddp.analytics import frequency_simulation as fs
+from tff_ddp.utils import rounds
 from tff_ddp_tests import harness
 
 _D = 6
@@ -211,6 +212,37 @@ class SimulatorVsProcessTest(parameterized.TestCase):
     self.assertLessEqual(abs(finals.mean() - sim.mean()), 6 * max(se, 1e-12))
     # The update moved the clip up from 2 (norms ~ 40 > C: gamma-hat ~ 0).
     self.assertGreater(finals.mean(), 2.0 * math.exp(0.5))
+
+
+@pytest.mark.slow  # calibrates three protocols (two_phase: ~15 s)
+class RingCapacityTest(parameterized.TestCase):
+  """The simulators refuse or flag rounds above the process's capacity."""
+
+  @parameterized.parameters('two_phase', 'fixed', 'multi_round')
+  def test_refuses_by_default_flags_on_request(self, protocol):
+    kwargs = {'two_phase': dict(max_items=100), 'fixed': dict(clip=20.0),
+              'multi_round': dict(rounds=2)}[protocol]
+    params = fp.frequency_parameters(protocol, _D, 16, 10.0, 1e-4, seed=9,
+                                     **kwargs)
+    n = params.ring_capacity().capacity + 1
+    x = fd.iid(n, _D, 0)
+
+    def run(x, on_wrap):
+      rng = np.random.default_rng(1)
+      if protocol == 'multi_round':
+        return fs.multi_round(params, [x], rng, on_wrap=on_wrap)[0]
+      return getattr(fs, protocol)(params, x, rng, on_wrap=on_wrap)
+
+    with self.assertRaisesRegex(rounds.RoundRefusedError,
+                                f'frequency_simulation.{protocol}: {n} '
+                                'clients'):
+      run(x, 'raise')
+    self.assertEqual(run(x, 'flag').status, 'sum_may_wrap')
+    self.assertNotEqual(run(x[:-1], 'flag').status, 'sum_may_wrap')
+    with self.assertRaisesRegex(rounds.RoundRefusedError, 'pbm_sum'):
+      fs.pbm_sum(params.mechanism(), np.zeros([params.mechanism(
+      ).max_clients() + 1, params.output_dim]), np.random.default_rng(0),
+                 fs.round_seed(np.random.default_rng(0)))
 
 
 class EpsilonTest(parameterized.TestCase):

@@ -58,9 +58,11 @@ def _no_data_norm():
 
 
 def _bin_values(upper, b):
-  """A value in every bin, plus the edges 0 and upper."""
+  """A value in every bin, the edges 0 and upper, and values beyond the
+  range (+-inf included: they are values, clipped into the end bins)."""
   width = upper / b
-  return [0.0, upper] + [(j + 0.5) * width for j in range(b)]
+  return ([0.0, upper, -1e30, 2 * upper, -math.inf, math.inf]
+          + [(j + 0.5) * width for j in range(b)])
 
 
 def _encodings(method, values, upper, b):

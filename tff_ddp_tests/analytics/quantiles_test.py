@@ -3,8 +3,10 @@
 import math
 
 from absl.testing import parameterized
+import dp_accounting
 import numpy as np
 import pytest
+import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_ddp import accounting
@@ -13,7 +15,9 @@ from tff_ddp.accounting import events
 from tff_ddp.analytics import histograms as hg
 from tff_ddp.analytics import quantile_calibration as qc
 from tff_ddp.analytics import quantiles as q
+from tff_ddp.analytics import simulation
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
+from tff_ddp.utils import rounds
 from tff_ddp_tests import harness
 
 _QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
@@ -363,20 +367,22 @@ class ExecutionTest(parameterized.TestCase):
                        [np.float32(v) for v in values])
     agg = out.measurements['aggregator']
     self.assertEqual(agg['participating_clients'], n)
-    # Out-of-range values are clipped into the end bins, not dropped; the
-    # 3 non-finite ones are in the public count n but in no bin:
-    # CDF ~ 10/24 from the first bin on, 21/24 at the last.
+    # Out-of-range values are clipped into the end bins, not dropped, and
+    # so are -inf and +inf (values beyond the known range); the NaN is in
+    # the public count n but in no bin: CDF ~ 11/24 from the first bin on,
+    # 23/24 at the last.
     cdf = np.asarray(out.measurements['cdf'])
     params = q.quantile_parameters('flat', mechanism, 32, n, 30.0, 1e-5)
-    # Groups of identical encodings: 3 non-finite (zeros), 10 in bin 0,
-    # 11 in bin 31 (see _noise_stddev).
-    s = _noise_stddev(params, mechanism, n, [3, 10, 11])
+    # Groups of identical encodings: 1 NaN (zeros), 11 in bin 0, 12 in bin
+    # 31 (see _noise_stddev).
+    s = _noise_stddev(params, mechanism, n, [1, 11, 12])
     bound = 6 * s * np.sqrt(np.arange(1, 33)) / 24
-    truth = np.full(32, 10 / 24)
-    truth[-1] = 21 / 24
+    truth = np.full(32, 11 / 24)
+    truth[-1] = 23 / 24
     np.testing.assert_array_less(np.abs(cdf - truth), bound)
     self.assertTrue(np.all(np.isfinite(out.result)))
     self.assertEqual(out.measurements['status'], b'ok')
+    self.assertEqual(out.measurements['status'], 'ok')  # a str as well
 
   def test_from_parameters_is_the_same_process_without_a_budget(self):
     n = 48
@@ -404,12 +410,20 @@ class ExecutionTest(parameterized.TestCase):
     out = process.next(process.initialize(), [])
     self.assertTrue(np.all(np.isnan(out.result)))
     self.assertEqual(out.measurements['status'], b'no_clients')
-    # Only non-finite values: the noisy total is noise, below 2 of its
-    # stddevs (passes with probability 2.3% for a zero total; fixed seed).
-    out = process.next(process.initialize(),
-                       [np.float32(np.nan)] * 8 + [np.float32(np.inf)] * 8)
+    # No valid client (only NaN, "no value"): the noisy total is noise,
+    # below 2 of its stddevs (passes with probability 2.3% for a zero total;
+    # fixed seed). The status comes from the noisy total and the public n
+    # only; how many values were NaN is not released.
+    out = process.next(process.initialize(), [np.float32(np.nan)] * 16)
     self.assertTrue(np.all(np.isnan(out.result)))
-    self.assertEqual(out.measurements['status'], b'too_few_values')
+    self.assertEqual(out.measurements['status'], 'too_few_values')
+    self.assertEqual(out.measurements['aggregator']['participating_clients'],
+                     16)
+    self.assertNotIn('nonfinite', str(list(out.measurements['aggregator'])))
+    # An empty round released nothing: its event composes as nothing.
+    out = process.next(process.initialize(), [])
+    self.assertEqual(accounting.extract_dp_event(out.measurements),
+                     dp_accounting.NoOpDpEvent())
 
   def test_estimators_agree_with_histogram_math(self):
     n = 64
@@ -428,6 +442,86 @@ class ExecutionTest(parameterized.TestCase):
         self.assertTrue(np.all(np.diff(out.result) >= 0))
         self.assertTrue(np.all(np.diff(cdf) >= -1e-12))
         self.assertTrue(np.all((cdf >= 0) & (cdf <= 1)))
+
+
+class EncodeValueTest(parameterized.TestCase):
+  """Each client's message: +-inf are values (end bins), NaN is none."""
+
+  @parameterized.product(method=hg.METHODS, num_bins=(2, 8))
+  def test_infinities_go_to_the_end_bins_nan_to_zeros(self, method,
+                                                      num_bins):
+    def encode(v):
+      return q.encode_value(method, tf.constant(v, tf.float32), 0.0, 10.0,
+                            num_bins).numpy()
+
+    np.testing.assert_array_equal(encode(np.inf), encode(1e30))
+    np.testing.assert_array_equal(encode(np.inf), encode(10.0))
+    np.testing.assert_array_equal(encode(-np.inf), encode(-1e30))
+    np.testing.assert_array_equal(encode(-np.inf), encode(0.0))
+    self.assertFalse(np.array_equal(encode(np.inf), encode(-np.inf)))
+    np.testing.assert_array_equal(encode(np.nan), 0)
+    # The simulator encodes as the process does.
+    values = [np.inf, -np.inf, np.nan, 3.0]
+    np.testing.assert_array_equal(
+        simulation.encodings(method, values, 0.0, 10.0, num_bins),
+        np.stack([encode(v) for v in values]))
+
+
+@pytest.mark.slow  # TFF rounds, one of 2000 clients
+class RingCapacityTest(parameterized.TestCase):
+  """More values than the histogram's ring holds (issue 32)."""
+
+  def test_issue_reproduction_is_refused(self):
+    # Issue 32: this process fed 2000 lognormal values returned
+    # [3.28 9.51 13.45] (truth [0.50 0.98 2.00]) with status b'ok'.
+    process = q.build_quantile_process(
+        'flat', 'discrete_gaussian', 0.0, 20.0, 32, [0.25, 0.5, 0.75], 20,
+        2.0, 1e-6, estimator='interpolate', seed=3)
+    values = np.random.default_rng(0).lognormal(size=2000).astype(np.float32)
+    capacity = q.quantile_parameters(
+        'flat', 'discrete_gaussian', 32, 20, 2.0, 1e-6).ring_capacity()
+    self.assertLess(capacity.capacity, 2000)
+    with self.assertRaises(rounds.RoundRefusedError) as raised:
+      process.next(process.initialize(), list(values))
+    message = str(raised.exception)
+    self.assertIn('build_quantile_process: 2000 clients', message)
+    self.assertIn(f'more than the {capacity.capacity} its ring holds',
+                  message)
+    self.assertIn('expected_clients_per_round >= 2000', message)
+
+  @parameterized.parameters(*q.MECHANISMS)
+  def test_flag_never_says_ok(self, mechanism):
+    params = q.quantile_parameters('flat', mechanism, 32, 8, 8.0, 1e-5,
+                                   seed=5)
+    capacity = params.ring_capacity().capacity
+    process = q.build_quantile_process_from_parameters(
+        params, 0.0, 10.0, _QUANTILES, on_wrap='flag')
+    values = [np.float32(5.0)] * (capacity + 1)
+    out = process.next(process.initialize(), values)
+    self.assertEqual(out.measurements['status'], 'sum_may_wrap')
+    self.assertTrue(out.measurements['aggregator']['sum_may_wrap'])
+    out = process.next(process.initialize(), values[:capacity])
+    self.assertNotEqual(out.measurements['status'], 'sum_may_wrap')
+    self.assertIn(out.measurements['status'], q.STATUSES)
+    self.assertIsInstance(out.measurements['status'], str)
+
+
+
+class SimulatorCapacityTest(parameterized.TestCase):
+
+  def test_simulator_refuses_like_the_process(self):
+    params = q.quantile_parameters('flat', 'poisson_binomial', 32, 8, 8.0,
+                                   1e-5)
+    capacity = params.ring_capacity().capacity
+    codes = simulation.encodings('flat', [5.0] * (capacity + 1), 0.0, 10.0,
+                                 32)
+    with self.assertRaisesRegex(rounds.RoundRefusedError,
+                                f'{capacity + 1} clients'):
+      simulation.noisy_sum('poisson_binomial', codes, params)
+    simulation.noisy_sum('poisson_binomial', codes, params, on_wrap='flag')
+    with self.assertRaisesRegex(ValueError, 'on_wrap'):
+      q.build_quantile_process('flat', 'poisson_binomial', 0.0, 1.0, 4,
+                               [0.5], 8, 1.0, 1e-5, on_wrap='warn')
 
 
 if __name__ == '__main__':

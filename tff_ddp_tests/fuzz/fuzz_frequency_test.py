@@ -478,7 +478,8 @@ def _check_params(kwargs, params):
   return '; '.join(problems) or None
 
 
-def _traced(params):
+def _traced(params, on_wrap):
+  assert on_wrap in ('raise', 'flag'), on_wrap  # validated before
   return ('traced', params)
 
 

@@ -19,6 +19,7 @@ from tff_ddp.learning import processes
 from tff_ddp.learning import simulation
 from tff_ddp.learning import tasks
 from tff_ddp.learning import weighting
+from tff_ddp.utils import rounds
 from tff_ddp_tests import harness
 
 # The known-loss model: one feature, two classes, logits x (1, -1) with the
@@ -255,7 +256,11 @@ class PrivateTailTest(parameterized.TestCase):
                            config.epsilon(update_type, 1), places=9)
     self.assertTrue(math.isfinite(out.metrics['privacy']['epsilon']))
 
-  def test_more_clients_than_tabulated_reports_infinity(self):
+  def test_more_clients_than_the_ring_holds_are_refused(self):
+    # The update's ring is sized for clients_per_round (= max_clients, the
+    # tabulated accountant's end): a round of 5 used to apply an update
+    # decoded from a sum that may have wrapped and report epsilon inf; the
+    # aggregator now refuses it, and the state passed in is unchanged.
     config = privacy_lib.PrivacyConfig(
         clients_per_round=4, l2_clip=1.0, noise_multiplier=1.0,
         population=100, delta=1e-3, seed=1)
@@ -263,9 +268,14 @@ class PrivateTailTest(parameterized.TestCase):
     state = process.initialize()
     out = process.next(state, [_client(0.5)] * 4)
     self.assertTrue(math.isfinite(out.metrics['privacy']['epsilon']))
-    out = process.next(out.state, [_client(0.5)] * 5)
-    self.assertEqual(out.metrics['privacy']['epsilon'], math.inf)
-    self.assertTrue(np.isnan(out.metrics['client_work']['train']['loss']))
+    with self.assertRaises(Exception) as raised:
+      process.next(out.state, [_client(0.5)] * 5)
+    message = rounds.refusal_message(raised.exception)
+    self.assertIsNotNone(message, str(raised.exception)[:1000])
+    self.assertIn('5 clients', message)
+    self.assertIn('more than the 4 its ring holds', message)
+    again = process.next(out.state, [_client(0.5)] * 4)
+    self.assertTrue(math.isfinite(again.metrics['privacy']['epsilon']))
 
 
 @pytest.mark.slow

@@ -1,0 +1,177 @@
+"""What a round hands back to Python: refusals as errors, statuses as str.
+
+Two things TFF 0.87's execution contexts do not give a user, done once here
+for every process of tff_ddp:
+
+* **Refusals.** A round that must not return its result (more clients in a
+  secure sum than its ring holds: `tff_ddp.aggregators.secure_sum`) fails
+  from inside the server computation with a TensorFlow assertion
+  (`refusal_check`). Through TFF's C++ test context that reaches Python as a
+  `grpc.RpcError` (status INTERNAL) whose text carries the assertion's
+  message between 'assertion failed: [' and ']' (measured on this machine;
+  the worker also logs it). A process's `next` wrapped by `user_facing`
+  turns such an error into `RoundRefusedError` (a ValueError) with the
+  message alone. A process composed into another TFF computation (e.g. an
+  aggregator inside `tff.learning.algorithms.build_unweighted_fed_avg`)
+  raises the RpcError of the outer call, with the same readable message in
+  its text.
+* **Statuses.** TFF returns a `tf.string` result as `bytes`, so
+  `measurements['status'] == 'ok'` is False for a user. Under `user_facing`
+  every `bytes` value under a key named 'status' comes back as `Status`, a
+  `str` that also equals the same text as bytes (code written for the bytes,
+  `status == b'ok'` or `status.decode()`, keeps working). Inside other TFF
+  computations the value stays a tf.string (the type does not change: the
+  processes stay composable).
+
+`user_facing(computation)` is a `ConcreteComputation` of the same proto and
+type (it subclasses TFF's), so it is accepted wherever the computation was;
+only its Python `__call__` differs, and only on concrete results: traced
+inside another computation it returns TFF's values untouched.
+
+Neither changes what a round releases; a refused round has released its
+secure sum to the server that ran it (see the README, "Errors").
+"""
+
+import collections
+import re
+
+import attr
+from tensorflow_federated.python.core.impl.computation import computation_impl
+
+# Starts every refusal message (how `user_facing` recognises one).
+REFUSAL_PREFIX = 'tff_ddp refused the round: '
+# TF's Assert prints its data as 'assertion failed: [<message>]' followed by
+# a newline and the node name.
+_ASSERT_END = ']\n'
+
+
+class RoundRefusedError(ValueError):
+  """A round refused from inside its server computation (the message says
+  why and what to change); the caller's state is as it was before `next`."""
+
+
+class Status(str):
+  """A status measurement: a str that also equals the same text as bytes.
+
+  >>> Status('ok') == 'ok', Status('ok') == b'ok', Status('ok').decode()
+  (True, True, 'ok')
+  """
+
+  __slots__ = ()
+
+  def __eq__(self, other):
+    if isinstance(other, (bytes, bytearray)):
+      other = bytes(other).decode('utf-8', 'replace')
+    return str.__eq__(self, other)
+
+  def __ne__(self, other):
+    equal = self.__eq__(other)
+    return equal if equal is NotImplemented else not equal
+
+  __hash__ = str.__hash__
+
+  def decode(self, encoding: str = 'utf-8', errors: str = 'strict') -> str:
+    """The text itself (for code written for TFF's bytes)."""
+    del encoding, errors
+    return str(self)
+
+  def __repr__(self):
+    return f'Status({str.__repr__(self)})'
+
+
+def refusal_check(ok, message):
+  """A TF op that fails the computation with `message` unless `ok`.
+
+  Args:
+    ok: scalar bool tensor.
+    message: scalar string tensor (or str), the refusal's text; it is
+      prefixed with REFUSAL_PREFIX.
+
+  Returns:
+    The assertion op: make the computation's outputs depend on it
+    (`tf.control_dependencies`), or graph-mode TFF computations skip it.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  text = tf.strings.join([REFUSAL_PREFIX, message])
+  return tf.debugging.Assert(ok, [text], summarize=1)
+
+
+def refusal_message(error: BaseException):
+  """The refusal text in `error`'s text (None if it is not a refusal)."""
+  text = str(error)
+  start = text.find(REFUSAL_PREFIX)
+  if start < 0:
+    return None
+  start += len(REFUSAL_PREFIX)
+  end = text.find(_ASSERT_END, start)
+  if end < 0:
+    end = text.find('\n', start)
+  message = text[start:] if end < 0 else text[start:end]
+  # TF's Assert prints string data C-escaped (' as \', " as \").
+  return re.sub(r'\\([\'"\\])', r'\1', message)
+
+
+def _statuses(value, key=None):
+  """`value` with bytes under 'status' keys as Status (concrete values)."""
+  if isinstance(value, (bytes, bytearray)) and key == 'status':
+    return Status(bytes(value).decode('utf-8', 'replace'))
+  if isinstance(value, dict):
+    items = [(k, _statuses(v, k)) for k, v in value.items()]
+    if isinstance(value, collections.OrderedDict):
+      return collections.OrderedDict(items)
+    try:
+      return type(value)(items)
+    except TypeError:
+      return dict(items)
+  if isinstance(value, tuple) and hasattr(value, '_fields'):
+    return type(value)(*[_statuses(v, k) for k, v in zip(value._fields,
+                                                          value)])
+  if isinstance(value, (list, tuple)):
+    return type(value)(_statuses(v) for v in value)
+  if attr.has(type(value)):
+    return attr.evolve(value, **{
+        f.name: _statuses(getattr(value, f.name), f.name)
+        for f in attr.fields(type(value)) if f.init})
+  return value
+
+
+class UserFacingComputation(computation_impl.ConcreteComputation):
+  """A computation whose Python calls raise RoundRefusedError for refusals
+  and return statuses as `Status` (module docstring)."""
+
+  def __call__(self, *args, **kwargs):
+    try:
+      result = super().__call__(*args, **kwargs)
+    except Exception as e:  # pylint: disable=broad-except
+      message = refusal_message(e)
+      if message is None:
+        raise
+      raise RoundRefusedError(message) from None
+    return _statuses(result)
+
+
+def user_facing(computation) -> UserFacingComputation:
+  """`computation` (a TFF ConcreteComputation) with the Python behaviour of
+  the module docstring; the same proto and type signature."""
+  if isinstance(computation, UserFacingComputation):
+    return computation
+  # pylint: disable=protected-access
+  return UserFacingComputation(
+      computation_proto=computation._computation_proto,
+      context_stack=computation._context_stack,
+      annotated_type=computation.type_signature)
+  # pylint: enable=protected-access
+
+
+def user_facing_process(process):
+  """The same kind of process (`MeasuredProcess`, `AggregationProcess`)
+  with its `next` wrapped by `user_facing`."""
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  if isinstance(process, tff.templates.AggregationProcess):
+    return tff.templates.AggregationProcess(process.initialize,
+                                            user_facing(process.next))
+  if isinstance(process, tff.templates.MeasuredProcess):
+    return tff.templates.MeasuredProcess(process.initialize,
+                                         user_facing(process.next))
+  raise TypeError(f'expected a MeasuredProcess or AggregationProcess, got '
+                  f'{type(process).__name__}.')

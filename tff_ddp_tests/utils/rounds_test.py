@@ -1,0 +1,131 @@
+"""`tff_ddp.utils.rounds`: statuses as str, refusals out of TFF's errors.
+
+TFF 0.87 returns a tf.string result as bytes (so `status == 'ok'` was
+always False) and surfaces a failed TF assertion as a gRPC error. Checked
+here: `Status` compares equal to the text as str and as bytes (code written
+for either keeps working), the refusal's text is recovered exactly from
+the error TFF raises (escaping undone), and a `user_facing` computation is
+the same TFF computation (proto, type) with only its Python results
+changed -- also when traced into another computation.
+"""
+
+import collections
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_ddp.utils import rounds
+from tff_ddp_tests import harness
+
+
+class StatusTest(tf.test.TestCase):
+
+  def test_equals_str_and_bytes(self):
+    status = rounds.Status('ok')
+    self.assertEqual(status, 'ok')
+    self.assertEqual(status, b'ok')
+    self.assertTrue(status == 'ok')  # pylint: disable=g-generic-assert
+    self.assertFalse(status != b'ok')  # pylint: disable=g-generic-assert
+    self.assertNotEqual(status, 'too_few_values')
+    self.assertNotEqual(status, b'no_clients')
+    self.assertEqual(status.decode(), 'ok')
+    self.assertIsInstance(status, str)
+    self.assertEqual(hash(status), hash('ok'))
+    self.assertIn(status, {'ok': 1})
+    self.assertEqual(repr(status), "Status('ok')")
+
+
+class RefusalMessageTest(tf.test.TestCase):
+
+  def test_recovers_the_text_from_tff_errors(self):
+    text = "F: 5 clients, use x >= 5 or on_wrap='flag' [sic] \"q\"."
+    escaped = text.replace("'", "\\'").replace('"', '\\"')
+    error = RuntimeError(
+        'details = "Failed to run computation: assertion failed: ['
+        + rounds.REFUSAL_PREFIX + escaped + ']\n\t [[{{node Assert}}]]"')
+    self.assertEqual(rounds.refusal_message(error), text)
+    self.assertIsNone(rounds.refusal_message(RuntimeError('other')))
+
+  def test_refusal_check_fails_the_tf_computation(self):
+    @tf.function
+    def guarded(n):
+      check = rounds.refusal_check(n <= 3, tf.strings.join(
+          ['too many: ', tf.strings.as_string(n)]))
+      with tf.control_dependencies([check]):
+        return tf.identity(n)
+
+    self.assertEqual(guarded(tf.constant(3)).numpy(), 3)
+    with self.assertRaises(tf.errors.InvalidArgumentError) as raised:
+      guarded(tf.constant(4))
+    self.assertEqual(rounds.refusal_message(raised.exception), 'too many: 4')
+
+
+class UserFacingTest(tf.test.TestCase):
+
+  def setUp(self):
+    super().setUp()
+
+    @tff.tensorflow.computation(np.int32)
+    def server(n):
+      check = rounds.refusal_check(
+          n <= 3, tf.strings.join(['n=', tf.strings.as_string(n)]))
+      with tf.control_dependencies([check]):
+        n = tf.identity(n)
+      return collections.OrderedDict(
+          n=n, status=tf.constant('ok'),
+          inner=collections.OrderedDict(status=tf.constant('too_few_values'),
+                                        name=tf.constant('bytes stay')))
+
+    @tff.federated_computation(tff.FederatedType(np.int32, tff.CLIENTS))
+    def run(values):
+      return tff.federated_map(server, tff.federated_sum(values))
+
+    self.plain = run
+    self.wrapped = rounds.user_facing(run)
+
+  def test_same_computation_other_python_results(self):
+    self.assertEqual(self.wrapped.type_signature, self.plain.type_signature)
+    self.assertEqual(self.wrapped, self.plain)
+    self.assertIs(rounds.user_facing(self.wrapped), self.wrapped)
+    out = self.wrapped([1, 2])
+    self.assertIsInstance(out['status'], rounds.Status)
+    self.assertEqual(out['status'], 'ok')
+    self.assertEqual(out['inner']['status'], 'too_few_values')
+    self.assertEqual(out['inner']['name'], b'bytes stay')  # not a status
+    self.assertEqual(self.plain([1, 2])['status'], b'ok')
+
+  def test_refusal_is_a_round_refused_error(self):
+    with self.assertRaisesRegex(rounds.RoundRefusedError, '^n=4$'):
+      self.wrapped([2, 2])
+
+  def test_traced_into_another_computation_stays_tff(self):
+    wrapped = self.wrapped
+
+    @tff.federated_computation(tff.FederatedType(np.int32, tff.CLIENTS))
+    def outer(values):
+      return wrapped(values)
+
+    self.assertEqual(outer.type_signature.result,
+                     self.plain.type_signature.result)
+    self.assertEqual(outer([1])['status'], b'ok')  # outer is not wrapped
+
+  def test_processes_keep_their_kind(self):
+    process = tff.templates.MeasuredProcess(
+        tff.federated_computation(
+            lambda: tff.federated_value(0, tff.SERVER)),
+        tff.federated_computation(
+            lambda s: tff.templates.MeasuredProcessOutput(
+                s, s, tff.federated_value(
+                    collections.OrderedDict(status='ok'), tff.SERVER)),
+            tff.FederatedType(np.int32, tff.SERVER)))
+    wrapped = rounds.user_facing_process(process)
+    self.assertIsInstance(wrapped, tff.templates.MeasuredProcess)
+    output = wrapped.next(wrapped.initialize())
+    self.assertIsInstance(output.measurements['status'], rounds.Status)
+    with self.assertRaisesRegex(TypeError, 'MeasuredProcess'):
+      rounds.user_facing_process(object())
+
+
+if __name__ == '__main__':
+  harness.main()
