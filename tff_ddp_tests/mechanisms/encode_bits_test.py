@@ -256,9 +256,14 @@ class PinnedBitsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(_digest(*CASES[name]()), PINS[name])
 
 
+def _print_pins():
+  for case in sorted(CASES):
+    print(f"    '{case}': '{_digest(*CASES[case]())}',")
+
+
+if __name__ == '__main__' and '--print-pins' in sys.argv:
+  _print_pins()
+  sys.exit(0)
+
 if __name__ == '__main__':
-  if '--print-pins' in sys.argv:
-    for case in sorted(CASES):
-      print(f"    '{case}': '{_digest(*CASES[case]())}',")
-  else:
-    harness.main()
+  harness.main()
