@@ -362,7 +362,10 @@ class DistributedDiscreteGaussian:
     rounding_seed, sampling_seed = client_subseeds(noise_seed)
     rounded, _, ok = rounding.conditional_randomized_round(
         encoded, self.norm_threshold, rounding_seed)
-    z = self.add_noise(rounded, sampling_seed)
+    noise = None
+    if self.noise_multiplier > 0:
+      noise = self.sample_noise(sampling_seed)
+    z = self.ring_sum(rounded, noise)
     return {'encoded': z}, base.flag_vector(
         [tf.logical_not(finite), clipped, tf.logical_not(ok)])
 
@@ -406,15 +409,15 @@ class DistributedDiscreteGaussian:
     dtype = tf.float32 if self.float32_rotation else tf.float64
     return tf.cast(x, dtype), finite & finite_before, clipped | beyond
 
-  def add_noise(self, rounded, sampling_seed):
-    """(rounded + this client's noise) mod M, int32 in [0, M).
+  def ring_sum(self, rounded, noise=None):
+    """(rounded + noise) mod M, int32 in [0, M); `noise` None: no noise.
 
     int32 `rounded` (the float32 path): the noise's residue and the sum
     are formed in uint32, exact mod M (module docstring); int64: in int64.
     """
-    if self.noise_multiplier == 0:
+    if noise is None:
       return tf.cast(base.ring_residue(rounded, self.modulus), tf.int32)
-    noise = base.ring_residue(self.sample_noise(sampling_seed), self.modulus)
+    noise = base.ring_residue(noise, self.modulus)
     if rounded.dtype == tf.int32:
       total = (tf.bitcast(rounded, tf.uint32)
                + tf.cast(noise, tf.uint32))  # noise in [0, M): exact
