@@ -11,7 +11,7 @@ Data flow for one client (D = the encoder's output dimension, M = 2^bits):
 
   x  --clip to c-->  --/gamma-->  x'  --encoder (e.g. H D_xi)-->  x''
   --conditional randomized rounding-->  x~ (integers, ||x~||^2 <= T)
-  --+ N_Z(0, (sigma/gamma)^2)^D-->  --mod M-->  z in [0, M)^D (int32)
+  --+ N_Z(0, (sigma/gamma)^2)^D-->  --mod M-->  z in [0, M)^D (int64)
 
 Precision (`float32_rotation`, resolved once in `compute_parameters`). The
 privacy of a client rests on one check only: the rounded integer vector is
@@ -352,7 +352,7 @@ class DistributedDiscreteGaussian:
     share): the zero-out neighbour. An encoder that is not an isometry
     (Kashin) has its *output* clipped to the scaled clip norm as well, so the
     norm bound of Theorem 5 (3) holds for the vector that is rounded.
-    Returns 'encoded' as int32 in [0, M).
+    Returns 'encoded' as int64 in [0, M).
     """
     x, finite, clipped = self.clip_and_scale(x)
     encoded = self.encoder.encode(x, round_seed)
@@ -410,21 +410,20 @@ class DistributedDiscreteGaussian:
     return tf.cast(x, dtype), finite & finite_before, clipped | beyond
 
   def ring_sum(self, rounded, noise=None):
-    """(rounded + noise) mod M, int32 in [0, M); `noise` None: no noise.
+    """(rounded + noise) mod M, int64 in [0, M); `noise` None: no noise.
 
     int32 `rounded` (the float32 path): the noise's residue and the sum
     are formed in uint32, exact mod M (module docstring); int64: in int64.
     """
     if noise is None:
-      return tf.cast(base.ring_residue(rounded, self.modulus), tf.int32)
+      return base.ring_residue(rounded, self.modulus)
     noise = base.ring_residue(noise, self.modulus)
     if rounded.dtype == tf.int32:
       total = (tf.bitcast(rounded, tf.uint32)
                + tf.cast(noise, tf.uint32))  # noise in [0, M): exact
-      return tf.bitcast(tf.bitwise.bitwise_and(
-          total, tf.constant(self.modulus - 1, tf.uint32)), tf.int32)
-    return tf.cast(base.ring_residue(rounded + noise, self.modulus),
-                   tf.int32)
+      return tf.cast(tf.bitwise.bitwise_and(
+          total, tf.constant(self.modulus - 1, tf.uint32)), tf.int64)
+    return base.ring_residue(rounded + noise, self.modulus)
 
   def server_decode(self, summed, num_clients, round_seed):
     """Algorithm 2: centre the ring, decode, rescale.

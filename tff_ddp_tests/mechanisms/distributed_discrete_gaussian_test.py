@@ -132,7 +132,7 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
         self.assertLessEqual(np.linalg.norm(rotated.astype(np.float64)),
                              p.scaled_l2_clip)
       expected = reference_client(x, p, signs, words, noise, rotated)
-      self.assertEqual(encoded['encoded'].dtype, tf.int32)
+      self.assertEqual(encoded['encoded'].dtype, tf.int64)
       self.assertAllEqual(encoded['encoded'].numpy(), expected)
       clipped = int(np.linalg.norm(x / np.abs(x).max()) * np.abs(x).max()
                     > p.l2_clip)
