@@ -6,12 +6,12 @@ one) is checked to give the same bits for the same inputs and seeds. A case
 is the SHA-256 of its float64 (or int64) output bytes.
 
 To see today's digests (e.g. after a deliberate change of the arithmetic,
-which must then say why in its commit): `python
-tff_ddp_tests/analytics/histograms_pinned_test.py --print`.
+which must then say why in its commit): `python -c 'from
+tff_ddp_tests.analytics import histograms_pinned_test as t;
+t.print_digests()'`.
 """
 
 import hashlib
-import sys
 
 from absl.testing import parameterized
 import numpy as np
@@ -138,9 +138,11 @@ class PinnedOutputsTest(parameterized.TestCase):
       self.assertEqual(_digest(value), _PINNED[name], name)
 
 
+def print_digests():
+  """Prints today's digests in the form of `_PINNED`."""
+  for case, result in _cases():
+    print(f'    {case!r}: {_digest(result)!r},')
+
+
 if __name__ == '__main__':
-  if '--print' in sys.argv[1:]:
-    for case, result in _cases():
-      print(f'    {case!r}: {_digest(result)!r},')
-  else:
-    harness.main()
+  harness.main()
