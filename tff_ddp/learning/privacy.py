@@ -101,7 +101,8 @@ class PrivacyConfig:
     loss_upper_bound: B; losses are clipped to [0, B] for the histogram.
     num_bins: b (a power of two for 'tree' and 'haar').
     histogram: 'flat', 'tree' (hierarchical, the paper's Algorithm 2) or
-      'haar'.
+      'haar' ('hierarchical' is stored as 'tree'); `encoding` is the
+      `histograms.Encoding` it names with `num_bins` bins.
     count: how the CDF is normalised: 'exact' (by n, public) or
       'estimated' (by the noisy total; required with sampling='self', where
       the number of clients that kept their data is hidden).
@@ -150,6 +151,9 @@ class PrivacyConfig:
   max_clients: Optional[int] = None
   encoder: str = 'hadamard'
   seed: Optional[int] = None
+  # `histogram` and `num_bins` resolved once (`histograms.encoding`).
+  encoding: hg.Encoding = dataclasses.field(init=False, repr=False,
+                                            compare=False)
 
   def __post_init__(self):
     set_ = lambda k, v: object.__setattr__(self, k, v)
@@ -164,8 +168,9 @@ class PrivacyConfig:
                                              'loss_upper_bound'))
     checks.choice(self.histogram, 'histogram',
                   hg.METHODS + tuple(hg.ALIASES))
-    set_('histogram', hg.canonical_method(self.histogram))
-    hg.encoding_length(self.histogram, self.num_bins)  # validates num_bins
+    encoding = hg.encoding(self.histogram, self.num_bins)
+    set_('encoding', encoding)
+    set_('histogram', encoding.name)
     set_('count', checks.choice(self.count, 'count', hg.COUNTS))
     set_('tail_count', checks.choice(self.tail_count, 'tail_count',
                                      TAIL_COUNTS))
@@ -262,7 +267,7 @@ class PrivacyConfig:
     if not self.has_quantile:
       return None
     return qc.parameters_for_noise(
-        self.histogram, self.num_bins, self.clients_in_sum,
+        self.encoding, self.num_bins, self.clients_in_sum,
         self.quantile_noise_multiplier, self.delta, self.quantile_bits,
         self.adversary, self.seed, client_sampling_rate=self.sampling_rate)
 

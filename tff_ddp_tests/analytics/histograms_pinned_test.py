@@ -15,6 +15,7 @@ import hashlib
 
 from absl.testing import parameterized
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tff_ddp.analytics import histograms as hg
@@ -39,8 +40,8 @@ def _noisy(method):
   return np.random.default_rng(7).normal(size=length) * 2.0 + 1.0
 
 
-def _cases():
-  """(name, output) of every pinned computation."""
+def _estimator_cases():
+  """(name, output) of every pinned encoding and read-out."""
   out = []
   for method in hg.METHODS:
     out.append((f'{method} encode', np.stack([
@@ -61,8 +62,15 @@ def _cases():
               hg.estimate_cdf(method, h, _BINS, count, num_clients=_N,
                               consistent=consistent,
                               monotone=monotone).numpy()))
-    # The simulator's rounds: the encodings of values, the calibrated cPBM
-    # and a DDG for a given noise, each noisy sum under a fixed seed.
+  return out
+
+
+def _simulation_cases():
+  """(name, output) of the simulator's pinned rounds: the encodings of
+  values, the calibrated cPBM and a DDG for a given noise, each noisy sum
+  under a fixed seed."""
+  out = []
+  for method in hg.METHODS:
     values = np.random.default_rng(3).uniform(-1.0, 11.0, 16)
     values[[2, 5]] = np.nan, np.inf
     codes = sim.encodings(method, values, 0.0, 10.0, _BINS)
@@ -79,6 +87,10 @@ def _cases():
     out.append((f'{method} DDG noisy sum',
                 sim.noisy_sum('discrete_gaussian', codes, ddg, seed=5)))
   return out
+
+
+def _cases():
+  return _estimator_cases() + _simulation_cases()
 
 
 # Taken on main at 55e504f (before the encodings became classes).
@@ -131,11 +143,23 @@ _PINNED = {
 
 class PinnedOutputsTest(parameterized.TestCase):
 
-  def test_outputs_are_the_pinned_bits(self):
-    cases = _cases()
-    self.assertEqual(sorted(name for name, _ in cases), sorted(_PINNED))
+  def _check(self, cases):
     for name, value in cases:
       self.assertEqual(_digest(value), _PINNED[name], name)
+
+  def test_every_case_is_pinned(self):
+    names = [name for name, _ in _estimator_cases()]
+    names += [f'{m} {case}' for m in hg.METHODS for case in (
+        'simulation.encodings', 'cPBM theta, m', 'cPBM noisy sum',
+        'DDG for z=1: c, epsilon', 'DDG noisy sum')]
+    self.assertEqual(sorted(names), sorted(_PINNED))
+
+  def test_encodings_and_estimators(self):
+    self._check(_estimator_cases())
+
+  @pytest.mark.slow  # calibrations and TF noise sampling, ~5 s
+  def test_simulator_rounds(self):
+    self._check(_simulation_cases())
 
 
 def print_digests():
