@@ -407,16 +407,17 @@ def _discrete_gaussian(encoding, n, bits, epsilon, delta, rounds, adversary,
   # The calibrated parameter is t, the noise's fraction below z_max:
   # z = z_max (1 - t), epsilon grows with t, and t = 0 meets the budget.
   low = min(_MIN_NOISE_MULTIPLIER / z_max, 1.0)
-  t, _ = calibration.least_noise(
-      lambda t: budget.epsilon(bits, z_max * (1.0 - t), c)[0], 0.0,
-      1.0 - low, True, epsilon, False, 'noise reduction below z_max')
-  z = z_max * (1.0 - t)
-  spent, factory = budget.epsilon(bits, z, c)
+  result = calibration.calibrate(
+      lambda: accountant.RdpAccountant(adversary=adversary),
+      lambda t: budget.event(bits, z_max * (1.0 - t), c), epsilon, delta,
+      calibration.Parameter.signal('noise reduction below z_max', 0.0,
+                                   1.0 - low))
+  z = z_max * (1.0 - result.value)
   return QuantileParameters(
       encoding=encoding, mechanism='discrete_gaussian', bits=bits,
-      factory=factory, value_type=budget.value_type, epsilon=spent,
-      delta=delta, adversary=adversary, scaling=c, noise_multiplier=z,
-      theta=None, num_trials=None)
+      factory=budget.factory(bits, z, c), value_type=budget.value_type,
+      epsilon=result.epsilon, delta=delta, adversary=adversary, scaling=c,
+      noise_multiplier=z, theta=None, num_trials=None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -436,26 +437,32 @@ class _DdgBudget:
   def value_type(self):
     return encoding_type(self.encoding)
 
-  def epsilon(self, bits, z, c):
-    """(epsilon of `rounds` rounds of the factory at (bits, z, c), the
-    factory); (inf, None) if the factory refuses it (scaled noise outside
-    the range of the DDG theorem and samplers): no solution there."""
-    factory = _ddg_factory(self.encoding, self.n, bits, z, c, self.seed)
-    try:  # the factory builds its mechanism here
-      event = factory.dp_event(self.value_type)
-    except ValueError:
-      return math.inf, None
-    event = calibration.rounds_event(event, self.rounds)
-    return accountant.epsilon(event, self.delta, self.adversary)[0], factory
+  def factory(self, bits, z, c):
+    return _ddg_factory(self.encoding, self.n, bits, z, c, self.seed)
+
+  def event(self, bits, z, c):
+    """The event of `rounds` rounds of the factory at (bits, z, c); a
+    ValueError if the factory refuses it (scaled noise outside the range of
+    the DDG theorem and samplers)."""
+    return calibration.rounds_event(
+        self.factory(bits, z, c).dp_event(self.value_type), self.rounds)
 
   def meets(self, bits, c) -> bool:
     """Whether the budget is met at scaling c with the most noise the ring
     allows for it. Monotone (decreasing) in c: exact_scaling is
     non-decreasing (a c whose reciprocal does not round-trip would not give
-    integer inputs)."""
+    integer inputs), and a factory that refuses the noise (below the
+    theorem's range: large c) meets nothing."""
     c = exact_scaling(c)
     z = _largest_noise(self.encoding, self.n, c, self.delta, bits)
-    return z > 0 and self.epsilon(bits, z, c)[0] <= self.target
+    if z == 0:
+      return False
+    try:
+      event = self.event(bits, z, c)
+    except ValueError:
+      return False
+    return accountant.epsilon(event, self.delta,
+                              self.adversary)[0] <= self.target
 
   def largest_scaling(self, bits) -> int:
     """c*: the largest c (whose reciprocal round-trips) that `meets` the
