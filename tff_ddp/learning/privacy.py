@@ -82,6 +82,8 @@ NEIGHBOURS = ("neighbours: one client's examples removed (it still takes "
               'part, sends no loss bin and a zero update, and adds its noise '
               'shares)')
 TAIL_COUNTS = ('expected', 'histogram')
+# tail_count -> the update is divided by the tail count the histogram reads
+_HISTOGRAM_TAIL_COUNT = {'expected': False, 'histogram': True}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,9 +153,14 @@ class PrivacyConfig:
   max_clients: Optional[int] = None
   encoder: str = 'hadamard'
   seed: Optional[int] = None
-  # `histogram` and `num_bins` resolved once (`histograms.encoding`).
+  # The choices above resolved once: `histogram` and `num_bins`
+  # (`histograms.encoding`), `count` and `tail_count`.
   encoding: hg.Encoding = dataclasses.field(init=False, repr=False,
                                             compare=False)
+  exact_count: bool = dataclasses.field(init=False, repr=False,
+                                        compare=False)
+  histogram_tail_count: bool = dataclasses.field(init=False, repr=False,
+                                                 compare=False)
 
   def __post_init__(self):
     set_ = lambda k, v: object.__setattr__(self, k, v)
@@ -172,8 +179,10 @@ class PrivacyConfig:
     set_('encoding', encoding)
     set_('histogram', encoding.name)
     set_('count', checks.choice(self.count, 'count', hg.COUNTS))
+    set_('exact_count', hg.exact_count(self.count))
     set_('tail_count', checks.choice(self.tail_count, 'tail_count',
                                      TAIL_COUNTS))
+    set_('histogram_tail_count', _HISTOGRAM_TAIL_COUNT[self.tail_count])
     set_('bits', checks.integer(self.bits, 'bits', 1, base.MAX_RING_BITS))
     set_('quantile_bits', checks.integer(self.quantile_bits, 'quantile_bits',
                                          2, base.MAX_RING_BITS))
@@ -193,8 +202,7 @@ class PrivacyConfig:
       set_('population', checks.integer(
           self.population, 'population', self.clients_per_round,
           base.MAX_MODULUS - 1 if self.sampling == 'self' else None))
-    if (self.sampling == 'self' and self.has_quantile
-        and self.count != 'estimated'):
+    if self.sampling == 'self' and self.has_quantile and self.exact_count:
       raise ValueError(
           "sampling='self' hides how many clients kept their data, so the "
           "loss CDF cannot be normalised by it: use count='estimated' (the "

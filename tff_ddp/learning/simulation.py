@@ -35,7 +35,6 @@ import numpy as np
 import tensorflow as tf
 
 from tff_ddp.aggregators import simulation as aggregator_simulation
-from tff_ddp.analytics import histograms as hg
 from tff_ddp.analytics import simulation as analytics_simulation
 from tff_ddp.learning import privacy as privacy_lib
 from tff_ddp.learning import tasks as tasks_lib
@@ -106,7 +105,7 @@ def _tail_reader(privacy, theta):
                                             quantile.value_type)
   encoding, upper = quantile.encoding, privacy.loss_upper_bound
   bins = encoding.num_bins
-  exact = hg.exact_count(privacy.count)
+  exact = privacy.exact_count
 
   @tf.function
   def post(noisy, losses, num_clients):
@@ -114,7 +113,8 @@ def _tail_reader(privacy, theta):
     tail = weighting.private_tail(
         cdf, encoding.estimated_total(noisy),
         privacy.expected_contributors(tf.cast(num_clients, tf.float64)),
-        theta, upper, bins, privacy.count, privacy.tail_count)
+        theta, upper, bins, privacy.exact_count,
+        privacy.histogram_tail_count)
     return tail, weighting.in_tail(losses, tail['bin'], upper, bins)
 
   def read(losses, round_index, seed):
