@@ -146,9 +146,18 @@ def encoding_type(method: Union[str, hg.Encoding],
   return tff.TensorType(np.int32, [hg.encoding(method, num_bins).length])
 
 
+def _encoding(value, owner) -> hg.Encoding:
+  """`value` if it is an encoding (these helpers take the object the
+  entry points resolved, not a method's name)."""
+  if not isinstance(value, hg.Encoding):
+    raise TypeError(f'{owner} takes a histograms.Encoding '
+                    f'(histograms.encoding(method, num_bins)), got {value!r}.')
+  return value
+
+
 def ring_needs(encoding: hg.Encoding, c, sigma, n, delta):
   """Right-hand side of the wrap-around condition of Theorems 1-2."""
-  k = encoding.ring_constant
+  k = _encoding(encoding, 'ring_needs').ring_constant
   return 2 + 2 * c * n + 2 * n * math.sqrt(
       2 * sigma**2 * math.log(k * n * encoding.num_bins / delta))
 
@@ -195,6 +204,7 @@ def largest_scaling(encoding: hg.Encoding, num_clients: int,
   """The largest integer c the ring 2^bits allows for noise z (`ring_holds`),
   stepped down to a c whose reciprocal round-trips (`exact_scaling`). May
   be 0."""
+  encoding = _encoding(encoding, 'largest_scaling')
   theorem = _theorem_scaling(encoding, num_clients, noise_multiplier, delta,
                              bits)
   mechanism = ddg_mechanism.largest_integer_scaling(

@@ -267,6 +267,10 @@ class ParametersForNoiseTest(parameterized.TestCase):
       qc.parameters_for_noise('flat', 16, 5000, 1.0, 1e-5, bits=12)
     with self.assertRaisesRegex(TypeError, 'parameters'):
       q.build_quantile_process_from_parameters({}, 0.0, 1.0, [0.5])
+    # The ring helpers take the resolved encoding, and say so.
+    with self.assertRaisesRegex(TypeError, r'histograms.encoding\(method, '
+                                'num_bins\)'):
+      qc.largest_scaling('flat', 100, 1.0, 1e-5, 18)
 
 
 def _process(method, mechanism, n, epsilon=1.0, **kwargs):
