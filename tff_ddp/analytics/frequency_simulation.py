@@ -19,7 +19,7 @@ form, with the library's own pieces:
 * TFFE's phase 1: `tff_ddp.analytics.simulation` (the quantile simulator:
   the Haar encodings of the float32 norms, cPBM noise, the mechanism's
   decode), then the process's own estimator functions
-  (`histograms.estimate_cdf`, `quantile_values`) and its status rule;
+  (the encoding's `cdf`, `histograms.quantile_values`) and its status rule;
 * MFFE's indicator: the process's signs (+-1, 0 without data) through the
   indicator's cPBM likewise.
 
