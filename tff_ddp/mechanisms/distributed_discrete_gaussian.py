@@ -164,6 +164,55 @@ def sum_stddev(scaled_l2_clip, scaled_local_stddev, num_clients, dim):
           ) ** 0.5
 
 
+def worst_case_statistic(num_clients, coordinate, scaled_local_stddev,
+                         k_stddevs):
+  """n (B/gamma + 1) + 1 + k sqrt(n) sigma/gamma: the worst case of a sum
+  coordinate with a given granularity (`coordinate` = B/gamma, the largest
+  scaled input coordinate; +1 per client for rounding), the ring statistic
+  that must stay below M/2 (`DistributedDiscreteGaussian.wrap_statistic`).
+  Numbers or float64 tensors."""
+  return (num_clients * (coordinate + 1.0) + 1.0
+          + k_stddevs * num_clients**0.5 * scaled_local_stddev)
+
+
+def granularity_fits(granularity: float, l2_clip: float,
+                     noise_multiplier: float, expected_clients_per_round: int,
+                     bits: int, linf_clip: Optional[float] = None,
+                     modclip_prob: float = 1e-4) -> bool:
+  """Whether the ring holds this given granularity: the ring check of
+  `compute_parameters(..., granularity=granularity)` (`wrap_statistic`
+  of expected_clients_per_round < M/2), made with the same floating-point
+  operations without building the mechanism.
+
+  For callers that choose the granularity themselves (the integer scaling c
+  = 1/granularity of the quantile paper's Algorithms 1-2): they ask the
+  mechanism what its ring holds instead of building factories until one is
+  accepted. The statistic grows with 1/granularity and with the noise, so
+  searches over either are exact. Other refusals of `compute_parameters`
+  (the noise range) are not part of this answer. Arguments as for
+  `compute_parameters`, assumed valid.
+  """
+  k = num_stddevs_for_modclip_prob(modclip_prob)
+  scaled = _scaled(bits, l2_clip, noise_multiplier, expected_clients_per_round,
+                   1, k, granularity)
+  return worst_case_statistic(
+      expected_clients_per_round,
+      min(l2_clip, linf_clip or math.inf) / scaled.gamma,
+      scaled.scaled_local, k) < 2.0**bits / 2
+
+
+def largest_integer_scaling(l2_clip: float, noise_multiplier: float,
+                            expected_clients_per_round: int, bits: int,
+                            linf_clip: Optional[float] = None,
+                            modclip_prob: float = 1e-4) -> int:
+  """The largest integer c whose granularity 1/c the ring holds
+  (`granularity_fits`); 0 if no c >= 1 does."""
+  return base.largest_count(
+      lambda c: granularity_fits(1.0 / c, l2_clip, noise_multiplier,
+                                 expected_clients_per_round, bits, linf_clip,
+                                 modclip_prob), 2**bits)
+
+
 @dataclasses.dataclass(frozen=True)
 class DistributedDiscreteGaussian:
   """The DDG mechanism with derived, validated parameters (Algorithms 1-2).
@@ -309,9 +358,9 @@ class DistributedDiscreteGaussian:
     numbers and on float64 tensors.
     """
     if self.granularity_given:
-      coordinate = min(self.l2_clip, self.linf_clip or math.inf) / self.gamma
-      return (num_clients * (coordinate + 1.0) + 1.0
-              + self.k_stddevs * num_clients**0.5 * self.scaled_local_stddev)
+      return worst_case_statistic(
+          num_clients, min(self.l2_clip, self.linf_clip or math.inf)
+          / self.gamma, self.scaled_local_stddev, self.k_stddevs)
     return self.k_stddevs * sum_stddev(
         self.scaled_l2_clip, self.scaled_local_stddev, num_clients,
         self.output_dim) / (1.0 + _RING_TOLERANCE)
