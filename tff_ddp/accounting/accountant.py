@@ -75,9 +75,10 @@ tree, and so is its epsilon (the sampler term below is the same for both).
 Everything above holds for nested events too: every curve produced bounds
 both D(P||Q) and D(Q||P) of the pair it describes.
 
-Approximate samplers. A DDG event may carry `sampler_tv_distance` eta: each
-noise sample is within eta of the discrete Gaussian in total variation (the
-alias-table sampler). With N the samples of all composed releases
+Approximate samplers. A DDG or Skellam event may carry
+`sampler_tv_distance` eta: each noise sample is within eta of the discrete
+Gaussian (of the Skellam law) in total variation (the alias-table samplers,
+`tff_ddp.mechanisms.alias_table`). With N the samples of all composed releases
 (num_clients x dimension each), the implemented mechanism is within N eta
 of the ideal one on every input, so (eps, delta)-DP of the ideal one gives
 (eps, delta + (1 + e^eps) N eta) for the implemented one. The accountant
@@ -496,7 +497,8 @@ def _tv_mass(event) -> float:
   Every client in a release draws its noise whether or not it was sampled,
   so sampled events count all of their inner event's samples.
   """
-  if isinstance(event, events.DistributedDiscreteGaussianDpEvent):
+  if isinstance(event, (events.DistributedDiscreteGaussianDpEvent,
+                        events.DistributedSkellamDpEvent)):
     eta = event.sampler_tv_distance or 0.0
     return float(eta) * int(event.num_clients) * int(event.dimension)
   if isinstance(event, dp_accounting.SelfComposedDpEvent):

@@ -62,7 +62,8 @@ _EVENT_PARAMETERS = {
     'ddg': (('l2_sensitivity', 'num_clients', 'dimension', 'noise_multiplier'),
             ('local_stddev', 'l1_sensitivity', 'noise_sampler')),
     'skellam': (('l2_sensitivity', 'num_clients', 'dimension',
-                 'noise_multiplier'), ('local_stddev', 'l1_sensitivity')),
+                 'noise_multiplier'),
+                ('local_stddev', 'l1_sensitivity', 'noise_sampler')),
     'cpbm': (('theta', 'num_trials', 'num_clients', 'dimension'), ()),
 }
 NeighborRel = dp_accounting.NeighboringRelation
@@ -128,11 +129,12 @@ def mechanism_event(mechanism: str, **params) -> dp_accounting.DpEvent:
   l1_sensitivity and noise_sampler ('table', the factories' default, or
   'exact'): the event carries the sampler's per-sample TV distance as a
   factory's event does (`distributed_discrete_gaussian.
-  resolve_noise_sampler`). 'skellam': the keywords of 'ddg' but
-  noise_sampler (its sampler is exact), local_stddev the standard
-  deviation of each client's Skellam noise (variance local_stddev^2; TFF's
-  `scaled_local_stddev`). 'cpbm': theta, num_trials, num_clients,
-  dimension.
+  resolve_noise_sampler`). 'skellam': the keywords of 'ddg',
+  local_stddev the standard deviation of each client's Skellam noise
+  (variance local_stddev^2; TFF's `scaled_local_stddev`), the sampler
+  resolved at the Poisson mean local_stddev^2 / 2
+  (`distributed_skellam.resolve_noise_sampler`). 'cpbm': theta,
+  num_trials, num_clients, dimension.
   """
   mechanism = checks.choice(mechanism, 'mechanism',
                             tuple(MECHANISM_PARAMETERS))
@@ -154,10 +156,15 @@ def mechanism_event(mechanism: str, **params) -> dp_accounting.DpEvent:
     l1 = checks.optional_positive(params.get('l1_sensitivity'),
                                   'l1_sensitivity')
     if mechanism == 'skellam':
+      from tff_ddp.mechanisms import distributed_skellam as skellam_mechanism  # pylint: disable=g-import-not-at-top
       local = checks.positive(local, 'local_stddev')
+      sampler = skellam_mechanism.resolve_noise_sampler(
+          params.get('noise_sampler', 'table'), local * local / 2)
       return events.DistributedSkellamDpEvent(
           l2_sensitivity=l2, local_variance=local * local, num_clients=n,
-          dimension=dimension, l1_sensitivity=l1)
+          dimension=dimension, l1_sensitivity=l1,
+          sampler_tv_distance=ddg_mechanism.sampler_tv_distance(sampler)
+          or None)
     local = checks.real(local, 'local_stddev', low=0.5)
     sampler = ddg_mechanism.resolve_noise_sampler(
         params.get('noise_sampler', 'table'), local)

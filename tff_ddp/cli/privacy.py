@@ -34,7 +34,8 @@ _MECHANISM_FLAGS = {
     'ddg': ('l2_sensitivity', 'local_stddev', 'noise_multiplier',
             'num_clients', 'dimension', 'l1_sensitivity', 'noise_sampler'),
     'skellam': ('l2_sensitivity', 'local_stddev', 'noise_multiplier',
-                'num_clients', 'dimension', 'l1_sensitivity'),
+                'num_clients', 'dimension', 'l1_sensitivity',
+                'noise_sampler'),
     'cpbm': ('theta', 'num_trials', 'num_clients', 'dimension'),
 }
 # The factories' default noise_sampler; other mechanisms ignore the default.
@@ -99,9 +100,9 @@ def add_parser(subparsers):
                  'scaled_local_stddev); >= 0.5')
   p.add_argument('--noise-sampler', choices=('table', 'exact'),
                  default=_DEFAULT_SAMPLER,
-                 help='ddg: the noise sampler of the run (the factories\' '
-                 'default is table, whose per-sample TV distance is added '
-                 'to delta, as in the Python accountant)')
+                 help='ddg/skellam: the noise sampler of the run (the '
+                 'factories\' default is table, whose per-sample TV distance '
+                 'is added to delta, as in the Python accountant)')
   p.add_argument('--theta', type=number(
       lambda v, n: checks.real(v, n, 0.0, 0.25, low_open=True), '--theta'),
                  help='cpbm: bias scale in (0, 0.25]')
