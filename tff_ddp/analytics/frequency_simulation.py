@@ -344,8 +344,7 @@ def gaussian_parameters(epsilon: float, delta: float, local: bool,
   local = checks.boolean(local, 'local')
 
   def calibrator(eps):
-    result = calibration.calibrate('gaussian', 'noise_multiplier', {}, eps,
-                                   delta, adversary='release')
+    result = calibration.calibrate_gaussian(eps, delta, adversary='release')
     return result, result.event
 
   split = calibration.split_budget(
