@@ -204,12 +204,16 @@ def run(clients=100, dim=2**16, bits=(16, 18), rounds=3, epsilons=(2.0, 8.0),
   return tables
 
 
+# Each parameter's help (`_harness.main` builds the command line from it).
+_HELP = {
+    'clients': 'clients per round', 'dim': 'coordinates per client',
+    'bits': 'ring bits (speed rows: each)',
+    'rounds': 'timed rounds (after one untimed round each)',
+    'epsilons': 'target epsilons of the utility rows', 'delta': 'delta',
+    'timing': 'the speed rows (--no-timing: skip)',
+    'noise': 'the one-client noise rows (--no-noise: skip)',
+    'utility': 'the utility rows (--no-utility: skip)'}
+
+
 if __name__ == '__main__':
-  harness.main(
-      run, __doc__, tff=True, clients='clients per round',
-      dim='coordinates per client', bits='ring bits (speed rows: each)',
-      rounds='timed rounds (after one untimed round each)',
-      epsilons='target epsilons of the utility rows', delta='delta',
-      timing='the speed rows (--no-timing: skip)',
-      noise='the one-client noise rows (--no-noise: skip)',
-      utility='the utility rows (--no-utility: skip)')
+  harness.main(run, __doc__, tff=True, **_HELP)

@@ -103,38 +103,6 @@ def sampler_tv_distance(resolved_sampler: str) -> float:
   return _SAMPLER_TV[resolved_sampler]
 
 
-def release_event(
-    l2_sensitivity: float,
-    local_stddev: float,
-    num_clients: int,
-    dimension: int,
-    l1_sensitivity: Optional[float] = None,
-    noise_sampler: str = 'table',
-) -> events.DistributedDiscreteGaussianDpEvent:
-  """The event of one DDG release, from its integer-domain numbers.
-
-  What `DistributedDiscreteGaussian.dp_event` states for a built mechanism,
-  from the accountant's numbers alone (the CLI's `tff-ddp privacy
-  --mechanism ddg`, a calibration over `local_stddev`): l2 sensitivity
-  Delta_2 (TFF: scaled_inflated_l2), the scaled local stddev sigma/gamma
-  (>= 1/2), the clients in the sum, the noised dimension (TFF: padded_dim),
-  an optional Delta_1, and the sampler the clients run ('table', the
-  factories' default, or 'exact'), whose per-sample TV distance the event
-  carries (`resolve_noise_sampler`).
-  """
-  local_stddev = checks.real(local_stddev, 'local_stddev',
-                             low=MIN_SCALED_LOCAL_STDDEV)
-  sampler = resolve_noise_sampler(noise_sampler, local_stddev)
-  return events.DistributedDiscreteGaussianDpEvent(
-      l2_sensitivity=checks.positive(l2_sensitivity, 'l2_sensitivity'),
-      local_stddev=local_stddev,
-      num_clients=checks.integer(num_clients, 'num_clients', 1),
-      dimension=checks.integer(dimension, 'dimension', 1),
-      l1_sensitivity=checks.optional_positive(l1_sensitivity,
-                                              'l1_sensitivity'),
-      sampler_tv_distance=sampler_tv_distance(sampler) or None)
-
-
 def num_stddevs_for_modclip_prob(modclip_prob: float) -> float:
   """k with P(|N(0,1)| > k) = modclip_prob, i.e. k = sqrt(2) erfcinv(p)."""
   return float(math.sqrt(2.0) * scipy.special.erfcinv(modclip_prob))
@@ -209,6 +177,7 @@ class DistributedDiscreteGaussian:
 
   name = 'distributed_discrete_gaussian'
   flag_names = ('nonfinite', 'clipped', 'rounding_failed')
+  event_type = events.DistributedDiscreteGaussianDpEvent
   # The scaled local noise `compute_parameters` accepts (see derive).
   noise_range = _DGAUSS_NOISE_RANGE
 
@@ -339,6 +308,46 @@ class DistributedDiscreteGaussian:
         dim, l2_clip, noise_multiplier, expected_clients_per_round, bits,
         modclip_prob, beta, encoder, granularity, linf_clip, integer_inputs,
         noise_sampler, cls)
+
+  @classmethod
+  def release_event(
+      cls,
+      l2_sensitivity: float,
+      local_stddev: float,
+      num_clients: int,
+      dimension: int,
+      l1_sensitivity: Optional[float] = None,
+      noise_sampler: str = 'table',
+  ) -> dp_accounting.DpEvent:
+    """The event of one release, from its integer-domain numbers.
+
+    What `dp_event` states for a built mechanism, from the accountant's
+    numbers alone (the CLI's `tff-ddp privacy --mechanism ddg|skellam`, a
+    calibration over `local_stddev`): l2 sensitivity Delta_2 (TFF:
+    scaled_inflated_l2), the scaled local stddev (DDG: sigma/gamma >= 1/2;
+    Skellam: the stddev sqrt(2 mu) of each client's noise, TFF's
+    scaled_local_stddev), the clients in the sum, the noised dimension
+    (TFF: padded_dim), an optional Delta_1, and the sampler the clients run
+    ('table', the factories' default, or 'exact'), whose per-sample TV
+    distance the event carries (`release_noise`).
+    """
+    noise, sampler = cls.release_noise(local_stddev, noise_sampler)
+    return cls.event_type(
+        l2_sensitivity=checks.positive(l2_sensitivity, 'l2_sensitivity'),
+        num_clients=checks.integer(num_clients, 'num_clients', 1),
+        dimension=checks.integer(dimension, 'dimension', 1),
+        l1_sensitivity=checks.optional_positive(l1_sensitivity,
+                                                'l1_sensitivity'),
+        sampler_tv_distance=sampler_tv_distance(sampler) or None, **noise)
+
+  @staticmethod
+  def release_noise(local_stddev, noise_sampler):
+    """(the event's noise field, the resolved sampler) of `release_event`:
+    local_stddev >= 1/2 and `resolve_noise_sampler` at it."""
+    local_stddev = checks.real(local_stddev, 'local_stddev',
+                               low=MIN_SCALED_LOCAL_STDDEV)
+    return (dict(local_stddev=local_stddev),
+            resolve_noise_sampler(noise_sampler, local_stddev))
 
   def with_resolved_noise(self):
     """This mechanism with `noise_sampler` resolved at its scale ('table'
@@ -552,6 +561,7 @@ def _scaled(bits, l2_clip, z, n, output_dim, k, granularity):
 
 
 compute_parameters = DistributedDiscreteGaussian.compute_parameters
+release_event = DistributedDiscreteGaussian.release_event
 
 
 def derive(dim, l2_clip, noise_multiplier, expected_clients_per_round, bits,

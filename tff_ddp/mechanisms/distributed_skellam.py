@@ -36,7 +36,6 @@ client with a non-finite value sends zeros plus its noise.
 
 import dataclasses
 import math
-from typing import Optional
 
 import dp_accounting
 
@@ -83,6 +82,17 @@ class DistributedSkellam(ddg.DistributedDiscreteGaussian):
 
   name = 'distributed_skellam'
   noise_range = _NOISE_RANGE
+  event_type = events.DistributedSkellamDpEvent
+
+  @staticmethod
+  def release_noise(local_stddev, noise_sampler):
+    """(the event's noise field, the resolved sampler) of `release_event`:
+    local_stddev is TFF's scaled_local_stddev sqrt(2 mu), so the variance is
+    its square and the Poisson mean half that."""
+    local_stddev = checks.positive(local_stddev, 'local_stddev')
+    variance = local_stddev * local_stddev
+    return (dict(local_variance=variance),
+            resolve_noise_sampler(noise_sampler, variance / 2))
 
   def with_resolved_noise(self):
     """mu = `poisson.sampled_mean((sigma/gamma)^2 / 2)` (0 without noise)
@@ -139,39 +149,8 @@ class DistributedSkellam(ddg.DistributedDiscreteGaussian):
         sampler_tv_distance=self.sampler_tv_distance or None)
 
 
-def release_event(
-    l2_sensitivity: float,
-    local_stddev: float,
-    num_clients: int,
-    dimension: int,
-    l1_sensitivity: Optional[float] = None,
-    noise_sampler: str = 'table',
-) -> events.DistributedSkellamDpEvent:
-  """The event of one Skellam release, from its integer-domain numbers.
-
-  What `DistributedSkellam.dp_event` states for a built mechanism, from the
-  accountant's numbers alone (the CLI's `tff-ddp privacy --mechanism
-  skellam`): Delta_2 (TFF: scaled_inflated_l2), the stddev of each
-  client's Skellam noise (TFF: scaled_local_stddev; variance local_stddev^2,
-  Poisson mean local_stddev^2 / 2), the clients in the sum, the noised
-  dimension (TFF: padded_dim), an optional Delta_1 and the sampler the
-  clients run ('table', the factories' default, or 'exact'), whose
-  per-sample TV distance the event carries (`resolve_noise_sampler`).
-  """
-  local_stddev = checks.positive(local_stddev, 'local_stddev')
-  sampler = resolve_noise_sampler(noise_sampler,
-                                  local_stddev * local_stddev / 2)
-  return events.DistributedSkellamDpEvent(
-      l2_sensitivity=checks.positive(l2_sensitivity, 'l2_sensitivity'),
-      local_variance=local_stddev * local_stddev,
-      num_clients=checks.integer(num_clients, 'num_clients', 1),
-      dimension=checks.integer(dimension, 'dimension', 1),
-      l1_sensitivity=checks.optional_positive(l1_sensitivity,
-                                              'l1_sensitivity'),
-      sampler_tv_distance=ddg.sampler_tv_distance(sampler) or None)
-
-
 # The DDG's arguments, checks and errors (with `noise_sampler` choosing the
 # Skellam's sampler) and the Skellam's noise range: see
 # `DistributedDiscreteGaussian.compute_parameters`.
 compute_parameters = DistributedSkellam.compute_parameters
+release_event = DistributedSkellam.release_event
