@@ -20,12 +20,24 @@ its values, and the tie branch is taken as rarely (probability 2^(b-63) per
 sample). Timing only: its samples are not discrete Gaussians.
 """
 
+import fractions
 import math
 
 import numpy as np
 import tensorflow as tf
 
 _LOW63 = (1 << 63) - 1
+# 55e504f's table truncated at T = m - 1, m the least integer with
+# m^2 >= 2 s G, G = 111 ln 2 (rounded up), s = the variance parameter:
+# P(|X| > T) < 2^-110. (The certified table of today is wider, ~18 scales:
+# timing today's code with it would not time the code of then.)
+_G = 111 * fractions.Fraction('0.69314718055994530942')
+
+
+def truncation(variance_parameter) -> int:
+  """55e504f's T for the exact variance parameter s (a Fraction)."""
+  v = math.ceil(2 * fractions.Fraction(variance_parameter) * _G)
+  return math.isqrt(v - 1) if v >= 1 else 0
 
 
 def _clip_to_norm(v, clip):

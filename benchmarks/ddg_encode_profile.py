@@ -24,9 +24,10 @@ the library as it is):
                    64 bits each; new: one 32-bit word)
   rounding         conditional randomized rounding incl. its coins and the
                    exact norm check
-  noise            the discrete Gaussian noise (the same sampler for both
-                   unless the library's changed; today's reads a table of
-                   the same shape: `_ddg_encode_baseline`)
+  noise            the discrete Gaussian noise (today's reads a table of
+                   55e504f's shape, truncated at 2^-110 tail mass; new: the
+                   certified table, ~18 scales wide, 2^20 columns at this
+                   scale: `_ddg_encode_baseline`)
   noise + residue  adding the noise and the ring residue (new: int32/uint32)
   client_encode    the whole encode (the sum of the above and glue)
 
@@ -54,7 +55,7 @@ def run(repeats=15, dim=954_010, clients=50, bits=20, threads=1):
   tf.config.threading.set_inter_op_parallelism_threads(threads)
   import _ddg_encode_baseline as baseline  # pylint: disable=g-import-not-at-top
   from tff_ddp.encoders import hadamard  # pylint: disable=g-import-not-at-top
-  from tff_ddp.mechanisms import discrete_gaussian_table  # pylint: disable=g-import-not-at-top
+  from tff_ddp.mechanisms import discrete_gaussian  # pylint: disable=g-import-not-at-top
   from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg  # pylint: disable=g-import-not-at-top
   from tff_ddp.mechanisms import rounding  # pylint: disable=g-import-not-at-top
 
@@ -64,8 +65,9 @@ def run(repeats=15, dim=954_010, clients=50, bits=20, threads=1):
       dim=dim, l2_clip=1.0, noise_multiplier=1.0,
       expected_clients_per_round=clients, bits=bits)
   d = mech.output_dim
-  today = baseline.Encode(
-      mech, discrete_gaussian_table.alias_table(mech.scaled_local_stddev).t)
+  today = baseline.Encode(mech, baseline.truncation(
+      discrete_gaussian.discrete_gaussian_variance_parameter(
+          mech.scaled_local_stddev)))
   rng = np.random.default_rng(0)
   x = tf.constant(rng.normal(size=dim) / 1000.0)
   seed = tf.constant([3, 4], tf.int64)

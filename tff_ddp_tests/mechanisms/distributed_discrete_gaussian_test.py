@@ -191,6 +191,31 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
     self.assertTrue(small.float32_rotation)
     self.assertFalse(many.float32_rotation)
 
+  def test_float32_path_releases_at_most_the_claimed_sensitivity(self):
+    # The privacy argument of the float32 path (module docstring): whatever
+    # the float32 rotation computed, the integer vector a client adds its
+    # noise to has ||x~||^2 <= T, the squared sensitivity the event claims.
+    # Recovered here from the output (z - y mod M, centred) for inputs at,
+    # beyond and far beyond the clip, spikes and heavy tails.
+    p = _params(dim=1000, bits=20, expected_clients_per_round=5)
+    self.assertTrue(p.float32_rotation)
+    self.assertEqual(p.l2_sensitivity, math.sqrt(p.norm_threshold))
+    self.assertLess(p.scaled_l2_clip + 1, p.modulus / 2)  # centring is exact
+    rng = np.random.default_rng(1)
+    spike = np.zeros(1000)
+    spike[3] = -1e6
+    seed = tf.constant([2, 9], tf.int64)
+    for i, x in enumerate((rng.normal(size=1000) * 1e-3,
+                           rng.normal(size=1000) * 10.0, spike,
+                           rng.standard_cauchy(size=1000) * 1e20)):
+      noise_seed = tf.constant([i, 4], tf.int64)
+      encoded, flags = p.client_encode(tf.constant(x), seed, noise_seed)
+      noise = p.sample_noise(ddg.client_subseeds(noise_seed)[1]).numpy()
+      rounded = base_centre(
+          np.mod(encoded['encoded'].numpy() - noise, p.modulus), p.modulus)
+      self.assertLessEqual(int(np.sum(rounded * rounded)), p.norm_threshold)
+      self.assertEqual(int(flags[2]), 0)  # accepted, not zeroed
+
   def test_float32_rotation_keeps_the_rounding_premise(self):
     # ||x''||_2 <= c/gamma (Algorithm 1's premise, which the clip's
     # (1 - 2 eps) buys) for inputs at and far beyond the clip, with the

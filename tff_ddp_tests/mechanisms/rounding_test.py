@@ -51,6 +51,27 @@ class ConditionalRoundTest(tf.test.TestCase, parameterized.TestCase):
                          threshold)
     self.assertGreaterEqual(int(attempts), 1)
 
+  def test_int32_norm_check_is_exact_in_int64(self):
+    # The float32 path's rounded values are int32; the privacy of the
+    # client rests on ||x~||^2 <= T being checked exactly. Coordinates
+    # near 2^30 (integers in float32, so rounding keeps them) have squares
+    # that wrap in int32 ((2^30 - 64)^2 = 4096 mod 2^32): an int32 check
+    # would accept a vector whose true squared norm is ~2^61 against a
+    # threshold one below it.
+    v = 2**30 - 64
+    x = tf.constant([v, -v, 0], tf.float32)
+    exact = 2 * v * v
+    r, _, ok = rounding.conditional_randomized_round(
+        x, exact - 1, tf.constant([1, 1], tf.int64), max_attempts=3)
+    self.assertFalse(ok)
+    self.assertAllEqual(r, [0, 0, 0])
+    r, attempts, ok = rounding.conditional_randomized_round(
+        x, exact, tf.constant([1, 1], tf.int64), max_attempts=3)
+    self.assertTrue(ok)
+    self.assertEqual(int(attempts), 1)
+    self.assertEqual(r.dtype, tf.int32)
+    self.assertAllEqual(r, [v, -v, 0])
+
   def test_impossible_threshold_gives_zeros(self):
     x = tf.constant([10.5, -3.2], tf.float64)
     r, attempts, ok = rounding.conditional_randomized_round(
