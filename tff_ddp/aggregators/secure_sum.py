@@ -342,6 +342,16 @@ def count_mechanism(flag_names, noise_multiplier, expected_clients):
   k = len(flag_names)
   sigma = ddg_mechanism.local_stddev(noise_multiplier, math.sqrt(k),
                                      expected_clients)
+  # sigma = z sqrt(k / n); the integer scaling ceil(1/sigma) must fit the
+  # count's ring (and not overflow: a denormal z gives 1/sigma = inf).
+  smallest = 1.0 / (2.0**base.MAX_RING_BITS
+                    * math.sqrt(k / expected_clients))
+  if not sigma * 2.0**base.MAX_RING_BITS > 1.0:
+    raise ValueError(
+        f'count_noise_multiplier={noise_multiplier} is too small: the '
+        f'counts\' integer scaling 1/sigma would exceed the '
+        f'{base.MAX_RING_BITS}-bit ring. Use count_noise_multiplier >= '
+        f'{smallest:.3g} (or none).')
   scaling = max(1, math.ceil(1.0 / sigma))
   return ddg_mechanism.compute_parameters(
       dim=k, l2_clip=math.sqrt(k), noise_multiplier=noise_multiplier,
