@@ -113,8 +113,8 @@ class PoissonBinomialSumFactory(secure_sum.MechanismSumFactory):
       **kashin_options: passed to `KashinEncoder` (redundancy, eta, delta,
         iterations, frame); only with encoder='kashin'.
     """
-    registry.check_options(encoder, kashin_options)
-    probe = registry.make_encoder(encoder, 1, **kashin_options)
+    self._encoder = registry.encoder_spec(encoder, kashin_options)
+    probe = self._encoder.make(1)
     # Every dimension-free check now (dim 1 stands in).
     pbm_mechanism.compute_parameters(
         1, l2_clip, theta, num_trials, expected_clients_per_round,
@@ -124,10 +124,8 @@ class PoissonBinomialSumFactory(secure_sum.MechanismSumFactory):
         expected_clients_per_round=expected_clients_per_round,
         max_clients_per_round=max_clients_per_round, divisor=divisor,
         linf_clip=linf_clip, l0_clip=l0_clip)
-    self._encoder_name = encoder
-    self._kashin_options = dict(kashin_options)
     self._describe = dict(self._arguments, encoder=encoder,
-                          **self._kashin_options)
+                          **kashin_options)
     super().__init__(
         self._make, client_sampling_rate=client_sampling_rate,
         count_noise_multiplier=count_noise_multiplier,
@@ -146,7 +144,6 @@ class PoissonBinomialSumFactory(secure_sum.MechanismSumFactory):
         knob='max_clients_per_round')
 
   def _make(self, spec: secure_sum.ValueSpec):
-    encoder = registry.make_encoder(self._encoder_name, spec.dim,
-                                    **self._kashin_options)
+    encoder = self._encoder.make(spec.dim)
     return pbm_mechanism.compute_parameters(
         spec.dim, encoder=encoder, **self._arguments)

@@ -60,6 +60,7 @@ _RING_TOLERANCE = 1e-9
 # delta by the accountant; scales up to ~42265, beyond which 'exact' is
 # used) or 'exact' (Canonne-Kamath-Steinke rejection, up to 2^25).
 SAMPLERS = ('table', 'exact')
+DEFAULT_SAMPLER = 'table'
 # The least scaled local stddev sigma/gamma of the privacy analysis (DDG
 # paper Theorem 9 / Proposition 10 need sigma/gamma >= 1/2).
 MIN_SCALED_LOCAL_STDDEV = 0.5
@@ -196,7 +197,7 @@ class DistributedDiscreteGaussian:
   integer_inputs: bool = False
   noise_sampler: str = 'exact'
 
-  name = 'distributed_discrete_gaussian'
+  name = base.Kind.DISCRETE_GAUSSIAN
   flag_names = ('nonfinite', 'clipped', 'rounding_failed')
 
   @property

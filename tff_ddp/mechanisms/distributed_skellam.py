@@ -36,6 +36,7 @@ import dp_accounting
 
 from tff_ddp.accounting import events
 from tff_ddp.encoders import base as encoders_base
+from tff_ddp.mechanisms import base
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
 from tff_ddp.mechanisms import poisson
 from tff_ddp.utils import checks
@@ -59,7 +60,7 @@ class DistributedSkellam(ddg.DistributedDiscreteGaussian):
 
   poisson_mean: float = 0.0
 
-  name = 'distributed_skellam'
+  name = base.Kind.SKELLAM
 
   @property
   def local_variance(self) -> float:
