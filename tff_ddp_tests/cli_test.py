@@ -34,7 +34,7 @@ class HelpTest(parameterized.TestCase):
 
   @parameterized.parameters(([],), (['demo'],), (['privacy'],),
                             (['quantiles'],), (['frequency'],),
-                            (['superquantile'],))
+                            (['superquantile'],), (['train'],))
   def test_help(self, argv):
     code, out, _ = _run(argv + ['--help'])
     self.assertEqual(code, 0)
