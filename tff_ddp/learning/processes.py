@@ -694,8 +694,8 @@ class _PrivateTail:
           measurements['cdf'], measurements['noisy_total'],
           config.expected_contributors(tf.cast(
               measurements['aggregator']['participating_clients'],
-              tf.float64)), theta, upper, num_bins, config.count,
-          config.tail_count)
+              tf.float64)), theta, upper, num_bins, config.exact_count,
+          config.histogram_tail_count)
 
     @tff.tensorflow.computation(client_out_type, np.int64)
     def tail_update(out, k):
