@@ -66,14 +66,7 @@ class PoissonBinomialSumFactory(secure_sum.MechanismSumFactory):
       divisor: str = 'l2',
       linf_clip: Optional[float] = None,
       l0_clip: Optional[int] = None,
-      *,
-      client_sampling_rate: Optional[float] = None,
-      count_noise_multiplier: Optional[float] = None,
-      debug_measurements: bool = False,
-      entropy=None,
-      seed: Optional[int] = None,
-      on_wrap: str = 'raise',
-      **kashin_options,
+      **options,
   ):
     """Validates and stores the configuration (dimension-free checks).
 
@@ -103,16 +96,17 @@ class PoissonBinomialSumFactory(secure_sum.MechanismSumFactory):
         over min(k, D) coordinates instead of D (zero-out neighbours: the
         other coordinates send Binomial(m, 1/2) either way). For sparse
         inputs with encoder='none', e.g. histogram encodings.
-      client_sampling_rate, count_noise_multiplier, debug_measurements,
-        entropy, seed: see `tff_ddp.aggregators.secure_sum`.
-      on_wrap: 'raise' (default) refuses a round with more clients than
-        the ring holds (2^bits > clients * num_trials, bits sized by
-        max_clients_per_round) with
+      **options: the secure sum's keywords (`secure_sum.ROUND_OPTIONS`:
+        client_sampling_rate, count_noise_multiplier, debug_measurements,
+        entropy, seed, and on_wrap: 'raise', the default, refuses a round
+        with more clients than the ring holds (2^bits > clients *
+        num_trials, bits sized by max_clients_per_round) with
         `tff_ddp.utils.rounds.RoundRefusedError`; 'flag' returns it with
-        `sum_may_wrap=True` (see `tff_ddp.aggregators.secure_sum`).
-      **kashin_options: passed to `KashinEncoder` (redundancy, eta, delta,
-        iterations, frame); only with encoder='kashin'.
+        `sum_may_wrap=True`; see `tff_ddp.aggregators.secure_sum`), and
+        `KashinEncoder`'s (redundancy, eta, delta, iterations, frame; only
+        with encoder='kashin').
     """
+    round_options, kashin_options = secure_sum.split_round_options(options)
     self._encoder = registry.encoder_spec(encoder, kashin_options)
     probe = self._encoder.make(1)
     # Every dimension-free check now (dim 1 stands in).
@@ -126,11 +120,7 @@ class PoissonBinomialSumFactory(secure_sum.MechanismSumFactory):
         linf_clip=linf_clip, l0_clip=l0_clip)
     self._describe = dict(self._arguments, encoder=encoder,
                           **kashin_options)
-    super().__init__(
-        self._make, client_sampling_rate=client_sampling_rate,
-        count_noise_multiplier=count_noise_multiplier,
-        debug_measurements=debug_measurements, entropy=entropy, seed=seed,
-        name=_NAME, on_wrap=on_wrap)
+    super().__init__(self._make, name=_NAME, **round_options)
 
   def _ring_capacity(self, spec, mechanism, others):
     """The refusal names max_clients_per_round (it sizes the ring)."""

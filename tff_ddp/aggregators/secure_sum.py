@@ -120,6 +120,25 @@ def check_on_wrap(on_wrap) -> OnWrap:
   return checks.member(on_wrap, 'on_wrap', OnWrap)
 
 
+# `MechanismSumFactory`'s keywords of the round (the factories' docstrings).
+ROUND_OPTIONS = ('client_sampling_rate', 'count_noise_multiplier',
+                 'debug_measurements', 'entropy', 'seed', 'on_wrap')
+
+
+def split_round_options(options):
+  """(the round's keywords, the others) of a factory's keywords: the
+  others are its encoder's options (`registry.KASHIN_OPTIONS`); anything
+  else is a TypeError naming both lists."""
+  unknown = sorted(set(options) - set(ROUND_OPTIONS)
+                   - set(registry.KASHIN_OPTIONS))
+  if unknown:
+    raise TypeError(f'unexpected keyword argument(s) {unknown}; the round '
+                    f'takes {ROUND_OPTIONS} and the encoder '
+                    f'{registry.KASHIN_OPTIONS} (for encoder=\'kashin\').')
+  return ({k: v for k, v in options.items() if k in ROUND_OPTIONS},
+          {k: v for k, v in options.items() if k not in ROUND_OPTIONS})
+
+
 @dataclasses.dataclass(frozen=True)
 class RingCapacity:
   """How many clients a round's secure sums hold, and what to change.

@@ -65,9 +65,9 @@ _MIN_QFFL_LOSS = 1e-12
 
 
 class TailCount(enum.StrEnum):
-  """What DP-Delta-FL's update sum is divided by (`private_tail`):
-  EXPECTED, theta n (n public by protocol); HISTOGRAM, the tail count read
-  from the private histogram."""
+  """What DP-Delta-FL's update sum is divided by (`PrivacyConfig.tail_count`;
+  `private_tail`'s histogram_tail_count): EXPECTED, theta n (n public by
+  protocol); HISTOGRAM, the tail count read from the private histogram."""
 
   EXPECTED = 'expected'
   HISTOGRAM = 'histogram'
