@@ -60,6 +60,8 @@ class TrainConfig:
   data_dir: str
   output_dir: str
   noise_multiplier: Optional[float] = None
+  target_epsilon: Optional[float] = None
+  calibrate_against: str = 'release'
   bits: int = 16
   rounds: Optional[int] = None
   clients_per_round: Optional[int] = None
@@ -72,6 +74,7 @@ class TrainConfig:
   max_examples_per_client: Optional[int] = None
   delta: Optional[float] = None
   k_stddevs: float = 4.0
+  noise_sampler: Optional[str] = None
   vocab_size: int = paper_tasks.VOCABULARY_SIZE
   vocab_file: Optional[str] = None
   eval_every: int = 10
@@ -134,6 +137,8 @@ class Setup:
     saved: the saved `config.json` of the run being resumed, or None.
     data: the loaded `paper_tasks.Data`.
     delta: of every epsilon.
+    calibration: the `tff_ddp.accounting.CalibrationResult` that chose the
+      noise multiplier (with --target-epsilon), or None.
   """
   config: TrainConfig
   task: paper_tasks.PaperTask
@@ -141,6 +146,7 @@ class Setup:
   saved: Optional[dict]
   data: paper_tasks.Data
   delta: float
+  calibration: Optional[object] = None
 
 
 def _settings(config: TrainConfig) -> dict:
@@ -162,16 +168,55 @@ def _write_json(path, value):
 
 
 def _check_noise(config: TrainConfig, chosen) -> TrainConfig:
+  """Exactly one of noise_multiplier and target_epsilon for a DP
+  mechanism, neither for 'none'."""
+  given = [f for f in ('noise_multiplier', 'target_epsilon')
+           if getattr(config, f) is not None]
+  if config.noise_sampler is not None and not chosen.takes_noise_sampler:
+    raise ValueError(f'--noise-sampler is for --mechanism ddg, not '
+                     f'{chosen.name}.')
   if not chosen.needs_noise:
-    if config.noise_multiplier is not None:
-      raise ValueError('--mechanism none adds no noise: drop '
-                       '--noise-multiplier.')
+    if given:
+      raise ValueError(f'--mechanism none adds no noise: drop '
+                       f'--{given[0].replace("_", "-")}.')
     return config
-  if config.noise_multiplier is None:
+  if len(given) != 1:
     raise ValueError(f'--mechanism {chosen.name} needs --noise-multiplier '
-                     '(> 0; --mechanism none trains without noise).')
-  return dataclasses.replace(config, noise_multiplier=checks.positive(
-      config.noise_multiplier, 'noise_multiplier'))
+                     'or --target-epsilon (one of them; --mechanism none '
+                     'trains without noise).')
+  if not chosen.private[checks.choice(
+      config.calibrate_against, 'calibrate_against',
+      ('release', 'server'))] and config.target_epsilon is not None:
+    raise ValueError(f'--mechanism {chosen.name} is not private against the '
+                     f'{config.calibrate_against}: calibrate against the '
+                     'release.')
+  return dataclasses.replace(config, **{
+      f: checks.positive(getattr(config, f), f) for f in given})
+
+
+def calibrate_noise(setup: 'Setup', value_type) -> 'Setup':
+  """The setup with the least noise multiplier whose `rounds` rounds (each
+  a cohort of n of the N clients, without replacement) are
+  (target_epsilon, delta)-DP against `calibrate_against`
+  (`tff_ddp.accounting.calibrate` over the mechanism's planning event)."""
+  from tff_ddp import accounting  # pylint: disable=g-import-not-at-top
+  from tff_ddp.accounting import calibration  # pylint: disable=g-import-not-at-top
+  config = setup.config
+
+  def make_event(z):
+    planned = setup.mechanism.planning_event(
+        dataclasses.replace(config, noise_multiplier=z), value_type)
+    return calibration.rounds_event(
+        planned, config.rounds, 'without-replacement',
+        sample_size=config.clients_per_round,
+        population=setup.data.population)
+
+  result = accounting.calibrate(
+      lambda: accounting.RdpAccountant(adversary=config.calibrate_against),
+      make_event, config.target_epsilon, setup.delta,
+      accounting.Parameter.noise('noise_multiplier'))
+  return dataclasses.replace(setup, config=dataclasses.replace(
+      config, noise_multiplier=result.value), calibration=result)
 
 
 def _check_output_dir(config: TrainConfig) -> Optional[dict]:
@@ -247,15 +292,32 @@ def prepare(config: TrainConfig, progress: Optional[Callable] = None
   if delta is None:
     delta = task.defaults.delta(data.population)
   delta = checks.real(delta, 'delta', 0.0, 1.0, low_open=True, high_open=True)
+  setup = Setup(config, task, chosen, saved, data, delta)
+  if config.target_epsilon is not None:
+    if saved is not None:  # the run's noise, whatever --rounds is now
+      setup = dataclasses.replace(setup, config=dataclasses.replace(
+          config, noise_multiplier=saved['noise_multiplier']))
+    else:
+      setup = calibrate_noise(setup, update_type(task, data))
   if saved is None:
     _write_json(os.path.join(config.output_dir, CONFIG_FILE), dict(
         settings=_settings(config),
+        noise_multiplier=setup.config.noise_multiplier,
         vocabulary_file=vocabulary and os.path.abspath(
             config.vocab_file or os.path.join(config.output_dir,
                                               VOCABULARY_FILE)),
         vocabulary_source=vocabulary and vocabulary.source,
         vocabulary_digest=vocabulary and vocabulary.digest))
-  return Setup(config, task, chosen, saved, data, delta)
+  return setup
+
+
+def update_type(task: paper_tasks.PaperTask, data: paper_tasks.Data):
+  """The TFF type of a model update (the trainable weights)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  return tff.types.to_type([
+      tff.TensorType(np.float32, w.shape.as_list())
+      for w in task.keras_model(data).trainable_weights])
 
 
 def build_process(setup: Setup):
@@ -377,6 +439,7 @@ class Summary:
   population: int
   dimension: int
   seconds_per_round: float
+  noise_multiplier: Optional[float] = None
   vocabulary_source: Optional[str] = None
 
 
@@ -478,6 +541,7 @@ def run(config: TrainConfig, print_fn: Callable[[str], None] = print,
       population=setup.data.population, dimension=dimension,
       seconds_per_round=(sum(times[1:]) / (len(times) - 1) if len(times) > 1
                          else (times[0] if times else math.nan)),
+      noise_multiplier=config.noise_multiplier,
       vocabulary_source=(setup.data.vocabulary
                          and setup.data.vocabulary.source))
 
@@ -526,6 +590,13 @@ def _print_header(print_fn, setup: Setup, dimension: int):
            f'{config.server_learning_rate:g} with momentum '
            f'{config.server_momentum:g}, clients weighted uniformly')
   print_fn(f'mechanism: {setup.mechanism.describe(config)}')
+  if config.target_epsilon is not None:
+    print_fn(f'noise: z = {config.noise_multiplier:.4g} calibrated so that '
+             f'{config.rounds if setup.saved is None else "the first"} '
+             f'rounds are ({config.target_epsilon:g}, {setup.delta:.3g})-DP '
+             f'against the {config.calibrate_against}'
+             + (' (the run\'s calibration, kept on resume)'
+                if setup.saved is not None else ''))
   print_fn('client metrics: withheld (no exact client value reaches the '
            'server)')
   print_fn(f'delta = {setup.delta:.3g}; accuracy: {setup.task.metric}, every '
