@@ -18,6 +18,8 @@ the test split after the last round, epsilon against the release (the
 paper's kind, amplified by sampling) and the server (not amplified; inf
 for the central Gaussian, which the server adds), delta = 1/N, and
 seconds per round. A 'none' row (no noise) shows what the scale learns.
+Every run draws the same cohorts (`--cohort-seed`: the comparison's
+control; a run meant to be private keeps its cohort seed secret).
 The DDG runs with the exact noise sampler (`--noise-sampler exact`): the
 table sampler's TV term makes epsilons this large infinite.
 
@@ -66,7 +68,7 @@ def run(clients=100, examples=40, per_round=20, rounds=30,
                                    max(1, examples // 4), seed)
   common = dict(rounds=rounds, clients_per_round=per_round, clip=clip,
                 client_learning_rate=client_lr, eval_every=rounds,
-                checkpoint_every=rounds, seed=seed)
+                checkpoint_every=rounds, seed=seed, cohort_seed=seed)
   rows = [_row('none', None, None, folder, common)]
   for z in noise_multipliers:
     rows.append(_row('gaussian', None, z, folder, common))

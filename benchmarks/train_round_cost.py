@@ -19,7 +19,9 @@ mechanism's aggregation process alone (`UnweightedMeanFactory` over the
 mechanism, no training) on `clients` random updates of the model's shape,
 wall seconds of one call after a warm-up: where the difference goes.
 Peak memory: this process's maximum RSS plus the worker's high-water RSS
-(VmHWM), an upper bound on the pair's peak.
+(VmHWM), an upper bound on the pair's peak, after the rounds (what
+training needs) and at the end (the measurements after them hold every
+client's random update in Python too).
 
 Targets (issue 35): EMNIST, DDG round <= 1.3x the no-DP round; Stack
 Overflow with a 10k vocabulary inside 24 GiB.
@@ -89,6 +91,22 @@ def _aggregation_seconds(setup, process, clients, rng):
   return time.perf_counter() - start
 
 
+def _evaluation_ms(setup, process, state):
+  """(milliseconds per test example of `paper_tasks.Evaluator`, examples):
+  the second pass over every generated test client (the first reads and
+  caches them)."""
+  ids = paper_tasks.eval_client_ids(setup.data, 0, 0)
+  evaluator = paper_tasks.Evaluator(setup.task, setup.data, ids)
+  weights = process.get_model_weights(state)
+  evaluator.accuracy(weights)
+  start = time.perf_counter()
+  evaluator.accuracy(weights)
+  seconds = time.perf_counter() - start
+  count = sum(1 for client in ids for _ in
+              setup.data.test.create_tf_dataset_for_client(client))
+  return 1000 * seconds / count, count
+
+
 def run(task='emnist', clients=100, examples=200, rounds=2,
         mechanisms=('none', 'gaussian', 'ddg'), bits=16,
         noise_multiplier=1.0, seed=0):
@@ -130,14 +148,18 @@ def run(task='emnist', clients=100, examples=200, rounds=2,
         built[name][2] = process.next(state, ids).state
       rows[name]['wall'].append(t.wall)
       rows[name]['cpu'].append(t.cpu + t.workers_cpu)
+  peak_rounds = _peak_mib()  # before the measurements below add theirs
   for name in mechanisms:
     setup, process, _, _ = built[name]
     rows[name]['aggregation'] = _aggregation_seconds(setup, process, clients,
                                                      rng)
+  eval_ms, eval_count = _evaluation_ms(*built[mechanisms[0]][:3])
   peak = _peak_mib()
   base = rows.get('none')
   for row in rows.values():
     row['peak_mib'] = peak
+    row['peak_rounds_mib'] = peak_rounds
+    row['eval_ms_per_example'] = eval_ms
     row['wall_round'] = float(np.median(row['wall']))
     row['cpu_round'] = float(np.median(row['cpu']))
   for row in rows.values():
@@ -154,9 +176,12 @@ def run(task='emnist', clients=100, examples=200, rounds=2,
       title=(f'{task}: {clients} clients x {examples} examples per round, '
              f'{bits} bits, z = {noise_multiplier:g}; median of {rounds} '
              'rounds after the first (interleaved)'),
-      notes=[f'peak memory (this process + worker VmHWM): {peak:.0f} MiB '
-             f'({peak / 1024:.2f} GiB); database generated in '
-             f'{generated:.0f} s',
+      notes=[f'peak memory (this process + worker VmHWM): after the '
+             f'rounds {peak_rounds:.0f} MiB ({peak_rounds / 1024:.2f} GiB); '
+             f'after the aggregation-alone and evaluation measurements '
+             f'{peak:.0f} MiB; database generated in {generated:.0f} s',
+             f'evaluation: {eval_ms:.2f} ms per test example (over '
+             f'{eval_count} examples, read once and cached)',
              'ratio / CPU ratio: vs the no-DP round (target for ddg on '
              'EMNIST: <= 1.3)'])
   return table

@@ -36,8 +36,8 @@ import os
 from tff_ddp.cli import common
 from tff_ddp.utils import checks
 
-_TASKS = ('emnist', 'stackoverflow')
-_MECHANISMS = ('ddg', 'skellam', 'gaussian', 'none')
+_TASKS = ('emnist', 'stackoverflow')  # paper_tasks.TASKS (no TF import)
+_MECHANISMS = ('ddg', 'skellam', 'gaussian', 'none')  # train_mechanisms'
 
 
 class _HelpFormatter(common.HelpFormatter):
@@ -51,8 +51,9 @@ class _HelpFormatter(common.HelpFormatter):
 
 def default_output_dir(args) -> str:
   """tff_ddp_runs/<task>-<mechanism>[-<bits>bits][-z<z>]-seed<seed>."""
+  from tff_ddp.learning import train_mechanisms  # pylint: disable=g-import-not-at-top
   parts = [args.task, args.mechanism]
-  if args.mechanism in ('ddg', 'skellam'):
+  if train_mechanisms.mechanism(args.mechanism).secure_sum:
     parts.append(f'{args.bits}bits')
   if args.noise_multiplier is not None:
     parts.append(f'z{args.noise_multiplier:g}')
@@ -81,6 +82,7 @@ def run(args) -> int:
       vocab_file=args.vocab_file, eval_every=args.eval_every,
       eval_clients=args.eval_clients,
       checkpoint_every=args.checkpoint_every, seed=args.seed,
+      cohort_seed=args.cohort_seed,
       resume=args.resume)
   training.run(config, print_fn=lambda line: print(line, flush=True),
                progress=common.progress)
@@ -166,8 +168,13 @@ def add_parser(subparsers):
                  type=common.integer('--checkpoint-every', 1), default=10,
                  help='checkpoint every k rounds and after the last')
   p.add_argument('--seed', type=common.integer('--seed', 0, 2**32 - 1),
-                 default=0, help='cohorts, model initialization, test '
-                 'sample (never the noise: fresh kernel entropy)')
+                 default=0, help='model initialization and the test sample '
+                 '(never the noise: fresh kernel entropy)')
+  p.add_argument('--cohort-seed', type=common.integer('--cohort-seed', 0),
+                 help='draw the cohorts from this seed (reproducible, but not '
+                 'secret from whoever knows it, which eps(release)\'s '
+                 'amplification assumes); default: a secret seed drawn when '
+                 'the run starts, kept in --output-dir for --resume')
   p.add_argument('--resume', action='store_true',
                  help='continue the run in --output-dir from its last '
                  'checkpoint')

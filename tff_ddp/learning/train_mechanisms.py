@@ -62,6 +62,7 @@ class Mechanism:
     needs_noise: a noise multiplier is required.
     takes_noise_sampler: the config's noise_sampler applies (the DDG's
       'table' or 'exact', `DiscreteGaussianSumFactory`).
+    secure_sum: the updates go through a secure modular sum of `bits` bits.
     empty_client: what a client without examples does (the other side of
       the neighbouring pair "one client's examples removed").
     notes: adversary -> what its epsilon means, one sentence each.
@@ -71,6 +72,7 @@ class Mechanism:
   private: dict
   needs_noise = True
   takes_noise_sampler = False
+  secure_sum = False
   empty_client = 'trains on nothing and sends a zero update'
   notes: dict
 
@@ -108,6 +110,7 @@ class _Distributed(Mechanism):
   """A tff_ddp secure-sum mechanism, then TFF's unweighted mean."""
 
   private = {'server': True, 'release': True}
+  secure_sum = True
   empty_client = ('trains on nothing and sends a zero update with its noise '
                   'share')
   notes = {'server': _SERVER_NO_AMPLIFICATION, 'release': _RELEASE_AMPLIFIED}

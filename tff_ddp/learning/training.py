@@ -33,6 +33,7 @@ import dataclasses
 import json
 import math
 import os
+import secrets
 import time
 from typing import Callable, List, Optional, Tuple
 
@@ -46,6 +47,8 @@ METRICS_CSV = 'metrics.csv'
 METRICS_JSON = 'metrics.json'
 VOCABULARY_FILE = 'vocabulary.txt'
 CHECKPOINTS = 'checkpoints'
+# The cohorts' secret seed (the server's; never part of the release).
+COHORT_SEED_FILE = 'cohort_seed'
 _CHECKPOINT_PREFIX = 'round_'
 # Settings a resumed run may change (the rest must match the saved run).
 _MAY_CHANGE = ('rounds', 'eval_every', 'eval_clients', 'checkpoint_every',
@@ -81,6 +84,7 @@ class TrainConfig:
   eval_clients: Optional[int] = None
   checkpoint_every: int = 10
   seed: int = 0
+  cohort_seed: Optional[int] = None
   resume: bool = False
 
   def resolved(self, paper_task: paper_tasks.PaperTask) -> 'TrainConfig':
@@ -119,6 +123,8 @@ class TrainConfig:
         checkpoint_every=checks.integer(self.checkpoint_every,
                                         'checkpoint_every', 1),
         seed=checks.integer(self.seed, 'seed', 0, 2**32 - 1),
+        cohort_seed=checks.optional_integer(self.cohort_seed, 'cohort_seed',
+                                            0),
         resume=checks.boolean(self.resume, 'resume'))
 
 
@@ -137,6 +143,7 @@ class Setup:
     saved: the saved `config.json` of the run being resumed, or None.
     data: the loaded `paper_tasks.Data`.
     delta: of every epsilon.
+    dimension: d, the model's trainable parameters.
     calibration: the `tff_ddp.accounting.CalibrationResult` that chose the
       noise multiplier (with --target-epsilon), or None.
   """
@@ -146,6 +153,7 @@ class Setup:
   saved: Optional[dict]
   data: paper_tasks.Data
   delta: float
+  dimension: int
   calibration: Optional[object] = None
 
 
@@ -292,13 +300,14 @@ def prepare(config: TrainConfig, progress: Optional[Callable] = None
   if delta is None:
     delta = task.defaults.delta(data.population)
   delta = checks.real(delta, 'delta', 0.0, 1.0, low_open=True, high_open=True)
-  setup = Setup(config, task, chosen, saved, data, delta)
+  value_type, dimension = update_type(task, data)
+  setup = Setup(config, task, chosen, saved, data, delta, dimension)
   if config.target_epsilon is not None:
     if saved is not None:  # the run's noise, whatever --rounds is now
       setup = dataclasses.replace(setup, config=dataclasses.replace(
           config, noise_multiplier=saved['noise_multiplier']))
     else:
-      setup = calibrate_noise(setup, update_type(task, data))
+      setup = calibrate_noise(setup, value_type)
   if saved is None:
     _write_json(os.path.join(config.output_dir, CONFIG_FILE), dict(
         settings=_settings(config),
@@ -312,12 +321,14 @@ def prepare(config: TrainConfig, progress: Optional[Callable] = None
 
 
 def update_type(task: paper_tasks.PaperTask, data: paper_tasks.Data):
-  """The TFF type of a model update (the trainable weights)."""
+  """(the TFF type of a model update, its dimension d): the trainable
+  weights."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  model = task.keras_model(data)
   return tff.types.to_type([
       tff.TensorType(np.float32, w.shape.as_list())
-      for w in task.keras_model(data).trainable_weights])
+      for w in model.trainable_weights]), paper_tasks.parameter_count(model)
 
 
 def build_process(setup: Setup):
@@ -327,7 +338,6 @@ def build_process(setup: Setup):
   from tff_ddp import learning  # pylint: disable=g-import-not-at-top
   config = setup.config
   tf.keras.utils.set_random_seed(config.seed)  # the model's initialization
-  dimension = paper_tasks.parameter_count(setup.task.keras_model(setup.data))
   process = tff.learning.algorithms.build_unweighted_fed_avg(
       setup.task.model_fn(setup.data),
       client_optimizer_fn=tff.learning.optimizers.build_sgdm(
@@ -338,7 +348,7 @@ def build_process(setup: Setup):
       metrics_aggregator=learning.withhold_metrics)
   process = tff.simulation.compose_dataset_computation_with_learning_process(
       setup.data.train.dataset_computation, process)
-  return process, dimension
+  return process, setup.dimension
 
 
 # ---------------------------------------------------------------------------
@@ -481,6 +491,7 @@ def run(config: TrainConfig, print_fn: Callable[[str], None] = print,
   from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
   setup = prepare(config, progress)
   config = setup.config
+  _print_header(print_fn, setup, setup.dimension)
   process, dimension = build_process(setup)
   files = RunFiles(config.output_dir)
   ledger = train_mechanisms.Ledger(setup.mechanism, setup.data.population,
@@ -495,7 +506,6 @@ def run(config: TrainConfig, print_fn: Callable[[str], None] = print,
     state = restored if restored is not None else state
     rows = files.rows_until(start)
   header = _header(setup, dimension)
-  _print_header(print_fn, setup, dimension)
   if setup.saved is not None:
     again = ledger.rounds_accounted - start
     print_fn(f'resumed after round {start} (its checkpoint)' + (
@@ -510,9 +520,10 @@ def run(config: TrainConfig, print_fn: Callable[[str], None] = print,
   print_fn(f'{"round":>6s} {"accuracy":>9s} {"eps(server)":>12s} '
            f'{"eps(release)":>13s} {"s/round":>8s} {"eta":>7s}')
   client_ids = list(setup.data.train.client_ids)
+  secret = cohort_seed(config)
   times = []
   for round_number in range(start + 1, config.rounds + 1):
-    ids = cohort(client_ids, config.clients_per_round, config.seed,
+    ids = cohort(client_ids, config.clients_per_round, secret,
                  round_number)
     began = time.perf_counter()
     output = process.next(state, ids)
@@ -544,6 +555,26 @@ def run(config: TrainConfig, print_fn: Callable[[str], None] = print,
       noise_multiplier=config.noise_multiplier,
       vocabulary_source=(setup.data.vocabulary
                          and setup.data.vocabulary.source))
+
+
+def cohort_seed(config: TrainConfig) -> int:
+  """The seed of the run's cohorts: --cohort-seed if given, else 128 bits
+  of OS entropy drawn when the run starts and kept in the output directory
+  (the server's file), so that a resumed run draws the same cohorts and
+  the cohorts stay secret from readers of the release, whom the
+  amplification by sampling of eps(release) assumes do not know them."""
+  if config.cohort_seed is not None:
+    return config.cohort_seed
+  path = os.path.join(config.output_dir, COHORT_SEED_FILE)
+  if not os.path.isfile(path):
+    if config.resume:
+      raise ValueError(f'--resume: {path} is missing (the run\'s secret '
+                       'cohort seed); the run cannot draw its cohorts again.')
+    handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(handle, 'w') as f:
+      f.write(f'{secrets.randbits(128)}\n')
+  with open(path, encoding='utf-8') as f:
+    return int(f.read())
 
 
 def cohort(client_ids, size, seed, round_number) -> List[str]:
@@ -599,6 +630,11 @@ def _print_header(print_fn, setup: Setup, dimension: int):
                 if setup.saved is not None else ''))
   print_fn('client metrics: withheld (no exact client value reaches the '
            'server)')
+  if config.cohort_seed is not None:
+    print_fn(f'cohorts: drawn from --cohort-seed {config.cohort_seed}: '
+             'reproducible, and known to whoever knows the seed; '
+             'eps(release)\'s amplification by sampling holds only against '
+             'readers who do not.')
   print_fn(f'delta = {setup.delta:.3g}; accuracy: {setup.task.metric}, every '
            f'{config.eval_every or "-"} round(s) and the last')
 

@@ -109,6 +109,33 @@ class LedgerTest(parameterized.TestCase):
                            6.334248e-5, delta=1e-10)
 
 
+class CohortSeedTest(tf.test.TestCase):
+  """The cohorts' seed is secret unless given, and survives a resume."""
+
+  def _config(self, folder, **kwargs):
+    return training.TrainConfig(task='emnist', mechanism='none',
+                                data_dir=folder, output_dir=folder, **kwargs)
+
+  def test_secret_seed_is_drawn_once_and_kept(self):
+    first, second = _folder(self), _folder(self)
+    seed = training.cohort_seed(self._config(first))
+    path = os.path.join(first, training.COHORT_SEED_FILE)
+    self.assertEqual(os.stat(path).st_mode & 0o777, 0o600)
+    self.assertEqual(training.cohort_seed(self._config(first, resume=True)),
+                     seed)
+    # 128 fresh bits per run: two runs share a seed with probability 2^-128.
+    self.assertNotEqual(training.cohort_seed(self._config(second)), seed)
+
+  def test_given_seed_and_missing_secret(self):
+    folder = _folder(self)
+    self.assertEqual(training.cohort_seed(self._config(folder,
+                                                       cohort_seed=7)), 7)
+    self.assertFalse(os.path.exists(
+        os.path.join(folder, training.COHORT_SEED_FILE)))
+    with self.assertRaisesRegex(ValueError, 'secret cohort seed'):
+      training.cohort_seed(self._config(folder, resume=True))
+
+
 @pytest.mark.slow  # ~5 s quiet, 18 s at load 19: three Keras models, DDG parameters
 class CalibrationTest(tf.test.TestCase):
   """--target-epsilon: the least noise whose rounds meet the target."""
@@ -122,7 +149,7 @@ class CalibrationTest(tf.test.TestCase):
           task='emnist', mechanism=name, bits=bits, data_dir=folder,
           output_dir=os.path.join(folder, f'{name}{bits}'),
           target_epsilon=20.0, rounds=10, clients_per_round=3))
-      value_type = training.update_type(setup.task, setup.data)
+      value_type, _ = training.update_type(setup.task, setup.data)
 
       def epsilon(z, setup=setup, value_type=value_type):
         ledger = train_mechanisms.Ledger(setup.mechanism, 6, setup.delta)
@@ -145,6 +172,13 @@ class CalibrationTest(tf.test.TestCase):
 
 class CommandErrorTest(parameterized.TestCase):
   """User errors before any training: one line, status 2."""
+
+  def test_choices_are_the_librarys(self):
+    # The parser lists them without importing the library (TF).
+    from tff_ddp.cli import train as train_cli  # pylint: disable=g-import-not-at-top
+    self.assertEqual(train_cli._MECHANISMS,  # pylint: disable=protected-access
+                     tuple(train_mechanisms.MECHANISMS))
+    self.assertEqual(train_cli._TASKS, tuple(training.paper_tasks.TASKS))  # pylint: disable=protected-access
 
   def test_missing_database(self):
     folder = _folder(self)
