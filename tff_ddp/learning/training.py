@@ -37,6 +37,7 @@ import secrets
 import time
 from typing import Callable, List, Optional, Tuple
 
+from tff_ddp.learning import databases
 from tff_ddp.learning import paper_tasks
 from tff_ddp.learning import train_mechanisms
 from tff_ddp.utils import checks
@@ -50,6 +51,8 @@ CHECKPOINTS = 'checkpoints'
 # The cohorts' secret seed (the server's; never part of the release).
 COHORT_SEED_FILE = 'cohort_seed'
 _CHECKPOINT_PREFIX = 'round_'
+# Databases with more training clients than this get the index hint.
+_INDEX_HINT_CLIENTS = 1000
 # Settings a resumed run may change (the rest must match the saved run).
 _MAY_CHANGE = ('rounds', 'eval_every', 'eval_clients', 'checkpoint_every',
                'resume', 'vocab_file')
@@ -281,7 +284,6 @@ def prepare(config: TrainConfig, progress: Optional[Callable] = None
             ) -> Setup:
   """Checks the settings, the output directory and the database, then loads
   the data through TFF's loader (and Stack Overflow's vocabulary)."""
-  from tff_ddp.learning import databases  # pylint: disable=g-import-not-at-top
   task = paper_tasks.task(config.task)
   chosen = train_mechanisms.mechanism(config.mechanism)
   config = _check_noise(config.resolved(task), chosen)
@@ -609,6 +611,11 @@ def _print_header(print_fn, setup: Setup, dimension: int):
            f'(Kairouz, Liu & Steinke 2021, Section 6.2)')
   print_fn(f'data: {data.database} (TFF\'s loader): N = {data.population} '
            'training clients')
+  if data.population > _INDEX_HINT_CLIENTS and not databases.has_client_index(
+      data.database):
+    print_fn('note: the database has no index on examples(client_id), so '
+             'each client read scans the whole table; this makes it: '
+             + databases.index_hint(data.database))
   if data.vocabulary is not None:
     print_fn(data.vocabulary.source + '.')
   print_fn(f'model: d = {dimension:,} parameters (Hadamard padding to '
