@@ -66,6 +66,7 @@ class Mechanism:
     empty_client: what a client without examples does (the other side of
       the neighbouring pair "one client's examples removed").
     notes: adversary -> what its epsilon means, one sentence each.
+    theorem: the per-round bound the ledger composes, for the report.
   """
   name: str
   title: str
@@ -75,6 +76,7 @@ class Mechanism:
   secure_sum = False
   empty_client = 'trains on nothing and sends a zero update'
   notes: dict
+  theorem = ''
 
   def aggregator(self, config):
     """The `model_aggregator` of `build_unweighted_fed_avg` for `config`
@@ -115,9 +117,11 @@ class _Distributed(Mechanism):
                   'share')
   notes = {'server': _SERVER_NO_AMPLIFICATION, 'release': _RELEASE_AMPLIFIED}
 
-  def __init__(self, name, title, factory_name, takes_noise_sampler):
+  def __init__(self, name, title, factory_name, takes_noise_sampler,
+               theorem):
     self.name, self.title, self._factory_name = name, title, factory_name
     self.takes_noise_sampler = takes_noise_sampler
+    self.theorem = theorem
 
   def sum_factory(self, config):
     from tff_ddp import aggregators  # pylint: disable=g-import-not-at-top
@@ -159,6 +163,7 @@ class _CentralGaussian(Mechanism):
   name = 'gaussian'
   title = 'central Gaussian (TFF gaussian_fixed; the server adds the noise)'
   private = {'server': False, 'release': True}
+  theorem = 'the Gaussian\'s RDP alpha / (2 z^2) (Mironov 2017)'
   notes = {'server': ('eps(server): inf -- the central Gaussian is added by '
                       'the server, which sees the exact sum of the clipped '
                       'updates.'),
@@ -218,9 +223,14 @@ class _NoPrivacy(Mechanism):
 
 MECHANISMS = {m.name: m for m in (
     _Distributed('ddg', 'distributed discrete Gaussian (secure aggregation)',
-                 'DiscreteGaussianSumFactory', takes_noise_sampler=True),
+                 'DiscreteGaussianSumFactory', takes_noise_sampler=True,
+                 theorem='the DDG\'s RDP, Kairouz, Liu & Steinke (2021) '
+                 'Theorem 5 / Proposition 10 with the rounding-inflated '
+                 'sensitivity (tff_ddp.accounting.ddg_rdp)'),
     _Distributed('skellam', 'distributed Skellam (secure aggregation)',
-                 'SkellamSumFactory', takes_noise_sampler=False),
+                 'SkellamSumFactory', takes_noise_sampler=False,
+                 theorem='the Skellam\'s RDP, Agarwal, Kairouz & Liu (2021) '
+                 '(tff_ddp.accounting.skellam_rdp)'),
     _CentralGaussian(), _NoPrivacy())}
 
 

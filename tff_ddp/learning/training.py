@@ -652,9 +652,9 @@ def _print_footer(print_fn, setup: Setup, ledger):
   print_fn(chosen.notes['release'])
   if chosen.private['release']:
     print_fn(f'Neighbours: {ledger.relation()} (one client\'s examples '
-             f'removed: it still {chosen.empty_client}); every round run '
-             f'accounted with the event its metrics report; delta = '
-             f'{setup.delta:.3g}.')
+             f'removed: it still {chosen.empty_client}); each round: '
+             f'{chosen.theorem}, with the event its metrics report; every '
+             f'round run accounted; delta = {setup.delta:.3g}.')
   print_fn('accuracy: measured by the simulation on held-out test examples; '
            'not released by the protocol, not covered by epsilon.')
   out = setup.config.output_dir
