@@ -19,7 +19,7 @@ form, with the library's own pieces:
 * TFFE's phase 1: `tff_ddp.analytics.simulation` (the quantile simulator:
   the Haar encodings of the float32 norms, cPBM noise, the mechanism's
   decode), then the process's own estimator functions
-  (`histograms.estimate_cdf`, `quantile_values`) and its status rule;
+  (the encoding's `cdf`, `histograms.quantile_values`) and its status rule;
 * MFFE's indicator: the process's signs (+-1, 0 without data) through the
   indicator's cPBM likewise.
 
@@ -48,6 +48,7 @@ import tensorflow as tf
 from tff_ddp.accounting import calibration
 from tff_ddp.aggregators import secure_sum
 from tff_ddp.analytics import frequency as fq
+from tff_ddp.analytics import frequency_protocols as protocols
 from tff_ddp.analytics import histograms as hg
 from tff_ddp.analytics import simulation
 from tff_ddp.utils import checks
@@ -138,8 +139,9 @@ def quantile_phase(qparams, norms, upper: float, target: float, rng,
   capacity under on_wrap='flag'; refused under 'raise')."""
   values = np.asarray(norms, np.float32).astype(np.float64)
   n = values.size
-  b = qparams.num_bins
-  codes = simulation.encodings('haar', values, 0.0, upper, b)
+  encoding = qparams.encoding
+  b = encoding.num_bins
+  codes = simulation.encodings(encoding, values, 0.0, upper)
   # A user without data (norm 0) sends the zero message
   # (`frequency_process.norm_message`).
   codes = np.where((values > 0)[:, None], codes, 0)
@@ -148,11 +150,11 @@ def quantile_phase(qparams, norms, upper: float, target: float, rng,
                                on_wrap=on_wrap)
   if n > 0 and qparams.ring_capacity().may_wrap(n):
     return None, 'sum_may_wrap'  # the process's fallback: C-hat = B
-  cdf = hg.estimate_cdf('haar', noisy, b, count, num_clients=n)
-  total = float(hg.estimated_total('haar', noisy, b))
+  cdf = encoding.cdf(noisy, n if hg.exact_count(count) else None)
+  total = float(encoding.estimated_total(noisy))
   # The process's status rule (quantiles.py, server_estimate).
   stddev = (qparams.aggregator_mechanism().noise_stddev(1)
-            * hg.total_norm('haar', b) * math.sqrt(n))
+            * encoding.total_norm * math.sqrt(n))
   if n == 0:
     return None, 'no_clients'
   if total < min_total_stddevs * stddev or total <= 0:
@@ -173,7 +175,7 @@ class Round:
 def two_phase(params, x, rng, target: Optional[float] = None,
               on_wrap: str = 'raise') -> Round:
   """One TFFE run (`frequency_process` 'two_phase') on counts x [n, d]."""
-  _check(params, 'two_phase')
+  _check(params, protocols.TwoPhaseParameters)
   wraps = _wraps(params, 'two_phase', len(x), on_wrap)
   seed = round_seed(rng)
   y = representations(params.encoder(), x, seed)
@@ -191,16 +193,11 @@ def two_phase(params, x, rng, target: Optional[float] = None,
 def fixed(params, x, rng, clip: Optional[float] = None,
           on_wrap: str = 'raise') -> Round:
   """One cPBM release with the params' mechanism at `clip` (default its
-  own): 'fixed', 'normalize' (x normalised here), 'sample' (items drawn
-  here); any scaled-protocol params with an explicit clip (e.g. a sweep
-  over C with TFFE's frequency calibration)."""
-  x = np.asarray(x, np.float64)
-  if params.protocol == 'normalize':
-    norms = np.linalg.norm(x, axis=1)
-    x = x / np.where(norms > 0, norms, 1.0)[:, None]
-  elif params.protocol == 'sample':
-    x = fq.sample_items(x.astype(np.int64), params.sample_items,
-                        rng).astype(np.float64)
+  own): a single-release protocol ('fixed', 'normalize', 'sample': what
+  its clients send is `params.simulated_values`, e.g. x normalised or
+  items drawn here); any scaled-protocol params with an explicit clip
+  (e.g. a sweep over C with TFFE's frequency calibration)."""
+  x = params.simulated_values(np.asarray(x, np.float64), rng)
   if clip is None and params.scaled:
     raise ValueError(f'protocol={params.protocol!r} has no fixed clip; give '
                      'clip.')
@@ -225,28 +222,49 @@ def clip_sweep(params, x, clips: Sequence[float], rng):
   return np.array(out), norms
 
 
-INDICATOR_ENCODINGS = ('signed', 'paper', 'binary')
+@dataclasses.dataclass(frozen=True)
+class IndicatorEncoding:
+  """A message for MFFE's indicator: 1 above the clip C, `below` at or
+  below it, `no_data` for a user without data (norm 0; None: by its norm,
+  like the others). The fraction above C of a decoded sum S over n clients
+  is (S / n - below) / (1 - below).
+  """
+
+  below: float
+  no_data: Optional[float]
+
+  def messages(self, norms, clip: float) -> np.ndarray:
+    norms = np.asarray(norms, np.float64)
+    sent = np.where(norms > clip, 1.0, self.below)
+    if self.no_data is None:
+      return sent
+    return np.where(norms > 0, sent, self.no_data)
+
+  def fraction_above(self, total: float, num_clients: int) -> float:
+    return (total / num_clients - self.below) / (1.0 - self.below)
+
+
+# 'signed': the process's (`frequency_computations.indicator_message`): +1
+# above C, -1 at or below, 0 without data (norm 0). 'paper': the paper's
+# +-1 (no data sends -1: replace-one pairs). 'binary': 1 above C, else 0
+# (zero-out pairs, the fraction above is S / n). The last two exist to
+# measure the alternatives (docs/notes/neighbouring_relation.md).
+INDICATOR_ENCODINGS = {
+    'signed': IndicatorEncoding(below=-1.0, no_data=0.0),
+    'paper': IndicatorEncoding(below=-1.0, no_data=None),
+    'binary': IndicatorEncoding(below=0.0, no_data=None),
+}
+
+
+def _indicator_encoding(encoding: str) -> IndicatorEncoding:
+  return INDICATOR_ENCODINGS[checks.choice(encoding, 'encoding',
+                                           tuple(INDICATOR_ENCODINGS))]
 
 
 def indicator_messages(norms, clip: float, encoding: str = 'signed'
                        ) -> np.ndarray:
-  """MFFE's indicator per client (numpy).
-
-  'signed': the process's (`frequency_process.indicator_message`): +1
-  above C, -1 at or below, 0 without data (norm 0). 'paper': the paper's
-  +-1 (no data sends -1: replace-one pairs). 'binary': 1 above C, else 0
-  (zero-out pairs, the fraction above is S / n). The last two exist to
-  measure the alternatives (benchmarks/RESULTS.md, issue 25).
-  """
-  encoding = checks.choice(encoding, 'encoding', INDICATOR_ENCODINGS)
-  norms = np.asarray(norms, np.float64)
-  above = norms > clip
-  if encoding == 'binary':
-    return above.astype(np.float64)
-  sign = np.where(above, 1.0, -1.0)
-  if encoding == 'paper':
-    return sign
-  return np.where(norms > 0, sign, 0.0)
+  """MFFE's indicator per client (numpy), in one of INDICATOR_ENCODINGS."""
+  return _indicator_encoding(encoding).messages(norms, clip)
 
 
 def multi_round(params, batches: Sequence[np.ndarray], rng,
@@ -263,7 +281,8 @@ def multi_round(params, batches: Sequence[np.ndarray], rng,
   cPBM mechanism replacing the params' indicator, e.g. recalibrated) are
   for measuring alternatives.
   """
-  _check(params, 'multi_round')
+  _check(params, protocols.MultiRoundParameters)
+  encoding = _indicator_encoding(indicator_encoding)
   target = params.target_quantile if target is None else target
   current = params.clip if clip is None else clip
   if indicator is None:
@@ -279,13 +298,9 @@ def multi_round(params, batches: Sequence[np.ndarray], rng,
     norms = norms_of(y)
     running = running + pbm_sum(mechanism, y, rng, seed, current, norms,
                                 on_wrap='flag')
-    signs = indicator_messages(norms, current, indicator_encoding)
+    signs = encoding.messages(norms, current)
     s = pbm_sum(indicator, signs[:, None], rng, seed, on_wrap='flag')[0]
-    n = len(signs)
-    if indicator_encoding == 'binary':
-      above = s / n
-    else:
-      above = (s / n + 1.0) / 2.0
+    above = encoding.fraction_above(s, len(signs))
     level = 1.0 - float(np.clip(above, 0.0, 1.0))
     out.append(Round(running.copy(), current,
                      'sum_may_wrap' if wraps else 'ok', level))
@@ -308,10 +323,12 @@ def _wraps(params, function, num_clients, on_wrap) -> bool:
   return bool(ring.may_wrap(num_clients))
 
 
-def _check(params, protocol):
-  if params.protocol != protocol:
-    raise ValueError(f'needs the parameters of protocol={protocol!r}, got '
-                     f'{params.protocol!r}.')
+def _check(params, parameters_class):
+  if not isinstance(params, parameters_class):
+    raise ValueError(f'needs the parameters of protocol='
+                     f'{parameters_class.protocol!r}, got '
+                     f'{getattr(params, "protocol", type(params).__name__)!r}'
+                     '.')
 
 
 # ---------------------------------------------------------------------------
@@ -367,13 +384,13 @@ def _gaussian_round(gparams, x, max_items, num_bins, rng, target=None,
   if clip is None:
     target = (fq.gaussian_quantile(r, d, n, noises) if target is None
               else target)
-    codes = simulation.encodings('haar', norms.astype(np.float32), 0.0,
-                                 float(max_items), num_bins)
-    l2 = hg.sensitivities('haar', num_bins)[1]
-    sigma = factor * gparams.quantile_noise_multiplier * l2
+    encoding = hg.Haar(num_bins)
+    codes = simulation.encodings(encoding, norms.astype(np.float32), 0.0,
+                                 float(max_items))
+    sigma = factor * gparams.quantile_noise_multiplier * encoding.l2
     noisy = codes.sum(axis=0) + rng.normal(
         scale=sigma * math.sqrt(noises), size=codes.shape[1])
-    cdf = hg.estimate_cdf('haar', noisy, num_bins, 'exact', num_clients=n)
+    cdf = encoding.cdf(noisy, n)
     clip = float(hg.quantile_values(cdf, [target], 0.0, float(max_items),
                                     num_bins).numpy()[0])
   clipped = x * np.minimum(1.0, clip / np.where(norms > 0, norms, 1.0))[:,
