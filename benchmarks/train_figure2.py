@@ -20,8 +20,6 @@ for the central Gaussian, which the server adds), delta = 1/N, and
 seconds per round. A 'none' row (no noise) shows what the scale learns.
 Every run draws the same cohorts (`--cohort-seed`: the comparison's
 control; a run meant to be private keeps its cohort seed secret).
-The DDG runs with the exact noise sampler (`--noise-sampler exact`): the
-table sampler's TV term makes epsilons this large infinite.
 
 What differs from the paper, so that `rounds` rounds learn something:
 clip 0.3 and client learning rate 0.1 (the paper: 0.03 and 0.032 over
@@ -44,8 +42,7 @@ def _row(name, bits, z, folder, common):
   config = training.TrainConfig(
       task='emnist', mechanism=name, data_dir=folder,
       output_dir=tempfile.mkdtemp(dir=folder), noise_multiplier=z,
-      bits=bits or 16,
-      noise_sampler='exact' if name == 'ddg' else None, **common)
+      bits=bits or 16, **common)
   row = dict(mechanism=name, bits=bits, z=z)
   try:
     summary = training.run(config, print_fn=lambda line: None)

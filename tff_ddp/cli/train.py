@@ -147,11 +147,10 @@ def add_parser(subparsers):
                  default=4.0, help='ddg/skellam: k, the sum coordinate\'s '
                  'stddevs that fit in the ring (the paper\'s 3 or 4)')
   p.add_argument('--noise-sampler', choices=('table', 'exact'),
-                 help='ddg: the discrete Gaussian sampler (default: the '
-                 'factory\'s, table: its per-sample TV distance 2^-106 is '
-                 'added to delta, so epsilon is infinite once e^eps x '
-                 'samples x 2^-106 reaches delta, above ~40 at the paper\'s '
-                 'scale; exact: no such term, about 10x slower noise)')
+                 help='ddg/skellam: the noise sampler (default: the '
+                 'factories\', table: a certified alias table whose '
+                 'per-sample TV distance, < 2^-231, is added to delta; '
+                 'exact: none, slower)')
   p.add_argument('--vocab-size', type=common.integer('--vocab-size', 1),
                  default=10000, help='stackoverflow: vocabulary words')
   p.add_argument('--vocab-file',

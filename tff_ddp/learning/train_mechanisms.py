@@ -60,9 +60,8 @@ class Mechanism:
     private: adversary ('server', 'release') -> whether its epsilon can be
       finite.
     needs_noise: a noise multiplier is required.
-    takes_noise_sampler: the config's noise_sampler applies (the DDG's
-      'table' or 'exact', `DiscreteGaussianSumFactory`).
-    secure_sum: the updates go through a secure modular sum of `bits` bits.
+    secure_sum: the updates go through a secure modular sum of `bits` bits
+      (and `noise_sampler`, 'table' or 'exact', applies).
     empty_client: what a client without examples does (the other side of
       the neighbouring pair "one client's examples removed").
     notes: adversary -> what its epsilon means, one sentence each.
@@ -72,7 +71,6 @@ class Mechanism:
   title: str
   private: dict
   needs_noise = True
-  takes_noise_sampler = False
   secure_sum = False
   empty_client = 'trains on nothing and sends a zero update'
   notes: dict
@@ -117,10 +115,8 @@ class _Distributed(Mechanism):
                   'share')
   notes = {'server': _SERVER_NO_AMPLIFICATION, 'release': _RELEASE_AMPLIFIED}
 
-  def __init__(self, name, title, factory_name, takes_noise_sampler,
-               theorem):
+  def __init__(self, name, title, factory_name, theorem):
     self.name, self.title, self._factory_name = name, title, factory_name
-    self.takes_noise_sampler = takes_noise_sampler
     self.theorem = theorem
 
   def sum_factory(self, config):
@@ -223,13 +219,11 @@ class _NoPrivacy(Mechanism):
 
 MECHANISMS = {m.name: m for m in (
     _Distributed('ddg', 'distributed discrete Gaussian (secure aggregation)',
-                 'DiscreteGaussianSumFactory', takes_noise_sampler=True,
-                 theorem='the DDG\'s RDP, Kairouz, Liu & Steinke (2021) '
+                 'DiscreteGaussianSumFactory', theorem='the DDG\'s RDP, Kairouz, Liu & Steinke (2021) '
                  'Theorem 5 / Proposition 10 with the rounding-inflated '
                  'sensitivity (tff_ddp.accounting.ddg_rdp)'),
     _Distributed('skellam', 'distributed Skellam (secure aggregation)',
-                 'SkellamSumFactory', takes_noise_sampler=False,
-                 theorem='the Skellam\'s RDP, Agarwal, Kairouz & Liu (2021) '
+                 'SkellamSumFactory', theorem='the Skellam\'s RDP, Agarwal, Kairouz & Liu (2021) '
                  '(tff_ddp.accounting.skellam_rdp)'),
     _CentralGaussian(), _NoPrivacy())}
 

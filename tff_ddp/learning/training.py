@@ -183,9 +183,9 @@ def _check_noise(config: TrainConfig, chosen) -> TrainConfig:
   mechanism, neither for 'none'."""
   given = [f for f in ('noise_multiplier', 'target_epsilon')
            if getattr(config, f) is not None]
-  if config.noise_sampler is not None and not chosen.takes_noise_sampler:
-    raise ValueError(f'--noise-sampler is for --mechanism ddg, not '
-                     f'{chosen.name}.')
+  if config.noise_sampler is not None and not chosen.secure_sum:
+    raise ValueError(f'--noise-sampler is for --mechanism ddg or skellam, '
+                     f'not {chosen.name}.')
   if not chosen.needs_noise:
     if given:
       raise ValueError(f'--mechanism none adds no noise: drop '

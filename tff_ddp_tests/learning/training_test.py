@@ -213,7 +213,7 @@ class CommandErrorTest(parameterized.TestCase):
         '--target-epsilon', '3'], 'one of them'),
       (['--mechanism', 'gaussian', '--target-epsilon', '3',
         '--calibrate-against', 'server'], 'not private against the server'),
-      (['--mechanism', 'skellam', '--noise-multiplier', '1',
+      (['--mechanism', 'gaussian', '--noise-multiplier', '1',
         '--noise-sampler', 'exact'], '--noise-sampler is for --mechanism ddg'),
   )
   def test_settings(self, argv, message):
