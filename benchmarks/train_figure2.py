@@ -30,6 +30,7 @@ against at most c), so the noise levels are small and the epsilons large.
   .venv/bin/python benchmarks/train_figure2.py
 """
 
+import shutil
 import tempfile
 
 import _harness as harness
@@ -61,6 +62,16 @@ def run(clients=100, examples=40, per_round=20, rounds=30,
   if per_round > clients or rounds < 1:
     raise harness.UsageError('--per-round <= --clients, --rounds >= 1')
   folder = tempfile.mkdtemp(prefix='train_figure2_')
+  try:
+    return _measure(clients, examples, per_round, rounds, bits,
+                    noise_multipliers, clip, client_lr, seed, folder)
+  finally:
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _measure(clients, examples, per_round, rounds, bits, noise_multipliers,
+             clip, client_lr, seed, folder):
+  """`run` in `folder` (deleted after)."""
   generated_databases.write_emnist(folder, clients, examples,
                                    max(1, examples // 4), seed)
   common = dict(rounds=rounds, clients_per_round=per_round, clip=clip,

@@ -34,6 +34,7 @@ Overflow with a 10k vocabulary inside 24 GiB.
 import os
 import resource
 import sys
+import shutil
 import tempfile
 import time
 
@@ -118,6 +119,16 @@ def run(task='emnist', clients=100, examples=200, rounds=2,
   if unknown or rounds < 1:
     raise harness.UsageError(f'--mechanisms from {MECHANISMS}, --rounds >= 1')
   folder = tempfile.mkdtemp(prefix='train_round_cost_')
+  try:
+    return _measure(task, clients, examples, rounds, mechanisms, bits,
+                    noise_multiplier, seed, aggregation, folder)
+  finally:
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _measure(task, clients, examples, rounds, mechanisms, bits,
+             noise_multiplier, seed, aggregation, folder):
+  """`run` in `folder` (deleted after)."""
   started = time.perf_counter()
   vocab_file = _database(task, folder, clients, examples, seed)
   generated = time.perf_counter() - started
