@@ -306,7 +306,12 @@ def extract_dp_event(measurements) -> dp_accounting.DpEvent:
       raise ValueError('this is the state initialize() returned; its event is '
                        'a placeholder. Extract events from states next() '
                        'returned.')
-    return _field(mapping['dp_event'])
+    event = _field(mapping['dp_event'])
+    if not isinstance(event, dp_accounting.DpEvent):
+      raise ValueError(
+          "measurements['dp_event'] must hold a DpEvent (or its named-tuple "
+          f'form), got {type(event).__name__} {event!r:.100}.')
+    return event
   found = _gathered_events(mapping)
   if not found:
     raise NoDpEventError('no dp_event in these measurements (measurements '

@@ -93,7 +93,10 @@ def _cases():
   return _estimator_cases() + _simulation_cases()
 
 
-# Taken on main at 55e504f (before the encodings became classes).
+# Taken on main at 55e504f (before the encodings became classes). The three
+# 'DDG noisy sum' digests re-taken at 51c8561, whose certified alias table
+# (issue 34) draws the DDG's table noise differently by design; every other
+# digest is 55e504f's.
 _PINNED = {
     'flat encode': 'd55adde0bb1b7f2d',
     'flat sensitivities': 'cc143326a2646c60',
@@ -107,7 +110,7 @@ _PINNED = {
     'flat cPBM theta, m': '95e1f515954e3ee7',
     'flat cPBM noisy sum': '2b7e56d35cdea983',
     'flat DDG for z=1: c, epsilon': 'd1047bd189d4c163',
-    'flat DDG noisy sum': 'b3e3254007184c13',
+    'flat DDG noisy sum': 'fd3d2ba0950b16be',
     'tree encode': '888861e0799e6c97',
     'tree sensitivities': '24acef356f24a250',
     'tree total_norm': '7e7ecd23c181573c',
@@ -124,7 +127,7 @@ _PINNED = {
     'tree cPBM theta, m': '4258aa0e2d48d647',
     'tree cPBM noisy sum': '121806d4e6a9d094',
     'tree DDG for z=1: c, epsilon': '429a988dfabb471d',
-    'tree DDG noisy sum': '647b25492d4605c7',
+    'tree DDG noisy sum': 'bcac586af1a72ccb',
     'haar encode': '3fc9f3993bc139d5',
     'haar sensitivities': '3e22f9d91a60b20f',
     'haar total_norm': '6c3c396ed6b5c36d',
@@ -137,7 +140,7 @@ _PINNED = {
     'haar cPBM theta, m': '2d17dd95f50a1d0d',
     'haar cPBM noisy sum': '165fdcfe400d34ec',
     'haar DDG for z=1: c, epsilon': 'e7583ea81a84aad6',
-    'haar DDG noisy sum': '16f453fbf5ac0d9b',
+    'haar DDG noisy sum': 'd5421459b7665269',
 }
 
 
