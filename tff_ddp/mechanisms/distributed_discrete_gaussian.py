@@ -60,6 +60,7 @@ _RING_TOLERANCE = 1e-9
 # delta by the accountant; scales up to ~29172, beyond which 'exact' is
 # used) or 'exact' (Canonne-Kamath-Steinke rejection, up to 2^25).
 SAMPLERS = ('table', 'exact')
+DEFAULT_SAMPLER = 'table'
 # The per-sample TV distance of each resolved sampler (the tables' proved
 # bound, the same for the Skellam table: `alias_table`).
 _SAMPLER_TV = {'table': discrete_gaussian_table.TV_DISTANCE_UPPER_BOUND,
@@ -229,7 +230,7 @@ class DistributedDiscreteGaussian:
   integer_inputs: bool = False
   noise_sampler: str = 'exact'
 
-  name = 'distributed_discrete_gaussian'
+  name = base.Kind.DISCRETE_GAUSSIAN
   flag_names = ('nonfinite', 'clipped', 'rounding_failed')
   event_type = events.DistributedDiscreteGaussianDpEvent
   # The scaled local noise `compute_parameters` accepts (see derive).
