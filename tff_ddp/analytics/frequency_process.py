@@ -144,6 +144,7 @@ from tff_ddp.accounting import calibration
 from tff_ddp.accounting import event_io
 from tff_ddp.aggregators import calibrated
 from tff_ddp.aggregators import secure_sum
+from tff_ddp.analytics import budget
 from tff_ddp.analytics import frequency as fq
 from tff_ddp.analytics import quantile_calibration as qc
 from tff_ddp.analytics import quantiles as quantiles_lib
@@ -301,6 +302,7 @@ def _theta_and_trials(calibrate, fixed, result):
   return float(fixed), int(result.value)
 
 
+@budget.warn_if_underspent  # says when theta's cap leaves budget unspent
 def frequency_parameters(
     protocol: str,
     dim: int,

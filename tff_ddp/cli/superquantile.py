@@ -143,9 +143,12 @@ def add_parser(subparsers):
   p.add_argument('--bins', type=common.integer('--bins', 2, 2**12),
                  default=16, help='b (a power of two for tree and haar)')
   p.add_argument('--histogram', default='tree',
-                 choices=['flat', 'tree', 'hierarchical', 'haar'])
+                 choices=['flat', 'tree', 'hierarchical', 'haar'],
+                 help="the loss histogram's encoding ('hierarchical' is "
+                 "'tree')")
   p.add_argument('--adversary', default='server',
-                 choices=['server', 'release'])
+                 choices=['server', 'release'],
+                 help='the adversary the calibration holds against')
   p.add_argument('--no-privacy', action='store_true',
                  help='non-private Delta-FL (Algorithm 3) / FedAvg')
   p.add_argument('--learning-rate', type=common.positive('--learning-rate'),
