@@ -20,6 +20,7 @@ import pytest
 from tff_ddp import cli
 from tff_ddp.cli import common
 from tff_ddp.cli import data_files
+from tff_ddp_tests import docs_runner
 from tff_ddp_tests import harness
 
 
@@ -168,8 +169,9 @@ class CommandTest(parameterized.TestCase):
 
 
 def _report(argv):
-  code, out, err = _run(argv)
-  assert code == 0, err
+  # Through files, not StringIO: TFF starts its worker with this stdout.
+  out, error = docs_runner.run_cli(argv)
+  assert error is None, error
   return out.splitlines()
 
 
