@@ -4,6 +4,12 @@
 PYTHON ?=
 VENV_PY := .venv/bin/python
 PYTEST_ARGS ?=
+# The suite runs on both cores (pytest-xdist): each worker process takes
+# whole test modules, costliest first (tff_ddp_tests/conftest.py), sets up
+# its own TFF test context and ends the TFF workers it started.
+# `make test TEST_WORKERS=0` runs it in one process.
+TEST_WORKERS ?= 2
+TEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # TensorFlow's C++ log lines (CUDA plugin registration, grappler) drown the
 # reports; failures still surface as Python exceptions.
 export TF_CPP_MIN_LOG_LEVEL ?= 3
@@ -17,11 +23,11 @@ demo: setup
 	$(VENV_PY) -m tff_ddp.cli demo
 
 test: setup
-	$(VENV_PY) -m pytest -q --run-slow $(PYTEST_ARGS) tff_ddp_tests
+	$(VENV_PY) -m pytest -q --run-slow $(TEST_PARALLEL) $(PYTEST_ARGS) tff_ddp_tests
 
 # Everything but the tests marked slow.
 test-fast: setup
-	$(VENV_PY) -m pytest -q $(PYTEST_ARGS) tff_ddp_tests
+	$(VENV_PY) -m pytest -q $(TEST_PARALLEL) $(PYTEST_ARGS) tff_ddp_tests
 
 bench: setup
 	$(VENV_PY) benchmarks/ddg_vs_tff.py

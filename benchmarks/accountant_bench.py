@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from tff_ddp import accounting  # pylint: disable=g-import-not-at-top
 from tff_ddp.accounting import calibration
+from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg_mechanism
 
 ROUNDS, RATE, DELTA = 10_000, 0.01, 1e-6
 N, D, L2, SIGMA = 100, 2**16, 1000.0, 2000.0
@@ -50,8 +51,7 @@ def main():
 
   # A DDG event asks the mechanism which sampler it runs (one home), which
   # imports TensorFlow once: not part of what the rows time.
-  calibration.mechanism_event('ddg', l2_sensitivity=L2, local_stddev=SIGMA,
-                              num_clients=N, dimension=D)
+  ddg_mechanism.release_event(L2, SIGMA, N, D)
   server = lambda: accounting.RdpAccountant(adversary='server')
   release = lambda: accounting.RdpAccountant(adversary='release')
   rows = []
@@ -71,14 +71,16 @@ def main():
   t, e = _timed(lambda: eps(server, pbm, ROUNDS))
   rows.append(('ours, self-sampled cPBM x10k', t, e))
   t, r = _timed(lambda: calibration.calibrate(
-      'ddg', 'local_stddev', dict(l2_sensitivity=L2, num_clients=N,
-                                  dimension=D), 3.0, DELTA, rounds=ROUNDS,
-      sampling='self', rate=RATE), repeat=1)
+      server, lambda s: calibration.rounds_event(
+          ddg_mechanism.release_event(L2, s, N, D), ROUNDS, 'self', RATE),
+      3.0, DELTA, calibration.Parameter.noise(
+          'local_stddev', ddg_mechanism.MIN_SCALED_LOCAL_STDDEV)), repeat=1)
   rows.append((f'calibrate self-sampled DDG sigma={r.value:.4g} to eps=3', t,
                r.epsilon))
   t, r = _timed(lambda: calibration.calibrate(
-      'gaussian', 'noise_multiplier', {}, 3.0, DELTA, rounds=ROUNDS,
-      sampling='poisson', rate=RATE, adversary='release'), repeat=1)
+      release, lambda z: calibration.rounds_event(
+          dp_accounting.GaussianDpEvent(z), ROUNDS, 'poisson', RATE), 3.0,
+      DELTA, calibration.Parameter.noise('noise_multiplier')), repeat=1)
   rows.append((f'calibrate Gaussian z={r.value:.4g} to eps=3 (release)', t,
                r.epsilon))
 

@@ -32,6 +32,7 @@ import contextlib
 import io
 import math
 import os
+import re
 import tempfile
 import warnings
 
@@ -382,7 +383,7 @@ def help_defaults():
       if isinstance(action, argparse._HelpAction):  # pylint: disable=protected-access
         continue
       entry = command._get_formatter()._format_action(action)  # pylint: disable=protected-access
-      if '(default:' not in entry and '(required)' not in entry:
+      if not re.search(r'default: [^)]|\(required', ' '.join(entry.split())):
         missing.append(f'{name} {action.option_strings[0]}')
   return (f'{len(missing)} options without their default'
           + (f': {", ".join(missing)}' if missing else ''), not missing)

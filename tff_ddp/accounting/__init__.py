@@ -13,6 +13,7 @@ from tff_ddp.accounting.accountant import epsilon
 from tff_ddp.accounting.accountant import RdpAccountant
 from tff_ddp.accounting.calibration import calibrate
 from tff_ddp.accounting.calibration import CalibrationResult
+from tff_ddp.accounting.calibration import Parameter
 from tff_ddp.accounting.event_io import extract_dp_event
 from tff_ddp.accounting.events import DistributedDiscreteGaussianDpEvent
 from tff_ddp.accounting.events import DistributedSkellamDpEvent

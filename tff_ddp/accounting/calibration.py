@@ -1,45 +1,65 @@
-"""Calibrate one noise parameter of a mechanism to a target (eps, delta).
+"""Calibrate one parameter of a mechanism to a target (eps, delta).
 
-`calibrate` takes a mechanism name, its fixed parameters, the free parameter,
-rounds, sampling scheme, adversary and target, and returns the least noise
-that meets the target, found by bracketed root finding (scipy's brentq on
-eps(x) - target, then a step onto the safe side), as a `CalibrationResult`.
+As dp-accounting's `mechanism_calibration.calibrate_dp_mechanism(
+make_fresh_accountant, make_event_from_param, ...)`, the search knows no
+mechanism: it calibrates over callables.
 
-Free parameters and their direction ("least noise"):
+* `make_fresh_accountant`: () -> a new `RdpAccountant`, which says whom the
+  epsilon is against and for which neighbours (the accountant owns the
+  cost), e.g. `lambda: RdpAccountant(adversary='release')`.
+* `make_event`: x -> the DpEvent of everything released with the parameter
+  at x, rounds and sampling included, built by whoever owns the event: a
+  factory (`lambda z: rounds_event(Factory(noise_multiplier=z).dp_event(
+  value_type), rounds, 'poisson', rate=0.01)`, `tff_ddp.aggregators.
+  calibrated`), a mechanism module (`distributed_discrete_gaussian.
+  release_event` for the integer-domain numbers the CLI takes), an event
+  class (`events.PoissonBinomialDpEvent`), or dp-accounting itself
+  (`GaussianDpEvent`, `calibrate_gaussian`).
+* `parameter`: a `Parameter`, the parameter's name, range and the way
+  epsilon moves with it.
 
-| mechanism | parameter        | eps grows when it | range           |
-|-----------|------------------|-------------------|-----------------|
-| gaussian  | noise_multiplier | decreases         | (0, inf)        |
-| ddg       | local_stddev     | decreases         | [1/2, inf)      |
-| ddg       | noise_multiplier | decreases         | local_stddev = z l2 / sqrt(n) >= 1/2 |
-| skellam   | local_stddev     | decreases         | (0, inf)        |
-| skellam   | noise_multiplier | decreases         | local_stddev = z l2 / sqrt(n) |
-| cpbm      | theta            | increases         | [2^-40, 1/4]    |
-| cpbm      | num_trials       | increases         | integers >= 1   |
+`calibrate` returns the least noise that meets the target, found by
+bracketed root finding (scipy's brentq on eps(x) - target, then a step onto
+the safe side; `least_noise`), as a `CalibrationResult`.
+
+    >>> result = calibrate(
+    ...     lambda: accountant.RdpAccountant(adversary='release'),
+    ...     lambda z: rounds_event(dp_accounting.GaussianDpEvent(z), 100,
+    ...                            'poisson', rate=0.01),
+    ...     target_epsilon=2.0, target_delta=1e-5,
+    ...     parameter=Parameter.noise('noise_multiplier'))
+
+Parameters and their direction ("least noise"):
+
+| parameter                  | eps grows when it | range (`Parameter`)     |
+|----------------------------|-------------------|-------------------------|
+| a noise multiplier, stddev | decreases         | `Parameter.noise(name, low)`: [low, inf) |
+| cPBM theta                 | increases         | `Parameter.signal('theta', 2^-40, 1/4)` |
+| cPBM num_trials            | increases         | `Parameter.signal('num_trials', 1, hi, discrete=True)` |
 
 Guarantee: the returned eps never exceeds the target. For continuous
 parameters whose optimum lies strictly inside the range, it is within 1% of
 the target (we stop at 0.1%). At a range end (theta = 1/4 already meets the
-target) or for the integer num_trials, eps can be further below; the result
-says which (`at_limit`).
+target) or for an integer parameter, eps can be further below; the result
+says which (`at_limit`). A `make_event` that refuses a value (ValueError: a
+configuration that cannot fit) makes that value unsafe (eps = inf), and an
+unreachable target's error quotes the last refusal.
 
 `split_budget` calibrates several releases at once: each gets a share of
 one (epsilon, delta) budget, and their composition meets it.
 
-Sampling ('none', 'poisson', 'without-replacement', 'self') and the
-adversary ('server', 'release') decide what sampling buys; see
-`tff_ddp.accounting.accountant` for every case. Relation: zero-out
-(ADD_OR_REMOVE_ONE) unless given; every search goes through
-`accountant.epsilon`, so under REPLACE_ONE a Gaussian is calibrated against
-its replace-one curve 2 alpha / z^2 (twice the add/remove noise multiplier
-for an unsampled release) and the DDG's events carry the noise sampler's TV
-distance exactly as the factories' do (`mechanism_event`).
+Sampling ('none', 'poisson', 'without-replacement', 'self'; `rounds_event`)
+and the accountant's adversary ('server', 'release') decide what sampling
+buys; see `tff_ddp.accounting.accountant` for every case. Relation: the
+accountant's (zero-out, ADD_OR_REMOVE_ONE, unless given); under
+REPLACE_ONE a Gaussian is calibrated against its replace-one curve
+2 alpha / z^2 (twice the add/remove noise multiplier for an unsampled
+release).
 """
 
-import collections.abc
 import dataclasses
 import math
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import dp_accounting
 from scipy import optimize
@@ -48,26 +68,78 @@ from tff_ddp.accounting import accountant as accountant_lib
 from tff_ddp.accounting import events
 from tff_ddp.utils import checks
 
-MECHANISM_PARAMETERS = {
-    'gaussian': ('noise_multiplier',),
-    'ddg': ('local_stddev', 'noise_multiplier'),
-    'skellam': ('local_stddev', 'noise_multiplier'),
-    'cpbm': ('theta', 'num_trials'),
-}
 SAMPLINGS = ('none', 'poisson', 'without-replacement', 'self')
-# (required, optional) keywords of `mechanism_event`; for 'ddg',
-# noise_multiplier stands in for local_stddev.
-_EVENT_PARAMETERS = {
-    'gaussian': (('noise_multiplier',), ()),
-    'ddg': (('l2_sensitivity', 'num_clients', 'dimension', 'noise_multiplier'),
-            ('local_stddev', 'l1_sensitivity', 'noise_sampler')),
-    'skellam': (('l2_sensitivity', 'num_clients', 'dimension',
-                 'noise_multiplier'), ('local_stddev', 'l1_sensitivity')),
-    'cpbm': (('theta', 'num_trials', 'num_clients', 'dimension'), ()),
-}
 NeighborRel = dp_accounting.NeighboringRelation
+# Lower end of a noise parameter that no theorem bounds from below.
+MIN_NOISE = 1e-6
 # Upper end of the search for a noise parameter that decreases eps.
 _MAX_NOISE = 1e12
+# The string-keyed road of earlier versions, and what replaces it.
+_REMOVED = {
+    'mechanism_event': (
+        'the event itself: tff_ddp.mechanisms.distributed_discrete_gaussian.'
+        'release_event (it carries the noise sampler\'s TV distance), '
+        'events.DistributedSkellamDpEvent, events.PoissonBinomialDpEvent or '
+        'dp_accounting.GaussianDpEvent'),
+    'MECHANISM_PARAMETERS': (
+        'a Parameter (Parameter.noise / Parameter.signal) for the value '
+        'calibrate searches'),
+}
+
+
+def __getattr__(name):
+  if name in _REMOVED:
+    raise AttributeError(
+        f'tff_ddp.accounting.calibration.{name} was removed (calibration '
+        f'works over callables, not mechanism names); use {_REMOVED[name]}.')
+  raise AttributeError(
+      f'module {__name__!r} has no attribute {name!r}')
+
+
+@dataclasses.dataclass(frozen=True)
+class Parameter:
+  """The calibrated parameter: its name, its range, which way eps moves.
+
+  Build with `Parameter.noise` (eps falls as it grows: a noise multiplier,
+  a noise stddev; the range is [low, inf)) or `Parameter.signal` (eps grows
+  with it: cPBM's theta or num_trials; the range is [low, high]).
+
+  Attributes:
+    name: the parameter's name, for results and error messages.
+    low, high: the range.
+    epsilon_increases: True if eps grows with the parameter.
+    discrete: the parameter is an integer.
+  """
+
+  name: str
+  low: float
+  high: float = math.inf
+  epsilon_increases: bool = False
+  discrete: bool = False
+
+  def __post_init__(self):
+    if not isinstance(self.name, str):
+      raise TypeError(f'Parameter name must be a string, got {self.name!r}.')
+    if self.discrete:  # integers: the search passes them to make_event
+      low = checks.integer(self.low, f'{self.name} low end')
+      high = checks.integer(self.high, f'{self.name} high end', low)
+    else:
+      low = checks.real(self.low, f'{self.name} low end')
+      high = checks.real(self.high, f'{self.name} high end', low=low,
+                         allow_inf=not self.epsilon_increases)
+    object.__setattr__(self, 'low', low)
+    object.__setattr__(self, 'high', high)
+
+  @classmethod
+  def noise(cls, name: str, low: float = MIN_NOISE) -> 'Parameter':
+    """A noise parameter in [low, inf): eps falls as it grows."""
+    return cls(name, checks.positive(low, f'{name} low end'))
+
+  @classmethod
+  def signal(cls, name: str, low: float, high: float,
+             discrete: bool = False) -> 'Parameter':
+    """A parameter in [low, high] (finite) with which eps grows."""
+    return cls(name, low, high, True, checks.boolean(discrete, 'discrete'))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +147,6 @@ class CalibrationResult:
   """What `calibrate` chose and what it costs.
 
   Attributes:
-    mechanism: 'gaussian', 'ddg' or 'cpbm'.
     parameter: name of the calibrated parameter.
     value: its calibrated value.
     epsilon: eps at `target_delta` with that value (<= target_epsilon).
@@ -89,7 +160,6 @@ class CalibrationResult:
     adversary: the adversary `epsilon` holds against.
   """
 
-  mechanism: str
   parameter: str
   value: float
   epsilon: float
@@ -100,77 +170,6 @@ class CalibrationResult:
   event: dp_accounting.DpEvent
   neighboring_relation: dp_accounting.NeighboringRelation
   adversary: str
-
-
-def _check_names(mechanism: str, params, what: str = '') -> None:
-  """TypeError naming what `params` lacks or has too much for the event."""
-  what = what or f'mechanism_event({mechanism!r})'
-  allowed = _EVENT_PARAMETERS[mechanism]
-  unknown = sorted(set(params) - set(allowed[0]) - set(allowed[1]))
-  missing = [name for name in allowed[0] if params.get(name) is None]
-  if mechanism in ('ddg', 'skellam') and params.get(
-      'local_stddev') is not None:
-    missing = [name for name in missing if name != 'noise_multiplier']
-  if unknown or missing:
-    raise TypeError(
-        f'{what} needs {", ".join(allowed[0])}'
-        + (f' and takes {", ".join(allowed[1])}' if allowed[1] else '')
-        + (f'; missing {", ".join(missing)}' if missing else '')
-        + (f'; unknown {", ".join(unknown)}' if unknown else '') + '.')
-
-
-def mechanism_event(mechanism: str, **params) -> dp_accounting.DpEvent:
-  """One unsampled release of `mechanism` with keyword `params`.
-
-  'gaussian': noise_multiplier. 'ddg': l2_sensitivity, num_clients,
-  dimension and local_stddev (or noise_multiplier, the central noise /
-  l2_sensitivity: local_stddev = z Delta_2 / sqrt(n)), optional
-  l1_sensitivity and noise_sampler ('table', the factories' default, or
-  'exact'): the event carries the sampler's per-sample TV distance as a
-  factory's event does (`distributed_discrete_gaussian.
-  resolve_noise_sampler`). 'skellam': the keywords of 'ddg' but
-  noise_sampler (its sampler is exact), local_stddev the standard
-  deviation of each client's Skellam noise (variance local_stddev^2; TFF's
-  `scaled_local_stddev`). 'cpbm': theta, num_trials, num_clients,
-  dimension.
-  """
-  mechanism = checks.choice(mechanism, 'mechanism',
-                            tuple(MECHANISM_PARAMETERS))
-  _check_names(mechanism, params)
-  if mechanism == 'gaussian':
-    return dp_accounting.GaussianDpEvent(
-        checks.positive(params['noise_multiplier'], 'noise_multiplier'))
-  if mechanism in ('ddg', 'skellam'):
-    n = checks.integer(params['num_clients'], 'num_clients', 1)
-    l2 = checks.positive(params['l2_sensitivity'], 'l2_sensitivity')
-    # The mechanism's own noise split and sampler choice (one home).
-    from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg_mechanism  # pylint: disable=g-import-not-at-top
-    local = params.get('local_stddev')
-    if local is None:
-      local = ddg_mechanism.local_stddev(
-          checks.positive(params['noise_multiplier'], 'noise_multiplier'),
-          l2, n)
-    dimension = checks.integer(params['dimension'], 'dimension', 1)
-    l1 = checks.optional_positive(params.get('l1_sensitivity'),
-                                  'l1_sensitivity')
-    if mechanism == 'skellam':
-      local = checks.positive(local, 'local_stddev')
-      return events.DistributedSkellamDpEvent(
-          l2_sensitivity=l2, local_variance=local * local, num_clients=n,
-          dimension=dimension, l1_sensitivity=l1)
-    local = checks.real(local, 'local_stddev', low=0.5)
-    sampler = ddg_mechanism.resolve_noise_sampler(
-        params.get('noise_sampler', 'table'), local)
-    return events.DistributedDiscreteGaussianDpEvent(
-        l2_sensitivity=l2, local_stddev=local, num_clients=n,
-        dimension=dimension, l1_sensitivity=l1,
-        sampler_tv_distance=ddg_mechanism.sampler_tv_distance(sampler)
-        or None)
-  return events.PoissonBinomialDpEvent(
-      theta=checks.real(params['theta'], 'theta', 0.0, 0.25, low_open=True),
-      num_trials=checks.integer(params['num_trials'], 'num_trials', 1),
-      num_clients=checks.integer(params['num_clients'], 'num_clients', 1),
-      dimension=checks.integer(params['dimension'], 'dimension', 1))
 
 
 def rounds_event(
@@ -219,99 +218,114 @@ def rounds_event(
   return event
 
 
-def _range(mechanism, parameter, params):
-  """(lo, hi, eps_increases_with_x, discrete) for the free parameter."""
-  if parameter == 'theta':
-    return 2.0**-40, 0.25, True, False
-  if parameter == 'num_trials':
-    return 1, 2**31 - 1, True, True
-  if mechanism == 'ddg' and parameter == 'local_stddev':
-    return 0.5, math.inf, False, False
-  if mechanism == 'ddg':  # noise_multiplier, local_stddev >= 1/2
-    n = checks.integer(params['num_clients'], 'num_clients', 1)
-    lo = 0.5 * math.sqrt(n) / checks.positive(params['l2_sensitivity'],
-                                              'l2_sensitivity')
-    return lo, math.inf, False, False
-  return 1e-6, math.inf, False, False
+def _fresh(make_fresh_accountant) -> accountant_lib.RdpAccountant:
+  accountant = make_fresh_accountant()
+  if not isinstance(accountant, accountant_lib.RdpAccountant):
+    raise TypeError(
+        'make_fresh_accountant must return a tff_ddp.accounting.'
+        'RdpAccountant (its epsilon names the adversary), got '
+        f'{type(accountant).__name__}.')
+  if not isinstance(accountant.ledger, dp_accounting.NoOpDpEvent):
+    raise ValueError('make_fresh_accountant must return an accountant with '
+                     f'nothing composed yet, got ledger {accountant.ledger}.')
+  return accountant
+
+
+def _check_callables(make_fresh_accountant, make_event) -> None:
+  if isinstance(make_fresh_accountant, str):
+    raise TypeError(
+        f'calibrate({make_fresh_accountant!r}, ...): calibration works over '
+        'callables, not mechanism names. Use calibrate(make_fresh_accountant, '
+        'make_event, target_epsilon, target_delta, parameter), e.g. '
+        'calibrate(lambda: RdpAccountant(adversary=...), lambda z: '
+        'dp_accounting.GaussianDpEvent(z), 2.0, 1e-5, '
+        "Parameter.noise('noise_multiplier')), or calibrate_gaussian.")
+  for name, value in (('make_fresh_accountant', make_fresh_accountant),
+                      ('make_event', make_event)):
+    if not callable(value):
+      raise TypeError(f'{name} must be callable, got {value!r}.')
 
 
 def calibrate(
-    mechanism: str,
-    parameter: str,
-    params: Dict[str, Any],
+    make_fresh_accountant: Callable[[], accountant_lib.RdpAccountant],
+    make_event: Callable[[float], dp_accounting.DpEvent],
     target_epsilon: float,
     target_delta: float,
-    rounds: int = 1,
-    sampling: str = 'none',
-    rate: Optional[float] = None,
-    sample_size: Optional[int] = None,
-    population: Optional[int] = None,
-    orders: Optional[Sequence[float]] = None,
-    adversary: str = 'server',
-    neighboring_relation: NeighborRel = NeighborRel.ADD_OR_REMOVE_ONE,
+    parameter: Parameter,
 ) -> CalibrationResult:
-  """The least noise for `mechanism` that meets (target_epsilon, delta).
+  """The least noise whose event meets (target_epsilon, target_delta).
 
   Args:
-    mechanism: 'gaussian', 'ddg' or 'cpbm'.
-    parameter: the free parameter (table in the module docstring).
-    params: the mechanism's other parameters, as for `mechanism_event`
-      (l2_sensitivity, num_clients, dimension, ... ; the free one is ignored).
+    make_fresh_accountant: () -> a new `RdpAccountant` (its adversary,
+      neighbouring relation and orders are the calibration's).
+    make_event: x -> the DpEvent of every release with the parameter at x
+      (rounds and sampling included: `rounds_event`). Deterministic and
+      monotone in x; a ValueError refuses x (unsafe).
     target_epsilon: > 0.
     target_delta: in (0, 1).
-    rounds, sampling, rate, sample_size, population: as for `rounds_event`.
-    orders: RDP orders (default: `tff_ddp.accounting.orders`).
-    adversary: 'server' (default) or 'release'.
-    neighboring_relation: default ADD_OR_REMOVE_ONE (zero-out).
+    parameter: the `Parameter` searched.
 
   Returns:
     A `CalibrationResult`.
 
   Raises:
     TypeError / ValueError: bad arguments, or no value in range meets the
-      target (the message says what to change).
+      target (the message says what to change, and quotes the last value
+      `make_event` refused).
   """
-  mechanism = checks.choice(mechanism, 'mechanism',
-                            tuple(MECHANISM_PARAMETERS))
-  parameter = checks.choice(parameter, f'parameter of {mechanism}',
-                            MECHANISM_PARAMETERS[mechanism])
+  _check_callables(make_fresh_accountant, make_event)
+  if not isinstance(parameter, Parameter):
+    raise TypeError('parameter must be a calibration.Parameter '
+                    "(Parameter.noise('noise_multiplier'), ...), got "
+                    f'{parameter!r}.')
   target_epsilon = checks.positive(target_epsilon, 'target_epsilon')
   target_delta = checks.real(target_delta, 'target_delta', 0.0, 1.0,
                              low_open=True, high_open=True)
-  adversary = checks.choice(adversary, 'adversary',
-                            accountant_lib.ADVERSARIES)
-  if not isinstance(params, collections.abc.Mapping):
-    raise TypeError(f'params must be a mapping of the mechanism\'s other '
-                    f'parameters, got {params!r} ({type(params).__name__}).')
-  params = dict(params)
-  params.pop(parameter, None)
-  if mechanism in ('ddg', 'skellam'):
-    params.pop('local_stddev' if parameter == 'noise_multiplier'
-               else 'noise_multiplier', None)
-
-  def make_event(x) -> dp_accounting.DpEvent:
-    one = mechanism_event(mechanism, **{**params, parameter: x})
-    return rounds_event(one, rounds, sampling, rate, sample_size, population)
+  first = _fresh(make_fresh_accountant)
+  refused = []
 
   def eps(x) -> float:
-    return accountant_lib.epsilon(make_event(x), target_delta, adversary,
-                                  neighboring_relation, orders)[0]
+    try:
+      return _fresh(make_fresh_accountant).compose(
+          make_event(x)).get_epsilon(target_delta)
+    except ValueError as e:  # a configuration that cannot fit is unsafe
+      refused.append(f'{parameter.name}={x:.6g}: {e}')
+      return math.inf
 
-  # Names first (a clear TypeError, not a KeyError from the range).
-  _check_names(mechanism, {**params, parameter: 1.0},
-               f'params (with {parameter}) of {mechanism!r}')
-  lo, hi, increasing, discrete = _range(mechanism, parameter, params)
-  make_event(hi if increasing else max(lo, 1.0) * 2.0)  # argument errors now
-  value, at_limit = least_noise(eps, lo, hi, increasing, target_epsilon,
-                                discrete=discrete, name=parameter)
+  try:
+    value, at_limit = least_noise(
+        eps, parameter.low, parameter.high, parameter.epsilon_increases,
+        target_epsilon, parameter.discrete, parameter.name)
+  except ValueError as e:
+    detail = f' Last refusal: {refused[-1]}' if refused else ''
+    raise ValueError(f'{e}{detail}') from e
   event = make_event(value)
-  epsilon, order = accountant_lib.epsilon(event, target_delta, adversary,
-                                          neighboring_relation, orders)
+  epsilon, order = first.compose(event).get_epsilon_and_optimal_order(
+      target_delta)
   return CalibrationResult(
-      mechanism=mechanism, parameter=parameter, value=value, epsilon=epsilon,
-      order=order, target_epsilon=target_epsilon, target_delta=target_delta,
+      parameter=parameter.name, value=value, epsilon=epsilon, order=order,
+      target_epsilon=target_epsilon, target_delta=target_delta,
       at_limit=at_limit, event=event,
-      neighboring_relation=neighboring_relation, adversary=adversary)
+      neighboring_relation=first.neighboring_relation,
+      adversary=first.adversary)
+
+
+def calibrate_gaussian(
+    target_epsilon: float,
+    target_delta: float,
+    rounds: int = 1,
+    adversary: str = 'server',
+    neighboring_relation: NeighborRel = NeighborRel.ADD_OR_REMOVE_ONE,
+) -> CalibrationResult:
+  """The least noise multiplier z of `rounds` unsampled central Gaussians
+  (`dp_accounting.GaussianDpEvent(z)`, noise stddev z C for an l2 bound C)
+  meeting the target against `adversary` (`calibrate` over z >= 1e-6)."""
+  rounds = checks.integer(rounds, 'rounds', 1)
+  return calibrate(
+      lambda: accountant_lib.RdpAccountant(
+          neighboring_relation=neighboring_relation, adversary=adversary),
+      lambda z: rounds_event(dp_accounting.GaussianDpEvent(z), rounds),
+      target_epsilon, target_delta, Parameter.noise('noise_multiplier'))
 
 
 def least_noise(

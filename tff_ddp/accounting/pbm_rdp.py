@@ -96,6 +96,11 @@ _TAIL_LOG = 745.0
 # Above this many clients the curve of this many is used (module docstring):
 # it keeps one curve to a window of ~10^5 points, about a second.
 MAX_EXACT_CLIENTS = 2**22
+# theta's range: Lemma 2 holds for theta in (0, 1/4]; below MIN_THETA,
+# 1/2 + theta is within a few float64 steps of 1/2 and the mechanism's
+# Bernoullis would not carry the signal (2^-53 is the float spacing at 1/2).
+MAX_THETA = 0.25
+MIN_THETA = 2.0**-40
 
 
 def check_event(event) -> events.PoissonBinomialDpEvent:
@@ -103,7 +108,7 @@ def check_event(event) -> events.PoissonBinomialDpEvent:
   if not isinstance(event, events.PoissonBinomialDpEvent):
     raise TypeError(
         f'Expected a PoissonBinomialDpEvent, got {type(event).__name__}.')
-  checks.real(event.theta, 'theta', 0.0, 0.25, low_open=True)
+  checks.real(event.theta, 'theta', 0.0, MAX_THETA, low_open=True)
   for name in ('num_trials', 'num_clients', 'dimension'):
     checks.integer(getattr(event, name), name, 1, events.MAX_EVENT_INTEGER)
   if event.replace_one_dimension is not None:
@@ -266,7 +271,7 @@ def per_trial_rdp(
   over the pairs of `zero_out_pairs`, both directions. Bounded work for any
   number of clients (module docstring).
   """
-  theta = checks.real(theta, 'theta', 0.0, 0.25, low_open=True)
+  theta = checks.real(theta, 'theta', 0.0, MAX_THETA, low_open=True)
   num_clients = checks.integer(num_clients, 'num_clients', 1)
   relation = checks.choice(relation, 'relation', RELATIONS)
   orders = check_orders(orders)
@@ -635,7 +640,7 @@ def kappa(theta: float, num_clients: int, orders: Sequence[float],
   sampled: see `l2_rdp`. Computed at `theta_grid_point(theta)` and cached
   per (that theta, clients, orders, relation).
   """
-  theta = checks.real(theta, 'theta', 0.0, 0.25, low_open=True)
+  theta = checks.real(theta, 'theta', 0.0, MAX_THETA, low_open=True)
   num_clients = checks.integer(num_clients, 'num_clients', 1)
   relation = checks.choice(relation, 'relation', RELATIONS)
   orders = check_orders(orders)

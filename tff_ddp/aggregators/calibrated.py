@@ -15,7 +15,7 @@ move with the noise multiplier) is included.
     ...     sampling='poisson', rate=0.01, adversary='server',
     ...     expected_clients_per_round=100, bits=16, l2_clip=1.0)
 
-The result never exceeds the target (see `calibration.least_noise`), for
+The result never exceeds the target (see `calibration.calibrate`), for
 zero-out neighbours and the named adversary ('server' by default: it sees
 the cohorts it samples, so 'poisson' and 'without-replacement' buy only the
 known-sample mixture against it; the factory's own `client_sampling_rate`
@@ -24,8 +24,9 @@ is amplified against every adversary -- see
 """
 
 import dataclasses
-import math
 from typing import Any, Optional
+
+import dp_accounting
 
 from tff_ddp.accounting import accountant
 from tff_ddp.accounting import calibration
@@ -47,7 +48,7 @@ class CalibratedFactory:
     epsilon: eps of all `rounds` rounds at `delta` (<= the target).
     delta: the target delta.
     order: RDP order attaining `epsilon`.
-    at_limit: see `calibration.least_noise`.
+    at_limit: see `calibration.calibrate`.
     event: the DpEvent of all rounds.
     adversary: the adversary `epsilon` holds against.
   """
@@ -63,44 +64,30 @@ class CalibratedFactory:
   adversary: str = 'server'
 
 
-def _calibrate(make_factory, value_type, parameter, lo, hi, increasing,
-               discrete, target_epsilon, target_delta, rounds, sampling, rate,
-               sample_size, population, adversary):
-  target_epsilon = checks.positive(target_epsilon, 'target_epsilon')
-  target_delta = checks.real(target_delta, 'target_delta', 0.0, 1.0,
-                             low_open=True, high_open=True)
-  adversary = checks.choice(adversary, 'adversary', accountant.ADVERSARIES)
-  # Argument errors of the factory and of the sampling scheme surface now.
-  make_factory(hi if increasing else 1.0)
-  calibration.rounds_event(calibration.mechanism_event(
-      'gaussian', noise_multiplier=1.0), rounds, sampling, rate, sample_size,
-                           population)
-  refused = []
-
-  def event_of(x):
-    per_round = make_factory(x).dp_event(value_type)
-    return calibration.rounds_event(per_round, rounds, sampling, rate,
-                                    sample_size, population)
-
-  def eps(x):
-    try:
-      return accountant.epsilon(event_of(x), target_delta, adversary)[0]
-    except ValueError as e:  # a configuration that cannot fit is unsafe
-      refused.append(f'{parameter}={x:.6g}: {e}')
-      return math.inf
-
-  try:
-    value, at_limit = calibration.least_noise(
-        eps, lo, hi, increasing, target_epsilon, discrete, parameter)
-  except ValueError as e:
-    detail = f' Last refusal: {refused[-1]}' if refused else ''
-    raise ValueError(f'{e}{detail}') from e
-  event = event_of(value)
-  epsilon, order = accountant.epsilon(event, target_delta, adversary)
+def _calibrate(make_factory, value_type, parameter, target_epsilon,
+               target_delta, rounds_of, adversary) -> CalibratedFactory:
+  """`calibration.calibrate` over the factory's own event: x ->
+  rounds_of(make_factory(x).dp_event(value_type))."""
+  # Argument errors of the factory surface now.
+  make_factory(parameter.high if parameter.epsilon_increases else 1.0)
+  result = calibration.calibrate(
+      lambda: accountant.RdpAccountant(adversary=adversary),
+      lambda x: rounds_of(make_factory(x).dp_event(value_type)),
+      target_epsilon, target_delta, parameter)
   return CalibratedFactory(
-      factory=make_factory(value), parameter=parameter, value=value,
-      epsilon=epsilon, delta=target_delta, order=order, at_limit=at_limit,
-      event=event, adversary=adversary)
+      factory=make_factory(result.value), parameter=parameter.name,
+      value=result.value, epsilon=result.epsilon, delta=result.target_delta,
+      order=result.order, at_limit=result.at_limit, event=result.event,
+      adversary=result.adversary)
+
+
+def _rounds(rounds, sampling, rate, sample_size, population):
+  """event -> its `rounds` rounds under the sampling (checked now)."""
+  def rounds_of(event):
+    return calibration.rounds_event(event, rounds, sampling, rate,
+                                    sample_size, population)
+  rounds_of(dp_accounting.NoOpDpEvent())  # argument errors now
+  return rounds_of
 
 
 def discrete_gaussian(
@@ -136,9 +123,10 @@ def discrete_gaussian(
     return ddg_factory.DiscreteGaussianSumFactory(
         noise_multiplier=z, **factory_kwargs)
 
-  return _calibrate(make, value_type, 'noise_multiplier', 1e-3, math.inf,
-                    False, False, target_epsilon, target_delta, rounds,
-                    sampling, rate, sample_size, population, adversary)
+  return _calibrate(
+      make, value_type, calibration.Parameter.noise('noise_multiplier', 1e-3),
+      target_epsilon, target_delta,
+      _rounds(rounds, sampling, rate, sample_size, population), adversary)
 
 
 def poisson_binomial(
@@ -177,14 +165,17 @@ def poisson_binomial(
         **{parameter: x}, **factory_kwargs)
 
   if parameter == 'theta':
-    lo, hi, discrete = pbm_mechanism.MIN_THETA, pbm_mechanism.MAX_THETA, False
+    searched = calibration.Parameter.signal(
+        parameter, pbm_mechanism.MIN_THETA, pbm_mechanism.MAX_THETA)
   else:
     # The ring and the sampler bound num_trials.
     clients = checks.integer(
         factory_kwargs.get('max_clients_per_round')
         or factory_kwargs.get('expected_clients_per_round', 1),
         'expected_clients_per_round', 1, base.MAX_MODULUS - 1)
-    lo, hi, discrete = 1, max(1, pbm_mechanism.max_num_trials(clients)), True
-  return _calibrate(make, value_type, parameter, lo, hi, True, discrete,
-                    target_epsilon, target_delta, rounds, sampling, rate,
-                    sample_size, population, adversary)
+    searched = calibration.Parameter.signal(
+        parameter, 1, max(1, pbm_mechanism.max_num_trials(clients)),
+        discrete=True)
+  return _calibrate(
+      make, value_type, searched, target_epsilon, target_delta,
+      _rounds(rounds, sampling, rate, sample_size, population), adversary)

@@ -5,6 +5,14 @@ from tff_ddp.analytics.frequency_process import build_frequency_process
 from tff_ddp.analytics.frequency_process import build_frequency_process_from_parameters
 from tff_ddp.analytics.frequency_process import frequency_parameters
 from tff_ddp.analytics.frequency_process import FrequencyParameters
+from tff_ddp.analytics.frequency_protocols import CalibrateNumTrials
+from tff_ddp.analytics.frequency_protocols import CalibrateTheta
+from tff_ddp.analytics.frequency_protocols import FixedClipParameters
+from tff_ddp.analytics.frequency_protocols import FrequencySetting
+from tff_ddp.analytics.frequency_protocols import MultiRoundParameters
+from tff_ddp.analytics.frequency_protocols import NormalizeParameters
+from tff_ddp.analytics.frequency_protocols import SampleParameters
+from tff_ddp.analytics.frequency_protocols import TwoPhaseParameters
 from tff_ddp.analytics.quantile_calibration import parameters_for_noise
 from tff_ddp.analytics.quantile_calibration import quantile_parameters
 from tff_ddp.analytics.quantile_calibration import QuantileParameters

@@ -48,6 +48,7 @@ import tensorflow as tf
 from tff_ddp.accounting import calibration
 from tff_ddp.aggregators import secure_sum
 from tff_ddp.analytics import frequency as fq
+from tff_ddp.analytics import frequency_protocols as protocols
 from tff_ddp.analytics import histograms as hg
 from tff_ddp.analytics import simulation
 from tff_ddp.utils import checks
@@ -173,7 +174,7 @@ class Round:
 def two_phase(params, x, rng, target: Optional[float] = None,
               on_wrap: str = 'raise') -> Round:
   """One TFFE run (`frequency_process` 'two_phase') on counts x [n, d]."""
-  _check(params, 'two_phase')
+  _check(params, protocols.TwoPhaseParameters)
   wraps = _wraps(params, 'two_phase', len(x), on_wrap)
   seed = round_seed(rng)
   y = representations(params.encoder(), x, seed)
@@ -191,16 +192,11 @@ def two_phase(params, x, rng, target: Optional[float] = None,
 def fixed(params, x, rng, clip: Optional[float] = None,
           on_wrap: str = 'raise') -> Round:
   """One cPBM release with the params' mechanism at `clip` (default its
-  own): 'fixed', 'normalize' (x normalised here), 'sample' (items drawn
-  here); any scaled-protocol params with an explicit clip (e.g. a sweep
-  over C with TFFE's frequency calibration)."""
-  x = np.asarray(x, np.float64)
-  if params.protocol == 'normalize':
-    norms = np.linalg.norm(x, axis=1)
-    x = x / np.where(norms > 0, norms, 1.0)[:, None]
-  elif params.protocol == 'sample':
-    x = fq.sample_items(x.astype(np.int64), params.sample_items,
-                        rng).astype(np.float64)
+  own): a single-release protocol ('fixed', 'normalize', 'sample': what
+  its clients send is `params.simulated_values`, e.g. x normalised or
+  items drawn here); any scaled-protocol params with an explicit clip
+  (e.g. a sweep over C with TFFE's frequency calibration)."""
+  x = params.simulated_values(np.asarray(x, np.float64), rng)
   if clip is None and params.scaled:
     raise ValueError(f'protocol={params.protocol!r} has no fixed clip; give '
                      'clip.')
@@ -225,28 +221,49 @@ def clip_sweep(params, x, clips: Sequence[float], rng):
   return np.array(out), norms
 
 
-INDICATOR_ENCODINGS = ('signed', 'paper', 'binary')
+@dataclasses.dataclass(frozen=True)
+class IndicatorEncoding:
+  """A message for MFFE's indicator: 1 above the clip C, `below` at or
+  below it, `no_data` for a user without data (norm 0; None: by its norm,
+  like the others). The fraction above C of a decoded sum S over n clients
+  is (S / n - below) / (1 - below).
+  """
+
+  below: float
+  no_data: Optional[float]
+
+  def messages(self, norms, clip: float) -> np.ndarray:
+    norms = np.asarray(norms, np.float64)
+    sent = np.where(norms > clip, 1.0, self.below)
+    if self.no_data is None:
+      return sent
+    return np.where(norms > 0, sent, self.no_data)
+
+  def fraction_above(self, total: float, num_clients: int) -> float:
+    return (total / num_clients - self.below) / (1.0 - self.below)
+
+
+# 'signed': the process's (`frequency_computations.indicator_message`): +1
+# above C, -1 at or below, 0 without data (norm 0). 'paper': the paper's
+# +-1 (no data sends -1: replace-one pairs). 'binary': 1 above C, else 0
+# (zero-out pairs, the fraction above is S / n). The last two exist to
+# measure the alternatives (docs/notes/neighbouring_relation.md).
+INDICATOR_ENCODINGS = {
+    'signed': IndicatorEncoding(below=-1.0, no_data=0.0),
+    'paper': IndicatorEncoding(below=-1.0, no_data=None),
+    'binary': IndicatorEncoding(below=0.0, no_data=None),
+}
+
+
+def _indicator_encoding(encoding: str) -> IndicatorEncoding:
+  return INDICATOR_ENCODINGS[checks.choice(encoding, 'encoding',
+                                           tuple(INDICATOR_ENCODINGS))]
 
 
 def indicator_messages(norms, clip: float, encoding: str = 'signed'
                        ) -> np.ndarray:
-  """MFFE's indicator per client (numpy).
-
-  'signed': the process's (`frequency_process.indicator_message`): +1
-  above C, -1 at or below, 0 without data (norm 0). 'paper': the paper's
-  +-1 (no data sends -1: replace-one pairs). 'binary': 1 above C, else 0
-  (zero-out pairs, the fraction above is S / n). The last two exist to
-  measure the alternatives (benchmarks/RESULTS.md, issue 25).
-  """
-  encoding = checks.choice(encoding, 'encoding', INDICATOR_ENCODINGS)
-  norms = np.asarray(norms, np.float64)
-  above = norms > clip
-  if encoding == 'binary':
-    return above.astype(np.float64)
-  sign = np.where(above, 1.0, -1.0)
-  if encoding == 'paper':
-    return sign
-  return np.where(norms > 0, sign, 0.0)
+  """MFFE's indicator per client (numpy), in one of INDICATOR_ENCODINGS."""
+  return _indicator_encoding(encoding).messages(norms, clip)
 
 
 def multi_round(params, batches: Sequence[np.ndarray], rng,
@@ -263,7 +280,8 @@ def multi_round(params, batches: Sequence[np.ndarray], rng,
   cPBM mechanism replacing the params' indicator, e.g. recalibrated) are
   for measuring alternatives.
   """
-  _check(params, 'multi_round')
+  _check(params, protocols.MultiRoundParameters)
+  encoding = _indicator_encoding(indicator_encoding)
   target = params.target_quantile if target is None else target
   current = params.clip if clip is None else clip
   if indicator is None:
@@ -279,13 +297,9 @@ def multi_round(params, batches: Sequence[np.ndarray], rng,
     norms = norms_of(y)
     running = running + pbm_sum(mechanism, y, rng, seed, current, norms,
                                 on_wrap='flag')
-    signs = indicator_messages(norms, current, indicator_encoding)
+    signs = encoding.messages(norms, current)
     s = pbm_sum(indicator, signs[:, None], rng, seed, on_wrap='flag')[0]
-    n = len(signs)
-    if indicator_encoding == 'binary':
-      above = s / n
-    else:
-      above = (s / n + 1.0) / 2.0
+    above = encoding.fraction_above(s, len(signs))
     level = 1.0 - float(np.clip(above, 0.0, 1.0))
     out.append(Round(running.copy(), current,
                      'sum_may_wrap' if wraps else 'ok', level))
@@ -308,10 +322,12 @@ def _wraps(params, function, num_clients, on_wrap) -> bool:
   return bool(ring.may_wrap(num_clients))
 
 
-def _check(params, protocol):
-  if params.protocol != protocol:
-    raise ValueError(f'needs the parameters of protocol={protocol!r}, got '
-                     f'{params.protocol!r}.')
+def _check(params, parameters_class):
+  if not isinstance(params, parameters_class):
+    raise ValueError(f'needs the parameters of protocol='
+                     f'{parameters_class.protocol!r}, got '
+                     f'{getattr(params, "protocol", type(params).__name__)!r}'
+                     '.')
 
 
 # ---------------------------------------------------------------------------
@@ -344,8 +360,7 @@ def gaussian_parameters(epsilon: float, delta: float, local: bool,
   local = checks.boolean(local, 'local')
 
   def calibrator(eps):
-    result = calibration.calibrate('gaussian', 'noise_multiplier', {}, eps,
-                                   delta, adversary='release')
+    result = calibration.calibrate_gaussian(eps, delta, adversary='release')
     return result, result.event
 
   split = calibration.split_budget(

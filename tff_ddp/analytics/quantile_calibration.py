@@ -300,9 +300,8 @@ def quantile_parameters(
 
   # Discrete Gaussian. A first z from the continuous Gaussian of the same
   # sensitivity (tau = 0), with a margin for tau.
-  z_gauss = calibration.calibrate(
-      'gaussian', 'noise_multiplier', {}, epsilon, delta, rounds=rounds,
-      adversary=adversary).value
+  z_gauss = calibration.calibrate_gaussian(
+      epsilon, delta, rounds=rounds, adversary=adversary).value
 
   def fit(ring_bits):
     """(QuantileParameters or None, last calibration error)."""

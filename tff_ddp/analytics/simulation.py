@@ -73,9 +73,8 @@ def central_noise_multiplier(epsilon: float, delta: float,
                              rounds: int = 1) -> float:
   """z of the Gaussian mechanism at (epsilon, delta) over `rounds`, against
   the release adversary (a trusted server adds the noise)."""
-  return calibration.calibrate('gaussian', 'noise_multiplier', {}, epsilon,
-                               delta, rounds=rounds,
-                               adversary='release').value
+  return calibration.calibrate_gaussian(epsilon, delta, rounds=rounds,
+                                        adversary='release').value
 
 
 def noise_stddev(params: qc.QuantileParameters, num_clients: int) -> float:

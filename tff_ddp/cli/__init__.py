@@ -5,6 +5,7 @@
   tff-ddp quantiles  federated DP quantiles (flat / tree / Haar, DDG / cPBM)
   tff-ddp frequency  federated frequency estimation (TFFE, MFFE, baselines)
   tff-ddp superquantile  DP-Delta-FL / DP-FedAvg on the B.3 task, per round
+  tff-ddp train      DP-FedAvg on EMNIST / Stack Overflow (DDG paper 6.2)
 
 Every epsilon printed names the adversary it holds against. User errors
 print one line and exit with status 2; every TFF worker a command started is
@@ -20,6 +21,7 @@ from tff_ddp.cli import frequency
 from tff_ddp.cli import privacy
 from tff_ddp.cli import quantiles
 from tff_ddp.cli import superquantile
+from tff_ddp.cli import train
 
 
 def build_parser() -> common.Parser:
@@ -31,6 +33,7 @@ def build_parser() -> common.Parser:
   quantiles.add_parser(subparsers)
   frequency.add_parser(subparsers)
   superquantile.add_parser(subparsers)
+  train.add_parser(subparsers)
   return parser
 
 

@@ -52,15 +52,16 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter,
   def _format_action(self, action):
     if not action.help:  # None or '': argparse would print no help line
       action = copy.copy(action)
-      action.help = ' '
+      action.help = ('(required)' if action.required else
+                     '(default: %(default)s)')
     return super()._format_action(action)
 
   def _get_help_string(self, action):
     text = action.help or ''
-    if action.required:
-      return f'{text.strip()} (required)'.strip()
-    if '(default:' in text:
+    if '(default:' in text or '(required)' in text:
       return text
+    if action.required:
+      return f'{text} (required)'
     return super()._get_help_string(action)
 
 

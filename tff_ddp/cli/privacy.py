@@ -45,8 +45,94 @@ _REQUIRED = {
     'skellam': ('l2_sensitivity', 'num_clients', 'dimension'),
     'cpbm': ('theta', 'num_trials', 'num_clients', 'dimension'),
 }
-_DEFAULT_CALIBRATED = {'gaussian': 'noise_multiplier', 'ddg': 'local_stddev',
-                       'skellam': 'local_stddev', 'cpbm': 'theta'}
+# What --calibrate may name, per mechanism (the first is the default).
+_CALIBRATED = {
+    'gaussian': ('noise_multiplier',),
+    'ddg': ('local_stddev', 'noise_multiplier'),
+    'skellam': ('local_stddev', 'noise_multiplier'),
+    'cpbm': ('theta', 'num_trials'),
+}
+# Either noise flag of ddg/skellam determines the other: the calibrated one
+# replaces the other.
+_OTHER_NOISE = {'local_stddev': 'noise_multiplier',
+                'noise_multiplier': 'local_stddev'}
+# The largest num_trials a calibration tries.
+_MAX_NUM_TRIALS = 2**31 - 1
+
+
+def _gaussian_event(noise_multiplier):
+  import dp_accounting  # pylint: disable=g-import-not-at-top
+  return dp_accounting.GaussianDpEvent(noise_multiplier)
+
+
+def _distributed_local_stddev(local_stddev, noise_multiplier, l2_sensitivity,
+                              num_clients):
+  """--local-stddev, or the share sigma = z Delta_2 / sqrt(n) of the
+  central noise --noise-multiplier (the mechanisms' `local_stddev`)."""
+  if local_stddev is not None:
+    return local_stddev
+  from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg  # pylint: disable=g-import-not-at-top
+  return ddg.local_stddev(noise_multiplier, l2_sensitivity, num_clients)
+
+
+def _ddg_event(l2_sensitivity, num_clients, dimension, local_stddev=None,
+               noise_multiplier=None, l1_sensitivity=None,
+               noise_sampler=_DEFAULT_SAMPLER):
+  # The mechanism's own event: it carries the sampler's TV distance.
+  from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg  # pylint: disable=g-import-not-at-top
+  return ddg.release_event(
+      l2_sensitivity, _distributed_local_stddev(
+          local_stddev, noise_multiplier, l2_sensitivity, num_clients),
+      num_clients, dimension, l1_sensitivity, noise_sampler)
+
+
+def _skellam_event(l2_sensitivity, num_clients, dimension, local_stddev=None,
+                   noise_multiplier=None, l1_sensitivity=None):
+  from tff_ddp.accounting import events  # pylint: disable=g-import-not-at-top
+  local = _distributed_local_stddev(local_stddev, noise_multiplier,
+                                    l2_sensitivity, num_clients)
+  # TFF's scaled_local_stddev: the stddev of each client's Skellam noise.
+  return events.DistributedSkellamDpEvent(
+      l2_sensitivity=l2_sensitivity, local_variance=local * local,
+      num_clients=num_clients, dimension=dimension,
+      l1_sensitivity=l1_sensitivity)
+
+
+def _cpbm_event(theta, num_trials, num_clients, dimension):
+  from tff_ddp.accounting import events  # pylint: disable=g-import-not-at-top
+  return events.PoissonBinomialDpEvent(theta, num_trials, num_clients,
+                                       dimension)
+
+
+# --mechanism NAME -> one release's event from its flags (keywords).
+_EVENTS = {'gaussian': _gaussian_event, 'ddg': _ddg_event,
+           'skellam': _skellam_event, 'cpbm': _cpbm_event}
+
+
+def _parameter(mechanism, free, params):
+  """The `calibration.Parameter` of --calibrate `free` for `mechanism`."""
+  from tff_ddp.accounting import calibration  # pylint: disable=g-import-not-at-top
+  from tff_ddp.accounting import pbm_rdp  # pylint: disable=g-import-not-at-top
+  ranges = {
+      'theta': lambda: calibration.Parameter.signal(
+          free, pbm_rdp.MIN_THETA, pbm_rdp.MAX_THETA),
+      'num_trials': lambda: calibration.Parameter.signal(
+          free, 1, _MAX_NUM_TRIALS, discrete=True),
+      'noise_multiplier': lambda: calibration.Parameter.noise(free),
+      'local_stddev': lambda: calibration.Parameter.noise(free),
+  }
+  if mechanism == 'ddg':
+    # Theorem 9's sigma/gamma >= 1/2, for sigma itself or z = sigma
+    # sqrt(n) / Delta_2.
+    from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg  # pylint: disable=g-import-not-at-top
+    least = ddg.MIN_SCALED_LOCAL_STDDEV
+    ranges['local_stddev'] = lambda: calibration.Parameter.noise(free, least)
+    ranges['noise_multiplier'] = lambda: calibration.Parameter.noise(
+        free, least * math.sqrt(params['num_clients'])
+        / params['l2_sensitivity'])
+  return ranges[free]()
+
+
 _SAMPLING_NOTE = {
     'none': 'no sampling: every client of a round takes part.',
     'poisson': ('Poisson cohorts drawn by the server: against the server '
@@ -80,7 +166,7 @@ def add_parser(subparsers):
   integer = lambda low, name: common.converter(
       lambda v, n: checks.integer(v, n, low), name, int)
   p.add_argument('--mechanism', required=True,
-                 choices=sorted(calibration.MECHANISM_PARAMETERS),
+                 choices=sorted(_EVENTS),
                  help='the mechanism whose rounds are accounted')
   p.add_argument('--noise-multiplier', type=number(checks.positive,
                                                    '--noise-multiplier'),
@@ -140,15 +226,14 @@ def add_parser(subparsers):
 
 def _parameters(args):
   """Validates which flags apply; returns (params, calibrated or None)."""
-  from tff_ddp.accounting import calibration  # pylint: disable=g-import-not-at-top
   m = args.mechanism
   free = None
   if args.target_epsilon is not None:
-    free = args.calibrate or _DEFAULT_CALIBRATED[m]
-    if free not in calibration.MECHANISM_PARAMETERS[m]:
+    free = args.calibrate or _CALIBRATED[m][0]
+    if free not in _CALIBRATED[m]:
       raise common.UserError(
           f'--calibrate for {m} must be one of '
-          f'{", ".join(calibration.MECHANISM_PARAMETERS[m])}, got {free}')
+          f'{", ".join(_CALIBRATED[m])}, got {free}')
   elif args.calibrate:
     raise common.UserError('--calibrate needs --target-epsilon')
   given = {name for names in _MECHANISM_FLAGS.values() for name in names
@@ -173,6 +258,8 @@ def _parameters(args):
                              '--local-stddev and --noise-multiplier')
   params = {name: getattr(args, name) for name in _MECHANISM_FLAGS[m]
             if getattr(args, name) is not None}
+  if free is not None:
+    params.pop(_OTHER_NOISE.get(free), None)
   return params, free
 
 
@@ -223,16 +310,21 @@ def run(args) -> int:
   rate, size, population = _sampling(args)
   adversaries = ([args.adversary] if args.adversary
                  else list(accountant.ADVERSARIES))
+  release = _EVENTS[args.mechanism]
+
+  def make_event(x=None):
+    one = release(**params) if x is None else release(**params, **{free: x})
+    return calibration.rounds_event(one, args.rounds, args.sampling, rate,
+                                    size, population)
+
   if free is None:
-    event = calibration.rounds_event(
-        calibration.mechanism_event(args.mechanism, **params), args.rounds,
-        args.sampling, rate, size, population)
+    event = make_event()
   else:
     target_adversary = args.adversary or 'server'
     result = calibration.calibrate(
-        args.mechanism, free, params, args.target_epsilon, args.delta,
-        args.rounds, args.sampling, rate, size, population,
-        adversary=target_adversary)
+        lambda: accountant.RdpAccountant(adversary=target_adversary),
+        make_event, args.target_epsilon, args.delta,
+        _parameter(args.mechanism, free, params))
     print(f'{free.replace("_", "-")}: {result.value:.6g}'
           + (' (range limit)' if result.at_limit else '')
           + f'  (calibrated to epsilon {args.target_epsilon:g} against the '

@@ -53,8 +53,8 @@ Budget ratio r (the quantile paper's "r times the privacy budget of the
 weight updates"): rho_q = r rho_w for the Gaussian approximations
 rho = 1/(2 z^2) of the two releases, i.e. z_q = z_w / sqrt(r). `calibrate`
 finds the least z_w (hence z_q) meeting a target (epsilon, delta) over T
-rounds with the library's accountant and search (`least_noise`), on the exact
-events the process reports.
+rounds with the library's accountant and search (`calibration.calibrate`),
+on the exact events the process reports.
 """
 
 import dataclasses
@@ -317,7 +317,7 @@ class CalibratedPrivacy:
     rounds: T.
     budget_ratio: r (None: no histogram).
     event: the DpEvent of all rounds.
-    at_limit: see `tff_ddp.accounting.calibration.least_noise`.
+    at_limit: see `tff_ddp.accounting.calibration.calibrate`.
   """
 
   config: PrivacyConfig
@@ -420,29 +420,20 @@ def calibrate(
         delta=target_delta, sampling=sampling, population=population,
         adversary=adversary, **config_kwargs)
 
-  config(1.0)  # argument errors now
-  refused = []
+  first = config(1.0)  # argument errors now
 
-  def eps(z):
-    try:
-      return config(z).epsilon(value_type, rounds)
-    except ValueError as e:  # a configuration that cannot fit is unsafe
-      refused.append(f'noise_multiplier={z:.6g}: {e}')
-      return math.inf
+  def make_event(z):
+    return dp_accounting.SelfComposedDpEvent(
+        config(z).round_event(value_type), rounds)
 
-  try:
-    z, at_limit = calibration.least_noise(eps, 1e-3, math.inf, False,
-                                          target_epsilon, False,
-                                          'noise_multiplier')
-  except ValueError as e:
-    detail = f' Last refusal: {refused[-1]}' if refused else ''
-    raise ValueError(f'{e}{detail}') from e
-  chosen = config(z)
-  event = dp_accounting.SelfComposedDpEvent(chosen.round_event(value_type),
-                                            rounds)
-  epsilon = accountant.epsilon(event, chosen.delta, chosen.adversary)[0]
-  return CalibratedPrivacy(config=chosen, epsilon=epsilon, rounds=rounds,
-                           budget_ratio=ratio, event=event, at_limit=at_limit)
+  result = calibration.calibrate(
+      lambda: accountant.RdpAccountant(adversary=first.adversary),
+      make_event, target_epsilon, target_delta,
+      calibration.Parameter.noise('noise_multiplier', 1e-3))
+  return CalibratedPrivacy(config=config(result.value),
+                           epsilon=result.epsilon, rounds=rounds,
+                           budget_ratio=ratio, event=result.event,
+                           at_limit=result.at_limit)
 
 
 def zcdp_per_round(config: PrivacyConfig) -> float:

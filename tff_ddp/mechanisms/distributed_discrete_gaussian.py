@@ -60,6 +60,9 @@ _RING_TOLERANCE = 1e-9
 # delta by the accountant; scales up to ~42265, beyond which 'exact' is
 # used) or 'exact' (Canonne-Kamath-Steinke rejection, up to 2^25).
 SAMPLERS = ('table', 'exact')
+# The least scaled local stddev sigma/gamma of the privacy analysis (DDG
+# paper Theorem 9 / Proposition 10 need sigma/gamma >= 1/2).
+MIN_SCALED_LOCAL_STDDEV = 0.5
 
 
 def local_stddev(noise_multiplier: float, l2_clip: float,
@@ -79,8 +82,8 @@ def resolve_noise_sampler(noise_sampler: str,
   'table' up to the alias table's largest scale
   (`discrete_gaussian_table.max_supported_scale()`, ~42265), 'exact' above
   it and for 'exact'. The one place this choice is made: the mechanism and
-  `tff_ddp.accounting.calibration.mechanism_event` (the CLI's events) both
-  call it, so both put the same `sampler_tv_distance` on the event.
+  `release_event` (the CLI's events) both call it, so both put the same
+  `sampler_tv_distance` on the event.
   """
   noise_sampler = checks.choice(noise_sampler, 'noise_sampler', SAMPLERS)
   if noise_sampler == 'table' and (
@@ -95,6 +98,38 @@ def sampler_tv_distance(resolved_sampler: str) -> float:
   if resolved_sampler == 'table':
     return discrete_gaussian_table.TV_DISTANCE_UPPER_BOUND
   return 0.0
+
+
+def release_event(
+    l2_sensitivity: float,
+    local_stddev: float,
+    num_clients: int,
+    dimension: int,
+    l1_sensitivity: Optional[float] = None,
+    noise_sampler: str = 'table',
+) -> events.DistributedDiscreteGaussianDpEvent:
+  """The event of one DDG release, from its integer-domain numbers.
+
+  What `DistributedDiscreteGaussian.dp_event` states for a built mechanism,
+  from the accountant's numbers alone (the CLI's `tff-ddp privacy
+  --mechanism ddg`, a calibration over `local_stddev`): l2 sensitivity
+  Delta_2 (TFF: scaled_inflated_l2), the scaled local stddev sigma/gamma
+  (>= 1/2), the clients in the sum, the noised dimension (TFF: padded_dim),
+  an optional Delta_1, and the sampler the clients run ('table', the
+  factories' default, or 'exact'), whose per-sample TV distance the event
+  carries (`resolve_noise_sampler`).
+  """
+  local_stddev = checks.real(local_stddev, 'local_stddev',
+                             low=MIN_SCALED_LOCAL_STDDEV)
+  sampler = resolve_noise_sampler(noise_sampler, local_stddev)
+  return events.DistributedDiscreteGaussianDpEvent(
+      l2_sensitivity=checks.positive(l2_sensitivity, 'l2_sensitivity'),
+      local_stddev=local_stddev,
+      num_clients=checks.integer(num_clients, 'num_clients', 1),
+      dimension=checks.integer(dimension, 'dimension', 1),
+      l1_sensitivity=checks.optional_positive(l1_sensitivity,
+                                              'l1_sensitivity'),
+      sampler_tv_distance=sampler_tv_distance(sampler) or None)
 
 
 def num_stddevs_for_modclip_prob(modclip_prob: float) -> float:
@@ -491,7 +526,7 @@ def compute_parameters(
 # (smallest scaled local stddev, as text, largest, why the smallest), DDG:
 # Theorem 9's condition and the exact sampler's range.
 _DGAUSS_NOISE_RANGE = (
-    0.5, '1/2', discrete_gaussian.max_supported_scale(),
+    MIN_SCALED_LOCAL_STDDEV, '1/2', discrete_gaussian.max_supported_scale(),
     'below the range of the privacy theorem (DDG paper Theorem 9 needs '
     'sigma/gamma >= 1/2; tau explodes below ~1)')
 

@@ -58,6 +58,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_ddp.accounting import events
+from tff_ddp.accounting import pbm_rdp
 from tff_ddp.encoders import base as encoders_base
 from tff_ddp.encoders import registry
 from tff_ddp.mechanisms import base
@@ -67,10 +68,9 @@ from tff_ddp.utils import tensors
 
 MIN_BITS = 1
 MAX_BITS = base.MAX_RING_BITS
-MAX_THETA = 0.25
-# Below this theta, 1/2 + theta is within a few float64 steps of 1/2 and the
-# Bernoullis would not carry the signal (2^-53 is the float spacing at 1/2).
-MIN_THETA = 2.0**-40
+# theta's range, [2^-40, 1/4] (one home: `pbm_rdp`).
+MAX_THETA = pbm_rdp.MAX_THETA
+MIN_THETA = pbm_rdp.MIN_THETA
 # The exact sampler (`binomial.sample_binomial`) costs O(1) expected per
 # coordinate for any m, but its rare exact fallback (one candidate in
 # ~10^8) costs O(m) limb operations; up to 2^20 trials that is < 0.3 s.

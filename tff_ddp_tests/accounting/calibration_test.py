@@ -1,5 +1,7 @@
 """Tests of noise calibration (the `privacy` CLI is tested in cli_test)."""
 
+import math
+
 from absl.testing import parameterized
 import dp_accounting
 import pytest
@@ -7,33 +9,75 @@ import pytest
 from tff_ddp.accounting import accountant
 from tff_ddp.accounting import calibration
 from tff_ddp.accounting import events
+from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
 from tff_ddp_tests import harness
 
-DDG = dict(l2_sensitivity=1000.0, num_clients=100, dimension=2**16)
+# The DDG / Skellam releases of the cases: Delta_2, clients, dimension.
+L2, N, D = 1000.0, 100, 2**16
 PBM = dict(num_clients=1000, dimension=64)
+Parameter = calibration.Parameter
+
+
+def _fresh(adversary='server', **kwargs):
+  return lambda: accountant.RdpAccountant(adversary=adversary, **kwargs)
+
+
+def _ddg_local(s):
+  return ddg.release_event(L2, s, N, D)
+
+
+def _ddg_z(z):
+  return ddg.release_event(L2, ddg.local_stddev(z, L2, N), N, D)
+
+
+def _skellam_local(s):
+  return events.DistributedSkellamDpEvent(L2, s * s, N, D)
+
+
+def _skellam_z(z):
+  return _skellam_local(ddg.local_stddev(z, L2, N))
+
+
+def _pbm(theta=None, num_trials=None):
+  """x -> the cPBM event with the other of theta / num_trials fixed."""
+  if theta is None:
+    return lambda t: events.PoissonBinomialDpEvent(t, num_trials, **PBM)
+  return lambda m: events.PoissonBinomialDpEvent(theta, m, **PBM)
+
+
+_THETA = Parameter.signal('theta', 2.0**-40, 0.25)
+_NUM_TRIALS = Parameter.signal('num_trials', 1, 2**31 - 1, discrete=True)
+_DDG_LOCAL = Parameter.noise('local_stddev', ddg.MIN_SCALED_LOCAL_STDDEV)
+_DDG_Z = Parameter.noise('noise_multiplier', 0.5 * math.sqrt(N) / L2)
+_Z = Parameter.noise('noise_multiplier')
+
+
+def _calibrate(one, parameter, target, sampling='none', rounds=1,
+               adversary='server', delta=1e-5):
+  kwargs = (dict(sample_size=100, population=10000)
+            if sampling == 'without-replacement' else
+            dict(rate=0.01) if sampling != 'none' else {})
+  return calibration.calibrate(
+      _fresh(adversary), lambda x: calibration.rounds_event(
+          one(x), rounds, sampling, **kwargs), target, delta, parameter)
 
 
 class CalibrateTest(parameterized.TestCase):
 
   @parameterized.parameters(
-      ('ddg', 'local_stddev', DDG, 'poisson', 1000, 'server'),
-      ('ddg', 'noise_multiplier', DDG, 'without-replacement', 100, 'release'),
-      ('ddg', 'local_stddev', DDG, 'self', 100, 'server'),
-      ('ddg', 'local_stddev', DDG, 'none', 10, 'server'),
-      ('skellam', 'local_stddev', DDG, 'none', 10, 'server'),
-      ('skellam', 'noise_multiplier', DDG, 'self', 100, 'release'),
-      ('cpbm', 'theta', dict(num_trials=16, **PBM), 'none', 1, 'server'),
-      ('cpbm', 'theta', dict(num_trials=16, **PBM), 'poisson', 5, 'release'),
+      (_ddg_local, _DDG_LOCAL, 'poisson', 1000, 'server'),
+      (_ddg_z, _DDG_Z, 'without-replacement', 100, 'release'),
+      (_ddg_local, _DDG_LOCAL, 'self', 100, 'server'),
+      (_ddg_local, _DDG_LOCAL, 'none', 10, 'server'),
+      (_skellam_local, Parameter.noise('local_stddev'), 'none', 10, 'server'),
+      (_skellam_z, _Z, 'self', 100, 'release'),
+      (_pbm(num_trials=16), _THETA, 'none', 1, 'server'),
+      (_pbm(num_trials=16), _THETA, 'poisson', 5, 'release'),
   )
-  def test_reaches_target_within_one_percent(self, mech, param, params,
-                                             sampling, rounds, adversary):
+  def test_reaches_target_within_one_percent(self, one, parameter, sampling,
+                                             rounds, adversary):
     for target in (0.5, 2.0, 8.0):
-      kwargs = (dict(sample_size=100, population=10000)
-                if sampling == 'without-replacement' else
-                dict(rate=0.01) if sampling != 'none' else {})
-      r = calibration.calibrate(
-          mech, param, params, target, 1e-5, rounds=rounds, sampling=sampling,
-          adversary=adversary, **kwargs)
+      r = _calibrate(one, parameter, target, sampling, rounds, adversary)
       if r.at_limit:  # theta = 1/4 is not enough to spend the budget.
         self.assertEqual(r.value, 0.25)
         self.assertLessEqual(r.epsilon, target)
@@ -44,44 +88,83 @@ class CalibrateTest(parameterized.TestCase):
                                   r.neighboring_relation)
       self.assertEqual(eps, r.epsilon)
       self.assertEqual(r.adversary, adversary)
+      self.assertEqual(r.parameter, parameter.name)
 
   @pytest.mark.slow
   def test_gaussian_reaches_target_within_one_percent(self):
     # ~5 s: dp-accounting's fractional-order sampled Gaussian is slow.
     for target in (0.5, 2.0, 8.0):
-      r = calibration.calibrate('gaussian', 'noise_multiplier', {}, target,
-                                1e-5, rounds=100, sampling='poisson',
-                                rate=0.01)
+      r = _calibrate(dp_accounting.GaussianDpEvent, _Z, target, 'poisson',
+                     100)
       self.assertLessEqual(r.epsilon, target)
       self.assertGreaterEqual(r.epsilon, 0.99 * target)
 
+  def test_calibrate_gaussian_is_calibrate_over_the_gaussian_event(self):
+    # The helper is the generic search over GaussianDpEvent (same value).
+    for adversary in accountant.ADVERSARIES:
+      helper = calibration.calibrate_gaussian(2.0, 1e-5, rounds=10,
+                                              adversary=adversary)
+      generic = _calibrate(dp_accounting.GaussianDpEvent, _Z, 2.0,
+                           rounds=10, adversary=adversary)
+      self.assertEqual(helper, generic)
+
   def test_integer_num_trials_is_largest_that_fits(self):
-    r = calibration.calibrate('cpbm', 'num_trials', dict(theta=0.1, **PBM),
-                              5.0, 1e-5)
+    r = _calibrate(_pbm(theta=0.1), _NUM_TRIALS, 5.0)
     self.assertLessEqual(r.epsilon, 5.0)
-    over = accountant.epsilon(calibration.mechanism_event(
-        'cpbm', theta=0.1, num_trials=r.value + 1, **PBM), 1e-5)[0]
+    over = accountant.epsilon(_pbm(theta=0.1)(r.value + 1), 1e-5)[0]
     self.assertGreater(over, 5.0)
 
+  def test_a_refused_value_is_unsafe(self):
+    # make_event refusing x < 3 (a configuration that cannot fit): the
+    # least noise is 3 although z = 1 would meet the target; a target only
+    # refused values could meet is unreachable, the refusal quoted.
+    def refusing(z):
+      if z < 3.0:
+        raise ValueError('does not fit')
+      return dp_accounting.GaussianDpEvent(z)
+    r = calibration.calibrate(_fresh('release'), refusing, 50.0, 1e-5, _Z)
+    self.assertGreaterEqual(r.value, 3.0)
+    self.assertLess(r.value, 3.0 * (1 + 1e-6))
+    def always(z):
+      raise ValueError(f'z={z} does not fit')
+    with self.assertRaisesRegex(ValueError, 'unreachable.*Last refusal: '
+                                'noise_multiplier=.*does not fit'):
+      calibration.calibrate(_fresh(), always, 1.0, 1e-5, _Z)
+
   def test_bad_arguments(self):
-    with self.assertRaisesRegex(ValueError, 'parameter of gaussian'):
+    # The string-keyed road of earlier versions fails naming its successor.
+    with self.assertRaisesRegex(TypeError, 'callables, not mechanism names'
+                                '.*make_fresh_accountant'):
       calibration.calibrate('gaussian', 'theta', {}, 1.0, 1e-5)
-    # Missing fixed parameters: named, before the search range needs them.
-    with self.assertRaisesRegex(TypeError, 'missing l2_sensitivity, '
-                                'num_clients, dimension'):
-      calibration.calibrate('ddg', 'noise_multiplier', {}, 1.0, 1e-5)
+    with self.assertRaisesRegex(AttributeError, 'release_event'):
+      calibration.mechanism_event('ddg', l2_sensitivity=1.0)
+    with self.assertRaisesRegex(TypeError, 'Parameter'):
+      calibration.calibrate(_fresh(), dp_accounting.GaussianDpEvent, 1.0,
+                            1e-5, 'noise_multiplier')
+    with self.assertRaisesRegex(TypeError, 'RdpAccountant'):
+      calibration.calibrate(dp_accounting.rdp.RdpAccountant,
+                            dp_accounting.GaussianDpEvent, 1.0, 1e-5, _Z)
+    with self.assertRaisesRegex(ValueError, 'adversary'):
+      calibration.calibrate(_fresh('analyst'), dp_accounting.GaussianDpEvent,
+                            1.0, 1e-5, _Z)
+    # Missing fixed parameters of an event: Python's own error names them.
+    with self.assertRaisesRegex(TypeError, "'l2_sensitivity', 'num_clients'"
+                                ", and 'dimension'"):
+      ddg.release_event(local_stddev=1.0)  # pylint: disable=no-value-for-parameter
     with self.assertRaisesRegex(TypeError, 'num_clients must be an integer'):
-      calibration.calibrate('ddg', 'noise_multiplier',
-                            dict(l2_sensitivity=1.0, num_clients='10',
-                                 dimension=4), 1.0, 1e-5)
+      ddg.release_event(1.0, 1.0, '10', 4)
+    with self.assertRaisesRegex(ValueError, 'local_stddev'):
+      ddg.release_event(1.0, 0.25, 10, 4)
     with self.assertRaisesRegex(ValueError, 'target_delta'):
-      calibration.calibrate('gaussian', 'noise_multiplier', {}, 1.0, 2.0)
+      _calibrate(dp_accounting.GaussianDpEvent, _Z, 1.0, delta=2.0)
     with self.assertRaisesRegex(ValueError, 'target_epsilon'):
-      calibration.calibrate('gaussian', 'noise_multiplier', {},
-                            float('nan'), 1e-5)
+      _calibrate(dp_accounting.GaussianDpEvent, _Z, float('nan'))
     with self.assertRaisesRegex(ValueError, 'unreachable'):
-      calibration.calibrate('cpbm', 'num_trials',
-                            dict(theta=0.25, **PBM), 1e-6, 1e-5)
+      _calibrate(_pbm(theta=0.25), _NUM_TRIALS, 1e-6)
+    with self.assertRaisesRegex(ValueError, 'low end'):
+      Parameter.noise('noise_multiplier', 0.0)
+    with self.assertRaisesRegex(ValueError, 'high end'):
+      Parameter.signal('theta', 0.25, 0.1)
     with self.assertRaisesRegex(ValueError, 'sampling'):
       calibration.rounds_event(dp_accounting.GaussianDpEvent(1.0),
                                sampling='stratified')
@@ -104,16 +187,15 @@ class CalibrateTest(parameterized.TestCase):
 
 
 def _gaussian_calibrator(eps, delta=1e-5):
-  result = calibration.calibrate('gaussian', 'noise_multiplier', {}, eps,
-                                 delta)
+  result = calibration.calibrate_gaussian(eps, delta)
   return result, result.event
 
 
 def _pbm_calibrator(dimension, num_trials):
   def calibrate(eps):
     result = calibration.calibrate(
-        'cpbm', 'theta', dict(num_trials=num_trials, num_clients=1000,
-                              dimension=dimension), eps, 1e-5)
+        _fresh(), lambda t: events.PoissonBinomialDpEvent(
+            t, num_trials, 1000, dimension), eps, 1e-5, _THETA)
     return result, result.event
   return calibrate
 
@@ -159,13 +241,9 @@ class SplitBudgetTest(parameterized.TestCase):
     # bracket's low end (target / 4, half of it each) is out of its reach
     # although the target is not; the split must start where it is.
     def pbm(eps):
-      result = calibration.calibrate(
-          'cpbm', 'num_trials', dict(theta=0.25, num_clients=1000,
-                                     dimension=64), eps, 1e-5)
+      result = _calibrate(_pbm(theta=0.25), _NUM_TRIALS, eps)
       return result, result.event
-    eps_min = accountant.epsilon(calibration.mechanism_event(
-        'cpbm', theta=0.25, num_trials=1, num_clients=1000, dimension=64),
-                                 1e-5)[0]
+    eps_min = accountant.epsilon(_pbm(theta=0.25)(1), 1e-5)[0]
     with self.assertRaisesRegex(ValueError, 'unreachable'):
       pbm(0.75 * eps_min)
     target = 3.0 * eps_min

@@ -157,10 +157,8 @@ class ReplaceOneGaussianTest(parameterized.TestCase):
     # differ by at most a relative 1e-3; 2e-3 leaves room for the grid of
     # orders making the curve of eps in z piecewise.
     kwargs = dict(target_epsilon=2.0, target_delta=1e-5, rounds=10)
-    add_remove = calibration.calibrate('gaussian', 'noise_multiplier', {},
-                                       **kwargs)
-    replace_one = calibration.calibrate(
-        'gaussian', 'noise_multiplier', {},
+    add_remove = calibration.calibrate_gaussian(**kwargs)
+    replace_one = calibration.calibrate_gaussian(
         neighboring_relation=REL.REPLACE_ONE, **kwargs)
     self.assertLessEqual(replace_one.epsilon, 2.0)
     self.assertAlmostEqual(replace_one.value / (2.0 * add_remove.value), 1.0,
@@ -296,8 +294,8 @@ class CliMatchesPythonTest(parameterized.TestCase):
       event = mechanism.dp_event()
       self.assertEqual(bool(event.sampler_tv_distance), sampler == 'table')
       # The CLI's event is the mechanism's event.
-      self.assertEqual(calibration.mechanism_event(
-          'ddg', l2_sensitivity=event.l2_sensitivity,
+      self.assertEqual(ddg.release_event(
+          l2_sensitivity=event.l2_sensitivity,
           local_stddev=event.local_stddev, num_clients=50, dimension=dim,
           noise_sampler=sampler), event)
       printed, out = self._check(_ddg_flags(event) + flag, event, rounds,
@@ -347,9 +345,11 @@ class CliMatchesPythonTest(parameterized.TestCase):
         'without-replacement', '--population', '1000', '--delta', '1e-6',
         '--target-epsilon', '3'])
     result = calibration.calibrate(
-        'ddg', 'local_stddev', dict(l2_sensitivity=1000.0, num_clients=100,
-                                    dimension=4096), 3.0, 1e-6, 20,
-        'without-replacement', sample_size=100, population=1000)
+        accountant.RdpAccountant, lambda s: calibration.rounds_event(
+            ddg.release_event(1000.0, s, 100, 4096), 20,
+            'without-replacement', sample_size=100, population=1000), 3.0,
+        1e-6, calibration.Parameter.noise('local_stddev',
+                                          ddg.MIN_SCALED_LOCAL_STDDEV))
     self.assertTrue(result.event.event.event.sampler_tv_distance)
     self.assertIn(f'local-stddev: {result.value:.6g}', out)
     for adversary in accountant.ADVERSARIES:

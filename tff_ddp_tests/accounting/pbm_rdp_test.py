@@ -149,11 +149,13 @@ class PbmRdpTest(parameterized.TestCase):
 
   def test_ten_million_clients_is_fast(self):
     # Was two minutes over the full support; the window is O(sqrt(n)).
+    # Timed in CPU seconds of this process: a wall-clock bound is broken by
+    # other work on the machine, not by the code.
     import time  # pylint: disable=g-import-not-at-top
-    start = time.perf_counter()
+    start = time.process_time()
     curve = pbm.rdp(events.PoissonBinomialDpEvent(0.1, 16, 10**7, 64),
                     ORDERS)
-    self.assertLess(time.perf_counter() - start, 20.0)
+    self.assertLess(time.process_time() - start, 20.0)
     self.assertTrue(np.all(np.isfinite(curve)))
 
   @parameterized.parameters(*pbm.RELATIONS)

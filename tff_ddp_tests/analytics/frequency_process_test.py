@@ -15,6 +15,7 @@ from tff_ddp import accounting
 from tff_ddp.accounting import accountant
 from tff_ddp.aggregators import secure_sum
 from tff_ddp.analytics import frequency as fq
+from tff_ddp.analytics import frequency_computations as fc
 from tff_ddp.analytics import frequency_data as fd
 from tff_ddp.analytics import frequency_process as fp
 from tff_ddp.analytics import histograms as hg
@@ -238,7 +239,7 @@ class ProcessTest(parameterized.TestCase):
     process = fp.build_frequency_process_from_parameters(p)
     del process
     seed_type = tff.TensorType(np.int64, [2])
-    sample = fp._sample_fn(p, seed_type)  # pylint: disable=protected-access
+    sample = fc.client_step(p, seed_type)
     rng = np.random.default_rng(0)
     for _ in range(20):
       x = rng.poisson(1.0, size=_D).astype(np.float32)

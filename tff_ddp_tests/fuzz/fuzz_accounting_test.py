@@ -18,6 +18,7 @@ from tff_ddp.accounting import events
 from tff_ddp.accounting import pbm_rdp
 from tff_ddp.accounting import subsampling
 from tff_ddp.accounting.orders import DEFAULT_ORDERS
+from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg_mechanism
 from tff_ddp_tests import harness
 from tff_ddp_tests.fuzz import strategies as fz
 
@@ -187,6 +188,40 @@ def _check_calibrate(kwargs, result):
   if result.epsilon > float(kwargs['target_epsilon']) * (1 + 1e-9):
     return f'epsilon {result.epsilon} above the target'
   return fz.epsilon_ok(result.epsilon)
+
+
+# One release per mechanism, x -> event, and the parameters searched:
+# `calibrate` gets any pair (a mismatched one must still end in a result
+# within the target or a clear error).
+_RELEASES = {
+    'gaussian': dp_accounting.GaussianDpEvent,
+    'ddg': lambda s: ddg_mechanism.release_event(100.0, s, 10, 64),
+    'skellam': lambda s: events.DistributedSkellamDpEvent(100.0, s * s, 10,
+                                                          64),
+    'cpbm theta': lambda t: events.PoissonBinomialDpEvent(t, 16, 10, 8),
+    'cpbm trials': lambda m: events.PoissonBinomialDpEvent(0.1, m, 10, 8),
+}
+_NOISE_MULTIPLIER = calibration.Parameter.noise('noise_multiplier')
+_PARAMETERS = {
+    'noise_multiplier': _NOISE_MULTIPLIER,
+    'local_stddev': calibration.Parameter.noise('local_stddev', 0.5),
+    'theta': calibration.Parameter.signal('theta', 2.0**-40, 0.25),
+    'num_trials': calibration.Parameter.signal('num_trials', 1, 2**31 - 1,
+                                               discrete=True),
+}
+
+
+def _calibrate_rounds(make_event, rounds, sampling, rate, **kwargs):
+  """`calibration.calibrate` over `rounds` sampled rounds of make_event(x),
+  against the server."""
+  if callable(make_event):
+    one = make_event
+    make_event = lambda x: calibration.rounds_event(one(x), rounds, sampling,
+                                                    rate)
+    calibration.rounds_event(dp_accounting.NoOpDpEvent(), rounds, sampling,
+                             rate)  # argument errors now, as the callers do
+  return calibration.calibrate(accountant.RdpAccountant, make_event,
+                               **kwargs)
 
 
 def _check_event(kwargs, event):
@@ -391,22 +426,18 @@ ENTRY_POINTS = [
                   ('epsilon 5e-324', dict(target_epsilon=5e-324),
                    'documented')]),
     fz.EntryPoint(
-        name='accounting.calibration.mechanism_event',
-        call=calibration.mechanism_event,
-        baseline=dict(mechanism='cpbm', theta=0.1, num_trials=16,
-                      num_clients=10, dimension=8),
+        name='mechanisms.distributed_discrete_gaussian.release_event',
+        call=ddg_mechanism.release_event,
+        baseline=dict(l2_sensitivity=10.0, local_stddev=5.0, num_clients=10,
+                      dimension=8),
         check=_check_event,
-        hints=dict(mechanism=st.sampled_from(['gaussian', 'ddg', 'cpbm']),
-                   noise_multiplier=fz.floats(), l2_sensitivity=fz.floats(),
-                   local_stddev=fz.floats(), l1_sensitivity=fz.floats(),
-                   theta=fz.floats(), num_trials=fz.ints(),
+        hints=dict(l2_sensitivity=fz.floats(), local_stddev=fz.floats(),
                    num_clients=fz.ints(), dimension=fz.ints(),
-                   bogus=fz.floats()),
+                   l1_sensitivity=fz.floats(),
+                   noise_sampler=st.sampled_from(['table', 'exact', 'fast'])),
         examples=[
-            ('gaussian without noise_multiplier',
-             dict(mechanism='gaussian', theta=None, num_trials=None,
-                  num_clients=None, dimension=None), 'clear_error'),
-            ('unknown keyword', dict(bogus=1), 'clear_error'),
+            ('below Theorem 9', dict(local_stddev=0.25), 'clear_error'),
+            ('unknown sampler', dict(noise_sampler='fast'), 'clear_error'),
         ]),
     fz.EntryPoint(
         name='accounting.calibration.rounds_event',
@@ -421,40 +452,35 @@ ENTRY_POINTS = [
                    population=fz.ints())),
     fz.EntryPoint(
         name='accounting.calibration.calibrate',
-        call=calibration.calibrate,
-        baseline=dict(mechanism='gaussian', parameter='noise_multiplier',
-                      params={}, target_epsilon=1.0, target_delta=1e-5,
-                      rounds=1, sampling='none', rate=None),
+        call=_calibrate_rounds,
+        baseline=dict(make_event=dp_accounting.GaussianDpEvent,
+                      parameter=_NOISE_MULTIPLIER, target_epsilon=1.0,
+                      target_delta=1e-5, rounds=1, sampling='none',
+                      rate=None),
         check=_check_calibrate,
         hints=dict(target_epsilon=fz.floats(), target_delta=fz.floats(),
                    rounds=st.one_of(st.integers(1, 10**6), fz.ints()),
                    sampling=st.sampled_from(['none', 'poisson', 'self']),
                    rate=st.one_of(fz.floats(), st.floats(0.0, 1.0)),
-                   params=st.fixed_dictionaries(
-                       {}, optional=dict(num_clients=fz.ints(),
-                                         dimension=fz.ints(),
-                                         l2_sensitivity=fz.floats(),
-                                         theta=fz.floats(),
-                                         num_trials=fz.ints())),
-                   mechanism=st.sampled_from(['gaussian', 'ddg', 'cpbm']),
-                   parameter=st.sampled_from(['noise_multiplier',
-                                              'local_stddev', 'theta',
-                                              'num_trials'])),
+                   make_event=st.sampled_from(list(_RELEASES.values())),
+                   parameter=st.sampled_from(list(_PARAMETERS.values()))),
         max_examples=20,
         examples=[
             ('unreachable cPBM', dict(
-                mechanism='cpbm', parameter='theta',
-                params=dict(num_trials=16, num_clients=2, dimension=10**6),
+                make_event=lambda t: events.PoissonBinomialDpEvent(
+                    t, 16, 2, 10**6), parameter=_PARAMETERS['theta'],
                 target_epsilon=1e-3, target_delta=1e-10, rounds=10**6),
              'clear_error'),
             ('unreachable Gaussian', dict(
                 target_epsilon=1e-9, target_delta=1e-10, rounds=10**9),
              'clear_error'),
             ('DDG unreachable (brentq signs)', dict(
-                mechanism='ddg', parameter='local_stddev',
-                params=dict(l2_sensitivity=1e6, num_clients=2,
-                            dimension=10**6),
+                make_event=lambda s: ddg_mechanism.release_event(
+                    1e6, s, 2, 10**6),
+                parameter=_PARAMETERS['local_stddev'],
                 target_epsilon=1e-6, target_delta=1e-10), 'clear_error'),
+            ('a mechanism name (the removed road)',
+             dict(make_event='ddg'), 'clear_error'),
         ]),
     fz.EntryPoint(
         name='accounting.event_io.extract_dp_event',

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import numpy as np
 
 from tff_ddp.analytics import frequency as fq
+from tff_ddp.analytics import frequency_computations as fc
 from tff_ddp.analytics import frequency_process as fp
 from tff_ddp_tests import harness
 from tff_ddp_tests.fuzz import strategies as fz
@@ -465,14 +466,17 @@ def _check_params(kwargs, params):
   if params.protocol == 'two_phase' and not (
       1e-30 <= params.upper_bound <= 1e30):
     problems.append(f'histogram range [0, {params.upper_bound}]')
-  if params.clip is not None and not (
-      fp.CLIP_RANGE[0] <= params.clip <= fp.CLIP_RANGE[1]):
+  # (Each protocol's class has the fields it needs: clip and learning_rate
+  # are some protocols' only.)
+  clip = getattr(params, 'clip', None)
+  if clip is not None and not fp.CLIP_RANGE[0] <= clip <= fp.CLIP_RANGE[1]:
     # The estimate is the decoded sum times C: C = 1e308 gave NaN.
-    problems.append(f'clip {params.clip}')
-  if params.learning_rate is not None and not (
-      0 < params.learning_rate <= fp.MAX_LEARNING_RATE):
+    problems.append(f'clip {clip}')
+  learning_rate = getattr(params, 'learning_rate', None)
+  if learning_rate is not None and not (
+      0 < learning_rate <= fp.MAX_LEARNING_RATE):
     # C exp(-eta (gamma-hat - gamma*)) overflows in one round.
-    problems.append(f'learning_rate {params.learning_rate}')
+    problems.append(f'learning_rate {learning_rate}')
   if params.value_dtype not in fp.DTYPES:
     problems.append(f'value_dtype {params.value_dtype}')
   return '; '.join(problems) or None
@@ -484,9 +488,9 @@ def _traced(params, on_wrap):
 
 
 def _no_tracing():
-  return mock.patch.multiple(fp, _two_phase_process=_traced,
-                             _multi_round_process=_traced,
-                             _single_release_process=_traced)
+  return mock.patch.multiple(fc, two_phase_process=_traced,
+                             multi_round_process=_traced,
+                             single_release_process=_traced)
 
 
 def _validated_process(**kwargs):

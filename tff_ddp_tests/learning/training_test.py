@@ -1,0 +1,304 @@
+"""`tff-ddp train`: accounting per adversary, resume, errors, and two-round
+runs of both tasks through the command line on generated databases."""
+
+import contextlib
+import csv
+import json
+import math
+import os
+import shutil
+import tempfile
+
+from absl.testing import parameterized
+import dp_accounting
+import pytest
+import tensorflow as tf
+
+from tff_ddp import accounting
+from tff_ddp import cli
+from tff_ddp.learning import generated_databases
+from tff_ddp.learning import train_mechanisms
+from tff_ddp.learning import training
+from tff_ddp_tests import harness
+
+
+def _folder(test) -> str:
+  folder = tempfile.mkdtemp()
+  test.addCleanup(shutil.rmtree, folder, ignore_errors=True)
+  return folder
+
+
+def _run(argv):
+  """(exit status, stdout lines, stderr) of `tff-ddp` in this process.
+
+  Output goes to temporary files, not StringIO: the TFF worker the command
+  starts inherits the process's stdout, which needs a file descriptor.
+  """
+  with tempfile.TemporaryFile('w+') as out, tempfile.TemporaryFile(
+      'w+') as err:
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+      try:
+        code = cli.main(argv)
+      except SystemExit as e:
+        code = e.code
+    out.seek(0)
+    err.seek(0)
+    return code, out.read().splitlines(), err.read()
+
+
+def _ddg_event(num_clients=100, dimension=2**20):
+  return accounting.DistributedDiscreteGaussianDpEvent(
+      l2_sensitivity=8000.0, local_stddev=3200.0, num_clients=num_clients,
+      dimension=dimension)
+
+
+class LedgerTest(parameterized.TestCase):
+  """Each adversary's epsilon is the accountant's on the sampled events."""
+
+  def test_distributed_mechanism_composes_sampled_events(self):
+    ledger = train_mechanisms.Ledger(train_mechanisms.mechanism('ddg'),
+                                     population=3400, delta=1 / 3400)
+    for _ in range(5):
+      ledger.compose(_ddg_event(), 100)
+    for adversary in ('server', 'release'):
+      expected = accounting.RdpAccountant(adversary=adversary).compose(
+          dp_accounting.SampledWithoutReplacementDpEvent(
+              3400, 100, _ddg_event()), 5).get_epsilon(1 / 3400)
+      self.assertAlmostEqual(ledger.epsilon(adversary), expected)
+    # Cohorts of 100 of 3400 at z = 4: the release's amplification is real
+    # (0.27 vs 0.75); the server, which drew them, gets the known-sample
+    # mixture only.
+    self.assertLess(ledger.epsilon('release'),
+                    0.5 * ledger.epsilon('server'))
+
+  def test_central_gaussian_is_not_private_against_the_server(self):
+    ledger = train_mechanisms.Ledger(
+        train_mechanisms.mechanism('gaussian'), 1000, 1e-5)
+    ledger.compose(dp_accounting.GaussianDpEvent(1.0), 10)
+    self.assertEqual(ledger.epsilon('server'), math.inf)
+    expected = accounting.RdpAccountant(adversary='release').compose(
+        dp_accounting.SampledWithoutReplacementDpEvent(
+            1000, 10, dp_accounting.GaussianDpEvent(1.0))).get_epsilon(1e-5)
+    self.assertAlmostEqual(ledger.epsilon('release'), expected)
+
+  def test_no_privacy(self):
+    ledger = train_mechanisms.Ledger(train_mechanisms.mechanism('none'), 10,
+                                     1e-5)
+    self.assertEqual(ledger.epsilon('release'), math.inf)
+    ledger.compose(None, 3)
+    self.assertEqual(ledger.epsilon('server'), math.inf)
+
+  def test_event_json_round_trip(self):
+    event = dp_accounting.ComposedDpEvent([
+        _ddg_event(7, 1024), dp_accounting.GaussianDpEvent(2.0)])
+    text = json.dumps(train_mechanisms.event_to_json(event))
+    self.assertEqual(train_mechanisms.event_from_json(json.loads(text)),
+                     event)
+
+  def test_cohorts_are_fixed_per_round_and_without_replacement(self):
+    ids = [f'c{i}' for i in range(50)]
+    first = training.cohort(ids, 20, seed=3, round_number=7)
+    self.assertLen(set(first), 20)
+    self.assertEqual(first, training.cohort(ids, 20, 3, 7))
+    self.assertNotEqual(first, training.cohort(ids, 20, 3, 8))
+
+  def test_modclip_probability_is_the_two_sided_normal_tail(self):
+    # P(|N(0,1)| > 4) = 6.334e-5 (the paper's k = 4).
+    self.assertAlmostEqual(train_mechanisms.modclip_probability(4.0),
+                           6.334248e-5, delta=1e-10)
+
+
+class CommandErrorTest(parameterized.TestCase):
+  """User errors before any training: one line, status 2."""
+
+  def test_missing_database(self):
+    folder = _folder(self)
+    code, _, err = _run(['train', '--task', 'stackoverflow', '--mechanism',
+                         'ddg', '--noise-multiplier', '1', '--data-dir',
+                         folder, '--output-dir', os.path.join(folder, 'o')])
+    self.assertEqual(code, 2)
+    self.assertEqual(len(err.splitlines()), 1)
+    self.assertIn(f'no Stack Overflow database {folder}/stackoverflow.sqlite'
+                  ': put TFF\'s stackoverflow.sqlite there', err)
+
+  def test_wrong_schema(self):
+    folder = _folder(self)
+    with open(os.path.join(folder, 'emnist_all.sqlite'), 'wb') as f:
+      f.write(b'\0' * 4096)
+    code, _, err = _run(['train', '--task', 'emnist', '--mechanism', 'none',
+                         '--data-dir', folder, '--output-dir',
+                         os.path.join(folder, 'o')])
+    self.assertEqual(code, 2)
+    self.assertEqual(len(err.splitlines()), 1)
+    self.assertIn('emnist_all.sqlite is not an SQLite database', err)
+
+  @parameterized.parameters(
+      (['--mechanism', 'ddg'], 'needs --noise-multiplier'),
+      (['--mechanism', 'none', '--noise-multiplier', '1'],
+       'drop --noise-multiplier'),
+      (['--mechanism', 'ddg', '--noise-multiplier', '1', '--resume'],
+       'holds no run'),
+      (['--mechanism', 'gaussian', '--noise-multiplier', '0'],
+       '--noise-multiplier must be'),
+  )
+  def test_settings(self, argv, message):
+    folder = _folder(self)
+    code, _, err = _run(['train', '--task', 'emnist', '--data-dir', folder,
+                         '--output-dir', os.path.join(folder, 'o')] + argv)
+    self.assertEqual(code, 2)
+    self.assertEqual(len(err.splitlines()), 1)
+    self.assertIn(message, err)
+
+
+def _rows(lines):
+  """The per-round rows of the report: (round, accuracy, eps server, eps
+  release)."""
+  start = next(i for i, line in enumerate(lines)
+               if line.split()[:2] == ['round', 'accuracy'])
+  rows = []
+  for line in lines[start + 1:]:
+    fields = line.split()
+    if not fields or not fields[0].isdigit():
+      break
+    rows.append((int(fields[0]), None if fields[1] == '-' else
+                 float(fields[1]), float(fields[2]), float(fields[3])))
+  return rows
+
+
+@pytest.mark.slow  # end to end with the paper's model sizes
+class TrainCommandTest(tf.test.TestCase):
+  """Two rounds of each task through `tff-ddp train`, TFF's loaders reading
+  generated databases (3 of 6 clients per round; the paper's models)."""
+
+  def _check_run(self, lines, out, rounds, dimension, first=1):
+    """Rows `first`..`rounds` printed, all rounds in the files."""
+    rows = _rows(lines)
+    self.assertEqual([r[0] for r in rows], list(range(first, rounds + 1)))
+    for _, accuracy, server, release in rows:
+      if accuracy is not None:
+        self.assertBetween(accuracy, 0.0, 1.0)
+      self.assertTrue(math.isfinite(server))
+      self.assertLessEqual(release, server + 1e-9)
+    with open(os.path.join(out, 'metrics.csv')) as f:
+      table = list(csv.DictReader(f))
+    self.assertEqual([int(r['round']) for r in table],
+                     list(range(1, rounds + 1)))
+    # Composition grows epsilon; the file has what was printed.
+    server = [float(r['epsilon_server']) for r in table]
+    self.assertEqual(server, sorted(server))
+    self.assertLess(server[0], server[-1])
+    self.assertAlmostEqual(server[-1], rows[-1][2], delta=1e-3 * server[-1])
+    with open(os.path.join(out, 'events.jsonl')) as f:
+      events = [json.loads(line) for line in f]
+    # Each round's event: the measured 3 clients, the padded dimension.
+    for record in events:
+      event = train_mechanisms.event_from_json(record['event'])
+      self.assertEqual(event.num_clients, 3)
+      self.assertEqual(event.dimension, dimension)
+    return rows, events
+
+  def test_emnist_two_rounds_then_resume(self):
+    folder = _folder(self)
+    generated_databases.write_emnist(folder, num_clients=6, train_examples=8,
+                                     test_examples=2)
+    out = os.path.join(folder, 'run')
+    argv = ['train', '--task', 'emnist', '--mechanism', 'ddg', '--bits',
+            '16', '--noise-multiplier', '1', '--rounds', '2',
+            '--clients-per-round', '3', '--data-dir', folder, '--output-dir',
+            out, '--eval-every', '1', '--checkpoint-every', '1']
+    code, lines, err = _run(argv)
+    self.assertEqual(code, 0, err)
+    self.assertIn('Federated EMNIST-62', lines[0])
+    self.assertIn('d = 1,018,174 parameters', '\n'.join(lines))
+    self.assertIn('NOT the amplification by sampling the paper relies on',
+                  '\n'.join(lines))
+    rows, _ = self._check_run(lines, out, 2, 2**20)
+    self.assertTrue(os.path.isdir(os.path.join(out, 'checkpoints',
+                                               'round_2')))
+    # The same command again: the run is there, resume it or move on.
+    code, _, err = _run(argv)
+    self.assertEqual(code, 2)
+    self.assertIn('pass --resume', err)
+    # Resumed for a third round: the ledger holds all three events.
+    code, lines, err = _run(argv[:10] + ['3'] + argv[11:] + ['--resume'])
+    self.assertEqual(code, 0, err)
+    self.assertIn('resumed after round 2', '\n'.join(lines))
+    resumed, events = self._check_run(lines, out, 3, 2**20, first=3)
+    self.assertLen(events, 3)
+    ledger = train_mechanisms.Ledger(train_mechanisms.mechanism('ddg'), 6,
+                                     1 / 6)
+    for record in events:
+      ledger.compose(train_mechanisms.event_from_json(record['event']), 3)
+    self.assertAlmostEqual(resumed[-1][2], ledger.epsilon('server'),
+                           places=3)
+    self.assertAlmostEqual(resumed[-1][3], ledger.epsilon('release'),
+                           places=3)
+
+  def test_stackoverflow_two_rounds_with_a_10k_vocabulary(self):
+    folder = _folder(self)
+    generated_databases.write_stackoverflow(folder, num_clients=6,
+                                            train_sentences=6)
+    words = os.path.join(folder, 'words.txt')
+    with open(words, 'w') as f:  # the generator's words first
+      f.write(''.join(f'w{i} {10**6 - i}\n' for i in range(10000)))
+    out = os.path.join(folder, 'run')
+    code, lines, err = _run([
+        'train', '--task', 'stackoverflow', '--mechanism', 'ddg',
+        '--noise-multiplier', '1', '--rounds', '2', '--clients-per-round',
+        '3', '--data-dir', folder, '--output-dir', out, '--vocab-file',
+        words, '--eval-every', '2'])
+    self.assertEqual(code, 0, err)
+    report = '\n'.join(lines)
+    self.assertIn('the first 10000 words of', report)
+    self.assertIn('d = 4,050,748 parameters', report)
+    self.assertIn('delta = 1e-06', report)
+    rows, _ = self._check_run(lines, out, 2, 2**22)
+    self.assertIsNone(rows[0][1])  # evaluated every 2 rounds
+    self.assertIsNotNone(rows[1][1])
+
+
+@pytest.mark.slow  # two TFF processes
+class MechanismRoundTest(tf.test.TestCase):
+  """What each --mechanism's round releases and accounts (a small model:
+  the property does not depend on its size)."""
+
+  def test_round_events(self):
+    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+    from tff_ddp import learning  # pylint: disable=g-import-not-at-top
+    spec = (tf.TensorSpec([None, 4], tf.float32),
+            tf.TensorSpec([None], tf.int32))
+
+    def model_fn():
+      return tff.learning.models.from_keras_model(
+          tf.keras.Sequential([tf.keras.layers.InputLayer(input_shape=(4,)),
+                               tf.keras.layers.Dense(3)]),
+          input_spec=spec, loss=tf.keras.losses.SparseCategoricalCrossentropy(
+              from_logits=True))
+
+    data = [tf.data.Dataset.from_tensor_slices(
+        (tf.ones([5, 4]) * i, tf.constant([0, 1, 2, 0, 1]))).batch(5)
+            for i in range(3)]
+    config = training.TrainConfig(
+        task='emnist', mechanism='-', data_dir='-', output_dir='-',
+        noise_multiplier=2.0, clients_per_round=3).resolved(
+            training.paper_tasks.EMNIST_TASK)
+    found = {}
+    for name in ('ddg', 'gaussian'):
+      chosen = train_mechanisms.mechanism(name)
+      process = tff.learning.algorithms.build_unweighted_fed_avg(
+          model_fn, client_optimizer_fn=tff.learning.optimizers.build_sgdm(
+              0.1), model_aggregator=chosen.aggregator(config),
+          metrics_aggregator=learning.withhold_metrics)
+      output = process.next(process.initialize(), data)
+      # No client metric reaches the server, whatever the mechanism.
+      self.assertEmpty(output.metrics['client_work']['train'])
+      found[name] = chosen.round_event(output, output.state)
+    self.assertIsInstance(found['ddg'],
+                          accounting.DistributedDiscreteGaussianDpEvent)
+    self.assertEqual(found['ddg'].num_clients, 3)  # measured
+    # TFF's central Gaussian: the event its DP factory keeps in its state.
+    self.assertEqual(found['gaussian'], dp_accounting.GaussianDpEvent(2.0))
+
+
+if __name__ == '__main__':
+  harness.main()
