@@ -192,9 +192,9 @@ class SameReportTest(parameterized.TestCase):
     self.assertEqual(synthetic[0].replace('uniform', path), mine[0])
     # Same epsilon and calibration (columns 'eps' and 'parameters'), same
     # true quantiles and same central row (its noise is seeded).
-    for a, b in zip(synthetic[2:4], mine[2:4]):
-      self.assertEqual(a.split()[-3:-1] + a.split()[-1:],
-                       b.split()[-3:-1] + b.split()[-1:])
+    for a, b in zip(synthetic[2:4], mine[2:4]):  # ... eps s/round c= z=
+      self.assertEqual(a.split()[-4:-3] + a.split()[-2:],
+                       b.split()[-4:-3] + b.split()[-2:])
     self.assertEqual(synthetic[3], mine[3])  # central row
     self.assertEqual(synthetic[5], mine[5])  # true (sample)
 
