@@ -49,11 +49,12 @@ def histogram_event(theta, m, n, num_bins):
   from tff_ddp.aggregators import PoissonBinomialSumFactory  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import quantile_calibration as qc  # pylint: disable=g-import-not-at-top
-  _, l2, l0 = hg.sensitivities('haar', num_bins)
+  encoding = hg.Haar(num_bins)
+  _, l2, l0 = encoding.sensitivities()
   factory = PoissonBinomialSumFactory(
       l2, theta, m, n, encoder='none', divisor='linf', linf_clip=1.0,
       l0_clip=int(l0))
-  return factory.dp_event(qc.encoding_type('haar', num_bins))
+  return factory.dp_event(qc.encoding_type(encoding))
 
 
 def indicator_event(theta, m, n):

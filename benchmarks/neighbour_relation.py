@@ -67,8 +67,9 @@ def old_haar_rdp(event, num_bins):
   moves by one (zero-out per-trial curve); equal coordinates cost nothing.
   """
   from tff_ddp.accounting import pbm_rdp  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import simulation  # pylint: disable=g-import-not-at-top
-  table = simulation._table('haar', num_bins)  # pylint: disable=protected-access
+  table = simulation._table(hg.Haar(num_bins))  # pylint: disable=protected-access
   flip_curve = pbm_rdp.per_trial_rdp(event.theta, event.num_clients,
                                      _orders(), 'replace_one')
   move_curve = pbm_rdp.per_trial_rdp(event.theta, event.num_clients,
@@ -269,8 +270,8 @@ def tffe_paired(runs, datasets):
     max_items = float(x0.sum(axis=1).max())
     params, _, _ = F.at_paper_parameters('two_phase', d, n, DELTA_FREQ,
                                          max_items=max_items)
-    upper, b, target = params.upper_bound, params.num_bins, \
-        params.target_quantile
+    upper, target = params.upper_bound, params.target_quantile
+    encoding = params.quantile.encoding  # TFFE's phase 1: Haar
     out = {'old': [], 'new': [], 'new + missing mass at 0': []}
     start = time.time()
     for run in range(runs):
@@ -282,12 +283,12 @@ def tffe_paired(runs, datasets):
       noise_seed = 7919 + run
       # Old: every norm in a bin (0 -> bin 0), CDF normalised by n.
       values = np.asarray(norms, np.float32).astype(np.float64)
-      codes = simulation.encodings('haar', values, 0.0, upper, b)
+      codes = simulation.encodings(encoding, values, 0.0, upper)
       noisy = simulation.noisy_sum('poisson_binomial', codes,
                                    params.quantile, seed=noise_seed)
-      cdf = hg.estimate_cdf('haar', noisy, b, 'exact', num_clients=n)
+      cdf = encoding.cdf(noisy, n)
       c_old = float(hg.quantile_values(cdf, [target], 0.0, upper,
-                                       b).numpy()[0])
+                                       encoding.num_bins).numpy()[0])
 
       class _Seed:  # quantile_phase draws its noise seed from rng
         def integers(self, *unused):
@@ -300,10 +301,11 @@ def tffe_paired(runs, datasets):
       noisy = simulation.noisy_sum(
           'poisson_binomial', np.where((values > 0)[:, None], codes, 0),
           params.quantile, seed=noise_seed)
-      cdf = hg.estimate_cdf('haar', noisy, b, 'exact', num_clients=n)
-      total = float(hg.estimated_total('haar', noisy, b))
+      cdf = encoding.cdf(noisy, n)
+      total = float(encoding.estimated_total(noisy))
       c_shift = float(hg.quantile_values(cdf + (n - total) / n, [target],
-                                         0.0, upper, b).numpy()[0])
+                                         0.0, upper,
+                                         encoding.num_bins).numpy()[0])
       c_star = fq.optimal_clip(norms, target)
       for key, c in (('old', c_old), ('new', c_new),
                      ('new + missing mass at 0', c_shift)):

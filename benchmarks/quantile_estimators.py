@@ -39,7 +39,6 @@ def run(runs=20, epsilons=(1.0, 2.0, 5.0)):
   from tff_ddp.analytics import quantiles as q  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import simulation as sim  # pylint: disable=g-import-not-at-top
   b = 32
-  count = {'flat': 'estimated', 'tree': 'exact', 'haar': 'exact'}
   estimators = {
       'paper': dict(monotone=False, interpolate=False, consistent=False),
       'monotone': dict(monotone=True, interpolate=False, consistent=False),
@@ -50,19 +49,21 @@ def run(runs=20, epsilons=(1.0, 2.0, 5.0)):
   errors = {}
   for n, dist, eps, method in itertools.product(
       (128, 512), ('unif', 'chi2'), epsilons, hg.METHODS):
-    params = q.quantile_parameters(method, 'discrete_gaussian', b, n, eps,
+    encoding = hg.encoding(method, b)
+    params = q.quantile_parameters(encoding, 'discrete_gaussian', b, n, eps,
                                    DELTA)
     for run_index in range(runs):
       rng = np.random.default_rng(run_index + 17 * n)
       values = (rng.uniform(0, 10, n) if dist == 'unif'
                 else np.clip(rng.chisquare(4, n), 0, 10))
-      codes = sim.encodings(method, values, 0.0, 10.0, b)
+      codes = sim.encodings(encoding, values, 0.0, 10.0)
       seed = zlib.crc32(repr((n, dist, eps, method, run_index)).encode())
       noisy = sim.noisy_sum('discrete_gaussian', codes, params, seed=seed)
       for name, opts in estimators.items():
-        if opts['consistent'] and method != 'tree':
+        if opts['consistent'] and not encoding.has_consistent_estimator:
           continue
-        cdf = hg.estimate_cdf(method, noisy, b, count[method],
+        # Each with the count its paper uses (flat: estimated, else n).
+        cdf = hg.estimate_cdf(encoding, noisy, b, encoding.paper_count,
                               num_clients=n, consistent=opts['consistent'],
                               monotone=opts['monotone'])
         est = hg.quantile_values(cdf, QUANTILES, 0.0, 10.0, b,

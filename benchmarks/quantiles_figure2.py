@@ -54,11 +54,10 @@ def worst_error(cdf, values, num_bins):
                                         num_bins)))
 
 
-def cdf_estimate(method, noisy, num_bins, count, n):
-  """The process's CDF estimate (`histograms.estimate_cdf`, one home)."""
+def cdf_estimate(encoding, noisy, count, n):
+  """The process's CDF estimate (`Encoding.cdf`, one home)."""
   from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
-  return hg.estimate_cdf(method, noisy, num_bins, count,
-                         num_clients=n).numpy()
+  return encoding.cdf(noisy, n if hg.exact_count(count) else None).numpy()
 
 
 def sweep(runs, clients, bins, dists, epsilons):
@@ -70,7 +69,7 @@ def sweep(runs, clients, bins, dists, epsilons):
   for n, b in itertools.product(clients, bins):
     for eps in epsilons:
       z_central = sim.central_noise_multiplier(eps, DELTA)
-      for method in ('flat', 'tree', 'haar'):
+      for method in hg.METHODS:
         for setting in SETTINGS[:2]:
           params[(n, b, method, setting, eps)] = q.quantile_parameters(
               method, setting, b, n, eps, DELTA, bits=BITS)
@@ -79,15 +78,16 @@ def sweep(runs, clients, bins, dists, epsilons):
           rng = np.random.default_rng(1000 * run + n + b)
           values = data(dist, n, rng)
           for name, method, count in VARIANTS:
-            codes = sim.encodings(method, values, 0.0, 10.0, b)
-            l2 = hg.sensitivities(method, b)[1]
+            encoding = hg.encoding(method, b)
+            codes = sim.encodings(encoding, values, 0.0, 10.0)
             for s_i, setting in enumerate(SETTINGS):
               seed = zlib.crc32(repr((run, n, b, eps, dist, name,
                                       s_i)).encode())
               noisy = sim.noisy_sum(
                   setting, codes, params.get((n, b, method, setting, eps)),
-                  central_z=z_central, l2_sensitivity=l2, seed=seed)
-              cdf = cdf_estimate(method, noisy, b, count, n)
+                  central_z=z_central, l2_sensitivity=encoding.l2,
+                  seed=seed)
+              cdf = cdf_estimate(encoding, noisy, count, n)
               results.setdefault((dist, n, b, name, setting, eps), []).append(
                   worst_error(cdf, values, b))
   return results, params

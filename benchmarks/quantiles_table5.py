@@ -42,20 +42,20 @@ def run(runs=50, clients=1000):
   n = clients
   width = 10.0 / BINS
   params, eps = {}, {}
-  for method in ('flat', 'haar'):
-    l0 = hg.sensitivities(method, BINS)[2]
+  encodings = (hg.Flat(BINS), hg.Haar(BINS))
+  for encoding in encodings:
+    method = encoding.name
     factory = poisson_binomial.PoissonBinomialSumFactory(
-        l2_clip=hg.sensitivities(method, BINS)[1], theta=0.2, num_trials=30,
+        l2_clip=encoding.l2, theta=0.2, num_trials=30,
         expected_clients_per_round=n, encoder='none', divisor='linf',
-        linf_clip=1.0, l0_clip=l0)
-    vt = qc.encoding_type(method, BINS)
+        linf_clip=1.0, l0_clip=encoding.l0)
+    vt = qc.encoding_type(encoding)
     fp = factory.mechanism(vt)
     params[method] = qc.QuantileParameters(
-        method=method, mechanism='poisson_binomial', num_bins=BINS,
-        bits=fp.bits, factory=factory, value_type=vt, epsilon=float('nan'),
-        delta=DELTA, adversary='server', scaling=None, noise_multiplier=None,
-        theta=0.2, num_trials=30,
-        l2_sensitivity=hg.sensitivities(method, BINS)[1])
+        encoding=encoding, mechanism='poisson_binomial', bits=fp.bits,
+        factory=factory, value_type=vt, epsilon=float('nan'), delta=DELTA,
+        adversary='server', scaling=None, noise_multiplier=None, theta=0.2,
+        num_trials=30)
     all_coordinates = poisson_binomial.PoissonBinomialSumFactory(
         l2_clip=1.0, theta=0.2, num_trials=30, expected_clients_per_round=n,
         encoder='none', divisor='linf', linf_clip=1.0).dp_event(vt)
@@ -68,19 +68,19 @@ def run(runs=50, clients=1000):
       accountant.compose(event)
       eps[(method, label)] = accountant.get_epsilon(DELTA)
 
-  count = {'flat': 'estimated', 'haar': 'exact'}
   errors = {}
   for dist in ('uniform', 'chi2(4)', 'lognormal'):
     for run_index in range(runs):
       values = draw(dist, n, np.random.default_rng(run_index))
-      for method in ('flat', 'haar'):
-        codes = sim.encodings(method, values, 0.0, 10.0, BINS)
-        clean = hg.estimate_cdf(method, codes.sum(0).astype(np.float64),
-                                BINS, count[method], num_clients=n)
+      for offset, encoding in enumerate(encodings):
+        # Each with the count its paper uses (flat: estimated; Haar: n).
+        method, count = encoding.name, encoding.paper_count
+        codes = sim.encodings(encoding, values, 0.0, 10.0)
+        clean = hg.estimate_cdf(encoding, codes.sum(0).astype(np.float64),
+                                BINS, count, num_clients=n)
         noisy = sim.noisy_sum('poisson_binomial', codes, params[method],
-                              seed=run_index * 7 + (method == 'haar'))
-        cdf = hg.estimate_cdf(method, noisy, BINS, count[method],
-                              num_clients=n)
+                              seed=run_index * 7 + offset)
+        cdf = hg.estimate_cdf(encoding, noisy, BINS, count, num_clients=n)
         ref = hg.quantile_values(clean, QUANTILES, 0.0, 10.0, BINS).numpy()
         est = hg.quantile_values(cdf, QUANTILES, 0.0, 10.0, BINS).numpy()
         errors.setdefault((dist, method), []).append(

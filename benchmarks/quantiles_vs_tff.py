@@ -141,7 +141,7 @@ def accuracy(n, b, epsilons, reps):
       tree = out.aggregated_hierarchical_histogram
       noisy = tff_tree_to_ours(np.asarray(tree['flat_values']),
                                np.asarray(tree['nested_row_splits'][0]))
-      cdf = hg.estimate_cdf('tree', noisy, b, 'exact', num_clients=n)
+      cdf = hg.Tree(b).cdf(noisy, n)  # TFF's tree read as ours, by n
       prefix.append(worst(cdf, values, b))
       decoder.append(tff_decoder_error(tree, values, b))
     result['TFF tree'] = prefix

@@ -4,7 +4,7 @@
   in exact int64 arithmetic; N_Z(0, s) conditioned on |x| <= x_max, excluded
   mass < e^-1000).
 * table: `discrete_gaussian_table.sample_discrete_gaussian_table` (alias
-  method, same s, TV distance <= `tv_distance_bound(scale)` < 2^-108).
+  method, same s, TV distance <= `tv_distance_bound(scale)` < 2^-231).
 * TF Privacy: `discrete_gaussian_utils.sample_discrete_gaussian` with the
   integer scale ceil(scale), as TFF's DDG query calls it (so its variance is
   ceil(scale)^2, not s; stateful randomness, float acceptance probabilities).

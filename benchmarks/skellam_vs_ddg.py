@@ -1,150 +1,219 @@
-"""Distributed Skellam vs the DDG at equal epsilon, and vs TFF's Skellam.
+"""Distributed Skellam: speed vs TFF's Skellam round, utility at equal epsilon.
 
-Same run, same data: d = 2^16, 100 clients with vectors on the unit sphere,
-l2 clip 1, beta = exp(-1/2), one round's epsilon at delta = 1e-5 against the
-server (zero-out neighbours). For each target epsilon the noise multiplier of
-each mechanism is calibrated to it (`tff_ddp.aggregators.calibrated`, the
-factories' own events: the Skellam RDP bound and the DDG's Theorem 5), then
-R rounds run through the factories in TFF's C++ test context; MSE is
-||estimate - sum||^2 / d averaged over rounds. The central Gaussian row uses
-TFF's `DifferentiallyPrivateFactory.gaussian_fixed` at the Skellam's noise
-multiplier (the utility the distributed noise tries to match). With d = 2^16
-coordinates per round the MSE ratios' standard error is about
-sqrt(2 / (d R)) * sqrt(2) (0.7% at R = 3).
+Same run, same data: 100 clients with vectors on the unit sphere, l2 clip 1.
 
-Timing rows (unless --no-timing): seconds per round of our Skellam factory
-and TFF's `DistributedDpSumFactory(mechanism='distributed_skellam',
-rotation_type='hd')` at noise multiplier 1, 16 bits, the first round
-(tracing) excluded; and the noise of one client alone (2 x d Poisson draws
-at the scale of that configuration) from our exact sampler and from TF's
-`tf.random.stateless_poisson` (float rejection, not exact), both in a
+Speed (unless --no-timing): d = 2^16 (--dim), noise multiplier 1, beta 0,
+at each of --bits: our `SkellamSumFactory` with its default sampler (the
+certified alias table, `tff_ddp.mechanisms.skellam_table`), ours with
+noise_sampler='exact' (the exact Poisson sampler), and TFF's
+`DistributedDpSumFactory(mechanism='distributed_skellam',
+rotation_type='hd')`, round-robin (one round of each in turn, --rounds
+times, after one untimed round each for tracing), in TFF's C++ test context.
+Per round: wall seconds and CPU seconds of this process plus its TFF
+workers; medians. The MSE column is ||estimate - sum||^2 / d averaged over
+the timed rounds; the table and the exact sampler draw the same law up to
+TV < 2^-231 per sample, so their MSE ratio must be 1 within its sampling
+error: each round's MSE averages d squared coordinate errors (noise plus
+rounding, near Gaussian), so its relative sd is sqrt(2 / d) and the ratio
+of two independent R-round means has relative sd sqrt(2 / d) sqrt(2 / R);
+the check allows 4 of those (fails for a correct sampler with probability
+~6e-5, normal approximation).
+
+Noise alone: one client's noise (d coordinates) at the Poisson mean of the
+16-bit configuration: the table, the exact sampler, and TF's
+`tf.random.stateless_poisson` (float rejection, not exact), in a
 `tf.function`, median of 10 calls.
 
-  .venv/bin/python benchmarks/skellam_vs_ddg.py [--rounds 3] [--eps 2 8]
+Utility (unless --no-utility): for each target epsilon (one round at delta
+against the server, zero-out), the noise multiplier of the DDG and of the
+Skellam calibrated to it (`tff_ddp.aggregators.calibrated`), --rounds rounds
+each, MSE of the sum; TFF's `DifferentiallyPrivateFactory.gaussian_fixed` at
+the Skellam's multiplier is the central reference.
+
+  .venv/bin/python benchmarks/skellam_vs_ddg.py [--bits 16 18] [--rounds 3]
 """
 
-import argparse
 import math
 import statistics
 
-import _common
+import _harness as harness
 import numpy as np
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument('--clients', type=int, default=100)
-  parser.add_argument('--dim', type=int, default=2**16)
-  parser.add_argument('--bits', type=int, default=16)
-  parser.add_argument('--rounds', type=int, default=3)
-  parser.add_argument('--eps', type=float, nargs='+', default=[2.0, 8.0])
-  parser.add_argument('--delta', type=float, default=1e-5)
-  parser.add_argument('--no-timing', dest='timing', action='store_false')
-  args = parser.parse_args()
+def _data(clients, dim):
+  rng = np.random.default_rng(0)
+  data = rng.normal(size=(clients, dim))
+  data /= np.linalg.norm(data, axis=1, keepdims=True)
+  return data.astype(np.float32)
 
+
+def _mse(result, true_sum, scale=1.0):
+  return float(np.mean((np.asarray(result, np.float64) * scale
+                        - true_sum) ** 2))
+
+
+def _speed(clients, dim, bits_list, rounds):
+  """The speed table: three processes per bits, round-robin."""
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  from tff_ddp.aggregators import SkellamSumFactory  # pylint: disable=g-import-not-at-top
+  data = _data(clients, dim)
+  true_sum = data.astype(np.float64).sum(0)
+  value_type = tff.TensorType(np.float32, [dim])
+  table = harness.Table(
+      [('bits', 'bits', 'd'), ('name', 'aggregator', 's'),
+       ('wall', 's/round', '.3f'), ('cpu', 'CPU s/round', '.3f'),
+       ('ratio', 'CPU / TFF', '.2f'), ('mse', 'MSE(sum)', '.4g')],
+      title=f'Seconds per round, d = {dim}, {clients} clients, noise '
+      f'multiplier 1, {rounds} timed rounds (medians), round-robin')
+  for bits in bits_list:
+    common = dict(noise_multiplier=1.0, expected_clients_per_round=clients,
+                  bits=bits, l2_clip=1.0, beta=0.0)
+    factories = {
+        'ours, table (default)': SkellamSumFactory(**common),
+        'ours, exact': SkellamSumFactory(noise_sampler='exact', **common),
+        'TFF DistributedDpSumFactory (skellam, hd)':
+            tff.aggregators.distributed_dp.DistributedDpSumFactory(
+                mechanism='distributed_skellam', rotation_type='hd',
+                **common),
+    }
+    processes, states = {}, {}
+    for name, factory in factories.items():
+      processes[name] = factory.create(value_type)
+      state = processes[name].initialize()
+      states[name] = processes[name].next(state, list(data)).state  # trace
+    times = {name: [] for name in factories}
+    errors = {name: [] for name in factories}
+    for _ in range(rounds):
+      for name, process in processes.items():
+        with harness.timed() as t:
+          out = process.next(states[name], list(data))
+        states[name] = out.state
+        times[name].append(t)
+        errors[name].append(_mse(out.result, true_sum))
+    tff_cpu = statistics.median(
+        t.cpu + t.workers_cpu for t in times[list(factories)[2]])
+    for name in factories:
+      cpu = statistics.median(t.cpu + t.workers_cpu for t in times[name])
+      table.add(bits=bits, name=name,
+                wall=statistics.median(t.wall for t in times[name]),
+                cpu=cpu, ratio=cpu / tff_cpu,
+                mse=float(np.mean(errors[name])),
+                restarted=any(t.workers_changed for t in times[name]))
+    ours, exact = (float(np.mean(errors[n])) for n in list(factories)[:2])
+    tolerance = 4 * math.sqrt(2 / dim) * math.sqrt(2 / rounds)
+    ok = abs(ours / exact - 1) <= tolerance
+    table.failed |= not ok
+    table.notes.append(
+        f'{bits} bits: MSE table / exact = {ours / exact:.4f} (allowed 1 +- '
+        f'{tolerance:.4f}: {"ok" if ok else "FAILED"}); CPU ours (table) / '
+        f'TFF = {table.rows[-3]["ratio"]:.2f} (target <= 0.8)')
+  return table
+
+
+def _noise(dim, bits, clients, repeats=10):
+  """One client's noise: table, exact, TF's inexact Poisson (ms)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  from tff_ddp.aggregators import SkellamSumFactory  # pylint: disable=g-import-not-at-top
+  from tff_ddp.mechanisms import poisson  # pylint: disable=g-import-not-at-top
+  from tff_ddp.mechanisms import skellam_table  # pylint: disable=g-import-not-at-top
+  mechanism = SkellamSumFactory(
+      noise_multiplier=1.0, expected_clients_per_round=clients, bits=bits,
+      l2_clip=1.0).mechanism(tff.TensorType(np.float32, [dim]))
+  mean, size = mechanism.poisson_mean, mechanism.output_dim
+  built = skellam_table.alias_table(mean)
+  fns = {
+      'table (skellam_table)': lambda s: skellam_table.sample_skellam_table(
+          [size], mean, s),
+      'exact (poisson.sample_skellam)': lambda s: poisson.sample_skellam(
+          [size], mean, s),
+      'tf.random.stateless_poisson x 2 (inexact)':
+          lambda s: tf.random.stateless_poisson(
+              [2, size], s, tf.constant(mean, tf.float64), dtype=tf.int64),
+  }
+  table = harness.Table(
+      [('name', 'sampler', 's'), ('ms', 'ms', '.2f'),
+       ('ratio', '/ table', '.2f')],
+      title=f'One client\'s noise, {size} coordinates, Poisson mean '
+      f'{mean:.6g} ({bits} bits), median of {repeats}')
+  counter = iter(range(10**6))
+  first = None
+  for name, fn in fns.items():
+    graph = tf.function(fn)
+    ms = 1e3 * harness.seconds_of(
+        lambda g=graph: g(tf.constant([1, next(counter)], tf.int64)),
+        repeats)
+    first = first or ms
+    table.add(name=name, ms=ms, ratio=ms / first)
+  table.notes.append(
+      f'table: t = {built.t}, 2^{built.log2_columns} columns, '
+      f'{built.nbytes / 2**20:.1f} MiB, built in {built.build_seconds:.2f} s '
+      '(once per process and mean)')
+  return table
+
+
+def _utility(clients, dim, bits, rounds, epsilons, delta):
+  """MSE at equal epsilon: DDG, Skellam (default sampler), Gaussian."""
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from tff_ddp.aggregators import calibrated  # pylint: disable=g-import-not-at-top
-  from tff_ddp.aggregators import SkellamSumFactory  # pylint: disable=g-import-not-at-top
-  tff.backends.test.set_sync_test_cpp_execution_context()
-
-  rng = np.random.default_rng(0)
-  data = rng.normal(size=(args.clients, args.dim))
-  data /= np.linalg.norm(data, axis=1, keepdims=True)
-  data = data.astype(np.float32)
+  data = _data(clients, dim)
   true_sum = data.astype(np.float64).sum(0)
-  value_type = tff.TensorType(np.float32, [args.dim])
-  common = dict(expected_clients_per_round=args.clients, bits=args.bits,
-                l2_clip=1.0, beta=math.exp(-0.5))
+  value_type = tff.TensorType(np.float32, [dim])
+  common = dict(expected_clients_per_round=clients, bits=bits, l2_clip=1.0,
+                beta=math.exp(-0.5))
+  table = harness.Table(
+      [('eps', 'target ε', 'g'), ('z_ddg', 'z DDG', '.4f'),
+       ('z_sk', 'z Skellam', '.4f'),
+       ('sk_ddg', 'MSE Skellam / DDG', '.3f'),
+       ('sk_gauss', 'MSE Skellam / Gaussian at z', '.3f')],
+      title=f'MSE at equal ε (one round, δ = {delta}, server, zero-out), '
+      f'{bits} bits, beta = exp(-1/2), {rounds} rounds')
+  for eps in epsilons:
+    row = {'eps': eps}
+    for key, mechanism in (('ddg', 'distributed_dgauss'),
+                           ('sk', 'distributed_skellam')):
+      cal = calibrated.discrete_gaussian(
+          value_type, eps, delta, mechanism=mechanism, **common)
+      results, _ = harness.time_rounds(cal.factory.create(value_type),
+                                       list(data), rounds)
+      row['z_' + key] = cal.value
+      row['mse_' + key] = float(np.mean([_mse(r, true_sum)
+                                         for r in results]))
+    gaussian = tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(
+        noise_multiplier=row['z_sk'], clients_per_round=clients, clip=1.0)
+    results, _ = harness.time_rounds(gaussian.create(value_type), list(data),
+                                     rounds)
+    row['mse_gauss'] = float(np.mean([_mse(r, true_sum, clients)
+                                      for r in results]))  # it is a mean
+    table.add(sk_ddg=row['mse_sk'] / row['mse_ddg'],
+              sk_gauss=row['mse_sk'] / row['mse_gauss'], **row)
+  se = math.sqrt(2.0 / (dim * rounds)) * math.sqrt(2.0)
+  table.notes.append(f'MSE ratio standard error ~ {se:.3f}')
+  return table
 
-  def mse(results, scale=1.0):
-    return float(np.mean([np.mean((np.asarray(r, np.float64) * scale
-                                   - true_sum) ** 2) for r in results]))
 
-  rows, timing = [], []
-  try:
-    for eps in args.eps:
-      row = {'eps': eps}
-      for name, mechanism in (('ddg', 'distributed_dgauss'),
-                              ('skellam', 'distributed_skellam')):
-        cal = calibrated.discrete_gaussian(
-            value_type, eps, args.delta, mechanism=mechanism, **common)
-        results, _ = _common.time_rounds(cal.factory.create(value_type),
-                                         list(data), args.rounds)
-        row[name] = (cal.value, cal.epsilon, mse(results))
-      gaussian = tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(
-          noise_multiplier=row['skellam'][0], clients_per_round=args.clients,
-          clip=1.0)
-      results, _ = _common.time_rounds(gaussian.create(value_type),
-                                       list(data), args.rounds)
-      row['gauss'] = mse(results, args.clients)  # it returns the mean
-      rows.append(row)
-    if args.timing:
-      both = dict(common, noise_multiplier=1.0, beta=0.0)
-      factories = {
-          'tff_ddp SkellamSumFactory': SkellamSumFactory(**both),
-          'TFF DistributedDpSumFactory (skellam, hd)':
-              tff.aggregators.distributed_dp.DistributedDpSumFactory(
-                  mechanism='distributed_skellam', rotation_type='hd',
-                  **both),
-      }
-      for name, factory in factories.items():
-        _, seconds = _common.time_rounds(factory.create(value_type),
-                                         list(data), args.rounds + 1)
-        timing.append((name, statistics.median(seconds[1:])))
-      sampler = _sampler_timing(
-          factory=factories['tff_ddp SkellamSumFactory'],
-          value_type=value_type)
-  finally:
-    _common.end_workers()
-
-  se = math.sqrt(2.0 / (args.dim * args.rounds)) * math.sqrt(2.0)
-  print(f'\n{args.clients} clients, d = {args.dim}, {args.bits} bits, '
-        f'{args.rounds} rounds; one round at delta = {args.delta} against the '
-        f'server (zero-out); MSE ratio standard error ~ {se:.3f}\n')
-  print(f'{"target":>6s} {"z DDG":>7s} {"z Sk":>7s} {"MSE DDG":>10s} '
-        f'{"MSE Skellam":>11s} {"MSE Gauss(z Sk)":>15s} {"Sk/DDG":>7s} '
-        f'{"Sk/Gauss":>8s}')
-  for r in rows:
-    z_d, _, m_d = r['ddg']
-    z_s, _, m_s = r['skellam']
-    print(f'{r["eps"]:6.2f} {z_d:7.4f} {z_s:7.4f} {m_d:10.4e} {m_s:11.4e} '
-          f'{r["gauss"]:15.4e} {m_s / m_d:7.3f} {m_s / r["gauss"]:8.3f}')
+def run(clients=100, dim=2**16, bits=(16, 18), rounds=3, epsilons=(2.0, 8.0),
+        delta=1e-5, timing=True, noise=True, utility=True):
+  tables = []
   if timing:
-    print('\nseconds per round (median, noise multiplier 1, beta 0)')
-    for name, sec in timing:
-      print(f'  {name:45s} {sec:8.2f}')
-    print(f'  ratio ours / TFF: {timing[0][1] / timing[1][1]:.2f}')
-    mean, ours, tf_time = sampler
-    print(f'\none client\'s noise, 2 x {args.dim} Poisson draws of mean '
-          f'{mean:.6g} (ms, median of 10)')
-    print(f'  exact sampler (tff_ddp.mechanisms.poisson) {ours * 1e3:8.1f}')
-    print(f'  tf.random.stateless_poisson (inexact)      {tf_time * 1e3:8.1f}')
-    print(f'  ratio: {ours / tf_time:.2f}')
+    tables.append(_speed(clients, dim, bits, rounds))
+  if noise:
+    tables.append(_noise(dim, bits[0], clients))
+  if utility:
+    tables.append(_utility(clients, dim, bits[0], rounds, epsilons, delta))
+  return tables
 
 
-def _sampler_timing(factory, value_type):
-  """(Poisson mean, seconds of our Skellam noise, seconds of TF's two
-  Poisson draws) for one client of `factory`'s mechanism."""
-  import time  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tff_ddp.mechanisms import poisson  # pylint: disable=g-import-not-at-top
-  mechanism = factory.mechanism(value_type)
-  mean, size = mechanism.poisson_mean, mechanism.output_dim
-  ours = tf.function(lambda s: poisson.sample_skellam([size], mean, s))
-  theirs = tf.function(lambda s: tf.random.stateless_poisson(
-      [2, size], s, tf.constant(mean, tf.float64), dtype=tf.int64))
-
-  def median_seconds(fn):
-    fn(tf.constant([0, 0], tf.int64))
-    times = []
-    for i in range(10):
-      start = time.perf_counter()
-      fn(tf.constant([1, i], tf.int64))
-      times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-  return mean, median_seconds(ours), median_seconds(theirs)
+# Each parameter's help (`_harness.main` builds the command line from it).
+_HELP = {
+    'clients': 'clients per round', 'dim': 'coordinates per client',
+    'bits': 'ring bits (speed rows: each)',
+    'rounds': 'timed rounds (after one untimed round each)',
+    'epsilons': 'target epsilons of the utility rows', 'delta': 'delta',
+    'timing': 'the speed rows (--no-timing: skip)',
+    'noise': 'the one-client noise rows (--no-noise: skip)',
+    'utility': 'the utility rows (--no-utility: skip)'}
 
 
 if __name__ == '__main__':
-  main()
+  harness.main(run, __doc__, tff=True, **_HELP)

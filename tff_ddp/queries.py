@@ -20,7 +20,8 @@ that query takes integer records prepared elsewhere, rounds the noise scale
 up to an integer (its sampler only takes integer scales) and returns
 `UnsupportedDpEvent`. These queries take the float (or integer) client
 values themselves, run the whole client side of the mechanism (clip,
-rotate, scale, round, noise with the exact samplers at real-valued scales)
+rotate, scale, round, noise at real-valued scales with the factories'
+samplers: certified alias tables by default, exact on request)
 in `preprocess_record`, decode on the server in `get_noised_result`, and
 return the mechanism's `DpEvent` with the number of clients actually in the
 sum -- an event `tff_ddp.accounting` accounts (dp-accounting's own RDP
@@ -221,8 +222,10 @@ class DistributedSkellamSumQuery(MechanismSumQuery):
   """The distributed Skellam (Agarwal, Kairouz & Liu 2021) query.
 
   TF Privacy's `DistributedSkellamSumQuery` computes the same client
-  encoding; this one sums with secure aggregation, draws exact Skellam
-  noise and returns a `DistributedSkellamDpEvent`. Arguments as
+  encoding; this one sums with secure aggregation, draws Skellam noise
+  (the factory's sampler: the certified table by default, or
+  noise_sampler='exact') and returns a `DistributedSkellamDpEvent`.
+  Arguments as
   `tff_ddp.aggregators.SkellamSumFactory`, with the value type first.
   """
 

@@ -75,9 +75,10 @@ tree, and so is its epsilon (the sampler term below is the same for both).
 Everything above holds for nested events too: every curve produced bounds
 both D(P||Q) and D(Q||P) of the pair it describes.
 
-Approximate samplers. A DDG event may carry `sampler_tv_distance` eta: each
-noise sample is within eta of the discrete Gaussian in total variation (the
-alias-table sampler). With N the samples of all composed releases
+Approximate samplers. A DDG or Skellam event may carry
+`sampler_tv_distance` eta: each noise sample is within eta of the discrete
+Gaussian (of the Skellam law) in total variation (the alias-table samplers,
+`tff_ddp.mechanisms.alias_table`). With N the samples of all composed releases
 (num_clients x dimension each), the implemented mechanism is within N eta
 of the ideal one on every input, so (eps, delta)-DP of the ideal one gives
 (eps, delta + (1 + e^eps) N eta) for the implemented one. The accountant
@@ -86,9 +87,12 @@ adversaries) and adds the term once, in `get_epsilon_and_optimal_order` and
 `get_delta` (`running.TabulatedAccountant` does the same inside TF); the
 CLI's `tff-ddp privacy` goes through the same methods. The term is at
 least e^eps N eta, so it turns eps infinite once e^eps N eta reaches delta:
-with eta = 2^-106, 50 rounds of 50 clients x 16384 coordinates at noise
-multiplier 1 (eps 57 with an exact sampler) are already there; with eta
-<= 2^-230 no eps below 100 is, for up to 2^40 samples and delta >= 1e-12.
+with the first table's eta = 2^-106, 50 rounds of 50 clients x 16384
+coordinates at noise multiplier 1 (eps 57 with an exact sampler) were
+already there; with the tables' eta < 2^-231 (`tff_ddp.mechanisms.
+alias_table`) no eps below 100 is, for up to 2^40 samples and delta >=
+1e-12 (the term is then at most 1% of delta), and at the README's runs it
+is below 1e-20 of delta (e.g. 1e-32 of it in the run above).
 """
 
 import math
@@ -496,7 +500,8 @@ def _tv_mass(event) -> float:
   Every client in a release draws its noise whether or not it was sampled,
   so sampled events count all of their inner event's samples.
   """
-  if isinstance(event, events.DistributedDiscreteGaussianDpEvent):
+  if isinstance(event, (events.DistributedDiscreteGaussianDpEvent,
+                        events.DistributedSkellamDpEvent)):
     eta = event.sampler_tv_distance or 0.0
     return float(eta) * int(event.num_clients) * int(event.dimension)
   if isinstance(event, dp_accounting.SelfComposedDpEvent):

@@ -284,10 +284,18 @@ def calibrate(
   first = _fresh(make_fresh_accountant)
   refused = []
 
+  def event_at(x) -> dp_accounting.DpEvent:
+    event = make_event(x)
+    if not isinstance(event, dp_accounting.DpEvent):
+      raise TypeError(
+          f'make_event must return a dp_accounting.DpEvent, got '
+          f'{type(event).__name__} from make_event({x!r}).')
+    return event
+
   def eps(x) -> float:
     try:
       return _fresh(make_fresh_accountant).compose(
-          make_event(x)).get_epsilon(target_delta)
+          event_at(x)).get_epsilon(target_delta)
     except ValueError as e:  # a configuration that cannot fit is unsafe
       refused.append(f'{parameter.name}={x:.6g}: {e}')
       return math.inf
@@ -299,7 +307,7 @@ def calibrate(
   except ValueError as e:
     detail = f' Last refusal: {refused[-1]}' if refused else ''
     raise ValueError(f'{e}{detail}') from e
-  event = make_event(value)
+  event = event_at(value)
   epsilon, order = first.compose(event).get_epsilon_and_optimal_order(
       target_delta)
   return CalibrationResult(

@@ -151,6 +151,10 @@ def zcdp_to_delta(rho: float, target_epsilon: float) -> float:
   return math.exp(min(0.0, _minimize_over_orders(objective)))
 
 
+# The search for rho stops here: beyond it eps(rho) overflows float64.
+_MAX_RHO = 1e300
+
+
 def approx_dp_to_zcdp(target_epsilon: float, target_delta: float) -> float:
   """The largest rho whose rho-zCDP implies (eps, delta)-DP (Lemma 4).
 
@@ -166,6 +170,11 @@ def approx_dp_to_zcdp(target_epsilon: float, target_delta: float) -> float:
 
   hi = 1.0
   while gap(hi) < 0:
+    if hi > _MAX_RHO:
+      raise ValueError(
+          f'target_epsilon={target_epsilon} is beyond what zCDP with a finite '
+          f'rho <= {_MAX_RHO:.3g} reaches at target_delta={target_delta}; '
+          'use a smaller target_epsilon.')
     hi *= 2.0
   rho = optimize.brentq(gap, 0.0, hi, xtol=1e-15, rtol=1e-12)
   # Step back onto the safe side of the root if brentq landed past it.

@@ -81,11 +81,19 @@ def l1_sensitivity(event) -> float:
 
 def check_event(event) -> events.DistributedDiscreteGaussianDpEvent:
   """Validates the fields of a DDG event (TypeError / ValueError)."""
-  if not isinstance(event, events.DistributedDiscreteGaussianDpEvent):
-    raise TypeError('Expected a DistributedDiscreteGaussianDpEvent, got '
+  return check_sum_event(event, events.DistributedDiscreteGaussianDpEvent,
+                         'local_stddev', checks.nonnegative)
+
+
+def check_sum_event(event, event_type, noise_field: str, noise_check):
+  """Validates an event of a sum of clients' integer noise: the DDG's or
+  the Skellam's (`skellam_rdp`), whose fields differ only in the noise
+  (`noise_field`, checked by `noise_check(value, name)`)."""
+  if not isinstance(event, event_type):
+    raise TypeError(f'Expected a {event_type.__name__}, got '
                     f'{type(event).__name__}.')
   checks.nonnegative(event.l2_sensitivity, 'l2_sensitivity')
-  checks.nonnegative(event.local_stddev, 'local_stddev')
+  noise_check(getattr(event, noise_field), noise_field)
   checks.integer(event.num_clients, 'num_clients', 1,
                  events.MAX_EVENT_INTEGER)
   checks.integer(event.dimension, 'dimension', 1, events.MAX_EVENT_INTEGER)

@@ -83,8 +83,9 @@ def explicit(event: dp_accounting.DpEvent) -> dp_accounting.DpEvent:
   """The same event with each optional field set to what its None means.
 
   For carriers that cannot hold None (TF Privacy's DPQuery events travel as
-  tensors): DDG's l1 bound becomes `ddg_rdp.l1_sensitivity(event)`, its
-  sampler distance 0 (exact); cPBM's replace-one dimension its `dimension`,
+  tensors): DDG's and Skellam's l1 bound becomes
+  `ddg_rdp.l1_sensitivity(event)`, their sampler distance 0 (exact);
+  cPBM's replace-one dimension its `dimension`,
   its l2 bound inf.
   Nested events (composed, sampled) are made explicit too; the accountant's
   epsilon of the result is the event's.
@@ -93,15 +94,12 @@ def explicit(event: dp_accounting.DpEvent) -> dp_accounting.DpEvent:
   from tff_ddp.accounting import ddg_rdp
   from tff_ddp.accounting import events
   # pylint: enable=g-import-not-at-top
-  if isinstance(event, events.DistributedDiscreteGaussianDpEvent):
+  if isinstance(event, (events.DistributedDiscreteGaussianDpEvent,
+                        events.DistributedSkellamDpEvent)):
     return attr.evolve(event,
                        l1_sensitivity=float(ddg_rdp.l1_sensitivity(event)),
                        sampler_tv_distance=float(event.sampler_tv_distance
                                                  or 0.0))
-  if isinstance(event, events.DistributedSkellamDpEvent):
-    from tff_ddp.accounting import skellam_rdp  # pylint: disable=g-import-not-at-top
-    return attr.evolve(
-        event, l1_sensitivity=float(skellam_rdp.l1_sensitivity(event)))
   if isinstance(event, events.PoissonBinomialDpEvent):
     if event.replace_one_dimension is None:
       event = attr.evolve(event, replace_one_dimension=event.dimension)
@@ -308,7 +306,12 @@ def extract_dp_event(measurements) -> dp_accounting.DpEvent:
       raise ValueError('this is the state initialize() returned; its event is '
                        'a placeholder. Extract events from states next() '
                        'returned.')
-    return _field(mapping['dp_event'])
+    event = _field(mapping['dp_event'])
+    if not isinstance(event, dp_accounting.DpEvent):
+      raise ValueError(
+          "measurements['dp_event'] must hold a DpEvent (or its named-tuple "
+          f'form), got {type(event).__name__} {event!r:.100}.')
+    return event
   found = _gathered_events(mapping)
   if not found:
     raise NoDpEventError('no dp_event in these measurements (measurements '

@@ -59,7 +59,7 @@ class DistributedDiscreteGaussianDpEvent(dp_accounting.DpEvent):
       `ddg_rdp.l1_sensitivity`.
     sampler_tv_distance: Optional per-sample total-variation distance of
       the noise sampler from N_Z(0, local_stddev^2) (the alias-table sampler,
-      < 2^-106); the accountant adds (1 + e^eps) times it, times the
+      < 2^-231); the accountant adds (1 + e^eps) times it, times the
       num_clients * dimension samples of the release, to delta. None or 0:
       an exact sampler.
   """
@@ -96,6 +96,10 @@ class DistributedSkellamDpEvent(dp_accounting.DpEvent):
     dimension: number of noised integer coordinates.
     l1_sensitivity: optional Delta_1; None means min(sqrt(d) Delta_2,
       Delta_2^2) (integers: |v| <= v^2), as for the DDG.
+    sampler_tv_distance: optional per-sample total-variation distance of
+      the noise sampler from the Skellam law (the alias-table sampler,
+      < 2^-231), added to delta as for the DDG's. None or 0: an exact
+      sampler.
   """
 
   l2_sensitivity: float = attr.ib()
@@ -103,6 +107,7 @@ class DistributedSkellamDpEvent(dp_accounting.DpEvent):
   num_clients: int = attr.ib()
   dimension: int = attr.ib()
   l1_sensitivity: Optional[float] = attr.ib(default=None)
+  sampler_tv_distance: Optional[float] = attr.ib(default=None)
 
 
 @attr.s(frozen=True)

@@ -65,17 +65,8 @@ l1_sensitivity = ddg_rdp.l1_sensitivity
 
 def check_event(event) -> events.DistributedSkellamDpEvent:
   """Validates the fields of a Skellam event (TypeError / ValueError)."""
-  if not isinstance(event, events.DistributedSkellamDpEvent):
-    raise TypeError('Expected a DistributedSkellamDpEvent, got '
-                    f'{type(event).__name__}.')
-  checks.nonnegative(event.l2_sensitivity, 'l2_sensitivity')
-  checks.positive(event.local_variance, 'local_variance')
-  checks.integer(event.num_clients, 'num_clients', 1,
-                 events.MAX_EVENT_INTEGER)
-  checks.integer(event.dimension, 'dimension', 1, events.MAX_EVENT_INTEGER)
-  if event.l1_sensitivity is not None:
-    checks.nonnegative(event.l1_sensitivity, 'l1_sensitivity')
-  return event
+  return ddg_rdp.check_sum_event(event, events.DistributedSkellamDpEvent,
+                                 'local_variance', checks.positive)
 
 
 def curve(l2: float, l1: float, variance: float,

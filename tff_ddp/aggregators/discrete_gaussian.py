@@ -144,12 +144,13 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
         round's. As in TFF, the value's noise multiplier is raised so that
         value and count together have noise_multiplier. Not with
         granularity, linf_clip or client_sampling_rate.
-      noise_sampler: DDG only. 'table' (default: alias-table sampler,
-        per-sample TV distance < 2^-106 carried by the event and added to
-        delta by the accountant; exact sampler above scale ~42265) or
-        'exact'
-        (Canonne-Kamath-Steinke rejection sampling); see
-        `tff_ddp.mechanisms.distributed_discrete_gaussian`.
+      noise_sampler: 'table' (default: an alias-table sampler, per-sample
+        TV distance < 2^-231 carried by the event and added to delta by the
+        accountant; the exact sampler above its range: DDG scale ~29172,
+        Skellam Poisson mean ~4.25e8) or 'exact' (DDG: Canonne-Kamath-Steinke
+        rejection sampling; Skellam: the exact Poisson sampler); see
+        `tff_ddp.mechanisms.distributed_discrete_gaussian` and
+        `distributed_skellam`.
       on_wrap: 'raise' (default) refuses a round with more clients in the
         secure sum than the ring holds (`capacity(value_type)`; with the
         Section 6 heuristic exactly expected_clients_per_round) with
@@ -195,7 +196,7 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
     self._describe = dict(clean, encoder=encoder, **self._kashin_options)
     if self._mechanism != 'distributed_dgauss':
       self._describe['mechanism'] = self._mechanism
-    elif self._noise_sampler != 'table':
+    if self._noise_sampler != 'table':
       self._describe['noise_sampler'] = self._noise_sampler
     if adaptive is not None:
       self._describe.update(
@@ -272,7 +273,8 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
       return skellam_mechanism.compute_parameters(
           spec.dim, args['l2_clip'], args['noise_multiplier'],
           args['expected_clients_per_round'], args['bits'],
-          args['modclip_prob'], args['beta'], **common)
+          args['modclip_prob'], args['beta'],
+          noise_sampler=self._noise_sampler, **common)
     return ddg_mechanism.compute_parameters(
         spec.dim, args['l2_clip'], args['noise_multiplier'],
         args['expected_clients_per_round'], args['bits'],
@@ -286,12 +288,14 @@ class SkellamSumFactory(DiscreteGaussianSumFactory):
   `DiscreteGaussianSumFactory(mechanism='distributed_skellam')` under its
   own name: the same client (clip, scale, rotate, round, reduce mod 2^bits)
   with symmetric Skellam noise Pois(mu) - Pois(mu) of variance
-  (sigma/gamma)^2 from an exact Poisson sampler
-  (`tff_ddp.mechanisms.distributed_skellam`; Agarwal, Kairouz & Liu 2021,
-  arXiv 2110.04995). Each round's `dp_event` is a
-  `DistributedSkellamDpEvent`, accounted with the paper's RDP bound against
-  the adversary you name (zero-out neighbours). Takes every argument of
-  `DiscreteGaussianSumFactory` except `mechanism` and `noise_sampler`.
+  (sigma/gamma)^2, drawn by default from a certified alias table
+  (noise_sampler='table', per-sample TV distance < 2^-231 added to delta;
+  'exact': the exact Poisson sampler) (`tff_ddp.mechanisms.
+  distributed_skellam`; Agarwal, Kairouz & Liu 2021, arXiv 2110.04995).
+  Each round's `dp_event` is a `DistributedSkellamDpEvent`, accounted with
+  the paper's RDP bound against the adversary you name (zero-out
+  neighbours). Takes every argument of `DiscreteGaussianSumFactory` except
+  `mechanism`.
 
   Example:
     >>> factory = SkellamSumFactory(
@@ -302,10 +306,10 @@ class SkellamSumFactory(DiscreteGaussianSumFactory):
 
   def __init__(self, noise_multiplier, expected_clients_per_round, bits,
                l2_clip, *args, **kwargs):
-    for name in ('mechanism', 'noise_sampler'):
-      if name in kwargs:
-        raise TypeError(f'SkellamSumFactory takes no {name}= (its noise is '
-                        'the exact Skellam sampler).')
+    if 'mechanism' in kwargs:
+      raise TypeError('SkellamSumFactory takes no mechanism= (its noise is '
+                      'the Skellam\'s; DiscreteGaussianSumFactory takes '
+                      'mechanism=).')
     super().__init__(noise_multiplier, expected_clients_per_round, bits,
                      l2_clip, *args, mechanism='distributed_skellam',
                      **kwargs)

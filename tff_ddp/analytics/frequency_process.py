@@ -103,10 +103,10 @@ from tff_ddp.aggregators import secure_sum
 from tff_ddp.analytics import budget
 from tff_ddp.analytics import frequency_computations as computations
 from tff_ddp.analytics import frequency_protocols as protocols
-from tff_ddp.utils import checks
 
 FrequencyParameters = protocols.FrequencyParameters
 TwoPhaseComputations = computations.TwoPhaseComputations
+protocol_class = protocols.protocol_class
 norm_message = computations.norm_message
 indicator_message = computations.indicator_message
 NEIGHBOURS = protocols.NEIGHBOURS
@@ -115,19 +115,12 @@ DEFAULT_NUM_TRIALS = protocols.DEFAULT_NUM_TRIALS
 DEFAULT_BUDGET_FRACTION = protocols.DEFAULT_BUDGET_FRACTION
 CLIP_RANGE = protocols.CLIP_RANGE
 MAX_LEARNING_RATE = protocols.MAX_LEARNING_RATE
-PROTOCOLS = tuple(c.protocol for c in protocols.PROTOCOL_CLASSES)
+PROTOCOLS = protocols.protocol_names()
 # frequency_parameters' arguments that make the `FrequencySetting` (the
 # calibration's three make its `calibration`).
 _CALIBRATION_ARGUMENTS = ('calibrate', 'num_trials', 'theta')
 _SETTING_ARGUMENTS = ('divisor', 'adversary', 'value_dtype', 'seed',
                       'kashin_options')
-
-
-def protocol_class(protocol: str):
-  """The parameters class of the protocol named `protocol` (one of
-  PROTOCOLS): the one place the name is read."""
-  classes = {c.protocol: c for c in protocols.PROTOCOL_CLASSES}
-  return classes[checks.choice(protocol, 'protocol', tuple(classes))]
 
 
 @budget.warn_if_underspent  # says when theta's cap leaves budget unspent
@@ -163,7 +156,7 @@ def frequency_parameters(protocol: str, dim: int,
     TypeError / ValueError: bad arguments, or a target the accountant
       cannot meet (the message says why).
   """
-  parameters_class = protocol_class(protocol)
+  parameters_class = protocols.protocol_class(protocol)
   calibration = protocols.calibration_from_arguments(
       **{k: options.pop(k) for k in _CALIBRATION_ARGUMENTS if k in options})
   setting = protocols.FrequencySetting(
@@ -202,7 +195,7 @@ def _protocol_arguments(parameters_class, options) -> Dict[str, Any]:
   protocol is Python's TypeError.
   """
   builders = {c.protocol: _builder_arguments(c)
-              for c in protocols.PROTOCOL_CLASSES}
+              for c in protocols.protocol_classes()}
   own = _builder_arguments(parameters_class)
   kept = {}
   for name, value in options.items():

@@ -37,7 +37,8 @@ Adding a protocol -- one class and its tests:
    on" something) and a classmethod `calibrate(setting, *, <its
    arguments>)` that validates every argument before calibrating, and cite
    the paper's algorithm in its docstring.
-3. Add it to `PROTOCOL_CLASSES`: `frequency_process.frequency_parameters`
+3. Defining the class registers its `protocol` (as `histograms.Encoding`
+   registers a histogram method): `frequency_process.frequency_parameters`
    / `build_frequency_process` then accept its name and its arguments (and
    refuse them for the other protocols), and the tests parameterised over
    `frequency_process.PROTOCOLS` run it. For the command line add its name
@@ -54,7 +55,7 @@ Adding a protocol -- one class and its tests:
 import abc
 import dataclasses
 import typing
-from typing import Any, ClassVar, Dict, List, Mapping, Optional, Union
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple, Union
 
 import dp_accounting
 import numpy as np
@@ -66,6 +67,7 @@ from tff_ddp.aggregators import calibrated
 from tff_ddp.aggregators import secure_sum
 from tff_ddp.analytics import frequency as fq
 from tff_ddp.analytics import frequency_computations as computations
+from tff_ddp.analytics import histograms as hg
 from tff_ddp.analytics import quantile_calibration as qc
 from tff_ddp.encoders import registry
 from tff_ddp.mechanisms import base
@@ -85,6 +87,9 @@ _QUANTILE_BITS = 18
 # bounds the two-phase histogram's [0, K max_items] (float32 on the clients).
 CLIP_RANGE = (1e-30, 1e30)
 MAX_LEARNING_RATE = 100.0
+# name -> class of every defined protocol, in the order of definition
+# (`FrequencyParameters.__init_subclass__`).
+_CLASSES: Dict[str, type] = {}
 
 
 # ---------------------------------------------------------------------------
@@ -371,6 +376,16 @@ class FrequencyParameters(abc.ABC):
   # by the server: `frequency_computations`).
   scaled: ClassVar[bool] = False
 
+  def __init_subclass__(cls, **kwargs):
+    super().__init_subclass__(**kwargs)
+    name = cls.__dict__.get('protocol')
+    if name is None:  # an intermediate base class
+      return
+    if name in _CLASSES:
+      raise TypeError(f'a frequency protocol named {name!r} exists already '
+                      f'({_CLASSES[name].__name__}).')
+    _CLASSES[name] = cls
+
   @property
   def value_type(self):
     """The clients' value type: `value_dtype` [d]."""
@@ -499,7 +514,7 @@ class TwoPhaseParameters(FrequencyParameters):
           f'max_items must make the histogram range [0, K max_items] (K = '
           f'{level:.4g}, the Kashin level) fit in [1e-30, 1e30], got '
           f'max_items={max_items!r}.')
-    num_bins = checks.integer(num_bins, 'num_bins', 2, 2**16)
+    encoding = hg.Haar(num_bins)  # Algorithm 4's encoding, validated
     quantile_trials = checks.optional_integer(quantile_num_trials,
                                               'quantile_num_trials', 1)
     n = setting.expected_clients_per_round
@@ -507,8 +522,8 @@ class TwoPhaseParameters(FrequencyParameters):
     def phase_one(eps):
       try:
         params = qc.quantile_parameters(
-            'haar', 'poisson_binomial', num_bins, n, eps, setting.delta,
-            bits=_QUANTILE_BITS, adversary=setting.adversary,
+            encoding, 'poisson_binomial', encoding.num_bins, n, eps,
+            setting.delta, bits=_QUANTILE_BITS, adversary=setting.adversary,
             seed=setting.seed, num_trials=quantile_trials)
       except ValueError as e:
         if quantile_trials is None:
@@ -526,7 +541,7 @@ class TwoPhaseParameters(FrequencyParameters):
           fields['effective_dim'], fields['num_trials'], n, fields['theta'])
     return cls(**fields, epsilon=budget.epsilon, round_event=budget.event,
                event=budget.event, target_quantile=target_quantile,
-               quantile=first, num_bins=num_bins, upper_bound=upper,
+               quantile=first, num_bins=encoding.num_bins, upper_bound=upper,
                budget=budget)
 
   @property
@@ -840,7 +855,17 @@ class SampleParameters(SingleReleaseParameters):
                            rng).astype(np.float64)
 
 
-# The protocols of the public entry point, in the order of `PROTOCOLS`.
-PROTOCOL_CLASSES = (TwoPhaseParameters, MultiRoundParameters,
-                    FixedClipParameters, NormalizeParameters,
-                    SampleParameters)
+def protocol_names() -> Tuple[str, ...]:
+  """The names of the defined protocols, in the order of definition."""
+  return tuple(_CLASSES)
+
+
+def protocol_classes() -> Tuple[type, ...]:
+  """The classes of the defined protocols, in the order of definition."""
+  return tuple(_CLASSES.values())
+
+
+def protocol_class(protocol: str) -> type:
+  """The parameters class of the protocol named `protocol`: the one place
+  a protocol's name is read."""
+  return _CLASSES[checks.choice(protocol, 'protocol', protocol_names())]

@@ -19,7 +19,7 @@ form, with the library's own pieces:
 * TFFE's phase 1: `tff_ddp.analytics.simulation` (the quantile simulator:
   the Haar encodings of the float32 norms, cPBM noise, the mechanism's
   decode), then the process's own estimator functions
-  (`histograms.estimate_cdf`, `quantile_values`) and its status rule;
+  (the encoding's `cdf`, `histograms.quantile_values`) and its status rule;
 * MFFE's indicator: the process's signs (+-1, 0 without data) through the
   indicator's cPBM likewise.
 
@@ -139,8 +139,9 @@ def quantile_phase(qparams, norms, upper: float, target: float, rng,
   capacity under on_wrap='flag'; refused under 'raise')."""
   values = np.asarray(norms, np.float32).astype(np.float64)
   n = values.size
-  b = qparams.num_bins
-  codes = simulation.encodings('haar', values, 0.0, upper, b)
+  encoding = qparams.encoding
+  b = encoding.num_bins
+  codes = simulation.encodings(encoding, values, 0.0, upper)
   # A user without data (norm 0) sends the zero message
   # (`frequency_process.norm_message`).
   codes = np.where((values > 0)[:, None], codes, 0)
@@ -149,11 +150,11 @@ def quantile_phase(qparams, norms, upper: float, target: float, rng,
                                on_wrap=on_wrap)
   if n > 0 and qparams.ring_capacity().may_wrap(n):
     return None, 'sum_may_wrap'  # the process's fallback: C-hat = B
-  cdf = hg.estimate_cdf('haar', noisy, b, count, num_clients=n)
-  total = float(hg.estimated_total('haar', noisy, b))
+  cdf = encoding.cdf(noisy, n if hg.exact_count(count) else None)
+  total = float(encoding.estimated_total(noisy))
   # The process's status rule (quantiles.py, server_estimate).
   stddev = (qparams.aggregator_mechanism().noise_stddev(1)
-            * hg.total_norm('haar', b) * math.sqrt(n))
+            * encoding.total_norm * math.sqrt(n))
   if n == 0:
     return None, 'no_clients'
   if total < min_total_stddevs * stddev or total <= 0:
@@ -383,13 +384,13 @@ def _gaussian_round(gparams, x, max_items, num_bins, rng, target=None,
   if clip is None:
     target = (fq.gaussian_quantile(r, d, n, noises) if target is None
               else target)
-    codes = simulation.encodings('haar', norms.astype(np.float32), 0.0,
-                                 float(max_items), num_bins)
-    l2 = hg.sensitivities('haar', num_bins)[1]
-    sigma = factor * gparams.quantile_noise_multiplier * l2
+    encoding = hg.Haar(num_bins)
+    codes = simulation.encodings(encoding, norms.astype(np.float32), 0.0,
+                                 float(max_items))
+    sigma = factor * gparams.quantile_noise_multiplier * encoding.l2
     noisy = codes.sum(axis=0) + rng.normal(
         scale=sigma * math.sqrt(noises), size=codes.shape[1])
-    cdf = hg.estimate_cdf('haar', noisy, num_bins, 'exact', num_clients=n)
+    cdf = encoding.cdf(noisy, n)
     clip = float(hg.quantile_values(cdf, [target], 0.0, float(max_items),
                                     num_bins).numpy()[0])
   clipped = x * np.minimum(1.0, clip / np.where(norms > 0, norms, 1.0))[:,

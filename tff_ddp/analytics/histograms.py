@@ -1,9 +1,9 @@
-"""The math of federated DP quantiles: client encodings and CDF estimators.
+"""The math of federated DP quantiles: histogram encodings and CDF estimators.
 
 Papers: the federated DP quantiles paper (Algorithm 1 flat histograms,
 Algorithm 2 hierarchical histograms, eq. 1 the nearest-bin-edge rule, eq. 3
-the error) and Chen et al., "Federated frequency estimation" (Section 4.2,
-eqs. 6-7, the discrete Haar wavelet transform).
+the error, Theorems 1-2 the ring) and Chen et al., "Federated frequency
+estimation" (Section 4.2, eqs. 6-7, the discrete Haar wavelet transform).
 
 Bins: [lower, upper] is cut into b = `num_bins` bins of width
 w = (upper - lower) / b with right edges l_j = lower + j w, j = 1..b. A value
@@ -11,6 +11,17 @@ falls in bin i (0-based) if lower + i w <= x < lower + (i + 1) w; values
 below `lower` go to bin 0, values >= upper (including upper itself) to bin
 b - 1 (clipping, documented in the process). The CDF is estimated at the
 right edges: F_j = #{x <= l_j-ish} / n = (h_1 + ... + h_j) / n.
+
+Encodings are objects. A user names one ('flat', 'tree' or its alias
+'hierarchical', 'haar'); `encoding(method, num_bins)` -- the one place such
+a name is read -- returns a frozen `Flat`, `Tree` or `Haar`, and that
+object travels: it owns its length, its l0/l1/l2 sensitivities, the
+constant of the ring condition of Theorems 1-2, the client's encoding of a
+bin and the server's cumulative read-out, with dense reference matrices for
+tests. The module functions that take `method` as a string (`encode`,
+`estimate_cdf`, `sensitivities`, ...) are entry points for notebooks and
+scripts: each resolves the name once and calls the object. Code below the
+public entry points passes the objects.
 
 Client encodings (one value -> an integer vector; the aggregator sums them):
 
@@ -29,13 +40,13 @@ Client encodings (one value -> an integer vector; the aggregator sums them):
   average H_0 / b belongs): going down from a node with sum S, the children
   have sums (S + D) / 2 and (S - D) / 2, so leaf v has
   c[v] = T / b + sum_l g_l[v] D_l[v] / 2^l, T the base, g = +1 (-1) if v is
-  in the left (right) subtree of its level-l ancestor. `haar_decode` is this
-  map; it inverts `haar_encode` exactly on sums.
+  in the left (right) subtree of its level-l ancestor. `Haar.decode_matrix`
+  is this map; it inverts the encoding exactly on sums.
 
 Server estimators: every method's estimate is linear in the noisy sum,
 applied with structured O(b log b) operations (never a dense b x b matrix;
-the `*_matrix` functions are small-b references for tests), followed by
-optional post-processing:
+`Encoding.cdf_matrix` and the other `*_matrix` methods are small-b
+references for tests), followed by optional post-processing:
 
 * flat: F_j = cumsum(h)_j / N;
 * tree: F_j = sum of the nodes of the maximal dyadic partition of [0, j)
@@ -53,18 +64,26 @@ nodes / the base coefficient). `quantile_indices` then applies eq. 1;
 `monotone=True` first replaces F by its isotonic (non-decreasing,
 least-squares) projection clipped to [0, 1], which the papers do not do; it
 costs O(b^2) memory, so it is limited to MAX_MONOTONE_BINS bins.
+
+A new histogram method is one new subclass of `Encoding` in this module
+(the class docstring lists what it must say) plus its tests; defining the
+class registers its name with `encoding`. The generic tests
+(tff_ddp_tests/analytics/histograms_test.py, `ContractTest`) run over every
+registered class.
 """
 
+import abc
+import dataclasses
 import math
-from typing import Sequence
+from typing import ClassVar, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
 
 from tff_ddp.utils import checks
 
-METHODS = ('flat', 'tree', 'haar')
-ALIASES = {'hierarchical': 'tree'}  # the quantile paper's name for 'tree'
+# The quantile paper's name for 'tree'.
+ALIASES = {'hierarchical': 'tree'}
 COUNTS = ('estimated', 'exact')
 # Bins: estimators are O(b log b), encodings O(log b) per client.
 MAX_BINS = 2**16
@@ -72,40 +91,547 @@ MAX_BINS = 2**16
 MAX_MONOTONE_BINS = 2048
 # The dense reference matrices are O(b^2).
 _MAX_REFERENCE_BINS = 4096
+# name -> class of every defined encoding (`Encoding.__init_subclass__`).
+_CLASSES: Dict[str, type] = {}
+# count option -> normalise by the number of clients (Algorithm 1, option 2)
+_EXACT_COUNT = {'estimated': False, 'exact': True}
 
 
-def canonical_method(method: str) -> str:
-  """'flat', 'tree' or 'haar'; 'hierarchical' is accepted for 'tree'."""
-  checks.choice(method, 'method', METHODS + tuple(ALIASES))
-  return ALIASES.get(method, method)
+@dataclasses.dataclass(frozen=True)
+class Encoding(abc.ABC):
+  """A histogram encoding of `num_bins` bins: what a client sends for its
+  bin, and how the server reads the cumulative counts from the noisy sum.
+
+  A subclass (a frozen dataclass) is one histogram method; defining it
+  registers `name` with `encoding`. Its checklist:
+
+  * class attributes: `name` (what users pass as `method`);
+    `ring_constant` (K of the wrap-around condition of Theorems 1-2 of the
+    quantile paper, M >= 2 + 2 c n + 2 n sigma sqrt(2 log(K n b /
+    delta)): the union bound over the coordinates the encoding's tail
+    bounds are taken on; cite or derive it); `paper_count` (the `count`
+    the papers use with it); `needs_power_of_two`;
+    `has_consistent_estimator` (the least-squares consistent read-out);
+  * `length`, `l0` (coordinates one client touches; `l1` and `l2` follow
+    for entries in {-1, 0, 1}, override them otherwise), `total_norm`;
+  * `_sparse_encoding(index)`: the positions and values of one client's
+    non-zero coordinates (TF, int64);
+  * `_cumulative(noisy_sum, consistent)`: the unnormalised CDF at the b
+    right edges and the estimated total it is normalised by, and
+    `_total(noisy_sum)`: the estimated total alone (TF, float64, structured
+    operations only: no dense b x b matrix);
+  * the dense references `cdf_matrix()` (K, cumulative = K @ noisy_sum)
+    and `total_vector()` (t, total = t . noisy_sum), numpy, small b;
+  * tests: one against a brute-force reference of the encoding itself (the
+    contract tests check the rest: sensitivities by enumeration, the
+    structured read-outs against the references, exact read-out of
+    noise-free sums).
+
+  Attributes:
+    num_bins: b, an integer in [2, MAX_BINS] (a power of two if
+      `needs_power_of_two`).
+  """
+
+  num_bins: int
+
+  name: ClassVar[str]
+  ring_constant: ClassVar[int]
+  paper_count: ClassVar[str]
+  needs_power_of_two: ClassVar[bool] = True
+  has_consistent_estimator: ClassVar[bool] = False
+
+  def __init_subclass__(cls, **kwargs):
+    super().__init_subclass__(**kwargs)
+    name = cls.__dict__.get('name')
+    if name is None:  # an intermediate base class
+      return
+    if name in _CLASSES or name in ALIASES:
+      raise TypeError(f'a histogram encoding named {name!r} exists already '
+                      f'({(_CLASSES.get(name) or cls).__name__}).')
+    _CLASSES[name] = cls
+
+  def __post_init__(self):
+    b = checks.integer(self.num_bins, 'num_bins', 2, MAX_BINS)
+    if self.needs_power_of_two and b & (b - 1):
+      raise ValueError(
+          f"method={self.name!r} needs num_bins to be a power of two (a "
+          f"binary tree over the bins), got {b}; use "
+          f"{2 ** math.ceil(math.log2(b))} or method='flat'.")
+    object.__setattr__(self, 'num_bins', int(b))
+
+  # -- sizes and sensitivities ------------------------------------------
+
+  @property
+  def levels(self) -> int:
+    """L = log2 b (for b a power of two)."""
+    return self.num_bins.bit_length() - 1
+
+  @property
+  @abc.abstractmethod
+  def length(self) -> int:
+    """Length of one client's encoding."""
+
+  @property
+  @abc.abstractmethod
+  def l0(self) -> int:
+    """The number of coordinates one client's encoding touches."""
+
+  @property
+  def l1(self) -> float:
+    """||encoding||_1 of one client (entries in {-1, 0, 1}: l0)."""
+    return float(self.l0)
+
+  @property
+  def l2(self) -> float:
+    """||encoding||_2 of one client (entries in {-1, 0, 1}: sqrt(l0))."""
+    return math.sqrt(self.l0)
+
+  def sensitivities(self) -> Tuple[float, float, int]:
+    """(l1, l2, l0) of one client's encoding: the zero-out sensitivities."""
+    return self.l1, self.l2, self.l0
+
+  @property
+  @abc.abstractmethod
+  def total_norm(self) -> float:
+    """||t||_2 of the estimated-total functional t (total = t . noisy sum).
+
+    Times the per-coordinate noise stddev it is the stddev of the estimated
+    total's noise.
+    """
+
+  # -- the client ---------------------------------------------------------
+
+  @abc.abstractmethod
+  def _sparse_encoding(self, index: tf.Tensor
+                       ) -> Tuple[tf.Tensor, tf.Tensor]:
+    """(positions, values), int64 [l0] each, of bin `index`'s encoding."""
+
+  def encode(self, index) -> tf.Tensor:
+    """One client's encoding of its bin `index` (int64 scalar): int64
+    vector [length]."""
+    positions, values = self._sparse_encoding(tf.cast(index, tf.int64))
+    return tf.scatter_nd(positions[:, tf.newaxis], values, [self.length])
+
+  # -- the server ---------------------------------------------------------
+
+  @abc.abstractmethod
+  def _cumulative(self, noisy_sum: tf.Tensor, consistent: bool
+                  ) -> Tuple[tf.Tensor, tf.Tensor]:
+    """(cumulative counts at the b right edges, the estimated total) of a
+    float64 [length] noisy sum."""
+
+  @abc.abstractmethod
+  def _total(self, noisy_sum: tf.Tensor) -> tf.Tensor:
+    """The estimated total of a float64 noisy sum."""
+
+  def estimated_total(self, noisy_sum) -> tf.Tensor:
+    """The noisy total count read from the noisy sum (see `total_norm`)."""
+    return self._total(tf.cast(noisy_sum, tf.float64))
+
+  def cdf(self, noisy_sum, num_clients=None, consistent: bool = False,
+          monotone: bool = False) -> tf.Tensor:
+    """CDF estimates at the b right bin edges (float64 [b]).
+
+    Args:
+      noisy_sum: the decoded sum of the clients' encodings (float
+        [length]).
+      num_clients: n, to normalise by it (Algorithm 1, option 2: the exact
+        count); None normalises by the estimated total (option 1).
+      consistent: the least-squares consistent read-out first (only for
+        encodings that have one, `has_consistent_estimator`).
+      monotone: isotonic projection, then clip to [0, 1] (b <=
+        MAX_MONOTONE_BINS).
+    """
+    if consistent and not self.has_consistent_estimator:
+      have = [name for name, c in _CLASSES.items()
+              if c.has_consistent_estimator]
+      raise ValueError(f'consistent=True only applies to method='
+                       f'{" or ".join(map(repr, have))}, not {self.name!r}.')
+    b = self.num_bins
+    if monotone and b > MAX_MONOTONE_BINS:
+      raise ValueError(f'monotone estimators need O(b^2) memory: num_bins <= '
+                       f'{MAX_MONOTONE_BINS}, got {b}.')
+    noisy_sum = _float64_tensor(noisy_sum, 'noisy_sum')
+    if noisy_sum.shape.num_elements() not in (None, self.length):
+      raise ValueError(
+          f'noisy_sum must have the {self.length} entries of one '
+          f'{self.name!r} encoding of {b} bins, got shape '
+          f'{noisy_sum.shape}.')
+    noisy_sum = tf.reshape(noisy_sum, [self.length])
+    if num_clients is not None and not isinstance(num_clients, tf.Tensor):
+      num_clients = checks.integer(num_clients, 'num_clients', 0)
+    cum, estimated = self._cumulative(noisy_sum, consistent)
+    total = (estimated if num_clients is None
+             else tf.cast(num_clients, tf.float64))
+    # A total <= 0 (no clients, or noise) leaves nothing to normalise by.
+    cdf = cum / tf.where(total > 0, total, tf.ones_like(total))
+    if monotone:
+      cdf = tf.clip_by_value(isotonic(cdf), 0.0, 1.0)
+    return cdf
+
+  # -- dense references (numpy, small b: tests and documentation) ---------
+
+  def _reference_bins(self) -> int:
+    if self.num_bins > _MAX_REFERENCE_BINS:
+      raise ValueError(f'reference matrices are O(b^2); num_bins must be <= '
+                       f'{_MAX_REFERENCE_BINS}, got {self.num_bins}.')
+    return self.num_bins
+
+  @abc.abstractmethod
+  def cdf_matrix(self) -> np.ndarray:
+    """K: b x length, the cumulative counts are K @ noisy_sum."""
+
+  @abc.abstractmethod
+  def total_vector(self) -> np.ndarray:
+    """t: [length], the estimated total is t . noisy_sum."""
 
 
-def _check_bins(num_bins: int, method: str = 'flat') -> int:
-  method = canonical_method(method)
-  num_bins = checks.integer(num_bins, 'num_bins', 2, MAX_BINS)
-  if method != 'flat' and num_bins & (num_bins - 1):
-    raise ValueError(
-        f"method={method!r} needs num_bins to be a power of two (a binary "
-        f"tree over the bins), got {num_bins}; use "
-        f"{2 ** math.ceil(math.log2(num_bins))} or method='flat'.")
-  return int(num_bins)
+@dataclasses.dataclass(frozen=True)
+class Flat(Encoding):
+  """One-hot histogram (Algorithm 1 of the quantile paper)."""
+
+  name: ClassVar[str] = 'flat'
+  # Theorem 1: K n b / delta with K = 8.
+  ring_constant: ClassVar[int] = 8
+  # Algorithm 1's estimated count (option 1).
+  paper_count: ClassVar[str] = 'estimated'
+  needs_power_of_two: ClassVar[bool] = False
+
+  @property
+  def length(self) -> int:
+    return self.num_bins
+
+  @property
+  def l0(self) -> int:
+    return 1
+
+  @property
+  def total_norm(self) -> float:
+    """The sum of the b bins: sqrt(b)."""
+    return math.sqrt(self.num_bins)
+
+  def _sparse_encoding(self, index):
+    return index[tf.newaxis], tf.ones([1], tf.int64)
+
+  def _cumulative(self, noisy_sum, consistent):
+    del consistent  # no consistent read-out (`cdf` refuses it)
+    cum = tf.cumsum(noisy_sum)
+    return cum, cum[-1]
+
+  def _total(self, noisy_sum):
+    return tf.reduce_sum(noisy_sum)
+
+  def cdf_matrix(self) -> np.ndarray:
+    b = self._reference_bins()
+    return np.tril(np.ones((b, b)))
+
+  def total_vector(self) -> np.ndarray:
+    return np.ones(self._reference_bins())
 
 
-def encoding_length(method: str, num_bins: int) -> int:
+@dataclasses.dataclass(frozen=True)
+class Tree(Encoding):
+  """Hierarchical histogram without its root (Algorithm 2 of the quantile
+  paper; 'hierarchical' is its alias)."""
+
+  name: ClassVar[str] = 'tree'
+  # Theorem 2: K n b / delta with K = 16.
+  ring_constant: ClassVar[int] = 16
+  # Algorithm 2 divides by n.
+  paper_count: ClassVar[str] = 'exact'
+  has_consistent_estimator: ClassVar[bool] = True
+
+  @property
+  def length(self) -> int:
+    return 2 * self.num_bins - 2
+
+  @property
+  def l0(self) -> int:
+    return self.levels
+
+  @property
+  def total_norm(self) -> float:
+    """The two top nodes: sqrt(2)."""
+    return math.sqrt(2.0)
+
+  def level_offset(self, r: int) -> int:
+    """The position of level r's first node: sum_{s<r} b / 2^s."""
+    return sum(self.num_bins >> s for s in range(r))
+
+  @property
+  def top(self) -> int:
+    """The position of the first of the two top nodes (level L - 1): 2b - 4.
+    """
+    return self.level_offset(self.levels - 1)
+
+  def _sparse_encoding(self, index):
+    """Position offset(r) + (index >> r) of the node at each level r
+    containing bin `index`; a 1 in each."""
+    positions = [self.level_offset(r) + tf.bitwise.right_shift(index, r)
+                 for r in range(self.levels)]
+    return tf.stack(positions, axis=-1), tf.ones([self.levels], tf.int64)
+
+  def _cumulative(self, noisy_sum, consistent):
+    b = self.num_bins
+    total = self._total(noisy_sum)
+    if consistent:
+      return tf.cumsum(_consistent_leaves(noisy_sum, b)), total
+    nodes = tf.constant(self._dyadic_nodes())
+    picked = tf.gather(noisy_sum, tf.maximum(nodes, 0))
+    cum = tf.reduce_sum(tf.where(nodes >= 0, picked, 0.0), axis=1)
+    return cum, total
+
+  def _total(self, noisy_sum):
+    return noisy_sum[self.top] + noisy_sum[self.top + 1]
+
+  def _dyadic_nodes(self) -> np.ndarray:
+    """[b, L + 1] int64: the tree positions of the maximal dyadic partition
+    of the first j + 1 bins (row j), -1 where a level contributes nothing."""
+    b, levels = self.num_bins, self.levels
+    out = -np.ones((b, levels + 1), np.int64)
+    for j in range(1, b + 1):  # prefix of j bins
+      if j == b:  # the two top nodes (the root is not sent)
+        out[j - 1, 0] = self.top
+        out[j - 1, 1] = self.top + 1
+        continue
+      for r in range(levels - 1, -1, -1):
+        if j & (1 << r):
+          out[j - 1, r] = self.level_offset(r) + (j >> r) - 1
+    return out
+
+  def node_matrix(self) -> np.ndarray:
+    """A: (2b - 2) x b, node = sum of its bins (the layout above)."""
+    b = self._reference_bins()
+    rows = []
+    for r in range(self.levels):
+      for o in range(b >> r):
+        row = np.zeros(b)
+        row[o << r:(o + 1) << r] = 1.0
+        rows.append(row)
+    return np.array(rows)
+
+  def dyadic_prefix_matrix(self) -> np.ndarray:
+    """P: b x (2b - 2), (P H)_j = sum over the maximal dyadic partition of
+    the first j + 1 bins (Algorithm 2, step 4); row b - 1 uses the two top
+    nodes."""
+    b = self._reference_bins()
+    p = np.zeros((b, self.length))
+    for j, nodes in enumerate(self._dyadic_nodes()):
+      p[j, nodes[nodes >= 0]] = 1.0
+    return p
+
+  def cdf_matrix(self) -> np.ndarray:
+    return self.dyadic_prefix_matrix()
+
+  def total_vector(self) -> np.ndarray:
+    self._reference_bins()
+    t = np.zeros(self.length)
+    t[[self.top, self.top + 1]] = 1.0
+    return t
+
+
+@dataclasses.dataclass(frozen=True)
+class Haar(Encoding):
+  """Discrete Haar wavelet coefficients (the frequency estimation paper,
+  Section 4.2)."""
+
+  name: ClassVar[str] = 'haar'
+  # As the tree's (Theorem 2): the base and one difference per node are
+  # b coordinates, each bounded as a tree node is.
+  ring_constant: ClassVar[int] = 16
+  paper_count: ClassVar[str] = 'exact'
+
+  @property
+  def length(self) -> int:
+    return self.num_bins
+
+  @property
+  def l0(self) -> int:
+    return self.levels + 1
+
+  @property
+  def total_norm(self) -> float:
+    """The base coefficient: 1."""
+    return 1.0
+
+  def _sparse_encoding(self, index):
+    """(positions, signs) of the base and the level-1..L nodes above
+    `index`. Layout: 0 = base; level l (1..L) node o at
+    1 + sum_{s<l} b / 2^s - b + o. Sign +1 if the bin is in the node's
+    left half."""
+    b = self.num_bins
+    pos = [tf.zeros_like(index)]
+    sign = [tf.ones_like(index)]
+    offset = 1
+    for l in range(1, self.levels + 1):
+      pos.append(offset + tf.bitwise.right_shift(index, l))
+      left = tf.equal(tf.bitwise.bitwise_and(
+          tf.bitwise.right_shift(index, l - 1), 1), 0)
+      sign.append(tf.where(left, tf.ones_like(index), -tf.ones_like(index)))
+      offset += b >> l
+    return tf.stack(pos, axis=-1), tf.stack(sign, axis=-1)
+
+  def _cumulative(self, noisy_sum, consistent):
+    del consistent  # no consistent read-out (`cdf` refuses it)
+    return tf.cumsum(self._leaves(noisy_sum)), noisy_sum[0]
+
+  def _total(self, noisy_sum):
+    return noisy_sum[0]
+
+  def _leaves(self, coefficients: tf.Tensor) -> tf.Tensor:
+    """The exact inverse of the encoding, top down, O(b)."""
+    b = self.num_bins
+    sums = coefficients[:1]  # the root's sum: the base coefficient
+    start = b  # the level-L node is the last coefficient
+    for l in range(self.levels, 0, -1):
+      count = b >> l
+      start -= count
+      diffs = coefficients[start:start + count]
+      left, right = (sums + diffs) / 2.0, (sums - diffs) / 2.0
+      sums = tf.reshape(tf.stack([left, right], axis=1), [-1])
+    return sums
+
+  def decode_matrix(self) -> np.ndarray:
+    """Hd: b x b, leaves = Hd @ coefficients (the exact inverse of encode).
+    """
+    b = self._reference_bins()
+    m = np.zeros((b, b))
+    m[:, 0] = 1.0 / b
+    offset = 1
+    for l in range(1, self.levels + 1):
+      for v in range(b):
+        node = offset + (v >> l)
+        sign = 1.0 if ((v >> (l - 1)) & 1) == 0 else -1.0
+        m[v, node] = sign / 2.0**l
+      offset += b >> l
+    return m
+
+  def cdf_matrix(self) -> np.ndarray:
+    return np.tril(np.ones((self.num_bins, self.num_bins))
+                   ) @ self.decode_matrix()
+
+  def total_vector(self) -> np.ndarray:
+    t = np.zeros(self._reference_bins())
+    t[0] = 1.0
+    return t
+
+
+# Every method defined above, in order.
+METHODS = tuple(_CLASSES)
+
+
+def encoding(method: Union[str, Encoding],
+             num_bins: Optional[int] = None) -> Encoding:
+  """The encoding a user's `method` names, for `num_bins` bins.
+
+  The one place a method name is read: 'flat', 'tree' (or 'hierarchical')
+  or 'haar' (METHODS, ALIASES). An `Encoding` is returned as it is (its
+  num_bins must equal `num_bins` if that is given).
+  """
+  if isinstance(method, Encoding):
+    if num_bins is not None and checks.integer(
+        num_bins, 'num_bins') != method.num_bins:
+      raise ValueError(f'num_bins={num_bins} differs from the encoding '
+                       f'{method}.')
+    return method
+  return _class(method)(num_bins)
+
+
+def _class(method: str) -> type:
+  checks.choice(method, 'method', tuple(_CLASSES) + tuple(ALIASES))
+  return _CLASSES[ALIASES.get(method, method)]
+
+
+def canonical_method(method: Union[str, Encoding]) -> str:
+  """The name of the method: 'hierarchical' is 'tree'."""
+  if isinstance(method, Encoding):
+    return method.name
+  return _class(method).name
+
+
+def exact_count(count: str) -> bool:
+  """Resolves the `count` option: True for 'exact' (Algorithm 1, option
+  2: normalise by the number of clients), False for 'estimated' (option 1:
+  by the noisy total)."""
+  return _EXACT_COUNT[checks.choice(count, 'count', COUNTS)]
+
+
+# ---------------------------------------------------------------------------
+# Entry points by name (notebooks, scripts): each resolves `method` once.
+
+
+def encoding_length(method: Union[str, Encoding], num_bins: int) -> int:
   """Length of one client's encoding."""
-  b = _check_bins(num_bins, method)
-  return {'flat': b, 'tree': 2 * b - 2, 'haar': b}[method]
+  return encoding(method, num_bins).length
 
 
-def sensitivities(method: str, num_bins: int):
+def sensitivities(method: Union[str, Encoding], num_bins: int):
   """(l1, l2, l0) of one client's encoding: the zero-out sensitivities.
 
   l0 is the number of coordinates a client touches.
   """
-  b = _check_bins(num_bins, method)
-  levels = b.bit_length() - 1
-  touched = {'flat': 1, 'tree': levels, 'haar': levels + 1}[method]
-  return float(touched), math.sqrt(touched), touched
+  return encoding(method, num_bins).sensitivities()
+
+
+def total_norm(method: Union[str, Encoding], num_bins: int) -> float:
+  """`Encoding.total_norm`: flat sqrt(b), tree sqrt(2), haar 1."""
+  return encoding(method, num_bins).total_norm
+
+
+def encode(method: Union[str, Encoding], index, num_bins: int) -> tf.Tensor:
+  """One client's encoding of its bin `index` (int64 scalar): int64 vector."""
+  return encoding(method, num_bins).encode(index)
+
+
+def estimate_cdf(method: Union[str, Encoding], noisy_sum, num_bins: int,
+                 count: str, num_clients=None, consistent: bool = False,
+                 monotone: bool = False) -> tf.Tensor:
+  """CDF estimates at the b right bin edges (float64 [b]).
+
+  Args:
+    method: 'flat', 'tree' or 'haar' (or an `Encoding`).
+    noisy_sum: the decoded sum of the clients' encodings (float [length]).
+    num_bins: b.
+    count: 'estimated' (divide by the noisy total) or 'exact' (by
+      num_clients).
+    num_clients: n, for count='exact'.
+    consistent: tree only: least-squares consistent tree first.
+    monotone: isotonic projection, then clip to [0, 1] (b <=
+      MAX_MONOTONE_BINS).
+  """
+  histogram = encoding(method, num_bins)
+  exact = exact_count(count)
+  if num_clients is not None and not isinstance(num_clients, tf.Tensor):
+    num_clients = checks.integer(num_clients, 'num_clients', 0)
+  if exact and num_clients is None:
+    raise ValueError("count='exact' needs num_clients.")
+  return histogram.cdf(noisy_sum, num_clients if exact else None,
+                       consistent=consistent, monotone=monotone)
+
+
+def estimated_total(method: Union[str, Encoding], noisy_sum,
+                    num_bins: int) -> tf.Tensor:
+  """The noisy total count read from the noisy sum (see `total_norm`)."""
+  return encoding(method, num_bins).estimated_total(noisy_sum)
+
+
+def tree_matrix(num_bins: int) -> np.ndarray:
+  """`Tree.node_matrix`: (2b - 2) x b, node = sum of its bins."""
+  return Tree(num_bins).node_matrix()
+
+
+def dyadic_prefix_matrix(num_bins: int) -> np.ndarray:
+  """`Tree.dyadic_prefix_matrix`: b x (2b - 2)."""
+  return Tree(num_bins).dyadic_prefix_matrix()
+
+
+def haar_decode_matrix(num_bins: int) -> np.ndarray:
+  """`Haar.decode_matrix`: b x b, the exact inverse of the encoding."""
+  return Haar(num_bins).decode_matrix()
+
+
+# ---------------------------------------------------------------------------
+# Bins.
 
 
 def check_range(lower: float, upper: float):
@@ -135,123 +661,8 @@ def bin_index(x, lower: float, upper: float, num_bins: int) -> tf.Tensor:
   return tf.cast(tf.clip_by_value(idx, 0.0, num_bins - 1.0), tf.int64)
 
 
-def _tree_nodes(index, levels):
-  """Position in the tree layout of the node at each level r containing bin
-  `index`: offset(r) + (index >> r), offset(r) = sum_{s<r} b / 2^s."""
-  b = 1 << levels
-  out, offset = [], 0
-  for r in range(levels):
-    out.append(offset + tf.bitwise.right_shift(index, r))
-    offset += b >> r
-  return tf.stack(out, axis=-1)
-
-
-def _haar_nodes(index, levels):
-  """(positions, signs) of the base and the level-1..L nodes above `index`.
-
-  Layout: 0 = base; level l (1..L) node o at 1 + sum_{s<l} b / 2^s - b + o.
-  Sign +1 if the bin is in the node's left half.
-  """
-  b = 1 << levels
-  pos = [tf.zeros_like(index)]
-  sign = [tf.ones_like(index)]
-  offset = 1
-  for l in range(1, levels + 1):
-    pos.append(offset + tf.bitwise.right_shift(index, l))
-    left = tf.equal(tf.bitwise.bitwise_and(
-        tf.bitwise.right_shift(index, l - 1), 1), 0)
-    sign.append(tf.where(left, tf.ones_like(index), -tf.ones_like(index)))
-    offset += b >> l
-  return tf.stack(pos, axis=-1), tf.stack(sign, axis=-1)
-
-
-def encode(method: str, index, num_bins: int) -> tf.Tensor:
-  """One client's encoding of its bin `index` (int64 scalar): int64 vector."""
-  b = _check_bins(num_bins, method)
-  levels = b.bit_length() - 1
-  index = tf.cast(index, tf.int64)
-  length = encoding_length(method, b)
-  if method == 'flat':
-    positions = index[tf.newaxis]
-    values = tf.ones([1], tf.int64)
-  elif method == 'tree':
-    positions = _tree_nodes(index, levels)
-    values = tf.ones([levels], tf.int64)
-  else:
-    positions, values = _haar_nodes(index, levels)
-  return tf.scatter_nd(positions[:, tf.newaxis], values, [length])
-
-
 # ---------------------------------------------------------------------------
-# Dense reference matrices (numpy, small b only: tests and documentation).
-
-
-def _check_reference_bins(num_bins, method):
-  b = _check_bins(num_bins, method)
-  if b > _MAX_REFERENCE_BINS:
-    raise ValueError(f'reference matrices are O(b^2); num_bins must be <= '
-                     f'{_MAX_REFERENCE_BINS}, got {b}.')
-  return b
-
-
-def tree_matrix(num_bins: int) -> np.ndarray:
-  """A: (2b - 2) x b, node = sum of its bins (the tree layout above)."""
-  b = _check_reference_bins(num_bins, 'tree')
-  levels = b.bit_length() - 1
-  rows = []
-  for r in range(levels):
-    for o in range(b >> r):
-      row = np.zeros(b)
-      row[o << r:(o + 1) << r] = 1.0
-      rows.append(row)
-  return np.array(rows)
-
-
-def haar_decode_matrix(num_bins: int) -> np.ndarray:
-  """Hd: b x b, leaves = Hd @ coefficients (the exact inverse of encode)."""
-  b = _check_reference_bins(num_bins, 'haar')
-  levels = b.bit_length() - 1
-  m = np.zeros((b, b))
-  m[:, 0] = 1.0 / b
-  offset = 1
-  for l in range(1, levels + 1):
-    for v in range(b):
-      node = offset + (v >> l)
-      sign = 1.0 if ((v >> (l - 1)) & 1) == 0 else -1.0
-      m[v, node] = sign / 2.0**l
-    offset += b >> l
-  return m
-
-
-def dyadic_prefix_matrix(num_bins: int) -> np.ndarray:
-  """P: b x (2b - 2), (P H)_j = sum over the maximal dyadic partition of the
-  first j + 1 bins (Algorithm 2, step 4); row b - 1 uses the two top nodes."""
-  b = _check_reference_bins(num_bins, 'tree')
-  p = np.zeros((b, 2 * b - 2))
-  for j, nodes in enumerate(_dyadic_nodes(b)):
-    p[j, nodes[nodes >= 0]] = 1.0
-  return p
-
-
-def _dyadic_nodes(b: int) -> np.ndarray:
-  """[b, L + 1] int64: the tree positions of the maximal dyadic partition of
-  the first j + 1 bins (row j), -1 where a level contributes nothing."""
-  levels = b.bit_length() - 1
-  offsets = [sum(b >> s for s in range(r)) for r in range(levels)]
-  out = -np.ones((b, levels + 1), np.int64)
-  for j in range(1, b + 1):  # prefix of j bins
-    if j == b:  # the two top nodes (the root is not sent)
-      out[j - 1, 0] = offsets[levels - 1]
-      out[j - 1, 1] = offsets[levels - 1] + 1
-      continue
-    for r in range(levels - 1, -1, -1):
-      if j & (1 << r):
-        out[j - 1, r] = offsets[r] + (j >> r) - 1
-  return out
-
-
-# ---------------------------------------------------------------------------
-# Structured linear maps (TF, O(b log b)).
+# The tree's least-squares read-out (TF, O(b log b)).
 
 
 def _tree_node_sums(leaves: tf.Tensor, b: int) -> tf.Tensor:
@@ -294,52 +705,6 @@ def _consistent_leaves(nodes: tf.Tensor, b: int) -> tf.Tensor:
   return x
 
 
-def _haar_leaves(coefficients: tf.Tensor, b: int) -> tf.Tensor:
-  """The exact inverse of the Haar encoding, top down, O(b)."""
-  levels = b.bit_length() - 1
-  sums = coefficients[:1]  # the root's sum: the base coefficient
-  start = b  # the level-L node is the last coefficient
-  for l in range(levels, 0, -1):
-    count = b >> l
-    start -= count
-    diffs = coefficients[start:start + count]
-    left, right = (sums + diffs) / 2.0, (sums - diffs) / 2.0
-    sums = tf.reshape(tf.stack([left, right], axis=1), [-1])
-  return sums
-
-
-def _unnormalised_cdf(method, noisy_sum, b, consistent):
-  """(cumulative counts at the b right edges, the estimated total)."""
-  if method == 'flat':
-    cum = tf.cumsum(noisy_sum)
-    return cum, cum[-1]
-  if method == 'haar':
-    cum = tf.cumsum(_haar_leaves(noisy_sum, b))
-    return cum, noisy_sum[0]
-  levels = b.bit_length() - 1
-  top = 2 * b - 4  # the two nodes of level L - 1
-  total = noisy_sum[top] + noisy_sum[top + 1]
-  if consistent:
-    return tf.cumsum(_consistent_leaves(noisy_sum, b)), total
-  nodes = tf.constant(_dyadic_nodes(b))
-  picked = tf.gather(noisy_sum, tf.maximum(nodes, 0))
-  cum = tf.reduce_sum(tf.where(nodes >= 0, picked, 0.0), axis=1)
-  del levels
-  return cum, total
-
-
-def total_norm(method: str, num_bins: int) -> float:
-  """||t||_2 of the estimated-total functional t (total = t . noisy sum).
-
-  flat: the sum of the b bins, sqrt(b); tree: the two top nodes, sqrt(2);
-  haar: the base coefficient, 1. Times the per-coordinate noise stddev it is
-  the stddev of the estimated total's noise.
-  """
-  b = _check_bins(num_bins, method)
-  return {'flat': math.sqrt(b), 'tree': math.sqrt(2.0), 'haar': 1.0}[
-      canonical_method(method)]
-
-
 # ---------------------------------------------------------------------------
 # TF estimators.
 
@@ -372,63 +737,6 @@ def isotonic(f: tf.Tensor) -> tf.Tensor:
   # max over i <= j.
   masked = tf.where(i <= k, suffix_min, -big)
   return tf.reduce_max(masked, axis=0)
-
-
-def estimate_cdf(method: str, noisy_sum, num_bins: int, count: str,
-                 num_clients=None, consistent: bool = False,
-                 monotone: bool = False) -> tf.Tensor:
-  """CDF estimates at the b right bin edges (float64 [b]).
-
-  Args:
-    method: 'flat', 'tree' or 'haar'.
-    noisy_sum: the decoded sum of the clients' encodings (float [length]).
-    num_bins: b.
-    count: 'estimated' (divide by the noisy total) or 'exact' (by
-      num_clients).
-    num_clients: n, for count='exact'.
-    consistent: tree only: least-squares consistent tree first.
-    monotone: isotonic projection, then clip to [0, 1] (b <=
-      MAX_MONOTONE_BINS).
-  """
-  method = canonical_method(method)
-  b = _check_bins(num_bins, method)
-  count = checks.choice(count, 'count', COUNTS)
-  if consistent and method != 'tree':
-    raise ValueError("consistent=True only applies to method='tree'.")
-  if monotone and b > MAX_MONOTONE_BINS:
-    raise ValueError(f'monotone estimators need O(b^2) memory: num_bins <= '
-                     f'{MAX_MONOTONE_BINS}, got {b}.')
-  length = encoding_length(method, b)
-  noisy_sum = _float64_tensor(noisy_sum, 'noisy_sum')
-  if noisy_sum.shape.num_elements() not in (None, length):
-    raise ValueError(
-        f'noisy_sum must have the {length} entries of one {method!r} '
-        f'encoding of {b} bins, got shape {noisy_sum.shape}.')
-  noisy_sum = tf.reshape(noisy_sum, [length])
-  if num_clients is not None and not isinstance(num_clients, tf.Tensor):
-    num_clients = checks.integer(num_clients, 'num_clients', 0)
-  cum, estimated_total = _unnormalised_cdf(method, noisy_sum, b, consistent)
-  if count == 'exact':
-    if num_clients is None:
-      raise ValueError("count='exact' needs num_clients.")
-    total = tf.cast(num_clients, tf.float64)
-  else:
-    total = estimated_total
-  # A total <= 0 (no clients, or noise) leaves nothing to normalise by.
-  cdf = cum / tf.where(total > 0, total, tf.ones_like(total))
-  if monotone:
-    cdf = tf.clip_by_value(isotonic(cdf), 0.0, 1.0)
-  return cdf
-
-
-def estimated_total(method: str, noisy_sum, num_bins: int) -> tf.Tensor:
-  """The noisy total count read from the noisy sum (see `total_norm`)."""
-  method = canonical_method(method)
-  b = _check_bins(num_bins, method)
-  noisy_sum = tf.cast(noisy_sum, tf.float64)
-  return {'flat': lambda: tf.reduce_sum(noisy_sum),
-          'tree': lambda: noisy_sum[2 * b - 4] + noisy_sum[2 * b - 3],
-          'haar': lambda: noisy_sum[0]}[method]()
 
 
 def quantile_indices(cdf, quantiles: Sequence[float]) -> tf.Tensor:

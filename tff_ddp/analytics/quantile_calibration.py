@@ -2,33 +2,42 @@
 
 For a budget (epsilon, delta) over `rounds` rounds of
 `expected_clients_per_round` clients, against the named adversary (zero-out
-neighbours: one client's encoding replaced by zeros, as in the aggregators):
+neighbours: one client's encoding replaced by zeros, as in the aggregators),
+for a histogram encoding (`tff_ddp.analytics.histograms`; its l2 and l0
+sensitivities and its ring constant come from the encoding object):
 
-* discrete Gaussian: the integer scaling c is the largest the ring allows by
-  the wrap-around condition of Theorems 1-2 of the quantile paper,
-  M >= 2 + 2 c n + 2 n sqrt(2 sigma^2 log(K n b / delta)) (K = 8 flat, 16
-  tree and Haar), with sigma = z Delta_2 c / sqrt(n) the scaled local noise;
-  then the noise multiplier z is calibrated by the accountant for that c
-  (`aggregators.calibrated`), which includes the tau term of the
-  distributed DG. The encodings are integer vectors summed with the
-  identity encoder and integer scaling, so no rounding happens and the
-  sensitivity is c times the encoding's l2 norm, not the rounding-inflated
-  bound. A large c makes sigma large, so tau is negligible (the paper
-  instead fixes sigma^2 = 2 and varies c, where tau matters). If no c >= 1
-  fits, the bits are refused with the number that works.
+* discrete Gaussian: for a noise multiplier z, the integer scaling c is the
+  largest the ring allows (`largest_scaling`, `ring_holds`): by the
+  wrap-around condition of Theorems 1-2 of the quantile paper,
+  M >= 2 + 2 c n + 2 n sqrt(2 sigma^2 log(K n b / delta)) (K the
+  encoding's `ring_constant`: 8 flat, 16 tree and Haar), with
+  sigma = z Delta_2 c / sqrt(n) the scaled local noise, and by the DDG
+  mechanism's own ring check for that granularity, which adds the rounding
+  term n per sum coordinate and is asked of the mechanism
+  (`distributed_discrete_gaussian.granularity_fits`), not found by building
+  factories until one is accepted. For a budget, the result is the least z
+  that meets it with the c its ring allows (`_discrete_gaussian` says why
+  the search is exact), so `parameters_for_noise(z)` gives the same
+  factory. The encodings are integer vectors summed with the identity
+  encoder and integer scaling, so no rounding happens and the sensitivity
+  is c times the encoding's l2 norm, not the rounding-inflated bound. A
+  large c makes sigma large, so the tau term of the distributed DG is small
+  (the paper instead fixes sigma^2 = 2 and varies c, where tau matters). If
+  no c >= 1 fits, the bits are refused with the number that works.
 * Poisson binomial: m = the most trials the ring 2^bits holds for n clients
-  (at most the sampler's limit), or the `num_trials` given (e.g. the
-  frequency paper's m' = 3), theta calibrated by the accountant: Lemma 2
-  composed over the l0 sensitivity of the encoding (1 flat, log2 b tree,
-  log2 b + 1 Haar), not over all b coordinates as the paper's Prop. 4 does
-  -- under zero-out neighbours a coordinate where the client's encoding is 0
-  sends Binomial(m, 1/2) either way (`PoissonBinomialSumFactory(l0_clip=)`).
+  (at most the sampler's limit; `poisson_binomial.max_num_trials`), or the
+  `num_trials` given (e.g. the frequency paper's m' = 3), theta calibrated
+  by the accountant: Lemma 2 composed over the l0 sensitivity of the
+  encoding (1 flat, log2 b tree, log2 b + 1 Haar), not over all b
+  coordinates as the paper's Prop. 4 does -- under zero-out neighbours a
+  coordinate where the client's encoding is 0 sends Binomial(m, 1/2) either
+  way (`PoissonBinomialSumFactory(l0_clip=)`).
 
 `parameters_for_noise` is the same construction for a *given* noise
-multiplier instead of a budget (the largest c the ring allows for it), for
-callers that account the quantile together with other releases -- DP-Delta-FL
-composes it with the model update of the same round and calibrates both at
-once (`tff_ddp.learning.privacy`).
+multiplier instead of a budget, for callers that account the quantile
+together with other releases -- DP-Delta-FL composes it with the model
+update of the same round and calibrates both at once
+(`tff_ddp.learning.privacy`).
 
 The factories here are built with on_wrap='flag': the quantile process
 checks the ring's capacity itself (`QuantileParameters.ring_capacity`) so
@@ -37,7 +46,7 @@ that a refusal names the process's own arguments.
 
 import dataclasses
 import math
-from typing import Optional
+from typing import Optional, Union
 
 import numpy as np
 import tensorflow_federated as tff
@@ -54,7 +63,11 @@ from tff_ddp.mechanisms import poisson_binomial as pbm_mechanism
 from tff_ddp.utils import checks
 
 MECHANISMS = ('discrete_gaussian', 'poisson_binomial')
-_RING_CONSTANT = {'flat': 8, 'tree': 16, 'haar': 16}
+# The DDG factories' wrap-around probability per sum coordinate (the
+# factory's default), passed to them and to the ring question alike.
+_MODCLIP_PROB = 1e-4
+# The lower end of the noise multipliers the DDG calibration searches.
+_MIN_NOISE_MULTIPLIER = 1e-3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +75,9 @@ class QuantileParameters:
   """What the calibration chose.
 
   Attributes:
-    method, mechanism, num_bins, bits: the configuration.
+    encoding: the histogram encoding (`histograms.Flat`, `Tree`, `Haar`);
+      `method`, `num_bins` and `l2_sensitivity` are its name, bins and l2.
+    mechanism, bits: the rest of the configuration.
     factory: the aggregation factory (DDG or cPBM).
     value_type: the encodings' type (int32 [encoding length]).
     epsilon: eps of all rounds at `delta` (<= the target), against
@@ -73,12 +88,10 @@ class QuantileParameters:
     noise_multiplier: z (DDG) or None; the central noise stddev in count
       units is z * l2_sensitivity.
     theta, num_trials: cPBM parameters or None.
-    l2_sensitivity: of one client's encoding.
   """
 
-  method: str
+  encoding: hg.Encoding
   mechanism: str
-  num_bins: int
   bits: int
   factory: object
   value_type: object
@@ -89,7 +102,20 @@ class QuantileParameters:
   noise_multiplier: Optional[float]
   theta: Optional[float]
   num_trials: Optional[int]
-  l2_sensitivity: float
+
+  @property
+  def method(self) -> str:
+    """The encoding's name ('flat', 'tree' or 'haar')."""
+    return self.encoding.name
+
+  @property
+  def num_bins(self) -> int:
+    return self.encoding.num_bins
+
+  @property
+  def l2_sensitivity(self) -> float:
+    """Of one client's encoding."""
+    return self.encoding.l2
 
   def aggregator_mechanism(self):
     """The mechanism (derived parameters) of the aggregator."""
@@ -114,16 +140,26 @@ class QuantileParameters:
                    f'{self.bits}'))
 
 
-def encoding_type(method: str, num_bins: int):
+def encoding_type(method: Union[str, hg.Encoding],
+                  num_bins: Optional[int] = None):
   """The clients' encoding type: int32 [encoding length]."""
-  return tff.TensorType(np.int32, [hg.encoding_length(method, num_bins)])
+  return tff.TensorType(np.int32, [hg.encoding(method, num_bins).length])
 
 
-def ring_needs(method, c, sigma, n, b, delta):
+def _encoding(value, owner) -> hg.Encoding:
+  """`value` if it is an encoding (these helpers take the object the
+  entry points resolved, not a method's name)."""
+  if not isinstance(value, hg.Encoding):
+    raise TypeError(f'{owner} takes a histograms.Encoding '
+                    f'(histograms.encoding(method, num_bins)), got {value!r}.')
+  return value
+
+
+def ring_needs(encoding: hg.Encoding, c, sigma, n, delta):
   """Right-hand side of the wrap-around condition of Theorems 1-2."""
-  k = _RING_CONSTANT[method]
+  k = _encoding(encoding, 'ring_needs').ring_constant
   return 2 + 2 * c * n + 2 * n * math.sqrt(
-      2 * sigma**2 * math.log(k * n * b / delta))
+      2 * sigma**2 * math.log(k * n * encoding.num_bins / delta))
 
 
 def exact_scaling(c: int) -> int:
@@ -139,31 +175,88 @@ def exact_scaling(c: int) -> int:
   return c
 
 
-def largest_scaling(method: str, num_bins: int, num_clients: int,
-                    noise_multiplier: float, delta: float, bits: int) -> int:
-  """The largest integer c meeting the wrap-around condition for noise z.
-
-  With sigma = z l2 c / sqrt(n) the condition of Theorems 1-2 is linear in
-  c: M - 2 >= c (2 n + 2 sqrt(n) z l2 sqrt(2 log(K n b / delta))). May be 0
-  (nothing fits).
-  """
-  l2 = hg.sensitivities(method, num_bins)[1]
+def _theorem_scaling(encoding, num_clients, noise_multiplier, delta, bits):
+  """The largest c meeting Theorems 1-2 for noise z: with
+  sigma = z l2 c / sqrt(n) the condition is linear in c,
+  M - 2 >= c (2 n + 2 sqrt(n) z l2 sqrt(2 log(K n b / delta)))."""
   per_c = 2 * num_clients + 2 * math.sqrt(num_clients) * noise_multiplier * (
-      l2 * math.sqrt(2 * math.log(
-          _RING_CONSTANT[method] * num_clients * num_bins / delta)))
-  return exact_scaling(int((2**bits - 2) // per_c))
+      encoding.l2 * math.sqrt(2 * math.log(
+          encoding.ring_constant * num_clients * encoding.num_bins / delta)))
+  return int((2**bits - 2) // per_c)
 
 
-def _ddg_factory(method, num_bins, n, bits, z, c, seed, rate=None):
-  l2 = hg.sensitivities(method, num_bins)[1]
+def ring_holds(encoding: hg.Encoding, num_clients: int,
+               noise_multiplier: float, scaling: int, delta: float,
+               bits: int) -> bool:
+  """Whether the ring 2^bits holds integer scaling c at noise z: Theorems
+  1-2 (the encoding's ring constant) and the DDG mechanism's own ring check
+  for granularity 1/c, asked of it (`granularity_fits`). Decreasing in z
+  and in c."""
+  return scaling <= _theorem_scaling(
+      encoding, num_clients, noise_multiplier, delta, bits) and (
+          ddg_mechanism.granularity_fits(
+              1.0 / scaling, encoding.l2, noise_multiplier, num_clients, bits,
+              linf_clip=1.0, modclip_prob=_MODCLIP_PROB))
+
+
+def largest_scaling(encoding: hg.Encoding, num_clients: int,
+                    noise_multiplier: float, delta: float, bits: int) -> int:
+  """The largest integer c the ring 2^bits allows for noise z (`ring_holds`),
+  stepped down to a c whose reciprocal round-trips (`exact_scaling`). May
+  be 0."""
+  encoding = _encoding(encoding, 'largest_scaling')
+  theorem = _theorem_scaling(encoding, num_clients, noise_multiplier, delta,
+                             bits)
+  mechanism = ddg_mechanism.largest_integer_scaling(
+      encoding.l2, noise_multiplier, num_clients, bits, linf_clip=1.0,
+      modclip_prob=_MODCLIP_PROB)
+  return exact_scaling(min(theorem, mechanism))
+
+
+def _largest_noise(encoding, num_clients, scaling, delta, bits) -> float:
+  """The largest z at which the ring holds scaling c (`ring_holds`; to
+  float precision by bisection: it is decreasing in z); 0 if not even
+  z = 0 fits."""
+  def holds(z):
+    return ring_holds(encoding, num_clients, z, scaling, delta, bits)
+
+  if not holds(0.0):
+    return 0.0
+  low, high = 0.0, 1.0
+  while holds(high):
+    low, high = high, 2.0 * high
+  while high - low > 1e-13 * high:
+    middle = 0.5 * (low + high)
+    if holds(middle):
+      low = middle
+    else:
+      high = middle
+  return low
+
+
+def _ddg_factory(encoding, n, bits, z, c, seed, rate=None):
   return ddg_factory.DiscreteGaussianSumFactory(
       noise_multiplier=z, expected_clients_per_round=n, bits=bits,
-      l2_clip=l2, beta=0.0, encoder='none', granularity=1.0 / c,
-      linf_clip=1.0, seed=seed, client_sampling_rate=rate, on_wrap='flag')
+      l2_clip=encoding.l2, modclip_prob=_MODCLIP_PROB, beta=0.0,
+      encoder='none', granularity=1.0 / c, linf_clip=1.0, seed=seed,
+      client_sampling_rate=rate, on_wrap='flag')
+
+
+def _common(method, num_bins, expected_clients_per_round, delta, bits,
+            adversary):
+  """The validated (encoding, n, delta, bits, adversary) of an entry point."""
+  encoding = hg.encoding(method, num_bins)
+  n = checks.integer(expected_clients_per_round, 'expected_clients_per_round',
+                     1, base.MAX_MODULUS - 1)
+  delta = checks.real(delta, 'delta', 0.0, 1.0, low_open=True,
+                      high_open=True)
+  bits = checks.integer(bits, 'bits', 2, base.MAX_RING_BITS)
+  adversary = checks.choice(adversary, 'adversary', accountant.ADVERSARIES)
+  return encoding, n, delta, bits, adversary
 
 
 def parameters_for_noise(
-    method: str,
+    method: Union[str, hg.Encoding],
     num_bins: int,
     expected_clients_per_round: int,
     noise_multiplier: float,
@@ -178,62 +271,49 @@ def parameters_for_noise(
   The central noise of the count sum is `noise_multiplier` times the
   encoding's l2 sensitivity (count units), as for the calibrated
   parameters; the integer scaling c is the largest the ring 2^bits allows
-  for it by the wrap-around condition of Theorems 1-2 at failure
-  probability `delta` (`largest_scaling`). `epsilon` of the result is that
-  of ONE round at `delta` against `adversary` (unsampled, or self-sampled
-  with `client_sampling_rate`: every one of the `expected_clients_per_round`
-  clients in the sum keeps its encoding with a private coin, the factory's
-  own) -- a description, not a budget: the caller accounts the rounds it
-  runs.
+  for it (`largest_scaling`) at failure probability `delta`. `epsilon` of
+  the result is that of ONE round at `delta` against `adversary`
+  (unsampled, or self-sampled with `client_sampling_rate`: every one of the
+  `expected_clients_per_round` clients in the sum keeps its encoding with a
+  private coin, the factory's own) -- a description, not a budget: the
+  caller accounts the rounds it runs.
+
+  Args:
+    method: 'flat', 'tree' (or 'hierarchical') or 'haar', or a
+      `histograms.Encoding` of `num_bins` bins.
+    num_bins, expected_clients_per_round, noise_multiplier, delta, bits,
+      adversary, seed, client_sampling_rate: as above.
 
   Raises:
     TypeError / ValueError: bad arguments, or no c >= 1 fits (the message
       gives the bits that work).
   """
-  method = hg.canonical_method(method)
-  hg.encoding_length(method, num_bins)  # validates method, bins
-  n = checks.integer(expected_clients_per_round, 'expected_clients_per_round',
-                     1, base.MAX_MODULUS - 1)
+  encoding, n, delta, bits, adversary = _common(
+      method, num_bins, expected_clients_per_round, delta, bits, adversary)
   z = checks.positive(noise_multiplier, 'noise_multiplier')
-  delta = checks.real(delta, 'delta', 0.0, 1.0, low_open=True,
-                      high_open=True)
-  bits = checks.integer(bits, 'bits', 2, base.MAX_RING_BITS)
-  adversary = checks.choice(adversary, 'adversary', accountant.ADVERSARIES)
-  _, l2, _ = hg.sensitivities(method, num_bins)
-  c = largest_scaling(method, num_bins, n, z, delta, bits)
+  c = largest_scaling(encoding, n, z, delta, bits)
   if c < 1:
     need = next((b for b in range(bits + 1, base.MAX_RING_BITS + 1)
-                 if largest_scaling(method, num_bins, n, z, delta, b) >= 1),
-                None)
+                 if largest_scaling(encoding, n, z, delta, b) >= 1), None)
     advice = (f'use bits >= {need}' if need is not None else
               'no ring fits: use fewer clients or less noise')
     raise ValueError(
         f'bits={bits} cannot hold {n} clients\' histograms with '
         f'noise_multiplier={z:g}: no integer scaling c >= 1 meets the '
         f'wrap-around condition of Theorems 1-2; {advice}.')
-  value_type = encoding_type(method, num_bins)
-  while True:
-    # The factory's own ring check adds the rounding term n per sum
-    # coordinate that Theorems 1-2 leave out; step c down until it agrees.
-    factory = _ddg_factory(method, num_bins, n, bits, z, c, seed,
-                           client_sampling_rate)
-    try:
-      event = factory.dp_event(value_type)
-      break
-    except ValueError:
-      if c == 1:
-        raise
-      c = exact_scaling(max(1, min(c - 1, int(c * 0.99))))
+  value_type = encoding_type(encoding)
+  factory = _ddg_factory(encoding, n, bits, z, c, seed, client_sampling_rate)
   return QuantileParameters(
-      method=method, mechanism='discrete_gaussian', num_bins=num_bins,
-      bits=bits, factory=factory, value_type=value_type,
-      epsilon=accountant.epsilon(event, delta, adversary)[0], delta=delta,
-      adversary=adversary, scaling=c, noise_multiplier=z, theta=None,
-      num_trials=None, l2_sensitivity=l2)
+      encoding=encoding, mechanism='discrete_gaussian', bits=bits,
+      factory=factory, value_type=value_type,
+      epsilon=accountant.epsilon(factory.dp_event(value_type), delta,
+                                 adversary)[0],
+      delta=delta, adversary=adversary, scaling=c, noise_multiplier=z,
+      theta=None, num_trials=None)
 
 
 def quantile_parameters(
-    method: str,
+    method: Union[str, hg.Encoding],
     mechanism: str,
     num_bins: int,
     expected_clients_per_round: int,
@@ -247,105 +327,161 @@ def quantile_parameters(
 ) -> QuantileParameters:
   """Calibrates the aggregator for a quantile process (see module doc).
 
-  `num_trials` (Poisson binomial only): the trials m per coordinate; None
-  takes the most the ring holds. theta is calibrated either way.
+  Args:
+    method: 'flat', 'tree' (or 'hierarchical') or 'haar', or a
+      `histograms.Encoding` of `num_bins` bins.
+    mechanism: 'discrete_gaussian' or 'poisson_binomial'.
+    num_bins, expected_clients_per_round, epsilon, delta, bits, rounds,
+      adversary, seed: the configuration and the budget.
+    num_trials: Poisson binomial only: the trials m per coordinate; None
+      takes the most the ring holds. theta is calibrated either way.
 
   Raises:
     TypeError / ValueError: bad arguments, bits too small, or an unreachable
       target (the message says what works).
   """
-  method = hg.canonical_method(method)
-  hg.encoding_length(method, num_bins)  # validates method, bins
-  mechanism = checks.choice(mechanism, 'mechanism', MECHANISMS)
-  n = checks.integer(expected_clients_per_round, 'expected_clients_per_round',
-                     1, base.MAX_MODULUS - 1)
-  bits = checks.integer(bits, 'bits', 2, base.MAX_RING_BITS)
+  encoding, n, delta, bits, adversary = _common(
+      method, num_bins, expected_clients_per_round, delta, bits, adversary)
+  calibrate = _CALIBRATORS[checks.choice(mechanism, 'mechanism', MECHANISMS)]
   epsilon = checks.positive(epsilon, 'epsilon')
-  delta = checks.real(delta, 'delta', 0.0, 1.0, low_open=True,
-                      high_open=True)
   rounds = checks.integer(rounds, 'rounds', 1)
-  adversary = checks.choice(adversary, 'adversary', accountant.ADVERSARIES)
-  _, l2, l0 = hg.sensitivities(method, num_bins)
-  value_type = encoding_type(method, num_bins)
-  common = dict(target_epsilon=epsilon, target_delta=delta, rounds=rounds,
-                adversary=adversary, seed=seed, on_wrap='flag')
-  if num_trials is not None and mechanism != 'poisson_binomial':
-    raise ValueError("num_trials applies to mechanism='poisson_binomial' "
-                     f'only, not {mechanism!r}.')
-  if mechanism == 'poisson_binomial':
-    m = min((2**bits - 1) // n, pbm_mechanism.MAX_NUM_TRIALS)
-    if m < 1:
+  return calibrate(encoding, n, bits, epsilon, delta, rounds, adversary, seed,
+                   num_trials)
+
+
+def _poisson_binomial(encoding, n, bits, epsilon, delta, rounds, adversary,
+                      seed, num_trials):
+  """`quantile_parameters` for cPBM (module docstring)."""
+  m = pbm_mechanism.max_num_trials(n, bits)
+  if m < 1:
+    raise ValueError(
+        f'bits={bits} cannot hold {n} clients: the ring needs 2^bits > n '
+        f'm with m >= 1; use bits >= {int(n).bit_length()}.')
+  if num_trials is not None:
+    num_trials = checks.integer(num_trials, 'num_trials', 1)
+    if num_trials > m:
       raise ValueError(
-          f'bits={bits} cannot hold {n} clients: the ring needs 2^bits > n '
-          f'm with m >= 1; use bits >= {int(n).bit_length()}.')
-    if num_trials is not None:
-      num_trials = checks.integer(num_trials, 'num_trials', 1)
-      if num_trials > m:
-        raise ValueError(
-            f'num_trials={num_trials} does not fit the ring: 2^bits = '
-            f'2^{bits} holds at most {m} trials for {n} clients; use '
-            f'num_trials <= {m} or bits >= '
-            f'{int(n * num_trials).bit_length()}.')
-      m = num_trials
-    result = calibrated.poisson_binomial(
-        value_type, parameter='theta', num_trials=m,
-        expected_clients_per_round=n, l2_clip=l2, encoder='none',
-        divisor='linf', linf_clip=1.0, l0_clip=int(l0), **common)
-    return QuantileParameters(
-        method=method, mechanism=mechanism, num_bins=num_bins, bits=bits,
-        factory=result.factory, value_type=value_type,
-        epsilon=result.epsilon, delta=delta, adversary=adversary,
-        scaling=None, noise_multiplier=None, theta=result.value,
-        num_trials=m, l2_sensitivity=l2)
+          f'num_trials={num_trials} does not fit the ring: 2^bits = '
+          f'2^{bits} holds at most {m} trials for {n} clients; use '
+          f'num_trials <= {m} or bits >= '
+          f'{int(n * num_trials).bit_length()}.')
+    m = num_trials
+  _, l2, l0 = encoding.sensitivities()
+  value_type = encoding_type(encoding)
+  result = calibrated.poisson_binomial(
+      value_type, target_epsilon=epsilon, target_delta=delta,
+      parameter='theta', rounds=rounds, adversary=adversary, num_trials=m,
+      expected_clients_per_round=n, l2_clip=l2, encoder='none',
+      divisor='linf', linf_clip=1.0, l0_clip=int(l0), seed=seed,
+      on_wrap='flag')
+  return QuantileParameters(
+      encoding=encoding, mechanism='poisson_binomial', bits=bits,
+      factory=result.factory, value_type=value_type, epsilon=result.epsilon,
+      delta=delta, adversary=adversary, scaling=None, noise_multiplier=None,
+      theta=result.value, num_trials=m)
 
-  # Discrete Gaussian. A first z from the continuous Gaussian of the same
-  # sensitivity (tau = 0), with a margin for tau.
-  z_gauss = calibration.calibrate_gaussian(
-      epsilon, delta, rounds=rounds, adversary=adversary).value
 
-  def fit(ring_bits):
-    """(QuantileParameters or None, last calibration error)."""
-    modulus = 2**ring_bits
+def _discrete_gaussian(encoding, n, bits, epsilon, delta, rounds, adversary,
+                       seed, num_trials):
+  """`quantile_parameters` for the DDG: the least z meeting the budget, with
+  the largest c its ring allows.
 
-    def largest_c(z):
-      return largest_scaling(method, num_bins, n, z, delta, ring_bits)
+  A larger c at the same z only lowers epsilon (the scaled noise z l2 c /
+  sqrt(n) grows, so the tau term of the DDG shrinks), so for each c the
+  best z is the largest the ring allows, z_max(c) (`_largest_noise`); and
+  epsilon(z_max(c), c) grows with c (z_max(c) falls, and so does the scaled
+  noise there, the ring being full). The least noise is therefore at the
+  largest c* meeting the budget at z_max(c*) -- a monotone search over c --
+  and is the least z <= z_max(c*) meeting it at c* (epsilon falls with z).
+  No z below it meets the budget with any c the ring allows, and c* =
+  `largest_scaling(z)`: `parameters_for_noise(z)` builds the same factory.
+  """
+  if num_trials is not None:
+    raise ValueError("num_trials applies to mechanism='poisson_binomial' "
+                     "only, not 'discrete_gaussian'.")
+  budget = _DdgBudget(encoding, n, epsilon, delta, rounds, adversary, seed)
+  c = budget.largest_scaling(bits)
+  if c < 1:
+    # The smallest ring that works (a larger ring holds a larger c at every
+    # z, so meeting the budget is monotone in the bits).
+    need = next((b for b in range(bits + 1, base.MAX_RING_BITS + 1)
+                 if budget.meets(b, 1)), None)
+    advice = (f'use bits >= {need}' if need is not None else
+              f'no ring up to 2^{base.MAX_RING_BITS} fits: use fewer clients '
+              'or a larger epsilon')
+    raise ValueError(
+        f'bits={bits} is too small for {n} clients at epsilon={epsilon}: no '
+        f'integer scaling c >= 1 meets the wrap-around condition of Theorems '
+        f'1-2 at a noise that meets the budget; {advice}.')
+  z_max = _largest_noise(encoding, n, c, delta, bits)
+  # The calibrated parameter is t, the noise's fraction below z_max:
+  # z = z_max (1 - t), epsilon grows with t, and t = 0 meets the budget.
+  low = min(_MIN_NOISE_MULTIPLIER / z_max, 1.0)
+  result = calibration.calibrate(
+      lambda: accountant.RdpAccountant(adversary=adversary),
+      lambda t: budget.event(bits, z_max * (1.0 - t), c), epsilon, delta,
+      calibration.Parameter.signal('noise reduction below z_max', 0.0,
+                                   1.0 - low))
+  z = z_max * (1.0 - result.value)
+  return QuantileParameters(
+      encoding=encoding, mechanism='discrete_gaussian', bits=bits,
+      factory=budget.factory(bits, z, c), value_type=budget.value_type,
+      epsilon=result.epsilon, delta=delta, adversary=adversary, scaling=c,
+      noise_multiplier=z, theta=None, num_trials=None)
 
-    c = largest_c(1.1 * z_gauss)
-    last_error = None
-    for _ in range(40):
-      if c < 1:
-        break
-      try:
-        result = calibrated.discrete_gaussian(
-            value_type, expected_clients_per_round=n, bits=ring_bits,
-            l2_clip=l2, beta=0.0, encoder='none', granularity=1.0 / c,
-            linf_clip=1.0, **common)
-      except ValueError as e:
-        last_error = e
-        c = exact_scaling(int(c * 0.9))
-        continue
-      sigma = ddg_mechanism.local_stddev(result.value, l2 * c, n)
-      if ring_needs(method, c, sigma, n, num_bins, delta) <= modulus:
-        return QuantileParameters(
-            method=method, mechanism=mechanism, num_bins=num_bins,
-            bits=ring_bits, factory=result.factory, value_type=value_type,
-            epsilon=result.epsilon, delta=delta, adversary=adversary,
-            scaling=c, noise_multiplier=result.value, theta=None,
-            num_trials=None, l2_sensitivity=l2), None
-      c = exact_scaling(min(c - 1, largest_c(result.value)))
-    return None, last_error
 
-  found, last_error = fit(bits)
-  if found is not None:
-    return found
-  # The smallest ring that works, found the same way.
-  need = next((b for b in range(bits + 1, base.MAX_RING_BITS + 1)
-               if fit(b)[0] is not None), None)
-  advice = (f'use bits >= {need}' if need is not None else
-            f'no ring up to 2^{base.MAX_RING_BITS} fits: use fewer clients '
-            'or a larger epsilon')
-  detail = f' (last calibration error: {last_error})' if last_error else ''
-  raise ValueError(
-      f'bits={bits} is too small for {n} clients at epsilon={epsilon}: no '
-      f'integer scaling c >= 1 meets the wrap-around condition of Theorems '
-      f'1-2; {advice}.{detail}')
+@dataclasses.dataclass(frozen=True)
+class _DdgBudget:
+  """A DDG quantile configuration without its ring and noise: the questions
+  `_discrete_gaussian` asks of each (bits, z, c)."""
+
+  encoding: hg.Encoding
+  n: int
+  target: float
+  delta: float
+  rounds: int
+  adversary: str
+  seed: Optional[int]
+
+  @property
+  def value_type(self):
+    return encoding_type(self.encoding)
+
+  def factory(self, bits, z, c):
+    return _ddg_factory(self.encoding, self.n, bits, z, c, self.seed)
+
+  def event(self, bits, z, c):
+    """The event of `rounds` rounds of the factory at (bits, z, c); a
+    ValueError if the factory refuses it (scaled noise outside the range of
+    the DDG theorem and samplers)."""
+    return calibration.rounds_event(
+        self.factory(bits, z, c).dp_event(self.value_type), self.rounds)
+
+  def meets(self, bits, c) -> bool:
+    """Whether the budget is met at scaling c with the most noise the ring
+    allows for it. Monotone (decreasing) in c: exact_scaling is
+    non-decreasing (a c whose reciprocal does not round-trip would not give
+    integer inputs), and a factory that refuses the noise (below the
+    theorem's range: large c) meets nothing."""
+    c = exact_scaling(c)
+    z = _largest_noise(self.encoding, self.n, c, self.delta, bits)
+    if z == 0:
+      return False
+    try:
+      event = self.event(bits, z, c)
+    except ValueError:
+      return False
+    return accountant.epsilon(event, self.delta,
+                              self.adversary)[0] <= self.target
+
+  def largest_scaling(self, bits) -> int:
+    """c*: the largest c (whose reciprocal round-trips) that `meets` the
+    budget; 0 if none."""
+    limit = largest_scaling(self.encoding, self.n, 0.0, self.delta, bits)
+    return exact_scaling(base.largest_count(lambda c: self.meets(bits, c),
+                                            max(limit, 1)))
+
+
+# mechanism -> its calibration (`quantile_parameters`).
+_CALIBRATORS = {'discrete_gaussian': _discrete_gaussian,
+                'poisson_binomial': _poisson_binomial}

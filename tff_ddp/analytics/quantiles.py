@@ -63,7 +63,8 @@ equal to the same bytes): `measurements['status'] == 'ok'` works.
 """
 
 import collections
-from typing import Optional, Sequence
+import dataclasses
+from typing import Optional, Sequence, Union
 
 import numpy as np
 import tensorflow as tf
@@ -115,7 +116,8 @@ def build_quantile_process(
   Args:
     method: 'flat' (Algorithm 1), 'hierarchical' or its alias 'tree'
       (Algorithm 2) or 'haar' (discrete Haar wavelet); hierarchical and
-      Haar need num_bins a power of two.
+      Haar need num_bins a power of two. Resolved here, once, into a
+      `histograms.Encoding` (one may be passed instead of the name).
     mechanism: 'discrete_gaussian' or 'poisson_binomial'.
     lower_bound, upper_bound: the range; values outside are clipped.
     num_bins: b in [2, 2^16] (monotone estimators: at most 2048).
@@ -155,15 +157,15 @@ def build_quantile_process(
     first `rounds` rounds only; compose the measured events with
     `tff_ddp.accounting.RdpAccountant` for the cost of more).
   """
-  method = hg.canonical_method(method)
-  options = _check_options(method, num_bins, lower_bound, upper_bound,
-                           quantiles, count, estimator, consistent_tree,
+  encoding = hg.encoding(method, num_bins)
+  options = _check_options(encoding, lower_bound, upper_bound, quantiles,
+                           count, estimator, consistent_tree,
                            min_total_stddevs)
   on_wrap = secure_sum.check_on_wrap(on_wrap)
-  params = quantile_parameters(method, mechanism, num_bins,
+  params = quantile_parameters(encoding, mechanism, num_bins,
                                expected_clients_per_round, epsilon, delta,
                                bits, rounds, adversary, seed, num_trials)
-  return _build(params, *options, rounds=rounds, on_wrap=on_wrap)
+  return _build(params, options, rounds=rounds, on_wrap=on_wrap)
 
 
 def build_quantile_process_from_parameters(
@@ -201,62 +203,83 @@ def build_quantile_process_from_parameters(
     raise TypeError('parameters must be a QuantileParameters (from '
                     'quantile_parameters or parameters_for_noise), got '
                     f'{type(parameters).__name__}.')
-  options = _check_options(parameters.method, parameters.num_bins,
-                           lower_bound, upper_bound, quantiles, count,
-                           estimator, consistent_tree, min_total_stddevs)
+  options = _check_options(parameters.encoding, lower_bound, upper_bound,
+                           quantiles, count, estimator, consistent_tree,
+                           min_total_stddevs)
   if rounds is not None:
     rounds = checks.integer(rounds, 'rounds', 1)
-  return _build(parameters, *options, rounds=rounds,
+  return _build(parameters, options, rounds=rounds,
                 on_wrap=secure_sum.check_on_wrap(on_wrap))
 
 
-def _check_options(method, num_bins, lower_bound, upper_bound, quantiles,
-                   count, estimator, consistent_tree, min_total_stddevs):
-  """Validated (lower, upper, quantiles, count, estimator, consistent,
-  min_total_stddevs)."""
+@dataclasses.dataclass(frozen=True)
+class _Options:
+  """The server's read-out, every choice resolved (`_check_options`)."""
+
+  lower_bound: float
+  upper_bound: float
+  quantiles: Sequence[float]
+  exact_count: bool  # count='exact': normalise by n (Algorithm 1, option 2)
+  monotone: bool  # estimator 'monotone' or 'interpolate'
+  interpolate: bool  # estimator 'interpolate'
+  consistent_tree: bool
+  min_total_stddevs: float
+
+
+# estimator -> (monotone, interpolate)
+_ESTIMATORS = {'paper': (False, False), 'monotone': (True, False),
+               'interpolate': (True, True)}
+
+
+def _check_options(encoding, lower_bound, upper_bound, quantiles, count,
+                   estimator, consistent_tree, min_total_stddevs) -> _Options:
+  """The validated read-out options of `encoding`'s process."""
   lower_bound, upper_bound = hg.check_range(lower_bound, upper_bound)
   quantiles = checks.real_sequence(quantiles, 'quantiles', 0.0, 1.0,
                                    low_open=True, high_open=True)
-  count = checks.choice(count, 'count', hg.COUNTS)
-  estimator = checks.choice(estimator, 'estimator', ESTIMATORS)
-  if checks.boolean(consistent_tree, 'consistent_tree') and method != 'tree':
-    raise ValueError("consistent_tree only applies to method='tree'.")
+  exact = hg.exact_count(count)
+  monotone, interpolate = _ESTIMATORS[checks.choice(estimator, 'estimator',
+                                                    ESTIMATORS)]
+  if (checks.boolean(consistent_tree, 'consistent_tree')
+      and not encoding.has_consistent_estimator):
+    raise ValueError(f'consistent_tree only applies to method=\'tree\', not '
+                     f'{encoding.name!r}.')
   min_total_stddevs = checks.nonnegative(min_total_stddevs,
                                          'min_total_stddevs')
-  hg.encoding_length(method, num_bins)  # validates num_bins
-  if estimator != 'paper' and num_bins > hg.MAX_MONOTONE_BINS:
+  if monotone and encoding.num_bins > hg.MAX_MONOTONE_BINS:
     raise ValueError(
         f"estimator={estimator!r} needs O(b^2) memory: num_bins <= "
-        f"{hg.MAX_MONOTONE_BINS}, got {num_bins}; use estimator='paper'.")
-  return (lower_bound, upper_bound, quantiles, count, estimator,
-          bool(consistent_tree), min_total_stddevs)
+        f"{hg.MAX_MONOTONE_BINS}, got {encoding.num_bins}; use "
+        "estimator='paper'.")
+  return _Options(lower_bound, upper_bound, quantiles, exact, monotone,
+                  interpolate, bool(consistent_tree), min_total_stddevs)
 
 
-def encode_value(method: str, value, lower_bound: float, upper_bound: float,
-                 num_bins: int) -> tf.Tensor:
+def encode_value(method: Union[str, hg.Encoding], value, lower_bound: float,
+                 upper_bound: float, num_bins: int) -> tf.Tensor:
   """A client's message (int32): the encoding of its value's bin (values
   outside the range, +-inf included, clipped into the end bins), zeros for
   NaN (the neighbouring relation's "no value")."""
-  length = hg.encoding_length(method, num_bins)
+  encoding = hg.encoding(method, num_bins)
   present = tf.logical_not(tf.math.is_nan(value))
   index = hg.bin_index(tf.where(present, value, tf.zeros_like(value)),
-                       lower_bound, upper_bound, num_bins)
-  vector = tf.cast(hg.encode(method, index, num_bins), tf.int32)
-  return tf.where(present, vector, tf.zeros([length], tf.int32))
+                       lower_bound, upper_bound, encoding.num_bins)
+  vector = tf.cast(encoding.encode(index), tf.int32)
+  return tf.where(present, vector, tf.zeros([encoding.length], tf.int32))
 
 
-def _build(params: QuantileParameters, lower_bound, upper_bound, quantiles,
-           count, estimator, consistent_tree, min_total_stddevs, *, rounds,
+def _build(params: QuantileParameters, options: _Options, *, rounds,
            on_wrap):
-  method, num_bins = params.method, params.num_bins
+  encoding = params.encoding
+  num_bins = encoding.num_bins
+  lower_bound, upper_bound = options.lower_bound, options.upper_bound
+  quantiles = options.quantiles
   ring = params.ring_capacity()
-  length = hg.encoding_length(method, num_bins)
   mechanism = params.aggregator_mechanism()
-  total_norm = hg.total_norm(method, num_bins)
   num_quantiles = len(quantiles)
 
   def client_encode(value):
-    return encode_value(method, value, lower_bound, upper_bound, num_bins)
+    return encode_value(encoding, value, lower_bound, upper_bound, num_bins)
 
   # The histogram encoding runs inside the aggregator's client call (one
   # TF call per client and round instead of two).
@@ -276,16 +299,15 @@ def _build(params: QuantileParameters, lower_bound, upper_bound, quantiles,
         n = tf.identity(n)
         noisy_sum = tf.identity(noisy_sum)
     noisy_sum = tf.cast(noisy_sum, tf.float64)
-    cdf = hg.estimate_cdf(method, noisy_sum, num_bins, count,
-                          num_clients=n, consistent=consistent_tree,
-                          monotone=estimator != 'paper')
+    cdf = encoding.cdf(noisy_sum, n if options.exact_count else None,
+                       consistent=options.consistent_tree,
+                       monotone=options.monotone)
     values = hg.quantile_values(cdf, quantiles, lower_bound, upper_bound,
-                                num_bins,
-                                interpolate=estimator == 'interpolate')
-    total = hg.estimated_total(method, noisy_sum, num_bins)
+                                num_bins, interpolate=options.interpolate)
+    total = encoding.estimated_total(noisy_sum)
     # The total's noise stddev: the per-coordinate stddev (proportional to
     # sqrt(n) for both mechanisms; n public) times ||t||_2 of the total.
-    stddev = (mechanism.noise_stddev(1) * total_norm
+    stddev = (mechanism.noise_stddev(1) * encoding.total_norm
               * tf.sqrt(tf.cast(n, tf.float64)))
     def code(name):
       return tf.constant(STATUSES.index(name), tf.int32)
@@ -293,7 +315,8 @@ def _build(params: QuantileParameters, lower_bound, upper_bound, quantiles,
     status = tf.where(
         tf.equal(n, 0), code('no_clients'),
         tf.where(may_wrap, code('sum_may_wrap'),
-                 tf.where((total < min_total_stddevs * stddev) | (total <= 0),
+                 tf.where((total < options.min_total_stddevs * stddev)
+                          | (total <= 0),
                           code('too_few_values'), code('ok'))))
     # Estimates with 'ok', and flagged ones with 'sum_may_wrap' (on_wrap=
     # 'flag': the caller handles them); NaN otherwise.

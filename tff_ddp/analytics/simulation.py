@@ -34,7 +34,7 @@ process.
 """
 
 import functools
-from typing import Optional
+from typing import Optional, Union
 
 import numpy as np
 import tensorflow as tf
@@ -47,25 +47,29 @@ from tff_ddp.analytics import quantile_calibration as qc
 SETTINGS = qc.MECHANISMS + ('central',)
 
 
-def encodings(method: str, values, lower: float, upper: float,
-              num_bins: int) -> np.ndarray:
+def encodings(method: Union[str, hg.Encoding], values, lower: float,
+              upper: float, num_bins: Optional[int] = None) -> np.ndarray:
   """[n, L] int64: each client's encoding, as the process encodes it
   (`quantiles.encode_value`): values clipped into the range (+-inf into
   the end bins), zeros for NaN.
 
-  The encodings are `histograms.encode` of each bin, looked up by the bin
-  index the process computes (`histograms.bin_index`).
+  `method` is a `histograms.Encoding` (or its name, with `num_bins`). The
+  encodings are its `encode` of each bin, looked up by the bin index the
+  process computes (`histograms.bin_index`).
   """
+  encoding = hg.encoding(method, num_bins)
   values = np.asarray(values, np.float64)
-  idx = hg.bin_index(tf.constant(values), lower, upper, num_bins).numpy()
-  codes = _table(method, num_bins)[idx]
+  idx = hg.bin_index(tf.constant(values), lower, upper,
+                     encoding.num_bins).numpy()
+  codes = _table(encoding)[idx]
   return np.where(np.isnan(values)[..., None], 0, codes)
 
 
 @functools.lru_cache(maxsize=None)
-def _table(method, num_bins):
-  return tf.map_fn(lambda i: hg.encode(method, i, num_bins),
-                   tf.range(num_bins, dtype=tf.int64),
+def _table(encoding: hg.Encoding) -> np.ndarray:
+  """[b, L]: the encoding of every bin."""
+  return tf.map_fn(encoding.encode,
+                   tf.range(encoding.num_bins, dtype=tf.int64),
                    fn_output_signature=tf.int64).numpy()
 
 

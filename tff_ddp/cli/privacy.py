@@ -24,6 +24,7 @@ client takes part and keeps its value with probability --rate (the
 factories' client_sampling_rate; the sample is hidden from everyone).
 """
 
+import importlib
 import math
 
 from tff_ddp.cli import common
@@ -34,7 +35,8 @@ _MECHANISM_FLAGS = {
     'ddg': ('l2_sensitivity', 'local_stddev', 'noise_multiplier',
             'num_clients', 'dimension', 'l1_sensitivity', 'noise_sampler'),
     'skellam': ('l2_sensitivity', 'local_stddev', 'noise_multiplier',
-                'num_clients', 'dimension', 'l1_sensitivity'),
+                'num_clients', 'dimension', 'l1_sensitivity',
+                'noise_sampler'),
     'cpbm': ('theta', 'num_trials', 'num_clients', 'dimension'),
 }
 # The factories' default noise_sampler; other mechanisms ignore the default.
@@ -75,27 +77,28 @@ def _distributed_local_stddev(local_stddev, noise_multiplier, l2_sensitivity,
   return ddg.local_stddev(noise_multiplier, l2_sensitivity, num_clients)
 
 
-def _ddg_event(l2_sensitivity, num_clients, dimension, local_stddev=None,
-               noise_multiplier=None, l1_sensitivity=None,
-               noise_sampler=_DEFAULT_SAMPLER):
-  # The mechanism's own event: it carries the sampler's TV distance.
-  from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg  # pylint: disable=g-import-not-at-top
-  return ddg.release_event(
-      l2_sensitivity, _distributed_local_stddev(
-          local_stddev, noise_multiplier, l2_sensitivity, num_clients),
-      num_clients, dimension, l1_sensitivity, noise_sampler)
+# The mechanisms modules whose `release_event` the CLI calls.
+_DISTRIBUTED_MODULES = ('tff_ddp.mechanisms.distributed_discrete_gaussian',
+                        'tff_ddp.mechanisms.distributed_skellam')
 
 
-def _skellam_event(l2_sensitivity, num_clients, dimension, local_stddev=None,
-                   noise_multiplier=None, l1_sensitivity=None):
-  from tff_ddp.accounting import events  # pylint: disable=g-import-not-at-top
-  local = _distributed_local_stddev(local_stddev, noise_multiplier,
-                                    l2_sensitivity, num_clients)
-  # TFF's scaled_local_stddev: the stddev of each client's Skellam noise.
-  return events.DistributedSkellamDpEvent(
-      l2_sensitivity=l2_sensitivity, local_variance=local * local,
-      num_clients=num_clients, dimension=dimension,
-      l1_sensitivity=l1_sensitivity)
+def _distributed_event(module):
+  """The event builder of --mechanism ddg / skellam: the mechanism's own
+  `release_event` (it carries the sampler's TV distance), from --local-stddev
+  or the share of --noise-multiplier. `module` is imported when called."""
+
+  def event(l2_sensitivity, num_clients, dimension, local_stddev=None,
+            noise_multiplier=None, l1_sensitivity=None,
+            noise_sampler=_DEFAULT_SAMPLER):
+    if module not in _DISTRIBUTED_MODULES:
+      raise ValueError(f'no release_event in {module}')
+    mechanism = importlib.import_module(module)
+    return mechanism.release_event(
+        l2_sensitivity, _distributed_local_stddev(
+            local_stddev, noise_multiplier, l2_sensitivity, num_clients),
+        num_clients, dimension, l1_sensitivity, noise_sampler)
+
+  return event
 
 
 def _cpbm_event(theta, num_trials, num_clients, dimension):
@@ -105,8 +108,10 @@ def _cpbm_event(theta, num_trials, num_clients, dimension):
 
 
 # --mechanism NAME -> one release's event from its flags (keywords).
-_EVENTS = {'gaussian': _gaussian_event, 'ddg': _ddg_event,
-           'skellam': _skellam_event, 'cpbm': _cpbm_event}
+_EVENTS = {'gaussian': _gaussian_event,
+           'ddg': _distributed_event(_DISTRIBUTED_MODULES[0]),
+           'skellam': _distributed_event(_DISTRIBUTED_MODULES[1]),
+           'cpbm': _cpbm_event}
 
 
 def _parameter(mechanism, free, params):
@@ -186,9 +191,9 @@ def add_parser(subparsers):
                  'scaled_local_stddev); >= 0.5')
   p.add_argument('--noise-sampler', choices=('table', 'exact'),
                  default=_DEFAULT_SAMPLER,
-                 help='ddg: the noise sampler of the run (the factories\' '
-                 'default is table, whose per-sample TV distance is added '
-                 'to delta, as in the Python accountant)')
+                 help='ddg/skellam: the noise sampler of the run (the '
+                 'factories\' default is table, whose per-sample TV distance '
+                 'is added to delta, as in the Python accountant)')
   p.add_argument('--theta', type=number(
       lambda v, n: checks.real(v, n, 0.0, 0.25, low_open=True), '--theta'),
                  help='cpbm: bias scale in (0, 0.25]')

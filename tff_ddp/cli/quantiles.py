@@ -24,7 +24,6 @@ from tff_ddp.utils import checks
 from tff_ddp.utils import processes
 
 DISTRIBUTIONS = ('uniform', 'chi2')
-_COUNT = {'flat': 'estimated', 'tree': 'exact', 'haar': 'exact'}
 
 
 @dataclasses.dataclass
@@ -95,14 +94,15 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
     draw(distribution, 1, np.random.default_rng(0), upper_bound)  # validates
   else:
     num_clients = len(user_values)
-  methods = [hg.canonical_method(m) for m in methods]
-  # Every configuration is calibrated (and refused if it cannot work)
-  # before any process runs.
+  # Each method named once, as its encoding (each with the count its
+  # paper uses); every configuration is calibrated (and refused if it cannot
+  # work) before any process runs.
+  encodings = [hg.encoding(m, num_bins) for m in methods]
   configurations = {}
-  for method in methods:
+  for encoding in encodings:
     for mechanism in mechanisms:
-      configurations[method, mechanism] = q.quantile_parameters(
-          method, mechanism, num_bins, num_clients, epsilon, delta, bits)
+      configurations[encoding, mechanism] = q.quantile_parameters(
+          encoding, mechanism, num_bins, num_clients, epsilon, delta, bits)
   processes.use_test_context()
   if user_values is None:
     datasets = [draw(distribution, num_clients,
@@ -112,12 +112,12 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
     datasets = [user_values] * repetitions
   z_central = sim.central_noise_multiplier(epsilon, delta)
   rows = []
-  for method in methods:
+  for encoding in encodings:
+    method, count = encoding.name, encoding.paper_count
     for mechanism in mechanisms:
-      params = configurations[method, mechanism]
-      process = q.build_quantile_process(
-          method, mechanism, lower_bound, upper_bound, num_bins, quantiles,
-          num_clients, epsilon, delta, count=_COUNT[method], bits=bits)
+      params = configurations[encoding, mechanism]
+      process = q.build_quantile_process_from_parameters(
+          params, lower_bound, upper_bound, quantiles, count=count, rounds=1)
       state = process.initialize()
       errors, seconds = [], []
       for values in common.progress(datasets, f'{method} {mechanism}'):
@@ -135,14 +135,13 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
                       float(np.mean(seconds[1:] or seconds)),
                       np.asarray(out.result)))
     # Central counterpart: the same encoding, Gaussian noise once.
-    l2 = hg.sensitivities(method, num_bins)[1]
     errors = []
     for r, values in enumerate(datasets):
-      codes = sim.encodings(method, values, lower_bound, upper_bound,
-                            num_bins)
+      codes = sim.encodings(encoding, values, lower_bound, upper_bound)
       noisy = sim.noisy_sum('central', codes, central_z=z_central,
-                            l2_sensitivity=l2, seed=seed + 7919 * (r + 1))
-      cdf = hg.estimate_cdf(method, noisy, num_bins, _COUNT[method],
+                            l2_sensitivity=encoding.l2,
+                            seed=seed + 7919 * (r + 1))
+      cdf = hg.estimate_cdf(encoding, noisy, num_bins, count,
                             num_clients=num_clients)
       errors.append(_worst(cdf, values, quantiles, lower_bound, upper_bound,
                            num_bins))
@@ -210,8 +209,8 @@ def add_parser(subparsers):
       'quantiles', help='federated DP quantiles on synthetic data or yours',
       description=__doc__, formatter_class=common.HelpFormatter)
   p.add_argument('--methods', nargs='+', default=['flat', 'tree', 'haar'],
-                 choices=['flat', 'tree', 'hierarchical', 'haar'],
-                 help="'hierarchical' is the same as 'tree'")
+                 help='histogram encodings (tff_ddp.analytics.histograms: '
+                 "flat, tree or its alias hierarchical, haar)")
   p.add_argument('--mechanisms', nargs='+',
                  default=['discrete_gaussian', 'poisson_binomial'],
                  choices=['discrete_gaussian', 'poisson_binomial'],

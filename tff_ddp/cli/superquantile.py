@@ -48,7 +48,10 @@ def run(algorithm: str = 'deltafl', rounds: int = 10, clients: int = 100,
   seed = checks.integer(seed, 'seed', 0)
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from tff_ddp import learning  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
   from tff_ddp.learning import tasks  # pylint: disable=g-import-not-at-top
+  # Checked here as well: the non-private runs build no PrivacyConfig.
+  checks.choice(histogram, 'histogram', hg.METHODS + tuple(hg.ALIASES))
 
   task = tasks.b3_task()
   model_fn = task.model_fn()
@@ -143,9 +146,9 @@ def add_parser(subparsers):
   p.add_argument('--bins', type=common.integer('--bins', 2, 2**12),
                  default=16, help='b (a power of two for tree and haar)')
   p.add_argument('--histogram', default='tree',
-                 choices=['flat', 'tree', 'hierarchical', 'haar'],
-                 help="the loss histogram's encoding ('hierarchical' is "
-                 "'tree')")
+                 help='the loss histogram\'s encoding '
+                 '(tff_ddp.analytics.histograms: flat, tree or its alias '
+                 'hierarchical, haar)')
   p.add_argument('--adversary', default='server',
                  choices=['server', 'release'],
                  help='the adversary the calibration holds against')

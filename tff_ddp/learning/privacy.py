@@ -82,6 +82,8 @@ NEIGHBOURS = ("neighbours: one client's examples removed (it still takes "
               'part, sends no loss bin and a zero update, and adds its noise '
               'shares)')
 TAIL_COUNTS = ('expected', 'histogram')
+# tail_count -> the update is divided by the tail count the histogram reads
+_HISTOGRAM_TAIL_COUNT = {'expected': False, 'histogram': True}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +103,8 @@ class PrivacyConfig:
     loss_upper_bound: B; losses are clipped to [0, B] for the histogram.
     num_bins: b (a power of two for 'tree' and 'haar').
     histogram: 'flat', 'tree' (hierarchical, the paper's Algorithm 2) or
-      'haar'.
+      'haar' ('hierarchical' is stored as 'tree'); `encoding` is the
+      `histograms.Encoding` it names with `num_bins` bins.
     count: how the CDF is normalised: 'exact' (by n, public) or
       'estimated' (by the noisy total; required with sampling='self', where
       the number of clients that kept their data is hidden).
@@ -150,6 +153,14 @@ class PrivacyConfig:
   max_clients: Optional[int] = None
   encoder: str = 'hadamard'
   seed: Optional[int] = None
+  # The choices above resolved once: `histogram` and `num_bins`
+  # (`histograms.encoding`), `count` and `tail_count`.
+  encoding: hg.Encoding = dataclasses.field(init=False, repr=False,
+                                            compare=False)
+  exact_count: bool = dataclasses.field(init=False, repr=False,
+                                        compare=False)
+  histogram_tail_count: bool = dataclasses.field(init=False, repr=False,
+                                                 compare=False)
 
   def __post_init__(self):
     set_ = lambda k, v: object.__setattr__(self, k, v)
@@ -164,11 +175,14 @@ class PrivacyConfig:
                                              'loss_upper_bound'))
     checks.choice(self.histogram, 'histogram',
                   hg.METHODS + tuple(hg.ALIASES))
-    set_('histogram', hg.canonical_method(self.histogram))
-    hg.encoding_length(self.histogram, self.num_bins)  # validates num_bins
+    encoding = hg.encoding(self.histogram, self.num_bins)
+    set_('encoding', encoding)
+    set_('histogram', encoding.name)
     set_('count', checks.choice(self.count, 'count', hg.COUNTS))
+    set_('exact_count', hg.exact_count(self.count))
     set_('tail_count', checks.choice(self.tail_count, 'tail_count',
                                      TAIL_COUNTS))
+    set_('histogram_tail_count', _HISTOGRAM_TAIL_COUNT[self.tail_count])
     set_('bits', checks.integer(self.bits, 'bits', 1, base.MAX_RING_BITS))
     set_('quantile_bits', checks.integer(self.quantile_bits, 'quantile_bits',
                                          2, base.MAX_RING_BITS))
@@ -188,8 +202,7 @@ class PrivacyConfig:
       set_('population', checks.integer(
           self.population, 'population', self.clients_per_round,
           base.MAX_MODULUS - 1 if self.sampling == 'self' else None))
-    if (self.sampling == 'self' and self.has_quantile
-        and self.count != 'estimated'):
+    if self.sampling == 'self' and self.has_quantile and self.exact_count:
       raise ValueError(
           "sampling='self' hides how many clients kept their data, so the "
           "loss CDF cannot be normalised by it: use count='estimated' (the "
@@ -262,7 +275,7 @@ class PrivacyConfig:
     if not self.has_quantile:
       return None
     return qc.parameters_for_noise(
-        self.histogram, self.num_bins, self.clients_in_sum,
+        self.encoding, self.num_bins, self.clients_in_sum,
         self.quantile_noise_multiplier, self.delta, self.quantile_bits,
         self.adversary, self.seed, client_sampling_rate=self.sampling_rate)
 

@@ -693,8 +693,8 @@ def _private_parts(spec, client_train, update_type):
           measurements['cdf'], measurements['noisy_total'],
           config.expected_contributors(tf.cast(
               measurements['aggregator']['participating_clients'],
-              tf.float64)), theta, upper, num_bins, config.count,
-          config.tail_count)
+              tf.float64)), theta, upper, num_bins, config.exact_count,
+          config.histogram_tail_count)
 
     tail_type = read_tail.type_signature.result
 

@@ -13,7 +13,7 @@ rounds on numpy batches and composes the *same* pieces as the processes:
   `tff_ddp.learning.weighting` (which the tests check against the process);
 * DP-Delta-FL: the loss histogram is `tff_ddp.analytics.simulation`'s
   distribution-exact noisy sum of the same encodings with the same
-  calibrated aggregator, the CDF `histograms.estimate_cdf`, the tail
+  calibrated aggregator, the CDF `Encoding.cdf`, the tail
   `weighting.private_tail` / `weighting.in_tail` (the process's own
   functions); the update sum is `tff_ddp.aggregators.simulation.BatchedSum`
   of the process's `DiscreteGaussianSumFactory` (its client and server code,
@@ -35,7 +35,6 @@ import numpy as np
 import tensorflow as tf
 
 from tff_ddp.aggregators import simulation as aggregator_simulation
-from tff_ddp.analytics import histograms as hg
 from tff_ddp.analytics import simulation as analytics_simulation
 from tff_ddp.learning import privacy as privacy_lib
 from tff_ddp.learning import tasks as tasks_lib
@@ -97,28 +96,29 @@ def _tail_reader(privacy, theta):
 
   The quantile process's round: the clients' encodings
   (`analytics.simulation.encodings`) summed by `BatchedSum` of the
-  histogram's own factory, the CDF (`histograms.estimate_cdf`), then
+  histogram's own factory, the CDF (`Encoding.cdf`), then
   `weighting.private_tail` and `weighting.in_tail` -- the process's
   functions.
   """
   quantile = privacy.quantile_parameters()
   summer = aggregator_simulation.BatchedSum(quantile.factory,
                                             quantile.value_type)
-  method, bins, upper = (privacy.histogram, privacy.num_bins,
-                         privacy.loss_upper_bound)
+  encoding, upper = quantile.encoding, privacy.loss_upper_bound
+  bins = encoding.num_bins
+  exact = privacy.exact_count
 
   @tf.function
   def post(noisy, losses, num_clients):
-    cdf = hg.estimate_cdf(method, noisy, bins, privacy.count,
-                          num_clients=num_clients)
+    cdf = encoding.cdf(noisy, num_clients if exact else None)
     tail = weighting.private_tail(
-        cdf, hg.estimated_total(method, noisy, bins),
+        cdf, encoding.estimated_total(noisy),
         privacy.expected_contributors(tf.cast(num_clients, tf.float64)),
-        theta, upper, bins, privacy.count, privacy.tail_count)
+        theta, upper, bins, privacy.exact_count,
+        privacy.histogram_tail_count)
     return tail, weighting.in_tail(losses, tail['bin'], upper, bins)
 
   def read(losses, round_index, seed):
-    codes = analytics_simulation.encodings(method, losses, 0.0, upper, bins)
+    codes = analytics_simulation.encodings(encoding, losses, 0.0, upper)
     noisy, _ = summer(codes, round_index, seed)
     tail, mask = post(tf.constant(noisy), tf.constant(losses),
                       tf.constant(len(losses), tf.int64))

@@ -199,15 +199,19 @@ def qffl_client_scalars(loss, update_sq_norm, q: float, lipschitz: float):
 
 
 def private_tail(cdf, noisy_total, num_clients, tail_fraction: float,
-                 upper: float, num_bins: int, count: str, tail_count: str):
+                 upper: float, num_bins: int, exact_count: bool,
+                 histogram_tail_count: bool):
   """What the server reads from the noisy loss histogram (TF).
 
   Args:
     cdf: the quantile process's CDF at the b right edges (NaN if unusable).
     noisy_total: its noisy total count; num_clients: n (public).
     tail_fraction: theta; upper: B; num_bins: b.
-    count: 'exact' (the CDF is normalised by n) or 'estimated'.
-    tail_count: 'expected' (theta n) or 'histogram'.
+    exact_count: the CDF is normalised by n (count='exact' of the
+      configuration; `PrivacyConfig.exact_count`), else by the noisy total.
+    histogram_tail_count: the update's divisor is the tail count read from
+      the histogram (tail_count='histogram';
+      `PrivacyConfig.histogram_tail_count`), else theta n ('expected').
 
   Returns:
     OrderedDict(bin=k (eq. 1 for p = 1 - theta; -1 if unusable),
@@ -220,6 +224,9 @@ def private_tail(cdf, noisy_total, num_clients, tail_fraction: float,
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
   theta = check_tail_fraction(tail_fraction)
+  exact_count = checks.boolean(exact_count, 'exact_count')
+  histogram_tail_count = checks.boolean(histogram_tail_count,
+                                        'histogram_tail_count')
   cdf = tf.cast(tf.reshape(cdf, [num_bins]), tf.float64)
   finite = tf.reduce_all(tf.math.is_finite(cdf))
   n = tf.cast(num_clients, tf.float64)
@@ -227,14 +234,14 @@ def private_tail(cdf, noisy_total, num_clients, tail_fraction: float,
   clean = tf.where(tf.math.is_finite(cdf), cdf, tf.zeros_like(cdf))
   k = tf.where(usable, hg.quantile_indices(clean, [1.0 - theta])[0],
                tf.constant(-1, tf.int64))
-  total = n if count == 'exact' else tf.cast(noisy_total, tf.float64)
+  total = n if exact_count else tf.cast(noisy_total, tf.float64)
   # Clients at or above the edge l_{k+1}: total (1 - F_k); for the last bin
   # the histogram only knows the whole bin (from its left edge).
   below = tf.gather(clean, tf.clip_by_value(tf.minimum(k, num_bins - 2), 0,
                                             num_bins - 1))
   histogram_count = tf.clip_by_value(total * (1.0 - below), 1.0,
                                      tf.maximum(n, 1.0))
-  divisor = theta * n if tail_count == 'expected' else histogram_count
+  divisor = histogram_count if histogram_tail_count else theta * n
   divisor = tf.where(usable, divisor, n)
   edges = tf.constant(hg.edges(0.0, upper, num_bins))
   threshold = tf.where(usable, tf.gather(edges, tf.maximum(k, 0)),

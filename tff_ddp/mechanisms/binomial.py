@@ -636,15 +636,34 @@ def _log_accept(consts, d, g, prm, table):
   return log_a, err
 
 
+@dataclasses.dataclass(frozen=True)
+class Proposal:
+  """One rejection round's words for the candidates `idx` (module doc).
+
+  it_seed: the round's seed; v_prefix: the first 52 bits of V; right: the
+  fair side bit; u_word: 62 uniform bits for U (with u_ok: below the
+  largest multiple of the block width L); g_word: the word for G.
+  """
+  it_seed: tf.Tensor
+  v_prefix: tf.Tensor
+  right: tf.Tensor
+  u_word: tf.Tensor
+  u_ok: tf.Tensor
+  g_word: tf.Tensor
+
+
 @_no_autograph
-def _rejection(p_int, num_trials, seed, force_exact=False):
-  """Exact Binomial(m, P/2^54) for a 1-D int64 tensor P, by rejection."""
-  prm = _params(num_trials)
-  n = num_trials
-  width = prm.width
-  table = tf.constant(_log_factorial_table())
-  num = tf.size(p_int, out_type=tf.int64)
-  consts = _element_constants(p_int, n)
+def rejection_loop(num, start, seed, width: int, round_fn):
+  """Rejection rounds until every index of `start` has a value.
+
+  The loop of this module's and `poisson`'s samplers: round `it` draws
+  three words per remaining index from fold_in(seed, it) (`Proposal`);
+  `round_fn(proposal, idx)` returns (accept, values) for them; accepted
+  values are written at their index, the others go to the next round.
+  `start` (all of [0, num)) must come from a data-dependent op, or Grappler
+  specialises the loop body to the first round's static size (it then
+  folds shape-dependent ops wrongly). Returns int64 [num].
+  """
   limit = ((1 << _WORD_BITS) // width) * width
 
   def body(it, out, idx):
@@ -654,19 +673,47 @@ def _rejection(p_int, num_trials, seed, force_exact=False):
         tf.stack([k, 3]), seed=it_seed, dtype=tf.int64, minval=None,
         maxval=None)
     w_v, w_u, w_g = words[:, 0], words[:, 1], words[:, 2]
-    v_prefix = tf.bitwise.bitwise_and(w_v, _V_MASK)
-    right = tf.equal(tf.bitwise.bitwise_and(w_v, 1 << _V_BITS), 0)
     u_word = tf.bitwise.bitwise_and(w_u, _WORD_MASK)
-    u_ok = u_word < limit
-    u = u_word % width
+    proposal = Proposal(
+        it_seed=it_seed, v_prefix=tf.bitwise.bitwise_and(w_v, _V_MASK),
+        right=tf.equal(tf.bitwise.bitwise_and(w_v, 1 << _V_BITS), 0),
+        u_word=u_word, u_ok=u_word < limit, g_word=w_g)
+    accept, values = round_fn(proposal, idx)
+    out = tf.tensor_scatter_nd_update(
+        out, tf.boolean_mask(idx, accept)[:, None],
+        tf.boolean_mask(values, accept))
+    return it + 1, out, tf.boolean_mask(idx, ~accept)
+
+  _, out, _ = tf.while_loop(
+      lambda it, out, idx: tf.size(idx) > 0, body,
+      (tf.constant(0, tf.int64), tf.zeros([num], tf.int64), start),
+      shape_invariants=(tf.TensorShape([]), tf.TensorShape([None]),
+                        tf.TensorShape([None])))
+  return out
+
+
+@_no_autograph
+def _rejection(p_int, num_trials, seed, force_exact=False):
+  """Exact Binomial(m, P/2^54) for a 1-D int64 tensor P, by rejection."""
+  prm = _params(num_trials)
+  n = num_trials
+  width = prm.width
+  table = tf.constant(_log_factorial_table())
+  num = tf.size(p_int, out_type=tf.int64)
+  consts = _element_constants(p_int, n)
+
+  def round_fn(proposal, idx):
+    it_seed, v_prefix = proposal.it_seed, proposal.v_prefix
+    u = proposal.u_word % width
     g = _geometric_half(
-        w_g, tf.random.experimental.stateless_fold_in(it_seed, 1))
+        proposal.g_word,
+        tf.random.experimental.stateless_fold_in(it_seed, 1))
     g = tf.minimum(g, n + 1)  # G > m puts t beyond the support anyway
     t = width * g + u
-    d = tf.where(right, t, -1 - t)
+    d = tf.where(proposal.right, t, -1 - t)
     e_consts = [tf.gather(c, idx) for c in consts]
     e_mode, e_mode_c = e_consts[0], e_consts[1]
-    inside = u_ok & (d >= -e_mode) & (d <= e_mode_c)
+    inside = proposal.u_ok & (d >= -e_mode) & (d <= e_mode_c)
     d = tf.where(inside, d, tf.zeros_like(d))
     g = tf.where(inside, g, tf.zeros_like(g))
     log_a, err = _log_accept(e_consts, d, g, prm, table)
@@ -678,21 +725,11 @@ def _rejection(p_int, num_trials, seed, force_exact=False):
 
     accept = accept_candidates(v_prefix, log_a, err, inside, it_seed, exact,
                                force_exact)
-    out = tf.tensor_scatter_nd_update(
-        out, tf.boolean_mask(idx, accept)[:, None],
-        tf.boolean_mask(e_mode + d, accept))
-    return it + 1, out, tf.boolean_mask(idx, ~accept)
+    return accept, e_mode + d
 
-  _, out, _ = tf.while_loop(
-      lambda it, out, idx: tf.size(idx) > 0, body,
-      # The initial index set comes from a data-dependent op (`tf.where`)
-      # so that Grappler cannot specialise the loop body to the first
-      # iteration's static size (it then folds shape-dependent ops wrongly).
-      (tf.constant(0, tf.int64), tf.zeros([num], tf.int64),
-       tf.where(p_int >= 0)[:, 0]),
-      shape_invariants=(tf.TensorShape([]), tf.TensorShape([None]),
-                        tf.TensorShape([None])))
-  return out
+  # The initial index set comes from a data-dependent op (`tf.where`).
+  return rejection_loop(num, tf.where(p_int >= 0)[:, 0], seed, width,
+                        round_fn)
 
 
 # ---------------------------------------------------------------------------

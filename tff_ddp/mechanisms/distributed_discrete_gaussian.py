@@ -56,10 +56,14 @@ _INTEGER_SLACK = 2.0**-40
 # Relative tolerance of the ring check for the number of clients the ring was
 # sized for (the heuristic makes k * sum_stddev == M / 2 exactly).
 _RING_TOLERANCE = 1e-9
-# Noise samplers: 'table' (alias method, per-sample TV < 2^-106, added to
-# delta by the accountant; scales up to ~42265, beyond which 'exact' is
+# Noise samplers: 'table' (alias method, per-sample TV < 2^-231, added to
+# delta by the accountant; scales up to ~29172, beyond which 'exact' is
 # used) or 'exact' (Canonne-Kamath-Steinke rejection, up to 2^25).
 SAMPLERS = ('table', 'exact')
+# The per-sample TV distance of each resolved sampler (the tables' proved
+# bound, the same for the Skellam table: `alias_table`).
+_SAMPLER_TV = {'table': discrete_gaussian_table.TV_DISTANCE_UPPER_BOUND,
+               'exact': 0.0}
 # The least scaled local stddev sigma/gamma of the privacy analysis (DDG
 # paper Theorem 9 / Proposition 10 need sigma/gamma >= 1/2).
 MIN_SCALED_LOCAL_STDDEV = 0.5
@@ -80,7 +84,7 @@ def resolve_noise_sampler(noise_sampler: str,
   """The sampler a client runs for `noise_sampler` at this scale.
 
   'table' up to the alias table's largest scale
-  (`discrete_gaussian_table.max_supported_scale()`, ~42265), 'exact' above
+  (`discrete_gaussian_table.max_supported_scale()`, ~29172), 'exact' above
   it and for 'exact'. The one place this choice is made: the mechanism and
   `release_event` (the CLI's events) both call it, so both put the same
   `sampler_tv_distance` on the event.
@@ -93,43 +97,10 @@ def resolve_noise_sampler(noise_sampler: str,
 
 
 def sampler_tv_distance(resolved_sampler: str) -> float:
-  """Per-sample TV distance from N_Z of a `resolve_noise_sampler` result:
-  the table's proved bound, or 0 for the exact sampler."""
-  if resolved_sampler == 'table':
-    return discrete_gaussian_table.TV_DISTANCE_UPPER_BOUND
-  return 0.0
-
-
-def release_event(
-    l2_sensitivity: float,
-    local_stddev: float,
-    num_clients: int,
-    dimension: int,
-    l1_sensitivity: Optional[float] = None,
-    noise_sampler: str = 'table',
-) -> events.DistributedDiscreteGaussianDpEvent:
-  """The event of one DDG release, from its integer-domain numbers.
-
-  What `DistributedDiscreteGaussian.dp_event` states for a built mechanism,
-  from the accountant's numbers alone (the CLI's `tff-ddp privacy
-  --mechanism ddg`, a calibration over `local_stddev`): l2 sensitivity
-  Delta_2 (TFF: scaled_inflated_l2), the scaled local stddev sigma/gamma
-  (>= 1/2), the clients in the sum, the noised dimension (TFF: padded_dim),
-  an optional Delta_1, and the sampler the clients run ('table', the
-  factories' default, or 'exact'), whose per-sample TV distance the event
-  carries (`resolve_noise_sampler`).
-  """
-  local_stddev = checks.real(local_stddev, 'local_stddev',
-                             low=MIN_SCALED_LOCAL_STDDEV)
-  sampler = resolve_noise_sampler(noise_sampler, local_stddev)
-  return events.DistributedDiscreteGaussianDpEvent(
-      l2_sensitivity=checks.positive(l2_sensitivity, 'l2_sensitivity'),
-      local_stddev=local_stddev,
-      num_clients=checks.integer(num_clients, 'num_clients', 1),
-      dimension=checks.integer(dimension, 'dimension', 1),
-      l1_sensitivity=checks.optional_positive(l1_sensitivity,
-                                              'l1_sensitivity'),
-      sampler_tv_distance=sampler_tv_distance(sampler) or None)
+  """Per-sample TV distance from the ideal noise of a resolved sampler
+  (`resolve_noise_sampler`, or the Skellam's): the tables' proved bound
+  (< 2^-231), or 0 for the exact samplers."""
+  return _SAMPLER_TV[resolved_sampler]
 
 
 def num_stddevs_for_modclip_prob(modclip_prob: float) -> float:
@@ -162,6 +133,63 @@ def sum_stddev(scaled_l2_clip, scaled_local_stddev, num_clients, dim):
   return (scaled_l2_clip * scaled_l2_clip * num_clients * num_clients / dim
           + (0.25 + scaled_local_stddev * scaled_local_stddev) * num_clients
           ) ** 0.5
+
+
+def worst_case_statistic(num_clients, coordinate, scaled_local_stddev,
+                         k_stddevs):
+  """n (B/gamma + 1) + 1 + k sqrt(n) sigma/gamma: the worst case of a sum
+  coordinate with a given granularity (`coordinate` = B/gamma, the largest
+  scaled input coordinate; +1 per client for rounding), the ring statistic
+  that must stay below M/2 (`DistributedDiscreteGaussian.wrap_statistic`).
+  Numbers or float64 tensors."""
+  return (num_clients * (coordinate + 1.0) + 1.0
+          + k_stddevs * num_clients**0.5 * scaled_local_stddev)
+
+
+def granularity_fits(granularity: float, l2_clip: float,
+                     noise_multiplier: float, expected_clients_per_round: int,
+                     bits: int, linf_clip: Optional[float] = None,
+                     modclip_prob: float = 1e-4) -> bool:
+  """Whether the ring holds this given granularity: the ring check of
+  `compute_parameters(..., granularity=granularity)` (`wrap_statistic`
+  of expected_clients_per_round < M/2), made with the same floating-point
+  operations without building the mechanism.
+
+  For callers that choose the granularity themselves (the integer scaling c
+  = 1/granularity of the quantile paper's Algorithms 1-2): they ask the
+  mechanism what its ring holds instead of building factories until one is
+  accepted. The statistic grows with 1/granularity and with the noise, so
+  searches over either are exact. Other refusals of `compute_parameters`
+  (the noise range) are not part of this answer. Arguments as for
+  `compute_parameters`, assumed valid.
+  """
+  k = num_stddevs_for_modclip_prob(modclip_prob)
+  scaled = _scaled(bits, l2_clip, noise_multiplier, expected_clients_per_round,
+                   1, k, granularity)
+  return worst_case_statistic(
+      expected_clients_per_round,
+      min(l2_clip, linf_clip or math.inf) / scaled.gamma,
+      scaled.scaled_local, k) < 2.0**bits / 2
+
+
+def largest_integer_scaling(l2_clip: float, noise_multiplier: float,
+                            expected_clients_per_round: int, bits: int,
+                            linf_clip: Optional[float] = None,
+                            modclip_prob: float = 1e-4) -> int:
+  """The largest integer c whose granularity 1/c the ring holds
+  (`granularity_fits`); 0 if no c >= 1 does."""
+  return base.largest_count(
+      lambda c: granularity_fits(1.0 / c, l2_clip, noise_multiplier,
+                                 expected_clients_per_round, bits, linf_clip,
+                                 modclip_prob), 2**bits)
+
+
+# (smallest scaled local stddev, as text, largest, why the smallest), DDG:
+# Theorem 9's condition and the exact sampler's range.
+_DGAUSS_NOISE_RANGE = (
+    MIN_SCALED_LOCAL_STDDEV, '1/2', discrete_gaussian.max_supported_scale(),
+    'below the range of the privacy theorem (DDG paper Theorem 9 needs '
+    'sigma/gamma >= 1/2; tau explodes below ~1)')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,6 +226,9 @@ class DistributedDiscreteGaussian:
 
   name = 'distributed_discrete_gaussian'
   flag_names = ('nonfinite', 'clipped', 'rounding_failed')
+  event_type = events.DistributedDiscreteGaussianDpEvent
+  # The scaled local noise `compute_parameters` accepts (see derive).
+  noise_range = _DGAUSS_NOISE_RANGE
 
   @property
   def modulus(self) -> int:
@@ -256,6 +287,123 @@ class DistributedDiscreteGaussian:
         dimension=self.output_dim,
         sampler_tv_distance=self.sampler_tv_distance or None)
 
+  @classmethod
+  def compute_parameters(
+      cls,
+      dim: int,
+      l2_clip: float,
+      noise_multiplier: float,
+      expected_clients_per_round: int,
+      bits: int,
+      modclip_prob: float = 1e-4,
+      beta: float = 0.0,
+      encoder: Optional[encoders_base.Encoder] = None,
+      granularity: Optional[float] = None,
+      linf_clip: Optional[float] = None,
+      integer_inputs: bool = False,
+      noise_sampler: str = 'table',
+  ):
+    """Validates a configuration and derives gamma, the noise and bounds.
+
+    For this class and its subclasses (`distributed_skellam`): the same
+    checks and derivation; the scaled local noise sigma/gamma must lie in
+    the class's `noise_range` (DDG: [1/2, 2^25], Theorem 9 and the exact
+    sampler; Skellam: the Poisson sampler's [sqrt(2^-19), 2^20.5]), and
+    `with_resolved_noise` fixes the noise (the Skellam's Poisson mean) and
+    the sampler that runs at that scale. Every refusal is a TypeError (wrong
+    type) or ValueError (range) that names the argument to change and a
+    value that works. Nothing random happens.
+
+    Args:
+      dim: number of scalars a client sends (before encoding); >= 1.
+      l2_clip: c > 0, the l2 clip norm of a client's (flattened) value.
+      noise_multiplier: central noise stddev / c; 0 disables noise.
+      expected_clients_per_round: n >= 1, the number of clients whose noise
+        shares make up the central noise; each adds sigma = z c / sqrt(n).
+      bits: log2 of the secure-sum modulus, in [1, 30].
+      modclip_prob: target probability that a coordinate of the sum falls
+        outside the ring, in (0, 1); sets k = sqrt(2) erfcinv(modclip_prob).
+      beta: conditional rounding bias in [0, 1); exp(-1/2) is the paper's
+        choice, 0 (the default, as in TFF) means unconditional rounding with
+        the worst-case norm bound.
+      encoder: the public transform (default: randomized Hadamard of `dim`).
+        The noise, the sensitivity and the privacy event are over its
+        output dimension.
+      granularity: gamma itself (1/gamma = the integer scaling c of the
+        quantile paper's Algorithms 1-2) instead of the Section 6 heuristic.
+        The ring is then checked against the worst case: n (B/gamma + 1) + 1 +
+        k sqrt(n) sigma/gamma < M/2, with B = linf_clip (or l2_clip) the
+        largest input coordinate, +1 per client for rounding.
+      linf_clip: clip every input coordinate to [-linf_clip, linf_clip] as
+        well (before the l2 clip); meant for encoder 'none'.
+      integer_inputs: the inputs are integer vectors, the encoder is the
+        identity and 1/granularity an integer, so the scaled vector is
+        already integral: rounding is the identity for unclipped inputs and
+        the sensitivity is the scaled clip itself, T = floor(c'^2), not the
+        rounding-inflated bound of Theorem 5 (3).
+      noise_sampler: 'table' (the default: an alias-table sampler built by
+        `alias_table`, per-sample TV distance < 2^-231 from the ideal noise,
+        which the event carries and the accountant adds to delta; DDG:
+        `discrete_gaussian_table`, ~10x faster than exact, for scaled noise
+        up to ~29172; Skellam: `skellam_table`, ~30x faster, for Poisson
+        means up to ~4.25e8; the exact sampler above) or 'exact' (DDG:
+        Canonne-Kamath-Steinke rejection sampling; Skellam: the exact Poisson
+        sampler; no delta).
+
+    Returns:
+      An instance of the class.
+    """
+    return derive(
+        dim, l2_clip, noise_multiplier, expected_clients_per_round, bits,
+        modclip_prob, beta, encoder, granularity, linf_clip, integer_inputs,
+        noise_sampler, cls)
+
+  @classmethod
+  def release_event(
+      cls,
+      l2_sensitivity: float,
+      local_stddev: float,
+      num_clients: int,
+      dimension: int,
+      l1_sensitivity: Optional[float] = None,
+      noise_sampler: str = 'table',
+  ) -> dp_accounting.DpEvent:
+    """The event of one release, from its integer-domain numbers.
+
+    What `dp_event` states for a built mechanism, from the accountant's
+    numbers alone (the CLI's `tff-ddp privacy --mechanism ddg|skellam`, a
+    calibration over `local_stddev`): l2 sensitivity Delta_2 (TFF:
+    scaled_inflated_l2), the scaled local stddev (DDG: sigma/gamma >= 1/2;
+    Skellam: the stddev sqrt(2 mu) of each client's noise, TFF's
+    scaled_local_stddev), the clients in the sum, the noised dimension
+    (TFF: padded_dim), an optional Delta_1, and the sampler the clients run
+    ('table', the factories' default, or 'exact'), whose per-sample TV
+    distance the event carries (`release_noise`).
+    """
+    noise, sampler = cls.release_noise(local_stddev, noise_sampler)
+    return cls.event_type(
+        l2_sensitivity=checks.positive(l2_sensitivity, 'l2_sensitivity'),
+        num_clients=checks.integer(num_clients, 'num_clients', 1),
+        dimension=checks.integer(dimension, 'dimension', 1),
+        l1_sensitivity=checks.optional_positive(l1_sensitivity,
+                                                'l1_sensitivity'),
+        sampler_tv_distance=sampler_tv_distance(sampler) or None, **noise)
+
+  @staticmethod
+  def release_noise(local_stddev, noise_sampler):
+    """(the event's noise field, the resolved sampler) of `release_event`:
+    local_stddev >= 1/2 and `resolve_noise_sampler` at it."""
+    local_stddev = checks.real(local_stddev, 'local_stddev',
+                               low=MIN_SCALED_LOCAL_STDDEV)
+    return (dict(local_stddev=local_stddev),
+            resolve_noise_sampler(noise_sampler, local_stddev))
+
+  def with_resolved_noise(self):
+    """This mechanism with `noise_sampler` resolved at its scale ('table'
+    up to the table's largest scale, `resolve_noise_sampler`)."""
+    return dataclasses.replace(self, noise_sampler=resolve_noise_sampler(
+        self.noise_sampler, self.scaled_local_stddev))
+
   def output_range(self):
     """(l2_clip, gamma M/2 times the encoder's gain: sqrt(D), 1 for the
     identity): the centred ring is in (-M/2, M/2]
@@ -309,9 +457,9 @@ class DistributedDiscreteGaussian:
     numbers and on float64 tensors.
     """
     if self.granularity_given:
-      coordinate = min(self.l2_clip, self.linf_clip or math.inf) / self.gamma
-      return (num_clients * (coordinate + 1.0) + 1.0
-              + self.k_stddevs * num_clients**0.5 * self.scaled_local_stddev)
+      return worst_case_statistic(
+          num_clients, min(self.l2_clip, self.linf_clip or math.inf)
+          / self.gamma, self.scaled_local_stddev, self.k_stddevs)
     return self.k_stddevs * sum_stddev(
         self.scaled_l2_clip, self.scaled_local_stddev, num_clients,
         self.output_dim) / (1.0 + _RING_TOLERANCE)
@@ -461,85 +609,21 @@ def _scaled(bits, l2_clip, z, n, output_dim, k, granularity):
   return scaled
 
 
-def compute_parameters(
-    dim: int,
-    l2_clip: float,
-    noise_multiplier: float,
-    expected_clients_per_round: int,
-    bits: int,
-    modclip_prob: float = 1e-4,
-    beta: float = 0.0,
-    encoder: Optional[encoders_base.Encoder] = None,
-    granularity: Optional[float] = None,
-    linf_clip: Optional[float] = None,
-    integer_inputs: bool = False,
-    noise_sampler: str = 'table',
-) -> DistributedDiscreteGaussian:
-  """Validates a DDG configuration and derives gamma, the noise and bounds.
-
-  Every refusal is a TypeError (wrong type) or ValueError (range) that names
-  the argument to change and a value that works. Nothing random happens.
-
-  Args:
-    dim: number of scalars a client sends (before encoding); >= 1.
-    l2_clip: c > 0, the l2 clip norm of a client's (flattened) value.
-    noise_multiplier: central noise stddev / c; 0 disables noise.
-    expected_clients_per_round: n >= 1, the number of clients whose noise
-      shares make up the central noise; each adds sigma = z c / sqrt(n).
-    bits: log2 of the secure-sum modulus, in [1, 30].
-    modclip_prob: target probability that a coordinate of the sum falls
-      outside the ring, in (0, 1); sets k = sqrt(2) erfcinv(modclip_prob).
-    beta: conditional rounding bias in [0, 1); exp(-1/2) is the paper's
-      choice, 0 (the default, as in TFF) means unconditional rounding with
-      the worst-case norm bound.
-    encoder: the public transform (default: randomized Hadamard of `dim`).
-      The noise, the sensitivity and the privacy event are over its
-      output dimension.
-    granularity: gamma itself (1/gamma = the integer scaling c of the
-      quantile paper's Algorithms 1-2) instead of the Section 6 heuristic.
-      The ring is then checked against the worst case: n (B/gamma + 1) + 1 +
-      k sqrt(n) sigma/gamma < M/2, with B = linf_clip (or l2_clip) the
-      largest input coordinate, +1 per client for rounding.
-    linf_clip: clip every input coordinate to [-linf_clip, linf_clip] as
-      well (before the l2 clip); meant for encoder 'none'.
-    integer_inputs: the inputs are integer vectors, the encoder is the
-      identity and 1/granularity an integer, so the scaled vector is
-      already integral: rounding is the identity for unclipped inputs and
-      the sensitivity is the scaled clip itself, T = floor(c'^2), not the
-      rounding-inflated bound of Theorem 5 (3).
-    noise_sampler: 'table' (the default: the alias-table sampler of
-      `discrete_gaussian_table`, ~10x faster, per-sample TV distance
-      < 2^-106 from the discrete Gaussian, which the event carries and the
-      accountant adds to delta; used for scaled noise up to ~42265, the
-      exact sampler above) or 'exact' (Canonne-Kamath-Steinke rejection
-      sampling, no delta).
-
-  Returns:
-    A DistributedDiscreteGaussian.
-  """
-  return derive(
-      dim, l2_clip, noise_multiplier, expected_clients_per_round, bits,
-      modclip_prob, beta, encoder, granularity, linf_clip, integer_inputs,
-      noise_sampler, DistributedDiscreteGaussian, _DGAUSS_NOISE_RANGE)
-
-
-# (smallest scaled local stddev, as text, largest, why the smallest), DDG:
-# Theorem 9's condition and the exact sampler's range.
-_DGAUSS_NOISE_RANGE = (
-    MIN_SCALED_LOCAL_STDDEV, '1/2', discrete_gaussian.max_supported_scale(),
-    'below the range of the privacy theorem (DDG paper Theorem 9 needs '
-    'sigma/gamma >= 1/2; tau explodes below ~1)')
+compute_parameters = DistributedDiscreteGaussian.compute_parameters
+release_event = DistributedDiscreteGaussian.release_event
 
 
 def derive(dim, l2_clip, noise_multiplier, expected_clients_per_round, bits,
            modclip_prob, beta, encoder, granularity, linf_clip,
-           integer_inputs, noise_sampler, mechanism_class, noise_range):
+           integer_inputs, noise_sampler, mechanism_class):
   """`compute_parameters` for any mechanism of this clip-scale-rotate-round
   family: validates, derives gamma, the threshold and the sensitivity, and
-  builds `mechanism_class` (a `DistributedDiscreteGaussian` or subclass).
+  builds `mechanism_class` (a `DistributedDiscreteGaussian` or subclass)
+  with its noise resolved (`with_resolved_noise`).
 
-  `noise_range` = (smallest scaled local stddev, the same as text, largest,
-  why the smallest) the mechanism's theorem and sampler allow.
+  `mechanism_class.noise_range` = (smallest scaled local stddev, the same as
+  text, largest, why the smallest) the mechanism's theorem and sampler
+  allow.
   """
   dim = checks.integer(dim, 'dim', 1)
   clean, k = check_arguments(l2_clip, noise_multiplier,
@@ -570,7 +654,7 @@ def derive(dim, l2_clip, noise_multiplier, expected_clients_per_round, bits,
     return _scaled(b, l2_clip, z, n, output_dim, k, granularity)
 
   scaled = at(bits)
-  low, low_text, high, why = noise_range
+  low, low_text, high, why = mechanism_class.noise_range
   if z > 0 and scaled.scaled_local < low:
     better = next((b for b in range(bits + 1, MAX_BITS + 1)
                    if at(b) is not None and at(b).scaled_local >= low), None)
@@ -614,8 +698,7 @@ def derive(dim, l2_clip, noise_multiplier, expected_clients_per_round, bits,
       l2_sensitivity=math.sqrt(threshold(scaled)), linf_clip=linf_clip,
       granularity_given=granularity is not None,
       integer_inputs=integer_inputs,
-      noise_sampler=resolve_noise_sampler(noise_sampler,
-                                          scaled.scaled_local))
+      noise_sampler=noise_sampler).with_resolved_noise()
   if granularity is not None:
     worst = mechanism.wrap_statistic(n)
     if worst >= 2.0**bits / 2:

@@ -14,15 +14,21 @@ Privacy's `DistributedSkellamSumQuery` and TFF's
 Noise: each client's Skellam has variance 2 mu with mu the Poisson mean
 `poisson.sampled_mean((sigma/gamma)^2 / 2)` -- the requested variance
 (sigma/gamma)^2, sigma = z c / sqrt(n), rounded *up* to the sampler's
-2^-20 grid (relative change < 2^-19 / (sigma/gamma)^2). The exact sampler
-(`tff_ddp.mechanisms.poisson`) costs the same per coordinate at every
-scale. The ring check and gamma use the requested sigma; the extra variance
-is below the float64 resolution of any reported stddev at sigma/gamma >= 1.
+2^-20 grid (relative change < 2^-19 / (sigma/gamma)^2). The ring check and
+gamma use the requested sigma; the extra variance is below the float64
+resolution of any reported stddev at sigma/gamma >= 1. Samplers
+(`noise_sampler`): 'table' (the default), the alias table of
+`tff_ddp.mechanisms.skellam_table` (one random word and one gather per
+coordinate; per-sample TV distance < 2^-231 from the Skellam law, carried by
+the event and added to delta by the accountant) for means up to
+`skellam_table.max_supported_mean()` (~4.25e8), the exact sampler above;
+'exact', the exact Poisson sampler (`tff_ddp.mechanisms.poisson`, the same
+cost per coordinate at every scale, ~30x the table's).
 
 Privacy (`dp_event`): `DistributedSkellamDpEvent` with Delta_2 = sqrt(T)
 (T the integer bound on ||x~||^2 after rounding), Delta_1 = min(sqrt(D)
-Delta_2, Delta_2^2) (integer vectors), local variance 2 mu and the number of
-clients in the sum; its RDP is the paper's bound
+Delta_2, Delta_2^2) (integer vectors), local variance 2 mu, the number of
+clients in the sum and the sampler's TV distance; its RDP is the paper's bound
 (`tff_ddp.accounting.skellam_rdp`, checked there against the exact Renyi
 divergence of the Skellam PMF). Zero-out neighbours, as for the DDG: a
 client with a non-finite value sends zeros plus its noise.
@@ -30,14 +36,13 @@ client with a non-finite value sends zeros plus its noise.
 
 import dataclasses
 import math
-from typing import Optional
 
 import dp_accounting
 
 from tff_ddp.accounting import events
-from tff_ddp.encoders import base as encoders_base
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
 from tff_ddp.mechanisms import poisson
+from tff_ddp.mechanisms import skellam_table
 from tff_ddp.utils import checks
 
 # Scaled local stddev range: the Poisson sampler's means [2^-20, 2^40]
@@ -47,6 +52,22 @@ _NOISE_RANGE = (
     math.sqrt(2 * poisson.MIN_MEAN), 'sqrt(2^-19)',
     math.sqrt(2 * poisson.MAX_MEAN),
     'below the Poisson sampler\'s smallest mean 2^-20')
+# The resolved samplers: (shape, Poisson mean, seed) -> int64 noise.
+_SAMPLE = {'table': skellam_table.sample_skellam_table,
+           'exact': poisson.sample_skellam}
+
+
+def resolve_noise_sampler(noise_sampler: str, poisson_mean: float) -> str:
+  """The sampler a client runs: 'table' if asked for and the table covers
+  `poisson_mean` (`skellam_table.fits`; a mean of 0 draws nothing), else
+  'exact'. The one place this choice is made (the mechanism and the CLI's
+  events)."""
+  noise_sampler = checks.choice(noise_sampler, 'noise_sampler', ddg.SAMPLERS)
+  if noise_sampler == 'table' and (poisson_mean == 0 or (
+      poisson.MIN_MEAN <= poisson_mean <= poisson.MAX_MEAN
+      and skellam_table.fits(poisson_mean))):
+    return 'table'
+  return 'exact'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +81,28 @@ class DistributedSkellam(ddg.DistributedDiscreteGaussian):
   poisson_mean: float = 0.0
 
   name = 'distributed_skellam'
+  noise_range = _NOISE_RANGE
+  event_type = events.DistributedSkellamDpEvent
+
+  @staticmethod
+  def release_noise(local_stddev, noise_sampler):
+    """(the event's noise field, the resolved sampler) of `release_event`:
+    local_stddev is TFF's scaled_local_stddev sqrt(2 mu), so the variance is
+    its square and the Poisson mean half that."""
+    local_stddev = checks.positive(local_stddev, 'local_stddev')
+    variance = local_stddev * local_stddev
+    return (dict(local_variance=variance),
+            resolve_noise_sampler(noise_sampler, variance / 2))
+
+  def with_resolved_noise(self):
+    """mu = `poisson.sampled_mean((sigma/gamma)^2 / 2)` (0 without noise)
+    and the sampler that runs at mu (`resolve_noise_sampler`)."""
+    mean = 0.0
+    if self.noise_multiplier > 0:
+      mean = poisson.sampled_mean(self.scaled_local_stddev**2 / 2.0)
+    return dataclasses.replace(
+        self, poisson_mean=mean,
+        noise_sampler=resolve_noise_sampler(self.noise_sampler, mean))
 
   @property
   def local_variance(self) -> float:
@@ -73,15 +116,11 @@ class DistributedSkellam(ddg.DistributedDiscreteGaussian):
         num_clients)
     return math.sqrt(n * self.local_variance) * self.gamma
 
-  @property
-  def sampler_tv_distance(self) -> float:
-    return 0.0
-
   def sample_noise(self, seed, count=None):
-    """One client's Skellam noise, int64 [output_dim] (exact sampler); with
-    `count`, that many clients' iid shares, [count, output_dim]."""
+    """One client's Skellam noise, int64 [output_dim] (`noise_sampler`);
+    with `count`, that many clients' iid shares, [count, output_dim]."""
     shape = ddg.noise_shape(self.output_dim, count)
-    return poisson.sample_skellam(shape, self.poisson_mean, seed)
+    return _SAMPLE[self.noise_sampler](shape, self.poisson_mean, seed)
 
   def public_measurements(self):
     """The DDG's configuration constants, with `scaled_local_stddev` the
@@ -106,35 +145,12 @@ class DistributedSkellam(ddg.DistributedDiscreteGaussian):
     return events.DistributedSkellamDpEvent(
         l2_sensitivity=self.l2_sensitivity,
         local_variance=self.local_variance, num_clients=n,
-        dimension=self.output_dim)
+        dimension=self.output_dim,
+        sampler_tv_distance=self.sampler_tv_distance or None)
 
 
-def compute_parameters(
-    dim: int,
-    l2_clip: float,
-    noise_multiplier: float,
-    expected_clients_per_round: int,
-    bits: int,
-    modclip_prob: float = 1e-4,
-    beta: float = 0.0,
-    encoder: Optional[encoders_base.Encoder] = None,
-    granularity: Optional[float] = None,
-    linf_clip: Optional[float] = None,
-    integer_inputs: bool = False,
-) -> DistributedSkellam:
-  """Validates a Skellam configuration and derives gamma, the noise, bounds.
-
-  The arguments of `distributed_discrete_gaussian.compute_parameters`
-  (without `noise_sampler`: the Poisson sampler is exact), with the same
-  checks and errors, except the scaled noise range: any sigma/gamma the
-  Poisson sampler covers (sqrt(2^-19) to 2^20.5) instead of the DDG's
-  [1/2, 2^25]. Nothing random happens.
-  """
-  mechanism = ddg.derive(
-      dim, l2_clip, noise_multiplier, expected_clients_per_round, bits,
-      modclip_prob, beta, encoder, granularity, linf_clip, integer_inputs,
-      'exact', DistributedSkellam, _NOISE_RANGE)
-  mean = 0.0
-  if mechanism.noise_multiplier > 0:
-    mean = poisson.sampled_mean(mechanism.scaled_local_stddev**2 / 2.0)
-  return dataclasses.replace(mechanism, poisson_mean=mean)
+# The DDG's arguments, checks and errors (with `noise_sampler` choosing the
+# Skellam's sampler) and the Skellam's noise range: see
+# `DistributedDiscreteGaussian.compute_parameters`.
+compute_parameters = DistributedSkellam.compute_parameters
+release_event = DistributedSkellam.release_event

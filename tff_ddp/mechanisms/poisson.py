@@ -100,9 +100,6 @@ MAX_MEAN = 2.0**40
 _GRID = 1 << MEAN_GRID_BITS
 _K_SHIFT = binomial._K_SHIFT  # pylint: disable=protected-access
 _G_CAP = 64  # trailing zeros of one 64-bit word
-_WORD_MASK = binomial._WORD_MASK  # pylint: disable=protected-access
-_V_BITS = binomial._V_BITS  # pylint: disable=protected-access
-_V_MASK = binomial._V_MASK  # pylint: disable=protected-access
 _TABLE_SIZE = binomial._TABLE_SIZE  # pylint: disable=protected-access
 _ERR_FACTOR = binomial._ERR_FACTOR  # pylint: disable=protected-access
 _LN2 = math.log(2.0)
@@ -292,23 +289,14 @@ def _rejection(num, mean_num, seed, force_exact=False):
   prm = _params(mean_num)
   width = prm.width
   table = tf.constant(binomial._log_factorial_table())  # pylint: disable=protected-access
-  limit = ((1 << binomial._WORD_BITS) // width) * width  # pylint: disable=protected-access
 
-  def body(it, out, idx):
-    k = tf.size(idx, out_type=tf.int64)
-    it_seed = tf.random.experimental.stateless_fold_in(seed, it)
-    words = tf.random.stateless_uniform(
-        tf.stack([k, 3]), seed=it_seed, dtype=tf.int64, minval=None,
-        maxval=None)
-    w_v, w_u, w_g = words[:, 0], words[:, 1], words[:, 2]
-    v_prefix = tf.bitwise.bitwise_and(w_v, _V_MASK)
-    right = tf.equal(tf.bitwise.bitwise_and(w_v, 1 << _V_BITS), 0)
-    u_word = tf.bitwise.bitwise_and(w_u, _WORD_MASK)
-    u_ok = u_word < limit
-    g = binomial._ctz_sum(w_g)  # pylint: disable=protected-access
-    t = width * g + u_word % width
-    d = tf.where(right, t, -1 - t)
-    inside = u_ok & (d >= -prm.mode)
+  def round_fn(proposal, idx):
+    del idx  # every candidate has the same mean
+    it_seed, v_prefix = proposal.it_seed, proposal.v_prefix
+    g = binomial._ctz_sum(proposal.g_word)  # pylint: disable=protected-access
+    t = width * g + proposal.u_word % width
+    d = tf.where(proposal.right, t, -1 - t)
+    inside = proposal.u_ok & (d >= -prm.mode)
     d = tf.where(inside, d, tf.zeros_like(d))
     g_eff = tf.where(inside, tf.minimum(g, _G_CAP - 1), tf.zeros_like(g))
     log_a, err = _log_accept(d, g_eff, prm, table)
@@ -318,24 +306,15 @@ def _rejection(num, mean_num, seed, force_exact=False):
 
     accept = binomial.accept_candidates(v_prefix, log_a, err, inside,
                                         it_seed, exact, force_exact)
-    out = tf.tensor_scatter_nd_update(
-        out, tf.boolean_mask(idx, accept)[:, None],
-        tf.boolean_mask(prm.mode + d, accept))
-    return it + 1, out, tf.boolean_mask(idx, ~accept)
+    return accept, prm.mode + d
 
-  # The initial index set must be data-dependent, or Grappler specialises
-  # the loop body to the first round's static size (see `binomial`'s TF
-  # note): all of [0, num), computed from random words it cannot fold.
+  # The initial index set must be data-dependent (`binomial.rejection_loop`):
+  # all of [0, num), computed from random words Grappler cannot fold.
   marks = tf.random.stateless_uniform(
       [num], seed=tf.random.experimental.stateless_fold_in(seed, -1),
       dtype=tf.int64, minval=None, maxval=None)
   start = tf.where(tf.not_equal(tf.bitwise.bitwise_or(marks, 1), 0))[:, 0]
-  _, out, _ = tf.while_loop(
-      lambda it, out, idx: tf.size(idx) > 0, body,
-      (tf.constant(0, tf.int64), tf.zeros([num], tf.int64), start),
-      shape_invariants=(tf.TensorShape([]), tf.TensorShape([None]),
-                        tf.TensorShape([None])))
-  return out
+  return binomial.rejection_loop(num, start, seed, width, round_fn)
 
 
 @_no_autograph

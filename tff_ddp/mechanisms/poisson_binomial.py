@@ -302,9 +302,11 @@ def bits_for(max_clients: int, num_trials: int) -> int:
   return max(MIN_BITS, int(max_clients * num_trials).bit_length())
 
 
-def max_num_trials(max_clients: int) -> int:
-  """The most trials per coordinate the ring and the sampler allow."""
-  return min(MAX_NUM_TRIALS, (base.MAX_MODULUS - 1) // max_clients)
+def max_num_trials(max_clients: int, bits: int = base.MAX_RING_BITS) -> int:
+  """The most trials m per coordinate the sampler and a ring of 2^bits
+  allow for `max_clients` clients: the ring holds every sum n m < M
+  (`PoissonBinomial.max_clients`). 0 if not even one trial fits."""
+  return min(MAX_NUM_TRIALS, (2**bits - 1) // max_clients)
 
 
 def compute_parameters(

@@ -414,6 +414,13 @@ class ConversionsTest(parameterized.TestCase):
     self.assertLessEqual(back, rho * (1 + 1e-9))
     self.assertAlmostEqual(back, rho, delta=1e-6 * rho)
 
+  def test_epsilon_beyond_finite_rho_is_refused(self):
+    # Found by the fuzz test: the doubling search for rho overflowed to inf
+    # and brentq failed with "Failed to converge".
+    with self.assertRaisesRegex(ValueError, 'target_epsilon=.*smaller'):
+      conversions.approx_dp_to_zcdp(1.7976931348623157e308, 1e-5)
+    self.assertGreater(conversions.approx_dp_to_zcdp(1e200, 1e-5), 1e199)
+
   def test_zcdp_matches_rdp_conversion_on_fine_grid(self):
     rho = 0.3
     orders = np.linspace(1.02, 200, 20000)

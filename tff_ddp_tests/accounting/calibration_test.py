@@ -131,6 +131,13 @@ class CalibrateTest(parameterized.TestCase):
                                 'noise_multiplier=.*does not fit'):
       calibration.calibrate(_fresh(), always, 1.0, 1e-5, _Z)
 
+  def test_make_event_must_return_an_event(self):
+    # Found by the fuzz test: a make_event returning a float failed inside
+    # dp-accounting with a message that named neither argument.
+    with self.assertRaisesRegex(TypeError, 'make_event must return a '
+                                'dp_accounting.DpEvent, got float'):
+      calibration.calibrate(_fresh(), float, 1.0, 1e-5, _Z)
+
   def test_bad_arguments(self):
     # The string-keyed road of earlier versions fails naming its successor.
     with self.assertRaisesRegex(TypeError, 'callables, not mechanism names'

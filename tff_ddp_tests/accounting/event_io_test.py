@@ -119,6 +119,10 @@ class EventIoTest(tf.test.TestCase, parameterized.TestCase):
           'class_name': b'PoissonBinomialDpEvent', 'theta': 0.1, 'evil': 1})
     with self.assertRaisesRegex(ValueError, 'mapping'):
       accounting.extract_dp_event(3.0)
+    # A dp_event key holding a number, not an event (found by the fuzz
+    # test: it used to come back as nan, as if it were an event).
+    with self.assertRaisesRegex(ValueError, r"\['dp_event'\] must hold"):
+      accounting.extract_dp_event({'dp_event': float('nan')})
 
 
 def _measured(event):

@@ -20,6 +20,7 @@ from tff_ddp.accounting import events
 from tff_ddp.accounting import orders as orders_lib
 from tff_ddp.accounting import subsampling
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
+from tff_ddp.mechanisms import distributed_skellam as skellam
 from tff_ddp_tests import harness
 
 REL = dp_accounting.NeighboringRelation
@@ -223,6 +224,25 @@ class SamplerTermTest(parameterized.TestCase):
     # The old table's eta = 2^-106 makes the same run infinite.
     self.assertEqual(_acc().compose(self._issue_event(2.0**-106), 50)
                      .get_epsilon(delta), math.inf)
+
+  def test_the_tables_term_is_below_1e_20_of_delta(self):
+    # Issue 34's target, on the mechanisms' own events with their default
+    # (table) samplers: the issue's run (d = 16384, 50 clients, 20 bits,
+    # z = 1, 50 rounds) and its Skellam twin. The term (1 + e^eps) N eta,
+    # eta the tables' bound, against delta.
+    delta = 1e-5
+    for module in (ddg, skellam):
+      mechanism = module.compute_parameters(16384, 1.0, 1.0, 50, 20)
+      self.assertEqual(mechanism.noise_sampler, 'table')
+      self.assertLessEqual(mechanism.sampler_tv_distance, 2.0**-230)
+      table = _acc().compose(mechanism.dp_event(), 50)
+      eps = table.get_epsilon(delta)
+      self.assertTrue(math.isfinite(eps))
+      term = (1.0 + math.exp(eps)) * table.sampler_tv_mass
+      self.assertLess(term, 1e-20 * delta, module.__name__)
+      exact = _acc().compose(attr.evolve(mechanism.dp_event(),
+                                         sampler_tv_distance=None), 50)
+      self.assertAlmostEqual(eps, exact.get_epsilon(delta), places=9)
 
   def test_finite_below_100_at_2_to_the_40_samples(self):
     # 2^10 rounds of 2^10 clients x 2^20 coordinates, delta = 1e-12: the

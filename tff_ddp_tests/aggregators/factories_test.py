@@ -407,6 +407,27 @@ class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertGreater(odd, 0.5 - 5 * 0.0625)
 
 
+class NoiseSamplerTest(tf.test.TestCase):
+
+  def test_both_mechanisms_take_noise_sampler(self):
+    # 'table' by default (its TV on the event), 'exact' on request, for the
+    # DDG and the Skellam alike; SkellamSumFactory under its own name too.
+    from tff_ddp.aggregators import SkellamSumFactory  # pylint: disable=g-import-not-at-top
+    args = dict(noise_multiplier=1.0, expected_clients_per_round=5, bits=16,
+                l2_clip=1.0)
+    for mechanism in ('distributed_dgauss', 'distributed_skellam'):
+      for sampler, tv in (('table', 2.0**-231), ('exact', None)):
+        kwargs = {} if sampler == 'table' else dict(noise_sampler=sampler)
+        factory = DiscreteGaussianSumFactory(mechanism=mechanism, **kwargs,
+                                             **args)
+        self.assertEqual(factory.mechanism(_VECTOR).noise_sampler, sampler)
+        self.assertEqual(factory.dp_event(_VECTOR).sampler_tv_distance, tv)
+    self.assertEqual(SkellamSumFactory(noise_sampler='exact', **args)
+                     .mechanism(_VECTOR).noise_sampler, 'exact')
+    with self.assertRaisesRegex(TypeError, 'mechanism='):
+      SkellamSumFactory(mechanism='distributed_dgauss', **args)
+
+
 class DdgSpecificTest(tf.test.TestCase):
 
   def test_kashin_encoder(self):

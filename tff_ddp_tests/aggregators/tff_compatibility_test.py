@@ -6,8 +6,10 @@ against our factory with TFF's argument names. Where we differ on purpose,
 the difference is asserted here rather than skipped:
 
 * `mechanism` defaults to 'distributed_dgauss' here (TFF:
-  'distributed_skellam'); 'distributed_skellam' draws exact Skellam noise
-  (`tff_ddp.mechanisms.poisson`) and is accounted by the Skellam RDP.
+  'distributed_skellam'); 'distributed_skellam' draws Skellam noise from a
+  certified alias table (`tff_ddp.mechanisms.skellam_table`; the exact
+  `poisson` sampler with noise_sampler='exact') and is accounted by the
+  Skellam RDP.
   `rotation_type='dft'` is the randomized DFT of `tff_ddp.encoders.dft`
   (complex phases rather than TFF's real signs).
 * `bits` goes up to 30 (TFF stops at 22): bits=25 is accepted.

@@ -2,6 +2,7 @@
 only, the public entry point maps the protocol's name once and keeps
 accepting the calls it accepted, and a new protocol is one class."""
 
+import contextlib
 import dataclasses
 import inspect
 import math
@@ -195,7 +196,7 @@ class BuilderTest(parameterized.TestCase):
     # protocols' clip rule is theirs, a baseline has none of it.
     shared = {f.name for f in dataclasses.fields(fp.FrequencyParameters)}
     own = {c.protocol: {f.name for f in dataclasses.fields(c)} - shared
-           for c in protocols.PROTOCOL_CLASSES}
+           for c in protocols.protocol_classes()}
     self.assertEqual(own, {
         'two_phase': {'target_quantile', 'quantile', 'num_bins',
                       'upper_bound', 'budget'},
@@ -206,50 +207,55 @@ class BuilderTest(parameterized.TestCase):
         'fixed': {'clip'}, 'normalize': set(), 'sample': {'sample_items'}})
 
 
-@dataclasses.dataclass(frozen=True)
-class PresenceParameters(protocols.SingleReleaseParameters):
-  """A protocol made for this test by the docs' checklist: each user
-  reports which items it holds (min(x, 1)), cPBM at C = sqrt(d)."""
+@contextlib.contextmanager
+def _presence_protocol():
+  """Defines (registers) a protocol made for this test by the docs'
+  checklist, and removes it after: each user reports which items it holds
+  (min(x, 1)), cPBM at C = sqrt(d)."""
 
-  protocol = 'presence'
+  @dataclasses.dataclass(frozen=True)
+  class PresenceParameters(protocols.SingleReleaseParameters):
+    """Which items a user holds, at C = sqrt(d) (test only)."""
 
-  @classmethod
-  def calibrate(cls, setting):
-    return cls._calibrated(setting, cls.clip_of(setting.dim))
+    protocol = 'presence'
 
-  @staticmethod
-  def clip_of(dim):
-    return math.sqrt(dim)
+    @classmethod
+    def calibrate(cls, setting):
+      return cls._calibrated(setting, math.sqrt(setting.dim))
 
-  @property
-  def clip(self):
-    return self.clip_of(self.dim)
+    @property
+    def clip(self):
+      return math.sqrt(self.dim)
 
-  def client_values(self, x, round_seed):
-    del round_seed
-    return tf.minimum(tf.cast(x, tf.float64), 1.0)
+    def client_values(self, x, round_seed):
+      del round_seed
+      return tf.minimum(tf.cast(x, tf.float64), 1.0)
 
-  def simulated_values(self, x, rng):
-    del rng
-    return np.minimum(np.asarray(x, np.float64), 1.0)
+    def simulated_values(self, x, rng):
+      del rng
+      return np.minimum(np.asarray(x, np.float64), 1.0)
 
-
-def _with_presence():
-  return mock.patch.object(
-      protocols, 'PROTOCOL_CLASSES',
-      protocols.PROTOCOL_CLASSES + (PresenceParameters,))
+  try:
+    yield PresenceParameters
+  finally:
+    protocols._CLASSES.pop('presence', None)  # pylint: disable=protected-access
 
 
 class NewProtocolTest(parameterized.TestCase):
   """The checklist of `frequency_protocols`: one class, nothing else."""
 
   def test_entry_point_and_budget(self):
-    with _with_presence():
+    with _presence_protocol() as presence:
       p = fp.frequency_parameters('presence', _D, 16, 10.0, 1e-4)
       with self.assertRaisesRegex(ValueError, 'clip does not apply to '
                                   "protocol='presence'"):
         fp.frequency_parameters('presence', _D, 16, 10.0, 1e-4, clip=2.0)
-    self.assertIsInstance(p, PresenceParameters)
+      # A second protocol of the same name is refused.
+      with self.assertRaisesRegex(TypeError, "'presence' exists already"):
+        type('Again', (presence,), {'protocol': 'presence'})
+    with self.assertRaisesRegex(ValueError, 'protocol must be one of'):
+      fp.frequency_parameters('presence', _D, 16, 10.0, 1e-4)
+    self.assertIsInstance(p, presence)
     self.assertLessEqual(accountant.epsilon(p.event, 1e-4)[0],
                          10.0 * (1 + 1e-9))
     self.assertIn(f'presence: cPBM theta={p.theta:.4f}', fp.describe(p))
@@ -267,7 +273,7 @@ class NewProtocolTest(parameterized.TestCase):
     # of those stddevs (a Gaussian tail of 6e-7 per coordinate). No test
     # seed: under one, clients with equal inputs (most hold every item)
     # draw equal noise, and the sum's variance is not n times a client's.
-    with _with_presence():
+    with _presence_protocol():
       p = fp.frequency_parameters('presence', _D, 16, 10.0, 1e-4)
     n = 16
     x = fd.iid(n, _D, 0).astype(np.float32)

@@ -1,5 +1,6 @@
 """Quantile math: encodings, exact inverses, CDF estimators against numpy."""
 
+import dataclasses
 import math
 
 from absl.testing import parameterized
@@ -8,6 +9,8 @@ import pytest
 import tensorflow as tf
 
 from tff_ddp.analytics import histograms as hg
+from tff_ddp.analytics import quantile_calibration as qc
+from tff_ddp.analytics import simulation as sim
 from tff_ddp_tests import harness
 
 
@@ -190,6 +193,186 @@ class EncodingTest(tf.test.TestCase, parameterized.TestCase):
                                   'numbers'):
         hg.estimate_cdf('flat', text, 4, 'estimated')
 
+
+def _registered():
+  return [hg.encoding(name, b) for name in hg.METHODS for b in (2, 8, 32)]
+
+
+class ContractTest(tf.test.TestCase, parameterized.TestCase):
+  """What every `histograms.Encoding` promises, checked for each class
+  defined (so a new method is checked by defining it)."""
+
+  def test_resolved_once_into_its_class(self):
+    for name in hg.METHODS:
+      encoding = hg.encoding(name, 8)
+      self.assertEqual(encoding.name, name)
+      self.assertIs(hg.encoding(encoding), encoding)
+      self.assertIs(hg.encoding(encoding, 8), encoding)
+      self.assertEqual(hg.canonical_method(name), name)
+      self.assertIsInstance(encoding.ring_constant, int)
+      self.assertGreater(encoding.ring_constant, 0)
+      self.assertIn(encoding.paper_count, hg.COUNTS)
+    self.assertEqual(hg.encoding('hierarchical', 8), hg.Tree(8))
+    self.assertEqual(hg.canonical_method('hierarchical'), 'tree')
+    self.assertEqual(hg.METHODS, ('flat', 'tree', 'haar'))
+    with self.assertRaisesRegex(ValueError, 'num_bins=16 differs'):
+      hg.encoding(hg.Haar(8), 16)
+    with self.assertRaisesRegex(ValueError, r"method must be one of \('flat', "
+                                r"'tree', 'haar', 'hierarchical'\)"):
+      hg.encoding('dyadic', 8)
+    with self.assertRaisesRegex(TypeError, 'method must be one of'):
+      hg.encoding(3, 8)
+    with self.assertRaisesRegex(TypeError, "named 'tree' exists"):
+
+      class Again(hg.Flat):  # pylint: disable=unused-variable
+        name = 'tree'
+
+  def test_bins(self):
+    for name in hg.METHODS:
+      cls = type(hg.encoding(name, 2))
+      with self.assertRaisesRegex(ValueError, 'num_bins'):
+        cls(1)
+      with self.assertRaisesRegex(TypeError, 'num_bins'):
+        cls(8.0)
+      if cls.needs_power_of_two:
+        with self.assertRaisesRegex(ValueError, 'power of two'):
+          cls(12)
+      else:
+        self.assertEqual(cls(12).num_bins, 12)
+
+  def test_sensitivities_by_enumeration(self):
+    for encoding in _registered():
+      self.check_sensitivities(encoding)
+
+  def test_noise_free_read_out_is_exact(self):
+    for encoding in _registered():
+      self.check_noise_free_read_out(encoding)
+
+  def test_structured_read_outs_equal_the_references(self):
+    for encoding in _registered():
+      self.check_read_outs(encoding, traced=encoding.num_bins == 8)
+
+  def test_consistent_read_out_only_where_declared(self):
+    for encoding in _registered():
+      self.check_consistent(encoding)
+
+  def test_a_new_method_is_one_class(self):
+    """The class checklist of `histograms.Encoding`, followed for a toy
+    method (the one-hot of the mirrored bin), is all the package needs: the
+    name resolves, the contract holds, and the calibration and the
+    simulator take it."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Mirrored(hg.Encoding):
+      name = 'mirrored_test_only'
+      ring_constant = 8  # as flat: one coordinate per bin
+      paper_count = 'estimated'
+      needs_power_of_two = False
+
+      @property
+      def length(self):
+        return self.num_bins
+
+      @property
+      def l0(self):
+        return 1
+
+      @property
+      def total_norm(self):
+        return math.sqrt(self.num_bins)
+
+      def _sparse_encoding(self, index):
+        return (self.num_bins - 1 - index)[tf.newaxis], tf.ones([1], tf.int64)
+
+      def _cumulative(self, noisy_sum, consistent):
+        cum = tf.cumsum(tf.reverse(noisy_sum, [0]))
+        return cum, cum[-1]
+
+      def _total(self, noisy_sum):
+        return tf.reduce_sum(noisy_sum)
+
+      def cdf_matrix(self):
+        b = self.num_bins
+        return np.tril(np.ones((b, b)))[:, ::-1]
+
+      def total_vector(self):
+        return np.ones(self.num_bins)
+
+    try:
+      encoding = hg.encoding('mirrored_test_only', 6)
+      self.assertEqual(encoding, Mirrored(6))
+      for check in (self.check_sensitivities, self.check_noise_free_read_out,
+                    self.check_read_outs, self.check_consistent):
+        check(encoding)
+      params = qc.quantile_parameters(encoding, 'poisson_binomial', 6, 64,
+                                      8.0, 1e-5)
+      self.assertEqual(params.method, 'mirrored_test_only')
+      values = np.random.default_rng(0).uniform(0.0, 6.0, 64)
+      codes = sim.encodings(encoding, values, 0.0, 6.0)
+      noisy = sim.noisy_sum('poisson_binomial', codes, params, seed=1)
+      # The noise-free CDF is the empirical one, and the noisy one is near
+      # it: per bin the noise has stddev <= noise_stddev(64) (one
+      # coordinate per bin, independent), so the cumulative count j has
+      # stddev <= sqrt(j) s; 6 of them.
+      truth = np.cumsum(np.bincount(values.astype(int), minlength=6)) / 64
+      self.assertAllClose(encoding.cdf(codes.sum(0), 64), truth)
+      bound = 6 * params.noise_stddev(64) * np.sqrt(np.arange(1, 7)) / 64
+      np.testing.assert_array_less(np.abs(encoding.cdf(noisy, 64) - truth),
+                                   bound)
+    finally:
+      hg._CLASSES.pop('mirrored_test_only', None)  # pylint: disable=protected-access
+
+  # -- the checks --------------------------------------------------------
+
+  def check_sensitivities(self, encoding):
+    """Every bin's encoding touches exactly l0 coordinates with the l1 and
+    l2 norms the calibration uses (a zero-out neighbour differs by one such
+    encoding)."""
+    codes = np.stack([encoding.encode(i).numpy()
+                      for i in range(encoding.num_bins)])
+    self.assertEqual(codes.shape, (encoding.num_bins, encoding.length))
+    l1, l2, l0 = encoding.sensitivities()
+    self.assertAllEqual(np.count_nonzero(codes, axis=1), [l0] * len(codes))
+    self.assertAllClose(np.abs(codes).sum(axis=1), [l1] * len(codes))
+    self.assertAllClose(np.linalg.norm(codes, axis=1), [l2] * len(codes))
+
+  def check_noise_free_read_out(self, encoding):
+    """Summed encodings read back as the counts: K e(i) = [j >= i] and
+    t . e(i) = 1 for every bin i."""
+    b = encoding.num_bins
+    codes = np.stack([encoding.encode(i).numpy() for i in range(b)])
+    self.assertAllClose(encoding.cdf_matrix() @ codes.T,
+                        np.triu(np.ones((b, b))).T, atol=1e-12)
+    self.assertAllClose(codes @ encoding.total_vector(), np.ones(b))
+
+  def check_read_outs(self, encoding, traced=True):
+    """The structured (TF) read-outs are the dense references."""
+    h = np.random.default_rng(4).normal(size=encoding.length) * 3.0
+    self.assertAllClose(encoding.cdf(tf.constant(h), 1),
+                        encoding.cdf_matrix() @ h, rtol=1e-12, atol=1e-12)
+    self.assertAllClose(encoding.estimated_total(h),
+                        encoding.total_vector() @ h, rtol=1e-12)
+    # Normalised by the estimated total, the last cumulative value (when it
+    # is positive; else by 1).
+    k = encoding.cdf_matrix() @ h
+    self.assertAllClose(encoding.cdf(h), k / (k[-1] if k[-1] > 0 else 1.0),
+                        rtol=1e-9)
+    self.assertAlmostEqual(encoding.total_norm,
+                           np.linalg.norm(encoding.total_vector()))
+    if traced:
+      fn = tf.function(lambda x: encoding.cdf(x, 1, monotone=True))
+      self.assertAllClose(fn(tf.constant(h)),
+                          encoding.cdf(h, 1, monotone=True))
+
+  def check_consistent(self, encoding):
+    h = tf.zeros([encoding.length], tf.float64)
+    if encoding.has_consistent_estimator:
+      self.assertEqual(encoding.cdf(h, 1, consistent=True).shape,
+                       [encoding.num_bins])
+    else:
+      with self.assertRaisesRegex(ValueError, "only applies to method="
+                                  "'tree', not"):
+        encoding.cdf(h, 1, consistent=True)
 
 if __name__ == '__main__':
   harness.main()

@@ -12,6 +12,7 @@ import tensorflow_federated as tff
 from tff_ddp import accounting
 from tff_ddp.accounting import accountant as accountant_lib
 from tff_ddp.accounting import events
+from tff_ddp.aggregators import discrete_gaussian as ddg_factory
 from tff_ddp.analytics import histograms as hg
 from tff_ddp.analytics import quantile_calibration as qc
 from tff_ddp.analytics import quantiles as q
@@ -51,11 +52,11 @@ class ParametersTest(parameterized.TestCase):
                              n)
     self.assertAlmostEqual(sigma, mechanism.scaled_local_stddev)
     self.assertLessEqual(
-        qc.ring_needs(method, p.scaling, sigma, n, 32, 1e-5), 2**18)
+        qc.ring_needs(p.encoding, p.scaling, sigma, n, 1e-5), 2**18)
     # c is (nearly) the largest that fits: 10% more would not.
     bigger = int(p.scaling * 1.1) + 1
     self.assertGreater(
-        qc.ring_needs(method, bigger, sigma * bigger / p.scaling, n, 32,
+        qc.ring_needs(p.encoding, bigger, sigma * bigger / p.scaling, n,
                       1e-5), 2**18)
 
   @parameterized.parameters(*hg.METHODS)
@@ -218,14 +219,28 @@ class ParametersForNoiseTest(parameterized.TestCase):
     # reciprocal round-trips (exact_scaling) would not, up to the factory's
     # rounding term (n per coordinate) that can step c down once more.
     sigma = mechanism.scaled_local_stddev
-    self.assertLessEqual(qc.ring_needs(method, p.scaling, sigma, n, b, 1e-5),
-                         2**18)
+    self.assertLessEqual(qc.ring_needs(p.encoding, p.scaling, sigma, n,
+                                       1e-5), 2**18)
     bigger = p.scaling + 1
     while 1.0 / (1.0 / bigger) != bigger:
       bigger += 1
-    self.assertGreater(qc.ring_needs(method, bigger,
-                                     sigma * bigger / p.scaling, n, b, 1e-5),
+    self.assertGreater(qc.ring_needs(p.encoding, bigger,
+                                     sigma * bigger / p.scaling, n, 1e-5),
                        2**18 - 2 * n)
+    # Exactly: at the next such scaling either Theorems 1-2 fail or the
+    # DDG factory refuses the granularity (its own ring check, which
+    # `largest_scaling` asks of the mechanism instead of probing).
+    try:
+      ddg_factory.DiscreteGaussianSumFactory(
+          noise_multiplier=z, expected_clients_per_round=n, bits=18,
+          l2_clip=p.l2_sensitivity, encoder='none', granularity=1.0 / bigger,
+          linf_clip=1.0).dp_event(p.value_type)
+      refused = ''
+    except ValueError as e:
+      refused = str(e)
+    self.assertTrue(
+        qc.ring_needs(p.encoding, bigger, sigma * bigger / p.scaling, n,
+                      1e-5) > 2**18 or 'granularity' in refused, refused)
     self.assertEqual(qc.exact_scaling(49), 48)
     self.assertEqual(qc.exact_scaling(50), 50)
     # epsilon describes one unsampled round.
@@ -239,6 +254,11 @@ class ParametersForNoiseTest(parameterized.TestCase):
                                     calibrated.noise_multiplier, 1e-5)
     self.assertGreaterEqual(fixed.scaling, calibrated.scaling)
     self.assertAlmostEqual(fixed.epsilon, calibrated.epsilon, places=3)
+    # The calibration builds, for each z, the factory parameters_for_noise
+    # builds: the same scaling and the same event.
+    self.assertEqual(fixed.scaling, calibrated.scaling)
+    self.assertEqual(fixed.factory.dp_event(fixed.value_type),
+                     calibrated.factory.dp_event(calibrated.value_type))
 
   def test_refused(self):
     with self.assertRaisesRegex(ValueError, 'noise_multiplier'):
@@ -247,6 +267,10 @@ class ParametersForNoiseTest(parameterized.TestCase):
       qc.parameters_for_noise('flat', 16, 5000, 1.0, 1e-5, bits=12)
     with self.assertRaisesRegex(TypeError, 'parameters'):
       q.build_quantile_process_from_parameters({}, 0.0, 1.0, [0.5])
+    # The ring helpers take the resolved encoding, and say so.
+    with self.assertRaisesRegex(TypeError, r'histograms.encoding\(method, '
+                                'num_bins\)'):
+      qc.largest_scaling('flat', 100, 1.0, 1e-5, 18)
 
 
 def _process(method, mechanism, n, epsilon=1.0, **kwargs):
@@ -310,9 +334,7 @@ def _noise_stddev(params, mechanism, n, groups):
 
 def _cdf_matrix(method, b):
   """The dense reference K with CDF * n = K @ noisy_sum."""
-  cum = np.tril(np.ones((b, b)))
-  return {'flat': cum, 'tree': hg.dyadic_prefix_matrix(b),
-          'haar': cum @ hg.haar_decode_matrix(b)}[method]
+  return hg.encoding(method, b).cdf_matrix()
 
 
 @pytest.mark.slow

@@ -85,7 +85,9 @@ def _validated_process(**kwargs):
 
 
 def _check_validated(kwargs, result):
-  params, (lower, upper, quantiles, *_) = result
+  params, (options,) = result
+  lower, upper, quantiles = (options.lower_bound, options.upper_bound,
+                             options.quantiles)
   return fz.first_error(
       _check_params(kwargs, params),
       None if lower < upper and all(0 < p < 1 for p in quantiles) else

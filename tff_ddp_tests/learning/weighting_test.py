@@ -146,8 +146,8 @@ class PrivateTailTest(tf.test.TestCase, parameterized.TestCase):
     # 8 bins on [0, 2]: edges 0.25, 0.5, ..., 2. 100 clients, CDF crossing
     # 1/2 at bin 3 (F = 0.48) and 4 (F = 0.6): eq. 1 picks bin 3.
     cdf = np.array([0.1, 0.2, 0.3, 0.48, 0.6, 0.8, 0.9, 1.0])
-    out = weighting.private_tail(cdf, 100.0, 100, 0.5, 2.0, 8, 'exact',
-                                 'histogram')
+    out = weighting.private_tail(cdf, 100.0, 100, 0.5, 2.0, 8,
+                                 exact_count=True, histogram_tail_count=True)
     self.assertEqual(int(out['bin']), 3)
     self.assertAllClose(out['threshold'], 1.0)  # right edge of bin 3
     self.assertAllClose(out['histogram_tail_count'], 52.0)
@@ -156,24 +156,31 @@ class PrivateTailTest(tf.test.TestCase, parameterized.TestCase):
     mass = np.diff(np.concatenate([[0.0], cdf]))
     self.assertAllClose(out['loss'], mass @ centres)
     self.assertFalse(bool(out['fallback']))
-    expected = weighting.private_tail(cdf, 100.0, 100, 0.5, 2.0, 8, 'exact',
-                                      'expected')
+    expected = weighting.private_tail(cdf, 100.0, 100, 0.5, 2.0, 8,
+                                      exact_count=True,
+                                      histogram_tail_count=False)
     self.assertAllClose(expected['tail_count'], 50.0)  # theta n
 
   def test_estimated_count_and_clipping(self):
     cdf = np.array([0.9, 0.95, 0.97, 1.0])
-    out = weighting.private_tail(cdf, 40.0, 100, 0.25, 1.0, 4, 'estimated',
-                                 'histogram')
+    out = weighting.private_tail(cdf, 40.0, 100, 0.25, 1.0, 4,
+                                 exact_count=False, histogram_tail_count=True)
     self.assertEqual(int(out['bin']), 0)  # |0.9 - 0.75| < |0.95 - 0.75|
     self.assertAllClose(out['histogram_tail_count'], 40.0 * 0.1)
     # A negative noisy count is clipped to 1 (never divide by <= 0).
     out = weighting.private_tail(np.array([0.9, 0.95, 1.2, 1.3]), -5.0, 100,
-                                 0.25, 1.0, 4, 'estimated', 'histogram')
+                                 0.25, 1.0, 4, exact_count=False,
+                                 histogram_tail_count=True)
     self.assertAllClose(out['histogram_tail_count'], 1.0)
 
   def test_unusable_histogram_falls_back_to_everyone(self):
     out = weighting.private_tail(np.full(4, np.nan), 0.0, 30, 0.5, 1.0, 4,
-                                 'exact', 'expected')
+                                 exact_count=True, histogram_tail_count=False)
+    # The choices are resolved by PrivacyConfig; their names are refused.
+    with self.assertRaisesRegex(TypeError, 'exact_count must be True or '
+                                'False'):
+      weighting.private_tail(np.full(4, np.nan), 0.0, 30, 0.5, 1.0, 4,
+                             'exact', 'expected')
     self.assertEqual(int(out['bin']), -1)
     self.assertTrue(bool(out['fallback']))
     self.assertAllClose(out['tail_count'], 30.0)  # n, not theta n

@@ -8,6 +8,7 @@ below 1e-6 each, normal approximation).
 import math
 
 from absl.testing import parameterized
+import attr
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -78,6 +79,65 @@ class ParametersTest(parameterized.TestCase):
     mech = skellam.compute_parameters(**_args())
     self.assertEqual(mech.public_measurements()['scaled_local_stddev'],
                      math.sqrt(mech.local_variance))
+
+
+class SamplerTest(parameterized.TestCase):
+  """The noise sampler: the certified table by default, exact on request;
+  the event carries the table's TV distance and the epsilon it costs."""
+
+  def test_table_by_default_exact_on_request(self):
+    table = skellam.compute_parameters(**_args())
+    exact = skellam.compute_parameters(**_args(), noise_sampler='exact')
+    self.assertEqual(table.noise_sampler, 'table')
+    self.assertEqual(exact.noise_sampler, 'exact')
+    self.assertEqual(table.poisson_mean, exact.poisson_mean)
+    self.assertEqual(table.sampler_tv_distance, 2.0**-231)
+    self.assertEqual(exact.sampler_tv_distance, 0.0)
+    self.assertEqual(table.dp_event().sampler_tv_distance, 2.0**-231)
+    self.assertIsNone(exact.dp_event().sampler_tv_distance)
+    # The event a caller builds from the numbers (TFF's measurement
+    # scaled_local_stddev = sqrt(2 mu)) is the mechanism's, up to the float
+    # rounding of sqrt(2 mu)^2.
+    for mech in (table, exact):
+      event = skellam.release_event(
+          mech.l2_sensitivity, math.sqrt(mech.local_variance), 10,
+          mech.output_dim, noise_sampler=mech.noise_sampler)
+      self.assertAlmostEqual(event.local_variance / mech.local_variance, 1.0,
+                             places=14)
+      self.assertEqual(attr.evolve(event,
+                                   local_variance=mech.local_variance),
+                       mech.dp_event())
+    with self.assertRaisesRegex(ValueError, 'noise_sampler'):
+      skellam.compute_parameters(**_args(), noise_sampler='fast')
+
+  def test_the_table_costs_no_visible_epsilon(self):
+    # 50 rounds of 10 clients x 128 coordinates: the table's delta term
+    # (1 + e^eps) N 2^-231 is ~1e-60 of delta, below float64 resolution of
+    # the conversion, so both samplers give the same epsilon.
+    eps = {}
+    for sampler in ('table', 'exact'):
+      mech = skellam.compute_parameters(**_args(), noise_sampler=sampler)
+      acc = accountant.RdpAccountant(adversary='server').compose(
+          mech.dp_event(), 50)
+      eps[sampler] = acc.get_epsilon(1e-5)
+      if sampler == 'table':
+        self.assertEqual(acc.sampler_tv_mass, 50 * 10 * 128 * 2.0**-231)
+    self.assertTrue(math.isfinite(eps['exact']))
+    self.assertAlmostEqual(eps['table'], eps['exact'], places=9)
+    self.assertGreaterEqual(eps['table'], eps['exact'])
+
+  def test_sample_noise_runs_the_resolved_sampler(self):
+    # Same seed: the table's draws are the table sampler's, the exact
+    # mechanism's the Poisson sampler's (bit for bit).
+    from tff_ddp.mechanisms import skellam_table  # pylint: disable=g-import-not-at-top
+    seed = tf.constant([3, 5], tf.int64)
+    for sampler, fn in (('table', skellam_table.sample_skellam_table),
+                        ('exact', poisson.sample_skellam)):
+      mech = skellam.compute_parameters(**_args(dim=16),
+                                        noise_sampler=sampler)
+      np.testing.assert_array_equal(
+          mech.sample_noise(seed).numpy(),
+          fn([mech.output_dim], mech.poisson_mean, seed).numpy())
 
 
 @pytest.mark.slow  # statistical

@@ -10,6 +10,7 @@ one for a random seed with probability below 2e-5 (union bound).
 """
 
 import decimal
+import hashlib
 import math
 
 from absl.testing import parameterized
@@ -271,6 +272,31 @@ class DistributionTest(tf.test.TestCase, parameterized.TestCase):
     exp[-1] += scipy.stats.skellam.sf(full[-1], mu, mu) * n
     stat, df, critical = _pooled_chi_square(obs, exp)
     self.assertLess(stat, critical, f'skellam chi2 {stat} df {df}')
+
+
+class PinnedDrawsTest(tf.test.TestCase):
+  """The draws of fixed seeds, as digests of the int64 bytes (first 16 hex
+  digits of SHA-256), recorded on the code before its rejection loop was
+  shared with `binomial` (`binomial.rejection_loop`, issue 33): the loop's
+  refactoring changed no draw, and any later change of a draw shows here."""
+
+  @staticmethod
+  def _digest(x):
+    return hashlib.sha256(np.asarray(x, np.int64).tobytes()).hexdigest()[:16]
+
+  def test_draws_are_pinned(self):
+    for mean, digest in ((0.3, '5a239e6634ecd007'), (7.5, '6e5aea4ba5e2497d'),
+                         (600.0, '1f12015d7a914aac'),
+                         (1e5, '0bbd9fe346722a27'),
+                         (1.5 * 2**30, '89c160b3b0f8afbb')):
+      self.assertEqual(self._digest(poisson.sample_poisson([3000], mean,
+                                                           [5, 9])), digest,
+                       mean)
+    self.assertEqual(self._digest(poisson.sample_skellam([2000], 12.25,
+                                                         [1, 2])),
+                     'ff69ddc3e075e584')
+    self.assertEqual(self._digest(poisson.sample_poisson(
+        [50], 40.0, [3, 4], _force_exact=True)), '5fd8d9ebfc99db0a')
 
 
 @pytest.mark.slow
