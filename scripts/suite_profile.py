@@ -47,6 +47,8 @@ import tempfile
 import time
 import xml.etree.ElementTree as ElementTree
 
+import pytest
+
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _TESTS = 'tff_ddp_tests'
 _COSTS = os.path.join(_ROOT, _TESTS, 'module_costs.json')
@@ -80,15 +82,80 @@ def _counts(junit_path, slowest=10):
   return counts, sorted(times, key=lambda t: -t[1])[:slowest]
 
 
+# ----------------------------------------------------------------------------
+# The pytest plugin of `measure` (`-p suite_profile`): CPU seconds per test.
+# Active only when _CPU_OUT names the file to write.
+
+_CPU_OUT = 'SUITE_PROFILE_CPU_OUT'
+_TICKS = os.sysconf('SC_CLK_TCK')
+_PER_TEST = {}
+
+
+def _descendants_cpu():
+  """CPU seconds of this process's living descendants (and of the
+  children they reaped): TFF's worker_binary, kernels, Pythons started."""
+  stats = {}
+  for entry in os.listdir('/proc'):
+    if entry.isdigit():
+      try:
+        with open(f'/proc/{entry}/stat', 'rb') as f:
+          stat = f.read().decode('utf-8', 'replace')
+      except OSError:
+        continue
+      stats[int(entry)] = stat[stat.rfind(')') + 2:].split()
+  children = collections.defaultdict(list)
+  for pid, fields in stats.items():
+    children[int(fields[1])].append(pid)
+  total, stack = 0, [os.getpid()]
+  while stack:
+    for child in children.get(stack.pop(), []):
+      fields = stats[child]
+      total += sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+      stack.append(child)
+  return total / _TICKS
+
+
+def cpu_now():
+  """This process's CPU seconds, its reaped children's, its living
+  descendants'."""
+  import resource  # pylint: disable=g-import-not-at-top
+  own = resource.getrusage(resource.RUSAGE_SELF)
+  reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+  return (own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
+          + _descendants_cpu())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):  # pylint: disable=unused-argument
+  """Times each test (setup, call, teardown) in CPU seconds."""
+  enabled = bool(os.environ.get(_CPU_OUT))
+  start = cpu_now() if enabled else 0.0
+  yield
+  if enabled:
+    _PER_TEST[item.nodeid] = round(cpu_now() - start, 3)
+
+
+def pytest_sessionfinish(session, exitstatus):  # pylint: disable=unused-argument
+  out = os.environ.get(_CPU_OUT)
+  if out:
+    with open(out, 'w') as f:
+      json.dump({'tests': _PER_TEST, 'total': round(cpu_now(), 3)}, f)
+
+
 def measure_module(path, run_slow=True, python=sys.executable):
   """Runs one module in its own pytest process; returns its costs."""
   with tempfile.TemporaryDirectory() as directory:
     junit = os.path.join(directory, 'junit.xml')
+    cpu_out = os.path.join(directory, 'cpu.json')
     argv = [python, '-m', 'pytest', '-q', '-p', 'no:cacheprovider',
-            f'--junitxml={junit}'] + (['--run-slow'] if run_slow else []) + [
-                path]
+            '-p', 'suite_profile', f'--junitxml={junit}'] + (
+                ['--run-slow'] if run_slow else []) + [path]
     env = dict(os.environ)
     env.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+    env[_CPU_OUT] = cpu_out
+    env['PYTHONPATH'] = os.pathsep.join(
+        [os.path.dirname(os.path.abspath(__file__))]
+        + [p for p in env.get('PYTHONPATH', '').split(os.pathsep) if p])
     start = time.monotonic()
     with open(os.devnull, 'w') as devnull:
       child = subprocess.Popen(argv, cwd=_ROOT, env=env, stdout=devnull,
@@ -98,11 +165,22 @@ def measure_module(path, run_slow=True, python=sys.executable):
     wall = time.monotonic() - start
     child.returncode = os.waitstatus_to_exitcode(status)
     counts, slowest = _counts(junit) if os.path.exists(junit) else ({}, [])
-  return {'cpu': round(usage.ru_utime + usage.ru_stime, 2),
-          'wall': round(wall, 2), 'status': child.returncode,
-          'passed': counts.get('passed', 0),
+    per_test = {}
+    if os.path.exists(cpu_out):
+      with open(cpu_out) as f:
+        per_test = json.load(f)['tests']
+  cpu = usage.ru_utime + usage.ru_stime
+  top = sorted(per_test.items(), key=lambda t: -t[1])[:10]
+  return {'cpu': round(cpu, 2), 'wall': round(wall, 2),
+          'status': child.returncode, 'passed': counts.get('passed', 0),
           'skipped': counts.get('skipped', 0),
-          'failed': counts.get('failed', 0), 'slowest': slowest}
+          'failed': counts.get('failed', 0),
+          # What no test accounts for: the import of the module (TFF's),
+          # the session's context start and the workers' end.
+          'outside_tests': round(cpu - sum(per_test.values()), 2),
+          'slowest': slowest,
+          'slowest_cpu': [[nodeid.split('::', 1)[1], seconds]
+                          for nodeid, seconds in top]}
 
 
 def _header(extra):

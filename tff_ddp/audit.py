@@ -97,6 +97,7 @@ exactly one client.
 """
 
 import dataclasses
+import enum
 import hashlib
 import math
 import time
@@ -115,9 +116,24 @@ from tff_ddp.utils import checks
 _LDA_SHRINKAGE = 0.1
 # Above this many varying features only the diagonal projection is fitted.
 _LDA_MAX_FEATURES = 1000
-STATES = ('fresh', 'chained')
 # Hashes of strings are taken to 48 bits: exact in float64.
 _HASH_BYTES = 6
+# numpy dtype kinds: released numbers (bool, int, uint, float), released
+# text (bytes, str, object), and kinds with NaN.
+_NUMBER_KINDS = 'biuf'
+_TEXT_KINDS = 'SUO'
+_NAN_KINDS = 'fc'
+
+
+class State(enum.StrEnum):
+  """Where each run starts (module docstring, step 1): FRESH, from
+  `process.initialize()`; CHAINED, from the same dataset's previous run."""
+
+  FRESH = 'fresh'
+  CHAINED = 'chained'
+
+
+STATES = tuple(s.value for s in State)
 
 
 # -- Statistics ------------------------------------------------------------
@@ -195,10 +211,10 @@ def epsilon_lower_bound(fpr_upper, fnr_upper, delta):
   delta = checks.real(delta, 'delta', 0.0, 1.0, high_open=True)
   fpr = np.asarray(fpr_upper, dtype=np.float64)
   fnr = np.asarray(fnr_upper, dtype=np.float64)
-  for name, rate in (('fpr_upper', fpr), ('fnr_upper', fnr)):
+  for name, rate, given in (('fpr_upper', fpr, fpr_upper),
+                            ('fnr_upper', fnr, fnr_upper)):
     if np.any(~(rate >= 0.0)) or np.any(rate > 1.0):
-      raise ValueError(f'{name} must be rates in [0, 1], got '
-                       f'{fpr_upper if name == "fpr_upper" else fnr_upper!r}.')
+      raise ValueError(f'{name} must be rates in [0, 1], got {given!r}.')
   with np.errstate(divide='ignore', invalid='ignore'):
     one = _log_ratio(1.0 - delta - fnr, fpr)
     two = _log_ratio(1.0 - delta - fpr, fnr)
@@ -244,7 +260,7 @@ def _differing_clients(dataset, neighbour) -> List[int]:
   for i, (a, b) in enumerate(zip(dataset, neighbour)):
     a, b = np.asarray(a), np.asarray(b)
     same = (a.shape == b.shape and a.dtype == b.dtype
-            and np.array_equal(a, b, equal_nan=a.dtype.kind in 'fc'))
+            and np.array_equal(a, b, equal_nan=a.dtype.kind in _NAN_KINDS))
     if not same:
       differ.append(i)
   return differ
@@ -258,9 +274,9 @@ def _hash(text) -> float:
 
 def _leaf_values(value) -> np.ndarray:
   array = np.asarray(value)
-  if array.dtype.kind in 'biuf':
+  if array.dtype.kind in _NUMBER_KINDS:
     return array.astype(np.float64).ravel()
-  if array.dtype.kind in 'SUO':
+  if array.dtype.kind in _TEXT_KINDS:
     return np.array([_hash(v) for v in array.ravel()], dtype=np.float64)
   raise TypeError(f'cannot audit a released value of dtype {array.dtype}: '
                   f'{value!r}.')
@@ -479,19 +495,71 @@ def _projection_candidates(x_pos, x_neg):
   return candidates
 
 
+@dataclasses.dataclass(frozen=True)
+class AuditOptions:
+  """How `audit` selects its test and bounds its rates (all optional).
+
+  Attributes:
+    statistics: a-priori statistics, name -> f(result, measurements) ->
+      float, added to the candidates (e.g. the projection of the result on
+      the target's value).
+    confidence: joint confidence of the bounds, in (0, 1) (default 0.95).
+    num_thresholds: K >= 1 thresholds evaluated (each bound at level
+      (1 - confidence) / (2K)).
+    selection_fraction: the share of each dataset's runs that selects the
+      statistic, in (0, 1) (default 1/2); the rest evaluates it.
+    adversary: of the accountant's epsilon ('server', the default, or
+      'release').
+    state: 'fresh' (default: `process.initialize()` before every run) or
+      'chained' (each dataset's runs continue one state; module docstring).
+  """
+
+  statistics: Optional[Mapping[str, Callable[[Any, Any], float]]] = None
+  confidence: float = 0.95
+  num_thresholds: int = 1
+  selection_fraction: float = 0.5
+  adversary: str = 'server'
+  state: str = 'fresh'
+
+  def __post_init__(self):
+    set_ = lambda k, v: object.__setattr__(self, k, v)
+    set_('confidence', checks.real(self.confidence, 'confidence', 0.0, 1.0,
+                                   low_open=True, high_open=True))
+    set_('num_thresholds', checks.integer(self.num_thresholds,
+                                          'num_thresholds', 1))
+    set_('selection_fraction', checks.real(
+        self.selection_fraction, 'selection_fraction', 0.0, 1.0,
+        low_open=True, high_open=True))
+    set_('adversary', accountant_lib.as_adversary(self.adversary))
+    set_('state', checks.member(self.state, 'state', State))
+    statistics = dict(self.statistics or {})
+    for name, fn in statistics.items():
+      if not isinstance(name, str) or not callable(fn):
+        raise TypeError(f'statistics must map names to callables f(result, '
+                        f'measurements) -> float, got {name!r}: {fn!r}.')
+    set_('statistics', statistics)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Runs:
+  """Step 1's output: per dataset (True: D, False: D'), the runs' feature
+  rows x [runs, F] and a-priori statistics u [runs, S]."""
+
+  names: List[str]
+  x: Dict[bool, np.ndarray]
+  u: Dict[bool, np.ndarray]
+  events: List[Any]
+  seconds: float
+
+
 def audit(
     process,
     dataset: Sequence[Any],
     neighbour: Sequence[Any],
     runs: int,
     delta: float,
-    *,
-    statistics: Optional[Mapping[str, Callable[[Any, Any], float]]] = None,
-    confidence: float = 0.95,
-    num_thresholds: int = 1,
-    selection_fraction: float = 0.5,
-    adversary: str = 'server',
-    state: str = 'fresh',
+    options: Optional[AuditOptions] = None,
+    **keywords,
 ) -> AuditResult:
   """Audits one round of `process` on the pair (dataset, neighbour).
 
@@ -509,18 +577,9 @@ def audit(
     runs: rounds per dataset (>= 4): the selection half and the evaluation
       half each need some.
     delta: the delta of both epsilons, in [0, 1).
-    statistics: optional a-priori statistics, name -> f(result,
-      measurements) -> float, added to the candidates (e.g. the projection
-      of the result on the target's value).
-    confidence: joint confidence of the bounds, in (0, 1) (default 0.95).
-    num_thresholds: K >= 1 thresholds evaluated (each bound at level
-      (1 - confidence) / (2K)).
-    selection_fraction: the share of each dataset's runs that selects the
-      statistic, in (0, 1) (default 1/2); the rest evaluates it.
-    adversary: of the accountant's epsilon ('server', the default, or
-      'release').
-    state: 'fresh' (default: `process.initialize()` before every run) or
-      'chained' (each dataset's runs continue one state; module docstring).
+    options: an `AuditOptions`, or its fields as keywords (statistics=,
+      confidence=, num_thresholds=, selection_fraction=, adversary=,
+      state=).
 
   Returns:
     An `AuditResult`.
@@ -544,24 +603,25 @@ def audit(
                      f'client; they differ in {len(differ)} ({differ[:10]}).')
   runs = checks.integer(runs, 'runs', 4)
   delta = checks.real(delta, 'delta', 0.0, 1.0, high_open=True)
-  confidence = checks.real(confidence, 'confidence', 0.0, 1.0,
-                           low_open=True, high_open=True)
-  num_thresholds = checks.integer(num_thresholds, 'num_thresholds', 1)
-  fraction = checks.real(selection_fraction, 'selection_fraction', 0.0, 1.0,
-                         low_open=True, high_open=True)
-  adversary = checks.choice(adversary, 'adversary',
-                            accountant_lib.ADVERSARIES)
-  chained = checks.choice(state, 'state', STATES) == 'chained'
-  statistics = dict(statistics or {})
-  for name, fn in statistics.items():
-    if not isinstance(name, str) or not callable(fn):
-      raise TypeError(f'statistics must map names to callables f(result, '
-                      f'measurements) -> float, got {name!r}: {fn!r}.')
-  selection = min(max(int(round(fraction * runs)), 2), runs - 2)
-  evaluation = runs - selection
-  level = (1.0 - confidence) / (2 * num_thresholds)
+  if options is None:
+    options = AuditOptions(**keywords)
+  elif keywords or not isinstance(options, AuditOptions):
+    raise TypeError('give options=AuditOptions(...) or its fields as '
+                    f'keywords, not both; got {options!r} and '
+                    f'{sorted(keywords)}.')
+  selection = min(max(int(round(options.selection_fraction * runs)), 2),
+                  runs - 2)
+  level = (1.0 - options.confidence) / (2 * options.num_thresholds)
+  ran = _run(process, dataset, neighbour, runs, options)
+  best, scores = _select(ran, selection, delta, level, options)
+  return _evaluate(ran, best, scores, selection, delta, level, differ[0],
+                   options)
 
-  # Runs (step 1), interleaved.
+
+def _run(process, dataset, neighbour, runs, options) -> _Runs:
+  """Step 1: the runs on both datasets, interleaved, flattened."""
+  chained = options.state is State.CHAINED
+  statistics = options.statistics
   names = None
   rows = {True: [], False: []}
   user = {True: [], False: []}
@@ -603,14 +663,18 @@ def audit(
         'every run released the same values (per dataset): the process does '
         'not draw fresh noise per run (built with a test seed?). Build it '
         'with the default entropy.')
+  return _Runs(names=names, x=x, u=u, events=events, seconds=seconds)
 
-  # Candidates fitted on the selection half (step 3).
-  sel = {k: (x[k][:selection], u[k][:selection]) for k in x}
+
+def _select(ran: _Runs, selection, delta, level, options):
+  """Step 3: ((eps_lb, candidate, direction, K thresholds) of the best
+  candidate on the selection half, its candidates' best scores)."""
+  sel = {k: (ran.x[k][:selection], ran.u[k][:selection]) for k in ran.x}
   candidates = [
       _Candidate(f'statistic:{name}', (lambda j: lambda f, s: s[:, j])(j))
-      for j, name in enumerate(statistics)]
+      for j, name in enumerate(options.statistics)]
   candidates += _projection_candidates(sel[True][0], sel[False][0])
-  for j, name in enumerate(names):
+  for j, name in enumerate(ran.names):
     column = np.concatenate([sel[True][0][:, j], sel[False][0][:, j]])
     if not _all_equal(column[:, None]):
       candidates.append(_Candidate(name,
@@ -628,15 +692,22 @@ def audit(
       if top > 0:
         scores[candidate.name] = max(scores.get(candidate.name, 0.0), top)
       if best is None or top > best[0]:
-        order = np.argsort(-found, kind='stable')[:num_thresholds]
+        order = np.argsort(-found, kind='stable')[:options.num_thresholds]
         best = (top, candidate, direction, thresholds[order])
+  return best, scores
 
-  # Evaluation half (step 4).
+
+def _evaluate(ran: _Runs, best, scores, selection, delta, level, target,
+              options) -> AuditResult:
+  """Step 4: the chosen test's rates and bounds on the evaluation half,
+  beside the accountant's epsilon."""
+  runs = ran.x[True].shape[0]
+  evaluation = runs - selection
   _, candidate, direction, thresholds = best
-  pos = direction * _ordered(candidate.fn(x[True][selection:],
-                                          u[True][selection:]))
-  neg = direction * _ordered(candidate.fn(x[False][selection:],
-                                          u[False][selection:]))
+  pos = direction * _ordered(candidate.fn(ran.x[True][selection:],
+                                          ran.u[True][selection:]))
+  neg = direction * _ordered(candidate.fn(ran.x[False][selection:],
+                                          ran.u[False][selection:]))
   false_pos = (neg[None, :] > thresholds[:, None]).sum(1)
   false_neg = (pos[None, :] <= thresholds[:, None]).sum(1)
   fpr_ub = clopper_pearson_upper(false_pos, evaluation, level)
@@ -646,11 +717,12 @@ def audit(
   estimate = epsilon_lower_bound(false_pos[i] / evaluation,
                                  false_neg[i] / evaluation, delta)
   accountant_eps = max(
-      accountant_lib.epsilon(event, delta, adversary)[0] for event in events)
+      accountant_lib.epsilon(event, delta, options.adversary)[0]
+      for event in ran.events)
   return AuditResult(
       runs=runs, selection_runs=selection, evaluation_runs=evaluation,
-      target=differ[0], delta=delta, confidence=confidence,
-      num_thresholds=num_thresholds, bound_level=level,
+      target=target, delta=delta, confidence=options.confidence,
+      num_thresholds=options.num_thresholds, bound_level=level,
       statistic=candidate.name, direction=direction,
       threshold=float(direction * thresholds[i]),
       false_positives=int(false_pos[i]), false_negatives=int(false_neg[i]),
@@ -658,10 +730,10 @@ def audit(
       fnr=float(false_neg[i] / evaluation),
       fpr_upper=float(fpr_ub[i]), fnr_upper=float(fnr_ub[i]),
       epsilon_lower_bound=float(bounds[i]), epsilon_estimate=float(estimate),
-      accountant_epsilon=float(accountant_eps), adversary=adversary,
-      events=tuple(events),
+      accountant_epsilon=float(accountant_eps), adversary=options.adversary,
+      events=tuple(ran.events),
       selection_scores=dict(sorted(scores.items(), key=lambda kv: -kv[1])),
-      seconds=seconds)
+      seconds=ran.seconds)
 
 
 def _all_equal(matrix: np.ndarray) -> bool:

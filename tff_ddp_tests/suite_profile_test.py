@@ -134,6 +134,12 @@ class MeasureTest(absltest.TestCase):
     self.assertEqual([name for name, _ in entry['slowest']],
                      ['child_cpu_test::test_child_spends_cpu',
                       'child_cpu_test::test_fails'])
+    # Per test (the plugin): the child's CPU is the first test's.
+    (first, seconds), (second, _) = entry['slowest_cpu']
+    self.assertEqual((first, second), ('test_child_spends_cpu', 'test_fails'))
+    self.assertGreaterEqual(seconds, 0.5)
+    self.assertGreaterEqual(entry['outside_tests'], 0.0)
+    self.assertLessEqual(seconds, entry['cpu'])
 
 
 def _items(*nodeids):

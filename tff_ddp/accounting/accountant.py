@@ -95,6 +95,7 @@ alias_table`) no eps below 100 is, for up to 2^40 samples and delta >=
 is below 1e-20 of delta (e.g. 1e-32 of it in the run above).
 """
 
+import enum
 import math
 from typing import Optional, Sequence, Tuple
 
@@ -113,9 +114,30 @@ from tff_ddp.accounting.orders import DEFAULT_ORDERS
 from tff_ddp.utils import checks
 
 NeighborRel = dp_accounting.NeighboringRelation
-ADVERSARIES = ('server', 'release')
 _ErrorDetails = dp_accounting.PrivacyAccountant.CompositionErrorDetails
 _ZERO_OUT = (NeighborRel.ADD_OR_REMOVE_ONE, NeighborRel.REPLACE_SPECIAL)
+
+
+class Adversary(enum.StrEnum):
+  """Whom an epsilon holds against (module docstring).
+
+  SERVER: the party that runs the protocol (sees who is in each secure sum,
+  knows any sample it drew). RELEASE: whoever sees only what the server
+  publishes. A str (`Adversary.SERVER == 'server'`), so results compare
+  with the names users pass; `as_adversary` resolves a name once.
+  """
+
+  SERVER = 'server'
+  RELEASE = 'release'
+
+
+ADVERSARIES = tuple(a.value for a in Adversary)
+
+
+def as_adversary(value, name: str = 'adversary') -> Adversary:
+  """`value` ('server', 'release' or an Adversary) as an Adversary; the
+  one check of every entry point that takes an adversary."""
+  return checks.member(value, name, Adversary)
 
 
 class _Unsupported(Exception):
@@ -126,13 +148,9 @@ class _Unsupported(Exception):
     self.message = message
 
 
-def _relation_name(relation: NeighborRel) -> str:
-  return 'replace_one' if relation is NeighborRel.REPLACE_ONE else 'zero_out'
-
-
 def describe_relation(relation: NeighborRel) -> str:
   """'zero-out' or 'replace-one': what this library's events mean."""
-  return _relation_name(relation).replace('_', '-')
+  return events.as_relation(relation).value.replace('_', '-')
 
 
 def _gaussian_noise_multiplier(event) -> Optional[float]:
@@ -178,7 +196,7 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
       self,
       orders: Optional[Sequence[float]] = None,
       neighboring_relation: NeighborRel = NeighborRel.ADD_OR_REMOVE_ONE,
-      adversary: str = 'server',
+      adversary: str = Adversary.SERVER,
   ):
     if not isinstance(neighboring_relation, NeighborRel):
       raise TypeError(
@@ -186,14 +204,14 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
           f'got {neighboring_relation!r}.')
     super().__init__(neighboring_relation)
     self._orders = check_orders(DEFAULT_ORDERS if orders is None else orders)
-    self._adversary = checks.choice(adversary, 'adversary', ADVERSARIES)
+    self._adversary = as_adversary(adversary)
     self._rdp = np.zeros_like(self._orders)
     self._tv_mass = 0.0
     self._least_delta_cache = (None, None)
     self._cache = {}
 
   @property
-  def adversary(self) -> str:
+  def adversary(self) -> Adversary:
     return self._adversary
 
   @property
@@ -360,11 +378,11 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
           checks.nonnegative(event.noise_multiplier, 'noise_multiplier'),
           orders, relation)
     if isinstance(event, events.DistributedDiscreteGaussianDpEvent):
-      return ddg_rdp.rdp(event, orders, _relation_name(relation))
+      return ddg_rdp.rdp(event, orders, events.as_relation(relation))
     if isinstance(event, events.PoissonBinomialDpEvent):
-      return pbm_rdp.rdp(event, orders, _relation_name(relation))
+      return pbm_rdp.rdp(event, orders, events.as_relation(relation))
     if isinstance(event, events.DistributedSkellamDpEvent):
-      return skellam_rdp.rdp(event, orders, _relation_name(relation))
+      return skellam_rdp.rdp(event, orders, events.as_relation(relation))
     if isinstance(event, dp_accounting.SelfComposedDpEvent):
       count = checks.integer(event.count, 'count', 0)
       return count * self.curve(event.event, relation) if count else (
@@ -412,7 +430,7 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
     q = checks.probability(event.sampling_probability,
                            'sampling_probability', allow_zero=True)
     z = _gaussian_noise_multiplier(event.event)
-    if (self._adversary == 'release' and relation in _ZERO_OUT
+    if (self._adversary is Adversary.RELEASE and relation in _ZERO_OUT
         and _finite_positive(z)):
       # The sample is secret and an unsampled record is its zero-out
       # neighbour (a central Gaussian has no noise shares to take away).
@@ -427,7 +445,7 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
                                 'source_dataset_size', 1)
     size = checks.integer(event.sample_size, 'sample_size', 0, population)
     q = size / population
-    if self._adversary == 'server':
+    if self._adversary is Adversary.SERVER:
       return self._sampled(q, event.event, relation)
     # WBK19 needs the base curve of replace-one pairs; zero-out pairs are
     # replace-one pairs, so the bound covers both relations.
@@ -518,7 +536,7 @@ def _tv_mass(event) -> float:
 def epsilon(
     event: dp_accounting.DpEvent,
     target_delta: float,
-    adversary: str = 'server',
+    adversary: str = Adversary.SERVER,
     neighboring_relation: NeighborRel = NeighborRel.ADD_OR_REMOVE_ONE,
     orders: Optional[Sequence[float]] = None,
 ) -> Tuple[float, float]:

@@ -58,6 +58,7 @@ release).
 """
 
 import dataclasses
+import enum
 import math
 from typing import Any, Callable, Optional, Sequence
 
@@ -68,7 +69,31 @@ from tff_ddp.accounting import accountant as accountant_lib
 from tff_ddp.accounting import events
 from tff_ddp.utils import checks
 
-SAMPLINGS = ('none', 'poisson', 'without-replacement', 'self')
+
+
+class Sampling(enum.StrEnum):
+  """How each round's cohort is chosen (`rounds_event`; what each buys
+  against which adversary: `tff_ddp.accounting.accountant`).
+
+  NONE: every client of a round takes part. POISSON: the server draws each
+  client with a probability (the others do not take part).
+  WITHOUT_REPLACEMENT: the server draws a cohort of fixed size. SELF: every
+  client takes part and keeps its value with a private coin (the
+  factories' `client_sampling_rate`).
+  """
+
+  NONE = 'none'
+  POISSON = 'poisson'
+  WITHOUT_REPLACEMENT = 'without-replacement'
+  SELF = 'self'
+
+
+SAMPLINGS = tuple(s.value for s in Sampling)
+
+
+def as_sampling(value) -> Sampling:
+  """`value` (a name of SAMPLINGS or a Sampling) as a Sampling."""
+  return checks.member(value, 'sampling', Sampling)
 NeighborRel = dp_accounting.NeighboringRelation
 # Lower end of a noise parameter that no theorem bounds from below.
 MIN_NOISE = 1e-6
@@ -189,8 +214,8 @@ def rounds_event(
   `client_sampling_rate` of the factories).
   """
   rounds = checks.integer(rounds, 'rounds', 1)
-  sampling = checks.choice(sampling, 'sampling', SAMPLINGS)
-  if sampling in ('poisson', 'self'):
+  sampling = as_sampling(sampling)
+  if sampling in (Sampling.POISSON, Sampling.SELF):
     if rate is None:
       if sample_size is None or population is None:
         raise ValueError(f'{sampling} sampling needs rate, or sample_size and '
@@ -200,9 +225,9 @@ def rounds_event(
                             population) / population
     rate = checks.probability(rate, 'rate')
     event = (dp_accounting.PoissonSampledDpEvent(rate, event)
-             if sampling == 'poisson' else
+             if sampling is Sampling.POISSON else
              events.SelfSampledDpEvent(rate, event))
-  elif sampling == 'without-replacement':
+  elif sampling is Sampling.WITHOUT_REPLACEMENT:
     if sample_size is None or population is None:
       raise ValueError('without-replacement sampling needs sample_size and '
                        'population.')
@@ -216,6 +241,47 @@ def rounds_event(
   if rounds > 1:
     event = dp_accounting.SelfComposedDpEvent(event, rounds)
   return event
+
+
+@dataclasses.dataclass(frozen=True)
+class Rounds:
+  """`count` rounds, each under one sampling scheme: `rounds_event`'s
+  arguments as one value (validated at construction).
+
+  Attributes:
+    count: the number of rounds (>= 1).
+    sampling, rate, sample_size, population: as for `rounds_event`.
+  """
+
+  count: int = 1
+  sampling: str = Sampling.NONE
+  rate: Optional[float] = None
+  sample_size: Optional[int] = None
+  population: Optional[int] = None
+
+  def __post_init__(self):
+    object.__setattr__(self, 'sampling', as_sampling(self.sampling))
+    self.of(dp_accounting.NoOpDpEvent())  # argument errors now
+
+  def of(self, event: dp_accounting.DpEvent) -> dp_accounting.DpEvent:
+    """The event of all rounds of `event` (`rounds_event`)."""
+    return rounds_event(event, self.count, self.sampling, self.rate,
+                        self.sample_size, self.population)
+
+  @classmethod
+  def split(cls, rounds, keywords):
+    """(Rounds, the other keywords) from `rounds` (a count or a Rounds) and
+    keywords that may hold the sampling's (sampling, rate, sample_size,
+    population): how a calibration entry point takes both."""
+    names = [f.name for f in dataclasses.fields(cls)][1:]
+    mine = {k: v for k, v in keywords.items() if k in names}
+    rest = {k: v for k, v in keywords.items() if k not in names}
+    if isinstance(rounds, cls):
+      if mine:
+        raise ValueError(f'give rounds=Rounds(...) or {sorted(mine)}, not '
+                         'both.')
+      return rounds, rest
+    return cls(rounds, **mine), rest
 
 
 def _fresh(make_fresh_accountant) -> accountant_lib.RdpAccountant:
@@ -551,8 +617,7 @@ def split_budget(
   target_epsilon = checks.positive(target_epsilon, 'target_epsilon')
   target_delta = checks.real(target_delta, 'target_delta', 0.0, 1.0,
                              low_open=True, high_open=True)
-  adversary = checks.choice(adversary, 'adversary',
-                            accountant_lib.ADVERSARIES)
+  adversary = accountant_lib.as_adversary(adversary)
   shares = [w / sum(weights) for w in weights]
   cache = {}
 

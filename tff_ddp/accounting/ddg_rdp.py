@@ -26,7 +26,7 @@ from tff_ddp.accounting import events
 from tff_ddp.accounting.orders import check_orders
 from tff_ddp.utils import checks
 
-RELATIONS = ('zero_out', 'replace_one')
+RELATIONS = events.RELATIONS
 # tau's sum has num_clients - 1 terms; the first _TAU_EXACT_TERMS are summed
 # exactly, the rest bounded (the terms decrease in k).
 _TAU_EXACT_TERMS = 1 << 20
@@ -107,14 +107,14 @@ def check_sum_event(event, event_type, noise_field: str, noise_check):
 def _terms(event, relation: str):
   """(s2, s1, tau, d), or None when no bound applies (sigma < 1/2)."""
   check_event(event)
-  relation = checks.choice(relation, 'relation', RELATIONS)
+  relation = events.as_relation(relation)
   d = int(event.dimension)
   if event.l2_sensitivity == 0:
     return 0.0, 0.0, 0.0, d
   if event.local_stddev < 0.5:
     # Theorem 9 (hence Theorem 5) needs the scaled local noise >= 1/2.
     return None
-  factor = 2.0 if relation == 'replace_one' else 1.0
+  factor = 2.0 if relation is events.Relation.REPLACE_ONE else 1.0
   central = math.sqrt(event.num_clients) * event.local_stddev
   return (factor * event.l2_sensitivity / central,
           factor * l1_sensitivity(event) / central,

@@ -30,6 +30,11 @@ import numpy as np
 # Modules whose event classes `extract_dp_event` may instantiate (nothing
 # else is imported from a measurement).
 _EVENT_MODULES = ('dp_accounting.dp_event', 'tff_ddp.accounting.events')
+# The measurement key of a round's event, and the fields of an event's
+# structure that name its class (dp-accounting's `to_named_tuple`).
+DP_EVENT = 'dp_event'
+_MODULE_NAME, _CLASS_NAME = 'module_name', 'class_name'
+_CLASS_FIELDS = (_MODULE_NAME, _CLASS_NAME)
 
 
 def _leaf_tensor(value, event, where: str):
@@ -209,13 +214,12 @@ class NoDpEventError(LookupError, ValueError):
 
 
 def _is_event(mapping) -> bool:
-  return mapping is not None and 'module_name' in mapping and (
-      'class_name' in mapping)
+  return mapping is not None and all(key in mapping for key in _CLASS_FIELDS)
 
 
 def _rebuild(mapping) -> dp_accounting.DpEvent:
-  module_name = _python(mapping['module_name'])
-  class_name = _python(mapping['class_name'])
+  module_name = _python(mapping[_MODULE_NAME])
+  class_name = _python(mapping[_CLASS_NAME])
   if module_name not in _EVENT_MODULES:
     raise ValueError(
         f'refusing to build an event from module {module_name!r}; events '
@@ -227,7 +231,7 @@ def _rebuild(mapping) -> dp_accounting.DpEvent:
   names = {f.name for f in attr.fields(cls)}
   kwargs = {}
   for key, value in mapping.items():
-    if key in ('module_name', 'class_name'):
+    if key in _CLASS_FIELDS:
       continue
     if key not in names:
       raise ValueError(f'{class_name} has no field {key!r}.')
@@ -246,8 +250,7 @@ def _empty_round_as_noop(cls, kwargs) -> dp_accounting.DpEvent:
   from tff_ddp.accounting import events
   # pylint: enable=g-import-not-at-top
   noop = dp_accounting.NoOpDpEvent()
-  if kwargs.get('num_clients') == 0 and cls.__module__ == (
-      'tff_ddp.accounting.events'):
+  if kwargs.get('num_clients') == 0 and cls.__module__ == events.__name__:
     return noop
   if cls is dp_accounting.ComposedDpEvent and kwargs.get('events') and all(
       isinstance(e, dp_accounting.NoOpDpEvent) for e in kwargs['events']):
@@ -300,16 +303,16 @@ def extract_dp_event(measurements) -> dp_accounting.DpEvent:
                      f'one round), got {type(measurements).__name__}.')
   if _is_event(mapping):
     return _rebuild(mapping)
-  if 'dp_event' in mapping:
+  if DP_EVENT in mapping:
     if _python(mapping.get('is_init_state', False)) is True:
       # tff.aggregators.DifferentiallyPrivateFactory's initial state.
       raise ValueError('this is the state initialize() returned; its event is '
                        'a placeholder. Extract events from states next() '
                        'returned.')
-    event = _field(mapping['dp_event'])
+    event = _field(mapping[DP_EVENT])
     if not isinstance(event, dp_accounting.DpEvent):
       raise ValueError(
-          "measurements['dp_event'] must hold a DpEvent (or its named-tuple "
+          f"measurements['{DP_EVENT}'] must hold a DpEvent (or its named-tuple "
           f'form), got {type(event).__name__} {event!r:.100}.')
     return event
   found = _gathered_events(mapping)

@@ -24,16 +24,51 @@ everyone, the server included. The accountant's `adversary` says what each
 sampling event buys (see `tff_ddp.accounting.accountant`).
 """
 
+import enum
 from typing import Optional
 
 import attr
 import dp_accounting
+
+from tff_ddp.utils import checks
 
 # The largest client count, dimension or trial count an event may carry
 # (checked by the curves' `check_event`): far above any real configuration
 # (encoders stop at 2^26 coordinates), and the curves' float arithmetic stays
 # finite below it.
 MAX_EVENT_INTEGER = 2**62
+
+
+class Relation(enum.StrEnum):
+  """The neighbouring relation an RDP curve of these events is for.
+
+  ZERO_OUT: one client's input replaced by zeros, its noise share still in
+  the sum; REPLACE_ONE: one client's input replaced by any other. The
+  curves (`ddg_rdp`, `skellam_rdp`, `pbm_rdp`) take one, resolved once by
+  `as_relation` from its name or dp-accounting's `NeighboringRelation`.
+  """
+
+  ZERO_OUT = 'zero_out'
+  REPLACE_ONE = 'replace_one'
+
+
+RELATIONS = tuple(r.value for r in Relation)
+# dp-accounting's relations: ADD_OR_REMOVE_ONE and REPLACE_SPECIAL are
+# zero-out for distributed noise (the client stays in the sum).
+_DP_ACCOUNTING_RELATIONS = {
+    dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE: Relation.ZERO_OUT,
+    dp_accounting.NeighboringRelation.REPLACE_SPECIAL: Relation.ZERO_OUT,
+    dp_accounting.NeighboringRelation.REPLACE_ONE: Relation.REPLACE_ONE,
+}
+
+
+def as_relation(value, name: str = 'relation') -> Relation:
+  """`value` (a Relation, 'zero_out' / 'replace_one', or a dp-accounting
+  `NeighboringRelation`) as a Relation; ValueError / TypeError naming the
+  accepted values otherwise."""
+  if isinstance(value, dp_accounting.NeighboringRelation):
+    return _DP_ACCOUNTING_RELATIONS[value]
+  return checks.member(value, name, Relation)
 
 
 @attr.s(frozen=True)

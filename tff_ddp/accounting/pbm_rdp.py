@@ -240,7 +240,9 @@ def worst_case_pair(theta: float, num_clients: int,
   return log_p, log_q
 
 
-RELATIONS = ('zero_out', 'replace_one')
+RELATIONS = events.RELATIONS
+_ZERO_OUT = events.Relation.ZERO_OUT
+_REPLACE_ONE = events.Relation.REPLACE_ONE
 
 
 def zero_out_pairs(theta: float, num_clients: int,
@@ -273,7 +275,7 @@ def per_trial_rdp(
   """
   theta = checks.real(theta, 'theta', 0.0, MAX_THETA, low_open=True)
   num_clients = checks.integer(num_clients, 'num_clients', 1)
-  relation = checks.choice(relation, 'relation', RELATIONS)
+  relation = events.as_relation(relation)
   orders = check_orders(orders)
   return np.asarray(_per_trial(float(theta),
                                min(int(num_clients), MAX_EXACT_CLIENTS),
@@ -283,7 +285,7 @@ def per_trial_rdp(
 @functools.lru_cache(maxsize=256)
 def _per_trial(theta, num_clients, orders, relation):
   k, tail = _window(_n_prime(num_clients), 0.5 + theta, max(orders))
-  if relation == 'replace_one':
+  if relation == _REPLACE_ONE:
     pairs = [worst_case_pair(theta, num_clients, k)]
   else:
     pairs = zero_out_pairs(theta, num_clients, k)
@@ -310,9 +312,9 @@ def rdp(
   `l2_rdp` (both bound the same divergence).
   """
   check_event(event)
-  relation = checks.choice(relation, 'relation', RELATIONS)
+  relation = events.as_relation(relation)
   dimension = event.dimension
-  if relation == 'replace_one' and event.replace_one_dimension is not None:
+  if relation == _REPLACE_ONE and event.replace_one_dimension is not None:
     dimension = event.replace_one_dimension
   # float: a Python int of any size times the array would make it dtype=object.
   lemma2 = (float(event.num_trials) * float(dimension)
@@ -376,7 +378,7 @@ def _shift_families(theta: float, relation: str):
   orders: (-theta, -theta + s), (-theta + s, -theta), (theta - s, theta),
   (theta, theta - s).
   """
-  if relation == 'zero_out':
+  if relation == _ZERO_OUT:
     return ((0.0, 1.0, 0.0, 0.0), (0.0, -1.0, 0.0, 0.0),
             (0.0, 0.0, 0.0, 1.0), (0.0, 0.0, 0.0, -1.0))
   return ((-theta, 0.0, -theta, 1.0), (-theta, 1.0, -theta, 0.0),
@@ -526,7 +528,7 @@ def _kappa_dropped(theta, num_clients, orders, relation):
   k, tail = _window(n_prime, p, float(orders.max()))
   shifted = log_binomial_pmf(k - 1, n_prime, p)
   same = log_binomial_pmf(k, n_prime, p)
-  s_max = theta if relation == 'zero_out' else 2.0 * theta
+  s_max = theta if relation == _ZERO_OUT else 2.0 * theta
   families = _shift_families(theta, relation)
   if k.size <= L2_LARGE_WINDOW:
     grid = _shift_grid(s_max, L2_UNIFORM_POINTS, L2_GEOMETRIC_STEPS)
@@ -581,9 +583,9 @@ def _kappa_revealed(theta, num_clients, orders, relation):
   z = np.arange(others + 2)
   shifted = np.stack([log_binomial_pmf(z - 1, int(j), 0.5) for j in js])
   same = np.stack([log_binomial_pmf(z, int(j), 0.5) for j in js])
-  s_max = theta if relation == 'zero_out' else 2.0 * theta
+  s_max = theta if relation == _ZERO_OUT else 2.0 * theta
   families = _shift_families(theta, relation)
-  if relation == 'zero_out':
+  if relation == _ZERO_OUT:
     families = families[::2]  # the fair coins are symmetric: +-s alike
   grid = _shift_grid(s_max, L2_REVEAL_UNIFORM_POINTS, 4)
   values = np.zeros((grid.size, orders.size))
@@ -642,7 +644,7 @@ def kappa(theta: float, num_clients: int, orders: Sequence[float],
   """
   theta = checks.real(theta, 'theta', 0.0, MAX_THETA, low_open=True)
   num_clients = checks.integer(num_clients, 'num_clients', 1)
-  relation = checks.choice(relation, 'relation', RELATIONS)
+  relation = events.as_relation(relation)
   orders = check_orders(orders)
   return np.asarray(_kappa(theta_grid_point(theta),
                            min(int(num_clients), MAX_EXACT_CLIENTS),
@@ -747,12 +749,12 @@ def l2_rdp(
     relation: 'zero_out' or 'replace_one'.
   """
   check_event(event)
-  relation = checks.choice(relation, 'relation', RELATIONS)
+  relation = events.as_relation(relation)
   orders = check_orders(orders)
   bound = event.l2_bound
   if bound is None or math.isinf(float(bound)):
     return np.full(orders.shape, np.inf)
-  budget = float(bound) ** 2 * (4.0 if relation == 'replace_one' else 1.0)
+  budget = float(bound) ** 2 * (4.0 if relation == _REPLACE_ONE else 1.0)
   theta = float(event.theta)
   return (float(event.num_trials) * theta * theta * budget
           * kappa(theta, int(event.num_clients), orders, relation))

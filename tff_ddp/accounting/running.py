@@ -72,8 +72,7 @@ class TabulatedAccountant:
     if not callable(event_fn):
       raise TypeError(f'event_fn must be callable, got {event_fn!r}.')
     self.max_clients = checks.integer(max_clients, 'max_clients', 1)
-    self.adversary = checks.choice(adversary, 'adversary',
-                                   accountant_lib.ADVERSARIES)
+    self.adversary = accountant_lib.as_adversary(adversary)
     self.orders = check_orders(DEFAULT_ORDERS if orders is None else orders)
     self._accountant = accountant_lib.RdpAccountant(
         self.orders, neighboring_relation, self.adversary)

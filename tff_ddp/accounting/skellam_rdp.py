@@ -55,7 +55,7 @@ from tff_ddp.accounting import events
 from tff_ddp.accounting.orders import check_orders
 from tff_ddp.utils import checks
 
-RELATIONS = ('zero_out', 'replace_one')
+RELATIONS = events.RELATIONS
 
 
 # The event's Delta_1, or min(sqrt(d) Delta_2, Delta_2^2) if not given: the
@@ -89,8 +89,8 @@ def rdp(
   """RDP curve eps(alpha) of one distributed Skellam release (module doc)."""
   orders = check_orders(orders)
   check_event(event)
-  relation = checks.choice(relation, 'relation', RELATIONS)
-  factor = 2.0 if relation == 'replace_one' else 1.0
+  relation = events.as_relation(relation)
+  factor = 2.0 if relation is events.Relation.REPLACE_ONE else 1.0
   variance = float(event.num_clients) * float(event.local_variance)
   if not math.isfinite(variance):
     raise ValueError(f'num_clients * local_variance = {variance} is not '

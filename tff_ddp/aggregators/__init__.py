@@ -1,5 +1,6 @@
 """TFF aggregation factories for distributed DP with secure aggregation."""
 from tff_ddp.aggregators import calibrated
+from tff_ddp.aggregators.adaptive_clip import AdaptiveClipping
 from tff_ddp.aggregators.discrete_gaussian import DiscreteGaussianSumFactory
 from tff_ddp.aggregators.discrete_gaussian import SkellamSumFactory
 from tff_ddp.aggregators.poisson_binomial import PoissonBinomialSumFactory

@@ -53,6 +53,15 @@ what counts. sigma_b = 0 (allowed, as TFF allows it) releases the exact
 indicator count: the round's event is NonPrivateDpEvent and a UserWarning is
 issued.
 
+Configuration. `AdaptiveClipping` is the choice a user hands to a factory
+(`DiscreteGaussianSumFactory(..., adaptive_clipping=AdaptiveClipping(...))`,
+`ddp_secure_aggregator(..., adaptive_clipping=...)`), as TFF's
+`DifferentiallyPrivateFactory.gaussian_adaptive` builds its query once;
+TFF's keywords `auto_l2_clip=True, auto_l2_target_quantile, auto_l2_lr,
+auto_l2_clip_count_stddev` build the same object. The factory resolves it
+with its own initial clip (`l2_clip`), noise multiplier and expected
+clients into the `AdaptiveClip` its rounds run (`AdaptiveClipping.resolve`).
+
 Measurements (all public): `l2_clip` (C_t, the clip this round used),
 `next_l2_clip` (C_t+1), `below_clip_fraction` (b_bar, from the noisy sum).
 Nothing exact per client: the zeroed count is withheld (not even sent).
@@ -83,8 +92,74 @@ DEFAULT_COUNT_STDDEV_FRACTION = 0.05
 
 
 @dataclasses.dataclass(frozen=True)
+class AdaptiveClipping:
+  """Private adaptive clipping, as handed to a factory (module docstring).
+
+  The initial clip is the factory's `l2_clip`; the rest is here.
+
+  Attributes:
+    target_quantile: gamma in [0, 1], the quantile of the clients' norms
+      the clip moves to (TFF: auto_l2_target_quantile, default 0.5).
+    learning_rate: eta > 0 of the geometric update (TFF: auto_l2_lr,
+      default 0.2).
+    count_stddev: sigma_b >= 0, stddev of the noisy count of clients below
+      the clip (TFF: auto_l2_clip_count_stddev); None: TFF's default 0.05 *
+      expected_clients_per_round (0 without noise). 0 releases the exact
+      count: the rounds are then not private.
+    zeroing_multiplier, zeroing_increment: when set, a client whose value
+      has norm > zeroing_multiplier * C_t + zeroing_increment sends the null
+      message (`ddp_secure_aggregator(zeroing=True)`: 10 and 1).
+
+  Example:
+    >>> factory = DiscreteGaussianSumFactory(
+    ...     noise_multiplier=1.0, expected_clients_per_round=100, bits=20,
+    ...     l2_clip=0.1, adaptive_clipping=AdaptiveClipping(
+    ...         target_quantile=0.5, learning_rate=0.2))
+  """
+
+  target_quantile: float = 0.5
+  learning_rate: float = 0.2
+  count_stddev: Optional[float] = None
+  zeroing_multiplier: Optional[float] = None
+  zeroing_increment: float = 0.0
+
+  def __post_init__(self):
+    set_ = lambda k, v: object.__setattr__(self, k, v)
+    set_('target_quantile', checks.real(self.target_quantile,
+                                        'target_quantile', 0.0, 1.0))
+    set_('learning_rate', checks.positive(self.learning_rate,
+                                          'learning_rate'))
+    if self.count_stddev is not None:
+      set_('count_stddev', checks.nonnegative(self.count_stddev,
+                                              'count_stddev'))
+    if self.zeroing_multiplier is not None:
+      set_('zeroing_multiplier', checks.positive(self.zeroing_multiplier,
+                                                 'zeroing_multiplier'))
+    set_('zeroing_increment', checks.nonnegative(self.zeroing_increment,
+                                                 'zeroing_increment'))
+
+  def resolve(self, l2_clip, noise_multiplier, expected_clients_per_round,
+              owner: str,
+              count_stddev_parameter: Optional[str] = 'count_stddev'
+              ) -> 'tuple[AdaptiveClip, float]':
+    """(the AdaptiveClip the rounds run, the value's noise multiplier) for
+    a factory with this initial clip, noise multiplier and expected clients
+    (`configure`; its messages name `owner` and `count_stddev_parameter`).
+    """
+    config, value_z = configure(
+        l2_clip, noise_multiplier, expected_clients_per_round,
+        self.target_quantile, self.learning_rate, self.count_stddev, owner,
+        count_stddev_parameter)
+    if self.zeroing_multiplier is not None:
+      config = with_zeroing(config, self.zeroing_multiplier,
+                            self.zeroing_increment)
+    return config, value_z
+
+
+@dataclasses.dataclass(frozen=True)
 class AdaptiveClip:
-  """The adaptive clip's configuration (validated by `configure`).
+  """The adaptive clip a factory's rounds run: an `AdaptiveClipping`
+  resolved with the factory's numbers (validated by `configure`).
 
   Attributes:
     initial_clip: C_0.

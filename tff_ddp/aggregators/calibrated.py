@@ -24,9 +24,7 @@ is amplified against every adversary -- see
 """
 
 import dataclasses
-from typing import Any, Optional
-
-import dp_accounting
+from typing import Any
 
 from tff_ddp.accounting import accountant
 from tff_ddp.accounting import calibration
@@ -65,14 +63,14 @@ class CalibratedFactory:
 
 
 def _calibrate(make_factory, value_type, parameter, target_epsilon,
-               target_delta, rounds_of, adversary) -> CalibratedFactory:
+               target_delta, schedule, adversary) -> CalibratedFactory:
   """`calibration.calibrate` over the factory's own event: x ->
-  rounds_of(make_factory(x).dp_event(value_type))."""
+  schedule.of(make_factory(x).dp_event(value_type))."""
   # Argument errors of the factory surface now.
   make_factory(parameter.high if parameter.epsilon_increases else 1.0)
   result = calibration.calibrate(
       lambda: accountant.RdpAccountant(adversary=adversary),
-      lambda x: rounds_of(make_factory(x).dp_event(value_type)),
+      lambda x: schedule.of(make_factory(x).dp_event(value_type)),
       target_epsilon, target_delta, parameter)
   return CalibratedFactory(
       factory=make_factory(result.value), parameter=parameter.name,
@@ -81,52 +79,64 @@ def _calibrate(make_factory, value_type, parameter, target_epsilon,
       adversary=result.adversary)
 
 
-def _rounds(rounds, sampling, rate, sample_size, population):
-  """event -> its `rounds` rounds under the sampling (checked now)."""
-  def rounds_of(event):
-    return calibration.rounds_event(event, rounds, sampling, rate,
-                                    sample_size, population)
-  rounds_of(dp_accounting.NoOpDpEvent())  # argument errors now
-  return rounds_of
+# The DDG factory's calibrated parameter (its least value searched).
+_NOISE_MULTIPLIER = calibration.Parameter.noise('noise_multiplier', 1e-3)
+
+
+def _theta_range(factory_kwargs):
+  """cPBM's theta: [2^-40, 1/4]."""
+  del factory_kwargs
+  return calibration.Parameter.signal('theta', pbm_mechanism.MIN_THETA,
+                                      pbm_mechanism.MAX_THETA)
+
+
+def _num_trials_range(factory_kwargs):
+  """cPBM's num_trials: from 1 to what the ring and the sampler hold."""
+  clients = checks.integer(
+      factory_kwargs.get('max_clients_per_round')
+      or factory_kwargs.get('expected_clients_per_round', 1),
+      'expected_clients_per_round', 1, base.MAX_MODULUS - 1)
+  return calibration.Parameter.signal(
+      'num_trials', 1, max(1, pbm_mechanism.max_num_trials(clients)),
+      discrete=True)
 
 
 def discrete_gaussian(
     value_type,
     target_epsilon: float,
     target_delta: float,
-    rounds: int = 1,
-    sampling: str = 'none',
-    rate: Optional[float] = None,
-    sample_size: Optional[int] = None,
-    population: Optional[int] = None,
+    rounds=1,
     adversary: str = 'server',
-    **factory_kwargs,
+    **kwargs,
 ) -> CalibratedFactory:
   """The DDG factory with the least noise multiplier meeting the target.
 
   Args:
     value_type: the values the factory will aggregate.
     target_epsilon, target_delta: the budget for all rounds.
-    rounds, sampling, rate, sample_size, population, adversary: as for
-      `tff_ddp.accounting.calibrate`.
-    **factory_kwargs: every other `DiscreteGaussianSumFactory` argument
-      (expected_clients_per_round, bits, l2_clip, ...), not noise_multiplier.
+    rounds: the number of rounds, or a `calibration.Rounds` (with their
+      sampling).
+    adversary: 'server' (default) or 'release', as for
+      `tff_ddp.accounting.RdpAccountant`.
+    **kwargs: the rounds' sampling (sampling, rate, sample_size,
+      population: as for `calibration.rounds_event`) and every other
+      `DiscreteGaussianSumFactory` argument (expected_clients_per_round,
+      bits, l2_clip, ...), not noise_multiplier.
 
   Raises:
     ValueError: bad arguments, or no noise multiplier fits in `bits` and
       meets the target (raise bits or the budget).
   """
-  if 'noise_multiplier' in factory_kwargs:
+  schedule, factory_kwargs = calibration.Rounds.split(rounds, kwargs)
+  if _NOISE_MULTIPLIER.name in factory_kwargs:
     raise ValueError('noise_multiplier is what is calibrated; do not pass it.')
 
   def make(z):
     return ddg_factory.DiscreteGaussianSumFactory(
         noise_multiplier=z, **factory_kwargs)
 
-  return _calibrate(
-      make, value_type, calibration.Parameter.noise('noise_multiplier', 1e-3),
-      target_epsilon, target_delta,
-      _rounds(rounds, sampling, rate, sample_size, population), adversary)
+  return _calibrate(make, value_type, _NOISE_MULTIPLIER, target_epsilon,
+                    target_delta, schedule, adversary)
 
 
 def poisson_binomial(
@@ -134,13 +144,9 @@ def poisson_binomial(
     target_epsilon: float,
     target_delta: float,
     parameter: str = 'theta',
-    rounds: int = 1,
-    sampling: str = 'none',
-    rate: Optional[float] = None,
-    sample_size: Optional[int] = None,
-    population: Optional[int] = None,
+    rounds=1,
     adversary: str = 'server',
-    **factory_kwargs,
+    **kwargs,
 ) -> CalibratedFactory:
   """The cPBM factory with the largest theta (or num_trials) meeting the target.
 
@@ -149,14 +155,16 @@ def poisson_binomial(
     target_epsilon, target_delta: the budget for all rounds.
     parameter: 'theta' (in (0, 1/4], num_trials given) or 'num_trials'
       (integer >= 1, theta given).
-    rounds, sampling, rate, sample_size, population, adversary: as for
-      `tff_ddp.accounting.calibrate`.
-    **factory_kwargs: every other `PoissonBinomialSumFactory` argument.
+    rounds, adversary: as for `discrete_gaussian`.
+    **kwargs: the rounds' sampling, as for `discrete_gaussian`, and every
+      other `PoissonBinomialSumFactory` argument.
 
   Raises:
     ValueError: bad arguments or an unreachable target.
   """
-  parameter = checks.choice(parameter, 'parameter', ('theta', 'num_trials'))
+  schedule, factory_kwargs = calibration.Rounds.split(rounds, kwargs)
+  ranges = {'theta': _theta_range, 'num_trials': _num_trials_range}
+  parameter = checks.choice(parameter, 'parameter', tuple(ranges))
   if parameter in factory_kwargs:
     raise ValueError(f'{parameter} is what is calibrated; do not pass it.')
 
@@ -164,18 +172,6 @@ def poisson_binomial(
     return pbm_factory.PoissonBinomialSumFactory(
         **{parameter: x}, **factory_kwargs)
 
-  if parameter == 'theta':
-    searched = calibration.Parameter.signal(
-        parameter, pbm_mechanism.MIN_THETA, pbm_mechanism.MAX_THETA)
-  else:
-    # The ring and the sampler bound num_trials.
-    clients = checks.integer(
-        factory_kwargs.get('max_clients_per_round')
-        or factory_kwargs.get('expected_clients_per_round', 1),
-        'expected_clients_per_round', 1, base.MAX_MODULUS - 1)
-    searched = calibration.Parameter.signal(
-        parameter, 1, max(1, pbm_mechanism.max_num_trials(clients)),
-        discrete=True)
-  return _calibrate(
-      make, value_type, searched, target_epsilon, target_delta,
-      _rounds(rounds, sampling, rate, sample_size, population), adversary)
+  searched = ranges[parameter](factory_kwargs)
+  return _calibrate(make, value_type, searched, target_epsilon, target_delta,
+                    schedule, adversary)

@@ -20,6 +20,7 @@ from typing import Optional
 from tff_ddp.aggregators import adaptive_clip
 from tff_ddp.aggregators import secure_sum
 from tff_ddp.encoders import registry
+from tff_ddp.mechanisms import base
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg_mechanism
 from tff_ddp.mechanisms import distributed_skellam as skellam_mechanism
 from tff_ddp.utils import checks
@@ -27,8 +28,11 @@ from tff_ddp.utils import checks
 ENCODERS = registry.NAMES
 _NAME = 'DiscreteGaussianSumFactory'
 # TFF's DistributedDpSumFactory keywords and what they mean here.
-_TFF_MECHANISMS = ('distributed_dgauss', 'distributed_skellam')
+TFF_MECHANISMS = {'distributed_dgauss': base.Kind.DISCRETE_GAUSSIAN,
+                  'distributed_skellam': base.Kind.SKELLAM}
+TFF_NAMES = {kind: keyword for keyword, kind in TFF_MECHANISMS.items()}
 _TFF_ROTATIONS = {'hd': 'hadamard', 'dft': 'dft'}
+_DEFAULT_ENCODER = 'hadamard'
 
 
 class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
@@ -96,6 +100,7 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
       auto_l2_clip_count_stddev: Optional[float] = None,
       noise_sampler: str = 'table',
       on_wrap: str = 'raise',
+      adaptive_clipping: Optional[adaptive_clip.AdaptiveClipping] = None,
       **kashin_options,
   ):
     """Validates and stores the configuration (dimension-free checks).
@@ -134,7 +139,8 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
         encoder='dft' (`tff_ddp.encoders.dft`, padding to an even length).
       auto_l2_clip, auto_l2_target_quantile, auto_l2_lr,
         auto_l2_clip_count_stddev: TFF's adaptive clipping, private and
-        accounted (`tff_ddp.aggregators.adaptive_clip`): l2_clip is the
+        accounted (`tff_ddp.aggregators.adaptive_clip`); the keywords build
+        an `AdaptiveClipping` (see `adaptive_clipping`): l2_clip is the
         initial clip; the geometric update of Andrew et al. (2021,
         arXiv:1905.03871) moves it towards the target quantile of the
         clients' norms from their indicators, summed with discrete Gaussian
@@ -156,26 +162,27 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
         Section 6 heuristic exactly expected_clients_per_round) with
         `tff_ddp.utils.rounds.RoundRefusedError`; 'flag' returns it with
         `sum_may_wrap=True` (see `tff_ddp.aggregators.secure_sum`).
+      adaptive_clipping: an `adaptive_clip.AdaptiveClipping`: the same
+        adaptive clipping as an object (target quantile, learning rate,
+        count stddev, zeroing), instead of the auto_l2_* keywords; l2_clip
+        is the initial clip.
       **kashin_options: passed to `KashinEncoder` (redundancy, eta, delta,
         iterations, frame); only with encoder='kashin'.
     """
-    self._mechanism = checks.choice(mechanism, 'mechanism', _TFF_MECHANISMS)
+    self._kind = base.as_kind(mechanism, TFF_MECHANISMS)
     if rotation_type is not None:
       checks.choice(rotation_type, 'rotation_type', tuple(_TFF_ROTATIONS))
-      if encoder != 'hadamard':
+      if encoder != _DEFAULT_ENCODER:
         raise ValueError('give encoder= or TFF\'s rotation_type=, not both.')
       encoder = _TFF_ROTATIONS[rotation_type]
-    checks.real(auto_l2_target_quantile, 'auto_l2_target_quantile', 0.0, 1.0)
-    checks.positive(auto_l2_lr, 'auto_l2_lr')
-    if auto_l2_clip_count_stddev is not None:
-      checks.nonnegative(auto_l2_clip_count_stddev,
-                         'auto_l2_clip_count_stddev')
+    clipping, count_parameter = self._clipping(
+        adaptive_clipping, auto_l2_clip, auto_l2_target_quantile, auto_l2_lr,
+        auto_l2_clip_count_stddev)
     adaptive, requested_z = None, noise_multiplier
-    if checks.boolean(auto_l2_clip, 'auto_l2_clip'):
+    if clipping is not None:
       adaptive, noise_multiplier, l2_clip = self._adaptive_arguments(
-          l2_clip, noise_multiplier, expected_clients_per_round,
-          auto_l2_target_quantile, auto_l2_lr, auto_l2_clip_count_stddev,
-          granularity, linf_clip)
+          clipping, count_parameter, l2_clip, noise_multiplier,
+          expected_clients_per_round, granularity, linf_clip)
     clean, _ = ddg_mechanism.check_arguments(
         l2_clip, noise_multiplier, expected_clients_per_round, bits,
         modclip_prob, beta, granularity, linf_clip)
@@ -187,18 +194,21 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
           'no noise: the sums are released exact and the rounds are NOT '
           'differentially private (their dp_event is NonPrivateDpEvent, '
           'infinite epsilon). Use noise_multiplier > 0 for privacy.')
-    registry.check_options(encoder, kashin_options)
+    self._encoder = registry.encoder_spec(encoder, kashin_options)
     self._noise_sampler = checks.choice(noise_sampler, 'noise_sampler',
                                         ddg_mechanism.SAMPLERS)
     self._arguments = clean
-    self._encoder_name = encoder
-    self._kashin_options = dict(kashin_options)
-    self._describe = dict(clean, encoder=encoder, **self._kashin_options)
-    if self._mechanism != 'distributed_dgauss':
-      self._describe['mechanism'] = self._mechanism
-    if self._noise_sampler != 'table':
+    self._describe = dict(clean, encoder=encoder, **kashin_options)
+    if self._kind is not base.Kind.DISCRETE_GAUSSIAN:
+      self._describe['mechanism'] = TFF_NAMES[self._kind]
+    if self._noise_sampler != ddg_mechanism.DEFAULT_SAMPLER:
       self._describe['noise_sampler'] = self._noise_sampler
-    if adaptive is not None:
+    if adaptive_clipping is not None:
+      self._describe.update(
+          l2_clip=adaptive.initial_clip, noise_multiplier=requested_z,
+          adaptive_clipping=adaptive_clipping,
+          value_noise_multiplier=clean['noise_multiplier'])
+    elif adaptive is not None:
       self._describe.update(
           l2_clip=adaptive.initial_clip, noise_multiplier=requested_z,
           auto_l2_clip=True,
@@ -217,11 +227,38 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
   # signature); `tff_ddp.learning.ddp_secure_aggregator` overrides both.
   _OWNER: Optional[str] = None
   _COUNT_STDDEV_PARAMETER: Optional[str] = 'auto_l2_clip_count_stddev'
+  # The same, for adaptive clipping handed as an object.
+  _object_count_stddev_parameter: Optional[str] = (
+      'adaptive_clipping.count_stddev')
+
+  def _clipping(self, adaptive_clipping, auto_l2_clip, target_quantile,
+                learning_rate, count_stddev):
+    """(the AdaptiveClipping of the arguments or None, the name of its
+    count stddev for messages): the object, or TFF's keywords' (checked
+    with their names whether auto_l2_clip is set or not, as TFF does)."""
+    checks.real(target_quantile, 'auto_l2_target_quantile', 0.0, 1.0)
+    checks.positive(learning_rate, 'auto_l2_lr')
+    if count_stddev is not None:
+      checks.nonnegative(count_stddev, 'auto_l2_clip_count_stddev')
+    keywords = checks.boolean(auto_l2_clip, 'auto_l2_clip')
+    if adaptive_clipping is None:
+      if not keywords:
+        return None, None
+      return (adaptive_clip.AdaptiveClipping(target_quantile, learning_rate,
+                                             count_stddev),
+              self._COUNT_STDDEV_PARAMETER)
+    if keywords:
+      raise ValueError('give adaptive_clipping= or TFF\'s auto_l2_clip=True, '
+                       'not both.')
+    if not isinstance(adaptive_clipping, adaptive_clip.AdaptiveClipping):
+      raise TypeError('adaptive_clipping must be an adaptive_clip.'
+                      f'AdaptiveClipping or None, got {adaptive_clipping!r}.')
+    return adaptive_clipping, self._object_count_stddev_parameter
 
   @classmethod
-  def _adaptive_arguments(cls, l2_clip, noise_multiplier, num_clients,
-                          target_quantile, learning_rate, count_stddev,
-                          granularity, linf_clip):
+  def _adaptive_arguments(cls, clipping, count_parameter, l2_clip,
+                          noise_multiplier, num_clients, granularity,
+                          linf_clip):
     """(AdaptiveClip, the value's noise multiplier, 1.0: the mechanism's
     clip; see `tff_ddp.aggregators.adaptive_clip`)."""
     for name, value in (('granularity', granularity),
@@ -229,11 +266,11 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
       if value is not None:
         raise ValueError(
             f'{name}={value} is in absolute units and cannot follow an '
-            'adaptive clip: give auto_l2_clip=True or ' + name + ', not both.')
-    adaptive, value_z = adaptive_clip.configure(
-        l2_clip, noise_multiplier, num_clients, target_quantile,
-        learning_rate, count_stddev, cls._OWNER or cls.__name__,
-        cls._COUNT_STDDEV_PARAMETER)
+            'adaptive clip: give adaptive clipping (auto_l2_clip=True or '
+            'adaptive_clipping) or ' + name + ', not both.')
+    adaptive, value_z = clipping.resolve(
+        l2_clip, noise_multiplier, num_clients, cls._OWNER or cls.__name__,
+        count_parameter)
     return adaptive, value_z, 1.0
 
   def _ring_capacity(self, spec, mechanism, others):
@@ -258,18 +295,17 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
 
   def _make(self, spec: secure_sum.ValueSpec, bits: Optional[int] = None,
             encoder=None):
-    encoder = encoder or registry.make_encoder(
-        self._encoder_name, spec.dim, **self._kashin_options)
+    encoder = encoder or self._encoder.make(spec.dim)
     args = dict(self._arguments)
     if bits is not None:
       args['bits'] = bits
     granularity = args['granularity']
-    integer_inputs = (spec.is_integer and self._encoder_name == 'none'
+    integer_inputs = (spec.is_integer and self._encoder.is_identity
                       and granularity is not None
                       and float(1.0 / granularity).is_integer())
     common = dict(encoder=encoder, granularity=granularity,
                   linf_clip=args['linf_clip'], integer_inputs=integer_inputs)
-    if self._mechanism == 'distributed_skellam':
+    if self._kind is base.Kind.SKELLAM:
       return skellam_mechanism.compute_parameters(
           spec.dim, args['l2_clip'], args['noise_multiplier'],
           args['expected_clients_per_round'], args['bits'],
@@ -305,11 +341,11 @@ class SkellamSumFactory(DiscreteGaussianSumFactory):
   """
 
   def __init__(self, noise_multiplier, expected_clients_per_round, bits,
-               l2_clip, *args, **kwargs):
-    if 'mechanism' in kwargs:
+               l2_clip, *args, mechanism=None, **kwargs):
+    if mechanism is not None:
       raise TypeError('SkellamSumFactory takes no mechanism= (its noise is '
                       'the Skellam\'s; DiscreteGaussianSumFactory takes '
                       'mechanism=).')
     super().__init__(noise_multiplier, expected_clients_per_round, bits,
-                     l2_clip, *args, mechanism='distributed_skellam',
+                     l2_clip, *args, mechanism=base.Kind.SKELLAM,
                      **kwargs)

@@ -66,14 +66,7 @@ class PoissonBinomialSumFactory(secure_sum.MechanismSumFactory):
       divisor: str = 'l2',
       linf_clip: Optional[float] = None,
       l0_clip: Optional[int] = None,
-      *,
-      client_sampling_rate: Optional[float] = None,
-      count_noise_multiplier: Optional[float] = None,
-      debug_measurements: bool = False,
-      entropy=None,
-      seed: Optional[int] = None,
-      on_wrap: str = 'raise',
-      **kashin_options,
+      **options,
   ):
     """Validates and stores the configuration (dimension-free checks).
 
@@ -103,18 +96,19 @@ class PoissonBinomialSumFactory(secure_sum.MechanismSumFactory):
         over min(k, D) coordinates instead of D (zero-out neighbours: the
         other coordinates send Binomial(m, 1/2) either way). For sparse
         inputs with encoder='none', e.g. histogram encodings.
-      client_sampling_rate, count_noise_multiplier, debug_measurements,
-        entropy, seed: see `tff_ddp.aggregators.secure_sum`.
-      on_wrap: 'raise' (default) refuses a round with more clients than
-        the ring holds (2^bits > clients * num_trials, bits sized by
-        max_clients_per_round) with
+      **options: the secure sum's keywords (`secure_sum.ROUND_OPTIONS`:
+        client_sampling_rate, count_noise_multiplier, debug_measurements,
+        entropy, seed, and on_wrap: 'raise', the default, refuses a round
+        with more clients than the ring holds (2^bits > clients *
+        num_trials, bits sized by max_clients_per_round) with
         `tff_ddp.utils.rounds.RoundRefusedError`; 'flag' returns it with
-        `sum_may_wrap=True` (see `tff_ddp.aggregators.secure_sum`).
-      **kashin_options: passed to `KashinEncoder` (redundancy, eta, delta,
-        iterations, frame); only with encoder='kashin'.
+        `sum_may_wrap=True`; see `tff_ddp.aggregators.secure_sum`), and
+        `KashinEncoder`'s (redundancy, eta, delta, iterations, frame; only
+        with encoder='kashin').
     """
-    registry.check_options(encoder, kashin_options)
-    probe = registry.make_encoder(encoder, 1, **kashin_options)
+    round_options, kashin_options = secure_sum.split_round_options(options)
+    self._encoder = registry.encoder_spec(encoder, kashin_options)
+    probe = self._encoder.make(1)
     # Every dimension-free check now (dim 1 stands in).
     pbm_mechanism.compute_parameters(
         1, l2_clip, theta, num_trials, expected_clients_per_round,
@@ -124,15 +118,9 @@ class PoissonBinomialSumFactory(secure_sum.MechanismSumFactory):
         expected_clients_per_round=expected_clients_per_round,
         max_clients_per_round=max_clients_per_round, divisor=divisor,
         linf_clip=linf_clip, l0_clip=l0_clip)
-    self._encoder_name = encoder
-    self._kashin_options = dict(kashin_options)
     self._describe = dict(self._arguments, encoder=encoder,
-                          **self._kashin_options)
-    super().__init__(
-        self._make, client_sampling_rate=client_sampling_rate,
-        count_noise_multiplier=count_noise_multiplier,
-        debug_measurements=debug_measurements, entropy=entropy, seed=seed,
-        name=_NAME, on_wrap=on_wrap)
+                          **kashin_options)
+    super().__init__(self._make, name=_NAME, **round_options)
 
   def _ring_capacity(self, spec, mechanism, others):
     """The refusal names max_clients_per_round (it sizes the ring)."""
@@ -146,7 +134,6 @@ class PoissonBinomialSumFactory(secure_sum.MechanismSumFactory):
         knob='max_clients_per_round')
 
   def _make(self, spec: secure_sum.ValueSpec):
-    encoder = registry.make_encoder(self._encoder_name, spec.dim,
-                                    **self._kashin_options)
+    encoder = self._encoder.make(spec.dim)
     return pbm_mechanism.compute_parameters(
         spec.dim, encoder=encoder, **self._arguments)

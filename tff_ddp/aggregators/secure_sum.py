@@ -71,6 +71,7 @@ sum does not change the residue, and the server reduces mod M again.
 
 import collections
 import dataclasses
+import enum
 import fractions
 import math
 import warnings
@@ -99,13 +100,43 @@ processes.register_tff_cleanup()
 COUNT_MODULUS = base.MAX_MODULUS
 # Bernoulli coins of self-sampling: [W < threshold], W uniform on [0, 2^62).
 _COIN_BITS = 62
-# What a round with more clients than its ring holds does (module docstring).
-ON_WRAP = ('raise', 'flag')
+# The measurement of a mechanism's 1/gamma (real domain per integer unit).
+_SCALE_FACTOR = 'scale_factor'
 
 
-def check_on_wrap(on_wrap) -> str:
-  """`on_wrap` validated: one of ON_WRAP."""
-  return checks.choice(on_wrap, 'on_wrap', ON_WRAP)
+class OnWrap(enum.StrEnum):
+  """What a round with more clients than its ring holds does (module
+  docstring): RAISE refuses it, FLAG returns it with sum_may_wrap=True."""
+
+  RAISE = 'raise'
+  FLAG = 'flag'
+
+
+ON_WRAP = tuple(o.value for o in OnWrap)
+
+
+def check_on_wrap(on_wrap) -> OnWrap:
+  """`on_wrap` ('raise', 'flag' or an OnWrap) as an OnWrap."""
+  return checks.member(on_wrap, 'on_wrap', OnWrap)
+
+
+# `MechanismSumFactory`'s keywords of the round (the factories' docstrings).
+ROUND_OPTIONS = ('client_sampling_rate', 'count_noise_multiplier',
+                 'debug_measurements', 'entropy', 'seed', 'on_wrap')
+
+
+def split_round_options(options):
+  """(the round's keywords, the others) of a factory's keywords: the
+  others are its encoder's options (`registry.KASHIN_OPTIONS`); anything
+  else is a TypeError naming both lists."""
+  unknown = sorted(set(options) - set(ROUND_OPTIONS)
+                   - set(registry.KASHIN_OPTIONS))
+  if unknown:
+    raise TypeError(f'unexpected keyword argument(s) {unknown}; the round '
+                    f'takes {ROUND_OPTIONS} and the encoder '
+                    f'{registry.KASHIN_OPTIONS} (for encoder=\'kashin\').')
+  return ({k: v for k, v in options.items() if k in ROUND_OPTIONS},
+          {k: v for k, v in options.items() if k not in ROUND_OPTIONS})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -342,6 +373,16 @@ def count_mechanism(flag_names, noise_multiplier, expected_clients):
   k = len(flag_names)
   sigma = ddg_mechanism.local_stddev(noise_multiplier, math.sqrt(k),
                                      expected_clients)
+  # sigma = z sqrt(k / n); the integer scaling ceil(1/sigma) must fit the
+  # count's ring (and not overflow: a denormal z gives 1/sigma = inf).
+  smallest = 1.0 / (2.0**base.MAX_RING_BITS
+                    * math.sqrt(k / expected_clients))
+  if not sigma * 2.0**base.MAX_RING_BITS > 1.0:
+    raise ValueError(
+        f'count_noise_multiplier={noise_multiplier} is too small: the '
+        f'counts\' integer scaling 1/sigma would exceed the '
+        f'{base.MAX_RING_BITS}-bit ring. Use count_noise_multiplier >= '
+        f'{smallest:.3g} (or none).')
   scaling = max(1, math.ceil(1.0 / sigma))
   return ddg_mechanism.compute_parameters(
       dim=k, l2_clip=math.sqrt(k), noise_multiplier=noise_multiplier,
@@ -371,7 +412,7 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
       seed: Optional[int] = None,
       name: str = 'MechanismSumFactory',
       adaptive_clip: Optional[adaptive_lib.AdaptiveClip] = None,
-      on_wrap: str = 'raise',
+      on_wrap: str = OnWrap.RAISE,
   ):
     """Stores the configuration (see the module docstring).
 
@@ -475,8 +516,8 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
     return self.round_protocol(value_type).mechanism
 
   @property
-  def on_wrap(self) -> str:
-    """'raise' or 'flag': what a round above `capacity` does."""
+  def on_wrap(self) -> OnWrap:
+    """RAISE or FLAG: what a round above `capacity` does."""
     return self._on_wrap
 
   def capacity(self, value_type) -> RingCapacity:
@@ -556,8 +597,8 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
       options.append(f'count_noise_multiplier={self._count_z}')
     if self._debug:
       options.append('debug_measurements=True')
-    if self._on_wrap != 'raise':
-      options.append(f'on_wrap={self._on_wrap!r}')
+    if self._on_wrap is not OnWrap.RAISE:
+      options.append(f'on_wrap={self._on_wrap.value!r}')
     if self._seed is not None:
       options.append(f'seed={self._seed}')
     return f'{self._name}({", ".join(self._repr_arguments() + options)})'
@@ -786,7 +827,7 @@ class RoundProtocol:
         for key, modulus in self.secure_moduli.items())
     n = summed['counts'][0]
     may_wrap = self.ring.may_wrap(n)
-    if self.on_wrap == 'raise':
+    if self.on_wrap is OnWrap.RAISE:
       # Everything the server returns depends on the check (graph-mode TFF
       # computations run only what their outputs need).
       with tf.control_dependencies([self.ring.assertion(n)]):
@@ -806,9 +847,9 @@ class RoundProtocol:
     if clip is not None:
       # The unit-clip mechanism's constants in the real domain of C_t.
       measurements['l2_clip'] = clip
-      if 'scale_factor' in measurements:
-        measurements['scale_factor'] = (
-            tf.cast(measurements['scale_factor'], tf.float64) / clip)
+      if _SCALE_FACTOR in measurements:
+        measurements[_SCALE_FACTOR] = (
+            tf.cast(measurements[_SCALE_FACTOR], tf.float64) / clip)
       noisy, _ = self._indicator.server_decode(
           {'encoded': summed[adaptive_lib.KEY]}, n, seed)
       below, new_clip = adaptive_lib.next_clip(self.adaptive, clip, noisy[0],

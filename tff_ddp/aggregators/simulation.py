@@ -35,6 +35,8 @@ on_wrap='raise', and returned with `sum_may_wrap=True` under 'flag'.
 Not simulated: noised or debug counts (the flags are dropped).
 """
 
+import enum
+
 import numpy as np
 import tensorflow as tf
 
@@ -42,7 +44,16 @@ from tff_ddp.aggregators import secure_sum
 from tff_ddp.mechanisms import base
 from tff_ddp.utils import checks
 
-DERIVATIONS = ('independent', 'factory')
+
+
+class Derive(enum.StrEnum):
+  """Where a simulated round's seeds come from (module docstring)."""
+
+  INDEPENDENT = 'independent'
+  FACTORY = 'factory'
+
+
+DERIVATIONS = tuple(d.value for d in Derive)
 # Clients encoded in parallel by tf.map_fn.
 _PARALLEL = 128
 
@@ -153,9 +164,9 @@ class BatchedSum:
         'factory'; any integer for 'independent').
       derive: 'independent' or 'factory' (module docstring).
     """
-    derive = checks.choice(derive, 'derive', DERIVATIONS)
+    derive = checks.member(derive, 'derive', Derive)
     seed = checks.integer(seed, 'seed', 0, 2**63 - 1)
-    if self.rate is not None and derive == 'factory':
+    if self.rate is not None and derive is Derive.FACTORY:
       raise ValueError("derive='factory' reproduces the factory's seeds, "
                        'which client_sampling_rate would also need for its '
                        "coins: use derive='independent'.")
@@ -164,11 +175,11 @@ class BatchedSum:
     if values.shape[1] != self.spec.dim:
       raise ValueError(f'values must be [clients, {self.spec.dim}], got '
                        f'{tuple(values.shape)}.')
-    if self.factory.on_wrap == 'raise':
+    if self.factory.on_wrap is secure_sum.OnWrap.RAISE:
       self.ring.check(n)
     public = np.array([seed, 0x5EED], np.int64)
     round_seed = self.round_seed(public, round_index)
-    if derive == 'factory':
+    if derive is Derive.FACTORY:
       noise_seeds = self._factory_seeds(values, round_seed)
     else:
       noise_seeds = tf.cast(tf.random.experimental.stateless_split(

@@ -606,7 +606,8 @@ def estimate_cdf(method: Union[str, Encoding], noisy_sum, num_bins: int,
   if exact and num_clients is None:
     raise ValueError("count='exact' needs num_clients.")
   return histogram.cdf(noisy_sum, num_clients if exact else None,
-                       consistent=consistent, monotone=monotone)
+                       consistent=checks.boolean(consistent, 'consistent'),
+                       monotone=checks.boolean(monotone, 'monotone'))
 
 
 def estimated_total(method: Union[str, Encoding], noisy_sum,
@@ -776,7 +777,13 @@ def edges(lower: float, upper: float, num_bins: int) -> np.ndarray:
   lower, upper = check_range(lower, upper)
   num_bins = checks.integer(num_bins, 'num_bins', 1, MAX_BINS)
   # (k / b) first: (upper - lower) k would overflow near the float64 limit.
-  return lower + (upper - lower) * (np.arange(1, num_bins + 1) / num_bins)
+  right = lower + (upper - lower) * (np.arange(1, num_bins + 1) / num_bins)
+  # upper - lower is rounded when the range spans more than float64's 53
+  # bits (e.g. [-2^53, 1]): the last edge is upper itself, and no rounded
+  # edge passes it.
+  right = np.minimum(right, upper)
+  right[-1] = upper
+  return right
 
 
 def quantile_values(cdf, quantiles, lower, upper, num_bins,
@@ -801,7 +808,9 @@ def quantile_values(cdf, quantiles, lower, upper, num_bins,
   hi_f = tf.gather(cdf, first)
   frac = tf.clip_by_value(
       tf.math.divide_no_nan(p - lo_f, hi_f - lo_f), 0.0, 1.0)
-  return lower + width * (tf.cast(first, tf.float64) + frac)
+  # Rounded like `edges`, never outside [lower, upper].
+  return tf.clip_by_value(lower + width * (tf.cast(first, tf.float64) + frac),
+                          lower, upper)
 
 
 def quantile_error(true_values, indices, quantiles, lower, upper, num_bins):

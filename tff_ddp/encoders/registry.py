@@ -14,6 +14,9 @@ Every encoder implements `tff_ddp.encoders.base.Encoder`:
   flattening, e.g. histograms whose coordinates are bounded already.
 """
 
+import dataclasses
+from typing import Any, Callable, Mapping, Optional
+
 import tensorflow as tf
 
 from tff_ddp.encoders import dft
@@ -58,20 +61,70 @@ class Identity:
     return tf.reshape(y, [self.dim])
 
 
-def check_options(name: str, options: dict):
-  """Validates `name` and its options without building an encoder."""
-  checks.choice(name, 'encoder', NAMES)
+@dataclasses.dataclass(frozen=True)
+class EncoderSpec:
+  """An encoder chosen by name, with its options, before its dimension is
+  known: `make(dim)` builds it. The factories resolve their `encoder=`
+  argument into one of these once (`encoder_spec`).
+
+  Attributes:
+    name: one of NAMES.
+    build: (dim, **options) -> the encoder.
+    options: the options `build` gets (KashinEncoder's only).
+    takes_options: whether it takes options (KASHIN_OPTIONS).
+    is_identity: the 'none' encoder (no transform).
+  """
+
+  name: str
+  build: Callable[..., Any]
+  options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  takes_options: bool = False
+  is_identity: bool = False
+
+  def make(self, dim: int):
+    """The encoder for `dim` input scalars."""
+    return self.build(dim, **self.options)
+
+
+# Each name and its encoder.
+_ENCODERS = {
+    'hadamard': EncoderSpec('hadamard', hadamard.RandomizedHadamard),
+    'kashin': EncoderSpec('kashin', kashin.KashinEncoder,
+                          takes_options=True),
+    'none': EncoderSpec('none', Identity, is_identity=True),
+    'dft': EncoderSpec('dft', dft.RandomizedDft),
+}
+
+
+def encoder_spec(name: str, options: Optional[Mapping[str, Any]] = None
+                 ) -> EncoderSpec:
+  """The `EncoderSpec` called `name` with `options`, validated (the one
+  place an encoder's name is read).
+
+  Raises:
+    TypeError / ValueError: unknown name or options, options of an encoder
+      that takes none.
+  """
+  spec = _ENCODERS[checks.choice(name, 'encoder', NAMES)]
+  options = dict(options or {})
   unknown = sorted(set(options) - set(KASHIN_OPTIONS))
   if unknown:
     raise TypeError(
         f'unexpected keyword argument(s) {unknown}; the encoder options are '
         f'{KASHIN_OPTIONS} (for encoder=\'kashin\' only).')
-  if options and name != 'kashin':
-    raise ValueError(
-        f'Kashin options {sorted(options)} only apply to the \'kashin\' '
-        f'encoder, not {name!r}.')
-  if name == 'kashin':
-    kashin.KashinEncoder(1, **options)  # validates the options
+  if not spec.takes_options:
+    if options:
+      raise ValueError(
+          f'Kashin options {sorted(options)} only apply to the \'kashin\' '
+          f'encoder, not {name!r}.')
+    return spec
+  spec.build(1, **options)  # validates the options
+  return dataclasses.replace(spec, options=options)
+
+
+def check_options(name: str, options: dict):
+  """Validates `name` and its options without building an encoder."""
+  encoder_spec(name, options)
 
 
 def make_encoder(name: str, dim: int, **kashin_options):
@@ -86,11 +139,4 @@ def make_encoder(name: str, dim: int, **kashin_options):
   Raises:
     TypeError / ValueError: unknown name or options, bad dimension.
   """
-  check_options(name, kashin_options)
-  if name == 'kashin':
-    return kashin.KashinEncoder(dim, **kashin_options)
-  if name == 'none':
-    return Identity(dim)
-  if name == 'dft':
-    return dft.RandomizedDft(dim)
-  return hadamard.RandomizedHadamard(dim)
+  return encoder_spec(name, kashin_options).make(dim)

@@ -55,11 +55,15 @@ aggregations (Mime Lite's full gradient, ...) are not covered;
 whole process for sums outside the secure ones.
 """
 
+import dataclasses
+from typing import Optional
+
 import tensorflow as tf
 
 from tff_ddp.aggregators import adaptive_clip
 from tff_ddp.aggregators import discrete_gaussian
 from tff_ddp.aggregators import secure_sum
+from tff_ddp.mechanisms import base
 from tff_ddp.utils import checks
 
 # TFF's ddp_secure_aggregator configuration (model_update_aggregator.py).
@@ -94,24 +98,33 @@ class DdpMeanFactory(discrete_gaussian.DiscreteGaussianSumFactory):
   _COUNT_STDDEV_PARAMETER = None
 
   def __init__(self, noise_multiplier, expected_clients_per_round, bits,
-               zeroing, rotation_type, **kwargs):
+               zeroing, rotation_type, adaptive_clipping=None, **kwargs):
     zeroing = checks.boolean(zeroing, 'zeroing')
+    if adaptive_clipping is None:
+      # TFF's configuration; its signature has no count stddev to name.
+      clipping = adaptive_clip.AdaptiveClipping(TARGET_QUANTILE, LEARNING_RATE)
+      self._object_count_stddev_parameter = None
+    elif isinstance(adaptive_clipping, adaptive_clip.AdaptiveClipping):
+      clipping = adaptive_clipping
+    else:
+      raise TypeError('adaptive_clipping must be an adaptive_clip.'
+                      f'AdaptiveClipping or None, got {adaptive_clipping!r}.')
+    if zeroing and clipping.zeroing_multiplier is None:
+      clipping = dataclasses.replace(clipping,
+                                     zeroing_multiplier=ZEROING_MULTIPLIER,
+                                     zeroing_increment=ZEROING_INCREMENT)
     super().__init__(
         noise_multiplier=noise_multiplier,
         expected_clients_per_round=expected_clients_per_round, bits=bits,
         l2_clip=INITIAL_L2_CLIP, rotation_type=rotation_type,
-        auto_l2_clip=True, auto_l2_target_quantile=TARGET_QUANTILE,
-        auto_l2_lr=LEARNING_RATE, **kwargs)
-    # pylint: disable=access-member-before-definition
-    if zeroing:
-      self._adaptive = adaptive_clip.with_zeroing(
-          self._adaptive, ZEROING_MULTIPLIER, ZEROING_INCREMENT)
+        adaptive_clipping=clipping, **kwargs)
     self._describe = dict(noise_multiplier=noise_multiplier,
                           expected_clients_per_round=expected_clients_per_round,
                           bits=bits, zeroing=zeroing,
-                          rotation_type=rotation_type)
-    if self._mechanism != 'distributed_dgauss':
-      self._describe['mechanism'] = self._mechanism
+                          rotation_type=rotation_type,
+                          adaptive_clipping=adaptive_clipping)
+    if self._kind is not base.Kind.DISCRETE_GAUSSIAN:
+      self._describe['mechanism'] = discrete_gaussian.TFF_NAMES[self._kind]
     self._name = _NAME
 
   def round_protocol(self, value_type,
@@ -134,6 +147,7 @@ def ddp_secure_aggregator(
     rotation_type: str = 'hd',
     *,
     mechanism: str = 'distributed_dgauss',
+    adaptive_clipping: Optional[adaptive_clip.AdaptiveClipping] = None,
 ) -> DdpMeanFactory:
   """DP-FedAvg's aggregator: zeroing, private adaptive clip, DDG sum, mean.
 
@@ -153,6 +167,11 @@ def ddp_secure_aggregator(
     mechanism: not in TFF's signature (TFF always uses the Skellam):
       'distributed_dgauss' (default) or 'distributed_skellam' (exact
       Skellam noise, `tff_ddp.mechanisms.distributed_skellam`).
+    adaptive_clipping: not in TFF's signature: an
+      `adaptive_clip.AdaptiveClipping` instead of TFF's (target quantile
+      0.5, learning rate 0.2, count stddev 0.05 *
+      expected_clients_per_round); the initial clip stays 0.1, and
+      zeroing=True adds the zeroing above to one that has none.
 
   Returns:
     A `tff.aggregators.UnweightedAggregationFactory` (one secure-sum layer:
@@ -160,4 +179,5 @@ def ddp_secure_aggregator(
     default protobuf).
   """
   return DdpMeanFactory(noise_multiplier, expected_clients_per_round, bits,
-                        zeroing, rotation_type, mechanism=mechanism)
+                        zeroing, rotation_type, adaptive_clipping,
+                        mechanism=mechanism)

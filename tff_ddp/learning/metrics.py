@@ -72,7 +72,9 @@ from tff_ddp.aggregators import secure_sum
 from tff_ddp.utils import checks
 
 # Keys of the released metrics besides the model's own.
-DP_EVENT = 'dp_event'
+DP_EVENT = event_io.DP_EVENT
+# The keys of a TFF learning process's metrics this module reads.
+_CLIENT_WORK, _AGGREGATOR = 'client_work', 'aggregator'
 SECURE_SUM_MEASUREMENTS = 'secure_sum_measurements'
 _NAME = 'noised_metrics'
 
@@ -385,8 +387,8 @@ def round_dp_event(metrics) -> dp_accounting.DpEvent:
   if mapping is None:
     raise TypeError('metrics must be the metrics of one round (a mapping, '
                     f'`output.metrics`), got {type(metrics).__name__}.')
-  if DP_EVENT not in mapping and 'client_work' in mapping:
-    exact = _uncovered_leaves(mapping['client_work'], 'client_work')
+  if DP_EVENT not in mapping and _CLIENT_WORK in mapping:
+    exact = _uncovered_leaves(mapping[_CLIENT_WORK], _CLIENT_WORK)
     if exact:
       raise ValueError(
           f'these metrics release client values without noise: {exact} '
@@ -395,9 +397,9 @@ def round_dp_event(metrics) -> dp_accounting.DpEvent:
           'server. Build the process with metrics_aggregator='
           'tff_ddp.learning.withhold_metrics (release none) or '
           'tff_ddp.learning.noised_metrics(...) (noised and accounted).')
-    if 'aggregator' in mapping:
+    if _AGGREGATOR in mapping:
       try:
-        event_io.extract_dp_event(mapping['aggregator'])
+        event_io.extract_dp_event(mapping[_AGGREGATOR])
       except event_io.NoDpEventError:
         raise ValueError(
             'metrics[\'aggregator\'] holds no dp_event: the model updates '

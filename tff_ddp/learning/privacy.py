@@ -73,17 +73,18 @@ from tff_ddp.aggregators import secure_sum
 from tff_ddp.analytics import histograms as hg
 from tff_ddp.analytics import quantile_calibration as qc
 from tff_ddp.encoders import registry
+from tff_ddp.learning import weighting
 from tff_ddp.mechanisms import base
 from tff_ddp.utils import checks
 
-SAMPLINGS = ('none', 'poisson', 'without-replacement', 'self')
+SAMPLINGS = calibration.SAMPLINGS
+Sampling = calibration.Sampling
 # The neighbouring relation every epsilon here is for (module docstring).
 NEIGHBOURS = ("neighbours: one client's examples removed (it still takes "
               'part, sends no loss bin and a zero update, and adds its noise '
               'shares)')
-TAIL_COUNTS = ('expected', 'histogram')
-# tail_count -> the update is divided by the tail count the histogram reads
-_HISTOGRAM_TAIL_COUNT = {'expected': False, 'histogram': True}
+TailCount = weighting.TailCount
+TAIL_COUNTS = weighting.TAIL_COUNTS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,16 +181,16 @@ class PrivacyConfig:
     set_('histogram', encoding.name)
     set_('count', checks.choice(self.count, 'count', hg.COUNTS))
     set_('exact_count', hg.exact_count(self.count))
-    set_('tail_count', checks.choice(self.tail_count, 'tail_count',
-                                     TAIL_COUNTS))
-    set_('histogram_tail_count', _HISTOGRAM_TAIL_COUNT[self.tail_count])
+    set_('tail_count', checks.member(self.tail_count, 'tail_count',
+                                     TailCount))
+    set_('histogram_tail_count', self.tail_count is TailCount.HISTOGRAM)
     set_('bits', checks.integer(self.bits, 'bits', 1, base.MAX_RING_BITS))
     set_('quantile_bits', checks.integer(self.quantile_bits, 'quantile_bits',
                                          2, base.MAX_RING_BITS))
     set_('delta', checks.real(self.delta, 'delta', 0.0, 1.0, low_open=True,
                               high_open=True))
-    set_('sampling', checks.choice(self.sampling, 'sampling', SAMPLINGS))
-    if self.sampling == 'none':
+    set_('sampling', calibration.as_sampling(self.sampling))
+    if self.sampling is Sampling.NONE:
       if self.population is not None:
         raise ValueError("population needs sampling='without-replacement', "
                          "'poisson' or 'self'.")
@@ -201,14 +202,14 @@ class PrivacyConfig:
       # counts live in the ring.
       set_('population', checks.integer(
           self.population, 'population', self.clients_per_round,
-          base.MAX_MODULUS - 1 if self.sampling == 'self' else None))
-    if self.sampling == 'self' and self.has_quantile and self.exact_count:
+          base.MAX_MODULUS - 1 if self.sampling is Sampling.SELF else None))
+    if (self.sampling is Sampling.SELF and self.has_quantile
+        and self.exact_count):
       raise ValueError(
           "sampling='self' hides how many clients kept their data, so the "
           "loss CDF cannot be normalised by it: use count='estimated' (the "
           'noisy total).')
-    set_('adversary', checks.choice(self.adversary, 'adversary',
-                                    accountant.ADVERSARIES))
+    set_('adversary', accountant.as_adversary(self.adversary))
     # Below clients_per_round every planned round would report epsilon
     # +inf: a mistake, refused.
     set_('max_clients', checks.integer(
@@ -226,7 +227,7 @@ class PrivacyConfig:
   def sampling_rate(self) -> Optional[float]:
     """q of sampling='self' (the aggregators' client_sampling_rate), else
     None."""
-    if self.sampling != 'self':
+    if self.sampling is not Sampling.SELF:
       return None
     return self.clients_per_round / self.population
 
@@ -234,7 +235,7 @@ class PrivacyConfig:
   def clients_in_sum(self) -> int:
     """The planned number of clients in each secure sum: N with
     sampling='self', else n."""
-    return (self.population if self.sampling == 'self'
+    return (self.population if self.sampling is Sampling.SELF
             else self.clients_per_round)
 
   def expected_contributors(self, participating):
@@ -242,7 +243,7 @@ class PrivacyConfig:
     the sum: that number, or q times it with sampling='self' (the expected
     number that kept their data; the true one is hidden). Numbers or TF
     tensors."""
-    if self.sampling != 'self':
+    if self.sampling is not Sampling.SELF:
       return participating
     return secure_sum.effective_rate(self.sampling_rate) * participating
 
@@ -254,8 +255,8 @@ class PrivacyConfig:
       parts.append(f'loss histogram {self.histogram} {self.num_bins} bins '
                    f'over [0, {self.loss_upper_bound:g}] '
                    f'z={self.quantile_noise_multiplier:g}')
-    sampling = self.sampling
-    if sampling == 'self':
+    sampling = self.sampling.value
+    if self.sampling is Sampling.SELF:
       sampling = (f'self (private coins, q={self.sampling_rate:g}; all '
                   f'{self.population} clients in the sums)')
     parts.append(f'sampling {sampling}; against the {self.adversary}; '
@@ -295,10 +296,10 @@ class PrivacyConfig:
           [quantile.factory.dp_event(quantile.value_type, n), update])
     else:
       event = update
-    if self.sampling == 'without-replacement':
+    if self.sampling is Sampling.WITHOUT_REPLACEMENT:
       return dp_accounting.SampledWithoutReplacementDpEvent(
           self.population, n, event)
-    if self.sampling == 'poisson':
+    if self.sampling is Sampling.POISSON:
       return dp_accounting.PoissonSampledDpEvent(
           self.clients_per_round / self.population, event)
     return event
@@ -385,9 +386,6 @@ def calibrate(
     clients_per_round: int,
     l2_clip: float,
     budget_ratio: Optional[float] = None,
-    population: Optional[int] = None,
-    sampling: str = 'without-replacement',
-    adversary: str = 'server',
     **config_kwargs,
 ) -> CalibratedPrivacy:
   """The least noise meeting (target_epsilon, target_delta) over T rounds.
@@ -401,9 +399,9 @@ def calibrate(
     l2_clip: C.
     budget_ratio: r > 0, rho_q / rho_w (z_q = z_w / sqrt(r)); None for
       DP-FedAvg (no histogram).
-    population, sampling, adversary: see PrivacyConfig.
-    **config_kwargs: the other PrivacyConfig fields (loss_upper_bound,
-      num_bins, histogram, bits, quantile_bits, ...).
+    **config_kwargs: the other PrivacyConfig fields (population, sampling,
+      adversary, loss_upper_bound, num_bins, histogram, bits,
+      quantile_bits, ...; their defaults).
 
   Returns:
     A CalibratedPrivacy whose epsilon never exceeds the target.
@@ -430,8 +428,7 @@ def calibrate(
         noise_multiplier=z,
         quantile_noise_multiplier=None if ratio is None else z / math.sqrt(
             ratio),
-        delta=target_delta, sampling=sampling, population=population,
-        adversary=adversary, **config_kwargs)
+        delta=target_delta, **config_kwargs)
 
   first = config(1.0)  # argument errors now
 

@@ -102,7 +102,6 @@ from tff_ddp.analytics import quantiles as quantiles_lib
 from tff_ddp.learning import privacy as privacy_lib
 from tff_ddp.learning import weighting
 from tff_ddp.utils import checks
-from tff_ddp.utils import entropy as entropy_lib
 
 DEFAULT_SERVER_OPTIMIZER_FN = lambda: tff.learning.optimizers.build_sgdm(
     learning_rate=1.0)
@@ -110,15 +109,11 @@ DEFAULT_SERVER_OPTIMIZER_FN = lambda: tff.learning.optimizers.build_sgdm(
 
 @dataclasses.dataclass(frozen=True)
 class _Spec:
-  objective: str
-  tail_fraction: Optional[float] = None
-  reweighting: str = 'threshold'
+  """What a builder resolved: the objective (`weighting.Objective`) and,
+  for the DP processes, the privacy configuration."""
+
+  objective: weighting.Objective
   privacy: Optional[privacy_lib.PrivacyConfig] = None
-  proximal_strength: float = 0.0
-  q: Optional[float] = None
-  lipschitz: Optional[float] = None
-  tilt: Optional[float] = None
-  seed: Optional[int] = None
 
 
 def build_superquantile_fl(
@@ -152,19 +147,19 @@ def build_superquantile_fl(
     A `tff.learning.templates.LearningProcess` (see the module docstring).
   """
   theta = weighting.check_tail_fraction(tail_fraction)
-  reweighting = checks.choice(reweighting, 'reweighting',
-                              weighting.REWEIGHTINGS)
+  exact = checks.member(reweighting, 'reweighting', weighting.Reweighting
+                        ) is weighting.Reweighting.EXACT
   if privacy is not None:
     _check_privacy(privacy)
     if not privacy.has_quantile:
       raise ValueError('DP-Delta-FL needs privacy.quantile_noise_multiplier '
                        '(the loss histogram\'s noise); calibrate with a '
                        'budget_ratio, or use build_dp_fedavg.')
-    if reweighting != 'threshold':
+    if exact:
       raise ValueError("reweighting='exact' ranks the clients' losses at the "
                        'server: non-private only (privacy=None).')
   return _build(model_fn, client_optimizer_fn, server_optimizer_fn,
-                _Spec('superquantile', theta, reweighting, privacy))
+                _Spec(weighting.Superquantile(theta, exact), privacy))
 
 
 def build_dp_fedavg(
@@ -185,21 +180,17 @@ def build_dp_fedavg(
     raise ValueError('DP-FedAvg releases no loss histogram: '
                      'quantile_noise_multiplier must be None.')
   return _build(model_fn, client_optimizer_fn, server_optimizer_fn,
-                _Spec('fedavg', privacy=privacy))
+                _Spec(weighting.FedAvg(), privacy))
 
 
 def build_baseline(
-    objective: str,
+    objective,
     model_fn: Callable[[], tff.learning.models.VariableModel],
     client_optimizer_fn: tff.learning.optimizers.Optimizer,
     server_optimizer_fn: Optional[tff.learning.optimizers.Optimizer] = None,
     *,
-    tail_fraction: Optional[float] = None,
-    proximal_strength: Optional[float] = None,
-    q: Optional[float] = None,
-    lipschitz: Optional[float] = None,
-    tilt: Optional[float] = None,
     seed: Optional[int] = None,
+    **parameters,
 ) -> tff.learning.templates.LearningProcess:
   """A non-private baseline of Table 2 on the same skeleton (NOT private).
 
@@ -208,37 +199,18 @@ def build_baseline(
       (needs proximal_strength mu > 0: local loss + mu/2 ||w - w_0||^2),
       'qffl' (needs q > 0 and lipschitz L = 1 / client learning rate),
       'tilted' (needs tilt t > 0) or 'superquantile' (needs tail_fraction;
-      Algorithm 3, the same as build_superquantile_fl(reweighting='exact')).
+      Algorithm 3, the same as build_superquantile_fl(reweighting='exact'));
+      or a `weighting.Objective` itself (`weighting.Tilted(tilt=1.0)`).
     model_fn, client_optimizer_fn, server_optimizer_fn: as for FedAvg.
     seed: fedavg_sub's random choice of clients (tests; default: fresh
-      entropy).
+      entropy); ignored by the other objectives.
+    **parameters: the objective's (tail_fraction, proximal_strength, q,
+      lipschitz, tilt); one it does not take is refused.
   """
-  objective = checks.choice(objective, 'objective', weighting.OBJECTIVES)
-  needs = {'fedavg_sub': ('tail_fraction',), 'superquantile':
-           ('tail_fraction',), 'fedprox': ('proximal_strength',),
-           'qffl': ('q', 'lipschitz'), 'tilted': ('tilt',)}.get(
-               objective, ())
-  given = dict(tail_fraction=tail_fraction,
-               proximal_strength=proximal_strength, q=q, lipschitz=lipschitz,
-               tilt=tilt)
-  for name, value in given.items():
-    if name in needs and value is None:
-      raise ValueError(f'objective={objective!r} needs {name}.')
-    if name not in needs and value is not None:
-      raise ValueError(f'{name} does not apply to objective={objective!r}.')
-  spec = _Spec(
-      objective,
-      tail_fraction=(None if tail_fraction is None else
-                     weighting.check_tail_fraction(tail_fraction)),
-      reweighting='exact',
-      proximal_strength=(0.0 if proximal_strength is None else
-                         checks.positive(proximal_strength,
-                                         'proximal_strength')),
-      q=None if q is None else checks.positive(q, 'q'),
-      lipschitz=(None if lipschitz is None else
-                 checks.positive(lipschitz, 'lipschitz')),
-      tilt=None if tilt is None else checks.positive(tilt, 'tilt'),
-      seed=checks.seed(seed))
+  # The baselines' superquantile is Algorithm 3; the seed is fedavg_sub's.
+  spec = _Spec(weighting.objective(
+      objective, defaults=dict(exact=True, seed=checks.seed(seed)),
+      **parameters))
   return _build(model_fn, client_optimizer_fn, server_optimizer_fn, spec)
 
 
@@ -377,7 +349,7 @@ def _trace(model_fn, client_optimizer, server_optimizer, spec: _Spec,
   distributor = tff.learning.templates.build_broadcast_process(weights_type)
   finalizer = tff.learning.templates.build_apply_optimizer_finalizer(
       server_optimizer, weights_type)
-  mu = spec.proximal_strength
+  mu = spec.objective.proximal_strength
 
   @tff.tensorflow.computation(weights_type, data_type)
   def client_train(weights, data):
@@ -447,13 +419,11 @@ def _non_private_event_metrics():
 
 
 def _non_private_parts(spec, client_train, update_type):
-  """Ranking / weighting in the clear (NOT private)."""
+  """Ranking / weighting in the clear (NOT private): the objective's keys,
+  server parameters and client scalars (`weighting.Objective`)."""
+  del update_type
   objective = spec.objective
-  theta = spec.tail_fraction
-  gathers = objective in ('superquantile', 'fedavg_sub', 'tilted')
-  exact = spec.reweighting == 'exact' and objective == 'superquantile'
   client_out_type = client_train.type_signature.result
-  test_seed = spec.seed
 
   @tff.tensorflow.computation
   def client_init():
@@ -475,18 +445,7 @@ def _non_private_parts(spec, client_train, update_type):
 
   @tff.tensorflow.computation(client_out_type, round_type)
   def key_fn(out, round_state):
-    if objective != 'fedavg_sub':
-      return tf.cast(out['loss'], tf.float64)
-    if test_seed is None:
-      seed = entropy_lib.os_entropy_seed()
-    else:
-      digest = tf.bitcast(tf.fingerprint(tf.reshape(tf.bitcast(
-          out['loss'], tf.uint8), [1, -1]))[0], tf.int64)
-      seed = tf.random.experimental.stateless_fold_in(
-          tf.random.experimental.stateless_fold_in(
-              tf.constant([test_seed, 0xFEDA5], tf.int64),
-              round_state['round']), digest)
-    return tf.random.stateless_uniform([], seed=seed, dtype=tf.float64)
+    return objective.key(out['loss'], round_state['round'])
 
   @tff.tensorflow.computation
   def empty_keys():
@@ -504,37 +463,16 @@ def _non_private_parts(spec, client_train, update_type):
 
   @tff.tensorflow.computation(keys_type)
   def server_parameters(keys):
-    if objective == 'tilted':
-      top = tf.reduce_max(tf.concat([keys, tf.zeros([1], tf.float64)], 0))
-      return collections.OrderedDict(tau=top, above=top, at=top)
-    if objective in ('superquantile', 'fedavg_sub'):
-      tau, above, at = weighting.tail_parameters(keys, theta, exact)
-      return collections.OrderedDict(tau=tau, above=above, at=at)
-    zero = tf.constant(0.0, tf.float64)
-    return collections.OrderedDict(tau=zero, above=zero, at=zero)
+    return objective.server_parameters(keys)
 
   params_type = server_parameters.type_signature.result
 
-  def scalars(out, key, params):
-    """(a, h) of the objective (module table of `weighting`)."""
+  def weighted(out, key, params):
+    """The client's (a u, a, h) of the objective (module table of
+    `weighting`); a client with a non-finite update weighs 0."""
     finite = tf.cast(out['finite'], tf.float64)
-    if objective in ('fedavg', 'fedprox'):
-      a = tf.constant(1.0, tf.float64)
-      h = a
-    elif objective in ('superquantile', 'fedavg_sub'):
-      a = weighting.client_tail_weight(key, params['tau'], params['above'],
-                                       params['at'])
-      h = a
-    elif objective == 'tilted':
-      a = tf.exp(spec.tilt * (tf.cast(out['loss'], tf.float64) -
-                              params['tau']))
-      h = a
-    else:  # qffl
-      a, h = weighting.qffl_client_scalars(out['loss'], out['sq_norm'],
-                                           spec.q, spec.lipschitz)
-    return a * finite, h * finite
-
-  def weighted(out, a, h):
+    a, h = objective.scalars(out['loss'], out['sq_norm'], key, params)
+    a, h = a * finite, h * finite
     return collections.OrderedDict(
         update=tf.nest.map_structure(
             lambda u: u * tf.cast(a, u.dtype), out['update']),
@@ -542,16 +480,14 @@ def _non_private_parts(spec, client_train, update_type):
         clients=tf.constant(1.0, tf.float64),
         weighted_clients=tf.cast(a > 0, tf.float64))
 
-  if gathers:
+  if objective.ranks:
     @tff.tensorflow.computation(client_out_type, np.float64, params_type)
     def client_weighted(out, key, params):
-      a, h = scalars(out, key, params)
-      return weighted(out, a, h)
+      return weighted(out, key, params)
   else:
     @tff.tensorflow.computation(client_out_type)
     def client_weighted(out):
-      a, h = scalars(out, None, None)
-      return weighted(out, a, h)
+      return weighted(out, None, None)
 
   summed_type = client_weighted.type_signature.result
 
@@ -566,7 +502,7 @@ def _non_private_parts(spec, client_train, update_type):
         loss=tf.math.divide_no_nan(summed['loss'], summed['clients']),
         num_clients=tf.cast(summed['clients'], tf.int64))
     client_metrics = collections.OrderedDict(train=train)
-    if objective == 'superquantile':
+    if objective.reports_tail:
       client_metrics['tail'] = collections.OrderedDict(
           threshold=params['tau'],
           tail_count=tf.cast(summed['weighted_clients'], tf.int64),
@@ -582,7 +518,7 @@ def _non_private_parts(spec, client_train, update_type):
 
   def round_fn(client_state, aggregator_state, weights, data):
     out = tff.federated_map(client_train, (weights, data))
-    if gathers:
+    if objective.ranks:
       keys = tff.federated_map(
           key_fn, (out, tff.federated_broadcast(aggregator_state)))
       gathered = tff.federated_aggregate(keys, empty_keys(), accumulate,
@@ -623,32 +559,19 @@ def _unzip4(value):
 def _private_parts(spec, client_train, update_type):
   """DP-Delta-FL and DP-FedAvg (see the module docstring)."""
   config = spec.privacy
-  theta = spec.tail_fraction
-  has_tail = spec.objective == 'superquantile'
   client_out_type = client_train.type_signature.result
   aggregator = config.update_factory().create(update_type)
-  accountant = config.tabulated_accountant(update_type)
   quantile = config.quantile_parameters()
-  planning_event = config.round_event(update_type, quantile=quantile)
-  overrides = ('num_clients', 'sample_size')
-  delta = config.delta
-  upper = config.loss_upper_bound
-  num_bins = config.num_bins
-  if has_tail:
-    quantile_process = quantiles_lib.build_quantile_process_from_parameters(
-        quantile, 0.0, upper, [1.0 - theta], count=config.count,
-        estimator='paper', min_total_stddevs=0.0)
-
-  @tff.tensorflow.computation
-  def accountant_init():
-    return collections.OrderedDict(
-        (k, tf.constant(v)) for k, v in accountant.initial_state().items())
+  accountant_init, account = _accounting(config, update_type, quantile)
+  tail = (_PrivateTail(config, spec.objective.tail_fraction, quantile,
+                       client_out_type)
+          if spec.objective.reports_tail else None)
 
   @tff.federated_computation
   def client_init():
-    if has_tail:
+    if tail is not None:
       return tff.federated_zip(collections.OrderedDict(
-          quantile=quantile_process.initialize()))
+          quantile=tail.process.initialize()))
     return tff.federated_value(collections.OrderedDict(), tff.SERVER)
 
   @tff.federated_computation
@@ -657,69 +580,17 @@ def _private_parts(spec, client_train, update_type):
         model_update=aggregator.initialize(),
         accountant=tff.federated_eval(accountant_init, tff.SERVER)))
 
-  accountant_type = accountant_init.type_signature.result
-
-  @tff.tensorflow.computation(accountant_type, np.int64)
-  def account(state, n):
-    new_state = accountant.compose(state, n)
-    counts = {name: n for name in overrides}
-    metrics = collections.OrderedDict(
-        dp_event=event_io.event_structure(planning_event, counts),
-        round_epsilon=accountant.epsilon(
-            accountant.compose(accountant.initial_state(), n), delta),
-        epsilon=accountant.epsilon(new_state, delta),
-        delta=tf.constant(delta, tf.float64),
-        adversary=tf.constant(config.adversary))
-    return new_state, metrics
-
-  @tff.tensorflow.computation(client_out_type)
-  def loss_of(out):
-    return private_loss(out['loss'], out['num_examples'])
-
   @tff.tensorflow.computation(client_out_type)
   def whole_update(out):
     return out['update']
 
-  if has_tail:
-    q_result_type = quantile_process.next.type_signature.result.result.member
-    q_measurement_type = (
-        quantile_process.next.type_signature.result.measurements.member)
-
-    @tff.tensorflow.computation(q_result_type, q_measurement_type)
-    def read_tail(result, measurements):
-      """The bin k, Q, the private tail count; all from the noisy sum."""
-      del result  # the CDF's eq. 1 bin is the estimate's (tested)
-      return weighting.private_tail(
-          measurements['cdf'], measurements['noisy_total'],
-          config.expected_contributors(tf.cast(
-              measurements['aggregator']['participating_clients'],
-              tf.float64)), theta, upper, num_bins, config.exact_count,
-          config.histogram_tail_count)
-
-    tail_type = read_tail.type_signature.result
-
-    @tff.tensorflow.computation(client_out_type, np.int64)
-    def tail_update(out, k):
-      tail = weighting.in_tail(out['loss'], k, upper, num_bins)
-      return tf.nest.map_structure(
-          lambda u: tf.where(tail, u, tf.zeros_like(u)), out['update'])
-
   summed_type = aggregator.next.type_signature.result.result.member
   measurement_type = aggregator.next.type_signature.result.measurements.member
-
-  def normalise(summed, normaliser):
-    return tf.nest.map_structure(
-        lambda u: u / tf.cast(tf.maximum(normaliser, 1.0), u.dtype), summed)
 
   @tff.tensorflow.computation(summed_type, measurement_type)
   def mean_update(summed, measurements):
     n = tf.cast(measurements['participating_clients'], tf.float64)
-    return normalise(summed, config.expected_contributors(n))
-
-  if has_tail:
-    @tff.tensorflow.computation(summed_type, tail_type)
-    def tail_mean_update(summed, tail):
-      return normalise(summed, tail['tail_count'])
+    return _normalise(summed, config.expected_contributors(n))
 
   @tff.tensorflow.computation(measurement_type)
   def count_of(measurements):
@@ -732,39 +603,15 @@ def _private_parts(spec, client_train, update_type):
 
   def round_fn(client_state, aggregator_state, weights, data):
     out = tff.federated_map(client_train, (weights, data))
-    if has_tail:
-      q_out = quantile_process.next(client_state['quantile'],
-                                    tff.federated_map(loss_of, out))
-      tail = tff.federated_map(read_tail, (q_out.result, q_out.measurements))
-      k = tff.federated_map(tff.tensorflow.computation(
-          lambda t: t['bin'], tail_type), tail)
-      values = tff.federated_map(tail_update,
-                                 (out, tff.federated_broadcast(k)))
-      new_client_state = tff.federated_zip(
-          collections.OrderedDict(quantile=q_out.state))
+    if tail is not None:
+      values, read, new_client_state = tail.values(client_state, out)
     else:
       values = tff.federated_map(whole_update, out)
       new_client_state = client_state
     aggregated = aggregator.next(aggregator_state['model_update'], values)
-    if has_tail:
-      update = tff.federated_map(tail_mean_update,
-                                 (aggregated.result, tail))
-      client_metrics = tff.federated_zip(collections.OrderedDict(
-          train=tff.federated_zip(collections.OrderedDict(
-              loss=tff.federated_map(tff.tensorflow.computation(
-                  lambda t: t['loss'], tail_type), tail))),
-          tail=tff.federated_zip(collections.OrderedDict(
-              threshold=tff.federated_map(tff.tensorflow.computation(
-                  lambda t: t['threshold'], tail_type), tail),
-              bin=k,
-              tail_count=tff.federated_map(tff.tensorflow.computation(
-                  lambda t: t['tail_count'], tail_type), tail),
-              histogram_tail_count=tff.federated_map(
-                  tff.tensorflow.computation(
-                      lambda t: t['histogram_tail_count'], tail_type), tail),
-              fallback=tff.federated_map(tff.tensorflow.computation(
-                  lambda t: t['fallback'], tail_type), tail),
-              quantile=q_out.measurements))))
+    if tail is not None:
+      update, client_metrics = tail.update_and_metrics(
+          aggregated.result, read, summed_type)
     else:
       update = tff.federated_map(mean_update, (aggregated.result,
                                                aggregated.measurements))
@@ -782,3 +629,118 @@ def _private_parts(spec, client_train, update_type):
             aggregated.measurements, privacy_metrics)
 
   return client_init, aggregator_init, round_fn
+
+
+def _normalise(summed, normaliser):
+  """The summed update divided by max(normaliser, 1) (TF)."""
+  return tf.nest.map_structure(
+      lambda u: u / tf.cast(tf.maximum(normaliser, 1.0), u.dtype), summed)
+
+
+def _accounting(config, update_type, quantile):
+  """(accountant_init, account): the DP processes' in-graph accountant
+  (`running.TabulatedAccountant` of the round's event) and its privacy
+  metrics for a round of n clients."""
+  accountant = config.tabulated_accountant(update_type)
+  planning_event = config.round_event(update_type, quantile=quantile)
+  overrides = ('num_clients', 'sample_size')
+  delta = config.delta
+
+  @tff.tensorflow.computation
+  def accountant_init():
+    return collections.OrderedDict(
+        (k, tf.constant(v)) for k, v in accountant.initial_state().items())
+
+  accountant_type = accountant_init.type_signature.result
+
+  @tff.tensorflow.computation(accountant_type, np.int64)
+  def account(state, n):
+    new_state = accountant.compose(state, n)
+    counts = {name: n for name in overrides}
+    metrics = collections.OrderedDict(
+        dp_event=event_io.event_structure(planning_event, counts),
+        round_epsilon=accountant.epsilon(
+            accountant.compose(accountant.initial_state(), n), delta),
+        epsilon=accountant.epsilon(new_state, delta),
+        delta=tf.constant(delta, tf.float64),
+        adversary=tf.constant(config.adversary.value))
+    return new_state, metrics
+
+  return accountant_init, account
+
+
+class _PrivateTail:
+  """DP-Delta-FL's steps 2a-2c (module docstring): the losses' quantile
+  process, the tail read from its noisy CDF, the tail's update and its
+  division by the private tail count."""
+
+  def __init__(self, config, theta, quantile, client_out_type):
+    upper, num_bins = config.loss_upper_bound, config.num_bins
+    self.process = quantiles_lib.build_quantile_process_from_parameters(
+        quantile, 0.0, upper, [1.0 - theta], count=config.count,
+        estimator='paper', min_total_stddevs=0.0)
+    next_type = self.process.next.type_signature.result
+
+    @tff.tensorflow.computation(client_out_type)
+    def loss_of(out):
+      return private_loss(out['loss'], out['num_examples'])
+
+    @tff.tensorflow.computation(next_type.result.member,
+                                next_type.measurements.member)
+    def read_tail(result, measurements):
+      """The bin k, Q, the private tail count; all from the noisy sum."""
+      del result  # the CDF's eq. 1 bin is the estimate's (tested)
+      return weighting.private_tail(
+          measurements['cdf'], measurements['noisy_total'],
+          config.expected_contributors(tf.cast(
+              measurements['aggregator']['participating_clients'],
+              tf.float64)), theta, upper, num_bins, config.exact_count,
+          config.histogram_tail_count)
+
+    @tff.tensorflow.computation(client_out_type, np.int64)
+    def tail_update(out, k):
+      in_tail = weighting.in_tail(out['loss'], k, upper, num_bins)
+      return tf.nest.map_structure(
+          lambda u: tf.where(in_tail, u, tf.zeros_like(u)), out['update'])
+
+    self._loss_of, self._read_tail = loss_of, read_tail
+    self._tail_update = tail_update
+    self.tail_type = read_tail.type_signature.result
+
+  def _field(self, tail, name):
+    return tff.federated_map(tff.tensorflow.computation(
+        lambda t: t[name], self.tail_type), tail)
+
+  def values(self, client_state, out):
+    """(the clients' tail updates, (the tail, k, the quantile round's
+    output), the new client state), in a federated computation."""
+    q_out = self.process.next(client_state['quantile'],
+                              tff.federated_map(self._loss_of, out))
+    tail = tff.federated_map(self._read_tail,
+                             (q_out.result, q_out.measurements))
+    k = self._field(tail, 'bin')
+    values = tff.federated_map(self._tail_update,
+                               (out, tff.federated_broadcast(k)))
+    new_client_state = tff.federated_zip(
+        collections.OrderedDict(quantile=q_out.state))
+    return values, (tail, k, q_out), new_client_state
+
+  def update_and_metrics(self, summed, read, summed_type):
+    """(the summed update / the tail count, the client metrics)."""
+    tail, k, q_out = read
+
+    @tff.tensorflow.computation(summed_type, self.tail_type)
+    def tail_mean_update(summed, tail):
+      return _normalise(summed, tail['tail_count'])
+
+    update = tff.federated_map(tail_mean_update, (summed, tail))
+    metrics = tff.federated_zip(collections.OrderedDict(
+        train=tff.federated_zip(collections.OrderedDict(
+            loss=self._field(tail, 'loss'))),
+        tail=tff.federated_zip(collections.OrderedDict(
+            threshold=self._field(tail, 'threshold'), bin=k,
+            tail_count=self._field(tail, 'tail_count'),
+            histogram_tail_count=self._field(tail, 'histogram_tail_count'),
+            fallback=self._field(tail, 'fallback'),
+            quantile=q_out.measurements))))
+    return update, metrics

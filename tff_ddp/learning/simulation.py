@@ -41,7 +41,12 @@ from tff_ddp.learning import tasks as tasks_lib
 from tff_ddp.learning import weighting
 from tff_ddp.utils import checks
 
-OBJECTIVES = ('fedavg', 'superquantile')
+# The objectives simulated, by name: (tail_fraction, exact) -> Objective.
+_OBJECTIVES = {
+    weighting.FedAvg.name: lambda theta, exact: weighting.FedAvg(),
+    weighting.Superquantile.name: weighting.Superquantile,
+}
+OBJECTIVES = tuple(_OBJECTIVES)
 
 
 @dataclasses.dataclass
@@ -177,21 +182,22 @@ class LinearSimulator:
     each keeping its data in each release with a private coin of rate
     clients_per_round / N (`BatchedSum` simulates the factories' coins).
     """
-    objective = checks.choice(objective, 'objective', OBJECTIVES)
+    exact = checks.member(reweighting, 'reweighting', weighting.Reweighting
+                          ) is weighting.Reweighting.EXACT
+    weights = _OBJECTIVES[checks.choice(objective, 'objective', OBJECTIVES)](
+        tail_fraction, exact)
+    has_tail = weights.reports_tail
+    theta = weights.tail_fraction if has_tail else None
     rounds = checks.integer(rounds, 'rounds', 1)
     m = checks.integer(clients_per_round, 'clients_per_round', 1,
                        self.task.train.num_clients)
     seed = checks.integer(seed, 'seed', 0)
-    theta = (weighting.check_tail_fraction(tail_fraction)
-             if objective == 'superquantile' else None)
-    reweighting = checks.choice(reweighting, 'reweighting',
-                                weighting.REWEIGHTINGS)
     rng = np.random.default_rng([seed, 0xB3])
     kernel = np.zeros((self.features, self.classes))
     bias = np.zeros(self.classes)
     trace = collections.defaultdict(list)
     private = privacy is not None
-    self_sampled = private and privacy.sampling == 'self'
+    self_sampled = private and privacy.sampling is privacy_lib.Sampling.SELF
     if self_sampled:
       if privacy.population != self.task.train.num_clients:
         raise ValueError(
@@ -205,7 +211,7 @@ class LinearSimulator:
             'with a private coin): pass no cohorts and clients_per_round = '
             'privacy.clients_per_round (the expected number).')
     if private:
-      if (objective == 'superquantile') != privacy.has_quantile:
+      if has_tail != privacy.has_quantile:
         raise ValueError('privacy.quantile_noise_multiplier must be set for '
                          'superquantile and only then.')
       # Built (and traced) once per configuration: repeated runs of a
@@ -215,7 +221,7 @@ class LinearSimulator:
         self._cache[key] = aggregator_simulation.BatchedSum(
             privacy.update_factory(), self.update_type)
       summer = self._cache[key]
-      if objective == 'superquantile':
+      if has_tail:
         key = ('tail', privacy, theta)
         if key not in self._cache:
           self._cache[key] = _tail_reader(privacy, theta)
@@ -231,19 +237,14 @@ class LinearSimulator:
           kernel, bias, self._x[cohort], self._y[cohort], self.learning_rate,
           self.local_steps)
       if not private:
-        if objective == 'fedavg':
-          a = np.full(m, 1.0 / m)
-        elif reweighting == 'exact':
-          a = weighting.superquantile_weights(loss, theta)
-        else:
-          a = weighting.threshold_weights(loss, theta)
+        a = weights.reference_weights(loss)
         kernel = kernel - np.einsum('c,cfk->fk', a, uk)
         bias = bias - a @ ub
         trace['tail_count'].append(float(np.sum(a > 0)))
       else:
         values = np.concatenate([uk.reshape(m, -1), ub], axis=1)
         round_seed = int(rng.integers(2**62))
-        if objective == 'superquantile':
+        if has_tail:
           tail, mask = read_tail(loss.astype(np.float32), t,
                                  round_seed % (2**62))
           values = values * mask[:, None]

@@ -29,7 +29,7 @@ code); the B.3 data itself is exactly the paper's.
 
 import collections
 import dataclasses
-from typing import List, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence
 
 import numpy as np
 
@@ -93,7 +93,11 @@ class ClientArrays:
 
 @dataclasses.dataclass
 class Task:
-  """A federated task: training / validation / test clients and the model."""
+  """A federated task: training / validation / test clients and the model.
+
+  `architecture(input_shape, num_classes)` builds the Keras model (None:
+  `convnet_keras_model`; B.3: `linear_keras_model`).
+  """
 
   name: str
   train: ClientArrays
@@ -101,11 +105,11 @@ class Task:
   test: ClientArrays
   input_shape: tuple
   num_classes: int
+  architecture: Optional[Callable[[tuple, int], Any]] = None
 
   def keras_model(self):
-    if self.name == 'b3':
-      return linear_keras_model(self.input_shape, self.num_classes)
-    return convnet_keras_model(self.input_shape, self.num_classes)
+    build = self.architecture or convnet_keras_model
+    return build(self.input_shape, self.num_classes)
 
   def model_fn(self):
     """A no-arg callable returning a fresh tff.learning VariableModel."""
@@ -167,7 +171,8 @@ def b3_task(split_seed: int = 0) -> Task:
     idx = np.stack(clients)
     splits.append(ClientArrays(x[idx].astype(np.float32),
                                y[idx].astype(np.int32)))
-  return Task('b3', splits[0], splits[1], splits[2], (20,), NUM_CLASSES)
+  return Task('b3', splits[0], splits[1], splits[2], (20,), NUM_CLASSES,
+              architecture=linear_keras_model)
 
 
 def digits_task(split_seed: int = 0, client_size: int = 16,

@@ -50,24 +50,36 @@ The numpy functions here are the references the tests check the TF
 functions (and the processes) against.
 """
 
+import collections
+import dataclasses
+import enum
 import math
-from typing import Tuple
+from typing import ClassVar, Optional, Tuple
 
 import numpy as np
 
 from tff_ddp.utils import checks
 
-OBJECTIVES = ('fedavg', 'fedavg_sub', 'fedprox', 'qffl', 'tilted',
-              'superquantile')
-REWEIGHTINGS = ('threshold', 'exact')
 # Losses below this are treated as this in q-FFL's F^(q-1).
 _MIN_QFFL_LOSS = 1e-12
 
 
-def check_tail_fraction(tail_fraction) -> float:
+class TailCount(enum.StrEnum):
+  """What DP-Delta-FL's update sum is divided by (`PrivacyConfig.tail_count`;
+  `private_tail`'s histogram_tail_count): EXPECTED, theta n (n public by
+  protocol); HISTOGRAM, the tail count read from the private histogram."""
+
+  EXPECTED = 'expected'
+  HISTOGRAM = 'histogram'
+
+
+TAIL_COUNTS = tuple(t.value for t in TailCount)
+
+
+def check_tail_fraction(tail_fraction, name: str = 'tail_fraction'
+                        ) -> float:
   """theta in (0, 1]."""
-  return checks.real(tail_fraction, 'tail_fraction', 0.0, 1.0,
-                     low_open=True)
+  return checks.real(tail_fraction, name, 0.0, 1.0, low_open=True)
 
 
 # ---------------------------------------------------------------------------
@@ -192,6 +204,285 @@ def qffl_client_scalars(loss, update_sq_norm, q: float, lipschitz: float):
   a = lipschitz * tf.pow(f, q)
   h = q * tf.pow(f, q - 1.0) * lipschitz**2 * sq + lipschitz * tf.pow(f, q)
   return a, h
+
+
+# ---------------------------------------------------------------------------
+# Objectives: one class per row of the module table
+
+
+class Reweighting(enum.StrEnum):
+  """Non-private Delta-FL's weights: THRESHOLD, Algorithm 1 with the exact
+  quantile; EXACT, Algorithm 3 (the fractional boundary weight)."""
+
+  THRESHOLD = 'threshold'
+  EXACT = 'exact'
+
+
+REWEIGHTINGS = tuple(r.value for r in Reweighting)
+
+
+class Objective:
+  """How an objective weights the clients of a round (module table).
+
+  A frozen value: the user's choice (`objective(name, ...)` at the public
+  entry point), carried by the process. The TF methods run inside the
+  process's computations:
+
+  * `key(loss, round_index)`: what a client sends the server when
+    the objective `ranks` (the server gathers every key, in the clear --
+    non-private processes only);
+  * `server_parameters(keys)`: OrderedDict(tau, above, at) from all keys;
+  * `scalars(loss, sq_norm, key, parameters)`: the client's (a_i, h_i).
+
+  Attributes:
+    name: the objective's public name.
+    ranks: the server gathers the clients' keys.
+    reports_tail: the round reports the tail (threshold, tail count).
+    proximal_strength: mu of local training's proximal term (FedProx).
+  """
+
+  name: ClassVar[str]
+  ranks: ClassVar[bool] = False
+  reports_tail: ClassVar[bool] = False
+  proximal_strength: float = 0.0
+
+  def key(self, loss, round_index):
+    """The client's key (TF): its loss."""
+    del round_index
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    return tf.cast(loss, tf.float64)
+
+  def server_parameters(self, keys):
+    """OrderedDict(tau, above, at) from every key of the round (TF)."""
+    del keys
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    zero = tf.constant(0.0, tf.float64)
+    return collections.OrderedDict(tau=zero, above=zero, at=zero)
+
+  def scalars(self, loss, sq_norm, key, parameters):
+    """(a_i, h_i) of one client (TF)."""
+    raise NotImplementedError
+
+  def reference_weights(self, losses) -> np.ndarray:
+    """a_i / sum_j h_j of the clients of a round (numpy reference)."""
+    raise NotImplementedError
+
+
+@dataclasses.dataclass(frozen=True)
+class FedAvg(Objective):
+  """a_i = h_i = 1: the mean of the updates (McMahan et al. 2017)."""
+
+  name: ClassVar[str] = 'fedavg'
+
+  def scalars(self, loss, sq_norm, key, parameters):
+    del loss, sq_norm, key, parameters
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    one = tf.constant(1.0, tf.float64)
+    return one, one
+
+  def reference_weights(self, losses) -> np.ndarray:
+    n = np.asarray(losses).size
+    return np.full(n, 1.0 / max(n, 1))
+
+
+@dataclasses.dataclass(frozen=True)
+class FedProx(FedAvg):
+  """FedAvg's weights; local training adds mu/2 ||w - w_0||^2 (Li et al.
+  2020)."""
+
+  proximal_strength: float = None
+
+  name: ClassVar[str] = 'fedprox'
+
+  def __post_init__(self):
+    _set(self, 'proximal_strength', _needed(self, 'proximal_strength',
+                                            checks.positive))
+
+
+@dataclasses.dataclass(frozen=True)
+class Superquantile(Objective):
+  """Delta-FL: the tail of the (1 - theta) quantile of the losses.
+
+  Attributes:
+    tail_fraction: theta in (0, 1].
+    exact: Algorithm 3 (pi of eq. 9, the fractional boundary weight); False:
+      Algorithm 1 with the exact quantile (the hard threshold).
+  """
+
+  tail_fraction: float = None
+  exact: bool = False
+
+  name: ClassVar[str] = 'superquantile'
+  ranks: ClassVar[bool] = True
+  reports_tail: ClassVar[bool] = True
+
+  def __post_init__(self):
+    _set(self, 'tail_fraction', _needed(self, 'tail_fraction',
+                                        check_tail_fraction))
+    _set(self, 'exact', checks.boolean(self.exact, 'exact'))
+
+  def server_parameters(self, keys):
+    tau, above, at = tail_parameters(keys, self.tail_fraction, self.exact)
+    return collections.OrderedDict(tau=tau, above=above, at=at)
+
+  def scalars(self, loss, sq_norm, key, parameters):
+    del loss, sq_norm
+    a = client_tail_weight(key, parameters['tau'], parameters['above'],
+                           parameters['at'])
+    return a, a
+
+  def reference_weights(self, losses) -> np.ndarray:
+    if self.exact:
+      return superquantile_weights(losses, self.tail_fraction)
+    return threshold_weights(losses, self.tail_fraction)
+
+
+@dataclasses.dataclass(frozen=True)
+class FedAvgSub(Objective):
+  """FedAvg on ceil(theta n) uniformly random clients of the n (the
+  superquantile paper's Sec. 7.2): the tail of uniform random keys.
+
+  Attributes:
+    tail_fraction: theta in (0, 1].
+    seed: the random keys' seed (tests; None: fresh entropy).
+  """
+
+  tail_fraction: float = None
+  seed: Optional[int] = None
+
+  name: ClassVar[str] = 'fedavg_sub'
+  ranks: ClassVar[bool] = True
+
+  def __post_init__(self):
+    _set(self, 'tail_fraction', _needed(self, 'tail_fraction',
+                                        check_tail_fraction))
+    _set(self, 'seed', checks.seed(self.seed))
+
+  def key(self, loss, round_index):
+    """A uniform random key (TF): from fresh entropy, or with a test seed
+    from (seed, round, the client's loss bits)."""
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    from tff_ddp.utils import entropy as entropy_lib  # pylint: disable=g-import-not-at-top
+    if self.seed is None:
+      seed = entropy_lib.os_entropy_seed()
+    else:
+      digest = tf.bitcast(tf.fingerprint(tf.reshape(tf.bitcast(
+          loss, tf.uint8), [1, -1]))[0], tf.int64)
+      seed = tf.random.experimental.stateless_fold_in(
+          tf.random.experimental.stateless_fold_in(
+              tf.constant([self.seed, 0xFEDA5], tf.int64), round_index),
+          digest)
+    return tf.random.stateless_uniform([], seed=seed, dtype=tf.float64)
+
+  def server_parameters(self, keys):
+    tau, above, at = tail_parameters(keys, self.tail_fraction, False)
+    return collections.OrderedDict(tau=tau, above=above, at=at)
+
+  def scalars(self, loss, sq_norm, key, parameters):
+    del loss, sq_norm
+    a = client_tail_weight(key, parameters['tau'], parameters['above'],
+                           parameters['at'])
+    return a, a
+
+
+@dataclasses.dataclass(frozen=True)
+class QFFL(Objective):
+  """q-FedAvg (Li et al. 2020): a_i = L F_i^q, h_i = q F_i^(q-1) L^2
+  ||u_i||^2 + L F_i^q.
+
+  Attributes:
+    q: > 0.
+    lipschitz: L = 1 / the client learning rate, > 0.
+  """
+
+  q: float = None
+  lipschitz: float = None
+
+  name: ClassVar[str] = 'qffl'
+
+  def __post_init__(self):
+    _set(self, 'q', _needed(self, 'q', checks.positive))
+    _set(self, 'lipschitz', _needed(self, 'lipschitz', checks.positive))
+
+  def scalars(self, loss, sq_norm, key, parameters):
+    del key, parameters
+    return qffl_client_scalars(loss, sq_norm, self.q, self.lipschitz)
+
+
+@dataclasses.dataclass(frozen=True)
+class Tilted(Objective):
+  """TERM on the cohort (Li et al. 2021): a_i = h_i = exp(t (F_i - max_j
+  F_j)).
+
+  Attributes:
+    tilt: t > 0.
+  """
+
+  tilt: float = None
+
+  name: ClassVar[str] = 'tilted'
+  ranks: ClassVar[bool] = True
+
+  def __post_init__(self):
+    _set(self, 'tilt', _needed(self, 'tilt', checks.positive))
+
+  def server_parameters(self, keys):
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    top = tf.reduce_max(tf.concat([keys, tf.zeros([1], tf.float64)], 0))
+    return collections.OrderedDict(tau=top, above=top, at=top)
+
+  def scalars(self, loss, sq_norm, key, parameters):
+    del sq_norm, key
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    a = tf.exp(self.tilt * (tf.cast(loss, tf.float64) - parameters['tau']))
+    return a, a
+
+  def reference_weights(self, losses) -> np.ndarray:
+    return tilted_weights(losses, self.tilt)
+
+
+# The public names of the objectives (`objective`).
+OBJECTIVE_CLASSES = {cls.name: cls for cls in (
+    FedAvg, FedAvgSub, FedProx, QFFL, Tilted, Superquantile)}
+OBJECTIVES = tuple(OBJECTIVE_CLASSES)
+
+
+def _set(objective, name, value):
+  object.__setattr__(objective, name, value)
+
+
+def _needed(objective, name, check):
+  """The field `name` checked, or the ValueError saying the objective
+  needs it."""
+  value = getattr(objective, name)
+  if value is None:
+    raise ValueError(f'objective={objective.name!r} needs {name}.')
+  return check(value, name)
+
+
+def objective(name, defaults=None, **parameters) -> Objective:
+  """The objective called `name` (one of OBJECTIVES) with `parameters`.
+
+  The one place a user's objective name becomes an `Objective` (an
+  Objective itself is returned as it is). A parameter the objective does
+  not take is refused (ValueError naming it), as is a missing one;
+  `defaults` are the caller's values for the fields an objective has (the
+  others are ignored).
+  """
+  if isinstance(name, Objective):
+    given = sorted(k for k, v in parameters.items() if v is not None)
+    if given:
+      raise ValueError(f'objective={name!r} is built already: {given} do '
+                       'not apply.')
+    return name
+  cls = OBJECTIVE_CLASSES[checks.choice(name, 'objective', OBJECTIVES)]
+  fields = {f.name for f in dataclasses.fields(cls)}
+  for key, value in parameters.items():
+    if key not in fields and value is not None:
+      raise ValueError(f'{key} does not apply to objective={name!r}.')
+  values = {k: v for k, v in (defaults or {}).items() if k in fields}
+  values.update((k, v) for k, v in parameters.items() if k in fields)
+  return cls(**values)
 
 
 # ---------------------------------------------------------------------------

@@ -38,6 +38,7 @@ them under `debug_measurements=True` only (which marks the round not
 private).
 """
 
+import enum
 import math
 from typing import Callable, Mapping, Optional, Protocol, Sequence, Tuple
 
@@ -45,12 +46,47 @@ import dp_accounting
 import tensorflow as tf
 
 from tff_ddp.encoders import base as encoders_base
+from tff_ddp.utils import checks
 
 # The ring limit of every secure sum here: TFF's test backend sums int32
 # values, and power-of-two moduli up to 2^30 survive int32 wrap-around of the
 # plain sum (the residue mod 2^b of a sum is unchanged by wrapping mod 2^32).
 MAX_RING_BITS = 30
 MAX_MODULUS = 2**MAX_RING_BITS
+
+
+class Kind(enum.StrEnum):
+  """The one name of each mechanism: its module's, and the `name` of its
+  `Mechanism` objects.
+
+  Public entry points keep their own spellings (TFF's
+  `DistributedDpSumFactory(mechanism='distributed_dgauss')`, the CLI's
+  `--mechanism ddg`, the quantile processes' 'discrete_gaussian') and map
+  them once to a Kind (`as_kind`); below them only the Kind travels.
+  """
+
+  DISCRETE_GAUSSIAN = 'distributed_discrete_gaussian'
+  SKELLAM = 'distributed_skellam'
+  POISSON_BINOMIAL = 'poisson_binomial'
+
+
+def as_kind(value, spellings: Mapping[str, Kind],
+            name: str = 'mechanism') -> Kind:
+  """The Kind an entry point's `value` names.
+
+  Args:
+    value: one of the entry point's `spellings`, or a Kind among their
+      values (what an inner call passes on).
+    spellings: the entry point's accepted names and the Kind of each.
+    name: the argument's name, for the message.
+
+  Raises:
+    TypeError / ValueError naming the accepted spellings: anything else,
+    a spelling of another entry point included.
+  """
+  if isinstance(value, Kind) and value in spellings.values():
+    return value
+  return spellings[checks.choice(value, name, tuple(spellings))]
 
 
 class Mechanism(Protocol):

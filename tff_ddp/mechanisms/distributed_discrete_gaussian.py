@@ -60,6 +60,7 @@ _RING_TOLERANCE = 1e-9
 # delta by the accountant; scales up to ~29172, beyond which 'exact' is
 # used) or 'exact' (Canonne-Kamath-Steinke rejection, up to 2^25).
 SAMPLERS = ('table', 'exact')
+DEFAULT_SAMPLER = 'table'
 # The per-sample TV distance of each resolved sampler (the tables' proved
 # bound, the same for the Skellam table: `alias_table`).
 _SAMPLER_TV = {'table': discrete_gaussian_table.TV_DISTANCE_UPPER_BOUND,
@@ -101,6 +102,11 @@ def sampler_tv_distance(resolved_sampler: str) -> float:
   (`resolve_noise_sampler`, or the Skellam's): the tables' proved bound
   (< 2^-231), or 0 for the exact samplers."""
   return _SAMPLER_TV[resolved_sampler]
+
+
+# The smallest modclip_prob accepted (2^-1022, the smallest normal float64):
+# k = sqrt(2) erfcinv(p) is ~37.5 there and inf for denormal p.
+MIN_MODCLIP_PROB = 2.0**-1022
 
 
 def num_stddevs_for_modclip_prob(modclip_prob: float) -> float:
@@ -224,7 +230,7 @@ class DistributedDiscreteGaussian:
   integer_inputs: bool = False
   noise_sampler: str = 'exact'
 
-  name = 'distributed_discrete_gaussian'
+  name = base.Kind.DISCRETE_GAUSSIAN
   flag_names = ('nonfinite', 'clipped', 'rounding_failed')
   event_type = events.DistributedDiscreteGaussianDpEvent
   # The scaled local noise `compute_parameters` accepts (see derive).
@@ -322,7 +328,8 @@ class DistributedDiscreteGaussian:
         shares make up the central noise; each adds sigma = z c / sqrt(n).
       bits: log2 of the secure-sum modulus, in [1, 30].
       modclip_prob: target probability that a coordinate of the sum falls
-        outside the ring, in (0, 1); sets k = sqrt(2) erfcinv(modclip_prob).
+        outside the ring, in [2^-1022, 1) (`MIN_MODCLIP_PROB`); sets
+        k = sqrt(2) erfcinv(modclip_prob).
       beta: conditional rounding bias in [0, 1); exp(-1/2) is the paper's
         choice, 0 (the default, as in TFF) means unconditional rounding with
         the worst-case norm bound.
@@ -553,8 +560,9 @@ def check_arguments(l2_clip, noise_multiplier, expected_clients_per_round,
           expected_clients_per_round, 'expected_clients_per_round', 1,
           base.MAX_MODULUS),
       bits=checks.integer(bits, 'bits', MIN_BITS, MAX_BITS),
-      modclip_prob=checks.real(modclip_prob, 'modclip_prob', 0.0, 1.0,
-                               low_open=True, high_open=True),
+      # Below the smallest normal float erfcinv's k is inf (denormals).
+      modclip_prob=checks.real(modclip_prob, 'modclip_prob',
+                               MIN_MODCLIP_PROB, 1.0, high_open=True),
       beta=checks.real(beta, 'beta', 0.0, 1.0, high_open=True),
       granularity=checks.optional_positive(granularity, 'granularity'),
       linf_clip=checks.optional_positive(linf_clip, 'linf_clip'),

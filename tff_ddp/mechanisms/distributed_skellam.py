@@ -40,6 +40,7 @@ import math
 import dp_accounting
 
 from tff_ddp.accounting import events
+from tff_ddp.mechanisms import base
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
 from tff_ddp.mechanisms import poisson
 from tff_ddp.mechanisms import skellam_table
@@ -80,7 +81,7 @@ class DistributedSkellam(ddg.DistributedDiscreteGaussian):
 
   poisson_mean: float = 0.0
 
-  name = 'distributed_skellam'
+  name = base.Kind.SKELLAM
   noise_range = _NOISE_RANGE
   event_type = events.DistributedSkellamDpEvent
 

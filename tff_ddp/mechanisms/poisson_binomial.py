@@ -104,7 +104,7 @@ class PoissonBinomial:
   divisor: str = 'l2'
   l0_clip: Optional[int] = None  # most non-zero representation coordinates
 
-  name = 'poisson_binomial'
+  name = base.Kind.POISSON_BINOMIAL
   flag_names = ('nonfinite', 'clipped', 'inexact_encoding')
 
   @property

@@ -160,6 +160,22 @@ def choice(value: Any, name: str, choices: Sequence[str]) -> str:
   return value
 
 
+def member(value: Any, name: str, enum_type, aliases=None):
+  """`value` as a member of the string enum `enum_type`.
+
+  Accepts the member itself, its value, or a key of `aliases` (an entry
+  point's own spellings, e.g. TFF's keywords); anything else is refused as
+  by `choice`, naming every accepted spelling. The one place a user's
+  string becomes the object that travels.
+  """
+  if isinstance(value, enum_type):
+    return value
+  aliases = dict(aliases or {})
+  value = choice(value, name,
+                 tuple(m.value for m in enum_type) + tuple(aliases))
+  return aliases[value] if value in aliases else enum_type(value)
+
+
 def real_sequence(values: Any, name: str, low: Optional[float] = None,
                   high: Optional[float] = None, low_open: bool = False,
                   high_open: bool = False, min_length: int = 1):

@@ -48,6 +48,8 @@ EntropyFn = Callable[[], tf.Tensor]
 # the bit position of the nibble at byte i of half w; a dash gets shift 0 and
 # the nibble 0 (from _NIBBLE), so it adds nothing.
 _UUID_LENGTH = 36
+# A hex digit's place in the UUID's text form (the rest are '-').
+_HEX_DIGIT = 'x'
 
 
 def _shifts():
@@ -55,7 +57,7 @@ def _shifts():
   for half in ('xxxxxxxx-xxxx-xxxx', '-xxxx-xxxxxxxxxxxx'):
     position, row = 64, []
     for char in half:
-      if char == 'x':
+      if char == _HEX_DIGIT:
         position -= 4
         row.append(position)
       else:

@@ -31,6 +31,11 @@ from typing import List
 # Default thread stack of the worker_binary processes started after
 # `raise_worker_stack_limit()` (see the module docstring).
 WORKER_STACK_BYTES = 256 * 2**20
+# The command name of TFF's worker processes.
+WORKER_COMMAND = 'worker_binary'
+# /proc states of a process that has ended: zombie, dead ('' when gone).
+_ENDED = ('Z', 'X')
+_TFF_MODULE = 'tensorflow_federated'
 
 
 def raise_worker_stack_limit(stack_bytes: int = WORKER_STACK_BYTES) -> int:
@@ -99,7 +104,7 @@ def session_pids(sid: int) -> List[int]:
   if not os.path.isdir('/proc'):
     return []
   return [pid for pid, fields in _proc_stats()
-          if int(fields[3]) == sid and fields[0] not in ('Z', 'X')]
+          if int(fields[3]) == sid and fields[0] not in _ENDED]
 
 
 def _state(pid: int) -> str:
@@ -114,7 +119,8 @@ def _state(pid: int) -> str:
 
 def has_exited(pid: int) -> bool:
   """Whether `pid` no longer runs: gone, or a zombie awaiting its reaper."""
-  return _state(pid) in ('', 'Z', 'X')
+  state = _state(pid)
+  return not state or state in _ENDED
 
 
 def _command(pid: int) -> str:
@@ -219,13 +225,13 @@ def drop_tff_contexts():
   """
   import gc  # pylint: disable=g-import-not-at-top
   import sys  # pylint: disable=g-import-not-at-top
-  if 'tensorflow_federated' in sys.modules:
+  if _TFF_MODULE in sys.modules:
     # That `__del__` ends its worker with SIGINT and then waits for it: a
     # worker that inherited SIGINT ignored (background runs) would never
     # exit and the wait would hang for ever. So the workers are ended
     # first, with SIGTERM, and left as zombies for `__del__` to reap.
     workers = [pid for pid in descendant_pids()
-               if _command(pid) == 'worker_binary']
+               if _command(pid) == WORKER_COMMAND]
     _terminate(workers, 5.0, reap=False)
     from tensorflow_federated.python.core.impl.context_stack import set_default_context  # pylint: disable=g-import-not-at-top
     set_default_context.set_no_default_context()

@@ -49,6 +49,8 @@ from tensorflow_federated.python.core.impl.computation import computation_impl
 
 # Starts every refusal message (how `user_facing` recognises one).
 REFUSAL_PREFIX = 'tff_ddp refused the round: '
+# The measurement key of a round's status ('ok', 'refused', ...).
+STATUS = 'status'
 # TF's Assert prints its data as 'assertion failed: [<message>]' followed by
 # a newline and the node name.
 _ASSERT_END = ']\n'
@@ -149,7 +151,7 @@ def refusal_message(error: BaseException):
 
 def _statuses(value, key=None):
   """`value` with bytes under 'status' keys as Status (concrete values)."""
-  if isinstance(value, (bytes, bytearray)) and key == 'status':
+  if isinstance(value, (bytes, bytearray)) and key == STATUS:
     return Status(bytes(value).decode('utf-8', 'replace'))
   if isinstance(value, dict):
     items = [(k, _statuses(v, k)) for k, v in value.items()]

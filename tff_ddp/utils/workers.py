@@ -57,6 +57,7 @@ import asyncio
 import atexit
 import contextlib
 import dataclasses
+import inspect
 import os
 import shutil
 import signal
@@ -75,6 +76,8 @@ from tff_ddp.utils import processes
 
 # Same limits as TFF's local C++ factory (2 GB messages).
 _MAX_MESSAGE_BYTES = 2 * 1000 * 1000 * 1000
+# The state of a listening socket in /proc/net/tcp (TCP_LISTEN, hex).
+_TCP_LISTEN = '0A'
 _CHANNEL_OPTIONS = [
     ('grpc.max_message_length', _MAX_MESSAGE_BYTES),
     ('grpc.max_receive_message_length', _MAX_MESSAGE_BYTES),
@@ -293,7 +296,8 @@ def _listening_inodes(port: int) -> set:
         for line in f:
           fields = line.split()
           local, state, inode = fields[1], fields[3], fields[9]
-          if state == '0A' and int(local.rsplit(':', 1)[1], 16) == port:
+          if state == _TCP_LISTEN and int(local.rsplit(':', 1)[1],
+                                          16) == port:
             inodes.add(inode)
     except OSError:
       pass
@@ -485,17 +489,17 @@ def start_workers(
 def local_workers(
     num_workers: int = 2,
     *,
-    default_num_clients: int = 0,
     max_concurrent_computation_calls: int = -1,
-    num_subrounds: Optional[int] = None,
-    stream_structs: bool = False,
     keep_logs: bool = False,
-    call_timeout: Optional[float] = None,
     die_with_parent: bool = True,
-    threaded: bool = True,
     cpu_sets: Optional[Sequence[str]] = None,
+    **context_options,
 ):
   """Starts N local workers and installs a multi-worker context.
+
+  `**context_options` are `create_multi_worker_context`'s (default_num_clients,
+  stream_structs, num_subrounds, call_timeout, threaded); the liveness
+  checks are the workers' own.
 
   Yields a `LocalWorkers` handle (`.workers`, `.pids`, `.targets`,
   `.context`, `.log_dir`). The context is installed on this thread's TFF
@@ -508,6 +512,9 @@ def local_workers(
     with local_workers(num_workers=2) as w:
       result = process.next(state, client_values)   # clients over 2 workers
   """
+  # Python's own error for a keyword the context does not take, before
+  # anything is started.
+  inspect.signature(create_multi_worker_context).bind([], **context_options)
   log_dir = tempfile.mkdtemp(prefix='tff_workers_')
   workers: List[Worker] = []
 
@@ -522,12 +529,8 @@ def local_workers(
         log_dir=log_dir, die_with_parent=die_with_parent, cpu_sets=cpu_sets)
     context = create_multi_worker_context(
         [w.target for w in workers],
-        default_num_clients=default_num_clients,
-        stream_structs=stream_structs,
-        num_subrounds=num_subrounds,
         liveness=[(lambda p=w.process: p.poll() is None) for w in workers],
-        call_timeout=call_timeout,
-        threaded=threaded)
+        **context_options)
     # Pushed on this thread's context stack and popped on exit, so the
     # previous context (default or installed) is current again afterwards.
     with tff.framework.get_context_stack().install(context):

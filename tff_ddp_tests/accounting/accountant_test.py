@@ -122,6 +122,40 @@ class AdversaryTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, 'adversary'):
       accountant.RdpAccountant(adversary='analyst')
 
+  def test_the_adversary_is_resolved_once(self):
+    # The name becomes an Adversary at the entry point (which still
+    # compares equal to the name users pass), and the enum is accepted.
+    for name, member in (('server', accountant.Adversary.SERVER),
+                         ('release', accountant.Adversary.RELEASE)):
+      self.assertIs(accountant.RdpAccountant(adversary=name).adversary,
+                    member)
+      self.assertIs(accountant.as_adversary(member), member)
+      self.assertEqual(member, name)
+      self.assertEqual(f'{member}', name)
+      event = dp_accounting.PoissonSampledDpEvent(0.01, _ddg())
+      self.assertEqual(accountant.epsilon(event, 1e-5, name),
+                       accountant.epsilon(event, 1e-5, member))
+    self.assertEqual(accountant.ADVERSARIES, ('server', 'release'))
+    with self.assertRaisesRegex(
+        ValueError, r"adversary must be one of \('server', 'release'\)"):
+      accountant.as_adversary('Server')
+
+  def test_the_relation_is_resolved_once(self):
+    # dp-accounting's relations map onto the curves' (zero-out for
+    # add/remove and replace-special, distributed noise staying in the
+    # sum); a curve is the same whichever spelling names its relation.
+    rel = dp_accounting.NeighboringRelation
+    for given, member in ((rel.ADD_OR_REMOVE_ONE, events.Relation.ZERO_OUT),
+                          (rel.REPLACE_SPECIAL, events.Relation.ZERO_OUT),
+                          (rel.REPLACE_ONE, events.Relation.REPLACE_ONE),
+                          ('zero_out', events.Relation.ZERO_OUT),
+                          ('replace_one', events.Relation.REPLACE_ONE)):
+      self.assertIs(events.as_relation(given), member)
+      np.testing.assert_array_equal(ddg_rdp.rdp(_ddg(), ORDERS, given),
+                                    ddg_rdp.rdp(_ddg(), ORDERS, member.value))
+    with self.assertRaisesRegex(ValueError, 'relation must be one of'):
+      events.as_relation('add_remove')
+
   @parameterized.parameters('server', 'release')
   def test_poisson_over_distributed_noise_is_the_known_sample_mixture(
       self, adversary):

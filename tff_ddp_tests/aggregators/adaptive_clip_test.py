@@ -278,6 +278,76 @@ def _renyi(log_p, log_q, orders):
       for a in orders])
 
 
+class AdaptiveClippingObjectTest(parameterized.TestCase):
+  """Adaptive clipping handed as an object is what TFF's keywords build.
+
+  A factory's rounds, event and ring are functions of the resolved
+  `AdaptiveClip` alone (`secure_sum`), so equal resolved configurations and
+  equal events are the property; the rounds themselves are tested above.
+  """
+
+  def test_keywords_and_object_resolve_to_one_configuration(self):
+    common = dict(noise_multiplier=1.0, expected_clients_per_round=100,
+                  bits=20, l2_clip=0.1)
+    keywords = DiscreteGaussianSumFactory(
+        **common, auto_l2_clip=True, auto_l2_target_quantile=0.3,
+        auto_l2_lr=0.1, auto_l2_clip_count_stddev=7.0)
+    handed = DiscreteGaussianSumFactory(
+        **common, adaptive_clipping=adaptive_clip.AdaptiveClipping(
+            target_quantile=0.3, learning_rate=0.1, count_stddev=7.0))
+    # pylint: disable=protected-access
+    self.assertEqual(keywords._adaptive, handed._adaptive)
+    self.assertEqual(handed._adaptive.initial_clip, 0.1)
+    value_type = tff.TensorType(np.float32, [_DIM])
+    self.assertEqual(keywords.dp_event(value_type),
+                     handed.dp_event(value_type))
+    self.assertIn('adaptive_clipping=AdaptiveClipping(target_quantile=0.3',
+                  repr(handed))
+    # TFF's defaults: 0.5, 0.2 and a count stddev of 0.05 n.
+    default = DiscreteGaussianSumFactory(
+        **common, adaptive_clipping=adaptive_clip.AdaptiveClipping())
+    tff_default = DiscreteGaussianSumFactory(**common, auto_l2_clip=True)
+    self.assertEqual(default._adaptive, tff_default._adaptive)
+    self.assertEqual(default._adaptive.count_stddev, 5.0)
+
+  def test_ddp_secure_aggregator_takes_the_object(self):
+    from tff_ddp import learning  # pylint: disable=g-import-not-at-top
+    # pylint: disable=protected-access
+    tff_default = learning.ddp_secure_aggregator(1.0, 100)
+    handed = learning.ddp_secure_aggregator(
+        1.0, 100, adaptive_clipping=adaptive_clip.AdaptiveClipping(0.5, 0.2))
+    self.assertEqual(tff_default._adaptive, handed._adaptive)
+    self.assertEqual(handed._adaptive.zeroing_multiplier, 10.0)
+    other = learning.ddp_secure_aggregator(
+        1.0, 100, zeroing=False, adaptive_clipping=(
+            adaptive_clip.AdaptiveClipping(0.9, 0.05, count_stddev=3.0)))
+    self.assertEqual(
+        (other._adaptive.target_quantile, other._adaptive.learning_rate,
+         other._adaptive.count_stddev, other._adaptive.zeroing_multiplier,
+         other._adaptive.initial_clip), (0.9, 0.05, 3.0, None, 0.1))
+    with self.assertRaisesRegex(TypeError, 'AdaptiveClipping'):
+      learning.ddp_secure_aggregator(1.0, 100, adaptive_clipping=0.5)
+
+  def test_refusals(self):
+    with self.assertRaisesRegex(ValueError, 'not both'):
+      _factory(adaptive_clipping=adaptive_clip.AdaptiveClipping())
+    with self.assertRaisesRegex(TypeError, 'AdaptiveClipping'):
+      _factory(auto_l2_clip=False, adaptive_clipping=dict(
+          target_quantile=0.5))
+    for kwargs, name in ((dict(target_quantile=1.5), 'target_quantile'),
+                         (dict(learning_rate=0.0), 'learning_rate'),
+                         (dict(count_stddev=-1.0), 'count_stddev'),
+                         (dict(zeroing_multiplier=0.0),
+                          'zeroing_multiplier')):
+      with self.assertRaisesRegex(ValueError, name):
+        adaptive_clip.AdaptiveClipping(**kwargs)
+    # The count stddev's refusal names the object's field.
+    with self.assertRaisesRegex(ValueError,
+                                r'adaptive_clipping\.count_stddev > 0\.5'):
+      DiscreteGaussianSumFactory(
+          1.0, 5, 16, 1.0, adaptive_clipping=adaptive_clip.AdaptiveClipping())
+
+
 class IndicatorBruteForceTest(parameterized.TestCase):
   """The indicator's accounted curve is never below the exact divergence.
 

@@ -134,6 +134,12 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
        ValueError, 'kashin'),
       ('cpbm_tff_keyword', 'cpbm', dict(rotation_type='hd'), TypeError,
        'unexpected keyword'),
+      # The cPBM factory's keywords go to the round or to the encoder; an
+      # unknown one names both lists.
+      ('cpbm_unknown_keyword', 'cpbm', dict(sampling_rate=0.5), TypeError,
+       r"\['sampling_rate'\].*'client_sampling_rate'.*'redundancy'"),
+      ('cpbm_round_keyword_checked', 'cpbm', dict(on_wrap='wrap'),
+       ValueError, 'on_wrap'),
   )
   def test_bad_arguments(self, mechanism, kwargs, error, message):
     with self.assertRaisesRegex(error, message):

@@ -153,6 +153,15 @@ class PlacementTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaises(TypeError):
       secure_sum.MechanismSumFactory('not callable')
 
+  def test_count_noise_too_small_for_its_ring(self):
+    # The counts' integer scaling 1/sigma must fit 30 bits; a denormal
+    # multiplier made it inf (OverflowError, found by the fuzz test).
+    for z in (5e-324, 1e-12):
+      with self.assertRaisesRegex(ValueError, 'count_noise_multiplier=.* is '
+                                  'too small.* Use count_noise_multiplier >='):
+        secure_sum.count_mechanism(('negative', 'large'), z, 10)
+    secure_sum.count_mechanism(('negative', 'large'), 1e-6, 10)
+
 
 class ReleaseTest(tf.test.TestCase):
   """What each flag policy releases, and the event that says what it costs."""

@@ -166,6 +166,30 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaises(error):
       _factory(mechanism=value)
 
+  @parameterized.parameters('ddg', 'discrete_gaussian',
+                            'distributed_discrete_gaussian', 'skellam')
+  def test_other_entry_points_names_fail_naming_tff_keywords(self, value):
+    # The CLI's and the quantile processes' names for the same mechanisms
+    # are theirs: here the error names TFF's keywords.
+    with self.assertRaisesRegex(
+        ValueError, r"mechanism must be one of \('distributed_dgauss', "
+        r"'distributed_skellam'\)"):
+      _factory(mechanism=value)
+
+  def test_mechanism_resolved_once_to_its_kind(self):
+    # TFF's keyword and the mechanism's Kind (what inner calls pass on)
+    # give the same factory.
+    from tff_ddp.mechanisms import base  # pylint: disable=g-import-not-at-top
+    value_type = tff.TensorType(np.float32, [8])
+    for keyword, kind in (('distributed_dgauss', base.Kind.DISCRETE_GAUSSIAN),
+                          ('distributed_skellam', base.Kind.SKELLAM)):
+      by_keyword, by_kind = (_factory(mechanism=keyword),
+                             _factory(mechanism=kind))
+      self.assertEqual(by_keyword.dp_event(value_type),
+                       by_kind.dp_event(value_type))
+      self.assertEqual(repr(by_keyword), repr(by_kind))
+      self.assertEqual(by_keyword.mechanism(value_type).name, kind)
+
   @parameterized.named_parameters(
       ('int', -1, TypeError), ('invalid_option', 'my_flat', ValueError),
       ('struct', ['hd'], TypeError))

@@ -173,6 +173,15 @@ class EncodingTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(fn(total), hg.estimate_cdf('tree', total, 16,
                                                    'estimated', monotone=True))
 
+  def test_edges_end_at_upper_when_the_width_rounds(self):
+    # upper - lower = 2^53 + 1 rounds to 2^53 in float64; the last edge is
+    # still upper, and the edges stay increasing inside the range (found by
+    # the fuzz test: the last edge was 0.0 for upper 1.0).
+    right = hg.edges(np.float32(-2.0**53), 1.0, 4)
+    self.assertEqual(right[-1], 1.0)
+    self.assertTrue(np.all(np.diff(right) > 0))
+    self.assertAllEqual(hg.edges(0.0, 1.0, 4), [0.25, 0.5, 0.75, 1.0])
+
   def test_bad_arguments(self):
     with self.assertRaisesRegex(ValueError, 'power of two'):
       hg.encode('tree', tf.constant(0, tf.int64), 24)
@@ -188,6 +197,12 @@ class EncodingTest(tf.test.TestCase, parameterized.TestCase):
       hg.estimate_cdf('flat', tf.zeros([4]), 4, 'exact')
     with self.assertRaisesRegex(ValueError, 'consistent'):
       hg.estimate_cdf('flat', tf.zeros([4]), 4, 'exact', 3, consistent=True)
+    # Flags are booleans, not arrays (found by the fuzz test).
+    with self.assertRaisesRegex(TypeError, 'consistent must be True or False'):
+      hg.estimate_cdf('flat', tf.zeros([4]), 4, 'estimated',
+                      consistent=np.array([np.nan, np.nan]))
+    with self.assertRaisesRegex(TypeError, 'monotone must be True or False'):
+      hg.estimate_cdf('flat', tf.zeros([4]), 4, 'estimated', monotone='yes')
     for text in ('1.0', ['1', '2', '3', '4'], np.array(['1'] * 4)):
       with self.assertRaisesRegex(TypeError, 'noisy_sum must be a tensor of '
                                   'numbers'):

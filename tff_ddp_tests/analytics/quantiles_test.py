@@ -432,11 +432,31 @@ class ExecutionTest(parameterized.TestCase):
     out = process.next(process.initialize(), [])
     self.assertTrue(np.all(np.isnan(out.result)))
     self.assertEqual(out.measurements['status'], b'no_clients')
-    # No valid client (only NaN, "no value"): the noisy total is noise,
-    # below 2 of its stddevs (passes with probability 2.3% for a zero total;
-    # fixed seed). The status comes from the noisy total and the public n
-    # only; how many values were NaN is not released.
-    out = process.next(process.initialize(), [np.float32(np.nan)] * 16)
+    # No valid client (only NaN, "no value"): the noisy total is pure
+    # noise. The status comes from the noisy total and the public n only
+    # (how many values were NaN is not released), by the rule
+    # total < min_total_stddevs * stddev, checked here against the released
+    # total. (With the fixed test seed the 16 clients, which all send the
+    # same "no value" message, draw the same noise: the total's stddev is 4
+    # times the released one, so the rule may go either way.)
+    nan_round = [np.float32(np.nan)] * 16
+    out = process.next(process.initialize(), nan_round)
+    total = float(out.measurements['noisy_total'])
+    stddev = float(out.measurements['noisy_total_stddev'])
+    if total < 2.0 * stddev or total <= 0:
+      self.assertEqual(out.measurements['status'], 'too_few_values')
+      self.assertTrue(np.all(np.isnan(out.result)))
+    else:
+      self.assertEqual(out.measurements['status'], 'ok')
+    # The NaN path itself, at 6 stddevs with each client's own secret seed
+    # (seed=None: the production noise law the stddev is computed for). The
+    # noise is sub-Gaussian with its variance (discrete Gaussian: Canonne et
+    # al. 2020; binomial: Hoeffding), so a zero total reaches 6 stddevs
+    # with probability <= exp(-18) ~ 1.5e-8.
+    strict = q.build_quantile_process(
+        'flat', mechanism, 0.0, 10.0, 32, _QUANTILES, 16, 2.0, 1e-5,
+        min_total_stddevs=6.0)
+    out = strict.next(strict.initialize(), nan_round)
     self.assertTrue(np.all(np.isnan(out.result)))
     self.assertEqual(out.measurements['status'], 'too_few_values')
     self.assertEqual(out.measurements['aggregator']['participating_clients'],

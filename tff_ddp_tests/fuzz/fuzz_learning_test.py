@@ -245,13 +245,14 @@ def _check_superquantile(kwargs, result):
   theta = float(kwargs['tail_fraction'])
   privacy = kwargs.get('privacy')
   problems = []
-  if spec.objective != 'superquantile' or spec.tail_fraction != theta or (
-      not 0 < theta <= 1):
+  objective = spec.objective
+  if not isinstance(objective, weighting.Superquantile) or (
+      objective.tail_fraction != theta) or not 0 < theta <= 1:
     problems.append(f'spec {spec}')
   if spec.privacy is not privacy:
     problems.append('privacy replaced')
   if privacy is not None and not (privacy.has_quantile
-                                  and spec.reweighting == 'threshold'):
+                                  and not objective.exact):
     problems.append('DP-Delta-FL without a histogram or with exact '
                     'reweighting')
   return fz.first_error('; '.join(problems) or None,
@@ -264,8 +265,8 @@ def _check_dp_fedavg(kwargs, result):
   if spec is None or problem:
     return problem
   privacy = kwargs['privacy']
-  if spec.objective != 'fedavg' or spec.privacy is not privacy or (
-      privacy.has_quantile):
+  if type(spec.objective) is not weighting.FedAvg or (
+      spec.privacy is not privacy) or privacy.has_quantile:
     return f'spec {spec}'
   return _check_privacy_range(privacy, result[4].trainable)
 
@@ -280,12 +281,12 @@ def _check_baseline(kwargs, result):
   if spec is None or problem:
     return problem
   objective = kwargs['objective']
-  if spec.objective != objective or spec.privacy is not None:
+  if spec.objective.name != objective or spec.privacy is not None:
     return f'spec {spec}'
   for name in ('tail_fraction', 'proximal_strength', 'q', 'lipschitz',
                'tilt'):
     given = kwargs.get(name)
-    value = getattr(spec, name)
+    value = getattr(spec.objective, name, None)
     if name in _NEEDS.get(objective, ()):
       if not (fz.is_real(value) and math.isfinite(value) and value > 0
               and value == float(given)):

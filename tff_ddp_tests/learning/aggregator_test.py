@@ -36,13 +36,16 @@ class DdpSecureAggregatorTest(tf.test.TestCase):
   def test_signature_and_defaults_are_tffs(self):
     ours = inspect.signature(learning.ddp_secure_aggregator)
     theirs = inspect.signature(tff.learning.ddp_secure_aggregator)
-    # TFF's parameters in TFF's order, then our keyword-only `mechanism`.
+    # TFF's parameters in TFF's order, then our keyword-only `mechanism`
+    # and `adaptive_clipping` (issue 33 step 5: the object TFF's fixed
+    # configuration is an instance of).
     self.assertEqual(list(ours.parameters)[:len(theirs.parameters)],
                      list(theirs.parameters))
     self.assertEqual(list(ours.parameters)[len(theirs.parameters):],
-                     ['mechanism'])
-    self.assertEqual(ours.parameters['mechanism'].kind,
-                     inspect.Parameter.KEYWORD_ONLY)
+                     ['mechanism', 'adaptive_clipping'])
+    for extra in ('mechanism', 'adaptive_clipping'):
+      self.assertEqual(ours.parameters[extra].kind,
+                       inspect.Parameter.KEYWORD_ONLY)
     for name, parameter in theirs.parameters.items():
       self.assertEqual(ours.parameters[name].default, parameter.default, name)
     factory = learning.ddp_secure_aggregator(1.0, 100)

@@ -250,6 +250,8 @@ class ParametersTest(parameterized.TestCase):
       ('clients', dict(expected_clients_per_round=0),
        'expected_clients_per_round'),
       ('prob', dict(modclip_prob=1.0), 'modclip_prob'),
+      # A denormal probability has k = inf (found by the fuzz test).
+      ('prob_denormal', dict(modclip_prob=5e-324), 'modclip_prob'),
       ('beta', dict(beta=1.0), 'beta'),
       ('ring_too_small', dict(bits=3, expected_clients_per_round=100),
        r'bits=3 is too small .* Use bits >= 6'),

@@ -82,6 +82,25 @@ class OtherTest(parameterized.TestCase):
     with self.assertRaisesRegex(TypeError, 'mode must be one of'):
       checks.choice(1, 'mode', ('a', 'b'))
 
+  def test_member(self):
+    # A user's string becomes the enum member once; the member itself and
+    # an entry point's own aliases are accepted, nothing else.
+    import enum  # pylint: disable=g-import-not-at-top
+
+    class Mode(enum.StrEnum):
+      A = 'a'
+      B = 'b'
+
+    self.assertIs(checks.member('a', 'mode', Mode), Mode.A)
+    self.assertIs(checks.member(Mode.B, 'mode', Mode), Mode.B)
+    self.assertIs(checks.member('bee', 'mode', Mode, {'bee': Mode.B}),
+                  Mode.B)
+    with self.assertRaisesRegex(ValueError, r"mode must be one of \('a', "
+                                r"'b', 'bee'\), got 'c'"):
+      checks.member('c', 'mode', Mode, {'bee': Mode.B})
+    with self.assertRaisesRegex(TypeError, 'mode must be one of'):
+      checks.member(1, 'mode', Mode)
+
   def test_boolean(self):
     self.assertTrue(checks.boolean(np.bool_(True), 'flag'))
     for bad in (1, 'True', None):

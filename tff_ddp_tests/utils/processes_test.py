@@ -15,20 +15,6 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 
 
-# A script that runs one secure-sum round and prints its workers' pids.
-_SCRIPT = """
-import numpy as np
-import tensorflow_federated as tff
-from tff_ddp.aggregators import DiscreteGaussianSumFactory
-from tff_ddp.utils import processes
-tff.backends.test.set_sync_test_cpp_execution_context()
-process = DiscreteGaussianSumFactory(1.0, 2, 16, 1.0).create(
-    tff.TensorType(np.float32, [4]))
-process.next(process.initialize(), [np.ones(4, np.float32)] * 2)
-print('workers', *processes.descendant_pids(), flush=True)
-"""
-
-
 def _ignore_sigint():
   # What a non-interactive shell does to `cmd &` (and nohup to SIGHUP):
   # the child, and every worker it starts, inherits SIGINT ignored.
@@ -88,87 +74,82 @@ class StackLimitTest(tf.test.TestCase):
     self.assertEqual(child, str(processes.WORKER_STACK_BYTES // 1024))
 
 
-# Installs the test context as the CLI does, runs a computation (which
-# starts the worker) and prints the soft stack limit of each worker.
-_CONTEXT_STACK_SCRIPT = '''
+# One Python started as a background shell starts `cmd &` from a shell
+# with the usual 8 MiB stack limit (`ulimit -s 8192`): SIGINT ignored, and
+# every worker it starts inherits that. It is the user script of the three
+# tests below, which share its run (each Python that imports TFF costs
+# ~15 s of CPU):
+# 1. it runs a DDG round in TFF's own test context and prints its worker;
+# 2. it installs our test context twice (replacing a context whose worker
+#    ignores SIGINT), running a computation after each: prints the sums and
+#    each worker's soft stack limit;
+# 3. it prints its workers and exits without release_tff(): tff_ddp's exit
+#    clean-up must end them.
+_BACKGROUND_SCRIPT = '''
 import numpy as np, tensorflow_federated as tff
+from tff_ddp.aggregators import DiscreteGaussianSumFactory
 from tff_ddp.utils import processes
-@tff.federated_computation(tff.FederatedType(np.int32, tff.CLIENTS))
-def total(values):
-  return tff.federated_sum(values)
-processes.use_test_context()
-assert total([1, 2, 3]) == 6
-for pid in processes.descendant_pids():
-  if processes._command(pid) == 'worker_binary':
-    with open(f'/proc/{pid}/limits') as f:
-      line = [l for l in f if l.startswith('Max stack size')][0]
-    print('worker stack', line.split()[3], flush=True)
-processes.release_tff()
-'''
-
-
-@pytest.mark.slow
-class TestContextStackTest(tf.test.TestCase):
-
-  def test_the_test_context_worker_gets_large_stacks(self):
-    # A quantile round of 10^5 clients crashed the test context's worker
-    # (8 MiB thread stacks, a shell's default) and TFF silently repeated
-    # the call; use_test_context() starts it with WORKER_STACK_BYTES.
-    out = subprocess.run(
-        ['sh', '-c', f'ulimit -S -s 8192 && exec {sys.executable} -c "$0"',
-         _CONTEXT_STACK_SCRIPT], capture_output=True, text=True, check=True,
-        timeout=300, cwd=_ROOT,
-        env=dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL='3'))
-    stacks = [l.split()[2] for l in out.stdout.splitlines()
-              if l.startswith('worker stack')]
-    self.assertNotEmpty(stacks, out.stdout + out.stderr[-2000:])
-    self.assertEqual(set(stacks), {str(processes.WORKER_STACK_BYTES)})
-
-
-# Installs the test context twice, running a computation (which starts a
-# worker) after each; prints the sums.
-_SWITCH_SCRIPT = '''
-import numpy as np, tensorflow_federated as tff
-from tff_ddp.utils import processes
+tff.backends.test.set_sync_test_cpp_execution_context()
+process = DiscreteGaussianSumFactory(1.0, 2, 16, 1.0).create(
+    tff.TensorType(np.float32, [4]))
+process.next(process.initialize(), [np.ones(4, np.float32)] * 2)
+print('first', *processes.descendant_pids(), flush=True)
 @tff.federated_computation(tff.FederatedType(np.int32, tff.CLIENTS))
 def total(values):
   return tff.federated_sum(values)
 for _ in range(2):
   processes.use_test_context()
   print('sum', total([1, 2, 3]), flush=True)
-processes.release_tff()
+  for pid in processes.descendant_pids():
+    if processes._command(pid) == 'worker_binary':
+      with open(f'/proc/{pid}/limits') as f:
+        line = [l for l in f if l.startswith('Max stack size')][0]
+      print('worker stack', line.split()[3], flush=True)
+print('workers', *processes.descendant_pids(), flush=True)
 '''
 
 
 @pytest.mark.slow
 class BackgroundScriptTest(tf.test.TestCase):
+  """A script started in the background with the default stack limit (see
+  _BACKGROUND_SCRIPT); run once for the class, its tests read its output."""
 
-  def _run_with_sigint_ignored(self, argv):
-    """Runs `argv` as a background shell would start it; asserts exit 0."""
-    result = subprocess.run(  # pylint: disable=subprocess-run-check
-        argv, preexec_fn=_ignore_sigint,
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.result = subprocess.run(  # pylint: disable=subprocess-run-check
+        ['sh', '-c', f'ulimit -S -s 8192 && exec {sys.executable} -c "$0"',
+         _BACKGROUND_SCRIPT], preexec_fn=_ignore_sigint,
         capture_output=True, text=True, timeout=300, cwd=_ROOT,
         env=dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL='3'))
-    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
-    return result
+
+  def _lines(self, prefix):
+    self.assertEqual(self.result.returncode, 0,
+                     self.result.stdout + self.result.stderr[-3000:])
+    return [l for l in self.result.stdout.splitlines()
+            if l.startswith(prefix)]
 
   def test_context_switch_with_sigint_ignored_does_not_hang(self):
     # tff.backends.test.set_sync_test_cpp_execution_context() in place of
     # use_test_context() hangs here for ever: replacing the context makes
     # TFF send SIGINT to a worker that ignores it, then wait (a fresh-clone
     # `make test` started with `cmd &` hung so in cli_test).
-    result = self._run_with_sigint_ignored(
-        [sys.executable, '-c', _SWITCH_SCRIPT])
-    self.assertEqual(
-        [l for l in result.stdout.splitlines() if l.startswith('sum')],
-        ['sum 6', 'sum 6'])
+    self.assertEqual(self._lines('sum'), ['sum 6', 'sum 6'])
+    self.assertNotEmpty(self._lines('first')[0].split()[1:])
+
+  def test_the_test_context_worker_gets_large_stacks(self):
+    # A quantile round of 10^5 clients crashed the test context's worker
+    # (8 MiB thread stacks, a shell's default) and TFF silently repeated
+    # the call; use_test_context() starts it with WORKER_STACK_BYTES.
+    stacks = [l.split()[2] for l in self._lines('worker stack')]
+    self.assertNotEmpty(stacks, self.result.stdout)
+    self.assertEqual(set(stacks), {str(processes.WORKER_STACK_BYTES)})
 
   def test_script_run_with_sigint_ignored_exits_and_ends_its_worker(self):
     # Before the fix, TFF's ServiceManager.__del__ sent SIGINT to a worker
     # that ignored it and waited for ever: the script hung at exit.
-    result = self._run_with_sigint_ignored([sys.executable, '-c', _SCRIPT])
-    lines = [l for l in result.stdout.splitlines() if l.startswith('workers')]
-    workers = [int(p) for p in lines[0].split()[1:]]
+    workers = [int(p) for p in self._lines('workers')[0].split()[1:]]
+    workers += [int(p) for p in self._lines('first')[0].split()[1:]]
     self.assertNotEmpty(workers)
     for pid in workers:
       # Gone (or, with pid reuse, no longer a TFF worker).
@@ -177,7 +158,7 @@ class BackgroundScriptTest(tf.test.TestCase):
           self.assertNotEqual(f.read().strip(), 'worker_binary')
       except OSError:
         pass
-    self.assertNotIn('Exception ignored', result.stderr)
+    self.assertNotIn('Exception ignored', self.result.stderr)
 
 
 if __name__ == '__main__':
