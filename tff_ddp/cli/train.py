@@ -36,26 +36,29 @@ import os
 from tff_ddp.cli import common
 from tff_ddp.utils import checks
 
-_TASKS = ('emnist', 'stackoverflow')
-_MECHANISMS = ('ddg', 'skellam', 'gaussian', 'none')
+_TASKS = ('emnist', 'stackoverflow')  # paper_tasks.TASKS (no TF import)
+_MECHANISMS = ('ddg', 'skellam', 'gaussian', 'none')  # train_mechanisms'
 
 
 class _HelpFormatter(common.HelpFormatter):
   """Every default in --help, except None (the task's, said in the help)."""
 
   def _get_help_string(self, action):
-    if action.default is None and not action.required:
+    if action.default is None:
       return action.help
     return super()._get_help_string(action)
 
 
 def default_output_dir(args) -> str:
   """tff_ddp_runs/<task>-<mechanism>[-<bits>bits][-z<z>]-seed<seed>."""
+  from tff_ddp.learning import train_mechanisms  # pylint: disable=g-import-not-at-top
   parts = [args.task, args.mechanism]
-  if args.mechanism in ('ddg', 'skellam'):
+  if train_mechanisms.mechanism(args.mechanism).secure_sum:
     parts.append(f'{args.bits}bits')
   if args.noise_multiplier is not None:
     parts.append(f'z{args.noise_multiplier:g}')
+  if args.target_epsilon is not None:
+    parts.append(f'eps{args.target_epsilon:g}')
   parts.append(f'seed{args.seed}')
   return os.path.join('tff_ddp_runs', '-'.join(parts))
 
@@ -65,17 +68,21 @@ def run(args) -> int:
   config = training.TrainConfig(
       task=args.task, mechanism=args.mechanism, data_dir=args.data_dir,
       output_dir=args.output_dir or default_output_dir(args),
-      noise_multiplier=args.noise_multiplier, bits=args.bits,
+      noise_multiplier=args.noise_multiplier,
+      target_epsilon=args.target_epsilon,
+      calibrate_against=args.calibrate_against, bits=args.bits,
       rounds=args.rounds, clients_per_round=args.clients_per_round,
       clip=args.clip, client_learning_rate=args.client_lr,
       server_learning_rate=args.server_lr,
       server_momentum=args.server_momentum,
       client_batch_size=args.batch_size, client_epochs=args.epochs,
       max_examples_per_client=args.max_examples_per_client,
-      delta=args.delta, k_stddevs=args.k_stddevs, vocab_size=args.vocab_size,
+      delta=args.delta, k_stddevs=args.k_stddevs,
+      noise_sampler=args.noise_sampler, vocab_size=args.vocab_size,
       vocab_file=args.vocab_file, eval_every=args.eval_every,
       eval_clients=args.eval_clients,
       checkpoint_every=args.checkpoint_every, seed=args.seed,
+      cohort_seed=args.cohort_seed,
       resume=args.resume)
   training.run(config, print_fn=lambda line: print(line, flush=True),
                progress=common.progress)
@@ -97,8 +104,16 @@ def add_parser(subparsers):
                  'tff_ddp_runs/<task>-<mechanism>-...-seed<seed>)')
   p.add_argument('--noise-multiplier',
                  type=common.positive('--noise-multiplier'),
-                 help='z: central noise stddev / clip (required for all '
-                 'mechanisms but none)')
+                 help='z: central noise stddev / clip (all mechanisms but '
+                 'none)')
+  p.add_argument('--target-epsilon', type=common.positive('--target-epsilon'),
+                 help='instead of --noise-multiplier: the least z whose '
+                 '--rounds rounds are (eps, delta)-DP against '
+                 '--calibrate-against (the paper calibrates this way)')
+  p.add_argument('--calibrate-against', choices=('release', 'server'),
+                 default='release', help='--target-epsilon\'s adversary: '
+                 'readers of the release (the paper\'s, amplified by '
+                 'sampling) or the server')
   p.add_argument('--bits', type=common.integer('--bits', 1, 30), default=16,
                  help='ddg/skellam: the secure sum\'s modulus is 2^bits')
   p.add_argument('--rounds', type=common.integer('--rounds', 1),
@@ -131,6 +146,11 @@ def add_parser(subparsers):
   p.add_argument('--k-stddevs', type=common.positive('--k-stddevs'),
                  default=4.0, help='ddg/skellam: k, the sum coordinate\'s '
                  'stddevs that fit in the ring (the paper\'s 3 or 4)')
+  p.add_argument('--noise-sampler', choices=('table', 'exact'),
+                 help='ddg/skellam: the noise sampler (default: the '
+                 'factories\', table: a certified alias table whose '
+                 'per-sample TV distance, < 2^-231, is added to delta; '
+                 'exact: none, slower)')
   p.add_argument('--vocab-size', type=common.integer('--vocab-size', 1),
                  default=10000, help='stackoverflow: vocabulary words')
   p.add_argument('--vocab-file',
@@ -147,8 +167,13 @@ def add_parser(subparsers):
                  type=common.integer('--checkpoint-every', 1), default=10,
                  help='checkpoint every k rounds and after the last')
   p.add_argument('--seed', type=common.integer('--seed', 0, 2**32 - 1),
-                 default=0, help='cohorts, model initialization, test '
-                 'sample (never the noise: fresh kernel entropy)')
+                 default=0, help='model initialization and the test sample '
+                 '(never the noise: fresh kernel entropy)')
+  p.add_argument('--cohort-seed', type=common.integer('--cohort-seed', 0),
+                 help='draw the cohorts from this seed (reproducible, but not '
+                 'secret from whoever knows it, which eps(release)\'s '
+                 'amplification assumes); default: a secret seed drawn when '
+                 'the run starts, kept in --output-dir for --resume')
   p.add_argument('--resume', action='store_true',
                  help='continue the run in --output-dir from its last '
                  'checkpoint')

@@ -14,6 +14,14 @@
                           target (epsilon, delta) over T rounds
   tasks                   the B.3 task, the digits task, evaluation
   weighting               the client weightings' math (numpy references)
+
+`tff-ddp train` (DP-FedAvg on TFF's EMNIST / Stack Overflow loaders, the
+DDG paper's Section 6.2), imported on use:
+  training                the run: prepare, build_process, run
+  paper_tasks             the tasks' models, defaults, data, vocabulary
+  train_mechanisms        ddg / skellam / gaussian / none, per-adversary ledger
+  databases               TFF's database files: where, schema, check
+  generated_databases     small databases in TFF's format (tests, demos)
 """
 
 from tff_ddp.learning import tasks

@@ -180,3 +180,30 @@ def check(spec: DatabaseSpec, data_dir: str) -> str:
   finally:
     connection.close()
   return path
+
+
+def has_client_index(path: str) -> bool:
+  """Whether `examples` has an index led by `client_id`.
+
+  TFF's `SqlClientData` reads a client with `SELECT ... WHERE client_id =
+  ...`; without such an index every client of every round scans the whole
+  table (the generated databases, like TFF's own writer, have none; a
+  large database should).
+  """
+  connection = sqlite3.connect(f'file:{path}?mode=ro', uri=True)
+  try:
+    for row in connection.execute('PRAGMA index_list(examples)'):
+      columns = [r[2] for r in connection.execute(
+          f'PRAGMA index_info("{row[1]}")')]
+      if columns[:1] == ['client_id']:
+        return True
+    return False
+  finally:
+    connection.close()
+
+
+def index_hint(path: str) -> str:
+  """The command that adds the index `has_client_index` looks for."""
+  return (f'sqlite3 {path} "CREATE INDEX examples_client_id ON '
+          'examples (client_id, split_name)"')
+

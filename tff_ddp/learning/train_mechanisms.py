@@ -60,16 +60,21 @@ class Mechanism:
     private: adversary ('server', 'release') -> whether its epsilon can be
       finite.
     needs_noise: a noise multiplier is required.
+    secure_sum: the updates go through a secure modular sum of `bits` bits
+      (and `noise_sampler`, 'table' or 'exact', applies).
     empty_client: what a client without examples does (the other side of
       the neighbouring pair "one client's examples removed").
     notes: adversary -> what its epsilon means, one sentence each.
+    theorem: the per-round bound the ledger composes, for the report.
   """
   name: str
   title: str
   private: dict
   needs_noise = True
+  secure_sum = False
   empty_client = 'trains on nothing and sends a zero update'
   notes: dict
+  theorem = ''
 
   def aggregator(self, config):
     """The `model_aggregator` of `build_unweighted_fed_avg` for `config`
@@ -79,6 +84,11 @@ class Mechanism:
   def round_event(self, output, state):
     """The DP event of everything the round released (refusing exact
     client metrics), or None when nothing is private."""
+    raise NotImplementedError
+
+  def planning_event(self, config, value_type):
+    """The event of one round with n clients, before running it (for
+    calibration); `value_type`: the model update's TFF type."""
     raise NotImplementedError
 
   def describe(self, config) -> str:
@@ -100,20 +110,25 @@ class _Distributed(Mechanism):
   """A tff_ddp secure-sum mechanism, then TFF's unweighted mean."""
 
   private = {'server': True, 'release': True}
+  secure_sum = True
   empty_client = ('trains on nothing and sends a zero update with its noise '
                   'share')
   notes = {'server': _SERVER_NO_AMPLIFICATION, 'release': _RELEASE_AMPLIFIED}
 
-  def __init__(self, name, title, factory_name):
+  def __init__(self, name, title, factory_name, theorem):
     self.name, self.title, self._factory_name = name, title, factory_name
+    self.theorem = theorem
 
   def sum_factory(self, config):
     from tff_ddp import aggregators  # pylint: disable=g-import-not-at-top
+    options = {}
+    if config.noise_sampler is not None:
+      options['noise_sampler'] = config.noise_sampler
     return getattr(aggregators, self._factory_name)(
         noise_multiplier=config.noise_multiplier,
         expected_clients_per_round=config.clients_per_round, bits=config.bits,
         l2_clip=config.clip, modclip_prob=modclip_probability(config.k_stddevs),
-        beta=BETA)
+        beta=BETA, **options)
 
   def aggregator(self, config):
     import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
@@ -125,11 +140,17 @@ class _Distributed(Mechanism):
     del state
     return learning.round_dp_event(output.metrics)
 
+  def planning_event(self, config, value_type):
+    return self.sum_factory(config).dp_event(value_type)
+
   def describe(self, config):
+    sampler = ('' if config.noise_sampler is None else
+               f', {config.noise_sampler} noise sampler')
     return (f'{self.title}: clip c = {config.clip:g}, noise multiplier z = '
-            f'{config.noise_multiplier:g} (central noise z c on the sum, '
+            f'{config.noise_multiplier:.4g} (central noise z c on the sum, '
             f'shared by the clients), {config.bits} bits, k = '
-            f'{config.k_stddevs:g} stddevs in the ring, beta = exp(-1/2)')
+            f'{config.k_stddevs:g} stddevs in the ring, beta = exp(-1/2)'
+            f'{sampler}')
 
 
 class _CentralGaussian(Mechanism):
@@ -138,6 +159,7 @@ class _CentralGaussian(Mechanism):
   name = 'gaussian'
   title = 'central Gaussian (TFF gaussian_fixed; the server adds the noise)'
   private = {'server': False, 'release': True}
+  theorem = 'the Gaussian\'s RDP alpha / (2 z^2) (Mironov 2017)'
   notes = {'server': ('eps(server): inf -- the central Gaussian is added by '
                       'the server, which sees the exact sum of the clipped '
                       'updates.'),
@@ -157,9 +179,14 @@ class _CentralGaussian(Mechanism):
     return learning.round_dp_event(dict(output.metrics,
                                         aggregator=state.aggregator))
 
+  def planning_event(self, config, value_type):
+    import dp_accounting  # pylint: disable=g-import-not-at-top
+    del value_type
+    return dp_accounting.GaussianDpEvent(config.noise_multiplier)
+
   def describe(self, config):
     return (f'{self.title}: clip c = {config.clip:g}, noise multiplier z = '
-            f'{config.noise_multiplier:g} (noise z c on the sum); central '
+            f'{config.noise_multiplier:.4g} (noise z c on the sum); central '
             'DP: its epsilon holds only against readers of the release')
 
 
@@ -182,15 +209,22 @@ class _NoPrivacy(Mechanism):
     del output, state
     return None
 
+  def planning_event(self, config, value_type):
+    del config, value_type
+    raise ValueError('--mechanism none adds no noise: nothing to calibrate.')
+
   def describe(self, config):
     return f'{self.title}: clip c = {config.clip:g}; NOT private'
 
 
 MECHANISMS = {m.name: m for m in (
     _Distributed('ddg', 'distributed discrete Gaussian (secure aggregation)',
-                 'DiscreteGaussianSumFactory'),
+                 'DiscreteGaussianSumFactory', theorem='the DDG\'s RDP, Kairouz, Liu & Steinke (2021) '
+                 'Theorem 5 / Proposition 10 with the rounding-inflated '
+                 'sensitivity (tff_ddp.accounting.ddg_rdp)'),
     _Distributed('skellam', 'distributed Skellam (secure aggregation)',
-                 'SkellamSumFactory'),
+                 'SkellamSumFactory', theorem='the Skellam\'s RDP, Agarwal, Kairouz & Liu (2021) '
+                 '(tff_ddp.accounting.skellam_rdp)'),
     _CentralGaussian(), _NoPrivacy())}
 
 

@@ -33,9 +33,11 @@ import dataclasses
 import json
 import math
 import os
+import secrets
 import time
 from typing import Callable, List, Optional, Tuple
 
+from tff_ddp.learning import databases
 from tff_ddp.learning import paper_tasks
 from tff_ddp.learning import train_mechanisms
 from tff_ddp.utils import checks
@@ -46,7 +48,11 @@ METRICS_CSV = 'metrics.csv'
 METRICS_JSON = 'metrics.json'
 VOCABULARY_FILE = 'vocabulary.txt'
 CHECKPOINTS = 'checkpoints'
+# The cohorts' secret seed (the server's; never part of the release).
+COHORT_SEED_FILE = 'cohort_seed'
 _CHECKPOINT_PREFIX = 'round_'
+# Databases with more training clients than this get the index hint.
+_INDEX_HINT_CLIENTS = 1000
 # Settings a resumed run may change (the rest must match the saved run).
 _MAY_CHANGE = ('rounds', 'eval_every', 'eval_clients', 'checkpoint_every',
                'resume', 'vocab_file')
@@ -60,6 +66,8 @@ class TrainConfig:
   data_dir: str
   output_dir: str
   noise_multiplier: Optional[float] = None
+  target_epsilon: Optional[float] = None
+  calibrate_against: str = 'release'
   bits: int = 16
   rounds: Optional[int] = None
   clients_per_round: Optional[int] = None
@@ -72,12 +80,14 @@ class TrainConfig:
   max_examples_per_client: Optional[int] = None
   delta: Optional[float] = None
   k_stddevs: float = 4.0
+  noise_sampler: Optional[str] = None
   vocab_size: int = paper_tasks.VOCABULARY_SIZE
   vocab_file: Optional[str] = None
   eval_every: int = 10
   eval_clients: Optional[int] = None
   checkpoint_every: int = 10
   seed: int = 0
+  cohort_seed: Optional[int] = None
   resume: bool = False
 
   def resolved(self, paper_task: paper_tasks.PaperTask) -> 'TrainConfig':
@@ -116,6 +126,8 @@ class TrainConfig:
         checkpoint_every=checks.integer(self.checkpoint_every,
                                         'checkpoint_every', 1),
         seed=checks.integer(self.seed, 'seed', 0, 2**32 - 1),
+        cohort_seed=checks.optional_integer(self.cohort_seed, 'cohort_seed',
+                                            0),
         resume=checks.boolean(self.resume, 'resume'))
 
 
@@ -134,6 +146,9 @@ class Setup:
     saved: the saved `config.json` of the run being resumed, or None.
     data: the loaded `paper_tasks.Data`.
     delta: of every epsilon.
+    dimension: d, the model's trainable parameters.
+    calibration: the `tff_ddp.accounting.CalibrationResult` that chose the
+      noise multiplier (with --target-epsilon), or None.
   """
   config: TrainConfig
   task: paper_tasks.PaperTask
@@ -141,6 +156,8 @@ class Setup:
   saved: Optional[dict]
   data: paper_tasks.Data
   delta: float
+  dimension: int
+  calibration: Optional[object] = None
 
 
 def _settings(config: TrainConfig) -> dict:
@@ -162,16 +179,55 @@ def _write_json(path, value):
 
 
 def _check_noise(config: TrainConfig, chosen) -> TrainConfig:
+  """Exactly one of noise_multiplier and target_epsilon for a DP
+  mechanism, neither for 'none'."""
+  given = [f for f in ('noise_multiplier', 'target_epsilon')
+           if getattr(config, f) is not None]
+  if config.noise_sampler is not None and not chosen.secure_sum:
+    raise ValueError(f'--noise-sampler is for --mechanism ddg or skellam, '
+                     f'not {chosen.name}.')
   if not chosen.needs_noise:
-    if config.noise_multiplier is not None:
-      raise ValueError('--mechanism none adds no noise: drop '
-                       '--noise-multiplier.')
+    if given:
+      raise ValueError(f'--mechanism none adds no noise: drop '
+                       f'--{given[0].replace("_", "-")}.')
     return config
-  if config.noise_multiplier is None:
+  if len(given) != 1:
     raise ValueError(f'--mechanism {chosen.name} needs --noise-multiplier '
-                     '(> 0; --mechanism none trains without noise).')
-  return dataclasses.replace(config, noise_multiplier=checks.positive(
-      config.noise_multiplier, 'noise_multiplier'))
+                     'or --target-epsilon (one of them; --mechanism none '
+                     'trains without noise).')
+  if not chosen.private[checks.choice(
+      config.calibrate_against, 'calibrate_against',
+      ('release', 'server'))] and config.target_epsilon is not None:
+    raise ValueError(f'--mechanism {chosen.name} is not private against the '
+                     f'{config.calibrate_against}: calibrate against the '
+                     'release.')
+  return dataclasses.replace(config, **{
+      f: checks.positive(getattr(config, f), f) for f in given})
+
+
+def calibrate_noise(setup: 'Setup', value_type) -> 'Setup':
+  """The setup with the least noise multiplier whose `rounds` rounds (each
+  a cohort of n of the N clients, without replacement) are
+  (target_epsilon, delta)-DP against `calibrate_against`
+  (`tff_ddp.accounting.calibrate` over the mechanism's planning event)."""
+  from tff_ddp import accounting  # pylint: disable=g-import-not-at-top
+  from tff_ddp.accounting import calibration  # pylint: disable=g-import-not-at-top
+  config = setup.config
+
+  def make_event(z):
+    planned = setup.mechanism.planning_event(
+        dataclasses.replace(config, noise_multiplier=z), value_type)
+    return calibration.rounds_event(
+        planned, config.rounds, 'without-replacement',
+        sample_size=config.clients_per_round,
+        population=setup.data.population)
+
+  result = accounting.calibrate(
+      lambda: accounting.RdpAccountant(adversary=config.calibrate_against),
+      make_event, config.target_epsilon, setup.delta,
+      accounting.Parameter.noise('noise_multiplier'))
+  return dataclasses.replace(setup, config=dataclasses.replace(
+      config, noise_multiplier=result.value), calibration=result)
 
 
 def _check_output_dir(config: TrainConfig) -> Optional[dict]:
@@ -228,7 +284,6 @@ def prepare(config: TrainConfig, progress: Optional[Callable] = None
             ) -> Setup:
   """Checks the settings, the output directory and the database, then loads
   the data through TFF's loader (and Stack Overflow's vocabulary)."""
-  from tff_ddp.learning import databases  # pylint: disable=g-import-not-at-top
   task = paper_tasks.task(config.task)
   chosen = train_mechanisms.mechanism(config.mechanism)
   config = _check_noise(config.resolved(task), chosen)
@@ -247,15 +302,35 @@ def prepare(config: TrainConfig, progress: Optional[Callable] = None
   if delta is None:
     delta = task.defaults.delta(data.population)
   delta = checks.real(delta, 'delta', 0.0, 1.0, low_open=True, high_open=True)
+  value_type, dimension = update_type(task, data)
+  setup = Setup(config, task, chosen, saved, data, delta, dimension)
+  if config.target_epsilon is not None:
+    if saved is not None:  # the run's noise, whatever --rounds is now
+      setup = dataclasses.replace(setup, config=dataclasses.replace(
+          config, noise_multiplier=saved['noise_multiplier']))
+    else:
+      setup = calibrate_noise(setup, value_type)
   if saved is None:
     _write_json(os.path.join(config.output_dir, CONFIG_FILE), dict(
         settings=_settings(config),
+        noise_multiplier=setup.config.noise_multiplier,
         vocabulary_file=vocabulary and os.path.abspath(
             config.vocab_file or os.path.join(config.output_dir,
                                               VOCABULARY_FILE)),
         vocabulary_source=vocabulary and vocabulary.source,
         vocabulary_digest=vocabulary and vocabulary.digest))
-  return Setup(config, task, chosen, saved, data, delta)
+  return setup
+
+
+def update_type(task: paper_tasks.PaperTask, data: paper_tasks.Data):
+  """(the TFF type of a model update, its dimension d): the trainable
+  weights."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  model = task.keras_model(data)
+  return tff.types.to_type([
+      tff.TensorType(np.float32, w.shape.as_list())
+      for w in model.trainable_weights]), paper_tasks.parameter_count(model)
 
 
 def build_process(setup: Setup):
@@ -265,7 +340,6 @@ def build_process(setup: Setup):
   from tff_ddp import learning  # pylint: disable=g-import-not-at-top
   config = setup.config
   tf.keras.utils.set_random_seed(config.seed)  # the model's initialization
-  dimension = paper_tasks.parameter_count(setup.task.keras_model(setup.data))
   process = tff.learning.algorithms.build_unweighted_fed_avg(
       setup.task.model_fn(setup.data),
       client_optimizer_fn=tff.learning.optimizers.build_sgdm(
@@ -276,7 +350,7 @@ def build_process(setup: Setup):
       metrics_aggregator=learning.withhold_metrics)
   process = tff.simulation.compose_dataset_computation_with_learning_process(
       setup.data.train.dataset_computation, process)
-  return process, dimension
+  return process, setup.dimension
 
 
 # ---------------------------------------------------------------------------
@@ -377,6 +451,7 @@ class Summary:
   population: int
   dimension: int
   seconds_per_round: float
+  noise_multiplier: Optional[float] = None
   vocabulary_source: Optional[str] = None
 
 
@@ -418,6 +493,7 @@ def run(config: TrainConfig, print_fn: Callable[[str], None] = print,
   from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
   setup = prepare(config, progress)
   config = setup.config
+  _print_header(print_fn, setup, setup.dimension)
   process, dimension = build_process(setup)
   files = RunFiles(config.output_dir)
   ledger = train_mechanisms.Ledger(setup.mechanism, setup.data.population,
@@ -432,7 +508,6 @@ def run(config: TrainConfig, print_fn: Callable[[str], None] = print,
     state = restored if restored is not None else state
     rows = files.rows_until(start)
   header = _header(setup, dimension)
-  _print_header(print_fn, setup, dimension)
   if setup.saved is not None:
     again = ledger.rounds_accounted - start
     print_fn(f'resumed after round {start} (its checkpoint)' + (
@@ -447,9 +522,10 @@ def run(config: TrainConfig, print_fn: Callable[[str], None] = print,
   print_fn(f'{"round":>6s} {"accuracy":>9s} {"eps(server)":>12s} '
            f'{"eps(release)":>13s} {"s/round":>8s} {"eta":>7s}')
   client_ids = list(setup.data.train.client_ids)
+  secret = cohort_seed(config)
   times = []
   for round_number in range(start + 1, config.rounds + 1):
-    ids = cohort(client_ids, config.clients_per_round, config.seed,
+    ids = cohort(client_ids, config.clients_per_round, secret,
                  round_number)
     began = time.perf_counter()
     output = process.next(state, ids)
@@ -478,8 +554,29 @@ def run(config: TrainConfig, print_fn: Callable[[str], None] = print,
       population=setup.data.population, dimension=dimension,
       seconds_per_round=(sum(times[1:]) / (len(times) - 1) if len(times) > 1
                          else (times[0] if times else math.nan)),
+      noise_multiplier=config.noise_multiplier,
       vocabulary_source=(setup.data.vocabulary
                          and setup.data.vocabulary.source))
+
+
+def cohort_seed(config: TrainConfig) -> int:
+  """The seed of the run's cohorts: --cohort-seed if given, else 128 bits
+  of OS entropy drawn when the run starts and kept in the output directory
+  (the server's file), so that a resumed run draws the same cohorts and
+  the cohorts stay secret from readers of the release, whom the
+  amplification by sampling of eps(release) assumes do not know them."""
+  if config.cohort_seed is not None:
+    return config.cohort_seed
+  path = os.path.join(config.output_dir, COHORT_SEED_FILE)
+  if not os.path.isfile(path):
+    if config.resume:
+      raise ValueError(f'--resume: {path} is missing (the run\'s secret '
+                       'cohort seed); the run cannot draw its cohorts again.')
+    handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(handle, 'w') as f:
+      f.write(f'{secrets.randbits(128)}\n')
+  with open(path, encoding='utf-8') as f:
+    return int(f.read())
 
 
 def cohort(client_ids, size, seed, round_number) -> List[str]:
@@ -514,6 +611,11 @@ def _print_header(print_fn, setup: Setup, dimension: int):
            f'(Kairouz, Liu & Steinke 2021, Section 6.2)')
   print_fn(f'data: {data.database} (TFF\'s loader): N = {data.population} '
            'training clients')
+  if data.population > _INDEX_HINT_CLIENTS and not databases.has_client_index(
+      data.database):
+    print_fn('note: the database has no index on examples(client_id), so '
+             'each client read scans the whole table; this makes it: '
+             + databases.index_hint(data.database))
   if data.vocabulary is not None:
     print_fn(data.vocabulary.source + '.')
   print_fn(f'model: d = {dimension:,} parameters (Hadamard padding to '
@@ -526,8 +628,20 @@ def _print_header(print_fn, setup: Setup, dimension: int):
            f'{config.server_learning_rate:g} with momentum '
            f'{config.server_momentum:g}, clients weighted uniformly')
   print_fn(f'mechanism: {setup.mechanism.describe(config)}')
+  if config.target_epsilon is not None:
+    print_fn(f'noise: z = {config.noise_multiplier:.4g} calibrated so that '
+             f'{config.rounds if setup.saved is None else "the first"} '
+             f'rounds are ({config.target_epsilon:g}, {setup.delta:.3g})-DP '
+             f'against the {config.calibrate_against}'
+             + (' (the run\'s calibration, kept on resume)'
+                if setup.saved is not None else ''))
   print_fn('client metrics: withheld (no exact client value reaches the '
            'server)')
+  if config.cohort_seed is not None:
+    print_fn(f'cohorts: drawn from --cohort-seed {config.cohort_seed}: '
+             'reproducible, and known to whoever knows the seed; '
+             'eps(release)\'s amplification by sampling holds only against '
+             'readers who do not.')
   print_fn(f'delta = {setup.delta:.3g}; accuracy: {setup.task.metric}, every '
            f'{config.eval_every or "-"} round(s) and the last')
 
@@ -538,9 +652,9 @@ def _print_footer(print_fn, setup: Setup, ledger):
   print_fn(chosen.notes['release'])
   if chosen.private['release']:
     print_fn(f'Neighbours: {ledger.relation()} (one client\'s examples '
-             f'removed: it still {chosen.empty_client}); every round run '
-             f'accounted with the event its metrics report; delta = '
-             f'{setup.delta:.3g}.')
+             f'removed: it still {chosen.empty_client}); each round: '
+             f'{chosen.theorem}, with the event its metrics report; every '
+             f'round run accounted; delta = {setup.delta:.3g}.')
   print_fn('accuracy: measured by the simulation on held-out test examples; '
            'not released by the protocol, not covered by epsilon.')
   out = setup.config.output_dir

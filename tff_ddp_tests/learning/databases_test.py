@@ -113,6 +113,26 @@ class GeneratedDatabasesTest(tf.test.TestCase):
     self.assertEqual(databases.check(databases.EMNIST, folder), path)
 
 
+class ClientIndexTest(tf.test.TestCase):
+
+  def test_index_on_client_id_is_found(self):
+    folder = _folder(self)
+    path = generated_databases.write_emnist(folder, 2, 2, 1)
+    self.assertFalse(databases.has_client_index(path))
+    with sqlite3.connect(path) as connection:
+      connection.execute('CREATE INDEX by_split ON examples (split_name)')
+    self.assertFalse(databases.has_client_index(path))
+    statement = databases.index_hint(path).split('"')[1]
+    with sqlite3.connect(path) as connection:
+      connection.execute(statement)
+    self.assertTrue(databases.has_client_index(path))
+    # TFF's loader reads it as before.
+    train, _ = tff.simulation.datasets.emnist.load_data(
+        only_digits=False, cache_dir=folder)
+    self.assertLen(list(train.create_tf_dataset_for_client(
+        train.client_ids[0])), 2)
+
+
 class CheckTest(parameterized.TestCase):
   """A missing or malformed database: one line naming the file and the fix."""
 

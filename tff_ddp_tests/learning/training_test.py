@@ -3,6 +3,7 @@ runs of both tasks through the command line on generated databases."""
 
 import contextlib
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -108,8 +109,76 @@ class LedgerTest(parameterized.TestCase):
                            6.334248e-5, delta=1e-10)
 
 
+class CohortSeedTest(tf.test.TestCase):
+  """The cohorts' seed is secret unless given, and survives a resume."""
+
+  def _config(self, folder, **kwargs):
+    return training.TrainConfig(task='emnist', mechanism='none',
+                                data_dir=folder, output_dir=folder, **kwargs)
+
+  def test_secret_seed_is_drawn_once_and_kept(self):
+    first, second = _folder(self), _folder(self)
+    seed = training.cohort_seed(self._config(first))
+    path = os.path.join(first, training.COHORT_SEED_FILE)
+    self.assertEqual(os.stat(path).st_mode & 0o777, 0o600)
+    self.assertEqual(training.cohort_seed(self._config(first, resume=True)),
+                     seed)
+    # 128 fresh bits per run: two runs share a seed with probability 2^-128.
+    self.assertNotEqual(training.cohort_seed(self._config(second)), seed)
+
+  def test_given_seed_and_missing_secret(self):
+    folder = _folder(self)
+    self.assertEqual(training.cohort_seed(self._config(folder,
+                                                       cohort_seed=7)), 7)
+    self.assertFalse(os.path.exists(
+        os.path.join(folder, training.COHORT_SEED_FILE)))
+    with self.assertRaisesRegex(ValueError, 'secret cohort seed'):
+      training.cohort_seed(self._config(folder, resume=True))
+
+
+@pytest.mark.slow  # ~5 s quiet, 18 s at load 19: three Keras models, DDG parameters
+class CalibrationTest(tf.test.TestCase):
+  """--target-epsilon: the least noise whose rounds meet the target."""
+
+  def test_least_noise_meets_the_target(self):
+    folder = _folder(self)
+    generated_databases.write_emnist(folder, 6, 2, 1)
+    found = {}
+    for name, bits in (('gaussian', 16), ('ddg', 20), ('ddg', 12)):
+      setup = training.prepare(training.TrainConfig(
+          task='emnist', mechanism=name, bits=bits, data_dir=folder,
+          output_dir=os.path.join(folder, f'{name}{bits}'),
+          target_epsilon=20.0, rounds=10, clients_per_round=3))
+      value_type, _ = training.update_type(setup.task, setup.data)
+
+      def epsilon(z, setup=setup, value_type=value_type):
+        ledger = train_mechanisms.Ledger(setup.mechanism, 6, setup.delta)
+        config = dataclasses.replace(setup.config, noise_multiplier=z)
+        for _ in range(10):
+          ledger.compose(setup.mechanism.planning_event(config, value_type),
+                         3)
+        return ledger.epsilon('release')
+
+      z = setup.config.noise_multiplier
+      self.assertLessEqual(epsilon(z), 20.0)
+      self.assertGreater(epsilon(0.99 * z), 20.0)
+      found[(name, bits)] = z
+    # Figure 2's effect: 12 bits' rounding inflates the DDG's sensitivity,
+    # so the same epsilon needs more noise; 20 bits match the Gaussian.
+    self.assertGreater(found[('ddg', 12)], 1.05 * found[('ddg', 20)])
+    self.assertAllClose(found[('ddg', 20)], found[('gaussian', 16)],
+                        rtol=0.01)
+
+
 class CommandErrorTest(parameterized.TestCase):
   """User errors before any training: one line, status 2."""
+
+  def test_choices_are_the_librarys(self):
+    # The parser lists them without importing the library (TF).
+    from tff_ddp.cli import train as train_cli  # pylint: disable=g-import-not-at-top
+    self.assertEqual(train_cli._MECHANISMS,  # pylint: disable=protected-access
+                     tuple(train_mechanisms.MECHANISMS))
+    self.assertEqual(train_cli._TASKS, tuple(training.paper_tasks.TASKS))  # pylint: disable=protected-access
 
   def test_missing_database(self):
     folder = _folder(self)
@@ -140,6 +209,12 @@ class CommandErrorTest(parameterized.TestCase):
        'holds no run'),
       (['--mechanism', 'gaussian', '--noise-multiplier', '0'],
        '--noise-multiplier must be'),
+      (['--mechanism', 'ddg', '--noise-multiplier', '1',
+        '--target-epsilon', '3'], 'one of them'),
+      (['--mechanism', 'gaussian', '--target-epsilon', '3',
+        '--calibrate-against', 'server'], 'not private against the server'),
+      (['--mechanism', 'gaussian', '--noise-multiplier', '1',
+        '--noise-sampler', 'exact'], '--noise-sampler is for --mechanism ddg'),
   )
   def test_settings(self, argv, message):
     folder = _folder(self)
