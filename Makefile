@@ -31,6 +31,8 @@ test-fast: setup
 
 bench: setup
 	$(VENV_PY) benchmarks/ddg_vs_tff.py
+	$(VENV_PY) benchmarks/ddg_encode_profile.py
+	$(VENV_PY) benchmarks/model_scale.py
 	$(VENV_PY) benchmarks/ddg_utility.py
 	$(VENV_PY) benchmarks/accountant_bench.py
 	$(VENV_PY) benchmarks/kashin_bench.py

@@ -1,154 +1,157 @@
-"""Where one client's DDG encoding of ~1M weights spends its time.
+"""Where one client's DDG encode of ~1M weights spends its CPU, today's code
+beside the code of main before issue 34, and the floor.
 
-Times (each a `tf.function`, median of --repeats calls after a warm-up) the
-parts of `DistributedDiscreteGaussian.client_encode` at the configuration of
-`model_scale.py` (954,010 weights, Hadamard padded to 2^20, noise
-multiplier 1, 20 bits, clip 1, the alias-table noise sampler) and the
-cheaper variants issue 23 asks to measure:
+One client at the configuration of `model_scale.py` (954,010 weights,
+Hadamard padded to D = 2^20, noise multiplier 1, 50 clients, 20 bits,
+clip 1, the alias-table sampler). Each stage is a `tf.function` (graph
+mode, grappler on, as in TFF's worker), TensorFlow on --threads threads
+(intra- and inter-op; 1 by default: CPU time is then the work itself, and a
+busy machine slows it less than it slows wall time). Every call is timed in
+CPU seconds of this process (`time.process_time`, all threads); the
+variants run round-robin, one call each per repeat, so the machine's load
+falls on all of them alike; the table shows medians.
 
-  signs      the rotation's public signs: one int32 Philox word per sign
-             (`stateless_uniform(maxval=2)`) vs 64 signs per word (bits of
-             d / 64 int64 words)
-  rotation   the randomized Hadamard in float64 vs float32
-  rounding   the rounding's uniforms: float64 (two 32-bit words each) vs
-             one 32-bit word compared with frac * 2^32
-  noise      the alias-table sampler (one int64 word + a gather each)
-  encode     the whole client_encode
+Rows (today = main at 55e504f, frozen in `_ddg_encode_baseline.py`; new =
+the library as it is):
 
-  PYTHONPATH=$PWD .venv/bin/python benchmarks/ddg_encode_profile.py
+  clip and scale   cast, finite check, l2 clip, 1/gamma (new: one float64
+                   sum of squares; x' cast to the rotation's dtype)
+  signs            the public signs (today: one 32-bit word per sign; new:
+                   one byte per 8 signs)
+  rotation         pad, signs, Hadamard (today: float64 tensordot per block;
+                   new: float32 or float64 matmul chain, `float32_rotation`)
+  rounding coins   the rounding's random words (today: float64 uniforms,
+                   64 bits each; new: one 32-bit word)
+  rounding         conditional randomized rounding incl. its coins and the
+                   exact norm check
+  noise            the discrete Gaussian noise (today's reads a table of
+                   55e504f's shape, truncated at 2^-110 tail mass; new: the
+                   certified table, ~18 scales wide, 2^20 columns at this
+                   scale: `_ddg_encode_baseline`)
+  noise + residue  adding the noise and the ring residue (new: int32/uint32)
+  client_encode    the whole encode (the sum of the above and glue)
+
+and the floor no encode of D coordinates can beat in plain TF ops: one
+float32 add of D elements (one pass over the data) and one Philox draw of D
+64-bit words (the random bits of the noise alone).
+
+  .venv/bin/python benchmarks/ddg_encode_profile.py [--repeats 15]
+
+Target (issue 34): new client_encode <= 0.65 x today's, in the same run.
 """
 
-import argparse
+import statistics
 import time
 
-import _common  # pylint: disable=unused-import
+import _harness as harness
 import numpy as np
 
-DIM = 954_010
+TARGET = 0.65
 
 
-def timed(fn, args, repeats):
-  fn(*args)  # trace + warm up
-  seconds = []
-  for _ in range(repeats):
-    start = time.perf_counter()
-    out = fn(*args)
-    if isinstance(out, (list, tuple)):
-      out = out[0]
-    if isinstance(out, dict):
-      out = next(iter(out.values()))
-    np.asarray(out)
-    seconds.append(time.perf_counter() - start)
-  return float(np.median(seconds))
-
-
-def main():
-  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-  parser.add_argument('--repeats', type=int, default=15)
-  parser.add_argument('--threads', type=int, default=1)
-  args = parser.parse_args()
+def run(repeats=15, dim=954_010, clients=50, bits=20, threads=1):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-  tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+  tf.config.threading.set_intra_op_parallelism_threads(threads)
+  tf.config.threading.set_inter_op_parallelism_threads(threads)
+  import _ddg_encode_baseline as baseline  # pylint: disable=g-import-not-at-top
   from tff_ddp.encoders import hadamard  # pylint: disable=g-import-not-at-top
+  from tff_ddp.mechanisms import discrete_gaussian  # pylint: disable=g-import-not-at-top
   from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg  # pylint: disable=g-import-not-at-top
   from tff_ddp.mechanisms import rounding  # pylint: disable=g-import-not-at-top
 
+  if repeats < 1:
+    raise harness.UsageError('--repeats must be >= 1')
   mech = ddg.compute_parameters(
-      dim=DIM, l2_clip=1.0, noise_multiplier=1.0,
-      expected_clients_per_round=50, bits=20)
+      dim=dim, l2_clip=1.0, noise_multiplier=1.0,
+      expected_clients_per_round=clients, bits=bits)
   d = mech.output_dim
-  x = tf.constant(np.random.default_rng(0).normal(size=DIM) / 1000.0)
+  today = baseline.Encode(mech, baseline.truncation(
+      discrete_gaussian.discrete_gaussian_variance_parameter(
+          mech.scaled_local_stddev)))
+  rng = np.random.default_rng(0)
+  x = tf.constant(rng.normal(size=dim) / 1000.0)
   seed = tf.constant([3, 4], tf.int64)
-  x64 = tf.constant(np.random.default_rng(1).normal(size=d) * 5.0)
-  x32 = tf.cast(x64, tf.float32)
+  dtype = tf.float32 if mech.float32_rotation else tf.float64
 
-  @tf.function
-  def signs_int32(s):
-    return hadamard.random_signs(d, s)
+  # Inputs of the later stages: each variant gets its own pipeline's.
+  old_scaled = today.clip(x)[0]
+  old_rotated = today.rotate(old_scaled, seed)
+  old_rounded = today.round(old_rotated, seed)[0]
+  new_scaled = mech.clip_and_scale(x)[0]
+  new_rotated = mech.encoder.encode(new_scaled, seed)
+  new_rounded = rounding.conditional_randomized_round(
+      new_rotated, mech.norm_threshold, seed)[0]
+  noise = mech.sample_noise(seed)
 
-  @tf.function
-  def signs_packed(s):
-    words = tf.random.stateless_uniform([d // 64], seed=s, dtype=tf.int64,
-                                        minval=None, maxval=None)
-    shifts = tf.range(64, dtype=tf.int64)
-    bits = tf.bitwise.bitwise_and(
-        tf.bitwise.right_shift(words[:, None], shifts[None, :]), 1)
-    return tf.cast(2 * tf.reshape(bits, [d]) - 1, tf.float64)
-
-  @tf.function
-  def hadamard64(v):
-    return hadamard.fast_walsh_hadamard(v)
-
-  @tf.function
-  def hadamard32(v):
-    return hadamard.fast_walsh_hadamard(v)
-
-  @tf.function
-  def uniforms64(s):
-    return rounding.rounding_uniforms([d], s, 0)
-
-  @tf.function
-  def words32(s):
-    return tf.random.stateless_uniform([d], seed=s, dtype=tf.int32,
-                                       minval=None, maxval=None)
-
-  @tf.function
-  def round64(v, s):
-    return rounding.randomized_round(v, rounding.rounding_uniforms([d], s, 0))
-
-  @tf.function
-  def round32(v, s):
-    words = tf.random.stateless_uniform([d], seed=s, dtype=tf.int32,
-                                        minval=None, maxval=None)
-    floor = tf.floor(v)
-    up = (tf.cast(words, tf.float64) + 2147483648.0 <
-          (v - floor) * 4294967296.0)
-    return tf.cast(floor, tf.int64) + tf.cast(up, tf.int64)
-
-  @tf.function
-  def conditional(v, s):
-    return rounding.conditional_randomized_round(v, mech.norm_threshold, s)[0]
-
-  @tf.function
-  def noise(s):
-    return mech.sample_noise(s)
-
-  @tf.function
-  def int64_words(s):
-    return tf.random.stateless_uniform([d], seed=s, dtype=tf.int64,
-                                       minval=None, maxval=None)
-
-  @tf.function
-  def residue(v):
-    return tf.math.floormod(v, mech.modulus)
-
-  @tf.function
-  def encode(v, s):
-    return mech.client_encode(v, s, s)[0]['encoded']
-
-  rows = [
-      ('signs: int32 word per sign', signs_int32, (seed,)),
-      ('signs: 64 per int64 word', signs_packed, (seed,)),
-      ('Hadamard float64', hadamard64, (x64,)),
-      ('Hadamard float32', hadamard32, (x32,)),
-      ('rounding uniforms float64', uniforms64, (seed,)),
-      ('rounding words int32', words32, (seed,)),
-      ('randomized round float64 u', round64, (x64, seed)),
-      ('randomized round int32 u', round32, (x64, seed)),
-      ('conditional round (current)', conditional, (x64, seed)),
-      ('noise: int64 words alone', int64_words, (seed,)),
-      ('noise: alias sampler', noise, (seed,)),
-      ('ring residue (floormod)', residue,
-       (tf.constant(np.arange(d, dtype=np.int64)),)),
-      ('client_encode (current)', encode, (x, seed)),
+  f = tf.function
+  stages = [
+      ('clip and scale', f(lambda v: today.clip(v)[0]), (x,),
+       f(lambda v: mech.clip_and_scale(v)[0]), (x,)),
+      ('signs', f(lambda s: baseline.random_signs(d, s)), (seed,),
+       f(lambda s: hadamard.random_signs(d, s, dtype, d**-0.5)), (seed,)),
+      ('rotation', f(today.rotate), (old_scaled, seed),
+       f(mech.encoder.encode), (new_scaled, seed)),
+      ('rounding coins', f(lambda s: baseline.rounding_uniforms([d], s, 0)),
+       (seed,), f(lambda s: rounding.rounding_words([d], s, 0)), (seed,)),
+      ('rounding', f(lambda v, s: today.round(v, s)[0]), (old_rotated, seed),
+       f(lambda v, s: rounding.conditional_randomized_round(
+           v, mech.norm_threshold, s)[0]), (new_rotated, seed)),
+      ('noise', f(today.noise), (seed,), f(mech.sample_noise), (seed,)),
+      ('noise + residue', f(today.residue), (old_rounded, noise),
+       f(mech.ring_sum), (new_rounded, noise)),
+      ('client_encode', f(lambda v, s: today(v, s, s)[0]), (x, seed),
+       f(lambda v, s: mech.client_encode(v, s, s)[0]['encoded']),
+       (x, seed)),
   ]
-  print(f'one client, {DIM:,} weights -> D = {d:,}; median of '
-        f'{args.repeats} calls, {args.threads} thread(s)')
-  for name, fn, fn_args in rows:
-    print(f'  {name:32s} {1000 * timed(fn, fn_args, args.repeats):8.2f} ms',
-          flush=True)
+  x32 = tf.constant(rng.normal(size=d), tf.float32)
+  floor = [
+      ('float32 add', f(lambda v: v + v), (x32,)),
+      ('Philox, D int64 words', f(lambda s: tf.random.stateless_uniform(
+          [d], seed=s, dtype=tf.int64, minval=None, maxval=None)), (seed,)),
+  ]
+  calls = []  # (stage, variant), function, arguments
+  for name, old_fn, old_args, new_fn, new_args in stages:
+    calls += [((name, 'today'), old_fn, old_args),
+              ((name, 'new'), new_fn, new_args)]
+  calls += [((name, 'floor'), fn, args) for name, fn, args in floor]
+
+  def call(fn, args):
+    out = fn(*args)
+    for tensor in tf.nest.flatten(out):
+      np.asarray(tensor)
+
+  for _, fn, args in calls:  # trace and warm up
+    call(fn, args)
+  seconds = {key: [] for key, _, _ in calls}
+  for _ in range(repeats):
+    for key, fn, args in calls:
+      start = time.process_time()
+      call(fn, args)
+      seconds[key].append(time.process_time() - start)
+  ms = {key: 1000 * statistics.median(v) for key, v in seconds.items()}
+
+  table = harness.Table(
+      [('stage', 'stage', 's'), ('today', 'today ms', '.2f'),
+       ('new', 'new ms', '.2f'), ('ratio', 'new / today', '.2f')],
+      title=(f'one client, {dim:,} weights -> D = {d:,}; CPU ms, median of '
+             f'{repeats} round-robin calls, {threads} TF thread(s); new '
+             f'rotation {dtype.name}'))
+  for name, *_ in stages:
+    table.add(stage=name, today=ms[(name, 'today')], new=ms[(name, 'new')],
+              ratio=ms[(name, 'new')] / ms[(name, 'today')])
+  floor_ms = sum(ms[(name, 'floor')] for name, _, _ in floor)
+  for name, _, _ in floor:
+    table.add(stage=f'floor: {name}', new=ms[(name, 'floor')])
+  ratio = ms[('client_encode', 'new')] / ms[('client_encode', 'today')]
+  table.notes.append(
+      f'\nclient_encode new / today = {ratio:.2f} (target <= {TARGET}: '
+      f'{"met" if ratio <= TARGET else "not met"}); '
+      f'new / floor ({floor_ms:.1f} ms) = '
+      f'{ms[("client_encode", "new")] / floor_ms:.1f}')
+  return table
 
 
 if __name__ == '__main__':
-  main()
+  harness.main(run, __doc__, repeats='timed calls per variant',
+               dim='weights of the client value', clients='clients per round',
+               bits='secure-sum bits', threads='TF intra/inter-op threads')

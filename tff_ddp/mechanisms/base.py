@@ -218,8 +218,19 @@ def flag_vector(flags: Sequence[tf.Tensor]) -> tf.Tensor:
 
 
 def ring_residue(value: tf.Tensor, modulus: int) -> tf.Tensor:
-  """value mod modulus, in [0, modulus), as int64."""
-  return tf.math.floormod(tf.cast(value, tf.int64), modulus)
+  """value mod modulus, in [0, modulus), as int64.
+
+  For a power-of-two modulus M = 2^b (every secure-sum ring here) the
+  residue is the low b bits, value & (M - 1): in two's complement,
+  value = q 2^b + (value & (M - 1)) with the masked part in [0, M), also for
+  negative values, so it equals floormod(value, M) exactly -- in one
+  bitwise pass instead of a division.
+  """
+  value = tf.cast(value, tf.int64)
+  modulus = int(modulus)
+  if modulus > 0 and modulus & (modulus - 1) == 0:
+    return tf.bitwise.bitwise_and(value, tf.constant(modulus - 1, tf.int64))
+  return tf.math.floormod(value, modulus)
 
 
 def centre(residue: tf.Tensor, modulus: int) -> tf.Tensor:

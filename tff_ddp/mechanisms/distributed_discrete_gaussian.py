@@ -10,8 +10,38 @@ factory only places them.
 Data flow for one client (D = the encoder's output dimension, M = 2^bits):
 
   x  --clip to c-->  --/gamma-->  x'  --encoder (e.g. H D_xi)-->  x''
-  --conditional randomized rounding-->  x~ (int64, ||x~||^2 <= T)
-  --+ N_Z(0, (sigma/gamma)^2)^D-->  --mod M-->  z in [0, M)^D
+  --conditional randomized rounding-->  x~ (integers, ||x~||^2 <= T)
+  --+ N_Z(0, (sigma/gamma)^2)^D-->  --mod M-->  z in [0, M)^D (int64)
+
+Precision (`float32_rotation`, resolved once in `compute_parameters`). The
+privacy of a client rests on one check only: the rounded integer vector is
+accepted iff ||x~||_2^2 <= T, computed exactly in int64 (Theorem 5 (3);
+T < 2^62 makes the sum of squares exact). Whatever arithmetic produced x''
+the released x~ has norm <= sqrt(T), the sensitivity the event claims. So
+x' and x'' may be computed in float32 when that costs no utility worth
+naming, and then they are:
+
+* x' is clipped to c (1 - 2 eps) instead of c, eps =
+  `encoder.float32_error` (the proved relative l2 error of the float32
+  rotation, `tff_ddp.encoders.hadamard.float32_error_bound`), so that
+  ||x''||_2 <= (1 + eps)(1 - 2 eps) c/gamma <= c/gamma: the premise of the
+  paper's rounding analysis (Algorithm 1: ||x''||_2 <= c/gamma; each
+  attempt succeeds w.p. >= 1 - beta) still holds;
+* the rounded values and the ring arithmetic are int32: |x~_j| <= |x''_j|
+  + 1 <= c/gamma + 1 < 2^30 + 1 (c/gamma < 2^30 is a condition of this
+  path), the noise enters as its residue in [0, M), M <= 2^30, and the sum
+  x~ + y is formed in uint32, whose wrap-around is modulo 2^32, a multiple
+  of M: (x~ + y) & (M - 1) is the exact residue mod M;
+* chosen iff the encoder has such a bound (the randomized Hadamard), the
+  noise is on, 1 <= c/gamma < 2^30 (from 1 up, float32's flushed
+  subnormals, `hadamard.float32_flush_error` <= 2^-93 in l2, stay far
+  below the eps c/gamma >= 2^-22 of slack the shrink leaves) and the
+  float32 cost is negligible against the noise: n clients' rotation errors
+  and shrinks add at most n 2 eps c/gamma in l2, their noise has l2 norm
+  ~ sqrt(n D) sigma/gamma; float32 is used when the first is <= 2^-10 of
+  the second at the expected n (`_FLOAT32_NOISE_FRACTION`).
+Otherwise (no noise, Kashin, DFT, identity, huge scaled clips) x'' is
+float64 and the integers int64, as in Algorithm 1 literally.
 
 Server: zbar = sum z mod M, centred into {-M/2+1, ..., M/2}, then
 y = gamma * decode(zbar').
@@ -56,6 +86,15 @@ _INTEGER_SLACK = 2.0**-40
 # Relative tolerance of the ring check for the number of clients the ring was
 # sized for (the heuristic makes k * sum_stddev == M / 2 exactly).
 _RING_TOLERANCE = 1e-9
+# The float32 path (module docstring) needs c/gamma below this, so that
+# rounded coordinates (<= c/gamma + 1) and ring residues fit int32.
+_FLOAT32_MAX_SCALED_CLIP = 2.0**30
+# ... and its l2 error over n clients at most this fraction of their noise.
+_FLOAT32_NOISE_FRACTION = 2.0**-10
+# Float64 sums of squares are exact to (d + 10) 2^-53 relative; below this
+# many, tiny coordinates flush to zero (TF flushes subnormals), so the
+# fast clip leaves such inputs to `tensors.clip_to_norm`.
+_FAST_CLIP_MIN_SQUARED_NORM = 2.0**-900
 # Noise samplers: 'table' (alias method, per-sample TV < 2^-231, added to
 # delta by the accountant; scales up to ~29172, beyond which 'exact' is
 # used) or 'exact' (Canonne-Kamath-Steinke rejection, up to 2^25).
@@ -206,7 +245,8 @@ class DistributedDiscreteGaussian:
   local_stddev (sigma), gamma. Integer-domain (scaled) quantities:
   scaled_l2_clip (c/gamma), scaled_local_stddev (sigma/gamma), norm_threshold
   (T, the exact integer bound on ||x~||_2^2 checked by the client),
-  l2_sensitivity (sqrt(T)).
+  l2_sensitivity (sqrt(T)). float32_rotation: x' and x'' in float32 and the
+  integers in int32 (module docstring), else float64 and int64.
   """
 
   encoder: encoders_base.Encoder
@@ -229,6 +269,7 @@ class DistributedDiscreteGaussian:
   granularity_given: bool = False
   integer_inputs: bool = False
   noise_sampler: str = 'exact'
+  float32_rotation: bool = False
 
   name = base.Kind.DISCRETE_GAUSSIAN
   flag_names = ('nonfinite', 'clipped', 'rounding_failed')
@@ -482,6 +523,18 @@ class DistributedDiscreteGaussian:
     half = self.modulus / 2.0
     return base.largest_count(lambda n: self.wrap_statistic(n) < half)
 
+  @property
+  def input_scale(self) -> float:
+    """The factor from a clipped input to x': 1/gamma, times (1 - 2 eps)
+    on the float32 path (module docstring); exactly the integer 1/gamma
+    for integer inputs."""
+    if self.integer_inputs:
+      return float(round(1.0 / self.gamma))
+    scale = 1.0 / self.gamma
+    if self.float32_rotation:
+      scale *= 1.0 - 2.0 * self.encoder.float32_error
+    return scale
+
   def client_encode(self, x, round_seed, noise_seed):
     """Algorithm 1 for one client (flags: nonfinite, clipped, rounding_failed).
 
@@ -489,28 +542,78 @@ class DistributedDiscreteGaussian:
     share): the zero-out neighbour. An encoder that is not an isometry
     (Kashin) has its *output* clipped to the scaled clip norm as well, so the
     norm bound of Theorem 5 (3) holds for the vector that is rounded.
+    Returns 'encoded' as int64 in [0, M).
     """
-    x = tf.reshape(tf.cast(x, tf.float64), [self.dim])
-    finite = tf.reduce_all(tf.math.is_finite(x))
-    x = tf.where(finite, x, tf.zeros_like(x))
-    beyond = tf.constant(False)
-    if self.linf_clip is not None:
-      beyond = tf.reduce_any(tf.abs(x) > self.linf_clip)
-      x = tf.clip_by_value(x, -self.linf_clip, self.linf_clip)
-    x, clipped = tensors.clip_to_norm(x, self.l2_clip)
-    clipped |= beyond
-    encoded = self.encoder.encode(x / self.gamma, round_seed)
+    x, finite, clipped = self.clip_and_scale(x)
+    encoded = self.encoder.encode(x, round_seed)
     if not self.encoder.is_isometry:
       encoded, more = tensors.clip_to_norm(encoded, self.scaled_l2_clip)
       clipped |= more
     rounding_seed, sampling_seed = client_subseeds(noise_seed)
     rounded, _, ok = rounding.conditional_randomized_round(
         encoded, self.norm_threshold, rounding_seed)
+    noise = None
     if self.noise_multiplier > 0:
-      rounded += self.sample_noise(sampling_seed)
-    z = base.ring_residue(rounded, self.modulus)
+      noise = self.sample_noise(sampling_seed)
+    z = self.ring_sum(rounded, noise)
     return {'encoded': z}, base.flag_vector(
         [tf.logical_not(finite), clipped, tf.logical_not(ok)])
+
+  def clip_and_scale(self, x):
+    """(x' = x clipped to l2_clip (and linf_clip) times `input_scale`, in the
+    rotation's dtype; finite; clipped), the first line of Algorithm 1.
+
+    A non-finite x becomes zeros (finite False). The norm is one float64
+    sum of squares when that is exact enough (finite and >= 2^-900: no
+    overflow, no flushed subnormals that matter); otherwise
+    `tensors.clip_to_norm`'s overflow-safe form decides (huge or tiny
+    coordinates, NaN, +-Inf). Both are within a few ulps of ||x||_2.
+    """
+    x = tf.reshape(tf.cast(x, tf.float64), [self.dim])
+    beyond = tf.constant(False)
+    finite_before = tf.constant(True)
+    if self.linf_clip is not None:
+      finite_before = tf.reduce_all(tf.math.is_finite(x))
+      x = tf.where(finite_before, x, tf.zeros_like(x))
+      beyond = tf.reduce_any(tf.abs(x) > self.linf_clip)
+      x = tf.clip_by_value(x, -self.linf_clip, self.linf_clip)
+    squared_norm = tf.reduce_sum(tf.square(x))
+    fast = tf.math.is_finite(squared_norm) & (
+        squared_norm >= _FAST_CLIP_MIN_SQUARED_NORM)
+    scale = tf.constant(self.input_scale, tf.float64)
+    clip = tf.constant(self.l2_clip, tf.float64)
+
+    def direct():
+      norm = tf.sqrt(squared_norm)
+      clipped = norm > clip
+      factor = tf.where(clipped, clip / norm, tf.ones_like(norm)) * scale
+      return x * factor, tf.constant(True), clipped
+
+    def careful():
+      finite = tf.reduce_all(tf.math.is_finite(x))
+      clipped_x, clipped = tensors.clip_to_norm(
+          tf.where(finite, x, tf.zeros_like(x)), self.l2_clip)
+      return clipped_x * scale, finite, clipped
+
+    x, finite, clipped = tf.cond(fast, direct, careful)
+    dtype = tf.float32 if self.float32_rotation else tf.float64
+    return tf.cast(x, dtype), finite & finite_before, clipped | beyond
+
+  def ring_sum(self, rounded, noise=None):
+    """(rounded + noise) mod M, int64 in [0, M); `noise` None: no noise.
+
+    int32 `rounded` (the float32 path): the noise's residue and the sum
+    are formed in uint32, exact mod M (module docstring); int64: in int64.
+    """
+    if noise is None:
+      return base.ring_residue(rounded, self.modulus)
+    noise = base.ring_residue(noise, self.modulus)
+    if rounded.dtype == tf.int32:
+      total = (tf.bitcast(rounded, tf.uint32)
+               + tf.cast(noise, tf.uint32))  # noise in [0, M): exact
+      return tf.cast(tf.bitwise.bitwise_and(
+          total, tf.constant(self.modulus - 1, tf.uint32)), tf.int64)
+    return base.ring_residue(rounded + noise, self.modulus)
 
   def server_decode(self, summed, num_clients, round_seed):
     """Algorithm 2: centre the ring, decode, rescale.
@@ -617,6 +720,20 @@ def _scaled(bits, l2_clip, z, n, output_dim, k, granularity):
   return scaled
 
 
+def _float32_rotation(encoder, z, n, output_dim, scaled: _Scaled,
+                      integer_inputs: bool) -> bool:
+  """Whether x' and x'' are float32 and the integers int32 (module
+  docstring): an encoder with a float32 error bound eps, noise on,
+  1 <= c/gamma < 2^30, and n 2 eps c/gamma <= 2^-10 sqrt(n D) sigma/gamma."""
+  eps = getattr(encoder, 'float32_error', None)
+  if eps is None or z == 0 or integer_inputs or not (
+      1.0 <= scaled.scaled_clip < _FLOAT32_MAX_SCALED_CLIP):
+    return False
+  error = n * 2.0 * eps * scaled.scaled_clip
+  noise = math.sqrt(n * output_dim) * scaled.scaled_local
+  return error <= _FLOAT32_NOISE_FRACTION * noise
+
+
 compute_parameters = DistributedDiscreteGaussian.compute_parameters
 release_event = DistributedDiscreteGaussian.release_event
 
@@ -696,6 +813,8 @@ def derive(dim, l2_clip, noise_multiplier, expected_clients_per_round, bits,
         if fitting else
         f'l2_clip={l2_clip} with dim={dim} overflows int64 arithmetic.')
   mechanism = mechanism_class(
+      float32_rotation=_float32_rotation(encoder, z, n, output_dim,
+                                         scaled, integer_inputs),
       encoder=encoder, dim=dim, output_dim=output_dim, l2_clip=l2_clip,
       noise_multiplier=z, expected_clients_per_round=n, bits=bits,
       modclip_prob=clean['modclip_prob'], beta=beta, k_stddevs=k,

@@ -37,15 +37,18 @@ def clip_to_norm(v: tf.Tensor, clip: float) -> Tuple[tf.Tensor, tf.Tensor]:
   Works on v / max|v_i| (entries in [-1, 1], norm in [1, sqrt(d)]), so a
   coordinate of 1e200 is clipped to the right direction instead of giving
   inf / inf = NaN or zeros: ||v|| > clip iff ||v / big|| > clip / big.
+  v is a vector (one norm, one flag). max|v_i| is max(max v, -min v) (no
+  |v| copy), and an unclipped v is returned as it is (a `tf.cond`, no
+  select pass); the outputs are those of the element-wise form bit for bit.
   """
-  big = tf.reduce_max(tf.abs(v))
+  big = tf.maximum(tf.reduce_max(v), -tf.reduce_min(v))
   positive = big > 0
   safe = tf.where(positive, big, tf.ones_like(big))
   unit = v / safe
   unit_norm = tf.norm(unit)
   clipped = positive & (unit_norm > clip / safe)
-  scaled = unit * (clip / tf.where(clipped, unit_norm, tf.ones_like(big)))
-  return tf.where(clipped, scaled, v), clipped
+  scaled = tf.cond(clipped, lambda: unit * (clip / unit_norm), lambda: v)
+  return scaled, clipped
 
 
 # The most samples one sampler call draws: one client's encoding at most

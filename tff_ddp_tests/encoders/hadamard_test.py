@@ -84,12 +84,61 @@ class RandomizedHadamardTest(tf.test.TestCase, parameterized.TestCase):
     self.assertNotAllEqual(a, c)
     self.assertAllEqual(np.abs(a), np.ones(128))
 
+  @parameterized.parameters(1, 8, 13, 1000)
+  def test_signs_are_the_bits_of_the_seeded_bytes(self, dim):
+    # Sign 8i + j is +1 iff bit j of byte i is set, the bytes being
+    # uniform Philox draws on [0, 256) (so the signs are iid uniform).
+    seed = tf.constant([7, 8], tf.int64)
+    values = tf.random.stateless_uniform(
+        [-(-dim // 8)], seed=seed, minval=0, maxval=256,
+        dtype=tf.int32).numpy().astype(np.uint8)
+    bits = np.unpackbits(values, bitorder='little')[:dim]
+    self.assertAllEqual(hadamard.random_signs(dim, seed), 2.0 * bits - 1)
+    scaled = hadamard.random_signs(dim, seed, tf.float32, 0.25)
+    self.assertEqual(scaled.dtype, tf.float32)
+    self.assertAllEqual(scaled, (2.0 * bits - 1) / 4)
+
   def test_flattens_a_spike(self):
     # A one-hot vector becomes a column of H: every entry +-1/sqrt(d).
     d = 256
     x = tf.one_hot(7, d, dtype=tf.float64)
     y = hadamard.RandomizedHadamard(d).encode(x, tf.constant([0, 1], tf.int64))
     self.assertAllClose(np.abs(y), np.full(d, 1 / np.sqrt(d)), rtol=1e-12)
+
+
+class Float32BoundTest(tf.test.TestCase, parameterized.TestCase):
+  """`float32_error_bound`: encode in float32 vs the exact rotation."""
+
+  @parameterized.parameters(2, 16, 512, 2048, 8192)
+  def test_float32_encode_is_within_the_bound(self, d):
+    # Against the rotation in float64 (its own error ~1e-16 relative, far
+    # below the bound ~1e-5); a precision bug (bfloat16 products, a lost
+    # normalisation) shows as an error of 1e-3 or more.
+    rotation = hadamard.RandomizedHadamard(d)
+    seed = tf.constant([d, 3], tf.int64)
+    signs = hadamard.random_signs(d, seed).numpy()
+    spike = np.zeros(d)
+    spike[d // 3] = 1e3
+    column = signs * scipy.linalg.hadamard(d)[:, 1 % d] / np.sqrt(d)
+    rng = np.random.default_rng(d)
+    bound = rotation.float32_error
+    for x in (rng.normal(size=d) * 1e5, rng.uniform(size=d), spike,
+              np.ones(d), column * 123.25, rng.standard_cauchy(size=d)):
+      x32 = np.float32(x)
+      exact = rotation.encode(tf.constant(x32, tf.float64), seed).numpy()
+      got = rotation.encode(tf.constant(x32), seed).numpy()
+      self.assertEqual(got.dtype, np.float32)
+      err = np.linalg.norm(got.astype(np.float64) - exact)
+      self.assertLessEqual(err, bound * np.linalg.norm(
+          x32.astype(np.float64)))
+
+  def test_bound_formula(self):
+    # (1 + u)^3 (1 + 4 * 15u / (1 - 15u))^5 - 1 at d = 2^20, u = 2^-24.
+    u = 2.0**-24
+    expected = (1 + u)**3 * (1 + 4 * 15 * u / (1 - 15 * u))**5 - 1
+    self.assertAlmostEqual(hadamard.float32_error_bound(2**20) / expected,
+                           1.0, delta=1e-6)
+    self.assertGreater(hadamard.float32_error_bound(2**20), expected)
 
 
 if __name__ == '__main__':

@@ -7,6 +7,7 @@ import numpy as np
 import scipy.linalg
 import tensorflow as tf
 
+from tff_ddp.encoders import hadamard
 from tff_ddp.encoders import registry
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
 from tff_ddp.mechanisms import rounding
@@ -23,8 +24,12 @@ def _params(**kwargs):
 
 # ---------------------------------------------------------------------------
 # numpy reference of Algorithms 1 and 2. Randomness is injected: the signs
-# xi, the uniforms of each rounding attempt and the noise vector come from
-# the same TF draws the implementation makes, so outputs must agree exactly.
+# xi, the words of each rounding attempt and the noise vector come from the
+# same TF draws the implementation makes, so the integers must agree
+# exactly. On the float32 path (`float32_rotation`) the reference checks
+# TF's x'' against its own float64 rotation within the proved float32 bound
+# and rounds TF's x'' (the rounding is exact given x''); on the float64 path
+# it rounds its own x''.
 
 def _np_fwht(x):
   """Orthonormal Walsh-Hadamard as a dense matrix product (an independent
@@ -37,24 +42,39 @@ def base_centre(z, modulus):
   return np.where(z > modulus // 2, z - modulus, z)
 
 
-def reference_client(x, p, signs, uniforms, noise):
+def reference_scale(x, p):
+  """x' = x clipped to c, times 1/gamma (and 1 - 2 eps when float32)."""
   x = np.asarray(x, np.float64)
   if not np.all(np.isfinite(x)):
     x = np.zeros_like(x)
-  norm = np.linalg.norm(x)
-  if norm > p.l2_clip:
-    big = np.max(np.abs(x))
+  big = np.max(np.abs(x))
+  if big > 0 and big * np.linalg.norm(x / big) > p.l2_clip:
     x = (x / big) * (p.l2_clip / np.linalg.norm(x / big))
-  x = x / p.gamma                                        # x'
-  x = np.pad(x, (0, p.output_dim - p.dim))
-  x = _np_fwht(signs * x)                                # x'' = H D x'
-  for attempt in range(rounding.MAX_ROUNDING_ATTEMPTS):  # conditional rounding
-    u = uniforms(attempt)
+  scale = 1.0 / p.gamma
+  if p.float32_rotation:
+    scale *= 1.0 - 2.0 * p.encoder.float32_error
+  return x * scale
+
+
+def reference_round(x, p, words):
+  """Conditional randomized rounding of x'' with the attempts' words."""
+  bits = 24 if x.dtype == np.float32 else 31
+  for attempt in range(rounding.MAX_ROUNDING_ATTEMPTS):
+    r = (words(attempt) & (2**bits - 1)).astype(x.dtype)
     fl = np.floor(x)
-    r = (fl + (u < x - fl)).astype(np.int64)
-    if np.sum(r * r) <= p.norm_threshold:
-      break
-  return np.mod(r + noise, p.modulus)                     # z = x~ + y mod M
+    rounded = fl.astype(np.int64) + (r < (x - fl) * x.dtype.type(2**bits))
+    if np.sum(rounded * rounded) <= p.norm_threshold:
+      return rounded
+  return np.zeros_like(rounded)
+
+
+def reference_client(x, p, signs, words, noise, rotated=None):
+  """z = (x~ + y) mod M; x'' computed here from x, or `rotated` (TF's
+  float32 x'', checked by the caller)."""
+  if rotated is None:
+    x = np.pad(reference_scale(x, p), (0, p.output_dim - p.dim))
+    rotated = _np_fwht(signs * x)                        # x'' = H D x'
+  return np.mod(reference_round(rotated, p, words) + noise, p.modulus)
 
 
 def reference_server(zbar, p, signs):
@@ -66,31 +86,53 @@ def reference_server(zbar, p, signs):
 class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
-      ("hadamard_padded", 100, 1.0, 'table'), ("power_of_two", 64, 0.5,
-                                              'exact'),
-      ('no_noise', 30, 0.0, 'table'), ('huge_coordinate', 16, 1.0, 'table'))
+      ("hadamard_padded", 100, 1.0, 'table', True),
+      ("power_of_two", 64, 0.5, 'exact', True),
+      ('no_noise', 30, 0.0, 'table', False),
+      ('huge_coordinate', 16, 1.0, 'table', True))
   def test_client_and_server_match_reference_exactly(self, dim, noise_mult,
-                                                     sampler):
+                                                     sampler, float32):
     p = _params(dim=dim, noise_multiplier=noise_mult, noise_sampler=sampler)
     self.assertEqual(p.noise_sampler, sampler)
+    self.assertEqual(p.float32_rotation, float32)
     rng = np.random.default_rng(dim)
     xs = [rng.normal(size=dim) * s for s in (0.01, 0.3, 5.0)]
     if dim == 16:  # ||x|| overflows float64 unless computed with care
       xs[2][3] = 1e200
     rotation_seed = tf.constant([11, 12], tf.int64)
-    signs = (2 * tf.random.stateless_uniform(
-        [p.output_dim], seed=rotation_seed, minval=0, maxval=2,
-        dtype=tf.int32) - 1).numpy().astype(np.float64)
+    # Public signs: their law is hadamard_test's; here they are fed in.
+    signs = hadamard.random_signs(p.output_dim, rotation_seed).numpy()
     total = np.zeros(p.output_dim, np.int64)
     for i, x in enumerate(xs):
       noise_seed = tf.constant([i, 99], tf.int64)
       encoded, flags = p.client_encode(tf.constant(x), rotation_seed,
                                        noise_seed)
       round_seed, sampling_seed = ddg.client_subseeds(noise_seed)
-      uniforms = lambda a, s=round_seed: rounding.rounding_uniforms(  # pylint: disable=g-long-lambda
+      words = lambda a, s=round_seed: rounding.rounding_words(  # pylint: disable=g-long-lambda
           [p.output_dim], s, a).numpy()
       noise = p.sample_noise(sampling_seed).numpy() if noise_mult > 0 else 0
-      expected = reference_client(x, p, signs, uniforms, noise)
+      rotated = None
+      if float32:
+        scaled = reference_scale(x, p)
+        tf_scaled = p.clip_and_scale(tf.constant(x))[0]
+        self.assertEqual(tf_scaled.dtype, tf.float32)
+        # The float32 cast of x': relative 2^-24, plus 2^-126 where
+        # tiny coordinates flush to zero (the 1e200 case).
+        self.assertLessEqual(
+            np.linalg.norm(tf_scaled.numpy() - scaled),
+            2**-23 * np.linalg.norm(scaled) + np.sqrt(dim) * 2**-126)
+        rotated = p.encoder.encode(tf_scaled, rotation_seed).numpy()
+        exact = _np_fwht(signs * np.pad(scaled, (0, p.output_dim - dim)))
+        # The cast (in the bound) plus the rotation's bound.
+        self.assertLessEqual(
+            np.linalg.norm(rotated - exact),
+            p.encoder.float32_error * np.linalg.norm(scaled)
+            + hadamard.float32_flush_error(p.output_dim))
+        # The premise of the rounding analysis: ||x''|| <= c / gamma.
+        self.assertLessEqual(np.linalg.norm(rotated.astype(np.float64)),
+                             p.scaled_l2_clip)
+      expected = reference_client(x, p, signs, words, noise, rotated)
+      self.assertEqual(encoded['encoded'].dtype, tf.int64)
       self.assertAllEqual(encoded['encoded'].numpy(), expected)
       clipped = int(np.linalg.norm(x / np.abs(x).max()) * np.abs(x).max()
                     > p.l2_clip)
@@ -102,6 +144,96 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(decoded.numpy(), reference_server(total, p, signs),
                         rtol=1e-12, atol=1e-12 * p.gamma * p.modulus)
     self.assertFalse(post['sum_may_wrap'])
+
+  def test_int32_path_at_the_largest_scaled_clip(self):
+    # c/gamma just under 2^30, the float32 path's limit, and inputs whose
+    # rotation is +-c/gamma e_j (x a column of (H D)^-1 = D H): a rounded
+    # coordinate near +-2^30 plus a noise residue near 2^30 must still give
+    # the exact residue mod M (the sum is formed in uint32; a signed int32
+    # sum would overflow where the int64 reference does not).
+    p = ddg.compute_parameters(dim=64, l2_clip=1.0, noise_multiplier=0.03,
+                               expected_clients_per_round=1, bits=30)
+    self.assertTrue(p.float32_rotation)
+    self.assertGreater(p.scaled_l2_clip, 0.999 * 2**30)
+    seed = tf.constant([3, 1], tf.int64)
+    signs = hadamard.random_signs(64, seed).numpy()
+    for j, sign in ((5, 1.0), (40, -1.0), (63, 1.0)):
+      x = sign * signs * scipy.linalg.hadamard(64)[:, j] / 8.0  # ||x|| = c
+      noise_seed = tf.constant([j, 2], tf.int64)
+      encoded, flags = p.client_encode(tf.constant(x), seed, noise_seed)
+      rotated = p.encoder.encode(p.clip_and_scale(tf.constant(x))[0],
+                                 seed).numpy()
+      self.assertGreater(np.abs(rotated).max(), 0.998 * 2**30)
+      round_seed, sampling_seed = ddg.client_subseeds(noise_seed)
+      words = lambda a, s=round_seed: rounding.rounding_words(  # pylint: disable=g-long-lambda
+          [64], s, a).numpy()
+      noise = p.sample_noise(sampling_seed).numpy()
+      self.assertAllEqual(encoded['encoded'], reference_client(
+          x, p, signs, words, noise, rotated))
+      self.assertAllEqual(flags, [0, 0, 0])
+
+  def test_float32_rotation_only_where_it_costs_nothing(self):
+    self.assertTrue(_params().float32_rotation)  # Hadamard with noise
+    self.assertFalse(_params(noise_multiplier=0.0).float32_rotation)
+    for name in ('kashin', 'dft', 'none'):
+      self.assertFalse(_params(dim=12, encoder=registry.make_encoder(
+          name, 12)).float32_rotation, name)
+    # c/gamma >= 2^30: rounded values might not fit int32.
+    big = ddg.compute_parameters(dim=64, l2_clip=1.0, noise_multiplier=0.01,
+                                 expected_clients_per_round=1, bits=30)
+    self.assertGreater(big.scaled_l2_clip, 2**30)
+    self.assertFalse(big.float32_rotation)
+    # n 2 eps c/gamma vs 2^-10 sqrt(n D) sigma/gamma: 0.55 of it at 100
+    # clients (float32), 1.10 at 200 (float64).
+    small, many = (ddg.compute_parameters(
+        dim=4, l2_clip=1.0, noise_multiplier=0.1,
+        expected_clients_per_round=n, bits=20) for n in (100, 200))
+    self.assertTrue(small.float32_rotation)
+    self.assertFalse(many.float32_rotation)
+
+  def test_float32_path_releases_at_most_the_claimed_sensitivity(self):
+    # The privacy argument of the float32 path (module docstring): whatever
+    # the float32 rotation computed, the integer vector a client adds its
+    # noise to has ||x~||^2 <= T, the squared sensitivity the event claims.
+    # Recovered here from the output (z - y mod M, centred) for inputs at,
+    # beyond and far beyond the clip, spikes and heavy tails.
+    p = _params(dim=1000, bits=20, expected_clients_per_round=5)
+    self.assertTrue(p.float32_rotation)
+    self.assertEqual(p.l2_sensitivity, math.sqrt(p.norm_threshold))
+    self.assertLess(p.scaled_l2_clip + 1, p.modulus / 2)  # centring is exact
+    rng = np.random.default_rng(1)
+    spike = np.zeros(1000)
+    spike[3] = -1e6
+    seed = tf.constant([2, 9], tf.int64)
+    for i, x in enumerate((rng.normal(size=1000) * 1e-3,
+                           rng.normal(size=1000) * 10.0, spike,
+                           rng.standard_cauchy(size=1000) * 1e20)):
+      noise_seed = tf.constant([i, 4], tf.int64)
+      encoded, flags = p.client_encode(tf.constant(x), seed, noise_seed)
+      noise = p.sample_noise(ddg.client_subseeds(noise_seed)[1]).numpy()
+      rounded = base_centre(
+          np.mod(encoded['encoded'].numpy() - noise, p.modulus), p.modulus)
+      self.assertLessEqual(int(np.sum(rounded * rounded)), p.norm_threshold)
+      self.assertEqual(int(flags[2]), 0)  # accepted, not zeroed
+
+  def test_float32_rotation_keeps_the_rounding_premise(self):
+    # ||x''||_2 <= c/gamma (Algorithm 1's premise, which the clip's
+    # (1 - 2 eps) buys) for inputs at and far beyond the clip, with the
+    # float32 norm computed exactly (float32 squares are exact in float64,
+    # math.fsum rounds the sum once).
+    p = _params(dim=1000, bits=20, expected_clients_per_round=5)
+    self.assertTrue(p.float32_rotation)
+    rng = np.random.default_rng(0)
+    spike = np.zeros(1000)
+    spike[17] = 3.0
+    for x in (rng.normal(size=1000), spike, np.ones(1000) * 1e30,
+              rng.standard_cauchy(size=1000)):
+      x = x / np.linalg.norm(x) * p.l2_clip * (1 + rng.uniform())
+      for seed in range(3):
+        rotated = p.encoder.encode(p.clip_and_scale(tf.constant(x))[0],
+                                   tf.constant([seed, 5], tf.int64))
+        squares = np.square(rotated.numpy().astype(np.float64))
+        self.assertLessEqual(math.fsum(squares), p.scaled_l2_clip**2)
 
   def test_nonfinite_client_sends_zeros_and_is_flagged(self):
     p = _params(dim=8, noise_multiplier=0.0)
