@@ -327,14 +327,19 @@ class Superquantile(Objective):
 
   def scalars(self, loss, sq_norm, key, parameters):
     del loss, sq_norm
-    a = client_tail_weight(key, parameters['tau'], parameters['above'],
-                           parameters['at'])
-    return a, a
+    return _tail_scalars(key, parameters)
 
   def reference_weights(self, losses) -> np.ndarray:
     if self.exact:
       return superquantile_weights(losses, self.tail_fraction)
     return threshold_weights(losses, self.tail_fraction)
+
+
+def _tail_scalars(key, parameters):
+  """(a, h) of a tail objective: the client's tail weight, both times."""
+  a = client_tail_weight(key, parameters['tau'], parameters['above'],
+                         parameters['at'])
+  return a, a
 
 
 @dataclasses.dataclass(frozen=True)
@@ -380,9 +385,7 @@ class FedAvgSub(Objective):
 
   def scalars(self, loss, sq_norm, key, parameters):
     del loss, sq_norm
-    a = client_tail_weight(key, parameters['tau'], parameters['above'],
-                           parameters['at'])
-    return a, a
+    return _tail_scalars(key, parameters)
 
 
 @dataclasses.dataclass(frozen=True)
