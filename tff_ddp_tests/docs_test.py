@@ -229,7 +229,10 @@ def steps(blocks: List[Block]) -> List[Tuple[Block, dict]]:
 
 
 def _masked(line: str) -> str:
-  return ' '.join(_NUMBER.sub('#', line).split())
+  # Numbers masked, and the spacing around brackets too: numpy pads an
+  # array's numbers to a common width ('[1.92 2.62 3.7 ]' vs '[... 3.93]').
+  masked = ' '.join(_NUMBER.sub('#', line).split())
+  return re.sub(r' ?([\[\]]) ?', r'\1', masked)
 
 
 def missing_lines(shown: str, printed: str, varying=()) -> List[str]:
@@ -336,6 +339,12 @@ class ParserTest(absltest.TestCase):
                      ['head'])  # order matters
     self.assertEqual(missing_lines('noise 0.9 (c = 1)', printed, ('noise',)),
                      ['noise 0.9 (c = 1)'])  # only numbers are masked
+    # numpy's padding of a varying array moves with its numbers.
+    self.assertEqual(missing_lines('DP [1.87 2.69 3.93]',
+                                   'DP [2.04 2.61 3.7 ]', ('DP',)), [])
+    self.assertEqual(missing_lines('DP [1.87 2.69]',
+                                   'DP [2.04 2.61 3.7 ]', ('DP',)),
+                     ['DP [1.87 2.69]'])
 
 
 class PagesTest(parameterized.TestCase):
