@@ -1,24 +1,43 @@
-"""Bad inputs per public entry point: how each is answered.
+"""Bad inputs: what each public entry point and each first-day mistake gets.
 
-Runs, for every entry point of the fuzz tests (tff_ddp_tests/fuzz), the same
-derandomized hypothesis cases as the default test suite (or `--factor` times
-as many, the slow suite's 10 by default off) and the hand-written cases of
-the issue, and classifies each call (tff_ddp_tests/fuzz/strategies.py):
+Two batteries:
 
-  clear error   TypeError / ValueError naming an argument
-  documented    a result the entry point's reference check accepts
-  unclear       another exception, or a message naming no argument
-  hang          over the entry point's time budget
-  memory        peak RSS grew by more than 1 GiB during the call
-  silent wrong  a result the reference check rejects
+* **Entry points** (tff_ddp_tests/fuzz): for every entry point of the fuzz
+  tests, the same derandomized hypothesis cases as the default test suite
+  (or `--factor` times as many; the slow suite's volume is 10) and the
+  hand-written cases, each call classified (tff_ddp_tests/fuzz/
+  strategies.py):
+
+    clear error   TypeError / ValueError naming an argument
+    documented    a result the entry point's reference check accepts
+    unclear       another exception, or a message naming no argument
+    hang          over the entry point's time budget
+    memory        peak RSS grew by more than 1 GiB during the call
+    silent wrong  a result the reference check rejects
+
+* **First day** (issue 32): the mistakes a new user made after the
+  arguments were accepted -- a ring sized for fewer clients, non-finite
+  values, TFF's FedAvg metrics, epsilons that disagreed, a forgotten
+  context, an empty round, bytes statuses, messages naming parameters the
+  call does not have, a budget left unspent, bad data files on the command
+  line, --help without defaults -- each run for real, with what the user
+  gets printed beside the documented policy (docs/errors.md) and checked.
 
 Usage:
-  PYTHONPATH=. TF_CPP_MIN_LOG_LEVEL=3 .venv/bin/python benchmarks/bad_inputs.py
+  PYTHONPATH=. .venv/bin/python benchmarks/bad_inputs.py [--factor 10]
 """
 
-import argparse
 import collections
-import time
+import contextlib
+import io
+import math
+import os
+import re
+import tempfile
+import warnings
+
+import _harness as harness
+import numpy as np
 
 from tff_ddp_tests.fuzz import fuzz_accounting_test
 from tff_ddp_tests.fuzz import fuzz_aggregators_test
@@ -58,37 +77,385 @@ def classify_entry(entry, factor):
   return counts, problems
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument('--factor', type=int, default=1,
-                      help='generated cases: this many times the suite\'s')
-  args = parser.parse_args()
-  rows, problems, total = [], [], collections.Counter()
-  start = time.perf_counter()
+def entry_points(factor: int) -> harness.Table:
+  table = harness.Table(
+      [('entry', 'entry point', 's'), ('generated', 'gen', 'd'),
+       ('hand-written', 'hand', 'd')]
+      + [(c, h, 'd') for c, h in zip(COLUMNS, HEADERS)],
+      title='Entry points (the fuzz suite\'s cases)')
+  problems, total = [], collections.Counter()
   for module in MODULES:
     for entry in module.ENTRY_POINTS:
-      counts, found = classify_entry(entry, args.factor)
-      rows.append((entry.name, counts))
+      counts, found = classify_entry(entry, factor)
+      table.add(entry=entry.name, **{k: counts[k] for k in
+                                     ('generated', 'hand-written') + COLUMNS})
       problems += found
       total.update(counts)
-  width = max(len(name) for name, _ in rows + [('total', None)])
-  header = (f'{"entry point":{width}s} {"gen":>5s} {"hand":>5s} '
-            + ' '.join(f'{h:>12s}' for h in HEADERS))
-  print(header)
-  print('-' * len(header))
-  for name, counts in rows + [('total', total)]:
-    print(f'{name:{width}s} {counts["generated"]:5d} '
-          f'{counts["hand-written"]:5d} '
-          + ' '.join(f'{counts[c]:12d}' for c in COLUMNS))
-  print(f'\n{len(rows)} entry points, {total["generated"]} generated and '
-        f'{total["hand-written"]} hand-written inputs, '
-        f'{time.perf_counter() - start:.0f} s')
-  for line in problems:
-    print(line)
+  table.add(entry='total', **{k: total[k] for k in
+                              ('generated', 'hand-written') + COLUMNS})
+  table.notes.append(
+      f'\n{len(table.rows) - 1} entry points, {total["generated"]} generated '
+      f'and {total["hand-written"]} hand-written inputs')
+  table.notes += problems
+  table.failed = bool(problems)
+  return table
+
+
+# -- First day ---------------------------------------------------------------
+
+
+def _first_line(error: BaseException) -> str:
+  text = str(error).strip().splitlines()
+  return f'{type(error).__name__}: {text[0] if text else ""}'
+
+
+def _call(fn):
+  """(result, error, [warning texts of tff_ddp]) of fn()."""
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    try:
+      result, error = fn(), None
+    except Exception as e:  # pylint: disable=broad-except
+      result, error = None, e
+  texts = [str(w.message) for w in caught
+           if issubclass(w.category, UserWarning)
+           and 'site-packages' not in w.filename]  # not TF's or TFF's
+  return result, error, texts
+
+
+def _quantile_process(**kwargs):
+  from tff_ddp.analytics import quantiles  # pylint: disable=g-import-not-at-top
+  return quantiles.build_quantile_process(
+      'flat', 'discrete_gaussian', 0.0, 20.0, 32, [0.25, 0.5, 0.75], 20, 2.0,
+      1e-6, estimator='interpolate', **kwargs)
+
+
+def _ddg(n=100, **kwargs):
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  from tff_ddp import aggregators  # pylint: disable=g-import-not-at-top
+  args = dict(noise_multiplier=1.0, expected_clients_per_round=n, bits=16,
+              l2_clip=1.0)
+  args.update(kwargs)
+  factory = aggregators.DiscreteGaussianSumFactory(**args)
+  return factory, factory.create(tff.TensorType(np.float32, [8]))
+
+
+def wrap_quantiles():
+  values = np.random.default_rng(0).lognormal(size=2000).astype(np.float32)
+  process = _quantile_process()
+  _, error, _ = _call(lambda: process.next(process.initialize(),
+                                           list(values)))
+  flagged = _quantile_process(on_wrap='flag')
+  out = flagged.next(flagged.initialize(), list(values))
+  got = (f'{_first_line(error)[:150]}... / on_wrap=\'flag\': status '
+         f'{out.measurements["status"]!r}')
+  return got, (type(error).__name__ == 'RoundRefusedError'
+               and out.measurements['status'] == 'sum_may_wrap')
+
+
+def wrap_factory():
+  _, process = _ddg(100)
+  clients = [np.full(8, 0.1, np.float32)] * 1000
+  _, error, _ = _call(lambda: process.next(process.initialize(), clients))
+  return (_first_line(error)[:200] + '...',
+          type(error).__name__ == 'RoundRefusedError'
+          and 'expected_clients_per_round >= 1000' in str(error))
+
+
+def nan_clients():
+  _, process = _ddg(10, count_noise_multiplier=1.0, bits=30)
+  out = process.next(process.initialize(),
+                     [np.full(8, np.nan, np.float32)] * 10)
+  m = out.measurements
+  counts = m.get('noised_counts', {})
+  got = (f'result = noise (|sum| {np.abs(out.result).max():.2f}); '
+         f'noised_counts[nonfinite] {float(counts.get("nonfinite", -1)):.1f} '
+         f'of {m["participating_clients"]} clients; exact count withheld')
+  return got, ('nonfinite' in counts and 'debug_counts' not in m
+               and abs(float(counts['nonfinite']) - 10) < 6)
+
+
+def inf_quantiles():
+  from tff_ddp.analytics import quantiles  # pylint: disable=g-import-not-at-top
+  process = quantiles.build_quantile_process(
+      'flat', 'discrete_gaussian', 0.0, 20.0, 32, [0.5, 0.99], 200, 2.0, 1e-6,
+      estimator='interpolate')
+  out = process.next(process.initialize(), [np.float32(np.inf)] * 200)
+  result = np.asarray(out.result)
+  return (f'estimates {np.round(result, 2).tolist()} (range [0, 20], top '
+          f'bin [19.375, 20]), status {out.measurements["status"]!r}',
+          bool(np.all(result >= 19.375 - 0.625)))  # within a bin of the top
+
+
+def _fedavg(metrics_aggregator):
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  from tff_ddp import learning  # pylint: disable=g-import-not-at-top
+  from tff_ddp.learning import tasks  # pylint: disable=g-import-not-at-top
+  model_fn = tasks.keras_model_fn(lambda: tasks.linear_keras_model((4,), 2),
+                                  (4,))
+  kwargs = {} if metrics_aggregator is None else dict(
+      metrics_aggregator=metrics_aggregator)
+  process = tff.learning.algorithms.build_unweighted_fed_avg(
+      model_fn, client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.1),
+      model_aggregator=learning.ddp_secure_aggregator(
+          noise_multiplier=1.0, expected_clients_per_round=20), **kwargs)
+  clients = tasks.ClientArrays(np.ones([20, 6, 4], np.float32),
+                              np.zeros([20, 6], np.int32))
+  return process.next(process.initialize(),
+                      clients.datasets(range(20), batch_size=3))
+
+
+def fedavg_default_metrics():
+  from tff_ddp import learning  # pylint: disable=g-import-not-at-top
+  output = _fedavg(None)
+  exact = output.metrics['client_work']['train']['num_examples']
+  _, error, _ = _call(lambda: learning.round_dp_event(output.metrics))
+  return (f'num_examples {exact} reaches the server exact; round_dp_event: '
+          f'{_first_line(error)[:160]}...', error is not None)
+
+
+def fedavg_withheld_metrics():
+  from tff_ddp import learning  # pylint: disable=g-import-not-at-top
+  output = _fedavg(learning.withhold_metrics)
+  event = learning.round_dp_event(output.metrics)
+  train = output.metrics['client_work']['train']
+  return (f'client_work/train = {dict(train)}; round event '
+          f'{type(event).__name__}', not train)
+
+
+def replace_one_gaussian():
+  import dp_accounting  # pylint: disable=g-import-not-at-top
+  from tff_ddp import accounting  # pylint: disable=g-import-not-at-top
+  acc = accounting.RdpAccountant(
+      neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
+  eps = acc.compose(dp_accounting.GaussianDpEvent(2.0)).get_epsilon(1e-5)
+  return f'epsilon {eps:.3f} (2 alpha / z^2)', abs(eps - 4.729) < 0.01
+
+
+def release_vs_server():
+  import dp_accounting  # pylint: disable=g-import-not-at-top
+  from tff_ddp import accounting  # pylint: disable=g-import-not-at-top
+  event = dp_accounting.SampledWithoutReplacementDpEvent(
+      1000, 50, dp_accounting.GaussianDpEvent(1.0))
+  eps = {a: accounting.RdpAccountant(adversary=a).compose(
+      event, 100).get_epsilon(1e-5) for a in ('server', 'release')}
+  return (f'server {eps["server"]:.2f}, release {eps["release"]:.2f}',
+          eps['release'] <= eps['server'])
+
+
+def table_sampler_cli_vs_python():
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  from tff_ddp import accounting  # pylint: disable=g-import-not-at-top
+  from tff_ddp import aggregators  # pylint: disable=g-import-not-at-top
+  value_type = tff.TensorType(np.float32, [16384])
+  factory = aggregators.DiscreteGaussianSumFactory(1.0, 50, 20, 1.0)
+  python = accounting.RdpAccountant().compose(
+      factory.dp_event(value_type), 50).get_epsilon(1e-5)
+  mech = factory.mechanism(value_type)
+  code, out, _ = _cli([
+      'privacy', '--mechanism', 'ddg', '--l2-sensitivity',
+      repr(mech.l2_sensitivity), '--local-stddev',
+      repr(mech.scaled_local_stddev), '--num-clients', '50', '--dimension',
+      str(mech.output_dim), '--rounds', '50', '--delta', '1e-5',
+      '--adversary', 'server'])
+  cli = float(out.split('epsilon against the server (runs the protocol): ')
+              [1].split()[0]) if code == 0 else float('nan')
+  same = (python == cli) or (math.isfinite(python) and math.isfinite(cli)
+                             and abs(python - cli) < 1e-3 * python)
+  return (f'Python {python:.4g}, tff-ddp privacy {cli:.4g} (the table '
+          "sampler's term: issue 34)", same)
+
+
+def forgotten_context():
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
-  processes.release_tff()
-  return 1 if problems else 0
+  _, process = _ddg(10)
+  processes.drop_tff_contexts()
+  tff.backends.native.set_sync_local_cpp_execution_context()
+  try:
+    _, error, _ = _call(lambda: process.next(
+        process.initialize(), [np.zeros(8, np.float32)] * 3))
+  finally:
+    processes.use_test_context()
+  return (_first_line(error)[:200] + '...',
+          type(error).__name__ == 'MissingContextError')
+
+
+def empty_round():
+  from tff_ddp import accounting  # pylint: disable=g-import-not-at-top
+  _, process = _ddg(10)
+  out = process.next(process.initialize(), [])
+  event = accounting.extract_dp_event(out.measurements)
+  eps = accounting.RdpAccountant().compose(event).get_epsilon(1e-5)
+  quantile = _quantile_process()
+  status = quantile.next(quantile.initialize(), []).measurements['status']
+  return (f'event {type(event).__name__}, epsilon {eps:g}; quantile status '
+          f'{status!r}', type(event).__name__ == 'NoOpDpEvent' and eps == 0
+          and status == 'no_clients')
+
+
+def status_as_str():
+  from tff_ddp.analytics import quantiles  # pylint: disable=g-import-not-at-top
+  process = quantiles.build_quantile_process(
+      'flat', 'discrete_gaussian', 0.0, 20.0, 32, [0.5], 200, 2.0, 1e-6)
+  values = np.random.default_rng(1).uniform(0, 20, 200).astype(np.float32)
+  status = process.next(process.initialize(), list(values)).measurements[
+      'status']
+  return (f"{status!r}: == 'ok' {status == 'ok'}, == b'ok' "
+          f"{status == b'ok'}, a str: {isinstance(status, str)}",
+          status == 'ok' and status == b'ok' and isinstance(status, str))
+
+
+def aggregator_message():
+  from tff_ddp import learning  # pylint: disable=g-import-not-at-top
+  _, error, _ = _call(lambda: learning.ddp_secure_aggregator(1.0, 5))
+  return (_first_line(error)[:160] + '...',
+          'auto_l2_clip_count_stddev' not in str(error)
+          and 'expected_clients_per_round=5' in str(error))
+
+
+def zero_noise():
+  from tff_ddp import learning  # pylint: disable=g-import-not-at-top
+  texts = (_call(lambda: _ddg(10, noise_multiplier=0.0))[2]
+           + _call(lambda: learning.ddp_secure_aggregator(0.0, 20))[2])
+  return (' / '.join(t[:70] + '...' for t in texts),
+          len(texts) == 2 and all('(noise_multiplier=0)' in t for t in texts))
+
+
+def unspent_budget():
+  from tff_ddp.analytics import frequency_process  # pylint: disable=g-import-not-at-top
+  params, _, texts = _call(lambda: frequency_process.frequency_parameters(
+      'normalize', 20, 500, 2.0, 1e-5))
+  return (f'theta {params.theta}, epsilon {params.epsilon:.3f} of 2; '
+          f'warning: ...{texts[0][-150:] if texts else "none"}',
+          len(texts) == 1 and "calibrate='num_trials'" in texts[0])
+
+
+def _cli(argv):
+  from tff_ddp import cli  # pylint: disable=g-import-not-at-top
+  out, err = io.StringIO(), io.StringIO()
+  with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    try:
+      code = cli.main(argv)
+    except SystemExit as e:
+      code = e.code
+  return code, out.getvalue(), err.getvalue()
+
+
+def bad_files():
+  got, ok = [], True
+  with tempfile.TemporaryDirectory() as tmp:
+    def write(name, text):
+      path = os.path.join(tmp, name)
+      with open(path, 'w') as f:
+        f.write(text)
+      return path
+    cases = (
+        ('quantiles', '--values', os.path.join(tmp, 'missing.csv')),
+        ('quantiles', '--values', write('empty.csv', '')),
+        ('quantiles', '--values', write('text.csv', '1\n2\nmany\n')),
+        ('quantiles', '--values', write('wide.csv', 'a,1,2\n')),
+        ('quantiles', '--values', write('twice.csv', 'a,1\nb,2\na,3\n')),
+        ('frequency', '--items', write('one.csv', 'u1\n')),
+        ('frequency', '--items', write('none.csv', 'client_id,item\n')))
+    for argv in cases:
+      code, _, err = _cli(list(argv))
+      # (In this process, TFF contexts of the scenarios above can print
+      # "Exception ignored in ... ServiceManager.__del__" to stderr when the
+      # command releases them; a command run on its own has none.)
+      lines = [line for line in err.strip().splitlines()
+               if line.startswith('tff-ddp ')]
+      ok &= code == 2 and len(lines) == 1
+      got.append(lines[-1].split(': error: ', 1)[-1].replace(tmp + '/', '')
+                 if lines else f'status {code}')
+  return ' / '.join(got), ok
+
+
+def help_defaults():
+  import argparse  # pylint: disable=g-import-not-at-top
+  from tff_ddp import cli  # pylint: disable=g-import-not-at-top
+  parser = cli.build_parser()
+  commands, = [a for a in parser._actions  # pylint: disable=protected-access
+               if isinstance(a, argparse._SubParsersAction)]  # pylint: disable=protected-access
+  missing = []
+  for name, command in commands.choices.items():
+    for action in command._actions:  # pylint: disable=protected-access
+      if isinstance(action, argparse._HelpAction):  # pylint: disable=protected-access
+        continue
+      entry = command._get_formatter()._format_action(action)  # pylint: disable=protected-access
+      if not re.search(r'default: [^)]|\(required', ' '.join(entry.split())):
+        missing.append(f'{name} {action.option_strings[0]}')
+  return (f'{len(missing)} options without their default'
+          + (f': {", ".join(missing)}' if missing else ''), not missing)
+
+
+# (issue item, the mistake, the policy of docs/errors.md, the scenario)
+FIRST_DAY = (
+    ('1', 'quantiles: 2000 clients, ring sized for 20',
+     'refused (RoundRefusedError); on_wrap=\'flag\' never ok',
+     wrap_quantiles),
+    ('1', 'DDG sum: 1000 clients, sized for 100', 'refused, names the fix',
+     wrap_factory),
+    ('2', 'every client sends NaN (DDG sum)',
+     'sent as zeros; count noised (count_noise_multiplier)', nan_clients),
+    ('2', 'quantiles: every value +inf', 'clipped into the top bin',
+     inf_quantiles),
+    ('3', "FedAvg with TFF's default metrics_aggregator",
+     'round_dp_event refuses the exact metrics', fedavg_default_metrics),
+    ('3', 'FedAvg with withhold_metrics', 'no client metric released',
+     fedavg_withheld_metrics),
+    ('4', 'GaussianDpEvent(2.0), REPLACE_ONE, delta 1e-5',
+     '2 alpha / z^2: 4.73', replace_one_gaussian),
+    ('4', 'cohorts 50 of 1000, 100 rounds, z = 1', 'release <= server',
+     release_vs_server),
+    ('4', 'DDG table sampler, 50 rounds (n 50, d 16384)',
+     'Python and CLI print one number', table_sampler_cli_vs_python),
+    ('5', 'no set_sync_test_cpp_execution_context()',
+     'MissingContextError naming the call', forgotten_context),
+    ('5', 'an empty client list', 'NoOpDpEvent; status no_clients',
+     empty_round),
+    ('5', "status == 'ok'", 'a str (and equal to bytes)', status_as_str),
+    ('5', 'ddp_secure_aggregator(1.0, 5)',
+     'names its own parameters', aggregator_message),
+    ('5', 'noise_multiplier=0', 'warns under noise_multiplier', zero_noise),
+    ('5', "'normalize': theta capped at 1/4, epsilon 2",
+     'warns, offers the calibration that spends it', unspent_budget),
+    ('6', 'tff-ddp --values / --items: bad files',
+     'one line, exit status 2', bad_files),
+    ('7', 'tff-ddp COMMAND --help', 'every default shown', help_defaults),
+)
+
+
+def first_day() -> harness.Table:
+  table = harness.Table(
+      [('item', 'issue 32', 's'), ('mistake', 'mistake', 's'),
+       ('policy', 'policy (docs/errors.md)', 's'),
+       ('got', 'what it gets', 's'), ('ok', 'as documented', 's')],
+      title='First-day mistakes (issue 32)')
+  for item, mistake, policy, scenario in FIRST_DAY:
+    try:
+      got, ok = scenario()
+    except Exception as e:  # pylint: disable=broad-except
+      got, ok = f'the scenario failed: {_first_line(e)}', False
+    table.add(item=item, mistake=mistake, policy=policy,
+              got=' '.join(str(got).split()), ok='yes' if ok else 'NO')
+    table.failed |= not ok
+  return table
+
+
+def run(factor=1, entry_points_battery=True, first_day_battery=True):
+  tables = []
+  if first_day_battery:
+    tables.append(first_day())
+  if entry_points_battery:
+    tables.append(entry_points(factor))
+  return tables
 
 
 if __name__ == '__main__':
-  raise SystemExit(main())
+  harness.main(
+      run, __doc__, tff=True,
+      factor='generated cases: this many times the default suite\'s (the '
+      'slow suite: 10)',
+      entry_points_battery='the fuzz suite\'s entry points',
+      first_day_battery='the first-day mistakes of issue 32')

@@ -205,6 +205,13 @@ Runs scripts/design_metrics.py (loaded by path) on the checkout's real path,
 so it runs unsandboxed ("local").""",
         data=('//scripts:design_metrics.py',),
         tags=('local',)),
+    'tff_ddp_tests/docs_test.py': dict(
+        comment="""\
+Runs the code blocks of README.md and docs/*.md (read through the checkout's
+real path, with `make demo` and the tff-ddp command among them), so it runs
+unsandboxed ("local").""",
+        data=('//:README.md',),
+        tags=('local',)),
     'tff_ddp_tests/flake_hunt_test.py': dict(
         comment="""\
 Runs scripts/flake_hunt.py on a generated test module in a temp directory.""",

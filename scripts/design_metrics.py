@@ -28,7 +28,7 @@ writing (136, 17, 4).
 - upward imports: import statements at any depth (lazy ones included) in
   tff_ddp/accounting/ whose module is in tff_ddp.mechanisms or
   tff_ddp.aggregators -- the accountant sits beside the mechanisms and
-  must not import them (README, Layout: nothing imports upward). Issue 33
+  must not import them (docs/development.md, Layout: nothing imports upward). Issue 33
   says 2 on the main of its writing; this count finds 1 on today's
   (accounting/calibration.py's lazy import of the DDG mechanism).
 - line counts: lines of benchmarks/RESULTS.md and README.md (`wc -l`).

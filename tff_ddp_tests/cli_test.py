@@ -1,5 +1,6 @@
 """The tff-ddp command: help, one-line errors, the privacy report, the jobs."""
 
+import argparse
 import contextlib
 import io
 import os
@@ -41,6 +42,27 @@ class HelpTest(parameterized.TestCase):
     self.assertIn('usage: tff-ddp', out)
     if argv:  # every default is shown
       self.assertIn('(default:', out)
+
+  def test_every_option_of_every_command_shows_its_default(self):
+    # argparse shows defaults only for options with a help text; every
+    # option here says its default, or that it is required.
+    parser = cli.build_parser()
+    commands, = [a for a in parser._actions  # pylint: disable=protected-access
+                 if isinstance(a, argparse._SubParsersAction)]  # pylint: disable=protected-access
+    self.assertContainsSubset(
+        {'demo', 'privacy', 'quantiles', 'frequency', 'superquantile'},
+        commands.choices)
+    for name, command in commands.choices.items():
+      for action in command._actions:  # pylint: disable=protected-access
+        if isinstance(action, argparse._HelpAction):  # pylint: disable=protected-access
+          continue
+        # The entry format_help prints for the option.
+        formatter = command._get_formatter()  # pylint: disable=protected-access
+        entry = ' '.join(formatter._format_action(action).split())  # pylint: disable=protected-access
+        with self.subTest(command=name, option=action.option_strings):
+          # '(default: X)', a default said in words ('default: all'), or
+          # '(required...'.
+          self.assertRegex(entry, r'default: [^)]|\(required')
 
 
 @pytest.mark.slow  # end to end / statistical: `make test` runs it

@@ -14,6 +14,7 @@ one-line change, e.g. in
 `tff.learning.algorithms.build_unweighted_fed_avg(model_aggregator=...)`.
 """
 
+import warnings
 from typing import Optional
 
 from tff_ddp.aggregators import adaptive_clip
@@ -185,6 +186,14 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
     clean, _ = ddg_mechanism.check_arguments(
         l2_clip, noise_multiplier, expected_clients_per_round, bits,
         modclip_prob, beta, granularity, linf_clip)
+    if adaptive is None and clean['noise_multiplier'] == 0:
+      # (With auto_l2_clip, adaptive_clip.configure says it, as TFF's
+      # keywords.)
+      warnings.warn(
+          f'{self._OWNER or type(self).__name__}(noise_multiplier=0) adds '
+          'no noise: the sums are released exact and the rounds are NOT '
+          'differentially private (their dp_event is NonPrivateDpEvent, '
+          'infinite epsilon). Use noise_multiplier > 0 for privacy.')
     self._encoder = registry.encoder_spec(encoder, kashin_options)
     self._noise_sampler = checks.choice(noise_sampler, 'noise_sampler',
                                         ddg_mechanism.SAMPLERS)

@@ -62,7 +62,7 @@ names the count, the capacity and the argument to change; the caller's
 state is untouched (run the next round from it). With `on_wrap='flag'` the
 round returns its result with `sum_may_wrap=True`, for callers that handle
 it. Either way the server has computed the secure sum: against the server
-the round costs its event with the measured count (README, "Errors").
+the round costs its event with the measured count (docs/errors.md).
 
 The test backend's secure sum wants int32: values are cast to int32 at the
 boundary; with power-of-two moduli <= 2^30 the int32 wrap-around of the plain

@@ -100,6 +100,7 @@ from typing import Any, Dict
 import tensorflow_federated as tff
 
 from tff_ddp.aggregators import secure_sum
+from tff_ddp.analytics import budget
 from tff_ddp.analytics import frequency_computations as computations
 from tff_ddp.analytics import frequency_protocols as protocols
 
@@ -122,6 +123,7 @@ _SETTING_ARGUMENTS = ('divisor', 'adversary', 'value_dtype', 'seed',
                       'kashin_options')
 
 
+@budget.warn_if_underspent  # says when theta's cap leaves budget unspent
 def frequency_parameters(protocol: str, dim: int,
                          expected_clients_per_round: int, epsilon: float,
                          delta: float, **options) -> FrequencyParameters:

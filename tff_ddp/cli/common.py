@@ -13,6 +13,7 @@
 """
 
 import argparse
+import copy
 import os
 import sys
 from typing import Callable, Optional
@@ -41,7 +42,27 @@ class Parser(argparse.ArgumentParser):
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter,
                     argparse.ArgumentDefaultsHelpFormatter):
-  """Keeps the description's line breaks and shows every default."""
+  """Keeps the description's line breaks and shows every default.
+
+  argparse's ArgumentDefaultsHelpFormatter shows a default only for options
+  with a help text; here every option shows it (`(required)` for required
+  ones), unless its help already says its default in words.
+  """
+
+  def _format_action(self, action):
+    if not action.help:  # None or '': argparse would print no help line
+      action = copy.copy(action)
+      action.help = ('(required)' if action.required else
+                     '(default: %(default)s)')
+    return super()._format_action(action)
+
+  def _get_help_string(self, action):
+    text = action.help or ''
+    if '(default:' in text or '(required)' in text:
+      return text
+    if action.required:
+      return f'{text} (required)'
+    return super()._get_help_string(action)
 
 
 def converter(check: Callable, name: str, cast: Callable = float):
@@ -72,6 +93,11 @@ def integer(name: str, low: int, high: Optional[int] = None):
 def positive(name: str):
   """`type=` for a number > 0."""
   return converter(checks.positive, name)
+
+
+def finite(name: str):
+  """`type=` for any finite number."""
+  return converter(checks.real, name)
 
 
 def probability_open(name: str):

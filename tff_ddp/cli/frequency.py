@@ -1,4 +1,4 @@
-"""`tff-ddp frequency`: federated frequency estimation on synthetic or stand-in data.
+"""`tff-ddp frequency`: federated frequency estimation on synthetic data or yours.
 
 Every row is the real TFF process of `build_frequency_process` (secure
 modular sums in the C++ test execution context) on one dataset, calibrated
@@ -10,11 +10,16 @@ round; the budget is one round's, as users are in one round only), fixed
 (cPBM at --clip), normalize and sample (the paper's baselines). Data: iid
 and heterogeneous are the paper's synthetic datasets; docstrings is the
 real-text stand-in (word counts of installed packages' docstrings), see
-`tff_ddp.analytics.frequency_data`.
+`tff_ddp.analytics.frequency_data`; --items FILE reads yours (lines
+`client_id,item`: a client's items are its lines; the item domain is the
+file's distinct items, which the protocol takes as public). The l2 error
+and the clip C* are computed in the clear, to evaluate the estimate: the
+protocol releases neither.
 """
 
 import dataclasses
 import time
+import warnings
 from typing import Callable, List, Optional, Sequence
 
 import numpy as np
@@ -27,6 +32,8 @@ PROTOCOLS = ('two_phase', 'multi_round', 'fixed', 'normalize', 'sample')
 # The dataset is a dense [clients, dim] array (int64, then float32): 2^26
 # entries are 0.8 GB; --clients 10^6 --dim 4096 would need 49 GB.
 MAX_ENTRIES = 2**26
+# d, the items: --dim's limit, and that of the distinct items of --items.
+MAX_DIM = 4096
 
 
 @dataclasses.dataclass
@@ -95,11 +102,25 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
         rounds: int = 4,
         divisor: str = 'l2',
         seed: int = 0,
-        print_fn: Callable[[str], None] = print) -> List[Row]:
-  """Runs the protocols on one dataset; prints the error table; returns it."""
+        print_fn: Callable[[str], None] = print,
+        counts: Optional[np.ndarray] = None,
+        source: str = '') -> List[Row]:
+  """Runs the protocols on one dataset; prints the error table; returns it.
+
+  With `counts` (float [clients, items], e.g. `data_files.read_items`) they
+  are the dataset (data, num_clients, dim and seed are not used); `source`
+  names it in the report.
+  """
+  from tff_ddp.analytics import budget  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import frequency as fq  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import frequency_data as fd  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import frequency_process as fp  # pylint: disable=g-import-not-at-top
+  if counts is not None:
+    num_clients, dim = np.shape(counts)
+    data = source or 'items'
+    if dim > MAX_DIM:
+      raise common.UserError(
+          f'{data} has {dim} distinct items; at most {MAX_DIM} (as --dim)')
   num_clients = checks.integer(num_clients, 'clients', 1)
   dim = checks.integer(dim, 'dim', 1)
   if num_clients * dim > MAX_ENTRIES:
@@ -109,10 +130,12 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
   # --rounds (default 4) only splits the clients of multi_round.
   if 'multi_round' in protocols:
     rounds = checks.integer(rounds, 'rounds', 1, num_clients)
-  x = fd.load(data, num_clients, dim, seed).astype(np.float32)
+  x = (fd.load(data, num_clients, dim, seed) if counts is None
+       else np.asarray(counts)).astype(np.float32)
   max_items = fd.max_items(x)
   common_args = dict(num_trials=num_trials, divisor=divisor)
   configurations = {}
+  notes = []
   # Every configuration is calibrated (and refused if it cannot work)
   # before any process runs.
   for protocol in protocols:
@@ -131,8 +154,12 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
       kwargs.update(clip=clip)
     elif protocol == 'sample':
       kwargs.update(sample_items=sample_items)
-    configurations[protocol] = fp.frequency_parameters(
-        protocol, dim, n, epsilon, delta, **kwargs)
+    with warnings.catch_warnings(record=True) as caught:
+      warnings.simplefilter('always', budget.UnderspentBudgetWarning)
+      configurations[protocol] = fp.frequency_parameters(
+          protocol, dim, n, epsilon, delta, **kwargs)
+    notes += [_underspent_note(w.message) for w in caught
+              if isinstance(w.message, budget.UnderspentBudgetWarning)]
   processes.use_test_context()
   rows = []
   for protocol in protocols:
@@ -159,6 +186,8 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
              f'{row.epsilon:7.3f} {row.seconds:8.1f}')
   for row in rows:
     print_fn(f'  {row.detail}')
+  for note in notes:
+    print_fn(note)
   if 'two_phase' in configurations:
     params = configurations['two_phase']
     two_phase = rows[list(protocols).index('two_phase')]
@@ -171,6 +200,18 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
              f'{float(fq.expected_l2_error_bound(two_phase.clip, norms, params.effective_dim, params.num_trials, params.theta, dim)):.4g}'
              f' / {float(fq.tightened_error_bound(two_phase.clip, x, norms, params.num_trials, params.theta)):.4g}')
   return rows
+
+
+def _underspent_note(warning) -> str:
+  """The CLI's words for `budget.UnderspentBudgetWarning` (its flags)."""
+  text = (f'note: {warning.protocol} spends epsilon {warning.spent:.4g} of '
+          f'the {warning.target:g} asked: theta is at most 1/4 with '
+          f'--num-trials {warning.num_trials}, so it adds more noise than '
+          'the budget needs.')
+  if warning.offer is not None:
+    text += (f' --num-trials {warning.offer.num_trials} spends epsilon '
+             f'{warning.offer.epsilon:.4g}.')
+  return text
 
 
 def _norms(params, x):
@@ -186,19 +227,26 @@ def add_parser(subparsers):
       'frequency', help='federated frequency estimation (TFFE, MFFE, '
       'baselines)', description=__doc__, formatter_class=common.HelpFormatter)
   p.add_argument('--protocols', nargs='+', default=['two_phase', 'normalize'],
-                 choices=list(PROTOCOLS))
-  p.add_argument('--data', default='iid',
-                 choices=['iid', 'heterogeneous', 'docstrings'])
-  p.add_argument('--dim', type=common.integer('--dim', 1, 4096), default=50,
-                 help='d, the number of items')
+                 choices=list(PROTOCOLS), help='the protocols run, one row '
+                 'each, on the same data')
+  p.add_argument('--items', metavar='FILE',
+                 help='your data instead of synthetic: a CSV file of lines '
+                 '`client_id,item`, a client\'s items its lines; d is the '
+                 'distinct items (see docs/cli.md)')
+  p.add_argument('--data', choices=['iid', 'heterogeneous', 'docstrings'],
+                 help='the synthetic dataset (default: iid; not with '
+                 '--items)')
+  p.add_argument('--dim', type=common.integer('--dim', 1, MAX_DIM),
+                 help='d, the number of items (default: 50; not with '
+                 '--items)')
   p.add_argument('--clients', type=common.integer('--clients', 1, 10**6),
-                 default=1000, help='n, the users (all of them; multi_round '
-                 'splits them into --rounds batches)')
+                 help='n, the users (all of them; multi_round splits them '
+                 'into --rounds batches) (default: 1000; not with --items)')
   p.add_argument('--epsilon', type=common.positive('--epsilon'), default=2.8,
                  help='epsilon of a run (multi_round: of a round) against the'
                  ' server')
   p.add_argument('--delta', type=common.probability_open('--delta'),
-                 default=1e-4)
+                 default=1e-4, help='delta of a run (multi_round: of a round)')
   p.add_argument('--num-trials', type=common.integer('--num-trials', 1, 2**20),
                  default=30, help='m of the frequency cPBM (theta calibrated)')
   p.add_argument('--bins', type=common.integer('--bins', 2, 2**16),
@@ -218,12 +266,33 @@ def add_parser(subparsers):
   p.add_argument('--divisor', default='l2', choices=['l2', 'linf'],
                  help="cPBM's divisor: C (Algorithm 3) or the Kashin bound")
   p.add_argument('--seed', type=common.integer('--seed', 0, 2**32 - 1),
-                 default=0, help='seed of the data (not the noise)')
-  p.set_defaults(command='frequency', body=lambda args: run(
-      protocols=args.protocols, data=args.data, dim=args.dim,
-      num_clients=args.clients, epsilon=args.epsilon, delta=args.delta,
+                 help='seed of the synthetic data, not the noise (default: '
+                 '0; not with --items)')
+  p.set_defaults(command='frequency', body=_body)
+  return p
+
+
+def _body(args) -> int:
+  """Runs the command: synthetic data, or the clients of --items."""
+  from tff_ddp.cli import data_files  # pylint: disable=g-import-not-at-top
+  synthetic = dict(data=(args.data, 'iid'), dim=(args.dim, 50),
+                   clients=(args.clients, 1000), seed=(args.seed, 0))
+  counts = None
+  if args.items is not None:
+    given = [f'--{name}' for name, (value, _) in synthetic.items()
+             if value is not None]
+    if given:
+      raise common.UserError(
+          f'{", ".join(given)} do(es) not apply to --items (the clients and '
+          'items are those of the file)')
+    counts = data_files.read_items(args.items, MAX_ENTRIES).counts
+  value = {name: given if given is not None else default
+           for name, (given, default) in synthetic.items()}
+  run(protocols=args.protocols, data=value['data'], dim=value['dim'],
+      num_clients=value['clients'], epsilon=args.epsilon, delta=args.delta,
       num_trials=args.num_trials, num_bins=args.bins,
       budget_fraction=args.budget_fraction, clip=args.clip,
       sample_items=args.sample_items, rounds=args.rounds,
-      divisor=args.divisor, seed=args.seed) and 0)
-  return p
+      divisor=args.divisor, seed=value['seed'], counts=counts,
+      source=args.items or '')
+  return 0

@@ -171,7 +171,8 @@ def add_parser(subparsers):
   integer = lambda low, name: common.converter(
       lambda v, n: checks.integer(v, n, low), name, int)
   p.add_argument('--mechanism', required=True,
-                 choices=sorted(_EVENTS))
+                 choices=sorted(_EVENTS),
+                 help='the mechanism whose rounds are accounted')
   p.add_argument('--noise-multiplier', type=number(checks.positive,
                                                    '--noise-multiplier'),
                  help='gaussian: noise stddev / l2 sensitivity; ddg/skellam: '
@@ -296,6 +297,15 @@ def _sampling(args):
   return None, size, args.population
 
 
+# A calibration at its range limit that spends less than this fraction of
+# the target says so, with the calibration that spends it where one does.
+_SPENT_FRACTION = 0.99
+_SPENDS_IT = {
+    'theta': ('Calibrating the trials at the largest theta spends it: '
+              '--calibrate num_trials --theta 0.25.'),
+}
+
+
 def run(args) -> int:
   """Prints eps (or the calibrated parameter); returns the exit code."""
   from tff_ddp.accounting import accountant  # pylint: disable=g-import-not-at-top
@@ -326,6 +336,7 @@ def run(args) -> int:
           f'{target_adversary})')
     event = result.event
   sampler_bound = False
+  epsilons = {}
   for adversary in adversaries:
     # The Python accountant itself: the same curves, sampler term and
     # conversion as `tff_ddp.accounting.epsilon` / `RdpAccountant`.
@@ -337,6 +348,7 @@ def run(args) -> int:
     label = {'server': 'the server (runs the protocol)',
              'release': 'readers of the release'}[adversary]
     print(f'epsilon against {label}: {eps:.6g}  (best RDP order {order:g})')
+    epsilons[adversary] = eps
   if sampler_bound:
     print(f'note: epsilon is inf because the table sampler\'s total-'
           f'variation term (1 + e^eps) N eta exceeds delta (N eta = '
@@ -346,6 +358,16 @@ def run(args) -> int:
         f'{"add/remove (central Gaussian)" if args.mechanism == "gaussian" else "zero-out"}'
         f'; {args.rounds} round(s)')
   print(f'sampling: {_SAMPLING_NOTE[args.sampling]}')
+  # (For the integer --num-trials, at_limit also means "the next integer
+  # is over the target": nothing to say.)
+  if free is not None and result.at_limit and free != 'num_trials':
+    spent = epsilons[target_adversary]
+    if spent < _SPENT_FRACTION * args.target_epsilon:
+      print(f'note: --{free.replace("_", "-")} is at its range limit, so '
+            f'this run spends epsilon {spent:.4g} of the '
+            f'{args.target_epsilon:g} asked (against the {target_adversary}):'
+            f' more noise than the budget needs. '
+            + _SPENDS_IT.get(free, 'No value of it spends more.'))
   if args.mechanism == 'gaussian':
     print('note: a central Gaussian is added by the server itself, so it '
           'protects only against readers of the release.')

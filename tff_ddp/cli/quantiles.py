@@ -1,17 +1,21 @@
-"""`tff-ddp quantiles`: a synthetic federated DP quantile experiment.
+"""`tff-ddp quantiles`: federated DP quantiles on synthetic data or yours.
 
 Every distributed row is the real TFF process of `build_quantile_process`
 (secure modular sum in the C++ test execution context), one round per
-repetition with fresh client data, calibrated to (epsilon, delta) per round
-against the server that runs the protocol (zero-out neighbours); the central
-row of each method is the same encoding with the Gaussian mechanism at the
-same (epsilon, delta) added once by a trusted server -- private against
-readers of the release only.
+repetition, calibrated to (epsilon, delta) per round against the server
+that runs the protocol (zero-out neighbours); the central row of each
+method is the same encoding with the Gaussian mechanism at the same
+(epsilon, delta) added once by a trusted server -- private against readers
+of the release only. Synthetic data is drawn afresh for every repetition;
+--values FILE (one value per client: `value` or `client_id,value` lines)
+runs every repetition on the file's values, one client per line, each
+repetition a release of its own. The true quantiles and errors are computed
+in the clear, to evaluate the estimate: the protocol releases neither.
 """
 
 import dataclasses
 import time
-from typing import Callable, List, Sequence
+from typing import Callable, List, Optional, Sequence
 
 import numpy as np
 
@@ -41,10 +45,13 @@ def draw(distribution: str, n: int, rng, upper: float) -> np.ndarray:
   return rng.chisquare(4, n)
 
 
-def _worst(cdf, values, quantiles, upper, num_bins):
+def _worst(cdf, values, quantiles, lower, upper, num_bins):
   from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
+  values = values[~np.isnan(values)]  # NaN: a client without a value
+  if not values.size:
+    return float('nan')
   idx = hg.quantile_indices(cdf, quantiles).numpy()
-  return float(np.max(hg.quantile_error(values, idx, quantiles, 0.0, upper,
+  return float(np.max(hg.quantile_error(values, idx, quantiles, lower, upper,
                                         num_bins)))
 
 
@@ -60,15 +67,33 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
         quantiles: Sequence[float] = (0.1, 0.25, 0.5, 0.75, 0.9),
         bits: int = 18,
         seed: int = 0,
-        print_fn: Callable[[str], None] = print) -> List[Row]:
-  """Runs the experiment and prints the error table; returns its rows."""
+        print_fn: Callable[[str], None] = print,
+        values: Optional[np.ndarray] = None,
+        lower_bound: float = 0.0,
+        source: str = '') -> List[Row]:
+  """Runs the experiment and prints the error table; returns its rows.
+
+  With `values` (one per client, e.g. `data_files.read_values`) every
+  repetition runs on them (num_clients, distribution and seed are not
+  used); `source` names them in the report. Values outside [lower_bound,
+  upper_bound] are clipped into the end bins.
+  """
   from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import quantiles as q  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import simulation as sim  # pylint: disable=g-import-not-at-top
   repetitions = checks.integer(repetitions, 'repetitions', 1)
-  num_clients = checks.integer(num_clients, 'clients', 1)
-  upper_bound = checks.positive(upper_bound, 'upper')
-  draw(distribution, 1, np.random.default_rng(0), upper_bound)  # validates
+  upper_bound = checks.real(upper_bound, 'upper')
+  lower_bound = checks.real(lower_bound, 'lower')
+  if not lower_bound < upper_bound:
+    raise common.UserError(f'--lower ({lower_bound:g}) must be below --upper '
+                           f'({upper_bound:g})')
+  user_values = None if values is None else np.asarray(values, np.float64)
+  if user_values is None:
+    num_clients = checks.integer(num_clients, 'clients', 1)
+    checks.positive(upper_bound, 'upper')
+    draw(distribution, 1, np.random.default_rng(0), upper_bound)  # validates
+  else:
+    num_clients = len(user_values)
   # Each method named once, as its encoding (each with the count its
   # paper uses); every configuration is calibrated (and refused if it cannot
   # work) before any process runs.
@@ -79,9 +104,12 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
       configurations[encoding, mechanism] = q.quantile_parameters(
           encoding, mechanism, num_bins, num_clients, epsilon, delta, bits)
   processes.use_test_context()
-  datasets = [draw(distribution, num_clients,
-                   np.random.default_rng(seed + r), upper_bound)
-              for r in range(repetitions)]
+  if user_values is None:
+    datasets = [draw(distribution, num_clients,
+                     np.random.default_rng(seed + r), upper_bound)
+                for r in range(repetitions)]
+  else:
+    datasets = [user_values] * repetitions
   z_central = sim.central_noise_multiplier(epsilon, delta)
   rows = []
   for encoding in encodings:
@@ -89,7 +117,7 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
     for mechanism in mechanisms:
       params = configurations[encoding, mechanism]
       process = q.build_quantile_process_from_parameters(
-          params, 0.0, upper_bound, quantiles, count=count, rounds=1)
+          params, lower_bound, upper_bound, quantiles, count=count, rounds=1)
       state = process.initialize()
       errors, seconds = [], []
       for values in common.progress(datasets, f'{method} {mechanism}'):
@@ -98,7 +126,7 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
         seconds.append(time.perf_counter() - start)
         state = out.state
         errors.append(_worst(out.measurements['cdf'], values, quantiles,
-                             upper_bound, num_bins))
+                             lower_bound, upper_bound, num_bins))
       detail = (f'c={params.scaling} z={params.noise_multiplier:.3f}'
                 if mechanism == 'discrete_gaussian' else
                 f'theta={params.theta:.4f} m={params.num_trials}')
@@ -109,23 +137,29 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
     # Central counterpart: the same encoding, Gaussian noise once.
     errors = []
     for r, values in enumerate(datasets):
-      codes = sim.encodings(encoding, values, 0.0, upper_bound)
+      codes = sim.encodings(encoding, values, lower_bound, upper_bound)
       noisy = sim.noisy_sum('central', codes, central_z=z_central,
                             l2_sensitivity=encoding.l2,
                             seed=seed + 7919 * (r + 1))
       cdf = hg.estimate_cdf(encoding, noisy, num_bins, count,
                             num_clients=num_clients)
-      errors.append(_worst(cdf, values, quantiles, upper_bound, num_bins))
+      errors.append(_worst(cdf, values, quantiles, lower_bound, upper_bound,
+                           num_bins))
     rows.append(Row(method, 'central gaussian', float(np.mean(errors)),
                     float(np.std(errors)), epsilon,
                     f'z={z_central:.3f}', float('nan'), np.asarray(
-                        hg.quantile_values(cdf, quantiles, 0.0, upper_bound,
-                                           num_bins))))
-  truth = np.quantile(np.clip(datasets[-1], 0.0, upper_bound), quantiles)
-  print_fn(f'{num_clients} clients ({distribution} on [0, {upper_bound:g}]),'
-           f' {num_bins} bins, ({epsilon:g}, {delta:g})-DP per round against '
-           f'the server (central rows: against readers of the release), '
-           f'zero-out neighbours, ring 2^{bits}, {repetitions} repetitions')
+                        hg.quantile_values(cdf, quantiles, lower_bound,
+                                           upper_bound, num_bins))))
+  last = np.clip(datasets[-1], lower_bound, upper_bound)
+  last = last[~np.isnan(last)]
+  truth = (np.quantile(last, quantiles) if last.size else
+           np.full(len(quantiles), np.nan))
+  data = distribution if user_values is None else source or 'values'
+  print_fn(f'{num_clients} clients ({data} on [{lower_bound:g}, '
+           f'{upper_bound:g}]), {num_bins} bins, ({epsilon:g}, {delta:g})-DP'
+           f' per round against the server (central rows: against readers '
+           f'of the release), zero-out neighbours, ring 2^{bits}, '
+           f'{repetitions} repetitions')
   print_fn(f'{"method":6s} {"mechanism":18s} {"worst err (eq.3)":>18s} '
            f'{"eps":>6s} {"s/round":>8s}  parameters')
   for row in rows:
@@ -142,42 +176,78 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
   return rows
 
 
+def _body(args) -> int:
+  """Runs the command: synthetic data, or the clients of --values."""
+  from tff_ddp.cli import data_files  # pylint: disable=g-import-not-at-top
+  synthetic = dict(clients=(args.clients, 128),
+                   distribution=(args.distribution, 'uniform'),
+                   seed=(args.seed, 0))
+  values = None
+  if args.values is not None:
+    given = [f'--{name}' for name, (value, _) in synthetic.items()
+             if value is not None]
+    if given:
+      raise common.UserError(
+          f'{", ".join(given)} do(es) not apply to --values (its clients are '
+          'the lines of the file)')
+    values = data_files.read_values(args.values)
+  value = {name: given if given is not None else default
+           for name, (given, default) in synthetic.items()}
+  repetitions = args.repetitions or (1 if values is not None else 3)
+  run(methods=args.methods, mechanisms=args.mechanisms,
+      num_clients=value['clients'], num_bins=args.bins,
+      epsilon=args.epsilon, delta=args.delta,
+      distribution=value['distribution'], upper_bound=args.upper,
+      repetitions=repetitions, quantiles=args.quantiles, bits=args.bits,
+      seed=value['seed'], values=values, lower_bound=args.lower,
+      source=args.values or '')
+  return 0
+
+
 def add_parser(subparsers):
   p = subparsers.add_parser(
-      'quantiles', help='synthetic federated DP quantile experiment',
+      'quantiles', help='federated DP quantiles on synthetic data or yours',
       description=__doc__, formatter_class=common.HelpFormatter)
   p.add_argument('--methods', nargs='+', default=['flat', 'tree', 'haar'],
                  help='histogram encodings (tff_ddp.analytics.histograms: '
                  "flat, tree or its alias hierarchical, haar)")
   p.add_argument('--mechanisms', nargs='+',
                  default=['discrete_gaussian', 'poisson_binomial'],
-                 choices=['discrete_gaussian', 'poisson_binomial'])
+                 choices=['discrete_gaussian', 'poisson_binomial'],
+                 help='the distributed mechanisms (each beside a central '
+                 'Gaussian)')
+  p.add_argument('--values', metavar='FILE',
+                 help='your data instead of synthetic: a CSV file, one value '
+                 'per client (lines `value` or `client_id,value`; inf and '
+                 'nan per the process\'s policy; see docs/cli.md)')
   p.add_argument('--clients', type=common.integer('--clients', 1, 2**29),
-                 default=128, help='clients per round')
+                 help='clients per round (default: 128; with --values, its '
+                 'lines)')
   p.add_argument('--bins', type=common.integer('--bins', 2, 2**16),
                  default=32, help='bins (a power of two for tree and haar)')
   p.add_argument('--epsilon', type=common.positive('--epsilon'), default=1.0,
                  help='epsilon per round (against the server)')
   p.add_argument('--delta', type=common.probability_open('--delta'),
                  default=1e-5, help='delta per round')
-  p.add_argument('--distribution', default='uniform', choices=DISTRIBUTIONS,
-                 help='client values: Unif[0, upper] or chi^2(4)')
-  p.add_argument('--upper', type=common.positive('--upper'),
-                 default=10.0, help='upper bound of the range [0, upper]')
+  p.add_argument('--distribution', choices=DISTRIBUTIONS,
+                 help='client values: Unif[0, upper] or chi^2(4) (default: '
+                 'uniform; not with --values)')
+  p.add_argument('--lower', type=common.finite('--lower'), default=0.0,
+                 help='lower bound of the range [lower, upper]')
+  p.add_argument('--upper', type=common.finite('--upper'),
+                 default=10.0, help='upper bound of the range [lower, upper]')
   p.add_argument('--repetitions',
                  type=common.integer('--repetitions', 1, 10000),
-                 default=3, help='rounds, each with fresh client data')
+                 help='rounds, each with fresh client data (default: 3; '
+                 'with --values 1: each repetition is another release of '
+                 'the same values)')
   p.add_argument('--quantiles', type=common.probability_open('--quantiles'),
                  nargs='+', default=[0.1, 0.25, 0.5, 0.75, 0.9],
                  help='levels in (0, 1)')
   p.add_argument('--bits', type=common.integer('--bits', 2, 30), default=18,
                  help='ring 2^bits')
   p.add_argument('--seed', type=common.integer('--seed', 0, 2**32 - 1),
-                 default=0, help='seed of the synthetic data (not the noise)')
-  p.set_defaults(command='quantiles', body=lambda args: run(
-      methods=args.methods, mechanisms=args.mechanisms,
-      num_clients=args.clients, num_bins=args.bins, epsilon=args.epsilon,
-      delta=args.delta, distribution=args.distribution,
-      upper_bound=args.upper, repetitions=args.repetitions,
-      quantiles=args.quantiles, bits=args.bits, seed=args.seed) and 0)
+                 help='seed of the synthetic data, not the noise (default: '
+                 '0; not with --values)')
+  p.set_defaults(command='quantiles', body=_body)
   return p

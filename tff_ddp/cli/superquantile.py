@@ -150,7 +150,8 @@ def add_parser(subparsers):
                  '(tff_ddp.analytics.histograms: flat, tree or its alias '
                  'hierarchical, haar)')
   p.add_argument('--adversary', default='server',
-                 choices=['server', 'release'])
+                 choices=['server', 'release'],
+                 help='the adversary the calibration holds against')
   p.add_argument('--no-privacy', action='store_true',
                  help='non-private Delta-FL (Algorithm 3) / FedAvg')
   p.add_argument('--learning-rate', type=common.positive('--learning-rate'),

@@ -44,7 +44,7 @@ class _HelpFormatter(common.HelpFormatter):
   """Every default in --help, except None (the task's, said in the help)."""
 
   def _get_help_string(self, action):
-    if action.default is None:
+    if action.default is None and not action.required:
       return action.help
     return super()._get_help_string(action)
 
@@ -105,11 +105,12 @@ def add_parser(subparsers):
   p.add_argument('--noise-multiplier',
                  type=common.positive('--noise-multiplier'),
                  help='z: central noise stddev / clip (all mechanisms but '
-                 'none)')
+                 'none; default: none, give it or --target-epsilon)')
   p.add_argument('--target-epsilon', type=common.positive('--target-epsilon'),
                  help='instead of --noise-multiplier: the least z whose '
                  '--rounds rounds are (eps, delta)-DP against '
-                 '--calibrate-against (the paper calibrates this way)')
+                 '--calibrate-against (the paper calibrates this way; '
+                 'default: none, give it or --noise-multiplier)')
   p.add_argument('--calibrate-against', choices=('release', 'server'),
                  default='release', help='--target-epsilon\'s adversary: '
                  'readers of the release (the paper\'s, amplified by '

@@ -1,6 +1,6 @@
-"""What a round hands back to Python: refusals as errors, statuses as str.
+"""What a round hands back to Python: refusals, missing contexts, statuses.
 
-Two things TFF 0.87's execution contexts do not give a user, done once here
+Three things TFF 0.87's execution contexts do not give a user, done once here
 for every process of tff_ddp:
 
 * **Refusals.** A round that must not return its result (more clients in a
@@ -15,6 +15,15 @@ for every process of tff_ddp:
   aggregator inside `tff.learning.algorithms.build_unweighted_fed_avg`)
   raises the RpcError of the outer call, with the same readable message in
   its text.
+* **A missing execution context.** Importing TFF installs its local C++
+  context, which cannot run `federated_secure_modular_sum`: a process of
+  tff_ddp called there fails with gRPC's "Cannot embed a federated value"
+  (measured on this machine), and after `tff_ddp.utils.processes.
+  release_tff()` with TFF's "No default context installed", which points to
+  that same local context. Under `user_facing` both become
+  `MissingContextError`, which says what to call. A process that TFF builds
+  around an aggregator of tff_ddp (`build_unweighted_fed_avg`) is TFF's own
+  and keeps TFF's error.
 * **Statuses.** TFF returns a `tf.string` result as `bytes`, so
   `measurements['status'] == 'ok'` is False for a user. Under `user_facing`
   every `bytes` value under a key named 'status' comes back as `Status`, a
@@ -29,7 +38,7 @@ only its Python `__call__` differs, and only on concrete results: traced
 inside another computation it returns TFF's values untouched.
 
 Neither changes what a round releases; a refused round has released its
-secure sum to the server that ran it (see the README, "Errors").
+secure sum to the server that ran it (see docs/errors.md).
 """
 
 import collections
@@ -50,6 +59,33 @@ _ASSERT_END = ']\n'
 class RoundRefusedError(ValueError):
   """A round refused from inside its server computation (the message says
   why and what to change); the caller's state is as it was before `next`."""
+
+
+# What TFF says when a computation with secure sums meets a context that
+# cannot run them (its default local context), or meets no context.
+_NO_SECURE_SUM_CONTEXT = ('Cannot embed a federated value',
+                          'No default context installed')
+
+
+class MissingContextError(RuntimeError):
+  """A process of tff_ddp was called where TFF cannot run its secure sums."""
+
+  def __init__(self, cause: str):
+    super().__init__(
+        'tff_ddp processes run secure sums (federated_secure_modular_sum), '
+        "which TFF's default execution context cannot run (TFF said: "
+        f'{cause}). Install a context that runs them before calling next: '
+        'tff.backends.test.set_sync_test_cpp_execution_context() (or '
+        'tff_ddp.utils.processes.use_test_context(), which also gives the '
+        "worker larger thread stacks), or tff_ddp.utils.workers' "
+        'local_workers / remote_workers for several workers.')
+
+
+def missing_context(error: BaseException):
+  """The TFF message in `error` that means "no context runs secure sums"
+  (None if it is another error)."""
+  text = str(error)
+  return next((m for m in _NO_SECURE_SUM_CONTEXT if m in text), None)
 
 
 class Status(str):
@@ -138,17 +174,21 @@ def _statuses(value, key=None):
 
 
 class UserFacingComputation(computation_impl.ConcreteComputation):
-  """A computation whose Python calls raise RoundRefusedError for refusals
-  and return statuses as `Status` (module docstring)."""
+  """A computation whose Python calls raise RoundRefusedError for refusals,
+  MissingContextError without a context that runs secure sums, and return
+  statuses as `Status` (module docstring)."""
 
   def __call__(self, *args, **kwargs):
     try:
       result = super().__call__(*args, **kwargs)
     except Exception as e:  # pylint: disable=broad-except
       message = refusal_message(e)
-      if message is None:
-        raise
-      raise RoundRefusedError(message) from None
+      if message is not None:
+        raise RoundRefusedError(message) from None
+      cause = missing_context(e)
+      if cause is not None:
+        raise MissingContextError(cause) from e
+      raise
     return _statuses(result)
 
 

@@ -232,8 +232,10 @@ class AdversaryTest(parameterized.TestCase):
         lambda a: ddg_rdp.rdp(_ddg(), a, 'replace_one'), 0.01, ORDERS))
 
   def test_readme_example_numbers(self):
+    # The sampling table of docs/accounting.md (once in the README):
     # tff-ddp privacy --mechanism ddg --l2-sensitivity 1000 --local-stddev
     # 200 --num-clients 100 --dimension 65536 --rounds 1000 --rate 0.01.
+    # (docs_test.py runs the three commands and compares their output.)
     base = _ddg(200.0, 1000.0, 100, 2**16)
     eps = {}
     for name, event in (

@@ -10,6 +10,7 @@ FedAvg. Processes are built once per class (tracing costs ~2 s each).
 
 import collections
 import math
+import warnings
 
 from absl.testing import parameterized
 import dp_accounting
@@ -22,6 +23,7 @@ from tff_ddp import accounting
 from tff_ddp.accounting import events
 from tff_ddp.aggregators import DiscreteGaussianSumFactory
 from tff_ddp.aggregators import PoissonBinomialSumFactory
+from tff_ddp.aggregators import SkellamSumFactory
 from tff_ddp.encoders import hadamard
 from tff_ddp_tests import harness
 
@@ -491,6 +493,31 @@ class DdgSpecificTest(tf.test.TestCase):
                noise_multiplier=0.05).mechanism(value_type)
     with self.assertRaisesRegex(ValueError, 'granularity'):
       _factory('ddg', encoder='none', granularity=-1.0)
+
+
+class ZeroNoiseTest(tf.test.TestCase):
+  """noise_multiplier=0 says so, under that name (it used to be silent
+  without auto_l2_clip: an exact sum with only an infinite epsilon to
+  show for it)."""
+
+  def test_warns_naming_noise_multiplier(self):
+    for factory_class in (DiscreteGaussianSumFactory, SkellamSumFactory):
+      with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        factory = factory_class(0.0, 3, 16, 1.0)
+      messages = [str(w.message) for w in caught
+                  if issubclass(w.category, UserWarning)]
+      self.assertLen(messages, 1)
+      self.assertIn(f'{factory_class.__name__}(noise_multiplier=0)',
+                    messages[0])
+      self.assertIn('NOT differentially private', messages[0])
+      self.assertIsInstance(factory.dp_event(_VECTOR),
+                            dp_accounting.NonPrivateDpEvent)
+    with warnings.catch_warnings(record=True) as caught:
+      warnings.simplefilter('always')
+      DiscreteGaussianSumFactory(1e-3, 3, 16, 1.0)
+    self.assertEmpty([w for w in caught if 'noise_multiplier=0' in
+                      str(w.message)])
 
 
 @pytest.mark.slow

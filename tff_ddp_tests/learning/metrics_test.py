@@ -379,7 +379,7 @@ class FedAvgNeighboursTest(tf.test.TestCase):
 
 
 class OtherBuildersTest(tf.test.TestCase):
-  """What the README says of TFF's other learning builders."""
+  """What docs/learning.md says of TFF's other learning builders."""
 
   def test_weighted_fed_avg_refuses_the_unweighted_aggregator(self):
     # A weighted mean sums the clients' weights (example counts) at the

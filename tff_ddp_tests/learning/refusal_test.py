@@ -2,7 +2,7 @@
 
 TFF's FedAvg builders compose our aggregator into their own computation, so
 its Python call is not ours to wrap: what the user sees is the RPC error of
-TFF's C++ test context. This checks that the README's DP-FedAvg pipeline
+TFF's C++ test context. This checks that the DP-FedAvg pipeline of docs/learning.md
 (`build_unweighted_fed_avg` with `tff_ddp.learning.ddp_secure_aggregator`)
 stops a round with more clients than the ring holds, with the count, the
 capacity and the fix readable in that error -- where before it trained on a

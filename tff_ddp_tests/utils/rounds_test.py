@@ -6,7 +6,8 @@ here: `Status` compares equal to the text as str and as bytes (code written
 for either keeps working), the refusal's text is recovered exactly from
 the error TFF raises (escaping undone), and a `user_facing` computation is
 the same TFF computation (proto, type) with only its Python results
-changed -- also when traced into another computation.
+changed -- also when traced into another computation. Without a context
+that runs secure sums, the error says which call installs one.
 """
 
 import collections
@@ -15,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_ddp.utils import processes
 from tff_ddp.utils import rounds
 from tff_ddp_tests import harness
 
@@ -125,6 +127,48 @@ class UserFacingTest(tf.test.TestCase):
     self.assertIsInstance(output.measurements['status'], rounds.Status)
     with self.assertRaisesRegex(TypeError, 'MeasuredProcess'):
       rounds.user_facing_process(object())
+
+
+class MissingContextTest(tf.test.TestCase):
+  """A user who forgot set_sync_test_cpp_execution_context() is told so.
+
+  TFF's default local context (what `import tensorflow_federated`
+  installs) cannot run a secure sum: it used to end in gRPC's "Cannot embed
+  a federated value", with no word about contexts.
+  """
+
+  def setUp(self):
+    super().setUp()
+
+    @tff.federated_computation(tff.FederatedType(np.int32, tff.CLIENTS))
+    def secure(values):
+      return tff.backends.mapreduce.federated_secure_modular_sum(values, 8)
+
+    self.secure = secure
+    # Whatever happens, the next test gets the test context back.
+    self.addCleanup(processes.use_test_context)
+
+  def test_default_context_and_no_context_name_the_call_to_make(self):
+    wrapped = rounds.user_facing(self.secure)
+    processes.use_test_context()
+    self.assertEqual(wrapped([3, 7]), 2)  # 10 mod 8: the test context runs it
+    for install in (tff.backends.native.set_sync_local_cpp_execution_context,
+                    processes.drop_tff_contexts):
+      processes.drop_tff_contexts()
+      install()
+      with self.subTest(install=install.__name__):
+        with self.assertRaisesRegex(
+            rounds.MissingContextError,
+            r'set_sync_test_cpp_execution_context\(\)') as raised:
+          wrapped([3, 7])
+        self.assertIn('secure sums', str(raised.exception))
+        self.assertIsNotNone(raised.exception.__cause__)  # TFF's own error
+
+  def test_other_errors_pass_through(self):
+    self.assertIsNone(rounds.missing_context(ValueError('bits must be')))
+    wrapped = rounds.user_facing(self.secure)
+    with self.assertRaises(TypeError):  # not a MissingContextError
+      wrapped('not a list of ints')
 
 
 if __name__ == '__main__':

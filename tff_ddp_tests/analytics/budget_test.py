@@ -1,0 +1,75 @@
+"""A frequency budget that theta's cap leaves unspent is said (issue 32).
+
+With theta at most 1/4, 'fixed' and 'normalize' at m = 30, 500 clients,
+d = 20 and epsilon 2 spend epsilon 0.76 and said nothing. Checked: the
+warning names what was spent and asked, and offers the calibration of the
+trials at theta = 1/4, which does spend the budget (recomputed here); the
+parameters returned are the same as without the check; a budget that is
+spent gives no warning.
+"""
+
+import warnings
+
+from absl.testing import parameterized
+import pytest
+
+from tff_ddp.analytics import budget
+from tff_ddp.analytics import frequency_process as fp
+from tff_ddp_tests import harness
+
+_ARGS = dict(dim=20, expected_clients_per_round=500, delta=1e-5)
+_PROTOCOLS = (('fixed', dict(clip=10.0)), ('normalize', {}))
+
+
+def _calibrate(protocol, epsilon, **kwargs):
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter('always')
+    params = fp.frequency_parameters(protocol, epsilon=epsilon, **_ARGS,
+                                     **kwargs)
+  return params, [w.message for w in caught
+                  if isinstance(w.message, budget.UnderspentBudgetWarning)]
+
+
+# The first cPBM calibration of a process computes the l2-aware RDP bound's
+# constants (tff_ddp.accounting.pbm_rdp.l2_rdp): ~27 s of CPU, then cached.
+@pytest.mark.slow
+class UnderspentBudgetTest(parameterized.TestCase):
+
+  @parameterized.parameters(*_PROTOCOLS)
+  def test_capped_theta_warns_and_offers_the_trials_that_spend_it(
+      self, protocol, kwargs):
+    params, caught = _calibrate(protocol, 2.0, **kwargs)
+    self.assertEqual(params.theta, 0.25)
+    self.assertLess(params.epsilon, 0.5 * 2.0)
+    self.assertLen(caught, 1)
+    warning = caught[0]
+    self.assertEqual((warning.protocol, warning.target), (protocol, 2.0))
+    self.assertEqual(warning.spent, params.epsilon)
+    text = str(warning)
+    self.assertIn(f'spends epsilon={params.epsilon:.4g} of the epsilon=2', text)
+    self.assertIn("calibrate='num_trials', theta=0.25", text)
+    self.assertIn(f'num_trials={warning.offer.num_trials}', text)
+    # The offer is what the user would get by following it, and it spends
+    # the budget (within the integer step of m).
+    offered, again = _calibrate(protocol, 2.0, calibrate='num_trials',
+                                theta=0.25, **kwargs)
+    self.assertEqual(again, [])
+    self.assertEqual(offered.num_trials, warning.offer.num_trials)
+    self.assertGreater(offered.num_trials, params.num_trials)
+    self.assertBetween(offered.epsilon, budget.SPENT_FRACTION * 2.0, 2.0)
+    # Nothing else changes: the result is the unchecked calibration's.
+    plain = fp.frequency_parameters.__wrapped__(
+        protocol, epsilon=2.0, **_ARGS, **kwargs)
+    self.assertEqual((plain.theta, plain.num_trials, plain.epsilon),
+                     (params.theta, params.num_trials, params.epsilon))
+
+  @parameterized.parameters(*_PROTOCOLS)
+  def test_a_spent_budget_says_nothing(self, protocol, kwargs):
+    params, caught = _calibrate(protocol, 0.5, **kwargs)
+    self.assertLess(params.theta, 0.25)
+    self.assertGreaterEqual(params.epsilon, budget.SPENT_FRACTION * 0.5)
+    self.assertEqual(caught, [])
+
+
+if __name__ == '__main__':
+  harness.main()

@@ -1,0 +1,220 @@
+"""Your own data on the command line (issue 32 item 6).
+
+`tff-ddp quantiles --values FILE` and `tff-ddp frequency --items FILE`:
+what a client is (one value per client, duplicates refused; a client's
+items are its lines), every bad file refused with one line naming the file,
+the line and the fault before anything runs, and -- end to end, slow -- the
+same report and epsilon as the synthetic run on the same data.
+"""
+
+import contextlib
+import io
+import os
+import shutil
+import tempfile
+
+from absl.testing import parameterized
+import numpy as np
+import pytest
+
+from tff_ddp import cli
+from tff_ddp.cli import common
+from tff_ddp.cli import data_files
+from tff_ddp_tests import docs_runner
+from tff_ddp_tests import harness
+
+
+def _write(directory, name, text, mode='w'):
+  path = os.path.join(directory, name)
+  with open(path, mode) as f:
+    f.write(text)
+  return path
+
+
+def _run(argv):
+  """(exit status, stdout, stderr) of the command in this process."""
+  out, err = io.StringIO(), io.StringIO()
+  with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    try:
+      code = cli.main(argv)
+    except SystemExit as e:
+      code = e.code
+  return code, out.getvalue(), err.getvalue()
+
+
+class ReadValuesTest(parameterized.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.dir = tempfile.mkdtemp()
+    self.addCleanup(shutil.rmtree, self.dir)
+
+  def test_one_value_per_client_in_either_form(self):
+    plain = _write(self.dir, 'a.csv', '1.5\n\n  -2 \n3e1\ninf\n-inf\nnan\n')
+    np.testing.assert_array_equal(
+        data_files.read_values(plain),
+        [1.5, -2.0, 30.0, np.inf, -np.inf, np.nan])
+    with_ids = _write(self.dir, 'b.csv',
+                      'client_id,value\nc1, 4\nc2,5\n\nc3,nan\n')
+    np.testing.assert_array_equal(data_files.read_values(with_ids),
+                                  [4.0, 5.0, np.nan])
+    header = _write(self.dir, 'c.csv', 'Value\n7\n')
+    np.testing.assert_array_equal(data_files.read_values(header), [7.0])
+
+  @parameterized.named_parameters(
+      ('empty', '', 'no values'),
+      ('blank lines', '\n \n', 'no values'),
+      ('header only', 'client_id,value\n', 'no values'),
+      ('not a number', '1\n2\nabc\n', r'line 3: \'abc\' is not a number'),
+      ('first line not a number', 'x\n1\n', r'line 1: \'x\' is not a number'),
+      ('three columns', 'a,1,2\n', 'line 1 has 3 columns'),
+      ('mixed forms', '1\nc,2\n', 'line 2 has 2 columns, line 1 has 1'),
+      ('duplicate client', 'a,1\nb,2\na,3\n',
+       r"client 'a' is on lines 1 and 3; a client sends one value"),
+      ('empty id', ',1\n', 'line 1: empty client_id'),
+      ('empty value', 'a,\n', "line 1: '' is not a number"))
+  def test_bad_files_are_one_line_errors(self, text, message):
+    path = _write(self.dir, 'bad.csv', text)
+    with self.assertRaisesRegex(common.UserError, message) as raised:
+      data_files.read_values(path)
+    self.assertTrue(str(raised.exception).startswith(f'--values {path}: '))
+    self.assertNotIn('\n', str(raised.exception))
+
+  def test_missing_directory_and_binary_files(self):
+    with self.assertRaisesRegex(common.UserError, 'no such file'):
+      data_files.read_values(os.path.join(self.dir, 'nothing.csv'))
+    with self.assertRaisesRegex(common.UserError, 'is a directory'):
+      data_files.read_values(self.dir)
+    binary = _write(self.dir, 'b.bin', b'\xff\xfe\x00\x81', 'wb')
+    with self.assertRaisesRegex(common.UserError, 'not a UTF-8 text file'):
+      data_files.read_values(binary)
+
+
+class ReadItemsTest(parameterized.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.dir = tempfile.mkdtemp()
+    self.addCleanup(shutil.rmtree, self.dir)
+
+  def test_a_clients_items_are_its_lines(self):
+    path = _write(self.dir, 'items.csv', 'client_id,item\nu1,10\nu2,2\n'
+                  'u1,2\nu1,10\n\nu3,9\n')
+    items = data_files.read_items(path, 100)
+    self.assertEqual(items.clients, ['u1', 'u2', 'u3'])
+    self.assertEqual(items.items, ['2', '9', '10'])  # numeric order
+    np.testing.assert_array_equal(items.counts,
+                                  [[1, 0, 2], [1, 0, 0], [0, 1, 0]])
+    self.assertEqual(items.counts.dtype, np.float32)
+    words = data_files.read_items(
+        _write(self.dir, 'words.csv', 'a,the\nb,cat\na,cat\n'), 100)
+    self.assertEqual(words.items, ['cat', 'the'])
+    np.testing.assert_array_equal(words.counts, [[1, 1], [1, 0]])
+
+  @parameterized.named_parameters(
+      ('empty', '', 'no items'),
+      ('header only', 'client_id,item\n', 'no items'),
+      ('one column', 'u1\n', 'line 1 has 1 columns'),
+      ('three columns', 'u1,a\nu2,b,c\n', 'line 2 has 3 columns'),
+      ('empty item', 'u1,\n', 'line 1: empty item'),
+      ('empty client', ',a\n', 'line 1: empty client_id'))
+  def test_bad_files_are_one_line_errors(self, text, message):
+    path = _write(self.dir, 'bad.csv', text)
+    with self.assertRaisesRegex(common.UserError, message) as raised:
+      data_files.read_items(path, 100)
+    self.assertTrue(str(raised.exception).startswith(f'--items {path}: '))
+
+  def test_too_many_entries(self):
+    path = _write(self.dir, 'big.csv', ''.join(
+        f'u{i},{j}\n' for i in range(5) for j in range(5)))
+    with self.assertRaisesRegex(common.UserError,
+                                r'5 clients x 5 items = 25 count entries; '
+                                r'at most 24'):
+      data_files.read_items(path, 24)
+
+
+class CommandTest(parameterized.TestCase):
+  """Bad files and flags that do not apply: one line, status 2, before
+  anything runs."""
+
+  def setUp(self):
+    super().setUp()
+    self.dir = tempfile.mkdtemp()
+    self.addCleanup(shutil.rmtree, self.dir)
+
+  def test_one_line_errors(self):
+    values = _write(self.dir, 'v.csv', 'a,1\na,2\n')
+    items = _write(self.dir, 'i.csv', 'u,1\n')
+    for argv, message in (
+        (['quantiles', '--values', values], "client 'a' is on lines 1 and 2"),
+        (['quantiles', '--values', os.path.join(self.dir, 'none.csv')],
+         'no such file'),
+        (['quantiles', '--values', items, '--clients', '5'],
+         r'--clients do\(es\) not apply to --values'),
+        (['quantiles', '--values', items, '--seed', '1', '--distribution',
+          'chi2'], r'--distribution, --seed do\(es\) not apply'),
+        (['quantiles', '--lower', '5', '--upper', '1'],
+         r'--lower \(5\) must be below --upper \(1\)'),
+        (['frequency', '--items', values, '--dim', '3'],
+         r'--dim do\(es\) not apply to --items'),
+        (['frequency', '--items', _write(self.dir, 'e.csv', '\n')],
+         'no items')):
+      with self.subTest(argv=argv):
+        code, out, err = _run(argv)
+        self.assertEqual(code, 2)
+        self.assertEqual(out, '')
+        self.assertLen(err.strip().splitlines(), 1)
+        self.assertRegex(err, f'^tff-ddp {argv[0]}: error: ')
+        self.assertRegex(err, message)
+
+
+def _report(argv):
+  # Through files, not StringIO: TFF starts its worker with this stdout.
+  out, error = docs_runner.run_cli(argv)
+  assert error is None, error
+  return out.splitlines()
+
+
+@pytest.mark.slow  # two TFF runs per command: ~20-60 s
+class SameReportTest(parameterized.TestCase):
+  """A file holding the synthetic data gets the synthetic run's report."""
+
+  def test_quantiles(self):
+    from tff_ddp.cli import quantiles as quantiles_cli  # pylint: disable=g-import-not-at-top
+    common_args = ['quantiles', '--methods', 'flat', '--mechanisms',
+                   'discrete_gaussian', '--bins', '8', '--repetitions', '1']
+    synthetic = _report(common_args + ['--clients', '40'])
+    values = quantiles_cli.draw('uniform', 40, np.random.default_rng(0), 10.0)
+    with tempfile.TemporaryDirectory() as tmp:
+      path = _write(tmp, 'values.csv', 'client_id,value\n' + ''.join(
+          f'c{i},{v!r}\n' for i, v in enumerate(values)))
+      mine = _report(common_args + ['--values', path])
+    self.assertEqual(synthetic[0].replace('uniform', path), mine[0])
+    # Same epsilon and calibration (columns 'eps' and 'parameters'), same
+    # true quantiles and same central row (its noise is seeded).
+    for a, b in zip(synthetic[2:4], mine[2:4]):  # ... eps s/round c= z=
+      self.assertEqual(a.split()[-4:-3] + a.split()[-2:],
+                       b.split()[-4:-3] + b.split()[-2:])
+    self.assertEqual(synthetic[3], mine[3])  # central row
+    self.assertEqual(synthetic[5], mine[5])  # true (sample)
+
+  def test_frequency(self):
+    from tff_ddp.analytics import frequency_data  # pylint: disable=g-import-not-at-top
+    common_args = ['frequency', '--protocols', 'normalize']
+    synthetic = _report(common_args + ['--clients', '30', '--dim', '8'])
+    x = frequency_data.load('iid', 30, 8, 0).astype(int)
+    self.assertTrue(np.all(x.sum(axis=0) > 0))  # every item is in the file
+    with tempfile.TemporaryDirectory() as tmp:
+      path = _write(tmp, 'items.csv', ''.join(
+          f'user{i},{j}\n' * int(x[i, j])
+          for i in range(30) for j in range(8)))
+      mine = _report(common_args + ['--items', path])
+    self.assertEqual(synthetic[0].replace('iid data', f'{path} data'),
+                     mine[0])
+    # Same clip and epsilon columns; the same calibration line.
+    self.assertEqual(synthetic[2].split()[2:4], mine[2].split()[2:4])
+    self.assertEqual(synthetic[3], mine[3])
+
+
+if __name__ == '__main__':
+  harness.main()
