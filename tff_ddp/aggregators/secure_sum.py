@@ -383,6 +383,16 @@ def count_mechanism(flag_names, noise_multiplier, expected_clients):
         f'counts\' integer scaling 1/sigma would exceed the '
         f'{base.MAX_RING_BITS}-bit ring. Use count_noise_multiplier >= '
         f'{smallest:.3g} (or none).')
+  largest = ddg_mechanism.DistributedDiscreteGaussian.noise_range[2]
+  if not sigma <= largest:
+    # The scaling is 1 there and the scaled noise sigma itself: beyond the
+    # exact sampler's range (the DDG would blame its bits, which the user
+    # of the counts never set).
+    raise ValueError(
+        f'count_noise_multiplier={noise_multiplier} is too large: each '
+        f'client\'s count noise stddev {sigma:.4g} exceeds the discrete '
+        f'Gaussian sampler\'s range {largest:.4g}. Use count_noise_multiplier'
+        f' <= {largest / math.sqrt(k / expected_clients):.4g}.')
   scaling = max(1, math.ceil(1.0 / sigma))
   return ddg_mechanism.compute_parameters(
       dim=k, l2_clip=math.sqrt(k), noise_multiplier=noise_multiplier,

@@ -153,7 +153,7 @@ class PlacementTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaises(TypeError):
       secure_sum.MechanismSumFactory('not callable')
 
-  def test_count_noise_too_small_for_its_ring(self):
+  def test_count_noise_outside_its_range(self):
     # The counts' integer scaling 1/sigma must fit 30 bits; a denormal
     # multiplier made it inf (OverflowError, found by the fuzz test).
     for z in (5e-324, 1e-12):
@@ -161,6 +161,12 @@ class PlacementTest(tf.test.TestCase, parameterized.TestCase):
                                   'too small.* Use count_noise_multiplier >='):
         secure_sum.count_mechanism(('negative', 'large'), z, 10)
     secure_sum.count_mechanism(('negative', 'large'), 1e-6, 10)
+    # Too large: the refusal names the count's multiplier, not the ring's
+    # bits the user never set (found by the fuzz test).
+    with self.assertRaisesRegex(ValueError, 'count_noise_multiplier=.* is '
+                                'too large.* Use count_noise_multiplier <='):
+      secure_sum.count_mechanism(('negative', 'large'), 2.0**30, 10)
+    secure_sum.count_mechanism(('negative', 'large'), 1e6, 10)
 
 
 class ReleaseTest(tf.test.TestCase):
