@@ -63,16 +63,16 @@ class ReadValuesTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
       ('empty', '', 'no values'),
-      ('blank lines', '\n \n', 'no values'),
-      ('header only', 'client_id,value\n', 'no values'),
-      ('not a number', '1\n2\nabc\n', r'line 3: \'abc\' is not a number'),
-      ('first line not a number', 'x\n1\n', r'line 1: \'x\' is not a number'),
-      ('three columns', 'a,1,2\n', 'line 1 has 3 columns'),
-      ('mixed forms', '1\nc,2\n', 'line 2 has 2 columns, line 1 has 1'),
-      ('duplicate client', 'a,1\nb,2\na,3\n',
+      ('blank_lines', '\n \n', 'no values'),
+      ('header_only', 'client_id,value\n', 'no values'),
+      ('not_a_number', '1\n2\nabc\n', r'line 3: \'abc\' is not a number'),
+      ('first_line_not_a_number', 'x\n1\n', r'line 1: \'x\' is not a number'),
+      ('three_columns', 'a,1,2\n', 'line 1 has 3 columns'),
+      ('mixed_forms', '1\nc,2\n', 'line 2 has 2 columns, line 1 has 1'),
+      ('duplicate_client', 'a,1\nb,2\na,3\n',
        r"client 'a' is on lines 1 and 3; a client sends one value"),
-      ('empty id', ',1\n', 'line 1: empty client_id'),
-      ('empty value', 'a,\n', "line 1: '' is not a number"))
+      ('empty_id', ',1\n', 'line 1: empty client_id'),
+      ('empty_value', 'a,\n', "line 1: '' is not a number"))
   def test_bad_files_are_one_line_errors(self, text, message):
     path = _write(self.dir, 'bad.csv', text)
     with self.assertRaisesRegex(common.UserError, message) as raised:
@@ -113,11 +113,11 @@ class ReadItemsTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
       ('empty', '', 'no items'),
-      ('header only', 'client_id,item\n', 'no items'),
-      ('one column', 'u1\n', 'line 1 has 1 columns'),
-      ('three columns', 'u1,a\nu2,b,c\n', 'line 2 has 3 columns'),
-      ('empty item', 'u1,\n', 'line 1: empty item'),
-      ('empty client', ',a\n', 'line 1: empty client_id'))
+      ('header_only', 'client_id,item\n', 'no items'),
+      ('one_column', 'u1\n', 'line 1 has 1 columns'),
+      ('three_columns', 'u1,a\nu2,b,c\n', 'line 2 has 3 columns'),
+      ('empty_item', 'u1,\n', 'line 1: empty item'),
+      ('empty_client', ',a\n', 'line 1: empty client_id'))
   def test_bad_files_are_one_line_errors(self, text, message):
     path = _write(self.dir, 'bad.csv', text)
     with self.assertRaisesRegex(common.UserError, message) as raised:

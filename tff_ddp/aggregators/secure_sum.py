@@ -250,8 +250,9 @@ class ValueSpec:
                         f'has {leaf} in {value_type}.')
     self.value_type = value_type
     self.leaves = leaves
-    self.sizes = [int(np.prod(leaf.shape, dtype=np.int64))
-                  for leaf in leaves]
+    # Python integers: a numpy int64 product wraps (2^63 elements read as
+    # none) or refuses to convert (2^64).
+    self.sizes = [math.prod(int(d) for d in leaf.shape) for leaf in leaves]
     self.dim = int(sum(self.sizes))
     if self.dim < 1:
       raise TypeError(f'{owner}: value_type has no elements: {value_type}.')

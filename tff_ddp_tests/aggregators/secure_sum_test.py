@@ -19,6 +19,7 @@ import tensorflow_federated as tff
 
 from tff_ddp import accounting
 from tff_ddp.accounting import events
+from tff_ddp.aggregators import discrete_gaussian
 from tff_ddp.aggregators import secure_sum
 from tff_ddp.encoders import registry
 from tff_ddp.mechanisms import base
@@ -133,6 +134,18 @@ class PlacementTest(tf.test.TestCase, parameterized.TestCase):
   def test_bad_value_types(self, value_type, message):
     with self.assertRaisesRegex(TypeError, message):
       _factory().create(value_type)
+
+  def test_huge_value_types_are_counted_exactly(self):
+    # 2^63 and 2^64 elements: an int64 product wrapped (read as "no
+    # elements") or overflowed (found by the fuzz test); counted exactly,
+    # they are refused as too large for one client encoding.
+    factory = discrete_gaussian.DiscreteGaussianSumFactory(
+        noise_multiplier=1.0, expected_clients_per_round=10, bits=16,
+        l2_clip=1.0)
+    for shape, dim in (([2**63], 2**63), ([2**64], 2**64),
+                       ([2**32, 2**32], 2**64)):
+      with self.assertRaisesRegex(ValueError, f'dim={dim} .*split the value'):
+        factory.create(tff.TensorType(np.float32, shape))
 
   @parameterized.named_parameters(
       ('rate_zero', dict(client_sampling_rate=0.0), ValueError),

@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import inspect
 import math
+import types
 from unittest import mock
 
 from absl.testing import parameterized
@@ -41,6 +42,12 @@ def _setting(**kwargs):
   return protocols.FrequencySetting(**dict(_SETTING, **kwargs))
 
 
+# What the stand-in builder returns: it spends the whole budget, so the
+# entry point's under-spent-budget check (budget.warn_if_underspent) passes
+# it through untouched.
+CALIBRATED = types.SimpleNamespace(epsilon=math.inf)
+
+
 class RecordingBuilder:
   """Stands in for a protocol's builder: records what it was given."""
 
@@ -55,7 +62,7 @@ class RecordingBuilder:
     def calibrate(cls, setting, **kwargs):
       del cls
       calls.append((setting, kwargs))
-      return 'calibrated'
+      return CALIBRATED
 
     calibrate.__signature__ = inspect.signature(original.__func__)
     self._patch = mock.patch.object(self.parameters_class, 'calibrate',
@@ -93,7 +100,7 @@ class EntryPointTest(parameterized.TestCase):
           name, _D, 16, 10.0, 1e-4, calibrate='num_trials', theta=0.2,
           divisor='linf', adversary='release', value_dtype='int64', seed=3,
           kashin_options={'redundancy': 2.0}, **_OWN[name])
-    self.assertEqual(result, 'calibrated')
+    self.assertIs(result, CALIBRATED)
     (setting, kwargs), = builder.calls
     self.assertEqual(setting, _setting(
         calibration=protocols.CalibrateNumTrials(0.2), divisor='linf',
