@@ -586,8 +586,10 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
       return dp_accounting.NonPrivateDpEvent()
     if self._adaptive is not None and not self._adaptive.is_private:
       return dp_accounting.NonPrivateDpEvent()
+    # The accountant's limit on an event's integers, checked here so that
+    # no event is handed out that the accountant would refuse.
     if num_clients is not None and checks.integer(
-        num_clients, 'num_clients', 0) == 0:
+        num_clients, 'num_clients', 0, events.MAX_EVENT_INTEGER) == 0:
       return dp_accounting.NoOpDpEvent()  # an empty round released nothing
     event = mechanism.dp_event(num_clients)
     if indicator is not None:

@@ -135,6 +135,15 @@ class PlacementTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(TypeError, message):
       _factory().create(value_type)
 
+  def test_dp_event_refuses_what_the_accountant_refuses(self):
+    # num_clients above the accountant's 2^62 gave an event the accountant
+    # then refused (found by the fuzz test).
+    factory = _factory()
+    with self.assertRaisesRegex(ValueError, 'num_clients must be an integer '
+                                r'in \[0, 4611686018427387904\]'):
+      factory.dp_event(_VECTOR, 2**63 - 1)
+    factory.dp_event(_VECTOR, 2**62)
+
   def test_huge_value_types_are_counted_exactly(self):
     # 2^63 and 2^64 elements: an int64 product wrapped (read as "no
     # elements") or overflowed (found by the fuzz test); counted exactly,
