@@ -7,8 +7,6 @@ the line and the fault before anything runs, and -- end to end, slow -- the
 same report and epsilon as the synthetic run on the same data.
 """
 
-import contextlib
-import io
 import os
 import shutil
 import tempfile
@@ -17,7 +15,6 @@ from absl.testing import parameterized
 import numpy as np
 import pytest
 
-from tff_ddp import cli
 from tff_ddp.cli import common
 from tff_ddp.cli import data_files
 from tff_ddp_tests import docs_runner
@@ -31,15 +28,7 @@ def _write(directory, name, text, mode='w'):
   return path
 
 
-def _run(argv):
-  """(exit status, stdout, stderr) of the command in this process."""
-  out, err = io.StringIO(), io.StringIO()
-  with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-    try:
-      code = cli.main(argv)
-    except SystemExit as e:
-      code = e.code
-  return code, out.getvalue(), err.getvalue()
+_run = harness.run_cli
 
 
 class ReadValuesTest(parameterized.TestCase):

@@ -1,8 +1,6 @@
 """The tff-ddp command: help, one-line errors, the privacy report, the jobs."""
 
 import argparse
-import contextlib
-import io
 import os
 import subprocess
 import sys
@@ -20,15 +18,7 @@ from tff_ddp_tests import harness
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _run(argv):
-  """(exit status, stdout, stderr) of cli.main in this process."""
-  out, err = io.StringIO(), io.StringIO()
-  with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-    try:
-      code = cli.main(argv)
-    except SystemExit as e:
-      code = e.code
-  return code, out.getvalue(), err.getvalue()
+_run = harness.run_cli
 
 
 class HelpTest(parameterized.TestCase):

@@ -24,6 +24,21 @@ LIST_FLAG = '--list'
 LISTED = 'harness: listed {} tests, ran none'
 
 
+def run_cli(argv):
+  """(exit status, stdout, stderr) of `tff_ddp.cli.main(argv)` run in this
+  process (the CLI tests' one way to run a command)."""
+  import contextlib  # pylint: disable=g-import-not-at-top
+  import io  # pylint: disable=g-import-not-at-top
+  from tff_ddp import cli  # pylint: disable=g-import-not-at-top
+  out, err = io.StringIO(), io.StringIO()
+  with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    try:
+      code = cli.main(argv)
+    except SystemExit as e:
+      code = e.code
+  return code, out.getvalue(), err.getvalue()
+
+
 def main():
   if LIST_FLAG in sys.argv[1:]:
     sys.argv.remove(LIST_FLAG)
