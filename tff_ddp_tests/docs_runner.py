@@ -10,6 +10,11 @@ it raised (or None). A step is one of
   {"kind": "shell", "command": ...}                a shell command (bash),
                                                    from the repository root
 
+Steps may name their `page`: one runner runs several pages (docs_test runs
+them all in one process, paying TensorFlow's import once), and each page
+starts as in a new process would: in the repository root, with the
+environment the runner started with, no namespace from the page before.
+
 A "fresh" Python block runs as a script of its own would: a new `__main__`
 namespace, and TFF's default execution context as `import
 tensorflow_federated` installs it in a new interpreter (the contexts that
@@ -104,7 +109,15 @@ def main(steps_path: str, results_path: str) -> None:
     steps = json.load(f)
   results = []
   namespace = None
+  environment = dict(os.environ)
+  page = None
   for step in steps:
+    if step.get('page') != page:  # a new page: as a new process
+      page = step.get('page')
+      os.chdir(ROOT)
+      os.environ.clear()
+      os.environ.update(environment)
+      namespace = None
     start = time.perf_counter()
     if step['kind'] == 'python':
       if step['fresh'] or namespace is None:

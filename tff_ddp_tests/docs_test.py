@@ -21,7 +21,7 @@ A block of another language, a `text` block that is neither an output nor
 skipped, or a directive that does not parse fails the fast tests here, so
 nothing shown escapes the check. The fast tests also check the pages' links
 and the README's length (issue 33: at most 300 lines); running the pages is
-slow (TFF rounds: one process per page).
+slow (TFF rounds: the pages a session runs share one runner process).
 """
 
 import dataclasses
@@ -384,40 +384,79 @@ class PagesTest(parameterized.TestCase):
       self.assertIn(f']({page})', readme)
 
 
+# Pages whose blocks ran (page -> (plan, results, runner's stderr)): the
+# pages a session selects run in one runner process (see `_run_pages`).
+_RUNS = {}
+# The pages of the RunTest tests this pytest session selected (None: not
+# known, e.g. under unittest, where a test runs its own page alone).
+_SELECTED = None
+_RUN_TEST_PREFIX = 'test_page_runs_as_printed_'
+
+
+@pytest.fixture(autouse=True)
+def _pages_of_the_session(request):
+  """Notes which pages this session's RunTest tests run (once)."""
+  global _SELECTED
+  if _SELECTED is None:
+    names = dict((_RUN_TEST_PREFIX + suffix, page)
+                 for suffix, page in _named_pages())
+    _SELECTED = [names[item.name] for item in request.session.items
+                 if item.name in names]
+  yield
+
+
+def _run_pages(pages):
+  """Runs the blocks of `pages` in one docs_runner process (TensorFlow is
+  imported once, not once a page; each page still starts as a new process
+  would, see docs_runner) and stores each page's results in _RUNS. A page
+  the runner did not reach gets fewer results than steps (its test says
+  so)."""
+  plans = {page: steps(parse(page, _read(page))) for page in pages}
+  combined = [dict(s, page=page) for page in pages for _, s in plans[page]]
+  with tempfile.TemporaryDirectory() as tmp:
+    steps_path = os.path.join(tmp, 'steps.json')
+    results_path = os.path.join(tmp, 'results.json')
+    with open(steps_path, 'w') as f:
+      json.dump(combined, f)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3', COLUMNS='80')
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(
+        [sys.executable, '-m', 'tff_ddp_tests.docs_runner', steps_path,
+         results_path], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=1800 * len(pages), check=False)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # What the pages cost (pytest -s shows it): the runner and what it
+    # started and reaped (TFF's workers, make).
+    cpu = (after.ru_utime - before.ru_utime + after.ru_stime
+           - before.ru_stime)
+    print(f'{len(pages)} page(s), {len(combined)} steps, {cpu:.1f} s of CPU')
+    results = []
+    if os.path.exists(results_path):
+      with open(results_path) as f:
+        results = json.load(f)
+  for page in pages:
+    mine = [r for r, s in zip(results, combined) if s['page'] == page]
+    print(f'{page}: {sum(r["seconds"] for r in mine):.1f} s')
+    _RUNS[page] = (plans[page], mine, done.stderr)
+
+
 @pytest.mark.slow  # runs TFF rounds and the CLI: ~15-120 s of CPU a page
 class RunTest(parameterized.TestCase):
   """Every page's blocks run; every shown output matches."""
 
   @parameterized.named_parameters(*_named_pages())
   def test_page_runs_as_printed(self, page):
-    blocks = parse(page, _read(page))
-    plan = steps(blocks)
+    if page not in _RUNS:
+      # This page and the session's other pages not run yet, in one go.
+      _run_pages([page] + [p for p in (_SELECTED or ())
+                           if p not in _RUNS and p != page])
+    plan, results, stderr = _RUNS[page]
     if not plan:
       return
-    with tempfile.TemporaryDirectory() as tmp:
-      steps_path = os.path.join(tmp, 'steps.json')
-      results_path = os.path.join(tmp, 'results.json')
-      with open(steps_path, 'w') as f:
-        json.dump([s for _, s in plan], f)
-      env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3', COLUMNS='80')
-      before = resource.getrusage(resource.RUSAGE_CHILDREN)
-      done = subprocess.run(
-          [sys.executable, '-m', 'tff_ddp_tests.docs_runner', steps_path,
-           results_path], cwd=ROOT, env=env, capture_output=True, text=True,
-          timeout=1800, check=False)
-      after = resource.getrusage(resource.RUSAGE_CHILDREN)
-      # What the page costs (pytest -s shows it): the runner and what it
-      # started and reaped (TFF's workers, make).
-      cpu = (after.ru_utime - before.ru_utime + after.ru_stime
-             - before.ru_stime)
-      print(f'{page}: {len(plan)} steps, {cpu:.1f} s of CPU')
-      results = []
-      if os.path.exists(results_path):
-        with open(results_path) as f:
-          results = json.load(f)
+    blocks = parse(page, _read(page))
     self.assertEqual(len(results), len(plan),
                      f'the runner stopped after {len(results)} of {len(plan)}'
-                     f' steps:\n{done.stderr[-3000:]}')
+                     f' steps:\n{stderr[-3000:]}')
     printed = {}
     for (block, step), result in zip(plan, results):
       self.assertIsNone(result['error'],
