@@ -69,7 +69,7 @@ def classify_entry(entry, factor):
 
   fz.run_generated(entry, lambda kw, o: record(kw, o, 'generated'),
                    max_examples=entry.max_examples * factor)
-  for _, kwargs, _ in entry.examples:
+  for _, kwargs, _ in entry.examples + entry.slow_examples:
     kwargs = fz.example_kwargs(entry, kwargs)
     record(kwargs, fz.classify(entry, kwargs), 'hand-written')
   return counts, problems

@@ -350,6 +350,26 @@ class RdpAccountantTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, 'orders'):
       accountant.RdpAccountant(orders)
 
+  def test_a_remembered_grid_is_still_checked_and_copied(self):
+    # check_orders remembers float grids that passed (a cPBM calibration
+    # checks the same grid ~10^5 times): the same values in another form
+    # are checked element by element, a refused grid is refused every
+    # time, and a caller's change to the result is not remembered.
+    grid = orders_lib.check_orders(orders_lib.DEFAULT_ORDERS)
+    grid[0] = 0.5
+    np.testing.assert_array_equal(
+        orders_lib.check_orders(orders_lib.DEFAULT_ORDERS), ORDERS)
+    np.testing.assert_array_equal(orders_lib.check_orders(ORDERS), ORDERS)
+    np.testing.assert_array_equal(orders_lib.check_orders([2, 3.0]),
+                                  [2.0, 3.0])
+    for _ in range(2):
+      with self.assertRaisesRegex(TypeError, 'orders'):
+        orders_lib.check_orders([2.0, True])
+      with self.assertRaisesRegex(ValueError, 'orders'):
+        orders_lib.check_orders((2.0, 0.5))
+      with self.assertRaisesRegex(ValueError, 'orders'):
+        orders_lib.check_orders(np.array([2.0, np.nan]))
+
   def test_relation_type(self):
     with self.assertRaisesRegex(TypeError, 'neighboring_relation'):
       accountant.RdpAccountant(None, 'zero_out')

@@ -13,6 +13,7 @@ import warnings
 from absl.testing import parameterized
 import dp_accounting
 import numpy as np
+import pytest
 import scipy.special
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -139,6 +140,7 @@ class AutoTuningTest(tf.test.TestCase, parameterized.TestCase):
     value_only.compose(value_event)
     self.assertGreater(both.get_epsilon(1e-5), value_only.get_epsilon(1e-5))
 
+  @pytest.mark.slow  # ~12 s of CPU: 200 rounds of 4 clients (sized below)
   def test_indicator_noise_has_the_configured_stddev(self):
     # 4 clients, 2 below the clip and 2 above: sum b = 0, so
     # b_bar - 1/2 = noise / n with noise ~ N_Z-sum of stddev sigma_b (the

@@ -201,6 +201,8 @@ class EntryPoint:
     names: strings of which an error message must contain one (default:
       the baseline's argument names).
     examples: hand-written cases, (label, kwargs, expected kind or None).
+    slow_examples: hand-written cases that cost more than the fast suite's
+      ~5 s (a cold certified calibration), run by the slow class.
     max_examples: generated cases in the default suite.
     budget: CPU seconds per call (see TIME_BUDGET).
     wait_budget: wall seconds after which a call is a hang whatever CPU it
@@ -221,6 +223,8 @@ class EntryPoint:
   fuzzed: Optional[Sequence[str]] = None
   names: Optional[Sequence[str]] = None
   examples: List[Tuple[str, Dict[str, Any], Optional[str]]] = (
+      dataclasses.field(default_factory=list))
+  slow_examples: List[Tuple[str, Dict[str, Any], Optional[str]]] = (
       dataclasses.field(default_factory=list))
   max_examples: int = MAX_EXAMPLES
   budget: float = TIME_BUDGET
@@ -395,9 +399,11 @@ def example_kwargs(entry: EntryPoint, kwargs):
   return {**entry.baseline, **kwargs}
 
 
-def assert_examples(entry: EntryPoint):
-  """The hand-written regressions of one entry point."""
-  for label, kwargs, expected in entry.examples:
+def assert_examples(entry: EntryPoint, slow=False):
+  """The hand-written regressions of one entry point (its slow ones when
+  `slow`)."""
+  for label, kwargs, expected in (entry.slow_examples if slow
+                                  else entry.examples):
     kwargs = example_kwargs(entry, kwargs)
     outcome = classify(entry, kwargs)
     assert outcome.kind in ACCEPTED, (
@@ -410,7 +416,7 @@ def assert_examples(entry: EntryPoint):
 def test_classes(name: str, entry_points: Sequence[EntryPoint], module: str):
   """The two test classes of a fuzz module, named Fuzz<name>Test (default
   suite: generated cases and the hand-written ones) and SlowFuzz<name>Test
-  (marked slow: more generated cases). Assign both at module level of the
+  (marked slow: more generated cases, the costly hand-written ones). Assign both at module level of the
   module named `module` (pass `__name__`): the classes say they belong to it,
   so that unittest, run on that module directly, names their tests as pytest
   does (Fuzz<name>Test.test_..., not fuzz.strategies.Fuzz<name>Test...)."""
@@ -432,6 +438,13 @@ def test_classes(name: str, entry_points: Sequence[EntryPoint], module: str):
     @parameterized.named_parameters((e.test_name, e) for e in entry_points)
     def test_generated(self, entry):
       assert_generated(entry, slow=True)
+
+    if any(e.slow_examples for e in entry_points):  # none: no such test
+
+      @parameterized.named_parameters((e.test_name, e) for e in entry_points
+                                      if e.slow_examples)
+      def test_handwritten(self, entry):
+        assert_examples(entry, slow=True)
 
   for cls, label in ((Fast, f'Fuzz{name}Test'), (Slow, f'SlowFuzz{name}Test')):
     cls.__name__ = cls.__qualname__ = label
