@@ -102,7 +102,8 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
   for encoding in encodings:
     for mechanism in mechanisms:
       configurations[encoding, mechanism] = q.quantile_parameters(
-          encoding, mechanism, num_bins, num_clients, epsilon, delta, bits)
+          encoding, mechanism, num_bins,
+          q.QuantileSetting(num_clients, epsilon, delta, bits=bits))
   processes.use_test_context()
   if user_values is None:
     datasets = [draw(distribution, num_clients,
@@ -117,7 +118,8 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
     for mechanism in mechanisms:
       params = configurations[encoding, mechanism]
       process = q.build_quantile_process_from_parameters(
-          params, lower_bound, upper_bound, quantiles, count=count, rounds=1)
+          params, lower_bound, upper_bound, quantiles,
+          q.QuantileEstimation(count=count), rounds=1)
       state = process.initialize()
       errors, seconds = [], []
       for values in common.progress(datasets, f'{method} {mechanism}'):
