@@ -189,9 +189,8 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
     self._request = ddg_mechanism.Request(
         l2_clip, noise_multiplier, expected_clients_per_round, bits,
         modclip_prob, beta, granularity, linf_clip, noise_sampler)
-    clean = {f.name: getattr(self._request, f.name)
-             for f in dataclasses.fields(self._request)
-             if f.name != 'noise_sampler'}
+    clean = dataclasses.asdict(self._request)
+    del clean['noise_sampler']  # described below, only if not the default
     if adaptive is None and clean['noise_multiplier'] == 0:
       # (With auto_l2_clip, adaptive_clip.configure says it, as TFF's
       # keywords.)
