@@ -181,20 +181,11 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
 def _body(args) -> int:
   """Runs the command: synthetic data, or the clients of --values."""
   from tff_ddp.cli import data_files  # pylint: disable=g-import-not-at-top
-  synthetic = dict(clients=(args.clients, 128),
-                   distribution=(args.distribution, 'uniform'),
-                   seed=(args.seed, 0))
-  values = None
-  if args.values is not None:
-    given = [f'--{name}' for name, (value, _) in synthetic.items()
-             if value is not None]
-    if given:
-      raise common.UserError(
-          f'{", ".join(given)} do(es) not apply to --values (its clients are '
-          'the lines of the file)')
-    values = data_files.read_values(args.values)
-  value = {name: given if given is not None else default
-           for name, (given, default) in synthetic.items()}
+  values, value = data_files.file_or_synthetic(
+      args.values, '--values', data_files.read_values,
+      dict(clients=(args.clients, 128),
+           distribution=(args.distribution, 'uniform'), seed=(args.seed, 0)),
+      'its clients are the lines of the file')
   repetitions = args.repetitions or (1 if values is not None else 3)
   run(methods=args.methods, mechanisms=args.mechanisms,
       num_clients=value['clients'], num_bins=args.bins,
