@@ -40,9 +40,15 @@ CONSTRUCTION (Python integers)
 3. Layout. t(j) < C = 2^(252 - b) is split into a top field of 63 - b bits
    and three 63-bit words: t(j) = top 2^189 + l1 2^126 + l2 2^63 + l3.
    `packed[j]` = (top << b) | alias(j) (one int64, bit 63 clear);
-   `low[j]` = (l1, l2, l3). The arrays are decoded again (`column_weights`)
-   and checked to give exactly w: a build-time check (not an `assert`, so
-   it also runs under python -O).
+   `low[j]` = (l1, l2, l3) for the K columns j < K only: a column j >= K
+   has weight 0, so in step 2 it is "small" from the start, never gains
+   weight (only a "large" column gives any away), and is paired off with
+   t(j) = its remaining weight = 0 (it cannot be left unfinished: those
+   hold exactly C > 0); hence all its words are 0 (checked), and a row of
+   `low` beyond its K rows is read as three zero words, by the decoder and
+   by `lookup` alike. The arrays are decoded again (`column_weights`, with
+   that reading) and checked to give exactly w: a build-time check (not an
+   `assert`, so it also runs under python -O).
 
 SAMPLING (TF; `lookup`). Inputs per sample: the column J, uniform on
 [0, 2^b); the top k bits of a uniform 252 - b bit number U (k <= 63 - b,
@@ -54,7 +60,11 @@ the table's layout. Output: J - t if U < t(J), else alias(J) - t. Hence
 P(output = v) = (1/M) sum_j ([j - t = v] t(j) + [alias(j) - t = v]
 (C - t(j))) / C = w(v + t) / W = p_hat(v), by step 3's check.
 U < t(J) is decided lexicographically: U_top < top(J)'s k bits, or equal
-and the rest smaller. The rest matters only on a tie of the top k bits
+and the rest smaller (for J >= K, beyond `low`'s rows, its low words are
+0, so "(U_1, U_2, U_3) < (l1, l2, l3)" is false: the tie path gathers row
+min(J, K - 1) and ANDs that comparison with J < K, the decoder's reading
+of step 3, so the output is the same function of (J, U) as with all 2^b
+rows). The rest matters only on a tie of the top k bits
 (probability 2^-k per sample, <= 2^(b - 63) by default), so the four words
 are drawn (for the whole batch) only if some element ties: the output is
 the same function of (J, U) either way. Cost per sample in the common case:
@@ -87,9 +97,11 @@ laws P1, P2, actual P1', P2'), so for any event S: P1'(S) <= P1(S) + n eta
 Add (1 + e^eps) n eta to delta, after converting Renyi accounting to
 (eps, delta) (`tff_ddp.accounting.accountant`, `sampler_tv_mass`).
 
-TABLE COST. Memory: 32 bytes a column (`packed` 8, `low` 24), 2^b columns;
-`packed` alone is read in the common case. The arrays become graph
-constants wherever the sampler is traced.
+TABLE COST. Memory: `packed` 8 bytes a column (2^b columns), read in the
+common case; `low` 24 bytes a point (K = 2t + 1 rows), read only on a tie.
+The arrays become graph constants wherever the sampler is traced; in TFF's
+worker a client call pays for `low` even when no tie occurs, hence K rows,
+not 2^b (measured in the repository's docs/notes/ddg_encode.md).
 """
 
 import dataclasses
@@ -194,7 +206,9 @@ class AliasTable:
     t: the support is [-t, t].
     log2_columns: b; the table has 2^b columns.
     packed: int64[2^b], (top << b) | alias index.
-    low: int64[2^b, 3], the three low 63-bit words of the thresholds.
+    low: int64[K, 3] (K = 2t + 1), the three low 63-bit words of the
+      thresholds of columns j < K; those of columns j >= K are 0 (module
+      docstring, step 3) and not stored.
     tv_bound: exact rational upper bound on TV(p_hat, p), < 2^-231.
     build_seconds: wall-clock seconds of the build (informational).
   """
@@ -252,8 +266,9 @@ def _vose(w, log2_columns: int):
   return thr, alias
 
 
-def _pack(thr, alias, log2_columns: int):
-  """The int64 arrays of step 3 (np.array raises on an int64 overflow)."""
+def _pack(thr, alias, log2_columns: int, points: int):
+  """The int64 arrays of step 3 (np.array raises on an int64 overflow);
+  `low` keeps the first `points` = K rows (step 3: the others are 0)."""
   b = log2_columns
   cap = 1 << (W_BITS - b)
   # A full column: "threshold 0, alias itself" outputs j too.
@@ -261,10 +276,11 @@ def _pack(thr, alias, log2_columns: int):
                                                                    alias))]
   thr = [0 if tj == cap else tj for tj in thr]
   check(max(thr) < cap and 0 <= min(thr), '0 <= t(j) < C')
+  check(not any(thr[points:]), 't(j) = 0 for the columns j >= K')
   packed = np.array([((tj >> _LOW_SHIFT) << b) | aj
                      for tj, aj in zip(thr, alias)], np.int64)
   low = np.stack([
-      np.array([(tj >> shift) & _LOW63 for tj in thr], np.int64)
+      np.array([(tj >> shift) & _LOW63 for tj in thr[:points]], np.int64)
       for shift in range(_LOW_SHIFT - 63, -1, -63)], axis=1)
   packed.setflags(write=False)
   low.setflags(write=False)
@@ -277,17 +293,20 @@ def column_weights(packed: np.ndarray, low: np.ndarray, log2_columns: int):
   Column j keeps t(j) = (packed[j] >> b) 2^189 + low[j, 0] 2^126 +
   low[j, 1] 2^63 + low[j, 2] of its capacity C = 2^(252 - b) and gives
   C - t(j) to alias(j) = packed[j] & (2^b - 1); entry j of the result,
-  divided by 2^252, is P(output = j - t).
+  divided by 2^252, is P(output = j - t). Rows j >= len(low) are read as
+  zero words (module docstring, step 3), as `lookup` reads them.
   """
   b = log2_columns
   m = 1 << b
   cap = 1 << (W_BITS - b)
-  check(packed.shape == (m,) and low.shape == (m, LOW_WORDS)
+  rows = low.shape[0]
+  check(packed.shape == (m,) and 1 <= rows <= m
+        and low.shape == (rows, LOW_WORDS)
         and np.all(packed >= 0) and np.all(low >= 0), 'table shapes, signs')
   # t(j) < 2^(63 - b) 2^189 = C: every column's threshold is in [0, C].
   tops = (packed >> b).tolist()
   aliases = (packed & (m - 1)).tolist()
-  low_columns = [column.tolist() for column in low.T]
+  low_columns = [column.tolist() + [0] * (m - rows) for column in low.T]
   mass = [0] * m
   for j in range(m):
     tj = tops[j]
@@ -336,7 +355,7 @@ def build(law: fractions.Fraction, lower: Sequence[int], gap: int,
   tv = (q + rho) / 2 + tail
   check(tv < fractions.Fraction(TV_DISTANCE_UPPER_BOUND), 'tv < 2^-231')
   thr, alias = _vose(w, b)
-  packed, low = _pack(thr, alias, b)
+  packed, low = _pack(thr, alias, b, k)
   check(column_weights(packed, low, b) == w + [0] * ((1 << b) - k),
         'the packed table realises the weights w')
   return AliasTable(law=law, t=t, log2_columns=b, packed=packed, low=low,
@@ -404,15 +423,24 @@ def lookup(table: AliasTable, column, u_top, tie_words: Callable[[], tf.Tensor],
   stay = u_top < t_top
   tie = tf.equal(u_top, t_top)
 
+  rows = table.low.shape[0]
+
   def resolve_ties():
     extra = tie_words()
-    t_low = tf.gather(tf.constant(table.low), column)
+    if rows < (1 << b):  # `low` holds rows j < K only (module docstring)
+      t_low = tf.gather(tf.constant(table.low),
+                        tf.minimum(column, tf.constant(rows - 1, tf.int64)))
+    else:
+      t_low = tf.gather(tf.constant(table.low), column)
     # Least significant level first: less = (v < t) | (v == t & less).
     less = (tf.bitwise.bitwise_and(extra[..., LOW_WORDS], _LOW63)
             < t_low[..., LOW_WORDS - 1])
     for i in range(LOW_WORDS - 2, -1, -1):
       v = tf.bitwise.bitwise_and(extra[..., i + 1], _LOW63)
       less = (v < t_low[..., i]) | (tf.equal(v, t_low[..., i]) & less)
+    if rows < (1 << b):
+      # A row beyond `low` is three zero words: (U_1, U_2, U_3) < 0 is false.
+      less = less & (column < rows)
     if mid_mask:
       v = tf.bitwise.bitwise_and(extra[..., 0], mid_mask)
       t_mid = tf.bitwise.bitwise_and(entry, mid_mask)

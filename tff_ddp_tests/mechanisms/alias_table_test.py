@@ -7,6 +7,7 @@ certificate is the one of the docstring, recomputed from the inputs, and
 inputs that break an obligation are refused.
 """
 
+import dataclasses
 import fractions
 
 from absl.testing import parameterized
@@ -94,6 +95,108 @@ class LookupTest(tf.test.TestCase):
       self.assertLess(abs(np.mean(x == value) - p),
                       5 * np.sqrt(p * (1 - p) / n))
     self.assertTrue(np.all(np.abs(x) <= 1))
+
+
+def _crafted_draws(table, k, rng):
+  """(columns, u_tops, tie words, U) over every column of `table`: U equal
+  to t(J)'s digits (k top bits, 63 - b - k mid bits, three 63-bit words) up
+  to each level, then one below, equal or one above, the rest random; plus
+  one uniform U per column. Bit 63 of the tie words is junk to ignore."""
+  b = table.log2_columns
+  sizes = [k, 63 - b - k, 63, 63, 63]
+  cols, u_tops, ties, us = [], [], [], []
+  for j in range(2**b):
+    t_digits, rest = [], table_reference.threshold(table, j)
+    for size in reversed(sizes):
+      t_digits.insert(0, rest % 2**size)
+      rest //= 2**size
+    cases = [[int(rng.integers(0, 2**size)) for size in sizes]]
+    for level in range(5):
+      for delta in (-1, 0, 1):
+        digits = list(t_digits)
+        digits[level] = min(max(digits[level] + delta, 0),
+                            2**sizes[level] - 1)
+        for i in range(level + 1, 5):
+          digits[i] = int(rng.integers(0, 2**sizes[i]))
+        cases.append(digits)
+    for digits in cases:
+      u = 0
+      for digit, size in zip(digits, sizes):
+        u = u * 2**size + digit
+      junk = int(rng.integers(0, 2)) << 63
+      words = [(digits[1] << b) | junk | j] + [d | junk for d in digits[2:]]
+      cols.append(j)
+      u_tops.append(digits[0] << (63 - k))
+      ties.append([w - 2**64 if w >= 2**63 else w for w in words])
+      us.append(u)
+  return cols, u_tops, ties, us
+
+
+class TrimmedLowTest(tf.test.TestCase, parameterized.TestCase):
+  """`low` keeps K = 2t + 1 rows, not 2^b (module docstring, step 3): the
+  lookup must be the same function of (J, U) as with all 2^b rows, the
+  missing rows being zero words."""
+
+  def _assert_same_outputs(self, table, k, seed):
+    b = table.log2_columns
+    full = dataclasses.replace(table, low=np.concatenate(
+        [table.low, np.zeros([2**b - len(table.low), core.LOW_WORDS],
+                             np.int64)]))
+    cols, u_tops, ties, us = _crafted_draws(table, k,
+                                            np.random.default_rng(seed))
+    expected = []
+    for j, u in zip(cols, us):
+      alias = int(table.packed[j]) % 2**b
+      keep = table_reference.threshold(table, j)  # missing rows: 0
+      expected.append((j if u < keep else alias) - table.t)
+    for unconditional in (False, True):
+      outputs = [
+          core.lookup(t, tf.constant(cols, tf.int64),
+                      tf.constant(u_tops, tf.int64),
+                      lambda: tf.constant(ties, tf.int64), top_bits=k,
+                      unconditional_ties=unconditional).numpy()
+          for t in (table, full)]
+      np.testing.assert_array_equal(outputs[0], outputs[1])
+      np.testing.assert_array_equal(outputs[0], expected)
+
+  @parameterized.product(
+      lower=([3, 0, 5, 0, 3], list(range(1, 202)), [1] * 9),
+      top_bits=(None, 3))
+  def test_built_tables_keep_k_rows_and_the_full_outputs(self, lower,
+                                                         top_bits):
+    # K = 5, 201, 9 points in 8, 256, 16 columns: 3 to 55 columns beyond
+    # K, each tied at every level of U; k = 3 top bits leaves a mid field.
+    table = core.build(fractions.Fraction(1), lower, 0,
+                       fractions.Fraction(1, 2**240))
+    self.assertEqual(table.low.shape, (len(lower), core.LOW_WORDS))
+    self.assertLess(len(lower), 2**table.log2_columns)
+    k = 63 - table.log2_columns if top_bits is None else top_bits
+    self._assert_same_outputs(table, k, seed=len(lower))
+
+  @parameterized.parameters(None, 3)
+  def test_any_packed_entries_beyond_the_rows(self, top_bits):
+    # Arbitrary words, including non-zero top fields and aliases in the
+    # columns beyond the stored rows (a build never makes those: this
+    # checks the lookup's reading of a missing row itself, at the
+    # comparison's every level, whichever of top / mid / low decides).
+    rng = np.random.default_rng(11)
+    b, rows = 4, 6
+    table = core.AliasTable(
+        law=fractions.Fraction(1), t=3, log2_columns=b,
+        packed=rng.integers(0, 2**63, 2**b, dtype=np.int64),
+        low=rng.integers(0, 2**63, [rows, core.LOW_WORDS], dtype=np.int64),
+        tv_bound=fractions.Fraction(0), build_seconds=0.0)
+    k = 63 - b if top_bits is None else top_bits
+    self._assert_same_outputs(table, k, seed=12)
+
+  def test_decoder_reads_missing_rows_as_zero(self):
+    table = core.build(fractions.Fraction(1), [3, 0, 5, 0, 3], 0,
+                       fractions.Fraction(1, 2**240))
+    b = table.log2_columns
+    full = np.concatenate([table.low, np.zeros(
+        [2**b - len(table.low), core.LOW_WORDS], np.int64)])
+    self.assertEqual(core.column_weights(table.packed, table.low, b),
+                     core.column_weights(table.packed, full, b))
 
 
 if __name__ == '__main__':
