@@ -69,7 +69,19 @@ rows). The rest matters only on a tie of the top k bits
 are drawn (for the whole batch) only if some element ties: the output is
 the same function of (J, U) either way. Cost per sample in the common case:
 the caller's uniform word, 1 gather of `packed`, ~8 element-wise int64 ops;
-no loops, no rejection, no floating point. As anywhere in TF, the stateless
+no loops, no rejection, no floating point.
+
+A large table (b >= FIRST_LEVEL_MIN_BITS = 18: `packed` is 2 MiB or more,
+beyond the L2 cache, and its random gather is most of a draw) is read
+through a *first level* first: the int32 array `first_level[j]` = (the top
+31 - b bits of t(j)) << b | alias(j), half of `packed`'s bytes. U's top
+31 - b bits (inside U_top when k >= 31 - b) below t(J)'s mean U < t(J),
+above them U > t(J); only where they are equal (probability 2^(b - 31)
+per sample, ~2^-11 at b = 20) is the comparison above made, through
+`packed` and `low`, on those positions alone (gathered, then scattered
+back). Lexicographic comparison makes this the same function of (J, U), so
+the outputs are bit for bit those of the one-level read and the proof
+below is unchanged. As anywhere in TF, the stateless
 Philox words are modelled as iid uniform bits.
 
 PROOF OF THE TV BOUND. With rho = 2 gap / A and Q = sum_x |p_hat(x) - a(x)
@@ -98,7 +110,8 @@ Add (1 + e^eps) n eta to delta, after converting Renyi accounting to
 (eps, delta) (`tff_ddp.accounting.accountant`, `sampler_tv_mass`).
 
 TABLE COST. Memory: `packed` 8 bytes a column (2^b columns), read in the
-common case; `low` 24 bytes a point (K = 2t + 1 rows), read only on a tie.
+common case (for b >= 18 `first_level`, 4 bytes a column, instead, and
+`packed` at the first level's ties); `low` 24 bytes a point (K = 2t + 1 rows), read only on a tie.
 The arrays become graph constants wherever the sampler is traced; in TFF's
 worker a client call pays for `low` even when no tie occurs, hence K rows,
 not 2^b (measured in the repository's docs/notes/ddg_encode.md).
@@ -107,6 +120,7 @@ not 2^b (measured in the repository's docs/notes/ddg_encode.md).
 import dataclasses
 import decimal
 import fractions
+import functools
 import math
 import time
 from typing import Callable, Sequence
@@ -122,6 +136,8 @@ TAIL_BITS = 232
 W_BITS = 252
 # Bracket error allowed: rho = 2 gap / A <= 2^-240.
 _MAX_RHO = fractions.Fraction(1, 2**240)
+# The first level's int32 entries: 31 bits (top 31 - b of t(j), b of alias).
+FIRST_BITS = 31
 # Thresholds below the top field: three 63-bit words.
 LOW_WORDS = 3
 # Uniform words a tie consumes: the rest of the top field, then LOW_WORDS.
@@ -223,6 +239,17 @@ class AliasTable:
   @property
   def nbytes(self) -> int:
     return int(self.packed.nbytes + self.low.nbytes)
+
+  @functools.cached_property
+  def first_level(self) -> np.ndarray:
+    """int32[2^b]: (top 31 - b bits of t(j)) << b | alias(j), i.e. packed[j]
+    >> 32 with its low b bits replaced by alias(j) (module docstring)."""
+    b = self.log2_columns
+    col_mask = (1 << b) - 1
+    first = (((self.packed >> 32) & ~np.int64(col_mask))
+             | (self.packed & col_mask)).astype(np.int32)
+    first.setflags(write=False)
+    return first
 
 
 def _quantise(a: Sequence[int], big_a: int):
@@ -391,9 +418,16 @@ def fold(seed, data: int) -> tf.Tensor:
       seed, tf.constant(data, tf.int64))
 
 
+# A table of 2^b columns with b >= this is read through its first level
+# (`lookup`, module docstring): its 2^b int64 `packed` entries (2 MiB and
+# up) no longer fit the L2 cache, and the random gather dominates the draw.
+FIRST_LEVEL_MIN_BITS = 18
+
+
 @tf.autograph.experimental.do_not_convert
 def lookup(table: AliasTable, column, u_top, tie_words: Callable[[], tf.Tensor],
-           top_bits=None, unconditional_ties: bool = False) -> tf.Tensor:
+           top_bits=None, unconditional_ties: bool = False,
+           first_level=None) -> tf.Tensor:
   """The table's outputs j - t or alias(j) - t (module docstring, SAMPLING).
 
   Args:
@@ -408,6 +442,8 @@ def lookup(table: AliasTable, column, u_top, tie_words: Callable[[], tf.Tensor],
       or always with `unconditional_ties`.
     top_bits: k in [1, 63 - b]; default 63 - b (a whole word's bits b..62).
     unconditional_ties: resolve ties without a `tf.cond` (same values).
+    first_level: read the int32 first level first (same values); default
+      iff b >= FIRST_LEVEL_MIN_BITS; needs k >= 31 - b.
 
   Returns:
     int64 tensor of column's shape.
@@ -415,6 +451,35 @@ def lookup(table: AliasTable, column, u_top, tie_words: Callable[[], tf.Tensor],
   b = table.log2_columns
   k = 63 - b if top_bits is None else top_bits
   check(1 <= k <= 63 - b, f'top_bits in [1, {63 - b}], got {k}')
+  if first_level is None:
+    first_level = b >= FIRST_LEVEL_MIN_BITS and k >= FIRST_BITS - b
+  if not first_level:
+    return _exact_lookup(table, column, u_top, tie_words, k,
+                         unconditional_ties)
+  check(k >= FIRST_BITS - b, f'first_level needs top_bits >= {31 - b}')
+  col_mask = (1 << b) - 1
+  entry = tf.gather(tf.constant(table.first_level),
+                    tf.cast(column, tf.int32))
+  # U's and t(J)'s top 31 - b bits, as int32 (u_top has bits 63-k..62).
+  u_first = tf.cast(tf.bitwise.right_shift(u_top, 32 + b), tf.int32)
+  t_first = tf.bitwise.right_shift(entry, b)
+  out = tf.where(u_first < t_first, tf.cast(column, tf.int32),
+                 tf.bitwise.bitwise_and(entry, col_mask))
+  # Where the first bits tie (probability 2^(b - 31) per sample), U < t(J)
+  # is decided by the exact lookup on those positions alone.
+  at = tf.where(tf.equal(u_first, t_first))
+  exact = _exact_lookup(
+      table, tf.gather_nd(column, at), tf.gather_nd(u_top, at),
+      lambda: tf.gather_nd(tie_words(), at), k, unconditional_ties)
+  out = tf.tensor_scatter_nd_update(out, at,
+                                    tf.cast(exact + table.t, tf.int32))
+  return tf.cast(out, tf.int64) - table.t
+
+
+def _exact_lookup(table: AliasTable, column, u_top, tie_words, k: int,
+                  unconditional_ties: bool) -> tf.Tensor:
+  """`lookup` through `packed` (and `low` on a tie of the top k bits)."""
+  b = table.log2_columns
   col_mask = (1 << b) - 1
   k_mask = top_mask(k)
   mid_mask = _LOW63 ^ k_mask ^ col_mask  # the top field's bits below U_top

@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_ddp.mechanisms import alias_table as core
+from tff_ddp.mechanisms import discrete_gaussian_table as dt
 from tff_ddp_tests import harness
 from tff_ddp_tests.mechanisms import table_reference
 
@@ -111,6 +112,12 @@ def _crafted_draws(table, k, rng):
       t_digits.insert(0, rest % 2**size)
       rest //= 2**size
     cases = [[int(rng.integers(0, 2**size)) for size in sizes]]
+    if k >= 31 - b:  # the first level's 31 - b bits tie, the rest random
+      digits = [int(rng.integers(0, 2**size)) for size in sizes]
+      low_bits = k - (31 - b)
+      digits[0] = ((t_digits[0] >> low_bits) << low_bits) | (
+          digits[0] % 2**low_bits)
+      cases.append(digits)
     for level in range(5):
       for delta in (-1, 0, 1):
         digits = list(t_digits)
@@ -149,19 +156,23 @@ class TrimmedLowTest(tf.test.TestCase, parameterized.TestCase):
       alias = int(table.packed[j]) % 2**b
       keep = table_reference.threshold(table, j)  # missing rows: 0
       expected.append((j if u < keep else alias) - table.t)
+    # Read through the first level too where it applies (k >= 31 - b).
+    levels = (False, True) if k >= 31 - b else (False,)
     for unconditional in (False, True):
-      outputs = [
-          core.lookup(t, tf.constant(cols, tf.int64),
-                      tf.constant(u_tops, tf.int64),
-                      lambda: tf.constant(ties, tf.int64), top_bits=k,
-                      unconditional_ties=unconditional).numpy()
-          for t in (table, full)]
-      np.testing.assert_array_equal(outputs[0], outputs[1])
-      np.testing.assert_array_equal(outputs[0], expected)
+      for first_level in levels:
+        outputs = [
+            core.lookup(t, tf.constant(cols, tf.int64),
+                        tf.constant(u_tops, tf.int64),
+                        lambda: tf.constant(ties, tf.int64), top_bits=k,
+                        unconditional_ties=unconditional,
+                        first_level=first_level).numpy()
+            for t in (table, full)]
+        np.testing.assert_array_equal(outputs[0], outputs[1])
+        np.testing.assert_array_equal(outputs[0], expected)
 
   @parameterized.product(
       lower=([3, 0, 5, 0, 3], list(range(1, 202)), [1] * 9),
-      top_bits=(None, 3))
+      top_bits=(None, 3, 'first'))
   def test_built_tables_keep_k_rows_and_the_full_outputs(self, lower,
                                                          top_bits):
     # K = 5, 201, 9 points in 8, 256, 16 columns: 3 to 55 columns beyond
@@ -170,10 +181,11 @@ class TrimmedLowTest(tf.test.TestCase, parameterized.TestCase):
                        fractions.Fraction(1, 2**240))
     self.assertEqual(table.low.shape, (len(lower), core.LOW_WORDS))
     self.assertLess(len(lower), 2**table.log2_columns)
-    k = 63 - table.log2_columns if top_bits is None else top_bits
+    b = table.log2_columns
+    k = {None: 63 - b, 'first': 31 - b}.get(top_bits, top_bits)
     self._assert_same_outputs(table, k, seed=len(lower))
 
-  @parameterized.parameters(None, 3)
+  @parameterized.parameters(None, 3, 27)
   def test_any_packed_entries_beyond_the_rows(self, top_bits):
     # Arbitrary words, including non-zero top fields and aliases in the
     # columns beyond the stored rows (a build never makes those: this
@@ -197,6 +209,47 @@ class TrimmedLowTest(tf.test.TestCase, parameterized.TestCase):
         [2**b - len(table.low), core.LOW_WORDS], np.int64)])
     self.assertEqual(core.column_weights(table.packed, table.low, b),
                      core.column_weights(table.packed, full, b))
+
+
+
+class FirstLevelTest(tf.test.TestCase):
+  """A table of b >= FIRST_LEVEL_MIN_BITS is read through its int32 first
+  level by default (module docstring): the same outputs as the one-level
+  read. The crafted draws of `TrimmedLowTest` check it at every tie level
+  on small tables (first_level forced); here the default path of a real
+  table at b = 18."""
+
+  def test_first_level_entries(self):
+    table = core.build(fractions.Fraction(1), list(range(1, 202)), 0,
+                       fractions.Fraction(1, 2**240))
+    b = table.log2_columns
+    for j in range(2**b):
+      top = int(table.packed[j]) >> b  # 63 - b bits
+      self.assertEqual(int(table.first_level[j]),
+                       ((top >> 32) << b) | (int(table.packed[j]) % 2**b))
+    self.assertEqual(table.first_level.dtype, np.int32)
+
+  def test_default_read_of_a_large_table_equals_the_one_level_read(self):
+    # The discrete Gaussian table at scale 3700: T = 66,489, 2^18 columns.
+    # 2^18 draws per seed meet ~2^18 2^-13 = 32 first-level ties each.
+    table = dt.alias_table(3700.0)
+    b = table.log2_columns
+    self.assertEqual(b, core.FIRST_LEVEL_MIN_BITS)
+    n = 2**18
+    ties_seen = 0
+    for s in range(3):
+      seed = tf.constant([s, 5], tf.int64)
+      word = core.words([n], core.fold(seed, 0))
+      column = tf.bitwise.bitwise_and(word, 2**b - 1)
+      u_top = tf.bitwise.bitwise_and(word, core.top_mask(63 - b))
+      extra = lambda: core.words([n, core.TIE_WORDS], core.fold(seed, 1))
+      one_level = core.lookup(table, column, u_top, extra,
+                              first_level=False).numpy()
+      np.testing.assert_array_equal(
+          core.sample(tf.constant(n), table, seed).numpy(), one_level)
+      first = table.first_level[column.numpy()] >> b
+      ties_seen += int(np.sum(first == (u_top.numpy() >> (32 + b))))
+    self.assertGreater(ties_seen, 0)  # the exact path was taken
 
 
 if __name__ == '__main__':
