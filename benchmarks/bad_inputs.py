@@ -28,8 +28,6 @@ Usage:
 """
 
 import collections
-import contextlib
-import io
 import math
 import os
 import re
@@ -333,13 +331,7 @@ def unspent_budget():
 
 def _cli(argv):
   from tff_ddp import cli  # pylint: disable=g-import-not-at-top
-  out, err = io.StringIO(), io.StringIO()
-  with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-    try:
-      code = cli.main(argv)
-    except SystemExit as e:
-      code = e.code
-  return code, out.getvalue(), err.getvalue()
+  return cli.run_captured(argv)
 
 
 def bad_files():

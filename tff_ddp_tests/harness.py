@@ -25,18 +25,10 @@ LISTED = 'harness: listed {} tests, ran none'
 
 
 def run_cli(argv):
-  """(exit status, stdout, stderr) of `tff_ddp.cli.main(argv)` run in this
-  process (the CLI tests' one way to run a command)."""
-  import contextlib  # pylint: disable=g-import-not-at-top
-  import io  # pylint: disable=g-import-not-at-top
+  """(exit status, stdout, stderr) of `tff-ddp argv` run in this process
+  (the CLI tests' one way to run a command: `tff_ddp.cli.run_captured`)."""
   from tff_ddp import cli  # pylint: disable=g-import-not-at-top
-  out, err = io.StringIO(), io.StringIO()
-  with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-    try:
-      code = cli.main(argv)
-    except SystemExit as e:
-      code = e.code
-  return code, out.getvalue(), err.getvalue()
+  return cli.run_captured(argv)
 
 
 def main():

@@ -12,8 +12,10 @@ print one line and exit with status 2; every TFF worker a command started is
 ended before it returns.
 """
 
+import contextlib
+import io
 import sys
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 from tff_ddp.cli import common  # sets TF_CPP_MIN_LOG_LEVEL first
 from tff_ddp.cli import demo
@@ -41,6 +43,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   """Parses `argv` (default: sys.argv[1:]) and runs the command."""
   args = build_parser().parse_args(argv)
   return common.run(args.command, lambda: args.body(args))
+
+
+def run_captured(argv: Sequence[str]) -> Tuple[int, str, str]:
+  """Runs `tff-ddp argv` in this process: (exit status, stdout, stderr).
+
+  What a notebook or a script calls to run a command and read its report;
+  argparse's exits (`--help`, usage errors) come back as their status.
+  """
+  out, err = io.StringIO(), io.StringIO()
+  with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    try:
+      code = main(list(argv))
+    except SystemExit as e:
+      code = e.code
+  return code, out.getvalue(), err.getvalue()
 
 
 def console_main():
