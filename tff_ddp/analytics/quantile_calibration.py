@@ -61,6 +61,7 @@ from tff_ddp.mechanisms import base
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg_mechanism
 from tff_ddp.mechanisms import poisson_binomial as pbm_mechanism
 from tff_ddp.utils import checks
+from tff_ddp.utils import search
 
 MECHANISMS = ('discrete_gaussian', 'poisson_binomial')
 # The DDG factories' wrap-around probability per sum coordinate (the
@@ -225,13 +226,7 @@ def _largest_noise(encoding, num_clients, scaling, delta, bits) -> float:
   low, high = 0.0, 1.0
   while holds(high):
     low, high = high, 2.0 * high
-  while high - low > 1e-13 * high:
-    middle = 0.5 * (low + high)
-    if holds(middle):
-      low = middle
-    else:
-      high = middle
-  return low
+  return search.boundary(holds, low, high, 1e-13)
 
 
 def _ddg_factory(encoding, n, bits, z, c, seed, rate=None):
