@@ -40,9 +40,15 @@ CONSTRUCTION (Python integers)
 3. Layout. t(j) < C = 2^(252 - b) is split into a top field of 63 - b bits
    and three 63-bit words: t(j) = top 2^189 + l1 2^126 + l2 2^63 + l3.
    `packed[j]` = (top << b) | alias(j) (one int64, bit 63 clear);
-   `low[j]` = (l1, l2, l3). The arrays are decoded again (`column_weights`)
-   and checked to give exactly w: a build-time check (not an `assert`, so
-   it also runs under python -O).
+   `low[j]` = (l1, l2, l3) for the K columns j < K only: a column j >= K
+   has weight 0, so in step 2 it is "small" from the start, never gains
+   weight (only a "large" column gives any away), and is paired off with
+   t(j) = its remaining weight = 0 (it cannot be left unfinished: those
+   hold exactly C > 0); hence all its words are 0 (checked), and a row of
+   `low` beyond its K rows is read as three zero words, by the decoder and
+   by `lookup` alike. The arrays are decoded again (`column_weights`, with
+   that reading) and checked to give exactly w: a build-time check (not an
+   `assert`, so it also runs under python -O).
 
 SAMPLING (TF; `lookup`). Inputs per sample: the column J, uniform on
 [0, 2^b); the top k bits of a uniform 252 - b bit number U (k <= 63 - b,
@@ -54,12 +60,28 @@ the table's layout. Output: J - t if U < t(J), else alias(J) - t. Hence
 P(output = v) = (1/M) sum_j ([j - t = v] t(j) + [alias(j) - t = v]
 (C - t(j))) / C = w(v + t) / W = p_hat(v), by step 3's check.
 U < t(J) is decided lexicographically: U_top < top(J)'s k bits, or equal
-and the rest smaller. The rest matters only on a tie of the top k bits
+and the rest smaller (for J >= K, beyond `low`'s rows, its low words are
+0, so "(U_1, U_2, U_3) < (l1, l2, l3)" is false: the tie path gathers row
+min(J, K - 1) and ANDs that comparison with J < K, the decoder's reading
+of step 3, so the output is the same function of (J, U) as with all 2^b
+rows). The rest matters only on a tie of the top k bits
 (probability 2^-k per sample, <= 2^(b - 63) by default), so the four words
 are drawn (for the whole batch) only if some element ties: the output is
 the same function of (J, U) either way. Cost per sample in the common case:
 the caller's uniform word, 1 gather of `packed`, ~8 element-wise int64 ops;
-no loops, no rejection, no floating point. As anywhere in TF, the stateless
+no loops, no rejection, no floating point.
+
+A large table (b >= FIRST_LEVEL_MIN_BITS = 18: `packed` is 2 MiB or more,
+beyond the L2 cache, and its random gather is most of a draw) is read
+through a *first level* first: the int32 array `first_level[j]` = (the top
+31 - b bits of t(j)) << b | alias(j), half of `packed`'s bytes. U's top
+31 - b bits (inside U_top when k >= 31 - b) below t(J)'s mean U < t(J),
+above them U > t(J); only where they are equal (probability 2^(b - 31)
+per sample, ~2^-11 at b = 20) is the comparison above made, through
+`packed` and `low`, on those positions alone (gathered, then scattered
+back). Lexicographic comparison makes this the same function of (J, U), so
+the outputs are bit for bit those of the one-level read and the proof
+below is unchanged. As anywhere in TF, the stateless
 Philox words are modelled as iid uniform bits.
 
 PROOF OF THE TV BOUND. With rho = 2 gap / A and Q = sum_x |p_hat(x) - a(x)
@@ -87,14 +109,18 @@ laws P1, P2, actual P1', P2'), so for any event S: P1'(S) <= P1(S) + n eta
 Add (1 + e^eps) n eta to delta, after converting Renyi accounting to
 (eps, delta) (`tff_ddp.accounting.accountant`, `sampler_tv_mass`).
 
-TABLE COST. Memory: 32 bytes a column (`packed` 8, `low` 24), 2^b columns;
-`packed` alone is read in the common case. The arrays become graph
-constants wherever the sampler is traced.
+TABLE COST. Memory: `packed` 8 bytes a column (2^b columns), read in the
+common case (for b >= 18 `first_level`, 4 bytes a column, instead, and
+`packed` at the first level's ties); `low` 24 bytes a point (K = 2t + 1 rows), read only on a tie.
+The arrays become graph constants wherever the sampler is traced; in TFF's
+worker a client call pays for `low` even when no tie occurs, hence K rows,
+not 2^b (measured in the repository's docs/notes/ddg_encode.md).
 """
 
 import dataclasses
 import decimal
 import fractions
+import functools
 import math
 import time
 from typing import Callable, Sequence
@@ -110,6 +136,8 @@ TAIL_BITS = 232
 W_BITS = 252
 # Bracket error allowed: rho = 2 gap / A <= 2^-240.
 _MAX_RHO = fractions.Fraction(1, 2**240)
+# The first level's int32 entries: 31 bits (top 31 - b of t(j), b of alias).
+FIRST_BITS = 31
 # Thresholds below the top field: three 63-bit words.
 LOW_WORDS = 3
 # Uniform words a tie consumes: the rest of the top field, then LOW_WORDS.
@@ -194,7 +222,9 @@ class AliasTable:
     t: the support is [-t, t].
     log2_columns: b; the table has 2^b columns.
     packed: int64[2^b], (top << b) | alias index.
-    low: int64[2^b, 3], the three low 63-bit words of the thresholds.
+    low: int64[K, 3] (K = 2t + 1), the three low 63-bit words of the
+      thresholds of columns j < K; those of columns j >= K are 0 (module
+      docstring, step 3) and not stored.
     tv_bound: exact rational upper bound on TV(p_hat, p), < 2^-231.
     build_seconds: wall-clock seconds of the build (informational).
   """
@@ -209,6 +239,17 @@ class AliasTable:
   @property
   def nbytes(self) -> int:
     return int(self.packed.nbytes + self.low.nbytes)
+
+  @functools.cached_property
+  def first_level(self) -> np.ndarray:
+    """int32[2^b]: (top 31 - b bits of t(j)) << b | alias(j), i.e. packed[j]
+    >> 32 with its low b bits replaced by alias(j) (module docstring)."""
+    b = self.log2_columns
+    col_mask = (1 << b) - 1
+    first = (((self.packed >> 32) & ~np.int64(col_mask))
+             | (self.packed & col_mask)).astype(np.int32)
+    first.setflags(write=False)
+    return first
 
 
 def _quantise(a: Sequence[int], big_a: int):
@@ -252,8 +293,9 @@ def _vose(w, log2_columns: int):
   return thr, alias
 
 
-def _pack(thr, alias, log2_columns: int):
-  """The int64 arrays of step 3 (np.array raises on an int64 overflow)."""
+def _pack(thr, alias, log2_columns: int, points: int):
+  """The int64 arrays of step 3 (np.array raises on an int64 overflow);
+  `low` keeps the first `points` = K rows (step 3: the others are 0)."""
   b = log2_columns
   cap = 1 << (W_BITS - b)
   # A full column: "threshold 0, alias itself" outputs j too.
@@ -261,10 +303,11 @@ def _pack(thr, alias, log2_columns: int):
                                                                    alias))]
   thr = [0 if tj == cap else tj for tj in thr]
   check(max(thr) < cap and 0 <= min(thr), '0 <= t(j) < C')
+  check(not any(thr[points:]), 't(j) = 0 for the columns j >= K')
   packed = np.array([((tj >> _LOW_SHIFT) << b) | aj
                      for tj, aj in zip(thr, alias)], np.int64)
   low = np.stack([
-      np.array([(tj >> shift) & _LOW63 for tj in thr], np.int64)
+      np.array([(tj >> shift) & _LOW63 for tj in thr[:points]], np.int64)
       for shift in range(_LOW_SHIFT - 63, -1, -63)], axis=1)
   packed.setflags(write=False)
   low.setflags(write=False)
@@ -277,17 +320,20 @@ def column_weights(packed: np.ndarray, low: np.ndarray, log2_columns: int):
   Column j keeps t(j) = (packed[j] >> b) 2^189 + low[j, 0] 2^126 +
   low[j, 1] 2^63 + low[j, 2] of its capacity C = 2^(252 - b) and gives
   C - t(j) to alias(j) = packed[j] & (2^b - 1); entry j of the result,
-  divided by 2^252, is P(output = j - t).
+  divided by 2^252, is P(output = j - t). Rows j >= len(low) are read as
+  zero words (module docstring, step 3), as `lookup` reads them.
   """
   b = log2_columns
   m = 1 << b
   cap = 1 << (W_BITS - b)
-  check(packed.shape == (m,) and low.shape == (m, LOW_WORDS)
+  rows = low.shape[0]
+  check(packed.shape == (m,) and 1 <= rows <= m
+        and low.shape == (rows, LOW_WORDS)
         and np.all(packed >= 0) and np.all(low >= 0), 'table shapes, signs')
   # t(j) < 2^(63 - b) 2^189 = C: every column's threshold is in [0, C].
   tops = (packed >> b).tolist()
   aliases = (packed & (m - 1)).tolist()
-  low_columns = [column.tolist() for column in low.T]
+  low_columns = [column.tolist() + [0] * (m - rows) for column in low.T]
   mass = [0] * m
   for j in range(m):
     tj = tops[j]
@@ -336,7 +382,7 @@ def build(law: fractions.Fraction, lower: Sequence[int], gap: int,
   tv = (q + rho) / 2 + tail
   check(tv < fractions.Fraction(TV_DISTANCE_UPPER_BOUND), 'tv < 2^-231')
   thr, alias = _vose(w, b)
-  packed, low = _pack(thr, alias, b)
+  packed, low = _pack(thr, alias, b, k)
   check(column_weights(packed, low, b) == w + [0] * ((1 << b) - k),
         'the packed table realises the weights w')
   return AliasTable(law=law, t=t, log2_columns=b, packed=packed, low=low,
@@ -372,9 +418,16 @@ def fold(seed, data: int) -> tf.Tensor:
       seed, tf.constant(data, tf.int64))
 
 
+# A table of 2^b columns with b >= this is read through its first level
+# (`lookup`, module docstring): its 2^b int64 `packed` entries (2 MiB and
+# up) no longer fit the L2 cache, and the random gather dominates the draw.
+FIRST_LEVEL_MIN_BITS = 18
+
+
 @tf.autograph.experimental.do_not_convert
 def lookup(table: AliasTable, column, u_top, tie_words: Callable[[], tf.Tensor],
-           top_bits=None, unconditional_ties: bool = False) -> tf.Tensor:
+           top_bits=None, unconditional_ties: bool = False,
+           first_level=None) -> tf.Tensor:
   """The table's outputs j - t or alias(j) - t (module docstring, SAMPLING).
 
   Args:
@@ -389,6 +442,8 @@ def lookup(table: AliasTable, column, u_top, tie_words: Callable[[], tf.Tensor],
       or always with `unconditional_ties`.
     top_bits: k in [1, 63 - b]; default 63 - b (a whole word's bits b..62).
     unconditional_ties: resolve ties without a `tf.cond` (same values).
+    first_level: read the int32 first level first (same values); default
+      iff b >= FIRST_LEVEL_MIN_BITS; needs k >= 31 - b.
 
   Returns:
     int64 tensor of column's shape.
@@ -396,6 +451,35 @@ def lookup(table: AliasTable, column, u_top, tie_words: Callable[[], tf.Tensor],
   b = table.log2_columns
   k = 63 - b if top_bits is None else top_bits
   check(1 <= k <= 63 - b, f'top_bits in [1, {63 - b}], got {k}')
+  if first_level is None:
+    first_level = b >= FIRST_LEVEL_MIN_BITS and k >= FIRST_BITS - b
+  if not first_level:
+    return _exact_lookup(table, column, u_top, tie_words, k,
+                         unconditional_ties)
+  check(k >= FIRST_BITS - b, f'first_level needs top_bits >= {31 - b}')
+  col_mask = (1 << b) - 1
+  entry = tf.gather(tf.constant(table.first_level),
+                    tf.cast(column, tf.int32))
+  # U's and t(J)'s top 31 - b bits, as int32 (u_top has bits 63-k..62).
+  u_first = tf.cast(tf.bitwise.right_shift(u_top, 32 + b), tf.int32)
+  t_first = tf.bitwise.right_shift(entry, b)
+  out = tf.where(u_first < t_first, tf.cast(column, tf.int32),
+                 tf.bitwise.bitwise_and(entry, col_mask))
+  # Where the first bits tie (probability 2^(b - 31) per sample), U < t(J)
+  # is decided by the exact lookup on those positions alone.
+  at = tf.where(tf.equal(u_first, t_first))
+  exact = _exact_lookup(
+      table, tf.gather_nd(column, at), tf.gather_nd(u_top, at),
+      lambda: tf.gather_nd(tie_words(), at), k, unconditional_ties)
+  out = tf.tensor_scatter_nd_update(out, at,
+                                    tf.cast(exact + table.t, tf.int32))
+  return tf.cast(out, tf.int64) - table.t
+
+
+def _exact_lookup(table: AliasTable, column, u_top, tie_words, k: int,
+                  unconditional_ties: bool) -> tf.Tensor:
+  """`lookup` through `packed` (and `low` on a tie of the top k bits)."""
+  b = table.log2_columns
   col_mask = (1 << b) - 1
   k_mask = top_mask(k)
   mid_mask = _LOW63 ^ k_mask ^ col_mask  # the top field's bits below U_top
@@ -404,15 +488,24 @@ def lookup(table: AliasTable, column, u_top, tie_words: Callable[[], tf.Tensor],
   stay = u_top < t_top
   tie = tf.equal(u_top, t_top)
 
+  rows = table.low.shape[0]
+
   def resolve_ties():
     extra = tie_words()
-    t_low = tf.gather(tf.constant(table.low), column)
+    if rows < (1 << b):  # `low` holds rows j < K only (module docstring)
+      t_low = tf.gather(tf.constant(table.low),
+                        tf.minimum(column, tf.constant(rows - 1, tf.int64)))
+    else:
+      t_low = tf.gather(tf.constant(table.low), column)
     # Least significant level first: less = (v < t) | (v == t & less).
     less = (tf.bitwise.bitwise_and(extra[..., LOW_WORDS], _LOW63)
             < t_low[..., LOW_WORDS - 1])
     for i in range(LOW_WORDS - 2, -1, -1):
       v = tf.bitwise.bitwise_and(extra[..., i + 1], _LOW63)
       less = (v < t_low[..., i]) | (tf.equal(v, t_low[..., i]) & less)
+    if rows < (1 << b):
+      # A row beyond `low` is three zero words: (U_1, U_2, U_3) < 0 is false.
+      less = less & (column < rows)
     if mid_mask:
       v = tf.bitwise.bitwise_and(extra[..., 0], mid_mask)
       t_mid = tf.bitwise.bitwise_and(entry, mid_mask)

@@ -41,9 +41,11 @@ HOST SIDE (Python integers and `fractions`, once per s, cached)
 
 SAMPLING (TF): `alias_table.sample`: one uniform 64-bit word per sample
 (low b bits the column, bits b..62 the top of the 252 - b bit threshold
-draw), 1 gather; four more words only on a tie of the top bits
-(probability 2^(b - 63) <= 2^-43 per sample), drawn for the whole batch
-from their own fold-in seed. No loops, no rejection, no floating point.
+draw), 1 gather (from 2^18 columns on, of the int32 first level, and of
+`packed` only where its 31 - b bits tie); four more words only on a tie of
+the top bits (probability 2^(b - 63) <= 2^-43 per sample), drawn for the
+whole batch from their own fold-in seed. No loops, no rejection, no
+floating point.
 
 PROOF OF THE TV BOUND (the steps of `alias_table`, with this law's inputs):
 
@@ -69,10 +71,12 @@ largest float, found by bisection): the local scales of DDG at model size
 raise ValueError; use `discrete_gaussian.sample_discrete_gaussian` (exact,
 up to 2^25) there (the DDG mechanism switches to it by itself).
 
-TABLE COST. Memory: 32 bytes a column (`packed`, read in the common case,
-8 bytes): 1 MiB at scale 785 (T = 14106, M = 2^15), 8 MiB at 4000
-(M = 2^18), 32 MiB at 19000 and at the cap (M = 2^20); they become graph
-constants wherever the sampler is traced; up to 16 tables are cached. Build
+TABLE COST. Memory: `packed` 8 bytes a column, `low` 24 bytes a point of
+the support (K rows, read only on a tie) and from 2^18 columns on the
+int32 first level, 4 bytes a column (`alias_table`): 0.9 MiB at scale 785
+(T = 14108, M = 2^15), 6.3 MiB at 4000 (M = 2^18), 27.6 MiB at 19000 and
+36 MiB at the cap (M = 2^20); they become graph constants wherever the
+sampler is traced; up to 16 tables are cached. Build
 time, O(T) big-integer products plus an O(K log K) sort, once per scale and
 process: `benchmarks/sampler_bench.py` prints it (see benchmarks/RESULTS.md).
 """

@@ -2,8 +2,9 @@
 
 Written from the layout the module's docstring states (t(j) = top 2^189 +
 l1 2^126 + l2 2^63 + l3 with top = packed[j] >> b, alias(j) = packed[j] mod
-2^b, capacity 2^(252 - b)), not from the module's decoder, so that the table
-tests of both laws check the arrays against an independent reading.
+2^b, capacity 2^(252 - b); `low` stores rows j < K only, a missing row is
+three zero words), not from the module's decoder, so that the table tests
+of both laws check the arrays against an independent reading.
 """
 
 W = 2**252
@@ -12,7 +13,8 @@ W = 2**252
 def threshold(table, j: int) -> int:
   """t(j), the weight column j keeps (out of 2^(252 - b))."""
   b = table.log2_columns
-  l1, l2, l3 = (int(v) for v in table.low[j])
+  row = table.low[j] if j < len(table.low) else (0, 0, 0)
+  l1, l2, l3 = (int(v) for v in row)
   return (int(table.packed[j]) >> b) * 2**189 + l1 * 2**126 + l2 * 2**63 + l3
 
 
