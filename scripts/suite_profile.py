@@ -4,7 +4,7 @@
   python scripts/suite_profile.py junit JUNIT.xml [--out FILE.json]
   python scripts/suite_profile.py table BEFORE.json [AFTER.json] [--top N]
   python scripts/suite_profile.py asserts [--out FILE.json]
-  python scripts/suite_profile.py costs FILE.json
+  python scripts/suite_profile.py costs FILE.json ... [--override FILE.json]
 
 `measure` runs each test module (default: every *_test.py under
 tff_ddp_tests) in a pytest process of its own, `--run-slow` unless --fast,
@@ -28,9 +28,11 @@ statements, `self.assert*`, `np.testing.assert_*`, `pytest.raises`, ...,
 counted in the source with `ast`): issue 36 requires that the count not
 fall when tests are made cheaper.
 
-`costs` writes tff_ddp_tests/module_costs.json from a `measure` file: the
-order in which conftest.py hands modules to the xdist workers (costliest
-first). The TFF workers each measured module starts are ended by its own
+`costs` writes tff_ddp_tests/module_costs.json: the order in which
+conftest.py hands modules to the xdist workers (costliest first), from what
+each module adds to a worker (`in_suite_seconds`: its tests' wall seconds
+in `junit` files of suite runs, the median over them, or its CPU seconds
+inside the tests in a `measure` file, for modules changed since). The TFF workers each measured module starts are ended by its own
 pytest session (conftest.py); this script starts nothing else.
 """
 
@@ -41,6 +43,7 @@ import datetime
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -301,13 +304,51 @@ def table(before, after=None, top=15):
   return '\n'.join(lines)
 
 
-def write_costs(measured, path=_COSTS):
-  costs = {m: v['cpu'] for m, v in sorted(measured['modules'].items())}
+def in_suite_seconds(entry):
+  """What a module adds to a worker of a suite run, from one file's entry.
+
+  A `measure` entry: its CPU seconds inside the tests (`cpu` less
+  `outside_tests`, which is the TFF import and context start a suite's
+  worker pays once, not per module). A `junit` entry: its wall seconds in
+  that run (setup, call and teardown of its tests, which is the same thing
+  on a quiet machine: a worker runs one test at a time).
+  """
+  if 'cpu' in entry:
+    return entry['cpu'] - entry.get('outside_tests', 0.0)
+  return entry['wall']
+
+
+def costs_of(files, overrides=()):
+  """{module: seconds}: the median over `files` of `in_suite_seconds`,
+  replaced by `overrides`' value (later files win) for the modules those
+  hold (modules changed since `files` were measured). At least 0.01 s."""
+  runs = collections.defaultdict(list)
+  for measured in files:
+    for module, entry in measured['modules'].items():
+      runs[module].append(in_suite_seconds(entry))
+  costs = {m: statistics.median(v) for m, v in runs.items()}
+  for measured in overrides:
+    for module, entry in measured['modules'].items():
+      costs[module] = in_suite_seconds(entry)
+  return {m: round(max(0.01, v), 2) for m, v in sorted(costs.items())}
+
+
+def write_costs(files, overrides=(), path=_COSTS):
+  """Writes module_costs.json (see `costs_of`) for the modules that exist."""
+  present = set(test_modules())
+  costs = {m: v for m, v in costs_of(files, overrides).items()
+           if m in present}
+  dates = sorted({m.get('date', '')[:10] for m in list(files) + list(overrides)
+                  if m.get('date')})
   with open(path, 'w') as f:
-    json.dump({'about': 'CPU seconds of each test module run alone with '
-                        '--run-slow (scripts/suite_profile.py measure, '
-                        f'{measured.get("date", "")}, {measured.get("commit", "")}); '
-                        'conftest.py hands the costliest to xdist first.',
+    json.dump({'about': 'Seconds each test module adds to a suite worker: '
+                        'median wall of its tests over suite runs (JUnit), '
+                        'or its CPU inside the tests when run alone '
+                        '(`measure`) for modules changed since '
+                        f'(scripts/suite_profile.py costs; {len(files)} '
+                        f'runs, {len(overrides)} override(s), '
+                        f'{", ".join(dates)}). conftest.py hands the '
+                        'costliest to xdist first.',
                'modules': costs}, f, indent=1)
     f.write('\n')
 
@@ -333,7 +374,11 @@ def main(argv=None):
   c = sub.add_parser('asserts', help='assertion count per test module')
   c.add_argument('--out')
   k = sub.add_parser('costs', help='write tff_ddp_tests/module_costs.json')
-  k.add_argument('measured')
+  k.add_argument('measured', nargs='+',
+                 help='junit or measure files: the median per module')
+  k.add_argument('--override', action='append', default=[],
+                 help='a measure or junit file whose modules replace the '
+                 'median (modules changed since); repeatable')
   args = parser.parse_args(argv)
 
   if args.command == 'table':
@@ -346,8 +391,11 @@ def main(argv=None):
     print(table(before, after, args.top))
     return 0
   if args.command == 'costs':
-    with open(args.measured) as f:
-      write_costs(json.load(f))
+    def load(path):
+      with open(path) as f:
+        return json.load(f)
+    write_costs([load(p) for p in args.measured],
+                [load(p) for p in args.override])
     return 0
   if args.command == 'asserts':
     counted = asserts()

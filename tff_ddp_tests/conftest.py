@@ -36,8 +36,10 @@ def _is_xdist_controller(config) -> bool:
           and config.getoption('dist', 'no') != 'no')
 
 
-# Measured cost of each test module (CPU seconds of a whole `--run-slow`
-# run of it, setup included), written by scripts/suite_profile.py.
+# Measured cost of each test module: the seconds it adds to a worker of a
+# `--run-slow` suite run (its tests' wall time in suite runs, or their CPU
+# time for a module changed since), written by `scripts/suite_profile.py
+# costs`.
 _COSTS = os.path.join(os.path.dirname(__file__), 'module_costs.json')
 
 

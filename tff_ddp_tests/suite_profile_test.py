@@ -104,6 +104,26 @@ class TableTest(absltest.TestCase):
         '| c_test.py | 2 | 5 |', '| **all** | 7 | 115 |'])
 
 
+class CostsTest(absltest.TestCase):
+
+  def test_median_of_runs_and_overrides(self):
+    # What a module adds to a worker: a junit entry's wall, a measure
+    # entry's CPU less what no test accounts for (the import); the median
+    # over runs; an override replaces it; never 0 (conftest's table).
+    runs = [{'modules': {'a_test.py': {'wall': 10.0},
+                         'b_test.py': {'wall': 0.001}}},
+            {'modules': {'a_test.py': {'wall': 30.0}}},
+            {'modules': {'a_test.py': {'wall': 11.0},
+                         'c_test.py': {'wall': 4.0}}}]
+    override = {'modules': {'c_test.py': {'cpu': 20.0,
+                                          'outside_tests': 15.5}}}
+    self.assertEqual(suite_profile.costs_of(runs, [override]),
+                     {'a_test.py': 11.0, 'b_test.py': 0.01,
+                      'c_test.py': 4.5})
+    self.assertEqual(suite_profile.costs_of(runs[:2]),
+                     {'a_test.py': 20.0, 'b_test.py': 0.01})
+
+
 class MeasureTest(absltest.TestCase):
 
   def test_cpu_of_the_children_is_counted(self):
@@ -186,9 +206,13 @@ class CostOrderTest(absltest.TestCase):
     with open(conftest._COSTS) as f:  # pylint: disable=protected-access
       costs = json.load(f)['modules']
     self.assertNotEmpty(costs)
+    present = set(suite_profile.test_modules())
     for module, seconds in costs.items():
       self.assertRegex(module, r'^tff_ddp_tests/.*_test\.py$')
       self.assertGreater(seconds, 0.0, msg=module)
+      # A deleted or renamed module's entry would only mislead the order.
+      self.assertIn(module, present, msg='module_costs.json names a module '
+                    'that is gone: rewrite it (suite_profile.py costs)')
 
 
 if __name__ == '__main__':
