@@ -124,8 +124,9 @@ def _call(fn):
 def _quantile_process(**kwargs):
   from tff_ddp.analytics import quantiles  # pylint: disable=g-import-not-at-top
   return quantiles.build_quantile_process(
-      'flat', 'discrete_gaussian', 0.0, 20.0, 32, [0.25, 0.5, 0.75], 20, 2.0,
-      1e-6, estimator='interpolate', **kwargs)
+      'flat', 'discrete_gaussian', 0.0, 20.0, 32, [0.25, 0.5, 0.75],
+      quantiles.QuantileSetting(20, 2.0, 1e-6),
+      quantiles.QuantileEstimation(estimator='interpolate'), **kwargs)
 
 
 def _ddg(n=100, **kwargs):
@@ -176,8 +177,9 @@ def nan_clients():
 def inf_quantiles():
   from tff_ddp.analytics import quantiles  # pylint: disable=g-import-not-at-top
   process = quantiles.build_quantile_process(
-      'flat', 'discrete_gaussian', 0.0, 20.0, 32, [0.5, 0.99], 200, 2.0, 1e-6,
-      estimator='interpolate')
+      'flat', 'discrete_gaussian', 0.0, 20.0, 32, [0.5, 0.99],
+      quantiles.QuantileSetting(200, 2.0, 1e-6),
+      quantiles.QuantileEstimation(estimator='interpolate'))
   out = process.next(process.initialize(), [np.float32(np.inf)] * 200)
   result = np.asarray(out.result)
   return (f'estimates {np.round(result, 2).tolist()} (range [0, 20], top '
@@ -295,7 +297,8 @@ def empty_round():
 def status_as_str():
   from tff_ddp.analytics import quantiles  # pylint: disable=g-import-not-at-top
   process = quantiles.build_quantile_process(
-      'flat', 'discrete_gaussian', 0.0, 20.0, 32, [0.5], 200, 2.0, 1e-6)
+      'flat', 'discrete_gaussian', 0.0, 20.0, 32, [0.5],
+      quantiles.QuantileSetting(200, 2.0, 1e-6))
   values = np.random.default_rng(1).uniform(0, 20, 200).astype(np.float32)
   status = process.next(process.initialize(), list(values)).measurements[
       'status']

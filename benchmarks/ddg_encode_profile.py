@@ -62,8 +62,10 @@ def run(repeats=15, dim=954_010, clients=50, bits=20, threads=1):
   if repeats < 1:
     raise harness.UsageError('--repeats must be >= 1')
   mech = ddg.compute_parameters(
-      dim=dim, l2_clip=1.0, noise_multiplier=1.0,
-      expected_clients_per_round=clients, bits=bits)
+      dim,
+      ddg.Request(
+          l2_clip=1.0, noise_multiplier=1.0, expected_clients_per_round=clients,
+          bits=bits))
   d = mech.output_dim
   today = baseline.Encode(mech, baseline.truncation(
       discrete_gaussian.discrete_gaussian_variance_parameter(

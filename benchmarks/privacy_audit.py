@@ -69,6 +69,7 @@ def main():
   from tff_ddp.aggregators import PoissonBinomialSumFactory  # pylint: disable=g-import-not-at-top
   from tff_ddp.aggregators import SkellamSumFactory  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import build_quantile_process  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import QuantileSetting  # pylint: disable=g-import-not-at-top
   tff.backends.test.set_sync_test_cpp_execution_context()
 
   n, d, delta = args.clients, args.dim, args.delta
@@ -108,8 +109,8 @@ def main():
 
   def quantiles():
     return build_quantile_process(
-        'flat', 'discrete_gaussian', 0.0, 1.0, 16, [0.25, 0.5, 0.75], n,
-        4.0, delta)
+        'flat', 'discrete_gaussian', 0.0, 1.0, 16, [0.25, 0.5, 0.75],
+        QuantileSetting(n, 4.0, delta))
 
   rows = [
       ('ddg', 'DDG', 'z 1, 16 bits, clip 1, Hadamard', ddg, dataset,

@@ -50,8 +50,9 @@ def run(runs=20, epsilons=(1.0, 2.0, 5.0)):
   for n, dist, eps, method in itertools.product(
       (128, 512), ('unif', 'chi2'), epsilons, hg.METHODS):
     encoding = hg.encoding(method, b)
-    params = q.quantile_parameters(encoding, 'discrete_gaussian', b, n, eps,
-                                   DELTA)
+    params = q.quantile_parameters(
+        encoding, 'discrete_gaussian', b,
+        q.QuantileSetting(n, eps, DELTA))
     for run_index in range(runs):
       rng = np.random.default_rng(run_index + 17 * n)
       values = (rng.uniform(0, 10, n) if dist == 'unif'

@@ -72,7 +72,8 @@ def sweep(runs, clients, bins, dists, epsilons):
       for method in hg.METHODS:
         for setting in SETTINGS[:2]:
           params[(n, b, method, setting, eps)] = q.quantile_parameters(
-              method, setting, b, n, eps, DELTA, bits=BITS)
+              method, setting, b,
+              q.QuantileSetting(n, eps, DELTA, bits=BITS))
       for dist in dists:
         for run in range(runs):
           rng = np.random.default_rng(1000 * run + n + b)
@@ -103,8 +104,9 @@ def check_against_process(check_rounds):
     for eps in (1.0, 5.0):
       # min_total_stddevs=0: the paper's estimator, no NaN safeguard.
       process = q.build_quantile_process(
-          method, setting, 0.0, 10.0, 32, QUANTILES, 128, eps, DELTA,
-          count=count, bits=BITS, min_total_stddevs=0.0)
+          method, setting, 0.0, 10.0, 32, QUANTILES,
+          q.QuantileSetting(128, eps, DELTA, bits=BITS),
+          q.QuantileEstimation(count=count, min_total_stddevs=0.0))
       state = process.initialize()
       errors = []
       for run in range(check_rounds):

@@ -116,10 +116,10 @@ def accuracy(n, b, epsilons, reps):
   from tff_ddp.analytics import quantiles as q  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import simulation as sim  # pylint: disable=g-import-not-at-top
 
-  def ours(method, eps, **kwargs):
+  def ours(method, eps, **estimation):
     return q.build_quantile_process(
-        method, 'discrete_gaussian', 0.0, 10.0, b, QUANTILES, n, eps, DELTA,
-        **kwargs)
+        method, 'discrete_gaussian', 0.0, 10.0, b, QUANTILES,
+        q.QuantileSetting(n, eps, DELTA), q.QuantileEstimation(**estimation))
 
   rows = []
   for eps in epsilons:
@@ -161,11 +161,11 @@ def timing(n, timed_rounds):
   values = np.random.default_rng(5).uniform(0, 10, n).astype(np.float32)
   processes = {
       'tff_ddp flat DDG': q.build_quantile_process(
-          'flat', 'discrete_gaussian', 0.0, 10.0, b, QUANTILES, n, eps,
-          DELTA),
+          'flat', 'discrete_gaussian', 0.0, 10.0, b, QUANTILES,
+          q.QuantileSetting(n, eps, DELTA)),
       'tff_ddp flat cPBM': q.build_quantile_process(
-          'flat', 'poisson_binomial', 0.0, 10.0, b, QUANTILES, n, eps,
-          DELTA),
+          'flat', 'poisson_binomial', 0.0, 10.0, b, QUANTILES,
+          q.QuantileSetting(n, eps, DELTA)),
       'TFF hierarchical histogram (dgauss)': tff_process(
           n, b, sim.central_noise_multiplier(eps, DELTA)),
   }

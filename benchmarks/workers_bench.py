@@ -46,6 +46,7 @@ import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
 
 from tff_ddp.aggregators import DiscreteGaussianSumFactory  # pylint: disable=g-import-not-at-top
 from tff_ddp.analytics import build_quantile_process  # pylint: disable=g-import-not-at-top
+from tff_ddp.analytics import QuantileSetting  # pylint: disable=g-import-not-at-top
 from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
 from tff_ddp.utils import workers as workers_lib  # pylint: disable=g-import-not-at-top
 
@@ -139,8 +140,7 @@ class _Quantile(_Workload):
     self.process = build_quantile_process(
         'flat', 'discrete_gaussian', lower_bound=self.LOWER,
         upper_bound=self.UPPER, num_bins=self.BINS, quantiles=self.LEVELS,
-        expected_clients_per_round=clients, epsilon=1.0, delta=1e-5,
-        bits=self.BITS)
+        setting=QuantileSetting(clients, 1.0, 1e-5, bits=self.BITS))
 
   def __call__(self):
     return self.process.next(self._initial_state(), self.values)

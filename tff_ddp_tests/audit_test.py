@@ -448,9 +448,10 @@ class RealRoundsAuditTest(tf.test.TestCase):
     # neighbour's target is NaN (the zero encoding). The accountant's 2.0
     # is below the 3.70 of 150 error-free runs, so a leak could show.
     from tff_ddp.analytics import build_quantile_process  # pylint: disable=g-import-not-at-top
+    from tff_ddp.analytics import QuantileSetting  # pylint: disable=g-import-not-at-top
     process = build_quantile_process(
         'flat', 'discrete_gaussian', 0.0, 1.0, 16, [0.25, 0.5, 0.75],
-        self._N, 2.0, 1e-5, seed=7)
+        QuantileSetting(self._N, 2.0, 1e-5, seed=7))
     data = [np.float32((i + 0.5) / 16) for i in range(self._N)]
     result = audit.audit(process, data, audit.zero_out(data, 0, np.nan),
                          300, 1e-5, state='chained')

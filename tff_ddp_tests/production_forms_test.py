@@ -21,6 +21,7 @@ import tensorflow_federated as tff
 from tff_ddp.aggregators import DiscreteGaussianSumFactory
 from tff_ddp.aggregators import PoissonBinomialSumFactory
 from tff_ddp.analytics import build_quantile_process
+from tff_ddp.analytics import QuantileSetting
 from tff_ddp import queries
 from tff_ddp_tests import harness
 
@@ -82,11 +83,13 @@ def _processes():
           queries.DistributedDiscreteGaussianSumQuery(
               _VECTOR, 1.0, 3, 16, 1.0, seed=1)).create(_VECTOR), vectors),
       ('quantiles_flat_ddg', build_quantile_process(
-          'flat', 'discrete_gaussian', 0.0, 1.0, 16, [0.5], 8, 2.0, 1e-5,
-          seed=1), list(rng.uniform(size=8).astype(np.float32))),
+          'flat', 'discrete_gaussian', 0.0, 1.0, 16, [0.5],
+          QuantileSetting(8, 2.0, 1e-5, seed=1)),
+       list(rng.uniform(size=8).astype(np.float32))),
       ('quantiles_haar_cpbm', build_quantile_process(
-          'haar', 'poisson_binomial', 0.0, 1.0, 16, [0.25, 0.75], 8, 2.0,
-          1e-5, seed=1), list(rng.uniform(size=8).astype(np.float32))),
+          'haar', 'poisson_binomial', 0.0, 1.0, 16, [0.25, 0.75],
+          QuantileSetting(8, 2.0, 1e-5, seed=1)),
+       list(rng.uniform(size=8).astype(np.float32))),
   ]
 
 

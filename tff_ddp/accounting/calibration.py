@@ -68,6 +68,7 @@ from scipy import optimize
 from tff_ddp.accounting import accountant as accountant_lib
 from tff_ddp.accounting import events
 from tff_ddp.utils import checks
+from tff_ddp.utils import search
 
 
 
@@ -561,14 +562,7 @@ def _least_reachable_scale(parts, lo: float, hi: float) -> float:
   if reachable(lo):
     return lo
   parts(hi)  # raises the calibrator's error if even hi is out of reach
-  bad, good = lo, hi
-  while good - bad > 1e-4 * good:
-    mid = 0.5 * (bad + good)
-    if reachable(mid):
-      good = mid
-    else:
-      bad = mid
-  return good
+  return search.boundary(reachable, hi, lo, 1e-4)
 
 
 def split_budget(

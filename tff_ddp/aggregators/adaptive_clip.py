@@ -324,9 +324,11 @@ def indicator_mechanism(config: AdaptiveClip):
     sigma = ddg_mechanism.local_stddev(z, 1.0, n)
     scaling = max(1, math.ceil(1.0 / sigma))
   return ddg_mechanism.compute_parameters(
-      dim=1, l2_clip=1.0, noise_multiplier=z, expected_clients_per_round=n,
-      bits=base.MAX_RING_BITS, beta=0.0, encoder=registry.Identity(1),
-      granularity=1.0 / scaling, linf_clip=1.0, integer_inputs=True)
+      1, ddg_mechanism.Request(
+          l2_clip=1.0, noise_multiplier=z, expected_clients_per_round=n,
+          bits=base.MAX_RING_BITS, beta=0.0, granularity=1.0 / scaling,
+          linf_clip=1.0),
+      encoder=registry.Identity(1), integer_inputs=True)
 
 
 @dataclasses.dataclass(frozen=True)

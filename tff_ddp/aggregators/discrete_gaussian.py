@@ -14,6 +14,7 @@ one-line change, e.g. in
 `tff.learning.algorithms.build_unweighted_fed_avg(model_aggregator=...)`.
 """
 
+import dataclasses
 import warnings
 from typing import Optional
 
@@ -183,9 +184,13 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
       adaptive, noise_multiplier, l2_clip = self._adaptive_arguments(
           clipping, count_parameter, l2_clip, noise_multiplier,
           expected_clients_per_round, granularity, linf_clip)
-    clean, _ = ddg_mechanism.check_arguments(
+    # The mechanism's request, validated once; each value type's mechanism
+    # is derived from it (`_make`).
+    self._request = ddg_mechanism.Request(
         l2_clip, noise_multiplier, expected_clients_per_round, bits,
-        modclip_prob, beta, granularity, linf_clip)
+        modclip_prob, beta, granularity, linf_clip, noise_sampler)
+    clean = dataclasses.asdict(self._request)
+    del clean['noise_sampler']  # described below, only if not the default
     if adaptive is None and clean['noise_multiplier'] == 0:
       # (With auto_l2_clip, adaptive_clip.configure says it, as TFF's
       # keywords.)
@@ -195,14 +200,11 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
           'differentially private (their dp_event is NonPrivateDpEvent, '
           'infinite epsilon). Use noise_multiplier > 0 for privacy.')
     self._encoder = registry.encoder_spec(encoder, kashin_options)
-    self._noise_sampler = checks.choice(noise_sampler, 'noise_sampler',
-                                        ddg_mechanism.SAMPLERS)
-    self._arguments = clean
     self._describe = dict(clean, encoder=encoder, **kashin_options)
     if self._kind is not base.Kind.DISCRETE_GAUSSIAN:
       self._describe['mechanism'] = TFF_NAMES[self._kind]
-    if self._noise_sampler != ddg_mechanism.DEFAULT_SAMPLER:
-      self._describe['noise_sampler'] = self._noise_sampler
+    if self._request.noise_sampler != ddg_mechanism.DEFAULT_SAMPLER:
+      self._describe['noise_sampler'] = self._request.noise_sampler
     if adaptive_clipping is not None:
       self._describe.update(
           l2_clip=adaptive.initial_clip, noise_multiplier=requested_z,
@@ -278,9 +280,9 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
     that would hold n clients with every other argument unchanged (none
     with the Section 6 heuristic: gamma follows the ring, which then holds
     expected_clients_per_round clients at any bits)."""
-    args = self._arguments
+    request = self._request
     by_bits = []
-    for bits in range(args['bits'] + 1, ddg_mechanism.MAX_BITS + 1):
+    for bits in range(request.bits + 1, ddg_mechanism.MAX_BITS + 1):
       try:
         wider = self._make(spec, bits=bits, encoder=mechanism.encoder)
       except ValueError:  # e.g. the scaled clip would overflow int64
@@ -289,33 +291,25 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
     return secure_sum.RingCapacity(
         capacity=min(mechanism.max_clients(), others), owner=self._name,
         sized_for=(f'expected_clients_per_round='
-                   f'{args["expected_clients_per_round"]}, bits='
-                   f'{args["bits"]}, modclip_prob={args["modclip_prob"]}'),
+                   f'{request.expected_clients_per_round}, bits='
+                   f'{request.bits}, modclip_prob={request.modclip_prob}'),
         bits=tuple(by_bits))
 
   def _make(self, spec: secure_sum.ValueSpec, bits: Optional[int] = None,
             encoder=None):
     encoder = encoder or self._encoder.make(spec.dim)
-    args = dict(self._arguments)
+    request = self._request
     if bits is not None:
-      args['bits'] = bits
-    granularity = args['granularity']
+      request = dataclasses.replace(request, bits=bits)
+    granularity = request.granularity
     integer_inputs = (spec.is_integer and self._encoder.is_identity
                       and granularity is not None
                       and float(1.0 / granularity).is_integer())
-    common = dict(encoder=encoder, granularity=granularity,
-                  linf_clip=args['linf_clip'], integer_inputs=integer_inputs)
-    if self._kind is base.Kind.SKELLAM:
-      return skellam_mechanism.compute_parameters(
-          spec.dim, args['l2_clip'], args['noise_multiplier'],
-          args['expected_clients_per_round'], args['bits'],
-          args['modclip_prob'], args['beta'],
-          noise_sampler=self._noise_sampler, **common)
-    return ddg_mechanism.compute_parameters(
-        spec.dim, args['l2_clip'], args['noise_multiplier'],
-        args['expected_clients_per_round'], args['bits'],
-        args['modclip_prob'], args['beta'], noise_sampler=self._noise_sampler,
-        **common)
+    mechanism_class = (skellam_mechanism.DistributedSkellam
+                       if self._kind is base.Kind.SKELLAM else
+                       ddg_mechanism.DistributedDiscreteGaussian)
+    return mechanism_class.compute_parameters(
+        spec.dim, request, encoder=encoder, integer_inputs=integer_inputs)
 
 
 class SkellamSumFactory(DiscreteGaussianSumFactory):

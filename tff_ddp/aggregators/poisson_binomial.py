@@ -108,18 +108,20 @@ class PoissonBinomialSumFactory(secure_sum.MechanismSumFactory):
     """
     round_options, kashin_options = secure_sum.split_round_options(options)
     self._encoder = registry.encoder_spec(encoder, kashin_options)
-    probe = self._encoder.make(1)
-    # Every dimension-free check now (dim 1 stands in).
-    pbm_mechanism.compute_parameters(
-        1, l2_clip, theta, num_trials, expected_clients_per_round,
-        max_clients_per_round, probe, divisor, linf_clip, l0_clip)
-    self._arguments = dict(
+    # The mechanism's request, validated once; each value type's mechanism
+    # is derived from it (`_make`). Dim 1 stands in for the checks that
+    # need the encoder (divisor='linf' needs its level).
+    self._request = pbm_mechanism.Request(
+        l2_clip, theta, num_trials, expected_clients_per_round,
+        max_clients_per_round, divisor, linf_clip, l0_clip)
+    pbm_mechanism.compute_parameters(1, self._request,
+                                     self._encoder.make(1))
+    self._describe = dict(
         l2_clip=l2_clip, theta=theta, num_trials=num_trials,
         expected_clients_per_round=expected_clients_per_round,
         max_clients_per_round=max_clients_per_round, divisor=divisor,
-        linf_clip=linf_clip, l0_clip=l0_clip)
-    self._describe = dict(self._arguments, encoder=encoder,
-                          **kashin_options)
+        linf_clip=linf_clip, l0_clip=l0_clip, encoder=encoder,
+        **kashin_options)
     super().__init__(self._make, name=_NAME, **round_options)
 
   def _ring_capacity(self, spec, mechanism, others):
@@ -135,5 +137,4 @@ class PoissonBinomialSumFactory(secure_sum.MechanismSumFactory):
 
   def _make(self, spec: secure_sum.ValueSpec):
     encoder = self._encoder.make(spec.dim)
-    return pbm_mechanism.compute_parameters(
-        spec.dim, encoder=encoder, **self._arguments)
+    return pbm_mechanism.compute_parameters(spec.dim, self._request, encoder)

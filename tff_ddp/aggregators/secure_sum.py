@@ -396,10 +396,12 @@ def count_mechanism(flag_names, noise_multiplier, expected_clients):
         f' <= {largest / math.sqrt(k / expected_clients):.4g}.')
   scaling = max(1, math.ceil(1.0 / sigma))
   return ddg_mechanism.compute_parameters(
-      dim=k, l2_clip=math.sqrt(k), noise_multiplier=noise_multiplier,
-      expected_clients_per_round=expected_clients, bits=base.MAX_RING_BITS,
-      beta=0.0, encoder=registry.Identity(k), granularity=1.0 / scaling,
-      linf_clip=1.0, integer_inputs=True)
+      k, ddg_mechanism.Request(
+          l2_clip=math.sqrt(k), noise_multiplier=noise_multiplier,
+          expected_clients_per_round=expected_clients,
+          bits=base.MAX_RING_BITS, beta=0.0, granularity=1.0 / scaling,
+          linf_clip=1.0),
+      encoder=registry.Identity(k), integer_inputs=True)
 
 
 class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
@@ -409,7 +411,7 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
   (which validate their own arguments); usable directly with any mechanism:
 
     factory = MechanismSumFactory(
-        lambda spec: my_mechanism.compute_parameters(spec.dim, ...))
+        lambda spec: my_mechanism.compute_parameters(spec.dim, request))
   """
 
   def __init__(

@@ -16,5 +16,7 @@ from tff_ddp.analytics.frequency_protocols import TwoPhaseParameters
 from tff_ddp.analytics.quantile_calibration import parameters_for_noise
 from tff_ddp.analytics.quantile_calibration import quantile_parameters
 from tff_ddp.analytics.quantile_calibration import QuantileParameters
+from tff_ddp.analytics.quantile_calibration import QuantileSetting
 from tff_ddp.analytics.quantiles import build_quantile_process
 from tff_ddp.analytics.quantiles import build_quantile_process_from_parameters
+from tff_ddp.analytics.quantiles import QuantileEstimation

@@ -144,7 +144,7 @@ def _two_phase(params, on_wrap):
   ring = params.ring_capacity()
   quantile_process = quantiles_lib.build_quantile_process_from_parameters(
       params.quantile, 0.0, params.upper_bound, [params.target_quantile],
-      count='exact', on_wrap='flag')
+      quantiles_lib.QuantileEstimation(count='exact'), on_wrap='flag')
   f_state_type = aggregator.initialize.type_signature.result.member
   q_state_type = quantile_process.initialize.type_signature.result.member
   upper = float(params.upper_bound)

@@ -522,9 +522,11 @@ class TwoPhaseParameters(FrequencyParameters):
     def phase_one(eps):
       try:
         params = qc.quantile_parameters(
-            encoding, 'poisson_binomial', encoding.num_bins, n, eps,
-            setting.delta, bits=_QUANTILE_BITS, adversary=setting.adversary,
-            seed=setting.seed, num_trials=quantile_trials)
+            encoding, 'poisson_binomial', encoding.num_bins,
+            qc.QuantileSetting(
+                n, eps, setting.delta, bits=_QUANTILE_BITS,
+                adversary=setting.adversary, num_trials=quantile_trials,
+                seed=setting.seed))
       except ValueError as e:
         if quantile_trials is None:
           raise

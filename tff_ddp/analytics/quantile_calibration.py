@@ -61,6 +61,7 @@ from tff_ddp.mechanisms import base
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg_mechanism
 from tff_ddp.mechanisms import poisson_binomial as pbm_mechanism
 from tff_ddp.utils import checks
+from tff_ddp.utils import search
 
 MECHANISMS = ('discrete_gaussian', 'poisson_binomial')
 # The DDG factories' wrap-around probability per sum coordinate (the
@@ -225,13 +226,7 @@ def _largest_noise(encoding, num_clients, scaling, delta, bits) -> float:
   low, high = 0.0, 1.0
   while holds(high):
     low, high = high, 2.0 * high
-  while high - low > 1e-13 * high:
-    middle = 0.5 * (low + high)
-    if holds(middle):
-      low = middle
-    else:
-      high = middle
-  return low
+  return search.boundary(holds, low, high, 1e-13)
 
 
 def _ddg_factory(encoding, n, bits, z, c, seed, rate=None):
@@ -312,18 +307,66 @@ def parameters_for_noise(
       theta=None, num_trials=None)
 
 
+@dataclasses.dataclass(frozen=True)
+class QuantileSetting:
+  """What a quantile process's aggregator is calibrated to (as
+  `frequency_protocols.FrequencySetting` for the frequency protocols): one
+  value, validated at construction, before anything is built or drawn.
+
+  Attributes:
+    expected_clients_per_round: n, the clients of each round.
+    epsilon, delta: the budget of all `rounds` rounds, against `adversary`
+      ('server', the default, or 'release'; an `accounting.Adversary`
+      after construction), zero-out neighbours.
+    bits: log2 of the ring (the quantile paper uses 18).
+    rounds: rounds the budget covers.
+    num_trials: Poisson binomial only: trials m per coordinate (None: the
+      most the ring holds); theta is calibrated to the budget either way.
+    seed: for tests only (see the aggregators).
+  """
+
+  expected_clients_per_round: int
+  epsilon: float
+  delta: float
+  bits: int = 18
+  rounds: int = 1
+  adversary: str = 'server'
+  num_trials: Optional[int] = None
+  seed: Optional[int] = None
+
+  def __post_init__(self):
+    set_ = lambda k, v: object.__setattr__(self, k, v)
+    set_('expected_clients_per_round', checks.integer(
+        self.expected_clients_per_round, 'expected_clients_per_round', 1,
+        base.MAX_MODULUS - 1))
+    set_('epsilon', checks.positive(self.epsilon, 'epsilon'))
+    set_('delta', checks.real(self.delta, 'delta', 0.0, 1.0, low_open=True,
+                              high_open=True))
+    set_('bits', checks.integer(self.bits, 'bits', 2, base.MAX_RING_BITS))
+    set_('rounds', checks.integer(self.rounds, 'rounds', 1))
+    set_('adversary', accountant.as_adversary(self.adversary))
+    set_('num_trials', checks.optional_integer(self.num_trials,
+                                               'num_trials', 1))
+    set_('seed', checks.seed(self.seed))
+
+
+# `quantile_parameters`'s keywords before `QuantileSetting` held them.
+MOVED_TO_SETTING = {
+    k: f'quantiles.QuantileSetting({k}=...)'
+    for k in ('expected_clients_per_round', 'epsilon', 'delta', 'bits',
+              'rounds', 'adversary', 'seed', 'num_trials')}
+
+
+@checks.replaced_arguments(
+    4, MOVED_TO_SETTING,
+    'call quantile_parameters(method, mechanism, num_bins, '
+    'QuantileSetting(expected_clients_per_round, epsilon, delta, bits=..., '
+    'rounds=..., adversary=..., num_trials=..., seed=...))')
 def quantile_parameters(
     method: Union[str, hg.Encoding],
     mechanism: str,
     num_bins: int,
-    expected_clients_per_round: int,
-    epsilon: float,
-    delta: float,
-    bits: int = 18,
-    rounds: int = 1,
-    adversary: str = 'server',
-    seed: Optional[int] = None,
-    num_trials: Optional[int] = None,
+    setting: QuantileSetting,
 ) -> QuantileParameters:
   """Calibrates the aggregator for a quantile process (see module doc).
 
@@ -331,34 +374,41 @@ def quantile_parameters(
     method: 'flat', 'tree' (or 'hierarchical') or 'haar', or a
       `histograms.Encoding` of `num_bins` bins.
     mechanism: 'discrete_gaussian' or 'poisson_binomial'.
-    num_bins, expected_clients_per_round, epsilon, delta, bits, rounds,
-      adversary, seed: the configuration and the budget.
-    num_trials: Poisson binomial only: the trials m per coordinate; None
-      takes the most the ring holds. theta is calibrated either way.
+    num_bins: b, the histogram's bins.
+    setting: a `QuantileSetting`: the clients per round, the budget and
+      the ring.
 
   Raises:
     TypeError / ValueError: bad arguments, bits too small, or an unreachable
       target (the message says what works).
   """
-  encoding, n, delta, bits, adversary = _common(
-      method, num_bins, expected_clients_per_round, delta, bits, adversary)
+  setting = as_setting(setting, 'quantile_parameters')
+  encoding = hg.encoding(method, num_bins)
   calibrate = _CALIBRATORS[checks.choice(mechanism, 'mechanism', MECHANISMS)]
-  epsilon = checks.positive(epsilon, 'epsilon')
-  rounds = checks.integer(rounds, 'rounds', 1)
-  return calibrate(encoding, n, bits, epsilon, delta, rounds, adversary, seed,
-                   num_trials)
+  return calibrate(encoding, setting)
 
 
-def _poisson_binomial(encoding, n, bits, epsilon, delta, rounds, adversary,
-                      seed, num_trials):
+def as_setting(value, owner: str) -> QuantileSetting:
+  """`value` if it is a `QuantileSetting`; else a TypeError saying how to
+  make one (`owner` names the entry point)."""
+  if not isinstance(value, QuantileSetting):
+    raise TypeError(
+        f'{owner} takes setting=quantiles.QuantileSetting('
+        'expected_clients_per_round, epsilon, delta, bits=18, rounds=1, '
+        f"adversary='server', num_trials=None, seed=None), got {value!r}.")
+  return value
+
+
+def _poisson_binomial(encoding, setting: QuantileSetting):
   """`quantile_parameters` for cPBM (module docstring)."""
+  n, bits = setting.expected_clients_per_round, setting.bits
+  num_trials = setting.num_trials
   m = pbm_mechanism.max_num_trials(n, bits)
   if m < 1:
     raise ValueError(
         f'bits={bits} cannot hold {n} clients: the ring needs 2^bits > n '
         f'm with m >= 1; use bits >= {int(n).bit_length()}.')
   if num_trials is not None:
-    num_trials = checks.integer(num_trials, 'num_trials', 1)
     if num_trials > m:
       raise ValueError(
           f'num_trials={num_trials} does not fit the ring: 2^bits = '
@@ -369,20 +419,20 @@ def _poisson_binomial(encoding, n, bits, epsilon, delta, rounds, adversary,
   _, l2, l0 = encoding.sensitivities()
   value_type = encoding_type(encoding)
   result = calibrated.poisson_binomial(
-      value_type, target_epsilon=epsilon, target_delta=delta,
-      parameter='theta', rounds=rounds, adversary=adversary, num_trials=m,
-      expected_clients_per_round=n, l2_clip=l2, encoder='none',
-      divisor='linf', linf_clip=1.0, l0_clip=int(l0), seed=seed,
+      value_type, target_epsilon=setting.epsilon,
+      target_delta=setting.delta, parameter='theta',
+      rounds=setting.rounds, adversary=setting.adversary,
+      num_trials=m, expected_clients_per_round=n, l2_clip=l2, encoder='none',
+      divisor='linf', linf_clip=1.0, l0_clip=int(l0), seed=setting.seed,
       on_wrap='flag')
   return QuantileParameters(
       encoding=encoding, mechanism='poisson_binomial', bits=bits,
       factory=result.factory, value_type=value_type, epsilon=result.epsilon,
-      delta=delta, adversary=adversary, scaling=None, noise_multiplier=None,
-      theta=result.value, num_trials=m)
+      delta=setting.delta, adversary=setting.adversary, scaling=None,
+      noise_multiplier=None, theta=result.value, num_trials=m)
 
 
-def _discrete_gaussian(encoding, n, bits, epsilon, delta, rounds, adversary,
-                       seed, num_trials):
+def _discrete_gaussian(encoding, setting: QuantileSetting):
   """`quantile_parameters` for the DDG: the least z meeting the budget, with
   the largest c its ring allows.
 
@@ -396,10 +446,14 @@ def _discrete_gaussian(encoding, n, bits, epsilon, delta, rounds, adversary,
   No z below it meets the budget with any c the ring allows, and c* =
   `largest_scaling(z)`: `parameters_for_noise(z)` builds the same factory.
   """
-  if num_trials is not None:
+  if setting.num_trials is not None:
     raise ValueError("num_trials applies to mechanism='poisson_binomial' "
                      "only, not 'discrete_gaussian'.")
-  budget = _DdgBudget(encoding, n, epsilon, delta, rounds, adversary, seed)
+  n, bits, epsilon = (setting.expected_clients_per_round,
+                      setting.bits, setting.epsilon)
+  delta, adversary = setting.delta, setting.adversary
+  budget = _DdgBudget(encoding, n, epsilon, delta, setting.rounds,
+                      adversary, setting.seed)
   c = budget.largest_scaling(bits)
   if c < 1:
     # The smallest ring that works (a larger ring holds a larger c at every

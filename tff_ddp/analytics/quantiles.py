@@ -71,10 +71,12 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_ddp.analytics import histograms as hg
+from tff_ddp.analytics import quantile_calibration
 from tff_ddp.analytics.quantile_calibration import MECHANISMS
 from tff_ddp.analytics.quantile_calibration import parameters_for_noise
 from tff_ddp.analytics.quantile_calibration import quantile_parameters
 from tff_ddp.analytics.quantile_calibration import QuantileParameters
+from tff_ddp.analytics.quantile_calibration import QuantileSetting
 from tff_ddp.aggregators import secure_sum
 from tff_ddp.utils import checks
 from tff_ddp.utils import rounds as rounds_lib
@@ -85,33 +87,105 @@ ESTIMATORS = ('paper', 'monotone', 'interpolate')
 STATUSES = ('ok', 'no_clients', 'too_few_values', 'sum_may_wrap')
 
 __all__ = ['build_quantile_process', 'build_quantile_process_from_parameters',
-           'quantile_parameters', 'parameters_for_noise',
-           'QuantileParameters', 'MECHANISMS', 'ESTIMATORS', 'STATUSES']
+           'quantile_parameters', 'parameters_for_noise', 'QuantileSetting',
+           'QuantileEstimation', 'QuantileParameters', 'MECHANISMS',
+           'ESTIMATORS', 'STATUSES']
 
 
+@dataclasses.dataclass(frozen=True)
+class QuantileEstimation:
+  """How the server reads quantiles off the noisy histogram: one value,
+  validated at construction (its choices resolved once; the checks that
+  need the histogram's encoding are made by the builders).
+
+  Attributes:
+    count: 'estimated' (Algorithm 1 option 1: normalise by the noisy
+      total) or 'exact' (option 2: by the number of clients in the secure
+      sum, which is public by protocol; see the module docstring for
+      non-finite values).
+    estimator: 'paper' (eq. 1 on the raw CDF), 'monotone' (isotonic
+      projection of the CDF first; at most 2048 bins) or 'interpolate'
+      (isotonic, then linear interpolation inside the bin where the CDF
+      reaches p).
+    consistent_tree: for method 'tree', the least-squares consistent tree
+      first.
+    min_total_stddevs: below this many noise standard deviations of the
+      estimated total, the round returns NaN with status 'too_few_values'.
+  """
+
+  count: str = 'estimated'
+  estimator: str = 'paper'
+  consistent_tree: bool = False
+  min_total_stddevs: float = 2.0
+
+  def __post_init__(self):
+    set_ = lambda k, v: object.__setattr__(self, k, v)
+    hg.exact_count(self.count)
+    set_('estimator', checks.choice(self.estimator, 'estimator', ESTIMATORS))
+    set_('consistent_tree', checks.boolean(self.consistent_tree,
+                                           'consistent_tree'))
+    set_('min_total_stddevs', checks.nonnegative(self.min_total_stddevs,
+                                                 'min_total_stddevs'))
+
+  @property
+  def exact_count(self) -> bool:
+    """count='exact': normalise by n (Algorithm 1, option 2)."""
+    return hg.exact_count(self.count)
+
+  @property
+  def monotone(self) -> bool:
+    """estimator 'monotone' or 'interpolate': the isotonic CDF."""
+    return _ESTIMATORS[self.estimator][0]
+
+  @property
+  def interpolate(self) -> bool:
+    """estimator 'interpolate'."""
+    return _ESTIMATORS[self.estimator][1]
+
+
+# estimator -> (monotone, interpolate)
+_ESTIMATORS = {'paper': (False, False), 'monotone': (True, False),
+               'interpolate': (True, True)}
+
+# The builders' keywords before `QuantileEstimation` and `QuantileSetting`.
+_MOVED_TO_ESTIMATION = {
+    k: f'estimation=quantiles.QuantileEstimation({k}=...)'
+    for k in ('count', 'estimator', 'consistent_tree', 'min_total_stddevs')}
+_MOVED = dict(_MOVED_TO_ESTIMATION, **{
+    k: f'setting=quantiles.QuantileSetting({k}=...)'
+    for k in ('expected_clients_per_round', 'epsilon', 'delta', 'bits',
+              'rounds', 'adversary', 'seed', 'num_trials')})
+
+
+@checks.replaced_arguments(
+    8, _MOVED,
+    'call build_quantile_process(method, mechanism, lower_bound, '
+    'upper_bound, num_bins, quantiles, QuantileSetting(expected_clients_'
+    'per_round, epsilon, delta, bits=..., rounds=..., adversary=..., '
+    'num_trials=..., seed=...), QuantileEstimation(count=..., estimator=..., '
+    'consistent_tree=..., min_total_stddevs=...))')
 def build_quantile_process(
-    method: str,
+    method: Union[str, hg.Encoding],
     mechanism: str,
     lower_bound: float,
     upper_bound: float,
     num_bins: int,
     quantiles: Sequence[float],
-    expected_clients_per_round: int,
-    epsilon: float,
-    delta: float,
-    count: str = 'estimated',
-    estimator: str = 'paper',
-    consistent_tree: bool = False,
-    bits: int = 18,
-    rounds: int = 1,
-    adversary: str = 'server',
-    min_total_stddevs: float = 2.0,
-    seed: Optional[int] = None,
-    num_trials: Optional[int] = None,
+    setting: QuantileSetting,
+    estimation: QuantileEstimation = QuantileEstimation(),
     *,
     on_wrap: str = 'raise',
 ) -> tff.templates.MeasuredProcess:
   """A process estimating `quantiles` of one float per client.
+
+  For example, the quartiles of values in [0, 20] over 64 tree bins, for
+  1000 clients a round at epsilon 1 (one round, against the server):
+
+    build_quantile_process(
+        'tree', 'discrete_gaussian', 0.0, 20.0, 64, [0.25, 0.5, 0.75],
+        QuantileSetting(expected_clients_per_round=1000, epsilon=1.0,
+                    delta=1e-6),
+        QuantileEstimation(estimator='interpolate'))
 
   Args:
     method: 'flat' (Algorithm 1), 'hierarchical' or its alias 'tree'
@@ -123,24 +197,12 @@ def build_quantile_process(
     num_bins: b in [2, 2^16] (monotone estimators: at most 2048).
     quantiles: levels p in (0, 1); the result has one estimate each, in
       this order.
-    expected_clients_per_round: n, the clients of each round.
-    epsilon, delta: the budget of all `rounds` rounds, against `adversary`
-      ('server', the default, or 'release'), zero-out neighbours.
-    count: 'estimated' (Algorithm 1 option 1: normalise by the noisy
-      total) or 'exact' (option 2: by the number of clients in the secure
-      sum, which is public by protocol; see the module docstring for
-      non-finite values).
-    estimator: 'paper' (eq. 1 on the raw CDF), 'monotone' (isotonic
-      projection of the CDF first) or 'interpolate' (isotonic, then linear
-      interpolation inside the bin where the CDF reaches p).
-    consistent_tree: for 'tree', the least-squares consistent tree first.
-    bits: log2 of the ring (the paper uses 18).
-    rounds: rounds the budget covers.
-    min_total_stddevs: below this many noise standard deviations of the
-      estimated total, the round returns NaN with status 'too_few_values'.
-    seed: for tests only (see the aggregators).
-    num_trials: Poisson binomial only: trials per coordinate (default: the
-      most the ring holds); theta is calibrated to the budget either way.
+    setting: a `QuantileSetting`: the clients of each round, the budget
+      (epsilon, delta) of all its `rounds` rounds against its `adversary`
+      (zero-out neighbours), the ring's bits, cPBM's num_trials, a test
+      seed.
+    estimation: a `QuantileEstimation` (default: count 'estimated',
+      estimator 'paper', no consistent tree, min_total_stddevs 2).
     on_wrap: a round with more clients than the ring holds: 'raise' (the
       default: `RoundRefusedError`, state untouched) or 'flag' (status
       'sum_may_wrap'); see the module docstring.
@@ -157,26 +219,26 @@ def build_quantile_process(
     first `rounds` rounds only; compose the measured events with
     `tff_ddp.accounting.RdpAccountant` for the cost of more).
   """
+  setting = quantile_calibration.as_setting(setting, 'build_quantile_process')
   encoding = hg.encoding(method, num_bins)
-  options = _check_options(encoding, lower_bound, upper_bound, quantiles,
-                           count, estimator, consistent_tree,
-                           min_total_stddevs)
+  options = _read_out(encoding, lower_bound, upper_bound, quantiles,
+                      estimation)
   on_wrap = secure_sum.check_on_wrap(on_wrap)
-  params = quantile_parameters(encoding, mechanism, num_bins,
-                               expected_clients_per_round, epsilon, delta,
-                               bits, rounds, adversary, seed, num_trials)
-  return _build(params, options, rounds=rounds, on_wrap=on_wrap)
+  params = quantile_parameters(encoding, mechanism, num_bins, setting)
+  return _build(params, options, rounds=setting.rounds, on_wrap=on_wrap)
 
 
+@checks.replaced_arguments(
+    6, _MOVED_TO_ESTIMATION,
+    'call build_quantile_process_from_parameters(parameters, lower_bound, '
+    'upper_bound, quantiles, QuantileEstimation(count=..., estimator=..., '
+    'consistent_tree=..., min_total_stddevs=...), rounds=...)')
 def build_quantile_process_from_parameters(
     parameters: QuantileParameters,
     lower_bound: float,
     upper_bound: float,
     quantiles: Sequence[float],
-    count: str = 'estimated',
-    estimator: str = 'paper',
-    consistent_tree: bool = False,
-    min_total_stddevs: float = 2.0,
+    estimation: QuantileEstimation = QuantileEstimation(),
     rounds: Optional[int] = None,
     *,
     on_wrap: str = 'raise',
@@ -194,8 +256,8 @@ def build_quantile_process_from_parameters(
 
   Args:
     parameters: from `quantile_parameters` or `parameters_for_noise`.
-    lower_bound, upper_bound, quantiles, count, estimator, consistent_tree,
-      min_total_stddevs, on_wrap: as for `build_quantile_process`.
+    lower_bound, upper_bound, quantiles, estimation, on_wrap: as for
+      `build_quantile_process`.
     rounds: the rounds `parameters` were calibrated for, if any: then the
       measurements have `within_budget` as in `build_quantile_process`.
   """
@@ -203,9 +265,8 @@ def build_quantile_process_from_parameters(
     raise TypeError('parameters must be a QuantileParameters (from '
                     'quantile_parameters or parameters_for_noise), got '
                     f'{type(parameters).__name__}.')
-  options = _check_options(parameters.encoding, lower_bound, upper_bound,
-                           quantiles, count, estimator, consistent_tree,
-                           min_total_stddevs)
+  options = _read_out(parameters.encoding, lower_bound, upper_bound,
+                      quantiles, estimation)
   if rounds is not None:
     rounds = checks.integer(rounds, 'rounds', 1)
   return _build(parameters, options, rounds=rounds,
@@ -214,45 +275,35 @@ def build_quantile_process_from_parameters(
 
 @dataclasses.dataclass(frozen=True)
 class _Options:
-  """The server's read-out, every choice resolved (`_check_options`)."""
+  """The server's read-out: the range, the levels and the
+  `QuantileEstimation`, checked against the encoding (`_read_out`)."""
 
   lower_bound: float
   upper_bound: float
   quantiles: Sequence[float]
-  exact_count: bool  # count='exact': normalise by n (Algorithm 1, option 2)
-  monotone: bool  # estimator 'monotone' or 'interpolate'
-  interpolate: bool  # estimator 'interpolate'
-  consistent_tree: bool
-  min_total_stddevs: float
+  estimation: QuantileEstimation
 
 
-# estimator -> (monotone, interpolate)
-_ESTIMATORS = {'paper': (False, False), 'monotone': (True, False),
-               'interpolate': (True, True)}
-
-
-def _check_options(encoding, lower_bound, upper_bound, quantiles, count,
-                   estimator, consistent_tree, min_total_stddevs) -> _Options:
+def _read_out(encoding, lower_bound, upper_bound, quantiles,
+              estimation) -> _Options:
   """The validated read-out options of `encoding`'s process."""
+  if not isinstance(estimation, QuantileEstimation):
+    raise TypeError(
+        'estimation must be a quantiles.QuantileEstimation(count=..., '
+        'estimator=..., consistent_tree=..., min_total_stddevs=...), got '
+        f'{estimation!r}.')
   lower_bound, upper_bound = hg.check_range(lower_bound, upper_bound)
   quantiles = checks.real_sequence(quantiles, 'quantiles', 0.0, 1.0,
                                    low_open=True, high_open=True)
-  exact = hg.exact_count(count)
-  monotone, interpolate = _ESTIMATORS[checks.choice(estimator, 'estimator',
-                                                    ESTIMATORS)]
-  if (checks.boolean(consistent_tree, 'consistent_tree')
-      and not encoding.has_consistent_estimator):
+  if estimation.consistent_tree and not encoding.has_consistent_estimator:
     raise ValueError(f'consistent_tree only applies to method=\'tree\', not '
                      f'{encoding.name!r}.')
-  min_total_stddevs = checks.nonnegative(min_total_stddevs,
-                                         'min_total_stddevs')
-  if monotone and encoding.num_bins > hg.MAX_MONOTONE_BINS:
+  if estimation.monotone and encoding.num_bins > hg.MAX_MONOTONE_BINS:
     raise ValueError(
-        f"estimator={estimator!r} needs O(b^2) memory: num_bins <= "
+        f"estimator={estimation.estimator!r} needs O(b^2) memory: num_bins <= "
         f"{hg.MAX_MONOTONE_BINS}, got {encoding.num_bins}; use "
         "estimator='paper'.")
-  return _Options(lower_bound, upper_bound, quantiles, exact, monotone,
-                  interpolate, bool(consistent_tree), min_total_stddevs)
+  return _Options(lower_bound, upper_bound, quantiles, estimation)
 
 
 def encode_value(method: Union[str, hg.Encoding], value, lower_bound: float,
@@ -299,11 +350,12 @@ def _build(params: QuantileParameters, options: _Options, *, rounds,
         n = tf.identity(n)
         noisy_sum = tf.identity(noisy_sum)
     noisy_sum = tf.cast(noisy_sum, tf.float64)
-    cdf = encoding.cdf(noisy_sum, n if options.exact_count else None,
-                       consistent=options.consistent_tree,
-                       monotone=options.monotone)
+    estimation = options.estimation
+    cdf = encoding.cdf(noisy_sum, n if estimation.exact_count else None,
+                       consistent=estimation.consistent_tree,
+                       monotone=estimation.monotone)
     values = hg.quantile_values(cdf, quantiles, lower_bound, upper_bound,
-                                num_bins, interpolate=options.interpolate)
+                                num_bins, interpolate=estimation.interpolate)
     total = encoding.estimated_total(noisy_sum)
     # The total's noise stddev: the per-coordinate stddev (proportional to
     # sqrt(n) for both mechanisms; n public) times ||t||_2 of the total.
@@ -315,7 +367,7 @@ def _build(params: QuantileParameters, options: _Options, *, rounds,
     status = tf.where(
         tf.equal(n, 0), code('no_clients'),
         tf.where(may_wrap, code('sum_may_wrap'),
-                 tf.where((total < options.min_total_stddevs * stddev)
+                 tf.where((total < estimation.min_total_stddevs * stddev)
                           | (total <= 0),
                           code('too_few_values'), code('ok'))))
     # Estimates with 'ok', and flagged ones with 'sum_may_wrap' (on_wrap=

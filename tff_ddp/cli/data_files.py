@@ -25,7 +25,7 @@ What a client is:
 import csv
 import dataclasses
 import os
-from typing import List, Tuple
+from typing import Any, Callable, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -54,6 +54,30 @@ def _rows(path: str, flag: str) -> List[Tuple[int, List[str]]]:
   except OSError as e:
     raise common.UserError(f'{flag} {path}: {e.strerror}') from None
   return rows
+
+
+def file_or_synthetic(path: Optional[str], flag: str,
+                      read: Callable[[str], Any],
+                      synthetic: Mapping[str, Tuple[Any, Any]], why: str):
+  """(the data of the file `path`, or None; the synthetic data's options).
+
+  The one step of both commands that take a data file: with `path`, the
+  file is read (`read(path)`) and no synthetic-data option may be given
+  (`synthetic` maps an option's name to (its value on the command line or
+  None, its default); a UserError names those given and `why` they do not
+  apply to `flag`); without it, every option takes its value or default.
+  """
+  data = None
+  if path is not None:
+    given = [f'--{name}' for name, (value, _) in synthetic.items()
+             if value is not None]
+    if given:
+      raise common.UserError(
+          f'{", ".join(given)} do(es) not apply to {flag} ({why})')
+    data = read(path)
+  options = {name: value if value is not None else default
+             for name, (value, default) in synthetic.items()}
+  return data, options
 
 
 def _is_header(fields, headers) -> bool:

@@ -275,19 +275,12 @@ def add_parser(subparsers):
 def _body(args) -> int:
   """Runs the command: synthetic data, or the clients of --items."""
   from tff_ddp.cli import data_files  # pylint: disable=g-import-not-at-top
-  synthetic = dict(data=(args.data, 'iid'), dim=(args.dim, 50),
-                   clients=(args.clients, 1000), seed=(args.seed, 0))
-  counts = None
-  if args.items is not None:
-    given = [f'--{name}' for name, (value, _) in synthetic.items()
-             if value is not None]
-    if given:
-      raise common.UserError(
-          f'{", ".join(given)} do(es) not apply to --items (the clients and '
-          'items are those of the file)')
-    counts = data_files.read_items(args.items, MAX_ENTRIES).counts
-  value = {name: given if given is not None else default
-           for name, (given, default) in synthetic.items()}
+  counts, value = data_files.file_or_synthetic(
+      args.items, '--items',
+      lambda path: data_files.read_items(path, MAX_ENTRIES).counts,
+      dict(data=(args.data, 'iid'), dim=(args.dim, 50),
+           clients=(args.clients, 1000), seed=(args.seed, 0)),
+      'the clients and items are those of the file')
   run(protocols=args.protocols, data=value['data'], dim=value['dim'],
       num_clients=value['clients'], epsilon=args.epsilon, delta=args.delta,
       num_trials=args.num_trials, num_bins=args.bins,

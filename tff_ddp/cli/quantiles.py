@@ -102,7 +102,8 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
   for encoding in encodings:
     for mechanism in mechanisms:
       configurations[encoding, mechanism] = q.quantile_parameters(
-          encoding, mechanism, num_bins, num_clients, epsilon, delta, bits)
+          encoding, mechanism, num_bins,
+          q.QuantileSetting(num_clients, epsilon, delta, bits=bits))
   processes.use_test_context()
   if user_values is None:
     datasets = [draw(distribution, num_clients,
@@ -117,7 +118,8 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
     for mechanism in mechanisms:
       params = configurations[encoding, mechanism]
       process = q.build_quantile_process_from_parameters(
-          params, lower_bound, upper_bound, quantiles, count=count, rounds=1)
+          params, lower_bound, upper_bound, quantiles,
+          q.QuantileEstimation(count=count), rounds=1)
       state = process.initialize()
       errors, seconds = [], []
       for values in common.progress(datasets, f'{method} {mechanism}'):
@@ -179,20 +181,11 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
 def _body(args) -> int:
   """Runs the command: synthetic data, or the clients of --values."""
   from tff_ddp.cli import data_files  # pylint: disable=g-import-not-at-top
-  synthetic = dict(clients=(args.clients, 128),
-                   distribution=(args.distribution, 'uniform'),
-                   seed=(args.seed, 0))
-  values = None
-  if args.values is not None:
-    given = [f'--{name}' for name, (value, _) in synthetic.items()
-             if value is not None]
-    if given:
-      raise common.UserError(
-          f'{", ".join(given)} do(es) not apply to --values (its clients are '
-          'the lines of the file)')
-    values = data_files.read_values(args.values)
-  value = {name: given if given is not None else default
-           for name, (given, default) in synthetic.items()}
+  values, value = data_files.file_or_synthetic(
+      args.values, '--values', data_files.read_values,
+      dict(clients=(args.clients, 128),
+           distribution=(args.distribution, 'uniform'), seed=(args.seed, 0)),
+      'its clients are the lines of the file')
   repetitions = args.repetitions or (1 if values is not None else 3)
   run(methods=args.methods, mechanisms=args.mechanisms,
       num_clients=value['clients'], num_bins=args.bins,

@@ -677,8 +677,8 @@ class _PrivateTail:
   def __init__(self, config, theta, quantile, client_out_type):
     upper, num_bins = config.loss_upper_bound, config.num_bins
     self.process = quantiles_lib.build_quantile_process_from_parameters(
-        quantile, 0.0, upper, [1.0 - theta], count=config.count,
-        estimator='paper', min_total_stddevs=0.0)
+        quantile, 0.0, upper, [1.0 - theta], quantiles_lib.QuantileEstimation(
+            count=config.count, estimator='paper', min_total_stddevs=0.0))
     next_type = self.process.next.type_signature.result
 
     @tff.tensorflow.computation(client_out_type)

@@ -229,6 +229,78 @@ def largest_integer_scaling(l2_clip: float, noise_multiplier: float,
                                  modclip_prob), 2**bits)
 
 
+@dataclasses.dataclass(frozen=True)
+class Request:
+  """The dimension-free arguments of `compute_parameters`, as one value.
+
+  Validated at construction (`check_arguments`: every refusal a TypeError
+  or ValueError naming the argument and a value that works), before
+  anything is built or drawn. A factory builds it once in its `__init__`
+  and hands it to `compute_parameters` for each value type; the same class
+  serves the distributed Skellam (whose `noise_sampler` chooses the
+  Skellam's sampler).
+
+  Attributes:
+    l2_clip: c > 0, the l2 clip norm of a client's (flattened) value.
+    noise_multiplier: central noise stddev / c; 0 disables noise.
+    expected_clients_per_round: n >= 1, the number of clients whose noise
+      shares make up the central noise; each adds sigma = z c / sqrt(n).
+    bits: log2 of the secure-sum modulus, in [1, 30].
+    modclip_prob: target probability that a coordinate of the sum falls
+      outside the ring, in [2^-1022, 1) (`MIN_MODCLIP_PROB`); sets
+      k = sqrt(2) erfcinv(modclip_prob).
+    beta: conditional rounding bias in [0, 1); exp(-1/2) is the paper's
+      choice, 0 (the default, as in TFF) means unconditional rounding with
+      the worst-case norm bound.
+    granularity: gamma itself (1/gamma = the integer scaling c of the
+      quantile paper's Algorithms 1-2) instead of the Section 6 heuristic.
+      The ring is then checked against the worst case: n (B/gamma + 1) + 1 +
+      k sqrt(n) sigma/gamma < M/2, with B = linf_clip (or l2_clip) the
+      largest input coordinate, +1 per client for rounding.
+    linf_clip: clip every input coordinate to [-linf_clip, linf_clip] as
+      well (before the l2 clip); meant for encoder 'none'.
+    noise_sampler: 'table' (the default: an alias-table sampler built by
+      `alias_table`, per-sample TV distance < 2^-231 from the ideal noise,
+      which the event carries and the accountant adds to delta; DDG:
+      `discrete_gaussian_table`, ~10x faster than exact, for scaled noise
+      up to ~29172; Skellam: `skellam_table`, ~30x faster, for Poisson
+      means up to ~4.25e8; the exact sampler above) or 'exact' (DDG:
+      Canonne-Kamath-Steinke rejection sampling; Skellam: the exact Poisson
+      sampler; no delta).
+  """
+
+  l2_clip: float
+  noise_multiplier: float
+  expected_clients_per_round: int
+  bits: int
+  modclip_prob: float = 1e-4
+  beta: float = 0.0
+  granularity: Optional[float] = None
+  linf_clip: Optional[float] = None
+  noise_sampler: str = DEFAULT_SAMPLER
+
+  def __post_init__(self):
+    clean, _ = check_arguments(
+        self.l2_clip, self.noise_multiplier, self.expected_clients_per_round,
+        self.bits, self.modclip_prob, self.beta, self.granularity,
+        self.linf_clip)
+    for name, value in clean.items():
+      object.__setattr__(self, name, value)
+    object.__setattr__(self, 'noise_sampler', checks.choice(
+        self.noise_sampler, 'noise_sampler', SAMPLERS))
+
+  @property
+  def k_stddevs(self) -> float:
+    """k = sqrt(2) erfcinv(modclip_prob)."""
+    return num_stddevs_for_modclip_prob(self.modclip_prob)
+
+
+# `compute_parameters`' keywords before `Request` held them.
+_REQUEST_FIELDS = ('l2_clip', 'noise_multiplier',
+                   'expected_clients_per_round', 'bits', 'modclip_prob',
+                   'beta', 'granularity', 'linf_clip', 'noise_sampler')
+
+
 # (smallest scaled local stddev, as text, largest, why the smallest), DDG:
 # Theorem 9's condition and the exact sampler's range.
 _DGAUSS_NOISE_RANGE = (
@@ -335,20 +407,19 @@ class DistributedDiscreteGaussian:
         sampler_tv_distance=self.sampler_tv_distance or None)
 
   @classmethod
+  @checks.replaced_arguments(
+      5, {k: f'distributed_discrete_gaussian.Request({k}=...)'
+          for k in _REQUEST_FIELDS},
+      'call compute_parameters(dim, Request(l2_clip, noise_multiplier, '
+      'expected_clients_per_round, bits, modclip_prob=..., beta=..., '
+      'granularity=..., linf_clip=..., noise_sampler=...), encoder=..., '
+      'integer_inputs=...)')
   def compute_parameters(
       cls,
       dim: int,
-      l2_clip: float,
-      noise_multiplier: float,
-      expected_clients_per_round: int,
-      bits: int,
-      modclip_prob: float = 1e-4,
-      beta: float = 0.0,
+      request: 'Request',
       encoder: Optional[encoders_base.Encoder] = None,
-      granularity: Optional[float] = None,
-      linf_clip: Optional[float] = None,
       integer_inputs: bool = False,
-      noise_sampler: str = 'table',
   ):
     """Validates a configuration and derives gamma, the noise and bounds.
 
@@ -363,48 +434,21 @@ class DistributedDiscreteGaussian:
 
     Args:
       dim: number of scalars a client sends (before encoding); >= 1.
-      l2_clip: c > 0, the l2 clip norm of a client's (flattened) value.
-      noise_multiplier: central noise stddev / c; 0 disables noise.
-      expected_clients_per_round: n >= 1, the number of clients whose noise
-        shares make up the central noise; each adds sigma = z c / sqrt(n).
-      bits: log2 of the secure-sum modulus, in [1, 30].
-      modclip_prob: target probability that a coordinate of the sum falls
-        outside the ring, in [2^-1022, 1) (`MIN_MODCLIP_PROB`); sets
-        k = sqrt(2) erfcinv(modclip_prob).
-      beta: conditional rounding bias in [0, 1); exp(-1/2) is the paper's
-        choice, 0 (the default, as in TFF) means unconditional rounding with
-        the worst-case norm bound.
+      request: a `Request`, the dimension-free arguments (validated when
+        it was built: a factory builds it once, in its `__init__`).
       encoder: the public transform (default: randomized Hadamard of `dim`).
         The noise, the sensitivity and the privacy event are over its
         output dimension.
-      granularity: gamma itself (1/gamma = the integer scaling c of the
-        quantile paper's Algorithms 1-2) instead of the Section 6 heuristic.
-        The ring is then checked against the worst case: n (B/gamma + 1) + 1 +
-        k sqrt(n) sigma/gamma < M/2, with B = linf_clip (or l2_clip) the
-        largest input coordinate, +1 per client for rounding.
-      linf_clip: clip every input coordinate to [-linf_clip, linf_clip] as
-        well (before the l2 clip); meant for encoder 'none'.
       integer_inputs: the inputs are integer vectors, the encoder is the
         identity and 1/granularity an integer, so the scaled vector is
         already integral: rounding is the identity for unclipped inputs and
         the sensitivity is the scaled clip itself, T = floor(c'^2), not the
         rounding-inflated bound of Theorem 5 (3).
-      noise_sampler: 'table' (the default: an alias-table sampler built by
-        `alias_table`, per-sample TV distance < 2^-231 from the ideal noise,
-        which the event carries and the accountant adds to delta; DDG:
-        `discrete_gaussian_table`, ~10x faster than exact, for scaled noise
-        up to ~29172; Skellam: `skellam_table`, ~30x faster, for Poisson
-        means up to ~4.25e8; the exact sampler above) or 'exact' (DDG:
-        Canonne-Kamath-Steinke rejection sampling; Skellam: the exact Poisson
-        sampler; no delta).
 
     Returns:
       An instance of the class.
     """
-    return derive(
-        dim, l2_clip, noise_multiplier, expected_clients_per_round, bits,
-        modclip_prob, beta, encoder, granularity, linf_clip, integer_inputs,
-        noise_sampler, cls)
+    return derive(dim, request, encoder, integer_inputs, cls)
 
   @classmethod
   def release_event(
@@ -738,9 +782,7 @@ compute_parameters = DistributedDiscreteGaussian.compute_parameters
 release_event = DistributedDiscreteGaussian.release_event
 
 
-def derive(dim, l2_clip, noise_multiplier, expected_clients_per_round, bits,
-           modclip_prob, beta, encoder, granularity, linf_clip,
-           integer_inputs, noise_sampler, mechanism_class):
+def derive(dim, request: Request, encoder, integer_inputs, mechanism_class):
   """`compute_parameters` for any mechanism of this clip-scale-rotate-round
   family: validates, derives gamma, the threshold and the sensitivity, and
   builds `mechanism_class` (a `DistributedDiscreteGaussian` or subclass)
@@ -751,18 +793,20 @@ def derive(dim, l2_clip, noise_multiplier, expected_clients_per_round, bits,
   allow.
   """
   dim = checks.integer(dim, 'dim', 1)
-  clean, k = check_arguments(l2_clip, noise_multiplier,
-                             expected_clients_per_round, bits, modclip_prob,
-                             beta, granularity, linf_clip)
+  if not isinstance(request, Request):
+    raise TypeError(
+        'compute_parameters takes request=distributed_discrete_gaussian.'
+        'Request(l2_clip, noise_multiplier, expected_clients_per_round, '
+        f'bits, ...), got {request!r}.')
   integer_inputs = checks.boolean(integer_inputs, 'integer_inputs')
-  noise_sampler = checks.choice(noise_sampler, 'noise_sampler', SAMPLERS)
   encoder = encoder or hadamard.RandomizedHadamard(dim)
   if encoder.dim != dim:
     raise ValueError(f'encoder.dim = {encoder.dim} differs from dim = {dim}.')
-  l2_clip, z = clean['l2_clip'], clean['noise_multiplier']
-  n, bits, beta = clean['expected_clients_per_round'], clean['bits'], clean[
-      'beta']
-  granularity, linf_clip = clean['granularity'], clean['linf_clip']
+  l2_clip, z = request.l2_clip, request.noise_multiplier
+  n, bits, beta = request.expected_clients_per_round, request.bits, (
+      request.beta)
+  granularity, linf_clip = request.granularity, request.linf_clip
+  k = request.k_stddevs
   output_dim = int(encoder.output_dim)
   sigma = local_stddev(z, l2_clip, n)
   if integer_inputs:
@@ -817,7 +861,7 @@ def derive(dim, l2_clip, noise_multiplier, expected_clients_per_round, bits,
                                          scaled, integer_inputs),
       encoder=encoder, dim=dim, output_dim=output_dim, l2_clip=l2_clip,
       noise_multiplier=z, expected_clients_per_round=n, bits=bits,
-      modclip_prob=clean['modclip_prob'], beta=beta, k_stddevs=k,
+      modclip_prob=request.modclip_prob, beta=beta, k_stddevs=k,
       local_stddev=sigma, gamma=scaled.gamma,
       scaled_l2_clip=scaled.scaled_clip,
       scaled_local_stddev=scaled.scaled_local,
@@ -825,7 +869,7 @@ def derive(dim, l2_clip, noise_multiplier, expected_clients_per_round, bits,
       l2_sensitivity=math.sqrt(threshold(scaled)), linf_clip=linf_clip,
       granularity_given=granularity is not None,
       integer_inputs=integer_inputs,
-      noise_sampler=noise_sampler).with_resolved_noise()
+      noise_sampler=request.noise_sampler).with_resolved_noise()
   if granularity is not None:
     worst = mechanism.wrap_statistic(n)
     if worst >= 2.0**bits / 2:

@@ -152,6 +152,8 @@ class DistributedSkellam(ddg.DistributedDiscreteGaussian):
 
 # The DDG's arguments, checks and errors (with `noise_sampler` choosing the
 # Skellam's sampler) and the Skellam's noise range: see
-# `DistributedDiscreteGaussian.compute_parameters`.
+# `DistributedDiscreteGaussian.compute_parameters`; its `Request` is the
+# DDG's (the same arguments), named here for this module's callers.
 compute_parameters = DistributedSkellam.compute_parameters
+Request = ddg.Request
 release_event = DistributedSkellam.release_event

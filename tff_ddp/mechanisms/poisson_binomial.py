@@ -309,22 +309,16 @@ def max_num_trials(max_clients: int, bits: int = base.MAX_RING_BITS) -> int:
   return min(MAX_NUM_TRIALS, (2**bits - 1) // max_clients)
 
 
-def compute_parameters(
-    dim: int,
-    l2_clip: float,
-    theta: float,
-    num_trials: int,
-    expected_clients_per_round: int,
-    max_clients_per_round=None,
-    encoder: Optional[encoders_base.Encoder] = None,
-    divisor: str = 'l2',
-    linf_clip=None,
-    l0_clip=None,
-) -> PoissonBinomial:
-  """Validates a cPBM configuration; errors name the argument to change.
+@dataclasses.dataclass(frozen=True)
+class Request:
+  """The dimension-free arguments of `compute_parameters`, as one value.
 
-  Args:
-    dim: number of scalars a client holds (>= 1).
+  Validated at construction (every refusal a TypeError or ValueError naming
+  the argument and a value that works), before anything is built or drawn;
+  `PoissonBinomialSumFactory` builds it once and hands it to
+  `compute_parameters` for each value type.
+
+  Attributes:
     l2_clip: C > 0, the clip of the representation's l2 norm.
     theta: bias scale in [2^-40, 1/4] (Algorithm 3; larger is less private).
     num_trials: m >= 1, Bernoulli trials per coordinate (bits sent per
@@ -336,8 +330,6 @@ def compute_parameters(
       to expected_clients_per_round (a round with more clients is still
       decoded correctly while the sum stays within M/2 of its mean, and is
       flagged in the measurements).
-    encoder: R^dim -> R^D with the round's public seed (default: the
-      identity, D = dim).
     divisor: 'l2' (Algorithm 3: p = 1/2 + theta y / C) or 'linf'
       (p = 1/2 + theta y / B with B = level C / sqrt(D); see the module
       docstring). Same privacy; 'linf' needs an encoder with a level
@@ -348,49 +340,106 @@ def compute_parameters(
       representation coordinates (others zeroed, client flagged as
       clipped), so the privacy event composes Lemma 2 over k coordinates
       instead of D (zero-out neighbours; see `sensitive_coordinates`).
+  """
+
+  l2_clip: float
+  theta: float
+  num_trials: int
+  expected_clients_per_round: int
+  max_clients_per_round: Optional[int] = None
+  divisor: str = 'l2'
+  linf_clip: Optional[float] = None
+  l0_clip: Optional[int] = None
+
+  def __post_init__(self):
+    set_ = lambda k, v: object.__setattr__(self, k, v)
+    set_('l2_clip', checks.positive(self.l2_clip, 'l2_clip'))
+    set_('theta', checks.real(self.theta, 'theta', MIN_THETA, MAX_THETA))
+    n = checks.integer(self.expected_clients_per_round,
+                       'expected_clients_per_round', 1, base.MAX_MODULUS - 1)
+    set_('expected_clients_per_round', n)
+    max_clients = checks.integer(
+        n if self.max_clients_per_round is None
+        else self.max_clients_per_round, 'max_clients_per_round', n,
+        base.MAX_MODULUS - 1)
+    set_('max_clients_per_round', max_clients)
+    m = checks.integer(self.num_trials, 'num_trials', 1,
+                       max(1, max_num_trials(max_clients)))
+    set_('num_trials', m)
+    bits = bits_for(max_clients, m)
+    if bits > MAX_BITS:
+      raise ValueError(
+          f'max_clients_per_round * num_trials = {max_clients * m} needs a '
+          f'ring of 2^{bits} > 2^{MAX_BITS} (the secure sum runs on int32). '
+          f'Use num_trials <= {max_num_trials(max_clients)} or fewer clients '
+          'per round.')
+    set_('divisor', checks.choice(self.divisor, 'divisor', DIVISORS))
+    if self.linf_clip is not None:
+      if self.divisor != 'linf':
+        raise ValueError("linf_clip needs divisor='linf'.")
+      set_('linf_clip', checks.positive(self.linf_clip, 'linf_clip'))
+    set_('l0_clip', checks.optional_integer(self.l0_clip, 'l0_clip', 1))
+
+  @property
+  def bits(self) -> int:
+    """The ring: the smallest 2^bits > max_clients_per_round * m."""
+    return bits_for(self.max_clients_per_round, self.num_trials)
+
+
+# `compute_parameters`' keywords before `Request` held them.
+_REQUEST_FIELDS = ('l2_clip', 'theta', 'num_trials',
+                   'expected_clients_per_round', 'max_clients_per_round',
+                   'divisor', 'linf_clip', 'l0_clip')
+
+
+@checks.replaced_arguments(
+    3, {k: f'poisson_binomial.Request({k}=...)' for k in _REQUEST_FIELDS},
+    'call compute_parameters(dim, Request(l2_clip, theta, num_trials, '
+    'expected_clients_per_round, max_clients_per_round=..., divisor=..., '
+    'linf_clip=..., l0_clip=...), encoder=...)')
+def compute_parameters(
+    dim: int,
+    request: Request,
+    encoder: Optional[encoders_base.Encoder] = None,
+) -> PoissonBinomial:
+  """Validates a cPBM configuration; errors name the argument to change.
+
+  Args:
+    dim: number of scalars a client holds (>= 1).
+    request: a `Request`, the dimension-free arguments (validated when it
+      was built).
+    encoder: R^dim -> R^D with the round's public seed (default: the
+      identity, D = dim).
 
   Returns:
     A PoissonBinomial.
   """
   dim = checks.integer(dim, 'dim', 1)
-  l2_clip = checks.positive(l2_clip, 'l2_clip')
-  theta = checks.real(theta, 'theta', MIN_THETA, MAX_THETA)
-  n = checks.integer(expected_clients_per_round, 'expected_clients_per_round',
-                     1, base.MAX_MODULUS - 1)
-  if max_clients_per_round is None:
-    max_clients_per_round = n
-  max_clients = checks.integer(max_clients_per_round, 'max_clients_per_round',
-                               n, base.MAX_MODULUS - 1)
-  m = checks.integer(num_trials, 'num_trials', 1,
-                     max(1, max_num_trials(max_clients)))
-  bits = bits_for(max_clients, m)
-  if bits > MAX_BITS:
-    raise ValueError(
-        f'max_clients_per_round * num_trials = {max_clients * m} needs a '
-        f'ring of 2^{bits} > 2^{MAX_BITS} (the secure sum runs on int32). '
-        f'Use num_trials <= {max_num_trials(max_clients)} or fewer clients '
-        'per round.')
-  divisor = checks.choice(divisor, 'divisor', DIVISORS)
+  if not isinstance(request, Request):
+    raise TypeError(
+        'compute_parameters takes request=poisson_binomial.Request(l2_clip, '
+        f'theta, num_trials, expected_clients_per_round, ...), got '
+        f'{request!r}.')
   encoder = encoder or registry.Identity(dim)
   if encoder.dim != dim:
     raise ValueError(f'encoder.dim = {encoder.dim} differs from dim = {dim}.')
   output_dim = int(encoder.output_dim)
+  l2_clip = request.l2_clip
   bound = l2_clip
-  if linf_clip is not None:
-    if divisor != 'linf':
-      raise ValueError("linf_clip needs divisor='linf'.")
-    bound = min(bound, checks.positive(linf_clip, 'linf_clip'))
-  elif divisor == 'linf':
+  if request.linf_clip is not None:
+    bound = min(bound, request.linf_clip)
+  elif request.divisor == 'linf':
     if encoder.level is None:
       raise ValueError(
           "divisor='linf' needs an encoder with a guaranteed l_inf level "
           f"(encoder='kashin') or an explicit linf_clip; {encoder!r} has "
           'none.')
     bound = min(bound, float(encoder.level) * l2_clip / math.sqrt(output_dim))
-  l0_clip = checks.optional_integer(l0_clip, 'l0_clip', 1)
-  p_low, p_high = probability_bounds(theta)
+  p_low, p_high = probability_bounds(request.theta)
   return PoissonBinomial(
       encoder=encoder, dim=dim, output_dim=output_dim, l2_clip=l2_clip,
-      theta=theta, num_trials=m, expected_clients_per_round=n,
-      max_clients_per_round=max_clients, bits=bits, p_low=p_low,
-      p_high=p_high, coordinate_bound=bound, divisor=divisor, l0_clip=l0_clip)
+      theta=request.theta, num_trials=request.num_trials,
+      expected_clients_per_round=request.expected_clients_per_round,
+      max_clients_per_round=request.max_clients_per_round, bits=request.bits,
+      p_low=p_low, p_high=p_high, coordinate_bound=bound,
+      divisor=request.divisor, l0_clip=request.l0_clip)

@@ -201,8 +201,8 @@ class SamplerTermTest(parameterized.TestCase):
   @staticmethod
   def _issue_event(tv):
     # The issue's run: noise multiplier 1, 50 clients, d = 16384 (20 bits).
-    mechanism = ddg.compute_parameters(16384, 1.0, 1.0, 50, 20,
-                                       noise_sampler='exact')
+    mechanism = ddg.compute_parameters(
+        16384, ddg.Request(1.0, 1.0, 50, 20, noise_sampler='exact'))
     return attr.evolve(mechanism.dp_event(), sampler_tv_distance=tv)
 
   def test_tiny_eta_keeps_the_exact_epsilon(self):
@@ -232,7 +232,8 @@ class SamplerTermTest(parameterized.TestCase):
     # eta the tables' bound, against delta.
     delta = 1e-5
     for module in (ddg, skellam):
-      mechanism = module.compute_parameters(16384, 1.0, 1.0, 50, 20)
+      mechanism = module.compute_parameters(
+          16384, module.Request(1.0, 1.0, 50, 20))
       self.assertEqual(mechanism.noise_sampler, 'table')
       self.assertLessEqual(mechanism.sampler_tv_distance, 2.0**-230)
       table = _acc().compose(mechanism.dp_event(), 50)
@@ -309,8 +310,9 @@ class CliMatchesPythonTest(parameterized.TestCase):
       ('table', 'table', []), ('exact', 'exact', ['--noise-sampler', 'exact']))
   def test_ddg_factory_events(self, sampler, flag):
     for dim, bits, rounds in ((16384, 20, 50), (1024, 16, 5)):
-      mechanism = ddg.compute_parameters(dim, 1.0, 1.0, 50, bits,
-                                         noise_sampler=sampler)
+      mechanism = ddg.compute_parameters(
+          dim,
+          ddg.Request(1.0, 1.0, 50, bits, noise_sampler=sampler))
       event = mechanism.dp_event()
       self.assertEqual(bool(event.sampler_tv_distance), sampler == 'table')
       # The CLI's event is the mechanism's event.
@@ -341,7 +343,8 @@ class CliMatchesPythonTest(parameterized.TestCase):
        lambda e: events.SelfSampledDpEvent(0.05, e)),
   )
   def test_sampled(self, flags, wrap):
-    event = ddg.compute_parameters(1024, 1.0, 1.0, 50, 16).dp_event()
+    event = ddg.compute_parameters(1024, ddg.Request(
+        1.0, 1.0, 50, 16)).dp_event()
     self._check(_ddg_flags(event) + flags, wrap(event), 100, 1e-6)
     gaussian = ['--mechanism', 'gaussian', '--noise-multiplier', '1.0']
     if '--population' in flags:  # the issue's cohorts of 50 of 1000

@@ -260,9 +260,11 @@ class PbmL2RdpTest(parameterized.TestCase):
     # L = C / B up to the documented rounding margin; the accountant's curve
     # is the smaller of Lemma 2 and the l2 bound.
     mechanism = pbm_mechanism.compute_parameters(
-        dim=64, l2_clip=2.0, theta=0.05, num_trials=16,
-        expected_clients_per_round=100, encoder=kashin.KashinEncoder(64),
-        divisor=divisor, l0_clip=l0_clip)
+        64,
+        pbm_mechanism.Request(
+            l2_clip=2.0, theta=0.05, num_trials=16,
+            expected_clients_per_round=100, divisor=divisor, l0_clip=l0_clip),
+        encoder=kashin.KashinEncoder(64))
     event = mechanism.dp_event()
     ratio = mechanism.l2_clip / mechanism.coordinate_bound
     self.assertBetween(event.l2_bound, ratio, ratio * (1 + 1e-5))

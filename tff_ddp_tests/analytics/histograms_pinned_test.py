@@ -75,8 +75,9 @@ def _simulation_cases():
     values[[2, 5]] = np.nan, np.inf
     codes = sim.encodings(method, values, 0.0, 10.0, _BINS)
     out.append((f'{method} simulation.encodings', codes))
-    pbm = qc.quantile_parameters(method, 'poisson_binomial', _BINS, 16, 1.0,
-                                 1e-5)
+    pbm = qc.quantile_parameters(
+        method, 'poisson_binomial', _BINS,
+        qc.QuantileSetting(16, 1.0, 1e-5))
     out.append((f'{method} cPBM theta, m',
                 np.array([pbm.theta, pbm.num_trials], np.float64)))
     out.append((f'{method} cPBM noisy sum',

@@ -319,8 +319,9 @@ class ContractTest(tf.test.TestCase, parameterized.TestCase):
       for check in (self.check_sensitivities, self.check_noise_free_read_out,
                     self.check_read_outs, self.check_consistent):
         check(encoding)
-      params = qc.quantile_parameters(encoding, 'poisson_binomial', 6, 64,
-                                      8.0, 1e-5)
+      params = qc.quantile_parameters(
+          encoding, 'poisson_binomial', 6,
+          qc.QuantileSetting(64, 8.0, 1e-5))
       self.assertEqual(params.method, 'mirrored_test_only')
       values = np.random.default_rng(0).uniform(0.0, 6.0, 64)
       codes = sim.encodings(encoding, values, 0.0, 6.0)

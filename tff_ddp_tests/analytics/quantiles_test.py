@@ -35,7 +35,8 @@ class ParametersTest(parameterized.TestCase):
 
   @parameterized.product(method=hg.METHODS, eps=(1.0, 5.0), n=(128, 512))
   def test_ddg_meets_budget_and_ring_bound(self, method, eps, n):
-    p = q.quantile_parameters(method, 'discrete_gaussian', 32, n, eps, 1e-5)
+    p = q.quantile_parameters(
+        method, 'discrete_gaussian', 32, q.QuantileSetting(n, eps, 1e-5))
     self.assertLessEqual(p.epsilon, eps * (1 + 1e-9))
     self.assertGreaterEqual(p.scaling, 1)
     # The factory's own event, re-accounted here, meets the target.
@@ -61,7 +62,8 @@ class ParametersTest(parameterized.TestCase):
 
   @parameterized.parameters(*hg.METHODS)
   def test_pbm_event_counts_only_sensitive_coordinates(self, method):
-    p = q.quantile_parameters(method, 'poisson_binomial', 32, 128, 2.0, 1e-5)
+    p = q.quantile_parameters(
+        method, 'poisson_binomial', 32, q.QuantileSetting(128, 2.0, 1e-5))
     event = p.factory.dp_event(p.value_type)
     self.assertEqual(event.dimension, hg.sensitivities(method, 32)[2])
     self.assertEqual(p.num_trials, (2**18 - 1) // 128)
@@ -70,31 +72,37 @@ class ParametersTest(parameterized.TestCase):
   def test_pbm_given_num_trials(self):
     # The frequency paper's m' = 3: theta is calibrated for that m.
     # (theta = 1/4 with m = 3 costs 0.107 here: 0.05 is inside the range.)
-    p = q.quantile_parameters('haar', 'poisson_binomial', 64, 10000, 0.05,
-                              1e-4, num_trials=3)
+    p = q.quantile_parameters(
+        'haar', 'poisson_binomial', 64,
+        q.QuantileSetting(10000, 0.05, 1e-4, num_trials=3))
     event = p.factory.dp_event(p.value_type)
     self.assertEqual((p.num_trials, event.num_trials), (3, 3))
     self.assertLessEqual(_epsilon(event, 1e-4), 0.05 * (1 + 1e-6))
     self.assertGreater(_epsilon(event, 1e-4), 0.05 * (1 - 2e-3))
-    ring = q.quantile_parameters('haar', 'poisson_binomial', 64, 10000, 0.05,
-                                 1e-4)
+    ring = q.quantile_parameters(
+        'haar', 'poisson_binomial', 64,
+        q.QuantileSetting(10000, 0.05, 1e-4))
     self.assertEqual(ring.num_trials, (2**18 - 1) // 10000)
     self.assertLess(ring.theta, p.theta)  # more trials, less bias per trial
     with self.assertRaisesRegex(ValueError, r'num_trials <= 26 or bits >= 19'):
-      q.quantile_parameters('haar', 'poisson_binomial', 64, 10000, 0.3,
-                            1e-4, num_trials=27)
+      q.quantile_parameters(
+          'haar', 'poisson_binomial', 64,
+          q.QuantileSetting(10000, 0.3, 1e-4, num_trials=27))
     with self.assertRaisesRegex(ValueError, 'poisson_binomial'):
-      q.quantile_parameters('haar', 'discrete_gaussian', 64, 100, 0.3, 1e-4,
-                            num_trials=3)
+      q.quantile_parameters(
+          'haar', 'discrete_gaussian', 64,
+          q.QuantileSetting(100, 0.3, 1e-4, num_trials=3))
     with self.assertRaisesRegex(ValueError, 'num_trials'):
-      q.quantile_parameters('haar', 'poisson_binomial', 64, 100, 0.3, 1e-4,
-                            num_trials=0)
+      q.quantile_parameters(
+          'haar', 'poisson_binomial', 64,
+          q.QuantileSetting(100, 0.3, 1e-4, num_trials=0))
 
   def test_build_from_parameters_is_the_same_process(self):
-    p = q.quantile_parameters('flat', 'poisson_binomial', 32, 16, 1.0, 1e-5,
-                              seed=11)
-    built = q.build_quantile_process_from_parameters(p, 0.0, 10.0, _QUANTILES,
-                                                     rounds=1)
+    p = q.quantile_parameters(
+        'flat', 'poisson_binomial', 32,
+        q.QuantileSetting(16, 1.0, 1e-5, seed=11))
+    built = q.build_quantile_process_from_parameters(
+        p, 0.0, 10.0, _QUANTILES, rounds=1)
     direct = _process('flat', 'poisson_binomial', 16)
     self.assertEqual(str(built.next.type_signature),
                      str(direct.next.type_signature))
@@ -105,13 +113,15 @@ class ParametersTest(parameterized.TestCase):
     with self.assertRaisesRegex(TypeError, 'QuantileParameters'):
       q.build_quantile_process_from_parameters(p.factory, 0.0, 10.0, _QUANTILES)
     with self.assertRaisesRegex(ValueError, 'consistent_tree'):
-      q.build_quantile_process_from_parameters(p, 0.0, 10.0, _QUANTILES, consistent_tree=True)
+      q.build_quantile_process_from_parameters(
+          p, 0.0, 10.0, _QUANTILES, q.QuantileEstimation(consistent_tree=True))
 
   def test_hierarchical_is_tree(self):
-    a = q.quantile_parameters('hierarchical', 'discrete_gaussian', 32, 128,
-                              2.0, 1e-5)
-    b = q.quantile_parameters('tree', 'discrete_gaussian', 32, 128, 2.0,
-                              1e-5)
+    a = q.quantile_parameters(
+        'hierarchical', 'discrete_gaussian', 32,
+        q.QuantileSetting(128, 2.0, 1e-5))
+    b = q.quantile_parameters(
+        'tree', 'discrete_gaussian', 32, q.QuantileSetting(128, 2.0, 1e-5))
     self.assertEqual((a.method, a.scaling, a.noise_multiplier),
                      (b.method, b.scaling, b.noise_multiplier))
     process = _process('hierarchical', 'discrete_gaussian', 16)
@@ -119,37 +129,45 @@ class ParametersTest(parameterized.TestCase):
         'cdf'], tff.TensorType(np.float64, [32]))
 
   def test_release_adversary_and_many_trials(self):
-    server = q.quantile_parameters('flat', 'discrete_gaussian', 32, 128, 2.0,
-                                   1e-5)
-    release = q.quantile_parameters('flat', 'discrete_gaussian', 32, 128,
-                                    2.0, 1e-5, adversary='release')
+    server = q.quantile_parameters(
+        'flat', 'discrete_gaussian', 32,
+        q.QuantileSetting(128, 2.0, 1e-5))
+    release = q.quantile_parameters(
+        'flat', 'discrete_gaussian', 32,
+        q.QuantileSetting(128, 2.0, 1e-5, adversary='release'))
     # No sampling: the two adversaries see the same release.
     self.assertEqual(server.noise_multiplier, release.noise_multiplier)
     self.assertEqual(release.adversary, 'release')
     # 30 bits for 4 clients: the ring would allow 2^28 trials; the sampler's
     # limit caps them.
-    wide = q.quantile_parameters('flat', 'poisson_binomial', 32, 4, 1.0,
-                                 1e-5, bits=30)
+    wide = q.quantile_parameters(
+        'flat', 'poisson_binomial', 32,
+        q.QuantileSetting(4, 1.0, 1e-5, bits=30))
     self.assertEqual(wide.num_trials, 2**20)
 
   def test_more_rounds_cost_more_noise(self):
-    one = q.quantile_parameters('flat', 'discrete_gaussian', 32, 128, 2.0,
-                                1e-5)
-    ten = q.quantile_parameters('flat', 'discrete_gaussian', 32, 128, 2.0,
-                                1e-5, rounds=10)
+    one = q.quantile_parameters(
+        'flat', 'discrete_gaussian', 32,
+        q.QuantileSetting(128, 2.0, 1e-5))
+    ten = q.quantile_parameters(
+        'flat', 'discrete_gaussian', 32,
+        q.QuantileSetting(128, 2.0, 1e-5, rounds=10))
     self.assertGreater(ten.noise_multiplier, 2 * one.noise_multiplier)
 
   def test_small_ring_refused_with_bits_that_work(self):
     with self.assertRaisesRegex(ValueError, r'bits >= (\d+)') as cm:
-      q.quantile_parameters('flat', 'discrete_gaussian', 32, 512, 1.0, 1e-5,
-                            bits=8)
+      q.quantile_parameters(
+          'flat', 'discrete_gaussian', 32,
+          q.QuantileSetting(512, 1.0, 1e-5, bits=8))
     need = int(cm.exception.args[0].split('bits >= ')[1].split()[0]
                .rstrip(';.'))
-    q.quantile_parameters('flat', 'discrete_gaussian', 32, 512, 1.0, 1e-5,
-                          bits=need)
+    q.quantile_parameters(
+        'flat', 'discrete_gaussian', 32,
+        q.QuantileSetting(512, 1.0, 1e-5, bits=need))
     with self.assertRaisesRegex(ValueError, 'bits >= 9'):
-      q.quantile_parameters('flat', 'poisson_binomial', 32, 300, 1.0, 1e-5,
-                            bits=8)
+      q.quantile_parameters(
+          'flat', 'poisson_binomial', 32,
+          q.QuantileSetting(300, 1.0, 1e-5, bits=8))
 
   @parameterized.named_parameters(
       ('method', dict(method='median'), 'method'),
@@ -175,7 +193,7 @@ class ParametersTest(parameterized.TestCase):
                 expected_clients_per_round=16, epsilon=1.0, delta=1e-5)
     args.update(override)
     with self.assertRaisesRegex(ValueError, message):
-      q.build_quantile_process(**args)
+      _build_flat(**args)
 
   @parameterized.named_parameters(
       ('bins_float', dict(num_bins=32.0), 'num_bins'),
@@ -190,18 +208,61 @@ class ParametersTest(parameterized.TestCase):
                 expected_clients_per_round=16, epsilon=1.0, delta=1e-5)
     args.update(override)
     with self.assertRaisesRegex(TypeError, message):
-      q.build_quantile_process(**args)
+      _build_flat(**args)
+
+  @parameterized.named_parameters(
+      ('count', dict(count='exact'), r'QuantileEstimation\(count='),
+      ('estimator', dict(estimator='paper'), r'QuantileEstimation\(estimator='),
+      ('bits', dict(bits=18), r'QuantileSetting\(bits='),
+      ('clients', dict(expected_clients_per_round=16, epsilon=1.0,
+                       delta=1e-5),
+       r'QuantileSetting\(expected_clients_per_round='))
+  def test_old_keywords_say_what_to_use(self, keywords, message):
+    # Compatibility: the keywords the builders took before the option
+    # objects fail with a TypeError naming the object and its field.
+    args = ['flat', 'discrete_gaussian', 0.0, 10.0, 32, [0.5]]
+    setting = dict(setting=q.QuantileSetting(16, 1.0, 1e-5))
+    if 'expected_clients_per_round' in keywords:
+      setting = {}
+    with self.assertRaisesRegex(TypeError, message):
+      q.build_quantile_process(*args, **setting, **keywords)
+    params = q.quantile_parameters('flat', 'discrete_gaussian', 32,
+                                   q.QuantileSetting(16, 1.0, 1e-5))
+    if 'count' in keywords:
+      with self.assertRaisesRegex(TypeError, message):
+        q.build_quantile_process_from_parameters(params, 0.0, 10.0, [0.5],
+                                                 **keywords)
+    if 'bits' in keywords:
+      with self.assertRaisesRegex(TypeError, message):
+        q.quantile_parameters('flat', 'discrete_gaussian', 32,
+                              setting=q.QuantileSetting(16, 1.0, 1e-5),
+                              **keywords)
+
+  def test_old_positional_form_says_what_to_use(self):
+    with self.assertRaisesRegex(TypeError, r'QuantileSetting\(expected_'):
+      q.build_quantile_process('flat', 'discrete_gaussian', 0.0, 10.0, 32,
+                               [0.5], 16, 1.0, 1e-5)
+    with self.assertRaisesRegex(TypeError, r'QuantileSetting\('):
+      q.build_quantile_process('flat', 'discrete_gaussian', 0.0, 10.0, 32,
+                               [0.5], 16)
+    with self.assertRaisesRegex(TypeError, r'QuantileSetting\(expected_'):
+      q.quantile_parameters('flat', 'discrete_gaussian', 32, 16, 1.0, 1e-5)
+    with self.assertRaisesRegex(TypeError, r'QuantileEstimation\('):
+      q.build_quantile_process(
+          'flat', 'discrete_gaussian', 0.0, 10.0, 32, [0.5],
+          q.QuantileSetting(16, 1.0, 1e-5), 'exact')
 
   def test_many_bins_are_built_without_quadratic_memory(self):
     process = q.build_quantile_process(
-        'haar', 'discrete_gaussian', 0.0, 1.0, 2**14, [0.5], 64, 1.0, 1e-5,
-        bits=30)
+        'haar', 'discrete_gaussian', 0.0, 1.0, 2**14, [0.5],
+        q.QuantileSetting(64, 1.0, 1e-5, bits=30))
     self.assertEqual(process.next.type_signature.result.measurements.member[
         'cdf'], tff.TensorType(np.float64, [2**14]))
     with self.assertRaisesRegex(ValueError, 'O\\(b\\^2\\)'):
       q.build_quantile_process(
-          'flat', 'discrete_gaussian', 0.0, 1.0, 4096, [0.5], 64, 1.0, 1e-5,
-          estimator='monotone')
+          'flat', 'discrete_gaussian', 0.0, 1.0, 4096, [0.5],
+          q.QuantileSetting(64, 1.0, 1e-5),
+          q.QuantileEstimation(estimator='monotone'))
 
 
 class ParametersForNoiseTest(parameterized.TestCase):
@@ -248,8 +309,9 @@ class ParametersForNoiseTest(parameterized.TestCase):
         p.factory.dp_event(p.value_type), 1e-5))
 
   def test_agrees_with_the_calibrated_parameters(self):
-    calibrated = q.quantile_parameters('tree', 'discrete_gaussian', 16, 100,
-                                       2.0, 1e-5)
+    calibrated = q.quantile_parameters(
+        'tree', 'discrete_gaussian', 16,
+        q.QuantileSetting(100, 2.0, 1e-5))
     fixed = qc.parameters_for_noise('tree', 16, 100,
                                     calibrated.noise_multiplier, 1e-5)
     self.assertGreaterEqual(fixed.scaling, calibrated.scaling)
@@ -273,10 +335,27 @@ class ParametersForNoiseTest(parameterized.TestCase):
       qc.largest_scaling('flat', 100, 1.0, 1e-5, 18)
 
 
-def _process(method, mechanism, n, epsilon=1.0, **kwargs):
+def _process(method, mechanism, n, epsilon=1.0, **estimation):
   return q.build_quantile_process(
-      method, mechanism, 0.0, 10.0, 32, _QUANTILES, n, epsilon, 1e-5,
-      seed=11, **kwargs)
+      method, mechanism, 0.0, 10.0, 32, _QUANTILES,
+      q.QuantileSetting(n, epsilon, 1e-5, seed=11),
+      q.QuantileEstimation(**estimation))
+
+
+_SETTING_FIELDS = ('expected_clients_per_round', 'epsilon', 'delta', 'bits',
+                   'rounds', 'adversary', 'num_trials', 'seed')
+
+
+def _build_flat(method, mechanism, lower_bound, upper_bound, num_bins,
+                quantiles, **fields):
+  """build_quantile_process with every field named flat (the refusal tests
+  override one at a time): the setting's fields into `QuantileSetting`,
+  the rest into `QuantileEstimation`, each refused by the object's own
+  validation or by the builder."""
+  setting = {k: fields.pop(k) for k in _SETTING_FIELDS if k in fields}
+  return q.build_quantile_process(
+      method, mechanism, lower_bound, upper_bound, num_bins, quantiles,
+      q.QuantileSetting(**setting), q.QuantileEstimation(**fields))
 
 
 @pytest.mark.slow  # end to end / statistical: `make test` runs it
@@ -349,8 +428,9 @@ class ExecutionTest(parameterized.TestCase):
     n = 64
     values = np.random.default_rng(3).uniform(0, 10, n).astype(np.float32)
     process = _process(method, mechanism, n, epsilon=8.0, count='exact')
-    params = q.quantile_parameters(method, mechanism, 32, n, 8.0, 1e-5,
-                                   seed=11)
+    params = q.quantile_parameters(
+        method, mechanism, 32,
+        q.QuantileSetting(n, 8.0, 1e-5, seed=11))
     out = process.next(process.initialize(), list(values))
     cdf = np.asarray(out.measurements['cdf'])
     # Each CDF value is (a linear map K of the noisy encoding) / n, with
@@ -394,7 +474,8 @@ class ExecutionTest(parameterized.TestCase):
     # the public count n but in no bin: CDF ~ 11/24 from the first bin on,
     # 23/24 at the last.
     cdf = np.asarray(out.measurements['cdf'])
-    params = q.quantile_parameters('flat', mechanism, 32, n, 30.0, 1e-5)
+    params = q.quantile_parameters(
+        'flat', mechanism, 32, q.QuantileSetting(n, 30.0, 1e-5))
     # Groups of identical encodings: 1 NaN (zeros), 11 in bin 0, 12 in bin
     # 31 (see _noise_stddev).
     s = _noise_stddev(params, mechanism, n, [1, 11, 12])
@@ -410,13 +491,16 @@ class ExecutionTest(parameterized.TestCase):
     n = 48
     values = list(np.random.default_rng(9).uniform(0, 10, n).astype(
         np.float32))
-    params = q.quantile_parameters('tree', 'discrete_gaussian', 32, n, 4.0,
-                                   1e-5, seed=11)
+    params = q.quantile_parameters(
+        'tree', 'discrete_gaussian', 32,
+        q.QuantileSetting(n, 4.0, 1e-5, seed=11))
     calibrated = q.build_quantile_process(
-        'tree', 'discrete_gaussian', 0.0, 10.0, 32, _QUANTILES, n, 4.0,
-        1e-5, count='exact', seed=11)
+        'tree', 'discrete_gaussian', 0.0, 10.0, 32, _QUANTILES,
+        q.QuantileSetting(n, 4.0, 1e-5, seed=11),
+        q.QuantileEstimation(count='exact'))
     given = q.build_quantile_process_from_parameters(
-        params, 0.0, 10.0, _QUANTILES, count='exact')
+        params, 0.0, 10.0, _QUANTILES,
+        q.QuantileEstimation(count='exact'))
     a = calibrated.next(calibrated.initialize(), values)
     b = given.next(given.initialize(), values)
     # Same aggregator, same test seed: the same noisy output.
@@ -454,8 +538,9 @@ class ExecutionTest(parameterized.TestCase):
     # al. 2020; binomial: Hoeffding), so a zero total reaches 6 stddevs
     # with probability <= exp(-18) ~ 1.5e-8.
     strict = q.build_quantile_process(
-        'flat', mechanism, 0.0, 10.0, 32, _QUANTILES, 16, 2.0, 1e-5,
-        min_total_stddevs=6.0)
+        'flat', mechanism, 0.0, 10.0, 32, _QUANTILES,
+        q.QuantileSetting(16, 2.0, 1e-5),
+        q.QuantileEstimation(min_total_stddevs=6.0))
     out = strict.next(strict.initialize(), nan_round)
     self.assertTrue(np.all(np.isnan(out.result)))
     self.assertEqual(out.measurements['status'], 'too_few_values')
@@ -517,11 +602,13 @@ class RingCapacityTest(parameterized.TestCase):
     # Issue 32: this process fed 2000 lognormal values returned
     # [3.28 9.51 13.45] (truth [0.50 0.98 2.00]) with status b'ok'.
     process = q.build_quantile_process(
-        'flat', 'discrete_gaussian', 0.0, 20.0, 32, [0.25, 0.5, 0.75], 20,
-        2.0, 1e-6, estimator='interpolate', seed=3)
+        'flat', 'discrete_gaussian', 0.0, 20.0, 32, [0.25, 0.5, 0.75],
+        q.QuantileSetting(20, 2.0, 1e-6, seed=3),
+        q.QuantileEstimation(estimator='interpolate'))
     values = np.random.default_rng(0).lognormal(size=2000).astype(np.float32)
     capacity = q.quantile_parameters(
-        'flat', 'discrete_gaussian', 32, 20, 2.0, 1e-6).ring_capacity()
+        'flat', 'discrete_gaussian', 32,
+        q.QuantileSetting(20, 2.0, 1e-6)).ring_capacity()
     self.assertLess(capacity.capacity, 2000)
     with self.assertRaises(rounds.RoundRefusedError) as raised:
       process.next(process.initialize(), list(values))
@@ -533,8 +620,8 @@ class RingCapacityTest(parameterized.TestCase):
 
   @parameterized.parameters(*q.MECHANISMS)
   def test_flag_never_says_ok(self, mechanism):
-    params = q.quantile_parameters('flat', mechanism, 32, 8, 8.0, 1e-5,
-                                   seed=5)
+    params = q.quantile_parameters(
+        'flat', mechanism, 32, q.QuantileSetting(8, 8.0, 1e-5, seed=5))
     capacity = params.ring_capacity().capacity
     process = q.build_quantile_process_from_parameters(
         params, 0.0, 10.0, _QUANTILES, on_wrap='flag')
@@ -552,8 +639,9 @@ class RingCapacityTest(parameterized.TestCase):
 class SimulatorCapacityTest(parameterized.TestCase):
 
   def test_simulator_refuses_like_the_process(self):
-    params = q.quantile_parameters('flat', 'poisson_binomial', 32, 8, 8.0,
-                                   1e-5)
+    params = q.quantile_parameters(
+        'flat', 'poisson_binomial', 32,
+        q.QuantileSetting(8, 8.0, 1e-5))
     capacity = params.ring_capacity().capacity
     codes = simulation.encodings('flat', [5.0] * (capacity + 1), 0.0, 10.0,
                                  32)
@@ -562,8 +650,9 @@ class SimulatorCapacityTest(parameterized.TestCase):
       simulation.noisy_sum('poisson_binomial', codes, params)
     simulation.noisy_sum('poisson_binomial', codes, params, on_wrap='flag')
     with self.assertRaisesRegex(ValueError, 'on_wrap'):
-      q.build_quantile_process('flat', 'poisson_binomial', 0.0, 1.0, 4,
-                               [0.5], 8, 1.0, 1e-5, on_wrap='warn')
+      q.build_quantile_process(
+          'flat', 'poisson_binomial', 0.0, 1.0, 4, [0.5],
+          q.QuantileSetting(8, 1.0, 1e-5), on_wrap='warn')
 
 
 if __name__ == '__main__':

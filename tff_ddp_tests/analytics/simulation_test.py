@@ -52,7 +52,8 @@ class MomentsTest(parameterized.TestCase):
   @parameterized.parameters(*hg.METHODS)
   def test_discrete_gaussian(self, method):
     codes = _codes(method)
-    p = q.quantile_parameters(method, 'discrete_gaussian', 16, 32, 2.0, 1e-5)
+    p = q.quantile_parameters(
+        method, 'discrete_gaussian', 16, q.QuantileSetting(32, 2.0, 1e-5))
     errors = np.array([sim.noisy_sum('discrete_gaussian', codes, p, seed=s)
                        - codes.sum(0) for s in range(_REPS)])
     # Sum of n iid N_Z(0, sigma^2) over c^2: variance n sigma^2 / c^2
@@ -64,7 +65,8 @@ class MomentsTest(parameterized.TestCase):
   @parameterized.parameters(*hg.METHODS)
   def test_poisson_binomial(self, method):
     codes = _codes(method)
-    p = q.quantile_parameters(method, 'poisson_binomial', 16, 32, 2.0, 1e-5)
+    p = q.quantile_parameters(
+        method, 'poisson_binomial', 16, q.QuantileSetting(32, 2.0, 1e-5))
     fp = p.aggregator_mechanism()
     errors = np.array([sim.noisy_sum('poisson_binomial', codes, p, seed=s)
                        - codes.sum(0) for s in range(_REPS)])
@@ -107,8 +109,8 @@ class SimulatorVsProcessTest(parameterized.TestCase):
   def test_same_noise_law(self, mechanism):
     n, b, rounds = 16, 16, 30
     values = (np.arange(n) + 0.5) * (10.0 / n)  # one client per bin
-    params = q.quantile_parameters('flat', mechanism, b, n, 2.0, 1e-5,
-                                   seed=5)
+    params = q.quantile_parameters(
+        'flat', mechanism, b, q.QuantileSetting(n, 2.0, 1e-5, seed=5))
     codes = sim.encodings('flat', values, 0.0, 10.0, b)
     truth = codes.sum(axis=0)
     stddev = params.noise_stddev(n)

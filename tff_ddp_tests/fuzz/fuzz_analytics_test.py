@@ -77,11 +77,30 @@ def _check_params(kwargs, params):
   return None
 
 
+_SETTING_FIELDS = ('expected_clients_per_round', 'epsilon', 'delta', 'bits',
+                   'rounds', 'adversary', 'num_trials', 'seed')
+_ESTIMATION_FIELDS = ('count', 'estimator', 'consistent_tree',
+                      'min_total_stddevs')
+
+
 def _validated_process(**kwargs):
-  """build_quantile_process up to the tracing: _build returns its input."""
+  """build_quantile_process up to the tracing (_build returns its input),
+  every field fuzzed flat: the setting's into `QuantileSetting`, the
+  estimation's into `QuantileEstimation` (each validated where it is
+  built), the rest as the builder's own arguments."""
+  setting = {k: kwargs.pop(k) for k in _SETTING_FIELDS if k in kwargs}
+  estimation = {k: kwargs.pop(k) for k in _ESTIMATION_FIELDS if k in kwargs}
   with mock.patch.object(q, '_build',
                          lambda params, *args, **kwargs: (params, args)):
-    return q.build_quantile_process(**kwargs)
+    return q.build_quantile_process(
+        setting=q.QuantileSetting(**setting),
+        estimation=q.QuantileEstimation(**estimation), **kwargs)
+
+
+def _quantile_parameters(method, mechanism, num_bins, **setting):
+  """quantile_parameters with the setting's fields fuzzed flat."""
+  return qc.quantile_parameters(method, mechanism, num_bins,
+                                qc.QuantileSetting(**setting))
 
 
 def _check_validated(kwargs, result):
@@ -156,7 +175,7 @@ ENTRY_POINTS = [
                    dict(cdf=[0.5, 1.0]), 'clear_error')]),
     fz.EntryPoint(
         name='analytics.quantile_parameters',
-        call=qc.quantile_parameters,
+        call=_quantile_parameters,
         baseline=dict(method='flat', mechanism='poisson_binomial',
                       num_bins=16, expected_clients_per_round=100,
                       epsilon=1.0, delta=1e-5, bits=18, rounds=1,

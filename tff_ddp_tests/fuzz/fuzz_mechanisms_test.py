@@ -134,13 +134,25 @@ def _check_binomial(kwargs, out):
   return None
 
 
+def _ddg_parameters(dim, integer_inputs=False, **request):
+  """ddg.compute_parameters with the request's fields fuzzed flat (each
+  validated where `ddg.Request` is built)."""
+  return ddg.compute_parameters(dim, ddg.Request(**request),
+                                integer_inputs=integer_inputs)
+
+
+def _pbm_parameters(dim, **request):
+  """pbm.compute_parameters with the request's fields fuzzed flat."""
+  return pbm.compute_parameters(dim, pbm.Request(**request))
+
+
 _PROBABILITIES = st.floats(0.0, 1.0)
 _SIZES = st.one_of(st.integers(-2, 40), fz.ints())
 
 ENTRY_POINTS = [
     fz.EntryPoint(
         name='mechanisms.ddg.compute_parameters',
-        call=ddg.compute_parameters,
+        call=_ddg_parameters,
         baseline=dict(dim=8, l2_clip=1.0, noise_multiplier=1.0,
                       expected_clients_per_round=10, bits=16,
                       modclip_prob=1e-4, beta=0.0, granularity=None,
@@ -173,7 +185,7 @@ ENTRY_POINTS = [
         ]),
     fz.EntryPoint(
         name='mechanisms.pbm.compute_parameters',
-        call=pbm.compute_parameters,
+        call=_pbm_parameters,
         baseline=dict(dim=8, l2_clip=1.0, theta=0.1, num_trials=16,
                       expected_clients_per_round=10,
                       max_clients_per_round=None, divisor='l2',

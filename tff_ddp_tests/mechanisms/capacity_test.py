@@ -30,13 +30,18 @@ def _ddg_configurations():
   for z, d, n, bits in ((1.0, 64, 10, 16), (0.5, 16, 3, 12),
                         (2.0, 1000, 100, 20), (0.0, 8, 7, 14)):
     out.append((f'heuristic z={z} d={d} n={n} b={bits}',
-                ddg.compute_parameters(d, 1.0, z, n, bits)))
+                ddg.compute_parameters(d, ddg.Request(1.0, z, n, bits))))
   for c, n, bits in ((4, 5, 16), (100, 20, 18), (1, 1, 8)):
     out.append((f'granularity c={c} n={n} b={bits}', ddg.compute_parameters(
-        dim=6, l2_clip=math.sqrt(3.0), noise_multiplier=1.0,
-        expected_clients_per_round=n, bits=bits, encoder=registry.Identity(6),
-        granularity=1.0 / c, linf_clip=1.0, integer_inputs=True)))
-  out.append(('skellam', skellam.compute_parameters(64, 1.0, 1.0, 10, 16)))
+        6,
+        ddg.Request(
+            l2_clip=math.sqrt(3.0), noise_multiplier=1.0,
+            expected_clients_per_round=n, bits=bits, granularity=1.0 / c,
+            linf_clip=1.0),
+        encoder=registry.Identity(6),
+        integer_inputs=True)))
+  out.append(('skellam', skellam.compute_parameters(
+      64, skellam.Request(1.0, 1.0, 10, 16))))
   return out
 
 
@@ -87,16 +92,19 @@ class DiscreteGaussianCapacityTest(parameterized.TestCase):
     # gamma is derived so that k sum stddevs of n clients fill M/2: one
     # client more already exceeds it, and more bits do not add room.
     for bits in (10, 16, 24, 30):
-      mechanism = ddg.compute_parameters(256, 1.0, 1.0, 50, bits)
+      mechanism = ddg.compute_parameters(256, ddg.Request(1.0, 1.0, 50, bits))
       self.assertEqual(mechanism.max_clients(), 50, bits)
 
   def test_given_granularity_grows_with_the_ring(self):
     # The worst case n (B/gamma + 1) + 1 + k sqrt(n) sigma/gamma < M/2:
     # with c = 4, B = 1 it is about 5 n, so doubling M about doubles n.
     caps = [ddg.compute_parameters(
-        dim=6, l2_clip=math.sqrt(3.0), noise_multiplier=1.0,
-        expected_clients_per_round=5, bits=bits, encoder=registry.Identity(6),
-        granularity=0.25, linf_clip=1.0, integer_inputs=True).max_clients()
+        6,
+        ddg.Request(
+            l2_clip=math.sqrt(3.0), noise_multiplier=1.0,
+            expected_clients_per_round=5, bits=bits, granularity=0.25,
+            linf_clip=1.0),
+        encoder=registry.Identity(6), integer_inputs=True).max_clients()
             for bits in (12, 13, 14)]
     self.assertLess(caps[0], caps[1])
     self.assertLess(caps[1], caps[2])
@@ -107,9 +115,11 @@ class PoissonBinomialCapacityTest(parameterized.TestCase):
 
   @parameterized.parameters((1, 1), (5, 16), (100, 30), (3, 2**20))
   def test_max_clients_is_n_m_below_the_modulus(self, n, m):
-    mechanism = pbm.compute_parameters(dim=4, l2_clip=1.0, theta=0.25,
-                                       num_trials=m,
-                                       expected_clients_per_round=n)
+    mechanism = pbm.compute_parameters(
+        4,
+        pbm.Request(
+            l2_clip=1.0, theta=0.25, num_trials=m,
+            expected_clients_per_round=n))
     cap = mechanism.max_clients()
     self.assertGreaterEqual(cap, mechanism.max_clients_per_round)
     for k in (cap - 1, cap, cap + 1):
@@ -124,8 +134,11 @@ class EmptyRoundEventTest(parameterized.TestCase):
 
   def test_zero_clients_is_a_no_op_event(self):
     mechanisms = [m for _, m in _ddg_configurations()] + [
-        pbm.compute_parameters(dim=4, l2_clip=1.0, theta=0.1, num_trials=4,
-                               expected_clients_per_round=3)]
+        pbm.compute_parameters(
+            4,
+            pbm.Request(
+                l2_clip=1.0, theta=0.1, num_trials=4,
+                expected_clients_per_round=3))]
     for mechanism in mechanisms:
       self.assertEqual(mechanism.dp_event(0), dp_accounting.NoOpDpEvent())
       self.assertNotEqual(mechanism.dp_event(1), dp_accounting.NoOpDpEvent())

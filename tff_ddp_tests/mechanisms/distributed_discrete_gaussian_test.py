@@ -10,16 +10,24 @@ import tensorflow as tf
 from tff_ddp.encoders import hadamard
 from tff_ddp.encoders import registry
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
+from tff_ddp.mechanisms import distributed_skellam
 from tff_ddp.mechanisms import rounding
 from tff_ddp_tests import harness
 
+
+
+def _compute(module, dim, encoder=None, integer_inputs=False, **request):
+  """module.compute_parameters with the request's fields given flat."""
+  return module.compute_parameters(dim, module.Request(**request),
+                                   encoder=encoder,
+                                   integer_inputs=integer_inputs)
 
 def _params(**kwargs):
   args = dict(dim=100, l2_clip=1.0, noise_multiplier=1.0,
               expected_clients_per_round=10, bits=16, modclip_prob=1e-4,
               beta=math.exp(-0.5))
   args.update(kwargs)
-  return ddg.compute_parameters(**args)
+  return _compute(ddg, **args)
 
 
 # ---------------------------------------------------------------------------
@@ -151,8 +159,11 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
     # coordinate near +-2^30 plus a noise residue near 2^30 must still give
     # the exact residue mod M (the sum is formed in uint32; a signed int32
     # sum would overflow where the int64 reference does not).
-    p = ddg.compute_parameters(dim=64, l2_clip=1.0, noise_multiplier=0.03,
-                               expected_clients_per_round=1, bits=30)
+    p = ddg.compute_parameters(
+        64,
+        ddg.Request(
+            l2_clip=1.0, noise_multiplier=0.03, expected_clients_per_round=1,
+            bits=30))
     self.assertTrue(p.float32_rotation)
     self.assertGreater(p.scaled_l2_clip, 0.999 * 2**30)
     seed = tf.constant([3, 1], tf.int64)
@@ -179,15 +190,20 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
       self.assertFalse(_params(dim=12, encoder=registry.make_encoder(
           name, 12)).float32_rotation, name)
     # c/gamma >= 2^30: rounded values might not fit int32.
-    big = ddg.compute_parameters(dim=64, l2_clip=1.0, noise_multiplier=0.01,
-                                 expected_clients_per_round=1, bits=30)
+    big = ddg.compute_parameters(
+        64,
+        ddg.Request(
+            l2_clip=1.0, noise_multiplier=0.01, expected_clients_per_round=1,
+            bits=30))
     self.assertGreater(big.scaled_l2_clip, 2**30)
     self.assertFalse(big.float32_rotation)
     # n 2 eps c/gamma vs 2^-10 sqrt(n D) sigma/gamma: 0.55 of it at 100
     # clients (float32), 1.10 at 200 (float64).
     small, many = (ddg.compute_parameters(
-        dim=4, l2_clip=1.0, noise_multiplier=0.1,
-        expected_clients_per_round=n, bits=20) for n in (100, 200))
+        4,
+        ddg.Request(
+            l2_clip=1.0, noise_multiplier=0.1, expected_clients_per_round=n,
+            bits=20)) for n in (100, 200))
     self.assertTrue(small.float32_rotation)
     self.assertFalse(many.float32_rotation)
 
@@ -258,7 +274,7 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
       kwargs['encoder'] = registry.make_encoder(kwargs['encoder'], 12)
     if mechanism == 'skellam':
       from tff_ddp.mechanisms import distributed_skellam  # pylint: disable=g-import-not-at-top
-      p = distributed_skellam.compute_parameters(
+      p = _compute(distributed_skellam,
           dim=12, l2_clip=1.0, noise_multiplier=1.0,
           expected_clients_per_round=10, bits=16, **kwargs)
     else:
@@ -298,9 +314,12 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
     # Identity encoder, scaling c = 4: an integer vector of norm <= l2_clip
     # is sent exactly (times c) and the sensitivity is c * l2_clip itself.
     p = ddg.compute_parameters(
-        dim=5, l2_clip=math.sqrt(3.0), noise_multiplier=0.0,
-        expected_clients_per_round=4, bits=16, encoder=registry.Identity(5),
-        granularity=0.25, linf_clip=1.0, integer_inputs=True)
+        5,
+        ddg.Request(
+            l2_clip=math.sqrt(3.0), noise_multiplier=0.0,
+            expected_clients_per_round=4, bits=16, granularity=0.25,
+            linf_clip=1.0),
+        encoder=registry.Identity(5), integer_inputs=True)
     self.assertEqual(p.norm_threshold, 16 * 3)
     self.assertAlmostEqual(p.l2_sensitivity, 4 * math.sqrt(3.0))
     x = tf.constant([1.0, 0.0, -1.0, 1.0, 0.0], tf.float64)
@@ -311,8 +330,10 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllEqual(flags, [0, 0, 0])
     with self.assertRaisesRegex(ValueError, 'integer_inputs'):
       ddg.compute_parameters(
-          dim=5, l2_clip=1.0, noise_multiplier=0.0,
-          expected_clients_per_round=4, bits=16, granularity=0.3,
+          5,
+          ddg.Request(
+              l2_clip=1.0, noise_multiplier=0.0, expected_clients_per_round=4,
+              bits=16, granularity=0.3),
           encoder=registry.Identity(5), integer_inputs=True)
 
   def test_more_clients_than_the_ring_was_sized_for_may_wrap(self):
@@ -342,6 +363,24 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
 
 
 class ParametersTest(parameterized.TestCase):
+
+  def test_old_arguments_say_what_to_use(self):
+    # Compatibility: the request's fields, given to compute_parameters as
+    # before `Request` held them, fail naming the class and field.
+    with self.assertRaisesRegex(TypeError, r'Request\(bits='):
+      ddg.compute_parameters(8, ddg.Request(1.0, 1.0, 10, 16), bits=18)
+    with self.assertRaisesRegex(TypeError, r'Request\(l2_clip, noise_mult'):
+      ddg.compute_parameters(8, 1.0, 1.0, 10, 16)
+    with self.assertRaisesRegex(TypeError, r'Request\(l2_clip='):
+      distributed_skellam.compute_parameters(
+          dim=8, l2_clip=1.0, noise_multiplier=1.0,
+          expected_clients_per_round=10, bits=16)
+    with self.assertRaisesRegex(TypeError, r'distributed_discrete_gaussian'
+                                r'.Request\('):
+      ddg.compute_parameters(8, 1.0)
+    # The request is validated when it is built, before any mechanism.
+    with self.assertRaisesRegex(ValueError, 'bits'):
+      ddg.Request(1.0, 1.0, 10, 40)
 
   def test_heuristic_fits_k_stddevs_in_the_ring(self):
     # Section 6: 2 k sigma_hat / gamma = 2^bits.

@@ -113,12 +113,19 @@ def _rounding_cases():
   return cases
 
 
+
+def _compute(module, dim, encoder=None, integer_inputs=False, **request):
+  """module.compute_parameters with the request's fields given flat."""
+  return module.compute_parameters(dim, module.Request(**request),
+                                   encoder=encoder,
+                                   integer_inputs=integer_inputs)
+
 def _params(**kwargs):
   args = dict(dim=100, l2_clip=1.0, noise_multiplier=1.0,
               expected_clients_per_round=10, bits=16, modclip_prob=1e-4,
               beta=math.exp(-0.5))
   args.update(kwargs)
-  return ddg.compute_parameters(**args)
+  return _compute(ddg, **args)
 
 
 _MECHANISMS = {
@@ -133,14 +140,20 @@ _MECHANISMS = {
         dim=24, encoder=registry.Identity(24), granularity=0.01,
         linf_clip=0.3, bits=20),
     'integer_inputs': lambda: ddg.compute_parameters(
-        dim=5, l2_clip=math.sqrt(3.0), noise_multiplier=1.0,
-        expected_clients_per_round=4, bits=16, encoder=registry.Identity(5),
-        granularity=0.25, linf_clip=1.0, integer_inputs=True),
+        5,
+        ddg.Request(
+            l2_clip=math.sqrt(3.0), noise_multiplier=1.0,
+            expected_clients_per_round=4, bits=16, granularity=0.25,
+            linf_clip=1.0),
+        encoder=registry.Identity(5),
+        integer_inputs=True),
     'kashin': lambda: _params(dim=12,
                               encoder=registry.make_encoder('kashin', 12)),
     'skellam': lambda: distributed_skellam.compute_parameters(
-        dim=20, l2_clip=1.0, noise_multiplier=1.0,
-        expected_clients_per_round=10, bits=16),
+        20,
+        distributed_skellam.Request(
+            l2_clip=1.0, noise_multiplier=1.0, expected_clients_per_round=10,
+            bits=16)),
 }
 
 

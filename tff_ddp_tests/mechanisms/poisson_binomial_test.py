@@ -44,8 +44,9 @@ def _params(output_dim=None, level=None, **kwargs):
   args = dict(dim=8, l2_clip=1.0, theta=0.25, num_trials=16,
               expected_clients_per_round=10)
   args.update(kwargs)
-  args['encoder'] = PaddingEncoder(args['dim'], output_dim, level)
-  return pbm.compute_parameters(**args)
+  encoder = PaddingEncoder(args['dim'], output_dim, level)
+  dim = args.pop('dim')
+  return pbm.compute_parameters(dim, pbm.Request(**args), encoder)
 
 
 class ParametersTest(parameterized.TestCase):
@@ -98,6 +99,17 @@ class ParametersTest(parameterized.TestCase):
   def test_refused(self, kwargs, message):
     with self.assertRaisesRegex(ValueError, message):
       _params(**kwargs)
+
+  def test_old_arguments_say_what_to_use(self):
+    # Compatibility: the request's fields, given to compute_parameters as
+    # before `Request` held them, fail naming the class and field.
+    with self.assertRaisesRegex(TypeError, r'Request\(theta='):
+      pbm.compute_parameters(8, l2_clip=1.0, theta=0.1, num_trials=16,
+                             expected_clients_per_round=10)
+    with self.assertRaisesRegex(TypeError, r'Request\(l2_clip, theta'):
+      pbm.compute_parameters(8, 1.0, 0.1, 16, 10)
+    with self.assertRaisesRegex(TypeError, r'poisson_binomial.Request\('):
+      pbm.compute_parameters(8, 1.0)
 
   @parameterized.named_parameters(
       ('trials_float', dict(num_trials=2.5), 'num_trials'),
@@ -272,9 +284,12 @@ class ClientServerTest(tf.test.TestCase, parameterized.TestCase):
     # theta = 1/4 and m large: the estimate concentrates on the clipped sum.
     d = 12
     encoder = hadamard.RandomizedHadamard(d)
-    p = pbm.compute_parameters(dim=d, l2_clip=1.0, theta=0.25,
-                               num_trials=2**14, expected_clients_per_round=4,
-                               encoder=encoder)
+    p = pbm.compute_parameters(
+        d,
+        pbm.Request(
+            l2_clip=1.0, theta=0.25, num_trials=2**14,
+            expected_clients_per_round=4),
+        encoder=encoder)
     seed = tf.constant([5, 6], tf.int64)
     encode = tf.function(lambda x, s: p.client_encode(x, seed, s)[0][
         'encoded'])
