@@ -111,10 +111,11 @@ Add (1 + e^eps) n eta to delta, after converting Renyi accounting to
 
 TABLE COST. Memory: `packed` 8 bytes a column (2^b columns), read in the
 common case (for b >= 18 `first_level`, 4 bytes a column, instead, and
-`packed` at the first level's ties); `low` 24 bytes a point (K = 2t + 1 rows), read only on a tie.
-The arrays become graph constants wherever the sampler is traced; in TFF's
-worker a client call pays for `low` even when no tie occurs, hence K rows,
-not 2^b (measured in the repository's docs/notes/ddg_encode.md).
+`packed` at the first level's ties); `low` 24 bytes a point (K = 2t + 1
+rows), read only on a tie. The arrays become graph constants wherever the
+sampler is traced; in TFF's worker a client call pays for `low` even when
+no tie occurs, hence K rows, not 2^b (measured in the repository's
+docs/notes/ddg_encode.md).
 """
 
 import dataclasses
