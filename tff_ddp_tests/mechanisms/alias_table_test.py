@@ -98,47 +98,6 @@ class LookupTest(tf.test.TestCase):
     self.assertTrue(np.all(np.abs(x) <= 1))
 
 
-def _crafted_draws(table, k, rng):
-  """(columns, u_tops, tie words, U) over every column of `table`: U equal
-  to t(J)'s digits (k top bits, 63 - b - k mid bits, three 63-bit words) up
-  to each level, then one below, equal or one above, the rest random; plus
-  one uniform U per column. Bit 63 of the tie words is junk to ignore."""
-  b = table.log2_columns
-  sizes = [k, 63 - b - k, 63, 63, 63]
-  cols, u_tops, ties, us = [], [], [], []
-  for j in range(2**b):
-    t_digits, rest = [], table_reference.threshold(table, j)
-    for size in reversed(sizes):
-      t_digits.insert(0, rest % 2**size)
-      rest //= 2**size
-    cases = [[int(rng.integers(0, 2**size)) for size in sizes]]
-    if k >= 31 - b:  # the first level's 31 - b bits tie, the rest random
-      digits = [int(rng.integers(0, 2**size)) for size in sizes]
-      low_bits = k - (31 - b)
-      digits[0] = ((t_digits[0] >> low_bits) << low_bits) | (
-          digits[0] % 2**low_bits)
-      cases.append(digits)
-    for level in range(5):
-      for delta in (-1, 0, 1):
-        digits = list(t_digits)
-        digits[level] = min(max(digits[level] + delta, 0),
-                            2**sizes[level] - 1)
-        for i in range(level + 1, 5):
-          digits[i] = int(rng.integers(0, 2**sizes[i]))
-        cases.append(digits)
-    for digits in cases:
-      u = 0
-      for digit, size in zip(digits, sizes):
-        u = u * 2**size + digit
-      junk = int(rng.integers(0, 2)) << 63
-      words = [(digits[1] << b) | junk | j] + [d | junk for d in digits[2:]]
-      cols.append(j)
-      u_tops.append(digits[0] << (63 - k))
-      ties.append([w - 2**64 if w >= 2**63 else w for w in words])
-      us.append(u)
-  return cols, u_tops, ties, us
-
-
 class TrimmedLowTest(tf.test.TestCase, parameterized.TestCase):
   """`low` keeps K = 2t + 1 rows, not 2^b (module docstring, step 3): the
   lookup must be the same function of (J, U) as with all 2^b rows, the
@@ -149,7 +108,7 @@ class TrimmedLowTest(tf.test.TestCase, parameterized.TestCase):
     full = dataclasses.replace(table, low=np.concatenate(
         [table.low, np.zeros([2**b - len(table.low), core.LOW_WORDS],
                              np.int64)]))
-    cols, u_tops, ties, us = _crafted_draws(table, k,
+    cols, u_tops, ties, us = table_reference.crafted_draws(table, k,
                                             np.random.default_rng(seed))
     expected = []
     for j, u in zip(cols, us):

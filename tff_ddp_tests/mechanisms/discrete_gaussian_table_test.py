@@ -201,35 +201,11 @@ class TableTest(tf.test.TestCase, parameterized.TestCase):
     table = dt.alias_table(3.3)
     b = table.log2_columns
     k = 63 - b if top_bits is None else top_bits
-    mid_bits = 63 - b - k
-    cols, u_tops, ties, expected = [], [], [], []
-    rng = np.random.default_rng(5)
-    for j in range(2**b):
-      t_j = _threshold(table, j)
-      alias = int(table.packed[j]) % 2**b
-      # U's digits: k top bits, mid_bits, then three 63-bit words.
-      sizes = [k, mid_bits, 63, 63, 63]
-      t_digits, rest = [], t_j
-      for size in reversed(sizes):
-        t_digits.insert(0, rest % 2**size)
-        rest //= 2**size
-      for level in range(1, 5):  # equal up to `level`, then differ
-        for delta in (-1, 0, 1):
-          digits = list(t_digits)
-          digits[level] = min(max(digits[level] + delta, 0),
-                              2**sizes[level] - 1)
-          for i in range(level + 1, 5):
-            digits[i] = int(rng.integers(0, 2**sizes[i]))
-          u = 0
-          for digit, size in zip(digits, sizes):
-            u = u * 2**size + digit
-          cols.append(j)
-          u_tops.append(digits[0] << (63 - k))
-          junk = int(rng.integers(0, 2))  # bits the lookup must ignore
-          ties.append([(digits[1] << b) | (junk << 63) | j] +
-                      [d | (junk << 63) for d in digits[2:]])
-          expected.append((j if u < t_j else alias) - table.t)
-    ties = [[w - 2**64 if w >= 2**63 else w for w in row] for row in ties]
+    cols, u_tops, ties, us = table_reference.crafted_draws(
+        table, k, np.random.default_rng(5))
+    expected = [(j if u < _threshold(table, j)
+                 else int(table.packed[j]) % 2**b) - table.t
+                for j, u in zip(cols, us)]
     out = core.lookup(table, tf.constant(cols, tf.int64),
                       tf.constant(u_tops, tf.int64),
                       lambda: tf.constant(ties, tf.int64), top_bits=k,

@@ -29,3 +29,44 @@ def decode(table):
     weights[j - table.t] = weights.get(j - table.t, 0) + keep
     weights[alias - table.t] = weights.get(alias - table.t, 0) + cap - keep
   return weights
+
+
+def crafted_draws(table, k, rng):
+  """(columns, u_tops, tie words, U) over every column of `table`: U equal
+  to t(J)'s digits (k top bits, 63 - b - k mid bits, three 63-bit words) up
+  to each level, then one below, equal or one above, the rest random; plus
+  one uniform U per column. Bit 63 of the tie words is junk to ignore."""
+  b = table.log2_columns
+  sizes = [k, 63 - b - k, 63, 63, 63]
+  cols, u_tops, ties, us = [], [], [], []
+  for j in range(2**b):
+    t_digits, rest = [], threshold(table, j)
+    for size in reversed(sizes):
+      t_digits.insert(0, rest % 2**size)
+      rest //= 2**size
+    cases = [[int(rng.integers(0, 2**size)) for size in sizes]]
+    if k >= 31 - b:  # the first level's 31 - b bits tie, the rest random
+      digits = [int(rng.integers(0, 2**size)) for size in sizes]
+      low_bits = k - (31 - b)
+      digits[0] = ((t_digits[0] >> low_bits) << low_bits) | (
+          digits[0] % 2**low_bits)
+      cases.append(digits)
+    for level in range(5):
+      for delta in (-1, 0, 1):
+        digits = list(t_digits)
+        digits[level] = min(max(digits[level] + delta, 0),
+                            2**sizes[level] - 1)
+        for i in range(level + 1, 5):
+          digits[i] = int(rng.integers(0, 2**sizes[i]))
+        cases.append(digits)
+    for digits in cases:
+      u = 0
+      for digit, size in zip(digits, sizes):
+        u = u * 2**size + digit
+      junk = int(rng.integers(0, 2)) << 63
+      words = [(digits[1] << b) | junk | j] + [d | junk for d in digits[2:]]
+      cols.append(j)
+      u_tops.append(digits[0] << (63 - k))
+      ties.append([w - 2**64 if w >= 2**63 else w for w in words])
+      us.append(u)
+  return cols, u_tops, ties, us
