@@ -391,12 +391,11 @@ def quantile_parameters(
 def as_setting(value, owner: str) -> QuantileSetting:
   """`value` if it is a `QuantileSetting`; else a TypeError saying how to
   make one (`owner` names the entry point)."""
-  if not isinstance(value, QuantileSetting):
-    raise TypeError(
-        f'{owner} takes setting=quantiles.QuantileSetting('
-        'expected_clients_per_round, epsilon, delta, bits=18, rounds=1, '
-        f"adversary='server', num_trials=None, seed=None), got {value!r}.")
-  return value
+  return checks.instance(
+      value, QuantileSetting,
+      f'{owner} takes setting=quantiles.QuantileSetting('
+      'expected_clients_per_round, epsilon, delta, bits=18, rounds=1, '
+      "adversary='server', num_trials=None, seed=None)")
 
 
 def _poisson_binomial(encoding, setting: QuantileSetting):

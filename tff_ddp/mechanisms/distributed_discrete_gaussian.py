@@ -793,11 +793,10 @@ def derive(dim, request: Request, encoder, integer_inputs, mechanism_class):
   allow.
   """
   dim = checks.integer(dim, 'dim', 1)
-  if not isinstance(request, Request):
-    raise TypeError(
-        'compute_parameters takes request=distributed_discrete_gaussian.'
-        'Request(l2_clip, noise_multiplier, expected_clients_per_round, '
-        f'bits, ...), got {request!r}.')
+  checks.instance(
+      request, Request, 'compute_parameters takes request='
+      'distributed_discrete_gaussian.Request(l2_clip, noise_multiplier, '
+      'expected_clients_per_round, bits, ...)')
   integer_inputs = checks.boolean(integer_inputs, 'integer_inputs')
   encoder = encoder or hadamard.RandomizedHadamard(dim)
   if encoder.dim != dim:

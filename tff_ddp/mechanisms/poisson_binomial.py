@@ -415,11 +415,9 @@ def compute_parameters(
     A PoissonBinomial.
   """
   dim = checks.integer(dim, 'dim', 1)
-  if not isinstance(request, Request):
-    raise TypeError(
-        'compute_parameters takes request=poisson_binomial.Request(l2_clip, '
-        f'theta, num_trials, expected_clients_per_round, ...), got '
-        f'{request!r}.')
+  checks.instance(
+      request, Request, 'compute_parameters takes request=poisson_binomial.'
+      'Request(l2_clip, theta, num_trials, expected_clients_per_round, ...)')
   encoder = encoder or registry.Identity(dim)
   if encoder.dim != dim:
     raise ValueError(f'encoder.dim = {encoder.dim} differs from dim = {dim}.')

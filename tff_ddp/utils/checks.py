@@ -202,6 +202,14 @@ def seed(value: Any, name: str = 'seed') -> Optional[int]:
   return integer(value, name, 0, 2**63 - 1)
 
 
+def instance(value: Any, cls: type, expected: str) -> Any:
+  """`value` if it is a `cls`; else a TypeError: `expected` (what to pass,
+  e.g. how to build one), then the value received."""
+  if not isinstance(value, cls):
+    raise TypeError(f'{expected}, got {value!r}.')
+  return value
+
+
 def replaced_arguments(positional: int, replacements: dict,
                        advice: str) -> Callable:
   """Decorates an entry point whose arguments moved into option objects.
