@@ -1,8 +1,12 @@
 # The two commands of the README:
 #   make demo   set up .venv, then run the main job (federated DDG mean estimation)
 #   make test   set up .venv, then run the whole test suite (slow tests included)
+# and the core lane:
+#   make test-core PYTHON=python3.12   set up .venv-core (today's stack, no
+#               TFF), then run every test of the framework-free core
 PYTHON ?=
 VENV_PY := .venv/bin/python
+CORE_PY := .venv-core/bin/python
 PYTEST_ARGS ?=
 # The suite runs on both cores (pytest-xdist): each worker process takes
 # whole test modules, costliest first (tff_ddp_tests/conftest.py), sets up
@@ -14,10 +18,15 @@ TEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # reports; failures still surface as Python exceptions.
 export TF_CPP_MIN_LOG_LEVEL ?= 3
 
-.PHONY: setup demo test test-fast bench lock clean
+.PHONY: setup setup-core demo test test-fast test-core bench lock lock-core clean
 
 setup:
 	@PYTHON=$(PYTHON) bash scripts/setup_env.sh
+
+# The core lane's environment: Python 3.12 (PYTHON, default python3.12) with
+# requirements/lock-core.txt.
+setup-core:
+	@PYTHON=$(PYTHON) bash scripts/setup_env.sh core
 
 demo: setup
 	$(VENV_PY) -m tff_ddp.cli demo
@@ -28,6 +37,13 @@ test: setup
 # Everything but the tests marked slow.
 test-fast: setup
 	$(VENV_PY) -m pytest -q $(TEST_PARALLEL) $(PYTEST_ARGS) tff_ddp_tests
+
+# The framework-free core (mechanisms, encoders, accounting) on today's
+# stack, without TFF: the test modules of tff_ddp_tests that test the core
+# (`--core`, tff_ddp_tests/conftest.py), slow tests included.
+test-core: setup-core
+	@$(CORE_PY) -m tff_ddp.utils.stack
+	$(CORE_PY) -m pytest -q --run-slow --core $(TEST_PARALLEL) $(PYTEST_ARGS) tff_ddp_tests
 
 bench: setup
 	$(VENV_PY) benchmarks/ddg_vs_tff.py
@@ -57,5 +73,10 @@ lock:
 	  --override requirements/overrides.txt --python-version 3.11 \
 	  --no-header -o requirements/lock.txt
 
+# Re-resolve requirements/lock-core.txt for the core lane (Python 3.12).
+lock-core:
+	$(VENV_PY) -m uv pip compile requirements/core.in --python-version 3.12 \
+	  --no-header -o requirements/lock-core.txt
+
 clean:
-	rm -rf .venv build *.egg-info .pytest_cache
+	rm -rf .venv .venv-core build *.egg-info .pytest_cache

@@ -42,6 +42,14 @@ MESSAGE_LINES = 12
 LAST_FRAMES = 4
 FRAME_LINES = 8
 _ANSI = re.compile(r'\x1b\[[0-9;]*m')
+# What TensorFlow 2.16+'s native code writes to stderr before its logging is
+# initialised, whatever TF_CPP_MIN_LOG_LEVEL says (absl's pre-init lines,
+# "I0000 00:00:... cudart_stub.cc:31] Could not find cuda drivers ..."):
+# noise of the stack, not the tutorial's output; not saved.
+NATIVE_LOG = re.compile(
+    r'^(WARNING: All log messages before absl::InitializeLog\(\) is called '
+    r'are written to STDERR|[IWEF]\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ '
+    r'\S+:\d+\] .*)$')
 
 
 def notebooks(paths=None):
@@ -248,6 +256,7 @@ def run(path, python, write, timeout):
     shutil.rmtree(spec_dir, ignore_errors=True)
   seconds = time.monotonic() - start
   if write:
+    _drop_native_log_lines(nb)
     # Keep the notebook's own kernel name (what a reader's Jupyter offers),
     # not this script's private one.
     if kernelspec_metadata is not None:
@@ -255,6 +264,24 @@ def run(path, python, write, timeout):
     nbformat.validate(nb)
     nbformat.write(nb, path)
   return seconds, None
+
+
+def _drop_native_log_lines(nb):
+  """Removes NATIVE_LOG lines from the notebook's stderr outputs (and the
+  outputs they leave empty)."""
+  for cell in nb.cells:
+    kept = []
+    for output in cell.get('outputs', []):
+      if output.get('output_type') == 'stream' and output.get(
+          'name') == 'stderr':
+        lines = output['text'].splitlines(keepends=True)
+        output['text'] = ''.join(
+            line for line in lines if not NATIVE_LOG.match(line.rstrip('\n')))
+        if not output['text']:
+          continue
+      kept.append(output)
+    if 'outputs' in cell:
+      cell['outputs'] = kept
 
 
 def _terminated(signum, frame):

@@ -56,6 +56,10 @@ as int32, whose wrap-around leaves the residue mod M unchanged):
     result, global_state, event = query.get_noised_result(sample, state)
 """
 
+from tff_ddp.utils import requires
+
+requires.require_tff('tff_ddp.queries')
+
 import collections
 
 import tensorflow as tf

@@ -29,19 +29,26 @@ from absl.testing import parameterized
 import pytest
 
 from tff_ddp.utils import processes
+from tff_ddp_tests import conftest
 from tff_ddp_tests import harness
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _COLABS = os.path.join(_ROOT, 'colabs')
 _RUNNER = os.path.join(_ROOT, 'scripts', 'run_colabs.py')
 _NOTEBOOKS = sorted(f for f in os.listdir(_COLABS) if f.endswith('.ipynb'))
+# The tutorials that need only the core (no TFF): both lanes execute them,
+# the core lane (Python 3.12, Colab's stack) only them.
+CORE_NOTEBOOKS = [name for name in _NOTEBOOKS if name.startswith('core_')]
+_TFF_NOTEBOOKS = [name for name in _NOTEBOOKS if name not in CORE_NOTEBOOKS]
+_RUNNABLE = _NOTEBOOKS if conftest.has_tff() else CORE_NOTEBOOKS
 # A notebook a browser shows at once; images embedded at modest dpi.
 _MAX_BYTES = 1_500_000
 # TensorFlow's C++ logging ("2024-01-01 00:00:00.000000: E tensorflow/...",
 # "I external/local_xla/...") and the CUDA plugin registration lines.
 _CPP_LOG = re.compile(
     r'(^|\n)[^\n]*\b[IWEF] (tensorflow|external|third_party)/|'
-    r'Unable to register (cuDNN|cuFFT|cuBLAS)|TF-TRT Warning')
+    r'Unable to register (cuDNN|cuFFT|cuBLAS)|TF-TRT Warning|'
+    r'absl::InitializeLog|(^|\n)[IWEF]\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ \S+:\d+\]')
 # One notebook must run in a few minutes on 2 cores; generous for a shared
 # machine, and well inside CI's budget.
 _RUN_TIMEOUT_SECONDS = 1500
@@ -59,6 +66,7 @@ def _text(value):
 class FoundTest(parameterized.TestCase):
 
   def test_found(self):
+    self.assertIn('core_mechanisms.ipynb', CORE_NOTEBOOKS)
     self.assertIn('federated_quantiles.ipynb', _NOTEBOOKS)
     self.assertIn('distributed_discrete_gaussian.ipynb', _NOTEBOOKS)
     self.assertIn('federated_frequency.ipynb', _NOTEBOOKS)
@@ -72,6 +80,21 @@ class CommittedOutputsTest(parameterized.TestCase):
     first = _load(name)['cells'][0]
     self.assertEqual(first['cell_type'], 'markdown', msg=name)
     self.assertTrue(_text(first['source']).startswith('# '), msg=name)
+
+  @parameterized.parameters(*_TFF_NOTEBOOKS)
+  def test_tff_notebook_says_what_runtime_it_needs(self, name):
+    first = _text(_load(name)['cells'][0]['source'])
+    for needed in ('**Runtime:**', 'TensorFlow Federated 0.87',
+                   'Python 3.11', 'make setup', 'core_mechanisms.ipynb'):
+      self.assertIn(needed, first, msg=name)
+
+  @parameterized.parameters(*[(name,) for name in CORE_NOTEBOOKS])
+  def test_core_notebook_says_it_needs_only_the_core(self, name):
+    first = _text(_load(name)['cells'][0]['source'])
+    self.assertIn('Colab', first, msg=name)
+    for cell in _load(name)['cells']:
+      self.assertNotIn('tensorflow_federated', _text(cell['source']),
+                       msg=name)
 
   @parameterized.parameters(*_NOTEBOOKS)
   def test_every_code_cell_executed_in_order(self, name):
@@ -126,7 +149,12 @@ class CommittedOutputsTest(parameterized.TestCase):
         '2025-01-01 00:00:00.000001: I tensorflow/core/platform/cpu_feature_'
         'guard.cc:182] This TensorFlow binary is optimized',
         '2025-01-01 00:00:00.000001: W tensorflow/compiler/tf2tensorrt/utils/'
-        'py_utils.cc:38] TF-TRT Warning: Could not find TensorRT'):
+        'py_utils.cc:38] TF-TRT Warning: Could not find TensorRT',
+        # TensorFlow 2.21 (the core lane), before its logging starts.
+        'WARNING: All log messages before absl::InitializeLog() is called '
+        'are written to STDERR',
+        'I0000 00:00:1795914511.932869    9214 cudart_stub.cc:31] Could not '
+        'find cuda drivers on your machine, GPU will not be used.'):
       self.assertIsNotNone(_CPP_LOG.search('output\n' + line), msg=line)
     self.assertIsNone(_CPP_LOG.search('ε = 1.00 against the server\n'))
 
@@ -276,7 +304,7 @@ class DeadKernelTest(parameterized.TestCase):
 @pytest.mark.slow
 class ExecutionTest(parameterized.TestCase):
 
-  @parameterized.parameters(*_NOTEBOOKS)
+  @parameterized.parameters(*[(name,) for name in _RUNNABLE])
   def test_runs(self, name):
     # A separate process: the notebook runs in its own kernel, which sets
     # its own execution context; run_colabs.py ends the kernel's TFF

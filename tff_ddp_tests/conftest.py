@@ -11,6 +11,7 @@ processes and traced functions are built once), the costliest first
 last while the other worker idles.
 """
 
+import importlib.util
 import json
 import os
 
@@ -18,11 +19,55 @@ import pytest
 
 from tff_ddp.utils import processes
 
+# The test modules of the framework-free core (tff_ddp.mechanisms, .encoders,
+# .accounting and the utils they use), relative to this directory: a
+# directory ends with '/'. Both lanes run them; `--core` (the core lane,
+# `make test-core`: Python 3.12, no TFF) runs only these. They import
+# neither TFF nor TF Privacy nor tff_ddp's TFF layer (layers_test checks);
+# what of the core only TFF can check is in
+# aggregators/core_in_tff_test.py.
+CORE_TESTS = (
+    'accounting/', 'encoders/', 'mechanisms/',
+    'utils/checks_test.py', 'utils/entropy_test.py', 'utils/search_test.py',
+    'utils/stack_test.py', 'utils/tensors_test.py',
+    'fuzz/fuzz_accounting_test.py', 'fuzz/fuzz_encoders_test.py',
+    'fuzz/fuzz_mechanisms_test.py', 'fuzz/fuzz_utils_test.py',
+    'fuzz/strategies_test.py',
+    'colabs_test.py', 'layers_test.py',
+)
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def is_core_test(path) -> bool:
+  """Whether the test module at `path` is one of CORE_TESTS."""
+  relative = os.path.relpath(os.path.abspath(str(path)), _HERE)
+  relative = relative.replace(os.sep, '/')
+  return any(relative == entry or (entry.endswith('/')
+                                   and relative.startswith(entry))
+             for entry in CORE_TESTS)
+
+
+def has_tff() -> bool:
+  return importlib.util.find_spec('tensorflow_federated') is not None
+
 
 def pytest_addoption(parser):
   parser.addoption(
       '--run-slow', action='store_true', default=False,
       help='also run the tests marked slow (CI and `make test` do)')
+  parser.addoption(
+      '--core', action='store_true', default=False,
+      help='run only the tests of the framework-free core (CORE_TESTS; '
+      '`make test-core` does, without TFF installed)')
+
+
+def pytest_ignore_collect(collection_path, config):
+  if not config.getoption('--core') or collection_path.is_dir():
+    return None
+  if collection_path.name.endswith('_test.py') and not is_core_test(
+      collection_path):
+    return True
+  return None
 
 
 def pytest_configure(config):
@@ -79,10 +124,9 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_sessionstart(session):
-  if _is_xdist_controller(session.config):
+  if _is_xdist_controller(session.config) or not has_tff():
     return
-  # Imported here so that collecting pure-math tests does not pay for TFF
-  # twice; set once, as TFF's own tests do per binary.
+  # Set once, as TFF's own tests do per binary (the core lane has no TFF).
   processes.use_test_context()
 
 

@@ -1,4 +1,8 @@
 """TFF aggregation factories for distributed DP with secure aggregation."""
+from tff_ddp.utils import requires
+
+requires.require_tff('tff_ddp.aggregators')
+
 from tff_ddp.aggregators import calibrated
 from tff_ddp.aggregators.adaptive_clip import AdaptiveClipping
 from tff_ddp.aggregators.discrete_gaussian import DiscreteGaussianSumFactory

@@ -1,6 +1,10 @@
 """Federated analytics with distributed DP: quantiles from histograms, and
 frequency estimation with a privately chosen clip (TFFE, MFFE)."""
 
+from tff_ddp.utils import requires
+
+requires.require_tff('tff_ddp.analytics')
+
 from tff_ddp.analytics.frequency_process import build_frequency_process
 from tff_ddp.analytics.frequency_process import build_frequency_process_from_parameters
 from tff_ddp.analytics.frequency_process import frequency_parameters

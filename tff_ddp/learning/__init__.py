@@ -24,6 +24,10 @@ DDG paper's Section 6.2), imported on use:
   generated_databases     small databases in TFF's format (tests, demos)
 """
 
+from tff_ddp.utils import requires
+
+requires.require_tff('tff_ddp.learning')
+
 from tff_ddp.learning import tasks
 from tff_ddp.learning import weighting
 from tff_ddp.learning.aggregator import ddp_secure_aggregator

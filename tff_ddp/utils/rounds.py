@@ -41,6 +41,10 @@ Neither changes what a round releases; a refused round has released its
 secure sum to the server that ran it (see docs/errors.md).
 """
 
+from tff_ddp.utils import requires
+
+requires.require_tff('tff_ddp.utils.rounds')
+
 import collections
 import re
 

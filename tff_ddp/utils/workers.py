@@ -53,6 +53,10 @@ SO_REUSEPORT lets a second listener share a port silently), and are ended
 by process id on exit: SIGTERM, wait, SIGKILL.
 """
 
+from tff_ddp.utils import requires
+
+requires.require_tff('tff_ddp.utils.workers')
+
 import asyncio
 import atexit
 import contextlib

@@ -6,9 +6,7 @@ from absl.testing import parameterized
 import numpy as np
 import pytest
 import tensorflow as tf
-import tensorflow_federated as tff
 
-from tff_ddp.aggregators import DiscreteGaussianSumFactory
 from tff_ddp.encoders import dft
 from tff_ddp.encoders import make_encoder
 from tff_ddp_tests import harness
@@ -122,27 +120,6 @@ class CoordinateVarianceTest(tf.test.TestCase, parameterized.TestCase):
     # coordinate (|Re w_m| = 1 / sqrt(N) for every seed): 1/(2N) above,
     # i.e. sqrt(draws) = 63 standard errors; the test tells them apart.
     self.assertTrue(np.all(5 * se < target / 2))
-
-
-@pytest.mark.slow  # end to end: `make test` runs it
-class DdgWithDftTest(tf.test.TestCase):
-
-  def test_sum_at_2_pow_k_plus_1(self):
-    # d = 2^4 + 1: the DFT pads to 18, the secure sum carries 18 integers.
-    d = 17
-    values = [np.linspace(-1, 1, d).astype(np.float32) * s
-              for s in (0.5, -0.25, 1.0)]
-    factory = DiscreteGaussianSumFactory(
-        noise_multiplier=0.0, expected_clients_per_round=3, bits=20,
-        l2_clip=10.0, rotation_type='dft')
-    mechanism = factory.mechanism(tff.TensorType(np.float32, [d]))
-    self.assertEqual(mechanism.output_dim, 18)
-    process = factory.create(tff.TensorType(np.float32, [d]))
-    output = process.next(process.initialize(), values)
-    # Rounding only: each client's scaled vector moves by < 1 per
-    # coordinate in the ring, i.e. < gamma per coordinate after decoding.
-    self.assertAllClose(output.result, np.sum(values, axis=0),
-                        atol=3 * d**0.5 * mechanism.gamma)
 
 
 if __name__ == '__main__':

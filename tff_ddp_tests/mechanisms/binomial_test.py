@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 import scipy.stats
 import tensorflow as tf
-import tensorflow_federated as tff
 
 from tff_ddp.mechanisms import binomial
 from tff_ddp.mechanisms import poisson_binomial
@@ -334,20 +333,6 @@ class ContractTest(tf.test.TestCase, parameterized.TestCase):
     out = binomial.sample_binomial(np.full([5], 0.5, np.float32), 20,
                                    tf.constant([1, 2], tf.int32))
     self.assertAllInRange(out, 0, 20)
-
-  def test_tff_computation_in_cpp_test_context(self):
-    tff.backends.test.set_sync_test_cpp_execution_context()
-
-    @tff.tensorflow.computation(tff.TensorType(np.float64, [6]),
-                                tff.TensorType(np.int64, [2]))
-    def sample(probs, seed):
-      return binomial.sample_binomial(probs, 2**16, seed)
-
-    probs = np.array([0.25, 0.3, 0.5, 0.7, 0.75, P54])
-    out = np.asarray(sample(probs, np.array([4, 2], np.int64)))
-    self.assertAllInRange(out, 0, 2**16)
-    self.assertAllEqual(
-        out, binomial.sample_binomial(probs, 2**16, [4, 2]).numpy())
 
   @parameterized.named_parameters(
       ('trials_float', dict(num_trials=2.0), TypeError, 'num_trials'),

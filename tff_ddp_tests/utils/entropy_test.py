@@ -1,38 +1,18 @@
-"""Noise seeds from kernel entropy, inside TFF's executor and across runs."""
+"""Noise seeds from kernel entropy (inside TFF's executor and across runs:
+tff_ddp_tests/aggregators/core_in_tff_test.py)."""
 
 import os
-import subprocess
-import sys
 import uuid
 from unittest import mock
 
 import numpy as np
-import pytest
 import tensorflow as tf
-import tensorflow_federated as tff
 
 from tff_ddp.utils import entropy
 from tff_ddp_tests import harness
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
-
-# Prints one round's sum of 8 zero vectors under a DDG factory with the
-# default (kernel entropy) noise seeds, after fixing TF's global seed.
-_SCRIPT = '''
-import numpy as np, tensorflow as tf, tensorflow_federated as tff
-from tff_ddp.aggregators import DiscreteGaussianSumFactory
-from tff_ddp.utils import processes
-tf.random.set_seed(1234)
-tff.backends.test.set_sync_test_cpp_execution_context()
-process = DiscreteGaussianSumFactory(
-    noise_multiplier=1.0, expected_clients_per_round=8, bits=20,
-    l2_clip=1.0).create(tff.TensorType(np.float32, [16]))
-out = process.next(process.initialize(), [np.zeros(16, np.float32)] * 8)
-print(repr(np.asarray(out.result, np.float64).tolist()))
-processes.release_tff()
-'''
-
 
 class EntropyTest(tf.test.TestCase):
 
@@ -47,22 +27,6 @@ class EntropyTest(tf.test.TestCase):
     bits = np.unpackbits(seeds.view(np.uint8), axis=1)
     self.assertTrue(np.all(bits.min(axis=0) == 0))
     self.assertTrue(np.all(bits.max(axis=0) == 1))
-
-  def test_fresh_in_tff_computations(self):
-    @tff.tensorflow.computation(np.float32)
-    def two_seeds(unused):
-      del unused
-      return entropy.os_entropy_seed(), entropy.os_entropy_seed()
-
-    @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
-    def seeds(values):
-      return tff.federated_map(two_seeds, values)
-
-    first = seeds([0.0, 1.0, 2.0])
-    second = seeds([0.0, 1.0, 2.0])
-    words = [tuple(s) for pair in first + second for s in pair]
-    # Not folded into a constant, not merged, not shared between clients.
-    self.assertLen(set(words), 12)
 
   def test_uuid_words_parse_the_file(self):
     path = os.path.join(self.get_temp_dir(), 'uuid')
@@ -103,20 +67,6 @@ class EntropyTest(tf.test.TestCase):
     self.assertIsNone(entropy.check_entropy(None))
     with self.assertRaisesRegex(TypeError, 'callable'):
       entropy.check_entropy(42)
-
-
-@pytest.mark.slow
-class TwoProcessesTest(tf.test.TestCase):
-
-  def test_two_processes_with_the_same_tf_seed_draw_different_noise(self):
-    runs = []
-    for _ in range(2):
-      result = subprocess.run(
-          [sys.executable, '-c', _SCRIPT], cwd=_ROOT, capture_output=True,
-          text=True, timeout=600, check=True,
-          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
-      runs.append(eval(result.stdout.strip().splitlines()[-1]))  # pylint: disable=eval-used
-    self.assertNotEqual(runs[0], runs[1])
 
 
 if __name__ == '__main__':

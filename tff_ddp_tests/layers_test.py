@@ -1,0 +1,157 @@
+"""The two layers: the core imports no TFF, the TFF layer says what it needs.
+
+Run by both lanes. The static checks read the sources (any import, lazy
+ones included); where TFF is absent (the core lane) the TFF layer's import
+is checked to fail with the one line of `tff_ddp.utils.requires`.
+"""
+
+import ast
+import os
+import subprocess
+import sys
+
+from absl.testing import absltest
+
+from tff_ddp.utils import requires
+from tff_ddp_tests import conftest
+from tff_ddp_tests import harness
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PACKAGE = os.path.join(_ROOT, 'tff_ddp')
+_TESTS = os.path.join(_ROOT, 'tff_ddp_tests')
+
+# The framework-free core: packages (directories) and modules.
+CORE = ('mechanisms/', 'encoders/', 'accounting/', 'utils/checks.py',
+        'utils/entropy.py', 'utils/processes.py', 'utils/requires.py',
+        'utils/search.py', 'utils/stack.py', 'utils/tensors.py',
+        'utils/__init__.py', '__init__.py')
+# What the TFF layer is: each of these starts with `requires.require_tff`.
+TFF_LAYER = ('aggregators/__init__.py', 'analytics/__init__.py',
+             'learning/__init__.py', 'queries.py', 'utils/rounds.py',
+             'utils/workers.py')
+_TFF_MODULES = ('tensorflow_federated', 'tensorflow_privacy')
+# Core modules that may import TFF lazily, inside a function that runs only
+# where TFF is in use: processes ends TFF's workers and installs its
+# contexts (conftest and the CLI import it on either lane).
+_LAZY_TFF = ('utils/processes.py',)
+_TFF_LAYER_MODULES = ('tff_ddp.aggregators', 'tff_ddp.analytics',
+                      'tff_ddp.learning', 'tff_ddp.queries', 'tff_ddp.cli',
+                      'tff_ddp.audit', 'tff_ddp.utils.rounds',
+                      'tff_ddp.utils.workers')
+
+
+# Imports the modules named in argv where `tensorflow_federated` cannot be
+# found (on the core lane it is not installed at all); prints the error of
+# each.
+_WITHOUT_TFF = """
+import sys, importlib.util
+real = importlib.util.find_spec
+importlib.util.find_spec = lambda name, *a: (
+    None if name == 'tensorflow_federated' else real(name, *a))
+import tff_ddp.accounting, tff_ddp.mechanisms, tff_ddp.encoders
+for name in sys.argv[1:]:
+  try:
+    __import__(name)
+  except ImportError as e:
+    print(type(e).__name__, '|', e)
+"""
+
+
+def _python_files(root, entries):
+  for entry in entries:
+    path = os.path.join(root, entry)
+    if entry.endswith('/'):
+      for directory, _, names in os.walk(path):
+        for name in sorted(names):
+          if name.endswith('.py'):
+            yield os.path.join(directory, name)
+    else:
+      yield path
+
+
+def _imports(path):
+  """(line, module, at module level) of every import in the file."""
+  with open(path) as f:
+    tree = ast.parse(f.read(), path)
+  top = {id(node) for node in tree.body}
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      for alias in node.names:
+        yield node.lineno, alias.name, id(node) in top
+    elif isinstance(node, ast.ImportFrom) and node.module:
+      names = [node.module] + [f'{node.module}.{a.name}' for a in node.names]
+      for name in names:
+        yield node.lineno, name, id(node) in top
+
+
+def _matches(module, prefixes):
+  return any(module == p or module.startswith(p + '.') for p in prefixes)
+
+
+class LayersTest(absltest.TestCase):
+
+  def test_the_core_imports_neither_tff_nor_the_tff_layer(self):
+    found = []
+    for path in _python_files(_PACKAGE, CORE):
+      lazy_tff = os.path.relpath(path, _PACKAGE) in _LAZY_TFF
+      for line, module, top in _imports(path):
+        if (_matches(module, _TFF_LAYER_MODULES)
+            or _matches(module, _TFF_MODULES) and (top or not lazy_tff)):
+          found.append(f'{os.path.relpath(path, _ROOT)}:{line} {module}')
+    self.assertEmpty(found, 'the core must run without TFF')
+
+  def test_core_tests_import_neither_tff_nor_the_tff_layer(self):
+    found = []
+    for path in _python_files(_TESTS, ('',)):
+      if not (path.endswith('_test.py') and conftest.is_core_test(path)):
+        continue
+      for line, module, _ in _imports(path):
+        if _matches(module, _TFF_MODULES + _TFF_LAYER_MODULES):
+          found.append(f'{os.path.relpath(path, _ROOT)}:{line} {module}')
+    self.assertEmpty(found, 'core tests run in the lane without TFF')
+
+  def test_every_core_entry_exists(self):
+    for entry in CORE + TFF_LAYER:
+      self.assertTrue(os.path.exists(os.path.join(_PACKAGE, entry)), entry)
+    for entry in conftest.CORE_TESTS:
+      self.assertTrue(os.path.exists(os.path.join(_TESTS, entry)), entry)
+
+  def test_the_tff_layer_checks_first(self):
+    for entry in TFF_LAYER:
+      with open(os.path.join(_PACKAGE, entry)) as f:
+        tree = ast.parse(f.read())
+      calls = [n for n in tree.body if isinstance(n, ast.Expr)
+               and isinstance(n.value, ast.Call)
+               and ast.unparse(n.value.func) == 'requires.require_tff']
+      self.assertLen(calls, 1, entry)
+      # Before any import of TFF or of the TFF layer.
+      first = next(n.lineno for n in tree.body
+                   if isinstance(n, (ast.Import, ast.ImportFrom))
+                   and any(_matches(m, _TFF_MODULES + _TFF_LAYER_MODULES)
+                           for _, m, _ in _imports_of(n)))
+      self.assertLess(calls[0].lineno, first, entry)
+
+  def test_without_tff_the_tff_layer_fails_in_one_line(self):
+    modules = ['tff_ddp.aggregators', 'tff_ddp.analytics',
+               'tff_ddp.learning', 'tff_ddp.queries', 'tff_ddp.utils.rounds',
+               'tff_ddp.utils.workers']
+    out = subprocess.run([sys.executable, '-c', _WITHOUT_TFF] + modules, cwd=_ROOT,
+                         capture_output=True, text=True, check=True,
+                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
+    lines = out.stdout.splitlines()
+    self.assertLen(lines, len(modules), out.stdout + out.stderr)
+    for module, line in zip(modules, lines):
+      self.assertEqual(
+          line, f'MissingTffError | {module} is part of tff_ddp\'s TFF layer '
+          f'and needs {requires.NEEDS}; the core (tff_ddp.mechanisms, '
+          'tff_ddp.encoders, tff_ddp.accounting) runs without it.')
+
+
+def _imports_of(node):
+  if isinstance(node, ast.Import):
+    return [(node.lineno, a.name, True) for a in node.names]
+  return [(node.lineno, node.module or '', True)]
+
+
+if __name__ == '__main__':
+  harness.main()
