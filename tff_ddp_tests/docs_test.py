@@ -15,6 +15,11 @@ instructions, and are not checked) is one of:
   lines, exactly, except on lines named by `numbers vary on lines starting
   "PREFIX", ...`, where numbers are not compared (noise, seconds).
 
+`<!-- doctest: core -->` marks a block (and the outputs shown after it) as
+needing only the framework-free core: where TFF is not installed (the core
+lane, `make test-core`) only the blocks of `CORE_PAGES` and the blocks so
+marked run; elsewhere every block does.
+
 `<!-- doctest: skip: REASON -->` leaves a block out, and `<!-- doctest: skip
 "COMMAND": REASON -->` one command of an `sh` block; the reason is required.
 A block of another language, a `text` block that is neither an output nor
@@ -35,11 +40,13 @@ import subprocess
 import sys
 import tempfile
 from typing import List, Optional, Tuple
+from unittest import mock
 
 from absl.testing import absltest
 from absl.testing import parameterized
 import pytest
 
+from tff_ddp_tests import conftest
 from tff_ddp_tests import harness
 from tff_ddp_tests import script_module
 
@@ -54,6 +61,10 @@ _OUTPUT = re.compile(
     r'^output(?:\s*;\s*numbers vary on lines starting\s+(.+))?$')
 _NUMBER = re.compile(r'[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?')
 _CLI = ('.venv/bin/tff-ddp ', 'tff-ddp ')
+# Pages whose every block needs only the core (no TFF).
+CORE_PAGES = ('docs/accounting.md', 'docs/core.md')
+# Where TFF is absent only core blocks run (the module docstring).
+CORE_LANE = not conftest.has_tff()
 
 
 def pages() -> List[str]:
@@ -63,9 +74,12 @@ def pages() -> List[str]:
   return ['README.md'] + docs
 
 
-def _named_pages():
-  """(test name suffix, page): `test_..._docs_cli` runs docs/cli.md."""
-  return [(re.sub(r'\W', '_', os.path.splitext(p)[0]), p) for p in pages()]
+def _named_pages(runnable=False):
+  """(test name suffix, page): `test_..._docs_cli` runs docs/cli.md. With
+  `runnable`, only the pages with blocks that run on this lane."""
+  return [(re.sub(r'\W', '_', os.path.splitext(p)[0]), p) for p in pages()
+          if not (runnable and CORE_LANE) or any(
+              b.core for b in parse(p, _read(p)))]
 
 
 @dataclasses.dataclass
@@ -81,6 +95,7 @@ class Block:
   output: bool = False
   varying: Tuple[str, ...] = ()
   continues: bool = False
+  core: bool = False
 
   @property
   def label(self) -> str:
@@ -98,6 +113,9 @@ class DocError(ValueError):
 def _apply(block: Block, directive: str) -> None:
   if directive == 'continue':
     block.continues = True
+    return
+  if directive == 'core':
+    block.core = True
     return
   match = _SKIP_COMMAND.match(directive)
   if match:
@@ -153,6 +171,10 @@ def parse(page: str, text: str) -> List[Block]:
     block = Block(page, i + 1, fence.group(2), code, directives)
     for d in directives:
       _apply(block, d)
+    if page in CORE_PAGES:
+      block.core = True
+    elif block.output and blocks and blocks[-1].core:
+      block.core = True  # the output of a core block
     _check(block, blocks)
     blocks.append(block)
     directives = []
@@ -178,6 +200,10 @@ def _check(block: Block, previous: List[Block]) -> None:
   if block.continues and (block.language != 'python' or not any(
       b.language == 'python' and b.runs for b in previous)):
     raise DocError(f'{where}: `continue` needs a Python block above it')
+  if block.core and block.continues and not [
+      b for b in previous if b.language == 'python' and b.runs][-1].core:
+    raise DocError(f'{where}: a core block cannot continue a block that '
+                   'needs TFF')
   if block.skip_commands:
     if block.language != 'sh':
       raise DocError(f'{where}: `skip "COMMAND"` is for sh blocks')
@@ -204,10 +230,11 @@ def commands(code: str) -> List[str]:
 
 
 def steps(blocks: List[Block]) -> List[Tuple[Block, dict]]:
-  """(block, runner step) for every command and Python block that runs."""
+  """(block, runner step) for every command and Python block that runs
+  (on the core lane: every core block that runs)."""
   result = []
   for block in blocks:
-    if not block.runs:
+    if not block.runs or CORE_LANE and not block.core:
       continue
     if block.language == 'python':
       result.append((block, dict(kind='python', code=block.code,
@@ -254,12 +281,13 @@ def missing_lines(shown: str, printed: str, varying=()) -> List[str]:
 
 
 def outputs(blocks: List[Block]):
-  """(output block, the run block whose output it shows)."""
+  """(output block, the run block whose output it shows), for the run
+  blocks of this lane."""
   source = None
   for block in blocks:
     if block.runs:
       source = block
-    elif block.output:
+    elif block.output and not (CORE_LANE and not source.core):
       yield block, source
 
 
@@ -302,13 +330,33 @@ class ParserTest(absltest.TestCase):
     self.assertEqual(commands(blocks[3].code),
                      ['make demo', 'make test',
                       '.venv/bin/tff-ddp privacy --delta 1e-5'])
-    kinds = [(s['kind'], s.get('argv') or s.get('command') or s['fresh'])
-             for _, s in steps(blocks)]
-    self.assertEqual(kinds, [('python', True), ('python', False),
-                             ('shell', 'make demo'),
-                             ('cli', ['privacy', '--delta', '1e-5'])])
-    self.assertEqual([(o.line, s.line) for o, s in outputs(blocks)],
-                     [(10, 6)])
+    with mock.patch.object(sys.modules[__name__], 'CORE_LANE', False):
+      kinds = [(s['kind'], s.get('argv') or s.get('command') or s['fresh'])
+               for _, s in steps(blocks)]
+      self.assertEqual(kinds, [('python', True), ('python', False),
+                               ('shell', 'make demo'),
+                               ('cli', ['privacy', '--delta', '1e-5'])])
+      self.assertEqual([(o.line, s.line) for o, s in outputs(blocks)],
+                       [(10, 6)])
+
+  def test_core_blocks_alone_run_on_the_core_lane(self):
+    page = '\n'.join([
+        '```python', 'import tensorflow_federated', '```',
+        '<!-- doctest: output -->', '```text', 'a', '```',
+        '<!-- doctest: core -->', '```python', 'print(1)', '```',
+        '<!-- doctest: output -->', '```text', '1', '```'])
+    blocks = parse('p.md', page)
+    self.assertEqual([b.core for b in blocks], [False, False, True, True])
+    for lane, runs, shown in ((False, [1, 9], [5, 13]), (True, [9], [13])):
+      with mock.patch.object(sys.modules[__name__], 'CORE_LANE', lane):
+        self.assertEqual([b.line for b, _ in steps(blocks)], runs)
+        self.assertEqual([o.line for o, _ in outputs(blocks)], shown)
+    self.assertTrue(all(b.core for b in parse('docs/core.md', page)))
+    with self.assertRaisesRegex(DocError, 'cannot continue'):
+      parse('p.md', '\n'.join(['```python', 'x = 1', '```',
+                               '<!-- doctest: core -->',
+                               '<!-- doctest: continue -->',
+                               '```python', 'print(x)', '```']))
 
   def test_what_is_refused(self):
     for page, message in (
@@ -444,7 +492,7 @@ def _run_pages(pages):
 class RunTest(parameterized.TestCase):
   """Every page's blocks run; every shown output matches."""
 
-  @parameterized.named_parameters(*_named_pages())
+  @parameterized.named_parameters(*_named_pages(runnable=True))
   def test_page_runs_as_printed(self, page):
     if page not in _RUNS:
       # This page and the session's other pages not run yet, in one go.

@@ -57,6 +57,21 @@ for name in sys.argv[1:]:
 """
 
 
+# The CLI where `tensorflow_federated` cannot be found: a federated command
+# refused in one line, `privacy` (core only) runs.
+_CLI_WITHOUT_TFF = """
+import importlib.util
+real = importlib.util.find_spec
+importlib.util.find_spec = lambda name, *a: (
+    None if name == 'tensorflow_federated' else real(name, *a))
+from tff_ddp import cli
+for argv in (['demo'], ['privacy', '--mechanism', 'gaussian',
+                        '--noise-multiplier', '2', '--delta', '1e-5']):
+  code, out, err = cli.run_captured(argv)
+  print(code, '|', err.strip() or out.strip().splitlines()[-1])
+"""
+
+
 def _python_files(root, entries):
   for entry in entries:
     path = os.path.join(root, entry)
@@ -145,6 +160,20 @@ class LayersTest(absltest.TestCase):
           line, f'MissingTffError | {module} is part of tff_ddp\'s TFF layer '
           f'and needs {requires.NEEDS}; the core (tff_ddp.mechanisms, '
           'tff_ddp.encoders, tff_ddp.accounting) runs without it.')
+
+
+class CliWithoutTffTest(absltest.TestCase):
+
+  def test_federated_commands_refused_in_one_line_privacy_runs(self):
+    out = subprocess.run([sys.executable, '-c', _CLI_WITHOUT_TFF], cwd=_ROOT,
+                         capture_output=True, text=True, check=True,
+                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
+    demo, privacy = out.stdout.splitlines()
+    self.assertEqual(
+        demo, '2 | tff-ddp demo: error: tff-ddp demo is part of tff_ddp\'s '
+        f'TFF layer and needs {requires.NEEDS}; the core (tff_ddp.mechanisms, '
+        'tff_ddp.encoders, tff_ddp.accounting) runs without it.')
+    self.assertTrue(privacy.startswith('0 | '), privacy)
 
 
 def _imports_of(node):

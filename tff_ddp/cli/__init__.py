@@ -9,7 +9,8 @@
 
 Every epsilon printed names the adversary it holds against. User errors
 print one line and exit with status 2; every TFF worker a command started is
-ended before it returns.
+ended before it returns. `privacy` needs only the core; the other commands
+run TFF and, without it, say so in one line.
 """
 
 import contextlib
@@ -24,6 +25,10 @@ from tff_ddp.cli import privacy
 from tff_ddp.cli import quantiles
 from tff_ddp.cli import superquantile
 from tff_ddp.cli import train
+from tff_ddp.utils import requires
+
+# The commands that need only the framework-free core (no TFF).
+CORE_COMMANDS = ('privacy',)
 
 
 def build_parser() -> common.Parser:
@@ -42,7 +47,13 @@ def build_parser() -> common.Parser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
   """Parses `argv` (default: sys.argv[1:]) and runs the command."""
   args = build_parser().parse_args(argv)
-  return common.run(args.command, lambda: args.body(args))
+
+  def body():
+    if args.command not in CORE_COMMANDS:
+      requires.require_tff(f'tff-ddp {args.command}')
+    return args.body(args)
+
+  return common.run(args.command, body)
 
 
 def run_captured(argv: Sequence[str]) -> Tuple[int, str, str]:

@@ -19,6 +19,7 @@ import sys
 from typing import Callable, Optional
 
 from tff_ddp.utils import checks
+from tff_ddp.utils import requires
 
 # Before TensorFlow is imported anywhere in this process.
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
@@ -120,7 +121,7 @@ def run(command: str, function: Callable[[], Optional[int]]) -> int:
   processes.raise_worker_stack_limit()  # before TFF starts its worker
   try:
     return int(function() or 0)
-  except (UserError, TypeError, ValueError) as e:
+  except (UserError, TypeError, ValueError, requires.MissingTffError) as e:
     message = str(e).splitlines()[0] if str(e) else type(e).__name__
     sys.stderr.write(f'tff-ddp {command}: error: {message}\n')
     return 2
