@@ -33,7 +33,7 @@ CORE_TESTS = (
     'fuzz/fuzz_accounting_test.py', 'fuzz/fuzz_encoders_test.py',
     'fuzz/fuzz_mechanisms_test.py', 'fuzz/fuzz_utils_test.py',
     'fuzz/strategies_test.py',
-    'colabs_test.py', 'docs_test.py', 'layers_test.py',
+    'colabs_test.py', 'docs_test.py', 'layers_test.py', 'packaging_test.py',
 )
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
