@@ -8,8 +8,8 @@
 #                                            (today's stack: no TFF; tff_ddp's core only)
 #
 # PYTHON names the interpreter (default python3.11 / python3.12). Idempotent:
-# when the lock file and setup.py have not changed since the last successful
-# run it returns at once.
+# when the lock file, setup.py and the interpreter have not changed since the
+# last successful run it returns at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,12 +24,6 @@ case "$lane" in
   *) echo "usage: scripts/setup_env.sh [tff|core]" >&2; exit 2 ;;
 esac
 
-STAMP="$venv/.tff_ddp_installed"
-stamp=$(cat "$lock" setup.py | sha256sum | cut -d' ' -f1)
-if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$stamp" ] && [ -x "$venv/bin/python" ]; then
-  exit 0
-fi
-
 version_of() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null; }
 
 # The interpreter: $PYTHON, else python$want, python3, python. A name that
@@ -38,7 +32,10 @@ version_of() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/de
 find_python() {
   local cand ver
   for cand in ${PYTHON:-python$want python3 python}; do
-    command -v "$cand" >/dev/null 2>&1 || continue
+    if ! command -v "$cand" >/dev/null 2>&1; then
+      [ -n "${PYTHON:-}" ] && return 1         # named, but not there
+      continue
+    fi
     ver=$(version_of "$cand") || continue      # on PATH but does not run
     if [ "$ver" = "$want" ]; then command -v "$cand"; return 0; fi
     [ -n "${PYTHON:-}" ] && return 1           # runs, but another version
@@ -58,6 +55,14 @@ if ! PY=$(find_python); then
   fi
   echo "tff_ddp: no Python $want found$found; $why. Install python$want or run: make PYTHON=/path/to/python$want ..." >&2
   exit 1
+fi
+
+# Up to date when the lock file, setup.py and the interpreter are those of
+# the last successful run.
+STAMP="$venv/.tff_ddp_installed"
+stamp=$(cat "$lock" setup.py <(echo "$PY") | sha256sum | cut -d' ' -f1)
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$stamp" ] && [ -x "$venv/bin/python" ]; then
+  exit 0
 fi
 
 echo "tff_ddp: setting up $venv with $PY (pinned dependencies from $lock)"
