@@ -10,7 +10,8 @@ source and an execution count, the counts are 1, 2, 3, ... in cell order
 least one output is a PNG image, no output carries TensorFlow's C++ log
 lines, and the file stays small.
 
-Slow (CI): each notebook is executed again with nbclient
+Slow (CI): each notebook is executed again with nbclient on its lane (the
+`core_*` ones by `make test-core`, the others by `make test`)
 (`scripts/run_colabs.py --check`, this interpreter as the kernel); the test
 fails if any cell raises or times out, and its message is the runner's
 one-screen report of the failed cell (`FailureReportTest` checks that report
@@ -36,11 +37,12 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _COLABS = os.path.join(_ROOT, 'colabs')
 _RUNNER = os.path.join(_ROOT, 'scripts', 'run_colabs.py')
 _NOTEBOOKS = sorted(f for f in os.listdir(_COLABS) if f.endswith('.ipynb'))
-# The tutorials that need only the core (no TFF): both lanes execute them,
-# the core lane (Python 3.12, Colab's stack) only them.
+# The tutorials that need only the core (no TFF) run on the core lane
+# (Python 3.12, Colab's stack), the others on the TFF lane; both lanes check
+# every notebook's committed outputs.
 CORE_NOTEBOOKS = [name for name in _NOTEBOOKS if name.startswith('core_')]
 _TFF_NOTEBOOKS = [name for name in _NOTEBOOKS if name not in CORE_NOTEBOOKS]
-_RUNNABLE = _NOTEBOOKS if conftest.has_tff() else CORE_NOTEBOOKS
+_RUNNABLE = _TFF_NOTEBOOKS if conftest.has_tff() else CORE_NOTEBOOKS
 # A notebook a browser shows at once; images embedded at modest dpi.
 _MAX_BYTES = 1_500_000
 # TensorFlow's C++ logging ("2024-01-01 00:00:00.000000: E tensorflow/...",
