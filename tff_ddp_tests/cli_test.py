@@ -93,7 +93,7 @@ class ErrorTest(parameterized.TestCase):
        '--theta must be a number in (0, 0.25]'),
       (['privacy', '--mechanism', 'ddg', '--l2-sensitivity', '10',
         '--num-clients', '10', '--dimension', '4', '--delta', '1e-5'],
-       'exactly one of --local-stddev and --noise-multiplier'),
+       'needs --local-stddev'),
       (['privacy', '--mechanism', 'gaussian', '--noise-multiplier', '1',
         '--delta', '1e-5', '--sampling', 'poisson'], 'needs --rate'),
       (['privacy', '--mechanism', 'gaussian', '--noise-multiplier', '1',
@@ -181,6 +181,66 @@ class PrivacyTest(parameterized.TestCase):
     self.assertEqual(code, 0)
     self.assertIn('add/remove (central Gaussian)', out)
     self.assertIn('protects only against readers of the release', out)
+    # The server adds the noise: infinite against it, as `train
+    # --mechanism gaussian` prints (issue 43 item 10).
+    self.assertRegex(out, r'against the server \(runs the protocol\): inf ')
+    code, _, err = _run(['privacy', '--mechanism', 'gaussian', '--delta',
+                         '1e-5', '--target-epsilon', '2', '--adversary',
+                         'server'])
+    self.assertEqual(code, 2)
+    self.assertIn('calibrate against the release', err)
+
+  # (d, n, bits, z): issue 43's settings, where the old CLI read z against
+  # the inflated sensitivity and printed 0.49x / 0.83x the factory's.
+  @parameterized.parameters(('ddg', 10**4, 20, 12, 3.0),
+                            ('ddg', 1000, 50, 16, 1.2),
+                            ('skellam', 10**4, 20, 12, 3.0))
+  def test_noise_multiplier_is_the_factorys(self, mechanism, d, n, bits, z):
+    import numpy as np  # pylint: disable=g-import-not-at-top
+    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+    from tff_ddp import accounting  # pylint: disable=g-import-not-at-top
+    from tff_ddp import aggregators  # pylint: disable=g-import-not-at-top
+    factory = {'ddg': aggregators.DiscreteGaussianSumFactory,
+               'skellam': aggregators.SkellamSumFactory}[mechanism](
+                   noise_multiplier=z, expected_clients_per_round=n,
+                   bits=bits, l2_clip=0.3)
+    value_type = tff.TensorType(np.float32, [d])
+    expected = accounting.RdpAccountant().compose(
+        factory.dp_event(value_type), 10).get_epsilon(1e-5)
+    code, out, err = _run([
+        'privacy', '--mechanism', mechanism, '--noise-multiplier', str(z),
+        '--bits', str(bits), '--num-clients', str(n), '--dimension', str(d),
+        '--l2-clip', '0.3', '--rounds', '10', '--delta', '1e-5',
+        '--adversary', 'server'])
+    self.assertEqual(code, 0, err)
+    printed = float(out.split('(runs the protocol): ')[1].split()[0])
+    self.assertAlmostEqual(printed, expected, delta=1e-5 * expected)
+    # The run's measured numbers, printed, give the same epsilon.
+    mechanism_built = factory.mechanism(value_type)
+    self.assertIn(f'padded_dim {mechanism_built.output_dim}', out)
+    code, measured, _ = _run([
+        'privacy', '--mechanism', mechanism, '--l2-sensitivity',
+        repr(mechanism_built.l2_sensitivity), '--local-stddev',
+        repr(mechanism_built.scaled_local_stddev), '--num-clients', str(n),
+        '--dimension', str(mechanism_built.output_dim), '--rounds', '10',
+        '--delta', '1e-5', '--adversary', 'server'])
+    self.assertEqual(code, 0)
+    self.assertIn(f'(runs the protocol): {printed:.6g} ', measured)
+
+  def test_factory_and_measured_flags_do_not_mix(self):
+    code, _, err = _run([
+        'privacy', '--mechanism', 'ddg', '--l2-sensitivity', '303',
+        '--noise-multiplier', '3', '--num-clients', '20', '--dimension',
+        '16384', '--delta', '1e-5'])
+    self.assertEqual(code, 2)
+    self.assertIn('relative to the l2 clip', err)
+    code, out, _ = _run([
+        'privacy', '--mechanism', 'ddg', '--bits', '16', '--num-clients',
+        '100', '--dimension', '1000', '--delta', '1e-5', '--target-epsilon',
+        '3'])
+    self.assertEqual(code, 0)
+    self.assertIn('noise-multiplier: ', out)
+    self.assertIn("the factory's run: noise multiplier", out)
 
 
 @pytest.mark.slow
