@@ -4,8 +4,10 @@ import argparse
 import os
 import subprocess
 import sys
+from unittest import mock
 
 from absl.testing import parameterized
+import numpy as np
 import pytest
 
 from tff_ddp import cli
@@ -281,6 +283,39 @@ class JobsTest(parameterized.TestCase):
       # bin's mass (1/16) plus noise; far below 0.5 (random estimates).
       self.assertLess(row.worst_error, 0.5)
     self.assertIn('worst err (eq.3)', lines[1])
+
+  def test_central_rows_draw_fresh_noise_unless_seeded(self):
+    # Issue 43 item 3: the central rows drew their noise from seed + 7919
+    # (r + 1), with seed 0 under --values: identical on every run, yet
+    # labelled DP. Two runs on the same values now add different noise; a
+    # --noise-seed run repeats itself and says it is not private.
+    from tff_ddp.analytics import simulation  # pylint: disable=g-import-not-at-top
+    noisy = []
+    original = simulation.noisy_sum
+
+    def recording(*args, **kwargs):
+      noisy.append(original(*args, **kwargs))
+      return noisy[-1]
+
+    values = np.random.default_rng(0).uniform(0, 10, 40)
+    runs = []
+    with mock.patch.object(simulation, 'noisy_sum', recording):
+      for noise_seed in (None, None, 5, 5):
+        lines = []
+        quantiles_cli.run(methods=('flat',),
+                          mechanisms=('discrete_gaussian',), num_bins=8,
+                          epsilon=2.0, repetitions=1, values=values,
+                          print_fn=lines.append, noise_seed=noise_seed)
+        runs.append(lines)
+    self.assertLen(noisy, 4)
+    # Continuous Gaussian noise: equal sums from fresh draws have
+    # probability 0.
+    self.assertFalse(np.array_equal(noisy[0], noisy[1]))
+    np.testing.assert_array_equal(noisy[2], noisy[3])
+    for lines in runs[:2]:
+      self.assertNotIn('NOT PRIVATE', '\n'.join(lines))
+    for lines in runs[2:]:
+      self.assertTrue(lines[0].startswith('NOT PRIVATE'), lines[0])
 
   def test_small_superquantile_run_prints_every_round(self):
     lines = []
