@@ -11,8 +11,9 @@ round; the budget is one round's, as users are in one round only), fixed
 and heterogeneous are the paper's synthetic datasets; docstrings is the
 real-text stand-in (word counts of installed packages' docstrings), see
 `tff_ddp.analytics.frequency_data`; --items FILE reads yours (lines
-`client_id,item`: a client's items are its lines; the item domain is the
-file's distinct items, which the protocol takes as public). The l2 error
+`client_id,item`: a client's items are its lines) over the public item
+domain of --domain FILE. Every bound the protocols use is stated (--domain,
+--max-items), never read from the data. The l2 error
 and the clip C* are computed in the clear, to evaluate the estimate: the
 protocol releases neither.
 """
@@ -104,12 +105,19 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
         seed: int = 0,
         print_fn: Callable[[str], None] = print,
         counts: Optional[np.ndarray] = None,
-        source: str = '') -> List[Row]:
+        source: str = '',
+        max_items: Optional[int] = None) -> List[Row]:
   """Runs the protocols on one dataset; prints the error table; returns it.
 
-  With `counts` (float [clients, items], e.g. `data_files.read_items`) they
-  are the dataset (data, num_clients, dim and seed are not used); `source`
-  names it in the report.
+  With `counts` (float [clients, items], e.g. `data_files.read_items` over
+  the user's public domain) they are the dataset (data, num_clients, dim
+  and seed are not used); `source` names it in the report.
+
+  `max_items` is two_phase's public bound on a user's items (the range of
+  its phase-1 histogram). It is stated, never read from the data (the
+  largest user's count differs between neighbouring datasets): needed with
+  `counts` and with synthetic data other than 'iid', whose users hold
+  exactly `frequency_data.ITEMS_PER_USER` items by construction.
   """
   from tff_ddp.analytics import budget  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import frequency as fq  # pylint: disable=g-import-not-at-top
@@ -130,9 +138,19 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
   # --rounds (default 4) only splits the clients of multi_round.
   if 'multi_round' in protocols:
     rounds = checks.integer(rounds, 'rounds', 1, num_clients)
+  if max_items is None and 'two_phase' in protocols:
+    if counts is None and data == 'iid':
+      max_items = fd.ITEMS_PER_USER  # every user's, by construction
+    else:
+      raise common.UserError(
+          f'two_phase on {data} needs --max-items: a public bound on the '
+          'items a user holds (a device limit, a policy), stated; the '
+          "data's largest count differs between neighbouring datasets and "
+          'is not public')
+  if max_items is not None:
+    max_items = checks.integer(max_items, 'max_items', 1)
   x = (fd.load(data, num_clients, dim, seed) if counts is None
        else np.asarray(counts)).astype(np.float32)
-  max_items = fd.max_items(x)
   common_args = dict(num_trials=num_trials, divisor=divisor)
   configurations = {}
   notes = []
@@ -175,8 +193,10 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
     rows.append(Row(protocol, fq.l2_error(estimate, x), used, params.epsilon,
                     time.perf_counter() - start,
                     '; '.join(filter(None, [fp.describe(params), detail]))))
-  print_fn(f'{num_clients} clients, {data} data, d = {dim} (max items per '
-           f'user {max_items}, public); epsilon per run at delta = {delta:g}'
+  print_fn(f'{num_clients} clients, {data} data, d = {dim}'
+           + ('' if max_items is None else
+              f' (max items per user {max_items}, stated)')
+           + f'; epsilon per run at delta = {delta:g}'
            f' against the server; {fp.NEIGHBOURS} (multi_round: per '
            'round, users in one round only)')
   print_fn(f'{"protocol":12s} {"l2 error":>9s} {"clip":>9s} {"eps":>7s} '
@@ -233,6 +253,14 @@ def add_parser(subparsers):
                  help='your data instead of synthetic: a CSV file of lines '
                  '`client_id,item`, a client\'s items its lines; d is the '
                  'distinct items (see docs/cli.md)')
+  p.add_argument('--domain', metavar='FILE',
+                 help='with --items: the public item domain, one item a line '
+                 '(d is its length; items of --items outside it are '
+                 'dropped) (required with --items)')
+  p.add_argument('--max-items', type=common.integer('--max-items', 1),
+                 help='two_phase: the public bound on the items a user holds '
+                 '(the range of phase 1) (default: 100 for --data iid, whose '
+                 'users hold 100 each; required otherwise)')
   p.add_argument('--data', choices=['iid', 'heterogeneous', 'docstrings'],
                  help='the synthetic dataset (default: iid; not with '
                  '--items)')
@@ -275,17 +303,42 @@ def add_parser(subparsers):
 def _body(args) -> int:
   """Runs the command: synthetic data, or the clients of --items."""
   from tff_ddp.cli import data_files  # pylint: disable=g-import-not-at-top
+  if args.domain is not None and args.items is None:
+    raise common.UserError('--domain is for --items (synthetic data has '
+                           'its own: --dim)')
+  dropped = []
+
+  def read(path):
+    if args.domain is None:
+      raise common.UserError(
+          '--items needs --domain FILE: the item domain, public (one item a '
+          'line, known without the users\' data: a catalogue, a '
+          'vocabulary); the file\'s own distinct items differ between '
+          'neighbouring datasets')
+    domain = data_files.read_domain(args.domain)
+    if len(domain) > MAX_DIM:
+      raise common.UserError(
+          f'--domain {args.domain} has {len(domain)} items; at most '
+          f'{MAX_DIM} (as --dim)')
+    items = data_files.read_items(path, MAX_ENTRIES, domain)
+    dropped.append(items.dropped)
+    return items.counts
+
   counts, value = data_files.file_or_synthetic(
-      args.items, '--items',
-      lambda path: data_files.read_items(path, MAX_ENTRIES).counts,
+      args.items, '--items', read,
       dict(data=(args.data, 'iid'), dim=(args.dim, 50),
            clients=(args.clients, 1000), seed=(args.seed, 0)),
       'the clients and items are those of the file')
+  if dropped and dropped[0]:
+    print(f'note: {dropped[0]} line(s) of {args.items} name items outside '
+          f'--domain {args.domain}: dropped from their clients\' vectors '
+          '(counted in the clear from your file; nothing the protocol '
+          'releases).')
   run(protocols=args.protocols, data=value['data'], dim=value['dim'],
       num_clients=value['clients'], epsilon=args.epsilon, delta=args.delta,
       num_trials=args.num_trials, num_bins=args.bins,
       budget_fraction=args.budget_fraction, clip=args.clip,
       sample_items=args.sample_items, rounds=args.rounds,
       divisor=args.divisor, seed=value['seed'], counts=counts,
-      source=args.items or '')
+      source=args.items or '', max_items=args.max_items)
   return 0
