@@ -352,6 +352,20 @@ class JobsTest(parameterized.TestCase):
     self.assertLess(rows[0].error, rows[2].error)
     self.assertIn('against the server', lines[0])
     self.assertTrue(any('two_phase chose C-hat' in l for l in lines))
+    # Issue 43 item 5: delta min(1e-5, N^-1.1), not the paper's 1e-4 ~ 1/N;
+    # multi_round's rounds composed unless the user opts in to the
+    # assumption that nobody repeats, which is then printed.
+    self.assertIn('at delta = 1e-05 against the server', lines[0])
+    self.assertIn('multi_round: 2 rounds composed', lines)
+    lines = []
+    rows = frequency_cli.run(protocols=('multi_round',), dim=3,
+                             num_clients=40, epsilon=8.0, rounds=2,
+                             disjoint_rounds=True, delta=0.1,
+                             print_fn=lines.append)
+    self.assertTrue(lines[0].startswith('warning: --delta 0.1 is not well '
+                                        'below 1/N = 1/40'), lines[0])
+    self.assertTrue(any(l.startswith('multi_round: ASSUMED (--disjoint-'
+                                     'rounds, not checked)') for l in lines))
 
   def test_command_output_is_clean(self):
     # A user error after TFF has started, and a small run: no TF C++ log

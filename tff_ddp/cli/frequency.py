@@ -6,7 +6,8 @@ to (epsilon, delta) against the server that runs the protocol (neighbours:
 one user's data removed). Protocols: two_phase (TFFE: the clip C-hat from
 the Haar quantile of the representation norms, then OcPBM), multi_round
 (MFFE: the clients split into --rounds batches, the clip updated each
-round; the budget is one round's, as users are in one round only), fixed
+round; the budget covers the rounds composed, or, with --disjoint-rounds,
+one round's by the assumption that no user is in two batches), fixed
 (cPBM at --clip), normalize and sample (the paper's baselines). Data: iid
 and heterogeneous are the paper's synthetic datasets; docstrings is the
 real-text stand-in (word counts of installed packages' docstrings), see
@@ -94,7 +95,7 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
         dim: int = 50,
         num_clients: int = 1000,
         epsilon: float = 2.8,
-        delta: float = 1e-4,
+        delta: Optional[float] = None,
         num_trials: int = 30,
         num_bins: int = 64,
         budget_fraction: float = 1.0 / 11.0,
@@ -106,7 +107,8 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
         print_fn: Callable[[str], None] = print,
         counts: Optional[np.ndarray] = None,
         source: str = '',
-        max_items: Optional[int] = None) -> List[Row]:
+        max_items: Optional[int] = None,
+        disjoint_rounds: bool = False) -> List[Row]:
   """Runs the protocols on one dataset; prints the error table; returns it.
 
   With `counts` (float [clients, items], e.g. `data_files.read_items` over
@@ -149,6 +151,7 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
           'is not public')
   if max_items is not None:
     max_items = checks.integer(max_items, 'max_items', 1)
+  delta = common.resolve_delta(delta, num_clients, print_fn)
   x = (fd.load(data, num_clients, dim, seed) if counts is None
        else np.asarray(counts)).astype(np.float32)
   common_args = dict(num_trials=num_trials, divisor=divisor)
@@ -165,6 +168,7 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
     elif protocol == 'multi_round':
       n = num_clients // rounds
       kwargs.update(rounds=rounds, budget_fraction=budget_fraction,
+                    disjoint_rounds=disjoint_rounds,
                     total_clients=num_clients)
     elif protocol == 'fixed':
       if clip is None:
@@ -197,8 +201,12 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
            + ('' if max_items is None else
               f' (max items per user {max_items}, stated)')
            + f'; epsilon per run at delta = {delta:g}'
-           f' against the server; {fp.NEIGHBOURS} (multi_round: per '
-           'round, users in one round only)')
+           f' against the server; {fp.NEIGHBOURS}')
+  if 'multi_round' in protocols:
+    print_fn(f'multi_round: {rounds} rounds composed' if not disjoint_rounds
+             else f'multi_round: ASSUMED (--disjoint-rounds, not checked) '
+             f'that no user is in two of the {rounds} batches; the epsilon '
+             'is one round\'s and does not hold for users who repeat')
   print_fn(f'{"protocol":12s} {"l2 error":>9s} {"clip":>9s} {"eps":>7s} '
            f'{"seconds":>8s}')
   for row in rows:
@@ -271,10 +279,10 @@ def add_parser(subparsers):
                  help='n, the users (all of them; multi_round splits them '
                  'into --rounds batches) (default: 1000; not with --items)')
   p.add_argument('--epsilon', type=common.positive('--epsilon'), default=2.8,
-                 help='epsilon of a run (multi_round: of a round) against the'
-                 ' server')
+                 help='epsilon of a run against the server (multi_round: of '
+                 'its rounds composed, or of one with --disjoint-rounds)')
   p.add_argument('--delta', type=common.probability_open('--delta'),
-                 default=1e-4, help='delta of a run (multi_round: of a round)')
+                 help=common.DELTA_HELP + ' (of a run, as --epsilon)')
   p.add_argument('--num-trials', type=common.integer('--num-trials', 1, 2**20),
                  default=30, help='m of the frequency cPBM (theta calibrated)')
   p.add_argument('--bins', type=common.integer('--bins', 2, 2**16),
@@ -291,6 +299,10 @@ def add_parser(subparsers):
                  default=1, help='sample: items kept per user')
   p.add_argument('--rounds', type=common.integer('--rounds', 1, 10**6),
                  default=4, help='multi_round: R batches')
+  p.add_argument('--disjoint-rounds', action='store_true',
+                 help='multi_round: account one round, ASSUMING no user '
+                 'takes part in two (the paper\'s App. D; not checked) '
+                 '(default: the rounds composed)')
   p.add_argument('--divisor', default='l2', choices=['l2', 'linf'],
                  help="cPBM's divisor: C (Algorithm 3) or the Kashin bound")
   p.add_argument('--seed', type=common.integer('--seed', 0, 2**32 - 1),
@@ -339,6 +351,7 @@ def _body(args) -> int:
       num_trials=args.num_trials, num_bins=args.bins,
       budget_fraction=args.budget_fraction, clip=args.clip,
       sample_items=args.sample_items, rounds=args.rounds,
+      disjoint_rounds=args.disjoint_rounds,
       divisor=args.divisor, seed=value['seed'], counts=counts,
       source=args.items or '', max_items=args.max_items)
   return 0

@@ -61,7 +61,7 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
         num_clients: int = 128,
         num_bins: int = 32,
         epsilon: float = 1.0,
-        delta: float = 1e-5,
+        delta: Optional[float] = None,
         distribution: str = 'uniform',
         upper_bound: float = 10.0,
         repetitions: int = 3,
@@ -102,6 +102,7 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
     draw(distribution, 1, np.random.default_rng(0), upper_bound)  # validates
   else:
     num_clients = len(user_values)
+  delta = common.resolve_delta(delta, num_clients, print_fn)
   # Each method named once, as its encoding (each with the count its
   # paper uses); every configuration is calibrated (and refused if it cannot
   # work) before any process runs.
@@ -242,7 +243,7 @@ def add_parser(subparsers):
   p.add_argument('--epsilon', type=common.positive('--epsilon'), default=1.0,
                  help='epsilon per round (against the server)')
   p.add_argument('--delta', type=common.probability_open('--delta'),
-                 default=1e-5, help='delta per round')
+                 help=common.DELTA_HELP + ' (per round)')
   p.add_argument('--distribution', choices=DISTRIBUTIONS,
                  help='client values: Unif[0, upper] or chi^2(4) (default: '
                  'uniform; not with --values)')
