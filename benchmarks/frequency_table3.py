@@ -34,7 +34,8 @@ Privacy: user-level, against the server that runs the protocol (it sees
 the secure sums and who takes part), delta = 1e-5. Every user takes part in
 one round only and the batches are fixed independently of the data, so
 the whole run is as private as one round (parallel composition, App. D:
-`disjoint_rounds=True`, the library's default). "ours": our accountant,
+`disjoint_rounds=True`, opted in: the batches are disjoint by
+construction here). "ours": our accountant,
 zero-out neighbours, the round's two releases composed (N = 1000 users
 each); "Lemma 2": the paper's Lemma 2 as printed (replace-one, m D and
 m' 1 coordinates; `frequency.published_epsilon`), with our D (128 / 256)
@@ -90,7 +91,8 @@ def configure(d, initial_clip=INITIAL_CLIP):
   params, ours, published = F.at_paper_parameters(
       'multi_round', d, PER_ROUND, DELTA, theta=THETA, m=M,
       quantile_theta=THETA, indicator_m=INDICATOR_M,
-      rounds=N_TOTAL // PER_ROUND, learning_rate=ETA, clip=initial_clip)
+      rounds=N_TOTAL // PER_ROUND, learning_rate=ETA, clip=initial_clip,
+      disjoint_rounds=True)
   paper_d = fq.published_epsilon(
       [(THETA, M, PER_ROUND, 2 * d), (THETA, INDICATOR_M, PER_ROUND, 1)],
       DELTA)

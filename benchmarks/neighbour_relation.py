@@ -130,7 +130,7 @@ def frequency_rows():
   for d in (50, 100):
     params, _, _ = F.at_paper_parameters(
         'multi_round', d, 1000, 1e-5, theta=0.2, m=15, indicator_m=15,
-        rounds=100, learning_rate=1.0, clip=1.0)
+        rounds=100, learning_rate=1.0, clip=1.0, disjoint_rounds=True)
     mffe(f'Table 3 MFFE d={d}', params)
   return rows
 
@@ -215,7 +215,7 @@ def simulate(runs, rounds, datasets):
   per_round, d = 1000, 50
   params, _, _ = F.at_paper_parameters(
       'multi_round', d, per_round, 1e-5, theta=0.2, m=15, indicator_m=15,
-      rounds=100, learning_rate=1.0, clip=1.0)
+      rounds=100, learning_rate=1.0, clip=1.0, disjoint_rounds=True)
   target = params.epsilon
   paper_mech, paper_theta, paper_eps = _paper_indicator(params, target,
                                                         params.delta)

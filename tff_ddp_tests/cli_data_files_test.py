@@ -7,9 +7,13 @@ the line and the fault before anything runs, and -- end to end, slow -- the
 same report and epsilon as the synthetic run on the same data.
 """
 
+import gzip
+import io
 import os
 import shutil
+import sys
 import tempfile
+from unittest import mock
 
 from absl.testing import parameterized
 import numpy as np
@@ -89,16 +93,46 @@ class ReadItemsTest(parameterized.TestCase):
   def test_a_clients_items_are_its_lines(self):
     path = _write(self.dir, 'items.csv', 'client_id,item\nu1,10\nu2,2\n'
                   'u1,2\nu1,10\n\nu3,9\n')
-    items = data_files.read_items(path, 100)
+    items = data_files.read_items(path, 100, ['2', '9', '10'])
     self.assertEqual(items.clients, ['u1', 'u2', 'u3'])
-    self.assertEqual(items.items, ['2', '9', '10'])  # numeric order
+    self.assertEqual(items.items, ['2', '9', '10'])  # the domain's order
     np.testing.assert_array_equal(items.counts,
                                   [[1, 0, 2], [1, 0, 0], [0, 1, 0]])
     self.assertEqual(items.counts.dtype, np.float32)
     words = data_files.read_items(
-        _write(self.dir, 'words.csv', 'a,the\nb,cat\na,cat\n'), 100)
-    self.assertEqual(words.items, ['cat', 'the'])
-    np.testing.assert_array_equal(words.counts, [[1, 1], [1, 0]])
+        _write(self.dir, 'words.csv', 'a,the\nb,cat\na,cat\n'), 100,
+        ['the', 'cat', 'dog'])
+    np.testing.assert_array_equal(words.counts, [[1, 1, 0], [0, 1, 0]])
+
+  def test_the_domain_is_the_users_never_the_files(self):
+    # Issue 43 item 2: d was the file's distinct items, so one user with a
+    # unique item changed d and the release between neighbours. Over a
+    # stated domain, a neighbour adding such a user changes neither d nor
+    # the other users' vectors; the user takes part with what is in the
+    # domain (its other item) and its unknown item is dropped.
+    domain = data_files.read_domain(
+        _write(self.dir, 'domain.txt', 'item\nb\na\n'))
+    self.assertEqual(domain, ['b', 'a'])
+    base = 'u1,a\nu2,b\nu2,a\n'
+    without = data_files.read_items(_write(self.dir, 'x.csv', base), 100,
+                                    domain)
+    with_rare = data_files.read_items(
+        _write(self.dir, 'y.csv', base + 'u3,zebra\nu3,a\n'), 100, domain)
+    self.assertEqual(without.counts.shape, (2, 2))
+    self.assertEqual(with_rare.counts.shape, (3, 2))
+    np.testing.assert_array_equal(with_rare.counts[:2], without.counts)
+    np.testing.assert_array_equal(with_rare.counts[2], [0, 1])
+    self.assertEqual((without.dropped, with_rare.dropped), (0, 1))
+
+  @parameterized.named_parameters(
+      ('empty', '', 'no items'),
+      ('header_only', 'item\n', 'no items'),
+      ('two_columns', 'a,b\n', 'line 1 has 2 columns; a line is one item'),
+      ('twice', 'a\nb\na\n', "item 'a' is on lines 1 and 3"))
+  def test_bad_domain_files(self, text, message):
+    path = _write(self.dir, 'domain.txt', text)
+    with self.assertRaisesRegex(common.UserError, message):
+      data_files.read_domain(path)
 
   @parameterized.named_parameters(
       ('empty', '', 'no items'),
@@ -110,7 +144,7 @@ class ReadItemsTest(parameterized.TestCase):
   def test_bad_files_are_one_line_errors(self, text, message):
     path = _write(self.dir, 'bad.csv', text)
     with self.assertRaisesRegex(common.UserError, message) as raised:
-      data_files.read_items(path, 100)
+      data_files.read_items(path, 100, ['a'])
     self.assertTrue(str(raised.exception).startswith(f'--items {path}: '))
 
   def test_too_many_entries(self):
@@ -119,7 +153,59 @@ class ReadItemsTest(parameterized.TestCase):
     with self.assertRaisesRegex(common.UserError,
                                 r'5 clients x 5 items = 25 count entries; '
                                 r'at most 24'):
-      data_files.read_items(path, 24)
+      data_files.read_items(path, 24, [str(j) for j in range(5)])
+
+
+class FileFormsTest(parameterized.TestCase):
+  """What spreadsheets and pipes write (issue 43 item 1): a byte-order
+  mark, CRLF, quoted fields, gzip, standard input -- each the same data."""
+
+  def setUp(self):
+    super().setUp()
+    self.dir = tempfile.mkdtemp()
+    self.addCleanup(shutil.rmtree, self.dir)
+
+  @parameterized.named_parameters(
+      ('bom', b'\xef\xbb\xbfclient_id,value\nc1,4\nc2,5\n'),
+      ('crlf', b'client_id,value\r\nc1,4\r\nc2,5\r\n'),
+      ('bom_crlf', b'\xef\xbb\xbfvalue\r\n4\r\n5\r\n'),
+      ('quoted', b'"client_id","value"\n"c1","4"\n"c,2", 5\n'),
+      ('gzip', gzip.compress(b'\xef\xbb\xbfvalue\n4\n5\n')))
+  def test_values(self, data):
+    # Before: the BOM made the header a value ("line 1: 'value' is not a
+    # number"); gzip was "not a UTF-8 text file".
+    path = _write(self.dir, 'values.csv', data, 'wb')
+    np.testing.assert_array_equal(data_files.read_values(path), [4.0, 5.0])
+
+  @parameterized.named_parameters(
+      ('bom', b'\xef\xbb\xbfclient_id,item\nu1,a\nu2,b\nu1,b\n'),
+      ('crlf', b'client_id,item\r\nu1,a\r\nu2,b\r\nu1,b\r\n'),
+      ('quoted', b'"client_id","item"\n"u1","a"\nu2,"b"\n"u1",b\n'),
+      ('gzip', gzip.compress(b'\xef\xbb\xbfclient_id,item\nu1,a\nu2,b\n'
+                             b'u1,b\n')))
+  def test_items(self, data):
+    # Before: the BOM made the header a client: 3 clients, not 2 (and the
+    # item 'item' a column of the domain).
+    path = _write(self.dir, 'items.csv', data, 'wb')
+    items = data_files.read_items(path, 100, ['a', 'b'])
+    self.assertEqual(items.clients, ['u1', 'u2'])
+    np.testing.assert_array_equal(items.counts, [[1, 1], [0, 1]])
+    self.assertEqual(items.dropped, 0)
+
+  @parameterized.parameters(False, True)
+  def test_standard_input(self, compressed):
+    data = b'\xef\xbb\xbfvalue\r\n1\r\n2.5\r\n'
+    stdin = io.TextIOWrapper(io.BufferedReader(io.BytesIO(
+        gzip.compress(data) if compressed else data)))
+    with mock.patch.object(sys, 'stdin', stdin):
+      np.testing.assert_array_equal(data_files.read_values('-'), [1.0, 2.5])
+
+  def test_damaged_gzip(self):
+    text = ''.join(f'{v!r}\n' for v in np.random.default_rng(0).random(500))
+    data = gzip.compress(text.encode())
+    path = _write(self.dir, 'v.csv.gz', data[:len(data) // 2], 'wb')
+    with self.assertRaisesRegex(common.UserError, 'damaged gzip'):
+      data_files.read_values(path)
 
 
 class CommandTest(parameterized.TestCase):
@@ -146,8 +232,16 @@ class CommandTest(parameterized.TestCase):
          r'--lower \(5\) must be below --upper \(1\)'),
         (['frequency', '--items', values, '--dim', '3'],
          r'--dim do\(es\) not apply to --items'),
-        (['frequency', '--items', _write(self.dir, 'e.csv', '\n')],
-         'no items')):
+        (['frequency', '--items', _write(self.dir, 'e.csv', '\n'),
+          '--domain', _write(self.dir, 'd.txt', 'a\n')], 'no items'),
+        # Issue 43 item 2: bounds are stated, not read from the data.
+        (['frequency', '--items', items], '--items needs --domain FILE'),
+        (['frequency', '--items', items, '--domain', _write(
+            self.dir, 'd2.txt', '1\n'), '--protocols', 'two_phase'],
+         'two_phase on .* needs --max-items'),
+        (['frequency', '--data', 'heterogeneous', '--protocols',
+          'two_phase'], 'two_phase on heterogeneous needs --max-items'),
+        (['frequency', '--domain', items], '--domain is for --items')):
       with self.subTest(argv=argv):
         code, out, err = _run(argv)
         self.assertEqual(code, 2)
@@ -179,12 +273,11 @@ class SameReportTest(parameterized.TestCase):
           f'c{i},{v!r}\n' for i, v in enumerate(values)))
       mine = _report(common_args + ['--values', path])
     self.assertEqual(synthetic[0].replace('uniform', path), mine[0])
-    # Same epsilon and calibration (columns 'eps' and 'parameters'), same
-    # true quantiles and same central row (its noise is seeded).
+    # Same epsilon and calibration (columns 'eps' and 'parameters') and
+    # the same true quantiles (every row's noise is fresh).
     for a, b in zip(synthetic[2:4], mine[2:4]):  # ... eps s/round c= z=
       self.assertEqual(a.split()[-4:-3] + a.split()[-2:],
                        b.split()[-4:-3] + b.split()[-2:])
-    self.assertEqual(synthetic[3], mine[3])  # central row
     self.assertEqual(synthetic[5], mine[5])  # true (sample)
 
   def test_frequency(self):
@@ -197,7 +290,8 @@ class SameReportTest(parameterized.TestCase):
       path = _write(tmp, 'items.csv', ''.join(
           f'user{i},{j}\n' * int(x[i, j])
           for i in range(30) for j in range(8)))
-      mine = _report(common_args + ['--items', path])
+      domain = _write(tmp, 'domain.txt', ''.join(f'{j}\n' for j in range(8)))
+      mine = _report(common_args + ['--items', path, '--domain', domain])
     self.assertEqual(synthetic[0].replace('iid data', f'{path} data'),
                      mine[0])
     # Same clip and epsilon columns; the same calibration line.

@@ -4,8 +4,10 @@ import argparse
 import os
 import subprocess
 import sys
+from unittest import mock
 
 from absl.testing import parameterized
+import numpy as np
 import pytest
 
 from tff_ddp import cli
@@ -93,7 +95,7 @@ class ErrorTest(parameterized.TestCase):
        '--theta must be a number in (0, 0.25]'),
       (['privacy', '--mechanism', 'ddg', '--l2-sensitivity', '10',
         '--num-clients', '10', '--dimension', '4', '--delta', '1e-5'],
-       'exactly one of --local-stddev and --noise-multiplier'),
+       'needs --local-stddev'),
       (['privacy', '--mechanism', 'gaussian', '--noise-multiplier', '1',
         '--delta', '1e-5', '--sampling', 'poisson'], 'needs --rate'),
       (['privacy', '--mechanism', 'gaussian', '--noise-multiplier', '1',
@@ -181,6 +183,66 @@ class PrivacyTest(parameterized.TestCase):
     self.assertEqual(code, 0)
     self.assertIn('add/remove (central Gaussian)', out)
     self.assertIn('protects only against readers of the release', out)
+    # The server adds the noise: infinite against it, as `train
+    # --mechanism gaussian` prints (issue 43 item 10).
+    self.assertRegex(out, r'against the server \(runs the protocol\): inf ')
+    code, _, err = _run(['privacy', '--mechanism', 'gaussian', '--delta',
+                         '1e-5', '--target-epsilon', '2', '--adversary',
+                         'server'])
+    self.assertEqual(code, 2)
+    self.assertIn('calibrate against the release', err)
+
+  # (d, n, bits, z): issue 43's settings, where the old CLI read z against
+  # the inflated sensitivity and printed 0.49x / 0.83x the factory's.
+  @parameterized.parameters(('ddg', 10**4, 20, 12, 3.0),
+                            ('ddg', 1000, 50, 16, 1.2),
+                            ('skellam', 10**4, 20, 12, 3.0))
+  def test_noise_multiplier_is_the_factorys(self, mechanism, d, n, bits, z):
+    import numpy as np  # pylint: disable=g-import-not-at-top
+    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+    from tff_ddp import accounting  # pylint: disable=g-import-not-at-top
+    from tff_ddp import aggregators  # pylint: disable=g-import-not-at-top
+    factory = {'ddg': aggregators.DiscreteGaussianSumFactory,
+               'skellam': aggregators.SkellamSumFactory}[mechanism](
+                   noise_multiplier=z, expected_clients_per_round=n,
+                   bits=bits, l2_clip=0.3)
+    value_type = tff.TensorType(np.float32, [d])
+    expected = accounting.RdpAccountant().compose(
+        factory.dp_event(value_type), 10).get_epsilon(1e-5)
+    code, out, err = _run([
+        'privacy', '--mechanism', mechanism, '--noise-multiplier', str(z),
+        '--bits', str(bits), '--num-clients', str(n), '--dimension', str(d),
+        '--l2-clip', '0.3', '--rounds', '10', '--delta', '1e-5',
+        '--adversary', 'server'])
+    self.assertEqual(code, 0, err)
+    printed = float(out.split('(runs the protocol): ')[1].split()[0])
+    self.assertAlmostEqual(printed, expected, delta=1e-5 * expected)
+    # The run's measured numbers, printed, give the same epsilon.
+    mechanism_built = factory.mechanism(value_type)
+    self.assertIn(f'padded_dim {mechanism_built.output_dim}', out)
+    code, measured, _ = _run([
+        'privacy', '--mechanism', mechanism, '--l2-sensitivity',
+        repr(mechanism_built.l2_sensitivity), '--local-stddev',
+        repr(mechanism_built.scaled_local_stddev), '--num-clients', str(n),
+        '--dimension', str(mechanism_built.output_dim), '--rounds', '10',
+        '--delta', '1e-5', '--adversary', 'server'])
+    self.assertEqual(code, 0)
+    self.assertIn(f'(runs the protocol): {printed:.6g} ', measured)
+
+  def test_factory_and_measured_flags_do_not_mix(self):
+    code, _, err = _run([
+        'privacy', '--mechanism', 'ddg', '--l2-sensitivity', '303',
+        '--noise-multiplier', '3', '--num-clients', '20', '--dimension',
+        '16384', '--delta', '1e-5'])
+    self.assertEqual(code, 2)
+    self.assertIn('relative to the l2 clip', err)
+    code, out, _ = _run([
+        'privacy', '--mechanism', 'ddg', '--bits', '16', '--num-clients',
+        '100', '--dimension', '1000', '--delta', '1e-5', '--target-epsilon',
+        '3'])
+    self.assertEqual(code, 0)
+    self.assertIn('noise-multiplier: ', out)
+    self.assertIn("the factory's run: noise multiplier", out)
 
 
 @pytest.mark.slow
@@ -222,6 +284,39 @@ class JobsTest(parameterized.TestCase):
       self.assertLess(row.worst_error, 0.5)
     self.assertIn('worst err (eq.3)', lines[1])
 
+  def test_central_rows_draw_fresh_noise_unless_seeded(self):
+    # Issue 43 item 3: the central rows drew their noise from seed + 7919
+    # (r + 1), with seed 0 under --values: identical on every run, yet
+    # labelled DP. Two runs on the same values now add different noise; a
+    # --noise-seed run repeats itself and says it is not private.
+    from tff_ddp.analytics import simulation  # pylint: disable=g-import-not-at-top
+    noisy = []
+    original = simulation.noisy_sum
+
+    def recording(*args, **kwargs):
+      noisy.append(original(*args, **kwargs))
+      return noisy[-1]
+
+    values = np.random.default_rng(0).uniform(0, 10, 40)
+    runs = []
+    with mock.patch.object(simulation, 'noisy_sum', recording):
+      for noise_seed in (None, None, 5, 5):
+        lines = []
+        quantiles_cli.run(methods=('flat',),
+                          mechanisms=('discrete_gaussian',), num_bins=8,
+                          epsilon=2.0, repetitions=1, values=values,
+                          print_fn=lines.append, noise_seed=noise_seed)
+        runs.append(lines)
+    self.assertLen(noisy, 4)
+    # Continuous Gaussian noise: equal sums from fresh draws have
+    # probability 0.
+    self.assertFalse(np.array_equal(noisy[0], noisy[1]))
+    np.testing.assert_array_equal(noisy[2], noisy[3])
+    for lines in runs[:2]:
+      self.assertNotIn('NOT PRIVATE', '\n'.join(lines))
+    for lines in runs[2:]:
+      self.assertTrue(lines[0].startswith('NOT PRIVATE'), lines[0])
+
   def test_small_superquantile_run_prints_every_round(self):
     lines = []
     summary = superquantile_cli.run(rounds=2, clients=12, epsilon=20.0,
@@ -257,6 +352,20 @@ class JobsTest(parameterized.TestCase):
     self.assertLess(rows[0].error, rows[2].error)
     self.assertIn('against the server', lines[0])
     self.assertTrue(any('two_phase chose C-hat' in l for l in lines))
+    # Issue 43 item 5: delta min(1e-5, N^-1.1), not the paper's 1e-4 ~ 1/N;
+    # multi_round's rounds composed unless the user opts in to the
+    # assumption that nobody repeats, which is then printed.
+    self.assertIn('at delta = 1e-05 against the server', lines[0])
+    self.assertIn('multi_round: 2 rounds composed', lines)
+    lines = []
+    rows = frequency_cli.run(protocols=('multi_round',), dim=3,
+                             num_clients=40, epsilon=8.0, rounds=2,
+                             disjoint_rounds=True, delta=0.1,
+                             print_fn=lines.append)
+    self.assertTrue(lines[0].startswith('warning: --delta 0.1 is not well '
+                                        'below 1/N = 1/40'), lines[0])
+    self.assertTrue(any(l.startswith('multi_round: ASSUMED (--disjoint-'
+                                     'rounds, not checked)') for l in lines))
 
   def test_command_output_is_clean(self):
     # A user error after TFF has started, and a small run: no TF C++ log

@@ -53,7 +53,9 @@ outputs), for that relation. 'two_phase' and the single-release protocols
 cover one `next` (`within_budget` turns False after it). 'multi_round'
 states its assumption with `disjoint_rounds`:
 
-* True (the paper's, App. D): every user takes part in one round only, the
+* False (the default): users may take part in several rounds; the
+  budget covers R rounds composed (`rounds` times the round's event).
+* True (opt-in; the paper's, App. D): every user takes part in one round only, the
   batches are fixed independently of the data, and the server does not
   learn more than the secure sums' outputs and who took part. A user's
   data then enters one round's release; later rounds depend on it only
@@ -62,9 +64,7 @@ states its assumption with `disjoint_rounds`:
   whole run is as private as one round (parallel composition, adaptive
   version; the tests check it by brute force on small cases). The budget
   is spent per round -- and covers the R rounds only because nobody comes
-  back. A user in two rounds voids it.
-* False: users may take part in several rounds; the budget covers R
-  rounds composed (`rounds` times the round's event).
+  back. A user in two rounds voids it, and the library cannot check it.
 
 Either way each round's measurements carry that round's event, so an
 accountant of the actual participation can compose them.

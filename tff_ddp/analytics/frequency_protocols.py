@@ -588,10 +588,14 @@ class MultiRoundParameters(FrequencyParameters):
   whole population. The result is the running estimate of sum_i x_i over
   all rounds so far.
 
-  Accounting (`disjoint_rounds`): True is the paper's assumption (App. D:
-  every user takes part in one round only; the whole run is as private as
-  one round by parallel composition, `frequency_process`), False composes
-  the R rounds.
+  Accounting (`disjoint_rounds`): False (the default) composes the R
+  rounds, which holds whoever takes part in which rounds. True is the
+  paper's assumption (App. D: every user takes part in one round only; the
+  whole run is then as private as one round by parallel composition,
+  `frequency_process`), which the library cannot check: a user in two
+  rounds voids it, and the epsilon of users who repeat is that of the
+  composed rounds, several times the one-round figure. Opt in only when
+  the batches are disjoint by construction.
 
   Attributes (beside `FrequencyParameters`'):
     clip: the initial clip C^(1).
@@ -623,7 +627,7 @@ class MultiRoundParameters(FrequencyParameters):
   def calibrate(cls, setting: FrequencySetting, *, rounds: int = 1,
                 clip: Optional[float] = None,
                 total_clients: Optional[int] = None,
-                disjoint_rounds: bool = True, learning_rate: float = 1.0,
+                disjoint_rounds: bool = False, learning_rate: float = 1.0,
                 indicator_num_trials: Optional[int] = None,
                 budget_fraction: float = DEFAULT_BUDGET_FRACTION,
                 target_quantile: Optional[float] = None
@@ -640,7 +644,8 @@ class MultiRoundParameters(FrequencyParameters):
         10 reproduces its Table 3, 1 gives ~1.5x its error); a rough
         public guess of the norms' scale is better.
       total_clients: n of Corollary 1 (default N R).
-      disjoint_rounds: the accounting assumption (class docstring).
+      disjoint_rounds: the accounting assumption (class docstring;
+        default False: the R rounds composed).
       learning_rate: eta in (0, MAX_LEARNING_RATE].
       indicator_num_trials: m' (default the frequency's m, as the paper's
         m' = m = 15; needed when m is calibrated); theta' is calibrated.

@@ -105,7 +105,7 @@ def noisy_sum(setting: str, codes: np.ndarray,
               params: Optional[qc.QuantileParameters] = None,
               central_z: Optional[float] = None,
               l2_sensitivity: Optional[float] = None,
-              seed: int = 0, on_wrap: str = 'raise') -> np.ndarray:
+              seed=0, on_wrap: str = 'raise') -> np.ndarray:
   """One round's noisy sum of `codes` ([n, L]) under `setting` (float64 [L]).
 
   Like the process, a round with more clients than the distributed
@@ -121,7 +121,10 @@ def noisy_sum(setting: str, codes: np.ndarray,
     params: the calibrated distributed configuration.
     central_z: the central Gaussian's noise multiplier.
     l2_sensitivity: of one encoding (for 'central').
-    seed: randomness of this round (distinct per round).
+    seed: randomness of this round (distinct per round); for 'central'
+      any `np.random.default_rng` seed, None for fresh OS entropy (what a
+      release labelled private needs; a fixed seed is for reproducible
+      experiments).
   """
   codes = np.asarray(codes, np.int64)
   n, length = codes.shape

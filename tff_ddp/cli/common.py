@@ -106,6 +106,24 @@ def probability_open(name: str):
   return converter(lambda v, n: checks.real(v, n, 0.0, 1.0, True, True), name)
 
 
+DELTA_HELP = ('delta (default: min(1e-5, N^-1.1), well below 1/N for the N '
+              'users of the run; a larger one is warned about)')
+
+
+def resolve_delta(delta: Optional[float], population: int,
+                  print_fn: Callable[[str], None]) -> float:
+  """--delta, or the default min(1e-5, N^-1.1) for N users
+  (`tff_ddp.utils.deltas`); a given delta not well below 1/N is kept
+  with a `warning:` line."""
+  from tff_ddp.utils import deltas  # pylint: disable=g-import-not-at-top
+  if delta is None:
+    return deltas.default_delta(population)
+  text = deltas.delta_warning(delta, population)
+  if text:
+    print_fn(f'warning: {text}')
+  return delta
+
+
 def quiet_python_logging():
   try:
     from absl import logging  # pylint: disable=g-import-not-at-top

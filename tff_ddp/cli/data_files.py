@@ -1,8 +1,12 @@
 """Your own data for `tff-ddp quantiles --values` and `frequency --items`.
 
 Both read CSV (comma-separated, one record a line; blank lines are skipped;
-surrounding spaces are dropped) and refuse a bad file with one line that
-names the file, the line and what is wrong, before anything runs.
+surrounding spaces are dropped; fields may be quoted; lines may end in
+CRLF) in UTF-8, with or without a byte-order mark (Excel's "CSV UTF-8"
+writes one), plain or gzip-compressed (recognised by its magic bytes, not
+its name), or from standard input when the path is `-`. A bad file is
+refused with one line that names the file, the line and what is wrong,
+before anything runs.
 
 What a client is:
 
@@ -16,16 +20,26 @@ What a client is:
 * `--items FILE` (frequency): a line is `client_id,item`; a client's items
   are all its lines (an item on several lines of a client counts that many
   times), so a client's count vector x_i has x_i[j] = its lines with item j.
-  The item domain, the d of the protocol, is the distinct items of the file
-  in sorted order (numerically if all are integers): the protocol takes it
-  as public, so in a deployment it must come from outside the data. An
-  optional first line `client_id,item` is a header.
+  The item domain, the d of the protocol, is public: it is the user's
+  `--domain FILE` (one item a line, in that order), never the file's
+  distinct items (a user holding a unique item would change d, and with it
+  the release, between neighbouring datasets). An item outside the domain
+  is dropped from its client's vector (each client's own operation: the
+  client still takes part). An optional first line `client_id,item` is a
+  header.
 """
 
+import contextlib
 import csv
 import dataclasses
+import gzip
+import io
+import itertools
 import os
-from typing import Any, Callable, List, Mapping, Optional, Tuple
+import sys
+from typing import (Any, Callable, Iterator, List, Mapping, Optional,
+                    Sequence, Tuple)
+import zlib
 
 import numpy as np
 
@@ -33,27 +47,62 @@ from tff_ddp.cli import common
 
 VALUE_HEADERS = (('value',), ('client_id', 'value'))
 ITEM_HEADER = ('client_id', 'item')
+DOMAIN_HEADER = ('item',)
 
 
-def _rows(path: str, flag: str) -> List[Tuple[int, List[str]]]:
-  """(line number, fields) of every non-blank line of `path`."""
+# The first bytes of a gzip file.
+_GZIP_MAGIC = b'\x1f\x8b'
+# The path that means standard input.
+STDIN = '-'
+
+
+def _open_text(path: str, flag: str):
+  """A text stream of `path` (utf-8, a byte-order mark dropped, gzip
+  recognised by its magic bytes; `-` is standard input)."""
+  if path == STDIN:
+    raw = sys.stdin.buffer if hasattr(sys.stdin, 'buffer') else None
+    if raw is None:  # a StringIO standing in for stdin
+      return contextlib.nullcontext(io.StringIO(sys.stdin.read().lstrip(
+          '\ufeff')))
+    head = raw.peek(2)[:2] if hasattr(raw, 'peek') else b''
+    if head == _GZIP_MAGIC:
+      raw = gzip.GzipFile(fileobj=raw)
+    return contextlib.nullcontext(io.TextIOWrapper(
+        raw, encoding='utf-8-sig', newline=''))
   if not os.path.exists(path):
     raise common.UserError(f'{flag} {path}: no such file')
   if os.path.isdir(path):
     raise common.UserError(f'{flag} {path}: is a directory, not a CSV file')
+  with open(path, 'rb') as f:
+    head = f.read(2)
+  if head == _GZIP_MAGIC:
+    return gzip.open(path, 'rt', encoding='utf-8-sig', newline='')
+  return open(path, newline='', encoding='utf-8-sig')
+
+
+def iter_rows(path: str, flag: str) -> Iterator[Tuple[int, List[str]]]:
+  """(line number, fields) of every non-blank line of `path`, streamed."""
   try:
-    with open(path, newline='', encoding='utf-8') as f:
-      rows = [(n, [field.strip() for field in row])
-              for n, row in enumerate(csv.reader(f), 1)
-              if any(field.strip() for field in row)]
+    with _open_text(path, flag) as f:
+      for n, row in enumerate(csv.reader(f), 1):
+        fields = [field.strip() for field in row]
+        if any(fields):
+          yield n, fields
   except UnicodeDecodeError as e:
     raise common.UserError(f'{flag} {path}: not a UTF-8 text file ({e.reason}'
                            f' at byte {e.start})') from None
   except csv.Error as e:
     raise common.UserError(f'{flag} {path}: not CSV ({e})') from None
+  except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+    raise common.UserError(f'{flag} {path}: a damaged gzip file ({e})'
+                           ) from None
   except OSError as e:
-    raise common.UserError(f'{flag} {path}: {e.strerror}') from None
-  return rows
+    raise common.UserError(f'{flag} {path}: {e.strerror or e}') from None
+
+
+def _rows(path: str, flag: str) -> List[Tuple[int, List[str]]]:
+  """(line number, fields) of every non-blank line of `path`."""
+  return list(iter_rows(path, flag))
 
 
 def file_or_synthetic(path: Optional[str], flag: str,
@@ -131,26 +180,48 @@ class Items:
   counts: np.ndarray  # float32 [clients, items]: x_i[j]
   items: List[str]    # the domain, in column order
   clients: List[str]  # in order of first appearance
+  # Lines whose item is not in the domain (dropped; counted in the clear
+  # from the file, for its owner: nothing the protocol releases).
+  dropped: int = 0
 
 
-def _sorted_domain(labels) -> List[str]:
-  try:
-    numbers = {label: int(label) for label in labels}
-  except ValueError:
-    return sorted(labels)
-  return sorted(labels, key=lambda label: (numbers[label], label))
-
-
-def read_items(path: str, max_entries: int, flag: str = '--items') -> Items:
-  """The clients' count vectors of an items file (module docstring);
-  refuses more than `max_entries` clients x items (held in memory)."""
+def read_domain(path: str, flag: str = '--domain') -> List[str]:
+  """The item domain of a domain file: one item a line, in that order (an
+  optional first line `item` is a header); a repeated item is refused."""
   rows = _rows(path, flag)
-  if rows and _is_header(rows[0][1], (ITEM_HEADER,)):
+  if rows and _is_header(rows[0][1], (DOMAIN_HEADER,)):
     rows = rows[1:]
   if not rows:
     raise common.UserError(f'{flag} {path}: no items (the file is empty)')
-  pairs = []
+  first_line = {}
   for line, fields in rows:
+    if len(fields) != 1:
+      raise common.UserError(
+          f'{flag} {path}: line {line} has {len(fields)} columns; a line is '
+          'one item')
+    item = fields[0]
+    if item in first_line:
+      raise common.UserError(
+          f'{flag} {path}: item {item!r} is on lines {first_line[item]} and '
+          f'{line}; each item once')
+    first_line[item] = line
+  return list(first_line)
+
+
+def read_items(path: str, max_entries: int, domain: Sequence[str],
+               flag: str = '--items') -> Items:
+  """The clients' count vectors of an items file over the public `domain`
+  (module docstring); refuses more than `max_entries` clients x items
+  (held in memory)."""
+  column = {item: k for k, item in enumerate(domain)}
+  row = {}
+  rows, columns = [], []
+  dropped = 0
+  lines = iter_rows(path, flag)
+  first = next(lines, None)
+  if first is not None and _is_header(first[1], (ITEM_HEADER,)):
+    first = None
+  for line, fields in itertools.chain([first] if first else [], lines):
     if len(fields) != 2:
       raise common.UserError(
           f'{flag} {path}: line {line} has {len(fields)} columns; a line is '
@@ -160,17 +231,21 @@ def read_items(path: str, max_entries: int, flag: str = '--items') -> Items:
       raise common.UserError(
           f'{flag} {path}: line {line}: empty '
           f'{"client_id" if not client else "item"}')
-    pairs.append((client, item))
-  clients = list(dict.fromkeys(c for c, _ in pairs))
-  items = _sorted_domain(set(i for _, i in pairs))
-  if len(clients) * len(items) > max_entries:
+    index = row.setdefault(client, len(row))
+    j = column.get(item)
+    if j is None:
+      dropped += 1
+      continue
+    rows.append(index)
+    columns.append(j)
+  if not row:
+    raise common.UserError(f'{flag} {path}: no items (the file is empty)')
+  if len(row) * len(column) > max_entries:
     raise common.UserError(
-        f'{flag} {path}: {len(clients)} clients x {len(items)} items = '
-        f'{len(clients) * len(items)} count entries; at most {max_entries} '
+        f'{flag} {path}: {len(row)} clients x {len(column)} items = '
+        f'{len(row) * len(column)} count entries; at most {max_entries} '
         '(the dataset is held in memory)')
-  row = {c: k for k, c in enumerate(clients)}
-  column = {i: k for k, i in enumerate(items)}
-  counts = np.zeros([len(clients), len(items)], np.float32)
-  np.add.at(counts, ([row[c] for c, _ in pairs],
-                     [column[i] for _, i in pairs]), 1.0)
-  return Items(counts, items, clients)
+  counts = np.zeros([len(row), len(column)], np.float32)
+  np.add.at(counts, (np.asarray(rows, np.int64),
+                     np.asarray(columns, np.int64)), 1.0)
+  return Items(counts, list(domain), list(row), dropped)

@@ -68,7 +68,7 @@ def run_process(process, client_data, rounds, description='rounds'):
 
 
 def run(num_clients=100, dim=1024, rounds=3, bits=(12, 14, 16, 20),
-        noise_multiplier=1.0, l2_clip=1.0, delta=1e-5, seed=0,
+        noise_multiplier=1.0, l2_clip=1.0, delta=None, seed=0,
         print_fn=print) -> List[Row]:
   """Runs every configuration and prints the report; returns the rows."""
   num_clients = checks.integer(num_clients, 'clients', 1)
@@ -76,8 +76,10 @@ def run(num_clients=100, dim=1024, rounds=3, bits=(12, 14, 16, 20),
   rounds = checks.integer(rounds, 'rounds', 1)
   noise_multiplier = checks.positive(noise_multiplier, 'noise_multiplier')
   l2_clip = checks.positive(l2_clip, 'l2_clip')
-  delta = checks.real(delta, 'delta', 0.0, 1.0, low_open=True,
-                      high_open=True)
+  delta = common.resolve_delta(
+      None if delta is None else checks.real(
+          delta, 'delta', 0.0, 1.0, low_open=True, high_open=True),
+      num_clients, print_fn)
   # The clients' data, TFF's central Gaussian and the float sums are
   # float32: keep data, sums and noise far inside its range (3.4e38), and
   # the data away from its subnormals.
@@ -199,7 +201,7 @@ def add_parser(subparsers):
   p.add_argument('--l2-clip', type=common.positive('--l2-clip'), default=1.0,
                  help='l2 clip norm')
   p.add_argument('--delta', type=common.probability_open('--delta'),
-                 default=1e-5, help='delta of the reported epsilon')
+                 help=common.DELTA_HELP + ' (of the reported epsilon)')
   p.add_argument('--seed', type=common.integer('--seed', 0, 2**32 - 1),
                  default=0, help='seed of the synthetic data (not the noise)')
   p.set_defaults(command='demo', body=lambda args: run(

@@ -6,13 +6,15 @@ to (epsilon, delta) against the server that runs the protocol (neighbours:
 one user's data removed). Protocols: two_phase (TFFE: the clip C-hat from
 the Haar quantile of the representation norms, then OcPBM), multi_round
 (MFFE: the clients split into --rounds batches, the clip updated each
-round; the budget is one round's, as users are in one round only), fixed
+round; the budget covers the rounds composed, or, with --disjoint-rounds,
+one round's by the assumption that no user is in two batches), fixed
 (cPBM at --clip), normalize and sample (the paper's baselines). Data: iid
 and heterogeneous are the paper's synthetic datasets; docstrings is the
 real-text stand-in (word counts of installed packages' docstrings), see
 `tff_ddp.analytics.frequency_data`; --items FILE reads yours (lines
-`client_id,item`: a client's items are its lines; the item domain is the
-file's distinct items, which the protocol takes as public). The l2 error
+`client_id,item`: a client's items are its lines) over the public item
+domain of --domain FILE. Every bound the protocols use is stated (--domain,
+--max-items), never read from the data. The l2 error
 and the clip C* are computed in the clear, to evaluate the estimate: the
 protocol releases neither.
 """
@@ -93,7 +95,7 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
         dim: int = 50,
         num_clients: int = 1000,
         epsilon: float = 2.8,
-        delta: float = 1e-4,
+        delta: Optional[float] = None,
         num_trials: int = 30,
         num_bins: int = 64,
         budget_fraction: float = 1.0 / 11.0,
@@ -104,12 +106,20 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
         seed: int = 0,
         print_fn: Callable[[str], None] = print,
         counts: Optional[np.ndarray] = None,
-        source: str = '') -> List[Row]:
+        source: str = '',
+        max_items: Optional[int] = None,
+        disjoint_rounds: bool = False) -> List[Row]:
   """Runs the protocols on one dataset; prints the error table; returns it.
 
-  With `counts` (float [clients, items], e.g. `data_files.read_items`) they
-  are the dataset (data, num_clients, dim and seed are not used); `source`
-  names it in the report.
+  With `counts` (float [clients, items], e.g. `data_files.read_items` over
+  the user's public domain) they are the dataset (data, num_clients, dim
+  and seed are not used); `source` names it in the report.
+
+  `max_items` is two_phase's public bound on a user's items (the range of
+  its phase-1 histogram). It is stated, never read from the data (the
+  largest user's count differs between neighbouring datasets): needed with
+  `counts` and with synthetic data other than 'iid', whose users hold
+  exactly `frequency_data.ITEMS_PER_USER` items by construction.
   """
   from tff_ddp.analytics import budget  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import frequency as fq  # pylint: disable=g-import-not-at-top
@@ -130,9 +140,20 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
   # --rounds (default 4) only splits the clients of multi_round.
   if 'multi_round' in protocols:
     rounds = checks.integer(rounds, 'rounds', 1, num_clients)
+  if max_items is None and 'two_phase' in protocols:
+    if counts is None and data == 'iid':
+      max_items = fd.ITEMS_PER_USER  # every user's, by construction
+    else:
+      raise common.UserError(
+          f'two_phase on {data} needs --max-items: a public bound on the '
+          'items a user holds (a device limit, a policy), stated; the '
+          "data's largest count differs between neighbouring datasets and "
+          'is not public')
+  if max_items is not None:
+    max_items = checks.integer(max_items, 'max_items', 1)
+  delta = common.resolve_delta(delta, num_clients, print_fn)
   x = (fd.load(data, num_clients, dim, seed) if counts is None
        else np.asarray(counts)).astype(np.float32)
-  max_items = fd.max_items(x)
   common_args = dict(num_trials=num_trials, divisor=divisor)
   configurations = {}
   notes = []
@@ -147,6 +168,7 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
     elif protocol == 'multi_round':
       n = num_clients // rounds
       kwargs.update(rounds=rounds, budget_fraction=budget_fraction,
+                    disjoint_rounds=disjoint_rounds,
                     total_clients=num_clients)
     elif protocol == 'fixed':
       if clip is None:
@@ -175,10 +197,16 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
     rows.append(Row(protocol, fq.l2_error(estimate, x), used, params.epsilon,
                     time.perf_counter() - start,
                     '; '.join(filter(None, [fp.describe(params), detail]))))
-  print_fn(f'{num_clients} clients, {data} data, d = {dim} (max items per '
-           f'user {max_items}, public); epsilon per run at delta = {delta:g}'
-           f' against the server; {fp.NEIGHBOURS} (multi_round: per '
-           'round, users in one round only)')
+  print_fn(f'{num_clients} clients, {data} data, d = {dim}'
+           + ('' if max_items is None else
+              f' (max items per user {max_items}, stated)')
+           + f'; epsilon per run at delta = {delta:g}'
+           f' against the server; {fp.NEIGHBOURS}')
+  if 'multi_round' in protocols:
+    print_fn(f'multi_round: {rounds} rounds composed' if not disjoint_rounds
+             else f'multi_round: ASSUMED (--disjoint-rounds, not checked) '
+             f'that no user is in two of the {rounds} batches; the epsilon '
+             'is one round\'s and does not hold for users who repeat')
   print_fn(f'{"protocol":12s} {"l2 error":>9s} {"clip":>9s} {"eps":>7s} '
            f'{"seconds":>8s}')
   for row in rows:
@@ -233,6 +261,14 @@ def add_parser(subparsers):
                  help='your data instead of synthetic: a CSV file of lines '
                  '`client_id,item`, a client\'s items its lines; d is the '
                  'distinct items (see docs/cli.md)')
+  p.add_argument('--domain', metavar='FILE',
+                 help='with --items: the public item domain, one item a line '
+                 '(d is its length; items of --items outside it are '
+                 'dropped) (required with --items)')
+  p.add_argument('--max-items', type=common.integer('--max-items', 1),
+                 help='two_phase: the public bound on the items a user holds '
+                 '(the range of phase 1) (default: 100 for --data iid, whose '
+                 'users hold 100 each; required otherwise)')
   p.add_argument('--data', choices=['iid', 'heterogeneous', 'docstrings'],
                  help='the synthetic dataset (default: iid; not with '
                  '--items)')
@@ -243,10 +279,10 @@ def add_parser(subparsers):
                  help='n, the users (all of them; multi_round splits them '
                  'into --rounds batches) (default: 1000; not with --items)')
   p.add_argument('--epsilon', type=common.positive('--epsilon'), default=2.8,
-                 help='epsilon of a run (multi_round: of a round) against the'
-                 ' server')
+                 help='epsilon of a run against the server (multi_round: of '
+                 'its rounds composed, or of one with --disjoint-rounds)')
   p.add_argument('--delta', type=common.probability_open('--delta'),
-                 default=1e-4, help='delta of a run (multi_round: of a round)')
+                 help=common.DELTA_HELP + ' (of a run, as --epsilon)')
   p.add_argument('--num-trials', type=common.integer('--num-trials', 1, 2**20),
                  default=30, help='m of the frequency cPBM (theta calibrated)')
   p.add_argument('--bins', type=common.integer('--bins', 2, 2**16),
@@ -263,6 +299,10 @@ def add_parser(subparsers):
                  default=1, help='sample: items kept per user')
   p.add_argument('--rounds', type=common.integer('--rounds', 1, 10**6),
                  default=4, help='multi_round: R batches')
+  p.add_argument('--disjoint-rounds', action='store_true',
+                 help='multi_round: account one round, ASSUMING no user '
+                 'takes part in two (the paper\'s App. D; not checked) '
+                 '(default: the rounds composed)')
   p.add_argument('--divisor', default='l2', choices=['l2', 'linf'],
                  help="cPBM's divisor: C (Algorithm 3) or the Kashin bound")
   p.add_argument('--seed', type=common.integer('--seed', 0, 2**32 - 1),
@@ -275,17 +315,43 @@ def add_parser(subparsers):
 def _body(args) -> int:
   """Runs the command: synthetic data, or the clients of --items."""
   from tff_ddp.cli import data_files  # pylint: disable=g-import-not-at-top
+  if args.domain is not None and args.items is None:
+    raise common.UserError('--domain is for --items (synthetic data has '
+                           'its own: --dim)')
+  dropped = []
+
+  def read(path):
+    if args.domain is None:
+      raise common.UserError(
+          '--items needs --domain FILE: the item domain, public (one item a '
+          'line, known without the users\' data: a catalogue, a '
+          'vocabulary); the file\'s own distinct items differ between '
+          'neighbouring datasets')
+    domain = data_files.read_domain(args.domain)
+    if len(domain) > MAX_DIM:
+      raise common.UserError(
+          f'--domain {args.domain} has {len(domain)} items; at most '
+          f'{MAX_DIM} (as --dim)')
+    items = data_files.read_items(path, MAX_ENTRIES, domain)
+    dropped.append(items.dropped)
+    return items.counts
+
   counts, value = data_files.file_or_synthetic(
-      args.items, '--items',
-      lambda path: data_files.read_items(path, MAX_ENTRIES).counts,
+      args.items, '--items', read,
       dict(data=(args.data, 'iid'), dim=(args.dim, 50),
            clients=(args.clients, 1000), seed=(args.seed, 0)),
       'the clients and items are those of the file')
+  if dropped and dropped[0]:
+    print(f'note: {dropped[0]} line(s) of {args.items} name items outside '
+          f'--domain {args.domain}: dropped from their clients\' vectors '
+          '(counted in the clear from your file; nothing the protocol '
+          'releases).')
   run(protocols=args.protocols, data=value['data'], dim=value['dim'],
       num_clients=value['clients'], epsilon=args.epsilon, delta=args.delta,
       num_trials=args.num_trials, num_bins=args.bins,
       budget_fraction=args.budget_fraction, clip=args.clip,
       sample_items=args.sample_items, rounds=args.rounds,
+      disjoint_rounds=args.disjoint_rounds,
       divisor=args.divisor, seed=value['seed'], counts=counts,
-      source=args.items or '')
+      source=args.items or '', max_items=args.max_items)
   return 0

@@ -4,6 +4,8 @@ Examples:
 
   tff-ddp privacy --mechanism gaussian --noise-multiplier 1.1 --rounds 1000 \\
       --sampling poisson --rate 0.01 --delta 1e-5
+  tff-ddp privacy --mechanism ddg --noise-multiplier 3 --bits 12 \\
+      --num-clients 20 --dimension 10000 --delta 1e-5
   tff-ddp privacy --mechanism ddg --l2-sensitivity 1000 --local-stddev 200 \\
       --num-clients 100 --dimension 65536 --rounds 1000 \\
       --sampling without-replacement --population 10000 --delta 1e-6
@@ -18,6 +20,16 @@ neighbouring relation and what the sampling buys against each; with
 --target-epsilon it calibrates the parameter against the named adversary
 (default: the server) and prints the epsilon of that value against both.
 
+A DDG or Skellam run is given one of two ways, never mixed: a factory's
+settings (--noise-multiplier z, relative to the l2 clip as in every factory
+and in TFF, --bits, --num-clients, --dimension of the value, and
+optionally --l2-clip, --beta, --modclip-prob): the epsilon of the
+factory's own `dp_event` for that run; or the integer-domain numbers a
+run's measurements report (--l2-sensitivity = scaled_inflated_l2,
+--local-stddev = scaled_local_stddev, --dimension = padded_dim). The
+central Gaussian is added by the server itself: against the server its
+epsilon is infinite.
+
 Sampling: 'poisson' / 'without-replacement' -- the server draws the cohort,
 the others do not take part (the server knows the sample); 'self' -- every
 client takes part and keeps its value with probability --rate (the
@@ -30,23 +42,32 @@ import math
 from tff_ddp.cli import common
 from tff_ddp.utils import checks
 
+# A DDG or Skellam run is given either as the factory's settings (its
+# noise multiplier z, relative to the l2 clip c as in every factory and in
+# TFF) or as the integer-domain numbers its measurements report; each set
+# is complete on its own and the two do not mix.
+_FACTORY_FLAGS = ('noise_multiplier', 'bits', 'l2_clip', 'beta',
+                  'modclip_prob')
+_MEASURED_FLAGS = ('l2_sensitivity', 'local_stddev', 'l1_sensitivity')
+_DISTRIBUTED_FLAGS = (_FACTORY_FLAGS + _MEASURED_FLAGS
+                      + ('num_clients', 'dimension', 'noise_sampler'))
 _MECHANISM_FLAGS = {
     'gaussian': ('noise_multiplier',),
-    'ddg': ('l2_sensitivity', 'local_stddev', 'noise_multiplier',
-            'num_clients', 'dimension', 'l1_sensitivity', 'noise_sampler'),
-    'skellam': ('l2_sensitivity', 'local_stddev', 'noise_multiplier',
-                'num_clients', 'dimension', 'l1_sensitivity',
-                'noise_sampler'),
+    'ddg': _DISTRIBUTED_FLAGS,
+    'skellam': _DISTRIBUTED_FLAGS,
     'cpbm': ('theta', 'num_trials', 'num_clients', 'dimension'),
 }
 # The factories' default noise_sampler; other mechanisms ignore the default.
 _DEFAULT_SAMPLER = 'table'
 _REQUIRED = {
     'gaussian': ('noise_multiplier',),
-    'ddg': ('l2_sensitivity', 'num_clients', 'dimension'),
-    'skellam': ('l2_sensitivity', 'num_clients', 'dimension'),
+    'ddg': ('num_clients', 'dimension'),
+    'skellam': ('num_clients', 'dimension'),
     'cpbm': ('theta', 'num_trials', 'num_clients', 'dimension'),
 }
+# ddg / skellam: what each way of giving the run needs beside _REQUIRED.
+_MODE_REQUIRED = {'factory': ('noise_multiplier', 'bits'),
+                  'measured': ('l2_sensitivity', 'local_stddev')}
 # What --calibrate may name, per mechanism (the first is the default).
 _CALIBRATED = {
     'gaussian': ('noise_multiplier',),
@@ -54,10 +75,6 @@ _CALIBRATED = {
     'skellam': ('local_stddev', 'noise_multiplier'),
     'cpbm': ('theta', 'num_trials'),
 }
-# Either noise flag of ddg/skellam determines the other: the calibrated one
-# replaces the other.
-_OTHER_NOISE = {'local_stddev': 'noise_multiplier',
-                'noise_multiplier': 'local_stddev'}
 # The largest num_trials a calibration tries.
 _MAX_NUM_TRIALS = 2**31 - 1
 
@@ -67,36 +84,54 @@ def _gaussian_event(noise_multiplier):
   return dp_accounting.GaussianDpEvent(noise_multiplier)
 
 
-def _distributed_local_stddev(local_stddev, noise_multiplier, l2_sensitivity,
-                              num_clients):
-  """--local-stddev, or the share sigma = z Delta_2 / sqrt(n) of the
-  central noise --noise-multiplier (the mechanisms' `local_stddev`)."""
-  if local_stddev is not None:
-    return local_stddev
+# The mechanisms modules whose `release_event` the CLI calls, and the
+# class of each.
+_DISTRIBUTED_MODULES = {
+    'tff_ddp.mechanisms.distributed_discrete_gaussian':
+        'DistributedDiscreteGaussian',
+    'tff_ddp.mechanisms.distributed_skellam': 'DistributedSkellam'}
+
+
+def _mechanism_class(module):
+  if module not in _DISTRIBUTED_MODULES:
+    raise ValueError(f'no release_event in {module}')
+  return getattr(importlib.import_module(module),
+                 _DISTRIBUTED_MODULES[module])
+
+
+def factory_mechanism(module, noise_multiplier, num_clients, dimension, bits,
+                      l2_clip=1.0, beta=0.0, modclip_prob=1e-4,
+                      noise_sampler=_DEFAULT_SAMPLER):
+  """The mechanism a factory builds for these settings: the same `Request`
+  and `compute_parameters` (default encoder: the randomized Hadamard) as
+  `DiscreteGaussianSumFactory` / `SkellamSumFactory` on a float32 value of
+  `dimension` scalars, so its event is the factory's `dp_event`."""
   from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg  # pylint: disable=g-import-not-at-top
-  return ddg.local_stddev(noise_multiplier, l2_sensitivity, num_clients)
-
-
-# The mechanisms modules whose `release_event` the CLI calls.
-_DISTRIBUTED_MODULES = ('tff_ddp.mechanisms.distributed_discrete_gaussian',
-                        'tff_ddp.mechanisms.distributed_skellam')
+  request = ddg.Request(
+      l2_clip=l2_clip, noise_multiplier=noise_multiplier,
+      expected_clients_per_round=num_clients, bits=bits,
+      modclip_prob=modclip_prob, beta=beta, noise_sampler=noise_sampler)
+  return _mechanism_class(module).compute_parameters(dimension, request)
 
 
 def _distributed_event(module):
-  """The event builder of --mechanism ddg / skellam: the mechanism's own
-  `release_event` (it carries the sampler's TV distance), from --local-stddev
-  or the share of --noise-multiplier. `module` is imported when called."""
+  """The event builder of --mechanism ddg / skellam. From a factory's
+  settings (--noise-multiplier z relative to the clip, --bits, ...): the
+  event of the mechanism the factory builds (`factory_mechanism`). From a
+  run's measurements (--l2-sensitivity, --local-stddev, ...): the
+  mechanism's own `release_event` (it carries the sampler's TV distance).
+  `module` is imported when called."""
 
-  def event(l2_sensitivity, num_clients, dimension, local_stddev=None,
-            noise_multiplier=None, l1_sensitivity=None,
-            noise_sampler=_DEFAULT_SAMPLER):
-    if module not in _DISTRIBUTED_MODULES:
-      raise ValueError(f'no release_event in {module}')
-    mechanism = importlib.import_module(module)
-    return mechanism.release_event(
-        l2_sensitivity, _distributed_local_stddev(
-            local_stddev, noise_multiplier, l2_sensitivity, num_clients),
-        num_clients, dimension, l1_sensitivity, noise_sampler)
+  def event(num_clients, dimension, noise_sampler=_DEFAULT_SAMPLER,
+            **given):
+    if 'l2_sensitivity' in given:
+      return _mechanism_class(module).release_event(
+          num_clients=num_clients, dimension=dimension,
+          noise_sampler=noise_sampler, **given)
+    return factory_mechanism(module, num_clients=num_clients,
+                             dimension=dimension,
+                             noise_sampler=noise_sampler,
+                             **given).dp_event()
 
   return event
 
@@ -109,8 +144,10 @@ def _cpbm_event(theta, num_trials, num_clients, dimension):
 
 # --mechanism NAME -> one release's event from its flags (keywords).
 _EVENTS = {'gaussian': _gaussian_event,
-           'ddg': _distributed_event(_DISTRIBUTED_MODULES[0]),
-           'skellam': _distributed_event(_DISTRIBUTED_MODULES[1]),
+           'ddg': _distributed_event(
+               'tff_ddp.mechanisms.distributed_discrete_gaussian'),
+           'skellam': _distributed_event(
+               'tff_ddp.mechanisms.distributed_skellam'),
            'cpbm': _cpbm_event}
 
 
@@ -126,15 +163,12 @@ def _parameter(mechanism, free, params):
       'noise_multiplier': lambda: calibration.Parameter.noise(free),
       'local_stddev': lambda: calibration.Parameter.noise(free),
   }
-  if mechanism == 'ddg':
-    # Theorem 9's sigma/gamma >= 1/2, for sigma itself or z = sigma
-    # sqrt(n) / Delta_2.
+  if mechanism == 'ddg' and free == 'local_stddev':
+    # Theorem 9's sigma/gamma >= 1/2. (A factory's z below what that
+    # allows is refused by its mechanism: unsafe for the search.)
     from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg  # pylint: disable=g-import-not-at-top
     least = ddg.MIN_SCALED_LOCAL_STDDEV
     ranges['local_stddev'] = lambda: calibration.Parameter.noise(free, least)
-    ranges['noise_multiplier'] = lambda: calibration.Parameter.noise(
-        free, least * math.sqrt(params['num_clients'])
-        / params['l2_sensitivity'])
   return ranges[free]()
 
 
@@ -157,6 +191,18 @@ _SAMPLING_NOTE = {
 }
 
 
+def _print_factory_run(mechanism, params):
+  """The numbers a factory's run reports for these settings (what
+  --l2-sensitivity / --local-stddev / --dimension would take)."""
+  module = ('tff_ddp.mechanisms.distributed_discrete_gaussian'
+            if mechanism == 'ddg' else 'tff_ddp.mechanisms.distributed_skellam')
+  built = factory_mechanism(module, **params)
+  print(f'the factory\'s run: noise multiplier {built.noise_multiplier:.6g} '
+        f'(central noise / l2 clip), scaled_inflated_l2 '
+        f'{built.l2_sensitivity:.6g}, scaled_local_stddev '
+        f'{built.scaled_local_stddev:.6g}, padded_dim {built.output_dim}')
+
+
 def _flag(name):
   return '--' + name.replace('_', '-')
 
@@ -175,12 +221,27 @@ def add_parser(subparsers):
                  help='the mechanism whose rounds are accounted')
   p.add_argument('--noise-multiplier', type=number(checks.positive,
                                                    '--noise-multiplier'),
-                 help='gaussian: noise stddev / l2 sensitivity; ddg/skellam: '
-                 'central noise / l2 sensitivity (instead of --local-stddev)')
+                 help='z, central noise stddev / l2 clip: gaussian\'s, or '
+                 'a ddg/skellam factory\'s noise_multiplier (with --bits; '
+                 'the same z and epsilon as the factory)')
+  p.add_argument('--bits', type=integer(1, '--bits'),
+                 help='ddg/skellam factory: log2 of the secure sum\'s '
+                 'modulus')
+  p.add_argument('--l2-clip', type=number(checks.positive, '--l2-clip'),
+                 help='ddg/skellam factory: the l2 clip c (default: 1; '
+                 'epsilon does not depend on it)')
+  p.add_argument('--beta', type=number(
+      lambda v, n: checks.real(v, n, 0.0, 1.0, high_open=True), '--beta'),
+                 help='ddg/skellam factory: conditional rounding bias '
+                 '(default: 0, the factories\')')
+  p.add_argument('--modclip-prob', type=number(
+      lambda v, n: checks.real(v, n, 0.0, 1.0, True, True),
+      '--modclip-prob'), help='ddg/skellam factory: modclip_prob (default: '
+                 '1e-4, the factories\')')
   p.add_argument('--l2-sensitivity', type=number(checks.positive,
                                                  '--l2-sensitivity'),
-                 help='ddg/skellam: l2 bound of one client, integer units '
-                 '(TFF: scaled_inflated_l2)')
+                 help='ddg/skellam run\'s measurement: l2 bound of one '
+                 'client, integer units (scaled_inflated_l2)')
   p.add_argument('--l1-sensitivity', type=number(checks.positive,
                                                  '--l1-sensitivity'),
                  help='ddg/skellam: optional l1 bound of one client')
@@ -229,12 +290,45 @@ def add_parser(subparsers):
   return p
 
 
+def _mode(args, free):
+  """ddg / skellam: 'factory' (a factory's settings: --noise-multiplier
+  relative to the clip, --bits, ...) or 'measured' (a run's
+  --l2-sensitivity, --local-stddev, ...)."""
+  factory = sorted(name for name in _FACTORY_FLAGS
+                   if getattr(args, name) is not None)
+  measured = sorted(name for name in _MEASURED_FLAGS
+                    if getattr(args, name) is not None)
+  if free is not None:
+    (factory if free == 'noise_multiplier' else measured).append(free)
+  if factory and measured:
+    raise common.UserError(
+        f'{", ".join(_flag(f) for f in factory)} (a factory\'s settings: '
+        'its noise multiplier is relative to the l2 clip, as in every '
+        'factory and in TFF) do(es) not combine with '
+        f'{", ".join(_flag(f) for f in measured)} (a run\'s measured '
+        'integer-domain numbers); give one set')
+  if measured:
+    return 'measured'
+  if factory:
+    return 'factory'
+  raise common.UserError(
+      f'--mechanism {args.mechanism} needs a factory\'s settings '
+      '(--noise-multiplier, --bits, optionally --l2-clip, --beta, '
+      '--modclip-prob) or a run\'s measurements (--l2-sensitivity, '
+      '--local-stddev)')
+
+
 def _parameters(args):
   """Validates which flags apply; returns (params, calibrated or None)."""
   m = args.mechanism
   free = None
   if args.target_epsilon is not None:
-    free = args.calibrate or _CALIBRATED[m][0]
+    free = args.calibrate
+    if free is None:
+      free = _CALIBRATED[m][0]
+      if m in ('ddg', 'skellam') and any(
+          getattr(args, name) is not None for name in _FACTORY_FLAGS):
+        free = 'noise_multiplier'
     if free not in _CALIBRATED[m]:
       raise common.UserError(
           f'--calibrate for {m} must be one of '
@@ -254,17 +348,14 @@ def _parameters(args):
   if free is not None and getattr(args, free) is not None:
     raise common.UserError(f'{_flag(free)} is what --target-epsilon '
                            'calibrates; do not give it')
-  for name in _REQUIRED[m]:
+  required = _REQUIRED[m]
+  if m in ('ddg', 'skellam'):
+    required += _MODE_REQUIRED[_mode(args, free)]
+  for name in required:
     if name != free and getattr(args, name) is None:
       raise common.UserError(f'--mechanism {m} needs {_flag(name)}')
-  if m in ('ddg', 'skellam') and free is None:
-    if (args.local_stddev is None) == (args.noise_multiplier is None):
-      raise common.UserError(f'--mechanism {m} needs exactly one of '
-                             '--local-stddev and --noise-multiplier')
   params = {name: getattr(args, name) for name in _MECHANISM_FLAGS[m]
             if getattr(args, name) is not None}
-  if free is not None:
-    params.pop(_OTHER_NOISE.get(free), None)
   return params, free
 
 
@@ -322,10 +413,19 @@ def run(args) -> int:
     return calibration.rounds_event(one, args.rounds, args.sampling, rate,
                                     size, population)
 
+  central = args.mechanism == 'gaussian'
   if free is None:
     event = make_event()
   else:
-    target_adversary = args.adversary or 'server'
+    # The central Gaussian is added by the server: nothing to calibrate
+    # against it.
+    target_adversary = args.adversary or ('release' if central else
+                                          'server')
+    if central and target_adversary == 'server':
+      raise common.UserError(
+          '--mechanism gaussian is added by the server itself: no noise '
+          'makes it private against the server; calibrate against the '
+          'release (--adversary release)')
     result = calibration.calibrate(
         lambda: accountant.RdpAccountant(adversary=target_adversary),
         make_event, args.target_epsilon, args.delta,
@@ -335,9 +435,20 @@ def run(args) -> int:
           + f'  (calibrated to epsilon {args.target_epsilon:g} against the '
           f'{target_adversary})')
     event = result.event
+    if free == 'noise_multiplier' and not central:
+      params = dict(params, noise_multiplier=result.value)
+  if args.mechanism in ('ddg', 'skellam') and 'bits' in params:
+    _print_factory_run(args.mechanism, params)
   sampler_bound = False
   epsilons = {}
   for adversary in adversaries:
+    if central and adversary == 'server':
+      # The same as `tff-ddp train --mechanism gaussian` and the demo: the
+      # server adds the noise and sees the exact sum.
+      print('epsilon against the server (runs the protocol): inf  (it adds '
+            'the noise itself and sees the exact sum)')
+      epsilons[adversary] = math.inf
+      continue
     # The Python accountant itself: the same curves, sampler term and
     # conversion as `tff_ddp.accounting.epsilon` / `RdpAccountant`.
     acc = accountant.RdpAccountant(adversary=adversary).compose(event)

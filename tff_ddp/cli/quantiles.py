@@ -15,6 +15,7 @@ in the clear, to evaluate the estimate: the protocol releases neither.
 
 import dataclasses
 import time
+import warnings
 from typing import Callable, List, Optional, Sequence
 
 import numpy as np
@@ -60,7 +61,7 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
         num_clients: int = 128,
         num_bins: int = 32,
         epsilon: float = 1.0,
-        delta: float = 1e-5,
+        delta: Optional[float] = None,
         distribution: str = 'uniform',
         upper_bound: float = 10.0,
         repetitions: int = 3,
@@ -70,13 +71,19 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
         print_fn: Callable[[str], None] = print,
         values: Optional[np.ndarray] = None,
         lower_bound: float = 0.0,
-        source: str = '') -> List[Row]:
+        source: str = '',
+        noise_seed: Optional[int] = None) -> List[Row]:
   """Runs the experiment and prints the error table; returns its rows.
 
   With `values` (one per client, e.g. `data_files.read_values`) every
   repetition runs on them (num_clients, distribution and seed are not
   used); `source` names them in the report. Values outside [lower_bound,
   upper_bound] are clipped into the end bins.
+
+  Every row's noise -- the distributed rows' client shares and the central
+  rows' Gaussian -- comes from fresh OS entropy (`seed` is the synthetic
+  data's only). `noise_seed` (reproducible runs) draws all of it from that
+  seed instead: the report then says the rows are not private.
   """
   from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import quantiles as q  # pylint: disable=g-import-not-at-top
@@ -87,6 +94,7 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
   if not lower_bound < upper_bound:
     raise common.UserError(f'--lower ({lower_bound:g}) must be below --upper '
                            f'({upper_bound:g})')
+  noise_seed = checks.seed(noise_seed, 'noise_seed')
   user_values = None if values is None else np.asarray(values, np.float64)
   if user_values is None:
     num_clients = checks.integer(num_clients, 'clients', 1)
@@ -94,16 +102,21 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
     draw(distribution, 1, np.random.default_rng(0), upper_bound)  # validates
   else:
     num_clients = len(user_values)
+  delta = common.resolve_delta(delta, num_clients, print_fn)
   # Each method named once, as its encoding (each with the count its
   # paper uses); every configuration is calibrated (and refused if it cannot
   # work) before any process runs.
   encodings = [hg.encoding(m, num_bins) for m in methods]
   configurations = {}
-  for encoding in encodings:
-    for mechanism in mechanisms:
-      configurations[encoding, mechanism] = q.quantile_parameters(
-          encoding, mechanism, num_bins,
-          q.QuantileSetting(num_clients, epsilon, delta, bits=bits))
+  with warnings.catch_warnings():
+    # A noise seed's warning is the report's first line (below).
+    warnings.filterwarnings('ignore', message=r'.*\(seed=\.\.\.\)')
+    for encoding in encodings:
+      for mechanism in mechanisms:
+        configurations[encoding, mechanism] = q.quantile_parameters(
+            encoding, mechanism, num_bins,
+            q.QuantileSetting(num_clients, epsilon, delta, bits=bits,
+                              seed=noise_seed))
   processes.use_test_context()
   if user_values is None:
     datasets = [draw(distribution, num_clients,
@@ -117,9 +130,11 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
     method, count = encoding.name, encoding.paper_count
     for mechanism in mechanisms:
       params = configurations[encoding, mechanism]
-      process = q.build_quantile_process_from_parameters(
-          params, lower_bound, upper_bound, quantiles,
-          q.QuantileEstimation(count=count), rounds=1)
+      with warnings.catch_warnings():
+        warnings.filterwarnings('ignore', message=r'.*\(seed=\.\.\.\)')
+        process = q.build_quantile_process_from_parameters(
+            params, lower_bound, upper_bound, quantiles,
+            q.QuantileEstimation(count=count), rounds=1)
       state = process.initialize()
       errors, seconds = [], []
       for values in common.progress(datasets, f'{method} {mechanism}'):
@@ -136,13 +151,15 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
                       float(np.std(errors)), params.epsilon, detail,
                       float(np.mean(seconds[1:] or seconds)),
                       np.asarray(out.result)))
-    # Central counterpart: the same encoding, Gaussian noise once.
+    # Central counterpart: the same encoding, Gaussian noise once, from
+    # fresh OS entropy (or --noise-seed).
     errors = []
     for r, values in enumerate(datasets):
       codes = sim.encodings(encoding, values, lower_bound, upper_bound)
       noisy = sim.noisy_sum('central', codes, central_z=z_central,
                             l2_sensitivity=encoding.l2,
-                            seed=seed + 7919 * (r + 1))
+                            seed=None if noise_seed is None else
+                            [noise_seed, r])
       cdf = hg.estimate_cdf(encoding, noisy, num_bins, count,
                             num_clients=num_clients)
       errors.append(_worst(cdf, values, quantiles, lower_bound, upper_bound,
@@ -157,6 +174,11 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
   truth = (np.quantile(last, quantiles) if last.size else
            np.full(len(quantiles), np.nan))
   data = distribution if user_values is None else source or 'values'
+  if noise_seed is not None:
+    print_fn(f'NOT PRIVATE: every row\'s noise is drawn from --noise-seed '
+             f'{noise_seed} (reproducible, and known to whoever knows the '
+             'seed); the epsilons are those the rows would have with fresh '
+             'noise.')
   print_fn(f'{num_clients} clients ({data} on [{lower_bound:g}, '
            f'{upper_bound:g}]), {num_bins} bins, ({epsilon:g}, {delta:g})-DP'
            f' per round against the server (central rows: against readers '
@@ -193,7 +215,7 @@ def _body(args) -> int:
       distribution=value['distribution'], upper_bound=args.upper,
       repetitions=repetitions, quantiles=args.quantiles, bits=args.bits,
       seed=value['seed'], values=values, lower_bound=args.lower,
-      source=args.values or '')
+      source=args.values or '', noise_seed=args.noise_seed)
   return 0
 
 
@@ -221,7 +243,7 @@ def add_parser(subparsers):
   p.add_argument('--epsilon', type=common.positive('--epsilon'), default=1.0,
                  help='epsilon per round (against the server)')
   p.add_argument('--delta', type=common.probability_open('--delta'),
-                 default=1e-5, help='delta per round')
+                 help=common.DELTA_HELP + ' (per round)')
   p.add_argument('--distribution', choices=DISTRIBUTIONS,
                  help='client values: Unif[0, upper] or chi^2(4) (default: '
                  'uniform; not with --values)')
@@ -242,5 +264,10 @@ def add_parser(subparsers):
   p.add_argument('--seed', type=common.integer('--seed', 0, 2**32 - 1),
                  help='seed of the synthetic data, not the noise (default: '
                  '0; not with --values)')
+  p.add_argument('--noise-seed',
+                 type=common.integer('--noise-seed', 0, 2**32 - 1),
+                 help='draw every row\'s noise from this seed: reproducible, '
+                 'and then NOT private (the report says so) (default: '
+                 'none: fresh OS entropy)')
   p.set_defaults(command='quantiles', body=_body)
   return p

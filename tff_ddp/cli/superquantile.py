@@ -22,7 +22,7 @@ epsilon so far, seconds. At the end: the test clients' mean and
 """
 
 import time
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -36,7 +36,7 @@ POPULATION = 2500
 
 def run(algorithm: str = 'deltafl', rounds: int = 10, clients: int = 100,
         tail_fraction: float = 0.5, epsilon: float = 5.0,
-        delta: float = 1.0 / POPULATION, budget_ratio: float = 0.25,
+        delta: Optional[float] = None, budget_ratio: float = 0.25,
         clip: float = 0.1, loss_bound: float = 1.5, bins: int = 16,
         histogram: str = 'tree', adversary: str = 'server',
         private: bool = True, learning_rate: float = 0.1, seed: int = 0,
@@ -46,6 +46,7 @@ def run(algorithm: str = 'deltafl', rounds: int = 10, clients: int = 100,
   rounds = checks.integer(rounds, 'rounds', 1)
   clients = checks.integer(clients, 'clients', 1, POPULATION)
   seed = checks.integer(seed, 'seed', 0)
+  delta = common.resolve_delta(delta, POPULATION, print_fn)
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from tff_ddp import learning  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
@@ -134,7 +135,7 @@ def add_parser(subparsers):
   p.add_argument('--epsilon', type=common.positive('--epsilon'), default=5.0,
                  help='target epsilon of all rounds')
   p.add_argument('--delta', type=common.probability_open('--delta'),
-                 default=1.0 / POPULATION, help='delta (1/n)')
+                 help=common.DELTA_HELP + f' (N = {POPULATION})')
   p.add_argument('--budget-ratio', type=common.positive('--budget-ratio'),
                  default=0.25,
                  help='r: rho(quantile) / rho(update)')

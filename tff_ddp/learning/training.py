@@ -41,6 +41,7 @@ from tff_ddp.learning import databases
 from tff_ddp.learning import paper_tasks
 from tff_ddp.learning import train_mechanisms
 from tff_ddp.utils import checks
+from tff_ddp.utils import deltas
 
 CONFIG_FILE = 'config.json'
 EVENTS_FILE = 'events.jsonl'
@@ -55,7 +56,7 @@ _CHECKPOINT_PREFIX = 'round_'
 _INDEX_HINT_CLIENTS = 1000
 # Settings a resumed run may change (the rest must match the saved run).
 _MAY_CHANGE = ('rounds', 'eval_every', 'eval_clients', 'checkpoint_every',
-               'resume', 'vocab_file')
+               'resume', 'vocab_file', 'vocab_from_training_data')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +84,7 @@ class TrainConfig:
   noise_sampler: Optional[str] = None
   vocab_size: int = paper_tasks.VOCABULARY_SIZE
   vocab_file: Optional[str] = None
+  vocab_from_training_data: bool = False
   eval_every: int = 10
   eval_clients: Optional[int] = None
   checkpoint_every: int = 10
@@ -120,6 +122,8 @@ class TrainConfig:
             self.max_examples_per_client, 'max_examples_per_client', 1),
         k_stddevs=checks.positive(self.k_stddevs, 'k_stddevs'),
         vocab_size=checks.integer(self.vocab_size, 'vocab_size', 1),
+        vocab_from_training_data=checks.boolean(
+            self.vocab_from_training_data, 'vocab_from_training_data'),
         eval_every=checks.integer(self.eval_every, 'eval_every', 0),
         eval_clients=checks.integer(pick(self.eval_clients, d.eval_clients),
                                     'eval_clients', 0),
@@ -149,6 +153,8 @@ class Setup:
     dimension: d, the model's trainable parameters.
     calibration: the `tff_ddp.accounting.CalibrationResult` that chose the
       noise multiplier (with --target-epsilon), or None.
+    delta_warning: a given delta not well below 1/N
+      (`tff_ddp.utils.deltas.delta_warning`), or None.
   """
   config: TrainConfig
   task: paper_tasks.PaperTask
@@ -158,12 +164,20 @@ class Setup:
   delta: float
   dimension: int
   calibration: Optional[object] = None
+  delta_warning: Optional[str] = None
 
 
 def _settings(config: TrainConfig) -> dict:
   out = dataclasses.asdict(config)
-  out['data_dir'] = os.path.abspath(os.path.expanduser(config.data_dir))
+  out['data_dir'] = _same_path(config.data_dir)
+  out['output_dir'] = _same_path(config.output_dir)
   return out
+
+
+def _same_path(path: str) -> str:
+  """One spelling of a folder: absolute, `~` expanded, no trailing `/`
+  (`run` and `run/`, relative and absolute, are one run)."""
+  return os.path.normpath(os.path.abspath(os.path.expanduser(path)))
 
 
 def _read_json(path):
@@ -245,8 +259,12 @@ def _check_output_dir(config: TrainConfig) -> Optional[dict]:
                      f'run ({CONFIG_FILE} is missing).')
   saved = _read_json(path)
   now = _settings(config)
+  before = dict(saved.get('settings', {}))
+  for key in ('data_dir', 'output_dir'):  # (runs saved before: as given)
+    if isinstance(before.get(key), str):
+      before[key] = _same_path(before[key])
   changed = sorted(k for k in now if k not in _MAY_CHANGE
-                   and saved.get('settings', {}).get(k) != now[k])
+                   and before.get(k) != now[k])
   if changed:
     raise ValueError(
         f'--resume: the run in {config.output_dir} was started with other '
@@ -261,8 +279,10 @@ def _vocabulary(task, config, database, saved, progress):
   """Stack Overflow's vocabulary: the named file, the saved one of a
   resumed run, or built from the training split."""
   if task is not paper_tasks.STACKOVERFLOW_TASK:
-    if config.vocab_file is not None:
-      raise ValueError('--vocab-file is for --task stackoverflow.')
+    if config.vocab_file is not None or config.vocab_from_training_data:
+      flag = ('--vocab-file' if config.vocab_file is not None else
+              '--vocab-from-training-data')
+      raise ValueError(f'{flag} is for --task stackoverflow.')
     return None
   built = os.path.join(config.output_dir, VOCABULARY_FILE)
   if saved is not None:
@@ -275,7 +295,16 @@ def _vocabulary(task, config, database, saved, progress):
     return paper_tasks.Vocabulary(vocabulary.words,
                                   saved['vocabulary_source'])
   if config.vocab_file is not None:
+    if config.vocab_from_training_data:
+      raise ValueError('give --vocab-file or --vocab-from-training-data, '
+                       'not both.')
     return paper_tasks.read_vocabulary(config.vocab_file, config.vocab_size)
+  if not config.vocab_from_training_data:
+    raise ValueError(
+        '--task stackoverflow needs --vocab-file (a public word list, e.g. '
+        'TFF\'s stackoverflow.word_count) or --vocab-from-training-data (the '
+        'vocabulary is then counted from the private training split without '
+        'noise: not covered by epsilon).')
   return paper_tasks.build_vocabulary(database, config.vocab_size, built,
                                       progress)
 
@@ -299,11 +328,16 @@ def prepare(config: TrainConfig, progress: Optional[Callable] = None
         f'--clients-per-round {config.clients_per_round} is more than the '
         f'{data.population} training clients of {data.database}.')
   delta = config.delta
-  if delta is None:
-    delta = task.defaults.delta(data.population)
-  delta = checks.real(delta, 'delta', 0.0, 1.0, low_open=True, high_open=True)
+  warning = None
+  if delta is None:  # well below 1/N (the paper's 1/N for EMNIST is not)
+    delta = deltas.default_delta(data.population)
+  else:
+    delta = checks.real(delta, 'delta', 0.0, 1.0, low_open=True,
+                        high_open=True)
+    warning = deltas.delta_warning(delta, data.population)
   value_type, dimension = update_type(task, data)
-  setup = Setup(config, task, chosen, saved, data, delta, dimension)
+  setup = Setup(config, task, chosen, saved, data, delta, dimension,
+                delta_warning=warning)
   if config.target_epsilon is not None:
     if saved is not None:  # the run's noise, whatever --rounds is now
       setup = dataclasses.replace(setup, config=dataclasses.replace(
@@ -642,7 +676,12 @@ def _print_header(print_fn, setup: Setup, dimension: int):
              'reproducible, and known to whoever knows the seed; '
              'eps(release)\'s amplification by sampling holds only against '
              'readers who do not.')
-  print_fn(f'delta = {setup.delta:.3g}; accuracy: {setup.task.metric}, every '
+  if setup.delta_warning:
+    print_fn(f'warning: {setup.delta_warning}')
+  print_fn(f'delta = {setup.delta:.3g}'
+           + ('' if config.delta is not None else
+              f' ({deltas.RULE}, N = {data.population})')
+           + f'; accuracy: {setup.task.metric}, every '
            f'{config.eval_every or "-"} round(s) and the last')
 
 

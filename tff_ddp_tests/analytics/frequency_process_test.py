@@ -92,8 +92,12 @@ class ParametersTest(parameterized.TestCase):
                      p.quantile.factory.dp_event(p.quantile.value_type))
 
   def test_multi_round_accounting_assumption(self):
-    disjoint = _params('multi_round', rounds=5)
+    disjoint = _params('multi_round', rounds=5, disjoint_rounds=True)
     shared = _params('multi_round', rounds=5, disjoint_rounds=False)
+    # Issue 43 item 5: the default is the accounting that holds whoever
+    # comes back (it was the paper's assumption, which nothing checks).
+    self.assertEqual(_params('multi_round', rounds=5).event, shared.event)
+    self.assertFalse(_params('multi_round', rounds=5).disjoint_rounds)
     # Disjoint: the budget is one round's; shared: five rounds composed.
     self.assertLessEqual(accountant.epsilon(disjoint.round_event, 1e-4)[0],
                          10.0 * (1 + 1e-9))

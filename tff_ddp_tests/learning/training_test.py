@@ -20,6 +20,7 @@ from tff_ddp import cli
 from tff_ddp.learning import generated_databases
 from tff_ddp.learning import train_mechanisms
 from tff_ddp.learning import training
+from tff_ddp.utils import deltas
 from tff_ddp_tests import harness
 
 
@@ -136,6 +137,32 @@ class CohortSeedTest(tf.test.TestCase):
       training.cohort_seed(self._config(folder, resume=True))
 
 
+@pytest.mark.slow  # a Keras model per run (~3 s each)
+class DeltaTest(tf.test.TestCase):
+  """delta defaults to min(1e-5, N^-1.1); a larger one is warned about."""
+
+  def test_default_and_warning(self):
+    folder = _folder(self)
+    generated_databases.write_emnist(folder, 30, 2, 1)
+    lines = []
+    for name, delta in (('default', None), ('given', 1 / 30)):
+      setup = training.prepare(training.TrainConfig(
+          task='emnist', mechanism='none', data_dir=folder,
+          output_dir=os.path.join(folder, name), delta=delta,
+          clients_per_round=10))
+      training._print_header(lines.append, setup, setup.dimension)  # pylint: disable=protected-access
+      if delta is None:
+        # 30 clients: it was 1/30 = 0.033.
+        self.assertEqual(setup.delta, 1e-5)
+        self.assertIsNone(setup.delta_warning)
+      else:
+        self.assertEqual(setup.delta, 1 / 30)
+        self.assertIn('--delta 0.0333 is not well below 1/N = 1/30',
+                      setup.delta_warning)
+    warnings = [l for l in lines if l.startswith('warning: ')]
+    self.assertLen(warnings, 1)
+
+
 @pytest.mark.slow  # ~5 s quiet, 18 s at load 19: three Keras models, DDG parameters
 class CalibrationTest(tf.test.TestCase):
   """--target-epsilon: the least noise whose rounds meet the target."""
@@ -200,6 +227,20 @@ class CommandErrorTest(parameterized.TestCase):
     self.assertEqual(code, 2)
     self.assertEqual(len(err.splitlines()), 1)
     self.assertIn('emnist_all.sqlite is not an SQLite database', err)
+
+  def test_stackoverflow_vocabulary_from_the_data_is_opt_in(self):
+    # Issue 43 item 5: without --vocab-file the vocabulary was counted from
+    # the private training split, without noise, by default.
+    folder = _folder(self)
+    generated_databases.write_stackoverflow(folder, num_clients=3,
+                                            train_sentences=2)
+    code, _, err = _run(['train', '--task', 'stackoverflow', '--mechanism',
+                         'none', '--data-dir', folder, '--output-dir',
+                         os.path.join(folder, 'o')])
+    self.assertEqual(code, 2)
+    self.assertEqual(len(err.splitlines()), 1)
+    self.assertIn('needs --vocab-file (a public word list', err)
+    self.assertIn('--vocab-from-training-data', err)
 
   @parameterized.parameters(
       (['--mechanism', 'ddg'], 'needs --noise-multiplier'),
@@ -284,6 +325,9 @@ class TrainCommandTest(tf.test.TestCase):
     code, lines, err = _run(argv)
     self.assertEqual(code, 0, err)
     self.assertIn('Federated EMNIST-62', lines[0])
+    # Issue 43 item 5: delta was 1/N = 0.17 here, without a word.
+    self.assertIn('delta = 1e-05 (min(1e-5, N^-1.1), N = 6)',
+                  '\n'.join(lines))
     self.assertIn('d = 1,018,174 parameters', '\n'.join(lines))
     self.assertIn('NOT the amplification by sampling the paper relies on',
                   '\n'.join(lines))
@@ -294,14 +338,21 @@ class TrainCommandTest(tf.test.TestCase):
     code, _, err = _run(argv)
     self.assertEqual(code, 2)
     self.assertIn('pass --resume', err)
-    # Resumed for a third round: the ledger holds all three events.
-    code, lines, err = _run(argv[:10] + ['3'] + argv[11:] + ['--resume'])
+    # Resumed for a third round: the ledger holds all three events. The
+    # folder written another way (trailing '/', relative) is the same run
+    # (issue 43 item 10: it was refused as 'other settings').
+    relative = os.path.relpath(out) + '/'
+    self.assertNotEqual(relative.rstrip('/'), out)
+    resumed = list(argv)
+    resumed[argv.index('--rounds') + 1] = '3'
+    resumed[argv.index('--output-dir') + 1] = relative
+    code, lines, err = _run(resumed + ['--resume'])
     self.assertEqual(code, 0, err)
     self.assertIn('resumed after round 2', '\n'.join(lines))
     resumed, events = self._check_run(lines, out, 3, 2**20, first=3)
     self.assertLen(events, 3)
     ledger = train_mechanisms.Ledger(train_mechanisms.mechanism('ddg'), 6,
-                                     1 / 6)
+                                     deltas.default_delta(6))
     for record in events:
       ledger.compose(train_mechanisms.event_from_json(record['event']), 3)
     self.assertAlmostEqual(resumed[-1][2], ledger.epsilon('server'),
@@ -326,7 +377,8 @@ class TrainCommandTest(tf.test.TestCase):
     report = '\n'.join(lines)
     self.assertIn('the first 10000 words of', report)
     self.assertIn('d = 4,050,748 parameters', report)
-    self.assertIn('delta = 1e-06', report)
+    # 6 users: min(1e-5, 6^-1.1) (it was the paper's 1e-6).
+    self.assertIn('delta = 1e-05 (min(1e-5, N^-1.1), N = 6)', report)
     rows, _ = self._check_run(lines, out, 2, 2**22)
     self.assertIsNone(rows[0][1])  # evaluated every 2 rounds
     self.assertIsNotNone(rows[1][1])
