@@ -28,7 +28,8 @@ from tff_ddp.utils import processes
 # aggregators/core_in_tff_test.py.
 CORE_TESTS = (
     'accounting/', 'encoders/', 'mechanisms/',
-    'utils/checks_test.py', 'utils/entropy_test.py', 'utils/search_test.py',
+    'utils/checks_test.py', 'utils/deltas_test.py', 'utils/entropy_test.py',
+    'utils/search_test.py',
     'utils/stack_test.py', 'utils/tensors_test.py',
     'fuzz/fuzz_accounting_test.py', 'fuzz/fuzz_encoders_test.py',
     'fuzz/fuzz_mechanisms_test.py', 'fuzz/fuzz_utils_test.py',

@@ -22,6 +22,7 @@ _TESTS = os.path.join(_ROOT, 'tff_ddp_tests')
 
 # The framework-free core: packages (directories) and modules.
 CORE = ('mechanisms/', 'encoders/', 'accounting/', 'utils/checks.py',
+        'utils/deltas.py',
         'utils/entropy.py', 'utils/processes.py', 'utils/requires.py',
         'utils/search.py', 'utils/stack.py', 'utils/tensors.py',
         'utils/__init__.py', '__init__.py')
