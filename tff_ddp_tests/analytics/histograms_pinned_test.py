@@ -1,30 +1,51 @@
-"""Bit-for-bit pins of the histogram encodings, estimators and simulator.
+"""The histogram encodings, estimators and simulator, each checked by what
+defines its output.
 
-Issue 33 (step 1) rewrote the histogram methods as classes; these digests
-were taken from the code before that rewrite, so the rewrite (and any later
-one) is checked to give the same bits for the same inputs and seeds. A case
-is the SHA-256 of its float64 (or int64) output bytes.
+* Outputs a seed or an index defines on every machine are pinned (SHA-256
+  of their int64 or float64 bytes, first 16 hex digits): the encodings, the
+  simulator's encodings of values, and its DDG round (integer noise from
+  the alias table and an integer scaling c, decoded by one correctly
+  rounded product by 1/c per coordinate).
+* The estimators' floats come from TF reductions (cumulative sums, sums,
+  conjugate gradients) whose last bits depend on the instruction set: they
+  are compared bit for bit with the functions the `Encoding` classes
+  replaced (`histograms_oracle`), in the same process.
+* Calibrated and accounted floats (cPBM's theta, the DDG's epsilon) come
+  from the accountant's float curves: theta is checked against the
+  calibration's stopping rule on this machine and against its value within
+  the tolerance that rule allows, epsilon recomputed from its event;
+  decisions (the ring's trials, the integer scaling) exactly, with a check
+  that they are not near a tie. The cPBM round (numpy's binomials at
+  theta's probabilities) is checked against its closed form fed the same
+  draws.
 
-To see today's digests (e.g. after a deliberate change of the arithmetic,
-which must then say why in its commit): `python -c 'from
+To see today's digests (after a deliberate change of what a seed defines,
+which its commit must say): `python -c 'from
 tff_ddp_tests.analytics import histograms_pinned_test as t;
 t.print_digests()'`.
 """
 
 import hashlib
+import math
 
 from absl.testing import parameterized
+import attr
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from tff_ddp.accounting import accountant
 from tff_ddp.analytics import histograms as hg
 from tff_ddp.analytics import quantile_calibration as qc
 from tff_ddp.analytics import simulation as sim
+from tff_ddp.mechanisms import poisson_binomial as pbm_mechanism
 from tff_ddp_tests import harness
+from tff_ddp_tests.analytics import histograms_oracle as oracle
 
 _BINS = 8
 _N = 7  # the count of count='exact'
+_CLIENTS = 16
+_EPSILON, _DELTA = 1.0, 1e-5
 
 
 def _digest(value) -> str:
@@ -40,135 +61,214 @@ def _noisy(method):
   return np.random.default_rng(7).normal(size=length) * 2.0 + 1.0
 
 
-def _estimator_cases():
-  """(name, output) of every pinned encoding and read-out."""
+def _values():
+  values = np.random.default_rng(3).uniform(-1.0, 11.0, 16)
+  values[[2, 5]] = np.nan, np.inf
+  return values
+
+
+def _codes(method):
+  return sim.encodings(method, _values(), 0.0, 10.0, _BINS)
+
+
+def _ddg_round(method, codes):
+  """The simulator's DDG round at noise multiplier 1. Its output is
+  exactly defined: integers (the codes times c plus the alias table's
+  integer noise, mod M, centred) each times 1/c, the DDG's granularity,
+  in one correctly rounded product (checked here)."""
+  params = qc.parameters_for_noise(method, _BINS, _CLIENTS, 1.0, _DELTA)
+  noisy = sim.noisy_sum('discrete_gaussian', codes, params, seed=5)
+  integers = np.round(noisy * params.scaling)
+  np.testing.assert_array_equal(
+      integers * params.aggregator_mechanism().gamma, noisy)
+  return noisy
+
+
+def _integer_cases():
+  """(name, int64 output) of every pinned case."""
   out = []
   for method in hg.METHODS:
     out.append((f'{method} encode', np.stack([
         hg.encode(method, tf.constant(i, tf.int64), _BINS).numpy()
         for i in range(_BINS)])))
-    out.append((f'{method} sensitivities',
-                np.array(hg.sensitivities(method, _BINS), np.float64)))
-    out.append((f'{method} total_norm', hg.total_norm(method, _BINS)))
-    h = tf.constant(_noisy(method))
-    out.append((f'{method} estimated_total',
-                hg.estimated_total(method, h, _BINS).numpy()))
-    for count in hg.COUNTS:
-      for monotone in (False, True):
-        for consistent in ((False, True) if method == 'tree' else (False,)):
-          out.append((
-              f'{method} cdf {count} monotone={monotone} '
-              f'consistent={consistent}',
-              hg.estimate_cdf(method, h, _BINS, count, num_clients=_N,
-                              consistent=consistent,
-                              monotone=monotone).numpy()))
   return out
 
 
-def _simulation_cases():
-  """(name, output) of the simulator's pinned rounds: the encodings of
-  values, the calibrated cPBM and a DDG for a given noise, each noisy sum
-  under a fixed seed."""
+def _simulation_integer_cases():
   out = []
   for method in hg.METHODS:
-    values = np.random.default_rng(3).uniform(-1.0, 11.0, 16)
-    values[[2, 5]] = np.nan, np.inf
-    codes = sim.encodings(method, values, 0.0, 10.0, _BINS)
+    codes = _codes(method)
     out.append((f'{method} simulation.encodings', codes))
-    pbm = qc.quantile_parameters(
-        method, 'poisson_binomial', _BINS,
-        qc.QuantileSetting(16, 1.0, 1e-5))
-    out.append((f'{method} cPBM theta, m',
-                np.array([pbm.theta, pbm.num_trials], np.float64)))
-    out.append((f'{method} cPBM noisy sum',
-                sim.noisy_sum('poisson_binomial', codes, pbm, seed=5)))
-    ddg = qc.parameters_for_noise(method, _BINS, 16, 1.0, 1e-5)
-    out.append((f'{method} DDG for z=1: c, epsilon',
-                np.array([ddg.scaling, ddg.epsilon], np.float64)))
-    out.append((f'{method} DDG noisy sum',
-                sim.noisy_sum('discrete_gaussian', codes, ddg, seed=5)))
+    out.append((f'{method} DDG noisy sum', _ddg_round(method, codes)))
   return out
 
 
-def _cases():
-  return _estimator_cases() + _simulation_cases()
-
-
-# Taken on main at 55e504f (before the encodings became classes). The three
-# 'DDG noisy sum' digests re-taken at 51c8561, whose certified alias table
-# (issue 34) draws the DDG's table noise differently by design; every other
-# digest is 55e504f's.
+# The encodings of every bin, the simulator's encodings of values
+# (bin_index's floor((x - lower) / width) is correctly rounded element-wise,
+# so they are exactly defined too) and its DDG round (`_ddg_round`).
 _PINNED = {
     'flat encode': 'd55adde0bb1b7f2d',
-    'flat sensitivities': 'cc143326a2646c60',
-    'flat total_norm': '338baa224ce75233',
-    'flat estimated_total': '9f873785ab08e5b3',
-    'flat cdf estimated monotone=False consistent=False': '287d059c105d1504',
-    'flat cdf estimated monotone=True consistent=False': 'a85f4961a036a72d',
-    'flat cdf exact monotone=False consistent=False': 'd862833cfb755051',
-    'flat cdf exact monotone=True consistent=False': 'dafdc3681329c9b4',
-    'flat simulation.encodings': '012b02bb9967dc59',
-    'flat cPBM theta, m': '95e1f515954e3ee7',
-    'flat cPBM noisy sum': '2b7e56d35cdea983',
-    'flat DDG for z=1: c, epsilon': 'd1047bd189d4c163',
-    'flat DDG noisy sum': 'fd3d2ba0950b16be',
     'tree encode': '888861e0799e6c97',
-    'tree sensitivities': '24acef356f24a250',
-    'tree total_norm': '7e7ecd23c181573c',
-    'tree estimated_total': 'b240c2be3826d1f9',
-    'tree cdf estimated monotone=False consistent=False': '1812804aad325882',
-    'tree cdf estimated monotone=False consistent=True': '75b2bf10cc4c249b',
-    'tree cdf estimated monotone=True consistent=False': 'fe5b7d5309402fa7',
-    'tree cdf estimated monotone=True consistent=True': '354c53d03e74466b',
-    'tree cdf exact monotone=False consistent=False': 'bd6706d236402027',
-    'tree cdf exact monotone=False consistent=True': '4df80d7c535356f2',
-    'tree cdf exact monotone=True consistent=False': '99f682cbb54ac23b',
-    'tree cdf exact monotone=True consistent=True': 'e1f9ecf1b449a632',
-    'tree simulation.encodings': 'd461ea6032d37e38',
-    'tree cPBM theta, m': '4258aa0e2d48d647',
-    'tree cPBM noisy sum': '121806d4e6a9d094',
-    'tree DDG for z=1: c, epsilon': '429a988dfabb471d',
-    'tree DDG noisy sum': 'bcac586af1a72ccb',
     'haar encode': '3fc9f3993bc139d5',
-    'haar sensitivities': '3e22f9d91a60b20f',
-    'haar total_norm': '6c3c396ed6b5c36d',
-    'haar estimated_total': '8b72e6501903996a',
-    'haar cdf estimated monotone=False consistent=False': '9b3d18582dbf7379',
-    'haar cdf estimated monotone=True consistent=False': 'f787b42ae52fee9d',
-    'haar cdf exact monotone=False consistent=False': '52491ee94ec1cb7d',
-    'haar cdf exact monotone=True consistent=False': '3c10b3f03682331e',
+    'flat simulation.encodings': '012b02bb9967dc59',
+    'tree simulation.encodings': 'd461ea6032d37e38',
     'haar simulation.encodings': '620248e7ed1f3584',
-    'haar cPBM theta, m': '2d17dd95f50a1d0d',
-    'haar cPBM noisy sum': '165fdcfe400d34ec',
-    'haar DDG for z=1: c, epsilon': 'e7583ea81a84aad6',
+    'flat DDG noisy sum': 'fd3d2ba0950b16be',
+    'tree DDG noisy sum': 'bcac586af1a72ccb',
     'haar DDG noisy sum': 'd5421459b7665269',
 }
 
+# cPBM's theta for 16 clients at (epsilon 1, delta 1e-5) in 18 bits and the
+# DDG's epsilon at noise multiplier 1 (accounted floats: checked within the
+# tolerances `SimulatorParametersTest` derives).
+_THETA = {'flat': 0.0028775517270839624, 'tree': 0.0016614502639920549,
+          'haar': 0.0014388684208816779}
+_DDG_EPSILON = {'flat': 4.728924276256027, 'tree': 4.728924276256029,
+                'haar': 4.728924276256027}
+# The integer scaling c the ring allows the DDG at noise multiplier 1.
+_DDG_SCALING = {'flat': 3252, 'tree': 2226, 'haar': 2001}
 
-class PinnedOutputsTest(parameterized.TestCase):
+
+class PinnedOutputsTest(tf.test.TestCase, parameterized.TestCase):
 
   def _check(self, cases):
     for name, value in cases:
       self.assertEqual(_digest(value), _PINNED[name], name)
 
   def test_every_case_is_pinned(self):
-    names = [name for name, _ in _estimator_cases()]
-    names += [f'{m} {case}' for m in hg.METHODS for case in (
-        'simulation.encodings', 'cPBM theta, m', 'cPBM noisy sum',
-        'DDG for z=1: c, epsilon', 'DDG noisy sum')]
+    names = [name for name, _ in _integer_cases()]
+    names += [f'{m} simulation.encodings' for m in hg.METHODS]
+    names += [f'{m} DDG noisy sum' for m in hg.METHODS]
     self.assertEqual(sorted(names), sorted(_PINNED))
 
-  def test_encodings_and_estimators(self):
-    self._check(_estimator_cases())
+  def test_encodings(self):
+    self._check(_integer_cases())
+    for method in hg.METHODS:
+      for i in range(_BINS):
+        self.assertAllEqual(
+            hg.encode(method, tf.constant(i, tf.int64), _BINS),
+            oracle.encode(method, tf.constant(i, tf.int64), _BINS))
+
+  @parameterized.parameters(*hg.METHODS)
+  def test_estimators_equal_the_function_forms(self, method):
+    # The same ops in the same order: the same bits on any one machine.
+    def same(got, want, what):
+      self.assertEqual(np.asarray(got, np.float64).tobytes(),
+                       np.asarray(want, np.float64).tobytes(), what)
+
+    same(hg.sensitivities(method, _BINS), oracle.sensitivities(method, _BINS),
+         'sensitivities')
+    same(hg.total_norm(method, _BINS), oracle.total_norm(method, _BINS),
+         'total_norm')
+    h = tf.constant(_noisy(method))
+    same(hg.estimated_total(method, h, _BINS),
+         oracle.estimated_total(method, h, _BINS), 'estimated_total')
+    for count in hg.COUNTS:
+      for monotone in (False, True):
+        for consistent in ((False, True) if method == 'tree' else (False,)):
+          kwargs = dict(num_clients=_N, consistent=consistent,
+                        monotone=monotone)
+          same(hg.estimate_cdf(method, h, _BINS, count, **kwargs),
+               oracle.estimate_cdf(method, h, _BINS, count, **kwargs),
+               f'cdf {count} {kwargs}')
 
   @pytest.mark.slow  # calibrations and TF noise sampling, ~5 s
-  def test_simulator_rounds(self):
-    self._check(_simulation_cases())
+  def test_simulator_encodings_and_ddg_round(self):
+    self._check(_simulation_integer_cases())
+
+
+class SimulatorParametersTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.parameters(*hg.METHODS)
+  def test_cpbm_calibration(self, method):
+    pbm = qc.quantile_parameters(
+        method, 'poisson_binomial', _BINS,
+        qc.QuantileSetting(_CLIENTS, _EPSILON, _DELTA))
+    # The trials the ring holds: integer arithmetic.
+    self.assertEqual(pbm.num_trials, (2**pbm.bits - 1) // _CLIENTS)
+    self.assertEqual(pbm.num_trials, 16383)
+    event = pbm.factory.dp_event(pbm.value_type)
+
+    def epsilon(theta):
+      # The event of the factory at theta: the Bernoullis use p_high - 1/2.
+      _, p_high = pbm_mechanism.probability_bounds(theta)
+      return accountant.epsilon(attr.evolve(event, theta=p_high - 0.5),
+                                _DELTA, pbm.adversary)[0]
+
+    # The stopping rule, on this machine: epsilon(theta) <= the target,
+    # within 0.1% of it; and theta within `slack` of where epsilon crosses
+    # the target. The root search (`calibration.least_noise`) is brentq with
+    # xtol = 1e-12, rtol = 1e-10: its answer is within xtol + rtol theta
+    # of a crossing, and a step back to the safe side moves it by at most
+    # four times that; 8 (xtol + rtol theta) covers both.
+    self.assertEqual(epsilon(pbm.theta), pbm.epsilon)
+    self.assertBetween(pbm.epsilon, (1 - 1e-3) * _EPSILON, _EPSILON)
+    slack = 8 * (1e-12 + 1e-10 * pbm.theta)
+    self.assertGreater(epsilon(pbm.theta + slack), _EPSILON)
+    # Against its value: the crossing moves with the accountant's last bits
+    # (relative ~1e-15 here), far less than the slack.
+    self.assertAlmostEqual(pbm.theta, _THETA[method], delta=2 * slack)
+
+  @parameterized.parameters(*hg.METHODS)
+  def test_cpbm_round_is_its_closed_form(self, method):
+    codes = _codes(method)
+    pbm = qc.quantile_parameters(
+        method, 'poisson_binomial', _BINS,
+        qc.QuantileSetting(_CLIENTS, _EPSILON, _DELTA))
+    got = sim.noisy_sum('poisson_binomial', codes, pbm, seed=5)
+    # The same draws: per coordinate Binomial(n_v m, p_v) for the clients
+    # of value v = -1, 0, 1 (numpy's sampler, in that order), summed mod M;
+    # decoded by Algorithm 2: (S - n m / 2) B / (m theta).
+    mechanism = pbm.aggregator_mechanism()
+    m, n = mechanism.num_trials, len(codes)
+    rng = np.random.default_rng(5)
+    probs = {-1: mechanism.p_low, 0: 0.5, 1: mechanism.p_high}
+    total = sum(rng.binomial((codes == v).sum(axis=0) * m, probs[v])
+                for v in (-1, 0, 1))
+    self.assertLess(np.max(total), mechanism.modulus)  # no wrap: S itself
+    want = (total - n * m / 2) * (
+        mechanism.coordinate_bound / (m * mechanism.theta))
+    # S - n m / 2 is exact; B / (m theta) two roundings, the product a
+    # third, on either side: 6 u relative in all.
+    np.testing.assert_allclose(got, want, rtol=6 * 2.0**-53, atol=0)
+
+  @parameterized.parameters(*hg.METHODS)
+  def test_ddg_scaling_and_epsilon(self, method):
+    ddg = qc.parameters_for_noise(method, _BINS, _CLIENTS, 1.0, _DELTA)
+    encoding = hg.encoding(method, _BINS)
+    # c is a decision: the same for the noise moved by 1e-9 of itself
+    # either way, so no last-bit difference of its float conditions
+    # changes it.
+    self.assertEqual(ddg.scaling, _DDG_SCALING[method])
+    for z in (1.0 - 1e-9, 1.0 + 1e-9):
+      self.assertEqual(
+          qc.largest_scaling(encoding, _CLIENTS, z, _DELTA, ddg.bits),
+          ddg.scaling)
+    # Epsilon of one round of the factory's DDG: its event (integer
+    # sensitivity sqrt(T) of the scaled clip l2 c, scaled noise z l2 c /
+    # sqrt(n) per client), accounted here.
+    event = ddg.factory.dp_event(ddg.value_type)
+    c_scaled = encoding.l2 * ddg.scaling
+    self.assertEqual(event.l2_sensitivity, math.sqrt(math.floor(
+        c_scaled * c_scaled * (1.0 + 2.0**-40))))
+    self.assertAlmostEqual(event.local_stddev,
+                           encoding.l2 * ddg.scaling / math.sqrt(_CLIENTS),
+                           delta=1e-12 * event.local_stddev)
+    self.assertEqual((event.num_clients, event.dimension),
+                     (_CLIENTS, encoding.length))
+    self.assertEqual(accountant.epsilon(event, _DELTA, ddg.adversary)[0],
+                     ddg.epsilon)
+    # Against its value: the RDP curves are float formulas (numpy's exp
+    # and log among them, whose last bits vary with the instruction set),
+    # each order's value within ~1e-13 relative and the minimum over the
+    # orders continuous in them; 1e-9 is far wider.
+    self.assertAlmostEqual(ddg.epsilon, _DDG_EPSILON[method],
+                           delta=1e-9 * _DDG_EPSILON[method])
 
 
 def print_digests():
   """Prints today's digests in the form of `_PINNED`."""
-  for case, result in _cases():
+  for case, result in _integer_cases() + _simulation_integer_cases():
     print(f'    {case!r}: {_digest(result)!r},')
 
 
