@@ -12,6 +12,7 @@ import tensorflow as tf
 from tff_ddp.encoders import hadamard
 from tff_ddp.mechanisms import binomial
 from tff_ddp.mechanisms import poisson_binomial as pbm
+from tff_ddp.utils import tensors
 from tff_ddp_tests import harness
 
 
@@ -165,15 +166,22 @@ class SampleBinomialTest(tf.test.TestCase, parameterized.TestCase):
 def reference_client(x, p, seed):
   """numpy Algorithm 3 up to the probabilities, then the same exact sampler
   (tested on its own in binomial_test): equal outputs mean equal
-  probabilities, bit for bit."""
+  probabilities, bit for bit.
+
+  The l2 clip's norm is a float reduction, whose last bits vary between
+  machines (and between numpy and TF): the clip is TF's
+  (`tensors.clip_to_norm`, checked against a reference in
+  encode_bits_test), the rest is element-wise and correctly rounded, the
+  same in numpy."""
   x = np.asarray(x, np.float64)
   if not np.all(np.isfinite(x)):
     x = np.zeros_like(x)
   if p.l0_clip is not None and np.count_nonzero(x) > p.l0_clip:
     keep = np.argsort(-np.abs(x), kind='stable')[:p.l0_clip]
     x = np.where(np.isin(np.arange(len(x)), keep), x, 0.0)
-  norm = np.linalg.norm(x)
-  y = x * (p.l2_clip / norm) if norm > p.l2_clip else x
+  y = tensors.clip_to_norm(
+      tf.pad(tf.constant(x), [[0, p.output_dim - p.dim]]), p.l2_clip)[0]
+  y = y.numpy()
   probs = np.clip(0.5 + p.theta * np.clip(y / p.coordinate_bound, -1, 1),
                   p.p_low, p.p_high)
   return binomial.sample_binomial(tf.constant(probs), p.num_trials,
