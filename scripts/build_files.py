@@ -15,8 +15,10 @@ that the committed files equal what this script generates.
 What is generated (the layout TensorFlow Federated uses):
 
 - One package per directory with .py files under SOURCE_ROOTS, plus the root
-  (ROOT_EXPORTS, ROOT_ALIASES), requirements/ (its files exported: lock.txt
-  feeds the WORKSPACE's pip_parse) and colabs/ (a `notebooks` filegroup).
+  (ROOT_EXPORTS, ROOT_ALIASES), requirements/ (its files exported) and
+  colabs/ (a `notebooks` filegroup). The rules are Bazel's native py_library,
+  py_binary and py_test (no rules_python: Debian's bazel-bootstrap 4.2.3
+  builds them offline, docs/notes/bazel.md).
 - One target per module, named after it (`__init__.py` after its package):
   a `py_test` for each `*_test.py` under tff_ddp_tests/, a `py_binary` for
   each script of SCRIPT_DIRS whose name does not start with `_` and for each
@@ -24,8 +26,11 @@ What is generated (the layout TensorFlow Federated uses):
 - `deps` = the module's imports, found with `ast` at any depth (lazy imports
   in functions count): `from tff_ddp.x import y` / `import tff_ddp.x.y` ->
   //tff_ddp/x:y; `from tff_ddp.x import Name` (not a module) -> //tff_ddp/x;
-  a third-party module -> `requirement("<distribution>")` through THIRD_PARTY
-  (the distribution must be pinned in requirements/lock.txt); the standard
+  a third-party module -> no dep (it comes from the interpreter's
+  site-packages: //bazel:python3 runs the project's .venv), but it must map
+  through THIRD_PARTY to a distribution pinned in requirements/lock.txt; the
+  harness's lazy imports of CALLER_DEPS go to the modules that call it; the
+  standard
   library needs nothing; in SCRIPT_DIRS a bare `import _common` of a sibling
   file -> its target. Imports no import statement shows:
   * `importlib.import_module('literal')`, or with a computed name when the
@@ -54,9 +59,10 @@ What is generated (the layout TensorFlow Federated uses):
 
 A problem (an import that resolves to nothing, an unpinned distribution, a
 test module without harness.main(), ...) is printed with the file, the line
-and what to do, and no file is written. Bazel itself is not needed (nor
-installed on the development machines); every generated file is checked to
-parse as Python, of which Starlark BUILD files are a subset.
+and what to do, and no file is written. Bazel itself is not needed to
+generate them; every generated file is checked to parse as Python, of which
+Starlark BUILD files are a subset, and `make bazel-test` builds and runs the
+core's tests with them (scripts/install_bazel.sh installs Bazel).
 """
 
 import argparse
@@ -82,6 +88,8 @@ NOTEBOOK_DIR = 'colabs'
 REQUIREMENTS_DIR = 'requirements'
 LOCK_FILE = 'requirements/lock.txt'
 BUILD_NAME = 'BUILD'
+# The directory of the hand-kept Bazel files (toolchain, offline stand-ins).
+HAND_KEPT = 'bazel'
 
 # Top-level import name (or dotted prefix) -> PyPI distribution, as pinned in
 # requirements/lock.txt. The longest matching prefix wins.
@@ -124,6 +132,15 @@ BINARY_NAMES = {
     'tff_ddp/cli/__main__.py': 'tff-ddp',
 }
 
+# Lazy imports of a shared test module that are not its deps but the deps of
+# each module calling the named function: harness.run_cli imports tff_ddp.cli
+# only for the CLI tests. As a dep of :harness it would make every py_test
+# depend on the CLI, hence on the whole library, and Bazel could no longer
+# fail a test whose own deps miss a module it imports.
+CALLER_DEPS = {
+    'tff_ddp_tests/harness.py': {'tff_ddp.cli': 'run_cli'},
+}
+
 # Sizes of test modules that are neither "medium" nor "large" (slow).
 TEST_SIZES = {
     'tff_ddp_tests/colabs_test.py': 'enormous',
@@ -160,8 +177,9 @@ lazily, as TFF's do); the tests are under //tff_ddp_tests.""",
 `python benchmarks/<name>.py`; siblings import `_common` by its bare name
 (the script's own directory is first on sys.path in both cases).""",
     'colabs': """The tutorials; tff_ddp_tests:colabs_test runs each one's code cells.""",
-    'requirements': """The pinned Python dependencies: lock.txt feeds pip_parse (WORKSPACE), which
-makes the @pypi repository the BUILD files' requirement() calls point into.""",
+    'requirements': """The pinned Python dependencies. Bazel's py rules take them from the
+interpreter (//bazel:python3 runs .venv, which `make setup` installs from
+lock.txt); the BUILD files name only tff_ddp's own targets as deps.""",
     'tff_ddp_tests': """Tests mirror tff_ddp/: one py_test per test module, which Bazel runs as
 `python <module>_test.py` (harness.main: every test, slow ones included).
 Sizes (Bazel's timeouts 300 s / 900 s / 3600 s): "medium" by default,
@@ -188,6 +206,11 @@ through :script_module) and reads the source tree through the real path of
 the checkout, so it runs unsandboxed ("local").""",
         data=('//scripts:build_files.py',),
         tags=('local',)),
+    'tff_ddp_tests/accounting/cross_version_test.py': dict(
+        comment="""\
+Holds the epsilons to the reference it reads beside it (made on
+dp-accounting 0.4.3; `--write` rewrites it).""",
+        data=(':cross_version_epsilons.json',)),
     'tff_ddp_tests/benchmarks_harness_test.py': dict(
         comment="""\
 Loads benchmarks/_harness.py and its sibling _common.py by path.""",
@@ -244,9 +267,6 @@ benchmarks/RESULTS.md; writes tff_ddp_tests/module_costs.json."""),
 GENERATED = ('# Generated by scripts/build_files.py (`make build-files`) from the '
              'source tree;\n# do not edit: change the imports, or that '
              "script's tables.")
-RULES_PYTHON_DEFS = '@rules_python//python:defs.bzl'
-REQUIREMENTS_BZL = '@pypi//:requirements.bzl'
-PY_RULES = ('py_binary', 'py_library', 'py_test')
 SLOW_SIZES = ('large', 'enormous')
 ALL_SIZES = ('small', 'medium') + SLOW_SIZES
 
@@ -741,6 +761,14 @@ class Tree:
           continue
         imports.extend(_statement_imports(child, '', 0, 'notebook'))
       target.data.add(Label(NOTEBOOK_DIR, 'notebooks'))
+    callers = CALLER_DEPS.get(path, {})
+    imports = [_without(imp, callers) for imp in imports]
+    imports = [imp for imp in imports if imp is not None]
+    for library, table in CALLER_DEPS.items():
+      module = library[:-3].replace('/', '.')
+      for name, function in table.items():
+        if _calls(tree, module.rsplit('.', 1)[-1], function):
+          imports.append(Import(0, name))
     for imp in imports:
       for item in self._resolve(imp, path):
         if isinstance(item, Problem):
@@ -938,6 +966,24 @@ def _visible(entries, package: str, from_package: str) -> bool:
 # Rendering.
 
 
+def _without(imp: Import, modules) -> Optional[Import]:
+  """The import less the modules named (None if nothing is left)."""
+  if imp.module in modules:
+    return None
+  if not imp.names:
+    return imp
+  names = tuple(n for n in imp.names if f'{imp.module}.{n}' not in modules)
+  return dataclasses.replace(imp, names=names) if names else None
+
+
+def _calls(tree, module: str, function: str) -> bool:
+  """Whether the module uses `module.function` (calls or binds it)."""
+  return any(
+      isinstance(node, ast.Attribute) and node.attr == function
+      and isinstance(node.value, ast.Name) and node.value.id == module
+      for node in ast.walk(tree))
+
+
 def _comment(text: Optional[str], indent: str = '') -> List[str]:
   return [f'{indent}# {line}'.rstrip() for line in text.splitlines()] if (
       text) else []
@@ -967,9 +1013,13 @@ def _render_target(target: Target) -> List[str]:
     lines += _string_list('tags', sorted(target.tags))
   if target.testonly:
     lines.append('    testonly = True,')
-  if target.deps:
+  # Bazel's native py rules: third-party packages come from the
+  # interpreter's site-packages (//bazel:python3), so only tff_ddp's own
+  # targets are deps; the generator still checks they are pinned.
+  deps = [d for d in target.deps if isinstance(d, Label)]
+  if deps:
     lines += _string_list('deps', [d.render(target.package) for d in sorted(
-        target.deps, key=_dep_order(target.package))], always_block=True)
+        deps, key=_dep_order(target.package))], always_block=True)
   lines.append(')')
   return lines
 
@@ -981,15 +1031,7 @@ def _target_order(target: Target):
 
 def _render_package(package: str, targets: List[Target],
                     exports: Sequence[str], aliases=()) -> str:
-  rules = sorted({t.kind for t in targets} & set(PY_RULES))
   lines = [GENERATED, '']
-  if rules:
-    lines.append(f'load("{RULES_PYTHON_DEFS}", '
-                 + ', '.join(f'"{r}"' for r in rules) + ')')
-  if any(isinstance(d, Requirement) for t in targets for d in t.deps):
-    lines.append(f'load("{REQUIREMENTS_BZL}", "requirement")')
-  if rules:
-    lines.append('')
   lines += _comment(PACKAGE_NOTES.get(package))
   entries = visibility(package)
   if len(entries) == 1 and not isinstance(entries[0], tuple):
@@ -1071,10 +1113,15 @@ def check_starlark(path: str, text: str) -> List[Problem]:
 
 
 def committed(root: str) -> Dict[str, str]:
-  """{path: text} of the BUILD files in the tree (outside .venv etc.)."""
+  """{path: text} of the BUILD files in the tree (outside .venv etc.).
+
+  bazel/ is hand-kept (HAND_KEPT): the Python toolchain and the offline
+  stand-ins for the repositories Bazel 4 would download.
+  """
   found = {}
   for dirpath, filenames in _walk(root, '.'):
-    if dirpath.split('/')[0] in ('.venv', 'venv', 'node_modules', 'build'):
+    if dirpath.split('/')[0] in ('.venv', 'venv', 'node_modules', 'build',
+                                 HAND_KEPT):
       continue
     for name in filenames:
       if name in (BUILD_NAME, BUILD_NAME + '.bazel'):

@@ -337,9 +337,6 @@ _CLEAN_TREE = {path: textwrap.dedent(text).lstrip('\n')
 _HEADER = build_files.GENERATED + '\n\n'
 # What the clean tree generates for two of its packages, in full.
 _EXPECTED_A = _HEADER + '''\
-load("@rules_python//python:defs.bzl", "py_library")
-load("@pypi//:requirements.bzl", "requirement")
-
 package(default_visibility = ["//visibility:public"])
 
 licenses(["notice"])
@@ -358,7 +355,6 @@ py_library(
     deps = [
         ":y",
         ":z",
-        requirement("numpy"),
     ],
 )
 
@@ -388,7 +384,6 @@ py_test(
     deps = [
         ":harness",
         "//tff_ddp/a:x",
-        requirement("absl-py"),
     ],
 )
 
@@ -492,8 +487,7 @@ class GeneratorTest(parameterized.TestCase):
        '\n    deps = [\n        ":y",\n    ],\n)'),
       ('new_package',
        _add('tff_ddp/b/__init__.py', 'import scipy\n'),
-       'tff_ddp/b/BUILD', 'name = "b",\n    srcs = ["__init__.py"],\n'
-       '    deps = [\n        requirement("scipy"),'),
+       'tff_ddp/b/BUILD', 'name = "b",\n    srcs = ["__init__.py"],\n)'),
       ('name_not_module',
        _add('tff_ddp/a/w.py', 'from tff_ddp.a import f\n'),
        'tff_ddp/a/BUILD', 'name = "w",\n    srcs = ["w.py"],\n'
@@ -534,6 +528,25 @@ class GeneratorTest(parameterized.TestCase):
        _add('benchmarks/bench.py', 'from tff_ddp_tests.fuzz import s\n'),
        'benchmarks/BUILD', 'testonly = True,\n    deps = [\n'
        '        "//tff_ddp_tests/fuzz:s",'),
+      # harness.run_cli's lazy import of the CLI is a dep of the tests that
+      # use run_cli, not of :harness (which every py_test depends on).
+      ('caller_deps',
+       lambda files: (
+           _add('tff_ddp_tests/harness.py', '''
+               def main():
+                 pass
+
+
+               def run_cli(argv):
+                 from tff_ddp import cli
+                 return cli.main(argv)
+               ''')(files),
+           _replace('tff_ddp_tests/a_test.py', 'class ATest',
+                    '_run = harness.run_cli\n\n\nclass ATest')(files)),
+       'tff_ddp_tests/BUILD', '":harness",\n        "//tff_ddp/a:x",\n'
+       '        "//tff_ddp/cli",\n    ],\n)\n\npy_library(\n'
+       '    name = "harness",\n    srcs = ["harness.py"],\n'
+       '    testonly = True,\n)'),
   )
   def test_derives(self, edit, build, text):
     files, problems = self._generate(

@@ -1,0 +1,17 @@
+"""Offline stand-in for @rules_java//java:defs.bzl: Bazel's native rules.
+
+Bazel 4 registers @bazel_tools//tools/jdk:all, whose BUILD file loads
+@rules_java, which its built-in WORKSPACE suffix would download; nothing here
+builds Java, so the native rules are enough.
+"""
+
+java_binary = native.java_binary
+java_import = native.java_import
+java_library = native.java_library
+java_lite_proto_library = native.java_lite_proto_library
+java_package_configuration = native.java_package_configuration
+java_plugin = native.java_plugin
+java_proto_library = native.java_proto_library
+java_runtime = native.java_runtime
+java_test = native.java_test
+java_toolchain = native.java_toolchain
