@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 # dp-accounting versions whose private functions below were read and tested.
-SUPPORTED_VERSIONS = ('0.4.3',)
+SUPPORTED_VERSIONS = ('0.4.3', '0.6.0')
 
 
 def _module():
