@@ -20,4 +20,6 @@ from tff_ddp.accounting.events import DistributedDiscreteGaussianDpEvent
 from tff_ddp.accounting.events import DistributedSkellamDpEvent
 from tff_ddp.accounting.events import PoissonBinomialDpEvent
 from tff_ddp.accounting.events import SelfSampledDpEvent
+from tff_ddp.accounting.pld_accountant import PldAccountant
+from tff_ddp.accounting.pld_accountant import tightest_epsilon
 from tff_ddp.accounting.running import TabulatedAccountant
