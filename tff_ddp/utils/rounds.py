@@ -43,6 +43,7 @@ secure sum to the server that ran it (see docs/errors.md).
 
 import collections
 import re
+import threading
 
 import attr
 from tensorflow_federated.python.core.impl.computation import computation_impl
@@ -78,7 +79,12 @@ class MissingContextError(RuntimeError):
         'tff.backends.test.set_sync_test_cpp_execution_context() (or '
         'tff_ddp.utils.processes.use_test_context(), which also gives the '
         "worker larger thread stacks), or tff_ddp.utils.workers' "
-        'local_workers / remote_workers for several workers.')
+        'local_workers / remote_workers for several workers.'
+        + ('' if threading.current_thread() is threading.main_thread() else
+           " This thread is not the main one, and TFF's contexts are per "
+           'thread: call tff_ddp.utils.processes.use_test_context() once in '
+           'the main thread, before the threads start, and every thread '
+           'runs on it.'))
 
 
 def missing_context(error: BaseException):
@@ -207,13 +213,13 @@ def user_facing(computation) -> UserFacingComputation:
 
 def user_facing_process(process):
   """The same kind of process (`MeasuredProcess`, `AggregationProcess`)
-  with its `next` wrapped by `user_facing`."""
+  with its `initialize` and `next` wrapped by `user_facing`."""
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   if isinstance(process, tff.templates.AggregationProcess):
-    return tff.templates.AggregationProcess(process.initialize,
+    return tff.templates.AggregationProcess(user_facing(process.initialize),
                                             user_facing(process.next))
   if isinstance(process, tff.templates.MeasuredProcess):
-    return tff.templates.MeasuredProcess(process.initialize,
+    return tff.templates.MeasuredProcess(user_facing(process.initialize),
                                          user_facing(process.next))
   raise TypeError(f'expected a MeasuredProcess or AggregationProcess, got '
                   f'{type(process).__name__}.')
