@@ -72,7 +72,9 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
         values: Optional[np.ndarray] = None,
         lower_bound: float = 0.0,
         source: str = '',
-        noise_seed: Optional[int] = None) -> List[Row]:
+        noise_seed: Optional[int] = None,
+        output: Optional[str] = None,
+        plot: Optional[str] = None) -> List[Row]:
   """Runs the experiment and prints the error table; returns its rows.
 
   With `values` (one per client, e.g. `data_files.read_values`) every
@@ -84,7 +86,16 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
   rows' Gaussian -- comes from fresh OS entropy (`seed` is the synthetic
   data's only). `noise_seed` (reproducible runs) draws all of it from that
   seed instead: the report then says the rows are not private.
+
+  `output` (CSV, or JSON for .json) gets every row's private estimates
+  with their noise, epsilon and adversary; `plot` a picture of the last
+  repetition's values with every row's estimates (`tff_ddp.cli.outputs`).
   """
+  from tff_ddp.cli import outputs  # pylint: disable=g-import-not-at-top
+  print_fn = outputs.wrapping(print_fn)
+  for path, flag in ((output, '--output'), (plot, '--plot')):
+    if path is not None:
+      outputs.check_path(path, flag)
   from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import quantiles as q  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import simulation as sim  # pylint: disable=g-import-not-at-top
@@ -180,10 +191,12 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
              'seed); the epsilons are those the rows would have with fresh '
              'noise.')
   print_fn(f'{num_clients} clients ({data} on [{lower_bound:g}, '
-           f'{upper_bound:g}]), {num_bins} bins, ({epsilon:g}, {delta:g})-DP'
-           f' per round against the server (central rows: against readers '
-           f'of the release), zero-out neighbours, ring 2^{bits}, '
+           f'{upper_bound:g}]), {num_bins} bins, ring 2^{bits}, '
            f'{repetitions} repetitions')
+  print_fn(f'({epsilon:g}, {delta:g})-DP per round against the server, '
+           'zero-out neighbours')
+  print_fn('central rows: the same (epsilon, delta), against readers of the '
+           'release only')
   print_fn(f'{"method":6s} {"mechanism":18s} {"worst err (eq.3)":>18s} '
            f'{"eps":>6s} {"s/round":>8s}  parameters')
   for row in rows:
@@ -197,6 +210,25 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
   for row in rows:
     print_fn(f'  {row.method + " " + row.mechanism:25s} ' +
              ' '.join(f'{v:6.2f}' for v in row.last_estimates))
+  if output is not None:
+    outputs.write_records(output, [
+        dict(method=row.method, mechanism=row.mechanism, quantile=p,
+             estimate=float(v), epsilon=row.epsilon, delta=delta,
+             adversary=('release' if row.mechanism == 'central gaussian'
+                        else 'server'), noise=row.detail,
+             clients=num_clients, lower=lower_bound, upper=upper_bound,
+             bins=num_bins, private=noise_seed is None)
+        for row in rows for p, v in zip(quantiles, row.last_estimates)])
+    print_fn(f'estimates written to {output} (the last repetition\'s; the '
+             'true quantiles and errors are not in it)')
+  if plot is not None:
+    outputs.plot_quantiles(
+        plot, datasets[-1], lower_bound, upper_bound, num_bins, quantiles,
+        rows, f'{num_clients} clients ({data}), ({epsilon:g}, {delta:g})-DP '
+        'per round' + (' -- NOT PRIVATE: --noise-seed' if noise_seed
+                       is not None else ''))
+    print_fn(f'picture written to {plot} (the histogram is of your values in '
+             'the clear: for you, not a private release)')
   return rows
 
 
@@ -215,7 +247,8 @@ def _body(args) -> int:
       distribution=value['distribution'], upper_bound=args.upper,
       repetitions=repetitions, quantiles=args.quantiles, bits=args.bits,
       seed=value['seed'], values=values, lower_bound=args.lower,
-      source=args.values or '', noise_seed=args.noise_seed)
+      source=args.values or '', noise_seed=args.noise_seed,
+      output=args.output, plot=args.plot)
   return 0
 
 
@@ -264,6 +297,13 @@ def add_parser(subparsers):
   p.add_argument('--seed', type=common.integer('--seed', 0, 2**32 - 1),
                  help='seed of the synthetic data, not the noise (default: '
                  '0; not with --values)')
+  p.add_argument('--output', metavar='FILE',
+                 help='write every row\'s private estimates with their noise, '
+                 'epsilon and adversary: CSV, or JSON for a .json FILE '
+                 '(default: none)')
+  p.add_argument('--plot', metavar='FILE',
+                 help='draw the histogram of the values with every row\'s '
+                 'estimates: .png, .pdf, .svg (default: none)')
   p.add_argument('--noise-seed',
                  type=common.integer('--noise-seed', 0, 2**32 - 1),
                  help='draw every row\'s noise from this seed: reproducible, '
