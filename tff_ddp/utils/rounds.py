@@ -179,6 +179,12 @@ def _statuses(value, key=None):
   return value
 
 
+# TFF's words for a numpy value of another dtype than the computation's.
+_SERIALIZE_DTYPE = re.compile(
+    r"Failed to serialize a value of dtype <class '([\w.]+)'> to dtype "
+    r"<class '([\w.]+)'>")
+
+
 class UserFacingComputation(computation_impl.ConcreteComputation):
   """A computation whose Python calls raise RoundRefusedError for refusals,
   MissingContextError without a context that runs secure sums, and return
@@ -194,6 +200,13 @@ class UserFacingComputation(computation_impl.ConcreteComputation):
       cause = missing_context(e)
       if cause is not None:
         raise MissingContextError(cause) from e
+      dtypes = _SERIALIZE_DTYPE.search(str(e))
+      if isinstance(e, TypeError) and dtypes:
+        got, expected = (d.rsplit('.', 1)[-1] for d in dtypes.groups())
+        raise TypeError(
+            f'this process takes {expected} values and got {got} (TFF '
+            f'converts no numpy dtype to another): pass np.asarray(values, '
+            f'np.{expected}), or Python floats. (TFF said: {e})') from None
       raise
     return _statuses(result)
 
