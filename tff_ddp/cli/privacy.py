@@ -86,17 +86,16 @@ def _gaussian_event(noise_multiplier):
 
 # The mechanisms modules whose `release_event` the CLI calls, and the
 # class of each.
-_DISTRIBUTED_MODULES = {
-    'tff_ddp.mechanisms.distributed_discrete_gaussian':
-        'DistributedDiscreteGaussian',
-    'tff_ddp.mechanisms.distributed_skellam': 'DistributedSkellam'}
+_DISTRIBUTED_MODULES = ('tff_ddp.mechanisms.distributed_discrete_gaussian',
+                        'tff_ddp.mechanisms.distributed_skellam')
+_DISTRIBUTED_CLASSES = ('DistributedDiscreteGaussian', 'DistributedSkellam')
 
 
 def _mechanism_class(module):
-  if module not in _DISTRIBUTED_MODULES:
-    raise ValueError(f'no release_event in {module}')
-  return getattr(importlib.import_module(module),
-                 _DISTRIBUTED_MODULES[module])
+  if module in _DISTRIBUTED_MODULES:
+    return getattr(importlib.import_module(module), _DISTRIBUTED_CLASSES[
+        _DISTRIBUTED_MODULES.index(module)])
+  raise ValueError(f'no release_event in {module}')
 
 
 def factory_mechanism(module, noise_multiplier, num_clients, dimension, bits,

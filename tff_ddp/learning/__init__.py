@@ -42,17 +42,18 @@ _NAMES = {
     'build_dp_fedavg': 'processes',
     'build_superquantile_fl': 'processes',
 }
-_MODULES = ('aggregator', 'databases', 'generated_databases', 'metrics',
-            'paper_tasks', 'privacy', 'processes', 'simulation', 'tasks',
-            'train_mechanisms', 'training', 'weighting')
+# The modules the package loaded eagerly before (`tff_ddp.learning.tasks`
+# works without importing it); the others are imported by name (`from
+# tff_ddp.learning import training`).
+_MODULES = ('aggregator', 'metrics', 'privacy', 'processes', 'tasks',
+            'weighting')
 
 
 def __getattr__(name):
-  if name in _NAMES:
-    module = importlib.import_module(f'tff_ddp.learning.{_NAMES[name]}')
-    return getattr(module, name)
-  if name in _MODULES:
-    return importlib.import_module(f'tff_ddp.learning.{name}')
+  module = _NAMES.get(name, name)
+  if module in _MODULES:
+    loaded = importlib.import_module(f'tff_ddp.learning.{module}')
+    return loaded if module == name else getattr(loaded, name)
   raise AttributeError(f'module tff_ddp.learning has no attribute {name!r}')
 
 
