@@ -123,6 +123,25 @@ class ErrorTest(parameterized.TestCase):
     self.assertIn(message, lines[0])
 
 
+class RingTest(parameterized.TestCase):
+
+  def test_the_ring_is_sized_for_the_clients(self):
+    # Issue 43 item 8: 10^6 values were refused with "bits=18 is too
+    # small ... use bits >= 25"; the number of clients is public, so the
+    # command sizes the ring itself unless --bits is given.
+    from tff_ddp.analytics import histograms  # pylint: disable=g-import-not-at-top
+    encodings = [histograms.encoding('tree', 32)]
+    bits, configurations = quantiles_cli.configure(
+        encodings, ['discrete_gaussian'], 32, 10**6, 1.0, 1e-7)
+    self.assertEqual(bits, 25)
+    self.assertLen(configurations, 1)
+    self.assertEqual(quantiles_cli.configure(
+        encodings, ['discrete_gaussian'], 32, 200, 1.0, 1e-5)[0], 18)
+    with self.assertRaisesRegex(ValueError, 'use bits >= 25'):
+      quantiles_cli.configure(encodings, ['discrete_gaussian'], 32, 10**6,
+                              1.0, 1e-7, bits=18)
+
+
 class PrivacyTest(parameterized.TestCase):
 
   def test_both_adversaries_are_labelled(self):

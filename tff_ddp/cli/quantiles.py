@@ -25,6 +25,9 @@ from tff_ddp.utils import checks
 from tff_ddp.utils import processes
 
 DISTRIBUTIONS = ('uniform', 'chi2')
+# The ring's bits: the least tried when --bits is not given, and the most.
+DEFAULT_BITS = 18
+MAX_BITS = 30
 
 
 @dataclasses.dataclass
@@ -56,6 +59,40 @@ def _worst(cdf, values, quantiles, lower, upper, num_bins):
                                         num_bins)))
 
 
+def configure(encodings, mechanisms, num_bins, num_clients, epsilon, delta,
+              bits=None, noise_seed=None):
+  """(bits, {(encoding, mechanism): calibrated parameters}).
+
+  Without `bits`, the ring is sized for the clients (their number is
+  public by protocol): the least bits from DEFAULT_BITS up at which every
+  configuration fits (10^6 clients at epsilon 1: 25, where 18 was refused
+  with "use bits >= 25").
+  """
+  from tff_ddp.analytics import quantiles as q  # pylint: disable=g-import-not-at-top
+
+  def at(ring_bits):
+    configurations = {}
+    with warnings.catch_warnings():
+      # A noise seed's warning is the report's first line (`run`).
+      warnings.filterwarnings('ignore', message=r'.*\(seed=\.\.\.\)')
+      for encoding in encodings:
+        for mechanism in mechanisms:
+          configurations[encoding, mechanism] = q.quantile_parameters(
+              encoding, mechanism, num_bins,
+              q.QuantileSetting(num_clients, epsilon, delta, bits=ring_bits,
+                                seed=noise_seed))
+    return configurations
+
+  if bits is not None:
+    return bits, at(bits)
+  for ring_bits in range(DEFAULT_BITS, MAX_BITS):
+    try:
+      return ring_bits, at(ring_bits)
+    except ValueError:
+      continue
+  return MAX_BITS, at(MAX_BITS)  # its refusal says what to change
+
+
 def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
         mechanisms: Sequence[str] = ('discrete_gaussian', 'poisson_binomial'),
         num_clients: int = 128,
@@ -66,7 +103,7 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
         upper_bound: float = 10.0,
         repetitions: int = 3,
         quantiles: Sequence[float] = (0.1, 0.25, 0.5, 0.75, 0.9),
-        bits: int = 18,
+        bits: Optional[int] = None,
         seed: int = 0,
         print_fn: Callable[[str], None] = print,
         values: Optional[np.ndarray] = None,
@@ -118,16 +155,9 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
   # paper uses); every configuration is calibrated (and refused if it cannot
   # work) before any process runs.
   encodings = [hg.encoding(m, num_bins) for m in methods]
-  configurations = {}
-  with warnings.catch_warnings():
-    # A noise seed's warning is the report's first line (below).
-    warnings.filterwarnings('ignore', message=r'.*\(seed=\.\.\.\)')
-    for encoding in encodings:
-      for mechanism in mechanisms:
-        configurations[encoding, mechanism] = q.quantile_parameters(
-            encoding, mechanism, num_bins,
-            q.QuantileSetting(num_clients, epsilon, delta, bits=bits,
-                              seed=noise_seed))
+  bits, configurations = configure(encodings, mechanisms, num_bins,
+                                   num_clients, epsilon, delta, bits,
+                                   noise_seed)
   processes.use_test_context()
   if user_values is None:
     datasets = [draw(distribution, num_clients,
@@ -292,8 +322,9 @@ def add_parser(subparsers):
   p.add_argument('--quantiles', type=common.probability_open('--quantiles'),
                  nargs='+', default=[0.1, 0.25, 0.5, 0.75, 0.9],
                  help='levels in (0, 1)')
-  p.add_argument('--bits', type=common.integer('--bits', 2, 30), default=18,
-                 help='ring 2^bits')
+  p.add_argument('--bits', type=common.integer('--bits', 2, 30),
+                 help='ring 2^bits (default: the least from 18 up that holds '
+                 'the clients)')
   p.add_argument('--seed', type=common.integer('--seed', 0, 2**32 - 1),
                  help='seed of the synthetic data, not the noise (default: '
                  '0; not with --values)')

@@ -48,8 +48,13 @@ for r in range(100000):
 
 # signal -> (how it is sent: to the process group or the process)
 SENT_TO_GROUP = {'SIGINT': True, 'SIGTERM': False, 'SIGHUP': False}
-# The phases at which a signal is sent.
-PHASES = ('worker start-up', 'rounds')
+# The phases at which a signal is sent: while Python imports TensorFlow
+# and TFF (2 s after the start), as TFF's worker appears, during the rounds
+# (after round 3 is printed, or the worker has run for 3 s).
+PHASES = ('import', 'worker start-up', 'rounds')
+# `tff-ddp demo`, long enough to be interrupted.
+DEMO = ['-m', 'tff_ddp.cli', 'demo', '--clients', '10', '--dim', '64',
+        '--rounds', '100000', '--bits', '16']
 
 
 def _worker_children(pid):
@@ -57,12 +62,15 @@ def _worker_children(pid):
           if processes._command(p) == processes.WORKER_COMMAND]  # pylint: disable=protected-access
 
 
-def run_and_signal(signame: str, phase: str, timeout: float = 900.0):
-  """Runs SCRIPT, sends `signame` at `phase`; returns (what happened, the
-  processes of its session left, its exit status, whether its output pipe
-  closed)."""
+def run_and_signal(signame: str, phase: str, timeout: float = 900.0,
+                   argv=('-c', SCRIPT)):
+  """Runs `python argv` (SCRIPT), sends `signame` at `phase`; returns (what
+  happened, the processes of its session left, its exit status, whether
+  its output pipe closed)."""
+  started = time.monotonic()
+  worker_since = None
   child = subprocess.Popen(
-      [sys.executable, '-c', SCRIPT], cwd=_ROOT, stdout=subprocess.PIPE,
+      [sys.executable, *argv], cwd=_ROOT, stdout=subprocess.PIPE,
       stderr=subprocess.DEVNULL, start_new_session=True,
       env=dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL='3'))
   lines = []
@@ -78,10 +86,15 @@ def run_and_signal(signame: str, phase: str, timeout: float = 900.0):
   deadline = time.monotonic() + timeout
   sent = None
   while time.monotonic() < deadline and child.poll() is None:
-    if phase == 'worker start-up':
+    if phase == 'import':
+      ready = time.monotonic() - started > 2.0
+    elif phase == 'worker start-up':
       ready = bool(_worker_children(child.pid))
     else:
-      ready = any(l.startswith('round 3') for l in lines)
+      if worker_since is None and _worker_children(child.pid):
+        worker_since = time.monotonic()
+      ready = (any(l.startswith('round 3') for l in lines) or (
+          worker_since is not None and time.monotonic() - worker_since > 3))
     if ready:
       sent = time.monotonic()
       signum = getattr(signal, signame)
