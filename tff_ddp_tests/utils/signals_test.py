@@ -54,7 +54,7 @@ SENT_TO_GROUP = {'SIGINT': True, 'SIGTERM': False, 'SIGHUP': False}
 PHASES = ('import', 'worker start-up', 'rounds')
 # `tff-ddp demo`, long enough to be interrupted.
 DEMO = ['-m', 'tff_ddp.cli', 'demo', '--clients', '10', '--dim', '64',
-        '--rounds', '100000', '--bits', '16']
+        '--rounds', '10000', '--bits', '16']
 
 
 def _worker_children(pid):
