@@ -15,6 +15,14 @@ Two batteries:
     memory        peak RSS grew by more than 1 GiB during the call
     silent wrong  a result the reference check rejects
 
+* **A user's own data** (issue 43): the files spreadsheets and pipes
+  write (a byte-order mark, CRLF, quoted fields, gzip, standard input)
+  through `--values` / `--items`, a damaged row or an out-of-range label
+  deep in a training database, two processes in two threads, and SIGINT /
+  SIGTERM / SIGHUP at every phase (importing, TFF's worker start-up, the
+  rounds) of a README-style script and of `tff-ddp demo`: the run ends and
+  nothing of it is left (its session is empty, its output pipe closes).
+
 * **First day** (issue 32): the mistakes a new user made after the
   arguments were accepted -- a ring sized for fewer clients, non-finite
   values, TFF's FedAvg metrics, epsilons that disagreed, a forgotten
@@ -25,6 +33,8 @@ Two batteries:
 
 Usage:
   PYTHONPATH=. .venv/bin/python benchmarks/bad_inputs.py [--factor 10]
+      [--no-entry-points-battery] [--no-first-day-battery]
+      [--no-own-data-battery]
 """
 
 import collections
@@ -351,8 +361,11 @@ def bad_files():
         ('quantiles', '--values', write('text.csv', '1\n2\nmany\n')),
         ('quantiles', '--values', write('wide.csv', 'a,1,2\n')),
         ('quantiles', '--values', write('twice.csv', 'a,1\nb,2\na,3\n')),
-        ('frequency', '--items', write('one.csv', 'u1\n')),
-        ('frequency', '--items', write('none.csv', 'client_id,item\n')))
+        ('frequency', '--items', write('one.csv', 'u1\n'), '--domain',
+         write('domain.txt', 'a\n')),
+        ('frequency', '--items', write('none.csv', 'client_id,item\n'),
+         '--domain', write('domain2.txt', 'a\n')),
+        ('frequency', '--items', write('nodomain.csv', 'u1,a\n')))
     for argv in cases:
       code, _, err = _cli(list(argv))
       # (In this process, TFF contexts of the scenarios above can print
@@ -438,8 +451,145 @@ def first_day() -> harness.Table:
   return table
 
 
-def run(factor=1, entry_points_battery=True, first_day_battery=True):
+# -- A user's own data (issue 43) --------------------------------------------
+
+
+def _file_forms():
+  """(case, got, ok) of each file form through both readers and the CLI's
+  refusal path."""
+  import gzip  # pylint: disable=g-import-not-at-top
+  import io  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  from unittest import mock  # pylint: disable=g-import-not-at-top
+  from tff_ddp.cli import data_files  # pylint: disable=g-import-not-at-top
+  values = b'client_id,value\r\n"c1",4\r\nc2, 5\r\n'
+  items = b'client_id,item\r\n"u1",a\r\nu2,"b"\r\nu1,b\r\n'
+  forms = {'BOM': lambda b: b'\xef\xbb\xbf' + b.replace(b'\r\n', b'\n'),
+           'CRLF': lambda b: b,
+           'quoted': lambda b: b.replace(b'c2', b'"c2"').replace(b'u2', b'"u2"'),
+           'gzip': lambda b: gzip.compress(b'\xef\xbb\xbf' + b)}
+  rows = []
+  with tempfile.TemporaryDirectory() as tmp:
+    for name, form in forms.items():
+      got = []
+      for kind, data in (('values', values), ('items', items)):
+        path = os.path.join(tmp, f'{name}-{kind}.csv')
+        with open(path, 'wb') as f:
+          f.write(form(data))
+        try:
+          if kind == 'values':
+            result = data_files.read_values(path).tolist()
+            ok = result == [4.0, 5.0]
+          else:
+            read = data_files.read_items(path, 100, ['a', 'b'])
+            result = (read.clients, read.counts.tolist())
+            ok = result == (['u1', 'u2'], [[1.0, 1.0], [0.0, 1.0]])
+        except Exception as e:  # pylint: disable=broad-except
+          result, ok = _first_line(e), False
+        got.append((f'{kind} {result}', ok))
+      rows.append((name, ' / '.join(g for g, _ in got),
+                   all(ok for _, ok in got)))
+    stdin = io.TextIOWrapper(io.BufferedReader(io.BytesIO(gzip.compress(
+        b'\xef\xbb\xbfvalue\n1\n2.5\n'))))
+    with mock.patch.object(sys, 'stdin', stdin):
+      result = data_files.read_values('-').tolist()
+    rows.append(('stdin (gzip, BOM)', f'values {result}', result == [1.0, 2.5]))
+  return rows
+
+
+def _deep_database_rows():
+  import sqlite3  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tff_ddp.learning import databases  # pylint: disable=g-import-not-at-top
+  from tff_ddp.learning import generated_databases  # pylint: disable=g-import-not-at-top
+  rows = []
+  for fault in ('damaged row', 'label 70'):
+    with tempfile.TemporaryDirectory() as tmp:
+      path = generated_databases.write_emnist(tmp, 50, 30, 2)
+      with sqlite3.connect(path) as connection:
+        rowid, blob = connection.execute(
+            "SELECT MAX(rowid), serialized_example_proto FROM examples "
+            "WHERE split_name = 'all_train'").fetchone()
+        if fault == 'damaged row':
+          blob = bytes(blob)[:len(blob) // 3]
+        else:
+          example = tf.train.Example.FromString(blob)
+          example.features.feature['label'].int64_list.value[0] = 70
+          blob = example.SerializeToString()
+        connection.execute('UPDATE examples SET serialized_example_proto = '
+                           '? WHERE rowid = ?', (blob, rowid))
+      _, error, _ = _call(lambda: databases.check(databases.EMNIST, tmp))
+      got = (_first_line(error).replace(tmp + '/', '')[:160]
+             if error else 'accepted')
+      rows.append((f'EMNIST, {fault} at row {rowid} of 1600', got,
+                   type(error).__name__ == 'DatabaseError'
+                   and f'row {rowid}' in str(error)))
+  return rows
+
+
+def _threads():
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  from tff_ddp_tests.utils import signals_test  # pylint: disable=g-import-not-at-top
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  result = subprocess.run(
+      [sys.executable, '-c', signals_test._THREADS_SCRIPT], cwd=root,  # pylint: disable=protected-access
+      capture_output=True, text=True, timeout=600,
+      env=dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL='3'))
+  rows = []
+  for mode, expected, what in (
+      ('none', "['advice: yes', 'advice: yes']", 'no context anywhere'),
+      ('main', "['ok', 'ok']", 'use_test_context() in the main thread'),
+      ('each', "['ok', 'ok']", 'use_test_context() in each thread')):
+    line = next((l for l in result.stdout.splitlines()
+                 if l.startswith(f'{mode} results')), 'no result')
+    alive = f'{mode} alive 0' in result.stdout
+    rows.append((f'two quantile processes in two threads, {what}',
+                 line[len(mode) + 1:] + ('' if alive else '; a thread hung'),
+                 alive and line.endswith(expected)))
+  return rows
+
+
+def _signals():
+  from tff_ddp_tests.utils import signals_test  # pylint: disable=g-import-not-at-top
+  rows = []
+  for program, argv in (('script', ('-c', signals_test.SCRIPT)),
+                        ('tff-ddp demo', tuple(signals_test.DEMO))):
+    for signame in ('SIGINT', 'SIGTERM', 'SIGHUP'):
+      for phase in signals_test.PHASES:
+        what, left, status, closed = signals_test.run_and_signal(
+            signame, phase, argv=argv)
+        ok = (what.startswith('sent') and status not in (None, 0)
+              and not left and closed)
+        rows.append((f'{program}: {signame} at {phase}',
+                     f'{what}; exit status {status}; left {left or "none"}; '
+                     f'output {"closed" if closed else "HELD OPEN"}', ok))
+  return rows
+
+
+def own_data() -> harness.Table:
+  table = harness.Table(
+      [('case', 'case (issue 43)', 's'), ('got', 'what it gets', 's'),
+       ('ok', 'as documented', 's')],
+      title='A user\'s own data (issue 43)')
+  for part in (_file_forms, _deep_database_rows, _threads, _signals):
+    try:
+      found = part()
+    except Exception as e:  # pylint: disable=broad-except
+      found = [(part.__name__, f'the scenario failed: {_first_line(e)}',
+                False)]
+    for case, got, ok in found:
+      table.add(case=case, got=' '.join(str(got).split()),
+                ok='yes' if ok else 'NO')
+      table.failed |= not ok
+  return table
+
+
+def run(factor=1, entry_points_battery=True, first_day_battery=True,
+        own_data_battery=True):
   tables = []
+  if own_data_battery:
+    tables.append(own_data())
   if first_day_battery:
     tables.append(first_day())
   if entry_points_battery:
@@ -453,4 +603,5 @@ if __name__ == '__main__':
       factor='generated cases: this many times the default suite\'s (the '
       'slow suite: 10)',
       entry_points_battery='the fuzz suite\'s entry points',
-      first_day_battery='the first-day mistakes of issue 32')
+      first_day_battery='the first-day mistakes of issue 32',
+      own_data_battery='a user\'s own data, threads and signals (issue 43)')

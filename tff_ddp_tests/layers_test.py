@@ -141,10 +141,10 @@ class LayersTest(absltest.TestCase):
                and ast.unparse(n.value.func) == 'requires.require_tff']
       self.assertLen(calls, 1, entry)
       # Before any import of TFF or of the TFF layer.
-      first = next(n.lineno for n in tree.body
-                   if isinstance(n, (ast.Import, ast.ImportFrom))
-                   and any(_matches(m, _TFF_MODULES + _TFF_LAYER_MODULES)
-                           for _, m, _ in _imports_of(n)))
+      first = next((n.lineno for n in tree.body
+                    if isinstance(n, (ast.Import, ast.ImportFrom))
+                    and any(_matches(m, _TFF_MODULES + _TFF_LAYER_MODULES)
+                            for _, m, _ in _imports_of(n))), float('inf'))
       self.assertLess(calls[0].lineno, first, entry)
 
   def test_without_tff_the_tff_layer_fails_in_one_line(self):

@@ -979,5 +979,5 @@ def _build(protocol: RoundProtocol, preprocess: Optional[_Preprocess] = None):
     return tff.templates.MeasuredProcessOutput(
         state=new_state, result=result, measurements=measurements)
 
-  return tff.templates.AggregationProcess(init_federated,
+  return tff.templates.AggregationProcess(rounds.user_facing(init_federated),
                                           rounds.user_facing(next_fn))

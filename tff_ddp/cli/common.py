@@ -15,6 +15,7 @@
 import argparse
 import copy
 import os
+import signal
 import sys
 from typing import Callable, Optional
 
@@ -137,6 +138,11 @@ def run(command: str, function: Callable[[], Optional[int]]) -> int:
   quiet_python_logging()
   from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
   processes.raise_worker_stack_limit()  # before TFF starts its worker
+  # SIGTERM / SIGHUP (timeout, kill, a closed terminal) end the workers,
+  # then the command; SIGINT is KeyboardInterrupt, below.
+  processes.end_run_on_signals(lambda signum: sys.stderr.write(
+      f'tff-ddp {command}: {signal.Signals(signum).name}: ended its TFF '
+      'workers\n'))
   try:
     return int(function() or 0)
   except (UserError, TypeError, ValueError, requires.MissingTffError) as e:

@@ -20,6 +20,7 @@ protocol releases neither.
 """
 
 import dataclasses
+import math
 import time
 import warnings
 from typing import Callable, List, Optional, Sequence
@@ -46,6 +47,22 @@ class Row:
   epsilon: float
   seconds: float
   detail: str
+  # The estimate of sum_i x_i (released) and the bound on its noise's
+  # standard deviation per item (from the public configuration and clip).
+  estimate: Optional[np.ndarray] = None
+  noise_sd: float = math.nan
+
+
+def _noise_sd(params, clips_and_clients) -> float:
+  """The stddev bound of an item's noise in the estimate of sum_i x_i: per
+  release with clip C and n clients, C (scaled protocols; else 1) times
+  the cPBM's `noise_stddev(n)` (the frame's decoding keeps it: its rows
+  are orthonormal); independent releases add variances."""
+  mechanism = params.factory.mechanism(params.aggregated_type)
+  variance = sum(((clip if params.scaled else 1.0)
+                  * mechanism.noise_stddev(n))**2
+                 for clip, n in clips_and_clients)
+  return math.sqrt(variance)
 
 
 def _run_two_phase(params, x, progress):
@@ -63,7 +80,8 @@ def _run_two_phase(params, x, progress):
       _, estimate, _ = comps.estimate_frequencies(state['frequency'],
                                                   clients, clip)
   status = status.decode() if isinstance(status, bytes) else str(status)
-  return estimate, float(clip), f'phase 1 status {status}'
+  return (estimate, float(clip), f'phase 1 status {status}',
+          _noise_sd(params, [(float(clip), len(x))]))
 
 
 def _run_multi_round(params, x, rounds, progress):
@@ -78,7 +96,8 @@ def _run_multi_round(params, x, rounds, progress):
     clips.append(float(output.measurements['clip']))
   path = ' '.join(f'{c:.3g}' for c in clips[:6])
   return (output.result, float(output.measurements['next_clip']),
-          f'C per round {path}{" ..." if len(clips) > 6 else ""}')
+          f'C per round {path}{" ..." if len(clips) > 6 else ""}',
+          _noise_sd(params, zip(clips, map(len, batches))))
 
 
 def _run_single(params, x, progress):
@@ -87,7 +106,8 @@ def _run_single(params, x, progress):
   output = None
   for _ in progress((0,), params.protocol):
     output = process.next(process.initialize(), list(x))
-  return output.result, float(output.measurements['clip']), ''
+  clip = float(output.measurements['clip'])
+  return output.result, clip, '', _noise_sd(params, [(clip, len(x))])
 
 
 def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
@@ -108,7 +128,10 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
         counts: Optional[np.ndarray] = None,
         source: str = '',
         max_items: Optional[int] = None,
-        disjoint_rounds: bool = False) -> List[Row]:
+        disjoint_rounds: bool = False,
+        items: Optional[Sequence[str]] = None,
+        output: Optional[str] = None,
+        plot: Optional[str] = None) -> List[Row]:
   """Runs the protocols on one dataset; prints the error table; returns it.
 
   With `counts` (float [clients, items], e.g. `data_files.read_items` over
@@ -120,7 +143,18 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
   largest user's count differs between neighbouring datasets): needed with
   `counts` and with synthetic data other than 'iid', whose users hold
   exactly `frequency_data.ITEMS_PER_USER` items by construction.
+
+  `items` names the columns (default: 0 .. d-1). The report prints the
+  estimated counts of the first items; `output` (CSV, or JSON for .json)
+  gets every item's estimate with its noise bound and epsilon, `plot` a
+  picture (`tff_ddp.cli.outputs`). Lines are wrapped to a terminal's
+  width.
   """
+  from tff_ddp.cli import outputs  # pylint: disable=g-import-not-at-top
+  print_fn = outputs.wrapping(print_fn)
+  for path, flag in ((output, '--output'), (plot, '--plot')):
+    if path is not None:
+      outputs.check_path(path, flag)
   from tff_ddp.analytics import budget  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import frequency as fq  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import frequency_data as fd  # pylint: disable=g-import-not-at-top
@@ -188,34 +222,59 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
     params = configurations[protocol]
     start = time.perf_counter()
     if protocol == 'two_phase':
-      estimate, used, detail = _run_two_phase(params, x, common.progress)
+      estimate, used, detail, sd = _run_two_phase(params, x,
+                                                  common.progress)
     elif protocol == 'multi_round':
-      estimate, used, detail = _run_multi_round(params, x, rounds,
-                                                common.progress)
+      estimate, used, detail, sd = _run_multi_round(params, x, rounds,
+                                                    common.progress)
     else:
-      estimate, used, detail = _run_single(params, x, common.progress)
+      estimate, used, detail, sd = _run_single(params, x, common.progress)
+    described = fp.describe(params).replace('; ' + fp.NEIGHBOURS, '')
     rows.append(Row(protocol, fq.l2_error(estimate, x), used, params.epsilon,
                     time.perf_counter() - start,
-                    '; '.join(filter(None, [fp.describe(params), detail]))))
+                    '; '.join(filter(None, [described, detail])),
+                    np.asarray(estimate, np.float64), sd))
+  names = ([str(j) for j in range(dim)] if items is None else
+           [str(i) for i in items])
   print_fn(f'{num_clients} clients, {data} data, d = {dim}'
            + ('' if max_items is None else
-              f' (max items per user {max_items}, stated)')
-           + f'; epsilon per run at delta = {delta:g}'
-           f' against the server; {fp.NEIGHBOURS}')
+              f' (max items per user {max_items}, stated)'))
+  print_fn(f'epsilon per run at delta = {delta:g} against the server; '
+           f'{fp.NEIGHBOURS}')
   if 'multi_round' in protocols:
     print_fn(f'multi_round: {rounds} rounds composed' if not disjoint_rounds
              else f'multi_round: ASSUMED (--disjoint-rounds, not checked) '
              f'that no user is in two of the {rounds} batches; the epsilon '
              'is one round\'s and does not hold for users who repeat')
-  print_fn(f'{"protocol":12s} {"l2 error":>9s} {"clip":>9s} {"eps":>7s} '
-           f'{"seconds":>8s}')
+  print_fn(f'{"protocol":12s} {"l2 error":>9s} {"clip":>9s} '
+           f'{"noise sd":>9s} {"eps":>7s} {"seconds":>8s}')
   for row in rows:
     print_fn(f'{row.protocol:12s} {row.error:9.4f} {row.clip:9.4g} '
-             f'{row.epsilon:7.3f} {row.seconds:8.1f}')
+             f'{row.noise_sd:9.4g} {row.epsilon:7.3f} {row.seconds:8.1f}')
   for row in rows:
     print_fn(f'  {row.detail}')
   for note in notes:
     print_fn(note)
+  truth = x.astype(np.float64).sum(axis=0)
+  _print_estimates(print_fn, names, truth, rows, output)
+  if output is not None:
+    outputs.write_records(output, [
+        dict(protocol=row.protocol, item=names[j],
+             estimate=float(row.estimate[j]), noise_sd=row.noise_sd,
+             clip=row.clip, epsilon=row.epsilon, delta=delta,
+             adversary='server', clients=num_clients, private=True)
+        for row in rows for j in range(dim)])
+    print_fn(f'estimates written to {output} (every item; the true counts '
+             'and errors are not in it)')
+  if plot is not None:
+    outputs.plot_frequencies(
+        plot, names, truth, {row.protocol: (row.estimate, np.full(
+            dim, row.noise_sd)) for row in rows},
+        f'{num_clients} clients, {data} data, epsilon '
+        + '/'.join(f'{row.epsilon:.3g}' for row in rows)
+        + f' at delta {delta:g} against the server')
+    print_fn(f'picture written to {plot} (true counts drawn in the clear: '
+             'for you, not a private release)')
   if 'two_phase' in configurations:
     params = configurations['two_phase']
     two_phase = rows[list(protocols).index('two_phase')]
@@ -228,6 +287,31 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
              f'{float(fq.expected_l2_error_bound(two_phase.clip, norms, params.effective_dim, params.num_trials, params.theta, dim)):.4g}'
              f' / {float(fq.tightened_error_bound(two_phase.clip, x, norms, params.num_trials, params.theta)):.4g}')
   return rows
+
+
+# Items whose estimates the report prints (all of them go to --output).
+SHOWN_ITEMS = 12
+
+
+def _print_estimates(print_fn, names, truth, rows, output):
+  """The first items' estimated counts, each protocol's with its noise
+  bound, beside the true counts (computed in the clear)."""
+  shown = min(len(names), SHOWN_ITEMS)
+  width = max(8, max(len(n) for n in names[:shown]) + 1)
+  which = ''
+  if shown < len(names):
+    which = f', items 1-{shown} of {len(names)}'
+    if not output:
+      which += ' (all: --output FILE)'
+  print_fn('estimated counts (+- noise sd; true: in the clear, not '
+           f'released){which}:')
+  print_fn(f'  {"item":{width}s} {"true":>8s} '
+           + ' '.join(f'{row.protocol[:14]:>14s}' for row in rows))
+  for j in range(shown):
+    print_fn(f'  {names[j][:width]:{width}s} {truth[j]:8.0f} '
+             + ' '.join(f'{row.estimate[j]:14.1f}' for row in rows))
+  print_fn(f'  {"+- sd":{width}s} {"":8s} '
+           + ' '.join(f'{row.noise_sd:14.1f}' for row in rows))
 
 
 def _underspent_note(warning) -> str:
@@ -299,6 +383,12 @@ def add_parser(subparsers):
                  default=1, help='sample: items kept per user')
   p.add_argument('--rounds', type=common.integer('--rounds', 1, 10**6),
                  default=4, help='multi_round: R batches')
+  p.add_argument('--output', metavar='FILE',
+                 help='write every item\'s private estimate, its noise bound '
+                 'and epsilon: CSV, or JSON for a .json FILE (default: none)')
+  p.add_argument('--plot', metavar='FILE',
+                 help='draw the estimates with error bars (2 noise sd) beside '
+                 'the true counts: .png, .pdf, .svg (default: none)')
   p.add_argument('--disjoint-rounds', action='store_true',
                  help='multi_round: account one round, ASSUMING no user '
                  'takes part in two (the paper\'s App. D; not checked) '
@@ -318,7 +408,7 @@ def _body(args) -> int:
   if args.domain is not None and args.items is None:
     raise common.UserError('--domain is for --items (synthetic data has '
                            'its own: --dim)')
-  dropped = []
+  dropped, domains = [], []
 
   def read(path):
     if args.domain is None:
@@ -334,6 +424,7 @@ def _body(args) -> int:
           f'{MAX_DIM} (as --dim)')
     items = data_files.read_items(path, MAX_ENTRIES, domain)
     dropped.append(items.dropped)
+    domains.append(domain)
     return items.counts
 
   counts, value = data_files.file_or_synthetic(
@@ -352,6 +443,8 @@ def _body(args) -> int:
       budget_fraction=args.budget_fraction, clip=args.clip,
       sample_items=args.sample_items, rounds=args.rounds,
       disjoint_rounds=args.disjoint_rounds,
+      items=domains[0] if domains else None, output=args.output,
+      plot=args.plot,
       divisor=args.divisor, seed=value['seed'], counts=counts,
       source=args.items or '', max_items=args.max_items)
   return 0

@@ -25,6 +25,9 @@ from tff_ddp.utils import checks
 from tff_ddp.utils import processes
 
 DISTRIBUTIONS = ('uniform', 'chi2')
+# The ring's bits: the least tried when --bits is not given, and the most.
+DEFAULT_BITS = 18
+MAX_BITS = 30
 
 
 @dataclasses.dataclass
@@ -56,6 +59,40 @@ def _worst(cdf, values, quantiles, lower, upper, num_bins):
                                         num_bins)))
 
 
+def configure(encodings, mechanisms, num_bins, num_clients, epsilon, delta,
+              bits=None, noise_seed=None):
+  """(bits, {(encoding, mechanism): calibrated parameters}).
+
+  Without `bits`, the ring is sized for the clients (their number is
+  public by protocol): the least bits from DEFAULT_BITS up at which every
+  configuration fits (10^6 clients at epsilon 1: 25, where 18 was refused
+  with "use bits >= 25").
+  """
+  from tff_ddp.analytics import quantiles as q  # pylint: disable=g-import-not-at-top
+
+  def at(ring_bits):
+    configurations = {}
+    with warnings.catch_warnings():
+      # A noise seed's warning is the report's first line (`run`).
+      warnings.filterwarnings('ignore', message=r'.*\(seed=\.\.\.\)')
+      for encoding in encodings:
+        for mechanism in mechanisms:
+          configurations[encoding, mechanism] = q.quantile_parameters(
+              encoding, mechanism, num_bins,
+              q.QuantileSetting(num_clients, epsilon, delta, bits=ring_bits,
+                                seed=noise_seed))
+    return configurations
+
+  if bits is not None:
+    return bits, at(bits)
+  for ring_bits in range(DEFAULT_BITS, MAX_BITS):
+    try:
+      return ring_bits, at(ring_bits)
+    except ValueError:
+      continue
+  return MAX_BITS, at(MAX_BITS)  # its refusal says what to change
+
+
 def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
         mechanisms: Sequence[str] = ('discrete_gaussian', 'poisson_binomial'),
         num_clients: int = 128,
@@ -66,13 +103,15 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
         upper_bound: float = 10.0,
         repetitions: int = 3,
         quantiles: Sequence[float] = (0.1, 0.25, 0.5, 0.75, 0.9),
-        bits: int = 18,
+        bits: Optional[int] = None,
         seed: int = 0,
         print_fn: Callable[[str], None] = print,
         values: Optional[np.ndarray] = None,
         lower_bound: float = 0.0,
         source: str = '',
-        noise_seed: Optional[int] = None) -> List[Row]:
+        noise_seed: Optional[int] = None,
+        output: Optional[str] = None,
+        plot: Optional[str] = None) -> List[Row]:
   """Runs the experiment and prints the error table; returns its rows.
 
   With `values` (one per client, e.g. `data_files.read_values`) every
@@ -84,7 +123,16 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
   rows' Gaussian -- comes from fresh OS entropy (`seed` is the synthetic
   data's only). `noise_seed` (reproducible runs) draws all of it from that
   seed instead: the report then says the rows are not private.
+
+  `output` (CSV, or JSON for .json) gets every row's private estimates
+  with their noise, epsilon and adversary; `plot` a picture of the last
+  repetition's values with every row's estimates (`tff_ddp.cli.outputs`).
   """
+  from tff_ddp.cli import outputs  # pylint: disable=g-import-not-at-top
+  print_fn = outputs.wrapping(print_fn)
+  for path, flag in ((output, '--output'), (plot, '--plot')):
+    if path is not None:
+      outputs.check_path(path, flag)
   from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import quantiles as q  # pylint: disable=g-import-not-at-top
   from tff_ddp.analytics import simulation as sim  # pylint: disable=g-import-not-at-top
@@ -107,16 +155,9 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
   # paper uses); every configuration is calibrated (and refused if it cannot
   # work) before any process runs.
   encodings = [hg.encoding(m, num_bins) for m in methods]
-  configurations = {}
-  with warnings.catch_warnings():
-    # A noise seed's warning is the report's first line (below).
-    warnings.filterwarnings('ignore', message=r'.*\(seed=\.\.\.\)')
-    for encoding in encodings:
-      for mechanism in mechanisms:
-        configurations[encoding, mechanism] = q.quantile_parameters(
-            encoding, mechanism, num_bins,
-            q.QuantileSetting(num_clients, epsilon, delta, bits=bits,
-                              seed=noise_seed))
+  bits, configurations = configure(encodings, mechanisms, num_bins,
+                                   num_clients, epsilon, delta, bits,
+                                   noise_seed)
   processes.use_test_context()
   if user_values is None:
     datasets = [draw(distribution, num_clients,
@@ -180,10 +221,12 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
              'seed); the epsilons are those the rows would have with fresh '
              'noise.')
   print_fn(f'{num_clients} clients ({data} on [{lower_bound:g}, '
-           f'{upper_bound:g}]), {num_bins} bins, ({epsilon:g}, {delta:g})-DP'
-           f' per round against the server (central rows: against readers '
-           f'of the release), zero-out neighbours, ring 2^{bits}, '
+           f'{upper_bound:g}]), {num_bins} bins, ring 2^{bits}, '
            f'{repetitions} repetitions')
+  print_fn(f'({epsilon:g}, {delta:g})-DP per round against the server, '
+           'zero-out neighbours')
+  print_fn('central rows: the same (epsilon, delta), against readers of the '
+           'release only')
   print_fn(f'{"method":6s} {"mechanism":18s} {"worst err (eq.3)":>18s} '
            f'{"eps":>6s} {"s/round":>8s}  parameters')
   for row in rows:
@@ -197,6 +240,25 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
   for row in rows:
     print_fn(f'  {row.method + " " + row.mechanism:25s} ' +
              ' '.join(f'{v:6.2f}' for v in row.last_estimates))
+  if output is not None:
+    outputs.write_records(output, [
+        dict(method=row.method, mechanism=row.mechanism, quantile=p,
+             estimate=float(v), epsilon=row.epsilon, delta=delta,
+             adversary=('release' if row.mechanism == 'central gaussian'
+                        else 'server'), noise=row.detail,
+             clients=num_clients, lower=lower_bound, upper=upper_bound,
+             bins=num_bins, private=noise_seed is None)
+        for row in rows for p, v in zip(quantiles, row.last_estimates)])
+    print_fn(f'estimates written to {output} (the last repetition\'s; the '
+             'true quantiles and errors are not in it)')
+  if plot is not None:
+    outputs.plot_quantiles(
+        plot, datasets[-1], lower_bound, upper_bound, num_bins, quantiles,
+        rows, f'{num_clients} clients ({data}), ({epsilon:g}, {delta:g})-DP '
+        'per round' + (' -- NOT PRIVATE: --noise-seed' if noise_seed
+                       is not None else ''))
+    print_fn(f'picture written to {plot} (the histogram is of your values in '
+             'the clear: for you, not a private release)')
   return rows
 
 
@@ -215,7 +277,8 @@ def _body(args) -> int:
       distribution=value['distribution'], upper_bound=args.upper,
       repetitions=repetitions, quantiles=args.quantiles, bits=args.bits,
       seed=value['seed'], values=values, lower_bound=args.lower,
-      source=args.values or '', noise_seed=args.noise_seed)
+      source=args.values or '', noise_seed=args.noise_seed,
+      output=args.output, plot=args.plot)
   return 0
 
 
@@ -259,11 +322,19 @@ def add_parser(subparsers):
   p.add_argument('--quantiles', type=common.probability_open('--quantiles'),
                  nargs='+', default=[0.1, 0.25, 0.5, 0.75, 0.9],
                  help='levels in (0, 1)')
-  p.add_argument('--bits', type=common.integer('--bits', 2, 30), default=18,
-                 help='ring 2^bits')
+  p.add_argument('--bits', type=common.integer('--bits', 2, 30),
+                 help='ring 2^bits (default: the least from 18 up that holds '
+                 'the clients)')
   p.add_argument('--seed', type=common.integer('--seed', 0, 2**32 - 1),
                  help='seed of the synthetic data, not the noise (default: '
                  '0; not with --values)')
+  p.add_argument('--output', metavar='FILE',
+                 help='write every row\'s private estimates with their noise, '
+                 'epsilon and adversary: CSV, or JSON for a .json FILE '
+                 '(default: none)')
+  p.add_argument('--plot', metavar='FILE',
+                 help='draw the histogram of the values with every row\'s '
+                 'estimates: .png, .pdf, .svg (default: none)')
   p.add_argument('--noise-seed',
                  type=common.integer('--noise-seed', 0, 2**32 - 1),
                  help='draw every row\'s noise from this seed: reproducible, '

@@ -24,19 +24,42 @@ DDG paper's Section 6.2), imported on use:
   generated_databases     small databases in TFF's format (tests, demos)
 """
 
+import importlib
+
 from tff_ddp.utils import requires
 
 requires.require_tff('tff_ddp.learning')
 
-from tff_ddp.learning import tasks
-from tff_ddp.learning import weighting
-from tff_ddp.learning.aggregator import ddp_secure_aggregator
-from tff_ddp.learning.metrics import noised_metrics
-from tff_ddp.learning.metrics import round_dp_event
-from tff_ddp.learning.metrics import withhold_metrics
-from tff_ddp.learning.privacy import calibrate
-from tff_ddp.learning.privacy import CalibratedPrivacy
-from tff_ddp.learning.privacy import PrivacyConfig
-from tff_ddp.learning.processes import build_baseline
-from tff_ddp.learning.processes import build_dp_fedavg
-from tff_ddp.learning.processes import build_superquantile_fl
+# Public names -> their modules. Loaded on first use (as `tff_ddp` loads its
+# subpackages), so that `tff-ddp train` checks a database, a file or a flag
+# before TensorFlow and TFF are imported (seconds, not a one-line error
+# after ~12 s).
+_NAMES = {
+    'ddp_secure_aggregator': 'aggregator',
+    'noised_metrics': 'metrics',
+    'round_dp_event': 'metrics',
+    'withhold_metrics': 'metrics',
+    'calibrate': 'privacy',
+    'CalibratedPrivacy': 'privacy',
+    'PrivacyConfig': 'privacy',
+    'build_baseline': 'processes',
+    'build_dp_fedavg': 'processes',
+    'build_superquantile_fl': 'processes',
+}
+# The modules the package loaded eagerly before (`tff_ddp.learning.tasks`
+# works without importing it); the others are imported by name (`from
+# tff_ddp.learning import training`).
+_MODULES = ('aggregator', 'metrics', 'privacy', 'processes', 'tasks',
+            'weighting')
+
+
+def __getattr__(name):
+  module = _NAMES.get(name, name)
+  if module in _MODULES:
+    loaded = importlib.import_module(f'tff_ddp.learning.{module}')
+    return loaded if module == name else getattr(loaded, name)
+  raise AttributeError(f'module tff_ddp.learning has no attribute {name!r}')
+
+
+def __dir__():
+  return sorted(set(globals()) | set(_NAMES) | set(_MODULES))

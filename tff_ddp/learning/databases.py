@@ -48,11 +48,15 @@ class DatabaseSpec:
     file_name: the file TFF's loader opens in its `cache_dir`.
     splits: (training split, test split, others) the tasks read.
     features: feature name -> (tf.train.Feature kind, values per example).
+    ranges: feature name -> (least, largest) value the task takes (EMNIST's
+      labels: its 62 classes).
   """
   name: str
   file_name: str
   splits: Tuple[str, ...]
   features: Mapping[str, Tuple[str, int]]
+  ranges: Mapping[str, Tuple[int, int]] = dataclasses.field(
+      default_factory=dict)
 
   @property
   def url(self) -> str:
@@ -74,7 +78,8 @@ class DatabaseSpec:
 EMNIST = DatabaseSpec(
     name='EMNIST', file_name='emnist_all.sqlite',
     splits=('all_train', 'all_test'),
-    features={'pixels': (_FLOAT, 28 * 28), 'label': (_INT64, 1)})
+    features={'pixels': (_FLOAT, 28 * 28), 'label': (_INT64, 1)},
+    ranges={'label': (0, 61)})
 STACKOVERFLOW = DatabaseSpec(
     name='Stack Overflow', file_name='stackoverflow.sqlite',
     splits=('train', 'test', 'heldout'),
@@ -92,16 +97,23 @@ def _columns(connection, table):
   return [row[1] for row in connection.execute(f'PRAGMA table_info({table})')]
 
 
-def _check_example(spec: DatabaseSpec, path: str, blob) -> None:
-  """The first example parses with the features TFF's loader reads."""
+# Examples `check` parses: all of a database with at most this many, else
+# this many spread evenly over the table (by rowid).
+CHECKED_EXAMPLES = 2000
+
+
+def _check_example(spec: DatabaseSpec, path: str, blob, where: str = ''
+                   ) -> None:
+  """An example parses with the features TFF's loader reads, and its
+  values are in the task's ranges (`where` names its row)."""
   from tensorflow.core.example import example_pb2  # pylint: disable=g-import-not-at-top
   try:
     example = example_pb2.Example.FromString(bytes(blob))
   except Exception:  # pylint: disable=broad-except
     raise DatabaseError(
-        f'{path}: examples.serialized_example_proto is not a serialized '
-        f'tf.train.Example; this is not TFF\'s {spec.name} database '
-        f'({spec.url}).') from None
+        f'{path}: examples.serialized_example_proto{where} is not a '
+        f'serialized tf.train.Example; this is not TFF\'s {spec.name} '
+        f'database ({spec.url}), or it is damaged.') from None
   features = example.features.feature
   for name, (kind, length) in spec.features.items():
     if name not in features:
@@ -114,16 +126,28 @@ def _check_example(spec: DatabaseSpec, path: str, blob) -> None:
     size = len(getattr(feature, found).value) if found else 0
     if found != kind or size != length:
       raise DatabaseError(
-          f'{path}: feature {name!r} holds {size} value(s) of {found}, TFF\'s '
-          f'{spec.name} loader reads {length} of {kind}; this is not TFF\'s '
-          f'{spec.name} database ({spec.url}).')
+          f'{path}: feature {name!r}{where} holds {size} value(s) of '
+          f'{found}, TFF\'s {spec.name} loader reads {length} of {kind}; '
+          f'this is not TFF\'s {spec.name} database ({spec.url}).')
+    if name in spec.ranges:
+      low, high = spec.ranges[name]
+      bad = [v for v in getattr(feature, found).value
+             if not low <= v <= high]
+      if bad:
+        raise DatabaseError(
+            f'{path}: feature {name!r}{where} is {bad[0]}, outside the '
+            f'{low}..{high} of TFF\'s {spec.name}; this is not TFF\'s '
+            f'{spec.name} database ({spec.url}), or it is damaged.')
 
 
 def check(spec: DatabaseSpec, data_dir: str) -> str:
   """The database's path, after checking it is there and in TFF's format.
 
-  Reads the table layout, the split names and the first example (a few
-  milliseconds, whatever the file's size).
+  Reads the table layout, the split names and examples: every one of a
+  database of at most CHECKED_EXAMPLES, else that many spread evenly over
+  the table (a damaged row elsewhere is caught in the round that reads it:
+  `training.run` says which clients). TensorFlow is imported only once
+  the file is there and SQLite.
 
   Raises:
     DatabaseError: the file is missing, not SQLite, lacks a table, column or
@@ -174,6 +198,14 @@ def check(spec: DatabaseSpec, data_dir: str) -> str:
       raise DatabaseError(f'{path}: table examples has no row of split '
                           f'{spec.train_split}' + wrong)
     _check_example(spec, path, row[0])
+    low, high = connection.execute(
+        'SELECT MIN(rowid), MAX(rowid) FROM examples').fetchone()
+    step = max(1, (high - low + 1) // CHECKED_EXAMPLES)
+    for rowid, client, blob in connection.execute(
+        'SELECT rowid, client_id, serialized_example_proto FROM examples '
+        'WHERE (rowid - ?) % ? = 0', (low, step)):
+      _check_example(spec, path, blob,
+                     f' (row {rowid}, client {client!r})')
   except sqlite3.DatabaseError as e:
     raise DatabaseError(f'{path} is not an SQLite database in TFF\'s format '
                         f'({e})' + wrong) from None

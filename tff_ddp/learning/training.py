@@ -562,7 +562,8 @@ def run(config: TrainConfig, print_fn: Callable[[str], None] = print,
     ids = cohort(client_ids, config.clients_per_round, secret,
                  round_number)
     began = time.perf_counter()
-    output = process.next(state, ids)
+    output = _read_round(process, state, ids, round_number,
+                         setup.data.database)
     times.append(time.perf_counter() - began)
     state = output.state
     event = setup.mechanism.round_event(output, state)
@@ -591,6 +592,30 @@ def run(config: TrainConfig, print_fn: Callable[[str], None] = print,
       noise_multiplier=config.noise_multiplier,
       vocabulary_source=(setup.data.vocabulary
                          and setup.data.vocabulary.source))
+
+
+# What TF / TFF say about an example they cannot use (a damaged row a
+# sampled `databases.check` did not read, a label out of range).
+_DATA_ERRORS = ('DecodeError', 'Error parsing message', 'Could not parse',
+                'label value', 'Invalid argument: Key: ', 'Name: <unknown>')
+
+
+def _read_round(process, state, ids, round_number, database):
+  """`process.next(state, ids)`; an error reading the cohort's examples is
+  one line naming the round, its clients and the database."""
+  try:
+    return process.next(state, ids)
+  except Exception as e:  # pylint: disable=broad-except
+    text = str(e)
+    found = next((m for m in _DATA_ERRORS if m in text), None)
+    if found is None:
+      raise
+    excerpt = ' '.join(text[text.index(found):].split())[:160]
+    shown = ', '.join(ids[:5]) + (', ...' if len(ids) > 5 else '')
+    raise databases.DatabaseError(
+        f'round {round_number}: the examples of its clients ({shown}) '
+        f'cannot be read ({excerpt}); {database} has a damaged row or a '
+        'value outside the task\'s range.') from None
 
 
 def cohort_seed(config: TrainConfig) -> int:

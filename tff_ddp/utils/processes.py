@@ -17,6 +17,27 @@ round takes up to twice as long). `raise_worker_stack_limit()` raises this
 process's soft RLIMIT_STACK, which the workers it starts afterwards inherit
 as their default thread stack size (256 MiB of address space per thread,
 reserved, not used).
+
+Signals and the end of a run. TFF's `ServiceManager` starts a worker from
+its event-loop thread whenever the previous one is gone, also while a
+Ctrl-C is unwinding the main thread (the terminal's SIGINT ends the worker
+too, and TFF starts another): such a worker, forked after the exit
+clean-up listed this process's children, outlived the script. And SIGTERM /
+SIGHUP (`timeout`, `kill`, a closed terminal) end Python without any
+clean-up at all. `guard_worker_starts()` (installed with the exit clean-up)
+makes every worker TFF starts go through `WorkerPopen`, which records its
+pid and refuses to start once the process is ending; `end_run_on_signals()`
+makes SIGTERM and SIGHUP (when they have their default action) end every
+worker first, then the process, by the same signal. TFF's `__del__` waits
+for a worker it sent SIGINT; `WorkerPopen.wait` bounds that wait (SIGTERM,
+then SIGKILL), so replacing a context never hangs, in any thread.
+
+Threads. TFF's context stack is per thread: a thread sees no context
+("No default context installed") even when the main thread installed one.
+`use_test_context()` makes its context the one every other thread starts
+with, so threads share it (a sync context takes calls from several threads:
+they run on its event loop); called in another thread it installs that
+shared context there, and never ends a worker another thread uses.
 """
 
 import atexit
@@ -24,8 +45,10 @@ import contextlib
 import os
 import resource
 import signal
+import subprocess
+import threading
 import time
-from typing import List
+from typing import Callable, List, Optional
 
 
 # Default thread stack of the worker_binary processes started after
@@ -174,6 +197,213 @@ def _terminate(pids: List[int], timeout: float, reap: bool) -> None:
         pass
 
 
+# ---------------------------------------------------------------------------
+# Workers started through TFF's executor factory: recorded, bounded waits,
+# none started once the process is ending.
+
+# Guards the three below: a start and the end of the run exclude each other.
+_STARTS = threading.RLock()
+_STARTED_PIDS = []
+_ENDING = []  # [True] once the process is ending (no more workers start)
+# Seconds `WorkerPopen.wait()` waits after TFF's SIGINT before SIGTERM, and
+# after SIGTERM before SIGKILL.
+WORKER_WAIT_SECONDS = 5.0
+_TFF_EXECUTOR_FACTORY = ('tensorflow_federated.python.core.impl.'
+                         'executor_stacks.executor_factory')
+
+
+class WorkerEndingError(RuntimeError):
+  """TFF tried to start a worker while this process is ending."""
+
+
+class _WorkerPopenMeta(type):
+  """`isinstance(p, WorkerPopen)` holds for every `subprocess.Popen`: TFF's
+  `ServiceManager.__del__` checks its process with the `Popen` of its
+  module (ours once guarded), also for a worker started before."""
+
+  def __instancecheck__(cls, instance):
+    return isinstance(instance, subprocess.Popen)
+
+
+class WorkerPopen(subprocess.Popen, metaclass=_WorkerPopenMeta):
+  """`subprocess.Popen` for TFF's workers (module docstring): records the
+  pid, refuses to start while the process ends, bounds `wait()`."""
+
+  def __init__(self, *args, **kwargs):
+    with _STARTS:
+      if _ENDING:
+        raise WorkerEndingError(
+            'tff_ddp: this process is ending (a signal or exit): TFF\'s '
+            'worker is not started again.')
+      super().__init__(*args, **kwargs)
+      _STARTED_PIDS.append(self.pid)
+
+  def wait(self, timeout=None):
+    if timeout is not None:
+      return super().wait(timeout)
+    # TFF's __del__ sends SIGINT and waits without a bound: a worker that
+    # inherited SIGINT ignored (background runs) never ends.
+    for action in (None, self.terminate, self.kill):
+      if action is not None:
+        action()
+      try:
+        return super().wait(None if action == self.kill else
+                            WORKER_WAIT_SECONDS)
+      except subprocess.TimeoutExpired:
+        continue
+    return self.returncode
+
+
+class _GuardedSubprocess:
+  """The `subprocess` module as TFF's executor factory sees it, with
+  `Popen` = `WorkerPopen`."""
+
+  Popen = WorkerPopen
+
+  def __getattr__(self, name):
+    return getattr(subprocess, name)
+
+
+def guard_worker_starts() -> bool:
+  """Routes the workers TFF starts through `WorkerPopen` (idempotent).
+
+  Returns whether TFF's executor factory is guarded (False before TFF is
+  imported: call again after).
+  """
+  import sys  # pylint: disable=g-import-not-at-top
+  module = sys.modules.get(_TFF_EXECUTOR_FACTORY)
+  if module is None:
+    return False
+  if not isinstance(getattr(module, 'subprocess', None), _GuardedSubprocess):
+    module.subprocess = _GuardedSubprocess()
+  return True
+
+
+def _worker_pids() -> List[int]:
+  """The living TFF workers of this process: recorded, or descendants
+  named `worker_binary`."""
+  with _STARTS:
+    recorded = [pid for pid in _STARTED_PIDS if not has_exited(pid)]
+  mine = set(descendant_pids())
+  found = [pid for pid in mine if _command(pid) == WORKER_COMMAND]
+  # A recorded pid that is no longer our child was reused: not ours.
+  return sorted(set(found) | {pid for pid in recorded if pid in mine})
+
+
+def end_run_workers(timeout: float = 5.0) -> List[int]:
+  """The process is ending: no worker starts from now on, and every worker
+  it started is ended (SIGTERM, then SIGKILL), also one TFF started while
+  this ran. Returns the pids ended."""
+  with _STARTS:
+    _ENDING[:] = [True]
+  ended = []
+  for _ in range(3):  # one already forking when the flag was set
+    pids = [pid for pid in _worker_pids() if pid not in ended]
+    if not pids:
+      break
+    _terminate(pids, timeout, reap=False)
+    ended += pids
+  return ended
+
+
+_SIGNALS = ('SIGTERM', 'SIGHUP')
+
+
+def end_run_on_signals(before: Optional[Callable[[int], None]] = None
+                       ) -> List[str]:
+  """SIGTERM and SIGHUP end every worker, then the process (idempotent).
+
+  Only signals whose action is the default (terminate without clean-up)
+  are taken: a handler of the user's, or SIG_IGN (nohup's SIGHUP), is left
+  alone; and only from the main thread (Python's rule). The handler ends
+  the workers (`end_run_workers`), calls `before(signum)` if given (the
+  CLI's last line), and ends the process by the same signal, so its exit
+  status is what `timeout` and shells expect. SIGINT keeps Python's
+  KeyboardInterrupt: the exit clean-up ends the workers, and none starts
+  after it (`guard_worker_starts`). Returns the names of the signals
+  taken.
+  """
+  if threading.current_thread() is not threading.main_thread():
+    return []
+  taken = []
+  for name in _SIGNALS:
+    signum = getattr(signal, name, None)
+    if signum is None:
+      continue
+    current = signal.getsignal(signum)
+    if current is signal.SIG_DFL or current is _on_signal:
+      signal.signal(signum, _on_signal)
+      taken.append(name)
+  if before is not None:
+    _BEFORE[:] = [before]
+  return taken
+
+
+# The CLI's last words before a signal ends it (`end_run_on_signals`).
+_BEFORE = []
+
+
+def _on_signal(signum, frame):
+  del frame
+  end_run_workers()
+  for before in _BEFORE:
+    try:
+      before(signum)
+    except Exception:  # pylint: disable=broad-except
+      pass
+  signal.signal(signum, signal.SIG_DFL)
+  os.kill(os.getpid(), signum)
+
+
+# ---------------------------------------------------------------------------
+# Threads share the context of use_test_context().
+
+_SHARED_CONTEXT = []
+# The `_SharedContext` every other thread's stack starts with.
+_THREAD_DEFAULT = []
+
+
+def _share_context_with_threads(context) -> None:
+  """Every thread that has not installed a context of its own runs on
+  `context` (TFF's stack starts each thread with none).
+
+  The threads' stacks hold a `_SharedContext` that forwards to the context
+  of the moment, not the context itself: when the main thread drops it
+  (`drop_tff_contexts`), no thread keeps it (and its worker) alive.
+  """
+  from tensorflow_federated.python.core.impl.context_stack import context_stack_impl  # pylint: disable=g-import-not-at-top
+  _SHARED_CONTEXT[:] = [context]
+  cls = context_stack_impl.ContextStackImpl
+  if getattr(cls.__init__, '_tff_ddp_shared', False):
+    return
+  original = cls.__init__
+  _THREAD_DEFAULT[:] = [_shared_context_class()()]
+
+  def init(self, default_context):
+    original(self, default_context)
+    if threading.current_thread() is not threading.main_thread():
+      self._stack[0] = _THREAD_DEFAULT[0]  # pylint: disable=protected-access
+
+  init._tff_ddp_shared = True  # pylint: disable=protected-access
+  cls.__init__ = init
+
+
+def _shared_context_class():
+  from tensorflow_federated.python.core.impl.context_stack import context_base  # pylint: disable=g-import-not-at-top
+  from tensorflow_federated.python.core.impl.context_stack import runtime_error_context  # pylint: disable=g-import-not-at-top
+
+  class _SharedContext(context_base.SyncContext):
+    """A thread's default: the context `use_test_context()` installed last
+    in the main thread, or TFF's "No default context installed"."""
+
+    def invoke(self, comp, arg):
+      current = (_SHARED_CONTEXT[0] if _SHARED_CONTEXT else
+                 runtime_error_context.RuntimeErrorContext())
+      return current.invoke(comp, arg)
+
+  return _SharedContext
+
+
 def end_descendants(timeout: float = 5.0) -> List[int]:
   """Terminates (then kills) every descendant of this process; returns pids."""
   pids = descendant_pids()
@@ -207,8 +437,14 @@ _AT_EXIT = []
 def end_workers_at_exit():
   """Registers `end_workers` to run when the interpreter exits (idempotent)."""
   if not _AT_EXIT:
-    atexit.register(release_tff)
+    atexit.register(_release_at_exit)
     _AT_EXIT.append(True)
+
+
+def _release_at_exit():
+  """At interpreter exit: no worker starts any more, every one ends."""
+  end_run_workers()
+  release_tff()
 
 
 def drop_tff_contexts():
@@ -235,6 +471,7 @@ def drop_tff_contexts():
     _terminate(workers, 5.0, reap=False)
     from tensorflow_federated.python.core.impl.context_stack import set_default_context  # pylint: disable=g-import-not-at-top
     set_default_context.set_no_default_context()
+    _SHARED_CONTEXT[:] = []  # threads have no context either
     gc.collect()
     for pid in workers:  # any the contexts did not own
       try:
@@ -261,19 +498,40 @@ def use_test_context():
   through here.
   """
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  register_tff_cleanup()
+  if threading.current_thread() is not threading.main_thread():
+    # Another thread's: the shared context, or a new one for this thread
+    # (no other thread's worker is ended).
+    if _SHARED_CONTEXT:
+      tff.framework.get_context_stack().set_default_context(
+          _THREAD_DEFAULT[0])
+      return
+    tff.backends.test.set_sync_test_cpp_execution_context()
+    _share_context_with_threads(tff.framework.get_context_stack().current)
+    return
   raise_worker_stack_limit()
   drop_tff_contexts()
   tff.backends.test.set_sync_test_cpp_execution_context()
+  _share_context_with_threads(tff.framework.get_context_stack().current)
 
 
 _CLEANUP = []
 
 
 def register_tff_cleanup():
-  """Registers `drop_tff_contexts` at interpreter exit (idempotent)."""
+  """Registers the end of this process's TFF workers at interpreter exit,
+  on SIGTERM and SIGHUP (`end_run_on_signals`), and guards TFF's worker
+  starts (`guard_worker_starts`) (idempotent)."""
+  guard_worker_starts()
   if not _CLEANUP:
-    atexit.register(drop_tff_contexts)
+    atexit.register(_drop_at_exit)
+    end_run_on_signals()
     _CLEANUP.append(True)
+
+
+def _drop_at_exit():
+  end_run_workers()
+  drop_tff_contexts()
 
 
 def release_tff() -> List[int]:

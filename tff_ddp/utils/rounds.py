@@ -47,6 +47,7 @@ requires.require_tff('tff_ddp.utils.rounds')
 
 import collections
 import re
+import threading
 
 import attr
 from tensorflow_federated.python.core.impl.computation import computation_impl
@@ -82,7 +83,12 @@ class MissingContextError(RuntimeError):
         'tff.backends.test.set_sync_test_cpp_execution_context() (or '
         'tff_ddp.utils.processes.use_test_context(), which also gives the '
         "worker larger thread stacks), or tff_ddp.utils.workers' "
-        'local_workers / remote_workers for several workers.')
+        'local_workers / remote_workers for several workers.'
+        + ('' if threading.current_thread() is threading.main_thread() else
+           " This thread is not the main one, and TFF's contexts are per "
+           'thread: call tff_ddp.utils.processes.use_test_context() once in '
+           'the main thread, before the threads start, and every thread '
+           'runs on it.'))
 
 
 def missing_context(error: BaseException):
@@ -177,6 +183,12 @@ def _statuses(value, key=None):
   return value
 
 
+# TFF's words for a numpy value of another dtype than the computation's.
+_SERIALIZE_DTYPE = re.compile(
+    r"Failed to serialize a value of dtype <class '([\w.]+)'> to dtype "
+    r"<class '([\w.]+)'>")
+
+
 class UserFacingComputation(computation_impl.ConcreteComputation):
   """A computation whose Python calls raise RoundRefusedError for refusals,
   MissingContextError without a context that runs secure sums, and return
@@ -192,6 +204,13 @@ class UserFacingComputation(computation_impl.ConcreteComputation):
       cause = missing_context(e)
       if cause is not None:
         raise MissingContextError(cause) from e
+      dtypes = _SERIALIZE_DTYPE.search(str(e))
+      if isinstance(e, TypeError) and dtypes:
+        got, expected = (d.rsplit('.', 1)[-1] for d in dtypes.groups())
+        raise TypeError(
+            f'this process takes {expected} values and got {got} (TFF '
+            f'converts no numpy dtype to another): pass np.asarray(values, '
+            f'np.{expected}), or Python floats. (TFF said: {e})') from None
       raise
     return _statuses(result)
 
@@ -211,13 +230,13 @@ def user_facing(computation) -> UserFacingComputation:
 
 def user_facing_process(process):
   """The same kind of process (`MeasuredProcess`, `AggregationProcess`)
-  with its `next` wrapped by `user_facing`."""
+  with its `initialize` and `next` wrapped by `user_facing`."""
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   if isinstance(process, tff.templates.AggregationProcess):
-    return tff.templates.AggregationProcess(process.initialize,
+    return tff.templates.AggregationProcess(user_facing(process.initialize),
                                             user_facing(process.next))
   if isinstance(process, tff.templates.MeasuredProcess):
-    return tff.templates.MeasuredProcess(process.initialize,
+    return tff.templates.MeasuredProcess(user_facing(process.initialize),
                                          user_facing(process.next))
   raise TypeError(f'expected a MeasuredProcess or AggregationProcess, got '
                   f'{type(process).__name__}.')

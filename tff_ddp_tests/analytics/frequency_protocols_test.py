@@ -115,7 +115,7 @@ class EntryPointTest(parameterized.TestCase):
     with RecordingBuilder(protocols.FixedClipParameters) as builder:
       fp.frequency_parameters(
           'fixed', _D, 16, 10.0, 1e-4, clip=20.0, rounds=1, num_bins=64,
-          budget_fraction=fp.DEFAULT_BUDGET_FRACTION, disjoint_rounds=True,
+          budget_fraction=fp.DEFAULT_BUDGET_FRACTION, disjoint_rounds=False,
           learning_rate=1.0, max_items=None, target_quantile=None,
           sample_items=None, total_clients=None, indicator_num_trials=None,
           quantile_num_trials=None)

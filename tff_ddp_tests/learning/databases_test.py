@@ -220,6 +220,32 @@ class CheckTest(parameterized.TestCase):
     self.assert_one_line(raised.exception, "feature 'pixels' holds 10",
                          'reads 784 of float_list')
 
+  @parameterized.named_parameters(('damaged', 'damaged'),
+                                  ('label_out_of_range', 'label'))
+  def test_a_bad_row_deep_in_the_table(self, fault):
+    # Issue 43 item 10: only the first example was read; a damaged row or
+    # a label outside 0..61 further on ended training in a protobuf
+    # DecodeError or a gRPC dump.
+    folder = self._folder()
+    path = generated_databases.write_emnist(folder, 6, 8, 2)
+    with sqlite3.connect(path) as connection:
+      rowid, blob = connection.execute(
+          "SELECT MAX(rowid), serialized_example_proto FROM examples WHERE "
+          "split_name = 'all_train'").fetchone()
+      if fault == 'damaged':
+        blob = bytes(blob)[:len(blob) // 3]
+      else:
+        example = tf.train.Example.FromString(blob)
+        example.features.feature['label'].int64_list.value[0] = 70
+        blob = example.SerializeToString()
+      connection.execute('UPDATE examples SET serialized_example_proto = ? '
+                         'WHERE rowid = ?', (blob, rowid))
+    with self.assertRaises(databases.DatabaseError) as raised:
+      databases.check(databases.EMNIST, folder)
+    self.assert_one_line(raised.exception, f'row {rowid}', path,
+                         *(('not a serialized',) if fault == 'damaged' else
+                           ("feature 'label'", 'is 70, outside the 0..61')))
+
   def test_blob_that_is_not_an_example(self):
     folder = self._folder()
     path = databases.EMNIST.path(folder)

@@ -101,6 +101,15 @@ class UserFacingTest(tf.test.TestCase):
     with self.assertRaisesRegex(rounds.RoundRefusedError, '^n=4$'):
       self.wrapped([2, 2])
 
+  def test_a_numpy_value_of_another_dtype_says_what_to_pass(self):
+    # Issue 43 item 10: TFF's "Failed to serialize a value of dtype" with
+    # np.float64 values into a float32 quantile process; here int32.
+    with self.assertRaisesRegex(
+        TypeError, r'takes int32 values and got float64 .*'
+        r'np.asarray\(values, np.int32\)'):
+      self.wrapped([np.float64(1.0), np.float64(2.0)])
+    self.assertEqual(self.wrapped([1, 2])['n'], 3)
+
   def test_traced_into_another_computation_stays_tff(self):
     wrapped = self.wrapped
 
