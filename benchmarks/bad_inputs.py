@@ -531,11 +531,16 @@ def _threads():
   import subprocess  # pylint: disable=g-import-not-at-top
   import sys  # pylint: disable=g-import-not-at-top
   from tff_ddp_tests.utils import signals_test  # pylint: disable=g-import-not-at-top
+  import tempfile  # pylint: disable=g-import-not-at-top
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  result = subprocess.run(
-      [sys.executable, '-c', signals_test._THREADS_SCRIPT], cwd=root,  # pylint: disable=protected-access
-      capture_output=True, text=True, timeout=600,
-      env=dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL='3'))
+  with tempfile.TemporaryDirectory() as tmp:
+    script = os.path.join(tmp, 'threads.py')
+    with open(script, 'w') as f:
+      f.write(signals_test._THREADS_SCRIPT)  # pylint: disable=protected-access
+    result = subprocess.run(
+        [sys.executable, script], cwd=root, capture_output=True, text=True,
+        timeout=600,
+        env=dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL='3'))
   rows = []
   for mode, expected, what in (
       ('none', "['advice: yes', 'advice: yes']", 'no context anywhere'),

@@ -162,6 +162,11 @@ VISIBILITY = {
          'benchmarks/bad_inputs.py tabulates these tests.'),
         '//tff_ddp_tests:__subpackages__',
     ),
+    'tff_ddp_tests/utils': (
+        ('//benchmarks:__pkg__',
+         'benchmarks/bad_inputs.py runs signals_test\'s thread script.'),
+        '//tff_ddp_tests:__subpackages__',
+    ),
 }
 
 # The root package's files for other packages, and its aliases (name -> the

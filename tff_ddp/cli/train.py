@@ -68,11 +68,8 @@ def default_output_dir(args) -> str:
 
 
 def run(args) -> int:
-  # The database first: its errors are one line before TensorFlow loads.
-  from tff_ddp.learning import databases  # pylint: disable=g-import-not-at-top
-  databases.check({'emnist': databases.EMNIST,
-                   'stackoverflow': databases.STACKOVERFLOW}[args.task],
-                  args.data_dir)
+  # `training.prepare` checks the settings, the output directory and then
+  # the database before TensorFlow loads: each error is one line, quickly.
   from tff_ddp.learning import training  # pylint: disable=g-import-not-at-top
   config = training.TrainConfig(
       task=args.task, mechanism=args.mechanism, data_dir=args.data_dir,
