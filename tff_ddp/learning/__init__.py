@@ -5,6 +5,8 @@
   build_dp_fedavg         DP-FedAvg on the same aggregator and accountant
   ddp_secure_aggregator   TFF's DP-FedAvg model_aggregator (zeroing, adaptive
                           clip, DDG sum, mean), private and accounted
+  as_uniform_weighted_aggregator  it for TFF's weighted builders, weights
+                          ignored on purpose
   withhold_metrics, noised_metrics  TFF's metrics_aggregator: client
                           metrics withheld, or noised and accounted
   round_dp_event          the event of everything a learning round released
@@ -35,6 +37,7 @@ requires.require_tff('tff_ddp.learning')
 # before TensorFlow and TFF are imported (seconds, not a one-line error
 # after ~12 s).
 _NAMES = {
+    'as_uniform_weighted_aggregator': 'aggregator',
     'ddp_secure_aggregator': 'aggregator',
     'noised_metrics': 'metrics',
     'round_dp_event': 'metrics',

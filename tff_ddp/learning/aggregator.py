@@ -47,18 +47,24 @@ event from `tff_ddp.learning.round_dp_event(output.metrics)` (every event of
 the round; refuses exact client metrics); `RdpAccountant(adversary='server')`
 gives its epsilon. Builders: `build_unweighted_fed_avg`,
 `build_unweighted_fed_prox`; `build_weighted_fed_avg` / `build_fed_sgd` only
-through `tff.aggregators.as_weighted_aggregator` with uniform weights (a
-weighted mean would sum the clients' example counts at the server, and TFF
-refuses this unweighted factory there). Builders with further client
+with uniform weights (a weighted mean would sum the clients' example counts
+at the server, and TFF refuses this unweighted factory there): TFF's
+`tff.aggregators.as_weighted_aggregator` with
+`client_weighting=tff.learning.ClientWeighting.UNIFORM` (refused at build
+time with any other weighting, which it would drop silently), or
+`as_uniform_weighted_aggregator` (weights ignored on purpose, e.g. for
+`build_fed_sgd`). Builders with further client
 aggregations (Mime Lite's full gradient, ...) are not covered;
 `tff.test.assert_not_contains_unsecure_aggregation(process.next)` checks a
 whole process for sums outside the secure ones.
 """
 
 import dataclasses
+import sys
 from typing import Optional
 
 import tensorflow as tf
+import tensorflow_federated as tff
 
 from tff_ddp.aggregators import adaptive_clip
 from tff_ddp.aggregators import discrete_gaussian
@@ -127,6 +133,10 @@ class DdpMeanFactory(discrete_gaussian.DiscreteGaussianSumFactory):
       self._describe['mechanism'] = discrete_gaussian.TFF_NAMES[self._kind]
     self._name = _NAME
 
+  def create(self, value_type) -> tff.templates.AggregationProcess:
+    _refuse_dropped_weights()
+    return super().create(value_type)
+
   def round_protocol(self, value_type,
                      count_modulus: int = secure_sum.COUNT_MODULUS):
     spec = self.value_spec(value_type)
@@ -137,6 +147,106 @@ class DdpMeanFactory(discrete_gaussian.DiscreteGaussianSumFactory):
 
   def __repr__(self):
     return f'{_NAME}({", ".join(self._repr_arguments())})'
+
+
+# How far up `create`'s callers `_refuse_dropped_weights` looks for TFF's
+# wrapper (TFF 0.87: two frames; nesting in other factories adds a few).
+_MAX_FRAMES = 32
+
+
+def _refuse_dropped_weights():
+  """A ValueError when a TFF builder weights the clients and TFF's wrapper
+  drops the weights, read at build time from the builder's configuration.
+
+  `tff.aggregators.as_weighted_aggregator(factory)` ignores the weights it is
+  given (TFF 0.87, `aggregators/factory_utils.py`), and the weight type its
+  `create(value_type, weight_type)` receives is float32 whatever the
+  weighting, so a `tff.learning.algorithms.build_weighted_fed_avg` with its
+  default `client_weighting=tff.learning.ClientWeighting.NUM_EXAMPLES` (or a
+  weighting function; `build_fed_sgd` always weights by examples) would
+  average uniformly without a word. The builder's `client_weighting` is read
+  from its frame (the caller of the wrapper's `create`); only configuration
+  is read, no client value, so the check costs no privacy. A weighted mean
+  would sum the example counts at the server unnoised, hence no weighted
+  variant: uniform weights, said explicitly.
+  """
+  wrapper = type(tff.aggregators.as_weighted_aggregator(
+      tff.aggregators.UnweightedMeanFactory())).create.__code__
+  frame = sys._getframe(1)  # pylint: disable=protected-access
+  for _ in range(_MAX_FRAMES):
+    if frame is None:
+      return
+    if frame.f_code is wrapper:
+      break
+    frame = frame.f_back
+  else:
+    return
+  builder = frame.f_back
+  if builder is None or not builder.f_globals.get('__name__', '').startswith(
+      'tensorflow_federated.'):
+    return  # Not inside a TFF builder (e.g. as_uniform_weighted_aggregator).
+  weighting = builder.f_locals.get('client_weighting')
+  if weighting is tff.learning.ClientWeighting.UNIFORM:
+    return
+  name = builder.f_code.co_name
+  if weighting is tff.learning.ClientWeighting.NUM_EXAMPLES:
+    how = 'client_weighting=NUM_EXAMPLES (its default)'
+  elif weighting is None:
+    how = "the clients' example counts"
+  else:
+    how = f'client_weighting={weighting!r}'
+  raise ValueError(
+      f'{name} weights the clients by {how}, but tff.aggregators.'
+      f'as_weighted_aggregator({_NAME}(...)) ignores the weights and '
+      'averages uniformly (a weighted mean would release the example '
+      'counts): pass client_weighting=tff.learning.ClientWeighting.UNIFORM, '
+      'use build_unweighted_fed_avg, or wrap with tff_ddp.learning.'
+      'as_uniform_weighted_aggregator(...) to average uniformly on purpose.')
+
+
+class _UniformWeightedFactory(tff.aggregators.WeightedAggregationFactory):
+  """`as_uniform_weighted_aggregator`'s factory."""
+
+  def __init__(self, unweighted_factory):
+    if not isinstance(unweighted_factory,
+                      tff.aggregators.UnweightedAggregationFactory):
+      raise TypeError(
+          'as_uniform_weighted_aggregator takes a tff.aggregators.'
+          'UnweightedAggregationFactory (e.g. tff_ddp.learning.'
+          f'ddp_secure_aggregator(...)), got {unweighted_factory!r}.')
+    self._factory = unweighted_factory
+
+  def create(self, value_type, weight_type):
+    # TFF's wrapper, created here (not by a TFF builder): the check above
+    # lets it through.
+    return tff.aggregators.as_weighted_aggregator(self._factory).create(
+        value_type, weight_type)
+
+  def __repr__(self):
+    return f'as_uniform_weighted_aggregator({self._factory!r})'
+
+
+def as_uniform_weighted_aggregator(
+    unweighted_factory: tff.aggregators.UnweightedAggregationFactory,
+) -> tff.aggregators.WeightedAggregationFactory:
+  """A `tff.aggregators.WeightedAggregationFactory` that ignores the weights.
+
+  TFF's `tff.aggregators.as_weighted_aggregator`, stated: every client
+  counts the same whatever the builder's weighting (no weight leaves a
+  client). For TFF builders that weight by example counts and cannot be told
+  otherwise (`tff.learning.algorithms.build_fed_sgd`), or a
+  `build_weighted_fed_avg` whose `client_weighting` should not matter.
+  TFF's own wrapper around `ddp_secure_aggregator(...)` is refused in a
+  builder that weights the clients (its weights would be dropped silently).
+
+  Args:
+    unweighted_factory: a `tff.aggregators.UnweightedAggregationFactory`,
+      e.g. `ddp_secure_aggregator(...)`.
+
+  Returns:
+    A `tff.aggregators.WeightedAggregationFactory` averaging uniformly.
+  """
+  return _UniformWeightedFactory(unweighted_factory)
 
 
 def ddp_secure_aggregator(

@@ -391,6 +391,47 @@ class OtherBuildersTest(tf.test.TestCase):
           model_aggregator=learning.ddp_secure_aggregator(0.3, 4),
           metrics_aggregator=learning.withhold_metrics)
 
+  def test_dropped_weights_are_refused_at_build_time(self):
+    # TFF's wrapper ignores the weights: a builder that weights the clients
+    # (FedAvg's default NUM_EXAMPLES, FedSGD's example counts) would average
+    # uniformly without a word.
+    weighted = tff.aggregators.as_weighted_aggregator(
+        learning.ddp_secure_aggregator(0.3, 4))
+    sgd = tff.learning.optimizers.build_sgdm(0.1)
+    builds = {
+        'NUM_EXAMPLES': lambda: tff.learning.algorithms.build_weighted_fed_avg(
+            _model_fn, client_optimizer_fn=sgd, model_aggregator=weighted,
+            metrics_aggregator=learning.withhold_metrics),
+        "example counts": lambda: tff.learning.algorithms.build_fed_sgd(
+            _model_fn, model_aggregator=weighted,
+            metrics_aggregator=learning.withhold_metrics),
+    }
+    for how, build in builds.items():
+      with self.subTest(how), self.assertRaises(ValueError) as raised:
+        build()
+      message = str(raised.exception)
+      self.assertIn(how, message)
+      self.assertIn('client_weighting=tff.learning.ClientWeighting.UNIFORM',
+                    message)
+      self.assertIn('as_uniform_weighted_aggregator', message)
+      self.assertNotIn('\n', message)
+
+  def test_uniform_weighting_stated_builds(self):
+    # Outside a TFF builder (the user's own create) TFF's wrapper is fine.
+    weighted = tff.aggregators.as_weighted_aggregator(
+        learning.ddp_secure_aggregator(0.3, 4))
+    process = weighted.create(tff.TensorType(np.float32, [3]),
+                              tff.TensorType(np.float32))
+    self.assertIsInstance(process, tff.templates.AggregationProcess)
+    with self.assertRaisesRegex(TypeError, 'UnweightedAggregationFactory'):
+      learning.as_uniform_weighted_aggregator(tff.aggregators.MeanFactory())
+    self.assertEqual(
+        repr(learning.as_uniform_weighted_aggregator(
+            learning.ddp_secure_aggregator(0.3, 4))),
+        'as_uniform_weighted_aggregator(ddp_secure_aggregator('
+        'noise_multiplier=0.3, expected_clients_per_round=4, bits=20, '
+        "zeroing=True, rotation_type='hd'))")
+
   @pytest.mark.slow
   def test_uniform_weighted_fed_avg_and_fed_sgd_aggregate_securely(self):
     """With the weights ignored (as_weighted_aggregator) and the metrics
@@ -405,7 +446,9 @@ class OtherBuildersTest(tf.test.TestCase):
         model_aggregator=weighted,
         metrics_aggregator=learning.withhold_metrics)
     fed_sgd = tff.learning.algorithms.build_fed_sgd(
-        _model_fn, model_aggregator=weighted,
+        _model_fn, model_aggregator=(
+            learning.as_uniform_weighted_aggregator(
+                learning.ddp_secure_aggregator(0.3, 4))),
         metrics_aggregator=learning.withhold_metrics)
     for process in (fed_avg, fed_sgd):
       tff.test.assert_not_contains_unsecure_aggregation(process.next)
