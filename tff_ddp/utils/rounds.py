@@ -1,6 +1,6 @@
 """What a round hands back to Python: refusals, missing contexts, statuses.
 
-Three things TFF 0.87's execution contexts do not give a user, done once here
+What TFF 0.87's execution contexts do not give a user, done once here
 for every process of tff_ddp:
 
 * **Refusals.** A round that must not return its result (more clients in a
@@ -32,6 +32,11 @@ for every process of tff_ddp:
   computations the value stays a tf.string (the type does not change: the
   processes stay composable).
 
+* **Another process's state.** The state of a process with an adaptive
+  clip (`l2_clip` in the state) passed to one with a fixed clip, or the
+  reverse, fails in TFF's serialization with a dump of both structures;
+  under `user_facing` it is a one-line TypeError saying which state to pass.
+
 `user_facing(computation)` is a `ConcreteComputation` of the same proto and
 type (it subclasses TFF's), so it is accepted wherever the computation was;
 only its Python `__call__` differs, and only on concrete results: traced
@@ -46,6 +51,7 @@ from tff_ddp.utils import requires
 requires.require_tff('tff_ddp.utils.rounds')
 
 import collections
+import collections.abc
 import re
 import threading
 
@@ -189,6 +195,53 @@ _SERIALIZE_DTYPE = re.compile(
     r"<class '([\w.]+)'>")
 
 
+# The state key of an adaptive clip (`tff_ddp.aggregators.secure_sum`: a
+# process built with auto_l2_clip=True / adaptive_clipping=... has it, one
+# with a fixed l2_clip does not).
+_CLIP_KEY = 'l2_clip'
+
+
+def _clip_state_mismatch(type_signature, args):
+  """The one-line message when `args[0]`, a state, has an adaptive clip the
+  computation's state type lacks or the reverse (TFF 0.87's own error is
+  "Cannot serialize a struct value of 3 elements to a struct type requiring
+  2 elements" and a dump of both); None otherwise."""
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  parameter = type_signature.parameter
+  if not args or parameter is None:
+    return None
+  if isinstance(parameter, tff.StructType) and len(parameter) > 1:
+    parameter = parameter[0]
+
+  def find(value, type_spec):
+    if isinstance(type_spec, tff.FederatedType):
+      type_spec = type_spec.member
+    if (not isinstance(type_spec, tff.StructType)
+        or not isinstance(value, collections.abc.Mapping)):
+      return None
+    elements = dict(tff.structure.iter_elements(type_spec))
+    if (_CLIP_KEY in elements) != (_CLIP_KEY in value):
+      return _CLIP_KEY in value
+    for name, element in elements.items():
+      if name in value:
+        found = find(value[name], element)
+        if found is not None:
+          return found
+    return None
+
+  adaptive_state = find(args[0], parameter)
+  if adaptive_state is None:
+    return None
+  ours, theirs = (('a fixed l2_clip', 'an adaptive-clipping process (its '
+                   "state has 'l2_clip': auto_l2_clip=True or "
+                   'adaptive_clipping=...)') if adaptive_state else
+                  ('an adaptive clip', 'a process with a fixed l2_clip (its '
+                   "state has no 'l2_clip')"))
+  return (f'this process clips at {ours} and got the state of {theirs}: '
+          'pass the state of its own initialize() (or of its last next()), '
+          'or build both with the same clipping.')
+
+
 class UserFacingComputation(computation_impl.ConcreteComputation):
   """A computation whose Python calls raise RoundRefusedError for refusals,
   MissingContextError without a context that runs secure sums, and return
@@ -204,6 +257,10 @@ class UserFacingComputation(computation_impl.ConcreteComputation):
       cause = missing_context(e)
       if cause is not None:
         raise MissingContextError(cause) from e
+      clip = (_clip_state_mismatch(self.type_signature, args)
+              if isinstance(e, TypeError) else None)
+      if clip is not None:
+        raise TypeError(clip) from None
       dtypes = _SERIALIZE_DTYPE.search(str(e))
       if isinstance(e, TypeError) and dtypes:
         got, expected = (d.rsplit('.', 1)[-1] for d in dtypes.groups())

@@ -70,6 +70,25 @@ class AutoTuningTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(output.measurements['below_clip_fraction'], 2 / 3)
     self.assertAllClose(output.state['l2_clip'], new_clip * math.exp(1 / 3))
 
+  def test_state_of_the_other_clipping_is_refused_in_one_line(self):
+    value_type = tff.TensorType(np.float32, [_DIM])
+    adaptive = _factory().create(value_type)
+    fixed = DiscreteGaussianSumFactory(
+        noise_multiplier=0.0, expected_clients_per_round=3, bits=20,
+        l2_clip=1.0).create(value_type)
+    data = [_onehot(v) for v in (0.5, 1.5, 2.0)]
+    for process, other, says in (
+        (fixed, adaptive, 'clips at a fixed l2_clip and got the state of an '
+         'adaptive-clipping process'),
+        (adaptive, fixed, 'clips at an adaptive clip and got the state of a '
+         'process with a fixed l2_clip')):
+      with self.subTest(says), self.assertRaises(TypeError) as raised:
+        process.next(other.initialize(), data)
+      message = str(raised.exception)
+      self.assertIn(says, message)
+      self.assertIn('pass the state of its own initialize()', message)
+      self.assertNotIn('\n', message)
+
   def test_measurements_release_only_public_numbers(self):
     process = _factory(noise_multiplier=1.0, auto_l2_clip_count_stddev=2.0,
                        count_noise_multiplier=1.0).create(
