@@ -47,10 +47,12 @@ def run(algorithm: str = 'deltafl', rounds: int = 10, clients: int = 100,
   clients = checks.integer(clients, 'clients', 1, POPULATION)
   seed = checks.integer(seed, 'seed', 0)
   delta = common.resolve_delta(delta, POPULATION, print_fn)
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp import learning  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
-  from tff_ddp.learning import tasks  # pylint: disable=g-import-not-at-top
+  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
+  from tff_ddp import learning
+  from tff_ddp.analytics import histograms as hg
+  from tff_ddp.learning import tasks
+  # pylint: enable=g-import-not-at-top
   # Checked here as well: the non-private runs build no PrivacyConfig.
   checks.choice(histogram, 'histogram', hg.METHODS + tuple(hg.ALIASES))
 

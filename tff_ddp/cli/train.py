@@ -55,7 +55,9 @@ class _HelpFormatter(common.HelpFormatter):
 
 def default_output_dir(args) -> str:
   """tff_ddp_runs/<task>-<mechanism>[-<bits>bits][-z<z>]-seed<seed>."""
-  from tff_ddp.learning import train_mechanisms  # pylint: disable=g-import-not-at-top
+  # pylint: disable=g-import-not-at-top
+  from tff_ddp.learning import train_mechanisms
+  # pylint: enable=g-import-not-at-top
   parts = [args.task, args.mechanism]
   if train_mechanisms.mechanism(args.mechanism).secure_sum:
     parts.append(f'{args.bits}bits')

@@ -125,7 +125,8 @@ class DdpMeanFactory(discrete_gaussian.DiscreteGaussianSumFactory):
         l2_clip=INITIAL_L2_CLIP, rotation_type=rotation_type,
         adaptive_clipping=clipping, **kwargs)
     self._describe = dict(noise_multiplier=noise_multiplier,
-                          expected_clients_per_round=expected_clients_per_round,
+                          expected_clients_per_round=(
+                              expected_clients_per_round),
                           bits=bits, zeroing=zeroing,
                           rotation_type=rotation_type,
                           adaptive_clipping=adaptive_clipping)

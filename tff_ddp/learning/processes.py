@@ -380,9 +380,10 @@ def _trace(model_fn, client_optimizer, server_optimizer, spec: _Spec,
          state.client_work, state.aggregator, distributed.result, data)
     finalized = finalizer.next(state.finalizer, state.global_model_weights,
                                update)
-    new_state = tff.federated_zip(tff.learning.templates.LearningAlgorithmState(
-        finalized.result, distributed.state, client_state, aggregator_state,
-        finalized.state))
+    new_state = tff.federated_zip(
+        tff.learning.templates.LearningAlgorithmState(
+            finalized.result, distributed.state, client_state,
+            aggregator_state, finalized.state))
     metrics = tff.federated_zip(collections.OrderedDict(
         distributor=distributed.measurements, client_work=client_metrics,
         aggregator=aggregator_metrics, finalizer=finalized.measurements,

@@ -224,8 +224,10 @@ def calibrate_noise(setup: 'Setup', value_type) -> 'Setup':
   a cohort of n of the N clients, without replacement) are
   (target_epsilon, delta)-DP against `calibrate_against`
   (`tff_ddp.accounting.calibrate` over the mechanism's planning event)."""
-  from tff_ddp import accounting  # pylint: disable=g-import-not-at-top
-  from tff_ddp.accounting import calibration  # pylint: disable=g-import-not-at-top
+  # pylint: disable=g-import-not-at-top
+  from tff_ddp import accounting
+  from tff_ddp.accounting import calibration
+  # pylint: enable=g-import-not-at-top
   config = setup.config
 
   def make_event(z):
