@@ -27,6 +27,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from tff_ddp.cli import common
+from tff_ddp.cli import outputs
 from tff_ddp.utils import checks
 from tff_ddp.utils import processes
 
@@ -46,6 +47,7 @@ def run(algorithm: str = 'deltafl', rounds: int = 10, clients: int = 100,
   rounds = checks.integer(rounds, 'rounds', 1)
   clients = checks.integer(clients, 'clients', 1, POPULATION)
   seed = checks.integer(seed, 'seed', 0)
+  print_fn = outputs.wrapping(print_fn)  # lines fit 79 columns
   delta = common.resolve_delta(delta, POPULATION, print_fn)
   # pylint: disable=g-import-not-at-top
   import tensorflow_federated as tff

@@ -38,6 +38,7 @@ checkpoints; --resume continues an interrupted run.
 import os
 
 from tff_ddp.cli import common
+from tff_ddp.cli import outputs
 from tff_ddp.utils import checks
 
 _TASKS = ('emnist', 'stackoverflow')  # paper_tasks.TASKS (no TF import)
@@ -94,8 +95,9 @@ def run(args) -> int:
       checkpoint_every=args.checkpoint_every, seed=args.seed,
       cohort_seed=args.cohort_seed,
       resume=args.resume)
-  training.run(config, print_fn=lambda line: print(line, flush=True),
-               progress=common.progress)
+  # Report lines wrap at 79 columns (issue 43 item 9).
+  training.run(config, print_fn=outputs.wrapping(
+      lambda line: print(line, flush=True)), progress=common.progress)
   return 0
 
 

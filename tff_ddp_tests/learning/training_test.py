@@ -266,6 +266,12 @@ class CommandErrorTest(parameterized.TestCase):
     self.assertIn(message, err)
 
 
+def _report(lines):
+  """The printed report as one text: wrapped lines (79 columns, issue 43
+  item 9) joined again."""
+  return ' '.join(line.strip() for line in lines)
+
+
 def _rows(lines):
   """The per-round rows of the report: (round, accuracy, eps server, eps
   release)."""
@@ -325,12 +331,13 @@ class TrainCommandTest(tf.test.TestCase):
     code, lines, err = _run(argv)
     self.assertEqual(code, 0, err)
     self.assertIn('Federated EMNIST-62', lines[0])
+    self.assertLessEqual(max(map(len, lines)), 79)
     # Issue 43 item 5: delta was 1/N = 0.17 here, without a word.
     self.assertIn('delta = 1e-05 (min(1e-5, N^-1.1), N = 6)',
-                  '\n'.join(lines))
-    self.assertIn('d = 1,018,174 parameters', '\n'.join(lines))
+                  _report(lines))
+    self.assertIn('d = 1,018,174 parameters', _report(lines))
     self.assertIn('NOT the amplification by sampling the paper relies on',
-                  '\n'.join(lines))
+                  _report(lines))
     rows, _ = self._check_run(lines, out, 2, 2**20)
     self.assertTrue(os.path.isdir(os.path.join(out, 'checkpoints',
                                                'round_2')))
@@ -348,7 +355,7 @@ class TrainCommandTest(tf.test.TestCase):
     resumed[argv.index('--output-dir') + 1] = relative
     code, lines, err = _run(resumed + ['--resume'])
     self.assertEqual(code, 0, err)
-    self.assertIn('resumed after round 2', '\n'.join(lines))
+    self.assertIn('resumed after round 2', _report(lines))
     resumed, events = self._check_run(lines, out, 3, 2**20, first=3)
     self.assertLen(events, 3)
     ledger = train_mechanisms.Ledger(train_mechanisms.mechanism('ddg'), 6,
@@ -374,7 +381,7 @@ class TrainCommandTest(tf.test.TestCase):
         '3', '--data-dir', folder, '--output-dir', out, '--vocab-file',
         words, '--eval-every', '2'])
     self.assertEqual(code, 0, err)
-    report = '\n'.join(lines)
+    report = _report(lines)
     self.assertIn('the first 10000 words of', report)
     self.assertIn('d = 4,050,748 parameters', report)
     # 6 users: min(1e-5, 6^-1.1) (it was the paper's 1e-6).
