@@ -63,21 +63,30 @@ def _main(argv):
   return status, out.getvalue()
 
 
+# The flags of issue 43 included: privacy's factory settings (--noise-
+# multiplier relative to the clip with --bits, --l2-clip, --beta,
+# --modclip-prob, --noise-sampler), quantiles' --lower and --noise-seed.
+# Flags naming files (--values, --items, --domain, --output, --plot) are
+# left to cli_test and cli_data_files_test: generated text would write or
+# read files in the working directory.
 _FLAGS = {
-    'privacy': ('--mechanism', '--noise-multiplier', '--l2-sensitivity',
-                '--l1-sensitivity', '--local-stddev', '--theta',
-                '--num-trials', '--num-clients', '--dimension', '--rounds',
-                '--sampling', '--rate', '--population',
+    'privacy': ('--mechanism', '--noise-multiplier', '--bits', '--l2-clip',
+                '--beta', '--modclip-prob', '--l2-sensitivity',
+                '--l1-sensitivity', '--local-stddev', '--noise-sampler',
+                '--theta', '--num-trials', '--num-clients', '--dimension',
+                '--rounds', '--sampling', '--rate', '--population',
                 '--clients-per-round', '--delta', '--adversary',
                 '--target-epsilon', '--calibrate'),
     'demo': ('--clients', '--dim', '--rounds', '--bits',
              '--noise-multiplier', '--l2-clip', '--delta', '--seed'),
     'quantiles': ('--methods', '--mechanisms', '--clients', '--bins',
-                  '--epsilon', '--delta', '--distribution', '--upper',
-                  '--repetitions', '--quantiles', '--bits', '--seed'),
+                  '--epsilon', '--delta', '--distribution', '--lower',
+                  '--upper', '--repetitions', '--quantiles', '--bits',
+                  '--seed', '--noise-seed'),
 }
 _CHOICES = {
-    '--mechanism': ['gaussian', 'ddg', 'cpbm', 'laplace'],
+    '--mechanism': ['gaussian', 'ddg', 'skellam', 'cpbm', 'laplace'],
+    '--noise-sampler': ['table', 'exact', 'x'],
     '--sampling': ['none', 'poisson', 'without-replacement', 'self', 'x'],
     '--adversary': ['server', 'release', 'both'],
     '--calibrate': ['noise_multiplier', 'local_stddev', 'theta',
@@ -147,8 +156,9 @@ def _check(kwargs, result):
     clients = _flag_value(argv, '--clients', 100)
     if not (clip >= 1e-30 and clip * max(clients, z, 1) <= 1e30):
       return 'would run with float32 data/sums out of range'
-  if argv[0] == 'quantiles' and not math.isfinite(
-      _flag_value(argv, '--upper', 10.0)):
+  if argv[0] == 'quantiles' and not (
+      math.isfinite(_flag_value(argv, '--upper', 10.0))
+      and math.isfinite(_flag_value(argv, '--lower', 0.0))):
     return 'would run with a non-finite range'
   return None
 
@@ -178,6 +188,22 @@ ENTRY_POINTS = [
                 '--mechanism', 'ddg', '--l2-sensitivity', '10',
                 '--local-stddev', '10', '--num-clients', '1000000000',
                 '--dimension', '100']), 'documented'),
+            # Issue 43 item 4: z is the factory's (relative to the clip),
+            # with its --bits; without them the command refuses.
+            ('privacy ddg factory z and bits', dict(argv=_P + [
+                '--mechanism', 'ddg', '--noise-multiplier', '3', '--bits',
+                '12', '--num-clients', '20', '--dimension', '10000']),
+             'documented'),
+            ('privacy skellam factory z, exact sampler', dict(argv=_P + [
+                '--mechanism', 'skellam', '--noise-multiplier', '1.2',
+                '--bits', '16', '--num-clients', '20', '--dimension',
+                '1000', '--noise-sampler', 'exact']), 'documented'),
+            ('privacy ddg z without bits', dict(argv=_P + [
+                '--mechanism', 'ddg', '--noise-multiplier', '3',
+                '--num-clients', '20', '--dimension', '10000']),
+             'clear_error'),
+            ('quantiles --noise-seed (reproducible, not private)',
+             dict(argv=['quantiles', '--noise-seed', '3']), 'documented'),
             ('privacy delta nan', dict(argv=[
                 'privacy', '--mechanism', 'gaussian', '--noise-multiplier',
                 '1', '--delta', 'nan']), 'clear_error'),
@@ -191,8 +217,8 @@ ENTRY_POINTS = [
 _NEW_FLAGS = {
     'frequency': ('--protocols', '--data', '--dim', '--clients', '--epsilon',
                   '--delta', '--num-trials', '--bins', '--budget-fraction',
-                  '--clip', '--sample-items', '--rounds', '--divisor',
-                  '--seed'),
+                  '--clip', '--sample-items', '--rounds', '--max-items',
+                  '--disjoint-rounds', '--divisor', '--seed'),
     'superquantile': ('--algorithm', '--rounds', '--clients',
                       '--tail-fraction', '--epsilon', '--delta',
                       '--budget-ratio', '--clip', '--loss-bound', '--bins',
@@ -208,7 +234,7 @@ _NEW_CHOICES = {
     '--histogram': ['flat', 'tree', 'hierarchical', 'haar', 'x'],
     '--adversary': ['server', 'release', 'both'],
 }
-_NO_VALUE = ('--no-privacy',)
+_NO_VALUE = ('--no-privacy', '--disjoint-rounds')
 _NEW_NAMES = tuple(sorted(
     {f for flags in _NEW_FLAGS.values() for f in flags}
     | {f[2:].replace('-', '_') for flags in _NEW_FLAGS.values()
@@ -263,6 +289,12 @@ NEW_ENTRY_POINTS = [
             ('frequency 10^6 clients x 4096 items (a 49 GB dataset)',
              dict(argv=['frequency', '--clients', '1000000', '--dim',
                         '4096']), 'clear_error'),
+            # Issue 43 item 5: the rounds compose unless the user states
+            # the assumption.
+            ('frequency multi_round --disjoint-rounds', dict(argv=[
+                'frequency', '--dim', '8', '--protocols', 'multi_round',
+                '--disjoint-rounds', '--rounds', '2', '--clients', '100']),
+             'documented'),
             ('frequency fixed without --clip', dict(argv=[
                 'frequency', '--protocols', 'fixed']), 'clear_error'),
             ('superquantile --clip 1e300 (float32 updates of +-inf)',
