@@ -105,7 +105,11 @@ def run_and_signal(signame: str, phase: str, timeout: float = 900.0,
       break
     time.sleep(0.001 if phase == 'worker start-up' else 0.02)
   try:
-    status = child.wait(timeout=60)
+    # A hang detector, not a speed test: a run that ends takes seconds on a
+    # quiet machine, but past a minute when 10 processes share 2 cores (TF's
+    # and TFF's shutdown then get a fifth of a core); one that hangs never
+    # ends.
+    status = child.wait(timeout=300)
   except subprocess.TimeoutExpired:
     status = None
   closed.wait(timeout=10)
