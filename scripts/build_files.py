@@ -29,10 +29,8 @@ What is generated (the layout TensorFlow Federated uses):
   a third-party module -> no dep (it comes from the interpreter's
   site-packages: //bazel:python3 runs the project's .venv), but it must map
   through THIRD_PARTY to a distribution pinned in requirements/lock.txt; the
-  harness's lazy imports of CALLER_DEPS go to the modules that call it; the
-  standard
-  library needs nothing; in SCRIPT_DIRS a bare `import _common` of a sibling
-  file -> its target. Imports no import statement shows:
+  standard library needs nothing; in SCRIPT_DIRS a bare `import _common`
+  of a sibling file -> its target. Imports no import statement shows:
   * `importlib.import_module('literal')`, or with a computed name when the
     same function first tests the name with `in` / `not in` against a
     module-level tuple of string constants (a *name table*; tff_ddp/
@@ -47,9 +45,10 @@ What is generated (the layout TensorFlow Federated uses):
     their code cells' imports as deps and their filegroup as data.
 - `py_test`: `size` "medium", "large" with `tags = ["slow"]` when the module
   uses `pytest.mark.slow` (or builds its classes with the fuzz suite's
-  `test_classes`), or what TEST_SIZES says. Each test module must end with
-  `if __name__ == '__main__': harness.main()` (Bazel runs the file; the
-  harness sets the TFF test context, runs every test, ends the workers).
+  `test_classes`), or what TEST_SIZES says. Its rule is the `py_test` of
+  //bazel:pytest.bzl: Bazel runs TEST_MAIN, which runs the module under
+  pytest with the conftest (TFF's test context, the end of the workers),
+  slow tests included; TEST_CONFTEST is among its deps.
 - `testonly = True` for every non-test target under tff_ddp_tests/ and for
   any target that depends on a testonly one.
 - `default_visibility` from VISIBILITY; a dependency on a target its
@@ -58,7 +57,7 @@ What is generated (the layout TensorFlow Federated uses):
   no import shows (data a test runs by path, tags such as "local").
 
 A problem (an import that resolves to nothing, an unpinned distribution, a
-test module without harness.main(), ...) is printed with the file, the line
+cycle, ...) is printed with the file, the line
 and what to do, and no file is written. Bazel itself is not needed to
 generate them; every generated file is checked to parse as Python, of which
 Starlark BUILD files are a subset, and `make bazel-test` builds and runs the
@@ -84,6 +83,12 @@ SCRIPT_DIRS = ('benchmarks', 'scripts')
 # The test tree: its `*_test.py` files are py_tests (pytest.ini's
 # python_files), its other modules testonly.
 TEST_ROOT = 'tff_ddp_tests'
+# The `main` of every py_test (exported: each test package's py_test names
+# it) and the rule that runs it (//bazel:pytest.bzl).
+TEST_MAIN = 'tff_ddp_tests/pytest_main.py'
+# What pytest imports for every test module: a dep of every py_test.
+TEST_CONFTEST = 'tff_ddp_tests/conftest.py'
+TEST_RULE = 'load("//bazel:pytest.bzl", "py_test")'
 NOTEBOOK_DIR = 'colabs'
 REQUIREMENTS_DIR = 'requirements'
 LOCK_FILE = 'requirements/lock.txt'
@@ -132,15 +137,6 @@ BINARY_NAMES = {
     'tff_ddp/cli/__main__.py': 'tff-ddp',
 }
 
-# Lazy imports of a shared test module that are not its deps but the deps of
-# each module calling the named function: harness.run_cli imports tff_ddp.cli
-# only for the CLI tests. As a dep of :harness it would make every py_test
-# depend on the CLI, hence on the whole library, and Bazel could no longer
-# fail a test whose own deps miss a module it imports.
-CALLER_DEPS = {
-    'tff_ddp_tests/harness.py': {'tff_ddp.cli': 'run_cli'},
-}
-
 # Sizes of test modules that are neither "medium" nor "large" (slow).
 TEST_SIZES = {
     'tff_ddp_tests/colabs_test.py': 'enormous',
@@ -185,8 +181,8 @@ lazily, as TFF's do); the tests are under //tff_ddp_tests.""",
     'requirements': """The pinned Python dependencies. Bazel's py rules take them from the
 interpreter (//bazel:python3 runs .venv, which `make setup` installs from
 lock.txt); the BUILD files name only tff_ddp's own targets as deps.""",
-    'tff_ddp_tests': """Tests mirror tff_ddp/: one py_test per test module, which Bazel runs as
-`python <module>_test.py` (harness.main: every test, slow ones included).
+    'tff_ddp_tests': """Tests mirror tff_ddp/: one py_test per test module, run under
+pytest (//bazel:pytest.bzl, pytest_main.py: every test, slow ones too).
 Sizes (Bazel's timeouts 300 s / 900 s / 3600 s): "medium" by default,
 "large" with tags = ["slow"] for a module with @pytest.mark.slow tests,
 "enormous" for colabs_test. `bazel test --test_tag_filters=-slow //...` is
@@ -560,34 +556,6 @@ def is_slow(tree) -> bool:
   return False
 
 
-def ends_with_harness_main(tree) -> bool:
-  """Whether the module ends with `if __name__ == '__main__': harness.main()`
-  and imports harness as `from tff_ddp_tests import harness`."""
-  if not tree.body:
-    return False
-  last = tree.body[-1]
-  if not (isinstance(last, ast.If) and isinstance(last.test, ast.Compare)
-          and isinstance(last.test.left, ast.Name)
-          and last.test.left.id == '__name__'
-          and isinstance(last.test.ops[0], ast.Eq)
-          and isinstance(last.test.comparators[0], ast.Constant)
-          and last.test.comparators[0].value == '__main__'
-          and not last.orelse and len(last.body) == 1):
-    return False
-  stmt = last.body[0]
-  call = stmt.value if isinstance(stmt, ast.Expr) else None
-  if not (isinstance(call, ast.Call) and not call.args and not call.keywords
-          and isinstance(call.func, ast.Attribute)
-          and call.func.attr == 'main'
-          and isinstance(call.func.value, ast.Name)
-          and call.func.value.id == 'harness'):
-    return False
-  return any(isinstance(n, ast.ImportFrom) and n.module == 'tff_ddp_tests'
-             and any(a.name == 'harness' and a.asname is None
-                     for a in n.names)
-             for n in tree.body)
-
-
 def lost_marks(tree) -> List[int]:
   """Lines of pytest marks above a @parameterized decorator: the generated
   methods do not carry them, so the mark is silently lost."""
@@ -766,14 +734,6 @@ class Tree:
           continue
         imports.extend(_statement_imports(child, '', 0, 'notebook'))
       target.data.add(Label(NOTEBOOK_DIR, 'notebooks'))
-    callers = CALLER_DEPS.get(path, {})
-    imports = [_without(imp, callers) for imp in imports]
-    imports = [imp for imp in imports if imp is not None]
-    for library, table in CALLER_DEPS.items():
-      module = library[:-3].replace('/', '.')
-      for name, function in table.items():
-        if _calls(tree, module.rsplit('.', 1)[-1], function):
-          imports.append(Import(0, name))
     for imp in imports:
       for item in self._resolve(imp, path):
         if isinstance(item, Problem):
@@ -794,21 +754,13 @@ class Tree:
       self._test_attributes(path, tree, target)
 
   def _test_attributes(self, path, tree, target):
-    if not ends_with_harness_main(tree):
-      self.problems.append(Problem(
-          path, tree.body[-1].lineno if tree.body else 0,
-          'a test module must end with\n'
-          "        if __name__ == '__main__':\n"
-          '          harness.main()\n'
-          '    (with `from tff_ddp_tests import harness`): Bazel runs the '
-          'file directly, and harness.main sets the TFF test context, runs '
-          'every test (slow ones too), ends the TFF workers and exits with '
-          "the tests' status"))
     for line in lost_marks(tree):
       self.problems.append(Problem(
           path, line, 'a pytest mark above a @parameterized decorator is '
           'lost (the generated tests do not carry it): mark the class '
           'instead'))
+    if path != TEST_CONFTEST and TEST_CONFTEST in self.by_file:
+      target.deps.add(self.by_file[TEST_CONFTEST].label)
     slow = is_slow(tree)
     target.size = TEST_SIZES.get(path, 'large' if slow else 'medium')
     if slow:
@@ -971,24 +923,6 @@ def _visible(entries, package: str, from_package: str) -> bool:
 # Rendering.
 
 
-def _without(imp: Import, modules) -> Optional[Import]:
-  """The import less the modules named (None if nothing is left)."""
-  if imp.module in modules:
-    return None
-  if not imp.names:
-    return imp
-  names = tuple(n for n in imp.names if f'{imp.module}.{n}' not in modules)
-  return dataclasses.replace(imp, names=names) if names else None
-
-
-def _calls(tree, module: str, function: str) -> bool:
-  """Whether the module uses `module.function` (calls or binds it)."""
-  return any(
-      isinstance(node, ast.Attribute) and node.attr == function
-      and isinstance(node.value, ast.Name) and node.value.id == module
-      for node in ast.walk(tree))
-
-
 def _comment(text: Optional[str], indent: str = '') -> List[str]:
   return [f'{indent}# {line}'.rstrip() for line in text.splitlines()] if (
       text) else []
@@ -1037,6 +971,8 @@ def _target_order(target: Target):
 def _render_package(package: str, targets: List[Target],
                     exports: Sequence[str], aliases=()) -> str:
   lines = [GENERATED, '']
+  if any(target.kind == 'py_test' for target in targets):
+    lines += [TEST_RULE, '']
   lines += _comment(PACKAGE_NOTES.get(package))
   entries = visibility(package)
   if len(entries) == 1 and not isinstance(entries[0], tuple):
@@ -1076,6 +1012,13 @@ def generate(root: str, tree: Optional['Tree'] = None
       if label not in tree.targets and label.package != target.package:
         exports.setdefault(label.package, set()).add(label.name)
   exports.setdefault('', set()).update(ROOT_EXPORTS)
+  if any(t.kind == 'py_test' for t in tree.targets.values()):
+    if TEST_MAIN in tree.by_file:
+      package, name = os.path.split(TEST_MAIN)
+      exports.setdefault(package, set()).add(name)
+    else:
+      problems.append(Problem(TEST_MAIN, 0, 'is missing: every py_test '
+                              'runs it (//bazel:pytest.bzl)'))
   requirements = os.path.join(root, REQUIREMENTS_DIR)
   if os.path.isdir(requirements):
     exports.setdefault(REQUIREMENTS_DIR, set()).update(

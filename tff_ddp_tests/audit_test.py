@@ -20,7 +20,6 @@ import scipy.stats
 import tensorflow as tf
 
 from tff_ddp import audit
-from tff_ddp_tests import harness
 
 _GAUSSIAN_EVENT_MODULE = b'dp_accounting.dp_event'
 
@@ -474,7 +473,3 @@ class RealRoundsAuditTest(tf.test.TestCase):
     self.assertAllClose(result.epsilon_lower_bound, _perfect_bound(100))
     self.assertEqual(result.accountant_epsilon, math.inf)
     self.assertEqual(result.events, (dp_accounting.NonPrivateDpEvent(),))
-
-
-if __name__ == '__main__':
-  harness.main()

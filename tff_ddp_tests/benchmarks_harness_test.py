@@ -12,7 +12,6 @@ from unittest import mock
 
 from absl.testing import absltest
 
-from tff_ddp_tests import harness
 from tff_ddp_tests import script_module
 
 # The benchmarks' harness imports its sibling `_common` by its bare name, as
@@ -203,7 +202,3 @@ class TimingTest(absltest.TestCase):
     with mock.patch.object(bench.time, 'perf_counter', lambda: next(fake)):
       median = bench.seconds_of(lambda: calls.append(1), 3)
     self.assertEqual((median, len(calls)), (2.0, 4))  # 1, 2, 7 + a warm-up
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -1,29 +1,23 @@
 """The Bazel BUILD files are what scripts/build_files.py generates.
 
-`bazel test` cannot run here (Bazel is not installed on the development
-machines, and Debian's bazel-bootstrap needs the network), so the BUILD files
-are an output of scripts/build_files.py (`make build-files`): it derives every
-target, its deps and attributes from the modules' imports (read with `ast`,
-nothing imported). This test regenerates them in memory and requires the
-committed files to be exactly that, with no problem reported (an import
-resolving to nothing, a test module without harness.main(), an unpinned
-distribution, a cycle, an invisible dependency). It costs no TFF import.
-The generator's rules are in its docstring; GeneratorTest shows each rule and
-each problem on a small synthetic tree.
+The BUILD files are an output of scripts/build_files.py (`make
+build-files`): it derives every target, its deps and attributes from the
+modules' imports (read with `ast`, nothing imported). This test regenerates
+them in memory and requires the committed files to be exactly that, with no
+problem reported (an import resolving to nothing, an unpinned distribution,
+a cycle, an invisible dependency). It costs no TFF import. The generator's
+rules are in its docstring; GeneratorTest shows each rule and each problem
+on a small synthetic tree. `make bazel-test` builds and runs them.
 
-Executed directly, every test module runs harness.main(): the default suite
-runs tff_ddp_tests/utils/checks_test.py that way (it needs no TensorFlow, so
-it takes a second) and compares the count of tests it ran with pytest's
-collection of the file; the slow class lists every py_test module's tests
-through its own `__main__` (harness.main --list) and compares them with
-pytest's collection, test by test.
+Bazel runs each py_test through tff_ddp_tests/pytest_main.py (pytest, the
+conftest, slow tests included); DirectRunTest runs a cheap module that way.
 """
 
 import ast
 import configparser
 import fnmatch
-import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,14 +25,12 @@ import tempfile
 import textwrap
 
 from absl.testing import parameterized
-import pytest
 
-from tff_ddp_tests import harness
 from tff_ddp_tests import script_module
 
 _ROOT = script_module.ROOT
 _GENERATOR = os.path.join(_ROOT, 'scripts', 'build_files.py')
-# The cheap module run directly in the default suite: no TensorFlow import.
+# The cheap module run through Bazel's entry: no TensorFlow import.
 _CHEAP_TEST = 'tff_ddp_tests/utils/checks_test.py'
 # What a BUILD file may call at its top level.
 _BUILD_CALLS = {'load', 'package', 'licenses', 'exports_files', 'alias',
@@ -60,72 +52,6 @@ def _run(args, timeout=600):
   return subprocess.run([sys.executable] + args, cwd=_ROOT, env=_env(),
                         capture_output=True, text=True, timeout=timeout,
                         check=False)
-
-
-# Runs each test module given on the command line as __main__ with --list,
-# all in this one interpreter (TensorFlow imported once), exactly the path
-# `python path --list` takes to harness.main; prints {path: [lines]} as JSON.
-_LIST_CODE = '''
-import contextlib, io, json, runpy, sys
-listed = {}
-for path in sys.argv[1:]:
-  out, saved = io.StringIO(), sys.argv
-  sys.argv = [path, '--list']
-  try:
-    with contextlib.redirect_stdout(out):
-      runpy.run_path(path, run_name='__main__')
-  except SystemExit as e:
-    out.write(f'\\nexited with {e.code}\\n')
-  except Exception as e:
-    out.write(f'\\nraised {type(e).__name__}: {e}\\n')
-  finally:
-    sys.argv = saved
-  listed[path] = out.getvalue().splitlines()
-print(json.dumps(listed))
-'''
-
-
-def _list_tests(paths):
-  result = subprocess.run([sys.executable, '-c', _LIST_CODE] + list(paths),
-                          cwd=_ROOT, env=_env(), capture_output=True,
-                          text=True, timeout=1800, check=False)
-  assert result.returncode == 0, result.stderr[-3000:]
-  return json.loads(result.stdout.splitlines()[-1])
-
-
-def _pytest_collected(paths, rootdir=_ROOT):
-  """pytest's collection of `paths`: {path: {'Class.method', ...}}.
-
-  --noconftest: conftest.py only adds --run-slow, the marker and the skip of
-  slow tests, none of which changes what is collected, and its session start
-  would import TFF for nothing.
-  """
-  result = _run(['-m', 'pytest', '--collect-only', '-q', '--noconftest',
-                 '-p', 'no:cacheprovider', f'--rootdir={rootdir}']
-                + [os.path.join(rootdir, path) for path in paths])
-  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-  collected = {path: set() for path in paths}
-  by_file = {os.path.join(rootdir, path): path for path in paths}
-  for line in result.stdout.splitlines():
-    parts = line.strip().split('::')
-    path = by_file.get(os.path.join(rootdir, parts[0]))
-    if path is not None:
-      collected[path].add('.'.join(parts[1:]))
-  return collected
-
-
-def _listing_mismatch(path, lines, collected):
-  """Why `--list` output `lines` differs from pytest's ids; None if not."""
-  if not lines or lines[-1] != harness.LISTED.format(len(lines) - 1):
-    return f'{path}: no listing:\n' + '\n'.join(lines[-20:])
-  listed = set(lines[:-1])
-  if not listed:
-    return f'{path}: lists no test'
-  if listed != collected:
-    return (f'{path}: run directly it would run '
-            f'{sorted(listed - collected)[:10]} that pytest does not collect, '
-            f'and would not run {sorted(collected - listed)[:10]}')
-  return None
 
 
 class RepositoryTest(parameterized.TestCase):
@@ -164,7 +90,8 @@ class RepositoryTest(parameterized.TestCase):
     tests = [t for t in self.tree.targets.values() if t.kind == 'py_test']
     self.assertGreater(len(tests), 30)
     for path in ('tff_ddp/cli/__main__.py', 'tff_ddp_tests/conftest.py',
-                 'tff_ddp_tests/harness.py', 'tff_ddp_tests/build_test.py',
+                 'tff_ddp_tests/pytest_main.py',
+                 'tff_ddp_tests/build_test.py',
                  'tff_ddp_tests/fuzz/strategies.py', 'benchmarks/_common.py',
                  'scripts/build_files.py'):
       self.assertIn(path, self.tree.by_file)
@@ -212,77 +139,14 @@ class RepositoryTest(parameterized.TestCase):
 
 
 class DirectRunTest(parameterized.TestCase):
-  """A test module executed directly runs all its tests and exits 0."""
-
-  @classmethod
-  def setUpClass(cls):
-    super().setUpClass()
-    cls.collected = _pytest_collected([_CHEAP_TEST])[_CHEAP_TEST]
+  """Bazel's entry runs a module's tests under pytest and exits 0."""
 
   def test_cheap_module_runs_its_tests(self):
-    result = _run([_CHEAP_TEST], timeout=300)
-    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
-    ran = [line for line in result.stderr.splitlines()
-           if line.startswith('Ran ')]
-    self.assertLen(ran, 1, result.stderr[-3000:])
-    self.assertRegex(result.stderr, r'\nOK\b')
-    self.assertGreater(len(self.collected), 10)
-    self.assertEqual(int(ran[0].split()[1]), len(self.collected))
-
-  def test_list_mode_lists_what_pytest_collects(self):
-    result = _run([_CHEAP_TEST, harness.LIST_FLAG], timeout=300)
-    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
-    self.assertNotIn('Ran ', result.stderr)  # listed, not run
-    self.assertIsNone(_listing_mismatch(
-        _CHEAP_TEST, result.stdout.splitlines(), self.collected))
-
-  def test_list_mode_finds_what_a_direct_run_would_miss(self):
-    # A module-level pytest function: pytest runs it, `python module.py`
-    # (unittest's loader) would not.
-    root = tempfile.mkdtemp()
-    self.addCleanup(shutil.rmtree, root)
-    _write_tree(root, {'x_test.py': textwrap.dedent('''\
-        from absl.testing import absltest
-        from tff_ddp_tests import harness
-
-
-        class XTest(absltest.TestCase):
-
-          def test_method(self):
-            pass
-
-
-        def test_function():
-          pass
-
-
-        if __name__ == '__main__':
-          harness.main()
-        ''')})
-    result = _run([os.path.join(root, 'x_test.py'), harness.LIST_FLAG])
-    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
-    collected = _pytest_collected(['x_test.py'], rootdir=root)['x_test.py']
-    self.assertEqual(collected, {'XTest.test_method', 'test_function'})
-    mismatch = _listing_mismatch('x_test.py', result.stdout.splitlines(),
-                                 collected)
-    self.assertIn("would not run ['test_function']", mismatch)
-
-
-@pytest.mark.slow
-class EveryTestModuleTest(parameterized.TestCase):
-  """Each py_test module's own __main__ lists exactly pytest's tests."""
-
-  def test_every_module_lists_what_pytest_collects(self):
-    tree = build_files.Tree(_ROOT)
-    paths = sorted(path for path, target in tree.by_file.items()
-                   if target.kind == 'py_test')
-    self.assertGreater(len(paths), 30)
-    listed = _list_tests(paths)
-    collected = _pytest_collected(paths)
-    mismatches = [_listing_mismatch(p, listed[p], collected[p])
-                  for p in paths]
-    self.assertEmpty([m for m in mismatches if m], '\n'.join(
-        m for m in mismatches if m))
+    result = _run([build_files.TEST_MAIN, _CHEAP_TEST], timeout=300)
+    self.assertEqual(result.returncode, 0, result.stdout[-3000:])
+    summary = result.stdout.strip().splitlines()[-1]
+    self.assertRegex(summary, r'^\d+ passed in ', result.stdout[-3000:])
+    self.assertGreater(int(re.match(r'\d+', summary).group()), 10)
 
 
 # ----------------------------------------------------------------------------
@@ -311,22 +175,17 @@ _CLEAN_TREE = {
     'tff_ddp/a/y.py': 'N = 1\n',
     'tff_ddp/a/z.py': 'M = 2\n',
     'tff_ddp_tests/__init__.py': '',
-    'tff_ddp_tests/harness.py': 'def main():\n  pass\n',
+    'tff_ddp_tests/pytest_main.py': 'import pytest\n',
     'tff_ddp_tests/a_test.py': '''
         from absl.testing import absltest
 
         from tff_ddp.a import x
-        from tff_ddp_tests import harness
 
 
         class ATest(absltest.TestCase):
 
           def test_f(self):
             self.assertLen(x.f(), 3)
-
-
-        if __name__ == '__main__':
-          harness.main()
         ''',
     'benchmarks/_common.py': 'import numpy\n',
     'benchmarks/bench.py': 'import _common\nfrom tff_ddp.a import y\n',
@@ -371,6 +230,10 @@ py_library(
 _EXPECTED_TESTS_TAIL = '''\
 licenses(["notice"])
 
+exports_files([
+    "pytest_main.py",
+])
+
 py_library(
     name = "tff_ddp_tests",
     srcs = ["__init__.py"],
@@ -382,14 +245,13 @@ py_test(
     size = "medium",
     srcs = ["a_test.py"],
     deps = [
-        ":harness",
         "//tff_ddp/a:x",
     ],
 )
 
 py_library(
-    name = "harness",
-    srcs = ["harness.py"],
+    name = "pytest_main",
+    srcs = ["pytest_main.py"],
     testonly = True,
 )
 '''
@@ -448,6 +310,9 @@ class GeneratorTest(parameterized.TestCase):
         'BUILD', 'benchmarks/BUILD', 'requirements/BUILD', 'tff_ddp/BUILD',
         'tff_ddp/a/BUILD', 'tff_ddp/cli/BUILD', 'tff_ddp_tests/BUILD'])
     self.assertEqual(files['tff_ddp/a/BUILD'], _EXPECTED_A)
+    self.assertIn('\n' + build_files.TEST_RULE + '\n',
+                  files['tff_ddp_tests/BUILD'])
+    self.assertNotIn('load(', files['tff_ddp/a/BUILD'])
     self.assertTrue(files['tff_ddp_tests/BUILD'].endswith(
         _EXPECTED_TESTS_TAIL), files['tff_ddp_tests/BUILD'])
     self.assertIn('"//tff_ddp_tests:__subpackages__"',
@@ -524,29 +389,14 @@ class GeneratorTest(parameterized.TestCase):
        'benchmarks/BUILD', 'py_binary(\n    name = "bench",\n'
        '    srcs = ["bench.py"],\n    deps = [\n        ":_common",\n'
        '        "//tff_ddp/a:y",\n    ],'),
+      ('conftest_dep',
+       _add('tff_ddp_tests/conftest.py', 'import pytest\n'),
+       'tff_ddp_tests/BUILD', 'deps = [\n        ":conftest",\n'
+       '        "//tff_ddp/a:x",\n    ],'),
       ('testonly_spreads',
        _add('benchmarks/bench.py', 'from tff_ddp_tests.fuzz import s\n'),
        'benchmarks/BUILD', 'testonly = True,\n    deps = [\n'
        '        "//tff_ddp_tests/fuzz:s",'),
-      # harness.run_cli's lazy import of the CLI is a dep of the tests that
-      # use run_cli, not of :harness (which every py_test depends on).
-      ('caller_deps',
-       lambda files: (
-           _add('tff_ddp_tests/harness.py', '''
-               def main():
-                 pass
-
-
-               def run_cli(argv):
-                 from tff_ddp import cli
-                 return cli.main(argv)
-               ''')(files),
-           _replace('tff_ddp_tests/a_test.py', 'class ATest',
-                    '_run = harness.run_cli\n\n\nclass ATest')(files)),
-       'tff_ddp_tests/BUILD', '":harness",\n        "//tff_ddp/a:x",\n'
-       '        "//tff_ddp/cli",\n    ],\n)\n\npy_library(\n'
-       '    name = "harness",\n    srcs = ["harness.py"],\n'
-       '    testonly = True,\n)'),
   )
   def test_derives(self, edit, build, text):
     files, problems = self._generate(
@@ -587,18 +437,18 @@ class GeneratorTest(parameterized.TestCase):
       ('module_syntax_error',
        _add('tff_ddp/a/y.py', 'N = (\n'),
        'tff_ddp/a/y.py:1: does not parse'),
-      ('no_harness_main',
-       _replace('tff_ddp_tests/a_test.py', 'harness.main()',
-                'absltest.main()'),
-       'must end with'),
+      ('no_test_main',
+       _remove('tff_ddp_tests/pytest_main.py'),
+       'tff_ddp_tests/pytest_main.py:0: is missing: every py_test runs it'),
       ('lost_mark',
        _replace('tff_ddp_tests/a_test.py', '  def test_f',
                 '  @pytest.mark.slow\n  @parameterized.parameters(1)\n'
                 '  def test_f'),
        'mark the class instead'),
       ('invisible',
-       _add('benchmarks/bench.py', 'from tff_ddp_tests import harness\n'),
-       'needs //tff_ddp_tests:harness, which //benchmarks cannot see'),
+       _add('benchmarks/bench.py',
+            'from tff_ddp_tests import pytest_main\n'),
+       'needs //tff_ddp_tests:pytest_main, which //benchmarks cannot see'),
       ('cycle',
        _add('tff_ddp/a/y.py', 'from tff_ddp.a import x\nN = 1\n'),
        '//tff_ddp/a:y -> //tff_ddp/a:x -> //tff_ddp/a:y'),
@@ -628,7 +478,3 @@ class GeneratorTest(parameterized.TestCase):
     self.assertIn('no BUILD file written', result.stdout)
     with open(os.path.join(root, 'tff_ddp/a/BUILD')) as f:
       self.assertNotIn('"w"', f.read())
-
-
-if __name__ == '__main__':
-  harness.main()

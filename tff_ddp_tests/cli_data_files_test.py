@@ -19,10 +19,10 @@ from absl.testing import parameterized
 import numpy as np
 import pytest
 
+from tff_ddp import cli
 from tff_ddp.cli import common
 from tff_ddp.cli import data_files
 from tff_ddp_tests import docs_runner
-from tff_ddp_tests import harness
 
 
 def _write(directory, name, text, mode='w'):
@@ -32,7 +32,7 @@ def _write(directory, name, text, mode='w'):
   return path
 
 
-_run = harness.run_cli
+_run = cli.run_captured
 
 
 class ReadValuesTest(parameterized.TestCase):
@@ -315,7 +315,3 @@ class SameReportTest(parameterized.TestCase):
 
     self.assertEqual(row(synthetic)[2:5], row(mine)[2:5])  # clip, sd, eps
     self.assertEqual(detail(synthetic), detail(mine))
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -19,12 +19,11 @@ from tff_ddp.cli import demo
 from tff_ddp.cli import frequency as frequency_cli
 from tff_ddp.cli import quantiles as quantiles_cli
 from tff_ddp.cli import superquantile as superquantile_cli
-from tff_ddp_tests import harness
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-_run = harness.run_cli
+_run = cli.run_captured
 
 
 class HelpTest(parameterized.TestCase):
@@ -460,7 +459,3 @@ class JobsTest(parameterized.TestCase):
         self.assertNotIn(noise, result.stderr)
       if status == 2:
         self.assertLen(result.stderr.strip().splitlines(), 1)
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -31,7 +31,6 @@ import pytest
 
 from tff_ddp.utils import processes
 from tff_ddp_tests import conftest
-from tff_ddp_tests import harness
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _COLABS = os.path.join(_ROOT, 'colabs')
@@ -320,7 +319,3 @@ class ExecutionTest(parameterized.TestCase):
     self.assertEqual(
         result.returncode, 0,
         msg=f'{name} failed:\n{result.stdout[-6000:]}\n{result.stderr[-2000:]}')
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -1,9 +1,14 @@
 """Test harness: TFF test execution context once per session, slow marker,
 and the end of every worker process this test session started.
 
+pytest is the one runner: `make test`, a single module
+(`pytest tff_ddp_tests/<path>_test.py`) and Bazel's py_tests
+(pytest_main.py, one module a process, slow tests included) all run
+through this file.
+
 Parallel runs (`make test`: pytest-xdist, `-n 2 --dist loadfile`). Each
-xdist worker is a pytest session of its own: its `pytest_sessionstart`
-installs its own TFF test context and its `pytest_sessionfinish` ends the
+xdist worker is a pytest session of its own: it installs its own TFF test
+context (when it imports TFF) and its `pytest_sessionfinish` ends the
 `worker_binary` processes it started. The controller runs no test, so it
 imports no TFF. Whole modules go to one worker (module-level shared
 processes and traced functions are built once), the costliest first
@@ -11,9 +16,11 @@ processes and traced functions are built once), the costliest first
 last while the other worker idles.
 """
 
+import importlib.abc
 import importlib.util
 import json
 import os
+import sys
 
 import pytest
 
@@ -127,8 +134,38 @@ def pytest_collection_modifyitems(config, items):
 def pytest_sessionstart(session):
   if _is_xdist_controller(session.config) or not has_tff():
     return
-  # Set once, as TFF's own tests do per binary (the core lane has no TFF).
-  processes.use_test_context()
+  # Set once, as TFF's own tests do per binary (the core lane has no TFF),
+  # when TFF is imported: a session whose tests never import it (the core's
+  # modules under Bazel, one module a process) does not pay its import.
+  if 'tensorflow_federated' in sys.modules:
+    processes.use_test_context()
+  else:
+    sys.meta_path.insert(0, _TestContextOnTffImport())
+
+
+class _TestContextOnTffImport(importlib.abc.MetaPathFinder):
+  """Sets the TFF test context right after `tensorflow_federated` imports.
+
+  Importing TFF installs its local C++ context (no secure intrinsics); this
+  replaces it at once.
+  """
+
+  def find_spec(self, fullname, path, target=None):
+    del path, target
+    if fullname != 'tensorflow_federated':
+      return None
+    sys.meta_path.remove(self)
+    spec = importlib.util.find_spec(fullname)
+    if spec is None or spec.loader is None:
+      return spec
+    exec_module = spec.loader.exec_module
+
+    def exec_then_set_context(module):
+      exec_module(module)
+      processes.use_test_context()
+
+    spec.loader.exec_module = exec_then_set_context
+    return spec
 
 
 @pytest.fixture(autouse=True)
@@ -140,7 +177,6 @@ def tff_test_context():
   command in this process leaves no context for the tests after it, which
   then fail with "No default context installed" depending on the order.
   """
-  import sys  # pylint: disable=g-import-not-at-top
   if 'tensorflow_federated' in sys.modules:
     import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
     from tensorflow_federated.python.core.impl.context_stack import runtime_error_context  # pylint: disable=g-import-not-at-top

@@ -16,7 +16,6 @@ import textwrap
 
 from absl.testing import absltest
 
-from tff_ddp_tests import harness
 from tff_ddp_tests import script_module
 
 _SCRIPT = os.path.join(script_module.ROOT, 'scripts', 'design_metrics.py')
@@ -140,7 +139,3 @@ class RepositoryTest(absltest.TestCase):
     self.assertEqual(result.returncode, 0, result.stderr)
     for name in design_metrics.TARGETS:
       self.assertRegex(result.stdout, rf'\| {re.escape(name)} \| \d+ \|')
-
-
-if __name__ == '__main__':
-  harness.main()

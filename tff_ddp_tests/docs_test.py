@@ -47,7 +47,6 @@ from absl.testing import parameterized
 import pytest
 
 from tff_ddp_tests import conftest
-from tff_ddp_tests import harness
 from tff_ddp_tests import script_module
 
 ROOT = script_module.ROOT
@@ -516,7 +515,3 @@ class RunTest(parameterized.TestCase):
       self.assertEqual(
           missing, [], f'{output.label}: shown lines not printed by '
           f'{source.label}; it printed:\n{printed[source.label]}')
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -10,7 +10,6 @@ from absl.testing import absltest
 import pytest
 
 from tff_ddp.utils import processes
-from tff_ddp_tests import harness
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _HUNT = os.path.join(_ROOT, 'scripts', 'flake_hunt.py')
@@ -104,7 +103,3 @@ class FlakeHuntTimeoutTest(absltest.TestCase):
     self.assertIn('timed out after 60 s', result.stdout)
     self.assertTrue(processes.has_exited(child),
                     msg=f'sleep {child} left running')
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -14,7 +14,6 @@ from absl.testing import absltest
 
 from tff_ddp.utils import requires
 from tff_ddp_tests import conftest
-from tff_ddp_tests import harness
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PACKAGE = os.path.join(_ROOT, 'tff_ddp')
@@ -181,7 +180,3 @@ def _imports_of(node):
   if isinstance(node, ast.Import):
     return [(node.lineno, a.name, True) for a in node.names]
   return [(node.lineno, node.module or '', True)]
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -18,7 +18,6 @@ from absl.testing import absltest
 import pytest
 
 from tff_ddp_tests import conftest
-from tff_ddp_tests import harness
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -62,7 +61,3 @@ class InstalledCoreTest(absltest.TestCase):
     self.assertEqual(lines[0],
                      f'from {os.path.join(target, "tff_ddp", "__init__.py")}')
     self.assertRegex(lines[-1], r'^epsilon after 3 rounds: 10\.00 ')
-
-
-if __name__ == '__main__':
-  harness.main()

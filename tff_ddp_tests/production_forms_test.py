@@ -23,7 +23,6 @@ from tff_ddp.aggregators import PoissonBinomialSumFactory
 from tff_ddp.analytics import build_quantile_process
 from tff_ddp.analytics import QuantileSetting
 from tff_ddp import queries
-from tff_ddp_tests import harness
 
 _VECTOR = tff.TensorType(np.float32, [8])
 
@@ -172,7 +171,3 @@ class FedAvgFormTest(tf.test.TestCase):
         sum(int(np.prod(t.shape)) for t in _leaves(modular)), model_size)
     for leaf in _leaves(aggregate):
       self.assertLess(int(np.prod(leaf.shape or (1,))), model_size, leaf)
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -17,7 +17,6 @@ from tff_ddp.accounting import events
 from tff_ddp.aggregators import DiscreteGaussianSumFactory
 from tff_ddp.aggregators import PoissonBinomialSumFactory
 from tff_ddp.aggregators import SkellamSumFactory
-from tff_ddp_tests import harness
 
 _VECTOR = tff.TensorType(np.float32, [10])
 _STRUCT = tff.types.to_type(collections.OrderedDict(
@@ -216,7 +215,3 @@ class ExplicitEventTest(parameterized.TestCase):
       self.assertNotIn('None', repr(explicit))
       self.assertEqual(accountant.epsilon(explicit, 1e-6),
                        accountant.epsilon(event, 1e-6))
-
-
-if __name__ == '__main__':
-  harness.main()

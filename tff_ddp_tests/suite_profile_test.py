@@ -16,7 +16,6 @@ import types
 from absl.testing import absltest
 
 from tff_ddp_tests import conftest
-from tff_ddp_tests import harness
 from tff_ddp_tests import script_module
 
 suite_profile = script_module.load('scripts/suite_profile.py')
@@ -213,7 +212,3 @@ class CostOrderTest(absltest.TestCase):
       # A deleted or renamed module's entry would only mislead the order.
       self.assertIn(module, present, msg='module_costs.json names a module '
                     'that is gone: rewrite it (suite_profile.py costs)')
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -13,7 +13,6 @@ from tff_ddp.accounting import events
 from tff_ddp.accounting import orders as orders_lib
 from tff_ddp.accounting import pbm_rdp
 from tff_ddp.accounting import subsampling
-from tff_ddp_tests import harness
 
 REL = dp_accounting.NeighboringRelation
 INT_ORDERS = np.arange(2.0, 65.0)
@@ -491,7 +490,3 @@ class ConversionsTest(parameterized.TestCase):
       conversions.rdp_to_epsilon([2.0, 3.0], [1.0], 1e-5)
     self.assertEqual(conversions.rdp_to_epsilon([2.0], [np.inf], 1e-5)[0],
                      math.inf)
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -10,7 +10,6 @@ from tff_ddp.accounting import accountant
 from tff_ddp.accounting import calibration
 from tff_ddp.accounting import events
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
-from tff_ddp_tests import harness
 
 # The DDG / Skellam releases of the cases: Delta_2, clients, dimension.
 L2, N, D = 1000.0, 100, 2**16
@@ -280,7 +279,3 @@ class SplitBudgetTest(parameterized.TestCase):
       calibration.split_budget([1.0], [1.0], 1.0, 1e-5)
     with self.assertRaisesRegex(ValueError, 'target_epsilon'):
       calibration.split_budget([_gaussian_calibrator], [1.0], -1.0, 1e-5)
-
-
-if __name__ == '__main__':
-  harness.main()

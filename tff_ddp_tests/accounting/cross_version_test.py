@@ -37,7 +37,6 @@ import numpy as np
 from tff_ddp import accounting
 from tff_ddp.accounting import dp_accounting_adapter
 from tff_ddp.accounting import events
-from tff_ddp_tests import harness
 
 _REFERENCE = os.path.join(os.path.dirname(__file__),
                           'cross_version_epsilons.json')
@@ -168,6 +167,3 @@ def _write():
 if __name__ == '__main__' and '--write' in sys.argv:
   _write()
   sys.exit(0)
-
-if __name__ == '__main__':
-  harness.main()

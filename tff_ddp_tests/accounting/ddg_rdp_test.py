@@ -12,7 +12,6 @@ from tff_ddp.accounting import ddg_rdp as ddg
 from tff_ddp.accounting import events
 from tff_ddp.accounting import orders as orders_lib
 from tff_ddp.mechanisms import rounding
-from tff_ddp_tests import harness
 
 
 def _event(l2=2.0, sigma=0.5, n=3, d=4, l1=None):
@@ -143,7 +142,3 @@ class RdpTest(parameterized.TestCase):
     e = _event(l1=3.0)
     self.assertEqual(dp_accounting.DpEvent.from_named_tuple(
         e.to_named_tuple()), e)
-
-
-if __name__ == '__main__':
-  harness.main()

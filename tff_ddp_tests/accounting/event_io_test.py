@@ -10,7 +10,6 @@ import tensorflow as tf
 from tff_ddp import accounting
 from tff_ddp.accounting import event_io
 from tff_ddp.accounting import events
-from tff_ddp_tests import harness
 
 _DDG = events.DistributedDiscreteGaussianDpEvent(
     l2_sensitivity=12.5, local_stddev=3.25, num_clients=7, dimension=64,
@@ -158,7 +157,3 @@ class GatherTest(tf.test.TestCase):
   def test_as_mapping_walks_what_extract_walks(self):
     self.assertIsNone(event_io.as_mapping(1.0))
     self.assertEqual(dict(event_io.as_mapping({'a': 1})), {'a': 1})
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -21,7 +21,6 @@ from tff_ddp.accounting import orders as orders_lib
 from tff_ddp.accounting import subsampling
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
 from tff_ddp.mechanisms import distributed_skellam as skellam
-from tff_ddp_tests import harness
 
 REL = dp_accounting.NeighboringRelation
 ORDERS = np.asarray(orders_lib.DEFAULT_ORDERS)
@@ -385,7 +384,3 @@ class CliMatchesPythonTest(parameterized.TestCase):
       eps = accountant.epsilon(result.event, 1e-6, adversary)[0]
       self.assertRegex(out, rf'{adversary if adversary == "server" else "release"}'
                        rf'[^\n]*: {re.escape(f"{eps:.6g}")} ')
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -24,7 +24,6 @@ from tff_ddp.accounting import events
 from tff_ddp.accounting import pbm_rdp as pbm
 from tff_ddp.encoders import kashin
 from tff_ddp.mechanisms import poisson_binomial as pbm_mechanism
-from tff_ddp_tests import harness
 
 ORDERS = np.array([1.1, 1.5, 2.0, 3.0, 5.0, 10.0, 32.0])
 LEVEL = 1.5  # Kashin level K of the 'linf' divisor: B = K C / sqrt(D).
@@ -280,7 +279,3 @@ class PbmL2RdpTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, 'l2_bound'):
       pbm.rdp(events.PoissonBinomialDpEvent(0.1, 4, 100, 64, l2_bound=bound),
               ORDERS)
-
-
-if __name__ == '__main__':
-  harness.main()

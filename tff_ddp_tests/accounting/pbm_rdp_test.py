@@ -9,7 +9,6 @@ from scipy import special
 
 from tff_ddp.accounting import events
 from tff_ddp.accounting import pbm_rdp as pbm
-from tff_ddp_tests import harness
 
 ORDERS = np.array([1.1, 1.5, 2.0, 3.0, 4.5, 10.0, 32.0])
 
@@ -187,7 +186,3 @@ class PbmRdpTest(parameterized.TestCase):
   def test_event_round_trips_named_tuple(self):
     e = events.PoissonBinomialDpEvent(0.1, 16, 100, 64)
     self.assertEqual(e.to_named_tuple().theta, 0.1)
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -24,7 +24,6 @@ from tff_ddp.accounting import accountant
 from tff_ddp.accounting import events
 from tff_ddp.accounting import pld_accountant
 from tff_ddp.accounting import pld_curves
-from tff_ddp_tests import harness
 
 REL = dp_accounting.NeighboringRelation
 EPSILONS = np.array([-1.0, -0.3, 0.0, 0.1, 0.3, 0.6, 1.0, 1.5, 2.5])
@@ -324,7 +323,3 @@ class AgainstRdpTest(parameterized.TestCase):
         value_discretization_interval=1e-4).compose(event).get_epsilon(1e-6)
     coarse = pld_accountant.PldAccountant().compose(event).get_epsilon(1e-6)
     self.assertBetween(coarse, fine, fine * 1.003)
-
-
-if __name__ == '__main__':
-  harness.main()

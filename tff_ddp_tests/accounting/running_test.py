@@ -12,7 +12,6 @@ from tff_ddp.accounting import conversions
 from tff_ddp.accounting import events
 from tff_ddp.accounting import orders as orders_lib
 from tff_ddp.accounting import running
-from tff_ddp_tests import harness
 
 ORDERS = np.asarray(orders_lib.DEFAULT_ORDERS)
 
@@ -97,7 +96,3 @@ class TabulatedAccountantTest(tf.test.TestCase, parameterized.TestCase):
       running.TabulatedAccountant(_round, 3, 'analyst')
     with self.assertRaisesRegex(TypeError, 'not a DpEvent'):
       running.TabulatedAccountant(lambda n: 'event', 3)
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -26,7 +26,6 @@ from tff_ddp.accounting import accountant
 from tff_ddp.accounting import events
 from tff_ddp.accounting import pbm_rdp
 from tff_ddp.accounting import subsampling
-from tff_ddp_tests import harness
 
 ORDERS = np.array([1.5, 2.0, 3.0, 4.0, 8.0])
 _L = 150  # window [-_L, _L] of every DDG law below (sigma = 1)
@@ -300,7 +299,3 @@ class GaussianReplaceOneTest(parameterized.TestCase):
         curve = self._curve(event, adversary)
         self.assertTrue(np.all(curve >= brute * (1 - 1e-9)),
                         (event_cls, curve, brute))
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -12,7 +12,6 @@ from tff_ddp import accounting
 from tff_ddp.accounting import event_io
 from tff_ddp.accounting import events
 from tff_ddp.accounting import skellam_rdp
-from tff_ddp_tests import harness
 
 _ORDERS = np.array([1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0])
 
@@ -150,7 +149,3 @@ class EventTest(parameterized.TestCase):
     # the Gaussian of the same variance: the excess term is tiny.
     gauss, _ = accounting.epsilon(dp_accounting.GaussianDpEvent(10.0), 1e-5)
     self.assertAlmostEqual(eps / gauss, 1.0, delta=0.01)
-
-
-if __name__ == '__main__':
-  harness.main()

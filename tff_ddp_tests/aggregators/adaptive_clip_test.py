@@ -22,7 +22,6 @@ from tff_ddp import accounting
 from tff_ddp.accounting import events
 from tff_ddp.aggregators import adaptive_clip
 from tff_ddp.aggregators import DiscreteGaussianSumFactory
-from tff_ddp_tests import harness
 
 _DIM = 99
 
@@ -416,7 +415,3 @@ class IndicatorBruteForceTest(parameterized.TestCase):
           # Not vacuous: the curve is within a small factor of the truth
           # at order 2 (the DDG bound is near-tight for s >= 1).
           self.assertLess(curve[0], 3 * brute[0] + 1e-3)
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -14,7 +14,6 @@ from tff_ddp.accounting import events
 from tff_ddp.aggregators import calibrated
 from tff_ddp.aggregators import DiscreteGaussianSumFactory
 from tff_ddp.aggregators import PoissonBinomialSumFactory
-from tff_ddp_tests import harness
 
 _VECTOR = tff.TensorType(np.float32, [100])
 _DDG = dict(expected_clients_per_round=50, bits=16, l2_clip=1.0,
@@ -111,7 +110,3 @@ class CalibratedTest(tf.test.TestCase, parameterized.TestCase):
                                    rate=2.0, **_DDG)
     with self.assertRaisesRegex(ValueError, 'target_epsilon'):
       calibrated.discrete_gaussian(_VECTOR, -1.0, 1e-5, **_DDG)
-
-
-if __name__ == '__main__':
-  harness.main()

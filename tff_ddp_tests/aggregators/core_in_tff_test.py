@@ -27,7 +27,6 @@ from tff_ddp.mechanisms import discrete_gaussian as dg
 from tff_ddp.mechanisms import discrete_gaussian_table as dt
 from tff_ddp.mechanisms import poisson
 from tff_ddp.utils import entropy
-from tff_ddp_tests import harness
 from tff_ddp_tests.accounting import event_io_test
 from tff_ddp_tests.mechanisms import binomial_test
 from tff_ddp_tests.mechanisms import discrete_gaussian_table_test as dgt
@@ -205,7 +204,3 @@ class TfPrivacySamplerTest(tf.test.TestCase, parameterized.TestCase):
     se_s = math.sqrt((m4_s - var_s**2) / n)
     self.assertGreater(abs(np.var(theirs) - var_s), 50 * se_s)
     self.assertGreater(np.var(theirs) / np.var(ours), 1.4)
-
-
-if __name__ == '__main__':
-  harness.main()

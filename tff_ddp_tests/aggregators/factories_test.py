@@ -25,7 +25,6 @@ from tff_ddp.aggregators import DiscreteGaussianSumFactory
 from tff_ddp.aggregators import PoissonBinomialSumFactory
 from tff_ddp.aggregators import SkellamSumFactory
 from tff_ddp.encoders import hadamard
-from tff_ddp_tests import harness
 
 _VECTOR = tff.TensorType(np.float32, [20])
 _NESTED = collections.OrderedDict(
@@ -549,7 +548,3 @@ class FedAvgIntegrationTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(aggregator['participating_clients'], 2)
     event = accounting.extract_dp_event(aggregator)
     self.assertEqual(event.num_clients, 2)
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -15,7 +15,6 @@ import tensorflow_federated as tff
 from tff_ddp import accounting
 from tff_ddp import aggregators
 from tff_ddp.aggregators import secure_sum
-from tff_ddp_tests import harness
 
 _DIM = 40
 _CLIENTS = 6
@@ -86,7 +85,3 @@ class OutsideTffTest(tf.test.TestCase, parameterized.TestCase):
                             [tf.constant([i, 1], tf.int64)
                              for i in range(_CLIENTS)])
     self.assertFalse(np.array_equal(other, estimate))
-
-
-if __name__ == '__main__':
-  harness.main()

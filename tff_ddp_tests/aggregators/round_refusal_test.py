@@ -33,7 +33,6 @@ from tff_ddp.aggregators import SkellamSumFactory
 from tff_ddp.aggregators import secure_sum
 from tff_ddp.aggregators import simulation
 from tff_ddp.utils import rounds
-from tff_ddp_tests import harness
 
 _VECTOR = tff.TensorType(np.float32, [8])
 # The Skellam factory is the DDG's round with other noise (its capacity is
@@ -306,7 +305,3 @@ class BatchedSumTest(parameterized.TestCase):
                                     value_type)
     _, post = flagged(values, 0, 1)
     self.assertTrue(post['sum_may_wrap'])
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -23,7 +23,6 @@ from tff_ddp.aggregators import discrete_gaussian
 from tff_ddp.aggregators import secure_sum
 from tff_ddp.encoders import registry
 from tff_ddp.mechanisms import base
-from tff_ddp_tests import harness
 
 _MODULUS = 2**16
 
@@ -375,7 +374,3 @@ class SamplingTest(tf.test.TestCase):
       state = output.state
       results.append(float(np.sum(output.result)))
     self.assertTrue(set(results) <= {0.0, 8.0}, results)
-
-
-if __name__ == '__main__':
-  harness.main()

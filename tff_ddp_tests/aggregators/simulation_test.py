@@ -10,7 +10,6 @@ import tensorflow_federated as tff
 from tff_ddp.aggregators import DiscreteGaussianSumFactory
 from tff_ddp.aggregators import PoissonBinomialSumFactory
 from tff_ddp.aggregators import simulation
-from tff_ddp_tests import harness
 
 
 @pytest.mark.slow
@@ -122,7 +121,3 @@ class BatchedSumTest(parameterized.TestCase):
       batched(np.zeros((3, 5)), 0, 1)
     with self.assertRaisesRegex(ValueError, 'derive'):
       batched(np.zeros((3, 4)), 0, 1, 'fingerprint')
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -34,7 +34,6 @@ import tensorflow_federated as tff
 
 from tff_ddp.accounting import events
 from tff_ddp.aggregators import DiscreteGaussianSumFactory
-from tff_ddp_tests import harness
 
 _STRUCT = [(np.float32, (2, 2)), np.float32]
 _NESTED = collections.OrderedDict(
@@ -305,7 +304,3 @@ class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
       state = output.state
     self.assertAllClose(np.std(outputs, ddof=1), noise_multiplier * clip,
                         rtol=4 / math.sqrt(2 * rounds - 2), atol=0)
-
-
-if __name__ == '__main__':
-  harness.main()

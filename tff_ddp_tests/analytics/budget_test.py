@@ -15,7 +15,6 @@ import pytest
 
 from tff_ddp.analytics import budget
 from tff_ddp.analytics import frequency_process as fp
-from tff_ddp_tests import harness
 
 _ARGS = dict(dim=20, expected_clients_per_round=500, delta=1e-5)
 _PROTOCOLS = (('fixed', dict(clip=10.0)), ('normalize', {}))
@@ -69,7 +68,3 @@ class UnderspentBudgetTest(parameterized.TestCase):
     self.assertLess(params.theta, 0.25)
     self.assertGreaterEqual(params.epsilon, budget.SPENT_FRACTION * 0.5)
     self.assertEqual(caught, [])
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -20,7 +20,6 @@ from tff_ddp.analytics import frequency_data as fd
 from tff_ddp.analytics import frequency_process as fp
 from tff_ddp.analytics import histograms as hg
 from tff_ddp.utils import rounds as rounds_lib
-from tff_ddp_tests import harness
 
 _D = 6
 _KW = {
@@ -392,7 +391,3 @@ class UnbiasednessTest(parameterized.TestCase):
       clipped_mass = np.abs(exp - x.sum(axis=0)).mean(axis=0)
       self.assertGreater(np.max(clipped_mass / sd.mean()),
                          10 / math.sqrt(rounds))
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -23,7 +23,6 @@ from tff_ddp.analytics import frequency_process as fp
 from tff_ddp.analytics import frequency_protocols as protocols
 from tff_ddp.analytics import frequency_simulation as fs
 from tff_ddp.cli import frequency as frequency_cli
-from tff_ddp_tests import harness
 
 _D = 6
 _SETTING = dict(dim=_D, expected_clients_per_round=16, epsilon=10.0,
@@ -307,7 +306,3 @@ class NewProtocolTest(parameterized.TestCase):
     seed = fs.round_seed(np.random.default_rng(0))
     np.testing.assert_array_less(
         np.abs(simulated.estimate - expected(seed)), 5 * sd)
-
-
-if __name__ == '__main__':
-  harness.main()

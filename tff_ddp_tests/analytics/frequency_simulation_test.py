@@ -16,7 +16,6 @@ from tff_ddp.analytics import frequency_data as fd
 from tff_ddp.analytics import frequency_process as fp
 from tff_ddp.analytics import frequency_simulation as fs
 from tff_ddp.utils import rounds
-from tff_ddp_tests import harness
 
 _D = 6
 
@@ -252,7 +251,3 @@ class EpsilonTest(parameterized.TestCase):
                                 max_items=100)
     self.assertLessEqual(accountant.epsilon(p.event, 1e-4)[0],
                          5.0 * (1 + 1e-9))
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -15,7 +15,6 @@ from tff_ddp.accounting import pbm_rdp
 from tff_ddp.analytics import frequency as fq
 from tff_ddp.analytics import frequency_data as fd
 from tff_ddp.encoders import KashinEncoder
-from tff_ddp_tests import harness
 
 
 def _reference_e(clip, norms, s):
@@ -353,7 +352,3 @@ class CompositionBruteForceTest(parameterized.TestCase):
       np.testing.assert_array_less(both, 2 * one_curve * (1 + 1e-9) + 1e-15)
       exceeded |= bool(np.any(both > one_curve))
     self.assertTrue(exceeded)
-
-
-if __name__ == '__main__':
-  harness.main()

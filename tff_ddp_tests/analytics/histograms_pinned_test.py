@@ -39,7 +39,6 @@ from tff_ddp.analytics import histograms as hg
 from tff_ddp.analytics import quantile_calibration as qc
 from tff_ddp.analytics import simulation as sim
 from tff_ddp.mechanisms import poisson_binomial as pbm_mechanism
-from tff_ddp_tests import harness
 from tff_ddp_tests.analytics import histograms_oracle as oracle
 
 _BINS = 8
@@ -270,7 +269,3 @@ def print_digests():
   """Prints today's digests in the form of `_PINNED`."""
   for case, result in _integer_cases() + _simulation_integer_cases():
     print(f'    {case!r}: {_digest(result)!r},')
-
-
-if __name__ == '__main__':
-  harness.main()

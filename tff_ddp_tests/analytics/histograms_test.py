@@ -11,7 +11,6 @@ import tensorflow as tf
 from tff_ddp.analytics import histograms as hg
 from tff_ddp.analytics import quantile_calibration as qc
 from tff_ddp.analytics import simulation as sim
-from tff_ddp_tests import harness
 
 
 def _pav(y):
@@ -389,6 +388,3 @@ class ContractTest(tf.test.TestCase, parameterized.TestCase):
       with self.assertRaisesRegex(ValueError, "only applies to method="
                                   "'tree', not"):
         encoding.cdf(h, 1, consistent=True)
-
-if __name__ == '__main__':
-  harness.main()

@@ -25,7 +25,6 @@ from tff_ddp.analytics import frequency_simulation as fs
 from tff_ddp.analytics import histograms as hg
 from tff_ddp.analytics import quantiles
 from tff_ddp.encoders import registry
-from tff_ddp_tests import harness
 from tff_ddp_tests import neighbours
 
 ORDERS = neighbours.ORDERS
@@ -185,7 +184,3 @@ class QuantileProcessTest(parameterized.TestCase):
     brute = neighbours.worst_cpbm_rdp(mechanism, messages, neighbour, n)
     curve = pbm_rdp.rdp(mechanism.dp_event(n), ORDERS, 'zero_out')
     neighbours.assert_covers(curve, brute, f'quantile Haar b={b}')
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -19,7 +19,6 @@ from tff_ddp.analytics import quantiles as q
 from tff_ddp.analytics import simulation
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
 from tff_ddp.utils import rounds
-from tff_ddp_tests import harness
 
 _QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
 
@@ -653,7 +652,3 @@ class SimulatorCapacityTest(parameterized.TestCase):
       q.build_quantile_process(
           'flat', 'poisson_binomial', 0.0, 1.0, 4, [0.5],
           q.QuantileSetting(8, 1.0, 1e-5), on_wrap='warn')
-
-
-if __name__ == '__main__':
-  harness.main()

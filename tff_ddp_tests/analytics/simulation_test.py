@@ -9,7 +9,6 @@ import pytest
 from tff_ddp.analytics import histograms as hg
 from tff_ddp.analytics import quantiles as q
 from tff_ddp.analytics import simulation as sim
-from tff_ddp_tests import harness
 
 _REPS = 300
 
@@ -136,7 +135,3 @@ class SimulatorVsProcessTest(parameterized.TestCase):
       self.assertLess(ratio, upper)
       self.assertGreater(ratio, lower)
     self.assertLess(abs(ratios[0] - ratios[1]), 5 * math.sqrt(2) * se)
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -9,7 +9,6 @@ import tensorflow as tf
 
 from tff_ddp.encoders import dft
 from tff_ddp.encoders import make_encoder
-from tff_ddp_tests import harness
 
 _SEED = tf.constant([11, 12], tf.int64)
 
@@ -120,7 +119,3 @@ class CoordinateVarianceTest(tf.test.TestCase, parameterized.TestCase):
     # coordinate (|Re w_m| = 1 / sqrt(N) for every seed): 1/(2N) above,
     # i.e. sqrt(draws) = 63 standard errors; the test tells them apart.
     self.assertTrue(np.all(5 * se < target / 2))
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -6,7 +6,6 @@ import scipy.linalg
 import tensorflow as tf
 
 from tff_ddp.encoders import hadamard
-from tff_ddp_tests import harness
 
 
 class PaddedDimensionTest(parameterized.TestCase):
@@ -139,7 +138,3 @@ class Float32BoundTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAlmostEqual(hadamard.float32_error_bound(2**20) / expected,
                            1.0, delta=1e-6)
     self.assertGreater(hadamard.float32_error_bound(2**20), expected)
-
-
-if __name__ == '__main__':
-  harness.main()

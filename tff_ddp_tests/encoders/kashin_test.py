@@ -11,7 +11,6 @@ import tensorflow as tf
 from tff_ddp.encoders import hadamard
 from tff_ddp.encoders import KashinEncoder
 from tff_ddp.encoders import registry
-from tff_ddp_tests import harness
 
 _SEED = tf.constant([3, 9], tf.int64)
 
@@ -268,7 +267,3 @@ class LargeRepresentationTest(tf.test.TestCase, parameterized.TestCase):
       self.assertLessEqual(_level(y.numpy(), x, enc.output_dim), enc.level,
                            name)
       self.assertLess(residual.numpy(), 1e-9 * _norm(x), name)
-
-
-if __name__ == '__main__':
-  harness.main()

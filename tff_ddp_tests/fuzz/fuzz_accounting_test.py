@@ -19,7 +19,6 @@ from tff_ddp.accounting import pbm_rdp
 from tff_ddp.accounting import subsampling
 from tff_ddp.accounting.orders import DEFAULT_ORDERS
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg_mechanism
-from tff_ddp_tests import harness
 from tff_ddp_tests.fuzz import strategies as fz
 
 NeighborRel = dp_accounting.NeighboringRelation
@@ -557,7 +556,3 @@ class ReleaseNeverAboveServerTest(parameterized.TestCase):
     self.assertEqual(release.sampler_tv_mass, server.sampler_tv_mass)
     self.assertLessEqual(release.get_epsilon(1e-6),
                          server.get_epsilon(1e-6))
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -14,7 +14,6 @@ from tff_ddp.aggregators import calibrated
 from tff_ddp.aggregators import DiscreteGaussianSumFactory
 from tff_ddp.aggregators import PoissonBinomialSumFactory
 from tff_ddp.mechanisms import poisson_binomial as pbm
-from tff_ddp_tests import harness
 from tff_ddp_tests.fuzz import strategies as fz
 
 _VT = tff.TensorType(np.float32, [8])
@@ -222,7 +221,3 @@ ENTRY_POINTS = [
 
 FuzzAggregatorsTest, SlowFuzzAggregatorsTest = fz.test_classes(
     'Aggregators', ENTRY_POINTS, __name__)
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -13,7 +13,6 @@ from tff_ddp.analytics import histograms as hg
 from tff_ddp.analytics import quantile_calibration as qc
 from tff_ddp.analytics import quantiles as q
 from tff_ddp.analytics import simulation
-from tff_ddp_tests import harness
 from tff_ddp_tests.fuzz import strategies as fz
 
 _METHODS = st.sampled_from(['flat', 'tree', 'haar', 'hierarchical', 'dyadic'])
@@ -231,7 +230,3 @@ ENTRY_POINTS = [
 
 FuzzAnalyticsTest, SlowFuzzAnalyticsTest = fz.test_classes(
     'Analytics', ENTRY_POINTS, __name__)
-
-
-if __name__ == '__main__':
-  harness.main()

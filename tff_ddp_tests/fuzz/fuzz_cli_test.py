@@ -23,7 +23,6 @@ import tensorflow_federated as tff
 
 from tff_ddp import cli
 from tff_ddp.learning import processes as learning_processes
-from tff_ddp_tests import harness
 from tff_ddp_tests.fuzz import strategies as fz
 
 
@@ -309,7 +308,3 @@ ENTRY_POINTS = ENTRY_POINTS + NEW_ENTRY_POINTS
 
 
 FuzzCliTest, SlowFuzzCliTest = fz.test_classes('Cli', ENTRY_POINTS, __name__)
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -7,7 +7,6 @@ from hypothesis import strategies as st
 from tff_ddp.encoders import hadamard
 from tff_ddp.encoders import kashin
 from tff_ddp.encoders import registry
-from tff_ddp_tests import harness
 from tff_ddp_tests.fuzz import strategies as fz
 
 
@@ -126,7 +125,3 @@ ENTRY_POINTS = [
 
 FuzzEncodersTest, SlowFuzzEncodersTest = fz.test_classes(
     'Encoders', ENTRY_POINTS, __name__)
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -14,7 +14,6 @@ import numpy as np
 from tff_ddp.analytics import frequency as fq
 from tff_ddp.analytics import frequency_computations as fc
 from tff_ddp.analytics import frequency_process as fp
-from tff_ddp_tests import harness
 from tff_ddp_tests.fuzz import strategies as fz
 
 # ----------------------------------------------------------------------------
@@ -684,7 +683,3 @@ ENTRY_POINTS = MATH_ENTRY_POINTS + PROCESS_ENTRY_POINTS
 
 FuzzFrequencyTest, SlowFuzzFrequencyTest = fz.test_classes(
     'Frequency', ENTRY_POINTS, __name__)
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -16,7 +16,6 @@ from tff_ddp.learning import privacy as pv
 from tff_ddp.learning import processes as pr
 from tff_ddp.learning import tasks
 from tff_ddp.learning import weighting
-from tff_ddp_tests import harness
 from tff_ddp_tests.fuzz import strategies as fz
 
 _VALUE_TYPE = tff.TensorType(np.float32, [10])
@@ -423,7 +422,3 @@ ENTRY_POINTS = ENTRY_POINTS + BUILD_ENTRY_POINTS
 
 FuzzLearningTest, SlowFuzzLearningTest = fz.test_classes(
     'Learning', ENTRY_POINTS, __name__)
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -15,7 +15,6 @@ from tff_ddp.mechanisms import discrete_gaussian
 from tff_ddp.mechanisms import discrete_gaussian_table
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
 from tff_ddp.mechanisms import poisson_binomial as pbm
-from tff_ddp_tests import harness
 from tff_ddp_tests.fuzz import strategies as fz
 
 _ORDERS = (1.5, 2.0, 8.0, 64.0)
@@ -284,7 +283,3 @@ ENTRY_POINTS = [
 
 FuzzMechanismsTest, SlowFuzzMechanismsTest = fz.test_classes(
     'Mechanisms', ENTRY_POINTS, __name__)
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -10,7 +10,6 @@ import tensorflow as tf
 from tff_ddp.utils import checks
 from tff_ddp.utils import entropy
 from tff_ddp.utils import tensors
-from tff_ddp_tests import harness
 from tff_ddp_tests.fuzz import strategies as fz
 
 
@@ -172,7 +171,3 @@ class FuzzUtilsTest(_CASES[0]):
                                                     tf.float64), 10.0)
     self.assertTrue(bool(was))
     np.testing.assert_allclose(clipped.numpy(), [0.0, 10.0], rtol=1e-15)
-
-
-if __name__ == '__main__':
-  harness.main()

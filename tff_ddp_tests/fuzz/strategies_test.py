@@ -9,7 +9,6 @@ import time
 
 from absl.testing import absltest
 
-from tff_ddp_tests import harness
 from tff_ddp_tests.fuzz import strategies as fz
 
 
@@ -68,7 +67,3 @@ class ClassifyTest(absltest.TestCase):
                           {})
     self.assertEqual(outcome.kind, 'hang', msg=str(outcome))
     self.assertLess(time.monotonic() - start, 600.0)
-
-
-if __name__ == '__main__':
-  harness.main()

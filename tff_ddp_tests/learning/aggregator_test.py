@@ -15,7 +15,6 @@ from tff_ddp import learning
 from tff_ddp.aggregators import adaptive_clip
 from tff_ddp.aggregators import discrete_gaussian
 from tff_ddp.learning import aggregator
-from tff_ddp_tests import harness
 
 
 def _exact(**kwargs):
@@ -194,7 +193,3 @@ class FedAvgTest(tf.test.TestCase):
     self.assertAllClose(clips[0], aggregator.INITIAL_L2_CLIP)
     epsilon = accountant.get_epsilon(1e-5)
     self.assertTrue(0 < epsilon < math.inf, epsilon)
-
-
-if __name__ == '__main__':
-  harness.main()

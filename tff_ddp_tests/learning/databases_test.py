@@ -20,7 +20,6 @@ import tensorflow_federated as tff
 
 from tff_ddp.learning import databases
 from tff_ddp.learning import generated_databases
-from tff_ddp_tests import harness
 
 
 def _folder(test) -> str:
@@ -255,7 +254,3 @@ class CheckTest(parameterized.TestCase):
     with self.assertRaises(databases.DatabaseError) as raised:
       databases.check(databases.EMNIST, folder)
     self.assert_one_line(raised.exception, 'not a serialized tf.train.Example')
-
-
-if __name__ == '__main__':
-  harness.main()

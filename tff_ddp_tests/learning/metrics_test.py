@@ -16,7 +16,6 @@ from tff_ddp import learning
 from tff_ddp.accounting import event_io
 from tff_ddp.learning import aggregator
 from tff_ddp.learning import metrics as metrics_lib
-from tff_ddp_tests import harness
 
 _FEATURES = 4
 # A fixed initial model: every build starts from the same weights, so the
@@ -457,7 +456,3 @@ class OtherBuildersTest(tf.test.TestCase):
 def process_event(metrics):
   """The model aggregator's event of a round."""
   return accounting.extract_dp_event(metrics['aggregator'])
-
-
-if __name__ == '__main__':
-  harness.main()

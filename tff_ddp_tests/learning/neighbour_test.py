@@ -25,7 +25,6 @@ from tff_ddp.analytics import quantiles
 from tff_ddp.learning import privacy as privacy_lib
 from tff_ddp.learning import processes
 from tff_ddp.learning import tasks
-from tff_ddp_tests import harness
 from tff_ddp_tests import neighbours
 
 _MODEL = tasks.keras_model_fn(lambda: tasks.linear_keras_model((1,), 2),
@@ -113,7 +112,3 @@ class DeltaFlNeighbourTest(parameterized.TestCase):
     text = _config('tree', 8).describe()
     self.assertIn("one client's examples removed", text)
     self.assertIn(privacy_lib.NEIGHBOURS, text)
-
-
-if __name__ == '__main__':
-  harness.main()

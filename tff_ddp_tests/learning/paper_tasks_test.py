@@ -11,7 +11,6 @@ import tensorflow_federated as tff
 
 from tff_ddp.learning import paper_tasks
 from tff_ddp.learning import generated_databases
-from tff_ddp_tests import harness
 
 
 def _folder(test) -> str:
@@ -158,7 +157,3 @@ class DataTest(tf.test.TestCase):
     self.assertEqual(sample, paper_tasks.eval_client_ids(data, 4, seed=1))
     self.assertEqual(paper_tasks.eval_client_ids(data, 60, seed=1),
                      list(data.test.client_ids))
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -11,7 +11,6 @@ from tff_ddp.accounting import accountant
 from tff_ddp.accounting import events
 from tff_ddp.analytics import histograms as hg
 from tff_ddp.learning import privacy
-from tff_ddp_tests import harness
 
 UPDATE = tff.StructWithPythonType([tff.TensorType(np.float32, [20, 10]),
                                    tff.TensorType(np.float32, [10])], list)
@@ -173,7 +172,3 @@ class CalibrateTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, 'budget_ratio'):
       privacy.calibrate(UPDATE, 5.0, 4e-4, 10, 100, 0.1, budget_ratio=0.0,
                         population=2500)
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -20,7 +20,6 @@ from tff_ddp.learning import simulation
 from tff_ddp.learning import tasks
 from tff_ddp.learning import weighting
 from tff_ddp.utils import rounds
-from tff_ddp_tests import harness
 
 # The known-loss model: one feature, two classes, logits x (1, -1) with the
 # weights W = [[1, -1]], b = 0. A client holding the single example (x, 0)
@@ -399,7 +398,3 @@ class NonPrivateTest(parameterized.TestCase):
                          cohorts=cohorts)
       np.testing.assert_allclose(w.trainable[0], expected.kernel, atol=2e-5)
       np.testing.assert_allclose(w.trainable[1], expected.bias, atol=2e-5)
-
-
-if __name__ == '__main__':
-  harness.main()

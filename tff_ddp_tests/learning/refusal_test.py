@@ -17,7 +17,6 @@ import tensorflow_federated as tff
 from tff_ddp import learning
 from tff_ddp.learning import tasks
 from tff_ddp.utils import rounds
-from tff_ddp_tests import harness
 
 
 _MODEL_FN = tasks.keras_model_fn(lambda: tasks.linear_keras_model((4,), 2),
@@ -48,7 +47,3 @@ class FedAvgRefusalTest(tf.test.TestCase):
     output = process.next(state, _CLIENTS.datasets(range(2), batch_size=2))
     self.assertEqual(output.metrics['aggregator']['participating_clients'],
                      2)
-
-
-if __name__ == '__main__':
-  harness.main()

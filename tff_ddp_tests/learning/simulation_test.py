@@ -8,7 +8,6 @@ from tff_ddp.learning import privacy as privacy_lib
 from tff_ddp.learning import simulation
 from tff_ddp.learning import tasks
 from tff_ddp.learning import weighting
-from tff_ddp_tests import harness
 
 
 @pytest.mark.slow
@@ -131,7 +130,3 @@ class SimulationTest(tf.test.TestCase):
     self.assertEqual(tail['tail_count'], 25.0)
     self.assertAllEqual(mask.astype(bool), weighting.in_tail(
         losses, k, 4.0, 32))
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -6,7 +6,6 @@ from sklearn import datasets
 import tensorflow as tf
 
 from tff_ddp.learning import tasks
-from tff_ddp_tests import harness
 
 
 def _dominant_share(y):
@@ -93,7 +92,3 @@ class DigitsTest(tf.test.TestCase):
     np.testing.assert_array_equal(choice, [1, 0, 0])
     with self.assertRaisesRegex(ValueError, 'models, clients'):
       tasks.best_model_per_client([0.1, 0.2])
-
-
-if __name__ == '__main__':
-  harness.main()

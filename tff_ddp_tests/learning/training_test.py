@@ -21,7 +21,6 @@ from tff_ddp.learning import generated_databases
 from tff_ddp.learning import train_mechanisms
 from tff_ddp.learning import training
 from tff_ddp.utils import deltas
-from tff_ddp_tests import harness
 
 
 def _folder(test) -> str:
@@ -432,7 +431,3 @@ class MechanismRoundTest(tf.test.TestCase):
     self.assertEqual(found['ddg'].num_clients, 3)  # measured
     # TFF's central Gaussian: the event its DP factory keeps in its state.
     self.assertEqual(found['gaussian'], dp_accounting.GaussianDpEvent(2.0))
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -11,7 +11,6 @@ import tensorflow as tf
 
 from tff_ddp.analytics import histograms as hg
 from tff_ddp.learning import weighting
-from tff_ddp_tests import harness
 
 
 def _lp_superquantile(losses, theta):
@@ -197,7 +196,3 @@ class PrivateTailTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllEqual(weighting.in_tail(losses, 3, 1.0, 4),
                         [False, False, False, False, False, True, True,
                          False])
-
-
-if __name__ == '__main__':
-  harness.main()

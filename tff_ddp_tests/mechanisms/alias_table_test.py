@@ -16,7 +16,6 @@ import tensorflow as tf
 
 from tff_ddp.mechanisms import alias_table as core
 from tff_ddp.mechanisms import discrete_gaussian_table as dt
-from tff_ddp_tests import harness
 from tff_ddp_tests.mechanisms import table_reference
 
 _W = table_reference.W
@@ -209,7 +208,3 @@ class FirstLevelTest(tf.test.TestCase):
       first = table.first_level[column.numpy()] >> b
       ties_seen += int(np.sum(first == (u_top.numpy() >> (32 + b))))
     self.assertGreater(ties_seen, 0)  # the exact path was taken
-
-
-if __name__ == '__main__':
-  harness.main()

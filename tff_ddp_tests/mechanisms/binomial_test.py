@@ -23,7 +23,6 @@ import tensorflow as tf
 
 from tff_ddp.mechanisms import binomial
 from tff_ddp.mechanisms import poisson_binomial
-from tff_ddp_tests import harness
 
 ALPHA = 1e-6
 Z = 5.0
@@ -361,7 +360,3 @@ class ContractTest(tf.test.TestCase, parameterized.TestCase):
     args.update(override)
     with self.assertRaisesRegex(error, pattern):
       binomial.sample_binomial(args['probs'], args['num_trials'], args['seed'])
-
-
-if __name__ == '__main__':
-  harness.main()

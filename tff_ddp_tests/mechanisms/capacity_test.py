@@ -19,7 +19,6 @@ from tff_ddp.mechanisms import base
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
 from tff_ddp.mechanisms import distributed_skellam as skellam
 from tff_ddp.mechanisms import poisson_binomial as pbm
-from tff_ddp_tests import harness
 
 _SEED = tf.constant([0, 0], tf.int64)
 
@@ -144,7 +143,3 @@ class EmptyRoundEventTest(parameterized.TestCase):
       self.assertNotEqual(mechanism.dp_event(1), dp_accounting.NoOpDpEvent())
       with self.assertRaisesRegex(ValueError, 'num_clients'):
         mechanism.dp_event(-1)
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -30,7 +30,6 @@ import tensorflow as tf
 from tff_ddp.mechanisms import alias_table as core
 from tff_ddp.mechanisms import discrete_gaussian as dg
 from tff_ddp.mechanisms import discrete_gaussian_table as dt
-from tff_ddp_tests import harness
 from tff_ddp_tests.mechanisms import table_reference
 
 _ALPHA = 1e-4
@@ -396,7 +395,3 @@ class ArgumentTest(tf.test.TestCase, parameterized.TestCase):
   def test_bad_seed(self, seed, error, regex):
     with self.assertRaisesRegex(error, regex):
       dt.sample_discrete_gaussian_table([3], 1.0, seed)
-
-
-if __name__ == '__main__':
-  harness.main()

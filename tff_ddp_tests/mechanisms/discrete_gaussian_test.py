@@ -15,7 +15,6 @@ from scipy import stats
 import tensorflow as tf
 
 from tff_ddp.mechanisms import discrete_gaussian as dg
-from tff_ddp_tests import harness
 
 _NUM_SAMPLES = 200_000
 
@@ -286,7 +285,3 @@ class DiscreteGaussianStatisticalTest(tf.test.TestCase,
     counts = np.bincount(np.minimum(g, 8), minlength=9)
     p_value, _ = _pooled_chi_square(counts, expected)
     self.assertGreater(p_value, 1e-3)
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -12,7 +12,6 @@ from tff_ddp.encoders import registry
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
 from tff_ddp.mechanisms import distributed_skellam
 from tff_ddp.mechanisms import rounding
-from tff_ddp_tests import harness
 
 
 
@@ -464,7 +463,3 @@ class ParametersTest(parameterized.TestCase):
     self.assertGreaterEqual(_params(bits=suggested,
                                     expected_clients_per_round=10)
                             .scaled_local_stddev, 0.5)
-
-
-if __name__ == '__main__':
-  harness.main()

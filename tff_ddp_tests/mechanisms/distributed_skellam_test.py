@@ -18,7 +18,6 @@ from tff_ddp.accounting import events
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
 from tff_ddp.mechanisms import distributed_skellam as skellam
 from tff_ddp.mechanisms import poisson
-from tff_ddp_tests import harness
 
 Z = 5.0
 
@@ -187,7 +186,3 @@ class NoiseTest(tf.test.TestCase):
     sd = upper_var * math.sqrt(2.0 / errors.size)
     self.assertGreater(s2, noise_var - Z * sd)
     self.assertLess(s2, upper_var + Z * sd)
-
-
-if __name__ == '__main__':
-  harness.main()

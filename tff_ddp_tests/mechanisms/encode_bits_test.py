@@ -47,7 +47,6 @@ from tff_ddp.mechanisms import distributed_skellam
 from tff_ddp.mechanisms import rounding
 from tff_ddp.mechanisms import skellam_table
 from tff_ddp.utils import tensors
-from tff_ddp_tests import harness
 
 
 def _digest(*arrays) -> str:
@@ -968,6 +967,3 @@ def _print_pins():
 if __name__ == '__main__' and '--print-pins' in sys.argv:
   _print_pins()
   sys.exit(0)
-
-if __name__ == '__main__':
-  harness.main()

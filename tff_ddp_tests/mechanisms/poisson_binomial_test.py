@@ -13,7 +13,6 @@ from tff_ddp.encoders import hadamard
 from tff_ddp.mechanisms import binomial
 from tff_ddp.mechanisms import poisson_binomial as pbm
 from tff_ddp.utils import tensors
-from tff_ddp_tests import harness
 
 
 class PaddingEncoder:
@@ -344,7 +343,3 @@ class ClientServerTest(tf.test.TestCase, parameterized.TestCase):
                     5 * math.sqrt(exact_var.mean() / (rounds * d)))
     ratio = np.mean(errors.var(axis=0, ddof=1) / exact_var)
     self.assertLess(abs(ratio - 1), 5 * math.sqrt(2 / ((rounds - 1) * d)))
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -21,7 +21,6 @@ import tensorflow as tf
 
 from tff_ddp.mechanisms import binomial
 from tff_ddp.mechanisms import poisson
-from tff_ddp_tests import harness
 
 ALPHA = 1e-6
 Z = 5.0
@@ -323,7 +322,3 @@ class ContractTest(tf.test.TestCase):
                      [2, 0])
     self.assertEqual(poisson.sample_skellam([2, 3], 3.0, [0, 1]).dtype,
                      tf.int64)
-
-
-if __name__ == '__main__':
-  harness.main()

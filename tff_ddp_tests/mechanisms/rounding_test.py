@@ -7,7 +7,6 @@ import numpy as np
 import tensorflow as tf
 
 from tff_ddp.mechanisms import rounding
-from tff_ddp_tests import harness
 
 
 class RandomizedRoundTest(tf.test.TestCase, parameterized.TestCase):
@@ -150,7 +149,3 @@ class RoundWithWordsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(int(attempts), 1)
     self.assertAllEqual(r, rounding.round_with_words(x, words))
     self.assertEqual(r.dtype, tf.int32)
-
-
-if __name__ == '__main__':
-  harness.main()

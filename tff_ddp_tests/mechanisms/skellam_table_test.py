@@ -34,7 +34,6 @@ from tff_ddp.mechanisms import alias_table as core
 from tff_ddp.mechanisms import distributed_skellam
 from tff_ddp.mechanisms import poisson
 from tff_ddp.mechanisms import skellam_table as st
-from tff_ddp_tests import harness
 from tff_ddp_tests.mechanisms import table_reference
 
 ALPHA = 1e-6
@@ -252,7 +251,3 @@ class ExecutionTest(tf.test.TestCase):
       st.sample_skellam_table([2], '3', [1, 2])
     with self.assertRaisesRegex(ValueError, r'seed must have shape \[2\]'):
       st.sample_skellam_table([2], 3.0, [1, 2, 3])
-
-
-if __name__ == '__main__':
-  harness.main()

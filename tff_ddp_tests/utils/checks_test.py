@@ -6,7 +6,6 @@ from absl.testing import parameterized
 import numpy as np
 
 from tff_ddp.utils import checks
-from tff_ddp_tests import harness
 
 
 class RealTest(parameterized.TestCase):
@@ -120,7 +119,3 @@ class OtherTest(parameterized.TestCase):
       checks.real_sequence([], 'q')
     with self.assertRaisesRegex(ValueError, r'q\[1\] must be'):
       checks.real_sequence([0.5, 1.5], 'q', 0.0, 1.0)
-
-
-if __name__ == '__main__':
-  harness.main()

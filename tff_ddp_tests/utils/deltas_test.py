@@ -4,7 +4,6 @@ from absl.testing import absltest
 from absl.testing import parameterized
 
 from tff_ddp.utils import deltas
-from tff_ddp_tests import harness
 
 
 class DeltasTest(parameterized.TestCase):
@@ -31,7 +30,3 @@ class DeltasTest(parameterized.TestCase):
   def test_bad_population(self):
     with self.assertRaisesRegex(ValueError, 'population'):
       deltas.default_delta(0)
-
-
-if __name__ == '__main__':
-  harness.main()

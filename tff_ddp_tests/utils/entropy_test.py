@@ -9,7 +9,6 @@ import numpy as np
 import tensorflow as tf
 
 from tff_ddp.utils import entropy
-from tff_ddp_tests import harness
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -67,7 +66,3 @@ class EntropyTest(tf.test.TestCase):
     self.assertIsNone(entropy.check_entropy(None))
     with self.assertRaisesRegex(TypeError, 'callable'):
       entropy.check_entropy(42)
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -9,7 +9,6 @@ import pytest
 import tensorflow as tf
 
 from tff_ddp.utils import processes
-from tff_ddp_tests import harness
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -159,7 +158,3 @@ class BackgroundScriptTest(tf.test.TestCase):
       except OSError:
         pass
     self.assertNotIn('Exception ignored', self.result.stderr)
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -18,7 +18,6 @@ import tensorflow_federated as tff
 
 from tff_ddp.utils import processes
 from tff_ddp.utils import rounds
-from tff_ddp_tests import harness
 
 
 class StatusTest(tf.test.TestCase):
@@ -178,7 +177,3 @@ class MissingContextTest(tf.test.TestCase):
     wrapped = rounds.user_facing(self.secure)
     with self.assertRaises(TypeError):  # not a MissingContextError
       wrapped('not a list of ints')
-
-
-if __name__ == '__main__':
-  harness.main()

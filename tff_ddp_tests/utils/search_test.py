@@ -5,7 +5,6 @@ import math
 from absl.testing import parameterized
 
 from tff_ddp.utils import search
-from tff_ddp_tests import harness
 
 
 class BoundaryTest(parameterized.TestCase):
@@ -34,7 +33,3 @@ class BoundaryTest(parameterized.TestCase):
       result = search.boundary(lambda x, t=threshold: x <= t, 0.0, 1.0,
                                1 / 128)
       self.assertEqual(result, threshold)
-
-
-if __name__ == '__main__':
-  harness.main()

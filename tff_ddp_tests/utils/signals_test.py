@@ -23,7 +23,6 @@ from absl.testing import parameterized
 import pytest
 
 from tff_ddp.utils import processes
-from tff_ddp_tests import harness
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -203,7 +202,3 @@ class ThreadsTest(parameterized.TestCase):
       self.assertIn(f'{mode} alive 0', result.stdout, result.stderr[-2000:])
       self.assertIn(f'{mode} results {expected!r}', result.stdout,
                     result.stderr[-2000:])
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -7,7 +7,6 @@ import re
 from absl.testing import absltest
 
 from tff_ddp.utils import stack
-from tff_ddp_tests import harness
 
 
 class StackTest(absltest.TestCase):
@@ -22,7 +21,3 @@ class StackTest(absltest.TestCase):
       version = importlib.metadata.version(name)
       self.assertIsNotNone(re.search(rf'\b{name} {re.escape(version)}\b',
                                      line), (name, line))
-
-
-if __name__ == '__main__':
-  harness.main()

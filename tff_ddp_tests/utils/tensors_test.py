@@ -5,7 +5,6 @@ import numpy as np
 import tensorflow as tf
 
 from tff_ddp.utils import tensors
-from tff_ddp_tests import harness
 
 
 class OverflowSafeNormTest(tf.test.TestCase, parameterized.TestCase):
@@ -31,7 +30,3 @@ class OverflowSafeNormTest(tf.test.TestCase, parameterized.TestCase):
         tf.constant(np.array([3.0e200, 4.0e200])), 1.0)
     self.assertTrue(clipped)
     self.assertAllClose(v, [0.6, 0.8], rtol=1e-14)
-
-
-if __name__ == '__main__':
-  harness.main()

@@ -16,7 +16,6 @@ import tensorflow_federated as tff
 
 from tff_ddp.aggregators import DiscreteGaussianSumFactory
 from tff_ddp.utils import workers
-from tff_ddp_tests import harness
 
 _MODULUS = 2**16
 _NUM_CLIENTS = 6
@@ -154,7 +153,3 @@ class LocalWorkersTest(tf.test.TestCase):
     # A worker exited by itself: its logs are kept for the user.
     self.assertTrue(os.path.isdir(w.log_dir))
     shutil.rmtree(w.log_dir)
-
-
-if __name__ == '__main__':
-  harness.main()
