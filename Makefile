@@ -18,7 +18,7 @@ TEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # reports; failures still surface as Python exceptions.
 export TF_CPP_MIN_LOG_LEVEL ?= 3
 
-.PHONY: setup setup-core demo test test-fast test-core bench lock lock-core clean bazel-test
+.PHONY: setup setup-core demo test test-fast test-core test-tooling bench lock lock-core clean bazel-test
 
 setup:
 	@PYTHON=$(PYTHON) bash scripts/setup_env.sh
@@ -44,6 +44,11 @@ test-fast: setup
 test-core: setup-core
 	@$(CORE_PY) -m tff_ddp.utils.stack
 	$(CORE_PY) -m pytest -q --run-slow --core $(TEST_PARALLEL) $(PYTEST_ARGS) tff_ddp_tests
+
+# The tests of the tooling in scripts/ (design metrics, suite profile, flake
+# hunt): not the library's suite, so neither `make test` nor CI runs them.
+test-tooling: setup
+	$(VENV_PY) -m pytest -q $(PYTEST_ARGS) scripts/tests
 
 bench: setup
 	$(VENV_PY) benchmarks/ddg_vs_tff.py

@@ -80,6 +80,9 @@ SOURCE_ROOTS = ('tff_ddp', 'tff_ddp_tests', 'benchmarks', 'scripts')
 INTERNAL_PACKAGES = ('tff_ddp', 'tff_ddp_tests')
 # Directories of scripts run as `python DIR/x.py`: siblings import by name.
 SCRIPT_DIRS = ('benchmarks', 'scripts')
+# Directories with no BUILD targets: the tests of the tooling (pytest runs
+# them, `make test-tooling`; they are not the library's suite).
+NOT_BUILT = ('scripts/tests',)
 # The test tree: its `*_test.py` files are py_tests (pytest.ini's
 # python_files), its other modules testonly.
 TEST_ROOT = 'tff_ddp_tests'
@@ -223,12 +226,6 @@ Runs `python -m tff_ddp.cli` (the binary is its data)."""),
 Runs each notebook's code cells in a kernel (up to 600 s each) through
 scripts/run_colabs.py: their imports are its deps.""",
         data=('//scripts:run_colabs.py',)),
-    'tff_ddp_tests/design_metrics_test.py': dict(
-        comment="""\
-Runs scripts/design_metrics.py (loaded by path) on the checkout's real path,
-so it runs unsandboxed ("local").""",
-        data=('//scripts:design_metrics.py',),
-        tags=('local',)),
     'tff_ddp_tests/docs_test.py': dict(
         comment="""\
 Runs the code blocks of README.md and docs/*.md (read through the checkout's
@@ -236,15 +233,6 @@ real path, with `make demo` and the tff-ddp command among them), so it runs
 unsandboxed ("local").""",
         data=('//:README.md',),
         tags=('local',)),
-    'tff_ddp_tests/flake_hunt_test.py': dict(
-        comment="""\
-Runs scripts/flake_hunt.py on a generated test module in a temp directory.""",
-        data=('//scripts:flake_hunt.py',)),
-    'tff_ddp_tests/suite_profile_test.py': dict(
-        comment="""\
-Loads scripts/suite_profile.py by path and reads the committed
-module_costs.json (conftest.py's order of the modules under xdist).""",
-        data=('//scripts:suite_profile.py', ':module_costs.json')),
     'benchmarks/bad_inputs.py': dict(comment="""\
 Runs the fuzz suite's entry points (tff_ddp_tests/fuzz/*_test.py imported
 as libraries), so it is test-only code."""),
@@ -617,9 +605,12 @@ class Target:
 
 def _walk(root, top):
   for dirpath, dirnames, filenames in os.walk(os.path.join(root, top)):
-    dirnames[:] = sorted(d for d in dirnames
-                         if not d.startswith(('.', '__pycache__', 'bazel-')))
-    yield os.path.relpath(dirpath, root), sorted(filenames)
+    relative = os.path.relpath(dirpath, root)
+    dirnames[:] = sorted(
+        d for d in dirnames
+        if not d.startswith(('.', '__pycache__', 'bazel-'))
+        and os.path.normpath(os.path.join(relative, d)) not in NOT_BUILT)
+    yield relative, sorted(filenames)
 
 
 class Tree:

@@ -1,5 +1,5 @@
 """scripts/flake_hunt.py: repetitions in fresh pytest processes, every
-failure counted, nothing retried."""
+failure counted, nothing retried (`make test-tooling`)."""
 
 import os
 import subprocess
@@ -7,12 +7,10 @@ import sys
 import tempfile
 
 from absl.testing import absltest
-import pytest
-
 from tff_ddp.utils import processes
+from tff_ddp_tests import script_module
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_HUNT = os.path.join(_ROOT, 'scripts', 'flake_hunt.py')
+_HUNT = os.path.join(script_module.ROOT, 'scripts', 'flake_hunt.py')
 
 # A test that fails on every other run (a counter file beside it), one that
 # always passes and one that always fails.
@@ -81,7 +79,6 @@ class FlakeHuntTest(absltest.TestCase):
     self.assertIn('no test failed', result.stdout)
 
 
-@pytest.mark.slow
 class FlakeHuntTimeoutTest(absltest.TestCase):
 
   def test_a_hung_repetition_is_ended_with_what_it_started(self):
