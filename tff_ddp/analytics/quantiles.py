@@ -323,7 +323,7 @@ def _build(params: QuantileParameters, options: _Options, *, rounds,
   def server_estimate(noisy_sum, measurements):
     n = tf.cast(measurements['participating_clients'], tf.int64)
     may_wrap = ring.may_wrap(n)
-    if on_wrap == 'raise':
+    if on_wrap is secure_sum.OnWrap.RAISE:
       with tf.control_dependencies([ring.assertion(n)]):
         n = tf.identity(n)
         noisy_sum = tf.identity(noisy_sum)
