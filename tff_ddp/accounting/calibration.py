@@ -95,31 +95,13 @@ SAMPLINGS = tuple(s.value for s in Sampling)
 def as_sampling(value) -> Sampling:
   """`value` (a name of SAMPLINGS or a Sampling) as a Sampling."""
   return checks.member(value, 'sampling', Sampling)
+
+
 NeighborRel = dp_accounting.NeighboringRelation
 # Lower end of a noise parameter that no theorem bounds from below.
 MIN_NOISE = 1e-6
 # Upper end of the search for a noise parameter that decreases eps.
 _MAX_NOISE = 1e12
-# The string-keyed road of earlier versions, and what replaces it.
-_REMOVED = {
-    'mechanism_event': (
-        'the event itself: tff_ddp.mechanisms.distributed_discrete_gaussian.'
-        'release_event (it carries the noise sampler\'s TV distance), '
-        'events.DistributedSkellamDpEvent, events.PoissonBinomialDpEvent or '
-        'dp_accounting.GaussianDpEvent'),
-    'MECHANISM_PARAMETERS': (
-        'a Parameter (Parameter.noise / Parameter.signal) for the value '
-        'calibrate searches'),
-}
-
-
-def __getattr__(name):
-  if name in _REMOVED:
-    raise AttributeError(
-        f'tff_ddp.accounting.calibration.{name} was removed (calibration '
-        f'works over callables, not mechanism names); use {_REMOVED[name]}.')
-  raise AttributeError(
-      f'module {__name__!r} has no attribute {name!r}')
 
 
 @dataclasses.dataclass(frozen=True)

@@ -104,7 +104,7 @@ def pbm_sum(mechanism, y, rng, seed, clip: Optional[float] = None,
     float64 [d]: the estimate of sum_i x_i min(1, C / ||y_i||).
   """
   y = np.asarray(y, np.float64)
-  if secure_sum.check_on_wrap(on_wrap) == 'raise':
+  if secure_sum.check_on_wrap(on_wrap) is secure_sum.OnWrap.RAISE:
     secure_sum.RingCapacity(
         capacity=mechanism.max_clients(),
         owner='frequency_simulation.pbm_sum',
@@ -318,7 +318,7 @@ def _wraps(params, function, num_clients, on_wrap) -> bool:
   """Whether a round of `num_clients` exceeds the process's rings; under
   on_wrap='raise' such a round is refused (RoundRefusedError)."""
   ring = params.ring_capacity(owner=f'frequency_simulation.{function}')
-  if secure_sum.check_on_wrap(on_wrap) == 'raise':
+  if secure_sum.check_on_wrap(on_wrap) is secure_sum.OnWrap.RAISE:
     ring.check(num_clients)
   return bool(ring.may_wrap(num_clients))
 

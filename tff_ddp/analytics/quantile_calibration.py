@@ -350,18 +350,6 @@ class QuantileSetting:
     set_('seed', checks.seed(self.seed))
 
 
-# `quantile_parameters`'s keywords before `QuantileSetting` held them.
-MOVED_TO_SETTING = {
-    k: f'quantiles.QuantileSetting({k}=...)'
-    for k in ('expected_clients_per_round', 'epsilon', 'delta', 'bits',
-              'rounds', 'adversary', 'seed', 'num_trials')}
-
-
-@checks.replaced_arguments(
-    4, MOVED_TO_SETTING,
-    'call quantile_parameters(method, mechanism, num_bins, '
-    'QuantileSetting(expected_clients_per_round, epsilon, delta, bits=..., '
-    'rounds=..., adversary=..., num_trials=..., seed=...))')
 def quantile_parameters(
     method: Union[str, hg.Encoding],
     mechanism: str,

@@ -147,23 +147,6 @@ class QuantileEstimation:
 _ESTIMATORS = {'paper': (False, False), 'monotone': (True, False),
                'interpolate': (True, True)}
 
-# The builders' keywords before `QuantileEstimation` and `QuantileSetting`.
-_MOVED_TO_ESTIMATION = {
-    k: f'estimation=quantiles.QuantileEstimation({k}=...)'
-    for k in ('count', 'estimator', 'consistent_tree', 'min_total_stddevs')}
-_MOVED = dict(_MOVED_TO_ESTIMATION, **{
-    k: f'setting=quantiles.QuantileSetting({k}=...)'
-    for k in ('expected_clients_per_round', 'epsilon', 'delta', 'bits',
-              'rounds', 'adversary', 'seed', 'num_trials')})
-
-
-@checks.replaced_arguments(
-    8, _MOVED,
-    'call build_quantile_process(method, mechanism, lower_bound, '
-    'upper_bound, num_bins, quantiles, QuantileSetting(expected_clients_'
-    'per_round, epsilon, delta, bits=..., rounds=..., adversary=..., '
-    'num_trials=..., seed=...), QuantileEstimation(count=..., estimator=..., '
-    'consistent_tree=..., min_total_stddevs=...))')
 def build_quantile_process(
     method: Union[str, hg.Encoding],
     mechanism: str,
@@ -228,11 +211,6 @@ def build_quantile_process(
   return _build(params, options, rounds=setting.rounds, on_wrap=on_wrap)
 
 
-@checks.replaced_arguments(
-    6, _MOVED_TO_ESTIMATION,
-    'call build_quantile_process_from_parameters(parameters, lower_bound, '
-    'upper_bound, quantiles, QuantileEstimation(count=..., estimator=..., '
-    'consistent_tree=..., min_total_stddevs=...), rounds=...)')
 def build_quantile_process_from_parameters(
     parameters: QuantileParameters,
     lower_bound: float,
@@ -345,7 +323,7 @@ def _build(params: QuantileParameters, options: _Options, *, rounds,
   def server_estimate(noisy_sum, measurements):
     n = tf.cast(measurements['participating_clients'], tf.int64)
     may_wrap = ring.may_wrap(n)
-    if on_wrap == 'raise':
+    if on_wrap is secure_sum.OnWrap.RAISE:
       with tf.control_dependencies([ring.assertion(n)]):
         n = tf.identity(n)
         noisy_sum = tf.identity(noisy_sum)

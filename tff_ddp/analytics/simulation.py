@@ -134,7 +134,7 @@ def noisy_sum(setting: str, codes: np.ndarray,
     return truth + rng.normal(scale=central_z * l2_sensitivity, size=length)
   if setting not in qc.MECHANISMS:
     raise ValueError(f'setting must be one of {SETTINGS}, got {setting!r}.')
-  if secure_sum.check_on_wrap(on_wrap) == 'raise':
+  if secure_sum.check_on_wrap(on_wrap) is secure_sum.OnWrap.RAISE:
     params.ring_capacity(owner='simulation.noisy_sum').check(n)
   mechanism = params.aggregator_mechanism()
   modulus = mechanism.modulus

@@ -295,12 +295,6 @@ class Request:
     return num_stddevs_for_modclip_prob(self.modclip_prob)
 
 
-# `compute_parameters`' keywords before `Request` held them.
-_REQUEST_FIELDS = ('l2_clip', 'noise_multiplier',
-                   'expected_clients_per_round', 'bits', 'modclip_prob',
-                   'beta', 'granularity', 'linf_clip', 'noise_sampler')
-
-
 # (smallest scaled local stddev, as text, largest, why the smallest), DDG:
 # Theorem 9's condition and the exact sampler's range.
 _DGAUSS_NOISE_RANGE = (
@@ -407,13 +401,6 @@ class DistributedDiscreteGaussian:
         sampler_tv_distance=self.sampler_tv_distance or None)
 
   @classmethod
-  @checks.replaced_arguments(
-      5, {k: f'distributed_discrete_gaussian.Request({k}=...)'
-          for k in _REQUEST_FIELDS},
-      'call compute_parameters(dim, Request(l2_clip, noise_multiplier, '
-      'expected_clients_per_round, bits, modclip_prob=..., beta=..., '
-      'granularity=..., linf_clip=..., noise_sampler=...), encoder=..., '
-      'integer_inputs=...)')
   def compute_parameters(
       cls,
       dim: int,

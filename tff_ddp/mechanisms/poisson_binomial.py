@@ -386,17 +386,6 @@ class Request:
     return bits_for(self.max_clients_per_round, self.num_trials)
 
 
-# `compute_parameters`' keywords before `Request` held them.
-_REQUEST_FIELDS = ('l2_clip', 'theta', 'num_trials',
-                   'expected_clients_per_round', 'max_clients_per_round',
-                   'divisor', 'linf_clip', 'l0_clip')
-
-
-@checks.replaced_arguments(
-    3, {k: f'poisson_binomial.Request({k}=...)' for k in _REQUEST_FIELDS},
-    'call compute_parameters(dim, Request(l2_clip, theta, num_trials, '
-    'expected_clients_per_round, max_clients_per_round=..., divisor=..., '
-    'linf_clip=..., l0_clip=...), encoder=...)')
 def compute_parameters(
     dim: int,
     request: Request,

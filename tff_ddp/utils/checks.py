@@ -18,10 +18,9 @@ accepted and converted; arrays with elements are refused with a TypeError
 (``noise_multiplier=np.array([1.0])`` is not silently read as 1.0).
 """
 
-import functools
 import math
 import numbers
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -209,36 +208,3 @@ def instance(value: Any, cls: type, expected: str) -> Any:
     raise TypeError(f'{expected}, got {value!r}.')
   return value
 
-
-def replaced_arguments(positional: int, replacements: dict,
-                       advice: str) -> Callable:
-  """Decorates an entry point whose arguments moved into option objects.
-
-  A call with a keyword of `replacements` (old keyword -> where it lives
-  now, e.g. ``'count': 'estimation=quantiles.Estimation(count=...)'``) or
-  with more than `positional` positional arguments (the old positional
-  form) fails with a TypeError that says what to use instead (`advice`:
-  the new form of the call), rather than Python's bare "unexpected keyword
-  argument". Every other call reaches the function unchanged: the
-  decorated signature is the function's own (`inspect.signature`).
-  """
-  def decorate(function):
-    name = function.__qualname__
-
-    @functools.wraps(function)
-    def call(*args, **kwargs):
-      moved = [k for k in kwargs if k in replacements]
-      if moved:
-        raise TypeError(
-            f'{name}() no longer takes ' + ', '.join(
-                f'{k}= (use {replacements[k]})' for k in moved)
-            + f'; {advice}.')
-      if len(args) > positional:
-        raise TypeError(
-            f'{name}() takes at most {positional} positional arguments, got '
-            f'{len(args)} (the old form of the call); {advice}.')
-      return function(*args, **kwargs)
-
-    return call
-
-  return decorate

@@ -138,12 +138,10 @@ class CalibrateTest(parameterized.TestCase):
       calibration.calibrate(_fresh(), float, 1.0, 1e-5, _Z)
 
   def test_bad_arguments(self):
-    # The string-keyed road of earlier versions fails naming its successor.
+    # A mechanism name where a callable belongs says how to call it.
     with self.assertRaisesRegex(TypeError, 'callables, not mechanism names'
                                 '.*make_fresh_accountant'):
       calibration.calibrate('gaussian', 'theta', {}, 1.0, 1e-5)
-    with self.assertRaisesRegex(AttributeError, 'release_event'):
-      calibration.mechanism_event('ddg', l2_sensitivity=1.0)
     with self.assertRaisesRegex(TypeError, 'Parameter'):
       calibration.calibrate(_fresh(), dp_accounting.GaussianDpEvent, 1.0,
                             1e-5, 'noise_multiplier')

@@ -209,48 +209,6 @@ class ParametersTest(parameterized.TestCase):
     with self.assertRaisesRegex(TypeError, message):
       _build_flat(**args)
 
-  @parameterized.named_parameters(
-      ('count', dict(count='exact'), r'QuantileEstimation\(count='),
-      ('estimator', dict(estimator='paper'), r'QuantileEstimation\(estimator='),
-      ('bits', dict(bits=18), r'QuantileSetting\(bits='),
-      ('clients', dict(expected_clients_per_round=16, epsilon=1.0,
-                       delta=1e-5),
-       r'QuantileSetting\(expected_clients_per_round='))
-  def test_old_keywords_say_what_to_use(self, keywords, message):
-    # Compatibility: the keywords the builders took before the option
-    # objects fail with a TypeError naming the object and its field.
-    args = ['flat', 'discrete_gaussian', 0.0, 10.0, 32, [0.5]]
-    setting = dict(setting=q.QuantileSetting(16, 1.0, 1e-5))
-    if 'expected_clients_per_round' in keywords:
-      setting = {}
-    with self.assertRaisesRegex(TypeError, message):
-      q.build_quantile_process(*args, **setting, **keywords)
-    params = q.quantile_parameters('flat', 'discrete_gaussian', 32,
-                                   q.QuantileSetting(16, 1.0, 1e-5))
-    if 'count' in keywords:
-      with self.assertRaisesRegex(TypeError, message):
-        q.build_quantile_process_from_parameters(params, 0.0, 10.0, [0.5],
-                                                 **keywords)
-    if 'bits' in keywords:
-      with self.assertRaisesRegex(TypeError, message):
-        q.quantile_parameters('flat', 'discrete_gaussian', 32,
-                              setting=q.QuantileSetting(16, 1.0, 1e-5),
-                              **keywords)
-
-  def test_old_positional_form_says_what_to_use(self):
-    with self.assertRaisesRegex(TypeError, r'QuantileSetting\(expected_'):
-      q.build_quantile_process('flat', 'discrete_gaussian', 0.0, 10.0, 32,
-                               [0.5], 16, 1.0, 1e-5)
-    with self.assertRaisesRegex(TypeError, r'QuantileSetting\('):
-      q.build_quantile_process('flat', 'discrete_gaussian', 0.0, 10.0, 32,
-                               [0.5], 16)
-    with self.assertRaisesRegex(TypeError, r'QuantileSetting\(expected_'):
-      q.quantile_parameters('flat', 'discrete_gaussian', 32, 16, 1.0, 1e-5)
-    with self.assertRaisesRegex(TypeError, r'QuantileEstimation\('):
-      q.build_quantile_process(
-          'flat', 'discrete_gaussian', 0.0, 10.0, 32, [0.5],
-          q.QuantileSetting(16, 1.0, 1e-5), 'exact')
-
   def test_many_bins_are_built_without_quadratic_memory(self):
     process = q.build_quantile_process(
         'haar', 'discrete_gaussian', 0.0, 1.0, 2**14, [0.5],

@@ -478,7 +478,7 @@ ENTRY_POINTS = [
                     1e6, s, 2, 10**6),
                 parameter=_PARAMETERS['local_stddev'],
                 target_epsilon=1e-6, target_delta=1e-10), 'clear_error'),
-            ('a mechanism name (the removed road)',
+            ('a mechanism name where the event belongs',
              dict(make_event='ddg'), 'clear_error'),
         ]),
     fz.EntryPoint(

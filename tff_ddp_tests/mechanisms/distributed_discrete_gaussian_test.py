@@ -276,7 +276,6 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
     if 'encoder' in kwargs:
       kwargs['encoder'] = registry.make_encoder(kwargs['encoder'], 12)
     if mechanism == 'skellam':
-      from tff_ddp.mechanisms import distributed_skellam  # pylint: disable=g-import-not-at-top
       p = _compute(distributed_skellam,
           dim=12, l2_clip=1.0, noise_multiplier=1.0,
           expected_clients_per_round=10, bits=16, **kwargs)
@@ -367,17 +366,7 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
 
 class ParametersTest(parameterized.TestCase):
 
-  def test_old_arguments_say_what_to_use(self):
-    # Compatibility: the request's fields, given to compute_parameters as
-    # before `Request` held them, fail naming the class and field.
-    with self.assertRaisesRegex(TypeError, r'Request\(bits='):
-      ddg.compute_parameters(8, ddg.Request(1.0, 1.0, 10, 16), bits=18)
-    with self.assertRaisesRegex(TypeError, r'Request\(l2_clip, noise_mult'):
-      ddg.compute_parameters(8, 1.0, 1.0, 10, 16)
-    with self.assertRaisesRegex(TypeError, r'Request\(l2_clip='):
-      distributed_skellam.compute_parameters(
-          dim=8, l2_clip=1.0, noise_multiplier=1.0,
-          expected_clients_per_round=10, bits=16)
+  def test_a_request_that_is_not_one_says_what_to_pass(self):
     with self.assertRaisesRegex(TypeError, r'distributed_discrete_gaussian'
                                 r'.Request\('):
       ddg.compute_parameters(8, 1.0)

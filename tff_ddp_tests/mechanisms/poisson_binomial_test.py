@@ -100,14 +100,7 @@ class ParametersTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, message):
       _params(**kwargs)
 
-  def test_old_arguments_say_what_to_use(self):
-    # Compatibility: the request's fields, given to compute_parameters as
-    # before `Request` held them, fail naming the class and field.
-    with self.assertRaisesRegex(TypeError, r'Request\(theta='):
-      pbm.compute_parameters(8, l2_clip=1.0, theta=0.1, num_trials=16,
-                             expected_clients_per_round=10)
-    with self.assertRaisesRegex(TypeError, r'Request\(l2_clip, theta'):
-      pbm.compute_parameters(8, 1.0, 0.1, 16, 10)
+  def test_a_request_that_is_not_one_says_what_to_pass(self):
     with self.assertRaisesRegex(TypeError, r'poisson_binomial.Request\('):
       pbm.compute_parameters(8, 1.0)
 
