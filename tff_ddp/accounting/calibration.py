@@ -67,6 +67,7 @@ from scipy import optimize
 
 from tff_ddp.accounting import accountant as accountant_lib
 from tff_ddp.accounting import events
+from tff_ddp.accounting import pld_accountant
 from tff_ddp.utils import checks
 from tff_ddp.utils import search
 
@@ -184,6 +185,9 @@ class CalibrationResult:
     event: the full DpEvent (all rounds, sampling) that was accounted.
     neighboring_relation: the relation `epsilon` holds for.
     adversary: the adversary `epsilon` holds against.
+    bound: 'PLD' (privacy loss distribution) or 'RDP': which valid bound
+      `epsilon` is (an RdpAccountant's is always 'RDP'; `order` is None
+      for 'PLD').
   """
 
   parameter: str
@@ -196,6 +200,7 @@ class CalibrationResult:
   event: dp_accounting.DpEvent
   neighboring_relation: dp_accounting.NeighboringRelation
   adversary: str
+  bound: str = 'RDP'
 
 
 def rounds_event(
@@ -285,13 +290,15 @@ class Rounds:
     return cls(rounds, **mine), rest
 
 
-def _fresh(make_fresh_accountant) -> accountant_lib.RdpAccountant:
+def _fresh(make_fresh_accountant):
+  """A fresh RdpAccountant or PldAccountant (both name the adversary)."""
   accountant = make_fresh_accountant()
-  if not isinstance(accountant, accountant_lib.RdpAccountant):
+  if not isinstance(accountant, (accountant_lib.RdpAccountant,
+                                 pld_accountant.PldAccountant)):
     raise TypeError(
         'make_fresh_accountant must return a tff_ddp.accounting.'
-        'RdpAccountant (its epsilon names the adversary), got '
-        f'{type(accountant).__name__}.')
+        'RdpAccountant or PldAccountant (its epsilon names the adversary), '
+        f'got {type(accountant).__name__}.')
   if not isinstance(accountant.ledger, dp_accounting.NoOpDpEvent):
     raise ValueError('make_fresh_accountant must return an accountant with '
                      f'nothing composed yet, got ledger {accountant.ledger}.')
@@ -367,22 +374,48 @@ def calibrate(
       refused.append(f'{parameter.name}={x:.6g}: {e}')
       return math.inf
 
-  try:
-    value, at_limit = least_noise(
-        eps, parameter.low, parameter.high, parameter.epsilon_increases,
-        target_epsilon, parameter.discrete, parameter.name)
-  except ValueError as e:
-    detail = f' Last refusal: {refused[-1]}' if refused else ''
-    raise ValueError(f'{e}{detail}') from e
+  def search(eps_fn):
+    try:
+      return least_noise(
+          eps_fn, parameter.low, parameter.high, parameter.epsilon_increases,
+          target_epsilon, parameter.discrete, parameter.name)
+    except ValueError as e:
+      detail = f' Last refusal: {refused[-1]}' if refused else ''
+      raise ValueError(f'{e}{detail}') from e
+
+  found = None
+  if hasattr(first, 'pld_only'):
+    # A PldAccountant: search on its PLD alone (no RDP curve per step).
+    # min(PLD, RDP) <= PLD meets the target there; if the PLD is also the
+    # smaller bound there, no value with less noise meets it (both bounds
+    # grow as the noise falls), so it is the least noise of the minimum;
+    # otherwise RDP is smaller there and the search is run on the minimum.
+    def pld_eps(x) -> float:
+      try:
+        return first.pld_only().compose(event_at(x)).get_epsilon(
+            target_delta)
+      except ValueError as e:
+        refused.append(f'{parameter.name}={x:.6g}: {e}')
+        return math.inf
+    try:
+      value, at_limit = search(pld_eps)
+      check = _fresh(make_fresh_accountant).compose(event_at(value))
+      if check.bound_used(target_delta) == 'PLD':
+        found = value, at_limit
+    except ValueError:
+      pass
+  value, at_limit = found if found is not None else search(eps)
   event = event_at(value)
   epsilon, order = first.compose(event).get_epsilon_and_optimal_order(
       target_delta)
+  bound = (first.bound_used(target_delta)
+           if hasattr(first, 'bound_used') else 'RDP')
   return CalibrationResult(
       parameter=parameter.name, value=value, epsilon=epsilon, order=order,
       target_epsilon=target_epsilon, target_delta=target_delta,
       at_limit=at_limit, event=event,
       neighboring_relation=first.neighboring_relation,
-      adversary=first.adversary)
+      adversary=first.adversary, bound=bound)
 
 
 def calibrate_gaussian(
@@ -397,8 +430,7 @@ def calibrate_gaussian(
   meeting the target against `adversary` (`calibrate` over z >= 1e-6)."""
   rounds = checks.integer(rounds, 'rounds', 1)
   return calibrate(
-      lambda: accountant_lib.RdpAccountant(
-          neighboring_relation=neighboring_relation, adversary=adversary),
+      lambda: pld_accountant.tightest(adversary, neighboring_relation),
       lambda z: rounds_event(dp_accounting.GaussianDpEvent(z), rounds),
       target_epsilon, target_delta, Parameter.noise('noise_multiplier'))
 
@@ -620,7 +652,7 @@ def split_budget(
     if key not in cache:
       out = [c(scale * share) for c, share in zip(calibrators, shares)]
       event = dp_accounting.ComposedDpEvent([e for _, e in out])
-      eps = accountant_lib.epsilon(event, target_delta, adversary,
+      eps = pld_accountant.epsilon(event, target_delta, adversary,
                                    neighboring_relation, orders)[0]
       cache[key] = (out, event, eps)
     return cache[key]
@@ -640,7 +672,7 @@ def split_budget(
                                 name='the budget scale')
   out, event, epsilon = parts(scale)
   standalone = tuple(
-      accountant_lib.epsilon(e, target_delta, adversary,
+      pld_accountant.epsilon(e, target_delta, adversary,
                              neighboring_relation, orders)[0]
       for _, e in out)
   return SplitBudget(

@@ -71,6 +71,13 @@ DEFAULT_INTERVAL = 1e-3
 _TAIL_TRUNCATION = 1e-15
 PLD = 'PLD'
 RDP = 'RDP'
+# More self-compositions of one PLD than this are not attempted (memory and
+# time grow with them; RDP is reported instead).
+MAX_COMPOSITIONS = 100000
+# A composition whose loss spread would need more grid points than this
+# (2 sqrt(18 S) / h for a summed squared range S: Hoeffding at 1e-15,
+# dp-accounting's truncation) is not attempted; RDP is reported instead.
+MAX_GRID_POINTS = 2e7
 
 
 class _Infinite(Exception):
@@ -80,29 +87,43 @@ class _Infinite(Exception):
 class _State:
   """(remove, add) PLDs composed so far, and whether they are one."""
 
-  def __init__(self, remove, add, symmetric):
+  def __init__(self, remove, add, symmetric, spread=0.0, interval=1e-3):
     self.remove, self.add, self.symmetric = remove, add, symmetric
+    self.spread, self.interval = spread, interval
 
   @classmethod
   def identity(cls, interval):
     pld = pld_lib.identity(interval)
-    return cls(pld, pld, True)
+    return cls(pld, pld, True, 0.0, interval)
+
+  def _check_size(self, spread):
+    points = 2.0 * math.sqrt(18.0 * spread) / self.interval
+    if points > MAX_GRID_POINTS:
+      raise pld_mechanisms.Unsupported(
+          f'the composed PLD would span ~{points:.3g} grid points')
 
   def compose(self, other: '_State') -> '_State':
+    spread = self.spread + other.spread
+    self._check_size(spread)
     remove = self.remove.compose(other.remove, _TAIL_TRUNCATION)
     if self.symmetric and other.symmetric:
-      return _State(remove, remove, True)
+      return _State(remove, remove, True, spread, self.interval)
     return _State(remove, self.add.compose(other.add, _TAIL_TRUNCATION),
-                  False)
+                  False, spread, self.interval)
 
   def power(self, count: int) -> '_State':
     if count == 1:
       return self
+    if count > MAX_COMPOSITIONS:
+      raise pld_mechanisms.Unsupported(
+          f'{count} compositions of one PLD (more than {MAX_COMPOSITIONS})')
+    spread = self.spread * count
+    self._check_size(spread)
     remove = self.remove.self_compose(count, _TAIL_TRUNCATION)
     if self.symmetric:
-      return _State(remove, remove, True)
+      return _State(remove, remove, True, spread, self.interval)
     return _State(remove, self.add.self_compose(count, _TAIL_TRUNCATION),
-                  False)
+                  False, spread, self.interval)
 
   def delta(self, eps: float) -> float:
     d = float(self.remove.get_delta_for_epsilon(eps))
@@ -161,6 +182,12 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
   def adversary(self) -> Adversary:
     return self._adversary
 
+  def pld_only(self) -> 'PldAccountant':
+    """A fresh accountant like this one without the RDP beside it (what
+    `calibrate` searches with before it compares with RDP)."""
+    return PldAccountant(self._neighboring_relation, self._adversary,
+                         self._interval, use_rdp=False)
+
   @property
   def rdp_accountant(self) -> rdp_lib.RdpAccountant:
     """The RDP accountant composed beside the PLD (same events)."""
@@ -203,10 +230,15 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
       return None
     try:
       self._state = self._state.compose(self._plds(event).power(count))
-    except _Infinite:
+    except (_Infinite, pld_curves.Saturated):
+      # Saturated: delta > 1/2 at every epsilon; inf is an upper bound.
       self._infinite = True
     except pld_mechanisms.Unsupported as e:
       self._unsupported = str(e)
+    except IndexError:
+      # dp-accounting 0.4.3's tail truncation fails on a PLD whose finite
+      # part has (nearly) no mass (noise far too small): no PLD bound.
+      self._unsupported = 'the PLD degenerates (almost all mass infinite)'
     return None
 
   def pld_epsilon(self, target_delta: float) -> float:
@@ -296,7 +328,8 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
     if curve is None:
       return _State.identity(self._interval)
     remove, add = pld_curves.to_pld(curve, self._interval)
-    return _State(remove, add, curve.symmetric).power(count)
+    return _State(remove, add, curve.symmetric, _spread(curve),
+                  self._interval).power(count)
 
   def _curve(self, event) -> pld_curves.Curve:
     """A curve of the whole event (for the sampling transforms)."""
@@ -316,7 +349,8 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
       elif count != 1:
         remove, add = pld_curves.to_pld(curve, self._interval)
         curve = self._state_curve(
-            _State(remove, add, curve.symmetric).power(count))
+            _State(remove, add, curve.symmetric, _spread(curve),
+                   self._interval).power(count))
     try:
       self._curves[event] = curve
     except TypeError:
@@ -376,10 +410,14 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
                       math.floor(l1 + 1e-9))
     if relation is NeighborRel.REPLACE_ONE:
       coordinates = min(int(event.dimension), 2 * coordinates)
-    if coordinates > 4096:
+    budget = (2.0 * l2) ** 2 if relation is NeighborRel.REPLACE_ONE else (
+        l2 * l2)
+    if coordinates > 1 and coordinates * shift * shift > 1.5 * budget:
+      # Each coordinate charged the largest shift: more than RDP's
+      # Delta_2^2 (the PLD would lose to it; not built).
       raise pld_mechanisms.Unsupported(
-          f'a client may move {coordinates} coordinates: the coordinate-wise '
-          'PLD is not tight there.')
+          f'a client may move {coordinates} coordinates by up to {shift}: '
+          'the coordinate-wise PLD is looser than RDP there.')
     return pld_mechanisms.shift_curve(noise, shift), coordinates
 
   def _sampled(self, event, relation) -> pld_curves.Curve:
@@ -417,6 +455,51 @@ def tightest_epsilon(
     neighboring_relation: NeighborRel = NeighborRel.ADD_OR_REMOVE_ONE,
 ) -> Tuple[float, str]:
   """(eps, 'PLD' or 'RDP') of `event`: the smaller valid bound, named."""
-  acc = PldAccountant(neighboring_relation, adversary)
+  acc = tightest_accountant(adversary, neighboring_relation)
   acc.compose(event)
   return acc.get_epsilon_and_bound(target_delta)
+
+
+def _spread(curve) -> float:
+  """Squared width of a leaf's loss range (both directions' larger)."""
+  (a, b), (c, d) = curve.ranges
+  return max(b - a, d - c, 0.0) ** 2
+
+
+def tightest(
+    adversary: str = Adversary.SERVER,
+    neighboring_relation: NeighborRel = NeighborRel.ADD_OR_REMOVE_ONE,
+) -> 'PldAccountant':
+  """`tightest_accountant`: the one accountant choice of `epsilon`, the
+  calibrations (`make_fresh_accountant=lambda: tightest(adversary)`) and
+  the CLI."""
+  return tightest_accountant(adversary, neighboring_relation)
+
+
+def epsilon(
+    event: dp_accounting.DpEvent,
+    target_delta: float,
+    adversary: str = Adversary.SERVER,
+    neighboring_relation: NeighborRel = NeighborRel.ADD_OR_REMOVE_ONE,
+    orders: Optional[Sequence[float]] = None,
+) -> Tuple[float, Optional[float]]:
+  """(eps, RDP order) of `event` at `target_delta`: the tightest valid
+  bound (`tff_ddp.accounting.epsilon`). The order is None where the PLD is
+  reported. With `orders` given, RDP at those orders alone
+  (`accountant.epsilon`, the value of earlier releases)."""
+  if orders is not None:
+    return rdp_lib.epsilon(event, target_delta, adversary,
+                           neighboring_relation, orders)
+  acc = tightest(adversary, neighboring_relation).compose(event)
+  return acc.get_epsilon_and_optimal_order(target_delta)
+
+
+def tightest_accountant(
+    adversary: str = Adversary.SERVER,
+    neighboring_relation: NeighborRel = NeighborRel.ADD_OR_REMOVE_ONE,
+) -> PldAccountant:
+  """A fresh accountant reporting the tightest valid bound (the PLD, or RDP
+  where that is smaller or the PLD has none), which it names: the one
+  accountant choice of every calibration and report (`calibrate`'s
+  `make_fresh_accountant`, `tff_ddp.accounting.epsilon`, the CLI)."""
+  return PldAccountant(neighboring_relation, adversary)

@@ -8,7 +8,9 @@ import pytest
 
 from tff_ddp.accounting import accountant
 from tff_ddp.accounting import calibration
+from tff_ddp.accounting import pld_accountant
 from tff_ddp.accounting import events
+from tff_ddp.accounting import orders as orders_lib
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
 from tff_ddp_tests import harness
 
@@ -84,8 +86,10 @@ class CalibrateTest(parameterized.TestCase):
         continue
       self.assertLessEqual(r.epsilon, target)
       self.assertGreaterEqual(r.epsilon, 0.99 * target)
+      # RDP alone (these calibrations use RdpAccountant): orders given.
       eps, _ = accountant.epsilon(r.event, 1e-5, adversary,
-                                  r.neighboring_relation)
+                                  r.neighboring_relation,
+                                  orders_lib.DEFAULT_ORDERS)
       self.assertEqual(eps, r.epsilon)
       self.assertEqual(r.adversary, adversary)
       self.assertEqual(r.parameter, parameter.name)
@@ -100,18 +104,22 @@ class CalibrateTest(parameterized.TestCase):
       self.assertGreaterEqual(r.epsilon, 0.99 * target)
 
   def test_calibrate_gaussian_is_calibrate_over_the_gaussian_event(self):
-    # The helper is the generic search over GaussianDpEvent (same value).
+    # The helper is the generic search over GaussianDpEvent (same value)
+    # with the tightest accountant (the library's default).
     for adversary in accountant.ADVERSARIES:
       helper = calibration.calibrate_gaussian(2.0, 1e-5, rounds=10,
                                               adversary=adversary)
-      generic = _calibrate(dp_accounting.GaussianDpEvent, _Z, 2.0,
-                           rounds=10, adversary=adversary)
+      generic = calibration.calibrate(
+          lambda: pld_accountant.tightest(adversary),
+          lambda z: calibration.rounds_event(
+              dp_accounting.GaussianDpEvent(z), 10), 2.0, 1e-5, _Z)
       self.assertEqual(helper, generic)
 
   def test_integer_num_trials_is_largest_that_fits(self):
     r = _calibrate(_pbm(theta=0.1), _NUM_TRIALS, 5.0)
     self.assertLessEqual(r.epsilon, 5.0)
-    over = accountant.epsilon(_pbm(theta=0.1)(r.value + 1), 1e-5)[0]
+    over = accountant.epsilon(_pbm(theta=0.1)(r.value + 1), 1e-5,
+                              orders=orders_lib.DEFAULT_ORDERS)[0]
     self.assertGreater(over, 5.0)
 
   def test_a_refused_value_is_unsafe(self):
@@ -221,11 +229,13 @@ class SplitBudgetTest(parameterized.TestCase):
     for eps, share in zip(split.standalone_epsilons, shares):
       self.assertLessEqual(eps, share * (1 + 1e-9))
       self.assertGreater(eps, share * (1 - 2e-3))
-    # Independent check: two Gaussians compose to one with z^-2 summed.
+    # Independent check: two Gaussians compose to one with z^-2 summed
+    # (split_budget reports the tightest bound, the PLD here: two
+    # discretized Gaussians composed vs one, equal to ~1e-6).
     z = sum(r.value**-2 for r in split.results)**-0.5
     self.assertAlmostEqual(
-        accountant.epsilon(dp_accounting.GaussianDpEvent(z), 1e-5)[0],
-        split.epsilon, places=9)
+        pld_accountant.epsilon(dp_accounting.GaussianDpEvent(z), 1e-5)[0],
+        split.epsilon, delta=1e-5)
     # The composition uses the budget better than the sum of the parts.
     self.assertGreater(split.scale, target)
 
