@@ -46,6 +46,7 @@ identical rounds is one `self_compose`. The discretization interval
 tested against 1e-4).
 """
 
+import collections
 import math
 from typing import Optional, Sequence, Tuple
 
@@ -78,6 +79,34 @@ MAX_COMPOSITIONS = 100000
 # (2 sqrt(18 S) / h for a summed squared range S: Hoeffding at 1e-15,
 # dp-accounting's truncation) is not attempted; RDP is reported instead.
 MAX_GRID_POINTS = 2e7
+
+
+class _Lru:
+  """A small least-recently-used map (the PLDs of recent events)."""
+
+  def __init__(self, size: int):
+    self._size = size
+    self._items = collections.OrderedDict()
+
+  def get(self, key):
+    value = self._items.get(key)
+    if value is not None:
+      self._items.move_to_end(key)
+    return value
+
+  def put(self, key, value):
+    self._items[key] = value
+    self._items.move_to_end(key)
+    while len(self._items) > self._size:
+      self._items.popitem(last=False)
+
+  def clear(self):
+    self._items.clear()
+
+
+# PLDs of recently composed events, shared by every accountant (keyed by
+# event, relation, adversary and grid; a PLD is never modified once built).
+_STATES = _Lru(32)
 
 
 class _Infinite(Exception):
@@ -164,6 +193,7 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
       orders: Optional[Sequence[float]] = None,
       use_rdp: bool = True,
   ):
+    self._orders = orders
     self._rdp = rdp_lib.RdpAccountant(orders, neighboring_relation,
                                       adversary)
     super().__init__(neighboring_relation)
@@ -173,6 +203,9 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
                                  low_open=True)
     self._use_rdp = checks.boolean(use_rdp, 'use_rdp')
     self._state = _State.identity(self._interval)
+    # Without RDP beside it (use_rdp=False: a calibration's search) the RDP
+    # curves are not computed; the sampler term is summed here instead.
+    self._tv_mass = 0.0
     self._infinite = False
     self._unsupported: Optional[str] = None
     self._cache = {}
@@ -182,20 +215,39 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
   def adversary(self) -> Adversary:
     return self._adversary
 
-  def pld_only(self) -> 'PldAccountant':
+  def pld_only(self, interval_factor: float = 1.0) -> 'PldAccountant':
     """A fresh accountant like this one without the RDP beside it (what
-    `calibrate` searches with before it compares with RDP)."""
+    `calibrate` searches with before it compares with RDP), on a loss grid
+    `interval_factor` times as coarse (still pessimistic: every epsilon of
+    it is an upper bound too)."""
     return PldAccountant(self._neighboring_relation, self._adversary,
-                         self._interval, use_rdp=False)
+                         min(1.0, self._interval * interval_factor),
+                         use_rdp=False)
+
+  def rdp_only(self) -> rdp_lib.RdpAccountant:
+    """A fresh `RdpAccountant` of this one's adversary, relation and
+    orders: the RDP bound beside the PLD, alone."""
+    return rdp_lib.RdpAccountant(self._orders, self._neighboring_relation,
+                                 self._adversary)
+
+  @property
+  def uses_rdp(self) -> bool:
+    """False: the PLD bound alone is reported (use_rdp=False)."""
+    return self._use_rdp
+
+  @property
+  def value_discretization_interval(self) -> float:
+    return self._interval
 
   @property
   def rdp_accountant(self) -> rdp_lib.RdpAccountant:
-    """The RDP accountant composed beside the PLD (same events)."""
+    """The RDP accountant composed beside the PLD (same events; nothing
+    composed when use_rdp is False)."""
     return self._rdp
 
   @property
   def sampler_tv_mass(self) -> float:
-    return self._rdp.sampler_tv_mass
+    return self._rdp.sampler_tv_mass if self._use_rdp else self._tv_mass
 
   @property
   def pld_unsupported(self) -> Optional[str]:
@@ -225,7 +277,10 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
     if not do_compose:
       return self._rdp._maybe_compose(event, count, False)  # pylint: disable=protected-access
     count = checks.integer(count, 'count', 0)
-    self._rdp.compose(event, count)
+    if self._use_rdp:
+      self._rdp.compose(event, count)
+    else:
+      self._tv_mass += count * rdp_lib._tv_mass(event)  # pylint: disable=protected-access
     if count == 0 or self._infinite or self._unsupported:
       return None
     try:
@@ -247,7 +302,7 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
                         low_open=True, high_open=True)
     if self._infinite or self._unsupported:
       return math.inf
-    tv = self._rdp.sampler_tv_mass
+    tv = self.sampler_tv_mass
     if tv == 0:
       return self._state.epsilon(delta)
     first = self._state.epsilon(delta / 2.0)
@@ -260,7 +315,7 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
     eps = checks.nonnegative(target_epsilon, 'target_epsilon')
     if self._infinite or self._unsupported:
       return 1.0
-    tv = self._rdp.sampler_tv_mass
+    tv = self.sampler_tv_mass
     return min(1.0, self._state.delta(eps)
                + (1.0 + math.exp(min(eps, 700.0))) * tv)
 
@@ -298,11 +353,26 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
     return self._neighboring_relation
 
   def _plds(self, event) -> _State:
+    """The (remove, add) PLDs of `event`: cached per accountant, and across
+    accountants of the same class, relation, adversary and grid (`_STATES`: a
+    calibration's final check and report, and a budget split's repeated
+    releases, compose the same events again)."""
+    key = (type(self), event, self._neighboring_relation, self._adversary,
+           self._interval)
     try:
       return self._cache[event]
     except (KeyError, TypeError):
       pass
-    value = self._compute(event)
+    try:
+      value = _STATES.get(key)
+    except TypeError:  # an unhashable event (a list inside)
+      value = None
+    if value is None:
+      value = self._compute(event)
+      try:
+        _STATES.put(key, value)
+      except TypeError:
+        pass
     try:
       self._cache[event] = value
     except TypeError:

@@ -403,20 +403,30 @@ class PldCurve(Curve):
 def convex_minorant(x: np.ndarray, y: np.ndarray) -> np.ndarray:
   """Indices of the lower convex hull of the points (x, y), x increasing.
 
-  A point whose slope to its left neighbour exceeds the slope to its right
-  one lies above the chord of its neighbours, so it is not a hull vertex;
-  all such points are removed at once, until none is left.
+  Andrew's monotone chain (Andrew 1979, "Another efficient algorithm for
+  convex hulls in two dimensions"), lower half, in one pass: a point is
+  dropped when it is not strictly below the chord from the point before
+  it to the next one. Collinear points are dropped too (they lie on the
+  chord: the interpolated curve is unchanged). A point dropped by float
+  rounding can only raise the interpolated curve (every kept point is on
+  or above the hull), so the result is pessimistic whatever the rounding.
   """
-  idx = np.arange(x.size)
-  while idx.size > 2:
-    xs, ys = x[idx], y[idx]
-    slope = np.diff(ys) / np.diff(xs)
-    bad = np.zeros(idx.size, bool)
-    bad[1:-1] = slope[:-1] > slope[1:]
-    if not np.any(bad):
-      break
-    idx = idx[~bad]
-  return idx
+  xs = np.asarray(x, np.float64).tolist()
+  ys = np.asarray(y, np.float64).tolist()
+  hx, hy, idx = [], [], []
+  for i, (px, py) in enumerate(zip(xs, ys)):
+    while len(idx) >= 2:
+      ax, ay, bx, by = hx[-2], hy[-2], hx[-1], hy[-1]
+      if (by - ay) * (px - ax) >= (py - ay) * (bx - ax):
+        hx.pop()
+        hy.pop()
+        idx.pop()
+      else:
+        break
+    hx.append(px)
+    hy.append(py)
+    idx.append(i)
+  return np.asarray(idx, np.int64)
 
 
 def direction_pmf(curve_fn, lo: float, hi: float, interval: float):

@@ -215,6 +215,73 @@ def _pbm_calibrator(dimension, num_trials):
   return calibrate
 
 
+def _plain_pld_search(make_event, parameter, target, delta, adversary):
+  """The least noise of the PLD alone by `least_noise`'s default search
+  (brentq to the root) on the accountant's own grid: what the fast search
+  (coarse grid first, regula falsi) must agree with."""
+  def eps(x):
+    return pld_accountant.PldAccountant(
+        adversary=adversary, use_rdp=False).compose(
+            make_event(x)).get_epsilon(delta)
+  return calibration.least_noise(
+      eps, parameter.low, parameter.high, parameter.epsilon_increases,
+      target, parameter.discrete, parameter.name)
+
+
+class PldCalibrateTest(parameterized.TestCase):
+  """`calibrate` with the tightest accountant (the library's default)
+  searches a 10x coarser pessimistic grid first, then the fine one from
+  there (`calibration._pld_search`)."""
+
+  @parameterized.named_parameters(
+      ('gaussian_rounds', lambda z: calibration.rounds_event(
+          dp_accounting.GaussianDpEvent(z), 100), _Z, 'release', 2.0),
+      ('self_sampled_ddg', lambda s: calibration.rounds_event(
+          events.DistributedDiscreteGaussianDpEvent(1, s, 16, 1), 50, 'self',
+          rate=0.05), _DDG_LOCAL, 'server', 0.3),
+      ('ddg_one_coordinate', lambda s: dp_accounting.SelfComposedDpEvent(
+          events.DistributedDiscreteGaussianDpEvent(4, s, 50, 1), 10),
+       _DDG_LOCAL, 'server', 2.0),
+      ('cpbm_theta', lambda t: events.PoissonBinomialDpEvent(t, 64, 100, 64),
+       _THETA, 'server', 1.0),
+      ('cpbm_trials', lambda m: events.PoissonBinomialDpEvent(0.1, m, 50, 1),
+       _NUM_TRIALS, 'server', 3.0),
+  )
+  def test_fast_search_is_valid_and_agrees_with_the_plain_one(
+      self, make_event, parameter, adversary, target):
+    delta = 1e-5
+    r = calibration.calibrate(lambda: pld_accountant.tightest(adversary),
+                              make_event, target, delta, parameter)
+    # Recomputed from scratch (no cached PLD): the reported epsilon, which
+    # meets the target.
+    pld_accountant._STATES.clear()  # pylint: disable=protected-access
+    again = pld_accountant.tightest(adversary).compose(make_event(r.value))
+    self.assertEqual(again.get_epsilon(delta), r.epsilon)
+    self.assertLessEqual(r.epsilon, target)
+    self.assertEqual(r.bound, 'PLD')
+    plain, _ = _plain_pld_search(make_event, parameter, target, delta,
+                                 adversary)
+    if parameter.discrete:
+      self.assertEqual(r.value, plain)
+    else:
+      self.assertFalse(r.at_limit)
+      self.assertGreaterEqual(r.epsilon, (1 - calibration.FINE_RTOL) * target)
+      # Within the two searches' tolerances of each other (eps within 1e-4
+      # and 1e-3 of the target; eps moves like a power of the parameter).
+      self.assertAlmostEqual(r.value / plain, 1.0, delta=3e-3)
+
+  def test_rdp_is_searched_where_it_is_smaller(self):
+    # A DDG model update (d = 2^16, l2 = 1000): the coordinate-wise PLD
+    # is not built (RDP is tighter), so the PLD search finds nothing and
+    # the RDP search gives the RdpAccountant's own value.
+    tightest = calibration.calibrate(
+        pld_accountant.tightest, _ddg_local, 2.0, 1e-5, _DDG_LOCAL)
+    rdp = calibration.calibrate(_fresh(), _ddg_local, 2.0, 1e-5, _DDG_LOCAL)
+    self.assertEqual(tightest.bound, 'RDP')
+    self.assertEqual(tightest.value, rdp.value)
+    self.assertEqual(tightest.epsilon, rdp.epsilon)
+
+
 class SplitBudgetTest(parameterized.TestCase):
 
   @parameterized.parameters((2.0, (1.0, 10.0)), (0.5, (1.0, 1.0)),
