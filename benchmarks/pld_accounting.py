@@ -10,7 +10,8 @@ row says otherwise):
    one coordinate with every other client at one extreme, the target at
    the other; no valid accountant can go below it);
 2. speed: 1500-round accountings and calibrations with the tightest
-   accountant (the library's default);
+   accountant (the library's default) beside RDP alone, wall and CPU
+   seconds (the machine may be shared: CPU seconds are the steadier);
 3. calibrated noise at equal epsilon: the cPBM quantile processes' noise
    (count units) over the central Gaussian's at the same epsilon, and the
    Gaussian noise multipliers of the DDG paper's EMNIST / Stack Overflow
@@ -31,6 +32,7 @@ from scipy import stats
 from tff_ddp.accounting import accountant
 from tff_ddp.accounting import calibration
 from tff_ddp.accounting import events
+from tff_ddp.accounting import pbm_rdp
 from tff_ddp.accounting import pld_accountant
 
 SC = dp_accounting.SelfComposedDpEvent
@@ -97,45 +99,109 @@ def _cpbm_truth(event, delta):
   return max(eps(p, q), eps(q, p))
 
 
-def speed():
-  print('| case | seconds | epsilon / value | bound |')
-  print('|---|---|---|---|')
+def _timed(fn):
+  """(result, wall seconds, CPU seconds) of fn()."""
+  wall, cpu = time.time(), time.process_time()
+  result = fn()
+  return result, time.time() - wall, time.process_time() - cpu
+
+
+def speed(quick):
+  """1500-round accountings and calibrations: the tightest accountant (the
+  default) beside RDP alone, wall and CPU seconds (targets: an accounting
+  under 1 s, a calibration under 10 s)."""
+  print('| 1500-round accounting | tightest s (CPU) | RDP s (CPU) | '
+        'epsilon tightest / RDP | bound |')
+  print('|---|---|---|---|---|')
   cases = [
-      ('1500 rounds, Poisson Gaussian (release)', SC(
+      ('Poisson Gaussian q 100/3400 (release)', SC(
           dp_accounting.PoissonSampledDpEvent(
               100 / 3400, dp_accounting.GaussianDpEvent(1.0)), 1500),
        'release', 1 / 3400),
-      ('1500 rounds, self-sampled DDG sd 1 n 100', SC(
+      ('self-sampled DDG sd 1 n 100 q 0.01', SC(
           events.SelfSampledDpEvent(0.01, DDG(2, 1.0, 100, 1)), 1500),
        'server', 1e-6),
-      ('1500 rounds, cPBM theta 0.1 m 64 n 100 d 1', SC(
+      ('cPBM theta 0.1 m 64 n 100 d 1', SC(
           PBM(0.1, 64, 100, 1), 1500), 'server', 1e-6),
   ]
   for name, event, adv, delta in cases:
-    t = time.time()
-    acc = pld_accountant.tightest(adversary=adv).compose(event)
-    e, bound = acc.get_epsilon_and_bound(delta)
-    print(f'| {name} | {time.time() - t:.2f} | {e:.4g} | {bound} |')
-  for name, fn in [
-      ('calibrate Gaussian, Poisson q 100/3400, 1500 rounds, eps 10',
-       lambda: calibration.calibrate(
-           lambda: pld_accountant.tightest(adversary='release'),
+    pld_accountant._STATES.clear()  # pylint: disable=protected-access
+    (e, bound), wall, cpu = _timed(
+        lambda: pld_accountant.tightest(adversary=adv).compose(
+            event).get_epsilon_and_bound(delta))
+    rdp, rwall, rcpu = _timed(
+        lambda: accountant.RdpAccountant(adversary=adv).compose(
+            event).get_epsilon(delta))
+    print(f'| {name} | {wall:.2f} ({cpu:.2f}) | {rwall:.2f} ({rcpu:.2f}) | '
+          f'{e:.4g} / {rdp:.4g} | {bound} |')
+  print()
+  print('| calibration | tightest s (CPU) | RDP s (CPU) | value tightest / '
+        'RDP | bound |')
+  print('|---|---|---|---|---|')
+  rdp_only = _rdp_only()
+  calibrations = [
+      ('Gaussian z, Poisson q 100/3400, 1500 rounds, eps 10 (release)',
+       lambda make: calibration.calibrate(
+           lambda: make(adversary='release'),
            lambda z: calibration.rounds_event(
                dp_accounting.GaussianDpEvent(z), 1500, 'poisson',
                rate=100 / 3400),
            10.0, 1 / 3400, calibration.Parameter.noise('z'))),
-      ('calibrate cPBM theta, m 64, n 100, d 64, eps 1',
-       lambda: calibration.calibrate(
-           pld_accountant.tightest, lambda t: PBM(t, 64, 100, 64), 1.0, 1e-6,
+      ('Gaussian z, 10 rounds, eps 2, replace-one',
+       lambda make: calibration.calibrate(
+           lambda: make(neighboring_relation=(
+               dp_accounting.NeighboringRelation.REPLACE_ONE)),
+           lambda z: calibration.rounds_event(
+               dp_accounting.GaussianDpEvent(z), 10), 2.0, 1e-5,
+           calibration.Parameter.noise('z'))),
+      ('cPBM theta, m 64, n 100, d 64, eps 1',
+       lambda make: calibration.calibrate(
+           make, lambda t: PBM(t, 64, 100, 64), 1.0, 1e-6,
            calibration.Parameter.signal('theta', 2**-40, 0.25))),
-      ('calibrate DDG local sd, shift 4, n 50, 100 rounds, eps 2',
-       lambda: calibration.calibrate(
-           pld_accountant.tightest, lambda s: SC(DDG(4, s, 50, 1), 100), 2.0,
+      ('cPBM num_trials, theta 0.1, n 100, d 1, eps 3',
+       lambda make: calibration.calibrate(
+           make, lambda m: PBM(0.1, m, 100, 1), 3.0, 1e-6,
+           calibration.Parameter.signal('num_trials', 1, 2**31 - 1,
+                                        discrete=True))),
+      ('DDG local sd, shift 4, n 50, 100 rounds, eps 2',
+       lambda make: calibration.calibrate(
+           make, lambda s: SC(DDG(4, s, 50, 1), 100), 2.0,
            1e-6, calibration.Parameter.noise('local_stddev', 0.5))),
-  ]:
-    t = time.time()
-    r = fn()
-    print(f'| {name} | {time.time() - t:.2f} | {r.value:.5g} | {r.bound} |')
+      ('DDG local sd, d 65536, l2 1000, n 100, 1000 rounds, eps 5',
+       lambda make: calibration.calibrate(
+           make, lambda s: SC(DDG(1000, s, 100, 65536), 1000), 5.0,
+           1e-6, calibration.Parameter.noise('local_stddev', 0.5))),
+  ]
+  for name, fn in calibrations:
+    pld_accountant._STATES.clear()  # pylint: disable=protected-access
+    r, wall, cpu = _timed(lambda: fn(pld_accountant.tightest))
+    rdp, rwall, rcpu = _timed(lambda: fn(rdp_only))
+    print(f'| {name} | {wall:.2f} ({cpu:.2f}) | {rwall:.2f} ({rcpu:.2f}) | '
+          f'{r.value:.5g} / {rdp.value:.5g} | {r.bound} |')
+  if quick:
+    return
+  # The frequency docs example (docs/analytics.md): a budget split of a
+  # cPBM quantile phase and a cPBM frequency phase, each step calibrating
+  # both (the l2-aware cPBM RDP's constants, ~30 s of CPU per new theta,
+  # dominate either way).
+  from tff_ddp.analytics import frequency_process  # pylint: disable=g-import-not-at-top
+  for label, make in (('tightest', pld_accountant.tightest),
+                      ('RDP', rdp_only)):
+    pld_accountant.tightest = make
+    pld_accountant._STATES.clear()  # pylint: disable=protected-access
+    pbm_rdp._kappa.cache_clear()  # pylint: disable=protected-access
+    try:
+      params, wall, cpu = _timed(lambda: frequency_process.frequency_parameters(
+          'two_phase', dim=20, expected_clients_per_round=500, epsilon=4.0,
+          delta=1e-5, max_items=100))
+    finally:
+      pld_accountant.tightest = tightest_default
+    print(f'| frequency two_phase d 20 n 500 eps 4 ({label}) | {wall:.1f} '
+          f'({cpu:.1f}) | | theta {params.theta:.4g} m {params.num_trials} | '
+          '|')
+
+
+tightest_default = pld_accountant.tightest
 
 
 def _rdp_only():
@@ -208,7 +274,7 @@ def main():
         f'{os.getloadavg()[0]:.2f} | cores {os.cpu_count()}')
   releases()
   print()
-  speed()
+  speed(args.quick)
   print()
   equal_epsilon(args.quick)
 
