@@ -514,6 +514,15 @@ def _refine(eps, x0, at_limit, parameter, target, rtol):
       else:
         unsafe = mid
     return safe, True
+  width = hi - lo if math.isfinite(hi - lo) else 1.0
+
+  def moved(x, step, sign):
+    """x moved by `step` (relative, or of the range's width from x <= 0)
+    upwards (sign 1) or downwards, kept in the range."""
+    x = (x * math.exp(sign * step) if x > 0 else x + sign * step * width)
+    return min(max(x, lo), hi)
+
+  towards_less_noise = 1 if up else -1
   if e0 <= target:
     if at_limit and x0 == least_noise_end:
       return x0, True
@@ -521,9 +530,8 @@ def _refine(eps, x0, at_limit, parameter, target, rtol):
       return x0, False
     safe, e_safe = x0, e0
     step = max(1e-5, 2.0 * math.log(target / e0) if e0 > 0 else 1e-3)
-    while True:
-      x = safe * math.exp(step if up else -step)
-      x = min(x, hi) if up else max(x, lo)
+    for _ in range(200):
+      x = moved(safe, step, towards_less_noise)
       e = eps(x)
       if e > target:
         unsafe, e_unsafe = x, e
@@ -531,20 +539,23 @@ def _refine(eps, x0, at_limit, parameter, target, rtol):
       if x == least_noise_end:
         return x, True
       safe, e_safe, step = x, e, step * 4.0
+    else:
+      raise ValueError(f'{parameter.name}: no bracket found')
   else:
     unsafe, e_unsafe = x0, e0
     step = max(1e-5, 2.0 * math.log(e0 / target) if e0 < math.inf
                else 1e-2)
-    while True:
+    for _ in range(200):
       if unsafe == most_noise_end:
         raise ValueError(f'{parameter.name}: no value meets the target')
-      x = unsafe * math.exp(-step if up else step)
-      x = max(x, lo) if up else min(x, hi)
+      x = moved(unsafe, step, -towards_less_noise)
       e = eps(x)
       if e <= target:
         safe, e_safe = x, e
         break
       unsafe, e_unsafe, step = x, e, step * 4.0
+    else:
+      raise ValueError(f'{parameter.name}: no bracket found')
   return _regula_falsi(eps, safe, unsafe, target, rtol, e_safe,
                        e_unsafe), False
 
