@@ -20,7 +20,11 @@ mechanism: it calibrates over callables.
 
 `calibrate` returns the least noise that meets the target, found by
 bracketed root finding (scipy's brentq on eps(x) - target, then a step onto
-the safe side; `least_noise`), as a `CalibrationResult`.
+the safe side; `least_noise`), as a `CalibrationResult`. With a
+`PldAccountant` (the library's default, `pld_accountant.tightest`) the PLD
+is searched on a coarser pessimistic grid, then refined on the
+accountant's, and RDP only where it can be the smaller bound
+(`_pld_search`).
 
     >>> result = calibrate(
     ...     lambda: accountant.RdpAccountant(adversary='release'),
