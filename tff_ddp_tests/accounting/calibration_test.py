@@ -1,6 +1,7 @@
 """Tests of noise calibration (the `privacy` CLI is tested in cli_test)."""
 
 import math
+from unittest import mock
 
 from absl.testing import parameterized
 import dp_accounting
@@ -280,6 +281,35 @@ class PldCalibrateTest(parameterized.TestCase):
     self.assertEqual(tightest.bound, 'RDP')
     self.assertEqual(tightest.value, rdp.value)
     self.assertEqual(tightest.epsilon, rdp.epsilon)
+
+
+  @parameterized.named_parameters(
+      # l2 budget 1 of 16 coordinates: RDP first, and RDP is smaller.
+      ('rdp_smaller', 16, 1.0, 1.0, 'RDP'),
+      # 1.69 of 2 coordinates: the PLD first, and the PLD is smaller.
+      ('pld_smaller', 2, 1.3, 4.0, 'PLD'),
+  )
+  def test_search_order_changes_the_work_not_the_value(
+      self, dimension, l2_bound, target, bound):
+    # cPBM with an l2 promise: whichever bound is searched first
+    # (`_rdp_expected_smaller`, a rule on the event), the calibration is
+    # the same. Over num_trials at theta 1/4 the l2 constants are computed
+    # once (20 clients).
+    def make_event(m):
+      return events.PoissonBinomialDpEvent(0.25, m, 20, dimension,
+                                           l2_bound=l2_bound)
+    rule = calibration._rdp_expected_smaller(  # pylint: disable=protected-access
+        make_event, _NUM_TRIALS, 'zero_out')
+    self.assertEqual(rule, bound == 'RDP')
+    results = []
+    for rdp_first in (True, False):
+      with mock.patch.object(calibration, '_rdp_expected_smaller',
+                             lambda *args, first=rdp_first: first):
+        results.append(calibration.calibrate(
+            pld_accountant.tightest, make_event, target, 1e-5,
+            _NUM_TRIALS))
+    self.assertEqual(results[0], results[1])
+    self.assertEqual(results[0].bound, bound)
 
 
 class SplitBudgetTest(parameterized.TestCase):
