@@ -303,7 +303,7 @@ def parameters_for_noise(
       encoding=encoding, mechanism='discrete_gaussian', bits=bits,
       factory=factory, value_type=value_type,
       epsilon=pld_accountant.epsilon(factory.dp_event(value_type), delta,
-                                 adversary)[0],
+                                     adversary)[0],
       delta=delta, adversary=adversary, scaling=c, noise_multiplier=z,
       theta=None, num_trials=None)
 
@@ -526,7 +526,7 @@ class _DdgBudget:
     except ValueError:
       return False
     return pld_accountant.epsilon(event, self.delta,
-                              self.adversary)[0] <= self.target
+                                  self.adversary)[0] <= self.target
 
   def largest_scaling(self, bits) -> int:
     """c*: the largest c (whose reciprocal round-trips) that `meets` the
