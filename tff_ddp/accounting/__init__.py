@@ -10,7 +10,7 @@ from tff_ddp.accounting import skellam_rdp
 from tff_ddp.accounting import subsampling
 from tff_ddp.accounting.accountant import ADVERSARIES
 from tff_ddp.accounting.accountant import Adversary
-from tff_ddp.accounting.accountant import epsilon
+from tff_ddp.accounting.pld_accountant import epsilon
 from tff_ddp.accounting.accountant import RdpAccountant
 from tff_ddp.accounting.calibration import calibrate
 from tff_ddp.accounting.calibration import CalibrationResult

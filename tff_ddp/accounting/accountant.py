@@ -540,7 +540,9 @@ def epsilon(
     neighboring_relation: NeighborRel = NeighborRel.ADD_OR_REMOVE_ONE,
     orders: Optional[Sequence[float]] = None,
 ) -> Tuple[float, float]:
-  """(eps, optimal order) of `event` at `target_delta` (see RdpAccountant)."""
+  """(eps, optimal order) of `event` at `target_delta` by RDP alone (see
+  RdpAccountant). The library's default, the tightest valid bound, is
+  `tff_ddp.accounting.epsilon` (`pld_accountant.epsilon`)."""
   accountant = RdpAccountant(orders, neighboring_relation, adversary)
   accountant.compose(event)
   return accountant.get_epsilon_and_optimal_order(target_delta)

@@ -20,7 +20,11 @@ mechanism: it calibrates over callables.
 
 `calibrate` returns the least noise that meets the target, found by
 bracketed root finding (scipy's brentq on eps(x) - target, then a step onto
-the safe side; `least_noise`), as a `CalibrationResult`.
+the safe side; `least_noise`), as a `CalibrationResult`. With a
+`PldAccountant` (the library's default, `pld_accountant.tightest`) the PLD
+is searched on a coarser pessimistic grid, then refined on the
+accountant's, and RDP only where it can be the smaller bound
+(`_pld_search`).
 
     >>> result = calibrate(
     ...     lambda: accountant.RdpAccountant(adversary='release'),
@@ -67,6 +71,7 @@ from scipy import optimize
 
 from tff_ddp.accounting import accountant as accountant_lib
 from tff_ddp.accounting import events
+from tff_ddp.accounting import pld_accountant
 from tff_ddp.utils import checks
 from tff_ddp.utils import search
 
@@ -166,6 +171,9 @@ class CalibrationResult:
     event: the full DpEvent (all rounds, sampling) that was accounted.
     neighboring_relation: the relation `epsilon` holds for.
     adversary: the adversary `epsilon` holds against.
+    bound: 'PLD' (privacy loss distribution) or 'RDP': which valid bound
+      `epsilon` is (an RdpAccountant's is always 'RDP'; `order` is None
+      for 'PLD').
   """
 
   parameter: str
@@ -178,6 +186,7 @@ class CalibrationResult:
   event: dp_accounting.DpEvent
   neighboring_relation: dp_accounting.NeighboringRelation
   adversary: str
+  bound: str = 'RDP'
 
 
 def rounds_event(
@@ -267,13 +276,15 @@ class Rounds:
     return cls(rounds, **mine), rest
 
 
-def _fresh(make_fresh_accountant) -> accountant_lib.RdpAccountant:
+def _fresh(make_fresh_accountant):
+  """A fresh RdpAccountant or PldAccountant (both name the adversary)."""
   accountant = make_fresh_accountant()
-  if not isinstance(accountant, accountant_lib.RdpAccountant):
+  if not isinstance(accountant, (accountant_lib.RdpAccountant,
+                                 pld_accountant.PldAccountant)):
     raise TypeError(
         'make_fresh_accountant must return a tff_ddp.accounting.'
-        'RdpAccountant (its epsilon names the adversary), got '
-        f'{type(accountant).__name__}.')
+        'RdpAccountant or PldAccountant (its epsilon names the adversary), '
+        f'got {type(accountant).__name__}.')
   if not isinstance(accountant.ledger, dp_accounting.NoOpDpEvent):
     raise ValueError('make_fresh_accountant must return an accountant with '
                      f'nothing composed yet, got ledger {accountant.ledger}.')
@@ -349,22 +360,261 @@ def calibrate(
       refused.append(f'{parameter.name}={x:.6g}: {e}')
       return math.inf
 
-  try:
-    value, at_limit = least_noise(
-        eps, parameter.low, parameter.high, parameter.epsilon_increases,
-        target_epsilon, parameter.discrete, parameter.name)
-  except ValueError as e:
-    detail = f' Last refusal: {refused[-1]}' if refused else ''
-    raise ValueError(f'{e}{detail}') from e
-  event = event_at(value)
-  epsilon, order = first.compose(event).get_epsilon_and_optimal_order(
-      target_delta)
+  def search(eps_fn, rtol=None):
+    try:
+      return least_noise(
+          eps_fn, parameter.low, parameter.high, parameter.epsilon_increases,
+          target_epsilon, parameter.discrete, parameter.name, rtol)
+    except ValueError as e:
+      detail = f' Last refusal: {refused[-1]}' if refused else ''
+      raise ValueError(f'{e}{detail}') from e
+
+  if isinstance(first, pld_accountant.PldAccountant):
+    value, at_limit, composed = _pld_search(
+        first, event_at, target_epsilon, target_delta, parameter, refused,
+        search)
+    event = event_at(value)
+    first = composed or _fresh(make_fresh_accountant).compose(event)
+    epsilon, order = first.get_epsilon_and_optimal_order(target_delta)
+    bound = first.bound_used(target_delta)
+  else:
+    value, at_limit = search(eps)
+    event = event_at(value)
+    epsilon, order = first.compose(event).get_epsilon_and_optimal_order(
+        target_delta)
+    bound = 'RDP'
   return CalibrationResult(
       parameter=parameter.name, value=value, epsilon=epsilon, order=order,
       target_epsilon=target_epsilon, target_delta=target_delta,
       at_limit=at_limit, event=event,
       neighboring_relation=first.neighboring_relation,
-      adversary=first.adversary)
+      adversary=first.adversary, bound=bound)
+
+
+# The PLD search (`_pld_search`): a first search on a loss grid this many
+# times coarser (pessimistic as well: each value it tries has a valid
+# epsilon, ~8x cheaper), stopped within COARSE_RTOL of the target; then the
+# accountant's own grid from there, stopped within FINE_RTOL.
+COARSE_FACTOR = 10.0
+# RDP's search goes first for a cPBM release whose l2 budget (in
+# coordinates) times this is at most its dimension (`_rdp_expected_smaller`).
+RDP_FIRST_FACTOR = 4.0
+COARSE_RTOL = 2e-3
+FINE_RTOL = 1e-4
+
+
+def _pld_search(first, event_at, target_epsilon, target_delta, parameter,
+                refused, search):
+  """(value, at_limit, accountant composed at value or None): the least
+  noise of what `first` reports.
+
+  The least noise of min(PLD, RDP) (what a `PldAccountant` reports) is the
+  less noisy of the least noise of each bound alone: both fall as the noise
+  grows, so min(PLD, RDP)(x) <= target iff PLD(x) <= target or
+  RDP(x) <= target. The PLD's is searched coarse then fine
+  (`COARSE_FACTOR`); RDP's only if RDP meets the target at the PLD's
+  value (else RDP needs more noise and cannot be the less noisy). Where
+  RDP is expected to win (`_rdp_expected_smaller`, a rule on the event)
+  the order is reversed: RDP's search first, the PLD's only if the PLD
+  meets the target at RDP's value. The order changes the work, never the
+  value returned.
+  """
+  def eps_of(make):
+    memo = {}
+
+    def eps(x):
+      if x not in memo:
+        try:
+          memo[x] = make().compose(event_at(x)).get_epsilon(target_delta)
+        except ValueError as e:  # a configuration that cannot fit
+          refused.append(f'{parameter.name}={x:.6g}: {e}')
+          memo[x] = math.inf
+      return memo[x]
+    return eps
+
+  fine = eps_of(first.pld_only)
+  if first.uses_rdp and _rdp_expected_smaller(event_at, parameter,
+                                              first.neighboring_relation):
+    try:
+      x_rdp = search(eps_of(first.rdp_only))
+    except ValueError:  # RDP meets the target nowhere: the PLD alone
+      return _pld_least_noise(fine, eps_of, first, parameter,
+                              target_epsilon, search) + (None,)
+    check = first.compose(event_at(x_rdp[0]))
+    if check.pld_epsilon(target_delta) > target_epsilon:
+      return x_rdp + (check,)
+    try:
+      x_pld = _pld_least_noise(fine, eps_of, first, parameter,
+                               target_epsilon, search)
+    except ValueError:
+      return x_rdp + (check,)
+    rdp_less_noisy = (x_rdp[0] > x_pld[0] if parameter.epsilon_increases
+                      else x_rdp[0] < x_pld[0])
+    return x_rdp + (check,) if rdp_less_noisy else x_pld + (None,)
+  x_pld = None
+  try:
+    x_pld = _pld_least_noise(fine, eps_of, first, parameter, target_epsilon,
+                             search)
+  except ValueError:
+    if not first.uses_rdp:
+      raise
+  if not first.uses_rdp:
+    return x_pld + (None,)
+  if x_pld is not None:
+    check = first.compose(event_at(x_pld[0]))
+    if check.rdp_accountant.get_epsilon(target_delta) > target_epsilon:
+      return x_pld + (check,)
+  # RDP meets the target at the PLD's value (or the PLD nowhere): the
+  # least noise of RDP alone, with `least_noise`'s default search (the
+  # value an RdpAccountant's calibration gives).
+  x_rdp = search(eps_of(first.rdp_only))
+  if x_pld is None:
+    return x_rdp + (None,)
+  rdp_less_noisy = (x_rdp[0] > x_pld[0] if parameter.epsilon_increases
+                    else x_rdp[0] < x_pld[0])
+  return x_rdp + (None,) if rdp_less_noisy else x_pld + (check,)
+
+
+def _pld_least_noise(fine, eps_of, first, parameter, target_epsilon,
+                     search):
+  """(value, at_limit): the PLD's least noise, coarse grid then fine."""
+  try:
+    coarse = eps_of(lambda: first.pld_only(COARSE_FACTOR))
+    x_c, limit_c = search(coarse, COARSE_RTOL)
+    return _refine(fine, x_c, limit_c, parameter, target_epsilon, FINE_RTOL)
+  except ValueError:
+    # The coarse grid reaches the target nowhere (or its answer did not
+    # refine): the accountant's own grid, from scratch.
+    return search(fine, FINE_RTOL)
+
+
+def _rdp_expected_smaller(event_at, parameter, relation) -> bool:
+  """Whether the release holds a cPBM event whose l2 promise binds.
+
+  The PLD of a cPBM release composes the one-coordinate worst case over
+  every coordinate a client may move (D of them); the l2-aware RDP curve
+  (`pbm_rdp.l2_rdp`) charges the squared l2 budget S = L^2 (4 L^2
+  replace-one) in units of one coordinate's full shift. In the Gaussian
+  regime epsilon grows like the square root of what is charged, and the
+  conversion from RDP costs up to ~2x in epsilon, so RDP is expected to be
+  the smaller bound when 4 S <= D, and its search goes first (its
+  constants are costly, tens of seconds per theta at hundreds of clients,
+  so it should not be evaluated at values only the PLD's search visits).
+  The structure of the event does not depend on the parameter: it is read
+  at the most-noise end of the range.
+  """
+  x = parameter.low if parameter.epsilon_increases else parameter.high
+  try:
+    event = event_at(x)
+  except ValueError:
+    return False
+  replace = events.as_relation(relation) == events.Relation.REPLACE_ONE
+  pending = [event]
+  while pending:
+    event = pending.pop()
+    if isinstance(event, events.PoissonBinomialDpEvent):
+      bound = event.l2_bound
+      if bound is not None and math.isfinite(float(bound)):
+        dimension = event.dimension
+        if replace and event.replace_one_dimension is not None:
+          dimension = event.replace_one_dimension
+        budget = float(bound) ** 2 * (4.0 if replace else 1.0)
+        if RDP_FIRST_FACTOR * budget <= dimension:
+          return True
+    pending.extend(getattr(event, 'events', None) or [])
+    inner = getattr(event, 'event', None)
+    if isinstance(inner, dp_accounting.DpEvent):
+      pending.append(inner)
+  return False
+
+
+def _refine(eps, x0, at_limit, parameter, target, rtol):
+  """`least_noise` at a finer grid from x0, the coarse grid's answer: the
+  two grids' epsilons differ by a fraction of a percent, so the bracket
+  is found a small step from x0 (growing 4x per step) and closed by
+  `_regula_falsi`. Raises ValueError if the bracket reaches a range end
+  that does not meet the target."""
+  lo, hi = parameter.low, parameter.high
+  up = parameter.epsilon_increases  # x grows towards less noise
+  least_noise_end = hi if up else lo
+  most_noise_end = lo if up else hi
+  e0 = eps(x0)
+  if parameter.discrete:
+    direction = 1 if up else -1
+    x0 = int(x0)
+    if e0 <= target:
+      safe, step = x0, 1
+      while safe != least_noise_end:
+        x = safe + direction * step
+        x = min(x, hi) if up else max(x, lo)
+        if eps(x) > target:
+          unsafe = x
+          break
+        safe, step = x, step * 2
+      else:
+        return safe, True
+    else:
+      unsafe, step = x0, 1
+      while True:
+        if unsafe == most_noise_end:
+          raise ValueError(f'{parameter.name}: no value meets the target')
+        x = unsafe - direction * step
+        x = max(x, lo) if up else min(x, hi)
+        if eps(x) <= target:
+          safe = x
+          break
+        unsafe, step = x, step * 2
+    while abs(unsafe - safe) > 1:
+      mid = (safe + unsafe) // 2
+      if eps(mid) <= target:
+        safe = mid
+      else:
+        unsafe = mid
+    return safe, True
+  width = hi - lo if math.isfinite(hi - lo) else 1.0
+
+  def moved(x, step, sign):
+    """x moved by `step` (relative, or of the range's width from x <= 0)
+    upwards (sign 1) or downwards, kept in the range."""
+    x = (x * math.exp(sign * step) if x > 0 else x + sign * step * width)
+    return min(max(x, lo), hi)
+
+  towards_less_noise = 1 if up else -1
+  if e0 <= target:
+    if at_limit and x0 == least_noise_end:
+      return x0, True
+    if e0 >= (1.0 - rtol) * target:
+      return x0, False
+    safe, e_safe = x0, e0
+    step = max(1e-5, 2.0 * math.log(target / e0) if e0 > 0 else 1e-3)
+    for _ in range(200):
+      x = moved(safe, step, towards_less_noise)
+      e = eps(x)
+      if e > target:
+        unsafe, e_unsafe = x, e
+        break
+      if x == least_noise_end:
+        return x, True
+      safe, e_safe, step = x, e, step * 4.0
+    else:
+      raise ValueError(f'{parameter.name}: no bracket found')
+  else:
+    unsafe, e_unsafe = x0, e0
+    step = max(1e-5, 2.0 * math.log(e0 / target) if e0 < math.inf
+               else 1e-2)
+    for _ in range(200):
+      if unsafe == most_noise_end:
+        raise ValueError(f'{parameter.name}: no value meets the target')
+      x = moved(unsafe, step, -towards_less_noise)
+      e = eps(x)
+      if e <= target:
+        safe, e_safe = x, e
+        break
+      unsafe, e_unsafe, step = x, e, step * 4.0
+    else:
+      raise ValueError(f'{parameter.name}: no bracket found')
+  return _regula_falsi(eps, safe, unsafe, target, rtol, e_safe,
+                       e_unsafe), False
 
 
 def calibrate_gaussian(
@@ -379,8 +629,7 @@ def calibrate_gaussian(
   meeting the target against `adversary` (`calibrate` over z >= 1e-6)."""
   rounds = checks.integer(rounds, 'rounds', 1)
   return calibrate(
-      lambda: accountant_lib.RdpAccountant(
-          neighboring_relation=neighboring_relation, adversary=adversary),
+      lambda: pld_accountant.tightest(adversary, neighboring_relation),
       lambda z: rounds_event(dp_accounting.GaussianDpEvent(z), rounds),
       target_epsilon, target_delta, Parameter.noise('noise_multiplier'))
 
@@ -393,6 +642,8 @@ def least_noise(
     target_epsilon: float,
     discrete: bool = False,
     name: str = 'parameter',
+    rtol: Optional[float] = None,
+    xtol: float = 1e-12,
 ):
   """The least-noise x in [lo, hi] with eps(x) <= target_epsilon.
 
@@ -408,11 +659,16 @@ def least_noise(
     target_epsilon: > 0.
     discrete: x is an integer.
     name: the parameter's name, for error messages.
+    rtol: None (default): brentq to the root, then bisection until eps is
+      within 0.1% below the target. A float: regula falsi in log x (Illinois,
+      `_regula_falsi`), stopped as soon as eps is within rtol below the
+      target (fewer evaluations: the PLD searches of `calibrate`), or when
+      the bracket is narrower than xtol relative (a step function of x).
 
   Returns:
-    (x, at_limit): eps(x) <= target_epsilon always; within 0.1% of the
-    target for continuous x strictly inside the range; at_limit says that x
-    is a range end where the target is not binding, or integral.
+    (x, at_limit): eps(x) <= target_epsilon always; within 0.1% (or rtol)
+    of the target for continuous x strictly inside the range; at_limit says
+    that x is a range end where the target is not binding, or integral.
 
   Raises:
     ValueError: if no x in range meets the target (the message says the
@@ -455,6 +711,10 @@ def least_noise(
         unsafe = mid
     return safe, True
 
+  if rtol is not None:
+    return _regula_falsi(eps, safe, unsafe, target_epsilon, rtol,
+                         xtol=xtol), False
+
   def gap(x):
     # Capped so that inf (a refused configuration) keeps brentq's bracket.
     return min(eps(x), 2.0 * target_epsilon) - target_epsilon
@@ -489,6 +749,62 @@ def least_noise(
     else:
       unsafe = x
   return safe, False
+
+
+def _regula_falsi(eps, safe, unsafe, target, rtol, e_safe=None,
+                  e_unsafe=None, xtol=1e-12):
+  """x between `safe` (eps <= target) and `unsafe` (eps > target) with
+  (1 - rtol) target <= eps(x) <= target, or the safe end of a bracket of
+  relative width xtol.
+
+  The Illinois variant of regula falsi (Dowell & Jarratt 1971, BIT 11) on
+  g(u) = log eps - log target, u = log x (eps is close to a power of the
+  noise or theta, so g is nearly linear in u and two or three steps
+  usually suffice); bisection where g is not finite (inf: a refused
+  value; 0). Every step keeps a bracket [safe, unsafe], so the result is
+  safe whatever the interpolation does.
+  """
+  use_log = safe > 0 and unsafe > 0
+  to_u = math.log if use_log else float
+  from_u = math.exp if use_log else float
+
+  def g(e):
+    if e is None or not 0.0 < e < math.inf:
+      return None
+    return math.log(e) - math.log(target)
+
+  u_s, u_u = to_u(safe), to_u(unsafe)
+  if e_safe is None:
+    e_safe = eps(safe)
+  g_s = g(e_safe)
+  g_u = g(e_unsafe)
+  last = 0  # which end moved last (+1 safe, -1 unsafe): Illinois halving
+  for _ in range(200):
+    if e_safe >= (1.0 - rtol) * target:
+      break
+    if abs(from_u(u_u) - safe) <= xtol * max(abs(safe), abs(from_u(u_u))):
+      break
+    if g_s is not None and g_u is not None and g_u != g_s:
+      u = u_s + (u_u - u_s) * g_s / (g_s - g_u)
+      # Stay strictly inside: at least 1/64 of the bracket from either end.
+      w = u_u - u_s
+      lo, hi = sorted((u_s + w / 64.0, u_u - w / 64.0))
+      u = min(max(u, lo), hi)
+    else:
+      u = 0.5 * (u_s + u_u)
+    x = from_u(u)
+    e = eps(x)
+    if e <= target:
+      u_s, safe, e_safe, g_s = u, x, e, g(e)
+      if last == 1 and g_u is not None:
+        g_u *= 0.5
+      last = 1
+    else:
+      u_u, g_u = u, g(e)
+      if last == -1 and g_s is not None:
+        g_s *= 0.5
+      last = -1
+  return safe
 
 
 @dataclasses.dataclass(frozen=True)
@@ -560,9 +876,9 @@ def split_budget(
 
   Release i is calibrated alone to eps_i = s w_i / sum(w) at target_delta
   by `calibrators[i](eps_i)`, which returns (result, event) -- e.g. a
-  `CalibratedFactory` and its event. The scale s is the largest for which
-  the composition of the k events has eps <= target_epsilon at
-  target_delta (RDP composition is sub-additive in practice, so s is
+  `CalibratedFactory` and its event. The scale s is the largest (to 0.1%
+  of epsilon or 1e-4 of s) for which the composition of the k events has
+  eps <= target_epsilon at target_delta (composition is sub-additive in practice, so s is
   usually a little above the target: the split uses the whole budget
   rather than the sum of the parts). The weights fix the *ratio of the
   standalone epsilons*, e.g. (1, 10) for the frequency paper's "about
@@ -602,7 +918,7 @@ def split_budget(
     if key not in cache:
       out = [c(scale * share) for c, share in zip(calibrators, shares)]
       event = dp_accounting.ComposedDpEvent([e for _, e in out])
-      eps = accountant_lib.epsilon(event, target_delta, adversary,
+      eps = pld_accountant.epsilon(event, target_delta, adversary,
                                    neighboring_relation, orders)[0]
       cache[key] = (out, event, eps)
     return cache[key]
@@ -618,11 +934,15 @@ def split_budget(
     if eps(2.0 * hi) == eps(hi):  # every release at its end: no gain
       break
     hi *= 2.0
+  # Each step calibrates every release: stop once the composition is within
+  # 0.1% of the target, or the scale within 1e-4 (a calibrated integer makes
+  # eps a step function of the scale).
   scale, at_limit = least_noise(eps, lo, hi, True, target_epsilon,
-                                name='the budget scale')
+                                name='the budget scale', rtol=1e-3,
+                                xtol=1e-4)
   out, event, epsilon = parts(scale)
   standalone = tuple(
-      accountant_lib.epsilon(e, target_delta, adversary,
+      pld_accountant.epsilon(e, target_delta, adversary,
                              neighboring_relation, orders)[0]
       for _, e in out)
   return SplitBudget(

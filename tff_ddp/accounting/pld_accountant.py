@@ -46,6 +46,7 @@ identical rounds is one `self_compose`. The discretization interval
 tested against 1e-4).
 """
 
+import collections
 import math
 from typing import Optional, Sequence, Tuple
 
@@ -71,6 +72,41 @@ DEFAULT_INTERVAL = 1e-3
 _TAIL_TRUNCATION = 1e-15
 PLD = 'PLD'
 RDP = 'RDP'
+# More self-compositions of one PLD than this are not attempted (memory and
+# time grow with them; RDP is reported instead).
+MAX_COMPOSITIONS = 100000
+# A composition whose loss spread would need more grid points than this
+# (2 sqrt(18 S) / h for a summed squared range S: Hoeffding at 1e-15,
+# dp-accounting's truncation) is not attempted; RDP is reported instead.
+MAX_GRID_POINTS = 2e7
+
+
+class _Lru:
+  """A small least-recently-used map (the PLDs of recent events)."""
+
+  def __init__(self, size: int):
+    self._size = size
+    self._items = collections.OrderedDict()
+
+  def get(self, key):
+    value = self._items.get(key)
+    if value is not None:
+      self._items.move_to_end(key)
+    return value
+
+  def put(self, key, value):
+    self._items[key] = value
+    self._items.move_to_end(key)
+    while len(self._items) > self._size:
+      self._items.popitem(last=False)
+
+  def clear(self):
+    self._items.clear()
+
+
+# PLDs of recently composed events, shared by every accountant (keyed by
+# event, relation, adversary and grid; a PLD is never modified once built).
+_STATES = _Lru(32)
 
 
 class _Infinite(Exception):
@@ -80,29 +116,43 @@ class _Infinite(Exception):
 class _State:
   """(remove, add) PLDs composed so far, and whether they are one."""
 
-  def __init__(self, remove, add, symmetric):
+  def __init__(self, remove, add, symmetric, spread=0.0, interval=1e-3):
     self.remove, self.add, self.symmetric = remove, add, symmetric
+    self.spread, self.interval = spread, interval
 
   @classmethod
   def identity(cls, interval):
     pld = pld_lib.identity(interval)
-    return cls(pld, pld, True)
+    return cls(pld, pld, True, 0.0, interval)
+
+  def _check_size(self, spread):
+    points = 2.0 * math.sqrt(18.0 * spread) / self.interval
+    if points > MAX_GRID_POINTS:
+      raise pld_mechanisms.Unsupported(
+          f'the composed PLD would span ~{points:.3g} grid points')
 
   def compose(self, other: '_State') -> '_State':
+    spread = self.spread + other.spread
+    self._check_size(spread)
     remove = self.remove.compose(other.remove, _TAIL_TRUNCATION)
     if self.symmetric and other.symmetric:
-      return _State(remove, remove, True)
+      return _State(remove, remove, True, spread, self.interval)
     return _State(remove, self.add.compose(other.add, _TAIL_TRUNCATION),
-                  False)
+                  False, spread, self.interval)
 
   def power(self, count: int) -> '_State':
     if count == 1:
       return self
+    if count > MAX_COMPOSITIONS:
+      raise pld_mechanisms.Unsupported(
+          f'{count} compositions of one PLD (more than {MAX_COMPOSITIONS})')
+    spread = self.spread * count
+    self._check_size(spread)
     remove = self.remove.self_compose(count, _TAIL_TRUNCATION)
     if self.symmetric:
-      return _State(remove, remove, True)
+      return _State(remove, remove, True, spread, self.interval)
     return _State(remove, self.add.self_compose(count, _TAIL_TRUNCATION),
-                  False)
+                  False, spread, self.interval)
 
   def delta(self, eps: float) -> float:
     d = float(self.remove.get_delta_for_epsilon(eps))
@@ -143,6 +193,7 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
       orders: Optional[Sequence[float]] = None,
       use_rdp: bool = True,
   ):
+    self._orders = orders
     self._rdp = rdp_lib.RdpAccountant(orders, neighboring_relation,
                                       adversary)
     super().__init__(neighboring_relation)
@@ -152,6 +203,9 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
                                  low_open=True)
     self._use_rdp = checks.boolean(use_rdp, 'use_rdp')
     self._state = _State.identity(self._interval)
+    # Without RDP beside it (use_rdp=False: a calibration's search) the RDP
+    # curves are not computed; the sampler term is summed here instead.
+    self._tv_mass = 0.0
     self._infinite = False
     self._unsupported: Optional[str] = None
     self._cache = {}
@@ -161,14 +215,39 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
   def adversary(self) -> Adversary:
     return self._adversary
 
+  def pld_only(self, interval_factor: float = 1.0) -> 'PldAccountant':
+    """A fresh accountant like this one without the RDP beside it (what
+    `calibrate` searches with before it compares with RDP), on a loss grid
+    `interval_factor` times as coarse (still pessimistic: every epsilon of
+    it is an upper bound too)."""
+    return PldAccountant(self._neighboring_relation, self._adversary,
+                         min(1.0, self._interval * interval_factor),
+                         use_rdp=False)
+
+  def rdp_only(self) -> rdp_lib.RdpAccountant:
+    """A fresh `RdpAccountant` of this one's adversary, relation and
+    orders: the RDP bound beside the PLD, alone."""
+    return rdp_lib.RdpAccountant(self._orders, self._neighboring_relation,
+                                 self._adversary)
+
+  @property
+  def uses_rdp(self) -> bool:
+    """False: the PLD bound alone is reported (use_rdp=False)."""
+    return self._use_rdp
+
+  @property
+  def value_discretization_interval(self) -> float:
+    return self._interval
+
   @property
   def rdp_accountant(self) -> rdp_lib.RdpAccountant:
-    """The RDP accountant composed beside the PLD (same events)."""
+    """The RDP accountant composed beside the PLD (same events; nothing
+    composed when use_rdp is False)."""
     return self._rdp
 
   @property
   def sampler_tv_mass(self) -> float:
-    return self._rdp.sampler_tv_mass
+    return self._rdp.sampler_tv_mass if self._use_rdp else self._tv_mass
 
   @property
   def pld_unsupported(self) -> Optional[str]:
@@ -198,15 +277,23 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
     if not do_compose:
       return self._rdp._maybe_compose(event, count, False)  # pylint: disable=protected-access
     count = checks.integer(count, 'count', 0)
-    self._rdp.compose(event, count)
+    if self._use_rdp:
+      self._rdp.compose(event, count)
+    else:
+      self._tv_mass += count * rdp_lib._tv_mass(event)  # pylint: disable=protected-access
     if count == 0 or self._infinite or self._unsupported:
       return None
     try:
       self._state = self._state.compose(self._plds(event).power(count))
-    except _Infinite:
+    except (_Infinite, pld_curves.Saturated):
+      # Saturated: delta > 1/2 at every epsilon; inf is an upper bound.
       self._infinite = True
     except pld_mechanisms.Unsupported as e:
       self._unsupported = str(e)
+    except IndexError:
+      # dp-accounting 0.4.3's tail truncation fails on a PLD whose finite
+      # part has (nearly) no mass (noise far too small): no PLD bound.
+      self._unsupported = 'the PLD degenerates (almost all mass infinite)'
     return None
 
   def pld_epsilon(self, target_delta: float) -> float:
@@ -215,7 +302,7 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
                         low_open=True, high_open=True)
     if self._infinite or self._unsupported:
       return math.inf
-    tv = self._rdp.sampler_tv_mass
+    tv = self.sampler_tv_mass
     if tv == 0:
       return self._state.epsilon(delta)
     first = self._state.epsilon(delta / 2.0)
@@ -228,7 +315,7 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
     eps = checks.nonnegative(target_epsilon, 'target_epsilon')
     if self._infinite or self._unsupported:
       return 1.0
-    tv = self._rdp.sampler_tv_mass
+    tv = self.sampler_tv_mass
     return min(1.0, self._state.delta(eps)
                + (1.0 + math.exp(min(eps, 700.0))) * tv)
 
@@ -266,11 +353,26 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
     return self._neighboring_relation
 
   def _plds(self, event) -> _State:
+    """The (remove, add) PLDs of `event`: cached per accountant, and across
+    accountants of the same class, relation, adversary and grid (`_STATES`: a
+    calibration's final check and report, and a budget split's repeated
+    releases, compose the same events again)."""
+    key = (type(self), event, self._neighboring_relation, self._adversary,
+           self._interval)
     try:
       return self._cache[event]
     except (KeyError, TypeError):
       pass
-    value = self._compute(event)
+    try:
+      value = _STATES.get(key)
+    except TypeError:  # an unhashable event (a list inside)
+      value = None
+    if value is None:
+      value = self._compute(event)
+      try:
+        _STATES.put(key, value)
+      except TypeError:
+        pass
     try:
       self._cache[event] = value
     except TypeError:
@@ -296,7 +398,8 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
     if curve is None:
       return _State.identity(self._interval)
     remove, add = pld_curves.to_pld(curve, self._interval)
-    return _State(remove, add, curve.symmetric).power(count)
+    return _State(remove, add, curve.symmetric, _spread(curve),
+                  self._interval).power(count)
 
   def _curve(self, event) -> pld_curves.Curve:
     """A curve of the whole event (for the sampling transforms)."""
@@ -316,7 +419,8 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
       elif count != 1:
         remove, add = pld_curves.to_pld(curve, self._interval)
         curve = self._state_curve(
-            _State(remove, add, curve.symmetric).power(count))
+            _State(remove, add, curve.symmetric, _spread(curve),
+                   self._interval).power(count))
     try:
       self._curves[event] = curve
     except TypeError:
@@ -376,10 +480,14 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
                       math.floor(l1 + 1e-9))
     if relation is NeighborRel.REPLACE_ONE:
       coordinates = min(int(event.dimension), 2 * coordinates)
-    if coordinates > 4096:
+    budget = (2.0 * l2) ** 2 if relation is NeighborRel.REPLACE_ONE else (
+        l2 * l2)
+    if coordinates > 1 and coordinates * shift * shift > 1.5 * budget:
+      # Each coordinate charged the largest shift: more than RDP's
+      # Delta_2^2 (the PLD would lose to it; not built).
       raise pld_mechanisms.Unsupported(
-          f'a client may move {coordinates} coordinates: the coordinate-wise '
-          'PLD is not tight there.')
+          f'a client may move {coordinates} coordinates by up to {shift}: '
+          'the coordinate-wise PLD is looser than RDP there.')
     return pld_mechanisms.shift_curve(noise, shift), coordinates
 
   def _sampled(self, event, relation) -> pld_curves.Curve:
@@ -417,6 +525,51 @@ def tightest_epsilon(
     neighboring_relation: NeighborRel = NeighborRel.ADD_OR_REMOVE_ONE,
 ) -> Tuple[float, str]:
   """(eps, 'PLD' or 'RDP') of `event`: the smaller valid bound, named."""
-  acc = PldAccountant(neighboring_relation, adversary)
+  acc = tightest_accountant(adversary, neighboring_relation)
   acc.compose(event)
   return acc.get_epsilon_and_bound(target_delta)
+
+
+def _spread(curve) -> float:
+  """Squared width of a leaf's loss range (both directions' larger)."""
+  (a, b), (c, d) = curve.ranges
+  return max(b - a, d - c, 0.0) ** 2
+
+
+def tightest(
+    adversary: str = Adversary.SERVER,
+    neighboring_relation: NeighborRel = NeighborRel.ADD_OR_REMOVE_ONE,
+) -> 'PldAccountant':
+  """`tightest_accountant`: the one accountant choice of `epsilon`, the
+  calibrations (`make_fresh_accountant=lambda: tightest(adversary)`) and
+  the CLI."""
+  return tightest_accountant(adversary, neighboring_relation)
+
+
+def epsilon(
+    event: dp_accounting.DpEvent,
+    target_delta: float,
+    adversary: str = Adversary.SERVER,
+    neighboring_relation: NeighborRel = NeighborRel.ADD_OR_REMOVE_ONE,
+    orders: Optional[Sequence[float]] = None,
+) -> Tuple[float, Optional[float]]:
+  """(eps, RDP order) of `event` at `target_delta`: the tightest valid
+  bound (`tff_ddp.accounting.epsilon`). The order is None where the PLD is
+  reported. With `orders` given, RDP at those orders alone
+  (`accountant.epsilon`, the value of earlier releases)."""
+  if orders is not None:
+    return rdp_lib.epsilon(event, target_delta, adversary,
+                           neighboring_relation, orders)
+  acc = tightest(adversary, neighboring_relation).compose(event)
+  return acc.get_epsilon_and_optimal_order(target_delta)
+
+
+def tightest_accountant(
+    adversary: str = Adversary.SERVER,
+    neighboring_relation: NeighborRel = NeighborRel.ADD_OR_REMOVE_ONE,
+) -> PldAccountant:
+  """A fresh accountant reporting the tightest valid bound (the PLD, or RDP
+  where that is smaller or the PLD has none), which it names: the one
+  accountant choice of every calibration and report (`calibrate`'s
+  `make_fresh_accountant`, `tff_ddp.accounting.epsilon`, the CLI)."""
+  return PldAccountant(neighboring_relation, adversary)

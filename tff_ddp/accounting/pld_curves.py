@@ -60,6 +60,17 @@ FLOAT_SLACK = 1e-15
 _RANGE_MASS = 1e-30
 # Widest loss range of a grid (in nats); ranges are clipped to it.
 _MAX_RANGE = 80.0
+# Largest loss of a grid point (e^eps stays finite in float64).
+_MAX_LOSS = 600.0
+# A release whose curve stays above this at every eps is reported as
+# infinite epsilon (true for every delta below it; pessimistic above).
+SATURATED = 0.5
+
+
+class Saturated(ValueError):
+  """The release's delta exceeds SATURATED at every epsilon."""
+
+
 PldPair = Tuple[pld_lib.PrivacyLossDistribution,
                 pld_lib.PrivacyLossDistribution]
 
@@ -89,6 +100,44 @@ def hockey_stick(log_p: np.ndarray, log_q: np.ndarray,
   with np.errstate(over='ignore', invalid='ignore'):
     h = mp - np.where(mq > 0, np.exp(eps + np.log(np.maximum(mq, 1e-320))),
                       0.0)
+  return np.clip(h, 0.0, 1.0)
+
+
+def hockey_stick_rows(log_p: np.ndarray, log_q: np.ndarray,
+                      epsilons: np.ndarray) -> np.ndarray:
+  """`hockey_stick` of every row pair of two [F, S] arrays: [F, len(eps)].
+
+  The rows' losses are sorted within each row and shifted by a per-row
+  offset larger than any finite loss range, so that one `searchsorted` on
+  the flattened array counts, for each row and eps, the losses above eps.
+  """
+  log_p = np.atleast_2d(np.asarray(log_p, np.float64))
+  log_q = np.atleast_2d(np.asarray(log_q, np.float64))
+  eps = np.asarray(epsilons, np.float64)
+  rows, size = log_p.shape
+  with np.errstate(invalid='ignore'):
+    loss = np.where(np.isfinite(log_p),
+                    np.where(np.isfinite(log_q), log_p - log_q, np.inf),
+                    -np.inf)
+  order = np.argsort(-loss, axis=1, kind='stable')
+  loss = np.take_along_axis(loss, order, axis=1)
+  cp = np.cumsum(np.exp(np.take_along_axis(log_p, order, axis=1)), axis=1)
+  cq = np.cumsum(np.exp(np.take_along_axis(log_q, order, axis=1)), axis=1)
+  # -loss ascending per row, infinite ones just outside a band wider than
+  # every finite loss and eps, rows stacked apart: one searchsorted.
+  finite = np.abs(loss[np.isfinite(loss)])
+  span = max(float(finite.max()) if finite.size else 0.0,
+             float(np.abs(eps).max()) if eps.size else 0.0) + 1.0
+  offsets = (2.0 * span + 2.0) * np.arange(rows)[:, None]
+  band = np.clip(-loss, -span - 0.5, span + 0.5) + offsets
+  targets = -eps[None, :] + offsets
+  count = (np.searchsorted(band.ravel(), targets.ravel(), side='left')
+           .reshape(rows, -1) - size * np.arange(rows)[:, None])
+  idx = np.maximum(count - 1, 0)
+  mp = np.where(count > 0, np.take_along_axis(cp, idx, axis=1), 0.0)
+  mq = np.where(count > 0, np.take_along_axis(cq, idx, axis=1), 0.0)
+  with np.errstate(over='ignore', invalid='ignore', divide='ignore'):
+    h = mp - np.where(mq > 0, np.exp(eps[None, :] + np.log(mq)), 0.0)
   return np.clip(h, 0.0, 1.0)
 
 
@@ -158,9 +207,20 @@ class Family(Curve):
   def _curve(self, eps, flip):
     eps = np.asarray(eps, np.float64)
     out = np.zeros(eps.shape)
-    for p, q in self._pairs:
-      a, b = (q, p) if flip else (p, q)
-      out = np.maximum(out, hockey_stick(a, b, eps + self._shift))
+    shapes = {p.shape for p, _ in self._pairs}
+    if len(self._pairs) > 1 and len(shapes) == 1:
+      ps = np.stack([p for p, _ in self._pairs])
+      qs = np.stack([q for _, q in self._pairs])
+      a, b = (qs, ps) if flip else (ps, qs)
+      block = max(1, (1 << 24) // max(1, a.shape[1] + eps.size))
+      for start in range(0, a.shape[0], block):
+        out = np.maximum(out, hockey_stick_rows(
+            a[start:start + block], b[start:start + block],
+            eps + self._shift).max(axis=0))
+    else:
+      for p, q in self._pairs:
+        a, b = (q, p) if flip else (p, q)
+        out = np.maximum(out, hockey_stick(a, b, eps + self._shift))
     return np.minimum(1.0, math.exp(self._log_hi) * out + self._missing
                       + FLOAT_SLACK)
 
@@ -343,20 +403,30 @@ class PldCurve(Curve):
 def convex_minorant(x: np.ndarray, y: np.ndarray) -> np.ndarray:
   """Indices of the lower convex hull of the points (x, y), x increasing.
 
-  A point whose slope to its left neighbour exceeds the slope to its right
-  one lies above the chord of its neighbours, so it is not a hull vertex;
-  all such points are removed at once, until none is left.
+  Andrew's monotone chain (Andrew 1979, "Another efficient algorithm for
+  convex hulls in two dimensions"), lower half, in one pass: a point is
+  dropped when it is not strictly below the chord from the point before
+  it to the next one. Collinear points are dropped too (they lie on the
+  chord: the interpolated curve is unchanged). A point dropped by float
+  rounding can only raise the interpolated curve (every kept point is on
+  or above the hull), so the result is pessimistic whatever the rounding.
   """
-  idx = np.arange(x.size)
-  while idx.size > 2:
-    xs, ys = x[idx], y[idx]
-    slope = np.diff(ys) / np.diff(xs)
-    bad = np.zeros(idx.size, bool)
-    bad[1:-1] = slope[:-1] > slope[1:]
-    if not np.any(bad):
-      break
-    idx = idx[~bad]
-  return idx
+  xs = np.asarray(x, np.float64).tolist()
+  ys = np.asarray(y, np.float64).tolist()
+  hx, hy, idx = [], [], []
+  for i, (px, py) in enumerate(zip(xs, ys)):
+    while len(idx) >= 2:
+      ax, ay, bx, by = hx[-2], hy[-2], hx[-1], hy[-1]
+      if (by - ay) * (px - ax) >= (py - ay) * (bx - ax):
+        hx.pop()
+        hy.pop()
+        idx.pop()
+      else:
+        break
+    hx.append(px)
+    hy.append(py)
+    idx.append(i)
+  return np.asarray(idx, np.int64)
 
 
 def direction_pmf(curve_fn, lo: float, hi: float, interval: float):
@@ -366,16 +436,20 @@ def direction_pmf(curve_fn, lo: float, hi: float, interval: float):
   floor(hi/h) + 1. Module docstring: non-increasing, hull with the point
   (gamma = 0, H = 1), Algorithm 1 of Doroshenko et al. on the vertices.
   """
-  lo, hi = float(lo), float(hi)
+  # Losses above _MAX_LOSS become infinity mass (U there is at most the
+  # curve's value at the grid's end), and the grid spans at most _MAX_RANGE
+  # below its top (lower losses are rounded up): both pessimistic.
+  hi = min(float(hi), _MAX_LOSS)
+  lo = min(max(float(lo), hi - _MAX_RANGE), hi)
   if not hi > lo:
-    hi = lo + interval
-  if hi - lo > _MAX_RANGE:
-    lo = hi - _MAX_RANGE
+    lo = hi - interval
   k = np.arange(math.floor(lo / interval) - 1,
                 math.ceil(hi / interval) + 2, dtype=np.int64)
   eps = k * interval
   u = np.minimum.accumulate(np.clip(np.asarray(curve_fn(eps), np.float64),
                                     0.0, 1.0))
+  if u[-1] > SATURATED:
+    raise Saturated(f'delta >= {u[-1]:.3g} at every epsilon')
   gamma = np.exp(eps)
   x = np.concatenate([[0.0], gamma])
   y = np.concatenate([[1.0], u])

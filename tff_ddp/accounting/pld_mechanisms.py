@@ -50,12 +50,10 @@ family is the n pairs
   replace-one: P = Ber(p+) + S_k,  Q = Ber(p-) + S_k,
   S_k = Bin(k, p+) + Bin(n - 1 - k, p-), k = 0 .. n - 1,
 and the curve is the maximum of their curves (`pld_curves.Family`), each
-direction. Beyond `CPBM_MAX_CLIENTS` clients the family of
-`CPBM_MAX_CLIENTS` clients is used: dropping other clients' Bernoullis
-from a pair is post-processing in reverse (the larger sum is the smaller
-one plus independent noise whose law does not depend on the target), so
-it can only raise the curve; and the fair-coin bound below is taken where
-it is smaller.
+direction (n^3/6 operations to build). Beyond `CPBM_MAX_CLIENTS` clients
+the fair-coin bound below is used instead (its noise variance is
+(1 - 2 theta) / 4 per other client where the worst case's is
+(1 - 2 theta)(1 + 2 theta) / 4: within 1 + 2 theta of it).
 
 Fair coins (large n): each Ber(p), p in the interval, is a fair coin with
 probability 1 - 2 theta and otherwise a Ber(r) coin, r in [0, 1] (as in
@@ -89,7 +87,9 @@ _TINY = 1e-300
 DDG_SANDWICH_TAU = 1e-9
 # The exact convolution of the DDG shares is used up to this many points.
 DDG_MAX_EXACT_POINTS = 40001
-CPBM_MAX_CLIENTS = 1024
+CPBM_MAX_CLIENTS = 512
+# Noise laws wider than this many points are not built (RDP is reported).
+MAX_NOISE_POINTS = 2_000_001
 # Quantile grid of the fair-coin count J (rounded down to its points).
 _FAIR_COIN_STEPS = 200
 _FAIR_COIN_TAIL = 1e-18
@@ -127,6 +127,9 @@ def ddg_sum(sigma: float, n: int) -> Tuple[np.ndarray, float, float]:
           f'large to convolve here and too far from one discrete Gaussian '
           f'(tau/2 = {t / 2:.3g}).')
     sd = sigma * math.sqrt(n)
+    if 2 * _dg_width(sd) + 1 > MAX_NOISE_POINTS:
+      raise Unsupported(f'the summed noise (stddev {sd:.3g}) is too wide '
+                        'to tabulate')
     return _log_dg(sd, _dg_width(sd)), t / 2.0 + rel, 1e-300
   single = np.exp(_log_dg(sigma, _dg_width(sigma)))
   result, missing = np.array([1.0]), 0.0
@@ -174,6 +177,9 @@ def skellam_sum(variance: float) -> Tuple[np.ndarray, float, float]:
   width = int(math.ceil(math.sqrt(variance))) + 2
   while _skellam_tail(mu, width) > 1e-310:
     width *= 2
+  if 2 * width + 1 > MAX_NOISE_POINTS:
+    raise Unsupported(f'the summed noise (variance {variance:.3g}) is too '
+                      'wide to tabulate')
   x = np.arange(-width, width + 1)
   with np.errstate(divide='ignore'):
     log_f = np.log(special.ive(np.abs(x), 2.0 * mu))
@@ -201,11 +207,17 @@ def integer_shift(event, relation) -> int:
       events.Relation.REPLACE_ONE) else v
 
 
+@functools.lru_cache(maxsize=8)
+def _log_factorials(n: int) -> np.ndarray:
+  return special.gammaln(np.arange(n + 1, dtype=np.float64) + 1.0)
+
+
 def _log_binom(n: int, p: float) -> np.ndarray:
+  """log Bin(k; n, p), k = 0..n (gammaln: relative error ~1e-15)."""
   k = np.arange(n + 1, dtype=np.float64)
+  lf = _log_factorials(max(n, 1024))
   with np.errstate(divide='ignore'):
-    return (special.gammaln(n + 1.0) - special.gammaln(k + 1.0)
-            - special.gammaln(n - k + 1.0) + k * math.log(p)
+    return (lf[n] - lf[:n + 1] - lf[n::-1] + k * math.log(p)
             + (n - k) * math.log1p(-p))
 
 
@@ -220,24 +232,46 @@ def _trial_pair(noise: np.ndarray, a: float, b: float):
   return log_p, log_q
 
 
-@functools.lru_cache(maxsize=64)
+# theta is rounded up to 2^(j / CPBM_THETA_STEPS) before the family is built
+# (and cached): the worst case over inputs in [1/2 - theta, 1/2 + theta]
+# can only grow with theta (the sets grow), so the family at theta' >= theta
+# bounds the release at theta; a calibration over theta then reuses a few
+# families, at most 2^(2^-20) - 1 < 1e-6 of theta from the exact one.
+CPBM_THETA_STEPS = 1 << 20
+
+
+def theta_grid_point(theta: float) -> float:
+  """The least 2^(j / CPBM_THETA_STEPS) >= theta, capped at 1/4."""
+  theta = float(theta)
+  point = min(0.25, 2.0 ** (math.ceil(CPBM_THETA_STEPS * math.log2(theta))
+                            / CPBM_THETA_STEPS))
+  while point < theta:  # log2 rounding
+    point = min(0.25, point * 2.0 ** (1.0 / CPBM_THETA_STEPS))
+  return point
+
+
 def cpbm_trial_family(theta: float, num_clients: int, replace_one: bool
                       ) -> pld_curves.Curve:
-  """The per-trial worst-case family of the module docstring."""
-  n = min(int(num_clients), CPBM_MAX_CLIENTS)
+  """The per-trial worst-case family of the module docstring, at
+  `theta_grid_point(theta)`."""
+  return _cpbm_trial_family(theta_grid_point(theta), int(num_clients),
+                            bool(replace_one))
+
+
+@functools.lru_cache(maxsize=64)
+def _cpbm_trial_family(theta, num_clients, replace_one):
+  if num_clients > CPBM_MAX_CLIENTS:
+    return fair_coin_curve(theta, int(num_clients), replace_one)
+  n = int(num_clients)
   p_plus, p_minus = 0.5 + theta, 0.5 - theta
   b = p_minus if replace_one else 0.5
   ups = [np.exp(_log_binom(k, p_plus)) for k in range(n)]
   downs = [np.exp(_log_binom(k, p_minus)) for k in range(n)]
   pairs = [_trial_pair(np.convolve(ups[k], downs[n - 1 - k]), p_plus, b)
            for k in range(n)]
-  family = pld_curves.Family(
+  return pld_curves.Family(
       pairs, log_hi=math.log1p(PMF_RELATIVE_ERROR),
       log_lo=math.log1p(-PMF_RELATIVE_ERROR))
-  if num_clients <= CPBM_MAX_CLIENTS:
-    return family
-  return Smaller(family, fair_coin_curve(theta, int(num_clients),
-                                         replace_one))
 
 
 @functools.lru_cache(maxsize=64)

@@ -28,6 +28,7 @@ from typing import Any
 
 from tff_ddp.accounting import accountant
 from tff_ddp.accounting import calibration
+from tff_ddp.accounting import pld_accountant
 from tff_ddp.aggregators import discrete_gaussian as ddg_factory
 from tff_ddp.aggregators import poisson_binomial as pbm_factory
 from tff_ddp.mechanisms import base
@@ -69,7 +70,7 @@ def _calibrate(make_factory, value_type, parameter, target_epsilon,
   # Argument errors of the factory surface now.
   make_factory(parameter.high if parameter.epsilon_increases else 1.0)
   result = calibration.calibrate(
-      lambda: accountant.RdpAccountant(adversary=adversary),
+      lambda: pld_accountant.tightest(adversary=adversary),
       lambda x: schedule.of(make_factory(x).dp_event(value_type)),
       target_epsilon, target_delta, parameter)
   return CalibratedFactory(

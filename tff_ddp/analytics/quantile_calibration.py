@@ -53,6 +53,7 @@ import tensorflow_federated as tff
 
 from tff_ddp.accounting import accountant
 from tff_ddp.accounting import calibration
+from tff_ddp.accounting import pld_accountant
 from tff_ddp.aggregators import calibrated
 from tff_ddp.aggregators import discrete_gaussian as ddg_factory
 from tff_ddp.aggregators import secure_sum
@@ -301,8 +302,8 @@ def parameters_for_noise(
   return QuantileParameters(
       encoding=encoding, mechanism='discrete_gaussian', bits=bits,
       factory=factory, value_type=value_type,
-      epsilon=accountant.epsilon(factory.dp_event(value_type), delta,
-                                 adversary)[0],
+      epsilon=pld_accountant.epsilon(factory.dp_event(value_type), delta,
+                                     adversary)[0],
       delta=delta, adversary=adversary, scaling=c, noise_multiplier=z,
       theta=None, num_trials=None)
 
@@ -459,7 +460,7 @@ def _discrete_gaussian(encoding, setting: QuantileSetting):
   # z = z_max (1 - t), epsilon grows with t, and t = 0 meets the budget.
   low = min(_MIN_NOISE_MULTIPLIER / z_max, 1.0)
   result = calibration.calibrate(
-      lambda: accountant.RdpAccountant(adversary=adversary),
+      lambda: pld_accountant.tightest(adversary=adversary),
       lambda t: budget.event(bits, z_max * (1.0 - t), c), epsilon, delta,
       calibration.Parameter.signal('noise reduction below z_max', 0.0,
                                    1.0 - low))
@@ -512,8 +513,8 @@ class _DdgBudget:
       event = self.event(bits, z, c)
     except ValueError:
       return False
-    return accountant.epsilon(event, self.delta,
-                              self.adversary)[0] <= self.target
+    return pld_accountant.epsilon(event, self.delta,
+                                  self.adversary)[0] <= self.target
 
   def largest_scaling(self, bits) -> int:
     """c*: the largest c (whose reciprocal round-trips) that `meets` the

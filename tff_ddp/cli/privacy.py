@@ -15,7 +15,8 @@ Examples:
       --dimension 64 --delta 1e-5 --target-epsilon 5 --calibrate theta
 
 Prints epsilon against the server that runs the protocol and against readers
-of the release (or only the --adversary given), the best RDP order, the
+of the release (or only the --adversary given), the bound (the privacy loss
+distribution, or RDP and its best order), the
 neighbouring relation and what the sampling buys against each; with
 --target-epsilon it calibrates the parameter against the named adversary
 (default: the server) and prints the epsilon of that value against both.
@@ -401,6 +402,7 @@ def run(args) -> int:
   from tff_ddp.accounting import accountant  # pylint: disable=g-import-not-at-top
   from tff_ddp.accounting import calibration  # pylint: disable=g-import-not-at-top
   from tff_ddp.accounting import conversions  # pylint: disable=g-import-not-at-top
+  from tff_ddp.accounting import pld_accountant  # pylint: disable=g-import-not-at-top
   params, free = _parameters(args)
   rate, size, population = _sampling(args)
   adversaries = ([args.adversary] if args.adversary
@@ -426,7 +428,7 @@ def run(args) -> int:
           'makes it private against the server; calibrate against the '
           'release (--adversary release)')
     result = calibration.calibrate(
-        lambda: accountant.RdpAccountant(adversary=target_adversary),
+        lambda: pld_accountant.tightest(adversary=target_adversary),
         make_event, args.target_epsilon, args.delta,
         _parameter(args.mechanism, free, params))
     print(f'{free.replace("_", "-")}: {result.value:.6g}'
@@ -450,14 +452,17 @@ def run(args) -> int:
       continue
     # The Python accountant itself: the same curves, sampler term and
     # conversion as `tff_ddp.accounting.epsilon` / `RdpAccountant`.
-    acc = accountant.RdpAccountant(adversary=adversary).compose(event)
+    acc = pld_accountant.tightest(adversary=adversary).compose(event)
     eps, order = acc.get_epsilon_and_optimal_order(args.delta)
+    rdp = acc.rdp_accountant
     sampler_bound |= bool(
         math.isinf(eps) and acc.sampler_tv_mass > 0 and math.isfinite(
-            conversions.rdp_to_epsilon(acc.orders, acc.rdp, args.delta)[0]))
+            conversions.rdp_to_epsilon(rdp.orders, rdp.rdp, args.delta)[0]))
     label = {'server': 'the server (runs the protocol)',
              'release': 'readers of the release'}[adversary]
-    print(f'epsilon against {label}: {eps:.6g}  (best RDP order {order:g})')
+    bound = ('privacy loss distribution' if order is None
+             else f'RDP, best order {order:g}')
+    print(f'epsilon against {label}: {eps:.6g}  ({bound})')
     epsilons[adversary] = eps
   if sampler_bound:
     print(f'note: epsilon is inf because the table sampler\'s total-'

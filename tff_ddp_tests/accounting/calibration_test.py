@@ -1,6 +1,7 @@
 """Tests of noise calibration (the `privacy` CLI is tested in cli_test)."""
 
 import math
+from unittest import mock
 
 from absl.testing import parameterized
 import dp_accounting
@@ -8,7 +9,9 @@ import pytest
 
 from tff_ddp.accounting import accountant
 from tff_ddp.accounting import calibration
+from tff_ddp.accounting import pld_accountant
 from tff_ddp.accounting import events
+from tff_ddp.accounting import orders as orders_lib
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
 
 # The DDG / Skellam releases of the cases: Delta_2, clients, dimension.
@@ -83,8 +86,10 @@ class CalibrateTest(parameterized.TestCase):
         continue
       self.assertLessEqual(r.epsilon, target)
       self.assertGreaterEqual(r.epsilon, 0.99 * target)
+      # RDP alone (these calibrations use RdpAccountant): orders given.
       eps, _ = accountant.epsilon(r.event, 1e-5, adversary,
-                                  r.neighboring_relation)
+                                  r.neighboring_relation,
+                                  orders_lib.DEFAULT_ORDERS)
       self.assertEqual(eps, r.epsilon)
       self.assertEqual(r.adversary, adversary)
       self.assertEqual(r.parameter, parameter.name)
@@ -99,18 +104,22 @@ class CalibrateTest(parameterized.TestCase):
       self.assertGreaterEqual(r.epsilon, 0.99 * target)
 
   def test_calibrate_gaussian_is_calibrate_over_the_gaussian_event(self):
-    # The helper is the generic search over GaussianDpEvent (same value).
+    # The helper is the generic search over GaussianDpEvent (same value)
+    # with the tightest accountant (the library's default).
     for adversary in accountant.ADVERSARIES:
       helper = calibration.calibrate_gaussian(2.0, 1e-5, rounds=10,
                                               adversary=adversary)
-      generic = _calibrate(dp_accounting.GaussianDpEvent, _Z, 2.0,
-                           rounds=10, adversary=adversary)
+      generic = calibration.calibrate(
+          lambda: pld_accountant.tightest(adversary),
+          lambda z: calibration.rounds_event(
+              dp_accounting.GaussianDpEvent(z), 10), 2.0, 1e-5, _Z)
       self.assertEqual(helper, generic)
 
   def test_integer_num_trials_is_largest_that_fits(self):
     r = _calibrate(_pbm(theta=0.1), _NUM_TRIALS, 5.0)
     self.assertLessEqual(r.epsilon, 5.0)
-    over = accountant.epsilon(_pbm(theta=0.1)(r.value + 1), 1e-5)[0]
+    over = accountant.epsilon(_pbm(theta=0.1)(r.value + 1), 1e-5,
+                              orders=orders_lib.DEFAULT_ORDERS)[0]
     self.assertGreater(over, 5.0)
 
   def test_a_refused_value_is_unsafe(self):
@@ -204,6 +213,102 @@ def _pbm_calibrator(dimension, num_trials):
   return calibrate
 
 
+def _plain_pld_search(make_event, parameter, target, delta, adversary):
+  """The least noise of the PLD alone by `least_noise`'s default search
+  (brentq to the root) on the accountant's own grid: what the fast search
+  (coarse grid first, regula falsi) must agree with."""
+  def eps(x):
+    return pld_accountant.PldAccountant(
+        adversary=adversary, use_rdp=False).compose(
+            make_event(x)).get_epsilon(delta)
+  return calibration.least_noise(
+      eps, parameter.low, parameter.high, parameter.epsilon_increases,
+      target, parameter.discrete, parameter.name)
+
+
+class PldCalibrateTest(parameterized.TestCase):
+  """`calibrate` with the tightest accountant (the library's default)
+  searches a 10x coarser pessimistic grid first, then the fine one from
+  there (`calibration._pld_search`)."""
+
+  @parameterized.named_parameters(
+      ('gaussian_rounds', lambda z: calibration.rounds_event(
+          dp_accounting.GaussianDpEvent(z), 100), _Z, 'release', 2.0),
+      ('self_sampled_ddg', lambda s: calibration.rounds_event(
+          events.DistributedDiscreteGaussianDpEvent(1, s, 16, 1), 50, 'self',
+          rate=0.05), _DDG_LOCAL, 'server', 0.3),
+      ('ddg_one_coordinate', lambda s: dp_accounting.SelfComposedDpEvent(
+          events.DistributedDiscreteGaussianDpEvent(4, s, 50, 1), 10),
+       _DDG_LOCAL, 'server', 2.0),
+      ('cpbm_theta', lambda t: events.PoissonBinomialDpEvent(t, 64, 100, 64),
+       _THETA, 'server', 1.0),
+      ('cpbm_trials', lambda m: events.PoissonBinomialDpEvent(0.1, m, 50, 1),
+       _NUM_TRIALS, 'server', 3.0),
+  )
+  def test_fast_search_is_valid_and_agrees_with_the_plain_one(
+      self, make_event, parameter, adversary, target):
+    delta = 1e-5
+    r = calibration.calibrate(lambda: pld_accountant.tightest(adversary),
+                              make_event, target, delta, parameter)
+    # Recomputed from scratch (no cached PLD): the reported epsilon, which
+    # meets the target.
+    pld_accountant._STATES.clear()  # pylint: disable=protected-access
+    again = pld_accountant.tightest(adversary).compose(make_event(r.value))
+    self.assertEqual(again.get_epsilon(delta), r.epsilon)
+    self.assertLessEqual(r.epsilon, target)
+    self.assertEqual(r.bound, 'PLD')
+    plain, _ = _plain_pld_search(make_event, parameter, target, delta,
+                                 adversary)
+    if parameter.discrete:
+      self.assertEqual(r.value, plain)
+    else:
+      self.assertFalse(r.at_limit)
+      self.assertGreaterEqual(r.epsilon, (1 - calibration.FINE_RTOL) * target)
+      # Within the two searches' tolerances of each other (eps within 1e-4
+      # and 1e-3 of the target; eps moves like a power of the parameter).
+      self.assertAlmostEqual(r.value / plain, 1.0, delta=3e-3)
+
+  def test_rdp_is_searched_where_it_is_smaller(self):
+    # A DDG model update (d = 2^16, l2 = 1000): the coordinate-wise PLD
+    # is not built (RDP is tighter), so the PLD search finds nothing and
+    # the RDP search gives the RdpAccountant's own value.
+    tightest = calibration.calibrate(
+        pld_accountant.tightest, _ddg_local, 2.0, 1e-5, _DDG_LOCAL)
+    rdp = calibration.calibrate(_fresh(), _ddg_local, 2.0, 1e-5, _DDG_LOCAL)
+    self.assertEqual(tightest.bound, 'RDP')
+    self.assertEqual(tightest.value, rdp.value)
+    self.assertEqual(tightest.epsilon, rdp.epsilon)
+
+
+  @parameterized.named_parameters(
+      # l2 budget 1 of 16 coordinates: RDP first, and RDP is smaller.
+      ('rdp_smaller', 16, 1.0, 1.0, 'RDP'),
+      # 1.69 of 2 coordinates: the PLD first, and the PLD is smaller.
+      ('pld_smaller', 2, 1.3, 4.0, 'PLD'),
+  )
+  def test_search_order_changes_the_work_not_the_value(
+      self, dimension, l2_bound, target, bound):
+    # cPBM with an l2 promise: whichever bound is searched first
+    # (`_rdp_expected_smaller`, a rule on the event), the calibration is
+    # the same. Over num_trials at theta 1/4 the l2 constants are computed
+    # once (20 clients).
+    def make_event(m):
+      return events.PoissonBinomialDpEvent(0.25, m, 20, dimension,
+                                           l2_bound=l2_bound)
+    rule = calibration._rdp_expected_smaller(  # pylint: disable=protected-access
+        make_event, _NUM_TRIALS, 'zero_out')
+    self.assertEqual(rule, bound == 'RDP')
+    results = []
+    for rdp_first in (True, False):
+      with mock.patch.object(calibration, '_rdp_expected_smaller',
+                             lambda *args, first=rdp_first: first):
+        results.append(calibration.calibrate(
+            pld_accountant.tightest, make_event, target, 1e-5,
+            _NUM_TRIALS))
+    self.assertEqual(results[0], results[1])
+    self.assertEqual(results[0].bound, bound)
+
+
 class SplitBudgetTest(parameterized.TestCase):
 
   @parameterized.parameters((2.0, (1.0, 10.0)), (0.5, (1.0, 1.0)),
@@ -218,11 +323,13 @@ class SplitBudgetTest(parameterized.TestCase):
     for eps, share in zip(split.standalone_epsilons, shares):
       self.assertLessEqual(eps, share * (1 + 1e-9))
       self.assertGreater(eps, share * (1 - 2e-3))
-    # Independent check: two Gaussians compose to one with z^-2 summed.
+    # Independent check: two Gaussians compose to one with z^-2 summed
+    # (split_budget reports the tightest bound, the PLD here: two
+    # discretized Gaussians composed vs one, equal to ~1e-6).
     z = sum(r.value**-2 for r in split.results)**-0.5
     self.assertAlmostEqual(
-        accountant.epsilon(dp_accounting.GaussianDpEvent(z), 1e-5)[0],
-        split.epsilon, places=9)
+        pld_accountant.epsilon(dp_accounting.GaussianDpEvent(z), 1e-5)[0],
+        split.epsilon, delta=1e-5)
     # The composition uses the budget better than the sum of the parts.
     self.assertGreater(split.scale, target)
 

@@ -323,3 +323,56 @@ class AgainstRdpTest(parameterized.TestCase):
         value_discretization_interval=1e-4).compose(event).get_epsilon(1e-6)
     coarse = pld_accountant.PldAccountant().compose(event).get_epsilon(1e-6)
     self.assertBetween(coarse, fine, fine * 1.003)
+
+  def test_cached_plds_give_the_same_epsilon(self):
+    # PLDs are shared across accountants of one relation, adversary and
+    # grid (pld_accountant._STATES); a second accountant reads them.
+    event = dp_accounting.SelfComposedDpEvent(events.SelfSampledDpEvent(
+        0.05, events.DistributedDiscreteGaussianDpEvent(1, 1.0, 16, 1)), 200)
+    cache = pld_accountant._STATES  # pylint: disable=protected-access
+    results = {}
+    for adversary in accountant.ADVERSARIES:
+      for relation in (REL.ADD_OR_REMOVE_ONE, REL.REPLACE_ONE):
+        cache.clear()
+        fresh = pld_accountant.PldAccountant(relation, adversary).compose(
+            event).get_epsilon(1e-6)
+        results[adversary, relation] = fresh
+    for (adversary, relation), fresh in results.items():
+      cached = pld_accountant.PldAccountant(relation, adversary).compose(
+          event).get_epsilon(1e-6)
+      self.assertEqual(cached, fresh, (adversary, relation))
+    self.assertNotEqual(results['server', REL.ADD_OR_REMOVE_ONE],
+                        results['server', REL.REPLACE_ONE])
+
+  def test_coarse_grid_is_an_upper_bound(self):
+    # What calibrate's first search uses: a 10x coarser grid, pessimistic
+    # too, so never below the fine one's epsilon, and close to it.
+    event = dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(
+            0.02, dp_accounting.GaussianDpEvent(1.0)), 300)
+    fine = pld_accountant.PldAccountant(adversary='release', use_rdp=False)
+    coarse = fine.pld_only(10.0)
+    self.assertEqual(coarse.value_discretization_interval, 1e-2)
+    e_fine = fine.compose(event).get_epsilon(1e-6)
+    e_coarse = coarse.compose(event).get_epsilon(1e-6)
+    self.assertBetween(e_coarse, e_fine, e_fine * 1.02)
+
+
+class ConvexMinorantTest(parameterized.TestCase):
+
+  @parameterized.parameters(0, 1, 2)
+  def test_lower_convex_hull(self, seed):
+    # Vertices: convex (slopes increase), every point on or above the
+    # interpolation of the vertices, both ends kept; against a brute-force
+    # check of every point's position.
+    rng = np.random.default_rng(seed)
+    x = np.sort(rng.uniform(0, 10, 300))
+    y = np.exp(-x) + rng.uniform(0, 0.05, 300)
+    y[100:140] = y[100]  # a plateau, then collinear points
+    idx = pld_curves.convex_minorant(x, y)
+    self.assertEqual((idx[0], idx[-1]), (0, x.size - 1))
+    slopes = np.diff(y[idx]) / np.diff(x[idx])
+    self.assertTrue(np.all(np.diff(slopes) > 0))
+    interpolated = np.interp(x, x[idx], y[idx])
+    self.assertTrue(np.all(interpolated <= y + 1e-12))
+
