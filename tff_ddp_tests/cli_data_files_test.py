@@ -1,4 +1,4 @@
-"""Your own data on the command line (issue 32 item 6).
+"""Your own data on the command line.
 
 `tff-ddp quantiles --values FILE` and `tff-ddp frequency --items FILE`:
 what a client is (one value per client, duplicates refused; a client's
@@ -105,7 +105,7 @@ class ReadItemsTest(parameterized.TestCase):
     np.testing.assert_array_equal(words.counts, [[1, 1, 0], [0, 1, 0]])
 
   def test_the_domain_is_the_users_never_the_files(self):
-    # Issue 43 item 2: d was the file's distinct items, so one user with a
+    # d was the file's distinct items, so one user with a
     # unique item changed d and the release between neighbours. Over a
     # stated domain, a neighbour adding such a user changes neither d nor
     # the other users' vectors; the user takes part with what is in the
@@ -157,7 +157,7 @@ class ReadItemsTest(parameterized.TestCase):
 
 
 class FileFormsTest(parameterized.TestCase):
-  """What spreadsheets and pipes write (issue 43 item 1): a byte-order
+  """What spreadsheets and pipes write: a byte-order
   mark, CRLF, quoted fields, gzip, standard input -- each the same data."""
 
   def setUp(self):
@@ -234,7 +234,7 @@ class CommandTest(parameterized.TestCase):
          r'--dim do\(es\) not apply to --items'),
         (['frequency', '--items', _write(self.dir, 'e.csv', '\n'),
           '--domain', _write(self.dir, 'd.txt', 'a\n')], 'no items'),
-        # Issue 43 item 2: bounds are stated, not read from the data.
+        # Bounds are stated, not read from the data.
         (['frequency', '--items', items], '--items needs --domain FILE'),
         (['frequency', '--items', items, '--domain', _write(
             self.dir, 'd2.txt', '1\n'), '--protocols', 'two_phase'],

@@ -125,7 +125,7 @@ class ErrorTest(parameterized.TestCase):
 class RingTest(parameterized.TestCase):
 
   def test_the_ring_is_sized_for_the_clients(self):
-    # Issue 43 item 8: 10^6 values were refused with "bits=18 is too
+    # 10^6 values were refused with "bits=18 is too
     # small ... use bits >= 25"; the number of clients is public, so the
     # command sizes the ring itself unless --bits is given.
     from tff_ddp.analytics import histograms  # pylint: disable=g-import-not-at-top
@@ -206,7 +206,7 @@ class PrivacyTest(parameterized.TestCase):
     self.assertIn('add/remove (central Gaussian)', out)
     self.assertIn('protects only against readers of the release', out)
     # The server adds the noise: infinite against it, as `train
-    # --mechanism gaussian` prints (issue 43 item 10).
+    # --mechanism gaussian` prints.
     self.assertRegex(out, r'against the server \(runs the protocol\): inf ')
     code, _, err = _run(['privacy', '--mechanism', 'gaussian', '--delta',
                          '1e-5', '--target-epsilon', '2', '--adversary',
@@ -214,8 +214,8 @@ class PrivacyTest(parameterized.TestCase):
     self.assertEqual(code, 2)
     self.assertIn('calibrate against the release', err)
 
-  # (d, n, bits, z): issue 43's settings, where the old CLI read z against
-  # the inflated sensitivity and printed 0.49x / 0.83x the factory's.
+  # (d, n, bits, z): settings where reading z against the inflated
+  # sensitivity would print 0.49x / 0.83x the factory's epsilon.
   @parameterized.parameters(('ddg', 10**4, 20, 12, 3.0),
                             ('ddg', 1000, 50, 16, 1.2),
                             ('skellam', 10**4, 20, 12, 3.0))
@@ -297,7 +297,7 @@ class JobsTest(parameterized.TestCase):
         methods=('flat', 'haar'), mechanisms=('discrete_gaussian',),
         num_clients=64, num_bins=16, epsilon=4.0, repetitions=2,
         print_fn=lines.append, output=output, plot=picture)
-    # Issue 43 item 9: the estimates in a file, with what they cost; a
+    # The estimates in a file, with what they cost; a
     # picture; lines that fit a terminal.
     with open(output) as f:
       records = json.load(f)
@@ -327,7 +327,7 @@ class JobsTest(parameterized.TestCase):
     self.assertIn('worst err (eq.3)', lines[3])
 
   def test_central_rows_draw_fresh_noise_unless_seeded(self):
-    # Issue 43 item 3: the central rows drew their noise from seed + 7919
+    # The central rows drew their noise from seed + 7919
     # (r + 1), with seed 0 under --values: identical on every run, yet
     # labelled DP. Two runs on the same values now add different noise; a
     # --noise-seed run repeats itself and says it is not private.
@@ -370,7 +370,7 @@ class JobsTest(parameterized.TestCase):
     summary = superquantile_cli.run(rounds=2, clients=12, epsilon=20.0,
                                     print_fn=lines.append)
     self.assertIn('DP-Delta-FL on B.3', lines[0])
-    # Issue 43 item 9: the header wraps at 79 columns (it was ~240).
+    # The header wraps at 79 columns (it was ~240).
     self.assertLessEqual(max(map(len, lines)), 79)
     start = lines.index(next(l for l in lines if l.startswith('round')))
     self.assertIn('against the server', ' '.join(lines[:start]))
@@ -398,7 +398,7 @@ class JobsTest(parameterized.TestCase):
         protocols=('two_phase', 'multi_round', 'normalize'), dim=5,
         num_clients=120, epsilon=8.0, rounds=2, print_fn=lines.append,
         output=output, plot=picture)
-    # Issue 43 item 9: the estimated frequencies printed and written, with
+    # The estimated frequencies printed and written, with
     # their noise bound and epsilon; a picture; lines that fit a terminal.
     with open(output) as f:
       records = list(csv.DictReader(f))
@@ -425,7 +425,7 @@ class JobsTest(parameterized.TestCase):
     self.assertLess(rows[0].error, rows[2].error)
     self.assertIn('against the server', lines[1])
     self.assertTrue(any('two_phase chose C-hat' in l for l in lines))
-    # Issue 43 item 5: delta min(1e-5, N^-1.1), not the paper's 1e-4 ~ 1/N;
+    # Delta min(1e-5, N^-1.1), not the paper's 1e-4 ~ 1/N;
     # multi_round's rounds composed unless the user opts in to the
     # assumption that nobody repeats, which is then printed.
     self.assertIn('at delta = 1e-05 against the server', lines[1])

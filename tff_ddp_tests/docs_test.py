@@ -1,4 +1,4 @@
-"""README.md and docs/*.md run as printed (issue 32 item 7, issue 33 step 7).
+"""README.md and docs/*.md run as printed.
 
 Every fenced block of those pages (docs/notes/ are investigations, not
 instructions, and are not checked) is one of:
@@ -25,7 +25,7 @@ marked run; elsewhere every block does.
 A block of another language, a `text` block that is neither an output nor
 skipped, or a directive that does not parse fails the fast tests here, so
 nothing shown escapes the check. The fast tests also check the pages' links
-and the README's length (issue 33: at most 300 lines); running the pages is
+and the README's length (at most 300 lines); running the pages is
 slow (TFF rounds: the pages a session runs share one runner process).
 """
 

@@ -95,7 +95,7 @@ def run(args) -> int:
       checkpoint_every=args.checkpoint_every, seed=args.seed,
       cohort_seed=args.cohort_seed,
       resume=args.resume)
-  # Report lines wrap at 79 columns (issue 43 item 9).
+  # Report lines wrap at 79 columns.
   training.run(config, print_fn=outputs.wrapping(
       lambda line: print(line, flush=True)), progress=common.progress)
   return 0

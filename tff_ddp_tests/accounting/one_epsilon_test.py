@@ -227,7 +227,7 @@ class SamplerTermTest(parameterized.TestCase):
                      .get_epsilon(delta), math.inf)
 
   def test_the_tables_term_is_below_1e_20_of_delta(self):
-    # Issue 34's target, on the mechanisms' own events with their default
+    # The target, on the mechanisms' own events with their default
     # (table) samplers: the issue's run (d = 16384, 50 clients, 20 bits,
     # z = 1, 50 rounds) and its Skellam twin. The term (1 + e^eps) N eta,
     # eta the tables' bound, against delta.

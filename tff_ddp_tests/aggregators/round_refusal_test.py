@@ -1,7 +1,7 @@
 """Rounds the factories must not answer normally: too many clients, none.
 
 A ring sized for n clients can wrap around with more; the decoded sum is
-then wrong (issue 32: a DDG sum of 1000 clients sized for fewer came back
+then wrong (a DDG sum of 1000 clients sized for fewer can come back
 with errors as large as the sum, flagged only deep in the measurements).
 What is checked here, through TFF's C++ test context:
 
@@ -149,7 +149,7 @@ class RefusalTest(tf.test.TestCase, parameterized.TestCase):
 
   @pytest.mark.slow  # 1000 clients through TFF
   def test_issue_reproduction_1000_clients(self):
-    # Issue 32: a DDG sum of 1000 clients sized for fewer returned errors as
+    # A DDG sum of 1000 clients sized for fewer returned errors as
     # large as the sum. Now it is refused; flagged, it says so.
     factory = _factory('ddg', expected_clients_per_round=100, bits=14)
     process = factory.create(_VECTOR)

@@ -1,4 +1,4 @@
-"""A frequency budget that theta's cap leaves unspent is said (issue 32).
+"""A frequency budget that theta's cap leaves unspent is said.
 
 With theta at most 1/4, 'fixed' and 'normalize' at m = 30, 500 clients,
 d = 20 and epsilon 2 spend epsilon 0.76 and said nothing. Checked: the

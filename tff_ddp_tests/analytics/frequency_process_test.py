@@ -93,7 +93,7 @@ class ParametersTest(parameterized.TestCase):
   def test_multi_round_accounting_assumption(self):
     disjoint = _params('multi_round', rounds=5, disjoint_rounds=True)
     shared = _params('multi_round', rounds=5, disjoint_rounds=False)
-    # Issue 43 item 5: the default is the accounting that holds whoever
+    # The default is the accounting that holds whoever
     # comes back (it was the paper's assumption, which nothing checks).
     self.assertEqual(_params('multi_round', rounds=5).event, shared.event)
     self.assertFalse(_params('multi_round', rounds=5).disjoint_rounds)

@@ -93,8 +93,8 @@ class MffeIndicatorTest(parameterized.TestCase):
   def test_paper_encoding_exceeds_zero_out(self, n, m):
     # The paper's +-1: no data (norm 0 <= C) sends -1; against a user above
     # C that is a replace-one pair, 2.2-4x the zero-out curve here (4x
-    # for n = 1, less when the other clients' extremes dilute it) -- the
-    # mismatch of issue 25. Replace-one covers it.
+    # for n = 1, less when the other clients' extremes dilute it) -- a
+    # relation mismatch. Replace-one covers it.
     theta = 0.05
     mechanism = _indicator_mechanism(theta, m, n)
     clip = 1.5

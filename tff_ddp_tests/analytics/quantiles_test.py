@@ -555,10 +555,10 @@ class EncodeValueTest(parameterized.TestCase):
 
 @pytest.mark.slow  # TFF rounds, one of 2000 clients
 class RingCapacityTest(parameterized.TestCase):
-  """More values than the histogram's ring holds (issue 32)."""
+  """More values than the histogram's ring holds."""
 
   def test_issue_reproduction_is_refused(self):
-    # Issue 32: this process fed 2000 lognormal values returned
+    # This process fed 2000 lognormal values returned
     # [3.28 9.51 13.45] (truth [0.50 0.98 2.00]) with status b'ok'.
     process = q.build_quantile_process(
         'flat', 'discrete_gaussian', 0.0, 20.0, 32, [0.25, 0.5, 0.75],

@@ -62,7 +62,7 @@ def _main(argv):
   return status, out.getvalue()
 
 
-# The flags of issue 43 included: privacy's factory settings (--noise-
+# The flags included: privacy's factory settings (--noise-
 # multiplier relative to the clip with --bits, --l2-clip, --beta,
 # --modclip-prob, --noise-sampler), quantiles' --lower and --noise-seed.
 # Flags naming files (--values, --items, --domain, --output, --plot) are
@@ -187,7 +187,7 @@ ENTRY_POINTS = [
                 '--mechanism', 'ddg', '--l2-sensitivity', '10',
                 '--local-stddev', '10', '--num-clients', '1000000000',
                 '--dimension', '100']), 'documented'),
-            # Issue 43 item 4: z is the factory's (relative to the clip),
+            # z is the factory's (relative to the clip),
             # with its --bits; without them the command refuses.
             ('privacy ddg factory z and bits', dict(argv=_P + [
                 '--mechanism', 'ddg', '--noise-multiplier', '3', '--bits',
@@ -288,7 +288,7 @@ NEW_ENTRY_POINTS = [
             ('frequency 10^6 clients x 4096 items (a 49 GB dataset)',
              dict(argv=['frequency', '--clients', '1000000', '--dim',
                         '4096']), 'clear_error'),
-            # Issue 43 item 5: the rounds compose unless the user states
+            # The rounds compose unless the user states
             # the assumption.
             ('frequency multi_round --disjoint-rounds', dict(argv=[
                 'frequency', '--dim', '8', '--protocols', 'multi_round',

@@ -36,7 +36,7 @@ class DdpSecureAggregatorTest(tf.test.TestCase):
     ours = inspect.signature(learning.ddp_secure_aggregator)
     theirs = inspect.signature(tff.learning.ddp_secure_aggregator)
     # TFF's parameters in TFF's order, then our keyword-only `mechanism`
-    # and `adaptive_clipping` (issue 33 step 5: the object TFF's fixed
+    # and `adaptive_clipping` (the object TFF's fixed
     # configuration is an instance of).
     self.assertEqual(list(ours.parameters)[:len(theirs.parameters)],
                      list(theirs.parameters))

@@ -222,7 +222,7 @@ class CheckTest(parameterized.TestCase):
   @parameterized.named_parameters(('damaged', 'damaged'),
                                   ('label_out_of_range', 'label'))
   def test_a_bad_row_deep_in_the_table(self, fault):
-    # Issue 43 item 10: only the first example was read; a damaged row or
+    # Only the first example was read; a damaged row or
     # a label outside 0..61 further on ended training in a protobuf
     # DecodeError or a gRPC dump.
     folder = self._folder()

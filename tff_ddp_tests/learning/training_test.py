@@ -228,7 +228,7 @@ class CommandErrorTest(parameterized.TestCase):
     self.assertIn('emnist_all.sqlite is not an SQLite database', err)
 
   def test_stackoverflow_vocabulary_from_the_data_is_opt_in(self):
-    # Issue 43 item 5: without --vocab-file the vocabulary was counted from
+    # Without --vocab-file the vocabulary was counted from
     # the private training split, without noise, by default.
     folder = _folder(self)
     generated_databases.write_stackoverflow(folder, num_clients=3,
@@ -266,7 +266,7 @@ class CommandErrorTest(parameterized.TestCase):
 
 
 def _report(lines):
-  """The printed report as one text: wrapped lines (79 columns, issue 43
+  """The printed report as one text: wrapped lines (79 columns
   item 9) joined again."""
   return ' '.join(line.strip() for line in lines)
 
@@ -331,7 +331,7 @@ class TrainCommandTest(tf.test.TestCase):
     self.assertEqual(code, 0, err)
     self.assertIn('Federated EMNIST-62', lines[0])
     self.assertLessEqual(max(map(len, lines)), 79)
-    # Issue 43 item 5: delta was 1/N = 0.17 here, without a word.
+    # Delta was 1/N = 0.17 here, without a word.
     self.assertIn('delta = 1e-05 (min(1e-5, N^-1.1), N = 6)',
                   _report(lines))
     self.assertIn('d = 1,018,174 parameters', _report(lines))
@@ -346,7 +346,7 @@ class TrainCommandTest(tf.test.TestCase):
     self.assertIn('pass --resume', err)
     # Resumed for a third round: the ledger holds all three events. The
     # folder written another way (trailing '/', relative) is the same run
-    # (issue 43 item 10: it was refused as 'other settings').
+    # (it was refused as 'other settings').
     relative = os.path.relpath(out) + '/'
     self.assertNotEqual(relative.rstrip('/'), out)
     resumed = list(argv)

@@ -160,7 +160,7 @@ class TableTest(tf.test.TestCase, parameterized.TestCase):
     bound = dt.tv_distance_bound(scale)
     self.assertGreater(bound, 0.0)
     self.assertLess(bound, dt.TV_DISTANCE_UPPER_BOUND)
-    # Issue 34's target: eta <= 2^-230 keeps the sampler's delta term of
+    # The target: eta <= 2^-230 keeps the sampler's delta term of
     # any run up to 2^40 samples below 1e-20 of delta >= 1e-12 at eps < 100.
     self.assertLessEqual(dt.TV_DISTANCE_UPPER_BOUND, 2.0**-230)
 

@@ -1,4 +1,4 @@
-"""The default delta rule and its warning (issue 43 item 5)."""
+"""The default delta rule and its warning."""
 
 from absl.testing import absltest
 from absl.testing import parameterized

@@ -101,7 +101,7 @@ class UserFacingTest(tf.test.TestCase):
       self.wrapped([2, 2])
 
   def test_a_numpy_value_of_another_dtype_says_what_to_pass(self):
-    # Issue 43 item 10: TFF's "Failed to serialize a value of dtype" with
+    # TFF's "Failed to serialize a value of dtype" with
     # np.float64 values into a float32 quantile process; here int32.
     with self.assertRaisesRegex(
         TypeError, r'takes int32 values and got float64 .*'

@@ -1,4 +1,4 @@
-"""Signals end the whole run, at every phase (issue 43 item 6), and
+"""Signals end the whole run, at every phase, and
 threads share the context (item 7).
 
 A README-style script (TFF's own `set_sync_test_cpp_execution_context()`,
