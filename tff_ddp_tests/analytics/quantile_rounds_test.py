@@ -24,6 +24,7 @@ from tff_ddp.analytics import quantiles as q
 from tff_ddp.cli import common
 from tff_ddp.mechanisms import binomial
 from tff_ddp.utils import rounds
+from tff_ddp_tests import harness
 
 _LEVELS = (0.25, 0.5, 0.75)
 
@@ -111,7 +112,10 @@ class RoundTest(parameterized.TestCase):
     self.assertNotEqual(totals[0], totals[1])
     self.assertEqual(totals[2], totals[3])
 
-  @pytest.mark.slow  # 6 x 40 rounds of 2 10^4 clients: ~15-30 s each
+
+@pytest.mark.slow  # 6 x 40 rounds of 2 10^4 clients: ~15-30 s each
+class LawTest(parameterized.TestCase):
+
   @parameterized.product(method=hg.METHODS, mechanism=qc.MECHANISMS)
   def test_noisy_total_has_the_processes_law(self, method, mechanism):
     # 20,000 clients (3 without a value), 40 fresh rounds: the noisy total
@@ -178,3 +182,6 @@ class ProgressLinesTest(parameterized.TestCase):
         'tff-ddp quantiles: tree: 50 of 100 clients, 6 s',
         'tff-ddp quantiles: tree: 100 of 100 clients, 7 s'])
 
+
+if __name__ == '__main__':
+  harness.main()
