@@ -28,7 +28,7 @@ zeros for NaN); the server sees sum_i w_i mod M and the public count n.
   coordinate the sum over the clients whose p[k] equals u is
   Binomial(N_u m, u) exactly (a sum of independent binomials with one p).
   It is drawn by the clients' exact sampler (`binomial.sample_binomial`),
-  as sums of Binomial(2^(5t), u) draws over the base-32 digits of N_u m
+  as sums of Binomial(2^(10t), u) draws over the base-1024 digits of N_u m
   (one traced sampler per power), each call's seed fresh from the kernel.
 * The server's code is the process's (`mechanism.server_decode`, then
   `quantiles.server_read_out`).
@@ -52,8 +52,9 @@ from tff_ddp.utils import entropy
 # Clients per chunk: their values (float32) are binned and their noise
 # shares drawn (int64 [CHUNK, L]) together.
 CHUNK = 2**16
-# Binomial(N m, u) = sum over the base-2^_DIGIT digits of N m.
-_DIGIT = 5
+# Binomial(N m, u) = sum over the base-2^_DIGIT digits of N m (three
+# traced samplers: 2^0, 2^10, 2^20; tracing one costs ~0.2-4 s).
+_DIGIT = 10
 _MAX_TRIALS = 2**30  # `binomial.sample_binomial`'s limit on m
 
 
