@@ -141,6 +141,48 @@ class RingTest(parameterized.TestCase):
                               1.0, 1e-7, bits=18)
 
 
+class EngineTest(parameterized.TestCase):
+  """Which engine runs, and the report says which."""
+
+  def _quantile_lines(self, n, **kwargs):
+    lines = []
+    values = np.random.default_rng(1).uniform(0, 10, n)
+    quantiles_cli.run(methods=('flat',), mechanisms=('discrete_gaussian',),
+                      num_bins=8, epsilon=2.0, values=values,
+                      print_fn=lines.append, **kwargs)
+    return lines
+
+  def test_quantiles_batched_engine_says_so(self):
+    lines = self._quantile_lines(2000, engine='batched',
+                                 progress=lambda *a: None)
+    self.assertIn('distributed rows: batched rounds', '\n'.join(lines))
+
+  def test_quantiles_auto_engine_batches_above_the_threshold(self):
+    with mock.patch.object(quantiles_cli, 'AUTO_TFF_CLIENTS', 100):
+      text = '\n'.join(self._quantile_lines(200,
+                                             progress=lambda *a: None))
+    self.assertIn('distributed rows: batched rounds', text)
+    self.assertNotIn("TFF's process", text)
+
+  def test_frequency_batched_engine_says_so(self):
+    lines = []
+    counts = np.random.default_rng(2).poisson(0.5, (300, 5))
+    rows = frequency_cli.run(protocols=('normalize',), counts=counts,
+                             epsilon=8.0, print_fn=lines.append,
+                             engine='batched', progress=lambda *a: None)
+    self.assertIn('engine: batched rounds for normalize', '\n'.join(lines))
+    self.assertLen(rows[0].estimate, 5)
+
+  def test_progress_lines_go_to_stderr(self):
+    with mock.patch.object(quantiles_cli.common.ProgressLines, '__init__',
+                           return_value=None) as init, mock.patch.object(
+                               quantiles_cli.common.ProgressLines,
+                               '__call__') as call:
+      self._quantile_lines(500, engine='batched')
+    init.assert_called_once_with('quantiles')
+    self.assertEqual(call.call_args[0][1:], (500, 500))
+
+
 class PrivacyTest(parameterized.TestCase):
 
   def test_both_adversaries_are_labelled(self):

@@ -81,7 +81,17 @@ NEIGHBOURS = ("neighbours: one user's data removed (it still takes part in "
 DTYPES = (np.float32, np.float64, np.int32, np.int64)
 DEFAULT_NUM_TRIALS = 30
 DEFAULT_BUDGET_FRACTION = 1.0 / 11.0  # "about 10:1" (Section 5.2)
+# TFFE phase 1's ring: 2^18 bits (the paper's), or the least that holds
+# one trial per user when there are more users (their number is public by
+# protocol): `quantile_bits`.
 _QUANTILE_BITS = 18
+
+
+def quantile_bits(num_clients: int) -> int:
+  """Phase 1's ring bits for `num_clients` users: 18, or the least b with
+  2^b > n (cPBM needs n m < 2^b with m >= 1) above 2^18 - 1 users, where
+  18 bits were refused ("use bits >= 19")."""
+  return max(_QUANTILE_BITS, int(num_clients).bit_length())
 # A clip C outside this range makes the estimate (the decoded sum times C,
 # the clients' x / C) overflow: C = 1e308 gives NaN estimates. The same range
 # bounds the two-phase histogram's [0, K max_items] (float32 on the clients).
@@ -524,7 +534,7 @@ class TwoPhaseParameters(FrequencyParameters):
         params = qc.quantile_parameters(
             encoding, 'poisson_binomial', encoding.num_bins,
             qc.QuantileSetting(
-                n, eps, setting.delta, bits=_QUANTILE_BITS,
+                n, eps, setting.delta, bits=quantile_bits(n),
                 adversary=setting.adversary, num_trials=quantile_trials,
                 seed=setting.seed))
       except ValueError as e:

@@ -284,6 +284,10 @@ def _read_out(encoding, lower_bound, upper_bound, quantiles,
   return _Options(lower_bound, upper_bound, quantiles, estimation)
 
 
+# The validated read-out options (for `quantile_rounds.run_round`).
+read_out_options = _read_out
+
+
 def encode_value(method: Union[str, hg.Encoding], value, lower_bound: float,
                  upper_bound: float, num_bins: int) -> tf.Tensor:
   """A client's message (int32): the encoding of its value's bin (values
@@ -297,15 +301,63 @@ def encode_value(method: Union[str, hg.Encoding], value, lower_bound: float,
   return tf.where(present, vector, tf.zeros([encoding.length], tf.int32))
 
 
+def server_read_out(params: QuantileParameters, options: _Options,
+                    noisy_sum, n, on_wrap: secure_sum.OnWrap):
+  """The server's read-out of a round from the decoded noisy sum and the
+  public count n: (estimates, cdf, status code's name, noisy total, its
+  stddev). The process's server computation, and that of the batched
+  round (`tff_ddp.analytics.quantile_rounds`): one code for both."""
+  encoding = params.encoding
+  num_bins = encoding.num_bins
+  lower_bound, upper_bound = options.lower_bound, options.upper_bound
+  quantiles = options.quantiles
+  num_quantiles = len(quantiles)
+  ring = params.ring_capacity()
+  mechanism = params.aggregator_mechanism()
+  may_wrap = ring.may_wrap(n)
+  if on_wrap is secure_sum.OnWrap.RAISE:
+    with tf.control_dependencies([ring.assertion(n)]):
+      n = tf.identity(n)
+      noisy_sum = tf.identity(noisy_sum)
+  noisy_sum = tf.cast(noisy_sum, tf.float64)
+  estimation = options.estimation
+  cdf = encoding.cdf(noisy_sum, n if estimation.exact_count else None,
+                     consistent=estimation.consistent_tree,
+                     monotone=estimation.monotone)
+  values = hg.quantile_values(cdf, quantiles, lower_bound, upper_bound,
+                              num_bins, interpolate=estimation.interpolate)
+  total = encoding.estimated_total(noisy_sum)
+  # The total's noise stddev: the per-coordinate stddev (proportional to
+  # sqrt(n) for both mechanisms; n public) times ||t||_2 of the total.
+  stddev = (mechanism.noise_stddev(1) * encoding.total_norm
+            * tf.sqrt(tf.cast(n, tf.float64)))
+
+  def code(name):
+    return tf.constant(STATUSES.index(name), tf.int32)
+
+  status = tf.where(
+      tf.equal(n, 0), code('no_clients'),
+      tf.where(may_wrap, code('sum_may_wrap'),
+               tf.where((total < estimation.min_total_stddevs * stddev)
+                        | (total <= 0),
+                        code('too_few_values'), code('ok'))))
+  # Estimates with 'ok', and flagged ones with 'sum_may_wrap' (on_wrap=
+  # 'flag': the caller handles them); NaN otherwise.
+  usable = tf.equal(status, code('ok')) | tf.equal(status,
+                                                   code('sum_may_wrap'))
+  nan = tf.fill([num_quantiles], tf.constant(np.nan, tf.float64))
+  values = tf.where(usable, values, nan)
+  cdf = tf.where(usable, cdf, tf.fill([num_bins], tf.constant(
+      np.nan, tf.float64)))
+  return (values, cdf, tf.gather(tf.constant(list(STATUSES)), status),
+          total, stddev)
+
+
 def _build(params: QuantileParameters, options: _Options, *, rounds,
            on_wrap):
   encoding = params.encoding
   num_bins = encoding.num_bins
   lower_bound, upper_bound = options.lower_bound, options.upper_bound
-  quantiles = options.quantiles
-  ring = params.ring_capacity()
-  mechanism = params.aggregator_mechanism()
-  num_quantiles = len(quantiles)
 
   def client_encode(value):
     return encode_value(encoding, value, lower_bound, upper_bound, num_bins)
@@ -322,42 +374,7 @@ def _build(params: QuantileParameters, options: _Options, *, rounds,
   @tff.tensorflow.computation(summed_type, measurement_type)
   def server_estimate(noisy_sum, measurements):
     n = tf.cast(measurements['participating_clients'], tf.int64)
-    may_wrap = ring.may_wrap(n)
-    if on_wrap is secure_sum.OnWrap.RAISE:
-      with tf.control_dependencies([ring.assertion(n)]):
-        n = tf.identity(n)
-        noisy_sum = tf.identity(noisy_sum)
-    noisy_sum = tf.cast(noisy_sum, tf.float64)
-    estimation = options.estimation
-    cdf = encoding.cdf(noisy_sum, n if estimation.exact_count else None,
-                       consistent=estimation.consistent_tree,
-                       monotone=estimation.monotone)
-    values = hg.quantile_values(cdf, quantiles, lower_bound, upper_bound,
-                                num_bins, interpolate=estimation.interpolate)
-    total = encoding.estimated_total(noisy_sum)
-    # The total's noise stddev: the per-coordinate stddev (proportional to
-    # sqrt(n) for both mechanisms; n public) times ||t||_2 of the total.
-    stddev = (mechanism.noise_stddev(1) * encoding.total_norm
-              * tf.sqrt(tf.cast(n, tf.float64)))
-    def code(name):
-      return tf.constant(STATUSES.index(name), tf.int32)
-
-    status = tf.where(
-        tf.equal(n, 0), code('no_clients'),
-        tf.where(may_wrap, code('sum_may_wrap'),
-                 tf.where((total < estimation.min_total_stddevs * stddev)
-                          | (total <= 0),
-                          code('too_few_values'), code('ok'))))
-    # Estimates with 'ok', and flagged ones with 'sum_may_wrap' (on_wrap=
-    # 'flag': the caller handles them); NaN otherwise.
-    usable = tf.equal(status, code('ok')) | tf.equal(status,
-                                                     code('sum_may_wrap'))
-    nan = tf.fill([num_quantiles], tf.constant(np.nan, tf.float64))
-    values = tf.where(usable, values, nan)
-    cdf = tf.where(usable, cdf, tf.fill([num_bins], tf.constant(
-        np.nan, tf.float64)))
-    return (values, cdf, tf.gather(tf.constant(list(STATUSES)), status),
-            total, stddev)
+    return server_read_out(params, options, noisy_sum, n, on_wrap)
 
   @tff.federated_computation
   def init_fn():

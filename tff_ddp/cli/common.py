@@ -17,6 +17,7 @@ import copy
 import os
 import signal
 import sys
+import time
 from typing import Callable, Optional
 
 from tff_ddp.utils import checks
@@ -131,6 +132,10 @@ def quiet_python_logging():
     logging.set_verbosity(logging.ERROR)
   except ImportError:
     pass
+  # TensorFlow's Python warnings (e.g. "triggered tf.function retracing"
+  # of the batched rounds' samplers, one trace per power by design).
+  import logging as python_logging  # pylint: disable=g-import-not-at-top
+  python_logging.getLogger('tensorflow').setLevel(python_logging.ERROR)
 
 
 def run(command: str, function: Callable[[], Optional[int]]) -> int:
@@ -161,3 +166,32 @@ def progress(iterable, description: str, total: Optional[int] = None):
   from tqdm import auto  # pylint: disable=g-import-not-at-top
   return auto.tqdm(iterable, desc=description, total=total, disable=None,
                    leave=False, file=sys.stderr)
+
+
+class ProgressLines:
+  """Progress of a long run as lines on stderr: `tff-ddp <command>: <what>:
+  <done> of <total> clients, <s> s`, at most one every `every` seconds
+  and none in the first `every` seconds (a short run prints nothing); a
+  step's last call (done == total) prints if the step printed a line."""
+
+  def __init__(self, command: str, every: float = 5.0, stream=None,
+               clock: Callable[[], float] = time.monotonic):
+    self.command = command
+    self.every = every
+    self.stream = stream
+    self.clock = clock
+    self.start = clock()
+    self.last = self.start
+    self.open = None  # the step whose last line is still to come
+
+  def __call__(self, what: str, done: int, total: int):
+    now = self.clock()
+    finished = done >= total and self.open == what
+    if now - self.last < self.every and not finished:
+      return
+    self.last = now
+    self.open = None if done >= total else what
+    stream = self.stream or sys.stderr
+    stream.write(f'tff-ddp {self.command}: {what}: {done:,} of {total:,} '
+                 f'clients, {now - self.start:.0f} s\n')
+    stream.flush()

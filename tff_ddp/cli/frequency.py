@@ -37,6 +37,13 @@ PROTOCOLS = ('two_phase', 'multi_round', 'fixed', 'normalize', 'sample')
 MAX_ENTRIES = 2**26
 # d, the items: --dim's limit, and that of the distinct items of --items.
 MAX_DIM = 4096
+# How the protocols run (--engine): 'tff', TFF's processes, calls per
+# client; 'batched', `tff_ddp.analytics.frequency_rounds` for two_phase,
+# normalize and fixed (the same client and server code in batches, the
+# processes' distribution; multi_round and sample stay on TFF); 'auto',
+# TFF up to AUTO_TFF_CLIENTS users, batched above.
+ENGINES = ('auto', 'tff', 'batched')
+AUTO_TFF_CLIENTS = 10**4
 
 
 @dataclasses.dataclass
@@ -131,7 +138,10 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
         disjoint_rounds: bool = False,
         items: Optional[Sequence[str]] = None,
         output: Optional[str] = None,
-        plot: Optional[str] = None) -> List[Row]:
+        plot: Optional[str] = None,
+        engine: str = 'auto',
+        progress: Optional[Callable[[str, int, int], None]] = None
+        ) -> List[Row]:
   """Runs the protocols on one dataset; prints the error table; returns it.
 
   With `counts` (float [clients, items], e.g. `data_files.read_items` over
@@ -149,6 +159,10 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
   gets every item's estimate with its noise bound and epsilon, `plot` a
   picture (`tff_ddp.cli.outputs`). Lines are wrapped to a terminal's
   width.
+
+  `engine` (ENGINES) says how the protocols run, and the report says
+  which ran; `progress(what, users done, users)` hears of their advance
+  (default: `common.ProgressLines` on stderr).
   """
   from tff_ddp.cli import outputs  # pylint: disable=g-import-not-at-top
   print_fn = outputs.wrapping(print_fn)
@@ -185,6 +199,9 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
           'is not public')
   if max_items is not None:
     max_items = checks.integer(max_items, 'max_items', 1)
+  engine = checks.choice(engine, 'engine', ENGINES)
+  if progress is None:
+    progress = common.ProgressLines('frequency')
   delta = common.resolve_delta(delta, num_clients, print_fn)
   x = (fd.load(data, num_clients, dim, seed) if counts is None
        else np.asarray(counts)).astype(np.float32)
@@ -216,12 +233,23 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
           protocol, dim, n, epsilon, delta, **kwargs)
     notes += [_underspent_note(w.message) for w in caught
               if isinstance(w.message, budget.UnderspentBudgetWarning)]
-  processes.use_test_context()
+  from tff_ddp.analytics import frequency_rounds as fr  # pylint: disable=g-import-not-at-top
+  batched = {p for p in protocols if p in fr.PROTOCOLS and (
+      engine == 'batched' or (engine == 'auto'
+                              and num_clients > AUTO_TFF_CLIENTS))}
+  if set(protocols) - batched:
+    processes.use_test_context()
   rows = []
   for protocol in protocols:
     params = configurations[protocol]
     start = time.perf_counter()
-    if protocol == 'two_phase':
+    if protocol in batched:
+      release = fr.run(params, x, progress=progress)
+      estimate, used, sd = (release.estimate, release.clip, _noise_sd(
+          params, [(release.clip, num_clients)]))
+      detail = ('' if protocol != 'two_phase' else
+                f'phase 1 status {release.status}')
+    elif protocol == 'two_phase':
       estimate, used, detail, sd = _run_two_phase(params, x,
                                                   common.progress)
     elif protocol == 'multi_round':
@@ -241,6 +269,13 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
               f' (max items per user {max_items}, stated)'))
   print_fn(f'epsilon per run at delta = {delta:g} against the server; '
            f'{fp.NEIGHBOURS}')
+  print_fn('engine: ' + ('; '.join(filter(None, [
+      'batched rounds for ' + ', '.join(sorted(batched)) + ' (clients in '
+      'batches, the secure sums mod 2^bits in int64: the TFF processes\' '
+      'distribution)' if batched else '',
+      'TFF\'s processes for ' + ', '.join(p for p in protocols
+                                          if p not in batched)
+      if set(protocols) - batched else '']))))
   if 'multi_round' in protocols:
     print_fn(f'multi_round: {rounds} rounds composed' if not disjoint_rounds
              else f'multi_round: ASSUMED (--disjoint-rounds, not checked) '
@@ -398,6 +433,12 @@ def add_parser(subparsers):
   p.add_argument('--seed', type=common.integer('--seed', 0, 2**32 - 1),
                  help='seed of the synthetic data, not the noise (default: '
                  '0; not with --items)')
+  p.add_argument('--engine', choices=ENGINES, default='auto',
+                 help='how two_phase, normalize and fixed run: tff (TFF\'s '
+                 'processes), batched (the same client and server code in '
+                 'batches: the processes\' distribution) or auto (tff up '
+                 f'to {AUTO_TFF_CLIENTS} users, batched above); multi_round '
+                 'and sample run on TFF')
   p.set_defaults(command='frequency', body=_body)
   return p
 
@@ -444,7 +485,7 @@ def _body(args) -> int:
       sample_items=args.sample_items, rounds=args.rounds,
       disjoint_rounds=args.disjoint_rounds,
       items=domains[0] if domains else None, output=args.output,
-      plot=args.plot,
+      plot=args.plot, engine=args.engine,
       divisor=args.divisor, seed=value['seed'], counts=counts,
       source=args.items or '', max_items=args.max_items)
   return 0

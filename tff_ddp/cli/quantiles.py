@@ -28,6 +28,12 @@ DISTRIBUTIONS = ('uniform', 'chi2')
 # The ring's bits: the least tried when --bits is not given, and the most.
 DEFAULT_BITS = 18
 MAX_BITS = 30
+# How the distributed rows run (--engine): 'tff', TFF's process, one call
+# per client; 'batched', `tff_ddp.analytics.quantile_rounds` (the same
+# client and server code in batches, the process's distribution); 'auto',
+# TFF up to AUTO_TFF_CLIENTS clients (~10 s a round), batched above.
+ENGINES = ('auto', 'tff', 'batched')
+AUTO_TFF_CLIENTS = 10**4
 
 
 @dataclasses.dataclass
@@ -111,7 +117,10 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
         source: str = '',
         noise_seed: Optional[int] = None,
         output: Optional[str] = None,
-        plot: Optional[str] = None) -> List[Row]:
+        plot: Optional[str] = None,
+        engine: str = 'auto',
+        progress: Optional[Callable[[str, int, int], None]] = None
+        ) -> List[Row]:
   """Runs the experiment and prints the error table; returns its rows.
 
   With `values` (one per client, e.g. `data_files.read_values`) every
@@ -127,6 +136,10 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
   `output` (CSV, or JSON for .json) gets every row's private estimates
   with their noise, epsilon and adversary; `plot` a picture of the last
   repetition's values with every row's estimates (`tff_ddp.cli.outputs`).
+
+  `engine` (ENGINES) says how the distributed rows run, and the report
+  says which ran; `progress(what, clients done, clients)` hears of each
+  row's advance (default: `common.ProgressLines` on stderr).
   """
   from tff_ddp.cli import outputs  # pylint: disable=g-import-not-at-top
   print_fn = outputs.wrapping(print_fn)
@@ -143,6 +156,9 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
     raise common.UserError(f'--lower ({lower_bound:g}) must be below --upper '
                            f'({upper_bound:g})')
   noise_seed = checks.seed(noise_seed, 'noise_seed')
+  engine = checks.choice(engine, 'engine', ENGINES)
+  if progress is None:
+    progress = common.ProgressLines('quantiles')
   user_values = None if values is None else np.asarray(values, np.float64)
   if user_values is None:
     num_clients = checks.integer(num_clients, 'clients', 1)
@@ -158,7 +174,10 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
   bits, configurations = configure(encodings, mechanisms, num_bins,
                                    num_clients, epsilon, delta, bits,
                                    noise_seed)
-  processes.use_test_context()
+  batched = engine == 'batched' or (engine == 'auto' and
+                                    num_clients > AUTO_TFF_CLIENTS)
+  if not batched:
+    processes.use_test_context()
   if user_values is None:
     datasets = [draw(distribution, num_clients,
                      np.random.default_rng(seed + r), upper_bound)
@@ -171,27 +190,26 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
     method, count = encoding.name, encoding.paper_count
     for mechanism in mechanisms:
       params = configurations[encoding, mechanism]
-      with warnings.catch_warnings():
-        warnings.filterwarnings('ignore', message=r'.*\(seed=\.\.\.\)')
-        process = q.build_quantile_process_from_parameters(
-            params, lower_bound, upper_bound, quantiles,
-            q.QuantileEstimation(count=count), rounds=1)
-      state = process.initialize()
+      round_fn = (_batched_round if batched else _tff_round)(
+          params, lower_bound, upper_bound, quantiles, count, noise_seed)
       errors, seconds = [], []
-      for values in common.progress(datasets, f'{method} {mechanism}'):
+      for r, values in enumerate(datasets):
+        what = (f'{method} {mechanism}' + (f', repetition {r + 1}' if
+                                           repetitions > 1 else ''))
         start = time.perf_counter()
-        out = process.next(state, list(values.astype(np.float32)))
+        result, cdf = round_fn(values, r, lambda done, total, w=what:
+                               progress(w, done, total))
         seconds.append(time.perf_counter() - start)
-        state = out.state
-        errors.append(_worst(out.measurements['cdf'], values, quantiles,
-                             lower_bound, upper_bound, num_bins))
+        progress(what, len(values), len(values))
+        errors.append(_worst(cdf, values, quantiles, lower_bound,
+                             upper_bound, num_bins))
       detail = (f'c={params.scaling} z={params.noise_multiplier:.3f}'
                 if mechanism == 'discrete_gaussian' else
                 f'theta={params.theta:.4f} m={params.num_trials}')
       rows.append(Row(method, mechanism, float(np.mean(errors)),
                       float(np.std(errors)), params.epsilon, detail,
                       float(np.mean(seconds[1:] or seconds)),
-                      np.asarray(out.result)))
+                      np.asarray(result)))
     # Central counterpart: the same encoding, Gaussian noise once, from
     # fresh OS entropy (or --noise-seed).
     errors = []
@@ -225,6 +243,11 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
            f'{repetitions} repetitions')
   print_fn(f'({epsilon:g}, {delta:g})-DP per round against the server, '
            'zero-out neighbours')
+  print_fn('distributed rows: ' + (
+      'batched rounds (the clients\' encoding and noise in batches, the '
+      'secure sum mod 2^bits in int64: the TFF process\'s distribution; '
+      '--engine tff for TFF\'s)' if batched else
+      'TFF\'s process (test execution context, one call per client)'))
   print_fn('central rows: the same (epsilon, delta), against readers of the '
            'release only')
   print_fn(f'{"method":6s} {"mechanism":18s} {"worst err (eq.3)":>18s} '
@@ -262,6 +285,45 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
   return rows
 
 
+def _tff_round(params, lower_bound, upper_bound, quantiles, count,
+               noise_seed):
+  """(values, repetition, progress) -> (estimates, cdf) of TFF's process
+  (its state carried over the repetitions)."""
+  del noise_seed  # the factory's test seed
+  from tff_ddp.analytics import quantiles as q  # pylint: disable=g-import-not-at-top
+  with warnings.catch_warnings():
+    warnings.filterwarnings('ignore', message=r'.*\(seed=\.\.\.\)')
+    process = q.build_quantile_process_from_parameters(
+        params, lower_bound, upper_bound, quantiles,
+        q.QuantileEstimation(count=count), rounds=1)
+  state = [process.initialize()]
+
+  def round_fn(values, repetition, progress):
+    del repetition
+    progress(0, len(values))
+    out = process.next(state[0], list(values.astype(np.float32)))
+    state[0] = out.state
+    return out.result, out.measurements['cdf']
+  return round_fn
+
+
+def _batched_round(params, lower_bound, upper_bound, quantiles, count,
+                   noise_seed):
+  """The same with `quantile_rounds.run_round` (each repetition's draws
+  fresh; with --noise-seed, the seed's and the repetition's)."""
+  from tff_ddp.analytics import quantile_rounds  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import quantiles as q  # pylint: disable=g-import-not-at-top
+  options = q.read_out_options(params.encoding, lower_bound, upper_bound,
+                               quantiles, q.QuantileEstimation(count=count))
+
+  def round_fn(values, repetition, progress):
+    seed = None if noise_seed is None else noise_seed * 10007 + repetition
+    out = quantile_rounds.run_round(params, options, values,
+                                    noise_seed=seed, progress=progress)
+    return out.result, out.cdf
+  return round_fn
+
+
 def _body(args) -> int:
   """Runs the command: synthetic data, or the clients of --values."""
   from tff_ddp.cli import data_files  # pylint: disable=g-import-not-at-top
@@ -278,7 +340,7 @@ def _body(args) -> int:
       repetitions=repetitions, quantiles=args.quantiles, bits=args.bits,
       seed=value['seed'], values=values, lower_bound=args.lower,
       source=args.values or '', noise_seed=args.noise_seed,
-      output=args.output, plot=args.plot)
+      output=args.output, plot=args.plot, engine=args.engine)
   return 0
 
 
@@ -340,5 +402,11 @@ def add_parser(subparsers):
                  help='draw every row\'s noise from this seed: reproducible, '
                  'and then NOT private (the report says so) (default: '
                  'none: fresh OS entropy)')
+  p.add_argument('--engine', choices=ENGINES, default='auto',
+                 help='how the distributed rows run: tff (TFF\'s process, '
+                 'one call per client), batched (the same client and server '
+                 'code in batches: the process\'s distribution, minutes for '
+                 f'10^6 clients) or auto (tff up to {AUTO_TFF_CLIENTS} '
+                 'clients, batched above)')
   p.set_defaults(command='quantiles', body=_body)
   return p

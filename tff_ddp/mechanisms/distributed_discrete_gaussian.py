@@ -575,19 +575,28 @@ class DistributedDiscreteGaussian:
     norm bound of Theorem 5 (3) holds for the vector that is rounded.
     Returns 'encoded' as int64 in [0, M).
     """
+    rounding_seed, sampling_seed = client_subseeds(noise_seed)
+    rounded, flags = self.client_rounded(x, round_seed, rounding_seed)
+    noise = None
+    if self.noise_multiplier > 0:
+      noise = self.sample_noise(sampling_seed)
+    z = self.ring_sum(rounded, noise)
+    return {'encoded': z}, flags
+
+  def client_rounded(self, x, round_seed, rounding_seed):
+    """(the rounded integer vector, flags): everything `client_encode`
+    computes before it adds the client's noise share (`ring_sum`). For an
+    input the scaling makes integer (integer inputs, granularity 1/c) the
+    rounding is the identity, whatever `rounding_seed` (a batched round
+    relies on it and checks it: `tff_ddp.analytics.quantile_rounds`)."""
     x, finite, clipped = self.clip_and_scale(x)
     encoded = self.encoder.encode(x, round_seed)
     if not self.encoder.is_isometry:
       encoded, more = tensors.clip_to_norm(encoded, self.scaled_l2_clip)
       clipped |= more
-    rounding_seed, sampling_seed = client_subseeds(noise_seed)
     rounded, _, ok = rounding.conditional_randomized_round(
         encoded, self.norm_threshold, rounding_seed)
-    noise = None
-    if self.noise_multiplier > 0:
-      noise = self.sample_noise(sampling_seed)
-    z = self.ring_sum(rounded, noise)
-    return {'encoded': z}, base.flag_vector(
+    return rounded, base.flag_vector(
         [tf.logical_not(finite), clipped, tf.logical_not(ok)])
 
   def clip_and_scale(self, x):

@@ -62,7 +62,7 @@ from tff_ddp.accounting import pbm_rdp
 from tff_ddp.encoders import base as encoders_base
 from tff_ddp.encoders import registry
 from tff_ddp.mechanisms import base
-from tff_ddp.mechanisms.binomial import sample_binomial  # pylint: disable=unused-import
+from tff_ddp.mechanisms.binomial import sample_binomial
 from tff_ddp.utils import checks
 from tff_ddp.utils import tensors
 
@@ -217,6 +217,17 @@ class PoissonBinomial:
     zeros (so it still sends Binomial(m, 1/2) draws: the zero-out
     neighbour).
     """
+    probs, flags = self.client_probabilities(x, round_seed)
+    z = sample_binomial(probs, self.num_trials, noise_seed)  # exact
+    return {'encoded': z}, flags
+
+  def client_probabilities(self, x, round_seed):
+    """(p, flags): one client's Bernoulli probabilities p (float64 [D])
+    and flags, everything `client_encode` computes before its draws
+    Z[k] ~ Binomial(m, p[k]). Deterministic given x and the round's seed:
+    clients with equal inputs have equal p (a batched round draws their
+    summed Binomial(count m, p) at once, `tff_ddp.analytics.
+    quantile_rounds`)."""
     x = tf.reshape(tf.cast(x, tf.float64), [self.dim])
     finite = tf.reduce_all(tf.math.is_finite(x))
     x = tf.where(finite, x, tf.zeros_like(x))
@@ -244,8 +255,7 @@ class PoissonBinomial:
     # could step outside by an ulp): the premise of Lemma 2, whatever y is.
     probs = tf.clip_by_value(0.5 + self.theta * ratio, self.p_low,
                              self.p_high)
-    z = sample_binomial(probs, self.num_trials, noise_seed)  # exact
-    return {'encoded': z}, base.flag_vector(
+    return probs, base.flag_vector(
         [tf.logical_not(finite), clipped, inexact])
 
   def recover_sum(self, zbar, num_clients):

@@ -306,3 +306,33 @@ class NewProtocolTest(parameterized.TestCase):
     seed = fs.round_seed(np.random.default_rng(0))
     np.testing.assert_array_less(
         np.abs(simulated.estimate - expected(seed)), 5 * sd)
+
+
+
+class PhaseOneRingTest(parameterized.TestCase):
+  """TFFE's phase-1 ring is sized from the (public) number of users: a
+  fixed 2^18 refuses 2^18 or more users ("use bits >= 19")."""
+
+  def test_the_least_bits_that_hold_one_trial_per_user(self):
+    self.assertEqual(protocols.quantile_bits(1000), 18)
+    self.assertEqual(protocols.quantile_bits(2**18 - 1), 18)
+    self.assertEqual(protocols.quantile_bits(2**18), 19)
+    self.assertEqual(protocols.quantile_bits(300000), 19)
+    self.assertEqual(protocols.quantile_bits(10**6), 20)
+    for n in (2**18, 300000, 10**6):
+      bits = protocols.quantile_bits(n)
+      self.assertGreater(2**bits, n)  # m = 1 fits: n m < 2^bits
+      self.assertLessEqual(2**(bits - 1), n)  # and one bit less does not
+
+  def test_eighteen_bits_refuse_what_the_sized_ring_holds(self):
+    from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
+    from tff_ddp.analytics import quantile_calibration as qc  # pylint: disable=g-import-not-at-top
+    n = 300000
+    with self.assertRaisesRegex(ValueError, 'use bits >= 19'):
+      qc.quantile_parameters(hg.Haar(64), 'poisson_binomial', 64,
+                             qc.QuantileSetting(n, 0.5, 1e-7, bits=18))
+    params = qc.quantile_parameters(
+        hg.Haar(64), 'poisson_binomial', 64,
+        qc.QuantileSetting(n, 0.5, 1e-7, bits=protocols.quantile_bits(n)))
+    self.assertGreaterEqual(params.ring_capacity().capacity, n)
+
