@@ -224,7 +224,7 @@ ENTRY_POINTS = [
         hints=dict(epsilon=fz.floats(), delta=fz.floats(), rounds=fz.ints()),
         names=('epsilon', 'target_epsilon', 'delta', 'target_delta',
                'rounds'),
-        max_examples=15),
+        max_examples=15, budget=fz.CALIBRATION_BUDGET),
 ]
 
 
