@@ -448,9 +448,8 @@ def _pld_search(first, event_at, target_epsilon, target_delta, parameter,
                                target_epsilon, search)
     except ValueError:
       return x_rdp + (check,)
-    rdp_less_noisy = (x_rdp[0] > x_pld[0] if parameter.epsilon_increases
-                      else x_rdp[0] < x_pld[0])
-    return x_rdp + (check,) if rdp_less_noisy else x_pld + (None,)
+    return (x_rdp + (check,) if _less_noisy(x_rdp[0], x_pld[0], parameter)
+            else x_pld + (None,))
   x_pld = None
   try:
     x_pld = _pld_least_noise(fine, eps_of, first, parameter, target_epsilon,
@@ -470,9 +469,25 @@ def _pld_search(first, event_at, target_epsilon, target_delta, parameter,
   x_rdp = search(eps_of(first.rdp_only))
   if x_pld is None:
     return x_rdp + (None,)
-  rdp_less_noisy = (x_rdp[0] > x_pld[0] if parameter.epsilon_increases
-                    else x_rdp[0] < x_pld[0])
-  return x_rdp + (None,) if rdp_less_noisy else x_pld + (check,)
+  return (x_rdp + (None,) if _less_noisy(x_rdp[0], x_pld[0], parameter)
+          else x_pld + (check,))
+
+
+def _less_noisy(x, y, parameter) -> bool:
+  """Whether the parameter at x adds less noise than at y."""
+  return x > y if parameter.epsilon_increases else x < y
+
+
+def _bisect_integers(eps, safe, unsafe, target):
+  """The integer next to `unsafe` on the safe side: bisection between an
+  integer `safe` (eps <= target) and `unsafe` (eps > target)."""
+  while abs(unsafe - safe) > 1:
+    mid = (safe + unsafe) // 2
+    if eps(mid) <= target:
+      safe = mid
+    else:
+      unsafe = mid
+  return safe
 
 
 def _pld_least_noise(fine, eps_of, first, parameter, target_epsilon,
@@ -564,13 +579,7 @@ def _refine(eps, x0, at_limit, parameter, target, rtol):
           safe = x
           break
         unsafe, step = x, step * 2
-    while abs(unsafe - safe) > 1:
-      mid = (safe + unsafe) // 2
-      if eps(mid) <= target:
-        safe = mid
-      else:
-        unsafe = mid
-    return safe, True
+    return _bisect_integers(eps, safe, unsafe, target), True
   width = hi - lo if math.isfinite(hi - lo) else 1.0
 
   def moved(x, step, sign):
@@ -702,14 +711,8 @@ def least_noise(
             'a non-private event, or rounding-dominated sensitivity).')
 
   if discrete:
-    safe, unsafe = int(safe), int(unsafe)
-    while abs(unsafe - safe) > 1:
-      mid = (safe + unsafe) // 2
-      if eps(mid) <= target_epsilon:
-        safe = mid
-      else:
-        unsafe = mid
-    return safe, True
+    return _bisect_integers(eps, int(safe), int(unsafe),
+                            target_epsilon), True
 
   if rtol is not None:
     return _regula_falsi(eps, safe, unsafe, target_epsilon, rtol,
