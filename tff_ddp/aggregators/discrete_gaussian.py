@@ -203,8 +203,8 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
     self._describe = dict(clean, encoder=encoder, **kashin_options)
     if self._kind is not base.Kind.DISCRETE_GAUSSIAN:
       self._describe['mechanism'] = TFF_NAMES[self._kind]
-    if self._request.noise_sampler != ddg_mechanism.DEFAULT_SAMPLER:
-      self._describe['noise_sampler'] = self._request.noise_sampler
+    if self._request.noise_sampler is not ddg_mechanism.DEFAULT_SAMPLER:
+      self._describe['noise_sampler'] = self._request.noise_sampler.value
     if adaptive_clipping is not None:
       self._describe.update(
           l2_clip=adaptive.initial_clip, noise_multiplier=requested_z,

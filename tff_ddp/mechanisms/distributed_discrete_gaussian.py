@@ -54,6 +54,7 @@ rounded.
 """
 
 import dataclasses
+import enum
 import math
 from typing import Optional, Tuple
 
@@ -95,15 +96,27 @@ _FLOAT32_NOISE_FRACTION = 2.0**-10
 # many, tiny coordinates flush to zero (TF flushes subnormals), so the
 # fast clip leaves such inputs to `tensors.clip_to_norm`.
 _FAST_CLIP_MIN_SQUARED_NORM = 2.0**-900
-# Noise samplers: 'table' (alias method, per-sample TV < 2^-231, added to
-# delta by the accountant; scales up to ~29172, beyond which 'exact' is
-# used) or 'exact' (Canonne-Kamath-Steinke rejection, up to 2^25).
-SAMPLERS = ('table', 'exact')
-DEFAULT_SAMPLER = 'table'
+
+
+class Sampler(enum.StrEnum):
+  """The clients' noise sampler (`Request.noise_sampler`).
+
+  TABLE: the alias method (per-sample TV < 2^-231, added to delta by the
+  accountant; DDG scales up to ~29172, beyond which EXACT runs). EXACT:
+  DDG: Canonne-Kamath-Steinke rejection (up to 2^25); Skellam: the exact
+  Poisson sampler.
+  """
+
+  TABLE = 'table'
+  EXACT = 'exact'
+
+
+SAMPLERS = tuple(s.value for s in Sampler)
+DEFAULT_SAMPLER = Sampler.TABLE
 # The per-sample TV distance of each resolved sampler (the tables' proved
 # bound, the same for the Skellam table: `alias_table`).
-_SAMPLER_TV = {'table': discrete_gaussian_table.TV_DISTANCE_UPPER_BOUND,
-               'exact': 0.0}
+_SAMPLER_TV = {Sampler.TABLE: discrete_gaussian_table.TV_DISTANCE_UPPER_BOUND,
+               Sampler.EXACT: 0.0}
 # The least scaled local stddev sigma/gamma of the privacy analysis (DDG
 # paper Theorem 9 / Proposition 10 need sigma/gamma >= 1/2).
 MIN_SCALED_LOCAL_STDDEV = 0.5
@@ -119,24 +132,28 @@ def local_stddev(noise_multiplier: float, l2_clip: float,
   return noise_multiplier * l2_clip / math.sqrt(num_clients)
 
 
-def resolve_noise_sampler(noise_sampler: str,
-                          scaled_local_stddev: float) -> str:
+def as_sampler(noise_sampler) -> Sampler:
+  """`noise_sampler` ('table', 'exact' or a Sampler) as a Sampler."""
+  return checks.member(noise_sampler, 'noise_sampler', Sampler)
+
+
+def resolve_noise_sampler(noise_sampler,
+                          scaled_local_stddev: float) -> Sampler:
   """The sampler a client runs for `noise_sampler` at this scale.
 
-  'table' up to the alias table's largest scale
-  (`discrete_gaussian_table.max_supported_scale()`, ~29172), 'exact' above
-  it and for 'exact'. The one place this choice is made: the mechanism and
+  TABLE up to the alias table's largest scale
+  (`discrete_gaussian_table.max_supported_scale()`, ~29172), EXACT above
+  it and for EXACT. The one place this choice is made: the mechanism and
   `release_event` (the CLI's events) both call it, so both put the same
   `sampler_tv_distance` on the event.
   """
-  noise_sampler = checks.choice(noise_sampler, 'noise_sampler', SAMPLERS)
-  if noise_sampler == 'table' and (
+  if as_sampler(noise_sampler) is Sampler.TABLE and (
       scaled_local_stddev <= discrete_gaussian_table.max_supported_scale()):
-    return 'table'
-  return 'exact'
+    return Sampler.TABLE
+  return Sampler.EXACT
 
 
-def sampler_tv_distance(resolved_sampler: str) -> float:
+def sampler_tv_distance(resolved_sampler) -> float:
   """Per-sample TV distance from the ideal noise of a resolved sampler
   (`resolve_noise_sampler`, or the Skellam's): the tables' proved bound
   (< 2^-231), or 0 for the exact samplers."""
@@ -259,7 +276,8 @@ class Request:
       largest input coordinate, +1 per client for rounding.
     linf_clip: clip every input coordinate to [-linf_clip, linf_clip] as
       well (before the l2 clip); meant for encoder 'none'.
-    noise_sampler: 'table' (the default: an alias-table sampler built by
+    noise_sampler: a `Sampler`, given as it or its value: 'table' (the
+      default: an alias-table sampler built by
       `alias_table`, per-sample TV distance < 2^-231 from the ideal noise,
       which the event carries and the accountant adds to delta; DDG:
       `discrete_gaussian_table`, ~10x faster than exact, for scaled noise
@@ -277,7 +295,7 @@ class Request:
   beta: float = 0.0
   granularity: Optional[float] = None
   linf_clip: Optional[float] = None
-  noise_sampler: str = DEFAULT_SAMPLER
+  noise_sampler: Sampler = DEFAULT_SAMPLER
 
   def __post_init__(self):
     clean, _ = check_arguments(
@@ -286,8 +304,7 @@ class Request:
         self.linf_clip)
     for name, value in clean.items():
       object.__setattr__(self, name, value)
-    object.__setattr__(self, 'noise_sampler', checks.choice(
-        self.noise_sampler, 'noise_sampler', SAMPLERS))
+    object.__setattr__(self, 'noise_sampler', as_sampler(self.noise_sampler))
 
   @property
   def k_stddevs(self) -> float:
@@ -334,7 +351,7 @@ class DistributedDiscreteGaussian:
   linf_clip: Optional[float] = None
   granularity_given: bool = False
   integer_inputs: bool = False
-  noise_sampler: str = 'exact'
+  noise_sampler: Sampler = Sampler.EXACT
   float32_rotation: bool = False
 
   name = base.Kind.DISCRETE_GAUSSIAN
@@ -445,7 +462,7 @@ class DistributedDiscreteGaussian:
       num_clients: int,
       dimension: int,
       l1_sensitivity: Optional[float] = None,
-      noise_sampler: str = 'table',
+      noise_sampler=DEFAULT_SAMPLER,
   ) -> dp_accounting.DpEvent:
     """The event of one release, from its integer-domain numbers.
 
@@ -501,7 +518,7 @@ class DistributedDiscreteGaussian:
     """One client's noise, int64 [output_dim] (see `noise_sampler`); with
     `count`, that many clients' iid shares, [count, output_dim]."""
     shape = noise_shape(self.output_dim, count)
-    if self.noise_sampler == 'table':
+    if self.noise_sampler is Sampler.TABLE:
       return discrete_gaussian_table.sample_discrete_gaussian_table(
           shape, self.scaled_local_stddev, seed)
     return discrete_gaussian.sample_discrete_gaussian(

@@ -54,21 +54,22 @@ _NOISE_RANGE = (
     math.sqrt(2 * poisson.MAX_MEAN),
     'below the Poisson sampler\'s smallest mean 2^-20')
 # The resolved samplers: (shape, Poisson mean, seed) -> int64 noise.
-_SAMPLE = {'table': skellam_table.sample_skellam_table,
-           'exact': poisson.sample_skellam}
+_SAMPLE = {ddg.Sampler.TABLE: skellam_table.sample_skellam_table,
+           ddg.Sampler.EXACT: poisson.sample_skellam}
 
 
-def resolve_noise_sampler(noise_sampler: str, poisson_mean: float) -> str:
-  """The sampler a client runs: 'table' if asked for and the table covers
-  `poisson_mean` (`skellam_table.fits`; a mean of 0 draws nothing), else
-  'exact'. The one place this choice is made (the mechanism and the CLI's
-  events)."""
-  noise_sampler = checks.choice(noise_sampler, 'noise_sampler', ddg.SAMPLERS)
-  if noise_sampler == 'table' and (poisson_mean == 0 or (
-      poisson.MIN_MEAN <= poisson_mean <= poisson.MAX_MEAN
-      and skellam_table.fits(poisson_mean))):
-    return 'table'
-  return 'exact'
+def resolve_noise_sampler(noise_sampler,
+                          poisson_mean: float) -> ddg.Sampler:
+  """The sampler a client runs: TABLE if asked for ('table' or the member)
+  and the table covers `poisson_mean` (`skellam_table.fits`; a mean of 0
+  draws nothing), else EXACT. The one place this choice is made (the
+  mechanism and the CLI's events)."""
+  if ddg.as_sampler(noise_sampler) is ddg.Sampler.TABLE and (
+      poisson_mean == 0 or (
+          poisson.MIN_MEAN <= poisson_mean <= poisson.MAX_MEAN
+          and skellam_table.fits(poisson_mean))):
+    return ddg.Sampler.TABLE
+  return ddg.Sampler.EXACT
 
 
 @dataclasses.dataclass(frozen=True)

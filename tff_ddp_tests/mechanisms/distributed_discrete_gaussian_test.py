@@ -437,6 +437,18 @@ class ParametersTest(parameterized.TestCase):
     with self.assertRaisesRegex(TypeError, message):
       _params(**kwargs)
 
+  def test_noise_sampler_is_a_member_given_as_string_or_member(self):
+    by_name = ddg.Request(1.0, 1.0, 10, 16, noise_sampler='exact')
+    self.assertIs(by_name.noise_sampler, ddg.Sampler.EXACT)
+    self.assertEqual(by_name,
+                     ddg.Request(1.0, 1.0, 10, 16,
+                                 noise_sampler=ddg.Sampler.EXACT))
+    self.assertIs(_params().noise_sampler, ddg.Sampler.TABLE)
+    with self.assertRaisesRegex(
+        ValueError, r"noise_sampler must be one of \('table', 'exact'\), "
+        r"got 'fast'"):
+      ddg.Request(1.0, 1.0, 10, 16, noise_sampler='fast')
+
   def test_numpy_scalars_are_accepted(self):
     p = _params(dim=np.int64(100), bits=np.int32(16),
                 expected_clients_per_round=np.int64(10),
