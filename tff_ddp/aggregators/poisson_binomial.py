@@ -119,7 +119,8 @@ class PoissonBinomialSumFactory(secure_sum.MechanismSumFactory):
     self._describe = dict(
         l2_clip=l2_clip, theta=theta, num_trials=num_trials,
         expected_clients_per_round=expected_clients_per_round,
-        max_clients_per_round=max_clients_per_round, divisor=divisor,
+        max_clients_per_round=max_clients_per_round,
+        divisor=self._request.divisor.value,
         linf_clip=linf_clip, l0_clip=l0_clip, encoder=encoder,
         **kashin_options)
     super().__init__(self._make, name=_NAME, **round_options)

@@ -87,9 +87,10 @@ import numpy as np
 
 from tff_ddp.accounting import accountant as accountant_lib
 from tff_ddp.accounting import events
+from tff_ddp.mechanisms import poisson_binomial as pbm
 from tff_ddp.utils import checks
 
-DIVISORS = ('l2', 'linf')
+DIVISORS = pbm.DIVISORS
 # Counts (m, n, d, D, k) above float64's exact integers are refused: every
 # formula here is float64 arithmetic, and a count this large is a bug.
 MAX_COUNT = 2**53
@@ -148,17 +149,17 @@ def _matrix(x, name: str = 'x') -> np.ndarray:
   return x
 
 
-def effective_dimension(output_dim: int, divisor: str = 'l2',
+def effective_dimension(output_dim: int, divisor=pbm.Divisor.L2,
                         level: Optional[float] = None) -> float:
-  """D_eff: D for divisor 'l2' (Algorithm 3), K^2 for 'linf'.
+  """D_eff: D for divisor 'l2' (Algorithm 3), K^2 for 'linf' (a
+  `poisson_binomial.Divisor` or its value).
 
   With the divisor B (C or K C / sqrt(D)), D times the variance bound of a
   coordinate of the mean, B^2 / (4 m n theta^2), is D_eff C^2 / (4 m n
   theta^2).
   """
   output_dim = _count(output_dim, 'output_dim')
-  divisor = checks.choice(divisor, 'divisor', DIVISORS)
-  if divisor == 'l2':
+  if pbm.as_divisor(divisor) is pbm.Divisor.L2:
     checks.optional_positive(level, 'level')  # unused, but not junk
     return float(output_dim)
   level = checks.positive(level, 'level')

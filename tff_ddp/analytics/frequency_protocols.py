@@ -62,6 +62,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tff_ddp.accounting import accountant
 from tff_ddp.accounting import calibration as calibration_lib
 from tff_ddp.aggregators import calibrated
 from tff_ddp.aggregators import secure_sum
@@ -71,6 +72,7 @@ from tff_ddp.analytics import histograms as hg
 from tff_ddp.analytics import quantile_calibration as qc
 from tff_ddp.encoders import registry
 from tff_ddp.mechanisms import base
+from tff_ddp.mechanisms import poisson_binomial as pbm
 from tff_ddp.utils import checks
 from tff_ddp.utils import entropy as entropy_lib
 from tff_ddp.utils import tensors
@@ -231,8 +233,9 @@ class FrequencySetting:
     epsilon, delta: the budget (what it covers: `frequency_process`),
       against `adversary`, for the relation NEIGHBOURS.
     calibration: `CalibrateTheta` (default, m = 30) or `CalibrateNumTrials`.
-    divisor: 'l2' (Algorithm 3) or 'linf' (module doc of `frequency`).
-    adversary: 'server' or 'release'.
+    divisor: 'l2' (Algorithm 3) or 'linf' (module doc of `frequency`), a
+      `poisson_binomial.Divisor` once built.
+    adversary: 'server' or 'release', an `Adversary` once built.
     value_dtype: the clients' dtype (float32, float64, int32, int64).
     seed: tests only (deterministic noise; see the aggregators).
     kashin_options: KashinEncoder options (redundancy, eta, ...).
@@ -245,8 +248,8 @@ class FrequencySetting:
   epsilon: float
   delta: float
   calibration: Calibration = CalibrateTheta()
-  divisor: str = 'l2'
-  adversary: str = 'server'
+  divisor: pbm.Divisor = pbm.Divisor.L2
+  adversary: accountant.Adversary = accountant.Adversary.SERVER
   value_dtype: Any = np.float32
   seed: Optional[int] = None
   kashin_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -266,9 +269,8 @@ class FrequencySetting:
       raise TypeError('calibration must be CalibrateTheta or '
                       f'CalibrateNumTrials, got {self.calibration!r:.100}.')
     checked.update(
-        divisor=checks.choice(self.divisor, 'divisor', fq.DIVISORS),
-        adversary=checks.choice(self.adversary, 'adversary',
-                                ('server', 'release')),
+        divisor=pbm.as_divisor(self.divisor),
+        adversary=accountant.as_adversary(self.adversary),
         value_dtype=_value_dtype(self.value_dtype),
         seed=checks.seed(self.seed),
         kashin_options=_kashin_options(self.kashin_options))
@@ -371,13 +373,13 @@ class FrequencyParameters(abc.ABC):
   factory: Any
   theta: float
   num_trials: int
-  divisor: str
+  divisor: pbm.Divisor
   output_dim: int
   level: float
   effective_dim: float
   epsilon: float
   delta: float
-  adversary: str
+  adversary: accountant.Adversary
   round_event: dp_accounting.DpEvent
   event: dp_accounting.DpEvent
 
@@ -430,10 +432,10 @@ class FrequencyParameters(abc.ABC):
     """One line: the protocol, its parameters and its epsilon (adversary)."""
     parts = [f'{self.protocol}: cPBM theta={self.theta:.4f} '
              f'm={self.num_trials} D={self.output_dim} '
-             f'divisor={self.divisor}']
+             f'divisor={self.divisor.value}']
     parts.extend(self._describe_parts())
     parts.append(f'epsilon={self.epsilon:.4g} at delta={self.delta:g} '
-                 f'against the {self.adversary}; {NEIGHBOURS}')
+                 f'against the {self.adversary.value}; {NEIGHBOURS}')
     return '; '.join(parts)
 
   def simulated_values(self, x: np.ndarray, rng) -> np.ndarray:
@@ -443,8 +445,9 @@ class FrequencyParameters(abc.ABC):
     return x
 
   @abc.abstractmethod
-  def build_process(self, on_wrap: str) -> tff.templates.MeasuredProcess:
-    """The protocol's process (`on_wrap` validated by the caller)."""
+  def build_process(self, on_wrap: secure_sum.OnWrap
+                    ) -> tff.templates.MeasuredProcess:
+    """The protocol's process (`on_wrap` resolved by the caller)."""
 
   @abc.abstractmethod
   def _more_capacities(self) -> List[int]:

@@ -49,6 +49,7 @@ premise of Lemma 2.
 """
 
 import dataclasses
+import enum
 import fractions
 import math
 from typing import Optional, Tuple
@@ -79,7 +80,22 @@ MAX_NUM_TRIALS = 2**20
 # A representation is 'inexact' when ||x - decode(encode(x))|| exceeds this
 # fraction of ||x|| (only the Kashin encoder can be inexact).
 INEXACT_RELATIVE_RESIDUAL = 1e-6
-DIVISORS = ('l2', 'linf')
+
+
+class Divisor(enum.StrEnum):
+  """What Algorithm 3 divides a representation coordinate by (module
+  docstring): L2 the clip C (as published), LINF the coordinate bound B."""
+
+  L2 = 'l2'
+  LINF = 'linf'
+
+
+DIVISORS = tuple(d.value for d in Divisor)
+
+
+def as_divisor(divisor) -> Divisor:
+  """`divisor` ('l2', 'linf' or a Divisor) as a Divisor."""
+  return checks.member(divisor, 'divisor', Divisor)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,8 +116,8 @@ class PoissonBinomial:
   bits: int
   p_low: float
   p_high: float
-  coordinate_bound: float  # B: p = 1/2 + theta y / B (B = C for 'l2')
-  divisor: str = 'l2'
+  coordinate_bound: float  # B: p = 1/2 + theta y / B (B = C for L2)
+  divisor: Divisor = Divisor.L2
   l0_clip: Optional[int] = None  # most non-zero representation coordinates
 
   name = base.Kind.POISSON_BINOMIAL
@@ -340,7 +356,8 @@ class Request:
       to expected_clients_per_round (a round with more clients is still
       decoded correctly while the sum stays within M/2 of its mean, and is
       flagged in the measurements).
-    divisor: 'l2' (Algorithm 3: p = 1/2 + theta y / C) or 'linf'
+    divisor: a `Divisor`, given as it or its value: 'l2' (Algorithm 3:
+      p = 1/2 + theta y / C) or 'linf'
       (p = 1/2 + theta y / B with B = level C / sqrt(D); see the module
       docstring). Same privacy; 'linf' needs an encoder with a level
       (Kashin) or `linf_clip`.
@@ -357,7 +374,7 @@ class Request:
   num_trials: int
   expected_clients_per_round: int
   max_clients_per_round: Optional[int] = None
-  divisor: str = 'l2'
+  divisor: Divisor = Divisor.L2
   linf_clip: Optional[float] = None
   l0_clip: Optional[int] = None
 
@@ -383,9 +400,9 @@ class Request:
           f'ring of 2^{bits} > 2^{MAX_BITS} (the secure sum runs on int32). '
           f'Use num_trials <= {max_num_trials(max_clients)} or fewer clients '
           'per round.')
-    set_('divisor', checks.choice(self.divisor, 'divisor', DIVISORS))
+    set_('divisor', as_divisor(self.divisor))
     if self.linf_clip is not None:
-      if self.divisor != 'linf':
+      if self.divisor is not Divisor.LINF:
         raise ValueError("linf_clip needs divisor='linf'.")
       set_('linf_clip', checks.positive(self.linf_clip, 'linf_clip'))
     set_('l0_clip', checks.optional_integer(self.l0_clip, 'l0_clip', 1))
@@ -425,7 +442,7 @@ def compute_parameters(
   bound = l2_clip
   if request.linf_clip is not None:
     bound = min(bound, request.linf_clip)
-  elif request.divisor == 'linf':
+  elif request.divisor is Divisor.LINF:
     if encoder.level is None:
       raise ValueError(
           "divisor='linf' needs an encoder with a guaranteed l_inf level "

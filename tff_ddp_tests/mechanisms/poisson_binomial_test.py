@@ -104,6 +104,19 @@ class ParametersTest(parameterized.TestCase):
     with self.assertRaisesRegex(TypeError, r'poisson_binomial.Request\('):
       pbm.compute_parameters(8, 1.0)
 
+  def test_divisor_is_a_member_given_as_string_or_member(self):
+    by_name = _params(divisor='linf', level=1.5)
+    self.assertIs(by_name.divisor, pbm.Divisor.LINF)
+    self.assertEqual(
+        by_name.coordinate_bound,
+        _params(divisor=pbm.Divisor.LINF, level=1.5).coordinate_bound)
+    self.assertEqual(pbm.Request(1.0, 0.25, 16, 10, divisor='linf'),
+                     pbm.Request(1.0, 0.25, 16, 10, divisor=pbm.Divisor.LINF))
+    self.assertIs(_params().divisor, pbm.Divisor.L2)
+    with self.assertRaisesRegex(
+        ValueError, r"divisor must be one of \('l2', 'linf'\), got 'l1'"):
+      pbm.Request(1.0, 0.25, 16, 10, divisor='l1')
+
   @parameterized.named_parameters(
       ('trials_float', dict(num_trials=2.5), 'num_trials'),
       ('clients_bool', dict(expected_clients_per_round=True),
