@@ -58,6 +58,7 @@ y = (0.6, 0.8), U y = 0.36 + 0.64 = 1 = x and ||y||_inf = 0.8 <= K / sqrt2 =
 2 sqrt2 / sqrt2 = 2.
 """
 
+import enum
 import math
 
 import tensorflow as tf
@@ -66,7 +67,18 @@ from tff_ddp.encoders import hadamard
 from tff_ddp.utils import checks
 from tff_ddp.utils import tensors
 
-FRAMES = ('hadamard', 'dense')
+
+
+class Frame(enum.StrEnum):
+  """The tight frame U of the representation: HADAMARD, d rows of a
+  randomized Walsh-Hadamard matrix (O(D log D) per transform); DENSE, a
+  random D x d matrix with orthonormal columns (QR; small d only)."""
+
+  HADAMARD = 'hadamard'
+  DENSE = 'dense'
+
+
+FRAMES = tuple(f.value for f in Frame)
 # Largest input dimension of the dense frame (O(D d^2) QR, O(D d) memory),
 # and the most entries its D x d matrix may have.
 MAX_DENSE_DIM = 4096
@@ -111,12 +123,13 @@ class KashinEncoder:
     output_dim: D, a power of two with D >= d (1 + redundancy), D > d.
     level: K = 1 / ((1 - eta) sqrt(delta)); ||encode(x)||_inf <=
       K ||x||_2 / sqrt(D) for every x.
-    eta, delta, iterations, frame, redundancy: the configuration.
+    eta, delta, iterations, redundancy: the configuration; frame: its
+      `Frame`.
   """
 
   def __init__(self, dim: int, redundancy: float = 1.0, eta: float = 0.5,
                delta: float = 0.8, iterations: int = 8,
-               frame: str = 'hadamard'):
+               frame: str = Frame.HADAMARD):
     """Configures the encoder.
 
     Defaults (redundancy 1, i.e. D >= 2d; eta = 1/2, delta = 0.8, so
@@ -132,7 +145,7 @@ class KashinEncoder:
       delta: in (0, 1]; the first level is ||x|| / sqrt(delta D).
       iterations: truncation steps in [1, 100] (two Walsh-Hadamard transforms of
         size D each).
-      frame: 'hadamard' or 'dense' (d <= 4096).
+      frame: 'hadamard' or 'dense' (d <= 4096), or a `Frame`.
 
     Raises:
       ValueError: for an argument outside its range (the message says it).
@@ -142,8 +155,8 @@ class KashinEncoder:
     checks.real(eta, 'eta', 0.0, 1.0, low_open=True, high_open=True)
     checks.real(delta, 'delta', 0.0, 1.0, low_open=True)
     checks.integer(iterations, 'iterations', 1, MAX_ITERATIONS)
-    checks.choice(frame, 'frame', FRAMES)
-    if frame == 'dense' and self.dim > MAX_DENSE_DIM:
+    frame = checks.member(frame, 'frame', Frame)
+    if frame is Frame.DENSE and self.dim > MAX_DENSE_DIM:
       raise ValueError(
           f"frame='dense' supports dim <= {MAX_DENSE_DIM} (O(D d^2) to "
           f"build), got dim={self.dim}; use frame='hadamard'.")
@@ -153,7 +166,7 @@ class KashinEncoder:
     self.iterations = int(iterations)
     self.frame = frame
     self.output_dim = output_dimension(self.dim, self.redundancy)
-    if frame == 'dense' and self.output_dim * self.dim > MAX_DENSE_ENTRIES:
+    if frame is Frame.DENSE and self.output_dim * self.dim > MAX_DENSE_ENTRIES:
       raise ValueError(
           f"frame='dense' with dim={self.dim} and redundancy={redundancy} "
           f'holds a {self.output_dim} x {self.dim} matrix, more than '
@@ -165,7 +178,7 @@ class KashinEncoder:
   def __repr__(self):
     return (f'KashinEncoder(dim={self.dim}, redundancy={self.redundancy}, '
             f'eta={self.eta}, delta={self.delta}, '
-            f'iterations={self.iterations}, frame={self.frame!r})')
+            f'iterations={self.iterations}, frame={self.frame.value!r})')
 
   # -- The frame: U (synthesis, R^D -> R^d) and U^T (analysis). ------------
 
@@ -190,7 +203,7 @@ class KashinEncoder:
     Both act on the last axis, so they take one vector or a batch [n, .].
     """
     seed = tf.cast(tf.convert_to_tensor(seed), tf.int64)
-    if self.frame == 'dense':
+    if self.frame is Frame.DENSE:
       ut = self._dense(seed, dtype)
       return (lambda v: tf.linalg.matvec(ut, v),
               lambda w: tf.linalg.matvec(ut, w, transpose_a=True))

@@ -9,6 +9,7 @@ import scipy.linalg
 import tensorflow as tf
 
 from tff_ddp.encoders import hadamard
+from tff_ddp.encoders import kashin
 from tff_ddp.encoders import KashinEncoder
 from tff_ddp.encoders import registry
 
@@ -42,6 +43,18 @@ class FrameTest(tf.test.TestCase, parameterized.TestCase):
     u = enc.frame_matrix(_SEED).numpy()
     self.assertEqual(u.shape, (d, enc.output_dim))
     self.assertAllClose(u @ u.T, np.eye(d), atol=1e-12)
+
+  def test_frame_is_a_member_given_as_string_or_member(self):
+    by_name = KashinEncoder(12, frame='dense')
+    by_member = KashinEncoder(12, frame=kashin.Frame.DENSE)
+    self.assertIs(by_name.frame, kashin.Frame.DENSE)
+    self.assertAllEqual(by_name.frame_matrix(_SEED),
+                        by_member.frame_matrix(_SEED))
+    self.assertIn("frame='dense'", repr(by_member))
+    with self.assertRaisesRegex(
+        ValueError, r"frame must be one of \('hadamard', 'dense'\), got "
+        r"'random'"):
+      KashinEncoder(4, frame='random')
 
   def test_hadamard_frame_matches_explicit_construction(self):
     d = 6
