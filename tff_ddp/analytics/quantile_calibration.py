@@ -85,7 +85,7 @@ class QuantileParameters:
     epsilon: eps of all rounds at `delta` (<= the target), against
       `adversary`, zero-out neighbours.
     delta: the target delta.
-    adversary: 'server' or 'release'.
+    adversary: an `Adversary` ('server' or 'release' at the entry points).
     scaling: c = 1/gamma (DDG) or None.
     noise_multiplier: z (DDG) or None; the central noise stddev in count
       units is z * l2_sensitivity.
@@ -99,7 +99,7 @@ class QuantileParameters:
   value_type: object
   epsilon: float
   delta: float
-  adversary: str
+  adversary: accountant.Adversary
   scaling: Optional[int]
   noise_multiplier: Optional[float]
   theta: Optional[float]
@@ -247,7 +247,7 @@ def _common(method, num_bins, expected_clients_per_round, delta, bits,
   delta = checks.real(delta, 'delta', 0.0, 1.0, low_open=True,
                       high_open=True)
   bits = checks.integer(bits, 'bits', 2, base.MAX_RING_BITS)
-  adversary = checks.choice(adversary, 'adversary', accountant.ADVERSARIES)
+  adversary = accountant.as_adversary(adversary)
   return encoding, n, delta, bits, adversary
 
 
@@ -482,7 +482,7 @@ class _DdgBudget:
   target: float
   delta: float
   rounds: int
-  adversary: str
+  adversary: accountant.Adversary
   seed: Optional[int]
 
   @property

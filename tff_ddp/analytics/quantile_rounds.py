@@ -206,7 +206,7 @@ def run_round(process_parameters, options, values, *, on_wrap: str = 'raise',
   counts = np.append(counts, missing)  # NaN's message: zeros
   messages = _messages(encoding)
   round_seed = _seed(noise_seed, 0x5EED, 0)
-  summed_fn = (_ddg_sum if params.mechanism == 'discrete_gaussian'
+  summed_fn = (_ddg_sum if mechanism.name is base.Kind.DISCRETE_GAUSSIAN
                else _pbm_sum)
   summed = summed_fn(mechanism, messages, counts, num_clients, noise_seed,
                      round_seed, progress)

@@ -64,6 +64,7 @@ equal to the same bytes): `measurements['status'] == 'ok'` works.
 
 import collections
 import dataclasses
+import enum
 from typing import Optional, Sequence, Union
 
 import numpy as np
@@ -81,7 +82,29 @@ from tff_ddp.aggregators import secure_sum
 from tff_ddp.utils import checks
 from tff_ddp.utils import rounds as rounds_lib
 
-ESTIMATORS = ('paper', 'monotone', 'interpolate')
+
+
+class Estimator(enum.StrEnum):
+  """How the server reads a quantile off the noisy CDF: PAPER, eq. 1 of
+  Algorithm 1 on the raw CDF; MONOTONE, its isotonic projection first;
+  INTERPOLATE, isotonic, then linear inside the bin where it reaches p."""
+
+  PAPER = 'paper'
+  MONOTONE = 'monotone'
+  INTERPOLATE = 'interpolate'
+
+  @property
+  def monotone(self) -> bool:
+    """The CDF is projected onto the monotone ones first."""
+    return self is not Estimator.PAPER
+
+  @property
+  def interpolate(self) -> bool:
+    """The quantile is interpolated inside its bin."""
+    return self is Estimator.INTERPOLATE
+
+
+ESTIMATORS = tuple(e.value for e in Estimator)
 # Every status an analytics process reports (the frequency processes use
 # 'ok', 'no_clients' and 'sum_may_wrap').
 STATUSES = ('ok', 'no_clients', 'too_few_values', 'sum_may_wrap')
@@ -89,7 +112,7 @@ STATUSES = ('ok', 'no_clients', 'too_few_values', 'sum_may_wrap')
 __all__ = ['build_quantile_process', 'build_quantile_process_from_parameters',
            'quantile_parameters', 'parameters_for_noise', 'QuantileSetting',
            'QuantileEstimation', 'QuantileParameters', 'MECHANISMS',
-           'ESTIMATORS', 'STATUSES']
+           'Estimator', 'ESTIMATORS', 'STATUSES']
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,10 +126,10 @@ class QuantileEstimation:
       total) or 'exact' (option 2: by the number of clients in the secure
       sum, which is public by protocol; see the module docstring for
       non-finite values).
-    estimator: 'paper' (eq. 1 on the raw CDF), 'monotone' (isotonic
-      projection of the CDF first; at most 2048 bins) or 'interpolate'
-      (isotonic, then linear interpolation inside the bin where the CDF
-      reaches p).
+    estimator: an `Estimator` or its value: 'paper' (eq. 1 on the raw
+      CDF), 'monotone' (isotonic projection of the CDF first; at most 2048
+      bins) or 'interpolate' (isotonic, then linear interpolation inside
+      the bin where the CDF reaches p).
     consistent_tree: for method 'tree', the least-squares consistent tree
       first.
     min_total_stddevs: below this many noise standard deviations of the
@@ -114,14 +137,14 @@ class QuantileEstimation:
   """
 
   count: str = 'estimated'
-  estimator: str = 'paper'
+  estimator: Estimator = Estimator.PAPER
   consistent_tree: bool = False
   min_total_stddevs: float = 2.0
 
   def __post_init__(self):
     set_ = lambda k, v: object.__setattr__(self, k, v)
     hg.exact_count(self.count)
-    set_('estimator', checks.choice(self.estimator, 'estimator', ESTIMATORS))
+    set_('estimator', checks.member(self.estimator, 'estimator', Estimator))
     set_('consistent_tree', checks.boolean(self.consistent_tree,
                                            'consistent_tree'))
     set_('min_total_stddevs', checks.nonnegative(self.min_total_stddevs,
@@ -135,17 +158,12 @@ class QuantileEstimation:
   @property
   def monotone(self) -> bool:
     """estimator 'monotone' or 'interpolate': the isotonic CDF."""
-    return _ESTIMATORS[self.estimator][0]
+    return self.estimator.monotone
 
   @property
   def interpolate(self) -> bool:
     """estimator 'interpolate'."""
-    return _ESTIMATORS[self.estimator][1]
-
-
-# estimator -> (monotone, interpolate)
-_ESTIMATORS = {'paper': (False, False), 'monotone': (True, False),
-               'interpolate': (True, True)}
+    return self.estimator.interpolate
 
 def build_quantile_process(
     method: Union[str, hg.Encoding],
@@ -278,7 +296,7 @@ def _read_out(encoding, lower_bound, upper_bound, quantiles,
                      f'{encoding.name!r}.')
   if estimation.monotone and encoding.num_bins > hg.MAX_MONOTONE_BINS:
     raise ValueError(
-        f"estimator={estimation.estimator!r} needs O(b^2) memory: num_bins <= "
+        f"estimator={estimation.estimator.value!r} needs O(b^2) memory: num_bins <= "
         f"{hg.MAX_MONOTONE_BINS}, got {encoding.num_bins}; use "
         "estimator='paper'.")
   return _Options(lower_bound, upper_bound, quantiles, estimation)

@@ -33,6 +33,7 @@ simulator's moments against the formulas and its output against the TFF
 process.
 """
 
+import enum
 import functools
 from typing import Optional, Union
 
@@ -43,8 +44,20 @@ from tff_ddp.accounting import calibration
 from tff_ddp.aggregators import secure_sum
 from tff_ddp.analytics import histograms as hg
 from tff_ddp.analytics import quantile_calibration as qc
+from tff_ddp.utils import checks
 
-SETTINGS = qc.MECHANISMS + ('central',)
+
+
+class Setting(enum.StrEnum):
+  """Who adds the noise of a simulated round (`noisy_sum`): the clients,
+  with one of the quantile processes' mechanisms, or a trusted server."""
+
+  DISCRETE_GAUSSIAN = 'discrete_gaussian'
+  POISSON_BINOMIAL = 'poisson_binomial'
+  CENTRAL = 'central'
+
+
+SETTINGS = tuple(s.value for s in Setting)
 
 
 def encodings(method: Union[str, hg.Encoding], values, lower: float,
@@ -101,7 +114,7 @@ def _noise_fn(mechanism, count: int):
   return _NOISE_FNS[key]
 
 
-def noisy_sum(setting: str, codes: np.ndarray,
+def noisy_sum(setting: Union[str, Setting], codes: np.ndarray,
               params: Optional[qc.QuantileParameters] = None,
               central_z: Optional[float] = None,
               l2_sensitivity: Optional[float] = None,
@@ -114,9 +127,10 @@ def noisy_sum(setting: str, codes: np.ndarray,
   sum is returned; the caller knows n and the capacity).
 
   Args:
-    setting: 'discrete_gaussian', 'poisson_binomial' (need `params` from
-      `quantile_parameters` for the same method and n) or 'central' (needs
-      `central_z` and `l2_sensitivity`).
+    setting: a `Setting` or its value: 'discrete_gaussian',
+      'poisson_binomial' (need `params` from `quantile_parameters` for the
+      same method and n) or 'central' (needs `central_z` and
+      `l2_sensitivity`).
     codes: the clients' encodings (`encodings`).
     params: the calibrated distributed configuration.
     central_z: the central Gaussian's noise multiplier.
@@ -126,19 +140,18 @@ def noisy_sum(setting: str, codes: np.ndarray,
       release labelled private needs; a fixed seed is for reproducible
       experiments).
   """
+  setting = checks.member(setting, 'setting', Setting)
   codes = np.asarray(codes, np.int64)
   n, length = codes.shape
   truth = codes.sum(axis=0)
-  if setting == 'central':
+  if setting is Setting.CENTRAL:
     rng = np.random.default_rng(seed)
     return truth + rng.normal(scale=central_z * l2_sensitivity, size=length)
-  if setting not in qc.MECHANISMS:
-    raise ValueError(f'setting must be one of {SETTINGS}, got {setting!r}.')
   if secure_sum.check_on_wrap(on_wrap) is secure_sum.OnWrap.RAISE:
     params.ring_capacity(owner='simulation.noisy_sum').check(n)
   mechanism = params.aggregator_mechanism()
   modulus = mechanism.modulus
-  if setting == 'discrete_gaussian':
+  if setting is Setting.DISCRETE_GAUSSIAN:
     c = round(mechanism.scale_factor)
     noise = _noise_fn(mechanism, n)(tf.constant([seed, 0x51A], tf.int64))
     noise = noise.numpy()

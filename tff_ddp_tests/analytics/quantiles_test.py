@@ -223,6 +223,21 @@ class ParametersTest(parameterized.TestCase):
           q.QuantileSetting(64, 1.0, 1e-5),
           q.QuantileEstimation(estimator='monotone'))
 
+  def test_estimator_is_a_member_given_as_string_or_member(self):
+    by_name = q.QuantileEstimation(estimator='interpolate')
+    self.assertIs(by_name.estimator, q.Estimator.INTERPOLATE)
+    self.assertEqual(by_name, q.QuantileEstimation(
+        estimator=q.Estimator.INTERPOLATE))
+    self.assertEqual(
+        [(q.QuantileEstimation(estimator=e).monotone,
+          q.QuantileEstimation(estimator=e).interpolate)
+         for e in q.ESTIMATORS],
+        [(False, False), (True, False), (True, True)])
+    with self.assertRaisesRegex(
+        ValueError, r"estimator must be one of \('paper', 'monotone', "
+        r"'interpolate'\), got 'median'"):
+      q.QuantileEstimation(estimator='median')
+
 
 class ParametersForNoiseTest(parameterized.TestCase):
 

@@ -88,8 +88,18 @@ class MomentsTest(parameterized.TestCase):
     _check_moments(self, errors, np.full(codes.shape[1], (2.0 * l2)**2))
 
   def test_unknown_setting(self):
-    with self.assertRaisesRegex(ValueError, 'setting'):
+    with self.assertRaisesRegex(
+        ValueError, r"setting must be one of \('discrete_gaussian', "
+        r"'poisson_binomial', 'central'\), got 'laplace'"):
       sim.noisy_sum('laplace', _codes('flat'))
+
+  def test_setting_given_as_string_or_member(self):
+    codes = _codes('flat')
+    by_name, by_member = (
+        sim.noisy_sum(setting, codes, central_z=2.0, l2_sensitivity=1.0,
+                      seed=3)
+        for setting in ('central', sim.Setting.CENTRAL))
+    np.testing.assert_array_equal(by_name, by_member)
 
 
 @pytest.mark.slow
