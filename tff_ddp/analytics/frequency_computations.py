@@ -76,11 +76,11 @@ def _status_text(code):
 
 
 def _checked(ring, on_wrap, n, *values):
-  """`values` gated by the refusal of a round above `ring` (on_wrap='raise'),
-  and whether the round's sums may wrap."""
+  """`values` gated by the refusal of a round above `ring` (`on_wrap`, an
+  OnWrap, RAISE), and whether the round's sums may wrap."""
   n = tf.cast(n, tf.int64)
   may_wrap = ring.may_wrap(n)
-  if on_wrap != 'raise':
+  if on_wrap is not secure_sum.OnWrap.RAISE:
     return (may_wrap,) + values
   with tf.control_dependencies([ring.assertion(n)]):
     return (tf.identity(may_wrap),) + tf.nest.map_structure(tf.identity,

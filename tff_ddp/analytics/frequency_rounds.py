@@ -35,6 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_ddp.analytics import frequency_computations as computations
+from tff_ddp.analytics import frequency_protocols as protocols
 from tff_ddp.analytics import quantile_rounds
 from tff_ddp.mechanisms import binomial
 from tff_ddp.utils import entropy
@@ -157,7 +158,7 @@ def run(params, x, *, noise_seed: Optional[int] = None,
   params.ring_capacity().check(n)
   round_seed = _seed(noise_seed, 0x5EED, 0)
   protocol = params.protocol
-  if protocol != 'two_phase':
+  if not isinstance(params, protocols.TwoPhaseParameters):
     prepare = _traced(('prepare', params), lambda: tf.function(
         lambda xs, rs: tf.vectorized_map(
             lambda v: params.client_values(v, rs), xs),
