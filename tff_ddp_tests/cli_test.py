@@ -424,10 +424,20 @@ class JobsTest(parameterized.TestCase):
       fields = line.split()
       self.assertEqual(int(fields[0]), number)
       epsilons.append(float(fields[3]))
-    # The running epsilon grows and ends at the calibrated target.
+    # The running epsilon (RDP) grows; the calibration's bound is RDP here
+    # (the update has no smaller PLD), so it ends at the target.
     self.assertLess(epsilons[0], epsilons[1])
+    self.assertEqual(summary['bound'], 'RDP')
     self.assertLessEqual(epsilons[1], 20.0 + 1e-4)
     self.assertGreater(epsilons[1], 20.0 * 0.99)
+    # The run's epsilon by the tightest accountant, its bound named.
+    end = ' '.join(l.strip() for l in lines[start + 3:-1])
+    self.assertTrue(end.startswith(
+        f'epsilon of the 2 rounds = {summary["epsilon"]:.4f} at delta '),
+                    end)
+    self.assertIn('(target 20; the running column is RDP): against the '
+                  'server, zero-out neighbours; bound: RDP', end)
+    self.assertLessEqual(summary['epsilon'], 20.0)
     self.assertIn('90th percentile', lines[-1])
     self.assertTrue(0 <= summary['p90'] <= 100)
 

@@ -573,3 +573,35 @@ def tightest_accountant(
   accountant choice of every calibration and report (`calibrate`'s
   `make_fresh_accountant`, `tff_ddp.accounting.epsilon`, the CLI)."""
   return PldAccountant(neighboring_relation, adversary)
+
+
+def compose_rounds(accountant: dp_accounting.PrivacyAccountant,
+                   round_events: Sequence[dp_accounting.DpEvent]
+                   ) -> dp_accounting.PrivacyAccountant:
+  """`accountant` with the events of a run's rounds composed: each distinct
+  event once, with its number of rounds. The order does not matter: the
+  dominating pairs' PLDs convolve (Zhu, Dong & Wang 2022, Thm 10) and the
+  RDP curves add (Mironov 2017, Prop. 1), both commutative. T identical
+  rounds are then one `self_compose` of their PLD, not T compositions of a
+  growing one.
+
+    accountant = compose_rounds(tightest('release'), measured_events)
+    accountant.get_epsilon_and_bound(delta), accountant.describe(delta)
+  """
+  counts = collections.OrderedDict()
+  unhashable = []  # [event, count] of events with a list inside
+  for event in round_events:
+    try:
+      counts[event] = counts.get(event, 0) + 1
+      continue
+    except TypeError:
+      pass
+    for group in unhashable:
+      if group[0] == event:
+        group[1] += 1
+        break
+    else:
+      unhashable.append([event, 1])
+  for event, count in list(counts.items()) + [tuple(g) for g in unhashable]:
+    accountant.compose(event, count)
+  return accountant

@@ -12,13 +12,16 @@ and the model update each go through a secure sum with distributed discrete
 Gaussian noise. The noise is calibrated so that all --rounds rounds of
 --clients clients (a cohort drawn without replacement each round) are
 (--epsilon, --delta)-DP against the named adversary, neighbours: one
-client's examples removed;
-the epsilon column is the process's own running epsilon (its metrics).
+client's examples removed, by the tightest accountant (the smaller of
+the privacy loss distribution bound and RDP). The epsilon column is the
+process's own running epsilon (its metrics: RDP, an upper bound); after
+the last round the events the rounds reported are composed with the
+tightest accountant, the run's epsilon, which names its bound.
 
 Per round: round, loss (the private histogram's estimate of the mean
 clipped loss; '-' for DP-FedAvg, which releases none), tail threshold Q,
-epsilon so far, seconds. At the end: the test clients' mean and
-90th-percentile error.
+epsilon so far (RDP), seconds. At the end: the run's epsilon (tightest
+bound), the test clients' mean and 90th-percentile error.
 """
 
 import time
@@ -42,7 +45,9 @@ def run(algorithm: str = 'deltafl', rounds: int = 10, clients: int = 100,
         histogram: str = 'tree', adversary: str = 'server',
         private: bool = True, learning_rate: float = 0.1, seed: int = 0,
         print_fn: Callable[[str], None] = print) -> dict:
-  """Trains and prints the progress; returns the final test metrics."""
+  """Trains and prints the progress; returns the final test metrics (and,
+  when private, the run's `epsilon` by the tightest accountant and its
+  `bound`)."""
   algorithm = checks.choice(algorithm, 'algorithm', ALGORITHMS)
   rounds = checks.integer(rounds, 'rounds', 1)
   clients = checks.integer(clients, 'clients', 1, POPULATION)
@@ -100,6 +105,7 @@ def run(algorithm: str = 'deltafl', rounds: int = 10, clients: int = 100,
            f'{"epsilon":>9s} {"seconds":>8s}')
   rng = np.random.default_rng(seed)
   state = process.initialize()
+  round_events = []
   for t in range(rounds):
     cohort = rng.choice(POPULATION, clients, replace=False)
     data = task.train.datasets(cohort)
@@ -108,18 +114,27 @@ def run(algorithm: str = 'deltafl', rounds: int = 10, clients: int = 100,
     seconds = time.perf_counter() - start
     state = out.state
     metrics = out.metrics
+    if private:
+      round_events.append(learning.round_dp_event(metrics))
     loss = float(metrics['client_work']['train']['loss'])
     tail = metrics['client_work'].get('tail')
     threshold = '-' if tail is None else f'{float(tail["threshold"]):.4f}'
     eps = float(metrics['privacy']['epsilon'])
     print_fn(f'{t + 1:5d} {("-" if np.isnan(loss) else f"{loss:.4f}"):>7s} '
              f'{threshold:>9s} {eps:9.4f} {seconds:8.2f}')
+  if private:
+    final = learning.final_epsilon(round_events, config)
+    print_fn(f'epsilon of the {final.rounds} rounds = {final.epsilon:.4f} '
+             f'at delta {final.delta:.3g} (target {epsilon:g}; the '
+             f'running column is RDP): {final.description}')
   weights = process.get_model_weights(state)
   errors, _ = tasks.per_client_metrics(task.keras_model(), weights,
                                        task.test)
   summary = tasks.summarize_errors(errors)
   print_fn(f'test clients: mean error {summary["mean"]:.2f}%, 90th '
            f'percentile {summary["p90"]:.2f}%')
+  if private:
+    summary = dict(summary, epsilon=final.epsilon, bound=final.bound)
   return summary
 
 

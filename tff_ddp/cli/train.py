@@ -26,10 +26,14 @@ Mechanisms: ddg (distributed discrete Gaussian, secure aggregation),
 skellam (distributed Skellam), gaussian (TFF's central Gaussian: the server
 adds the noise, so its epsilon holds only against the release), none.
 
-Each round prints the test accuracy (every --eval-every rounds) and epsilon
-against the server that runs the protocol (it draws the cohorts: no
-amplification by sampling) and against readers of the release (cohorts
-secret: amplified; the paper's kind). No client metric reaches the server.
+Each round prints the test accuracy (every --eval-every rounds) and the
+running epsilon (RDP, an upper bound) against the server that runs the
+protocol (it draws the cohorts: no amplification by sampling) and against
+readers of the release (cohorts secret: amplified; the paper's kind). After
+the last round, the run's epsilon against each: the recorded round events
+composed by the tightest accountant (the smaller of the privacy loss
+distribution bound and RDP, named), the accountant --target-epsilon
+calibrates with. No client metric reaches the server.
 Metrics go to --output-dir (metrics.csv, metrics.json, events.jsonl) with
 checkpoints; --resume continues an interrupted run.
 
@@ -121,7 +125,8 @@ def add_parser(subparsers):
   p.add_argument('--target-epsilon', type=common.positive('--target-epsilon'),
                  help='instead of --noise-multiplier: the least z whose '
                  '--rounds rounds are (eps, delta)-DP against '
-                 '--calibrate-against (the paper calibrates this way; '
+                 '--calibrate-against by the tightest accountant (the '
+                 'paper calibrates this way; '
                  'default: none, give it or --noise-multiplier)')
   p.add_argument('--calibrate-against', choices=('release', 'server'),
                  default='release', help='--target-epsilon\'s adversary: '

@@ -14,6 +14,8 @@
                           Tilted-ERM, Delta-FL (Algorithm 3)
   PrivacyConfig, calibrate  the DP configuration and its calibration to a
                           target (epsilon, delta) over T rounds
+  final_epsilon           a run's epsilon by the tightest accountant, from
+                          its rounds' events (the metrics' is RDP)
   tasks                   the B.3 task, the digits task, evaluation
   weighting               the client weightings' math (numpy references)
 
@@ -44,6 +46,7 @@ _NAMES = {
     'withhold_metrics': 'metrics',
     'calibrate': 'privacy',
     'CalibratedPrivacy': 'privacy',
+    'final_epsilon': 'privacy',
     'PrivacyConfig': 'privacy',
     'build_baseline': 'processes',
     'build_dp_fedavg': 'processes',

@@ -53,8 +53,18 @@ Budget ratio r (the quantile paper's "r times the privacy budget of the
 weight updates"): rho_q = r rho_w for the Gaussian approximations
 rho = 1/(2 z^2) of the two releases, i.e. z_q = z_w / sqrt(r). `calibrate`
 finds the least z_w (hence z_q) meeting a target (epsilon, delta) over T
-rounds with the library's accountant and search (`calibration.calibrate`),
+rounds with the library's tightest accountant and search
+(`pld_accountant.tightest`, `calibration.calibrate`: the smaller of the
+privacy loss distribution bound and RDP, named in `CalibratedPrivacy.bound`),
 on the exact events the process reports.
+
+Two epsilons. The process's metrics carry a running epsilon computed in
+the graph (`privacy/epsilon`: RDP curves tabulated by n,
+`running.TabulatedAccountant`; an upper bound, since a PLD cannot be
+composed in TF). The tightest epsilon of a run is computed after it, in
+Python, from the events its rounds report (`final_epsilon`); for a
+calibrated run it is at most the target, while the running RDP epsilon may
+end above it when the PLD is the calibration's bound.
 """
 
 import dataclasses
@@ -67,6 +77,7 @@ import tensorflow_federated as tff
 
 from tff_ddp.accounting import accountant
 from tff_ddp.accounting import calibration
+from tff_ddp.accounting import pld_accountant
 from tff_ddp.accounting import running
 from tff_ddp.aggregators import discrete_gaussian
 from tff_ddp.aggregators import secure_sum
@@ -305,7 +316,9 @@ class PrivacyConfig:
     return event
 
   def epsilon(self, value_type, rounds: int) -> float:
-    """Planning epsilon of `rounds` rounds of clients_per_round clients."""
+    """Planning epsilon of `rounds` rounds of clients_per_round clients, by
+    RDP: the bound of the process's running epsilon (its metrics);
+    `calibrate` and `final_epsilon` report the tightest bound."""
     rounds = checks.integer(rounds, 'rounds', 1)
     event = dp_accounting.SelfComposedDpEvent(self.round_event(value_type),
                                               rounds)
@@ -327,11 +340,14 @@ class CalibratedPrivacy:
   Attributes:
     config: the PrivacyConfig (noise multipliers set).
     epsilon: eps of `rounds` planned rounds at config.delta (<= target),
-      against config.adversary, zero-out neighbours.
+      against config.adversary, zero-out neighbours, by the tightest
+      accountant.
     rounds: T.
     budget_ratio: r (None: no histogram).
     event: the DpEvent of all rounds.
     at_limit: see `tff_ddp.accounting.calibration.calibrate`.
+    bound: 'PLD' (privacy loss distribution) or 'RDP': the bound `epsilon`
+      is. The process's running epsilon (its metrics) is RDP.
   """
 
   config: PrivacyConfig
@@ -340,6 +356,7 @@ class CalibratedPrivacy:
   budget_ratio: Optional[float]
   event: Any
   at_limit: bool
+  bound: str = pld_accountant.RDP
 
 
 def build_model(model_fn, name: str = 'model_fn'):
@@ -437,13 +454,55 @@ def calibrate(
         config(z).round_event(value_type), rounds)
 
   result = calibration.calibrate(
-      lambda: accountant.RdpAccountant(adversary=first.adversary),
+      lambda: pld_accountant.tightest(first.adversary),
       make_event, target_epsilon, target_delta,
       calibration.Parameter.noise('noise_multiplier', 1e-3))
   return CalibratedPrivacy(config=config(result.value),
                            epsilon=result.epsilon, rounds=rounds,
                            budget_ratio=ratio, event=result.event,
-                           at_limit=result.at_limit)
+                           at_limit=result.at_limit, bound=result.bound)
+
+
+@dataclasses.dataclass(frozen=True)
+class FinalEpsilon:
+  """The epsilon of a run's rounds by the tightest accountant.
+
+  Attributes:
+    epsilon: at `delta`, against `adversary`, zero-out neighbours.
+    bound: 'PLD' (privacy loss distribution) or 'RDP'.
+    delta: the delta of `epsilon`.
+    adversary: 'server' or 'release'.
+    description: adversary, neighbouring relation and bound, one line.
+    rounds: the number of round events composed.
+  """
+
+  epsilon: float
+  bound: str
+  delta: float
+  adversary: str
+  description: str
+  rounds: int
+
+
+def final_epsilon(round_events, config: PrivacyConfig) -> FinalEpsilon:
+  """The tightest epsilon of the rounds whose events are `round_events`
+  (each round's `tff_ddp.learning.round_dp_event(output.metrics)`: the
+  measured n, the sampling), at config.delta against config.adversary;
+  each distinct event composed once with its count
+  (`pld_accountant.compose_rounds`)."""
+  round_events = list(round_events)
+  for event in round_events:
+    if not isinstance(event, dp_accounting.DpEvent):
+      raise TypeError('round_events must be dp_accounting.DpEvents (each '
+                      "round's round_dp_event(output.metrics)), got "
+                      f'{type(event).__name__}.')
+  composed = pld_accountant.compose_rounds(
+      pld_accountant.tightest(config.adversary), round_events)
+  eps, bound = composed.get_epsilon_and_bound(config.delta)
+  return FinalEpsilon(epsilon=eps, bound=bound, delta=config.delta,
+                      adversary=config.adversary.value,
+                      description=composed.describe(config.delta),
+                      rounds=len(round_events))
 
 
 def zcdp_per_round(config: PrivacyConfig) -> float:

@@ -25,7 +25,12 @@ refuses exact client metrics) and says what each adversary's epsilon means.
 `Ledger` composes every round's event, wrapped in
 `SampledWithoutReplacementDpEvent(N, n, .)` (a cohort of n of the N
 training clients each round), in one `tff_ddp.accounting.RdpAccountant`
-per adversary:
+per adversary (`Ledger.epsilon`: the running epsilon of each round, an RDP
+upper bound), and at the end of a run composes the same events with the
+tightest accountant (`Ledger.tightest`:
+`tff_ddp.accounting.pld_accountant.tightest`, the smaller of the privacy
+loss distribution bound and RDP, named), the accountant `--target-epsilon`
+calibrates with:
 
 * the **server** runs the protocol and draws the cohorts: it knows who
   took part, so only the known-sample mixture applies -- the amplification
@@ -38,6 +43,7 @@ per adversary:
 
 import dataclasses
 import math
+from typing import Optional
 
 from tff_ddp.utils import checks
 
@@ -258,6 +264,33 @@ def event_from_json(record: dict):
   return accounting.extract_dp_event(record)
 
 
+@dataclasses.dataclass(frozen=True)
+class FinalEpsilon:
+  """The epsilon of every round run, by the tightest accountant.
+
+  Attributes:
+    adversary: 'server' or 'release'.
+    epsilon: at the ledger's delta (inf: not private against it).
+    bound: 'PLD' (privacy loss distribution) or 'RDP', the bound `epsilon`
+      is; None when it is inf because the mechanism adds no noise the
+      adversary does not see.
+    description: the adversary, the neighbouring relation and the bound,
+      one line ('against the release, zero-out neighbours; bound: ...').
+    rdp_epsilon: the running epsilon (RDP) of the same rounds, beside it.
+  """
+  adversary: str
+  epsilon: float
+  bound: Optional[str]
+  description: str
+  rdp_epsilon: float
+
+  @property
+  def bound_name(self) -> str:
+    """'privacy loss distribution', 'RDP' or 'none'."""
+    return {'PLD': 'privacy loss distribution', 'RDP': 'RDP'}.get(
+        self.bound, 'none')
+
+
 @dataclasses.dataclass
 class Ledger:
   """Every round's event, composed per adversary (module docstring).
@@ -279,6 +312,8 @@ class Ledger:
     self._accountants = {a: accounting.RdpAccountant(adversary=a)
                          for a in accounting.ADVERSARIES}
     self._non_private = False
+    # Every round's sampled event, for `tightest`.
+    self._events = []
 
   def compose(self, event, cohort: int) -> None:
     """One round: its event (None: not private) and its cohort size n."""
@@ -289,16 +324,35 @@ class Ledger:
       return
     sampled = dp_accounting.SampledWithoutReplacementDpEvent(
         self.population, cohort, event)
+    self._events.append(sampled)
     for accountant in self._accountants.values():
       accountant.compose(sampled)
 
   def epsilon(self, adversary: str) -> float:
-    """Epsilon at `delta` of every round so far against `adversary`."""
+    """The running epsilon at `delta` of every round so far against
+    `adversary`: RDP (an upper bound; `tightest` may be smaller)."""
     if self._non_private or not self.mechanism.private[adversary]:
       return math.inf
     if self.rounds_accounted == 0:
       return 0.0
     return self._accountants[adversary].get_epsilon(self.delta)
+
+  def tightest(self, adversary: str) -> FinalEpsilon:
+    """Epsilon at `delta` of every round so far against `adversary` by
+    the tightest accountant (`pld_accountant.tightest`: the smaller of the
+    PLD and RDP bounds), each distinct round event composed once with its
+    count (`pld_accountant.compose_rounds`)."""
+    from tff_ddp.accounting import pld_accountant  # pylint: disable=g-import-not-at-top
+    rdp = self.epsilon(adversary)
+    accountant = pld_accountant.tightest(adversary)
+    if self._non_private or not self.mechanism.private[adversary]:
+      return FinalEpsilon(accountant.adversary.value, math.inf, None,
+                          f'{accountant.describe()}; not private',
+                          rdp)
+    pld_accountant.compose_rounds(accountant, self._events)
+    epsilon, bound = accountant.get_epsilon_and_bound(self.delta)
+    return FinalEpsilon(accountant.adversary.value, epsilon, bound,
+                        accountant.describe(self.delta), rdp)
 
   def relation(self) -> str:
     """The neighbouring relation of the epsilons ('zero-out neighbours')."""

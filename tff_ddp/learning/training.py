@@ -19,9 +19,21 @@ sampling: it draws the cohorts) and against the release (amplified: the
 paper's kind). Every round run is accounted, including rounds run again
 after a resume (their models were computed and may have been seen).
 
+Two epsilons per adversary. Each round prints the running epsilon of the
+rounds so far by RDP (`Ledger.epsilon`, an upper bound). At the end of the
+run the events of every round run are composed again with the tightest
+accountant (`tff_ddp.accounting.pld_accountant.tightest`: the smaller of
+the privacy loss distribution bound and RDP, named; `Ledger.tightest`):
+the run's reported epsilon (`Summary.final`). `--target-epsilon`
+calibrates with that same accountant, so a calibrated run's final epsilon
+against `calibrate_against` is at most the target, while its running RDP
+epsilon may end above it.
+
 Output directory: `config.json` (the run's settings), `metrics.csv` and
 `metrics.json` (a row per round: seconds, test accuracy every
-`eval_every` rounds, epsilon against both adversaries), `events.jsonl`
+`eval_every` rounds, the running epsilon against both adversaries;
+metrics.json's `final`: the end-of-run epsilons and their bounds),
+`events.jsonl`
 (each round's DP event, what the ledger composed), `checkpoints/`
 (`tff.program.FileProgramStateManager`, every `checkpoint_every` rounds
 and the last), and for Stack Overflow `vocabulary.txt` when built.
@@ -35,7 +47,7 @@ import math
 import os
 import secrets
 import time
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from tff_ddp.learning import databases
 from tff_ddp.learning import paper_tasks
@@ -152,7 +164,8 @@ class Setup:
     delta: of every epsilon.
     dimension: d, the model's trainable parameters.
     calibration: the `tff_ddp.accounting.CalibrationResult` that chose the
-      noise multiplier (with --target-epsilon), or None.
+      noise multiplier (with --target-epsilon; its `bound` names the bound
+      its epsilon is), or None.
     delta_warning: a given delta not well below 1/N
       (`tff_ddp.utils.deltas.delta_warning`), or None.
   """
@@ -223,10 +236,12 @@ def calibrate_noise(setup: 'Setup', value_type) -> 'Setup':
   """The setup with the least noise multiplier whose `rounds` rounds (each
   a cohort of n of the N clients, without replacement) are
   (target_epsilon, delta)-DP against `calibrate_against`
-  (`tff_ddp.accounting.calibrate` over the mechanism's planning event)."""
+  (`tff_ddp.accounting.calibrate` over the mechanism's planning event,
+  with the tightest accountant: the one of the run's final epsilon)."""
   # pylint: disable=g-import-not-at-top
   from tff_ddp import accounting
   from tff_ddp.accounting import calibration
+  from tff_ddp.accounting import pld_accountant
   # pylint: enable=g-import-not-at-top
   config = setup.config
 
@@ -239,7 +254,7 @@ def calibrate_noise(setup: 'Setup', value_type) -> 'Setup':
         population=setup.data.population)
 
   result = accounting.calibrate(
-      lambda: accounting.RdpAccountant(adversary=config.calibrate_against),
+      lambda: pld_accountant.tightest(adversary=config.calibrate_against),
       make_event, config.target_epsilon, setup.delta,
       accounting.Parameter.noise('noise_multiplier'))
   return dataclasses.replace(setup, config=dataclasses.replace(
@@ -478,7 +493,13 @@ class RunFiles:
 
 @dataclasses.dataclass
 class Summary:
-  """What `run` returns: the rows of the run and its last values."""
+  """What `run` returns: the rows of the run and its last values.
+
+  `epsilon_server` and `epsilon_release` are the last running epsilons
+  (RDP, upper bounds); `final` maps each adversary to the run's epsilon by
+  the tightest accountant (`train_mechanisms.FinalEpsilon`: the value, the
+  bound it is, the adversary and neighbouring relation).
+  """
   rows: List[Row]
   accuracy: Optional[float]
   epsilon_server: float
@@ -489,6 +510,8 @@ class Summary:
   seconds_per_round: float
   noise_multiplier: Optional[float] = None
   vocabulary_source: Optional[str] = None
+  final: Dict[str, train_mechanisms.FinalEpsilon] = dataclasses.field(
+      default_factory=dict)
 
 
 def _format_seconds(seconds: float) -> str:
@@ -555,6 +578,9 @@ def run(config: TrainConfig, print_fn: Callable[[str], None] = print,
                                       paper_tasks.eval_client_ids(
                                           setup.data, config.eval_clients,
                                           config.seed))
+  print_fn('eps(server), eps(release): the running epsilon of the rounds so '
+           'far, by RDP (an upper bound); the end of the run reports the '
+           'tightest bound.')
   print_fn(f'{"round":>6s} {"accuracy":>9s} {"eps(server)":>12s} '
            f'{"eps(release)":>13s} {"s/round":>8s} {"eta":>7s}')
   client_ids = list(setup.data.train.client_ids)
@@ -582,6 +608,10 @@ def run(config: TrainConfig, print_fn: Callable[[str], None] = print,
     files.write_metrics(rows, header)
     if round_number % config.checkpoint_every == 0 or last:
       files.save_state(state, round_number)
+  final = {a: ledger.tightest(a) for a in ('server', 'release')}
+  header['final'] = {a: _final_json(f) for a, f in final.items()}
+  files.write_metrics(rows, header)
+  _print_final(print_fn, setup, ledger, final)
   _print_footer(print_fn, setup, ledger)
   accuracies = [r.accuracy for r in rows if r.accuracy is not None]
   return Summary(
@@ -593,7 +623,38 @@ def run(config: TrainConfig, print_fn: Callable[[str], None] = print,
                          else (times[0] if times else math.nan)),
       noise_multiplier=config.noise_multiplier,
       vocabulary_source=(setup.data.vocabulary
-                         and setup.data.vocabulary.source))
+                         and setup.data.vocabulary.source),
+      final=final)
+
+
+def _final_json(final: train_mechanisms.FinalEpsilon) -> dict:
+  """metrics.json's record of an end-of-run epsilon (strict JSON)."""
+  return dict(
+      epsilon=('inf' if math.isinf(final.epsilon) else final.epsilon),
+      bound=final.bound, adversary=final.adversary,
+      description=final.description,
+      rdp_epsilon=('inf' if math.isinf(final.rdp_epsilon)
+                   else final.rdp_epsilon))
+
+
+def _print_final(print_fn, setup: Setup, ledger, final):
+  """The run's epsilons by the tightest accountant, each naming its
+  adversary, neighbouring relation and bound, the running RDP beside."""
+  config = setup.config
+  print_fn(f'end of run: epsilon of the {ledger.rounds_accounted} round(s) '
+           f'run at delta = {setup.delta:.3g}, the tightest bound of their '
+           'events:')
+  for adversary in ('server', 'release'):
+    f = final[adversary]
+    target = ''
+    if (config.target_epsilon is not None and setup.saved is None
+        and adversary == config.calibrate_against):
+      target = f' (target {config.target_epsilon:g})'
+    running = ('' if f.bound is None else
+               f'; running RDP {_epsilon_text(f.rdp_epsilon)}')
+    value = 'inf' if math.isinf(f.epsilon) else f'{f.epsilon:.6g}'
+    print_fn(f'eps({adversary}) = {value}{target}: {f.description}'
+             f'{running}')
 
 
 # What TF / TFF say about an example they cannot use (a damaged row a
@@ -695,7 +756,9 @@ def _print_header(print_fn, setup: Setup, dimension: int):
              f'rounds are ({config.target_epsilon:g}, {setup.delta:.3g})-DP '
              f'against the {config.calibrate_against}'
              + (' (the run\'s calibration, kept on resume)'
-                if setup.saved is not None else ''))
+                if setup.saved is not None else '')
+             + (_calibration_bound(setup.calibration, setup.delta)
+                if setup.calibration is not None else ''))
   print_fn('client metrics: withheld (no exact client value reaches the '
            'server)')
   if config.cohort_seed is not None:
@@ -710,6 +773,16 @@ def _print_header(print_fn, setup: Setup, dimension: int):
               f' ({deltas.RULE}, N = {data.population})')
            + f'; accuracy: {setup.task.metric}, every '
            f'{config.eval_every or "-"} round(s) and the last')
+
+
+def _calibration_bound(result, delta) -> str:
+  """'; calibrated epsilon 9.998, zero-out neighbours, bound: ...'."""
+  from tff_ddp.accounting import accountant  # pylint: disable=g-import-not-at-top
+  bound = ('privacy loss distribution' if result.bound == 'PLD' else
+           f'RDP, best order {result.order:g}')
+  return (f'; its epsilon {result.epsilon:.6g} at delta {delta:.3g}, '
+          f'{accountant.describe_relation(result.neighboring_relation)} '
+          f'neighbours, bound: {bound} (the tightest accountant)')
 
 
 def _print_footer(print_fn, setup: Setup, ledger):

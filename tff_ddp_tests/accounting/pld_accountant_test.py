@@ -376,3 +376,37 @@ class ConvexMinorantTest(parameterized.TestCase):
     interpolated = np.interp(x, x[idx], y[idx])
     self.assertTrue(np.all(interpolated <= y + 1e-12))
 
+
+
+class ComposeRoundsTest(parameterized.TestCase):
+  """A run's round events, each distinct event composed once with its
+  count: the epsilon of composing them one by one."""
+
+  def test_counts_equal_one_by_one(self):
+    a = dp_accounting.PoissonSampledDpEvent(
+        0.1, dp_accounting.GaussianDpEvent(1.5))
+    b = dp_accounting.GaussianDpEvent(4.0)
+    # Unhashable (a list inside): grouped by equality.
+    c = dp_accounting.ComposedDpEvent([b, dp_accounting.GaussianDpEvent(6.)])
+    rounds = [a, b, a, c, a, c]
+    counted = pld_accountant.compose_rounds(
+        pld_accountant.tightest('server'), rounds)
+    one_by_one = pld_accountant.tightest('server')
+    for event in rounds:
+      one_by_one.compose(event)
+    self.assertEqual(counted.bound_used(1e-6), pld_accountant.PLD)
+    self.assertAlmostEqual(counted.get_epsilon(1e-6),
+                           one_by_one.get_epsilon(1e-6), delta=2e-3)
+    # RDP beside it: the same curves summed.
+    self.assertAlmostEqual(
+        counted.rdp_accountant.get_epsilon(1e-6),
+        one_by_one.rdp_accountant.get_epsilon(1e-6), places=9)
+
+  def test_identical_rounds_are_one_self_composition(self):
+    event = dp_accounting.GaussianDpEvent(3.0)
+    counted = pld_accountant.compose_rounds(
+        pld_accountant.tightest('release'), [event] * 40)
+    expected = pld_accountant.tightest('release').compose(
+        dp_accounting.SelfComposedDpEvent(event, 40))
+    self.assertEqual(counted.get_epsilon_and_bound(1e-5),
+                     expected.get_epsilon_and_bound(1e-5))

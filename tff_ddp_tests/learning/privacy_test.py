@@ -9,6 +9,7 @@ import tensorflow_federated as tff
 
 from tff_ddp.accounting import accountant
 from tff_ddp.accounting import events
+from tff_ddp.accounting import pld_accountant
 from tff_ddp.analytics import histograms as hg
 from tff_ddp.learning import privacy
 
@@ -154,6 +155,28 @@ class CalibrateTest(parameterized.TestCase):
       # rho_q = r rho_w for rho = 1/(2 z^2): z_q = z_w / sqrt(r).
       self.assertAlmostEqual(config.quantile_noise_multiplier,
                              config.noise_multiplier / math.sqrt(ratio))
+
+  def test_final_epsilon_of_the_calibrated_rounds(self):
+    result = privacy.calibrate(UPDATE, 5.0, 4e-4, 200, 100, 0.1,
+                               budget_ratio=0.25, population=2500)
+    config = result.config
+    # The rounds' events as the process reports them (the measured n).
+    rounds = [config.round_event(UPDATE, 100) for _ in range(200)]
+    final = privacy.final_epsilon(rounds, config)
+    self.assertLessEqual(final.epsilon, 5.0)
+    self.assertEqual(final.rounds, 200)
+    # The tightest accountant over the same events, composed here.
+    expected = pld_accountant.tightest('server').compose(
+        dp_accounting.SelfComposedDpEvent(rounds[0], 200))
+    self.assertEqual((final.epsilon, final.bound),
+                     expected.get_epsilon_and_bound(4e-4))
+    self.assertEqual(final.bound, result.bound)
+    self.assertAlmostEqual(final.epsilon, result.epsilon, places=9)
+    self.assertEqual(final.adversary, 'server')
+    self.assertTrue(final.description.startswith(
+        'against the server, zero-out neighbours; bound: '), final.description)
+    with self.assertRaisesRegex(TypeError, 'round_dp_event'):
+      privacy.final_epsilon([1.0], config)
 
   def test_more_budget_to_the_quantile_costs_update_noise(self):
     small = privacy.calibrate(UPDATE, 5.0, 4e-4, 200, 100, 0.1,

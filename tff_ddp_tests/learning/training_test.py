@@ -7,8 +7,10 @@ import dataclasses
 import json
 import math
 import os
+import re
 import shutil
 import tempfile
+import types
 
 from absl.testing import parameterized
 import dp_accounting
@@ -17,6 +19,7 @@ import tensorflow as tf
 
 from tff_ddp import accounting
 from tff_ddp import cli
+from tff_ddp.accounting import pld_accountant
 from tff_ddp.learning import generated_databases
 from tff_ddp.learning import train_mechanisms
 from tff_ddp.learning import training
@@ -81,6 +84,56 @@ class LedgerTest(parameterized.TestCase):
         dp_accounting.SampledWithoutReplacementDpEvent(
             1000, 10, dp_accounting.GaussianDpEvent(1.0))).get_epsilon(1e-5)
     self.assertAlmostEqual(ledger.epsilon('release'), expected)
+
+  def test_tightest_is_the_pld_accountant_on_the_same_events(self):
+    ledger = train_mechanisms.Ledger(
+        train_mechanisms.mechanism('gaussian'), 6, 1e-5)
+    for z in (1.0, 1.0, 2.0, 1.0):
+      ledger.compose(dp_accounting.GaussianDpEvent(z), 3)
+    final = ledger.tightest('release')
+    expected = pld_accountant.PldAccountant(adversary='release')
+    for z in (1.0, 1.0, 2.0, 1.0):
+      expected.compose(dp_accounting.SampledWithoutReplacementDpEvent(
+          6, 3, dp_accounting.GaussianDpEvent(z)))
+    self.assertAlmostEqual(final.epsilon, expected.get_epsilon(1e-5),
+                           delta=1e-3)
+    self.assertEqual(final.bound, expected.bound_used(1e-5))
+    self.assertEqual(final.bound, 'PLD')
+    self.assertEqual(final.adversary, 'release')
+    self.assertIn('against the release, zero-out neighbours; bound: '
+                  'privacy loss distribution', final.description)
+    # The running epsilon (RDP) beside it, and larger here.
+    self.assertEqual(final.rdp_epsilon, ledger.epsilon('release'))
+    self.assertLess(final.epsilon, final.rdp_epsilon)
+    server = ledger.tightest('server')
+    self.assertEqual(server.epsilon, math.inf)
+    self.assertIsNone(server.bound)
+    self.assertIn('against the server', server.description)
+
+  def test_calibrated_rounds_end_at_most_the_target(self):
+    # A central Gaussian's planning event needs no model: the calibration
+    # and the ledger without TFF.
+    config = training.TrainConfig(
+        task='emnist', mechanism='gaussian', data_dir='-', output_dir='-',
+        target_epsilon=6.0, rounds=2, clients_per_round=3).resolved(
+            training.paper_tasks.EMNIST_TASK)
+    setup = training.Setup(
+        config, training.paper_tasks.EMNIST_TASK,
+        train_mechanisms.mechanism('gaussian'), None,
+        types.SimpleNamespace(population=6), 1e-5, 1)
+    calibrated = training.calibrate_noise(setup, None)
+    self.assertEqual(calibrated.calibration.bound, 'PLD')
+    ledger = train_mechanisms.Ledger(setup.mechanism, 6, 1e-5)
+    for _ in range(2):
+      ledger.compose(setup.mechanism.planning_event(calibrated.config, None),
+                     3)
+    final = ledger.tightest('release')
+    self.assertLessEqual(final.epsilon, 6.0)
+    self.assertGreater(final.epsilon, 6.0 * 0.999)
+    self.assertEqual(final.bound, 'PLD')
+    # The running epsilon (RDP) of the same rounds is above the target: RDP
+    # alone would have needed more noise than z.
+    self.assertGreater(final.rdp_epsilon, 6.0)
 
   def test_no_privacy(self):
     ledger = train_mechanisms.Ledger(train_mechanisms.mechanism('none'), 10,
@@ -183,17 +236,25 @@ class CalibrationTest(tf.test.TestCase):
         for _ in range(10):
           ledger.compose(setup.mechanism.planning_event(config, value_type),
                          3)
-        return ledger.epsilon('release')
+        return ledger.tightest('release')
 
       z = setup.config.noise_multiplier
-      self.assertLessEqual(epsilon(z), 20.0)
-      self.assertGreater(epsilon(0.99 * z), 20.0)
-      found[(name, bits)] = z
+      self.assertLessEqual(epsilon(z).epsilon, 20.0)
+      self.assertGreater(epsilon(0.99 * z).epsilon, 20.0)
+      self.assertEqual(epsilon(z).bound, setup.calibration.bound)
+      found[(name, bits)] = z, epsilon
     # Figure 2's effect: 12 bits' rounding inflates the DDG's sensitivity,
-    # so the same epsilon needs more noise; 20 bits match the Gaussian.
-    self.assertGreater(found[('ddg', 12)], 1.05 * found[('ddg', 20)])
-    self.assertAllClose(found[('ddg', 20)], found[('gaussian', 16)],
+    # so the same epsilon needs more noise; 20 bits match the Gaussian by
+    # RDP (the DDG's bound here: its update has no PLD). The Gaussian's
+    # tightest bound is its PLD, which needs less noise.
+    z_ddg, ddg_epsilon = found[('ddg', 20)]
+    z_gaussian, gaussian_epsilon = found[('gaussian', 16)]
+    self.assertGreater(found[('ddg', 12)][0], 1.05 * z_ddg)
+    self.assertEqual(ddg_epsilon(z_ddg).bound, 'RDP')
+    self.assertAllClose(gaussian_epsilon(z_ddg).rdp_epsilon, 20.0,
                         rtol=0.01)
+    self.assertEqual(gaussian_epsilon(z_gaussian).bound, 'PLD')
+    self.assertLess(z_gaussian, z_ddg)
 
 
 class CommandErrorTest(parameterized.TestCase):
@@ -365,6 +426,54 @@ class TrainCommandTest(tf.test.TestCase):
                            places=3)
     self.assertAlmostEqual(resumed[-1][3], ledger.epsilon('release'),
                            places=3)
+
+  def test_calibrated_run_ends_at_most_the_target(self):
+    folder = _folder(self)
+    generated_databases.write_emnist(folder, num_clients=6, train_examples=4,
+                                     test_examples=1)
+    out = os.path.join(folder, 'run')
+    code, lines, err = _run([
+        'train', '--task', 'emnist', '--mechanism', 'gaussian',
+        '--target-epsilon', '6', '--rounds', '2', '--clients-per-round', '3',
+        '--data-dir', folder, '--output-dir', out, '--eval-every', '0'])
+    self.assertEqual(code, 0, err)
+    self.assertLessEqual(max(map(len, lines)), 79)
+    report = _report(lines)
+    self.assertIn('zero-out neighbours, bound: privacy loss distribution '
+                  '(the tightest accountant)', report)
+    self.assertIn('the running epsilon of the rounds so far, by RDP (an '
+                  'upper bound)', report)
+    found = re.search(
+        r'eps\(release\) = ([0-9.]+) \(target 6\): against the release, '
+        r'zero-out neighbours; bound: privacy loss distribution .*?; '
+        r'running RDP ([0-9.]+)', report)
+    self.assertIsNotNone(found, report)
+    printed, running = float(found.group(1)), float(found.group(2))
+    self.assertIn('eps(server) = inf: against the server, zero-out '
+                  'neighbours; not private', report)
+    # The events the run recorded, composed here by the tightest
+    # accountant one round at a time.
+    with open(os.path.join(out, 'events.jsonl')) as f:
+      records = [json.loads(line) for line in f]
+    self.assertLen(records, 2)
+    expected = pld_accountant.tightest('release')
+    for record in records:
+      expected.compose(dp_accounting.SampledWithoutReplacementDpEvent(
+          6, record['cohort'], train_mechanisms.event_from_json(
+              record['event'])))
+    epsilon, bound = expected.get_epsilon_and_bound(deltas.default_delta(6))
+    self.assertEqual(bound, 'PLD')
+    with open(os.path.join(out, 'metrics.json')) as f:
+      final = json.load(f)['final']
+    self.assertAlmostEqual(final['release']['epsilon'], epsilon, delta=1e-3)
+    self.assertEqual(final['release']['bound'], 'PLD')
+    self.assertEqual(final['server']['epsilon'], 'inf')
+    self.assertLessEqual(final['release']['epsilon'], 6.0)
+    self.assertAlmostEqual(printed, final['release']['epsilon'],
+                           delta=1e-3 * printed)
+    # The last running epsilon (RDP) is the one beside it, above 6 here.
+    self.assertEqual(running, _rows(lines)[-1][3])
+    self.assertGreater(running, 6.0)
 
   def test_stackoverflow_two_rounds_with_a_10k_vocabulary(self):
     folder = _folder(self)
