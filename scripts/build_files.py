@@ -158,12 +158,12 @@ VISIBILITY = {
     'tff_ddp_tests': ('//tff_ddp_tests:__subpackages__',),
     'tff_ddp_tests/fuzz': (
         ('//benchmarks:__pkg__',
-         'benchmarks/bad_inputs.py tabulates these tests.'),
+         'benchmarks/bad_inputs.py tabulates the entry points.'),
         '//tff_ddp_tests:__subpackages__',
     ),
     'tff_ddp_tests/utils': (
         ('//benchmarks:__pkg__',
-         'benchmarks/bad_inputs.py runs signals_test\'s thread script.'),
+         'benchmarks/bad_inputs.py runs signal_scripts\' programs.'),
         '//tff_ddp_tests:__subpackages__',
     ),
 }
@@ -234,8 +234,9 @@ unsandboxed ("local").""",
         data=('//:README.md',),
         tags=('local',)),
     'benchmarks/bad_inputs.py': dict(comment="""\
-Runs the fuzz suite's entry points (tff_ddp_tests/fuzz/*_test.py imported
-as libraries), so it is test-only code."""),
+Runs the fuzz suite's entry points (tff_ddp_tests/fuzz/*_entry_points.py)
+and the signal scripts (tff_ddp_tests/utils/signal_scripts.py), test-only
+libraries, so it is test-only code."""),
     'scripts/build_files.py': dict(comment="""\
 Writes every BUILD file from the imports: `make build-files`."""),
     'scripts/design_metrics.py': dict(comment="""\
