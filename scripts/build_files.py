@@ -152,8 +152,8 @@ PUBLIC = '//visibility:public'
 VISIBILITY = {
     '': (PUBLIC,),
     'benchmarks': (
-        ('//tff_ddp_tests:__pkg__',
-         'tff_ddp_tests/benchmarks_harness_test.py loads _harness.py.'),
+        ('//visibility:private',
+         'Scripts: no other package depends on them.'),
     ),
     'tff_ddp_tests': ('//tff_ddp_tests:__subpackages__',),
     'tff_ddp_tests/fuzz': (
@@ -215,10 +215,6 @@ the checkout, so it runs unsandboxed ("local").""",
 Holds the epsilons to the reference it reads beside it (made on
 dp-accounting 0.4.3; `--write` rewrites it).""",
         data=(':cross_version_epsilons.json',)),
-    'tff_ddp_tests/benchmarks_harness_test.py': dict(
-        comment="""\
-Loads benchmarks/_harness.py and its sibling _common.py by path.""",
-        data=('//benchmarks:_harness.py', '//benchmarks:_common.py')),
     'tff_ddp_tests/cli_test.py': dict(comment="""\
 Runs `python -m tff_ddp.cli` (the binary is its data)."""),
     'tff_ddp_tests/colabs_test.py': dict(
