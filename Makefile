@@ -45,8 +45,9 @@ test-core: setup-core
 	@$(CORE_PY) -m tff_ddp.utils.stack
 	$(CORE_PY) -m pytest -q --run-slow --core $(TEST_PARALLEL) $(PYTEST_ARGS) tff_ddp_tests
 
-# The tests of the tooling in scripts/ (design metrics, suite profile, flake
-# hunt): not the library's suite, so neither `make test` nor CI runs them.
+# The tests of the tooling (scripts/: design metrics, suite profile, flake
+# hunt; benchmarks/_harness.py): not the library's suite, so neither
+# `make test` nor CI runs them.
 test-tooling: setup
 	$(VENV_PY) -m pytest -q $(PYTEST_ARGS) scripts/tests
 

@@ -2,11 +2,11 @@
 
 Two batteries:
 
-* **Entry points** (tff_ddp_tests/fuzz): for every entry point of the fuzz
-  tests, the same derandomized hypothesis cases as the default test suite
-  (or `--factor` times as many; the slow suite's volume is 10) and the
-  hand-written cases, each call classified (tff_ddp_tests/fuzz/
-  strategies.py):
+* **Entry points** (tff_ddp_tests/fuzz/*_entry_points.py): for every
+  entry point of the fuzz tests, the same derandomized hypothesis cases as
+  the default test suite (or `--factor` times as many; the slow suite's
+  volume is 10) and the hand-written cases, each call classified
+  (tff_ddp_tests/fuzz/strategies.py):
 
     clear error   TypeError / ValueError naming an argument
     documented    a result the entry point's reference check accepts
@@ -47,20 +47,21 @@ import warnings
 import _harness as harness
 import numpy as np
 
-from tff_ddp_tests.fuzz import fuzz_accounting_test
-from tff_ddp_tests.fuzz import fuzz_aggregators_test
-from tff_ddp_tests.fuzz import fuzz_analytics_test
-from tff_ddp_tests.fuzz import fuzz_cli_test
-from tff_ddp_tests.fuzz import fuzz_encoders_test
-from tff_ddp_tests.fuzz import fuzz_frequency_test
-from tff_ddp_tests.fuzz import fuzz_learning_test
-from tff_ddp_tests.fuzz import fuzz_mechanisms_test
-from tff_ddp_tests.fuzz import fuzz_utils_test
+from tff_ddp_tests.fuzz import accounting_entry_points
+from tff_ddp_tests.fuzz import aggregators_entry_points
+from tff_ddp_tests.fuzz import analytics_entry_points
+from tff_ddp_tests.fuzz import cli_entry_points
+from tff_ddp_tests.fuzz import encoders_entry_points
+from tff_ddp_tests.fuzz import frequency_entry_points
+from tff_ddp_tests.fuzz import learning_entry_points
+from tff_ddp_tests.fuzz import mechanisms_entry_points
+from tff_ddp_tests.fuzz import utils_entry_points
 from tff_ddp_tests.fuzz import strategies as fz
 
-MODULES = (fuzz_mechanisms_test, fuzz_encoders_test, fuzz_accounting_test,
-           fuzz_aggregators_test, fuzz_analytics_test, fuzz_frequency_test,
-           fuzz_learning_test, fuzz_cli_test, fuzz_utils_test)
+MODULES = (mechanisms_entry_points, encoders_entry_points,
+           accounting_entry_points, aggregators_entry_points,
+           analytics_entry_points, frequency_entry_points,
+           learning_entry_points, cli_entry_points, utils_entry_points)
 COLUMNS = ('clear_error', 'documented', 'unclear_error', 'hang', 'memory',
            'silent_wrong')
 HEADERS = ('clear error', 'documented', 'unclear', 'hang', 'memory',
@@ -528,19 +529,8 @@ def _deep_database_rows():
 
 
 def _threads():
-  import subprocess  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
-  from tff_ddp_tests.utils import signals_test  # pylint: disable=g-import-not-at-top
-  import tempfile  # pylint: disable=g-import-not-at-top
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  with tempfile.TemporaryDirectory() as tmp:
-    script = os.path.join(tmp, 'threads.py')
-    with open(script, 'w') as f:
-      f.write(signals_test._THREADS_SCRIPT)  # pylint: disable=protected-access
-    result = subprocess.run(
-        [sys.executable, script], cwd=root, capture_output=True, text=True,
-        timeout=600,
-        env=dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL='3'))
+  from tff_ddp_tests.utils import signal_scripts  # pylint: disable=g-import-not-at-top
+  result = signal_scripts.run_threads_script(timeout=600)
   rows = []
   for mode, expected, what in (
       ('none', "['advice: yes', 'advice: yes']", 'no context anywhere'),
@@ -556,13 +546,13 @@ def _threads():
 
 
 def _signals():
-  from tff_ddp_tests.utils import signals_test  # pylint: disable=g-import-not-at-top
+  from tff_ddp_tests.utils import signal_scripts  # pylint: disable=g-import-not-at-top
   rows = []
-  for program, argv in (('script', ('-c', signals_test.SCRIPT)),
-                        ('tff-ddp demo', tuple(signals_test.DEMO))):
+  for program, argv in (('script', ('-c', signal_scripts.SCRIPT)),
+                        ('tff-ddp demo', tuple(signal_scripts.DEMO))):
     for signame in ('SIGINT', 'SIGTERM', 'SIGHUP'):
-      for phase in signals_test.PHASES:
-        what, left, status, closed = signals_test.run_and_signal(
+      for phase in signal_scripts.PHASES:
+        what, left, status, closed = signal_scripts.run_and_signal(
             signame, phase, argv=argv)
         ok = (what.startswith('sent') and status not in (None, 0)
               and not left and closed)

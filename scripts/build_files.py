@@ -152,18 +152,18 @@ PUBLIC = '//visibility:public'
 VISIBILITY = {
     '': (PUBLIC,),
     'benchmarks': (
-        ('//tff_ddp_tests:__pkg__',
-         'tff_ddp_tests/benchmarks_harness_test.py loads _harness.py.'),
+        ('//visibility:private',
+         'Scripts: no other package depends on them.'),
     ),
     'tff_ddp_tests': ('//tff_ddp_tests:__subpackages__',),
     'tff_ddp_tests/fuzz': (
         ('//benchmarks:__pkg__',
-         'benchmarks/bad_inputs.py tabulates these tests.'),
+         'benchmarks/bad_inputs.py tabulates the entry points.'),
         '//tff_ddp_tests:__subpackages__',
     ),
     'tff_ddp_tests/utils': (
         ('//benchmarks:__pkg__',
-         'benchmarks/bad_inputs.py runs signals_test\'s thread script.'),
+         'benchmarks/bad_inputs.py runs signal_scripts\' programs.'),
         '//tff_ddp_tests:__subpackages__',
     ),
 }
@@ -215,10 +215,6 @@ the checkout, so it runs unsandboxed ("local").""",
 Holds the epsilons to the reference it reads beside it (made on
 dp-accounting 0.4.3; `--write` rewrites it).""",
         data=(':cross_version_epsilons.json',)),
-    'tff_ddp_tests/benchmarks_harness_test.py': dict(
-        comment="""\
-Loads benchmarks/_harness.py and its sibling _common.py by path.""",
-        data=('//benchmarks:_harness.py', '//benchmarks:_common.py')),
     'tff_ddp_tests/cli_test.py': dict(comment="""\
 Runs `python -m tff_ddp.cli` (the binary is its data)."""),
     'tff_ddp_tests/colabs_test.py': dict(
@@ -234,8 +230,9 @@ unsandboxed ("local").""",
         data=('//:README.md',),
         tags=('local',)),
     'benchmarks/bad_inputs.py': dict(comment="""\
-Runs the fuzz suite's entry points (tff_ddp_tests/fuzz/*_test.py imported
-as libraries), so it is test-only code."""),
+Runs the fuzz suite's entry points (tff_ddp_tests/fuzz/*_entry_points.py)
+and the signal scripts (tff_ddp_tests/utils/signal_scripts.py), test-only
+libraries, so it is test-only code."""),
     'scripts/build_files.py': dict(comment="""\
 Writes every BUILD file from the imports: `make build-files`."""),
     'scripts/design_metrics.py': dict(comment="""\

@@ -1,8 +1,9 @@
 """Shared machinery of the fuzz tests: the hypothesis profile, the value
 strategies, the entry-point description and the outcome classifier.
 
-Every fuzz module lists its public entry points as `EntryPoint`s: a callable,
-a valid baseline call, and a reference check of what a call may return. The
+Every `<area>_entry_points` module lists its area's public entry points as
+`EntryPoint`s (its fuzz_<area>_test.py makes them tests): a callable, a
+valid baseline call, and a reference check of what a call may return. The
 generated cases replace one or two arguments of the baseline by values of
 `any_value()` (numbers across the whole float64 range with NaN, +-inf,
 subnormals and +-0, huge and negative ints, bools, numpy scalars, 0-d and
