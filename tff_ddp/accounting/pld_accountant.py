@@ -536,6 +536,14 @@ def _spread(curve) -> float:
   return max(b - a, d - c, 0.0) ** 2
 
 
+def bound_label(order) -> str:
+  """How a report names the bound of an epsilon, from its RDP order (None:
+  the privacy loss distribution's): 'privacy loss distribution' or
+  'RDP, best order k'."""
+  return ('privacy loss distribution' if order is None
+          else f'RDP, best order {order:g}')
+
+
 def tightest(
     adversary: str = Adversary.SERVER,
     neighboring_relation: NeighborRel = NeighborRel.ADD_OR_REMOVE_ONE,

@@ -460,9 +460,8 @@ def run(args) -> int:
             conversions.rdp_to_epsilon(rdp.orders, rdp.rdp, args.delta)[0]))
     label = {'server': 'the server (runs the protocol)',
              'release': 'readers of the release'}[adversary]
-    bound = ('privacy loss distribution' if order is None
-             else f'RDP, best order {order:g}')
-    print(f'epsilon against {label}: {eps:.6g}  ({bound})')
+    print(f'epsilon against {label}: {eps:.6g}  '
+          f'({pld_accountant.bound_label(order)})')
     epsilons[adversary] = eps
   if sampler_bound:
     print(f'note: epsilon is inf because the table sampler\'s total-'

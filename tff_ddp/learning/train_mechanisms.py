@@ -284,12 +284,6 @@ class FinalEpsilon:
   description: str
   rdp_epsilon: float
 
-  @property
-  def bound_name(self) -> str:
-    """'privacy loss distribution', 'RDP' or 'none'."""
-    return {'PLD': 'privacy loss distribution', 'RDP': 'RDP'}.get(
-        self.bound, 'none')
-
 
 @dataclasses.dataclass
 class Ledger:

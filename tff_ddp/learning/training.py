@@ -777,12 +777,14 @@ def _print_header(print_fn, setup: Setup, dimension: int):
 
 def _calibration_bound(result, delta) -> str:
   """'; calibrated epsilon 9.998, zero-out neighbours, bound: ...'."""
-  from tff_ddp.accounting import accountant  # pylint: disable=g-import-not-at-top
-  bound = ('privacy loss distribution' if result.bound == 'PLD' else
-           f'RDP, best order {result.order:g}')
+  # pylint: disable=g-import-not-at-top
+  from tff_ddp.accounting import accountant
+  from tff_ddp.accounting import pld_accountant
+  # pylint: enable=g-import-not-at-top
   return (f'; its epsilon {result.epsilon:.6g} at delta {delta:.3g}, '
           f'{accountant.describe_relation(result.neighboring_relation)} '
-          f'neighbours, bound: {bound} (the tightest accountant)')
+          f'neighbours, bound: {pld_accountant.bound_label(result.order)} '
+          '(the tightest accountant)')
 
 
 def _print_footer(print_fn, setup: Setup, ledger):
