@@ -47,6 +47,7 @@ tested against 1e-4).
 """
 
 import collections
+import dataclasses
 import math
 from typing import Optional, Sequence, Tuple
 
@@ -613,3 +614,48 @@ def compose_rounds(accountant: dp_accounting.PrivacyAccountant,
   for event, count in list(counts.items()) + [tuple(g) for g in unhashable]:
     accountant.compose(event, count)
   return accountant
+
+
+@dataclasses.dataclass(frozen=True)
+class FinalEpsilon:
+  """The epsilon of a run's rounds by the tightest accountant.
+
+  Attributes:
+    epsilon: at `delta` against `adversary` (inf: not private against it).
+    bound: 'PLD' (privacy loss distribution) or 'RDP', the bound `epsilon`
+      is; None when it is inf because the rounds add no noise the
+      adversary does not see.
+    delta: the delta of `epsilon`.
+    adversary: 'server' or 'release'.
+    description: the adversary, the neighbouring relation and the bound,
+      one line ('against the release, zero-out neighbours; bound: ...').
+    rounds: the number of round events composed.
+    rdp_epsilon: the running epsilon (RDP) of the same rounds where the
+      caller kept one (`tff-ddp train`), else None.
+  """
+
+  epsilon: float
+  bound: Optional[str]
+  delta: float
+  adversary: str
+  description: str
+  rounds: int
+  rdp_epsilon: Optional[float] = None
+
+
+def final_epsilon(adversary, round_events: Sequence[dp_accounting.DpEvent],
+                  delta: float, rdp_epsilon: Optional[float] = None
+                  ) -> FinalEpsilon:
+  """`FinalEpsilon` of `round_events` (one per round) at `delta` against
+  `adversary`: `compose_rounds` on `tightest(adversary)`."""
+  round_events = list(round_events)
+  for event in round_events:
+    if not isinstance(event, dp_accounting.DpEvent):
+      raise TypeError('round_events must be dp_accounting.DpEvents (one '
+                      f'per round), got {type(event).__name__}.')
+  accountant = compose_rounds(tightest(adversary), round_events)
+  epsilon, bound = accountant.get_epsilon_and_bound(delta)
+  return FinalEpsilon(epsilon=epsilon, bound=bound, delta=delta,
+                      adversary=accountant.adversary.value,
+                      description=accountant.describe(delta),
+                      rounds=len(round_events), rdp_epsilon=rdp_epsilon)

@@ -463,46 +463,21 @@ def calibrate(
                            at_limit=result.at_limit, bound=result.bound)
 
 
-@dataclasses.dataclass(frozen=True)
-class FinalEpsilon:
-  """The epsilon of a run's rounds by the tightest accountant.
-
-  Attributes:
-    epsilon: at `delta`, against `adversary`, zero-out neighbours.
-    bound: 'PLD' (privacy loss distribution) or 'RDP'.
-    delta: the delta of `epsilon`.
-    adversary: 'server' or 'release'.
-    description: adversary, neighbouring relation and bound, one line.
-    rounds: the number of round events composed.
-  """
-
-  epsilon: float
-  bound: str
-  delta: float
-  adversary: str
-  description: str
-  rounds: int
-
-
-def final_epsilon(round_events, config: PrivacyConfig) -> FinalEpsilon:
+def final_epsilon(round_events, config: PrivacyConfig
+                  ) -> pld_accountant.FinalEpsilon:
   """The tightest epsilon of the rounds whose events are `round_events`
   (each round's `tff_ddp.learning.round_dp_event(output.metrics)`: the
   measured n, the sampling), at config.delta against config.adversary;
   each distinct event composed once with its count
-  (`pld_accountant.compose_rounds`)."""
+  (`pld_accountant.final_epsilon`)."""
   round_events = list(round_events)
   for event in round_events:
     if not isinstance(event, dp_accounting.DpEvent):
       raise TypeError('round_events must be dp_accounting.DpEvents (each '
                       "round's round_dp_event(output.metrics)), got "
                       f'{type(event).__name__}.')
-  composed = pld_accountant.compose_rounds(
-      pld_accountant.tightest(config.adversary), round_events)
-  eps, bound = composed.get_epsilon_and_bound(config.delta)
-  return FinalEpsilon(epsilon=eps, bound=bound, delta=config.delta,
-                      adversary=config.adversary.value,
-                      description=composed.describe(config.delta),
-                      rounds=len(round_events))
+  return pld_accountant.final_epsilon(config.adversary, round_events,
+                                      config.delta)
 
 
 def zcdp_per_round(config: PrivacyConfig) -> float:

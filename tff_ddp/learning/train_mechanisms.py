@@ -43,7 +43,6 @@ calibrates with:
 
 import dataclasses
 import math
-from typing import Optional
 
 from tff_ddp.utils import checks
 
@@ -264,27 +263,6 @@ def event_from_json(record: dict):
   return accounting.extract_dp_event(record)
 
 
-@dataclasses.dataclass(frozen=True)
-class FinalEpsilon:
-  """The epsilon of every round run, by the tightest accountant.
-
-  Attributes:
-    adversary: 'server' or 'release'.
-    epsilon: at the ledger's delta (inf: not private against it).
-    bound: 'PLD' (privacy loss distribution) or 'RDP', the bound `epsilon`
-      is; None when it is inf because the mechanism adds no noise the
-      adversary does not see.
-    description: the adversary, the neighbouring relation and the bound,
-      one line ('against the release, zero-out neighbours; bound: ...').
-    rdp_epsilon: the running epsilon (RDP) of the same rounds, beside it.
-  """
-  adversary: str
-  epsilon: float
-  bound: Optional[str]
-  description: str
-  rdp_epsilon: float
-
-
 @dataclasses.dataclass
 class Ledger:
   """Every round's event, composed per adversary (module docstring).
@@ -331,22 +309,22 @@ class Ledger:
       return 0.0
     return self._accountants[adversary].get_epsilon(self.delta)
 
-  def tightest(self, adversary: str) -> FinalEpsilon:
-    """Epsilon at `delta` of every round so far against `adversary` by
-    the tightest accountant (`pld_accountant.tightest`: the smaller of the
-    PLD and RDP bounds), each distinct round event composed once with its
-    count (`pld_accountant.compose_rounds`)."""
+  def tightest(self, adversary: str):
+    """`pld_accountant.FinalEpsilon` at `delta` of every round so far
+    against `adversary` by the tightest accountant (the smaller of the PLD
+    and RDP bounds), each distinct round event composed once with its
+    count; its rdp_epsilon is `epsilon(adversary)`."""
     from tff_ddp.accounting import pld_accountant  # pylint: disable=g-import-not-at-top
     rdp = self.epsilon(adversary)
-    accountant = pld_accountant.tightest(adversary)
     if self._non_private or not self.mechanism.private[adversary]:
-      return FinalEpsilon(accountant.adversary.value, math.inf, None,
-                          f'{accountant.describe()}; not private',
-                          rdp)
-    pld_accountant.compose_rounds(accountant, self._events)
-    epsilon, bound = accountant.get_epsilon_and_bound(self.delta)
-    return FinalEpsilon(accountant.adversary.value, epsilon, bound,
-                        accountant.describe(self.delta), rdp)
+      accountant = pld_accountant.tightest(adversary)
+      return pld_accountant.FinalEpsilon(
+          epsilon=math.inf, bound=None, delta=self.delta,
+          adversary=accountant.adversary.value,
+          description=f'{accountant.describe()}; not private',
+          rounds=self.rounds_accounted, rdp_epsilon=rdp)
+    return pld_accountant.final_epsilon(adversary, self._events, self.delta,
+                                        rdp)
 
   def relation(self) -> str:
     """The neighbouring relation of the epsilons ('zero-out neighbours')."""

@@ -47,13 +47,16 @@ import math
 import os
 import secrets
 import time
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple
 
 from tff_ddp.learning import databases
 from tff_ddp.learning import paper_tasks
 from tff_ddp.learning import train_mechanisms
 from tff_ddp.utils import checks
 from tff_ddp.utils import deltas
+
+if TYPE_CHECKING:  # the annotations only; imported where used
+  from tff_ddp.accounting import pld_accountant
 
 CONFIG_FILE = 'config.json'
 EVENTS_FILE = 'events.jsonl'
@@ -497,7 +500,7 @@ class Summary:
 
   `epsilon_server` and `epsilon_release` are the last running epsilons
   (RDP, upper bounds); `final` maps each adversary to the run's epsilon by
-  the tightest accountant (`train_mechanisms.FinalEpsilon`: the value, the
+  the tightest accountant (`pld_accountant.FinalEpsilon`: the value, the
   bound it is, the adversary and neighbouring relation).
   """
   rows: List[Row]
@@ -510,7 +513,7 @@ class Summary:
   seconds_per_round: float
   noise_multiplier: Optional[float] = None
   vocabulary_source: Optional[str] = None
-  final: Dict[str, train_mechanisms.FinalEpsilon] = dataclasses.field(
+  final: Dict[str, 'pld_accountant.FinalEpsilon'] = dataclasses.field(
       default_factory=dict)
 
 
@@ -627,7 +630,7 @@ def run(config: TrainConfig, print_fn: Callable[[str], None] = print,
       final=final)
 
 
-def _final_json(final: train_mechanisms.FinalEpsilon) -> dict:
+def _final_json(final: 'pld_accountant.FinalEpsilon') -> dict:
   """metrics.json's record of an end-of-run epsilon (strict JSON)."""
   return dict(
       epsilon=('inf' if math.isinf(final.epsilon) else final.epsilon),

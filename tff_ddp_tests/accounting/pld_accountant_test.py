@@ -410,3 +410,19 @@ class ComposeRoundsTest(parameterized.TestCase):
         dp_accounting.SelfComposedDpEvent(event, 40))
     self.assertEqual(counted.get_epsilon_and_bound(1e-5),
                      expected.get_epsilon_and_bound(1e-5))
+
+  def test_final_epsilon_reports_that_composition(self):
+    # FinalEpsilon carries the composed accountant's epsilon, bound and
+    # description, the adversary asked and the number of rounds; anything
+    # but DpEvents is refused before an accountant is built.
+    event = dp_accounting.GaussianDpEvent(3.0)
+    final = pld_accountant.final_epsilon('server', [event] * 40, 1e-5, 7.5)
+    expected = pld_accountant.compose_rounds(
+        pld_accountant.tightest('server'), [event] * 40)
+    self.assertEqual((final.epsilon, final.bound),
+                     expected.get_epsilon_and_bound(1e-5))
+    self.assertEqual(final.description, expected.describe(1e-5))
+    self.assertEqual((final.adversary, final.delta, final.rounds,
+                      final.rdp_epsilon), ('server', 1e-5, 40, 7.5))
+    with self.assertRaisesRegex(TypeError, 'DpEvents.*got float'):
+      pld_accountant.final_epsilon('server', [event, 3.0], 1e-5)
