@@ -140,31 +140,52 @@ def pytest_sessionstart(session):
   if 'tensorflow_federated' in sys.modules:
     processes.use_test_context()
   else:
-    sys.meta_path.insert(0, _TestContextOnTffImport())
+    sys.meta_path.insert(
+        0, AfterImport('tensorflow_federated', processes.use_test_context))
 
 
-class _TestContextOnTffImport(importlib.abc.MetaPathFinder):
-  """Sets the TFF test context right after `tensorflow_federated` imports.
+class AfterImport(importlib.abc.MetaPathFinder):
+  """Calls `then()` right after the module `name` is imported (executed).
 
-  Importing TFF installs its local C++ context (no secure intrinsics); this
-  replaces it at once.
+  For TFF: importing it installs its local C++ context (no secure
+  intrinsics); `then` replaces it at once by the test context.
+
+  A `find_spec` alone is not an import: the TFF layer's
+  `requires.require_tff` calls `importlib.util.find_spec(name)`, which
+  consults this finder, before any import. So the finder leaves
+  `sys.meta_path` only when the module is executed. (It used to leave on
+  its first `find_spec`: a test module importing `tff_ddp.analytics` before
+  `tensorflow_federated` left TFF's own context in place for the rest of
+  its process, and a later module's secure sums failed with
+  MissingContextError, docs/notes/suite_time.md.)
   """
 
+  def __init__(self, name, then):
+    self._name = name
+    self._then = then
+
   def find_spec(self, fullname, path, target=None):
-    del path, target
-    if fullname != 'tensorflow_federated':
+    if fullname != self._name:
       return None
-    sys.meta_path.remove(self)
-    spec = importlib.util.find_spec(fullname)
+    spec = None
+    for finder in list(sys.meta_path):  # the search this finder precedes
+      find = getattr(finder, 'find_spec', None)
+      if finder is self or find is None:
+        continue
+      spec = find(fullname, path, target)
+      if spec is not None:
+        break
     if spec is None or spec.loader is None:
       return spec
     exec_module = spec.loader.exec_module
 
-    def exec_then_set_context(module):
+    def exec_then(module):
+      if self in sys.meta_path:
+        sys.meta_path.remove(self)
       exec_module(module)
-      processes.use_test_context()
+      self._then()
 
-    spec.loader.exec_module = exec_then_set_context
+    spec.loader.exec_module = exec_then
     return spec
 
 

@@ -6,9 +6,12 @@ is checked to fail with the one line of `tff_ddp.utils.requires`.
 """
 
 import ast
+import importlib
+import importlib.util
 import os
 import subprocess
 import sys
+import tempfile
 
 from absl.testing import absltest
 
@@ -160,6 +163,42 @@ class LayersTest(absltest.TestCase):
           line, f'MissingTffError | {module} is part of tff_ddp\'s TFF layer '
           f'and needs {requires.NEEDS}; the core (tff_ddp.mechanisms, '
           'tff_ddp.encoders, tff_ddp.accounting) runs without it.')
+
+
+class AfterImportTest(absltest.TestCase):
+  """conftest's hook that installs the TFF test context when TFF imports."""
+
+  def test_a_find_spec_alone_does_not_use_up_the_hook(self):
+    """`then` runs once, after the module's import, even when
+    `importlib.util.find_spec` (what `requires.require_tff` calls before
+    the TFF layer imports TFF) looked for the module first.
+
+    The hook used to leave `sys.meta_path` on the first find_spec: a test
+    module importing `tff_ddp.analytics` before `tensorflow_federated` kept
+    TFF's own context (no secure sums) for the rest of its process.
+    """
+    name = 'tff_ddp_after_import_probe'
+    with tempfile.TemporaryDirectory() as d:
+      with open(os.path.join(d, name + '.py'), 'w') as f:
+        f.write('IMPORTED = True\n')
+      calls = []
+      hook = conftest.AfterImport(name, lambda: calls.append(
+          sys.modules[name].IMPORTED))
+      sys.path.insert(0, d)
+      sys.meta_path.insert(0, hook)
+      try:
+        for _ in range(2):  # require_tff is called by each TFF-layer package
+          self.assertIsNotNone(importlib.util.find_spec(name))
+        self.assertEmpty(calls)
+        self.assertIn(hook, sys.meta_path)
+        importlib.import_module(name)
+        self.assertEqual(calls, [True])  # after the module ran, once
+        self.assertNotIn(hook, sys.meta_path)
+      finally:
+        if hook in sys.meta_path:
+          sys.meta_path.remove(hook)
+        sys.path.remove(d)
+        sys.modules.pop(name, None)
 
 
 class CliWithoutTffTest(absltest.TestCase):

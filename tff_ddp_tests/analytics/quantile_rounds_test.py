@@ -142,8 +142,6 @@ class AgainstTffTest(parameterized.TestCase):
 
   @parameterized.product(mechanism=qc.MECHANISMS)
   def test_a_tff_round_lands_in_the_same_law(self, mechanism):
-    from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
-    processes.use_test_context()
     n = 2000
     # Fresh entropy in the process: under a test seed, clients with equal
     # messages (a bin's) share their noise seed, not the deployed law.
