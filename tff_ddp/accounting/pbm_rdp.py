@@ -392,8 +392,7 @@ def _target_mixture(offset, shifted, same):
                       math.log(0.5 - offset) + same)
 
 
-def _curvature_bound(family, t, shifted, same, orders, tail,
-                     weights=None, outer_tail=0.0):
+def _curvature_bound(family, t, shifted, same, orders, tail):
   """An upper bound on sup over 0 < s <= t of D_alpha(P_s || Q_s) / s^2.
 
   g(s) = sum_z P_s(z)^alpha Q_s(z)^(1 - alpha), with P_s, Q_s affine in s
@@ -409,11 +408,6 @@ def _curvature_bound(family, t, shifted, same, orders, tail,
   target probabilities lie in [1/4, 3/4], so Q >= (R(z-1) + R(z)) / 4, the
   ratios are in [1/3, 3], a term is at most 4 * 3^(alpha + 2)
   (R(z-1) + R(z)), and those sum to at most 2 `tail`.
-
-  Rows: `shifted`, `same` may be 2-D, one row per others' distribution R_J,
-  with g = sum_J weights[J] g_J (+ the rows left out, of total weight at
-  most `outer_tail`, each with g_J'' <= alpha (alpha - 1) 8 3^(alpha + 2)
-  by the same term bound); then sup g'' <= sum_J weights[J] sup g_J''.
   """
   u0, du, v0, dv = family
   shifted, same = np.atleast_2d(shifted), np.atleast_2d(same)
@@ -427,8 +421,6 @@ def _curvature_bound(family, t, shifted, same, orders, tail,
   for s in (0.0, t):
     ends.append((_target_mixture(u0 + du * s, shifted, same),
                  _target_mixture(v0 + dv * s, shifted, same)))
-  log_weights = (np.zeros(shifted.shape[0]) if weights is None
-                 else np.log(weights))
   log_8x3 = math.log(8.0) + (orders + 2.0) * math.log(3.0)
   out = np.empty(orders.shape)
   block = max(1, (1 << 20) // max(1, log_d.size))
@@ -445,51 +437,145 @@ def _curvature_bound(family, t, shifted, same, orders, tail,
       extra = log_8x3[start:start + block, None]
       if tail > 0:
         rows = np.logaddexp(rows, extra + math.log(tail))
-      total = special.logsumexp(rows + log_weights, axis=1)
-      if outer_tail > 0:
-        total = np.logaddexp(total, extra[:, 0] + math.log(outer_tail))
+      total = special.logsumexp(rows, axis=1)
     out[start:start + block] = total
   # sup D / s^2 <= alpha (alpha - 1) sum / (2 (alpha - 1)) = alpha sum / 2.
   with np.errstate(over='ignore'):
     return orders / 2.0 * np.exp(out)
 
 
-def _mixture_divergence(log_p, log_q, weights, outer_tail, orders):
-  """D_alpha bound of sum_J w_J-mixtures with J revealed (rows of log_p).
+# Entries of the (orders x atoms) blocks the fair-coin lattice is evaluated
+# in: a few MB, so a block stays in cache.
+_LATTICE_BLOCK = 1 << 18
+# `_expm1_sums` computes expm1(alpha r) afresh every this many orders (in
+# between, from the previous order's).
+_LATTICE_RESTART = 8
 
-  exp((alpha - 1) D) = sum_J w_J g_J + (rows left out: weight <= outer_tail,
-  g_J <= 3^(alpha - 1) as the ratios are <= 3); computed as log1p of
-  sum_J w_J (g_J - 1) + outer_tail 3^(alpha - 1) (the window's weights sum
-  to at most 1), g_J - 1 = sum_z Q (expm1(alpha r) - alpha expm1(r)) as in
-  `renyi_divergence`, with a plain log-sum fallback where that overflows.
+
+def _fair_coin_lattice(theta, num_clients):
+  """The atoms of the second reduction's mixture, flattened.
+
+  With J ~ Bin(n - 1, 1 - 2 theta) fair coins revealed (J >= lo: the rows
+  below have total weight at most `outer`), the target Ber(1/2 + u) plus
+  Bin(J, 1/2) has PMF (1/2 + u) B_J(z - 1) + (1/2 - u) B_J(z)
+  = B_{J+1}(z) (1 + u D), D = 4 z / (J + 1) - 2 in [-2, 2], for
+  z = 0..J+1 (Pascal: B_J(z - 1) + B_J(z) = 2 B_{J+1}(z), and
+  B_J(z - 1) / B_{J+1}(z) = 2 z / (J + 1)). So every pair of target
+  offsets (u, v) is a function of D on the atoms (J, z), of mass
+  mu = P(J) B_{J+1}(z). Returns (log mu, D, outer).
   """
-  both = np.isfinite(log_q)
-  with np.errstate(invalid='ignore'):
-    r = np.where(both, log_p - log_q, 0.0)
-  q = np.where(both, np.exp(np.where(both, log_q, 0.0)), 0.0)
-  log_w = np.log(weights)
-  q_expm1 = np.sum(q * np.expm1(r), axis=1)  # 0 up to rounding
+  from scipy import stats  # pylint: disable=g-import-not-at-top
+  others = num_clients - 1
+  fair = 1.0 - 2.0 * theta
+  # Rows J >= lo; the rest has mass binom.cdf(lo - 1) (doubled for the
+  # library's rounding).
+  lo = int(stats.binom.ppf(math.exp(-L2_REVEAL_TAIL_LOG), others, fair))
+  lo = max(0, lo - 1)
+  outer = 2.0 * float(stats.binom.cdf(lo - 1, others, fair)) if lo > 0 else 0.0
+  js = np.arange(lo, others + 1)
+  log_w = log_binomial_pmf(js, others, fair)
+  keep = np.exp(log_w) > 0
+  js, log_w = js[keep], log_w[keep]
+  sizes = js + 2
+  row = np.repeat(np.arange(js.size), sizes)
+  z = np.arange(row.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+  k = (js + 1)[row]
+  kf, zf = k.astype(np.float64), z.astype(np.float64)
+  log_mu = log_w[row] + (special.gammaln(kf + 1.0) - special.gammaln(zf + 1.0)
+                         - special.gammaln(kf - zf + 1.0) - kf * math.log(2.0))
+  # 2 (2z - (J+1)) / (J+1): an exact integer over J + 1, one rounding.
+  offsets = 2.0 * (2 * z - k).astype(np.float64) / kf
+  return log_mu, offsets, outer
+
+
+def _expm1_sums(r, weights, orders):
+  """sum_x weights[x] expm1(alpha r[x]) for each order alpha.
+
+  Small arrays: every order at once. Large ones (one order at a time), from
+  one order to the next larger: expm1(alpha' r) = E + expm1((alpha' -
+  alpha) r) (1 + E), E = expm1(alpha r), one expm1 per distinct step, not
+  per order. Both terms have the sign of r, so a step adds a few ulp of
+  relative error; restarted every _LATTICE_RESTART orders, that stays
+  far below L2_FLOAT_MARGIN.
+  """
+  if r.size * orders.size <= _LATTICE_BLOCK:
+    return np.expm1(orders[:, None] * r) @ weights
+  sums = np.empty(orders.shape)
+  steps = {}
+  e = None
+  for i, a in enumerate(orders):
+    step = a - orders[i - 1] if i else 0.0
+    if i % _LATTICE_RESTART == 0 or not step > 0:
+      e = np.expm1(a * r)
+    else:
+      y = steps.get(step)
+      if y is None:
+        y = steps[step] = np.expm1(step * r)
+      e = e + y * (1.0 + e)
+    sums[i] = np.dot(weights, e)
+  return sums
+
+
+def _lattice_divergence(u, v, orders, lattice):
+  """D_alpha bound of the fair-coin mixture pair with target offsets u, v.
+
+  exp((alpha - 1) D) <= sum over atoms of mu Q (P/Q)^alpha + (rows left
+  out: weight <= outer, each g_J <= 3^(alpha - 1) as the ratios are
+  <= 3), with P/Q = (1 + u D) / (1 + v D) and Q = 1 + v D on the lattice
+  (`_fair_coin_lattice`). Computed as log1p of sum mu Q (expm1(alpha r) -
+  alpha expm1(r)) + outer 3^(alpha - 1), r = log(P/Q) (the subtracted sum
+  is 0: P and Q have the same mass on every row), with a plain log-sum
+  fallback where that overflows.
+  """
+  log_mu, offsets, outer = lattice
+  log_q = np.log1p(v * offsets)
+  r = np.log1p(u * offsets) - log_q
+  log_qw = log_mu + log_q
+  qw = np.exp(log_qw)
+  q_expm1 = np.dot(qw, np.expm1(r))  # 0 up to rounding
+  with np.errstate(over='ignore', invalid='ignore'):
+    excess = _expm1_sums(r, qw, orders) - orders * q_expm1
+    log_outer = (math.log(outer) + (orders - 1.0) * math.log(_RATIO_BOUND)
+                 if outer > 0 else np.full(orders.shape, -np.inf))
+    cgf = np.log1p(np.maximum(excess, 0.0) + np.exp(log_outer))
+    bad = ~(np.isfinite(cgf) & (cgf < 1.0))
+    if np.any(bad):
+      cgf[bad] = np.logaddexp(special.logsumexp(
+          log_qw + orders[bad][:, None] * r, axis=1), log_outer[bad])
+  return np.maximum(cgf, 0.0) / (orders - 1.0)
+
+
+def _lattice_curvature(family, t, orders, lattice):
+  """`_curvature_bound` for the fair-coin mixture on its lattice.
+
+  sup g'' <= sum_J P(J) sup g_J'', each term at the larger of its values
+  at s = 0 and s = t (as in `_curvature_bound`), with |dP| or |dQ|
+  = B_{J+1}(z) |D|; the rows left out (weight <= outer) each have
+  g_J'' <= alpha (alpha - 1) 8 3^(alpha + 2).
+  """
+  log_mu, offsets, outer = lattice
+  u0, du, v0, dv = family
+  with np.errstate(divide='ignore'):
+    base = log_mu + 2.0 * np.log(np.abs(offsets))  # -inf where D = 0
+  ends = [(np.log1p((u0 + du * s) * offsets),
+           np.log1p((v0 + dv * s) * offsets)) for s in (0.0, t)]
+  log_8x3 = math.log(8.0) + (orders + 2.0) * math.log(3.0)
   out = np.empty(orders.shape)
-  block = max(1, (1 << 20) // max(1, r.size))
+  block = max(1, _LATTICE_BLOCK // max(1, offsets.size))
   for start in range(0, orders.size, block):
-    a = orders[start:start + block]
-    log_outer = (math.log(outer_tail) + (a - 1.0) * math.log(_RATIO_BOUND)
-                 if outer_tail > 0 else np.full(a.shape, -np.inf))
-    a3 = a[:, None, None]
-    with np.errstate(over='ignore', invalid='ignore'):
-      excess = np.sum(q * np.expm1(a3 * r), axis=2) - a[:, None] * q_expm1
-      total = (np.sum(weights * np.maximum(excess, 0.0), axis=1)
-               + np.exp(log_outer))
-      cgf = np.log1p(total)
-      bad = ~(np.isfinite(cgf) & (cgf < 1.0))
-      if np.any(bad):
-        plain = np.logaddexp(special.logsumexp(
-            log_w + special.logsumexp(
-                np.where(both, log_q + a3[bad] * r, -np.inf), axis=2),
-            axis=1), log_outer[bad])
-        cgf[bad] = plain
-    out[start:start + block] = np.maximum(cgf, 0.0) / (a - 1.0)
-  return out
+    a = orders[start:start + block, None]
+    if dv == 0.0:  # P moves: (P/Q)^(alpha-2) dP^2 / Q.
+      terms = [(a - 2.0) * (lp - lq) - lq for lp, lq in ends]
+    else:  # Q moves: P^alpha Q^(-alpha-1) dQ^2.
+      terms = [a * lp - (a + 1.0) * lq for lp, lq in ends]
+    total = special.logsumexp(np.maximum(terms[0], terms[1]) + base, axis=1)
+    if outer > 0:
+      total = np.logaddexp(total, log_8x3[start:start + block]
+                           + math.log(outer))
+    out[start:start + block] = total
+  # sup D / s^2 <= alpha (alpha - 1) sum / (2 (alpha - 1)) = alpha sum / 2.
+  with np.errstate(over='ignore'):
+    return orders / 2.0 * np.exp(out)
 
 
 def _certified_sup(grid, values, curvature):
@@ -568,21 +654,7 @@ def _kappa_revealed(theta, num_clients, orders, relation):
   along the segment, so is the mixture; the channel of step 4 acts on the
   target only, so f is non-decreasing).
   """
-  from scipy import stats  # pylint: disable=g-import-not-at-top
-  others = num_clients - 1
-  fair = 1.0 - 2.0 * theta
-  # Rows J >= lo; the rest has mass binom.cdf(lo - 1) (doubled for the
-  # library's rounding).
-  lo = int(stats.binom.ppf(math.exp(-L2_REVEAL_TAIL_LOG), others, fair))
-  lo = max(0, lo - 1)
-  outer = 2.0 * float(stats.binom.cdf(lo - 1, others, fair)) if lo > 0 else 0.0
-  js = np.arange(lo, others + 1)
-  weights = np.exp(log_binomial_pmf(js, others, fair))
-  keep = weights > 0
-  js, weights = js[keep], weights[keep]
-  z = np.arange(others + 2)
-  shifted = np.stack([log_binomial_pmf(z - 1, int(j), 0.5) for j in js])
-  same = np.stack([log_binomial_pmf(z, int(j), 0.5) for j in js])
+  lattice = _fair_coin_lattice(theta, num_clients)
   s_max = theta if relation == _ZERO_OUT else 2.0 * theta
   families = _shift_families(theta, relation)
   if relation == _ZERO_OUT:
@@ -591,15 +663,13 @@ def _kappa_revealed(theta, num_clients, orders, relation):
   values = np.zeros((grid.size, orders.size))
   for i, s in enumerate(grid):
     for u0, du, v0, dv in families:
-      values[i] = np.maximum(values[i], _mixture_divergence(
-          _target_mixture(u0 + du * s, shifted, same),
-          _target_mixture(v0 + dv * s, shifted, same), weights, outer,
-          orders))
+      values[i] = np.maximum(values[i], _lattice_divergence(
+          u0 + du * s, v0 + dv * s, orders, lattice))
 
   def curvature(j):
     return functools.reduce(np.maximum, [
-        _curvature_bound(family, grid[j], shifted, same, orders, 0.0,
-                         weights, outer) for family in families])
+        _lattice_curvature(family, grid[j], orders, lattice)
+        for family in families])
 
   return _certified_sup(grid, values, curvature)
 

@@ -18,6 +18,7 @@ from unittest import mock
 from absl.testing import parameterized
 import attr
 import numpy as np
+from scipy import special
 
 from tff_ddp.accounting import event_io
 from tff_ddp.accounting import events
@@ -279,3 +280,81 @@ class PbmL2RdpTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, 'l2_bound'):
       pbm.rdp(events.PoissonBinomialDpEvent(0.1, 4, 100, 64, l2_bound=bound),
               ORDERS)
+
+
+class FairCoinLatticeTest(parameterized.TestCase):
+  """The second reduction's mixture on its lattice equals the mixture of
+  the row PMFs, computed here from its definition.
+
+  Reference: rows J (weights P(J) = Bin(n - 1, 1 - 2 theta)(J), those the
+  lattice keeps; the rest charged as `outer`), the target pair
+  Ber(1/2 + u) + Bin(J, 1/2) vs Ber(1/2 + v) + Bin(J, 1/2) as convolved
+  PMFs; exp((alpha - 1) D) = sum_J P(J) sum_z P^alpha Q^(1 - alpha)
+  + outer 3^(alpha - 1) by logsumexp, and the curvature terms of
+  `pbm._curvature_bound` with dP = R(z - 1) - R(z). 200 clients at theta
+  0.2 (~2 10^4 atoms) take the many-atom path (one order at a time, expm1
+  by steps); 12 clients the all-orders path.
+  """
+
+  _ORDERS = np.array([1.5, 1.75, 2.0, 2.25, 2.5, 3.0, 4.0, 6.0, 8.0, 8.25,
+                      8.5, 9.0, 12.0, 16.0, 32.0, 64.0])
+
+  def _rows(self, theta, n):
+    log_mu, offsets, outer = pbm._fair_coin_lattice(theta, n)
+    starts = np.flatnonzero(np.isclose(offsets, -2.0))  # z = 0 of each row
+    js = np.diff(np.append(starts, offsets.size)) - 2
+    weights = np.exp(pbm.log_binomial_pmf(js, n - 1, 1.0 - 2.0 * theta))
+    return js, weights, outer
+
+  @staticmethod
+  def _pair(j, u, v):
+    r = np.exp(pbm.log_binomial_pmf(np.arange(j + 1), j, 0.5))
+    return (np.convolve([0.5 - u, 0.5 + u], r),
+            np.convolve([0.5 - v, 0.5 + v], r), np.convolve([-1.0, 1.0], r))
+
+  @parameterized.product(n=[12, 200], relation=pbm.RELATIONS)
+  def test_divergence_is_the_mixtures(self, n, relation):
+    theta = 0.2
+    js, weights, outer = self._rows(theta, n)
+    self.assertGreater(js.size, 1)
+    lattice = pbm._fair_coin_lattice(theta, n)
+    s_max = theta if relation == pbm.events.Relation.ZERO_OUT else 2 * theta
+    for u0, du, v0, dv in pbm._shift_families(theta, relation):
+      u, v = u0 + du * s_max, v0 + dv * s_max
+      got = pbm._lattice_divergence(u, v, self._ORDERS, lattice)
+      log_g = []
+      for a in self._ORDERS:
+        terms = [np.log(w) + special.logsumexp(a * np.log(p) + (1 - a) * np.log(q))
+                 for j, w in zip(js, weights)
+                 for p, q, _ in [self._pair(int(j), u, v)]]
+        if outer > 0:
+          terms.append(math.log(outer) + (a - 1) * math.log(3.0))
+        log_g.append(special.logsumexp(terms))
+      np.testing.assert_allclose(
+          got, np.array(log_g) / (self._ORDERS - 1), rtol=1e-9)
+
+  @parameterized.product(n=[12, 200], relation=pbm.RELATIONS)
+  def test_curvature_is_the_mixtures(self, n, relation):
+    theta, t = 0.2, 0.05
+    js, weights, outer = self._rows(theta, n)
+    lattice = pbm._fair_coin_lattice(theta, n)
+    a = self._ORDERS[:, None]
+    for family in pbm._shift_families(theta, relation):
+      u0, du, v0, dv = family
+      got = pbm._lattice_curvature(family, t, self._ORDERS, lattice)
+      logs = []  # in logs: q^(-alpha-1) overflows for 200 clients
+      for j, w in zip(js, weights):
+        ends = []
+        for s in (0.0, t):
+          with np.errstate(divide='ignore'):  # log 0 = -inf where d = 0
+            p, q, d = (np.log(np.abs(x)) for x in
+                       self._pair(int(j), u0 + du * s, v0 + dv * s))
+          if dv == 0.0:
+            ends.append((a - 2) * (p - q) + 2 * d - q)
+          else:
+            ends.append(a * p - (a + 1) * q + 2 * d)
+        logs.append(math.log(w) + special.logsumexp(
+            np.maximum(ends[0], ends[1]), axis=1))
+      total = np.exp(special.logsumexp(logs, axis=0))
+      total += outer * 8 * 3.0 ** (self._ORDERS + 2)
+      np.testing.assert_allclose(got, self._ORDERS / 2 * total, rtol=1e-9)
