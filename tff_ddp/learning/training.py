@@ -656,7 +656,8 @@ def _print_final(print_fn, setup: Setup, ledger, final):
     running = ('' if f.bound is None else
                f'; running RDP {_epsilon_text(f.rdp_epsilon)}')
     value = 'inf' if math.isinf(f.epsilon) else f'{f.epsilon:.6g}'
-    print_fn(f'eps({adversary}) = {value}{target}: {f.description}'
+    print_fn(f'eps({adversary}) = {value}{target}: '
+             f"{f.description.rstrip('.') if running else f.description}"
              f'{running}')
 
 
