@@ -40,7 +40,7 @@ still ends as long as the main thread receives the signal itself (its lock
 wait is interrupted, KeyboardInterrupt). When the kernel hands it to
 another thread, Python's handler only marks it pending for the main
 thread, which never wakes: the script hung for ever (seen once in CI, and
-in 1 of ~30 runs of a loop, 29 Nov 2026: docs/notes/flake_hunt.md). So
+once in ~55 runs of a loop, 29 Nov 2026: docs/notes/flake_hunt.md). So
 the guard also replaces that poll's `time.sleep`, which raises
 `WorkerExitedError` once the worker it waits for has exited: the call
 fails, the main thread wakes up and raises the pending KeyboardInterrupt
