@@ -32,6 +32,20 @@ worker first, then the process, by the same signal. TFF's `__del__` waits
 for a worker it sent SIGINT; `WorkerPopen.wait` bounds that wait (SIGTERM,
 then SIGKILL), so replacing a context never hangs, in any thread.
 
+A worker that dies before it is ready. TFF's `get_stub` then polls the
+dead worker's readiness once a second for ever, and the main thread waits
+for that call without a bound. A Ctrl-C during the worker's start-up does
+exactly that (the process group's SIGINT ends the worker); the script
+still ends as long as the main thread receives the signal itself (its lock
+wait is interrupted, KeyboardInterrupt). When the kernel hands it to
+another thread, Python's handler only marks it pending for the main
+thread, which never wakes: the script hung for ever (seen once in CI, and
+once in ~55 runs of a loop, 29 Nov 2026: docs/notes/flake_hunt.md). So
+the guard also replaces that poll's `time.sleep`, which raises
+`WorkerExitedError` once the worker it waits for has exited: the call
+fails, the main thread wakes up and raises the pending KeyboardInterrupt
+(or, for a worker that crashed, the error).
+
 Threads. TFF's context stack is per thread: a thread sees no context
 ("No default context installed") even when the main thread installed one.
 `use_test_context()` makes its context the one every other thread starts
@@ -216,6 +230,14 @@ class WorkerEndingError(RuntimeError):
   """TFF tried to start a worker while this process is ending."""
 
 
+class WorkerExitedError(RuntimeError):
+  """TFF's worker exited before it was ready (module docstring)."""
+
+
+# The worker each thread started last: the one its `get_stub` waits for.
+_LAST_STARTED = threading.local()
+
+
 class _WorkerPopenMeta(type):
   """`isinstance(p, WorkerPopen)` holds for every `subprocess.Popen`: TFF's
   `ServiceManager.__del__` checks its process with the `Popen` of its
@@ -237,6 +259,7 @@ class WorkerPopen(subprocess.Popen, metaclass=_WorkerPopenMeta):
             'worker is not started again.')
       super().__init__(*args, **kwargs)
       _STARTED_PIDS.append(self.pid)
+    _LAST_STARTED.popen = self
 
   def wait(self, timeout=None):
     if timeout is not None:
@@ -264,8 +287,30 @@ class _GuardedSubprocess:
     return getattr(subprocess, name)
 
 
+class _GuardedTime:
+  """The `time` module as TFF's executor factory sees it: its only use
+  is `get_stub`'s readiness poll, whose `sleep` raises `WorkerExitedError`
+  once the worker this thread started last has exited."""
+
+  def sleep(self, seconds):
+    popen = getattr(_LAST_STARTED, 'popen', None)
+    # has_exited, not poll(): the exited worker stays a zombie for TFF,
+    # which signals and waits for it before starting the next one.
+    if popen is not None and has_exited(popen.pid):
+      raise WorkerExitedError(
+          f'tff_ddp: TFF\'s worker_binary (pid {popen.pid}) exited before '
+          'it was ready (a Ctrl-C or other signal, or a crash); TFF would '
+          'wait for it for ever.')
+    time.sleep(seconds)
+
+  def __getattr__(self, name):
+    return getattr(time, name)
+
+
 def guard_worker_starts() -> bool:
-  """Routes the workers TFF starts through `WorkerPopen` (idempotent).
+  """Routes the workers TFF starts through `WorkerPopen`, and makes TFF's
+  wait for a worker's readiness end when that worker has exited
+  (idempotent).
 
   Returns whether TFF's executor factory is guarded (False before TFF is
   imported: call again after).
@@ -276,6 +321,8 @@ def guard_worker_starts() -> bool:
     return False
   if not isinstance(getattr(module, 'subprocess', None), _GuardedSubprocess):
     module.subprocess = _GuardedSubprocess()
+  if not isinstance(getattr(module, 'time', None), _GuardedTime):
+    module.time = _GuardedTime()
   return True
 
 

@@ -59,6 +59,29 @@ print(soft, again, child)
 """
 
 
+class WorkerExitedTest(tf.test.TestCase):
+  """TFF's readiness poll (`time.sleep` in get_stub's loop, guarded) ends
+  once the worker it waits for has exited: a Ctrl-C at start-up that
+  reached a thread other than the main one hung the script for ever."""
+
+  def test_readiness_poll_ends_when_its_worker_exited(self):
+    guarded = processes._GuardedTime()  # pylint: disable=protected-access
+    worker = processes.WorkerPopen(['sleep', '60'])
+    try:
+      guarded.sleep(0.01)  # alive: TFF keeps waiting
+      os.kill(worker.pid, signal.SIGINT)  # the terminal's Ctrl-C
+      while not processes.has_exited(worker.pid):
+        guarded.sleep(0.01)
+      with self.assertRaisesRegex(processes.WorkerExitedError,
+                                  f'pid {worker.pid}'):
+        guarded.sleep(0.01)
+      # Left a zombie: TFF's next get_stub signals and waits for it.
+      self.assertEqual(processes._state(worker.pid), 'Z')  # pylint: disable=protected-access
+    finally:
+      worker.kill()
+      worker.wait()
+
+
 class StackLimitTest(tf.test.TestCase):
 
   def test_raises_the_limit_that_workers_inherit(self):
