@@ -58,6 +58,19 @@ def _worker_children(pid):
           if processes._command(p) == processes.WORKER_COMMAND]  # pylint: disable=protected-access
 
 
+def _signals_as_in_a_terminal():
+  """In the child before exec: the signals sent here at their default.
+
+  A run started in the background of a non-interactive shell (`cmd &`,
+  `nohup`) inherits SIGINT and SIGHUP ignored, and Python keeps an ignored
+  SIGINT ignored: the script would not see the Ctrl-C or hang-up a
+  terminal sends, and would run on (what these tests would report as a
+  hang).
+  """
+  for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+    signal.signal(signum, signal.SIG_DFL)
+
+
 def run_and_signal(signame: str, phase: str, timeout: float = 900.0,
                    argv=('-c', SCRIPT)):
   """Runs `python argv` (SCRIPT), sends `signame` at `phase`; returns (what
@@ -68,6 +81,7 @@ def run_and_signal(signame: str, phase: str, timeout: float = 900.0,
   child = subprocess.Popen(
       [sys.executable, *argv], cwd=ROOT, stdout=subprocess.PIPE,
       stderr=subprocess.DEVNULL, start_new_session=True,
+      preexec_fn=_signals_as_in_a_terminal,
       env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL='3'))
   lines = []
   closed = threading.Event()
