@@ -410,38 +410,48 @@ def _curvature_bound(family, t, shifted, same, orders, tail):
   (R(z-1) + R(z)), and those sum to at most 2 `tail`.
   """
   u0, du, v0, dv = family
-  shifted, same = np.atleast_2d(shifted), np.atleast_2d(same)
   hi, lo = np.maximum(shifted, same), np.minimum(shifted, same)
   with np.errstate(divide='ignore', invalid='ignore'):
     diff = hi + np.log(-np.expm1(np.minimum(lo - hi, 0.0)))
     diff = np.where(np.isfinite(hi), diff, -np.inf)
     log_d = np.logaddexp(diff, math.log(4 * 2.0**-52) + hi)
   log_d = np.where(np.isfinite(hi), log_d, -np.inf)
-  ends = []
-  for s in (0.0, t):
-    ends.append((_target_mixture(u0 + du * s, shifted, same),
-                 _target_mixture(v0 + dv * s, shifted, same)))
+  ends = [(_target_mixture(u0 + du * s, shifted, same),
+           _target_mixture(v0 + dv * s, shifted, same)) for s in (0.0, t)]
   log_8x3 = math.log(8.0) + (orders + 2.0) * math.log(3.0)
   out = np.empty(orders.shape)
   block = max(1, (1 << 20) // max(1, log_d.size))
   for start in range(0, orders.size, block):
-    a = orders[start:start + block, None, None]
+    a = orders[start:start + block, None]
     with np.errstate(invalid='ignore', divide='ignore'):
-      if dv == 0.0:  # P moves: (P/Q)^(alpha-2) dP^2 / Q.
-        terms = [(a - 2.0) * (lp - lq) - lq for lp, lq in ends]
-      else:  # Q moves: P^alpha Q^(-alpha-1) dQ^2.
-        terms = [a * lp - (a + 1.0) * lq for lp, lq in ends]
-      log_terms = np.maximum(terms[0], terms[1]) + 2.0 * log_d
+      log_terms = _curvature_log_terms(dv, a, ends) + 2.0 * log_d
       log_terms = np.where(np.isfinite(log_d), log_terms, -np.inf)
-      rows = special.logsumexp(log_terms, axis=2)
-      extra = log_8x3[start:start + block, None]
+      total = special.logsumexp(log_terms, axis=1)
       if tail > 0:
-        rows = np.logaddexp(rows, extra + math.log(tail))
-      total = special.logsumexp(rows, axis=1)
+        total = np.logaddexp(total, log_8x3[start:start + block]
+                             + math.log(tail))
     out[start:start + block] = total
-  # sup D / s^2 <= alpha (alpha - 1) sum / (2 (alpha - 1)) = alpha sum / 2.
+  return _curvature_from_log_sums(orders, out)
+
+
+def _curvature_log_terms(dv, a, ends):
+  """log of a term of g'' / (alpha (alpha - 1)) without its dP^2 (dQ^2),
+  the larger of its values at the two ends (log P, log Q) of `ends`:
+  (P/Q)^(alpha-2) / Q where P moves (dv = 0), P^alpha Q^(-alpha-1) where
+  Q moves. P, Q may be relative to a common mass that the caller adds
+  (both are homogeneous of degree -1 in it)."""
+  if dv == 0.0:
+    terms = [(a - 2.0) * (lp - lq) - lq for lp, lq in ends]
+  else:
+    terms = [a * lp - (a + 1.0) * lq for lp, lq in ends]
+  return np.maximum(terms[0], terms[1])
+
+
+def _curvature_from_log_sums(orders, log_sums):
+  """sup D_alpha / s^2 from log sup g'' / (alpha (alpha - 1)):
+  alpha (alpha - 1) sum / (2 (alpha - 1)) = alpha sum / 2."""
   with np.errstate(over='ignore'):
-    return orders / 2.0 * np.exp(out)
+    return orders / 2.0 * np.exp(log_sums)
 
 
 # Entries of the (orders x atoms) blocks the fair-coin lattice is evaluated
@@ -564,18 +574,13 @@ def _lattice_curvature(family, t, orders, lattice):
   block = max(1, _LATTICE_BLOCK // max(1, offsets.size))
   for start in range(0, orders.size, block):
     a = orders[start:start + block, None]
-    if dv == 0.0:  # P moves: (P/Q)^(alpha-2) dP^2 / Q.
-      terms = [(a - 2.0) * (lp - lq) - lq for lp, lq in ends]
-    else:  # Q moves: P^alpha Q^(-alpha-1) dQ^2.
-      terms = [a * lp - (a + 1.0) * lq for lp, lq in ends]
-    total = special.logsumexp(np.maximum(terms[0], terms[1]) + base, axis=1)
+    total = special.logsumexp(_curvature_log_terms(dv, a, ends) + base,
+                              axis=1)
     if outer > 0:
       total = np.logaddexp(total, log_8x3[start:start + block]
                            + math.log(outer))
     out[start:start + block] = total
-  # sup D / s^2 <= alpha (alpha - 1) sum / (2 (alpha - 1)) = alpha sum / 2.
-  with np.errstate(over='ignore'):
-    return orders / 2.0 * np.exp(out)
+  return _curvature_from_log_sums(orders, out)
 
 
 def _certified_sup(grid, values, curvature):
