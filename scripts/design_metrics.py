@@ -32,6 +32,21 @@ writing (136, 17, 4).
   says 2 on the main of its writing; this count finds 1 on today's
   (accounting/calibration.py's lazy import of the DDG mechanism).
 - line counts: lines of benchmarks/RESULTS.md and README.md (`wc -l`).
+
+Issue 41's metrics (same package, same walk):
+
+- library lines: lines of every module of tff_ddp/, cli/ included.
+- periphery lines: every file under scripts/ (the tooling and its tests),
+  every BUILD file and WORKSPACE, and tff_ddp_tests/build_test.py (the
+  check of the generated BUILD files).
+- choice checks below the edge: calls of `checks.choice` (a string
+  choice validated) outside cli/.
+- version strings: assignments of a string literal to `__version__` in
+  tff_ddp/, plus setup.py's `version=` keyword when it is a literal.
+
+`--check` exits 1 when a metric is above its ceiling (`CEILINGS`): the
+target where it is met, today's value where it is not (so it only goes
+down); `make lint` runs it.
 """
 
 import argparse
@@ -44,6 +59,8 @@ from typing import Dict, List, Tuple
 PACKAGE = 'tff_ddp'
 CLI = 'tff_ddp/cli'
 ACCOUNTING = 'tff_ddp/accounting'
+PERIPHERY = ('scripts',)
+PERIPHERY_FILES = ('tff_ddp_tests/build_test.py', 'WORKSPACE')
 UPWARD = ('tff_ddp.mechanisms', 'tff_ddp.aggregators')
 MAX_PARAMETERS = 10  # a signature with this many or more is listed
 MAX_LINES = 150  # a function with more lines is listed
@@ -57,6 +74,24 @@ TARGETS = {
     'imports from accounting/ into mechanisms/ or aggregators/': '0',
     'benchmarks/RESULTS.md lines': '<= 600',
     'README.md lines': '<= 300',
+    'library lines (tff_ddp/)': '<= 23000',
+    'periphery lines (scripts/, BUILD files, build_test)': '<= 2000',
+    'checks.choice calls (outside cli/)': '0 below the public edge',
+    'version strings': '1',
+}
+# What `--check` holds each metric to: the target where it is met, today's
+# value where it is not.
+CEILINGS = {
+    'string comparisons (tff_ddp/ outside cli/)': 7,
+    'functions with >= 10 parameters (outside cli/)': 1,
+    'functions over 150 lines (outside cli/)': 0,
+    'imports from accounting/ into mechanisms/ or aggregators/': 0,
+    'benchmarks/RESULTS.md lines': 620,
+    'README.md lines': 300,
+    'library lines (tff_ddp/)': 29700,
+    'periphery lines (scripts/, BUILD files, build_test)': 7100,
+    'checks.choice calls (outside cli/)': 19,
+    'version strings': 1,
 }
 _EQUALITY = (ast.Eq, ast.NotEq, ast.In, ast.NotIn)
 
@@ -138,15 +173,57 @@ def _line_count(path: str) -> int:
     return f.read().count(b'\n')
 
 
+def _periphery(root: str) -> List[str]:
+  """The files the periphery count covers (see the module docstring)."""
+  paths = [p for p in PERIPHERY_FILES if os.path.exists(os.path.join(root, p))]
+  for dirpath, dirnames, filenames in os.walk(root):
+    dirnames[:] = sorted(d for d in dirnames if not d.startswith('.'))
+    relative = os.path.relpath(dirpath, root)
+    top = relative.split(os.sep)[0]
+    for name in sorted(filenames):
+      if top in PERIPHERY or name == 'BUILD':
+        paths.append(os.path.normpath(os.path.join(relative, name)))
+  return sorted(p for p in set(paths) if '__pycache__' not in p)
+
+
+def _is_choice_check(node) -> bool:
+  func = node.func if isinstance(node, ast.Call) else None
+  return (isinstance(func, ast.Attribute) and func.attr == 'choice'
+          and isinstance(func.value, ast.Name) and func.value.id == 'checks')
+
+
+def _version_strings(tree, setup_py: bool) -> List[int]:
+  lines = []
+  for node in ast.walk(tree):
+    if setup_py:
+      if isinstance(node, ast.keyword) and node.arg == 'version' and (
+          isinstance(node.value, ast.Constant)):
+        lines.append(node.value.lineno)
+    elif isinstance(node, ast.Assign) and any(
+        isinstance(t, ast.Name) and t.id == '__version__'
+        for t in node.targets) and isinstance(node.value, ast.Constant):
+      lines.append(node.lineno)
+  return lines
+
+
 def measure(root: str) -> Dict[str, object]:
   """Every metric, with the items behind each count."""
   comparisons: List[Tuple[str, int]] = []
+  choices: List[str] = []
+  versions: List[str] = []
+  library_lines = 0
   cli = {'comparisons': 0, 'signatures': 0, 'long': 0}
   long_signatures, long_functions, upward = [], [], []
   for path in _modules(root):
     with open(os.path.join(root, path)) as f:
-      tree = ast.parse(f.read(), filename=path)
+      source = f.read()
+    tree = ast.parse(source, filename=path)
+    library_lines += source.count('\n')
     in_cli = _in(path, CLI)
+    versions += [f'{path}:{line}' for line in _version_strings(tree, False)]
+    if not in_cli:
+      choices += [f'{path}:{node.lineno}' for node in ast.walk(tree)
+                  if _is_choice_check(node)]
     lines = string_comparisons(tree)
     if in_cli:
       cli['comparisons'] += len(lines)
@@ -175,6 +252,11 @@ def measure(root: str) -> Dict[str, object]:
           if module.startswith(tuple(u + '.' for u in UPWARD)) or (
               module in UPWARD):
             upward.append(f'{path}:{node.lineno} imports {module}')
+  setup_path = os.path.join(root, 'setup.py')
+  if os.path.exists(setup_path):
+    with open(setup_path) as f:
+      versions += [f'setup.py:{line}' for line in _version_strings(
+          ast.parse(f.read()), True)]
   by_file: Dict[str, int] = {}
   for path, _ in comparisons:
     by_file[path] = by_file.get(path, 0) + 1
@@ -187,6 +269,11 @@ def measure(root: str) -> Dict[str, object]:
       'benchmarks/RESULTS.md lines': _line_count(
           os.path.join(root, RECORDS[0])),
       'README.md lines': _line_count(os.path.join(root, RECORDS[1])),
+      'library lines (tff_ddp/)': library_lines,
+      'periphery lines (scripts/, BUILD files, build_test)': sum(
+          _line_count(os.path.join(root, p)) for p in _periphery(root)),
+      'checks.choice calls (outside cli/)': len(choices),
+      'version strings': len(versions),
       'cli/: string comparisons': cli['comparisons'],
       'cli/: functions with >= 10 parameters': cli['signatures'],
       'cli/: functions over 150 lines': cli['long'],
@@ -199,15 +286,25 @@ def measure(root: str) -> Dict[str, object]:
               long_functions, key=lambda item: (-item[1], item[0])),
           'imports from accounting/ into mechanisms/ or aggregators/':
               upward,
+          'checks.choice calls (outside cli/)': choices,
+          'version strings': versions,
       },
   }
 
 
+def over_ceiling(metrics: Dict[str, object]) -> List[str]:
+  """'name: value > ceiling' for every metric above its ceiling."""
+  return [f'{name}: {metrics[name]} > {ceiling}'
+          for name, ceiling in CEILINGS.items() if metrics[name] > ceiling]
+
+
 def render(metrics: Dict[str, object]) -> str:
-  lines = ['| metric | value | issue 33 target |', '|---|---|---|']
+  lines = ['| metric | value | target (issues 33, 41) | ceiling (--check) |',
+           '|---|---|---|---|']
   for name, value in metrics.items():
     if name != 'lists':
-      lines.append(f'| {name} | {value} | {TARGETS.get(name, "-")} |')
+      lines.append(f'| {name} | {value} | {TARGETS.get(name, "-")} | '
+                   f'{CEILINGS.get(name, "-")} |')
   for name, items in metrics['lists'].items():
     lines += ['', f'{name}:']
     lines += [f'  {item[0]}  {item[1]}' if isinstance(item, tuple)
@@ -223,8 +320,17 @@ def main(argv=None) -> int:
       os.path.realpath(__file__))), help='repository (default: %(default)s)')
   parser.add_argument('--json', action='store_true',
                       help='print the metrics as JSON')
+  parser.add_argument('--check', action='store_true',
+                      help='exit 1 if a metric is above its ceiling')
   args = parser.parse_args(argv)
   metrics = measure(args.root)
+  if args.check:
+    over = over_ceiling(metrics)
+    for line in over:
+      print(f'design metric above its ceiling: {line}', file=sys.stderr)
+    if not over:
+      print(f'design metrics: all {len(CEILINGS)} within their ceilings')
+    return 1 if over else 0
   print(json.dumps(metrics, indent=1) if args.json else render(metrics))
   return 0
 

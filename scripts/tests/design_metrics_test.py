@@ -2,8 +2,8 @@
 
 The metrics of issue 33 are recorded in benchmarks/RESULTS.md; this checks
 each definition on a small synthetic package whose counts are known by
-hand, and that the script runs on the repository. No thresholds: those come
-with the redesign.
+hand, that `--check` fails a metric above its ceiling, and that the script
+runs on the repository and holds it to the ceilings.
 """
 
 import os
@@ -25,7 +25,12 @@ _LONG = '\n'.join(f'  x{i} = {i}' for i in range(148))
 _PACKAGE = {
     'README.md': 'one\ntwo\n',
     'benchmarks/RESULTS.md': 'a\nb\nc\n',
-    'tff_ddp/__init__.py': '',
+    'tff_ddp/__init__.py': "__version__ = '1.0'\n",
+    'setup.py': "setup(name='p', version='1.0')\n",
+    'scripts/tool.py': 'a = 1\nb = 2\n',
+    'scripts/tests/tool_test.py': 'c = 3\n',
+    'tff_ddp/BUILD': 'py_library()\n',
+    'WORKSPACE': 'w\n',
     # 3 + 2 (a chain of two) + 1 + 2 (match cases) = 8 comparisons.
     'tff_ddp/a.py': '''
         NAMES = ('a', 'b')
@@ -39,7 +44,7 @@ _PACKAGE = {
           if y == 'b' == c:
             pass
           if 'z' in x:
-            pass
+            checks.choice(x, 'x', NAMES)  # one choice check
           match x:
             case 'p':
               pass
@@ -51,6 +56,7 @@ _PACKAGE = {
     'tff_ddp/cli/__init__.py': '',
     'tff_ddp/cli/c.py': '''
         def run(a, b, c, d, e, f, g, h, i, j):
+          checks.choice(a, 'a', ('x',))  # at the edge: not counted
           return a == 'x'
         ''',
     'tff_ddp/b.py': '''
@@ -129,6 +135,26 @@ class DefinitionsTest(absltest.TestCase):
          'tff_ddp/accounting/z.py:6 imports tff_ddp.aggregators'])
     self.assertEqual(metrics['benchmarks/RESULTS.md lines'], 3)
     self.assertEqual(metrics['README.md lines'], 2)
+    self.assertEqual(lists['checks.choice calls (outside cli/)'],
+                     ['tff_ddp/a.py:12'])
+    self.assertEqual(lists['version strings'],
+                     ['tff_ddp/__init__.py:1', 'setup.py:1'])
+    # scripts/ 2 + 1 lines, the BUILD file 1, WORKSPACE 1.
+    self.assertEqual(
+        metrics['periphery lines (scripts/, BUILD files, build_test)'], 5)
+    library = sum(textwrap.dedent(text).lstrip('\n').replace(
+        'LONG\n', _LONG + '\n').count('\n')
+                  for path, text in _PACKAGE.items()
+                  if path.startswith('tff_ddp/') and path.endswith('.py'))
+    self.assertEqual(metrics['library lines (tff_ddp/)'], library)
+
+  def test_check_names_a_metric_above_its_ceiling(self):
+    metrics = dict.fromkeys(design_metrics.CEILINGS, 0)
+    self.assertEqual(design_metrics.over_ceiling(metrics), [])
+    name = 'version strings'
+    metrics[name] = design_metrics.CEILINGS[name] + 1
+    self.assertEqual(design_metrics.over_ceiling(metrics),
+                     [f'{name}: {metrics[name]} > {metrics[name] - 1}'])
 
 
 class RepositoryTest(absltest.TestCase):
@@ -139,3 +165,9 @@ class RepositoryTest(absltest.TestCase):
     self.assertEqual(result.returncode, 0, result.stderr)
     for name in design_metrics.TARGETS:
       self.assertRegex(result.stdout, rf'\| {re.escape(name)} \| \d+ \|')
+
+  def test_the_repository_is_within_the_ceilings(self):
+    result = subprocess.run([sys.executable, _SCRIPT, '--check'],
+                            capture_output=True, text=True, timeout=120,
+                            check=False)
+    self.assertEqual(result.returncode, 0, result.stderr)
