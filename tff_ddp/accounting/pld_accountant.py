@@ -526,7 +526,7 @@ def tightest_epsilon(
     neighboring_relation: NeighborRel = NeighborRel.ADD_OR_REMOVE_ONE,
 ) -> Tuple[float, str]:
   """(eps, 'PLD' or 'RDP') of `event`: the smaller valid bound, named."""
-  acc = tightest_accountant(adversary, neighboring_relation)
+  acc = tightest(adversary, neighboring_relation)
   acc.compose(event)
   return acc.get_epsilon_and_bound(target_delta)
 
@@ -549,10 +549,12 @@ def tightest(
     adversary: str = Adversary.SERVER,
     neighboring_relation: NeighborRel = NeighborRel.ADD_OR_REMOVE_ONE,
 ) -> 'PldAccountant':
-  """`tightest_accountant`: the one accountant choice of `epsilon`, the
-  calibrations (`make_fresh_accountant=lambda: tightest(adversary)`) and
-  the CLI."""
-  return tightest_accountant(adversary, neighboring_relation)
+  """A fresh accountant reporting the tightest valid bound (the PLD, or RDP
+  where that is smaller or the PLD has none), which it names: the one
+  accountant choice of every calibration and report (`calibrate`'s
+  `make_fresh_accountant=lambda: tightest(adversary)`,
+  `tff_ddp.accounting.epsilon`, the CLI)."""
+  return PldAccountant(neighboring_relation, adversary)
 
 
 def epsilon(
@@ -571,17 +573,6 @@ def epsilon(
                            neighboring_relation, orders)
   acc = tightest(adversary, neighboring_relation).compose(event)
   return acc.get_epsilon_and_optimal_order(target_delta)
-
-
-def tightest_accountant(
-    adversary: str = Adversary.SERVER,
-    neighboring_relation: NeighborRel = NeighborRel.ADD_OR_REMOVE_ONE,
-) -> PldAccountant:
-  """A fresh accountant reporting the tightest valid bound (the PLD, or RDP
-  where that is smaller or the PLD has none), which it names: the one
-  accountant choice of every calibration and report (`calibrate`'s
-  `make_fresh_accountant`, `tff_ddp.accounting.epsilon`, the CLI)."""
-  return PldAccountant(neighboring_relation, adversary)
 
 
 def compose_rounds(accountant: dp_accounting.PrivacyAccountant,
