@@ -82,7 +82,7 @@ TARGETS = {
 # What `--check` holds each metric to: the target where it is met, today's
 # value where it is not.
 CEILINGS = {
-    'string comparisons (tff_ddp/ outside cli/)': 7,
+    'string comparisons (tff_ddp/ outside cli/)': 6,
     'functions with >= 10 parameters (outside cli/)': 1,
     'functions over 150 lines (outside cli/)': 0,
     'imports from accounting/ into mechanisms/ or aggregators/': 0,

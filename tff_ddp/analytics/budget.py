@@ -11,15 +11,13 @@ noise than the budget requires, and nothing used to say so. Calibrating the
 trials at theta = 1/4 instead (`calibrate='num_trials', theta=0.25`) spends
 the budget (in integer steps of m), with less noise.
 
-`warn_if_underspent` wraps the public calibration (`frequency_parameters`)
-so that such a result comes with an `UnderspentBudgetWarning` naming what
-was spent, what was asked, and the calibration that spends it (computed,
-with its m and epsilon). Nothing changes in the result: a user who wants
-the extra privacy keeps it.
+`frequency_process.frequency_parameters` calls `warn_if_underspent` on its
+result, so that such a result comes with an `UnderspentBudgetWarning`
+naming what was spent, what was asked, and the calibration that spends it
+(computed, with its m and epsilon). Nothing changes in the result: a user
+who wants the extra privacy keeps it.
 """
 
-import functools
-import inspect
 import warnings
 
 # A calibration spends its budget when it reaches this fraction of it
@@ -47,63 +45,55 @@ class UnderspentBudgetWarning(UserWarning):
     self.num_trials, self.offer = num_trials, offer
 
 
-def _spending_calibration(calibrate_fn, bound, epsilon):
-  """The parameters of the trials calibrated at theta = 1/4 for the same
-  call, or None when that cannot be calibrated or spends no more."""
-  call = dict(bound.arguments)
-  call.update(call.pop('options', None) or {})
-  call.update(calibrate='num_trials', theta=MAX_THETA)
-  call.pop('num_trials', None)
+def _spending_calibration(offer, spent):
+  """offer() -- the same call with the trials calibrated at theta = 1/4 --
+  or None when that cannot be calibrated or spends no more."""
   try:
-    params = calibrate_fn(**call)
+    params = offer()
   except (TypeError, ValueError):
     return None
-  return params if params.epsilon > epsilon else None
+  return params if params.epsilon > spent else None
 
 
-def warn_if_underspent(calibrate_fn):
-  """Wraps a frequency calibration `f(protocol, dim,
-  expected_clients_per_round, epsilon, delta, **options)` returning
-  parameters with `.epsilon`, `.theta`, `.num_trials` (module docstring)."""
-  signature = inspect.signature(calibrate_fn)
+def warn_if_underspent(params, setting, offer, owner: str) -> None:
+  """Warns (`UnderspentBudgetWarning`) when `params`, calibrated for
+  `setting` (a `frequency_protocols.FrequencySetting`), spend less than
+  SPENT_FRACTION of its epsilon.
 
-  @functools.wraps(calibrate_fn)
-  def calibrate(*args, **kwargs):
-    params = calibrate_fn(*args, **kwargs)
-    bound = signature.bind(*args, **kwargs)
-    target = float(bound.arguments['epsilon'])
-    spent = float(params.epsilon)
-    if not spent < SPENT_FRACTION * target:
-      return params
-    calibrated_theta = bound.arguments.get(
-        'calibrate', bound.arguments.get('options', {}).get(
-            'calibrate', 'theta')) == 'theta'
-    name = calibrate_fn.__name__
-    protocol = bound.arguments['protocol']
-    if calibrated_theta and params.theta >= MAX_THETA:
-      reason = (f'theta is at its largest, {MAX_THETA} (with '
-                f'num_trials={params.num_trials}), so this run spends '
-                f'epsilon={spent:.4g} of the epsilon={target:g} given')
-    else:
-      reason = (f'this run spends epsilon={spent:.4g} of the '
-                f'epsilon={target:g} given')
-    offer = None
-    if calibrated_theta:
-      offer = _spending_calibration(calibrate_fn, bound, spent)
-    if offer is not None:
-      advice = (f"calibrate='num_trials', theta={MAX_THETA} spends "
-                f'epsilon={offer.epsilon:.4g} with '
-                f'num_trials={offer.num_trials} (less noise); keep this '
-                'result if the extra privacy is wanted.')
-    else:
-      advice = ('no calibration of these parameters spends more; more '
-                'clients per round would.')
-    warnings.warn(UnderspentBudgetWarning(
-        f'{name}({protocol!r}, ...): {reason} (at delta='
-        f'{bound.arguments["delta"]:g}, against the '
-        f'{params.adversary}): it adds more noise than the budget needs. '
-        f'{advice}', protocol=protocol, spent=spent, target=target,
-        num_trials=params.num_trials, offer=offer), stacklevel=2)
-    return params
-
-  return calibrate
+  Args:
+    params: the calibrated parameters (`.epsilon`, `.theta`,
+      `.num_trials`, `.adversary`).
+    setting: what they were calibrated for (`.epsilon`, `.delta`,
+      `.calibration`).
+    offer: () -> the parameters of the same call with the trials
+      calibrated at theta = MAX_THETA; called only when `setting`'s
+      calibration cannot spend the budget (its `spends_budget` is False).
+    owner: how the message names the call, e.g.
+      "frequency_parameters('fixed', ...)".
+  """
+  target, spent = float(setting.epsilon), float(params.epsilon)
+  if not spent < SPENT_FRACTION * target:
+    return
+  capped = not setting.calibration.spends_budget
+  if capped and params.theta >= MAX_THETA:
+    reason = (f'theta is at its largest, {MAX_THETA} (with '
+              f'num_trials={params.num_trials}), so this run spends '
+              f'epsilon={spent:.4g} of the epsilon={target:g} given')
+  else:
+    reason = (f'this run spends epsilon={spent:.4g} of the '
+              f'epsilon={target:g} given')
+  better = _spending_calibration(offer, spent) if capped else None
+  if better is not None:
+    advice = (f"calibrate='num_trials', theta={MAX_THETA} spends "
+              f'epsilon={better.epsilon:.4g} with '
+              f'num_trials={better.num_trials} (less noise); keep this '
+              'result if the extra privacy is wanted.')
+  else:
+    advice = ('no calibration of these parameters spends more; more '
+              'clients per round would.')
+  protocol = getattr(params, 'protocol', None)
+  warnings.warn(UnderspentBudgetWarning(
+      f'{owner}: {reason} (at delta={setting.delta:g}, against the '
+      f'{params.adversary}): it adds more noise than the budget needs. '
+      f'{advice}', protocol=protocol, spent=spent, target=target,
+      num_trials=params.num_trials, offer=better), stacklevel=3)

@@ -94,6 +94,7 @@ Rounds the process does not answer normally (`status`, one of
   release no count of valid clients (their estimate is then noise).
 """
 
+import dataclasses
 import inspect
 from typing import Any, Dict
 
@@ -123,7 +124,6 @@ _SETTING_ARGUMENTS = ('divisor', 'adversary', 'value_dtype', 'seed',
                       'kashin_options')
 
 
-@budget.warn_if_underspent  # says when theta's cap leaves budget unspent
 def frequency_parameters(protocol: str, dim: int,
                          expected_clients_per_round: int, epsilon: float,
                          delta: float, **options) -> FrequencyParameters:
@@ -152,6 +152,11 @@ def frequency_parameters(protocol: str, dim: int,
       protocol's default (None for one it requires), as before the
       protocols were classes; otherwise a ValueError names the protocol.
 
+  Warns:
+    budget.UnderspentBudgetWarning: the result spends less than the epsilon
+      given because theta stopped at 1/4; it names the calibration that
+      spends it (`tff_ddp.analytics.budget`). The result is unchanged.
+
   Raises:
     TypeError / ValueError: bad arguments, or a target the accountant
       cannot meet (the message says why).
@@ -162,8 +167,15 @@ def frequency_parameters(protocol: str, dim: int,
   setting = protocols.FrequencySetting(
       dim, expected_clients_per_round, epsilon, delta, calibration,
       **{k: options.pop(k) for k in _SETTING_ARGUMENTS if k in options})
-  return parameters_class.calibrate(
-      setting, **_protocol_arguments(parameters_class, options))
+  arguments = _protocol_arguments(parameters_class, options)
+  params = parameters_class.calibrate(setting, **arguments)
+  budget.warn_if_underspent(
+      params, setting,
+      lambda: parameters_class.calibrate(dataclasses.replace(
+          setting, calibration=protocols.CalibrateNumTrials(budget.MAX_THETA)),
+                                         **arguments),
+      f'frequency_parameters({protocol!r}, ...)')
+  return params
 
 
 def _builder_arguments(parameters_class) -> Dict[str, Any]:

@@ -119,6 +119,8 @@ class CalibrateTheta:
 
   num_trials: int = DEFAULT_NUM_TRIALS
   parameter: ClassVar[str] = 'theta'  # `calibrated.poisson_binomial`'s name
+  # theta stops at 1/4, so a large budget may be left unspent (`budget`).
+  spends_budget: ClassVar[bool] = False
 
   def __post_init__(self):
     object.__setattr__(self, 'num_trials',
@@ -155,6 +157,7 @@ class CalibrateNumTrials:
 
   theta: float
   parameter: ClassVar[str] = 'num_trials'
+  spends_budget: ClassVar[bool] = True
 
   def __post_init__(self):
     object.__setattr__(self, 'theta', checks.real(

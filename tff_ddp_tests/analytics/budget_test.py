@@ -59,9 +59,9 @@ class UnderspentBudgetTest(parameterized.TestCase):
     self.assertEqual(offered.num_trials, warning.offer.num_trials)
     self.assertGreater(offered.num_trials, params.num_trials)
     self.assertBetween(offered.epsilon, budget.SPENT_FRACTION * 4.0, 4.0)
-    # Nothing else changes: the result is the unchecked calibration's.
-    plain = fp.frequency_parameters.__wrapped__(
-        protocol, epsilon=4.0, **_ARGS, **kwargs)
+    # Nothing else changes: the result is the protocol's own calibration's.
+    setting = fp.protocols.FrequencySetting(epsilon=4.0, **_ARGS)
+    plain = fp.protocols.protocol_class(protocol).calibrate(setting, **kwargs)
     self.assertEqual((plain.theta, plain.num_trials, plain.epsilon),
                      (params.theta, params.num_trials, params.epsilon))
 
