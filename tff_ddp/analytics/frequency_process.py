@@ -148,9 +148,8 @@ def frequency_parameters(protocol: str, dim: int,
       budget_fraction, target_quantile; 'multi_round': rounds, clip,
       total_clients, disjoint_rounds, learning_rate, indicator_num_trials,
       budget_fraction, target_quantile; 'fixed': clip; 'sample':
-      sample_items. Another protocol's argument is accepted only at that
-      protocol's default (None for one it requires), as before the
-      protocols were classes; otherwise a ValueError names the protocol.
+      sample_items. Another protocol's argument is a ValueError naming the
+      protocols it applies to, unless it is None (not given).
 
   Warns:
     budget.UnderspentBudgetWarning: the result spends less than the epsilon
@@ -180,49 +179,35 @@ def frequency_parameters(protocol: str, dim: int,
 
 def _builder_arguments(parameters_class) -> Dict[str, Any]:
   """{name: default} of the arguments a protocol's builder takes beside the
-  setting; a required one's default is None (as it was before the
-  protocols were classes)."""
+  setting; a required one's default is None."""
   parameters = inspect.signature(parameters_class.calibrate).parameters
   return {name: None if p.default is p.empty else p.default
           for name, p in parameters.items() if p.kind is p.KEYWORD_ONLY}
 
 
-def _is_default(value, default) -> bool:
-  """value == default, False where == is not a bool (arrays, ...)."""
-  if default is None:
-    return value is None
-  try:
-    return bool(value == default)
-  except (TypeError, ValueError):
-    return False
-
-
 def _protocol_arguments(parameters_class, options) -> Dict[str, Any]:
   """The options for `parameters_class.calibrate`.
 
-  None for an argument whose default is None means "not given". Another
-  protocol's argument at that protocol's default is dropped (calls that
-  gave one were accepted before the protocols were classes); any other
-  value of it is refused naming the protocol, and an argument of no
-  protocol is Python's TypeError.
+  None means "not given" for an argument whose default is None and for
+  another protocol's argument; any other value of another protocol's
+  argument is refused naming the protocols it applies to, and an argument
+  of no protocol is Python's TypeError.
   """
-  builders = {c.protocol: _builder_arguments(c)
-              for c in protocols.protocol_classes()}
   own = _builder_arguments(parameters_class)
-  kept = {}
   for name, value in options.items():
-    applies = tuple(p for p, arguments in builders.items()
-                    if name in arguments)
     if name in own:
-      if not (value is None and own[name] is None):
-        kept[name] = value
-    elif not applies:
+      continue
+    applies = tuple(c.protocol for c in protocols.protocol_classes()
+                    if name in _builder_arguments(c))
+    if not applies:
       raise TypeError('frequency_parameters() got an unexpected keyword '
                       f'argument {name!r}')
-    elif not all(_is_default(value, builders[p][name]) for p in applies):
-      raise ValueError(
-          f'{name} does not apply to protocol='
-          f'{parameters_class.protocol!r} (only to {applies}).')
+    if value is None:
+      continue
+    raise ValueError(f'{name} does not apply to protocol='
+                     f'{parameters_class.protocol!r} (only to {applies}).')
+  kept = {name: value for name, value in options.items()
+          if name in own and not (value is None and own[name] is None)}
   signature = inspect.signature(parameters_class.calibrate).parameters
   for name in own:
     if signature[name].default is signature[name].empty and (

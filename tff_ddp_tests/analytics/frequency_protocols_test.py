@@ -107,22 +107,13 @@ class EntryPointTest(parameterized.TestCase):
         kashin_options={'redundancy': 2.0}))
     self.assertEqual(kwargs, _OWN[name])
 
-  def test_another_protocols_argument_at_its_default_is_accepted(self):
-    # Calls that passed another protocol's argument at its default (None
-    # for one it requires) were accepted before the protocols were
-    # classes; they still are, and the argument is dropped.
-    with RecordingBuilder(protocols.FixedClipParameters) as builder:
-      fp.frequency_parameters(
-          'fixed', _D, 16, 10.0, 1e-4, clip=20.0, rounds=1, num_bins=64,
-          budget_fraction=fp.DEFAULT_BUDGET_FRACTION, disjoint_rounds=False,
-          learning_rate=1.0, max_items=None, target_quantile=None,
-          sample_items=None, total_clients=None, indicator_num_trials=None,
-          quantile_num_trials=None)
-    self.assertEqual(builder.calls[0][1], dict(clip=20.0))
+  def test_none_is_not_given(self):
+    # For another protocol's argument, and for an own argument whose
+    # default is None.
     with RecordingBuilder(protocols.NormalizeParameters) as builder:
-      fp.frequency_parameters('normalize', _D, 16, 10.0, 1e-4, clip=None)
+      fp.frequency_parameters('normalize', _D, 16, 10.0, 1e-4, clip=None,
+                              max_items=None, rounds=None)
     self.assertEqual(builder.calls[0][1], {})
-    # None for an argument whose default is None means "not given".
     with RecordingBuilder(protocols.MultiRoundParameters) as builder:
       fp.frequency_parameters('multi_round', _D, 16, 10.0, 1e-4, clip=None,
                               target_quantile=None)
@@ -139,6 +130,9 @@ class EntryPointTest(parameterized.TestCase):
       ('clip', 'normalize', dict(clip=1.0), ValueError,
        r"clip does not apply to protocol='normalize' \(only to "
        r"\('multi_round', 'fixed'\)\)"),
+      # Another protocol's argument is refused at its default value too.
+      ('rounds_default', 'fixed', dict(clip=1.0, rounds=1), ValueError,
+       "rounds does not apply to protocol='fixed'"),
       ('unknown', 'fixed', dict(clip=1.0, clips=1.0), TypeError,
        "unexpected keyword argument 'clips'"),
       ('missing', 'sample', {}, ValueError,
