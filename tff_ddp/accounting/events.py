@@ -97,6 +97,10 @@ class DistributedDiscreteGaussianDpEvent(dp_accounting.DpEvent):
       < 2^-231); the accountant adds (1 + e^eps) times it, times the
       num_clients * dimension samples of the release, to delta. None or 0:
       an exact sampler.
+    l0_sensitivity: Optional bound k on the number of non-zero coordinates
+      of one client's integer vector (an l0 clip): zero-out neighbours
+      differ in at most k coordinates, replace-one neighbours in 2k. None:
+      any of `dimension`.
   """
 
   l2_sensitivity: float = attr.ib()
@@ -105,6 +109,7 @@ class DistributedDiscreteGaussianDpEvent(dp_accounting.DpEvent):
   dimension: int = attr.ib()
   l1_sensitivity: Optional[float] = attr.ib(default=None)
   sampler_tv_distance: Optional[float] = attr.ib(default=None)
+  l0_sensitivity: Optional[int] = attr.ib(default=None)
 
 
 @attr.s(frozen=True)
@@ -135,6 +140,8 @@ class DistributedSkellamDpEvent(dp_accounting.DpEvent):
       the noise sampler from the Skellam law (the alias-table sampler,
       < 2^-231), added to delta as for the DDG's. None or 0: an exact
       sampler.
+    l0_sensitivity: optional bound on one client's non-zero coordinates,
+      as for the DDG.
   """
 
   l2_sensitivity: float = attr.ib()
@@ -143,6 +150,7 @@ class DistributedSkellamDpEvent(dp_accounting.DpEvent):
   dimension: int = attr.ib()
   l1_sensitivity: Optional[float] = attr.ib(default=None)
   sampler_tv_distance: Optional[float] = attr.ib(default=None)
+  l0_sensitivity: Optional[int] = attr.ib(default=None)
 
 
 @attr.s(frozen=True)

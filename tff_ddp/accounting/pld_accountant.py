@@ -477,8 +477,11 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
       return None, 1
     l1 = ddg_rdp.l1_sensitivity(event)
     l2 = float(event.l2_sensitivity)
+    # Coordinates one client moves: every one moves by >= 1 (integers), so
+    # at most Delta_2^2 and Delta_1 of them; an l0 clip bounds them too.
     coordinates = min(int(event.dimension), math.floor(l2 * l2 + 1e-9),
-                      math.floor(l1 + 1e-9))
+                      math.floor(l1 + 1e-9),
+                      event.l0_sensitivity or int(event.dimension))
     if relation is NeighborRel.REPLACE_ONE:
       coordinates = min(int(event.dimension), 2 * coordinates)
     budget = (2.0 * l2) ** 2 if relation is NeighborRel.REPLACE_ONE else (

@@ -102,6 +102,7 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
       noise_sampler: str = 'table',
       on_wrap: str = 'raise',
       adaptive_clipping: Optional[adaptive_clip.AdaptiveClipping] = None,
+      l0_clip: Optional[int] = None,
       **kashin_options,
   ):
     """Validates and stores the configuration (dimension-free checks).
@@ -167,6 +168,11 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
         adaptive clipping as an object (target quantile, learning rate,
         count stddev, zeroing), instead of the auto_l2_* keywords; l2_clip
         is the initial clip.
+      l0_clip: optional k >= 1: each client keeps the k largest-magnitude
+        coordinates of its encoded vector, so the round's event bounds the
+        coordinates one client moves (`Request.l0_clip`): a one-hot
+        histogram through encoder 'none' with l0_clip=1 is one coordinate
+        to the accountant.
       **kashin_options: passed to `KashinEncoder` (redundancy, eta, delta,
         iterations, frame); only with encoder='kashin'.
     """
@@ -188,7 +194,7 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
     # is derived from it (`_make`).
     self._request = ddg_mechanism.Request(
         l2_clip, noise_multiplier, expected_clients_per_round, bits,
-        modclip_prob, beta, granularity, linf_clip, noise_sampler)
+        modclip_prob, beta, granularity, linf_clip, noise_sampler, l0_clip)
     clean = dataclasses.asdict(self._request)
     del clean['noise_sampler']  # described below, only if not the default
     if adaptive is None and clean['noise_multiplier'] == 0:

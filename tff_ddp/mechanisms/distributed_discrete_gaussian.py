@@ -285,6 +285,13 @@ class Request:
       means up to ~4.25e8; the exact sampler above) or 'exact' (DDG:
       Canonne-Kamath-Steinke rejection sampling; Skellam: the exact Poisson
       sampler; no delta).
+    l0_clip: optional k >= 1: a client keeps only the k largest-magnitude
+      coordinates of its encoded vector (the others zeroed, the client
+      flagged as clipped), so zero-out neighbours differ in at most k
+      coordinates (the event's `l0_sensitivity`; the privacy loss
+      distribution composes k coordinates instead of the dimension). For
+      inputs with at most k non-zero coordinates through encoder 'none'
+      (one-hot histograms: k = 1) it changes nothing.
   """
 
   l2_clip: float
@@ -296,6 +303,7 @@ class Request:
   granularity: Optional[float] = None
   linf_clip: Optional[float] = None
   noise_sampler: Sampler = DEFAULT_SAMPLER
+  l0_clip: Optional[int] = None
 
   def __post_init__(self):
     clean, _ = check_arguments(
@@ -305,6 +313,8 @@ class Request:
     for name, value in clean.items():
       object.__setattr__(self, name, value)
     object.__setattr__(self, 'noise_sampler', as_sampler(self.noise_sampler))
+    object.__setattr__(self, 'l0_clip', checks.optional_integer(
+        self.l0_clip, 'l0_clip', 1))
 
   @property
   def k_stddevs(self) -> float:
@@ -353,6 +363,7 @@ class DistributedDiscreteGaussian:
   integer_inputs: bool = False
   noise_sampler: Sampler = Sampler.EXACT
   float32_rotation: bool = False
+  l0_clip: Optional[int] = None
 
   name = base.Kind.DISCRETE_GAUSSIAN
   flag_names = ('nonfinite', 'clipped', 'rounding_failed')
@@ -415,7 +426,16 @@ class DistributedDiscreteGaussian:
         l2_sensitivity=self.l2_sensitivity,
         local_stddev=self.scaled_local_stddev, num_clients=n,
         dimension=self.output_dim,
-        sampler_tv_distance=self.sampler_tv_distance or None)
+        sampler_tv_distance=self.sampler_tv_distance or None,
+        l0_sensitivity=self.l0_sensitivity)
+
+  @property
+  def l0_sensitivity(self) -> Optional[int]:
+    """The event's bound on the coordinates one client moves: the l0 clip
+    where it is below the output dimension, else None."""
+    if self.l0_clip is None or self.l0_clip >= self.output_dim:
+      return None
+    return self.l0_clip
 
   @classmethod
   def compute_parameters(
@@ -610,6 +630,11 @@ class DistributedDiscreteGaussian:
     encoded = self.encoder.encode(x, round_seed)
     if not self.encoder.is_isometry:
       encoded, more = tensors.clip_to_norm(encoded, self.scaled_l2_clip)
+      clipped |= more
+    if self.l0_sensitivity is not None:
+      # Rounding keeps a zero coordinate zero, so the rounded vector has at
+      # most l0_clip non-zero coordinates too.
+      encoded, more = tensors.keep_largest(encoded, self.l0_clip)
       clipped |= more
     rounded, _, ok = rounding.conditional_randomized_round(
         encoded, self.norm_threshold, rounding_seed)
@@ -881,7 +906,8 @@ def derive(dim, request: Request, encoder, integer_inputs, mechanism_class):
       l2_sensitivity=math.sqrt(threshold(scaled)), linf_clip=linf_clip,
       granularity_given=granularity is not None,
       integer_inputs=integer_inputs,
-      noise_sampler=request.noise_sampler).with_resolved_noise()
+      noise_sampler=request.noise_sampler,
+      l0_clip=request.l0_clip).with_resolved_noise()
   if granularity is not None:
     worst = mechanism.wrap_statistic(n)
     if worst >= 2.0**bits / 2:

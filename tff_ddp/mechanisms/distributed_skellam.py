@@ -148,7 +148,8 @@ class DistributedSkellam(ddg.DistributedDiscreteGaussian):
         l2_sensitivity=self.l2_sensitivity,
         local_variance=self.local_variance, num_clients=n,
         dimension=self.output_dim,
-        sampler_tv_distance=self.sampler_tv_distance or None)
+        sampler_tv_distance=self.sampler_tv_distance or None,
+        l0_sensitivity=self.l0_sensitivity)
 
 
 # The DDG's arguments, checks and errors (with `noise_sampler` choosing the

@@ -254,11 +254,7 @@ class PoissonBinomial:
     # coordinates differ from Binomial(m, 1/2) (the event's dimension).
     sparse_clipped = tf.constant(False)
     if self.l0_clip is not None and self.l0_clip < self.output_dim:
-      sparse_clipped = tf.math.count_nonzero(y) > self.l0_clip
-      _, keep = tf.math.top_k(tf.abs(y), k=self.l0_clip)
-      kept = tf.scatter_nd(keep[:, tf.newaxis], tf.gather(y, keep),
-                           tf.shape(y, out_type=tf.int32))
-      y = tf.where(sparse_clipped, kept, y)
+      y, sparse_clipped = tensors.keep_largest(y, self.l0_clip)
     # Algorithm 3, line 3: clip the representation's l2 norm to C.
     y, clipped = tensors.clip_to_norm(y, self.l2_clip)
     clipped |= sparse_clipped

@@ -57,6 +57,17 @@ def clip_to_norm(v: tf.Tensor, clip: float) -> Tuple[tf.Tensor, tf.Tensor]:
 MAX_SAMPLES = 2**26
 
 
+def keep_largest(v: tf.Tensor, k: int) -> Tuple[tf.Tensor, tf.Tensor]:
+  """(v with all but its k largest-magnitude coordinates zeroed, whether
+  more than k were non-zero): an l0 clip of a 1-D tensor. v is returned
+  unchanged when it has at most k non-zero coordinates."""
+  clipped = tf.math.count_nonzero(v) > k
+  _, keep = tf.math.top_k(tf.abs(v), k=k)
+  kept = tf.scatter_nd(keep[:, tf.newaxis], tf.gather(v, keep),
+                       tf.shape(v, out_type=tf.int32))
+  return tf.where(clipped, kept, v), clipped
+
+
 def static_shape(shape):
   """A list of ints, or None for a non-constant 1-D shape tensor.
 

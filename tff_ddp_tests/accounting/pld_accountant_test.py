@@ -164,6 +164,36 @@ class ExactTest(parameterized.TestCase):
       worst = np.maximum(worst, exact_delta(p, q, EPSILONS))
     self.assertAbove(pld_delta(acc, EPSILONS), worst, 'ddg 2-d')
 
+  def test_ddg_l0_clip(self):
+    # l0 = 1 in 3 coordinates, l2 = 2: a client's vector is one-hot with a
+    # value in [-2, 2]; every such vector against zero (zero-out). The
+    # accountant composes one coordinate: the one-coordinate event's PLD.
+    sigma, n, d = 0.8, 2, 3
+    acc = pld_accountant.PldAccountant(use_rdp=False)
+    acc.compose(events.DistributedDiscreteGaussianDpEvent(
+        2.0, sigma, n, d, l0_sensitivity=1))
+    law = noise_sum(dg_pmf(sigma, width=10), n)
+
+    def joint(x):
+      out = np.ones(1)
+      for v in x:
+        out = np.outer(out, shifted(law, v, 4)).ravel()
+      return out
+
+    zero = joint(np.zeros(d, int))
+    worst = np.zeros(EPSILONS.shape)
+    for i, v in itertools.product(range(d), (-2, -1, 1, 2)):
+      worst = np.maximum(worst, exact_delta(
+          joint(np.eye(d, dtype=int)[i] * v), zero, EPSILONS))
+    self.assertAbove(pld_delta(acc, EPSILONS), worst, 'ddg l0')
+    single = pld_accountant.PldAccountant(use_rdp=False)
+    single.compose(events.DistributedDiscreteGaussianDpEvent(2.0, sigma, n, 1))
+    self.assertEqual(acc.get_epsilon(1e-6), single.get_epsilon(1e-6))
+    # Without the l0 bound the same release is charged more.
+    loose = pld_accountant.PldAccountant(use_rdp=False)
+    loose.compose(events.DistributedDiscreteGaussianDpEvent(2.0, sigma, n, d))
+    self.assertGreater(loose.get_epsilon(1e-6), acc.get_epsilon(1e-6))
+
   @parameterized.parameters((2.0, 1), (6.0, 2), (0.8, 1))
   def test_skellam_never_below_exact(self, variance, shift):
     acc = pld_accountant.PldAccountant(use_rdp=False)

@@ -312,6 +312,41 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
     self.assertLess(abs(draws.var() / expected - 1.0), 4 * 0.020)
     self.assertLess(abs(draws.mean()), 4 * math.sqrt(expected / draws.size))
 
+  @parameterized.parameters(ddg, distributed_skellam)
+  def test_l0_clip_keeps_the_largest_coordinates(self, module):
+    # Identity encoder, scaling 4: a vector with three non-zero
+    # coordinates keeps its two largest (flagged clipped); one with two is
+    # sent as it is. The event says a client moves at most 2 coordinates.
+    p = _compute(module, 5, encoder=registry.Identity(5),
+                 integer_inputs=True, l2_clip=3.0, noise_multiplier=0.0,
+                 expected_clients_per_round=4, bits=16, granularity=0.25,
+                 linf_clip=2.0, l0_clip=2)
+    seeds = (tf.constant([1, 2], tf.int64), tf.constant([3, 4], tf.int64))
+    encoded, flags = p.client_encode(
+        tf.constant([1.0, 0.0, -2.0, 0.5, 0.0], tf.float64), *seeds)
+    self.assertAllEqual(encoded['encoded'],
+                        np.mod([4, 0, -8, 0, 0], p.modulus))
+    self.assertAllEqual(flags, [0, 1, 0])
+    encoded, flags = p.client_encode(
+        tf.constant([0.0, 1.0, 0.0, 0.0, -1.0], tf.float64), *seeds)
+    self.assertAllEqual(encoded['encoded'],
+                        np.mod([0, 4, 0, 0, -4], p.modulus))
+    self.assertAllEqual(flags, [0, 0, 0])
+    noisy = _compute(module, 5, encoder=registry.Identity(5),
+                     integer_inputs=True, l2_clip=3.0, noise_multiplier=1.0,
+                     expected_clients_per_round=4, bits=16,
+                     granularity=0.25, linf_clip=2.0, l0_clip=2)
+    self.assertEqual(noisy.dp_event().l0_sensitivity, 2)
+    # An l0 clip of the whole dimension bounds nothing.
+    whole = _compute(module, 5, encoder=registry.Identity(5),
+                     integer_inputs=True, l2_clip=3.0, noise_multiplier=1.0,
+                     expected_clients_per_round=4, bits=16,
+                     granularity=0.25, linf_clip=2.0, l0_clip=5)
+    self.assertIsNone(whole.dp_event().l0_sensitivity)
+    with self.assertRaisesRegex(ValueError, 'l0_clip'):
+      module.Request(l2_clip=1.0, noise_multiplier=1.0,
+                     expected_clients_per_round=4, bits=16, l0_clip=0)
+
   def test_integer_inputs_are_not_rounded_and_not_inflated(self):
     # Identity encoder, scaling c = 4: an integer vector of norm <= l2_clip
     # is sent exactly (times c) and the sensitivity is c * l2_clip itself.
