@@ -67,6 +67,9 @@ from tff_ddp.utils import checks
 NeighborRel: TypeAlias = dp_accounting.NeighboringRelation
 Adversary = rdp_lib.Adversary
 _ZERO_OUT = (NeighborRel.ADD_OR_REMOVE_ONE, NeighborRel.REPLACE_SPECIAL)
+# The RDP accountant's tests for a Gaussian-only subtree, shared.
+_finite_positive = rdp_lib._finite_positive  # pylint: disable=protected-access  # shared within the accounting package
+_gaussian_noise_multiplier = rdp_lib._gaussian_noise_multiplier  # pylint: disable=protected-access  # shared within the accounting package
 DEFAULT_INTERVAL = 1e-3
 # dp-accounting's composition may drop this much mass per composition
 # (into the infinity mass: pessimistic).
@@ -513,8 +516,7 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
       return known
     if (isinstance(event, dp_accounting.PoissonSampledDpEvent)
         and self._adversary is Adversary.RELEASE and relation in _ZERO_OUT
-        and rdp_lib._finite_positive(  # pylint: disable=protected-access  # shared within the accounting package
-            rdp_lib._gaussian_noise_multiplier(inner))):  # pylint: disable=protected-access  # shared within the accounting package
+        and _finite_positive(_gaussian_noise_multiplier(inner))):
       return pld_mechanisms.Smaller(known, pld_curves.Amplified(curve, q))
     return known
 

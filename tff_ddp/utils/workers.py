@@ -172,8 +172,9 @@ class _ThreadedContext(tff.framework.AsyncContext):
         self.clients_per_invocation.append(num_clients)
     # The runner's loop runs the inner call; we poll it so that a dead worker
     # or a timeout can cancel it (cancellation reaches the retry sleep).
+    loop = self._runner._event_loop  # pylint: disable=protected-access  # TFF's runner keeps its loop private
     inner_future = asyncio.run_coroutine_threadsafe(
-        self._inner.invoke(comp, arg), self._runner._event_loop)  # pylint: disable=protected-access  # TFF's runner keeps its loop private
+        self._inner.invoke(comp, arg), loop)
     waiter = asyncio.wrap_future(inner_future)
     start = time.monotonic()
     while True:
