@@ -63,10 +63,13 @@ if ! PY=$(find_python); then
   exit 1
 fi
 
-# Up to date when the lock file, setup.py and the interpreter are those of
-# the last successful run.
+# Up to date when the lock file, setup.py (not for the lint tools, which do
+# not install the package) and the interpreter are those of the last
+# successful run.
 STAMP="$venv/.tff_ddp_installed"
-stamp=$(cat "$lock" setup.py <(echo "$PY") | sha256sum | cut -d' ' -f1)
+package=setup.py
+[ "$lane" = lint ] && package=/dev/null
+stamp=$(cat "$lock" "$package" <(echo "$PY") | sha256sum | cut -d' ' -f1)
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$stamp" ] && [ -x "$venv/bin/python" ]; then
   exit 0
 fi
