@@ -34,7 +34,6 @@ def frequency_event(theta, m, n, d, divisor='l2'):
   aggregator (`PoissonBinomialSumFactory`, Kashin, clip 1 on scaled
   inputs) hands it out -- with its l2 bound, so that the accountant's
   l2-aware curve applies exactly as in the process."""
-  import numpy as np  # pylint: disable=redefined-outer-name,reimported  # imported here, at first use
   import tensorflow_federated as tff
   from tff_ddp.aggregators import PoissonBinomialSumFactory
   factory = PoissonBinomialSumFactory(1.0, theta, m, n, encoder='kashin',
@@ -59,7 +58,6 @@ def histogram_event(theta, m, n, num_bins):
 
 def indicator_event(theta, m, n):
   """The event of MFFE's clipped-indicator sum at (theta', m')."""
-  import numpy as np  # pylint: disable=redefined-outer-name,reimported  # imported here, at first use
   import tensorflow_federated as tff
   from tff_ddp.aggregators import PoissonBinomialSumFactory
   factory = PoissonBinomialSumFactory(1.0, theta, m, n, encoder='none',

@@ -85,7 +85,6 @@ def old_haar_rdp(event, num_bins):
 
 
 def frequency_rows():
-  import numpy as np_  # pylint: disable=reimported  # imported here, at first use
   import tensorflow_federated as tff
   from tff_ddp.analytics import frequency_process as fp
   rows = []
@@ -100,7 +99,7 @@ def frequency_rows():
 
   def mffe(name, params):
     freq = params.factory.dp_event(params.aggregated_type)
-    ind = params.indicator_factory.dp_event(tff.TensorType(np_.float64, [1]))
+    ind = params.indicator_factory.dp_event(tff.TensorType(np.float64, [1]))
     old = _pbm(freq, 'zero_out') + _pbm(ind, 'zero_out')
     true = _pbm(freq, 'zero_out') + _pbm(ind, 'replace_one')
     rows.append((name, params.epsilon, _eps(old, params.delta),

@@ -243,9 +243,8 @@ def keras_model_fn(keras_builder, input_shape):
 
 def as_model_input(client_data):
   """Maps ClientData elements (pixels, label) to the models' (x, y)."""
-  import collections as c  # pylint: disable=reimported  # imported here, at first use
   return client_data.preprocess(lambda ds: ds.map(
-      lambda e: c.OrderedDict(x=e['pixels'], y=e['label'])))
+      lambda e: collections.OrderedDict(x=e['pixels'], y=e['label'])))
 
 
 def per_client_metrics(keras_model, model_weights, clients: ClientArrays):
