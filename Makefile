@@ -18,7 +18,7 @@ TEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # reports; failures still surface as Python exceptions.
 export TF_CPP_MIN_LOG_LEVEL ?= 3
 
-.PHONY: setup setup-core demo test test-fast test-core test-tooling bench lock lock-core clean bazel-test
+.PHONY: setup setup-core setup-lint demo test test-fast test-core test-tooling bench lock lock-core lock-lint lint format clean bazel-test
 
 setup:
 	@PYTHON=$(PYTHON) bash scripts/setup_env.sh
@@ -27,6 +27,30 @@ setup:
 # requirements/lock-core.txt.
 setup-core:
 	@PYTHON=$(PYTHON) bash scripts/setup_env.sh core
+
+# The lint tools (pyink, pylint, mypy) in .venv-lint, a virtual environment
+# of their own pinned by requirements/lock-lint.txt: installing them into
+# .venv would let their dependencies move the TFF lane's pins, and they
+# need none of the package's dependencies (they read the source).
+setup-lint:
+	@bash scripts/setup_env.sh lint
+
+# The formatter (pyink, Google's settings in pyproject.toml) in check mode,
+# pylint (.pylintrc) and mypy (pyproject.toml) over the typed core;
+# docs/development.md. `make format` rewrites what the check reports.
+LINT_PY := .venv-lint/bin
+FORMAT_PATHS := tff_ddp tff_ddp_tests benchmarks scripts setup.py
+PYLINT_PATHS := tff_ddp
+MYPY_PATHS := tff_ddp/accounting tff_ddp/mechanisms
+lint: setup-lint
+	@status=0; \
+	  $(LINT_PY)/pyink --check --quiet $(FORMAT_PATHS) || status=1; \
+	  $(LINT_PY)/pylint --rcfile=.pylintrc $(PYLINT_PATHS) || status=1; \
+	  $(LINT_PY)/mypy $(MYPY_PATHS) || status=1; \
+	  exit $$status
+
+format: setup-lint
+	$(LINT_PY)/pyink --quiet $(FORMAT_PATHS)
 
 demo: setup
 	$(VENV_PY) -m tff_ddp.cli demo
@@ -99,5 +123,10 @@ lock-core:
 	$(VENV_PY) -m uv pip compile requirements/core.in --python-version 3.12 \
 	  --no-header -o requirements/lock-core.txt
 
+# Re-resolve requirements/lock-lint.txt, the lint tools' pins.
+lock-lint:
+	$(VENV_PY) -m uv pip compile requirements/lint.in --python-version 3.11 \
+	  --no-header -o requirements/lock-lint.txt
+
 clean:
-	rm -rf .venv .venv-core build *.egg-info .pytest_cache
+	rm -rf .venv .venv-core .venv-lint .mypy_cache build *.egg-info .pytest_cache

@@ -15,7 +15,7 @@ the paper's column (Lemma 2 as printed: replace-one over all coordinates).
 import math
 import os
 
-import _common  # pylint: disable=unused-import
+import _common  # pylint: disable=unused-import  # sets sys.path and the worker guard
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -23,8 +23,8 @@ FIGURES = os.path.join(HERE, 'figures')
 
 
 def epsilon_of(events, delta):
-  import dp_accounting  # pylint: disable=g-import-not-at-top
-  from tff_ddp.accounting import accountant  # pylint: disable=g-import-not-at-top
+  import dp_accounting
+  from tff_ddp.accounting import accountant
   return accountant.epsilon(dp_accounting.ComposedDpEvent(list(events)),
                             delta)[0]
 
@@ -34,9 +34,8 @@ def frequency_event(theta, m, n, d, divisor='l2'):
   aggregator (`PoissonBinomialSumFactory`, Kashin, clip 1 on scaled
   inputs) hands it out -- with its l2 bound, so that the accountant's
   l2-aware curve applies exactly as in the process."""
-  import numpy as np  # pylint: disable=g-import-not-at-top,redefined-outer-name,reimported
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp.aggregators import PoissonBinomialSumFactory  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
+  from tff_ddp.aggregators import PoissonBinomialSumFactory
   factory = PoissonBinomialSumFactory(1.0, theta, m, n, encoder='kashin',
                                       divisor=divisor)
   return factory.dp_event(tff.TensorType(np.float64, [d]))
@@ -45,10 +44,10 @@ def frequency_event(theta, m, n, d, divisor='l2'):
 def histogram_event(theta, m, n, num_bins):
   """The event of TFFE's phase-1 Haar histogram at (theta', m'), built as
   `quantile_calibration.quantile_parameters` builds its aggregator."""
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top,unused-import
-  from tff_ddp.aggregators import PoissonBinomialSumFactory  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import quantile_calibration as qc  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff  # pylint: disable=unused-import  # imported for its side effect
+  from tff_ddp.aggregators import PoissonBinomialSumFactory
+  from tff_ddp.analytics import histograms as hg
+  from tff_ddp.analytics import quantile_calibration as qc
   encoding = hg.Haar(num_bins)
   _, l2, l0 = encoding.sensitivities()
   factory = PoissonBinomialSumFactory(
@@ -59,16 +58,15 @@ def histogram_event(theta, m, n, num_bins):
 
 def indicator_event(theta, m, n):
   """The event of MFFE's clipped-indicator sum at (theta', m')."""
-  import numpy as np  # pylint: disable=g-import-not-at-top,redefined-outer-name,reimported
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp.aggregators import PoissonBinomialSumFactory  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
+  from tff_ddp.aggregators import PoissonBinomialSumFactory
   factory = PoissonBinomialSumFactory(1.0, theta, m, n, encoder='none',
                                       divisor='linf', linf_clip=1.0)
   return factory.dp_event(tff.TensorType(np.float64, [1]))
 
 
 def output_dim(d):
-  from tff_ddp.encoders import registry  # pylint: disable=g-import-not-at-top
+  from tff_ddp.encoders import registry
   return registry.make_encoder('kashin', d).output_dim
 
 
@@ -79,8 +77,8 @@ def at_paper_parameters(protocol, d, n, delta, theta=0.2, m=30,
 
   Returns (params, our_epsilon, published_epsilon).
   """
-  from tff_ddp.analytics import frequency as fq  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import frequency_process as fp  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import frequency as fq
+  from tff_ddp.analytics import frequency_process as fp
   big_d = output_dim(d)
   freq = frequency_event(theta, m, n, d, kwargs.get('divisor', 'l2'))
   margin = 1 + 1e-4  # calibration stops <= 0.1% below its target
@@ -128,7 +126,7 @@ def cell(values, digits=2):
 
 
 def dataset(name, n, d, seed):
-  from tff_ddp.analytics import frequency_data as fd  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import frequency_data as fd
   return fd.load(name, n, d, seed)
 
 

@@ -20,7 +20,7 @@ import dp_accounting
 # Run from a checkout without installing the package.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tff_ddp import accounting  # pylint: disable=g-import-not-at-top
+from tff_ddp import accounting
 from tff_ddp.accounting import calibration
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg_mechanism
 

@@ -41,7 +41,7 @@ DELTA = 1e-5
 
 def _true_norms(keras_model, weights, task, indices, lr):
   """Each client's update norm: one SGD step on its 16 examples."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
   keras_model.set_weights(weights)
   norms = []
@@ -61,19 +61,19 @@ def _tff_measurements(noise_multiplier, clients, updates, weight_type):
   The names are read from its `next`'s type signature (they exist whether
   or not the round runs); then one round is run on `updates`.
   """
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
   process = tff.learning.ddp_secure_aggregator(
       noise_multiplier, clients).create(weight_type)
   names = _type_names(process.next.type_signature.result.measurements.member)
   try:
     process.next(process.initialize(), updates)
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:  # pylint: disable=broad-except  # reports whatever the code raised
     return names, f'{type(e).__name__}: {str(e)[:120]}'
   return names, None
 
 
 def _type_names(struct_type, prefix=''):
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
   names = []
   for key, value in tff.structure.iter_elements(struct_type):
     if isinstance(value, tff.StructType):
@@ -86,10 +86,10 @@ def _type_names(struct_type, prefix=''):
 def run(rounds=25, clients=40, noise_multiplier=1.0, client_lr=0.2,
         seed=0):
   """One row per round: the clip, the median update norm, the epsilon."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp import accounting  # pylint: disable=g-import-not-at-top
-  from tff_ddp import learning  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  import tensorflow_federated as tff
+  from tff_ddp import accounting
+  from tff_ddp import learning
 
   task = learning.tasks.digits_task(split_seed=seed)
   rng = np.random.default_rng(seed)

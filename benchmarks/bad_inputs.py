@@ -124,7 +124,7 @@ def _call(fn):
     warnings.simplefilter('always')
     try:
       result, error = fn(), None
-    except Exception as e:  # pylint: disable=broad-except
+    except Exception as e:  # pylint: disable=broad-except  # reports whatever the code raised
       result, error = None, e
   texts = [str(w.message) for w in caught
            if issubclass(w.category, UserWarning)
@@ -133,7 +133,7 @@ def _call(fn):
 
 
 def _quantile_process(**kwargs):
-  from tff_ddp.analytics import quantiles  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import quantiles
   return quantiles.build_quantile_process(
       'flat', 'discrete_gaussian', 0.0, 20.0, 32, [0.25, 0.5, 0.75],
       quantiles.QuantileSetting(20, 2.0, 1e-6),
@@ -141,8 +141,8 @@ def _quantile_process(**kwargs):
 
 
 def _ddg(n=100, **kwargs):
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp import aggregators  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
+  from tff_ddp import aggregators
   args = dict(noise_multiplier=1.0, expected_clients_per_round=n, bits=16,
               l2_clip=1.0)
   args.update(kwargs)
@@ -186,7 +186,7 @@ def nan_clients():
 
 
 def inf_quantiles():
-  from tff_ddp.analytics import quantiles  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import quantiles
   process = quantiles.build_quantile_process(
       'flat', 'discrete_gaussian', 0.0, 20.0, 32, [0.5, 0.99],
       quantiles.QuantileSetting(200, 2.0, 1e-6),
@@ -199,9 +199,9 @@ def inf_quantiles():
 
 
 def _fedavg(metrics_aggregator):
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp import learning  # pylint: disable=g-import-not-at-top
-  from tff_ddp.learning import tasks  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
+  from tff_ddp import learning
+  from tff_ddp.learning import tasks
   model_fn = tasks.keras_model_fn(lambda: tasks.linear_keras_model((4,), 2),
                                   (4,))
   kwargs = {} if metrics_aggregator is None else dict(
@@ -217,7 +217,7 @@ def _fedavg(metrics_aggregator):
 
 
 def fedavg_default_metrics():
-  from tff_ddp import learning  # pylint: disable=g-import-not-at-top
+  from tff_ddp import learning
   output = _fedavg(None)
   exact = output.metrics['client_work']['train']['num_examples']
   _, error, _ = _call(lambda: learning.round_dp_event(output.metrics))
@@ -226,7 +226,7 @@ def fedavg_default_metrics():
 
 
 def fedavg_withheld_metrics():
-  from tff_ddp import learning  # pylint: disable=g-import-not-at-top
+  from tff_ddp import learning
   output = _fedavg(learning.withhold_metrics)
   event = learning.round_dp_event(output.metrics)
   train = output.metrics['client_work']['train']
@@ -235,8 +235,8 @@ def fedavg_withheld_metrics():
 
 
 def replace_one_gaussian():
-  import dp_accounting  # pylint: disable=g-import-not-at-top
-  from tff_ddp import accounting  # pylint: disable=g-import-not-at-top
+  import dp_accounting
+  from tff_ddp import accounting
   acc = accounting.RdpAccountant(
       neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
   eps = acc.compose(dp_accounting.GaussianDpEvent(2.0)).get_epsilon(1e-5)
@@ -244,8 +244,8 @@ def replace_one_gaussian():
 
 
 def release_vs_server():
-  import dp_accounting  # pylint: disable=g-import-not-at-top
-  from tff_ddp import accounting  # pylint: disable=g-import-not-at-top
+  import dp_accounting
+  from tff_ddp import accounting
   event = dp_accounting.SampledWithoutReplacementDpEvent(
       1000, 50, dp_accounting.GaussianDpEvent(1.0))
   eps = {a: accounting.RdpAccountant(adversary=a).compose(
@@ -255,9 +255,9 @@ def release_vs_server():
 
 
 def table_sampler_cli_vs_python():
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp import accounting  # pylint: disable=g-import-not-at-top
-  from tff_ddp import aggregators  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
+  from tff_ddp import accounting
+  from tff_ddp import aggregators
   value_type = tff.TensorType(np.float32, [16384])
   factory = aggregators.DiscreteGaussianSumFactory(1.0, 50, 20, 1.0)
   python = accounting.RdpAccountant().compose(
@@ -278,8 +278,8 @@ def table_sampler_cli_vs_python():
 
 
 def forgotten_context():
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
+  from tff_ddp.utils import processes
   _, process = _ddg(10)
   processes.drop_tff_contexts()
   tff.backends.native.set_sync_local_cpp_execution_context()
@@ -293,7 +293,7 @@ def forgotten_context():
 
 
 def empty_round():
-  from tff_ddp import accounting  # pylint: disable=g-import-not-at-top
+  from tff_ddp import accounting
   _, process = _ddg(10)
   out = process.next(process.initialize(), [])
   event = accounting.extract_dp_event(out.measurements)
@@ -306,7 +306,7 @@ def empty_round():
 
 
 def status_as_str():
-  from tff_ddp.analytics import quantiles  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import quantiles
   process = quantiles.build_quantile_process(
       'flat', 'discrete_gaussian', 0.0, 20.0, 32, [0.5],
       quantiles.QuantileSetting(200, 2.0, 1e-6))
@@ -319,7 +319,7 @@ def status_as_str():
 
 
 def aggregator_message():
-  from tff_ddp import learning  # pylint: disable=g-import-not-at-top
+  from tff_ddp import learning
   _, error, _ = _call(lambda: learning.ddp_secure_aggregator(1.0, 5))
   return (_first_line(error)[:160] + '...',
           'auto_l2_clip_count_stddev' not in str(error)
@@ -327,7 +327,7 @@ def aggregator_message():
 
 
 def zero_noise():
-  from tff_ddp import learning  # pylint: disable=g-import-not-at-top
+  from tff_ddp import learning
   texts = (_call(lambda: _ddg(10, noise_multiplier=0.0))[2]
            + _call(lambda: learning.ddp_secure_aggregator(0.0, 20))[2])
   return (' / '.join(t[:70] + '...' for t in texts),
@@ -335,7 +335,7 @@ def zero_noise():
 
 
 def unspent_budget():
-  from tff_ddp.analytics import frequency_process  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import frequency_process
   params, _, texts = _call(lambda: frequency_process.frequency_parameters(
       'normalize', 20, 500, 2.0, 1e-5))
   return (f'theta {params.theta}, epsilon {params.epsilon:.3f} of 2; '
@@ -344,7 +344,7 @@ def unspent_budget():
 
 
 def _cli(argv):
-  from tff_ddp import cli  # pylint: disable=g-import-not-at-top
+  from tff_ddp import cli
   return cli.run_captured(argv)
 
 
@@ -381,17 +381,17 @@ def bad_files():
 
 
 def help_defaults():
-  import argparse  # pylint: disable=g-import-not-at-top
-  from tff_ddp import cli  # pylint: disable=g-import-not-at-top
+  import argparse
+  from tff_ddp import cli
   parser = cli.build_parser()
-  commands, = [a for a in parser._actions  # pylint: disable=protected-access
-               if isinstance(a, argparse._SubParsersAction)]  # pylint: disable=protected-access
+  commands, = [a for a in parser._actions  # pylint: disable=protected-access  # argparse's help entries have no public API
+               if isinstance(a, argparse._SubParsersAction)]  # pylint: disable=protected-access  # argparse's help entries have no public API
   missing = []
   for name, command in commands.choices.items():
-    for action in command._actions:  # pylint: disable=protected-access
-      if isinstance(action, argparse._HelpAction):  # pylint: disable=protected-access
+    for action in command._actions:  # pylint: disable=protected-access  # argparse's help entries have no public API
+      if isinstance(action, argparse._HelpAction):  # pylint: disable=protected-access  # argparse's help entries have no public API
         continue
-      entry = command._get_formatter()._format_action(action)  # pylint: disable=protected-access
+      entry = command._get_formatter()._format_action(action)  # pylint: disable=protected-access  # argparse's help entries have no public API
       if not re.search(r'default: [^)]|\(required', ' '.join(entry.split())):
         missing.append(f'{name} {action.option_strings[0]}')
   return (f'{len(missing)} options without their default'
@@ -444,7 +444,7 @@ def first_day() -> harness.Table:
   for item, mistake, policy, scenario in FIRST_DAY:
     try:
       got, ok = scenario()
-    except Exception as e:  # pylint: disable=broad-except
+    except Exception as e:  # pylint: disable=broad-except  # reports whatever the code raised
       got, ok = f'the scenario failed: {_first_line(e)}', False
     table.add(item=item, mistake=mistake, policy=policy,
               got=' '.join(str(got).split()), ok='yes' if ok else 'NO')
@@ -458,11 +458,11 @@ def first_day() -> harness.Table:
 def _file_forms():
   """(case, got, ok) of each file form through both readers and the CLI's
   refusal path."""
-  import gzip  # pylint: disable=g-import-not-at-top
-  import io  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
-  from unittest import mock  # pylint: disable=g-import-not-at-top
-  from tff_ddp.cli import data_files  # pylint: disable=g-import-not-at-top
+  import gzip
+  import io
+  import sys
+  from unittest import mock
+  from tff_ddp.cli import data_files
   values = b'client_id,value\r\n"c1",4\r\nc2, 5\r\n'
   items = b'client_id,item\r\n"u1",a\r\nu2,"b"\r\nu1,b\r\n'
   forms = {'BOM': lambda b: b'\xef\xbb\xbf' + b.replace(b'\r\n', b'\n'),
@@ -485,7 +485,7 @@ def _file_forms():
             read = data_files.read_items(path, 100, ['a', 'b'])
             result = (read.clients, read.counts.tolist())
             ok = result == (['u1', 'u2'], [[1.0, 1.0], [0.0, 1.0]])
-        except Exception as e:  # pylint: disable=broad-except
+        except Exception as e:  # pylint: disable=broad-except  # reports whatever the code raised
           result, ok = _first_line(e), False
         got.append((f'{kind} {result}', ok))
       rows.append((name, ' / '.join(g for g, _ in got),
@@ -499,10 +499,10 @@ def _file_forms():
 
 
 def _deep_database_rows():
-  import sqlite3  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tff_ddp.learning import databases  # pylint: disable=g-import-not-at-top
-  from tff_ddp.learning import generated_databases  # pylint: disable=g-import-not-at-top
+  import sqlite3
+  import tensorflow as tf
+  from tff_ddp.learning import databases
+  from tff_ddp.learning import generated_databases
   rows = []
   for fault in ('damaged row', 'label 70'):
     with tempfile.TemporaryDirectory() as tmp:
@@ -529,7 +529,7 @@ def _deep_database_rows():
 
 
 def _threads():
-  from tff_ddp_tests.utils import signal_scripts  # pylint: disable=g-import-not-at-top
+  from tff_ddp_tests.utils import signal_scripts
   result = signal_scripts.run_threads_script(timeout=600)
   rows = []
   for mode, expected, what in (
@@ -546,7 +546,7 @@ def _threads():
 
 
 def _signals():
-  from tff_ddp_tests.utils import signal_scripts  # pylint: disable=g-import-not-at-top
+  from tff_ddp_tests.utils import signal_scripts
   rows = []
   for program, argv in (('script', ('-c', signal_scripts.SCRIPT)),
                         ('tff-ddp demo', tuple(signal_scripts.DEMO))):
@@ -570,7 +570,7 @@ def own_data() -> harness.Table:
   for part in (_file_forms, _deep_database_rows, _threads, _signals):
     try:
       found = part()
-    except Exception as e:  # pylint: disable=broad-except
+    except Exception as e:  # pylint: disable=broad-except  # reports whatever the code raised
       found = [(part.__name__, f'the scenario failed: {_first_line(e)}',
                 False)]
     for case, got, ok in found:

@@ -55,10 +55,10 @@ def _coordinate_curve(s, theta, others_plus, others_minus, m, orders):
 def run(thetas, clients=100, output_dim=512, level=math.sqrt(5.0),
         trials=256, delta=1e-5, divisor='l2'):
   """One row per theta: the accountant's epsilon beside the exact ones."""
-  from tff_ddp.accounting import conversions  # pylint: disable=g-import-not-at-top
-  from tff_ddp.accounting import events  # pylint: disable=g-import-not-at-top
-  from tff_ddp.accounting import orders as orders_lib  # pylint: disable=g-import-not-at-top
-  from tff_ddp.accounting import pbm_rdp  # pylint: disable=g-import-not-at-top
+  from tff_ddp.accounting import conversions
+  from tff_ddp.accounting import events
+  from tff_ddp.accounting import orders as orders_lib
+  from tff_ddp.accounting import pbm_rdp
 
   orders = np.asarray(orders_lib.DEFAULT_ORDERS)
   n, big_d, m = clients, output_dim, trials
@@ -81,7 +81,7 @@ def run(thetas, clients=100, output_dim=512, level=math.sqrt(5.0),
     rest = math.sqrt(max(l2 * l2 - full, 0.0))
     truths = []
     for plus, minus in ((n - 1, 0), ((n - 1) // 2, n - 1 - (n - 1) // 2)):
-      curve = lambda s: max(  # pylint: disable=cell-var-from-loop
+      curve = lambda s: max(  # pylint: disable=cell-var-from-loop  # called within the same iteration
           _coordinate_curve(s, theta, plus, minus, m, orders).tolist(),
           _coordinate_curve(-s, theta, plus, minus, m, orders).tolist(),
           key=lambda c: -eps(np.asarray(c)))

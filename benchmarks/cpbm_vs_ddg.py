@@ -35,10 +35,10 @@ def run(clients=100, dim=256, rounds=10, epsilons=(1.0, 2.0, 4.0, 8.0),
         delta=1e-5, bits=16, trials=256):
   """One row per epsilon: DDG, cPBM 'l2' and cPBM 'linf', measured and
   predicted MSE of the mean."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp.aggregators import calibrated  # pylint: disable=g-import-not-at-top
-  from tff_ddp.encoders import KashinEncoder  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  import tensorflow_federated as tff
+  from tff_ddp.aggregators import calibrated
+  from tff_ddp.encoders import KashinEncoder
 
   n, d = clients, dim
   rng = np.random.default_rng(0)

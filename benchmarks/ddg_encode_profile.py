@@ -50,14 +50,14 @@ TARGET = 0.65
 
 
 def run(repeats=15, dim=954_010, clients=50, bits=20, threads=1):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   tf.config.threading.set_intra_op_parallelism_threads(threads)
   tf.config.threading.set_inter_op_parallelism_threads(threads)
-  import _ddg_encode_baseline as baseline  # pylint: disable=g-import-not-at-top
-  from tff_ddp.encoders import hadamard  # pylint: disable=g-import-not-at-top
-  from tff_ddp.mechanisms import discrete_gaussian  # pylint: disable=g-import-not-at-top
-  from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg  # pylint: disable=g-import-not-at-top
-  from tff_ddp.mechanisms import rounding  # pylint: disable=g-import-not-at-top
+  import _ddg_encode_baseline as baseline
+  from tff_ddp.encoders import hadamard
+  from tff_ddp.mechanisms import discrete_gaussian
+  from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
+  from tff_ddp.mechanisms import rounding
 
   if repeats < 1:
     raise harness.UsageError('--repeats must be >= 1')

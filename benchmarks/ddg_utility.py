@@ -21,9 +21,9 @@ import numpy as np
 def run(clients=100, dim=256, rounds=20, bits=(12, 14, 16),
         noise=(0.5, 1.0, 2.0), delta=1e-5):
   """One row per (noise multiplier, bits): DDG's MSE beside the Gaussian's."""
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp import accounting  # pylint: disable=g-import-not-at-top
-  from tff_ddp.aggregators import DiscreteGaussianSumFactory  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
+  from tff_ddp import accounting
+  from tff_ddp.aggregators import DiscreteGaussianSumFactory
 
   rng = np.random.default_rng(0)
   data = rng.normal(size=(clients, dim))

@@ -12,7 +12,7 @@ SumFactory, to separate the noise sampling from the rest of the round.
 
 import argparse
 
-import _common  # pylint: disable=unused-import
+import _common  # pylint: disable=unused-import  # sets sys.path and the worker guard
 import numpy as np
 
 
@@ -27,8 +27,8 @@ def main():
                       help='skip the rows without noise')
   args = parser.parse_args()
 
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp.aggregators import DiscreteGaussianSumFactory  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
+  from tff_ddp.aggregators import DiscreteGaussianSumFactory
   tff.backends.test.set_sync_test_cpp_execution_context()
 
   rng = np.random.default_rng(0)

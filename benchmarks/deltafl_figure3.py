@@ -168,14 +168,14 @@ def run(seeds=3, epsilons=EPSILONS, thetas=THETAS, ratios=RATIOS,
     raise harness.UsageError('--ratio-grid needs EPS and at least one R, got '
                              + '; '.join(' '.join(map(str, g))
                                          for g in ratio_grids))
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   # One thread: on a shared 2-core machine TF's thread pools only contend
   # (measured 1.5x faster per round than the default).
   tf.config.threading.set_intra_op_parallelism_threads(1)
   tf.config.threading.set_inter_op_parallelism_threads(1)
-  from tff_ddp import learning  # pylint: disable=g-import-not-at-top
-  from tff_ddp.learning import simulation  # pylint: disable=g-import-not-at-top
-  from tff_ddp.learning import tasks  # pylint: disable=g-import-not-at-top
+  from tff_ddp import learning
+  from tff_ddp.learning import simulation
+  from tff_ddp.learning import tasks
 
   task = tasks.b3_task()
   sim = simulation.LinearSimulator(task, learning_rate=0.1, local_steps=1)
@@ -451,7 +451,7 @@ def _tune_clip(clips, incumbent, score, max_extensions=2):
 
 def _update_norms(sim, seed):
   """FedAvg's per-client update norms in rounds 500..999 (non-private)."""
-  from tff_ddp.learning import simulation  # pylint: disable=g-import-not-at-top
+  from tff_ddp.learning import simulation
   rng = np.random.default_rng([seed, 0xB3])
   kernel = np.zeros((sim.features, sim.classes))
   bias = np.zeros(sim.classes)
@@ -533,9 +533,9 @@ def _report(table, reference, fedavg_clip, chosen, refined, stopped):
 
 
 def _plot(table, reference):
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib
   matplotlib.use('Agg')
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import matplotlib.pyplot as plt
   fig, axes = plt.subplots(1, 2, figsize=(10, 4))
   styles = {('dp_fedavg', None): ('DP-FedAvg', 'C0', 'o'),
             ('dp_deltafl', 0.25): ('DP-Delta-FL theta=0.25', 'C1', 's'),
@@ -571,8 +571,8 @@ def _plot(table, reference):
 def _check(task):
   """A few rounds of the real TFF processes (DP-Delta-FL, DP-FedAvg): one
   line per round."""
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp import learning  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
+  from tff_ddp import learning
   harness.processes.use_test_context()
   model_fn = task.model_fn()
   optimizer = tff.learning.optimizers.build_sgdm(0.1)

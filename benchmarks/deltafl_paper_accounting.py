@@ -57,8 +57,8 @@ def amplified_z(epsilon: float) -> float:
 def self_sampled_z(epsilon: float) -> float:
   """Least DDG noise multiplier for `epsilon` against the server, all
   POPULATION clients in each round's sum with private coins of rate RATE."""
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp.aggregators import calibrated  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
+  from tff_ddp.aggregators import calibrated
   update = tff.StructType([('kernel', tff.TensorType(np.float32, [20, 10])),
                            ('bias', tff.TensorType(np.float32, [10]))])
   with warnings.catch_warnings():

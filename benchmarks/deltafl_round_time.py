@@ -53,9 +53,9 @@ def run(rounds=3, clients=100, seed=0, reference=True, self_sampling=False):
         f'--rounds {rounds} --clients {clients}: use --rounds >= 1 and 1 <= '
         f'--clients <= {POPULATION}')
 
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp import learning  # pylint: disable=g-import-not-at-top
-  from tff_ddp.learning import tasks  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
+  from tff_ddp import learning
+  from tff_ddp.learning import tasks
 
   task = tasks.b3_task()
   model_fn = task.model_fn()

@@ -53,18 +53,18 @@ def run(epsilons=(5.0,), thetas=(0.5,), ratios=RATIOS,
         cached_only=False):
   """Tunes each method (cached runs), then one row per (epsilon, method)
   over the seeds, and the paired differences."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   # One thread: on a shared 2-core machine TF's pools only contend.
   tf.config.threading.set_intra_op_parallelism_threads(1)
   tf.config.threading.set_inter_op_parallelism_threads(1)
-  from tff_ddp import learning  # pylint: disable=g-import-not-at-top
-  from tff_ddp.learning import simulation  # pylint: disable=g-import-not-at-top
-  from tff_ddp.learning import tasks  # pylint: disable=g-import-not-at-top
+  from tff_ddp import learning
+  from tff_ddp.learning import simulation
+  from tff_ddp.learning import tasks
 
   task = tasks.b3_task()
   sim = simulation.LinearSimulator(task, learning_rate=0.1, local_steps=1)
   runs = f3.Runs(CACHE, cached_only=cached_only)
-  norms = f3._update_norms(sim, seed=0)  # pylint: disable=protected-access
+  norms = f3._update_norms(sim, seed=0)  # pylint: disable=protected-access  # measures a private part
   clips = tuple(float(f'{q:.3g}') for q in np.quantile(norms,
                                                        [0.3, 0.5, 0.7, 0.9]))
   print(f'clip grid (update-norm quantiles 0.3..0.9): {clips}', flush=True)
@@ -85,7 +85,7 @@ def run(epsilons=(5.0,), thetas=(0.5,), ratios=RATIOS,
           population=f3.POPULATION, sampling='self', adversary='server',
           **extra)
       start = time.time()
-      result = f3._summary(sim.run(  # pylint: disable=protected-access
+      result = f3._summary(sim.run(  # pylint: disable=protected-access  # measures a private part
           objective, rounds, f3.CLIENTS, seed, theta,
           privacy=calibrated.config))
       result['seconds_per_round'] = (time.time() - start) / rounds

@@ -59,12 +59,12 @@ THETAS = (0.8, 0.5, 0.1)
 def _load(name, client_size, seed):
   """(train, validation, test) ClientData with (pixels, label) elements,
   the input shape and the number of classes."""
-  from tff_ddp.learning import tasks  # pylint: disable=g-import-not-at-top
+  from tff_ddp.learning import tasks
   if name == 'digits':
     task = tasks.digits_task(split_seed=seed, client_size=client_size)
     return (task.train.client_data(), task.validation.client_data(),
             task.test.client_data(), (8, 8), 10)
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
   train, test = tff.simulation.datasets.emnist.load_data(only_digits=False)
   ids = sorted(train.client_ids)
   rng = np.random.default_rng(seed)
@@ -104,10 +104,10 @@ def run(dataset='digits', rounds=100, clients_per_round=20, client_size=16,
         cache=os.path.join(HERE, 'results', 'deltafl_table2_runs.jsonl')):
   """One row per method: the test clients' 90th-percentile and mean error
   beside the paper's."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp import learning  # pylint: disable=g-import-not-at-top
-  from tff_ddp.learning import tasks  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  import tensorflow_federated as tff
+  from tff_ddp import learning
+  from tff_ddp.learning import tasks
   tf.config.threading.set_intra_op_parallelism_threads(1)
   tf.config.threading.set_inter_op_parallelism_threads(1)
 

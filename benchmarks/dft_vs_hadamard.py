@@ -30,9 +30,9 @@ import numpy as np
 def run(log2_dims=(10, 14), bits=(12, 16), clients=50, epsilon=2.0,
         delta=1e-5, rounds=10):
   """One row per (d, bits): the Hadamard beside the DFT."""
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp.aggregators import calibrated  # pylint: disable=g-import-not-at-top
-  from tff_ddp.aggregators import simulation  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
+  from tff_ddp.aggregators import calibrated
+  from tff_ddp.aggregators import simulation
 
   columns = [('d', 'd', 'd'), ('bits', 'bits', 'd')]
   for rotation in ('hd', 'dft'):

@@ -25,11 +25,11 @@ import numpy as np
 
 def two_reads():
   """The seed of the previous version: two UUIDs, XORed crosswise."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tff_ddp.utils import entropy  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  from tff_ddp.utils import entropy
   salt = tf.raw_ops.NonDeterministicInts(shape=[2], dtype=tf.int64)
   empty = tf.strings.substr(tf.strings.as_string(salt), 0, 0)
-  words = entropy._uuid_words  # pylint: disable=protected-access
+  words = entropy._uuid_words  # pylint: disable=protected-access  # measures a private part
   first = words(tf.strings.join([entropy.UUID_PATH, empty[0]]))
   second = words(tf.strings.join([entropy.UUID_PATH, empty[1]]))
   return tf.stack([tf.bitwise.bitwise_xor(first[0], second[1]),
@@ -41,10 +41,10 @@ def main():
   parser.add_argument('--clients', type=int, default=10000)
   parser.add_argument('--reps', type=int, default=3)
   args = parser.parse_args()
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp.utils import entropy  # pylint: disable=g-import-not-at-top
-  from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  import tensorflow_federated as tff
+  from tff_ddp.utils import entropy
+  from tff_ddp.utils import processes
   processes.raise_worker_stack_limit()
   tff.backends.test.set_sync_test_cpp_execution_context()
 

@@ -72,8 +72,8 @@ def grid(norms, points):
 
 def sweep(name, runs, points, rng):
   """Measured errors and both bounds at each clip, for one dataset."""
-  from tff_ddp.analytics import frequency as fq  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import frequency_simulation as fs  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import frequency as fq
+  from tff_ddp.analytics import frequency_simulation as fs
   x = F.dataset(name, N, D_ITEMS, 0)
   params, ours, published = F.at_paper_parameters(
       'fixed', D_ITEMS, N, DELTA, theta=THETA, m=M, clip=1.0)
@@ -143,9 +143,9 @@ def report(name, r, runs, seconds):
 
 
 def plot(results, path_name):
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib
   matplotlib.use('Agg')
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import matplotlib.pyplot as plt
   fig, axes = plt.subplots(1, len(results), figsize=(4.6 * len(results), 3.8),
                            squeeze=False)
   for ax, (name, r) in zip(axes.flat, results.items()):

@@ -46,9 +46,9 @@ def run(ns=(1000, 3000, 10000), dim=100, epsilon=4.0, delta=1e-4, seed=0,
     raise harness.UsageError(f'--ns {" ".join(map(str, ns))} --dim {dim}: '
                              'both must be positive')
 
-  from tff_ddp.analytics import frequency as fq  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import frequency_data as fd  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import frequency_process as fp  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import frequency as fq
+  from tff_ddp.analytics import frequency_data as fd
+  from tff_ddp.analytics import frequency_process as fp
 
   table = harness.Table(
       [('n', 'n', 'd'), ('build', 'build s', '.2f'), ('run', 'run s', '.2f'),

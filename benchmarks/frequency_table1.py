@@ -49,8 +49,8 @@ DELTA = 1e-4
 def run(runs=10, heavy_runs=2):
   """Table 1 (rows ours, ±, paper, ratio per setting), then OcPBM at the
   previous accountant's epsilon."""
-  from tff_ddp.analytics import frequency as fq  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import frequency_simulation as fs  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import frequency as fq
+  from tff_ddp.analytics import frequency_simulation as fs
   clips = ['C*'] + [f'{q:.2f}' for q in QUANTILES]
   table = harness.Table(
       [('setting', 'setting', 's'), ('row', '', 's')] +
@@ -120,8 +120,8 @@ def run(runs=10, heavy_runs=2):
 def _at_previous_epsilon(fq, fs, x, n, d, m, runs, big_d, paper_error):
   """(eps, m, OcPBM error, error at the paper's m): the same clip rule at
   the epsilon the Lemma-2-only accountant gave the paper's (theta, m)."""
-  from tff_ddp.accounting import events  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import frequency_process as fp  # pylint: disable=g-import-not-at-top
+  from tff_ddp.accounting import events
+  from tff_ddp.analytics import frequency_process as fp
   previous = F.epsilon_of(
       [events.PoissonBinomialDpEvent(THETA, m, n, big_d)], DELTA)
   params = fp.frequency_parameters(

@@ -70,8 +70,8 @@ PAPER = {  # Table 2 of the paper: mean (std) over 5 runs
 
 def run_methods(methods, block, x, d, rng, cache):
   """{method: error} of one run on counts x."""
-  from tff_ddp.analytics import frequency as fq  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import frequency_simulation as fs  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import frequency as fq
+  from tff_ddp.analytics import frequency_simulation as fs
   out = {}
   tffe = cache[block, 'two_phase']
   for method in methods:
@@ -104,8 +104,8 @@ def run_methods(methods, block, x, d, rng, cache):
 
 def configure(d, x_max_items, log):
   """Parameters of both blocks for one (dataset, d)."""
-  from tff_ddp.analytics import frequency_process as fp  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import frequency_simulation as fs  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import frequency_process as fp
+  from tff_ddp.analytics import frequency_simulation as fs
   eps = EPSILON[d]
   k_frac = max(1, int(0.25 * x_max_items))
   cache = {'max_items': x_max_items}
@@ -159,7 +159,7 @@ def _errors(method):
 def run(runs=5, datasets=DATASETS, dims=(50, 100)):
   """Blocks A and B: one row per (dataset, d), the l2 errors of each
   method; the paper's rows and the ratios in block A."""
-  from tff_ddp.analytics import frequency_data as fd  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import frequency_data as fd
   log = lambda text: print(text, flush=True)
   results = {}
   for name in datasets:

@@ -87,7 +87,7 @@ PAPER = {  # Table 3: mean ± std over 5 runs
 
 def configure(d, initial_clip=INITIAL_CLIP):
   """(params, targets by method, epsilons) for one d."""
-  from tff_ddp.analytics import frequency as fq  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import frequency as fq
   params, ours, published = F.at_paper_parameters(
       'multi_round', d, PER_ROUND, DELTA, theta=THETA, m=M,
       quantile_theta=THETA, indicator_m=INDICATOR_M,
@@ -108,8 +108,8 @@ def configure(d, initial_clip=INITIAL_CLIP):
 
 def one_run(params, targets, x, rng):
   """{method: (error, final clip, its level among all norms)}, C*."""
-  from tff_ddp.analytics import frequency as fq  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import frequency_simulation as fs  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import frequency as fq
+  from tff_ddp.analytics import frequency_simulation as fs
   batches = [x[i:i + PER_ROUND] for i in range(0, len(x), PER_ROUND)]
   norms = fs.norms_of(fs.representations(params.encoder(), x,
                                          fs.round_seed(rng)))

@@ -63,9 +63,9 @@ def _cell(key, index, spec, per=None):
 def run(min_log2=10, max_log2=16, dense_max_log2=14, qr_max_log2=11, reps=5,
         check_log2=14, record_baseline=False):
   """One row per d; then the eager timing and the regression check."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tensorflow_model_optimization.python.core.internal.tensor_encoding.stages.research import kashin as tfmot_kashin  # pylint: disable=g-import-not-at-top
-  from tff_ddp.encoders import KashinEncoder  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  from tensorflow_model_optimization.python.core.internal.tensor_encoding.stages.research import kashin as tfmot_kashin
+  from tff_ddp.encoders import KashinEncoder
 
   seed = tf.constant([1, 2], tf.int64)
 
@@ -84,13 +84,13 @@ def run(min_log2=10, max_log2=16, dense_max_log2=14, qr_max_log2=11, reps=5,
   def materialize(enc):
     """U of `enc`'s Hadamard frame, d x D, built from the frame's pieces."""
     d, big = enc.dim, enc.output_dim
-    fold = lambda k: tf.random.experimental.stateless_fold_in(  # pylint: disable=g-long-lambda
+    fold = lambda k: tf.random.experimental.stateless_fold_in(
         seed, tf.constant(k, tf.int64))
     signs = (2 * tf.random.stateless_uniform(
         [big], seed=fold(0), minval=0, maxval=2, dtype=tf.int32) - 1).numpy()
     row_signs = (2 * tf.random.stateless_uniform(
         [d], seed=fold(3), minval=0, maxval=2, dtype=tf.int32) - 1).numpy()
-    rows = enc._rows(seed).numpy()  # pylint: disable=protected-access
+    rows = enc._rows(seed).numpy()  # pylint: disable=protected-access  # measures a private part
     cols = np.arange(big, dtype=np.int64)
     u = np.empty((d, big), np.float64)
     for start in range(0, d, 256):  # H[i, j] = (-1)^popcount(i & j) / sqrt D
@@ -150,7 +150,7 @@ def run(min_log2=10, max_log2=16, dense_max_log2=14, qr_max_log2=11, reps=5,
       del dense, enc, dec
     if k <= qr_max_log2:
       qr = KashinEncoder(d, frame='dense')
-      frame = qr._dense(seed, tf.float64)  # pylint: disable=protected-access
+      frame = qr._dense(seed, tf.float64)  # pylint: disable=protected-access  # measures a private part
       qr_fixed = MaterializedFrame(d, tf.transpose(frame).numpy())
       row['qr'] = measure(tf.function(lambda x, e=qr_fixed: e.encode(x, seed)),
                           tf.function(lambda y, e=qr_fixed: e.decode(y, seed)),
@@ -167,7 +167,7 @@ def run(min_log2=10, max_log2=16, dense_max_log2=14, qr_max_log2=11, reps=5,
         s.ENCODED_VALUES_KEY])
     tf_dec = tf.function(lambda y, s=stage, p=dec_params: s.decode(
         {s.ENCODED_VALUES_KEY: y}, p, shape=shape))
-    pad = stage._get_pad_dim(d)  # pylint: disable=protected-access
+    pad = stage._get_pad_dim(d)  # pylint: disable=protected-access  # measures a private part
     row['tfmot'] = measure(tf_enc, tf_dec, pad, inputs)
     rows.append(row)
     print(f'done d = {d}', flush=True)

@@ -48,8 +48,8 @@ EXAMPLES = 16
 
 
 def _model_fn():
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  import tensorflow_federated as tff
   keras_model = tf.keras.Sequential([
       tf.keras.layers.InputLayer(input_shape=(784,)),
       tf.keras.layers.Dense(HIDDEN, activation='relu'),
@@ -62,8 +62,8 @@ def _model_fn():
 
 
 def _aggregator(name, clients):
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp.aggregators import DiscreteGaussianSumFactory  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
+  from tff_ddp.aggregators import DiscreteGaussianSumFactory
   common = dict(noise_multiplier=1.0, expected_clients_per_round=clients,
                 bits=20, l2_clip=1.0)
   if name == 'secure (no DP)':
@@ -79,7 +79,7 @@ def _aggregator(name, clients):
 
 
 def _peak_worker_kib():
-  from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
+  from tff_ddp.utils import processes
   total = 0
   for pid in processes.descendant_pids():
     try:
@@ -94,8 +94,8 @@ def _peak_worker_kib():
 
 def run_one(name, clients, rounds):
   """One configuration in this process; returns a dict of measurements."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  import tensorflow_federated as tff
   harness.processes.use_test_context()
   rng = np.random.default_rng(0)
   data = [tf.data.Dataset.from_tensor_slices(

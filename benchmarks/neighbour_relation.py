@@ -37,7 +37,7 @@ import argparse
 import math
 import time
 
-import _common  # pylint: disable=unused-import
+import _common  # pylint: disable=unused-import  # sets sys.path and the worker guard
 import _frequency as F
 import numpy as np
 
@@ -45,17 +45,17 @@ DELTA_FREQ = 1e-4
 
 
 def _orders():
-  from tff_ddp.accounting import orders  # pylint: disable=g-import-not-at-top
+  from tff_ddp.accounting import orders
   return np.asarray(orders.DEFAULT_ORDERS)
 
 
 def _eps(rdp, delta):
-  from tff_ddp.accounting import conversions  # pylint: disable=g-import-not-at-top
+  from tff_ddp.accounting import conversions
   return conversions.rdp_to_epsilon(_orders(), rdp, delta)[0]
 
 
 def _pbm(event, relation):
-  from tff_ddp.accounting import pbm_rdp  # pylint: disable=g-import-not-at-top
+  from tff_ddp.accounting import pbm_rdp
   return pbm_rdp.rdp(event, _orders(), relation)
 
 
@@ -66,10 +66,10 @@ def old_haar_rdp(event, num_bins):
   sign flip (replace-one per-trial curve); one that is zero in one of them
   moves by one (zero-out per-trial curve); equal coordinates cost nothing.
   """
-  from tff_ddp.accounting import pbm_rdp  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import simulation  # pylint: disable=g-import-not-at-top
-  table = simulation._table(hg.Haar(num_bins))  # pylint: disable=protected-access
+  from tff_ddp.accounting import pbm_rdp
+  from tff_ddp.analytics import histograms as hg
+  from tff_ddp.analytics import simulation
+  table = simulation._table(hg.Haar(num_bins))  # pylint: disable=protected-access  # measures a private part
   flip_curve = pbm_rdp.per_trial_rdp(event.theta, event.num_clients,
                                      _orders(), 'replace_one')
   move_curve = pbm_rdp.per_trial_rdp(event.theta, event.num_clients,
@@ -85,9 +85,8 @@ def old_haar_rdp(event, num_bins):
 
 
 def frequency_rows():
-  import numpy as np_  # pylint: disable=g-import-not-at-top,reimported
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import frequency_process as fp  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
+  from tff_ddp.analytics import frequency_process as fp
   rows = []
 
   def tffe(name, params):
@@ -100,7 +99,7 @@ def frequency_rows():
 
   def mffe(name, params):
     freq = params.factory.dp_event(params.aggregated_type)
-    ind = params.indicator_factory.dp_event(tff.TensorType(np_.float64, [1]))
+    ind = params.indicator_factory.dp_event(tff.TensorType(np.float64, [1]))
     old = _pbm(freq, 'zero_out') + _pbm(ind, 'zero_out')
     true = _pbm(freq, 'zero_out') + _pbm(ind, 'replace_one')
     rows.append((name, params.epsilon, _eps(old, params.delta),
@@ -136,12 +135,12 @@ def frequency_rows():
 
 
 def deltafl_rows():
-  import attr  # pylint: disable=g-import-not-at-top
-  import dp_accounting  # pylint: disable=g-import-not-at-top
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp.accounting import accountant  # pylint: disable=g-import-not-at-top
-  from tff_ddp.accounting import events  # pylint: disable=g-import-not-at-top
-  from tff_ddp.learning import privacy  # pylint: disable=g-import-not-at-top
+  import attr
+  import dp_accounting
+  import tensorflow_federated as tff
+  from tff_ddp.accounting import accountant
+  from tff_ddp.accounting import events
+  from tff_ddp.learning import privacy
   update_type = tff.StructWithPythonType([
       tff.TensorType(np.float32, [20, 10]),
       tff.TensorType(np.float32, [10])], list)  # B.3's linear model
@@ -186,8 +185,8 @@ def deltafl_rows():
 def _paper_indicator(params, target, delta):
   """A cPBM indicator mechanism whose replace-one curve, composed with the
   frequency release's zero-out curve, meets the old accounted epsilon."""
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp.aggregators import poisson_binomial  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
+  from tff_ddp.aggregators import poisson_binomial
   freq = _pbm(params.factory.dp_event(params.aggregated_type), 'zero_out')
   n = params.expected_clients_per_round
   m = params.indicator_num_trials
@@ -210,8 +209,8 @@ def _paper_indicator(params, target, delta):
 
 
 def simulate(runs, rounds, datasets):
-  from tff_ddp.analytics import frequency as fq  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import frequency_simulation as fs  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import frequency as fq
+  from tff_ddp.analytics import frequency_simulation as fs
   per_round, d = 1000, 50
   params, _, _ = F.at_paper_parameters(
       'multi_round', d, per_round, 1e-5, theta=0.2, m=15, indicator_m=15,
@@ -260,10 +259,10 @@ def tffe_paired(runs, datasets):
   and the new with the missing mass counted at norm 0 (not chosen), on the
   same data, frame and phase-1 noise seed; phase 2 with the same noise
   stream."""
-  from tff_ddp.analytics import frequency as fq  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import frequency_simulation as fs  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import simulation  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import frequency as fq
+  from tff_ddp.analytics import frequency_simulation as fs
+  from tff_ddp.analytics import histograms as hg
+  from tff_ddp.analytics import simulation
   n, d = 10**4, 50
   for name in datasets:
     x0 = F.dataset(name, n, d, 0)
@@ -350,7 +349,7 @@ def main():
     if args.simulate:
       simulate(args.runs, args.rounds, args.datasets)
   finally:
-    from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
+    from tff_ddp.utils import processes
     processes.release_tff()
 
 

@@ -125,7 +125,7 @@ def speed(quick):
           PBM(0.1, 64, 100, 1), 1500), 'server', 1e-6),
   ]
   for name, event, adv, delta in cases:
-    pld_accountant._STATES.clear()  # pylint: disable=protected-access
+    pld_accountant._STATES.clear()  # pylint: disable=protected-access  # resets private state between cases
     (e, bound), wall, cpu = _timed(
         lambda: pld_accountant.tightest(adversary=adv).compose(
             event).get_epsilon_and_bound(delta))
@@ -173,7 +173,7 @@ def speed(quick):
            1e-6, calibration.Parameter.noise('local_stddev', 0.5))),
   ]
   for name, fn in calibrations:
-    pld_accountant._STATES.clear()  # pylint: disable=protected-access
+    pld_accountant._STATES.clear()  # pylint: disable=protected-access  # resets private state between cases
     r, wall, cpu = _timed(lambda: fn(pld_accountant.tightest))
     rdp, rwall, rcpu = _timed(lambda: fn(rdp_only))
     print(f'| {name} | {wall:.2f} ({cpu:.2f}) | {rwall:.2f} ({rcpu:.2f}) | '
@@ -184,12 +184,12 @@ def speed(quick):
   # cPBM quantile phase and a cPBM frequency phase, each step calibrating
   # both (the l2-aware cPBM RDP's constants, ~30 s of CPU per new theta,
   # dominate either way).
-  from tff_ddp.analytics import frequency_process  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import frequency_process
   for label, make in (('tightest', pld_accountant.tightest),
                       ('RDP', rdp_only)):
     pld_accountant.tightest = make
-    pld_accountant._STATES.clear()  # pylint: disable=protected-access
-    pbm_rdp._kappa.cache_clear()  # pylint: disable=protected-access
+    pld_accountant._STATES.clear()  # pylint: disable=protected-access  # resets private state between cases
+    pbm_rdp._kappa.cache_clear()  # pylint: disable=protected-access  # resets private state between cases
     try:
       params, wall, cpu = _timed(lambda: frequency_process.frequency_parameters(
           'two_phase', dim=20, expected_clients_per_round=500, epsilon=4.0,
@@ -229,7 +229,7 @@ def equal_epsilon(quick):
               dp_accounting.GaussianDpEvent(z), rounds, 'poisson', rate=q),
           target, delta, calibration.Parameter.noise('z')).value)
     print(f'| {name} | {zs[0]:.4g} | {zs[1]:.4g} | {zs[0] / zs[1]:.3f} |')
-  from tff_ddp.analytics import quantile_calibration as qc  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import quantile_calibration as qc
   central = {}
   for label, make in (('RDP', _rdp_only()), ('tightest', tightest)):
     central[label] = calibration.calibrate(

@@ -62,14 +62,14 @@ def main():
                       'cpbm cpbm-weak quantiles debug noised)')
   args = parser.parse_args()
 
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp import audit as audit_lib  # pylint: disable=g-import-not-at-top
-  from tff_ddp.aggregators import calibrated  # pylint: disable=g-import-not-at-top
-  from tff_ddp.aggregators import DiscreteGaussianSumFactory  # pylint: disable=g-import-not-at-top
-  from tff_ddp.aggregators import PoissonBinomialSumFactory  # pylint: disable=g-import-not-at-top
-  from tff_ddp.aggregators import SkellamSumFactory  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import build_quantile_process  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import QuantileSetting  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
+  from tff_ddp import audit as audit_lib
+  from tff_ddp.aggregators import calibrated
+  from tff_ddp.aggregators import DiscreteGaussianSumFactory
+  from tff_ddp.aggregators import PoissonBinomialSumFactory
+  from tff_ddp.aggregators import SkellamSumFactory
+  from tff_ddp.analytics import build_quantile_process
+  from tff_ddp.analytics import QuantileSetting
   tff.backends.test.set_sync_test_cpp_execution_context()
 
   n, d, delta = args.clients, args.dim, args.delta

@@ -35,9 +35,9 @@ def value_error(estimates, values):
 def run(runs=20, epsilons=(1.0, 2.0, 5.0)):
   """One row per (method, estimator): the mean worst error per epsilon and
   its ratio to the paper's estimator."""
-  from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import quantiles as q  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import simulation as sim  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import histograms as hg
+  from tff_ddp.analytics import quantiles as q
+  from tff_ddp.analytics import simulation as sim
   b = 32
   estimators = {
       'paper': dict(monotone=False, interpolate=False, consistent=False),

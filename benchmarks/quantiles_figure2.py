@@ -46,7 +46,7 @@ def data(dist, n, rng):
 
 def worst_error(cdf, values, num_bins):
   """max over p of eq. 3, with eq. 1's index (first on ties, as argmin)."""
-  from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import histograms as hg
   cdf = np.asarray(cdf)
   idx = np.argmin(np.abs(cdf[None, :] - np.asarray(QUANTILES)[:, None]),
                   axis=1)
@@ -56,14 +56,14 @@ def worst_error(cdf, values, num_bins):
 
 def cdf_estimate(encoding, noisy, count, n):
   """The process's CDF estimate (`Encoding.cdf`, one home)."""
-  from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import histograms as hg
   return encoding.cdf(noisy, n if hg.exact_count(count) else None).numpy()
 
 
 def sweep(runs, clients, bins, dists, epsilons):
-  from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import quantiles as q  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import simulation as sim  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import histograms as hg
+  from tff_ddp.analytics import quantiles as q
+  from tff_ddp.analytics import simulation as sim
   results = {}  # (dist, n, b, variant, setting, eps) -> list of errors
   params = {}
   for n, b in itertools.product(clients, bins):
@@ -96,7 +96,7 @@ def sweep(runs, clients, bins, dists, epsilons):
 
 def check_against_process(check_rounds):
   """The same configurations through the real TFF process (a few rounds)."""
-  from tff_ddp.analytics import quantiles as q  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import quantiles as q
   harness.processes.use_test_context()
   rows = []
   for (name, method, count), setting in itertools.product(
@@ -119,9 +119,9 @@ def check_against_process(check_rounds):
 
 
 def plot(results, clients, bins, dists, epsilons, path):
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib
   matplotlib.use('Agg')
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import matplotlib.pyplot as plt
   panels = list(itertools.product(dists, clients, bins))
   fig, axes = plt.subplots(len(dists), len(panels) // len(dists),
                            figsize=(4 * len(panels) // len(dists),
@@ -161,7 +161,7 @@ def run(runs=10, clients=(128, 512), bins=(32, 64), dists=('unif', 'chi2'),
   central ratios, the analytic noise ratios, the Table 5 analogue, the
   calibrated parameters, and with `check` the TFF process beside the
   simulator."""
-  from tff_ddp.analytics import simulation as sim  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import simulation as sim
   results, params = sweep(runs, clients, bins, dists, epsilons)
   checked = check_against_process(check_rounds) if check else []
   pairs = list(itertools.product(VARIANTS, SETTINGS))

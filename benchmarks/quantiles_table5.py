@@ -33,12 +33,12 @@ def draw(name, n, rng):
 
 def run(runs=50, clients=1000):
   """Rows DHT (Haar) and Flat: the average bin error per distribution."""
-  import dp_accounting  # pylint: disable=g-import-not-at-top
-  from tff_ddp.accounting import accountant as acc_lib  # pylint: disable=g-import-not-at-top
-  from tff_ddp.aggregators import poisson_binomial  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import quantile_calibration as qc  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import simulation as sim  # pylint: disable=g-import-not-at-top
+  import dp_accounting
+  from tff_ddp.accounting import accountant as acc_lib
+  from tff_ddp.aggregators import poisson_binomial
+  from tff_ddp.analytics import histograms as hg
+  from tff_ddp.analytics import quantile_calibration as qc
+  from tff_ddp.analytics import simulation as sim
   n = clients
   width = 10.0 / BINS
   params, eps = {}, {}

@@ -54,14 +54,14 @@ def tff_tree_to_ours(flat_values, splits):
 
 
 def worst(cdf, values, b):
-  from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import histograms as hg
   idx = hg.quantile_indices(cdf, QUANTILES).numpy()
   return float(np.max(hg.quantile_error(values, idx, QUANTILES, 0.0, 10.0,
                                         b)))
 
 
 def tff_process(n, b, z):
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
   return tff.analytics.build_hierarchical_histogram_process(
       0.0, 10.0, b, arity=2, max_records_per_user=1,
       dp_mechanism='distributed-discrete-gaussian', noise_multiplier=z,
@@ -75,7 +75,7 @@ def tff_actual_event(n, b, z):
   l1 = depth over the 2b - 1 nodes (root included); TF Privacy's query
   draws discrete Gaussians of scale ceil(z l2 / sqrt(n)) at every client.
   """
-  from tff_ddp.accounting import events  # pylint: disable=g-import-not-at-top
+  from tff_ddp.accounting import events
   depth = int(np.log2(b)) + 1
   local = float(np.ceil(z * np.sqrt(depth) / np.sqrt(n)))
   return events.DistributedDiscreteGaussianDpEvent(
@@ -85,9 +85,9 @@ def tff_actual_event(n, b, z):
 
 def tff_decoder_error(tree, values, b):
   """Worst quantile error of TFF's own consistent decoder."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  import tensorflow_federated as tff
+  from tff_ddp.analytics import histograms as hg
   decoder_lib = tff.analytics.hierarchical_histogram.hierarchical_histogram_decoder
   ragged = tf.RaggedTensor.from_row_splits(
       np.asarray(tree['flat_values'], np.float64),
@@ -111,10 +111,10 @@ def run_ours(process, data, b):
 
 
 def accuracy(n, b, epsilons, reps):
-  from tff_ddp.accounting import accountant  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import quantiles as q  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import simulation as sim  # pylint: disable=g-import-not-at-top
+  from tff_ddp.accounting import accountant
+  from tff_ddp.analytics import histograms as hg
+  from tff_ddp.analytics import quantiles as q
+  from tff_ddp.analytics import simulation as sim
 
   def ours(method, eps, **estimation):
     return q.build_quantile_process(
@@ -155,8 +155,8 @@ def accuracy(n, b, epsilons, reps):
 
 
 def timing(n, timed_rounds):
-  from tff_ddp.analytics import quantiles as q  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import simulation as sim  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import quantiles as q
+  from tff_ddp.analytics import simulation as sim
   b, eps = 64, 1.0
   values = np.random.default_rng(5).uniform(0, 10, n).astype(np.float32)
   processes = {

@@ -23,7 +23,7 @@ import math
 import statistics
 import time
 
-import _common  # pylint: disable=unused-import
+import _common  # pylint: disable=unused-import  # sets sys.path and the worker guard
 
 _SCALES = (0.7, 3.3, 50.0, 785.0, 4000.0)
 
@@ -35,10 +35,10 @@ def main():
   parser.add_argument('--scales', type=float, nargs='*', default=_SCALES)
   args = parser.parse_args()
 
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tensorflow_privacy.privacy.dp_query import discrete_gaussian_utils  # pylint: disable=g-import-not-at-top
-  from tff_ddp.mechanisms import discrete_gaussian as dg  # pylint: disable=g-import-not-at-top
-  from tff_ddp.mechanisms import discrete_gaussian_table as dgt  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  from tensorflow_privacy.privacy.dp_query import discrete_gaussian_utils
+  from tff_ddp.mechanisms import discrete_gaussian as dg
+  from tff_ddp.mechanisms import discrete_gaussian_table as dgt
 
   n = args.n
   seed = tf.constant([1, 2], tf.int64)
@@ -47,7 +47,7 @@ def main():
     supported = scale <= dgt.max_supported_scale()
     build = table = None
     if supported:
-      dgt._cached_table.cache_clear()  # pylint: disable=protected-access
+      dgt._cached_table.cache_clear()  # pylint: disable=protected-access  # resets private state between cases
       start = time.perf_counter()
       table = dgt.alias_table(scale)
       build = time.perf_counter() - start

@@ -54,8 +54,8 @@ def _mse(result, true_sum, scale=1.0):
 
 def _speed(clients, dim, bits_list, rounds):
   """The speed table: three processes per bits, round-robin."""
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp.aggregators import SkellamSumFactory  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
+  from tff_ddp.aggregators import SkellamSumFactory
   data = _data(clients, dim)
   true_sum = data.astype(np.float64).sum(0)
   value_type = tff.TensorType(np.float32, [dim])
@@ -112,11 +112,11 @@ def _speed(clients, dim, bits_list, rounds):
 
 def _noise(dim, bits, clients, repeats=10):
   """One client's noise: table, exact, TF's inexact Poisson (ms)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp.aggregators import SkellamSumFactory  # pylint: disable=g-import-not-at-top
-  from tff_ddp.mechanisms import poisson  # pylint: disable=g-import-not-at-top
-  from tff_ddp.mechanisms import skellam_table  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  import tensorflow_federated as tff
+  from tff_ddp.aggregators import SkellamSumFactory
+  from tff_ddp.mechanisms import poisson
+  from tff_ddp.mechanisms import skellam_table
   mechanism = SkellamSumFactory(
       noise_multiplier=1.0, expected_clients_per_round=clients, bits=bits,
       l2_clip=1.0).mechanism(tff.TensorType(np.float32, [dim]))
@@ -154,8 +154,8 @@ def _noise(dim, bits, clients, repeats=10):
 
 def _utility(clients, dim, bits, rounds, epsilons, delta):
   """MSE at equal epsilon: DDG, Skellam (default sampler), Gaussian."""
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp.aggregators import calibrated  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
+  from tff_ddp.aggregators import calibrated
   data = _data(clients, dim)
   true_sum = data.astype(np.float64).sum(0)
   value_type = tff.TensorType(np.float32, [dim])

@@ -78,7 +78,7 @@ def _database(task, folder, clients, examples, seed):
 
 def _aggregation_seconds(setup, process, clients, rng):
   """Wall seconds of the mechanism's aggregation alone (after a warm-up)."""
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
   weights = process.get_model_weights(process.initialize()).trainable
   value_type = tff.types.to_type(
       [tff.TensorType(np.float32, np.shape(w)) for w in weights])

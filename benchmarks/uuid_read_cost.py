@@ -60,7 +60,7 @@ def run(calls=5000):
   for size in (64, 4096, 1 << 20):
     preads.add(bytes=size, us=_per_call(_two_preads(bytearray(size)), calls))
 
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   tf.config.threading.set_inter_op_parallelism_threads(1)
   tf.config.threading.set_intra_op_parallelism_threads(1)
 

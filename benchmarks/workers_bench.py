@@ -40,15 +40,15 @@ import time
 import warnings
 
 import _harness as harness  # (sets sys.path)
-import numpy as np  # pylint: disable=g-import-not-at-top
-import tensorflow as tf  # pylint: disable=g-import-not-at-top
-import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
 
-from tff_ddp.aggregators import DiscreteGaussianSumFactory  # pylint: disable=g-import-not-at-top
-from tff_ddp.analytics import build_quantile_process  # pylint: disable=g-import-not-at-top
-from tff_ddp.analytics import QuantileSetting  # pylint: disable=g-import-not-at-top
-from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
-from tff_ddp.utils import workers as workers_lib  # pylint: disable=g-import-not-at-top
+from tff_ddp.aggregators import DiscreteGaussianSumFactory
+from tff_ddp.analytics import build_quantile_process
+from tff_ddp.analytics import QuantileSetting
+from tff_ddp.utils import processes
+from tff_ddp.utils import workers as workers_lib
 
 
 _VECTORS = {}
@@ -309,7 +309,7 @@ def _largest_tf_computation(comp):
   """(non-constant ops, ops in its function library) of the largest
   TensorFlow computation inside the TFF computation `comp` -- the client's,
   in these rounds. Per-op overhead is most of what a small client costs."""
-  from tensorflow_federated.proto.v0 import computation_pb2  # pylint: disable=g-import-not-at-top
+  from tensorflow_federated.proto.v0 import computation_pb2
   counts = []
 
   def walk(message):
@@ -390,7 +390,7 @@ def run(clients=1000, dim=64, quantile_clients=100000, fedavg_clients=50,
       else:
         with workers_lib.local_workers(num_workers=n, threaded=threaded,
                                    cpu_sets=cpu_sets) as w:
-          wall, py, wk, res = _time(workload, reps, lambda: w.pids)  # pylint: disable=cell-var-from-loop
+          wall, py, wk, res = _time(workload, reps, lambda: w.pids)  # pylint: disable=cell-var-from-loop  # called within the same iteration
       note = workload.check(res)
       table.add(workload=name, configuration=label, wall=wall, python_cpu=py,
                 workers_cpu=wk, check=note)

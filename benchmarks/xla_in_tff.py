@@ -23,8 +23,8 @@ DIM = 1 << 16
 
 def run():
   """One row per question, its answer beside it."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  import tensorflow_federated as tff
 
   table = harness.Table([('check', 'check', 's'), ('answer', 'answer', 's')])
   x = tf.random.stateless_normal([DIM], seed=[1, 2], dtype=tf.float64)

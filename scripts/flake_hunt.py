@@ -27,7 +27,7 @@ import xml.etree.ElementTree as ElementTree
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, _ROOT)
 
-from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top,wrong-import-position
+from tff_ddp.utils import processes  # pylint: disable=wrong-import-position  # after the sys.path set-up
 
 
 def _results(junit_path):

@@ -70,7 +70,7 @@ def _descendants(pid):
   and its session (Jupyter starts a kernel as a session leader; a dead
   kernel's TFF workers are re-parented but stay in that session)."""
   sys.path.insert(0, _ROOT)
-  from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
+  from tff_ddp.utils import processes
   found = set(processes.descendant_pids(pid))
   found.update(processes.session_pids(pid))
   found.discard(pid)
@@ -96,7 +96,7 @@ def _end(pids, timeout=5.0):
 
 
 def _client_class():
-  import nbclient  # pylint: disable=g-import-not-at-top
+  import nbclient
 
   class Client(nbclient.NotebookClient):
     """Ends the kernel's descendants (TFF workers) with the kernel."""
@@ -123,8 +123,8 @@ def _client_class():
 
 def _kernel_manager(python, spec_dir):
   """A kernel manager whose kernel is `python` (a private kernel spec)."""
-  from jupyter_client import kernelspec  # pylint: disable=g-import-not-at-top
-  from jupyter_client import manager  # pylint: disable=g-import-not-at-top
+  from jupyter_client import kernelspec
+  from jupyter_client import manager
   os.makedirs(os.path.join(spec_dir, _KERNEL_NAME), exist_ok=True)
   path = os.environ.get('PYTHONPATH')
   with open(os.path.join(spec_dir, _KERNEL_NAME, 'kernel.json'), 'w') as f:
@@ -206,8 +206,8 @@ def failure_report(nb, cell_index, ename=None, evalue=None, traceback=None,
 
 def run(path, python, write, timeout):
   """Executes one notebook; returns (seconds, error message or None)."""
-  import nbclient  # pylint: disable=g-import-not-at-top
-  import nbformat  # pylint: disable=g-import-not-at-top
+  import nbclient
+  import nbformat
   nb = nbformat.read(path, as_version=4)
   kernelspec_metadata = nb.metadata.get('kernelspec')
   spec_dir = tempfile.mkdtemp(prefix='tff_ddp_kernel_')
@@ -249,7 +249,7 @@ def run(path, python, write, timeout):
                    else [])
       try:
         if client.km is not None and client.km.has_kernel:
-          client._cleanup_kernel()  # pylint: disable=protected-access
+          client._cleanup_kernel()  # pylint: disable=protected-access  # nbclient has no public kernel cleanup
       finally:
         _end(leftovers)
   finally:

@@ -6,6 +6,9 @@
 #                                            (TensorFlow Federated 0.87 and the whole library)
 #   scripts/setup_env.sh core   .venv-core/  core lane: Python 3.12, requirements/lock-core.txt
 #                                            (today's stack: no TFF; tff_ddp's core only)
+#   scripts/setup_env.sh lint   .venv-lint/  lint tools: Python 3.11, requirements/lock-lint.txt
+#                                            (pyink, pylint, mypy; not the package: they read
+#                                            the source, so none of their pins meets a lane's)
 #
 # PYTHON names the interpreter (default python3.11 / python3.12). Idempotent:
 # when the lock file, setup.py and the interpreter have not changed since the
@@ -21,7 +24,10 @@ case "$lane" in
   core) venv=.venv-core; lock=requirements/lock-core.txt; want=3.12
         why="the core lane's lock file (requirements/lock-core.txt) is resolved for Python 3.12"
         check="import tensorflow, dp_accounting, tff_ddp.accounting, tff_ddp.mechanisms, tff_ddp.encoders" ;;
-  *) echo "usage: scripts/setup_env.sh [tff|core]" >&2; exit 2 ;;
+  lint) venv=.venv-lint; lock=requirements/lock-lint.txt; want=3.11
+        why="the lint tools' lock file (requirements/lock-lint.txt) is resolved for Python 3.11, the TFF lane's version"
+        check="import pyink, pylint, mypy" ;;
+  *) echo "usage: scripts/setup_env.sh [tff|core|lint]" >&2; exit 2 ;;
 esac
 
 version_of() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null; }
@@ -57,10 +63,13 @@ if ! PY=$(find_python); then
   exit 1
 fi
 
-# Up to date when the lock file, setup.py and the interpreter are those of
-# the last successful run.
+# Up to date when the lock file, setup.py (not for the lint tools, which do
+# not install the package) and the interpreter are those of the last
+# successful run.
 STAMP="$venv/.tff_ddp_installed"
-stamp=$(cat "$lock" setup.py <(echo "$PY") | sha256sum | cut -d' ' -f1)
+package=setup.py
+[ "$lane" = lint ] && package=/dev/null
+stamp=$(cat "$lock" "$package" <(echo "$PY") | sha256sum | cut -d' ' -f1)
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$stamp" ] && [ -x "$venv/bin/python" ]; then
   exit 0
 fi
@@ -74,7 +83,9 @@ fi
 # The lock files are complete, resolved sets (`make lock`, `make lock-core`),
 # so they install without resolution.
 "$venv/bin/uv" pip install --quiet --python "$venv/bin/python" --no-deps -r "$lock"
-"$venv/bin/uv" pip install --quiet --python "$venv/bin/python" --no-deps -e .
+if [ "$lane" != lint ]; then
+  "$venv/bin/uv" pip install --quiet --python "$venv/bin/python" --no-deps -e .
+fi
 "$venv/bin/python" -c "$check" >/dev/null 2>&1 || {
   echo "tff_ddp: installation finished but imports fail; see: $venv/bin/python -c '$check'" >&2
   exit 1

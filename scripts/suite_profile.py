@@ -121,7 +121,7 @@ def _descendants_cpu():
 def cpu_now():
   """This process's CPU seconds, its reaped children's, its living
   descendants'."""
-  import resource  # pylint: disable=g-import-not-at-top
+  import resource
   own = resource.getrusage(resource.RUSAGE_SELF)
   reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
   return (own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
@@ -129,7 +129,7 @@ def cpu_now():
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):  # pylint: disable=unused-argument
+def pytest_runtest_protocol(item, nextitem):  # pylint: disable=unused-argument  # pytest's hook signature
   """Times each test (setup, call, teardown) in CPU seconds."""
   enabled = bool(os.environ.get(_CPU_OUT))
   start = cpu_now() if enabled else 0.0
@@ -138,7 +138,7 @@ def pytest_runtest_protocol(item, nextitem):  # pylint: disable=unused-argument
     _PER_TEST[item.nodeid] = round(cpu_now() - start, 3)
 
 
-def pytest_sessionfinish(session, exitstatus):  # pylint: disable=unused-argument
+def pytest_sessionfinish(session, exitstatus):  # pylint: disable=unused-argument  # pytest's hook signature
   out = os.environ.get(_CPU_OUT)
   if out:
     with open(out, 'w') as f:

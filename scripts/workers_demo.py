@@ -14,11 +14,11 @@ import warnings
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 
-import numpy as np  # pylint: disable=g-import-not-at-top
-import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+import numpy as np
+import tensorflow_federated as tff
 
-from tff_ddp.aggregators import DiscreteGaussianSumFactory  # pylint: disable=g-import-not-at-top
-from tff_ddp.utils import workers  # pylint: disable=g-import-not-at-top
+from tff_ddp.aggregators import DiscreteGaussianSumFactory
+from tff_ddp.utils import workers
 
 
 def main():

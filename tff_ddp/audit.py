@@ -289,7 +289,7 @@ def _children(value):
   if hasattr(value, '_asdict'):
     return list(value._asdict().items())
   try:
-    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+    import tensorflow_federated as tff
     if isinstance(value, tff.structure.Struct):
       return [(str(i) if name is None else name, v) for i, (name, v) in
               enumerate(tff.structure.iter_elements(value))]
@@ -666,19 +666,24 @@ def _run(process, dataset, neighbour, runs, options) -> _Runs:
   return _Runs(names=names, x=x, u=u, events=events, seconds=seconds)
 
 
+def _column(which, j):
+  """(features, statistics) -> column j of features (which=0) or of the
+  statistics (which=1)."""
+  return lambda f, s: (f, s)[which][:, j]
+
+
 def _select(ran: _Runs, selection, delta, level, options):
   """Step 3: ((eps_lb, candidate, direction, K thresholds) of the best
   candidate on the selection half, its candidates' best scores)."""
   sel = {k: (ran.x[k][:selection], ran.u[k][:selection]) for k in ran.x}
   candidates = [
-      _Candidate(f'statistic:{name}', (lambda j: lambda f, s: s[:, j])(j))
+      _Candidate(f'statistic:{name}', _column(1, j))
       for j, name in enumerate(options.statistics)]
   candidates += _projection_candidates(sel[True][0], sel[False][0])
   for j, name in enumerate(ran.names):
     column = np.concatenate([sel[True][0][:, j], sel[False][0][:, j]])
     if not _all_equal(column[:, None]):
-      candidates.append(_Candidate(name,
-                                   (lambda j: lambda f, s: f[:, j])(j)))
+      candidates.append(_Candidate(name, _column(0, j)))
   cp_sel = clopper_pearson_upper(np.arange(selection + 1), selection, level)
   best = None
   scores = {}
@@ -691,7 +696,7 @@ def _select(ran: _Runs, selection, delta, level, options):
       top = float(found.max())
       if top > 0:
         scores[candidate.name] = max(scores.get(candidate.name, 0.0), top)
-      if best is None or top > best[0]:
+      if best is None or top > best[0]:  # pylint: disable=unsubscriptable-object  # `or`: not None there
         order = np.argsort(-found, kind='stable')[:options.num_thresholds]
         best = (top, candidate, direction, thresholds[order])
   return best, scores

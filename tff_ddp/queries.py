@@ -60,6 +60,7 @@ from tff_ddp.utils import requires
 
 requires.require_tff('tff_ddp.queries')
 
+# pylint: disable=wrong-import-position  # after require_tff's clear error
 import collections
 
 import tensorflow as tf

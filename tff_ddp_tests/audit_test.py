@@ -404,8 +404,8 @@ class RealRoundsAuditTest(tf.test.TestCase):
     return [(target_norm * direction).astype(np.float32)] + others, direction
 
   def _ddg(self, z, **kwargs):
-    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-    from tff_ddp.aggregators import DiscreteGaussianSumFactory  # pylint: disable=g-import-not-at-top
+    import tensorflow_federated as tff
+    from tff_ddp.aggregators import DiscreteGaussianSumFactory
     with warnings.catch_warnings():
       warnings.simplefilter('ignore', UserWarning)
       factory = DiscreteGaussianSumFactory(
@@ -446,8 +446,8 @@ class RealRoundsAuditTest(tf.test.TestCase):
     # distinct bins of 16 (distinct inputs: distinct test-seed noise). The
     # neighbour's target is NaN (the zero encoding). The accountant's 2.0
     # is below the 3.70 of 150 error-free runs, so a leak could show.
-    from tff_ddp.analytics import build_quantile_process  # pylint: disable=g-import-not-at-top
-    from tff_ddp.analytics import QuantileSetting  # pylint: disable=g-import-not-at-top
+    from tff_ddp.analytics import build_quantile_process
+    from tff_ddp.analytics import QuantileSetting
     process = build_quantile_process(
         'flat', 'discrete_gaussian', 0.0, 1.0, 16, [0.25, 0.5, 0.75],
         QuantileSetting(self._N, 2.0, 1e-5, seed=7))

@@ -124,9 +124,9 @@ class RepositoryTest(parameterized.TestCase):
 
   def test_lazy_subpackages_are_deps_of_the_package(self):
     # The table the generator reads from the source is the one Python uses.
-    import tff_ddp  # pylint: disable=g-import-not-at-top
+    import tff_ddp
     labels = {self.tree.label_of(self.tree.modules[f'tff_ddp.{name}'])
-              for name in tff_ddp._SUBPACKAGES}  # pylint: disable=protected-access
+              for name in tff_ddp._SUBPACKAGES}  # pylint: disable=protected-access  # tests a private part
     package = self.tree.targets[build_files.Label('tff_ddp', 'tff_ddp')]
     self.assertEqual({d for d in package.deps
                       if isinstance(d, build_files.Label)}, labels)

@@ -263,7 +263,7 @@ class SameReportTest(parameterized.TestCase):
   """A file holding the synthetic data gets the synthetic run's report."""
 
   def test_quantiles(self):
-    from tff_ddp.cli import quantiles as quantiles_cli  # pylint: disable=g-import-not-at-top
+    from tff_ddp.cli import quantiles as quantiles_cli
     common_args = ['quantiles', '--methods', 'flat', '--mechanisms',
                    'discrete_gaussian', '--bins', '8', '--repetitions', '1']
     synthetic = _report(common_args + ['--clients', '40'])
@@ -288,7 +288,7 @@ class SameReportTest(parameterized.TestCase):
     self.assertEqual(synthetic[3], mine[3])  # true (sample)
 
   def test_frequency(self):
-    from tff_ddp.analytics import frequency_data  # pylint: disable=g-import-not-at-top
+    from tff_ddp.analytics import frequency_data
     common_args = ['frequency', '--protocols', 'normalize']
     synthetic = _report(common_args + ['--clients', '30', '--dim', '8'])
     x = frequency_data.load('iid', 30, 8, 0).astype(int)

@@ -42,18 +42,18 @@ class HelpTest(parameterized.TestCase):
     # argparse shows defaults only for options with a help text; every
     # option here says its default, or that it is required.
     parser = cli.build_parser()
-    commands, = [a for a in parser._actions  # pylint: disable=protected-access
-                 if isinstance(a, argparse._SubParsersAction)]  # pylint: disable=protected-access
+    commands, = [a for a in parser._actions  # pylint: disable=protected-access  # argparse's help entries have no public API
+                 if isinstance(a, argparse._SubParsersAction)]  # pylint: disable=protected-access  # argparse's help entries have no public API
     self.assertContainsSubset(
         {'demo', 'privacy', 'quantiles', 'frequency', 'superquantile'},
         commands.choices)
     for name, command in commands.choices.items():
-      for action in command._actions:  # pylint: disable=protected-access
-        if isinstance(action, argparse._HelpAction):  # pylint: disable=protected-access
+      for action in command._actions:  # pylint: disable=protected-access  # argparse's help entries have no public API
+        if isinstance(action, argparse._HelpAction):  # pylint: disable=protected-access  # argparse's help entries have no public API
           continue
         # The entry format_help prints for the option.
-        formatter = command._get_formatter()  # pylint: disable=protected-access
-        entry = ' '.join(formatter._format_action(action).split())  # pylint: disable=protected-access
+        formatter = command._get_formatter()  # pylint: disable=protected-access  # argparse's help entries have no public API
+        entry = ' '.join(formatter._format_action(action).split())  # pylint: disable=protected-access  # argparse's help entries have no public API
         with self.subTest(command=name, option=action.option_strings):
           # '(default: X)', a default said in words ('default: all'), or
           # '(required...'.
@@ -128,7 +128,7 @@ class RingTest(parameterized.TestCase):
     # 10^6 values were refused with "bits=18 is too
     # small ... use bits >= 25"; the number of clients is public, so the
     # command sizes the ring itself unless --bits is given.
-    from tff_ddp.analytics import histograms  # pylint: disable=g-import-not-at-top
+    from tff_ddp.analytics import histograms
     encodings = [histograms.encoding('tree', 32)]
     bits, configurations = quantiles_cli.configure(
         encodings, ['discrete_gaussian'], 32, 10**6, 1.0, 1e-7)
@@ -262,10 +262,10 @@ class PrivacyTest(parameterized.TestCase):
                             ('ddg', 1000, 50, 16, 1.2),
                             ('skellam', 10**4, 20, 12, 3.0))
   def test_noise_multiplier_is_the_factorys(self, mechanism, d, n, bits, z):
-    import numpy as np  # pylint: disable=g-import-not-at-top
-    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-    from tff_ddp import accounting  # pylint: disable=g-import-not-at-top
-    from tff_ddp import aggregators  # pylint: disable=g-import-not-at-top
+    import numpy as np
+    import tensorflow_federated as tff
+    from tff_ddp import accounting
+    from tff_ddp import aggregators
     factory = {'ddg': aggregators.DiscreteGaussianSumFactory,
                'skellam': aggregators.SkellamSumFactory}[mechanism](
                    noise_multiplier=z, expected_clients_per_round=n,
@@ -374,7 +374,7 @@ class JobsTest(parameterized.TestCase):
     # (r + 1), with seed 0 under --values: identical on every run, yet
     # labelled DP. Two runs on the same values now add different noise; a
     # --noise-seed run repeats itself and says it is not private.
-    from tff_ddp.analytics import simulation  # pylint: disable=g-import-not-at-top
+    from tff_ddp.analytics import simulation
     noisy = []
     original = simulation.noisy_sum
 
@@ -397,7 +397,7 @@ class JobsTest(parameterized.TestCase):
     # probability 0.
     self.assertFalse(np.array_equal(noisy[0], noisy[1]))
     # The seeded run's noise is the seed's (repetition 0): reproducible.
-    from tff_ddp.analytics import histograms  # pylint: disable=g-import-not-at-top
+    from tff_ddp.analytics import histograms
     encoding = histograms.encoding('flat', 8)
     codes = simulation.encodings(encoding, values, 0.0, 10.0)
     np.testing.assert_array_equal(noisy[2], original(

@@ -188,7 +188,7 @@ _FAILING_CELLS = [
 
 
 def _write_failing_notebook(directory):
-  import nbformat  # pylint: disable=g-import-not-at-top
+  import nbformat
   nb = nbformat.v4.new_notebook()
   for kind, source in _FAILING_CELLS:
     nb.cells.append(nbformat.v4.new_markdown_cell(source) if kind == 'markdown'
@@ -246,7 +246,7 @@ class FailureReportTest(parameterized.TestCase):
     self.assertIn('1 of 1 notebook(s) failed: ', result.stderr)
 
   def test_report_of_a_timeout(self):
-    import nbformat  # pylint: disable=g-import-not-at-top
+    import nbformat
     runner = _runner_module()
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_markdown_cell('# t'),
@@ -262,7 +262,7 @@ class DeadKernelTest(parameterized.TestCase):
   started is ended (its orphans are found through its session)."""
 
   def test_dead_kernel_reported_and_its_children_ended(self):
-    import nbformat  # pylint: disable=g-import-not-at-top
+    import nbformat
     with tempfile.TemporaryDirectory() as directory:
       pid_file = os.path.join(directory, 'child.pid')
       nb = nbformat.v4.new_notebook()

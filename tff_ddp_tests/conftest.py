@@ -199,8 +199,8 @@ def tff_test_context():
   then fail with "No default context installed" depending on the order.
   """
   if 'tensorflow_federated' in sys.modules:
-    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-    from tensorflow_federated.python.core.impl.context_stack import runtime_error_context  # pylint: disable=g-import-not-at-top
+    import tensorflow_federated as tff
+    from tensorflow_federated.python.core.impl.context_stack import runtime_error_context
     if isinstance(tff.framework.get_context_stack().current,
                   runtime_error_context.RuntimeErrorContext):
       processes.use_test_context()

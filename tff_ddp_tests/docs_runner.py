@@ -40,8 +40,8 @@ def _fresh_tff_context():
   """TFF's context as in a new interpreter (if TFF is imported at all)."""
   if 'tensorflow_federated' not in sys.modules:
     return
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
+  from tff_ddp.utils import processes
   processes.drop_tff_contexts()
   tff.backends.native.set_sync_local_cpp_execution_context()
 
@@ -72,21 +72,21 @@ def run_python(code: str, namespace: dict, label: str):
   error = None
   with _captured('stdout') as out:
     try:
-      exec(compile(code, label, 'exec'), namespace)  # pylint: disable=exec-used
-    except BaseException as e:  # pylint: disable=broad-except
+      exec(compile(code, label, 'exec'), namespace)  # pylint: disable=exec-used  # runs the docs' code blocks
+    except BaseException as e:  # pylint: disable=broad-except  # reports whatever the code raised
       error = _error(e)
   return out[0], error
 
 
 def run_cli(argv):
-  from tff_ddp import cli  # pylint: disable=g-import-not-at-top
+  from tff_ddp import cli
   error = None
   with _captured('stdout') as out, _captured('stderr') as err:
     try:
       code = cli.main(argv)
     except SystemExit as e:
       code = e.code
-    except BaseException as e:  # pylint: disable=broad-except
+    except BaseException as e:  # pylint: disable=broad-except  # reports whatever the code raised
       code, error = 1, _error(e)
   if code and error is None:
     error = f'exit status {code}; stderr:\n{err[0][-3000:]}'
@@ -132,7 +132,7 @@ def main(steps_path: str, results_path: str) -> None:
                         seconds=time.perf_counter() - start))
     with open(results_path, 'w') as f:  # what ran so far, if a step hangs
       json.dump(results, f)
-  from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
+  from tff_ddp.utils import processes
   processes.release_tff()
 
 

@@ -172,11 +172,11 @@ class CostOrderTest(absltest.TestCase):
       path = os.path.join(directory, 'costs.json')
       with open(path, 'w') as f:
         json.dump({'modules': costs}, f)
-      saved, conftest._COSTS = conftest._COSTS, path  # pylint: disable=protected-access
+      saved, conftest._COSTS = conftest._COSTS, path  # pylint: disable=protected-access  # resets private state between cases
       try:
-        return [item.nodeid for item in conftest._by_module_cost(items)]  # pylint: disable=protected-access
+        return [item.nodeid for item in conftest._by_module_cost(items)]  # pylint: disable=protected-access  # tests a private part
       finally:
-        conftest._COSTS = saved  # pylint: disable=protected-access
+        conftest._COSTS = saved  # pylint: disable=protected-access  # resets private state between cases
 
   def test_costliest_module_first_and_order_within_kept(self):
     items = _items('a_test.py::A::t2', 'a_test.py::A::t1', 'b_test.py::t',
@@ -195,14 +195,14 @@ class CostOrderTest(absltest.TestCase):
 
   def test_without_a_table_the_order_is_kept(self):
     items = _items('a_test.py::t', 'b_test.py::t')
-    saved, conftest._COSTS = conftest._COSTS, '/nonexistent/costs.json'  # pylint: disable=protected-access
+    saved, conftest._COSTS = conftest._COSTS, '/nonexistent/costs.json'  # pylint: disable=protected-access  # resets private state between cases
     try:
-      self.assertEqual(conftest._by_module_cost(items), items)  # pylint: disable=protected-access
+      self.assertEqual(conftest._by_module_cost(items), items)  # pylint: disable=protected-access  # tests a private part
     finally:
-      conftest._COSTS = saved  # pylint: disable=protected-access
+      conftest._COSTS = saved  # pylint: disable=protected-access  # resets private state between cases
 
   def test_committed_table_names_test_modules(self):
-    with open(conftest._COSTS) as f:  # pylint: disable=protected-access
+    with open(conftest._COSTS) as f:  # pylint: disable=protected-access  # resets private state between cases
       costs = json.load(f)['modules']
     self.assertNotEmpty(costs)
     present = set(suite_profile.test_modules())

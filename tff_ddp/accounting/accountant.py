@@ -97,7 +97,7 @@ is below 1e-20 of delta (e.g. 1e-32 of it in the run above).
 
 import enum
 import math
-from typing import Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple, TypeAlias, TypeGuard
 
 import dp_accounting
 import numpy as np
@@ -113,7 +113,7 @@ from tff_ddp.accounting.orders import check_orders
 from tff_ddp.accounting.orders import DEFAULT_ORDERS
 from tff_ddp.utils import checks
 
-NeighborRel = dp_accounting.NeighboringRelation
+NeighborRel: TypeAlias = dp_accounting.NeighboringRelation
 _ErrorDetails = dp_accounting.PrivacyAccountant.CompositionErrorDetails
 _ZERO_OUT = (NeighborRel.ADD_OR_REMOVE_ONE, NeighborRel.REPLACE_SPECIAL)
 
@@ -198,7 +198,7 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
       neighboring_relation: NeighborRel = NeighborRel.ADD_OR_REMOVE_ONE,
       adversary: str = Adversary.SERVER,
   ):
-    if not isinstance(neighboring_relation, NeighborRel):
+    if not isinstance(neighboring_relation, dp_accounting.NeighboringRelation):
       raise TypeError(
           'neighboring_relation must be a dp_accounting.NeighboringRelation, '
           f'got {neighboring_relation!r}.')
@@ -207,8 +207,8 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
     self._adversary = as_adversary(adversary)
     self._rdp = np.zeros_like(self._orders)
     self._tv_mass = 0.0
-    self._least_delta_cache = (None, None)
-    self._cache = {}
+    self._least_delta_cache: Optional[Tuple[Any, Tuple[float, float]]] = None
+    self._cache: dict[Any, np.ndarray] = {}
 
   @property
   def adversary(self) -> Adversary:
@@ -300,8 +300,9 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
     grid cell around the best point. Cached per composed state.
     """
     key = (self._rdp.tobytes(), self._tv_mass)
-    if self._least_delta_cache[0] == key:
-      return self._least_delta_cache[1]
+    cached = self._least_delta_cache
+    if cached is not None and cached[0] == key:
+      return cached[1]
     grid = np.unique(np.concatenate([np.linspace(0.0, 2.0, 41),
                                      np.geomspace(2.0, 700.0, 240)]))
     values = [self._delta_with_sampler_term(e) for e in grid]
@@ -505,7 +506,7 @@ def gaussian_rdp(noise_multiplier: float, orders: Sequence[float],
   return orders * (sensitivity / z)**2 / 2.0
 
 
-def _finite_positive(z: Optional[float]) -> bool:
+def _finite_positive(z: Optional[float]) -> TypeGuard[float]:
   """True for the noise multiplier of a Gaussian-only subtree that has a
   tight sampled curve (0: infinite curve, inf: no Gaussian in it; both are
   left to the generic bounds, which handle them exactly)."""

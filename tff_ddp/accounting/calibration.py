@@ -64,7 +64,7 @@ release).
 import dataclasses
 import enum
 import math
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, TypeAlias
 
 import dp_accounting
 from scipy import optimize
@@ -73,7 +73,7 @@ from tff_ddp.accounting import accountant as accountant_lib
 from tff_ddp.accounting import events
 from tff_ddp.accounting import pld_accountant
 from tff_ddp.utils import checks
-from tff_ddp.utils import search
+from tff_ddp.utils import search as search_lib
 
 
 
@@ -102,7 +102,7 @@ def as_sampling(value) -> Sampling:
   return checks.member(value, 'sampling', Sampling)
 
 
-NeighborRel = dp_accounting.NeighboringRelation
+NeighborRel: TypeAlias = dp_accounting.NeighboringRelation
 # Lower end of a noise parameter that no theorem bounds from below.
 MIN_NOISE = 1e-6
 # Upper end of the search for a noise parameter that decreases eps.
@@ -134,8 +134,9 @@ class Parameter:
     if not isinstance(self.name, str):
       raise TypeError(f'Parameter name must be a string, got {self.name!r}.')
     if self.discrete:  # integers: the search passes them to make_event
-      low = checks.integer(self.low, f'{self.name} low end')
-      high = checks.integer(self.high, f'{self.name} high end', low)
+      int_low = checks.integer(self.low, f'{self.name} low end')
+      low, high = int_low, checks.integer(self.high, f'{self.name} high end',
+                                          int_low)
     else:
       low = checks.real(self.low, f'{self.name} low end')
       high = checks.real(self.high, f'{self.name} high end', low=low,
@@ -457,8 +458,9 @@ def _pld_search(first, event_at, target_epsilon, target_delta, parameter,
   except ValueError:
     if not first.uses_rdp:
       raise
-  if not first.uses_rdp:
-    return x_pld + (None,)
+  else:
+    if not first.uses_rdp:
+      return x_pld + (None,)
   if x_pld is not None:
     check = first.compose(event_at(x_pld[0]))
     if check.rdp_accountant.get_epsilon(target_delta) > target_epsilon:
@@ -558,27 +560,27 @@ def _refine(eps, x0, at_limit, parameter, target, rtol):
     direction = 1 if up else -1
     x0 = int(x0)
     if e0 <= target:
-      safe, step = x0, 1
+      safe, stride = x0, 1
       while safe != least_noise_end:
-        x = safe + direction * step
+        x = safe + direction * stride
         x = min(x, hi) if up else max(x, lo)
         if eps(x) > target:
           unsafe = x
           break
-        safe, step = x, step * 2
+        safe, stride = x, stride * 2
       else:
         return safe, True
     else:
-      unsafe, step = x0, 1
+      unsafe, stride = x0, 1
       while True:
         if unsafe == most_noise_end:
           raise ValueError(f'{parameter.name}: no value meets the target')
-        x = unsafe - direction * step
+        x = unsafe - direction * stride
         x = max(x, lo) if up else min(x, hi)
         if eps(x) <= target:
           safe = x
           break
-        unsafe, step = x, step * 2
+        unsafe, stride = x, stride * 2
     return _bisect_integers(eps, safe, unsafe, target), True
   width = hi - lo if math.isfinite(hi - lo) else 1.0
 
@@ -863,7 +865,7 @@ def _least_reachable_scale(parts, lo: float, hi: float) -> float:
   if reachable(lo):
     return lo
   parts(hi)  # raises the calibrator's error if even hi is out of reach
-  return search.boundary(reachable, hi, lo, 1e-4)
+  return search_lib.boundary(reachable, hi, lo, 1e-4)
 
 
 def split_budget(

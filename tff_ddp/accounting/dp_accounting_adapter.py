@@ -26,7 +26,7 @@ def _module():
         f'{SUPPORTED_VERSIONS}, found {version}; install dp-accounting=='
         f'{SUPPORTED_VERSIONS[-1]} (requirements/lock.txt) or update '
         'tff_ddp/accounting/dp_accounting_adapter.py.')
-  from dp_accounting.rdp import rdp_privacy_accountant  # pylint: disable=g-import-not-at-top
+  from dp_accounting.rdp import rdp_privacy_accountant
   return rdp_privacy_accountant
 
 
@@ -40,7 +40,7 @@ def _nonnegative(curve) -> np.ndarray:
 def poisson_sampled_gaussian_rdp(q: float, noise_multiplier: float,
                                  orders: Sequence[float]) -> np.ndarray:
   """Tight RDP of the Poisson-subsampled Gaussian (add/remove neighbours)."""
-  return _nonnegative(_module()._compute_rdp_poisson_subsampled_gaussian(  # pylint: disable=protected-access
+  return _nonnegative(_module()._compute_rdp_poisson_subsampled_gaussian(  # pylint: disable=protected-access  # dp_accounting has no public per-order form
       q=q, noise_multiplier=noise_multiplier, orders=orders))
 
 
@@ -50,5 +50,5 @@ def without_replacement_gaussian_rdp(q: float, noise_multiplier: float,
   replace-one neighbours, `noise_multiplier` = noise stddev over their
   distance (for `GaussianDpEvent(z)`, whose replace-one neighbours differ
   by twice the per-record bound: z / 2)."""
-  return _nonnegative(_module()._compute_rdp_sample_wor_gaussian(  # pylint: disable=protected-access
+  return _nonnegative(_module()._compute_rdp_sample_wor_gaussian(  # pylint: disable=protected-access  # dp_accounting has no public per-order form
       q=q, noise_multiplier=noise_multiplier, orders=orders))

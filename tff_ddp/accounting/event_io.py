@@ -42,7 +42,7 @@ def _leaf_tensor(value, event, where: str):
   """A number or string field of `event` as a tensor: bools as bool,
   integers as int64, floats as float64 (no float32 rounding of a noise
   scale), strings as string."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   if isinstance(value, (bool, np.bool_)):
     return tf.constant(bool(value))
   if isinstance(value, (int, np.integer)):
@@ -96,10 +96,8 @@ def explicit(event: dp_accounting.DpEvent) -> dp_accounting.DpEvent:
   Nested events (composed, sampled) are made explicit too; the accountant's
   epsilon of the result is the event's.
   """
-  # pylint: disable=g-import-not-at-top
   from tff_ddp.accounting import ddg_rdp
   from tff_ddp.accounting import events
-  # pylint: enable=g-import-not-at-top
   if isinstance(event, (events.DistributedDiscreteGaussianDpEvent,
                         events.DistributedSkellamDpEvent)):
     return attr.evolve(event,
@@ -165,7 +163,7 @@ def composed_structure(structures):
     structures: a list of event structures (`event_structure` outputs or
       the `dp_event` measurements of aggregators).
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   named = dp_accounting.ComposedDpEvent([]).to_named_tuple()
   return collections.OrderedDict(
       module_name=tf.constant(named.module_name),
@@ -246,9 +244,7 @@ def _empty_round_as_noop(cls, kwargs) -> dp_accounting.DpEvent:
   without clients: the mechanisms' own `dp_event(0)` is NoOpDpEvent), and a
   ComposedDpEvent or SelfSampledDpEvent of NoOpDpEvents only.
   """
-  # pylint: disable=g-import-not-at-top
   from tff_ddp.accounting import events
-  # pylint: enable=g-import-not-at-top
   noop = dp_accounting.NoOpDpEvent()
   if kwargs.get('num_clients') == 0 and cls.__module__ == events.__name__:
     return noop
@@ -265,11 +261,10 @@ def _field(value):
   mapping = _as_mapping(value)
   if _is_event(mapping):
     return _rebuild(mapping)
-  if isinstance(value, (list, tuple)) or (
-      mapping is not None and not _is_event(mapping)):
-    items = value if isinstance(value, (list, tuple)) else list(
-        mapping.values())
-    return [_field(v) for v in items]
+  if isinstance(value, (list, tuple)):
+    return [_field(v) for v in value]
+  if mapping is not None:
+    return [_field(v) for v in mapping.values()]
   return _python(value)
 
 

@@ -51,7 +51,9 @@ def _float_key(orders):
       return tuple(orders.tolist())
     return None
   if type(orders) in (tuple, list) and all(
-      type(x) is float for x in orders):  # pylint: disable=unidiomatic-typecheck
+      type(x) is float  # pylint: disable=unidiomatic-typecheck  # exact types only: no subclasses
+      for x in orders
+  ):
     return tuple(orders)
   return None
 

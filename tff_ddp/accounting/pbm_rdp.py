@@ -474,7 +474,7 @@ def _fair_coin_lattice(theta, num_clients):
   offsets (u, v) is a function of D on the atoms (J, z), of mass
   mu = P(J) B_{J+1}(z). Returns (log mu, D, outer).
   """
-  from scipy import stats  # pylint: disable=g-import-not-at-top
+  from scipy import stats
   others = num_clients - 1
   fair = 1.0 - 2.0 * theta
   # Rows J >= lo; the rest has mass binom.cdf(lo - 1) (doubled for the
@@ -511,8 +511,8 @@ def _expm1_sums(r, weights, orders):
   if r.size * orders.size <= _LATTICE_BLOCK:
     return np.expm1(orders[:, None] * r) @ weights
   sums = np.empty(orders.shape)
-  steps = {}
-  e = None
+  steps: dict[float, np.ndarray] = {}
+  e: np.ndarray  # set at i == 0, a restart
   for i, a in enumerate(orders):
     step = a - orders[i - 1] if i else 0.0
     if i % _LATTICE_RESTART == 0 or not step > 0:

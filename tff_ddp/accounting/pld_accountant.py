@@ -49,7 +49,7 @@ tested against 1e-4).
 import collections
 import dataclasses
 import math
-from typing import Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple, TypeAlias
 
 import dp_accounting
 import numpy as np
@@ -64,9 +64,12 @@ from tff_ddp.accounting import pld_mechanisms
 from tff_ddp.accounting import skellam_rdp
 from tff_ddp.utils import checks
 
-NeighborRel = dp_accounting.NeighboringRelation
+NeighborRel: TypeAlias = dp_accounting.NeighboringRelation
 Adversary = rdp_lib.Adversary
 _ZERO_OUT = (NeighborRel.ADD_OR_REMOVE_ONE, NeighborRel.REPLACE_SPECIAL)
+# The RDP accountant's tests for a Gaussian-only subtree, shared.
+_finite_positive = rdp_lib._finite_positive  # pylint: disable=protected-access  # shared within the accounting package
+_gaussian_noise_multiplier = rdp_lib._gaussian_noise_multiplier  # pylint: disable=protected-access  # shared within the accounting package
 DEFAULT_INTERVAL = 1e-3
 # dp-accounting's composition may drop this much mass per composition
 # (into the infinity mass: pessimistic).
@@ -87,7 +90,7 @@ class _Lru:
 
   def __init__(self, size: int):
     self._size = size
-    self._items = collections.OrderedDict()
+    self._items: collections.OrderedDict[Any, Any] = collections.OrderedDict()
 
   def get(self, key):
     value = self._items.get(key)
@@ -209,8 +212,8 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
     self._tv_mass = 0.0
     self._infinite = False
     self._unsupported: Optional[str] = None
-    self._cache = {}
-    self._curves = {}
+    self._cache: dict[Any, Any] = {}
+    self._curves: dict[Any, Any] = {}
 
   @property
   def adversary(self) -> Adversary:
@@ -276,12 +279,12 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
 
   def _maybe_compose(self, event, count, do_compose):
     if not do_compose:
-      return self._rdp._maybe_compose(event, count, False)  # pylint: disable=protected-access
+      return self._rdp._maybe_compose(event, count, False)  # pylint: disable=protected-access  # the accountant's RDP curve
     count = checks.integer(count, 'count', 0)
     if self._use_rdp:
       self._rdp.compose(event, count)
     else:
-      self._tv_mass += count * rdp_lib._tv_mass(event)  # pylint: disable=protected-access
+      self._tv_mass += count * rdp_lib._tv_mass(event)  # pylint: disable=protected-access  # shared within the accounting package
     if count == 0 or self._infinite or self._unsupported:
       return None
     try:
@@ -516,8 +519,7 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
       return known
     if (isinstance(event, dp_accounting.PoissonSampledDpEvent)
         and self._adversary is Adversary.RELEASE and relation in _ZERO_OUT
-        and rdp_lib._finite_positive(  # pylint: disable=protected-access
-            rdp_lib._gaussian_noise_multiplier(inner))):  # pylint: disable=protected-access
+        and _finite_positive(_gaussian_noise_multiplier(inner))):
       return pld_mechanisms.Smaller(known, pld_curves.Amplified(curve, q))
     return known
 
@@ -591,8 +593,8 @@ def compose_rounds(accountant: dp_accounting.PrivacyAccountant,
     accountant = compose_rounds(tightest('release'), measured_events)
     accountant.get_epsilon_and_bound(delta), accountant.describe(delta)
   """
-  counts = collections.OrderedDict()
-  unhashable = []  # [event, count] of events with a list inside
+  counts: collections.OrderedDict[Any, int] = collections.OrderedDict()
+  unhashable: list[list[Any]] = []  # [event, count] of events with a list inside
   for event in round_events:
     try:
       counts[event] = counts.get(event, 0) + 1
@@ -648,8 +650,8 @@ def final_epsilon(adversary, round_events: Sequence[dp_accounting.DpEvent],
       raise TypeError('round_events must be dp_accounting.DpEvents (one '
                       f'per round), got {type(event).__name__}.')
   accountant = compose_rounds(tightest(adversary), round_events)
-  epsilon, bound = accountant.get_epsilon_and_bound(delta)
-  return FinalEpsilon(epsilon=epsilon, bound=bound, delta=delta,
+  eps, bound = accountant.get_epsilon_and_bound(delta)
+  return FinalEpsilon(epsilon=eps, bound=bound, delta=delta,
                       adversary=accountant.adversary.value,
                       description=accountant.describe(delta),
                       rounds=len(round_events), rdp_epsilon=rdp_epsilon)

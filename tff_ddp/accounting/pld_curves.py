@@ -413,7 +413,9 @@ def convex_minorant(x: np.ndarray, y: np.ndarray) -> np.ndarray:
   """
   xs = np.asarray(x, np.float64).tolist()
   ys = np.asarray(y, np.float64).tolist()
-  hx, hy, idx = [], [], []
+  hx: list[float] = []
+  hy: list[float] = []
+  idx: list[int] = []
   for i, (px, py) in enumerate(zip(xs, ys)):
     while len(idx) >= 2:
       ax, ay, bx, by = hx[-2], hy[-2], hx[-1], hy[-1]

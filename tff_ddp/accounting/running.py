@@ -31,7 +31,7 @@ measured events offline (`extract_dp_event`) in that case.
 
 import collections
 import math
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence, TypeAlias
 
 import dp_accounting
 import numpy as np
@@ -41,7 +41,7 @@ from tff_ddp.accounting.orders import check_orders
 from tff_ddp.accounting.orders import DEFAULT_ORDERS
 from tff_ddp.utils import checks
 
-NeighborRel = dp_accounting.NeighboringRelation
+NeighborRel: TypeAlias = dp_accounting.NeighboringRelation
 # The accountant's own cap of exp(eps) in the sampler term.
 _EXP_CAP = 700.0
 # dp-accounting's conversion is numerically unstable below this order.
@@ -86,7 +86,7 @@ class TabulatedAccountant:
         raise TypeError(f'event_fn({n}) returned {event!r}, not a DpEvent.')
       self.events.append(event)
       curves.append(self._accountant.curve(event))
-      tv.append(accountant_lib._tv_mass(event))  # pylint: disable=protected-access
+      tv.append(accountant_lib._tv_mass(event))  # pylint: disable=protected-access  # shared within the accounting package
     self.curves = np.stack(curves)  # [max_clients + 1, len(orders)]
     self.tv_masses = np.asarray(tv, np.float64)
 
@@ -101,7 +101,7 @@ class TabulatedAccountant:
 
   def compose(self, state, num_clients):
     """The state after one more round with `num_clients` (a TF int)."""
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf
     n = tf.cast(num_clients, tf.int64)
     covered = (n >= 0) & (n <= self.max_clients)
     index = tf.clip_by_value(n, 0, self.max_clients)
@@ -119,7 +119,7 @@ class TabulatedAccountant:
 
   def epsilon(self, state, delta: float):
     """(eps, delta)-DP of the composed rounds, +inf if any was uncovered."""
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf
     delta = checks.real(delta, 'delta', 0.0, 1.0, low_open=True,
                         high_open=True)
     rdp = tf.cast(state['rdp'], tf.float64)
@@ -154,7 +154,7 @@ def rdp_to_epsilon(orders, rdp, delta):
   rdp_a + log1p(-1/a) - log(delta a) / (a - 1) if a > 1.01, else +inf; the
   result is max(0, min_a eps_a). `delta` may be a float64 tensor.
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   a = tf.constant(np.asarray(orders, np.float64))
   rdp = tf.cast(rdp, tf.float64)
   delta = tf.cast(delta, tf.float64)

@@ -3,6 +3,7 @@ from tff_ddp.utils import requires
 
 requires.require_tff('tff_ddp.aggregators')
 
+# pylint: disable=wrong-import-position  # after require_tff's clear error
 from tff_ddp.aggregators import calibrated
 from tff_ddp.aggregators.adaptive_clip import AdaptiveClipping
 from tff_ddp.aggregators.discrete_gaussian import DiscreteGaussianSumFactory

@@ -26,7 +26,6 @@ is amplified against every adversary -- see
 import dataclasses
 from typing import Any
 
-from tff_ddp.accounting import accountant
 from tff_ddp.accounting import calibration
 from tff_ddp.accounting import pld_accountant
 from tff_ddp.aggregators import discrete_gaussian as ddg_factory

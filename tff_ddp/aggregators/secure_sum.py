@@ -735,7 +735,7 @@ class RoundProtocol:
 
   def __init__(self, factory: 'MechanismSumFactory', value_type,
                count_modulus: int = COUNT_MODULUS):
-    # pylint: disable=protected-access
+    # pylint: disable=protected-access  # its factory's settings
     self.spec = factory.value_spec(value_type)
     self.mechanism = factory.mechanism(value_type)
     self._counts = factory._counts(self.mechanism)
@@ -770,8 +770,8 @@ class RoundProtocol:
     for extra in (self._counts, self._indicator):
       if extra is not None:
         others.append(extra.max_clients())
-    self.on_wrap = factory._on_wrap  # pylint: disable=protected-access
-    self.ring = factory._ring_capacity(  # pylint: disable=protected-access
+    self.on_wrap = factory._on_wrap  # pylint: disable=protected-access  # its factory's settings
+    self.ring = factory._ring_capacity(  # pylint: disable=protected-access  # its factory's settings
         self.spec, self.mechanism, min(others))
 
   def initial_public_seed(self) -> tf.Tensor:
@@ -806,6 +806,7 @@ class RoundProtocol:
     flat = self.spec.flatten(value)
     seeds = tf.random.experimental.stateless_split(
         self._noise_seed(flat, seed), 3 if self.adaptive is None else 4)
+    indicator = None  # with an adaptive clip only (then self._indicator too)
     if self.adaptive is not None:
       flat, indicator = adaptive_lib.client_split(self.adaptive, flat, clip)
     if self._rate is not None:

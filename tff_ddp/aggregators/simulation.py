@@ -71,7 +71,7 @@ class BatchedSum:
       raise TypeError('factory must be a MechanismSumFactory, got '
                       f'{type(factory).__name__}.')
     self.factory = factory
-    self.rate = factory._rate  # pylint: disable=protected-access
+    self.rate = factory._rate  # pylint: disable=protected-access  # its factory's settings
     self.spec = factory.value_spec(value_type)
     self.mechanism = factory.mechanism(value_type)
     self.ring = factory.capacity(value_type)

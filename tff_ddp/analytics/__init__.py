@@ -5,6 +5,7 @@ from tff_ddp.utils import requires
 
 requires.require_tff('tff_ddp.analytics')
 
+# pylint: disable=wrong-import-position  # after require_tff's clear error
 from tff_ddp.analytics.frequency_process import build_frequency_process
 from tff_ddp.analytics.frequency_process import build_frequency_process_from_parameters
 from tff_ddp.analytics.frequency_process import frequency_parameters

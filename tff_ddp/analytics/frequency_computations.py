@@ -146,7 +146,6 @@ def _two_phase(params, on_wrap):
       params.quantile, 0.0, params.upper_bound, [params.target_quantile],
       quantiles_lib.QuantileEstimation(count='exact'), on_wrap='flag')
   f_state_type = aggregator.initialize.type_signature.result.member
-  q_state_type = quantile_process.initialize.type_signature.result.member
   upper = float(params.upper_bound)
   target = float(params.target_quantile)
 

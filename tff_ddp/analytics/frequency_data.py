@@ -164,12 +164,12 @@ def docstrings(num_users: int, dim: int, seed: int = 0,
   for counter in users:
     total.update(counter)
   # Ties broken alphabetically, so the vocabulary is a function of the data.
-  vocabulary = [w for w, _ in sorted(total.items(),
+  words = [w for w, _ in sorted(total.items(),
                                      key=lambda kv: (-kv[1], kv[0]))[:dim]]
-  index = {w: j for j, w in enumerate(vocabulary)}
+  index = {w: j for j, w in enumerate(words)}
   rows = []
   for counter in users:
-    row = np.zeros(len(vocabulary), np.int64)
+    row = np.zeros(len(words), np.int64)
     for word, count in counter.items():
       j = index.get(word)
       if j is not None:

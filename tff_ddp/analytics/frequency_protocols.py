@@ -848,7 +848,7 @@ class SampleParameters(SingleReleaseParameters):
   def client_values(self, x, round_seed):
     """k item units of x drawn without replacement (a non-finite x: none)."""
     k, dim = self.sample_items, self.dim
-    test_seed = self.factory._seed  # pylint: disable=protected-access
+    test_seed = self.factory._seed  # pylint: disable=protected-access  # its factory's settings
     x = tf.cast(x, tf.float64)
     counts = tf.cast(tf.maximum(tf.round(x), 0.0), tf.int64)
     counts = tf.where(tf.reduce_all(tf.math.is_finite(x)), counts,

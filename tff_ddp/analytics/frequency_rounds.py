@@ -149,7 +149,7 @@ def run(params, x, *, noise_seed: Optional[int] = None,
   """One run of `params.protocol` (PROTOCOLS) on the users' count vectors
   x ([n, d]); `noise_seed` None (private) or an integer (reproducible,
   NOT private)."""
-  from tff_ddp.analytics import quantiles as q  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import quantiles as q
   if params.protocol not in PROTOCOLS:
     raise ValueError(f'{params.protocol!r} is not batched; run its TFF '
                      'process.')

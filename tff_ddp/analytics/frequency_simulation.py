@@ -310,7 +310,7 @@ def multi_round(params, batches: Sequence[np.ndarray], rng,
 
 
 def _indicator_type():
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
   return tff.TensorType(np.float64, [1])
 
 

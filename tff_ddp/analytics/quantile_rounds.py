@@ -193,7 +193,7 @@ def run_round(process_parameters, options, values, *, on_wrap: str = 'raise',
       CSPRNG) or an integer (reproducible, NOT private).
     progress: called with (clients done, clients) as the round advances.
   """
-  from tff_ddp.analytics import quantiles as q  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import quantiles as q
   params = process_parameters
   encoding = params.encoding
   mechanism = params.aggregator_mechanism()

@@ -117,7 +117,7 @@ def resolve_delta(delta: Optional[float], population: int,
   """--delta, or the default min(1e-5, N^-1.1) for N users
   (`tff_ddp.utils.deltas`); a given delta not well below 1/N is kept
   with a `warning:` line."""
-  from tff_ddp.utils import deltas  # pylint: disable=g-import-not-at-top
+  from tff_ddp.utils import deltas
   if delta is None:
     return deltas.default_delta(population)
   text = deltas.delta_warning(delta, population)
@@ -128,20 +128,20 @@ def resolve_delta(delta: Optional[float], population: int,
 
 def quiet_python_logging():
   try:
-    from absl import logging  # pylint: disable=g-import-not-at-top
+    from absl import logging
     logging.set_verbosity(logging.ERROR)
   except ImportError:
     pass
   # TensorFlow's Python warnings (e.g. "triggered tf.function retracing"
   # of the batched rounds' samplers, one trace per power by design).
-  import logging as python_logging  # pylint: disable=g-import-not-at-top
+  import logging as python_logging
   python_logging.getLogger('tensorflow').setLevel(python_logging.ERROR)
 
 
 def run(command: str, function: Callable[[], Optional[int]]) -> int:
   """Runs a command body; user errors become one line and status 2."""
   quiet_python_logging()
-  from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
+  from tff_ddp.utils import processes
   processes.raise_worker_stack_limit()  # before TFF starts its worker
   # SIGTERM / SIGHUP (timeout, kill, a closed terminal) end the workers,
   # then the command; SIGINT is KeyboardInterrupt, below.
@@ -163,7 +163,7 @@ def run(command: str, function: Callable[[], Optional[int]]) -> int:
 
 def progress(iterable, description: str, total: Optional[int] = None):
   """A tqdm progress bar on stderr when it is a terminal (else silent)."""
-  from tqdm import auto  # pylint: disable=g-import-not-at-top
+  from tqdm import auto
   return auto.tqdm(iterable, desc=description, total=total, disable=None,
                    leave=False, file=sys.stderr)
 

@@ -90,10 +90,10 @@ def run(num_clients=100, dim=1024, rounds=3, bits=(12, 14, 16, 20),
         f'{num_clients} clients leaves the demo\'s float32 range: need '
         f'l2_clip >= {_FLOAT32_SAFE_MIN:g} and l2_clip * max(clients, '
         f'noise_multiplier) <= {_FLOAT32_SAFE_MAX:g}.')
-  import dp_accounting  # pylint: disable=g-import-not-at-top
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp import accounting  # pylint: disable=g-import-not-at-top
-  from tff_ddp.aggregators import DiscreteGaussianSumFactory  # pylint: disable=g-import-not-at-top
+  import dp_accounting
+  import tensorflow_federated as tff
+  from tff_ddp import accounting
+  from tff_ddp.aggregators import DiscreteGaussianSumFactory
 
   factories = [DiscreteGaussianSumFactory(
       noise_multiplier=noise_multiplier,

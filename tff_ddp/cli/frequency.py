@@ -73,7 +73,7 @@ def _noise_sd(params, clips_and_clients) -> float:
 
 
 def _run_two_phase(params, x, progress):
-  from tff_ddp.analytics import frequency_process as fp  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import frequency_process as fp
   comps = fp.two_phase_computations(params)
   clients = list(x)
   state = comps.initialize()
@@ -92,7 +92,7 @@ def _run_two_phase(params, x, progress):
 
 
 def _run_multi_round(params, x, rounds, progress):
-  from tff_ddp.analytics import frequency_process as fp  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import frequency_process as fp
   process = fp.build_frequency_process_from_parameters(params)
   state = process.initialize()
   batches = np.array_split(x, rounds)
@@ -108,7 +108,7 @@ def _run_multi_round(params, x, rounds, progress):
 
 
 def _run_single(params, x, progress):
-  from tff_ddp.analytics import frequency_process as fp  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import frequency_process as fp
   process = fp.build_frequency_process_from_parameters(params)
   output = None
   for _ in progress((0,), params.protocol):
@@ -164,15 +164,15 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
   which ran; `progress(what, users done, users)` hears of their advance
   (default: `common.ProgressLines` on stderr).
   """
-  from tff_ddp.cli import outputs  # pylint: disable=g-import-not-at-top
+  from tff_ddp.cli import outputs
   print_fn = outputs.wrapping(print_fn)
   for path, flag in ((output, '--output'), (plot, '--plot')):
     if path is not None:
       outputs.check_path(path, flag)
-  from tff_ddp.analytics import budget  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import frequency as fq  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import frequency_data as fd  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import frequency_process as fp  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import budget
+  from tff_ddp.analytics import frequency as fq
+  from tff_ddp.analytics import frequency_data as fd
+  from tff_ddp.analytics import frequency_process as fp
   if counts is not None:
     num_clients, dim = np.shape(counts)
     data = source or 'items'
@@ -233,7 +233,7 @@ def run(protocols: Sequence[str] = ('two_phase', 'normalize'),
           protocol, dim, n, epsilon, delta, **kwargs)
     notes += [_underspent_note(w.message) for w in caught
               if isinstance(w.message, budget.UnderspentBudgetWarning)]
-  from tff_ddp.analytics import frequency_rounds as fr  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import frequency_rounds as fr
   batched = {p for p in protocols if p in fr.PROTOCOLS and (
       engine == 'batched' or (engine == 'auto'
                               and num_clients > AUTO_TFF_CLIENTS))}
@@ -362,8 +362,8 @@ def _underspent_note(warning) -> str:
 
 
 def _norms(params, x):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import frequency_simulation as fs  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  from tff_ddp.analytics import frequency_simulation as fs
   y = fs.representations(params.encoder(), x,
                          tf.constant([0, 1], tf.int64))
   return fs.norms_of(y)
@@ -445,7 +445,7 @@ def add_parser(subparsers):
 
 def _body(args) -> int:
   """Runs the command: synthetic data, or the clients of --items."""
-  from tff_ddp.cli import data_files  # pylint: disable=g-import-not-at-top
+  from tff_ddp.cli import data_files
   if args.domain is not None and args.items is None:
     raise common.UserError('--domain is for --items (synthetic data has '
                            'its own: --dim)')

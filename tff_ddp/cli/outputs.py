@@ -82,9 +82,9 @@ def write_records(path: str, records: Sequence[Dict]) -> None:
 
 
 def _pyplot():
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib
   matplotlib.use('Agg')
-  from matplotlib import pyplot  # pylint: disable=g-import-not-at-top
+  from matplotlib import pyplot
   return pyplot
 
 
@@ -93,7 +93,7 @@ def plot_quantiles(path: str, values, lower: float, upper: float,
                    title: str) -> None:
   """The histogram of `values` (in the clear) with each row's private
   quantile estimates as vertical lines."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
+  import numpy as np
   plt = _pyplot()
   finite = np.clip(np.asarray(values, np.float64), lower, upper)
   finite = finite[~np.isnan(finite)]
@@ -121,7 +121,7 @@ def plot_frequencies(path: str, items: Sequence[str], truth, estimates,
                      title: str) -> None:
   """Each protocol's estimates (`estimates`: name -> (vector, noise sd))
   with error bars of 2 sd, beside the true counts (in the clear)."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
+  import numpy as np
   plt = _pyplot()
   shown = min(len(items), 50)
   order = np.argsort(-np.asarray(truth))[:shown]

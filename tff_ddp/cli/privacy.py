@@ -81,7 +81,7 @@ _MAX_NUM_TRIALS = 2**31 - 1
 
 
 def _gaussian_event(noise_multiplier):
-  import dp_accounting  # pylint: disable=g-import-not-at-top
+  import dp_accounting
   return dp_accounting.GaussianDpEvent(noise_multiplier)
 
 
@@ -106,7 +106,7 @@ def factory_mechanism(module, noise_multiplier, num_clients, dimension, bits,
   and `compute_parameters` (default encoder: the randomized Hadamard) as
   `DiscreteGaussianSumFactory` / `SkellamSumFactory` on a float32 value of
   `dimension` scalars, so its event is the factory's `dp_event`."""
-  from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg  # pylint: disable=g-import-not-at-top
+  from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
   request = ddg.Request(
       l2_clip=l2_clip, noise_multiplier=noise_multiplier,
       expected_clients_per_round=num_clients, bits=bits,
@@ -137,7 +137,7 @@ def _distributed_event(module):
 
 
 def _cpbm_event(theta, num_trials, num_clients, dimension):
-  from tff_ddp.accounting import events  # pylint: disable=g-import-not-at-top
+  from tff_ddp.accounting import events
   return events.PoissonBinomialDpEvent(theta, num_trials, num_clients,
                                        dimension)
 
@@ -151,10 +151,10 @@ _EVENTS = {'gaussian': _gaussian_event,
            'cpbm': _cpbm_event}
 
 
-def _parameter(mechanism, free, params):
+def _parameter(mechanism, free):
   """The `calibration.Parameter` of --calibrate `free` for `mechanism`."""
-  from tff_ddp.accounting import calibration  # pylint: disable=g-import-not-at-top
-  from tff_ddp.accounting import pbm_rdp  # pylint: disable=g-import-not-at-top
+  from tff_ddp.accounting import calibration
+  from tff_ddp.accounting import pbm_rdp
   ranges = {
       'theta': lambda: calibration.Parameter.signal(
           free, pbm_rdp.MIN_THETA, pbm_rdp.MAX_THETA),
@@ -166,7 +166,7 @@ def _parameter(mechanism, free, params):
   if mechanism == 'ddg' and free == 'local_stddev':
     # Theorem 9's sigma/gamma >= 1/2. (A factory's z below what that
     # allows is refused by its mechanism: unsafe for the search.)
-    from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg  # pylint: disable=g-import-not-at-top
+    from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
     least = ddg.MIN_SCALED_LOCAL_STDDEV
     ranges['local_stddev'] = lambda: calibration.Parameter.noise(free, least)
   return ranges[free]()
@@ -208,12 +208,12 @@ def _flag(name):
 
 
 def add_parser(subparsers):
-  from tff_ddp.accounting import accountant  # pylint: disable=g-import-not-at-top
-  from tff_ddp.accounting import calibration  # pylint: disable=g-import-not-at-top
+  from tff_ddp.accounting import accountant
+  from tff_ddp.accounting import calibration
   p = subparsers.add_parser(
       'privacy', help='epsilon of a DP mechanism over rounds, or calibrate it',
       description=__doc__, formatter_class=common.HelpFormatter)
-  number = lambda check, name: common.converter(check, name)
+  number = common.converter
   integer = lambda low, name: common.converter(
       lambda v, n: checks.integer(v, n, low), name, int)
   p.add_argument('--mechanism', required=True,
@@ -399,10 +399,10 @@ _SPENDS_IT = {
 
 def run(args) -> int:
   """Prints eps (or the calibrated parameter); returns the exit code."""
-  from tff_ddp.accounting import accountant  # pylint: disable=g-import-not-at-top
-  from tff_ddp.accounting import calibration  # pylint: disable=g-import-not-at-top
-  from tff_ddp.accounting import conversions  # pylint: disable=g-import-not-at-top
-  from tff_ddp.accounting import pld_accountant  # pylint: disable=g-import-not-at-top
+  from tff_ddp.accounting import accountant
+  from tff_ddp.accounting import calibration
+  from tff_ddp.accounting import conversions
+  from tff_ddp.accounting import pld_accountant
   params, free = _parameters(args)
   rate, size, population = _sampling(args)
   adversaries = ([args.adversary] if args.adversary
@@ -430,7 +430,7 @@ def run(args) -> int:
     result = calibration.calibrate(
         lambda: pld_accountant.tightest(adversary=target_adversary),
         make_event, args.target_epsilon, args.delta,
-        _parameter(args.mechanism, free, params))
+        _parameter(args.mechanism, free))
     print(f'{free.replace("_", "-")}: {result.value:.6g}'
           + (' (range limit)' if result.at_limit else '')
           + f'  (calibrated to epsilon {args.target_epsilon:g} against the '

@@ -56,7 +56,7 @@ def draw(distribution: str, n: int, rng, upper: float) -> np.ndarray:
 
 
 def _worst(cdf, values, quantiles, lower, upper, num_bins):
-  from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import histograms as hg
   values = values[~np.isnan(values)]  # NaN: a client without a value
   if not values.size:
     return float('nan')
@@ -74,7 +74,7 @@ def configure(encodings, mechanisms, num_bins, num_clients, epsilon, delta,
   configuration fits (10^6 clients at epsilon 1: 25, where 18 was refused
   with "use bits >= 25").
   """
-  from tff_ddp.analytics import quantiles as q  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import quantiles as q
 
   def at(ring_bits):
     configurations = {}
@@ -141,14 +141,13 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
   says which ran; `progress(what, clients done, clients)` hears of each
   row's advance (default: `common.ProgressLines` on stderr).
   """
-  from tff_ddp.cli import outputs  # pylint: disable=g-import-not-at-top
+  from tff_ddp.cli import outputs
   print_fn = outputs.wrapping(print_fn)
   for path, flag in ((output, '--output'), (plot, '--plot')):
     if path is not None:
       outputs.check_path(path, flag)
-  from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import quantiles as q  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import simulation as sim  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import histograms as hg
+  from tff_ddp.analytics import simulation as sim
   repetitions = checks.integer(repetitions, 'repetitions', 1)
   upper_bound = checks.real(upper_bound, 'upper')
   lower_bound = checks.real(lower_bound, 'lower')
@@ -193,15 +192,15 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
       round_fn = (_batched_round if batched else _tff_round)(
           params, lower_bound, upper_bound, quantiles, count, noise_seed)
       errors, seconds = [], []
-      for r, values in enumerate(datasets):
+      for r, dataset in enumerate(datasets):
         what = (f'{method} {mechanism}' + (f', repetition {r + 1}' if
                                            repetitions > 1 else ''))
         start = time.perf_counter()
-        result, cdf = round_fn(values, r, lambda done, total, w=what:
+        result, cdf = round_fn(dataset, r, lambda done, total, w=what:
                                progress(w, done, total))
         seconds.append(time.perf_counter() - start)
-        progress(what, len(values), len(values))
-        errors.append(_worst(cdf, values, quantiles, lower_bound,
+        progress(what, len(dataset), len(dataset))
+        errors.append(_worst(cdf, dataset, quantiles, lower_bound,
                              upper_bound, num_bins))
       detail = (f'c={params.scaling} z={params.noise_multiplier:.3f}'
                 if mechanism == 'discrete_gaussian' else
@@ -213,15 +212,15 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
     # Central counterpart: the same encoding, Gaussian noise once, from
     # fresh OS entropy (or --noise-seed).
     errors = []
-    for r, values in enumerate(datasets):
-      codes = sim.encodings(encoding, values, lower_bound, upper_bound)
+    for r, dataset in enumerate(datasets):
+      codes = sim.encodings(encoding, dataset, lower_bound, upper_bound)
       noisy = sim.noisy_sum('central', codes, central_z=z_central,
                             l2_sensitivity=encoding.l2,
                             seed=None if noise_seed is None else
                             [noise_seed, r])
       cdf = hg.estimate_cdf(encoding, noisy, num_bins, count,
                             num_clients=num_clients)
-      errors.append(_worst(cdf, values, quantiles, lower_bound, upper_bound,
+      errors.append(_worst(cdf, dataset, quantiles, lower_bound, upper_bound,
                            num_bins))
     rows.append(Row(method, 'central gaussian', float(np.mean(errors)),
                     float(np.std(errors)), epsilon,
@@ -290,7 +289,7 @@ def _tff_round(params, lower_bound, upper_bound, quantiles, count,
   """(values, repetition, progress) -> (estimates, cdf) of TFF's process
   (its state carried over the repetitions)."""
   del noise_seed  # the factory's test seed
-  from tff_ddp.analytics import quantiles as q  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import quantiles as q
   with warnings.catch_warnings():
     warnings.filterwarnings('ignore', message=r'.*\(seed=\.\.\.\)')
     process = q.build_quantile_process_from_parameters(
@@ -311,8 +310,8 @@ def _batched_round(params, lower_bound, upper_bound, quantiles, count,
                    noise_seed):
   """The same with `quantile_rounds.run_round` (each repetition's draws
   fresh; with --noise-seed, the seed's and the repetition's)."""
-  from tff_ddp.analytics import quantile_rounds  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import quantiles as q  # pylint: disable=g-import-not-at-top
+  from tff_ddp.analytics import quantile_rounds
+  from tff_ddp.analytics import quantiles as q
   options = q.read_out_options(params.encoding, lower_bound, upper_bound,
                                quantiles, q.QuantileEstimation(count=count))
 
@@ -326,7 +325,7 @@ def _batched_round(params, lower_bound, upper_bound, quantiles, count,
 
 def _body(args) -> int:
   """Runs the command: synthetic data, or the clients of --values."""
-  from tff_ddp.cli import data_files  # pylint: disable=g-import-not-at-top
+  from tff_ddp.cli import data_files
   values, value = data_files.file_or_synthetic(
       args.values, '--values', data_files.read_values,
       dict(clients=(args.clients, 128),

@@ -54,12 +54,10 @@ def run(algorithm: str = 'deltafl', rounds: int = 10, clients: int = 100,
   seed = checks.integer(seed, 'seed', 0)
   print_fn = outputs.wrapping(print_fn)  # lines fit 79 columns
   delta = common.resolve_delta(delta, POPULATION, print_fn)
-  # pylint: disable=g-import-not-at-top
   import tensorflow_federated as tff
   from tff_ddp import learning
   from tff_ddp.analytics import histograms as hg
   from tff_ddp.learning import tasks
-  # pylint: enable=g-import-not-at-top
   # Checked here as well: the non-private runs build no PrivacyConfig.
   checks.choice(histogram, 'histogram', hg.METHODS + tuple(hg.ALIASES))
 

@@ -60,9 +60,7 @@ class _HelpFormatter(common.HelpFormatter):
 
 def default_output_dir(args) -> str:
   """tff_ddp_runs/<task>-<mechanism>[-<bits>bits][-z<z>]-seed<seed>."""
-  # pylint: disable=g-import-not-at-top
   from tff_ddp.learning import train_mechanisms
-  # pylint: enable=g-import-not-at-top
   parts = [args.task, args.mechanism]
   if train_mechanisms.mechanism(args.mechanism).secure_sum:
     parts.append(f'{args.bits}bits')
@@ -77,7 +75,7 @@ def default_output_dir(args) -> str:
 def run(args) -> int:
   # `training.prepare` checks the settings, the output directory and then
   # the database before TensorFlow loads: each error is one line, quickly.
-  from tff_ddp.learning import training  # pylint: disable=g-import-not-at-top
+  from tff_ddp.learning import training
   config = training.TrainConfig(
       task=args.task, mechanism=args.mechanism, data_dir=args.data_dir,
       output_dir=args.output_dir or default_output_dir(args),

@@ -33,7 +33,7 @@ class Identity:
   """The 'none' encoder: encode(x) = x, decode(y) = y."""
 
   is_isometry = True
-  level = None
+  level: Optional[float] = None
   # max ||decode(y)||_inf over ||y||_inf <= 1 (the other encoders mix
   # coordinates: sqrt(output_dim), `tff_ddp.mechanisms.base.decoded_bound`).
   linf_gain = 1.0

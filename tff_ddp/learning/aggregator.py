@@ -173,7 +173,7 @@ def _refuse_dropped_weights():
   """
   wrapper = type(tff.aggregators.as_weighted_aggregator(
       tff.aggregators.UnweightedMeanFactory())).create.__code__
-  frame = sys._getframe(1)  # pylint: disable=protected-access
+  frame = sys._getframe(1)  # pylint: disable=protected-access  # the caller's frame
   for _ in range(_MAX_FRAMES):
     if frame is None:
       return

@@ -106,10 +106,10 @@ def _check_example(spec: DatabaseSpec, path: str, blob, where: str = ''
                    ) -> None:
   """An example parses with the features TFF's loader reads, and its
   values are in the task's ranges (`where` names its row)."""
-  from tensorflow.core.example import example_pb2  # pylint: disable=g-import-not-at-top
+  from tensorflow.core.example import example_pb2
   try:
     example = example_pb2.Example.FromString(bytes(blob))
-  except Exception:  # pylint: disable=broad-except
+  except Exception:  # pylint: disable=broad-except  # any parse failure is a damaged row
     raise DatabaseError(
         f'{path}: examples.serialized_example_proto{where} is not a '
         f'serialized tf.train.Example; this is not TFF\'s {spec.name} '

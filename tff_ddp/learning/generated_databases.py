@@ -77,7 +77,7 @@ def _write(path: str, rows: Iterator[Tuple[str, str, bytes]]) -> str:
 
 
 def _example(**features) -> bytes:
-  from tensorflow.core.example import example_pb2  # pylint: disable=g-import-not-at-top
+  from tensorflow.core.example import example_pb2
   example = example_pb2.Example()
   for name, value in features.items():
     feature = example.features.feature[name]

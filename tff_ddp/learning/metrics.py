@@ -84,7 +84,7 @@ Bound = Union[float, Sequence[float]]
 def _check_finalizers(metric_finalizers):
   # TFF's own check (an OrderedDict of callables keyed by name, or a
   # callable); its messages name `metric_finalizers`.
-  from tensorflow_federated.python.learning.metrics import aggregation_utils  # pylint: disable=g-import-not-at-top
+  from tensorflow_federated.python.learning.metrics import aggregation_utils
   aggregation_utils.check_metric_finalizers(metric_finalizers)
 
 
@@ -159,7 +159,7 @@ class _Layout:
   bound of each coordinate (float64 [k] in metric order)."""
 
   def __init__(self, metrics_type, bounds, finalizers):
-    from tensorflow_federated.python.learning.metrics import aggregation_utils  # pylint: disable=g-import-not-at-top
+    from tensorflow_federated.python.learning.metrics import aggregation_utils
     aggregation_utils.check_local_unfinalized_metrics_type(metrics_type)
     names = [name for name, _ in tff.structure.iter_elements(metrics_type)]
     _check_names(bounds, names)

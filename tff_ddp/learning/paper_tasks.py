@@ -158,7 +158,7 @@ def count_words(database_path: str, split: str = 'train',
   client. `progress(iterable, description, total)` wraps the clients (e.g.
   a progress bar).
   """
-  from tensorflow.core.example import example_pb2  # pylint: disable=g-import-not-at-top
+  from tensorflow.core.example import example_pb2
   counts = collections.Counter()
   connection = sqlite3.connect(f'file:{database_path}?mode=ro', uri=True)
   try:
@@ -214,7 +214,7 @@ def build_vocabulary(database_path: str, size: int, output_path: str,
 
 def emnist_model(num_classes: int = EMNIST_CLASSES):
   """The paper's EMNIST ConvNet (module docstring), logits out."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   layers = tf.keras.layers
   return tf.keras.Sequential([
       layers.InputLayer(input_shape=(28, 28, 1)),
@@ -232,7 +232,7 @@ def emnist_model(num_classes: int = EMNIST_CLASSES):
 def stackoverflow_model(vocab_size: int = VOCABULARY_SIZE):
   """Reddi et al. (2020)'s SO-NWP model (module docstring), logits out,
   over `vocab_size` + SPECIAL_TOKENS tokens."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   layers = tf.keras.layers
   tokens = checks.integer(vocab_size, 'vocab_size', 1) + SPECIAL_TOKENS
   inputs = layers.Input(shape=(None,))
@@ -299,8 +299,8 @@ class PaperTask:
 
   def model_fn(self, data: Data):
     """A no-argument callable returning the tff.learning model."""
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf
+    import tensorflow_federated as tff
     input_spec = data.train.element_type_structure
 
     def model_fn():
@@ -313,7 +313,7 @@ class PaperTask:
 
   def _client_spec(self, batch_size, epochs, max_examples,
                    shuffle_buffer_size=None):
-    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+    import tensorflow_federated as tff
     return tff.simulation.baselines.ClientSpec(
         num_epochs=checks.integer(epochs, 'client_epochs', 1),
         batch_size=checks.integer(batch_size, 'client_batch_size', 1),
@@ -339,8 +339,8 @@ class _Emnist(PaperTask):
     return emnist_model()
 
   def load(self, data_dir, batch_size, epochs, max_examples, vocabulary):
-    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-    from tensorflow_federated.python.simulation.baselines.emnist import emnist_preprocessing  # pylint: disable=g-import-not-at-top
+    import tensorflow_federated as tff
+    from tensorflow_federated.python.simulation.baselines.emnist import emnist_preprocessing
     if vocabulary is not None:
       raise ValueError('EMNIST has no vocabulary (--vocab-file is for '
                        '--task stackoverflow).')
@@ -354,14 +354,14 @@ class _Emnist(PaperTask):
                 path)
 
   def eval_input(self, data, client_ids):
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf
     ids = tf.data.Dataset.from_tensor_slices(list(client_ids))
     return ids.flat_map(data.test.serializable_dataset_fn).map(
         lambda e: (tf.expand_dims(e['pixels'], -1), e['label'])).batch(
             EVAL_BATCH)
 
   def correct_and_total(self, logits, y):
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf
     predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
     correct = tf.reduce_sum(tf.cast(tf.equal(predicted, y), tf.int64))
     return correct, tf.size(y, out_type=tf.int64)
@@ -385,8 +385,8 @@ class _StackOverflow(PaperTask):
     return stackoverflow_model(len(data.vocabulary.words))
 
   def load(self, data_dir, batch_size, epochs, max_examples, vocabulary):
-    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-    from tensorflow_federated.python.simulation.baselines.stackoverflow import word_prediction_preprocessing  # pylint: disable=g-import-not-at-top
+    import tensorflow_federated as tff
+    from tensorflow_federated.python.simulation.baselines.stackoverflow import word_prediction_preprocessing
     if not isinstance(vocabulary, Vocabulary):
       raise TypeError('Stack Overflow needs a Vocabulary (read_vocabulary '
                       f'or build_vocabulary), got {vocabulary!r}.')
@@ -401,8 +401,8 @@ class _StackOverflow(PaperTask):
                 path, vocabulary)
 
   def eval_input(self, data, client_ids):
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    from tensorflow_federated.python.simulation.baselines.stackoverflow import word_prediction_preprocessing  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf
+    from tensorflow_federated.python.simulation.baselines.stackoverflow import word_prediction_preprocessing
     ids = tf.data.Dataset.from_tensor_slices(list(client_ids))
     preprocess = word_prediction_preprocessing.create_preprocess_fn(
         self._client_spec(EVAL_BATCH, 1, None, shuffle_buffer_size=1),
@@ -411,7 +411,7 @@ class _StackOverflow(PaperTask):
     return preprocess(ids.flat_map(data.test.serializable_dataset_fn))
 
   def correct_and_total(self, logits, y):
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf
     y = tf.cast(y, tf.int64)
     predicted = tf.argmax(logits, axis=-1, output_type=tf.int64)
     counted = tf.not_equal(y, 0)  # padding
@@ -442,7 +442,7 @@ class Evaluator:
 
   def __init__(self, paper_task: PaperTask, data: Data,
                client_ids: Sequence[str]):
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf
     self.num_clients = len(client_ids)
     self._model = paper_task.keras_model(data)
     self._batches = paper_task.eval_input(data, client_ids).cache()
@@ -467,7 +467,7 @@ class Evaluator:
 
 def eval_client_ids(data: Data, count: int, seed: int) -> List[str]:
   """`count` test clients drawn without replacement (0: all), sorted."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
+  import numpy as np
   ids = list(data.test.client_ids)
   count = checks.integer(count, 'eval_clients', 0)
   if count == 0 or count >= len(ids):

@@ -363,7 +363,7 @@ def build_model(model_fn, name: str = 'model_fn'):
   """`model_fn()` in a fresh graph, checked: a no-argument callable that
   returns a `tff.learning.models.VariableModel` (TypeErrors naming `name`,
   not Python's "missing 2 required positional arguments" from inside)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   if not callable(model_fn):
     raise TypeError(f'{name} must be a no-arg callable returning a '
                     'tff.learning.models.VariableModel (FunctionalModel is '

@@ -103,7 +103,7 @@ from tff_ddp.learning import privacy as privacy_lib
 from tff_ddp.learning import weighting
 from tff_ddp.utils import checks
 
-DEFAULT_SERVER_OPTIMIZER_FN = lambda: tff.learning.optimizers.build_sgdm(
+DEFAULT_SERVER_OPTIMIZER_FN = lambda: tff.learning.optimizers.build_sgdm(  # pylint: disable=invalid-name  # a constant that holds a function
     learning_rate=1.0)
 
 
@@ -410,7 +410,7 @@ def _trace(model_fn, client_optimizer, server_optimizer, spec: _Spec,
 
 def _non_private_event_metrics():
   """The privacy metrics of a non-private round: infinite epsilon."""
-  import dp_accounting  # pylint: disable=g-import-not-at-top
+  import dp_accounting
   inf = tf.constant(np.inf, tf.float64)
   return collections.OrderedDict(
       dp_event=event_io.event_structure(dp_accounting.NonPrivateDpEvent()),

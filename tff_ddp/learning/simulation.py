@@ -68,7 +68,7 @@ def softmax_loss_and_update(kernel, bias, x, y, learning_rate, local_steps):
   update_kernel [clients, features, classes], update_bias [clients,
   classes].
   """
-  clients, size, _ = x.shape
+  _, size, _ = x.shape
   classes = kernel.shape[1]
   onehot = np.eye(classes)[y]
   xt = np.swapaxes(x, 1, 2)
@@ -153,7 +153,7 @@ class LinearSimulator:
     self._x = task.train.x.reshape(task.train.num_clients, -1,
                                    self.features).astype(np.float64)
     self._y = task.train.y
-    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+    import tensorflow_federated as tff
     self._cache = {}
     self.update_type = tff.StructWithPythonType([
         tff.TensorType(np.float32, [self.features, self.classes]),
@@ -210,6 +210,7 @@ class LinearSimulator:
             "sampling='self' draws no cohorts (each client keeps its data "
             'with a private coin): pass no cohorts and clients_per_round = '
             'privacy.clients_per_round (the expected number).')
+    summer = read_tail = None  # private rounds only (and with a tail)
     if private:
       if has_tail != privacy.has_quantile:
         raise ValueError('privacy.quantile_noise_multiplier must be set for '

@@ -59,8 +59,8 @@ class ClientArrays:
     TFF's EMNIST loader: one example each (batch_size None) or batches of
     `batch_size`.
     """
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf
+    import tensorflow_federated as tff
     if batch_size is not None:
       batch_size = checks.integer(batch_size, 'batch_size', 1)
     x = self.x.astype(np.float32)
@@ -80,7 +80,7 @@ class ClientArrays:
                epochs: int = 1) -> List:
     """The model-input datasets (x, y) of the clients `indices` (a round's
     cohort), for `process.next`."""
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf
     size = self.x.shape[1]
     batch = size if batch_size is None else batch_size
     out = []
@@ -149,7 +149,7 @@ def _label_shift_clients(pools, num_clients, client_size, alpha, rng):
 
 def b3_task(split_seed: int = 0) -> Task:
   """The B.3 task exactly as the paper generates it (module docstring)."""
-  from sklearn import datasets  # pylint: disable=g-import-not-at-top
+  from sklearn import datasets
   split_seed = checks.integer(split_seed, 'split_seed', 0)
   x, y = datasets.make_classification(
       n_samples=int(5e5), n_features=20, n_informative=15, n_redundant=2,
@@ -178,7 +178,7 @@ def b3_task(split_seed: int = 0) -> Task:
 def digits_task(split_seed: int = 0, client_size: int = 16,
                 alphas=(0.5, 0.01, 0.01)) -> Task:
   """scikit-learn's digits with the B.3 label shift (module docstring)."""
-  from sklearn import datasets  # pylint: disable=g-import-not-at-top
+  from sklearn import datasets
   split_seed = checks.integer(split_seed, 'split_seed', 0)
   client_size = checks.integer(client_size, 'client_size', 1)
   digits = datasets.load_digits()
@@ -201,7 +201,7 @@ def digits_task(split_seed: int = 0, client_size: int = 16,
 
 
 def linear_keras_model(input_shape, num_classes):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   return tf.keras.Sequential([
       tf.keras.layers.InputLayer(input_shape=input_shape),
       tf.keras.layers.Flatten(),
@@ -211,7 +211,7 @@ def linear_keras_model(input_shape, num_classes):
 
 def convnet_keras_model(input_shape, num_classes):
   """Two 5x5 convolutions with 2x2 max pooling, then a dense layer."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   return tf.keras.Sequential([
       tf.keras.layers.InputLayer(input_shape=input_shape),
       tf.keras.layers.Reshape(tuple(input_shape) + (1,)),
@@ -226,8 +226,8 @@ def convnet_keras_model(input_shape, num_classes):
 
 def keras_model_fn(keras_builder, input_shape):
   """model_fn for tff.learning from a Keras builder (logits, sparse CE)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  import tensorflow_federated as tff
   input_spec = collections.OrderedDict(
       x=tf.TensorSpec([None] + list(input_shape), tf.float32),
       y=tf.TensorSpec([None], tf.int32))
@@ -243,9 +243,8 @@ def keras_model_fn(keras_builder, input_shape):
 
 def as_model_input(client_data):
   """Maps ClientData elements (pixels, label) to the models' (x, y)."""
-  import collections as c  # pylint: disable=g-import-not-at-top,reimported
   return client_data.preprocess(lambda ds: ds.map(
-      lambda e: c.OrderedDict(x=e['pixels'], y=e['label'])))
+      lambda e: collections.OrderedDict(x=e['pixels'], y=e['label'])))
 
 
 def per_client_metrics(keras_model, model_weights, clients: ClientArrays):
@@ -254,7 +253,7 @@ def per_client_metrics(keras_model, model_weights, clients: ClientArrays):
   `model_weights`: a tff.learning ModelWeights (e.g. from
   `process.get_model_weights(state)`).
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   model_weights.assign_weights_to(keras_model)
   n, size = clients.y.shape
   flat = clients.x.reshape((n * size,) + clients.x.shape[2:])

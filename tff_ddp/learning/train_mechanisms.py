@@ -125,7 +125,7 @@ class _Distributed(Mechanism):
     self.theorem = theorem
 
   def sum_factory(self, config):
-    from tff_ddp import aggregators  # pylint: disable=g-import-not-at-top
+    from tff_ddp import aggregators
     options = {}
     if config.noise_sampler is not None:
       options['noise_sampler'] = config.noise_sampler
@@ -136,12 +136,12 @@ class _Distributed(Mechanism):
         beta=BETA, **options)
 
   def aggregator(self, config):
-    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+    import tensorflow_federated as tff
     return tff.aggregators.UnweightedMeanFactory(
         value_sum_factory=self.sum_factory(config))
 
   def round_event(self, output, state):
-    from tff_ddp import learning  # pylint: disable=g-import-not-at-top
+    from tff_ddp import learning
     del state
     return learning.round_dp_event(output.metrics)
 
@@ -171,13 +171,13 @@ class _CentralGaussian(Mechanism):
            'release': _RELEASE_AMPLIFIED}
 
   def aggregator(self, config):
-    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+    import tensorflow_federated as tff
     return tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(
         noise_multiplier=config.noise_multiplier,
         clients_per_round=config.clients_per_round, clip=config.clip)
 
   def round_event(self, output, state):
-    from tff_ddp import learning  # pylint: disable=g-import-not-at-top
+    from tff_ddp import learning
     # TFF's DP factory keeps its query's event in its state; the metrics
     # with it in place of the (event-less) aggregator measurements go
     # through the same check of client metrics.
@@ -185,7 +185,7 @@ class _CentralGaussian(Mechanism):
                                         aggregator=state.aggregator))
 
   def planning_event(self, config, value_type):
-    import dp_accounting  # pylint: disable=g-import-not-at-top
+    import dp_accounting
     del value_type
     return dp_accounting.GaussianDpEvent(config.noise_multiplier)
 
@@ -206,13 +206,13 @@ class _NoPrivacy(Mechanism):
            'release': 'eps(release): inf -- no noise.'}
 
   def aggregator(self, config):
-    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+    import tensorflow_federated as tff
     return tff.aggregators.clipping_factory(
         config.clip, tff.aggregators.UnweightedMeanFactory())
 
   def round_event(self, output, state):
+    """None: no noise, so no DP event."""
     del output, state
-    return None
 
   def planning_event(self, config, value_type):
     del config, value_type
@@ -259,7 +259,7 @@ def event_to_json(event) -> dict:
 
 def event_from_json(record: dict):
   """The DpEvent `event_to_json` wrote."""
-  from tff_ddp import accounting  # pylint: disable=g-import-not-at-top
+  from tff_ddp import accounting
   return accounting.extract_dp_event(record)
 
 
@@ -280,7 +280,7 @@ class Ledger:
   rounds_accounted: int = 0
 
   def __post_init__(self):
-    from tff_ddp import accounting  # pylint: disable=g-import-not-at-top
+    from tff_ddp import accounting
     self._accountants = {a: accounting.RdpAccountant(adversary=a)
                          for a in accounting.ADVERSARIES}
     self._non_private = False
@@ -289,7 +289,7 @@ class Ledger:
 
   def compose(self, event, cohort: int) -> None:
     """One round: its event (None: not private) and its cohort size n."""
-    import dp_accounting  # pylint: disable=g-import-not-at-top
+    import dp_accounting
     self.rounds_accounted += 1
     if event is None:
       self._non_private = True
@@ -314,7 +314,7 @@ class Ledger:
     against `adversary` by the tightest accountant (the smaller of the PLD
     and RDP bounds), each distinct round event composed once with its
     count; its rdp_epsilon is `epsilon(adversary)`."""
-    from tff_ddp.accounting import pld_accountant  # pylint: disable=g-import-not-at-top
+    from tff_ddp.accounting import pld_accountant
     rdp = self.epsilon(adversary)
     if self._non_private or not self.mechanism.private[adversary]:
       accountant = pld_accountant.tightest(adversary)

@@ -241,11 +241,9 @@ def calibrate_noise(setup: 'Setup', value_type) -> 'Setup':
   (target_epsilon, delta)-DP against `calibrate_against`
   (`tff_ddp.accounting.calibrate` over the mechanism's planning event,
   with the tightest accountant: the one of the run's final epsilon)."""
-  # pylint: disable=g-import-not-at-top
   from tff_ddp import accounting
   from tff_ddp.accounting import calibration
   from tff_ddp.accounting import pld_accountant
-  # pylint: enable=g-import-not-at-top
   config = setup.config
 
   def make_event(z):
@@ -379,8 +377,8 @@ def prepare(config: TrainConfig, progress: Optional[Callable] = None
 def update_type(task: paper_tasks.PaperTask, data: paper_tasks.Data):
   """(the TFF type of a model update, its dimension d): the trainable
   weights."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import numpy as np
+  import tensorflow_federated as tff
   model = task.keras_model(data)
   return tff.types.to_type([
       tff.TensorType(np.float32, w.shape.as_list())
@@ -389,9 +387,9 @@ def update_type(task: paper_tasks.PaperTask, data: paper_tasks.Data):
 
 def build_process(setup: Setup):
   """(the learning process taking client ids, the model's dimension d)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  from tff_ddp import learning  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  import tensorflow_federated as tff
+  from tff_ddp import learning
   config = setup.config
   tf.keras.utils.set_random_seed(config.seed)  # the model's initialization
   process = tff.learning.algorithms.build_unweighted_fed_avg(
@@ -426,7 +424,7 @@ class RunFiles:
   """The run's files in its output directory (module docstring)."""
 
   def __init__(self, output_dir: str):
-    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+    import tensorflow_federated as tff
     self._dir = output_dir
     self.events = os.path.join(output_dir, EVENTS_FILE)
     self.csv = os.path.join(output_dir, METRICS_CSV)
@@ -436,12 +434,13 @@ class RunFiles:
         self.checkpoints, prefix=_CHECKPOINT_PREFIX, keep_total=2,
         keep_first=False)
 
-  def append_event(self, round_number: int, cohort: int, event) -> None:
+  def append_event(self, round_number: int, cohort_size: int,
+                   event) -> None:
     """Written before the round is printed: the ledger on disk never lacks
     a round anyone saw."""
     with open(self.events, 'a', encoding='utf-8') as f:
       f.write(json.dumps(dict(
-          round=round_number, cohort=cohort,
+          round=round_number, cohort=cohort_size,
           event=event and train_mechanisms.event_to_json(event))) + '\n')
 
   def events_run(self) -> List[Tuple[object, int]]:
@@ -552,7 +551,7 @@ def run(config: TrainConfig, print_fn: Callable[[str], None] = print,
     ValueError / TypeError: a setting, database or output directory the run
       cannot use (one-line messages).
   """
-  from tff_ddp.utils import processes  # pylint: disable=g-import-not-at-top
+  from tff_ddp.utils import processes
   setup = prepare(config, progress)
   config = setup.config
   _print_header(print_fn, setup, setup.dimension)
@@ -672,7 +671,7 @@ def _read_round(process, state, ids, round_number, database):
   one line naming the round, its clients and the database."""
   try:
     return process.next(state, ids)
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:  # pylint: disable=broad-except  # data errors reworded, the rest re-raised
     text = str(e)
     found = next((m for m in _DATA_ERRORS if m in text), None)
     if found is None:
@@ -709,7 +708,7 @@ def cohort(client_ids, size, seed, round_number) -> List[str]:
   """Round `round_number`'s cohort: `size` of the clients uniformly without
   replacement, from a generator seeded by (seed, round) (a resumed run
   draws the same cohorts)."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
+  import numpy as np
   rng = np.random.default_rng([seed, 0, round_number])
   return [client_ids[i] for i in sorted(
       rng.choice(len(client_ids), size, replace=False))]
@@ -781,10 +780,8 @@ def _print_header(print_fn, setup: Setup, dimension: int):
 
 def _calibration_bound(result, delta) -> str:
   """'; calibrated epsilon 9.998, zero-out neighbours, bound: ...'."""
-  # pylint: disable=g-import-not-at-top
   from tff_ddp.accounting import accountant
   from tff_ddp.accounting import pld_accountant
-  # pylint: enable=g-import-not-at-top
   return (f'; its epsilon {result.epsilon:.6g} at delta {delta:.3g}, '
           f'{accountant.describe_relation(result.neighboring_relation)} '
           f'neighbours, bound: {pld_accountant.bound_label(result.order)} '

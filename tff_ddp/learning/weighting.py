@@ -159,7 +159,7 @@ def tail_parameters(keys, tail_fraction: float, exact: bool):
   otherwise the hard threshold at the ceil(theta n)-th largest key. n = 0
   gives tau = +inf (no client weighted).
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   theta = check_tail_fraction(tail_fraction)
   keys = tf.cast(tf.reshape(keys, [-1]), tf.float64)
   n = tf.size(keys, out_type=tf.int64)
@@ -189,7 +189,7 @@ def tail_parameters(keys, tail_fraction: float, exact: bool):
 
 def client_tail_weight(key, tau, w_above, w_at):
   """A client's weight from its key and the server's parameters (TF)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   key = tf.cast(key, tf.float64)
   return tf.where(key > tau, w_above,
                   tf.where(tf.equal(key, tau), w_at,
@@ -198,7 +198,7 @@ def client_tail_weight(key, tau, w_above, w_at):
 
 def qffl_client_scalars(loss, update_sq_norm, q: float, lipschitz: float):
   """(a_i, h_i) of q-FedAvg for one client (TF)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   f = tf.maximum(tf.cast(loss, tf.float64), _MIN_QFFL_LOSS)
   sq = tf.cast(update_sq_norm, tf.float64)
   a = lipschitz * tf.pow(f, q)
@@ -249,13 +249,13 @@ class Objective:
   def key(self, loss, round_index):
     """The client's key (TF): its loss."""
     del round_index
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf
     return tf.cast(loss, tf.float64)
 
   def server_parameters(self, keys):
     """OrderedDict(tau, above, at) from every key of the round (TF)."""
     del keys
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf
     zero = tf.constant(0.0, tf.float64)
     return collections.OrderedDict(tau=zero, above=zero, at=zero)
 
@@ -276,7 +276,7 @@ class FedAvg(Objective):
 
   def scalars(self, loss, sq_norm, key, parameters):
     del loss, sq_norm, key, parameters
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf
     one = tf.constant(1.0, tf.float64)
     return one, one
 
@@ -366,8 +366,8 @@ class FedAvgSub(Objective):
   def key(self, loss, round_index):
     """A uniform random key (TF): from fresh entropy, or with a test seed
     from (seed, round, the client's loss bits)."""
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    from tff_ddp.utils import entropy as entropy_lib  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf
+    from tff_ddp.utils import entropy as entropy_lib
     if self.seed is None:
       seed = entropy_lib.os_entropy_seed()
     else:
@@ -430,13 +430,13 @@ class Tilted(Objective):
     _set(self, 'tilt', _needed(self, 'tilt', checks.positive))
 
   def server_parameters(self, keys):
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf
     top = tf.reduce_max(tf.concat([keys, tf.zeros([1], tf.float64)], 0))
     return collections.OrderedDict(tau=top, above=top, at=top)
 
   def scalars(self, loss, sq_norm, key, parameters):
     del sq_norm, key
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf
     a = tf.exp(self.tilt * (tf.cast(loss, tf.float64) - parameters['tau']))
     return a, a
 
@@ -450,16 +450,16 @@ OBJECTIVE_CLASSES = {cls.name: cls for cls in (
 OBJECTIVES = tuple(OBJECTIVE_CLASSES)
 
 
-def _set(objective, name, value):
-  object.__setattr__(objective, name, value)
+def _set(obj, name, value):
+  object.__setattr__(obj, name, value)
 
 
-def _needed(objective, name, check):
+def _needed(obj, name, check):
   """The field `name` checked, or the ValueError saying the objective
   needs it."""
-  value = getattr(objective, name)
+  value = getattr(obj, name)
   if value is None:
-    raise ValueError(f'objective={objective.name!r} needs {name}.')
+    raise ValueError(f'objective={obj.name!r} needs {name}.')
   return check(value, name)
 
 
@@ -514,9 +514,8 @@ def private_tail(cdf, noisy_total, num_clients, tail_fraction: float,
     clipped to [1, n]), loss (the mean clipped loss at the bin centres),
     fallback (unusable: every client in the tail, divided by n)).
   """
-  import collections  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  from tff_ddp.analytics import histograms as hg
   theta = check_tail_fraction(tail_fraction)
   exact_count = checks.boolean(exact_count, 'exact_count')
   histogram_tail_count = checks.boolean(histogram_tail_count,
@@ -557,8 +556,8 @@ def in_tail(loss, tail_bin, upper: float, num_bins: int):
   """A client's tail membership: its loss is in a bin above `tail_bin`, i.e.
   loss >= Q (for the last bin: loss >= B); every client if tail_bin = -1.
   Works elementwise on a vector of losses too (TF)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  from tff_ddp.analytics import histograms as hg
   loss = tf.cast(loss, tf.float64)
   index = hg.bin_index(loss, 0.0, upper, num_bins)
   return (index > tf.cast(tail_bin, tf.int64)) | (loss >= upper)

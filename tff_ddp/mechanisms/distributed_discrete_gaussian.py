@@ -56,7 +56,7 @@ rounded.
 import dataclasses
 import enum
 import math
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 import dp_accounting
 import numpy as np
@@ -478,7 +478,7 @@ class DistributedDiscreteGaussian:
   def release_event(
       cls,
       l2_sensitivity: float,
-      local_stddev: float,
+      local_stddev: float,  # pylint: disable=redefined-outer-name  # the API's keyword
       num_clients: int,
       dimension: int,
       l1_sensitivity: Optional[float] = None,
@@ -506,7 +506,7 @@ class DistributedDiscreteGaussian:
         sampler_tv_distance=sampler_tv_distance(sampler) or None, **noise)
 
   @staticmethod
-  def release_noise(local_stddev, noise_sampler):
+  def release_noise(local_stddev, noise_sampler):  # pylint: disable=redefined-outer-name  # the API's keyword
     """(the event's noise field, the resolved sampler) of `release_event`:
     local_stddev >= 1/2 and `resolve_noise_sampler` at it."""
     local_stddev = checks.real(local_stddev, 'local_stddev',
@@ -600,7 +600,9 @@ class DistributedDiscreteGaussian:
       return float(round(1.0 / self.gamma))
     scale = 1.0 / self.gamma
     if self.float32_rotation:
-      scale *= 1.0 - 2.0 * self.encoder.float32_error
+      # Set only for an encoder with a float32 error bound, an attribute
+      # the Encoder protocol does not have (`_float32_rotation`).
+      scale *= 1.0 - 2.0 * getattr(self.encoder, 'float32_error')
     return scale
 
   def client_encode(self, x, round_seed, noise_seed):
@@ -737,7 +739,7 @@ def check_arguments(l2_clip, noise_multiplier, expected_clients_per_round,
 
   Raises TypeError / ValueError naming the argument and what works.
   """
-  clean = dict(
+  clean: dict[str, Any] = dict(
       l2_clip=checks.positive(l2_clip, 'l2_clip'),
       noise_multiplier=checks.nonnegative(noise_multiplier,
                                           'noise_multiplier'),

@@ -98,17 +98,17 @@ MAX_CHUNK_MEAN = 2.0**30
 # Largest mean accepted at all (2^10 chunks).
 MAX_MEAN = 2.0**40
 _GRID = 1 << MEAN_GRID_BITS
-_K_SHIFT = binomial._K_SHIFT  # pylint: disable=protected-access
+_K_SHIFT = binomial._K_SHIFT  # pylint: disable=protected-access  # binomial's sampler, shared
 _G_CAP = 64  # trailing zeros of one 64-bit word
-_TABLE_SIZE = binomial._TABLE_SIZE  # pylint: disable=protected-access
-_ERR_FACTOR = binomial._ERR_FACTOR  # pylint: disable=protected-access
+_TABLE_SIZE = binomial._TABLE_SIZE  # pylint: disable=protected-access  # binomial's sampler, shared
+_ERR_FACTOR = binomial._ERR_FACTOR  # pylint: disable=protected-access  # binomial's sampler, shared
 _LN2 = math.log(2.0)
 _no_autograph = tf.autograph.experimental.do_not_convert
-_log_pos = binomial._log_pos  # pylint: disable=protected-access
-_log1p = binomial._log1p  # pylint: disable=protected-access
-_phi = binomial._phi  # pylint: disable=protected-access
-_beta = binomial._beta  # pylint: disable=protected-access
-_log_factorial = binomial._log_factorial  # pylint: disable=protected-access
+_log_pos = binomial._log_pos  # pylint: disable=protected-access  # binomial's sampler, shared
+_log1p = binomial._log1p  # pylint: disable=protected-access  # binomial's sampler, shared
+_phi = binomial._phi  # pylint: disable=protected-access  # binomial's sampler, shared
+_beta = binomial._beta  # pylint: disable=protected-access  # binomial's sampler, shared
+_log_factorial = binomial._log_factorial  # pylint: disable=protected-access  # binomial's sampler, shared
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,7 +198,7 @@ def _params(mean_num: int) -> _Params:
   guess = max(1, int(0.69 * math.sqrt(mu_f)))
   lo, hi = max(1, guess // 2), 2 * guess + 2
   width = min(range(lo, hi + 1), key=cost)
-  with decimal.localcontext(binomial._decimal_context()):  # pylint: disable=protected-access
+  with decimal.localcontext(binomial._decimal_context()):  # pylint: disable=protected-access  # binomial's sampler, shared
     ln_k = _ln_k_bound(mu, width)
     k_num = int((ln_k.exp() * (1 << _K_SHIFT)).to_integral_value(
         rounding=decimal.ROUND_CEILING)) + 1
@@ -288,12 +288,12 @@ def _rejection(num, mean_num, seed, force_exact=False):
   """`num` exact Poisson(mean_num / 2^20) draws (1-D int64), by rejection."""
   prm = _params(mean_num)
   width = prm.width
-  table = tf.constant(binomial._log_factorial_table())  # pylint: disable=protected-access
+  table = tf.constant(binomial._log_factorial_table())  # pylint: disable=protected-access  # binomial's sampler, shared
 
   def round_fn(proposal, idx):
     del idx  # every candidate has the same mean
     it_seed, v_prefix = proposal.it_seed, proposal.v_prefix
-    g = binomial._ctz_sum(proposal.g_word)  # pylint: disable=protected-access
+    g = binomial._ctz_sum(proposal.g_word)  # pylint: disable=protected-access  # binomial's sampler, shared
     t = width * g + proposal.u_word % width
     d = tf.where(proposal.right, t, -1 - t)
     inside = proposal.u_ok & (d >= -prm.mode)

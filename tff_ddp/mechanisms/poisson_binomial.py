@@ -52,7 +52,7 @@ import dataclasses
 import enum
 import fractions
 import math
-from typing import Optional, Tuple
+from typing import Optional, Tuple, cast
 
 import dp_accounting
 import numpy as np
@@ -406,7 +406,9 @@ class Request:
   @property
   def bits(self) -> int:
     """The ring: the smallest 2^bits > max_clients_per_round * m."""
-    return bits_for(self.max_clients_per_round, self.num_trials)
+    # An int once __post_init__ has run (None asks for the expected count).
+    return bits_for(cast(int, self.max_clients_per_round),
+                    self.num_trials)
 
 
 def compute_parameters(
@@ -450,6 +452,7 @@ def compute_parameters(
       encoder=encoder, dim=dim, output_dim=output_dim, l2_clip=l2_clip,
       theta=request.theta, num_trials=request.num_trials,
       expected_clients_per_round=request.expected_clients_per_round,
-      max_clients_per_round=request.max_clients_per_round, bits=request.bits,
+      max_clients_per_round=cast(int, request.max_clients_per_round),
+      bits=request.bits,
       p_low=p_low, p_high=p_high, coordinate_bound=bound,
       divisor=request.divisor, l0_clip=request.l0_clip)

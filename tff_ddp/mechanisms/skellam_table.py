@@ -97,7 +97,7 @@ _TAIL_LIMIT = fractions.Fraction(1, 2**core.TAIL_BITS)
 
 def exact_mean(mean) -> fractions.Fraction:
   """mu, the mean `poisson.sampled_mean(mean)` stands for, as a Fraction."""
-  count, num = poisson._chunks(poisson._check_mean(mean))  # pylint: disable=protected-access
+  count, num = poisson._chunks(poisson._check_mean(mean))  # pylint: disable=protected-access  # poisson's chunking, shared
   return fractions.Fraction(count * num, 1 << _GRID_BITS)
 
 

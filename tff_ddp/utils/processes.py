@@ -162,7 +162,7 @@ def has_exited(pid: int) -> bool:
 
 def _command(pid: int) -> str:
   try:
-    with open(f'/proc/{pid}/comm') as f:
+    with open(f'/proc/{pid}/comm', encoding='utf-8') as f:
       return f.read().strip()
   except OSError:
     return ''
@@ -270,7 +270,7 @@ class WorkerPopen(subprocess.Popen, metaclass=_WorkerPopenMeta):
       if action is not None:
         action()
       try:
-        return super().wait(None if action == self.kill else
+        return super().wait(None if action == self.kill else  # pylint: disable=comparison-with-callable  # a fresh bound method each time: == not is
                             WORKER_WAIT_SECONDS)
       except subprocess.TimeoutExpired:
         continue
@@ -315,7 +315,7 @@ def guard_worker_starts() -> bool:
   Returns whether TFF's executor factory is guarded (False before TFF is
   imported: call again after).
   """
-  import sys  # pylint: disable=g-import-not-at-top
+  import sys
   module = sys.modules.get(_TFF_EXECUTOR_FACTORY)
   if module is None:
     return False
@@ -396,7 +396,7 @@ def _on_signal(signum, frame):
   for before in _BEFORE:
     try:
       before(signum)
-    except Exception:  # pylint: disable=broad-except
+    except Exception:  # pylint: disable=broad-except  # one failing hook must not stop the others
       pass
   signal.signal(signum, signal.SIG_DFL)
   os.kill(os.getpid(), signum)
@@ -418,7 +418,7 @@ def _share_context_with_threads(context) -> None:
   of the moment, not the context itself: when the main thread drops it
   (`drop_tff_contexts`), no thread keeps it (and its worker) alive.
   """
-  from tensorflow_federated.python.core.impl.context_stack import context_stack_impl  # pylint: disable=g-import-not-at-top
+  from tensorflow_federated.python.core.impl.context_stack import context_stack_impl
   _SHARED_CONTEXT[:] = [context]
   cls = context_stack_impl.ContextStackImpl
   if getattr(cls.__init__, '_tff_ddp_shared', False):
@@ -429,15 +429,15 @@ def _share_context_with_threads(context) -> None:
   def init(self, default_context):
     original(self, default_context)
     if threading.current_thread() is not threading.main_thread():
-      self._stack[0] = _THREAD_DEFAULT[0]  # pylint: disable=protected-access
+      self._stack[0] = _THREAD_DEFAULT[0]  # pylint: disable=protected-access  # TFF's context stack
 
-  init._tff_ddp_shared = True  # pylint: disable=protected-access
+  init._tff_ddp_shared = True  # pylint: disable=protected-access  # marks our own patch
   cls.__init__ = init
 
 
 def _shared_context_class():
-  from tensorflow_federated.python.core.impl.context_stack import context_base  # pylint: disable=g-import-not-at-top
-  from tensorflow_federated.python.core.impl.context_stack import runtime_error_context  # pylint: disable=g-import-not-at-top
+  from tensorflow_federated.python.core.impl.context_stack import context_base
+  from tensorflow_federated.python.core.impl.context_stack import runtime_error_context
 
   class _SharedContext(context_base.SyncContext):
     """A thread's default: the context `use_test_context()` installed last
@@ -506,8 +506,8 @@ def drop_tff_contexts():
   imported (`register_tff_cleanup`), so scripts end their TFF workers
   without doing anything.
   """
-  import gc  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
+  import gc
+  import sys
   if _TFF_MODULE in sys.modules:
     # That `__del__` ends its worker with SIGINT and then waits for it: a
     # worker that inherited SIGINT ignored (background runs) would never
@@ -516,7 +516,7 @@ def drop_tff_contexts():
     workers = [pid for pid in descendant_pids()
                if _command(pid) == WORKER_COMMAND]
     _terminate(workers, 5.0, reap=False)
-    from tensorflow_federated.python.core.impl.context_stack import set_default_context  # pylint: disable=g-import-not-at-top
+    from tensorflow_federated.python.core.impl.context_stack import set_default_context
     set_default_context.set_no_default_context()
     _SHARED_CONTEXT[:] = []  # threads have no context either
     gc.collect()
@@ -544,7 +544,7 @@ def use_test_context():
   twice as slow). tff_ddp's CLI and test harness install contexts only
   through here.
   """
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
   register_tff_cleanup()
   if threading.current_thread() is not threading.main_thread():
     # Another thread's: the shared context, or a new one for this thread

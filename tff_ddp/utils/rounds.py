@@ -50,6 +50,7 @@ from tff_ddp.utils import requires
 
 requires.require_tff('tff_ddp.utils.rounds')
 
+# pylint: disable=wrong-import-position  # after require_tff's clear error
 import collections
 import collections.abc
 import re
@@ -145,7 +146,7 @@ def refusal_check(ok, message):
     The assertion op: make the computation's outputs depend on it
     (`tf.control_dependencies`), or graph-mode TFF computations skip it.
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   text = tf.strings.join([REFUSAL_PREFIX, message])
   return tf.debugging.Assert(ok, [text], summarize=1)
 
@@ -206,7 +207,7 @@ def _clip_state_mismatch(type_signature, args):
   computation's state type lacks or the reverse (TFF 0.87's own error is
   "Cannot serialize a struct value of 3 elements to a struct type requiring
   2 elements" and a dump of both); None otherwise."""
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
   parameter = type_signature.parameter
   if not args or parameter is None:
     return None
@@ -250,7 +251,7 @@ class UserFacingComputation(computation_impl.ConcreteComputation):
   def __call__(self, *args, **kwargs):
     try:
       result = super().__call__(*args, **kwargs)
-    except Exception as e:  # pylint: disable=broad-except
+    except Exception as e:  # pylint: disable=broad-except  # known TFF errors reworded, the rest re-raised
       message = refusal_message(e)
       if message is not None:
         raise RoundRefusedError(message) from None
@@ -277,7 +278,7 @@ def user_facing(computation) -> UserFacingComputation:
   the module docstring; the same proto and type signature."""
   if isinstance(computation, UserFacingComputation):
     return computation
-  # pylint: disable=protected-access
+  # pylint: disable=protected-access  # TFF keeps the proto private
   return UserFacingComputation(
       computation_proto=computation._computation_proto,
       context_stack=computation._context_stack,
@@ -288,7 +289,7 @@ def user_facing(computation) -> UserFacingComputation:
 def user_facing_process(process):
   """The same kind of process (`MeasuredProcess`, `AggregationProcess`)
   with its `initialize` and `next` wrapped by `user_facing`."""
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
   if isinstance(process, tff.templates.AggregationProcess):
     return tff.templates.AggregationProcess(user_facing(process.initialize),
                                             user_facing(process.next))

@@ -57,6 +57,7 @@ from tff_ddp.utils import requires
 
 requires.require_tff('tff_ddp.utils.workers')
 
+# pylint: disable=wrong-import-position  # after require_tff's clear error
 import asyncio
 import atexit
 import contextlib
@@ -171,8 +172,9 @@ class _ThreadedContext(tff.framework.AsyncContext):
         self.clients_per_invocation.append(num_clients)
     # The runner's loop runs the inner call; we poll it so that a dead worker
     # or a timeout can cancel it (cancellation reaches the retry sleep).
+    loop = self._runner._event_loop  # pylint: disable=protected-access  # TFF's runner keeps its loop private
     inner_future = asyncio.run_coroutine_threadsafe(
-        self._inner.invoke(comp, arg), self._runner._event_loop)  # pylint: disable=protected-access
+        self._inner.invoke(comp, arg), loop)
     waiter = asyncio.wrap_future(inner_future)
     start = time.monotonic()
     while True:
@@ -295,7 +297,7 @@ def _listening_inodes(port: int) -> set:
   inodes = set()
   for table in ('/proc/net/tcp', '/proc/net/tcp6'):
     try:
-      with open(table) as f:
+      with open(table, encoding='ascii') as f:
         next(f)
         for line in f:
           fields = line.split()
@@ -379,7 +381,7 @@ def start_worker(
   with open(log_path, 'wb') as log:
     log.write((' '.join(args) + '\n').encode())
     log.flush()
-    process = subprocess.Popen(
+    process = subprocess.Popen(  # pylint: disable=consider-using-with  # the worker outlives this call
         args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
         close_fds=True)
   return Worker(process, port, log_path)

@@ -59,7 +59,7 @@ class SubsamplingTest(parameterized.TestCase):
                                       INT_ORDERS)
     tight = dp_accounting.rdp.RdpAccountant(INT_ORDERS).compose(
         dp_accounting.PoissonSampledDpEvent(
-            q, dp_accounting.GaussianDpEvent(sigma)))._rdp  # pylint: disable=protected-access
+            q, dp_accounting.GaussianDpEvent(sigma)))._rdp  # pylint: disable=protected-access  # the accountant's RDP curve
     self.assertTrue(np.all(generic >= tight * (1 - 1e-9)))
 
   @parameterized.parameters(10, 1000)
@@ -70,7 +70,7 @@ class SubsamplingTest(parameterized.TestCase):
     theirs = dp_accounting.rdp.RdpAccountant(
         INT_ORDERS, REL.REPLACE_ONE).compose(
             dp_accounting.SampledWithoutReplacementDpEvent(
-                10000, size, dp_accounting.GaussianDpEvent(sigma)))._rdp  # pylint: disable=protected-access
+                10000, size, dp_accounting.GaussianDpEvent(sigma)))._rdp  # pylint: disable=protected-access  # the accountant's RDP curve
     self.assertTrue(np.all(generic >= theirs * (1 - 1e-9)))
 
   def test_rate_one_equals_unsampled(self):
@@ -172,7 +172,7 @@ class AdversaryTest(parameterized.TestCase):
                 dp_accounting.GaussianDpEvent(2.0)])), 100)
     theirs = dp_accounting.rdp.RdpAccountant(ORDERS).compose(event)
     release = _acc('release').compose(event)
-    np.testing.assert_allclose(release.rdp, theirs._rdp, rtol=1e-12)  # pylint: disable=protected-access
+    np.testing.assert_allclose(release.rdp, theirs._rdp, rtol=1e-12)  # pylint: disable=protected-access  # the accountant's RDP curve
     self.assertAlmostEqual(release.get_epsilon(1e-5),
                            theirs.get_epsilon(1e-5), places=9)
     server = _acc('server').compose(event)
@@ -200,7 +200,7 @@ class AdversaryTest(parameterized.TestCase):
         1000, 10, dp_accounting.GaussianDpEvent(1.0))
     theirs = dp_accounting.rdp.RdpAccountant(ORDERS, REL.REPLACE_ONE).compose(
         dp_accounting.SampledWithoutReplacementDpEvent(
-            1000, 10, dp_accounting.GaussianDpEvent(0.5)))._rdp  # pylint: disable=protected-access
+            1000, 10, dp_accounting.GaussianDpEvent(0.5)))._rdp  # pylint: disable=protected-access  # the accountant's RDP curve
     known = subsampling.known_sample_rdp(lambda a: 2.0 * a, 0.01, ORDERS)
     np.testing.assert_allclose(
         _acc('release', REL.REPLACE_ONE).curve(gaussian),
@@ -223,7 +223,7 @@ class AdversaryTest(parameterized.TestCase):
         _acc(adversary).curve(gaussian),
         dp_accounting.rdp.RdpAccountant(ORDERS).compose(
             dp_accounting.PoissonSampledDpEvent(
-                0.01, dp_accounting.GaussianDpEvent(1.0)))._rdp)  # pylint: disable=protected-access
+                0.01, dp_accounting.GaussianDpEvent(1.0)))._rdp)  # pylint: disable=protected-access  # the accountant's RDP curve
     # Replace-one neighbours: both values move, so only the mixture bound.
     event = events.SelfSampledDpEvent(0.01, _ddg())
     replace = _acc(adversary, REL.REPLACE_ONE).curve(event)

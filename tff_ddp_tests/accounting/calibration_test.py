@@ -163,7 +163,7 @@ class CalibrateTest(parameterized.TestCase):
     # Missing fixed parameters of an event: Python's own error names them.
     with self.assertRaisesRegex(TypeError, "'l2_sensitivity', 'num_clients'"
                                 ", and 'dimension'"):
-      ddg.release_event(local_stddev=1.0)  # pylint: disable=no-value-for-parameter
+      ddg.release_event(local_stddev=1.0)  # pylint: disable=no-value-for-parameter  # the missing argument is the test
     with self.assertRaisesRegex(TypeError, 'num_clients must be an integer'):
       ddg.release_event(1.0, 1.0, '10', 4)
     with self.assertRaisesRegex(ValueError, 'local_stddev'):
@@ -252,7 +252,7 @@ class PldCalibrateTest(parameterized.TestCase):
                               make_event, target, delta, parameter)
     # Recomputed from scratch (no cached PLD): the reported epsilon, which
     # meets the target.
-    pld_accountant._STATES.clear()  # pylint: disable=protected-access
+    pld_accountant._STATES.clear()  # pylint: disable=protected-access  # resets private state between cases
     again = pld_accountant.tightest(adversary).compose(make_event(r.value))
     self.assertEqual(again.get_epsilon(delta), r.epsilon)
     self.assertLessEqual(r.epsilon, target)
@@ -295,7 +295,7 @@ class PldCalibrateTest(parameterized.TestCase):
     def make_event(m):
       return events.PoissonBinomialDpEvent(0.25, m, 20, dimension,
                                            l2_bound=l2_bound)
-    rule = calibration._rdp_expected_smaller(  # pylint: disable=protected-access
+    rule = calibration._rdp_expected_smaller(  # pylint: disable=protected-access  # the accountant's RDP curve
         make_event, _NUM_TRIALS, 'zero_out')
     self.assertEqual(rule, bound == 'RDP')
     results = []

@@ -39,7 +39,7 @@ def _gauss(z):
 
 def _tight_poisson(q, z, orders=ORDERS):
   return dp_accounting.rdp.RdpAccountant(orders).compose(
-      dp_accounting.PoissonSampledDpEvent(q, _gauss(z)))._rdp  # pylint: disable=protected-access
+      dp_accounting.PoissonSampledDpEvent(q, _gauss(z)))._rdp  # pylint: disable=protected-access  # the accountant's RDP curve
 
 
 class ReplaceOneGaussianTest(parameterized.TestCase):
@@ -114,7 +114,7 @@ class ReplaceOneGaussianTest(parameterized.TestCase):
     theirs = dp_accounting.rdp.RdpAccountant(
         INT_ORDERS, REL.REPLACE_ONE).compose(
             dp_accounting.SampledWithoutReplacementDpEvent(
-                population, size, _gauss(z / 2.0)))._rdp  # pylint: disable=protected-access
+                population, size, _gauss(z / 2.0)))._rdp  # pylint: disable=protected-access  # the accountant's RDP curve
     generic = subsampling.without_replacement_rdp(
         lambda a: 2.0 * np.asarray(a) / z**2, size, population, INT_ORDERS)
     np.testing.assert_allclose(theirs, generic, rtol=1e-9)

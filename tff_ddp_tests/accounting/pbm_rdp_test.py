@@ -150,7 +150,7 @@ class PbmRdpTest(parameterized.TestCase):
     # Was two minutes over the full support; the window is O(sqrt(n)).
     # Timed in CPU seconds of this process: a wall-clock bound is broken by
     # other work on the machine, not by the code.
-    import time  # pylint: disable=g-import-not-at-top
+    import time
     start = time.process_time()
     curve = pbm.rdp(events.PoissonBinomialDpEvent(0.1, 16, 10**7, 64),
                     ORDERS)

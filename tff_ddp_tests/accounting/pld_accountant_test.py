@@ -93,7 +93,7 @@ def cpbm_worst(theta, n, m, eps, replace_one=False, grid=5):
 
 def pld_delta(acc, eps):
   return np.array([acc.pld_delta(max(e, 0.0)) if e >= 0 else
-                   acc._state.delta(e) for e in eps])  # pylint: disable=protected-access
+                   acc._state.delta(e) for e in eps])  # pylint: disable=protected-access  # tests a private part
 
 
 class BrokenAccountant(pld_accountant.PldAccountant):
@@ -106,7 +106,7 @@ class BrokenAccountant(pld_accountant.PldAccountant):
   def _compute(self, event):
     state = super()._compute(event)
     if self._mutation == 'remove_only':
-      return pld_accountant._State(state.remove, state.remove, True)  # pylint: disable=protected-access
+      return pld_accountant._State(state.remove, state.remove, True)  # pylint: disable=protected-access  # tests a private part
     return state
 
 
@@ -359,7 +359,7 @@ class AgainstRdpTest(parameterized.TestCase):
     # grid (pld_accountant._STATES); a second accountant reads them.
     event = dp_accounting.SelfComposedDpEvent(events.SelfSampledDpEvent(
         0.05, events.DistributedDiscreteGaussianDpEvent(1, 1.0, 16, 1)), 200)
-    cache = pld_accountant._STATES  # pylint: disable=protected-access
+    cache = pld_accountant._STATES  # pylint: disable=protected-access  # tests a private part
     results = {}
     for adversary in accountant.ADVERSARIES:
       for relation in (REL.ADD_OR_REMOVE_ONE, REL.REPLACE_ONE):

@@ -201,7 +201,7 @@ class AutoTuningTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(mechanism.l2_clip, 1.0)  # the unit-clip mechanism
     self.assertIn('noise_multiplier=1.0,', repr(factory))
     indicator = adaptive_clip.indicator_mechanism(
-        factory._adaptive)  # pylint: disable=protected-access
+        factory._adaptive)  # pylint: disable=protected-access  # tests a private part
     # The central noise of the decoded sum of 2b is 2 sigma_b.
     self.assertAllClose(indicator.noise_stddev(), 2 * sigma_b)
 
@@ -315,7 +315,7 @@ class AdaptiveClippingObjectTest(parameterized.TestCase):
     handed = DiscreteGaussianSumFactory(
         **common, adaptive_clipping=adaptive_clip.AdaptiveClipping(
             target_quantile=0.3, learning_rate=0.1, count_stddev=7.0))
-    # pylint: disable=protected-access
+    # pylint: disable=protected-access  # tests a private part
     self.assertEqual(keywords._adaptive, handed._adaptive)
     self.assertEqual(handed._adaptive.initial_clip, 0.1)
     value_type = tff.TensorType(np.float32, [_DIM])
@@ -331,8 +331,8 @@ class AdaptiveClippingObjectTest(parameterized.TestCase):
     self.assertEqual(default._adaptive.count_stddev, 5.0)
 
   def test_ddp_secure_aggregator_takes_the_object(self):
-    from tff_ddp import learning  # pylint: disable=g-import-not-at-top
-    # pylint: disable=protected-access
+    from tff_ddp import learning
+    # pylint: disable=protected-access  # tests a private part
     tff_default = learning.ddp_secure_aggregator(1.0, 100)
     handed = learning.ddp_secure_aggregator(
         1.0, 100, adaptive_clipping=adaptive_clip.AdaptiveClipping(0.5, 0.2))

@@ -172,7 +172,7 @@ class EntropyInTffTest(tf.test.TestCase):
           [sys.executable, '-c', _SCRIPT], cwd=_ROOT, capture_output=True,
           text=True, timeout=600, check=True,
           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
-      runs.append(eval(result.stdout.strip().splitlines()[-1]))  # pylint: disable=eval-used
+      runs.append(eval(result.stdout.strip().splitlines()[-1]))  # pylint: disable=eval-used  # parses the child's printed repr
     self.assertNotEqual(runs[0], runs[1])
 
 

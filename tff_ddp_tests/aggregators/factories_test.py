@@ -417,7 +417,7 @@ class NoiseSamplerTest(tf.test.TestCase):
   def test_both_mechanisms_take_noise_sampler(self):
     # 'table' by default (its TV on the event), 'exact' on request, for the
     # DDG and the Skellam alike; SkellamSumFactory under its own name too.
-    from tff_ddp.aggregators import SkellamSumFactory  # pylint: disable=g-import-not-at-top
+    from tff_ddp.aggregators import SkellamSumFactory
     args = dict(noise_multiplier=1.0, expected_clients_per_round=5, bits=16,
                 l2_clip=1.0)
     for mechanism in ('distributed_dgauss', 'distributed_skellam'):

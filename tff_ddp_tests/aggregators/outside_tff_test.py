@@ -71,7 +71,7 @@ class OutsideTffTest(tf.test.TestCase, parameterized.TestCase):
     protocol = factory.round_protocol(value_type)
     noise_seeds = [
         tf.random.experimental.stateless_split(
-            protocol._noise_seed(protocol.spec.flatten(v), round_seed), 3)[1]  # pylint: disable=protected-access
+            protocol._noise_seed(protocol.spec.flatten(v), round_seed), 3)[1]  # pylint: disable=protected-access  # tests a private part
         for v in values]
     estimate, event = _outside_tff(factory.mechanism(value_type),
                                    values.astype(np.float64), round_seed,

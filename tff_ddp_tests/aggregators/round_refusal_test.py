@@ -188,7 +188,7 @@ class RefusalTest(tf.test.TestCase, parameterized.TestCase):
       factory = _factory('ddg', **kwargs)
       protocol = factory.round_protocol(_VECTOR)
       mechanisms = [protocol.mechanism]
-      # pylint: disable=protected-access
+      # pylint: disable=protected-access  # tests a private part
       for extra in (protocol._counts, protocol._indicator):
         if extra is not None:
           mechanisms.append(extra)
@@ -277,7 +277,7 @@ class NoValidClientTest(tf.test.TestCase):
       value = np.zeros(8, np.float32)
       value[i] = np.nan if i % 2 else np.inf
       bad.append(value)
-    counts = factory.round_protocol(_VECTOR)._counts  # pylint: disable=protected-access
+    counts = factory.round_protocol(_VECTOR)._counts  # pylint: disable=protected-access  # tests a private part
     bound = 6 * counts.noise_stddev(6)
     m = process.next(process.initialize(), bad).measurements
     self.assertEqual(m['participating_clients'], 6)

@@ -269,7 +269,7 @@ class RoundSeedTest(tf.test.TestCase):
     # computed from round_seed(state), a clip 1e-6 above it clips nothing
     # and one 1e-6 below it clips the client (exact debug counts), in the
     # first and in a later round.
-    from tff_ddp.aggregators import poisson_binomial  # pylint: disable=g-import-not-at-top
+    from tff_ddp.aggregators import poisson_binomial
     x = np.array([3.0, -1.0, 0.5, 2.0, 0.0, 1.5, -2.5, 1.0])
     value_type = tff.TensorType(np.float64, [8])
     options = dict(redundancy=0.5, iterations=1, delta=1.0, eta=0.5)
@@ -299,7 +299,7 @@ class ClientPreprocessingTest(tf.test.TestCase):
     # The same seeded factory (tests-only deterministic noise): the fused
     # client call and create() after a separate federated_map give the same
     # sum, measurements and event, bit for bit.
-    from tff_ddp.aggregators import discrete_gaussian  # pylint: disable=g-import-not-at-top
+    from tff_ddp.aggregators import discrete_gaussian
 
     def one_hot(x):
       return tf.one_hot(tf.cast(x, tf.int32), 8, dtype=tf.float32)

@@ -39,7 +39,7 @@ class BatchedSumTest(parameterized.TestCase):
     for round_index in range(2):
       out = process.next(state, values)
       state = out.state
-      decoded, post = batched(flat, round_index, factory._seed, 'factory')  # pylint: disable=protected-access
+      decoded, post = batched(flat, round_index, factory._seed, 'factory')  # pylint: disable=protected-access  # tests a private part
       result = np.concatenate([np.asarray(out.result[0]).reshape(-1),
                                np.asarray(out.result[1])])
       # The process returns float32 of the same float64 decode.

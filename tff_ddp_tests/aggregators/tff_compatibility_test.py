@@ -178,7 +178,7 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
   def test_mechanism_resolved_once_to_its_kind(self):
     # TFF's keyword and the mechanism's Kind (what inner calls pass on)
     # give the same factory.
-    from tff_ddp.mechanisms import base  # pylint: disable=g-import-not-at-top
+    from tff_ddp.mechanisms import base
     value_type = tff.TensorType(np.float32, [8])
     for keyword, kind in (('distributed_dgauss', base.Kind.DISCRETE_GAUSSIAN),
                           ('distributed_skellam', base.Kind.SKELLAM)):

@@ -238,7 +238,7 @@ def _presence_protocol():
   try:
     yield PresenceParameters
   finally:
-    protocols._CLASSES.pop('presence', None)  # pylint: disable=protected-access
+    protocols._CLASSES.pop('presence', None)  # pylint: disable=protected-access  # unregisters the test class
 
 
 class NewProtocolTest(parameterized.TestCase):
@@ -319,8 +319,8 @@ class PhaseOneRingTest(parameterized.TestCase):
       self.assertLessEqual(2**(bits - 1), n)  # and one bit less does not
 
   def test_eighteen_bits_refuse_what_the_sized_ring_holds(self):
-    from tff_ddp.analytics import histograms as hg  # pylint: disable=g-import-not-at-top
-    from tff_ddp.analytics import quantile_calibration as qc  # pylint: disable=g-import-not-at-top
+    from tff_ddp.analytics import histograms as hg
+    from tff_ddp.analytics import quantile_calibration as qc
     n = 300000
     with self.assertRaisesRegex(ValueError, 'use bits >= 19'):
       qc.quantile_parameters(hg.Haar(64), 'poisson_binomial', 64,

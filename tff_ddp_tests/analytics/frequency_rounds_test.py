@@ -90,7 +90,7 @@ class HarnessContextTest(parameterized.TestCase):
     sums) stayed, and the next module's rounds in this process failed with
     MissingContextError (factories_test's kashin round, for one).
     """
-    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+    import tensorflow_federated as tff
 
     @tff.federated_computation(tff.FederatedType(np.int32, tff.CLIENTS))
     def secure(values):
@@ -112,7 +112,7 @@ class LawTest(parameterized.TestCase):
     params = _params('fixed', n, clip=200.0)
     x = _data(n)
     self.assertLess(np.linalg.norm(x, axis=1).max(), 13)
-    sd = frequency_cli._noise_sd(params, [(200.0, n)])  # pylint: disable=protected-access
+    sd = frequency_cli._noise_sd(params, [(200.0, n)])  # pylint: disable=protected-access  # tests a private part
     z = np.concatenate([(fr.run(params, x).estimate - x.sum(0)) / sd
                         for _ in range(reps)])
     self.assertLess(abs(z.mean()), 5 / math.sqrt(z.size))
@@ -126,7 +126,7 @@ class LawTest(parameterized.TestCase):
     tff_estimate = np.asarray(process.next(process.initialize(),
                                            list(x)).result)
     batched = fr.run(params, x).estimate
-    sd = frequency_cli._noise_sd(params, [(1.0, n)])  # pylint: disable=protected-access
+    sd = frequency_cli._noise_sd(params, [(1.0, n)])  # pylint: disable=protected-access  # tests a private part
     # Normalize's target: sum_i x_i / ||x_i|| (no rescaling).
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     target = (x / np.where(norms > 0, norms, 1.0)).sum(0)

@@ -238,7 +238,7 @@ class ContractTest(tf.test.TestCase, parameterized.TestCase):
       hg.encoding(3, 8)
     with self.assertRaisesRegex(TypeError, "named 'tree' exists"):
 
-      class Again(hg.Flat):  # pylint: disable=unused-variable
+      class Again(hg.Flat):  # pylint: disable=unused-variable  # defining it is the test
         name = 'tree'
 
   def test_bins(self):
@@ -335,7 +335,7 @@ class ContractTest(tf.test.TestCase, parameterized.TestCase):
       np.testing.assert_array_less(np.abs(encoding.cdf(noisy, 64) - truth),
                                    bound)
     finally:
-      hg._CLASSES.pop('mirrored_test_only', None)  # pylint: disable=protected-access
+      hg._CLASSES.pop('mirrored_test_only', None)  # pylint: disable=protected-access  # unregisters the test class
 
   # -- the checks --------------------------------------------------------
 

@@ -35,7 +35,7 @@ def _indicator_mechanism(theta, m, n):
   factory = poisson_binomial.PoissonBinomialSumFactory(
       l2_clip=1.0, theta=theta, num_trials=m, expected_clients_per_round=n,
       encoder='none', divisor='linf', linf_clip=1.0)
-  return factory.mechanism(fs._indicator_type())  # pylint: disable=protected-access
+  return factory.mechanism(fs._indicator_type())  # pylint: disable=protected-access  # tests a private part
 
 
 def _haar_mechanism(theta, m, n, b):
@@ -44,7 +44,7 @@ def _haar_mechanism(theta, m, n, b):
   factory = poisson_binomial.PoissonBinomialSumFactory(
       l2_clip=l2, theta=theta, num_trials=m, expected_clients_per_round=n,
       encoder='none', divisor='linf', linf_clip=1.0, l0_clip=l0)
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  import tensorflow_federated as tff
   return factory.mechanism(tff.TensorType(np.int32, [b]))
 
 

@@ -56,7 +56,7 @@ class ClientMessageTest(parameterized.TestCase):
   def test_ddg_rounding_is_the_identity_on_every_bin(self, method):
     params, _ = _setup(method, 'discrete_gaussian', 1000)
     mechanism = params.aggregator_mechanism()
-    messages = qr._messages(params.encoding)  # pylint: disable=protected-access
+    messages = qr._messages(params.encoding)  # pylint: disable=protected-access  # tests a private part
     c = params.scaling
     for k in range(messages.shape[0]):
       outs = [mechanism.client_rounded(
@@ -70,7 +70,7 @@ class ClientMessageTest(parameterized.TestCase):
   def test_pbm_probabilities_are_the_clients(self, method):
     params, _ = _setup(method, 'poisson_binomial', 1000)
     mechanism = params.aggregator_mechanism()
-    messages = qr._messages(params.encoding)  # pylint: disable=protected-access
+    messages = qr._messages(params.encoding)  # pylint: disable=protected-access  # tests a private part
     seed = tf.constant([3, 4], tf.int64)
     for k in range(messages.shape[0]):
       probs, _ = mechanism.client_probabilities(messages[k], seed)

@@ -335,7 +335,7 @@ def _build_flat(method, mechanism, lower_bound, upper_bound, num_bins,
 @pytest.mark.slow  # end to end / statistical: `make test` runs it
 class TypeTest(parameterized.TestCase):
 
-  def assertAllClose(self, a, b):  # pylint: disable=invalid-name
+  def assertAllClose(self, a, b):  # pylint: disable=invalid-name  # unittest's name
     np.testing.assert_allclose(a, b)
 
   @parameterized.product(method=hg.METHODS, mechanism=q.MECHANISMS)
@@ -393,7 +393,7 @@ def _cdf_matrix(method, b):
 @pytest.mark.slow
 class ExecutionTest(parameterized.TestCase):
 
-  def assertAllClose(self, a, b):  # pylint: disable=invalid-name
+  def assertAllClose(self, a, b):  # pylint: disable=invalid-name  # unittest's name
     np.testing.assert_allclose(a, b)
 
   @parameterized.product(method=hg.METHODS, mechanism=q.MECHANISMS)

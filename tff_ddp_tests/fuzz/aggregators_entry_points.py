@@ -38,7 +38,7 @@ def value_types():
 
 
 def tf_spec():
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
   return tf.TensorSpec([4], tf.float32)
 
 

@@ -53,7 +53,7 @@ def _check_config(kwargs, config):
                      ('bits', int), ('quantile_bits', int), ('delta', float),
                      ('max_clients', int)):
     value = getattr(config, name)
-    if type(value) is not kind:  # pylint: disable=unidiomatic-typecheck
+    if type(value) is not kind:  # pylint: disable=unidiomatic-typecheck  # the exact type, subclasses excluded
       problems.append(f'{name} {value!r} is not a {kind.__name__}')
   if config.max_clients < config.clients_per_round:
     problems.append(f'max_clients {config.max_clients} < clients_per_round '

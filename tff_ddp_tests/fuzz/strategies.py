@@ -337,7 +337,7 @@ def classify(entry: EntryPoint, kwargs: Dict[str, Any]) -> Outcome:
         result = entry.call(**kwargs)
   except _Timeout:
     error = _Timeout()
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:  # pylint: disable=broad-except  # reports whatever the code raised
     error = e
   finally:
     signal.setitimer(signal.ITIMER_PROF, 0)
@@ -362,7 +362,7 @@ def classify(entry: EntryPoint, kwargs: Dict[str, Any]) -> Outcome:
     return Outcome('unclear_error', message, seconds)
   try:
     reason = entry.check(kwargs, result)
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:  # pylint: disable=broad-except  # reports whatever the code raised
     reason = f'the reference check failed: {type(e).__name__}: {e}'
   if reason is not None:
     return Outcome('silent_wrong', f'{reason} (result {result!r:.300})',

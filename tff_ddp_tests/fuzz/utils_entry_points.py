@@ -23,7 +23,7 @@ def _as_number(value):
 
 
 def _check_real(kwargs, x):
-  if type(x) is not float:  # pylint: disable=unidiomatic-typecheck
+  if type(x) is not float:  # pylint: disable=unidiomatic-typecheck  # the exact type, subclasses excluded
     return f'{type(x).__name__}, not float'
   value = _as_number(kwargs['value'])
   if isinstance(value, (bool, np.bool_, str)) or x != float(value):
@@ -37,7 +37,7 @@ def _check_real(kwargs, x):
 
 
 def _check_integer(kwargs, x):
-  if type(x) is not int:  # pylint: disable=unidiomatic-typecheck
+  if type(x) is not int:  # pylint: disable=unidiomatic-typecheck  # the exact type, subclasses excluded
     return f'{type(x).__name__}, not int'
   value = _as_number(kwargs['value'])
   if isinstance(value, (bool, np.bool_, float, np.floating)) or x != value:

@@ -213,7 +213,7 @@ class CheckTest(parameterized.TestCase):
     example.features.feature['label'].int64_list.value.append(1)
     rows = [(split, 'f0', example.SerializeToString())
             for split in databases.EMNIST.splits]
-    generated_databases._write(path, iter(rows))  # pylint: disable=protected-access
+    generated_databases._write(path, iter(rows))  # pylint: disable=protected-access  # tests a private part
     with self.assertRaises(databases.DatabaseError) as raised:
       databases.check(databases.EMNIST, folder)
     self.assert_one_line(raised.exception, "feature 'pixels' holds 10",
@@ -250,7 +250,7 @@ class CheckTest(parameterized.TestCase):
     path = databases.EMNIST.path(folder)
     rows = [(split, 'f0', b'\xff\xfe garbage') for split in
             databases.EMNIST.splits]
-    generated_databases._write(path, iter(rows))  # pylint: disable=protected-access
+    generated_databases._write(path, iter(rows))  # pylint: disable=protected-access  # tests a private part
     with self.assertRaises(databases.DatabaseError) as raised:
       databases.check(databases.EMNIST, folder)
     self.assert_one_line(raised.exception, 'not a serialized tf.train.Example')

@@ -95,7 +95,7 @@ class ArgumentsTest(tf.test.TestCase):
         _finalizers())
     metrics_type = tff.FederatedType(_unfinalized_type(), tff.CLIENTS)
     with self.assertRaisesRegex(ValueError, r"metric_bounds\['loss'\] has 3"):
-      tff.federated_computation(lambda m: aggregate(m), metrics_type)  # pylint: disable=unnecessary-lambda
+      tff.federated_computation(lambda m: aggregate(m), metrics_type)  # pylint: disable=unnecessary-lambda  # TFF traces a Python function, not a computation
 
   def test_noise_stddevs_and_repr(self):
     noised = learning.noised_metrics(2.0, 4, _BOUNDS, seed=3)
@@ -118,11 +118,11 @@ def _unfinalized_type():
 class LayoutTest(tf.test.TestCase):
 
   def test_normalise_and_restore_invert_each_other(self):
-    layout = metrics_lib._Layout(  # pylint: disable=protected-access
+    layout = metrics_lib._Layout(  # pylint: disable=protected-access  # tests a private part
         tff.types.to_type(collections.OrderedDict(
             loss=[np.float32, np.float32], num_examples=[np.int64],
             num_batches=[np.int64])),
-        metrics_lib._metric_bounds(  # pylint: disable=protected-access
+        metrics_lib._metric_bounds(  # pylint: disable=protected-access  # tests a private part
             {'loss': [30.0, 6], 'num_examples': 6}), _finalizers())
     self.assertEqual(layout.dim, 3)  # num_batches withheld
     np.testing.assert_array_equal(layout.bounds, [30.0, 6.0, 6.0])
@@ -145,7 +145,7 @@ class EmptyClientTest(tf.test.TestCase):
     """The neighbour 'a client's examples removed' is the zero-out pair
     the metrics' event is accounted for: TFF's client update on an empty
     dataset reports all-zero unfinalized Keras metrics."""
-    from tensorflow_federated.python.learning.templates import model_delta_client_work  # pylint: disable=g-import-not-at-top
+    from tensorflow_federated.python.learning.templates import model_delta_client_work
     update = model_delta_client_work.build_model_delta_update_with_tff_optimizer(
         _model_fn, weighting=tff.learning.ClientWeighting.UNIFORM,
         loop_implementation=tff.learning.LoopImplementation.DATASET_REDUCE)
@@ -163,7 +163,7 @@ def _run_alone(metrics_aggregator, client_metrics):
   """The aggregator's computation on these clients' unfinalized metrics."""
   aggregate = metrics_aggregator(_finalizers())
   comp = tff.federated_computation(
-      lambda m: aggregate(m),  # pylint: disable=unnecessary-lambda
+      lambda m: aggregate(m),  # pylint: disable=unnecessary-lambda  # TFF traces a Python function, not a computation
       tff.FederatedType(_unfinalized_type(), tff.CLIENTS))
   return comp(client_metrics)
 

@@ -38,7 +38,7 @@ def _dataset(num_examples):
 
 
 def _client_output(num_examples):
-  update_fn = processes._client_update_fn(  # pylint: disable=protected-access
+  update_fn = processes._client_update_fn(  # pylint: disable=protected-access  # tests a private part
       _MODEL, tff.learning.optimizers.build_sgdm(learning_rate=0.5), 0.0)
   weights = tff.learning.models.ModelWeights(
       trainable=[tf.constant([[1.0, -1.0]]), tf.zeros([2])],

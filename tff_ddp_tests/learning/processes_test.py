@@ -373,7 +373,7 @@ class NonPrivateTest(parameterized.TestCase):
     u = np.concatenate([uk, ub], 1)
     step = np.concatenate([_W[0], [0.0, 0.0]]) - w
     # Some subset of exactly ceil(3) = 3 clients, averaged.
-    import itertools  # pylint: disable=g-import-not-at-top
+    import itertools
     matches = [s for s in itertools.combinations(range(10), 3)
                if np.allclose(u[list(s)].mean(0), step, atol=1e-5)]
     self.assertLen(matches, 1)

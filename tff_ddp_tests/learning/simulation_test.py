@@ -116,7 +116,7 @@ class SimulationTest(tf.test.TestCase):
         clients_per_round=100, l2_clip=1.0, noise_multiplier=1.0,
         quantile_noise_multiplier=1e-2, loss_upper_bound=4.0, num_bins=32,
         population=2500)
-    reader = simulation._tail_reader(config, 0.25)  # pylint: disable=protected-access
+    reader = simulation._tail_reader(config, 0.25)  # pylint: disable=protected-access  # tests a private part
     losses, _, _ = simulation.softmax_loss_and_update(
         kernel, np.zeros(10), self.task.train.x[:100].astype(np.float64),
         self.task.train.y[:100], 0.1, 1)

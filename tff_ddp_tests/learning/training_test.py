@@ -202,7 +202,7 @@ class DeltaTest(tf.test.TestCase):
           task='emnist', mechanism='none', data_dir=folder,
           output_dir=os.path.join(folder, name), delta=delta,
           clients_per_round=10))
-      training._print_header(lines.append, setup, setup.dimension)  # pylint: disable=protected-access
+      training._print_header(lines.append, setup, setup.dimension)  # pylint: disable=protected-access  # tests a private part
       if delta is None:
         # 30 clients: it was 1/30 = 0.033.
         self.assertEqual(setup.delta, 1e-5)
@@ -262,10 +262,10 @@ class CommandErrorTest(parameterized.TestCase):
 
   def test_choices_are_the_librarys(self):
     # The parser lists them without importing the library (TF).
-    from tff_ddp.cli import train as train_cli  # pylint: disable=g-import-not-at-top
-    self.assertEqual(train_cli._MECHANISMS,  # pylint: disable=protected-access
+    from tff_ddp.cli import train as train_cli
+    self.assertEqual(train_cli._MECHANISMS,  # pylint: disable=protected-access  # tests a private part
                      tuple(train_mechanisms.MECHANISMS))
-    self.assertEqual(train_cli._TASKS, tuple(training.paper_tasks.TASKS))  # pylint: disable=protected-access
+    self.assertEqual(train_cli._TASKS, tuple(training.paper_tasks.TASKS))  # pylint: disable=protected-access  # tests a private part
 
   def test_missing_database(self):
     folder = _folder(self)
@@ -505,8 +505,8 @@ class MechanismRoundTest(tf.test.TestCase):
   the property does not depend on its size)."""
 
   def test_round_events(self):
-    import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-    from tff_ddp import learning  # pylint: disable=g-import-not-at-top
+    import tensorflow_federated as tff
+    from tff_ddp import learning
     spec = (tf.TensorSpec([None, 4], tf.float32),
             tf.TensorSpec([None], tf.int32))
 

@@ -290,7 +290,7 @@ class PinnedDrawsTest(tf.test.TestCase):
   probabilities are correctly rounded element-wise."""
 
   def test_draws_are_pinned(self):
-    digest = lambda x: hashlib.sha256(  # pylint: disable=g-long-lambda
+    digest = lambda x: hashlib.sha256(
         np.asarray(x, np.int64).tobytes()).hexdigest()[:16]
     probs = np.linspace(0.25, 0.75, 500)
     for trials, want in ((1, '694e23bf0ee398a6'), (16, '50326a3b388c8877'),
@@ -332,7 +332,7 @@ class ContractTest(tf.test.TestCase, parameterized.TestCase):
     # A statically known length 1 (cPBM on a one-coordinate value, e.g.
     # MFFE's indicator): the direct path's loop must keep [None] lengths.
     for shape in ([1], [], [1, 1]):
-      fn = tf.function(lambda p: binomial.sample_binomial(  # pylint: disable=cell-var-from-loop
+      fn = tf.function(lambda p: binomial.sample_binomial(  # pylint: disable=cell-var-from-loop  # called within the same iteration
           p, m, tf.constant([4, 2], tf.int64)))
       out = fn(tf.fill(shape, tf.constant(0.5, tf.float64)))
       self.assertEqual(out.shape, shape)

@@ -111,7 +111,7 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
       encoded, flags = p.client_encode(tf.constant(x), rotation_seed,
                                        noise_seed)
       round_seed, sampling_seed = ddg.client_subseeds(noise_seed)
-      words = lambda a, s=round_seed: rounding.rounding_words(  # pylint: disable=g-long-lambda
+      words = lambda a, s=round_seed: rounding.rounding_words(
           [p.output_dim], s, a).numpy()
       noise = p.sample_noise(sampling_seed).numpy() if noise_mult > 0 else 0
       scaled = reference_scale(x, p)
@@ -179,7 +179,7 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
                                  seed).numpy()
       self.assertGreater(np.abs(rotated).max(), 0.998 * 2**30)
       round_seed, sampling_seed = ddg.client_subseeds(noise_seed)
-      words = lambda a, s=round_seed: rounding.rounding_words(  # pylint: disable=g-long-lambda
+      words = lambda a, s=round_seed: rounding.rounding_words(
           [64], s, a).numpy()
       noise = p.sample_noise(sampling_seed).numpy()
       self.assertAllEqual(encoded['encoded'], reference_client(
@@ -494,7 +494,7 @@ class ParametersTest(parameterized.TestCase):
   def test_suggested_bits_work(self):
     with self.assertRaisesRegex(ValueError, r'Use bits >= (\d+)') as cm:
       _params(bits=4, expected_clients_per_round=10)
-    import re  # pylint: disable=g-import-not-at-top
+    import re
     suggested = int(re.search(r'Use bits >= (\d+)', str(cm.exception))[1])
     self.assertGreaterEqual(_params(bits=suggested,
                                     expected_clients_per_round=10)

@@ -135,7 +135,7 @@ class SamplerTest(parameterized.TestCase):
   def test_sample_noise_runs_the_resolved_sampler(self):
     # Same seed: the table's draws are the table sampler's, the exact
     # mechanism's the Poisson sampler's (bit for bit).
-    from tff_ddp.mechanisms import skellam_table  # pylint: disable=g-import-not-at-top
+    from tff_ddp.mechanisms import skellam_table
     seed = tf.constant([3, 5], tf.int64)
     for sampler, fn in (('table', skellam_table.sample_skellam_table),
                         ('exact', poisson.sample_skellam)):

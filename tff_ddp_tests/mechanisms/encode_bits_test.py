@@ -90,7 +90,7 @@ def _gamma(k, u):
 def _block_roundings(d: int) -> int:
   """K = sum (m - 1) over the Sylvester blocks m of `fast_walsh_hadamard`
   (16, ..., 16, 2^r): the most roundings one term of an output meets."""
-  return sum(m - 1 for m in hadamard._block_sizes(d))  # pylint: disable=protected-access
+  return sum(m - 1 for m in hadamard._block_sizes(d))  # pylint: disable=protected-access  # tests a private part
 
 
 def _transform_error(adds: int, scalar: int, u: float) -> float:
@@ -463,7 +463,7 @@ def _wht_l2_error(d, u):
   norm sqrt(m) times its input's: sqrt(m) gamma_(m-1) per stage, relative
   errors compounding; the division by fl(sqrt(D)) adds two roundings."""
   total = 1.0 + _gamma(2, u)
-  for m in hadamard._block_sizes(d):  # pylint: disable=protected-access
+  for m in hadamard._block_sizes(d):  # pylint: disable=protected-access  # tests a private part
     total *= 1.0 + math.sqrt(m) * _gamma(m - 1, u)
   return total - 1.0
 
@@ -474,7 +474,7 @@ def _exact_frame(encoder, seed):
   `frame_matrix` returns, in one batched call: entries
   +-fl(1/fl(sqrt(D))), whose signs are exact), each entry within two long
   double roundings of U's."""
-  _, synthesis = encoder._frame_ops(seed, tf.float64)  # pylint: disable=protected-access
+  _, synthesis = encoder._frame_ops(seed, tf.float64)  # pylint: disable=protected-access  # tests a private part
   columns = synthesis(tf.eye(encoder.output_dim, dtype=tf.float64)).numpy()
   return np.sign(columns.T).astype(_LONG) / np.sqrt(_LONG(encoder.output_dim))
 
@@ -543,7 +543,7 @@ def _recording(p):
   draws = []
   kind = p.noise_sampler
   if isinstance(p, distributed_skellam.DistributedSkellam):
-    sampler = distributed_skellam._SAMPLE[kind]  # pylint: disable=protected-access
+    sampler = distributed_skellam._SAMPLE[kind]  # pylint: disable=protected-access  # tests a private part
   else:
     sampler = _SAMPLERS[(type(p), kind)]
 
@@ -554,7 +554,7 @@ def _recording(p):
     draws[-1].output = out.numpy()
     return out
 
-  real_round = discrete_gaussian._round  # pylint: disable=protected-access
+  real_round = discrete_gaussian._round  # pylint: disable=protected-access  # tests a private part
 
   def round_batch(num_candidates, prm, seed):
     out = real_round(num_candidates, prm, seed)
@@ -564,7 +564,7 @@ def _recording(p):
   with contextlib.ExitStack() as stack:
     if isinstance(p, distributed_skellam.DistributedSkellam):
       stack.enter_context(mock.patch.dict(
-          distributed_skellam._SAMPLE, {kind: record}))  # pylint: disable=protected-access
+          distributed_skellam._SAMPLE, {kind: record}))  # pylint: disable=protected-access  # tests a private part
     elif kind == 'table':
       stack.enter_context(mock.patch.object(
           discrete_gaussian_table, 'sample_discrete_gaussian_table', record))
@@ -582,7 +582,7 @@ def _batch_sizes(draw, factor):
   it yielded (only the sizes are computed: no candidates are drawn)."""
   yields = iter([taken for _, taken in draw.batches])
   sizes = []
-  real = discrete_gaussian._params  # pylint: disable=protected-access
+  real = discrete_gaussian._params  # pylint: disable=protected-access  # tests a private part
 
   def moved(sigma):
     prm = real(sigma)
@@ -852,7 +852,7 @@ class ClientEncodeTest(tf.test.TestCase, parameterized.TestCase):
           draw.shape, scale, tf.constant(draw.seed)).numpy()
                  for draw in draws]
     self.assertEqual(_digest(*outputs), _NOISE_PINS[name])
-    if (type(p) is ddg.DistributedDiscreteGaussian  # pylint: disable=unidiomatic-typecheck
+    if (type(p) is ddg.DistributedDiscreteGaussian  # pylint: disable=unidiomatic-typecheck  # the exact type, subclasses excluded
         and p.noise_sampler == 'exact'):
       # The exact sampler decides every draw with integers but sizes its
       # candidate batches from a float estimate of its acceptance rate

@@ -84,7 +84,7 @@ class OtherTest(parameterized.TestCase):
   def test_member(self):
     # A user's string becomes the enum member once; the member itself and
     # an entry point's own aliases are accepted, nothing else.
-    import enum  # pylint: disable=g-import-not-at-top
+    import enum
 
     class Mode(enum.StrEnum):
       A = 'a'

@@ -31,7 +31,7 @@ class EntropyTest(tf.test.TestCase):
     path = os.path.join(self.get_temp_dir(), 'uuid')
     with open(path, 'w') as f:
       f.write('0123abcd-ef01-4567-89ab-cdef01234567\n')
-    high, low = entropy._uuid_words(tf.constant(path)).numpy()  # pylint: disable=protected-access
+    high, low = entropy._uuid_words(tf.constant(path)).numpy()  # pylint: disable=protected-access  # tests a private part
     self.assertEqual(int(high) & (2**64 - 1), 0x0123abcdef014567)
     self.assertEqual(int(low) & (2**64 - 1), 0x89abcdef01234567)
 
@@ -39,7 +39,7 @@ class EntropyTest(tf.test.TestCase):
     # The table-driven parse against Python's int(hex, 16) on 200 random
     # UUIDs (both cases of the hex digits), bit for bit.
     path = os.path.join(self.get_temp_dir(), 'uuid')
-    parse = tf.function(entropy._uuid_words)  # pylint: disable=protected-access
+    parse = tf.function(entropy._uuid_words)  # pylint: disable=protected-access  # tests a private part
     rng = np.random.default_rng(5)
     for i in range(200):
       u = uuid.UUID(bytes=rng.bytes(16), version=4)
@@ -54,7 +54,7 @@ class EntropyTest(tf.test.TestCase):
     with open(path, 'w') as f:
       f.write('0123abcd-ef01-4567\n')
     with self.assertRaises(tf.errors.InvalidArgumentError):
-      entropy._uuid_words(tf.constant(path))  # pylint: disable=protected-access
+      entropy._uuid_words(tf.constant(path))  # pylint: disable=protected-access  # tests a private part
 
   def test_fails_loudly_without_the_kernel_file(self):
     missing = os.path.join(self.get_temp_dir(), 'no_such_dir', 'uuid')

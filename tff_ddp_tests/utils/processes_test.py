@@ -23,14 +23,14 @@ def _ignore_sigint():
 class TerminateTest(tf.test.TestCase):
 
   def test_ends_a_child_that_ignores_sigint(self):
-    child = subprocess.Popen(  # pylint: disable=subprocess-popen-preexec-fn
+    child = subprocess.Popen(  # pylint: disable=subprocess-popen-preexec-fn  # the child needs its own session
         ['sleep', '60'], preexec_fn=_ignore_sigint)
     try:
       self.assertIn(child.pid, processes.descendant_pids())
       # (Not end_descendants: that would also end this session's workers.)
-      processes._terminate([child.pid], 5.0, reap=True)  # pylint: disable=protected-access
+      processes._terminate([child.pid], 5.0, reap=True)  # pylint: disable=protected-access  # tests a private part
       # Reaped: gone from /proc.
-      self.assertEqual(processes._state(child.pid), '')  # pylint: disable=protected-access
+      self.assertEqual(processes._state(child.pid), '')  # pylint: disable=protected-access  # tests a private part
     finally:
       if child.poll() is None:
         child.kill()
@@ -38,8 +38,8 @@ class TerminateTest(tf.test.TestCase):
   def test_zombie_left_for_its_owner_when_not_reaping(self):
     child = subprocess.Popen(['sleep', '60'])
     try:
-      processes._terminate([child.pid], 5.0, reap=False)  # pylint: disable=protected-access
-      self.assertEqual(processes._state(child.pid), 'Z')  # pylint: disable=protected-access
+      processes._terminate([child.pid], 5.0, reap=False)  # pylint: disable=protected-access  # tests a private part
+      self.assertEqual(processes._state(child.pid), 'Z')  # pylint: disable=protected-access  # tests a private part
       # The Popen owner can still signal and wait (TFF's ServiceManager).
       os.kill(child.pid, signal.SIGINT)
       self.assertEqual(child.wait(timeout=5), -signal.SIGTERM)
@@ -65,7 +65,7 @@ class WorkerExitedTest(tf.test.TestCase):
   reached a thread other than the main one hung the script for ever."""
 
   def test_readiness_poll_ends_when_its_worker_exited(self):
-    guarded = processes._GuardedTime()  # pylint: disable=protected-access
+    guarded = processes._GuardedTime()  # pylint: disable=protected-access  # tests a private part
     worker = processes.WorkerPopen(['sleep', '60'])
     try:
       guarded.sleep(0.01)  # alive: TFF keeps waiting
@@ -76,7 +76,7 @@ class WorkerExitedTest(tf.test.TestCase):
                                   f'pid {worker.pid}'):
         guarded.sleep(0.01)
       # Left a zombie: TFF's next get_stub signals and waits for it.
-      self.assertEqual(processes._state(worker.pid), 'Z')  # pylint: disable=protected-access
+      self.assertEqual(processes._state(worker.pid), 'Z')  # pylint: disable=protected-access  # tests a private part
     finally:
       worker.kill()
       worker.wait()
@@ -139,7 +139,7 @@ class BackgroundScriptTest(tf.test.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls.result = subprocess.run(  # pylint: disable=subprocess-run-check
+    cls.result = subprocess.run(  # pylint: disable=subprocess-run-check  # the test reads the exit status
         ['sh', '-c', f'ulimit -S -s 8192 && exec {sys.executable} -c "$0"',
          _BACKGROUND_SCRIPT], preexec_fn=_ignore_sigint,
         capture_output=True, text=True, timeout=300, cwd=_ROOT,

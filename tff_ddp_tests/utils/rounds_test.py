@@ -26,8 +26,8 @@ class StatusTest(tf.test.TestCase):
     status = rounds.Status('ok')
     self.assertEqual(status, 'ok')
     self.assertEqual(status, b'ok')
-    self.assertTrue(status == 'ok')  # pylint: disable=g-generic-assert
-    self.assertFalse(status != b'ok')  # pylint: disable=g-generic-assert
+    self.assertTrue(status == 'ok')
+    self.assertFalse(status != b'ok')
     self.assertNotEqual(status, 'too_few_values')
     self.assertNotEqual(status, b'no_clients')
     self.assertEqual(status.decode(), 'ok')

@@ -55,7 +55,7 @@ DEMO = ['-m', 'tff_ddp.cli', 'demo', '--clients', '10', '--dim', '64',
 
 def _worker_children(pid):
   return [p for p in processes.descendant_pids(pid)
-          if processes._command(p) == processes.WORKER_COMMAND]  # pylint: disable=protected-access
+          if processes._command(p) == processes.WORKER_COMMAND]  # pylint: disable=protected-access  # tests a private part
 
 
 def _signals_as_in_a_terminal():

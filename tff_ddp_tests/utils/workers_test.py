@@ -127,8 +127,8 @@ class LocalWorkersTest(tf.test.TestCase):
       # second one listens too (slow under load).
       workers.wait_ready(second)
       deadline = time.monotonic() + 60.0
-      while not (workers._listening_inodes(second.port)  # pylint: disable=protected-access
-                 & workers._socket_inodes(second.pid)):  # pylint: disable=protected-access
+      while not (workers._listening_inodes(second.port)  # pylint: disable=protected-access  # tests a private part
+                 & workers._socket_inodes(second.pid)):  # pylint: disable=protected-access  # tests a private part
         self.assertIsNone(second.process.poll(), 'second worker exited')
         self.assertLess(time.monotonic(), deadline,
                         'second worker never listened')
