@@ -36,7 +36,8 @@ setup-lint:
 	@bash scripts/setup_env.sh lint
 
 # The formatter (pyink, Google's settings in pyproject.toml) in check mode,
-# pylint (.pylintrc) and mypy (pyproject.toml) over the typed core;
+# pylint (.pylintrc) and mypy (pyproject.toml) over the typed core, and the
+# design metrics against their ceilings (scripts/design_metrics.py --check);
 # docs/development.md. `make format` rewrites what the check reports.
 LINT_PY := .venv-lint/bin
 FORMAT_PATHS := tff_ddp tff_ddp_tests benchmarks scripts setup.py
@@ -47,6 +48,7 @@ lint: setup-lint
 	  $(LINT_PY)/pyink --check --quiet $(FORMAT_PATHS) || status=1; \
 	  $(LINT_PY)/pylint --rcfile=.pylintrc $(PYLINT_PATHS) || status=1; \
 	  $(LINT_PY)/mypy $(MYPY_PATHS) || status=1; \
+	  $(LINT_PY)/python scripts/design_metrics.py --check || status=1; \
 	  exit $$status
 
 format: setup-lint

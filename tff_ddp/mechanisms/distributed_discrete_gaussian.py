@@ -633,10 +633,11 @@ class DistributedDiscreteGaussian:
     if not self.encoder.is_isometry:
       encoded, more = tensors.clip_to_norm(encoded, self.scaled_l2_clip)
       clipped |= more
-    if self.l0_sensitivity is not None:
+    l0 = self.l0_sensitivity
+    if l0 is not None:
       # Rounding keeps a zero coordinate zero, so the rounded vector has at
-      # most l0_clip non-zero coordinates too.
-      encoded, more = tensors.keep_largest(encoded, self.l0_clip)
+      # most l0 non-zero coordinates too.
+      encoded, more = tensors.keep_largest(encoded, l0)
       clipped |= more
     rounded, _, ok = rounding.conditional_randomized_round(
         encoded, self.norm_threshold, rounding_seed)
