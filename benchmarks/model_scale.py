@@ -69,7 +69,7 @@ def _aggregator(name, clients):
   if name == 'secure (no DP)':
     value_sum = tff.aggregators.SecureSumFactory(1.0, -1.0)
   elif name == 'tff_ddp DDG':
-    value_sum = DiscreteGaussianSumFactory(**common)
+    value_sum = DiscreteGaussianSumFactory.from_tff_arguments(**common)
   else:
     value_sum = tff.aggregators.distributed_dp.DistributedDpSumFactory(
         mechanism='distributed_dgauss', rotation_type='hd', **common)

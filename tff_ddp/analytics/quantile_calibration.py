@@ -232,10 +232,12 @@ def _largest_noise(encoding, num_clients, scaling, delta, bits) -> float:
 
 def _ddg_factory(encoding, n, bits, z, c, seed, rate=None):
   return ddg_factory.DiscreteGaussianSumFactory(
-      noise_multiplier=z, expected_clients_per_round=n, bits=bits,
-      l2_clip=encoding.l2, modclip_prob=_MODCLIP_PROB, beta=0.0,
-      encoder='none', granularity=1.0 / c, linf_clip=1.0, seed=seed,
-      client_sampling_rate=rate, on_wrap='flag')
+      ddg_factory.Request(
+          l2_clip=encoding.l2, noise_multiplier=z,
+          expected_clients_per_round=n, bits=bits,
+          modclip_prob=_MODCLIP_PROB, beta=0.0, granularity=1.0 / c,
+          linf_clip=1.0),
+      encoder='none', seed=seed, client_sampling_rate=rate, on_wrap='flag')
 
 
 def _common(method, num_bins, expected_clients_per_round, delta, bits,

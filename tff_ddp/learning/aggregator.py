@@ -120,10 +120,10 @@ class DdpMeanFactory(discrete_gaussian.DiscreteGaussianSumFactory):
                                      zeroing_multiplier=ZEROING_MULTIPLIER,
                                      zeroing_increment=ZEROING_INCREMENT)
     super().__init__(
-        noise_multiplier=noise_multiplier,
-        expected_clients_per_round=expected_clients_per_round, bits=bits,
-        l2_clip=INITIAL_L2_CLIP, rotation_type=rotation_type,
-        adaptive_clipping=clipping, **kwargs)
+        discrete_gaussian.Request(
+            l2_clip=INITIAL_L2_CLIP, noise_multiplier=noise_multiplier,
+            expected_clients_per_round=expected_clients_per_round, bits=bits),
+        discrete_gaussian.tff_encoder(rotation_type), clipping, **kwargs)
     self._describe = dict(noise_multiplier=noise_multiplier,
                           expected_clients_per_round=(
                               expected_clients_per_round),

@@ -116,7 +116,7 @@ class DdgWithDftTest(tf.test.TestCase):
     d = 17
     values = [np.linspace(-1, 1, d).astype(np.float32) * s
               for s in (0.5, -0.25, 1.0)]
-    factory = DiscreteGaussianSumFactory(
+    factory = DiscreteGaussianSumFactory.from_tff_arguments(
         noise_multiplier=0.0, expected_clients_per_round=3, bits=20,
         l2_clip=10.0, rotation_type='dft')
     mechanism = factory.mechanism(tff.TensorType(np.float32, [d]))

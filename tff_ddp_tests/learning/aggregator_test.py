@@ -131,7 +131,7 @@ class MessagesTest(tf.test.TestCase):
       learning.ddp_secure_aggregator(0.49, 5)
     # The factory that has the parameter offers it as a third fix.
     with self.assertRaisesRegex(ValueError, r'auto_l2_clip_count_stddev > 0\.5'):
-      discrete_gaussian.DiscreteGaussianSumFactory(
+      discrete_gaussian.DiscreteGaussianSumFactory.from_tff_arguments(
           1.0, 5, 16, 1.0, auto_l2_clip=True)
 
   def test_least_clients_is_the_boundary(self):
