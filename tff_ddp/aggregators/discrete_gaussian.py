@@ -248,7 +248,10 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
 
     `tff.aggregators.DistributedDpSumFactory(...)` ->
     `DiscreteGaussianSumFactory.from_tff_arguments(...)` with the same
-    keywords; each is mapped here once onto the constructor.
+    keywords; each is mapped here once onto the constructor. TFF's
+    signature, the library's one drop-in: its first eight parameters are
+    named here, its four `auto_l2_*` keywords come through `**options` by
+    name (`TFF_ADAPTIVE_KEYWORDS`, TFF's defaults).
 
     Args:
       noise_multiplier, expected_clients_per_round, bits, l2_clip,

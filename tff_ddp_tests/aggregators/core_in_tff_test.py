@@ -137,7 +137,7 @@ from tff_ddp.aggregators import DiscreteGaussianSumFactory
 from tff_ddp.utils import processes
 tf.random.set_seed(1234)
 tff.backends.test.set_sync_test_cpp_execution_context()
-process = DiscreteGaussianSumFactory(
+process = DiscreteGaussianSumFactory.from_tff_arguments(
     noise_multiplier=1.0, expected_clients_per_round=8, bits=20,
     l2_clip=1.0).create(tff.TensorType(np.float32, [16]))
 out = process.next(process.initialize(), [np.zeros(16, np.float32)] * 8)
