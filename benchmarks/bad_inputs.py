@@ -146,7 +146,7 @@ def _ddg(n=100, **kwargs):
   args = dict(noise_multiplier=1.0, expected_clients_per_round=n, bits=16,
               l2_clip=1.0)
   args.update(kwargs)
-  factory = aggregators.DiscreteGaussianSumFactory(**args)
+  factory = aggregators.DiscreteGaussianSumFactory.from_tff_arguments(**args)
   return factory, factory.create(tff.TensorType(np.float32, [8]))
 
 
@@ -259,7 +259,8 @@ def table_sampler_cli_vs_python():
   from tff_ddp import accounting
   from tff_ddp import aggregators
   value_type = tff.TensorType(np.float32, [16384])
-  factory = aggregators.DiscreteGaussianSumFactory(1.0, 50, 20, 1.0)
+  factory = aggregators.DiscreteGaussianSumFactory.from_tff_arguments(
+      1.0, 50, 20, 1.0)
   python = accounting.RdpAccountant().compose(
       factory.dp_event(value_type), 50).get_epsilon(1e-5)
   mech = factory.mechanism(value_type)

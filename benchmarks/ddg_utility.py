@@ -51,7 +51,7 @@ def run(clients=100, dim=256, rounds=20, bits=(12, 14, 16),
                                      list(data), rounds)
     gauss_mse = mse(results, clients)  # it returns the mean
     for b in bits:
-      factory = DiscreteGaussianSumFactory(
+      factory = DiscreteGaussianSumFactory.from_tff_arguments(
           noise_multiplier=z, expected_clients_per_round=clients, bits=b,
           l2_clip=1.0, beta=math.exp(-0.5))
       eps, _ = accounting.epsilon(factory.dp_event(value_type), delta)

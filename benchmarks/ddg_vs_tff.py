@@ -38,8 +38,8 @@ def main():
   common = dict(noise_multiplier=1.0, expected_clients_per_round=args.clients,
                 bits=args.bits, l2_clip=1.0, modclip_prob=1e-4, beta=0.0)
   factories = {
-      'tff_ddp DiscreteGaussianSumFactory': DiscreteGaussianSumFactory(
-          **common),
+      'tff_ddp DiscreteGaussianSumFactory': (
+          DiscreteGaussianSumFactory.from_tff_arguments(**common)),
       'TFF DistributedDpSumFactory (dgauss, hd)':
           tff.aggregators.distributed_dp.DistributedDpSumFactory(
               mechanism='distributed_dgauss', rotation_type='hd', **common),
@@ -48,8 +48,8 @@ def main():
     # Where the time goes: the same pipelines without noise, and a plain
     # float sum, measure the TFF plumbing that no sampler can remove.
     quiet = dict(common, noise_multiplier=0.0)
-    factories['tff_ddp, noise_multiplier=0'] = DiscreteGaussianSumFactory(
-        **quiet)
+    factories['tff_ddp, noise_multiplier=0'] = (
+        DiscreteGaussianSumFactory.from_tff_arguments(**quiet))
     factories['TFF, noise_multiplier=0'] = (
         tff.aggregators.distributed_dp.DistributedDpSumFactory(
             mechanism='distributed_dgauss', rotation_type='hd', **quiet))

@@ -8,9 +8,9 @@ averaged by `tff.aggregators.UnweightedMeanFactory` over
 * `secure (no DP)`: `tff.aggregators.SecureSumFactory(1.0, -1.0)` (TFF's
   no-DP secure sum of floats: clipped to [-1, 1] and quantized), the
   baseline of the target;
-* `tff_ddp DDG`: `DiscreteGaussianSumFactory(noise_multiplier=1,
-  expected_clients_per_round=50, bits=20, l2_clip=1)` (Hadamard, padded to
-  2^20);
+* `tff_ddp DDG`: `DiscreteGaussianSumFactory.from_tff_arguments(
+  noise_multiplier=1, expected_clients_per_round=50, bits=20, l2_clip=1)`
+  (Hadamard, padded to 2^20);
 * `TFF DDG`: TFF's `DistributedDpSumFactory(mechanism='distributed_dgauss',
   same arguments)`. Inside FedAvg it only builds with the pure-Python
   protobuf (`PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python`; with the C++
@@ -69,7 +69,7 @@ def _aggregator(name, clients):
   if name == 'secure (no DP)':
     value_sum = tff.aggregators.SecureSumFactory(1.0, -1.0)
   elif name == 'tff_ddp DDG':
-    value_sum = DiscreteGaussianSumFactory(**common)
+    value_sum = DiscreteGaussianSumFactory.from_tff_arguments(**common)
   else:
     value_sum = tff.aggregators.distributed_dp.DistributedDpSumFactory(
         mechanism='distributed_dgauss', rotation_type='hd', **common)

@@ -88,12 +88,12 @@ def main():
       np.float32(v) for v in rng.uniform(0.0, 0.7, size=n - 1)]
 
   def ddg(**kwargs):
-    return DiscreteGaussianSumFactory(
+    return DiscreteGaussianSumFactory.from_tff_arguments(
         noise_multiplier=1.0, expected_clients_per_round=n, bits=16,
         l2_clip=1.0, **kwargs).create(value_type)
 
   def skellam(z):
-    return SkellamSumFactory(
+    return SkellamSumFactory.from_tff_arguments(
         noise_multiplier=z, expected_clients_per_round=n, bits=16,
         l2_clip=1.0).create(value_type)
 

@@ -55,6 +55,7 @@ def _mse(result, true_sum, scale=1.0):
 def _speed(clients, dim, bits_list, rounds):
   """The speed table: three processes per bits, round-robin."""
   import tensorflow_federated as tff
+  from tff_ddp.aggregators import Request
   from tff_ddp.aggregators import SkellamSumFactory
   data = _data(clients, dim)
   true_sum = data.astype(np.float64).sum(0)
@@ -69,8 +70,10 @@ def _speed(clients, dim, bits_list, rounds):
     common = dict(noise_multiplier=1.0, expected_clients_per_round=clients,
                   bits=bits, l2_clip=1.0, beta=0.0)
     factories = {
-        'ours, table (default)': SkellamSumFactory(**common),
-        'ours, exact': SkellamSumFactory(noise_sampler='exact', **common),
+        'ours, table (default)': SkellamSumFactory.from_tff_arguments(
+            **common),
+        'ours, exact': SkellamSumFactory(
+            Request(**common, noise_sampler='exact')),
         'TFF DistributedDpSumFactory (skellam, hd)':
             tff.aggregators.distributed_dp.DistributedDpSumFactory(
                 mechanism='distributed_skellam', rotation_type='hd',
@@ -117,7 +120,7 @@ def _noise(dim, bits, clients, repeats=10):
   from tff_ddp.aggregators import SkellamSumFactory
   from tff_ddp.mechanisms import poisson
   from tff_ddp.mechanisms import skellam_table
-  mechanism = SkellamSumFactory(
+  mechanism = SkellamSumFactory.from_tff_arguments(
       noise_multiplier=1.0, expected_clients_per_round=clients, bits=bits,
       l2_clip=1.0).mechanism(tff.TensorType(np.float32, [dim]))
   mean, size = mechanism.poisson_mean, mechanism.output_dim

@@ -10,9 +10,9 @@ its path:
 
 The script copies the file to a temporary directory and runs it under
 pytest with TFF's `distributed_dp.DistributedDpSumFactory` replaced by
-`tff_ddp.aggregators.DiscreteGaussianSumFactory` (the tests read the
-attribute at call time, so the substitution is the one line a user would
-change), in TFF's C++ test execution context. It prints every test's
+`tff_ddp.aggregators.DiscreteGaussianSumFactory.from_tff_arguments` (the
+tests read the attribute at call time, so the substitution is the one line
+a user would change), in TFF's C++ test execution context. It prints every test's
 outcome, grouped:
 
 - passed;
@@ -48,7 +48,7 @@ def pytest_sessionstart(session):
     from tensorflow_federated.python.aggregators import distributed_dp
     import tff_ddp.aggregators
     distributed_dp.DistributedDpSumFactory = (
-        tff_ddp.aggregators.DiscreteGaussianSumFactory)
+        tff_ddp.aggregators.DiscreteGaussianSumFactory.from_tff_arguments)
 
 
 def pytest_sessionfinish(session, exitstatus):

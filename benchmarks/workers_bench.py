@@ -110,7 +110,7 @@ class _Ddg(_Workload):
     self.floats = _vectors(clients, dim)[1]
     with warnings.catch_warnings():
       warnings.simplefilter('ignore')
-      self.process = DiscreteGaussianSumFactory(
+      self.process = DiscreteGaussianSumFactory.from_tff_arguments(
           noise_multiplier=1.0, expected_clients_per_round=1000, bits=20,
           l2_clip=1.0).create(tff.TensorType(np.float32, [dim]))
 
@@ -243,7 +243,7 @@ class _FedAvg(_Workload):
         else 784 * 10 + 10
     with warnings.catch_warnings():
       warnings.simplefilter('ignore')
-      factory = DiscreteGaussianSumFactory(
+      factory = DiscreteGaussianSumFactory.from_tff_arguments(
           noise_multiplier=1.0, expected_clients_per_round=clients, bits=20,
           l2_clip=1.0)
       self.process = tff.learning.algorithms.build_unweighted_fed_avg(

@@ -36,7 +36,7 @@ def main():
   rng = np.random.default_rng(0)
   values = [rng.normal(size=args.dim).astype(np.float32) / args.dim
             for _ in range(args.clients)]
-  process = DiscreteGaussianSumFactory(
+  process = DiscreteGaussianSumFactory.from_tff_arguments(
       noise_multiplier=0.0, expected_clients_per_round=args.clients, bits=16,
       l2_clip=10.0).create(tff.TensorType(np.float32, [args.dim]))
 

@@ -1,7 +1,7 @@
 """tff_ddp: distributed differential privacy with secure aggregation for TFF.
 
 Subpackages load on first use (TFF's own convention), so
-`import tff_ddp; tff_ddp.aggregators.DiscreteGaussianSumFactory(...)` works
+`import tff_ddp; tff_ddp.aggregators.Request(...)` works
 without importing them one by one, and `import tff_ddp` alone stays fast:
 
   tff_ddp.aggregators  TFF aggregation factories (DDG, cPBM), calibrated ones

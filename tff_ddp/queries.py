@@ -211,14 +211,14 @@ class MechanismSumQuery(dp_query.SumAggregationDPQuery):
 class DistributedDiscreteGaussianSumQuery(MechanismSumQuery):
   """The distributed discrete Gaussian (Kairouz, Liu & Steinke 2021) query.
 
-  Arguments as `tff_ddp.aggregators.DiscreteGaussianSumFactory`, with the
-  value type first. `modulus` is 2^bits.
+  Arguments as `tff_ddp.aggregators.DiscreteGaussianSumFactory.
+  from_tff_arguments`, with the value type first. `modulus` is 2^bits.
   """
 
   def __init__(self, value_type, noise_multiplier, expected_clients_per_round,
                bits, l2_clip, **factory_options):
     super().__init__(
-        discrete_gaussian.DiscreteGaussianSumFactory(
+        discrete_gaussian.DiscreteGaussianSumFactory.from_tff_arguments(
             noise_multiplier, expected_clients_per_round, bits, l2_clip,
             **factory_options), value_type)
 
@@ -230,14 +230,14 @@ class DistributedSkellamSumQuery(MechanismSumQuery):
   encoding; this one sums with secure aggregation, draws Skellam noise
   (the factory's sampler: the certified table by default, or
   noise_sampler='exact') and returns a `DistributedSkellamDpEvent`.
-  Arguments as
-  `tff_ddp.aggregators.SkellamSumFactory`, with the value type first.
+  Arguments as `tff_ddp.aggregators.SkellamSumFactory.from_tff_arguments`,
+  with the value type first.
   """
 
   def __init__(self, value_type, noise_multiplier, expected_clients_per_round,
                bits, l2_clip, **factory_options):
     super().__init__(
-        discrete_gaussian.SkellamSumFactory(
+        discrete_gaussian.SkellamSumFactory.from_tff_arguments(
             noise_multiplier, expected_clients_per_round, bits, l2_clip,
             **factory_options), value_type)
 

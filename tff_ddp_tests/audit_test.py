@@ -408,7 +408,7 @@ class RealRoundsAuditTest(tf.test.TestCase):
     from tff_ddp.aggregators import DiscreteGaussianSumFactory
     with warnings.catch_warnings():
       warnings.simplefilter('ignore', UserWarning)
-      factory = DiscreteGaussianSumFactory(
+      factory = DiscreteGaussianSumFactory.from_tff_arguments(
           noise_multiplier=z, expected_clients_per_round=self._N, bits=16,
           l2_clip=1.0, seed=7, **kwargs)
     return factory.create(tff.TensorType(np.float32, [self._DIM]))

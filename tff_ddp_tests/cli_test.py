@@ -267,7 +267,8 @@ class PrivacyTest(parameterized.TestCase):
     from tff_ddp import accounting
     from tff_ddp import aggregators
     factory = {'ddg': aggregators.DiscreteGaussianSumFactory,
-               'skellam': aggregators.SkellamSumFactory}[mechanism](
+               'skellam': aggregators.SkellamSumFactory,
+               }[mechanism].from_tff_arguments(
                    noise_multiplier=z, expected_clients_per_round=n,
                    bits=bits, l2_clip=0.3)
     value_type = tff.TensorType(np.float32, [d])

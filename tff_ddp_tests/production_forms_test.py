@@ -20,6 +20,7 @@ import tensorflow_federated as tff
 
 from tff_ddp.aggregators import DiscreteGaussianSumFactory
 from tff_ddp.aggregators import PoissonBinomialSumFactory
+from tff_ddp.aggregators import Request
 from tff_ddp.analytics import build_quantile_process
 from tff_ddp.analytics import QuantileSetting
 from tff_ddp import queries
@@ -68,14 +69,17 @@ def _processes():
   rng = np.random.default_rng(0)
   vectors = [rng.normal(size=8).astype(np.float32) for _ in range(3)]
   return [
-      ('ddg', DiscreteGaussianSumFactory(1.0, 3, 16, 1.0, seed=1).create(
-          _VECTOR), vectors),
+      ('ddg', DiscreteGaussianSumFactory.from_tff_arguments(
+          1.0, 3, 16, 1.0, seed=1).create(_VECTOR), vectors),
       ('ddg_kashin', DiscreteGaussianSumFactory(
-          1.0, 3, 16, 1.0, encoder='kashin', seed=1).create(_VECTOR),
+          Request(l2_clip=1.0, noise_multiplier=1.0,
+                  expected_clients_per_round=3, bits=16),
+          encoder='kashin', seed=1).create(_VECTOR),
        vectors),
-      ('ddg_self_sampled_noised_counts', DiscreteGaussianSumFactory(
-          1.0, 3, 16, 1.0, client_sampling_rate=0.5,
-          count_noise_multiplier=1.0, seed=1).create(_VECTOR), vectors),
+      ('ddg_self_sampled_noised_counts',
+       DiscreteGaussianSumFactory.from_tff_arguments(
+           1.0, 3, 16, 1.0, client_sampling_rate=0.5,
+           count_noise_multiplier=1.0, seed=1).create(_VECTOR), vectors),
       ('cpbm', PoissonBinomialSumFactory(1.0, 0.1, 64, 3, seed=1).create(
           _VECTOR), vectors),
       ('ddg_query_in_tff_dp_factory', _dp_factory(
@@ -156,7 +160,8 @@ class FedAvgFormTest(tf.test.TestCase):
     learning_process = tff.learning.algorithms.build_unweighted_fed_avg(
         model_fn, client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.1),
         model_aggregator=tff.aggregators.UnweightedMeanFactory(
-            value_sum_factory=DiscreteGaussianSumFactory(1.0, 2, 16, 1.0),
+            value_sum_factory=DiscreteGaussianSumFactory.from_tff_arguments(
+                1.0, 2, 16, 1.0),
             count_sum_factory=tff.aggregators.SecureSumFactory(1, 0)))
     comp = _two_outputs(learning_process)
     mrf = tff.backends.mapreduce.get_map_reduce_form_for_computation(comp)

@@ -25,9 +25,9 @@ _STRUCT = tff.types.to_type(collections.OrderedDict(
 # (name, query class, factory class, positional arguments after value_type)
 _MECHANISMS = [
     ('ddg', queries.DistributedDiscreteGaussianSumQuery,
-     DiscreteGaussianSumFactory, (1.0, 5, 16, 1.0)),
-    ('skellam', queries.DistributedSkellamSumQuery, SkellamSumFactory,
-     (1.0, 5, 16, 1.0)),
+     DiscreteGaussianSumFactory.from_tff_arguments, (1.0, 5, 16, 1.0)),
+    ('skellam', queries.DistributedSkellamSumQuery,
+     SkellamSumFactory.from_tff_arguments, (1.0, 5, 16, 1.0)),
     ('cpbm', queries.PoissonBinomialSumQuery, PoissonBinomialSumFactory,
      (1.0, 0.2, 256, 5)),
 ]
@@ -191,7 +191,8 @@ class ArgumentsTest(parameterized.TestCase):
   def test_client_count_must_fit_in_the_ring(self):
     # A valid factory configuration (the mechanism accepts it) whose ring
     # 2^12 is below 4 x 1100 expected clients.
-    DiscreteGaussianSumFactory(10.0, 1100, 12, 1.0).mechanism(_VECTOR)
+    DiscreteGaussianSumFactory.from_tff_arguments(
+        10.0, 1100, 12, 1.0).mechanism(_VECTOR)
     with self.assertRaisesRegex(ValueError, 'client count'):
       queries.DistributedDiscreteGaussianSumQuery(
           _VECTOR, 10.0, 1100, 12, 1.0)

@@ -7,6 +7,7 @@ requires.require_tff('tff_ddp.aggregators')
 from tff_ddp.aggregators import calibrated
 from tff_ddp.aggregators.adaptive_clip import AdaptiveClipping
 from tff_ddp.aggregators.discrete_gaussian import DiscreteGaussianSumFactory
+from tff_ddp.aggregators.discrete_gaussian import Request
 from tff_ddp.aggregators.discrete_gaussian import SkellamSumFactory
 from tff_ddp.aggregators.poisson_binomial import PoissonBinomialSumFactory
 from tff_ddp.aggregators.secure_sum import MechanismSumFactory

@@ -54,11 +54,12 @@ indicator count: the round's event is NonPrivateDpEvent and a UserWarning is
 issued.
 
 Configuration. `AdaptiveClipping` is the choice a user hands to a factory
-(`DiscreteGaussianSumFactory(..., adaptive_clipping=AdaptiveClipping(...))`,
-`ddp_secure_aggregator(..., adaptive_clipping=...)`), as TFF's
+(`DiscreteGaussianSumFactory(request, adaptive_clipping=AdaptiveClipping(
+...))`, `ddp_secure_aggregator(..., adaptive_clipping=...)`), as TFF's
 `DifferentiallyPrivateFactory.gaussian_adaptive` builds its query once;
 TFF's keywords `auto_l2_clip=True, auto_l2_target_quantile, auto_l2_lr,
-auto_l2_clip_count_stddev` build the same object. The factory resolves it
+auto_l2_clip_count_stddev` (`DiscreteGaussianSumFactory.from_tff_arguments`)
+build the same object. The factory resolves it
 with its own initial clip (`l2_clip`), noise multiplier and expected
 clients into the `AdaptiveClip` its rounds run (`AdaptiveClipping.resolve`).
 
@@ -112,8 +113,9 @@ class AdaptiveClipping:
 
   Example:
     >>> factory = DiscreteGaussianSumFactory(
-    ...     noise_multiplier=1.0, expected_clients_per_round=100, bits=20,
-    ...     l2_clip=0.1, adaptive_clipping=AdaptiveClipping(
+    ...     Request(l2_clip=0.1, noise_multiplier=1.0,
+    ...             expected_clients_per_round=100, bits=20),
+    ...     adaptive_clipping=AdaptiveClipping(
     ...         target_quantile=0.5, learning_rate=0.2))
   """
 

@@ -120,8 +120,9 @@ def discrete_gaussian(
       `tff_ddp.accounting.RdpAccountant`.
     **kwargs: the rounds' sampling (sampling, rate, sample_size,
       population: as for `calibration.rounds_event`) and every other
-      `DiscreteGaussianSumFactory` argument (expected_clients_per_round,
-      bits, l2_clip, ...), not noise_multiplier.
+      `DiscreteGaussianSumFactory.from_tff_arguments` argument
+      (expected_clients_per_round, bits, l2_clip, ...), not
+      noise_multiplier.
 
   Raises:
     ValueError: bad arguments, or no noise multiplier fits in `bits` and
@@ -132,7 +133,7 @@ def discrete_gaussian(
     raise ValueError('noise_multiplier is what is calibrated; do not pass it.')
 
   def make(z):
-    return ddg_factory.DiscreteGaussianSumFactory(
+    return ddg_factory.DiscreteGaussianSumFactory.from_tff_arguments(
         noise_multiplier=z, **factory_kwargs)
 
   return _calibrate(make, value_type, _NOISE_MULTIPLIER, target_epsilon,

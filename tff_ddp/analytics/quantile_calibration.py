@@ -234,10 +234,12 @@ def _ddg_factory(encoding, n, bits, z, c, seed, rate=None):
   # l0_clip: the encoding touches l0 bins (flat 1, tree and Haar one per
   # level), so the accountant composes that many coordinates.
   return ddg_factory.DiscreteGaussianSumFactory(
-      noise_multiplier=z, expected_clients_per_round=n, bits=bits,
-      l2_clip=encoding.l2, modclip_prob=_MODCLIP_PROB, beta=0.0,
-      encoder='none', granularity=1.0 / c, linf_clip=1.0, seed=seed,
-      client_sampling_rate=rate, on_wrap='flag', l0_clip=int(encoding.l0))
+      ddg_factory.Request(
+          l2_clip=encoding.l2, noise_multiplier=z,
+          expected_clients_per_round=n, bits=bits,
+          modclip_prob=_MODCLIP_PROB, beta=0.0, granularity=1.0 / c,
+          linf_clip=1.0, l0_clip=int(encoding.l0)),
+      encoder='none', seed=seed, client_sampling_rate=rate, on_wrap='flag')
 
 
 def _common(method, num_bins, expected_clients_per_round, delta, bits,

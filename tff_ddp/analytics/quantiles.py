@@ -8,7 +8,8 @@ is in `tff_ddp.analytics.histograms`, the calibration in
 `tff_ddp.aggregators`, composed:
 
   client value --bin, encode (flat / tree / Haar), int32--> count vector
-    --DiscreteGaussianSumFactory(encoder='none', granularity=1/c) or
+    --DiscreteGaussianSumFactory(Request(granularity=1/c, ...),
+      encoder='none') or
       PoissonBinomialSumFactory(encoder='none', divisor='linf')-->
   noisy sum at the server --CDF estimate, eq. 1--> quantiles
 

@@ -95,7 +95,7 @@ def run(num_clients=100, dim=1024, rounds=3, bits=(12, 14, 16, 20),
   from tff_ddp import accounting
   from tff_ddp.aggregators import DiscreteGaussianSumFactory
 
-  factories = [DiscreteGaussianSumFactory(
+  factories = [DiscreteGaussianSumFactory.from_tff_arguments(
       noise_multiplier=noise_multiplier,
       expected_clients_per_round=num_clients, bits=b, l2_clip=l2_clip,
       beta=math.exp(-0.5)) for b in bits]

@@ -34,7 +34,7 @@ secure-sum layer (`tff_ddp.aggregators.secure_sum`):
   sum (public by protocol), as TFF's `UnweightedMeanFactory` with a secure
   count does.
 
-Measurements: those of `DiscreteGaussianSumFactory` with auto_l2_clip=True
+Measurements: those of `DiscreteGaussianSumFactory` with adaptive clipping
 (`l2_clip`, `next_l2_clip`, `below_clip_fraction`, `participating_clients`,
 `dp_event`, ...), in `output.metrics['aggregator']` of a `tff.learning`
 process.
@@ -120,10 +120,10 @@ class DdpMeanFactory(discrete_gaussian.DiscreteGaussianSumFactory):
                                      zeroing_multiplier=ZEROING_MULTIPLIER,
                                      zeroing_increment=ZEROING_INCREMENT)
     super().__init__(
-        noise_multiplier=noise_multiplier,
-        expected_clients_per_round=expected_clients_per_round, bits=bits,
-        l2_clip=INITIAL_L2_CLIP, rotation_type=rotation_type,
-        adaptive_clipping=clipping, **kwargs)
+        discrete_gaussian.Request(
+            l2_clip=INITIAL_L2_CLIP, noise_multiplier=noise_multiplier,
+            expected_clients_per_round=expected_clients_per_round, bits=bits),
+        discrete_gaussian.tff_encoder(rotation_type), clipping, **kwargs)
     self._describe = dict(noise_multiplier=noise_multiplier,
                           expected_clients_per_round=(
                               expected_clients_per_round),
@@ -133,6 +133,12 @@ class DdpMeanFactory(discrete_gaussian.DiscreteGaussianSumFactory):
     if self._kind is not base.Kind.DISCRETE_GAUSSIAN:
       self._describe['mechanism'] = discrete_gaussian.TFF_NAMES[self._kind]
     self._name = _NAME
+
+  @classmethod
+  def from_tff_arguments(cls, *args, **kwargs):
+    raise TypeError(f'{_NAME} has the signature of TFF\'s tff.learning.'
+                    f'ddp_secure_aggregator: call tff_ddp.learning.{_NAME}'
+                    '(...).')
 
   def create(self, value_type) -> tff.templates.AggregationProcess:
     _refuse_dropped_weights()

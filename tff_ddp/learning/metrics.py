@@ -228,10 +228,11 @@ class NoisedMetrics:
     k = checks.integer(num_coordinates, 'num_coordinates', 1)
     args = self._arguments
     return discrete_gaussian.DiscreteGaussianSumFactory(
-        noise_multiplier=args['noise_multiplier'],
-        expected_clients_per_round=args['expected_clients_per_round'],
-        bits=args['bits'], l2_clip=math.sqrt(k), encoder='none',
-        linf_clip=1.0, seed=args['seed'], entropy=args['entropy'])
+        discrete_gaussian.Request(
+            l2_clip=math.sqrt(k), noise_multiplier=args['noise_multiplier'],
+            expected_clients_per_round=args['expected_clients_per_round'],
+            bits=args['bits'], linf_clip=1.0),
+        encoder='none', seed=args['seed'], entropy=args['entropy'])
 
   def dp_event(self, num_coordinates: int,
                num_clients: Optional[int] = None) -> dp_accounting.DpEvent:

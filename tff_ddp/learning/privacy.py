@@ -277,9 +277,10 @@ class PrivacyConfig:
   def update_factory(self) -> discrete_gaussian.DiscreteGaussianSumFactory:
     """The DDG factory of the model update sum."""
     return discrete_gaussian.DiscreteGaussianSumFactory(
-        noise_multiplier=self.noise_multiplier,
-        expected_clients_per_round=self.clients_in_sum, bits=self.bits,
-        l2_clip=self.l2_clip, encoder=self.encoder, seed=self.seed,
+        discrete_gaussian.Request(
+            l2_clip=self.l2_clip, noise_multiplier=self.noise_multiplier,
+            expected_clients_per_round=self.clients_in_sum, bits=self.bits),
+        encoder=self.encoder, seed=self.seed,
         client_sampling_rate=self.sampling_rate)
 
   def quantile_parameters(self) -> Optional[qc.QuantileParameters]:

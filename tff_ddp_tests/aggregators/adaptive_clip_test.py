@@ -22,6 +22,8 @@ from tff_ddp import accounting
 from tff_ddp.accounting import events
 from tff_ddp.aggregators import adaptive_clip
 from tff_ddp.aggregators import DiscreteGaussianSumFactory
+from tff_ddp.aggregators import Request
+from tff_ddp_tests import ddg_factories
 
 _DIM = 99
 
@@ -39,7 +41,18 @@ def _factory(**kwargs):
   args.update(kwargs)
   with warnings.catch_warnings():
     warnings.simplefilter('ignore', UserWarning)
-    return DiscreteGaussianSumFactory(**args)
+    return DiscreteGaussianSumFactory.from_tff_arguments(**args)
+
+
+def _object_factory(**kwargs):
+  """`_factory`'s configuration, adaptive clipping handed as the object."""
+  args = dict(noise_multiplier=0.0, expected_clients_per_round=3, bits=20,
+              l2_clip=1.0, adaptive_clipping=adaptive_clip.AdaptiveClipping(
+                  target_quantile=1.0, learning_rate=1.0, count_stddev=0.0))
+  args.update(kwargs)
+  with warnings.catch_warnings():
+    warnings.simplefilter('ignore', UserWarning)
+    return ddg_factories.make(**args)
 
 
 class AutoTuningTest(tf.test.TestCase, parameterized.TestCase):
@@ -72,7 +85,7 @@ class AutoTuningTest(tf.test.TestCase, parameterized.TestCase):
   def test_state_of_the_other_clipping_is_refused_in_one_line(self):
     value_type = tff.TensorType(np.float32, [_DIM])
     adaptive = _factory().create(value_type)
-    fixed = DiscreteGaussianSumFactory(
+    fixed = DiscreteGaussianSumFactory.from_tff_arguments(
         noise_multiplier=0.0, expected_clients_per_round=3, bits=20,
         l2_clip=1.0).create(value_type)
     data = [_onehot(v) for v in (0.5, 1.5, 2.0)]
@@ -113,7 +126,7 @@ class AutoTuningTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_count_stddev_zero_warns_and_is_not_private(self):
     with self.assertWarnsRegex(UserWarning, 'NOT differentially private'):
-      factory = DiscreteGaussianSumFactory(
+      factory = DiscreteGaussianSumFactory.from_tff_arguments(
           noise_multiplier=1.0, expected_clients_per_round=20, bits=20,
           l2_clip=1.0, auto_l2_clip=True, auto_l2_clip_count_stddev=0.0)
     value_type = tff.TensorType(np.float32, [8])
@@ -209,16 +222,19 @@ class AutoTuningTest(tf.test.TestCase, parameterized.TestCase):
       ('low_count_stddev', dict(noise_multiplier=1.0,
                                 auto_l2_clip_count_stddev=0.5),
        ValueError, 'auto_l2_clip_count_stddev'),
-      ('granularity', dict(granularity=0.01), ValueError, 'granularity'),
-      ('linf_clip', dict(linf_clip=1.0), ValueError, 'linf_clip'),
+      ('granularity', dict(granularity=0.01), ValueError, 'granularity',
+       _object_factory),
+      ('linf_clip', dict(linf_clip=1.0), ValueError, 'linf_clip',
+       _object_factory),
+      ('tff_granularity', dict(granularity=0.01), TypeError, 'granularity'),
       ('sampling', dict(client_sampling_rate=0.5), ValueError,
        'client_sampling_rate'),
       ('clip_range', dict(l2_clip=1e13), ValueError, 'l2_clip'),
       ('lr', dict(auto_l2_lr=0.0), ValueError, 'auto_l2_lr'),
   )
-  def test_refusals(self, kwargs, error, message):
+  def test_refusals(self, kwargs, error, message, build=_factory):
     with self.assertRaisesRegex(error, message):
-      _factory(**kwargs)
+      build(**kwargs)
 
   def test_output_range_checked_over_the_clip_range(self):
     # float16 cannot hold the sum at the largest clip the state may reach.
@@ -309,10 +325,10 @@ class AdaptiveClippingObjectTest(parameterized.TestCase):
   def test_keywords_and_object_resolve_to_one_configuration(self):
     common = dict(noise_multiplier=1.0, expected_clients_per_round=100,
                   bits=20, l2_clip=0.1)
-    keywords = DiscreteGaussianSumFactory(
+    keywords = DiscreteGaussianSumFactory.from_tff_arguments(
         **common, auto_l2_clip=True, auto_l2_target_quantile=0.3,
         auto_l2_lr=0.1, auto_l2_clip_count_stddev=7.0)
-    handed = DiscreteGaussianSumFactory(
+    handed = ddg_factories.make(
         **common, adaptive_clipping=adaptive_clip.AdaptiveClipping(
             target_quantile=0.3, learning_rate=0.1, count_stddev=7.0))
     # pylint: disable=protected-access  # tests a private part
@@ -324,9 +340,10 @@ class AdaptiveClippingObjectTest(parameterized.TestCase):
     self.assertIn('adaptive_clipping=AdaptiveClipping(target_quantile=0.3',
                   repr(handed))
     # TFF's defaults: 0.5, 0.2 and a count stddev of 0.05 n.
-    default = DiscreteGaussianSumFactory(
+    default = ddg_factories.make(
         **common, adaptive_clipping=adaptive_clip.AdaptiveClipping())
-    tff_default = DiscreteGaussianSumFactory(**common, auto_l2_clip=True)
+    tff_default = DiscreteGaussianSumFactory.from_tff_arguments(
+        **common, auto_l2_clip=True)
     self.assertEqual(default._adaptive, tff_default._adaptive)
     self.assertEqual(default._adaptive.count_stddev, 5.0)
 
@@ -349,11 +366,12 @@ class AdaptiveClippingObjectTest(parameterized.TestCase):
       learning.ddp_secure_aggregator(1.0, 100, adaptive_clipping=0.5)
 
   def test_refusals(self):
-    with self.assertRaisesRegex(ValueError, 'not both'):
+    # TFF's keywords through from_tff_arguments, the object through the
+    # constructor: one way each.
+    with self.assertRaisesRegex(TypeError, 'adaptive_clipping'):
       _factory(adaptive_clipping=adaptive_clip.AdaptiveClipping())
     with self.assertRaisesRegex(TypeError, 'AdaptiveClipping'):
-      _factory(auto_l2_clip=False, adaptive_clipping=dict(
-          target_quantile=0.5))
+      _object_factory(adaptive_clipping=dict(target_quantile=0.5))
     for kwargs, name in ((dict(target_quantile=1.5), 'target_quantile'),
                          (dict(learning_rate=0.0), 'learning_rate'),
                          (dict(count_stddev=-1.0), 'count_stddev'),
@@ -365,7 +383,9 @@ class AdaptiveClippingObjectTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError,
                                 r'adaptive_clipping\.count_stddev > 0\.5'):
       DiscreteGaussianSumFactory(
-          1.0, 5, 16, 1.0, adaptive_clipping=adaptive_clip.AdaptiveClipping())
+          Request(l2_clip=1.0, noise_multiplier=1.0,
+                  expected_clients_per_round=5, bits=16),
+          adaptive_clipping=adaptive_clip.AdaptiveClipping())
 
 
 class IndicatorBruteForceTest(parameterized.TestCase):

@@ -44,8 +44,8 @@ class CalibratedTest(tf.test.TestCase, parameterized.TestCase):
     self.assertLessEqual(eps, target)
     self.assertGreater(eps, 0.99 * target)
     # A little less noise breaks the target.
-    less = DiscreteGaussianSumFactory(noise_multiplier=0.98 * result.value,
-                                      **_DDG)
+    less = DiscreteGaussianSumFactory.from_tff_arguments(
+        noise_multiplier=0.98 * result.value, **_DDG)
     self.assertGreater(_eps(less, rounds, sampling, rate, adversary), target)
     self.assertFalse(result.at_limit)
 

@@ -116,7 +116,7 @@ class DdgWithDftTest(tf.test.TestCase):
     d = 17
     values = [np.linspace(-1, 1, d).astype(np.float32) * s
               for s in (0.5, -0.25, 1.0)]
-    factory = DiscreteGaussianSumFactory(
+    factory = DiscreteGaussianSumFactory.from_tff_arguments(
         noise_multiplier=0.0, expected_clients_per_round=3, bits=20,
         l2_clip=10.0, rotation_type='dft')
     mechanism = factory.mechanism(tff.TensorType(np.float32, [d]))
@@ -137,7 +137,7 @@ from tff_ddp.aggregators import DiscreteGaussianSumFactory
 from tff_ddp.utils import processes
 tf.random.set_seed(1234)
 tff.backends.test.set_sync_test_cpp_execution_context()
-process = DiscreteGaussianSumFactory(
+process = DiscreteGaussianSumFactory.from_tff_arguments(
     noise_multiplier=1.0, expected_clients_per_round=8, bits=20,
     l2_clip=1.0).create(tff.TensorType(np.float32, [16]))
 out = process.next(process.initialize(), [np.zeros(16, np.float32)] * 8)

@@ -21,10 +21,12 @@ import tensorflow_federated as tff
 
 from tff_ddp import accounting
 from tff_ddp.accounting import events
+from tff_ddp.aggregators import AdaptiveClipping
 from tff_ddp.aggregators import DiscreteGaussianSumFactory
 from tff_ddp.aggregators import PoissonBinomialSumFactory
 from tff_ddp.aggregators import SkellamSumFactory
 from tff_ddp.encoders import hadamard
+from tff_ddp_tests import ddg_factories
 
 _VECTOR = tff.TensorType(np.float32, [20])
 _NESTED = collections.OrderedDict(
@@ -33,11 +35,15 @@ MECHANISMS = ('ddg', 'cpbm')
 
 
 def _factory(kind, **kwargs):
-  if kind == 'ddg':
+  """'ddg': the constructor (a Request of the Request's keywords);
+  'ddg_tff': `from_tff_arguments`; 'cpbm'."""
+  if kind in ('ddg', 'ddg_tff'):
     args = dict(noise_multiplier=1.0, expected_clients_per_round=3, bits=16,
                 l2_clip=10.0, beta=math.exp(-0.5))
     args.update(kwargs)
-    return DiscreteGaussianSumFactory(**args)
+    if kind == 'ddg_tff':
+      return DiscreteGaussianSumFactory.from_tff_arguments(**args)
+    return ddg_factories.make(**args)
   args = dict(l2_clip=10.0, theta=0.25, num_trials=32,
               expected_clients_per_round=3)
   args.update(kwargs)
@@ -115,10 +121,24 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
        TypeError, 'expected_clients_per_round'),
       ('ddg_mechanism', 'ddg', dict(mechanism='distributed_gauss'),
        ValueError, 'distributed_skellam'),
-      ('ddg_rotation', 'ddg', dict(rotation_type='fft'), ValueError,
+      ('ddg_rotation', 'ddg_tff', dict(rotation_type='fft'), ValueError,
        'rotation_type'),
-      ('ddg_auto_clip_linf', 'ddg', dict(auto_l2_clip=True, linf_clip=1.0),
+      ('ddg_adaptive_clip_linf', 'ddg', dict(
+          adaptive_clipping=AdaptiveClipping(), linf_clip=1.0),
        ValueError, 'linf_clip'),
+      # One way per thing: TFF's keywords only through from_tff_arguments,
+      # ours only through the constructor; each names the other.
+      ('ddg_tff_auto_clip_linf', 'ddg_tff', dict(auto_l2_clip=True,
+                                                 linf_clip=1.0),
+       TypeError, r"\['linf_clip'\].*Request"),
+      ('ddg_tff_encoder', 'ddg_tff', dict(encoder='kashin'), TypeError,
+       r"\['encoder'\].*Request"),
+      ('ddg_rotation_type_in_constructor', 'ddg', dict(rotation_type='hd'),
+       TypeError, r"\['rotation_type'\].*from_tff_arguments"),
+      ('ddg_auto_l2_clip_in_constructor', 'ddg', dict(auto_l2_clip=True),
+       TypeError, r"\['auto_l2_clip'\].*from_tff_arguments"),
+      ('ddg_request_type', 'ddg_request', None, TypeError,
+       'tff_ddp.aggregators.Request'),
       ('ddg_sampler', 'ddg', dict(noise_sampler='fast'), ValueError,
        'noise_sampler'),
       ('cpbm_theta', 'cpbm', dict(theta=0.3), ValueError, 'theta'),
@@ -142,7 +162,10 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
   )
   def test_bad_arguments(self, mechanism, kwargs, error, message):
     with self.assertRaisesRegex(error, message):
-      _factory(mechanism, **kwargs)
+      if mechanism == 'ddg_request':  # TFF's keywords' order, as a tuple
+        DiscreteGaussianSumFactory((1.0, 3, 16, 10.0))
+      else:
+        _factory(mechanism, **kwargs)
 
   @parameterized.product(
       mechanism=MECHANISMS,
@@ -225,7 +248,7 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
       factory.create(value_type)
 
   def test_tff_keywords(self):
-    factory = _factory('ddg', mechanism='distributed_dgauss',
+    factory = _factory('ddg_tff', mechanism='distributed_dgauss',
                        rotation_type='hd')
     self.assertIsInstance(factory.encoder(_VECTOR),
                           hadamard.RandomizedHadamard)
@@ -423,14 +446,18 @@ class NoiseSamplerTest(tf.test.TestCase):
     for mechanism in ('distributed_dgauss', 'distributed_skellam'):
       for sampler, tv in (('table', 2.0**-231), ('exact', None)):
         kwargs = {} if sampler == 'table' else dict(noise_sampler=sampler)
-        factory = DiscreteGaussianSumFactory(mechanism=mechanism, **kwargs,
-                                             **args)
+        factory = ddg_factories.make(mechanism=mechanism, **kwargs, **args)
         self.assertEqual(factory.mechanism(_VECTOR).noise_sampler, sampler)
         self.assertEqual(factory.dp_event(_VECTOR).sampler_tv_distance, tv)
-    self.assertEqual(SkellamSumFactory(noise_sampler='exact', **args)
-                     .mechanism(_VECTOR).noise_sampler, 'exact')
+    self.assertEqual(
+        ddg_factories.make(SkellamSumFactory, noise_sampler='exact', **args)
+        .mechanism(_VECTOR).noise_sampler, 'exact')
     with self.assertRaisesRegex(TypeError, 'mechanism='):
-      SkellamSumFactory(mechanism='distributed_dgauss', **args)
+      ddg_factories.make(SkellamSumFactory, mechanism='distributed_dgauss',
+                         **args)
+    with self.assertRaisesRegex(TypeError, 'mechanism='):
+      SkellamSumFactory.from_tff_arguments(mechanism='distributed_dgauss',
+                                           **args)
 
 
 class DdgSpecificTest(tf.test.TestCase):
@@ -503,7 +530,7 @@ class ZeroNoiseTest(tf.test.TestCase):
     for factory_class in (DiscreteGaussianSumFactory, SkellamSumFactory):
       with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always')
-        factory = factory_class(0.0, 3, 16, 1.0)
+        factory = factory_class.from_tff_arguments(0.0, 3, 16, 1.0)
       messages = [str(w.message) for w in caught
                   if issubclass(w.category, UserWarning)]
       self.assertLen(messages, 1)
@@ -514,7 +541,7 @@ class ZeroNoiseTest(tf.test.TestCase):
                             dp_accounting.NonPrivateDpEvent)
     with warnings.catch_warnings(record=True) as caught:
       warnings.simplefilter('always')
-      DiscreteGaussianSumFactory(1e-3, 3, 16, 1.0)
+      DiscreteGaussianSumFactory.from_tff_arguments(1e-3, 3, 16, 1.0)
     self.assertEmpty([w for w in caught if 'noise_multiplier=0' in
                       str(w.message)])
 

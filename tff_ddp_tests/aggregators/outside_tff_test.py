@@ -22,10 +22,10 @@ _CLIENTS = 6
 
 def _factories():
   return {
-      'ddg': aggregators.DiscreteGaussianSumFactory(
+      'ddg': aggregators.DiscreteGaussianSumFactory.from_tff_arguments(
           noise_multiplier=1.0, expected_clients_per_round=_CLIENTS,
           bits=16, l2_clip=1.0, seed=7),
-      'skellam': aggregators.SkellamSumFactory(
+      'skellam': aggregators.SkellamSumFactory.from_tff_arguments(
           noise_multiplier=1.0, expected_clients_per_round=_CLIENTS,
           bits=16, l2_clip=1.0, seed=8),
       'cpbm': aggregators.PoissonBinomialSumFactory(

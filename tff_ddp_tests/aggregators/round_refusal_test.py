@@ -27,12 +27,14 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_ddp import accounting
+from tff_ddp.aggregators import AdaptiveClipping
 from tff_ddp.aggregators import DiscreteGaussianSumFactory
 from tff_ddp.aggregators import PoissonBinomialSumFactory
 from tff_ddp.aggregators import SkellamSumFactory
 from tff_ddp.aggregators import secure_sum
 from tff_ddp.aggregators import simulation
 from tff_ddp.utils import rounds
+from tff_ddp_tests import ddg_factories
 
 _VECTOR = tff.TensorType(np.float32, [8])
 # The Skellam factory is the DDG's round with other noise (its capacity is
@@ -51,7 +53,7 @@ def _factory(kind, **kwargs):
               l2_clip=1.0, seed=0)
   args.update(kwargs)
   cls = SkellamSumFactory if kind == 'skellam' else DiscreteGaussianSumFactory
-  return cls(**args)
+  return ddg_factories.make(cls, **args)
 
 
 def _clients(n):
@@ -183,8 +185,8 @@ class RefusalTest(tf.test.TestCase, parameterized.TestCase):
     # sized for the expected clients with a 30-bit ring (more room); the
     # participant count's ring holds 2^30 - 1.
     for kwargs in (dict(count_noise_multiplier=1.0),
-                   dict(auto_l2_clip=True, noise_multiplier=0.5,
-                        expected_clients_per_round=20)):
+                   dict(adaptive_clipping=AdaptiveClipping(),
+                        noise_multiplier=0.5, expected_clients_per_round=20)):
       factory = _factory('ddg', **kwargs)
       protocol = factory.round_protocol(_VECTOR)
       mechanisms = [protocol.mechanism]

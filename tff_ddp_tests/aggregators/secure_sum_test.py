@@ -147,7 +147,7 @@ class PlacementTest(tf.test.TestCase, parameterized.TestCase):
     # 2^63 and 2^64 elements: an int64 product wrapped (read as "no
     # elements") or overflowed (found by the fuzz test); counted exactly,
     # they are refused as too large for one client encoding.
-    factory = discrete_gaussian.DiscreteGaussianSumFactory(
+    factory = discrete_gaussian.DiscreteGaussianSumFactory.from_tff_arguments(
         noise_multiplier=1.0, expected_clients_per_round=10, bits=16,
         l2_clip=1.0)
     for shape, dim in (([2**63], 2**63), ([2**64], 2**64),
@@ -306,7 +306,7 @@ class ClientPreprocessingTest(tf.test.TestCase):
 
     value_type = tff.TensorType(np.float32, [8])
     with self.assertWarnsRegex(UserWarning, 'tests only'):
-      factory = discrete_gaussian.DiscreteGaussianSumFactory(
+      factory = discrete_gaussian.DiscreteGaussianSumFactory.from_tff_arguments(
           1.0, 3, 16, 1.0, seed=11)
     fused = factory.create_with_client_preprocessing(
         value_type, np.float32, one_hot)

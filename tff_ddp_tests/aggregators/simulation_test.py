@@ -9,6 +9,7 @@ import tensorflow_federated as tff
 
 from tff_ddp.aggregators import DiscreteGaussianSumFactory
 from tff_ddp.aggregators import PoissonBinomialSumFactory
+from tff_ddp.aggregators import Request
 from tff_ddp.aggregators import simulation
 
 
@@ -16,10 +17,12 @@ from tff_ddp.aggregators import simulation
 class BatchedSumTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
-      ('ddg_hadamard', lambda: DiscreteGaussianSumFactory(
+      ('ddg_hadamard', lambda: DiscreteGaussianSumFactory.from_tff_arguments(
           2.0, 16, 16, 1.0, seed=3)),
       ('ddg_kashin', lambda: DiscreteGaussianSumFactory(
-          2.0, 16, 18, 1.0, encoder='kashin', seed=4)),
+          Request(l2_clip=1.0, noise_multiplier=2.0,
+                  expected_clients_per_round=16, bits=18),
+          encoder='kashin', seed=4)),
       ('cpbm', lambda: PoissonBinomialSumFactory(
           1.0, 0.2, 64, 16, seed=5)))
   def test_reproduces_the_process_under_the_test_seed(self, make):
@@ -53,7 +56,7 @@ class BatchedSumTest(parameterized.TestCase):
     # is at most its parameter's square) and > 0.95 of it at this scale.
     # Over 64 coordinates x 40 rounds the sample variance has relative
     # stddev sqrt(2/2560) = 0.028: bounds at 0.95 * 4 - 4 sd and 4 + 4 sd.
-    factory = DiscreteGaussianSumFactory(2.0, 16, 20, 1.0)
+    factory = DiscreteGaussianSumFactory.from_tff_arguments(2.0, 16, 20, 1.0)
     value_type = tff.TensorType(np.float32, [64])
     batched = simulation.BatchedSum(factory, value_type)
     samples = np.stack([batched(np.zeros((16, 64)), r, 99)[0]
@@ -66,7 +69,7 @@ class BatchedSumTest(parameterized.TestCase):
                                     batched(np.zeros((16, 64)), 0, 2)[0]))
 
   @parameterized.named_parameters(
-      ('ddg', lambda rate: DiscreteGaussianSumFactory(
+      ('ddg', lambda rate: DiscreteGaussianSumFactory.from_tff_arguments(
           1.0, 8, 18, 1.0, client_sampling_rate=rate)),
       ('cpbm', lambda rate: PoissonBinomialSumFactory(
           1.0, 0.2, 64, 8, client_sampling_rate=rate)))
@@ -93,7 +96,7 @@ class BatchedSumTest(parameterized.TestCase):
     # laws are near-Gaussian here): 4 sd bounds.
     n, q, dim, rounds = 200, 0.1, 8, 300
     # (noise_multiplier 0.5, expected clients n, bits 20, l2_clip 1.)
-    factory = DiscreteGaussianSumFactory(0.5, n, 20, 1.0,
+    factory = DiscreteGaussianSumFactory.from_tff_arguments(0.5, n, 20, 1.0,
                                          client_sampling_rate=q)
     batched = simulation.BatchedSum(factory, tff.TensorType(np.float32,
                                                             [dim]))
@@ -111,12 +114,14 @@ class BatchedSumTest(parameterized.TestCase):
     value_type = tff.TensorType(np.float32, [4])
     with self.assertRaisesRegex(TypeError, 'MechanismSumFactory'):
       simulation.BatchedSum(object(), value_type)
-    sampled = simulation.BatchedSum(DiscreteGaussianSumFactory(
-        1.0, 4, 16, 1.0, client_sampling_rate=0.5), value_type)
+    sampled = simulation.BatchedSum(
+        DiscreteGaussianSumFactory.from_tff_arguments(
+            1.0, 4, 16, 1.0, client_sampling_rate=0.5), value_type)
     with self.assertRaisesRegex(ValueError, 'client_sampling_rate'):
       sampled(np.zeros((3, 4)), 0, 1, 'factory')
-    batched = simulation.BatchedSum(DiscreteGaussianSumFactory(
-        1.0, 4, 16, 1.0), value_type)
+    batched = simulation.BatchedSum(
+        DiscreteGaussianSumFactory.from_tff_arguments(1.0, 4, 16, 1.0),
+        value_type)
     with self.assertRaisesRegex(ValueError, 'values must be'):
       batched(np.zeros((3, 5)), 0, 1)
     with self.assertRaisesRegex(ValueError, 'derive'):

@@ -1,8 +1,9 @@
-"""DiscreteGaussianSumFactory as a drop-in for TFF's DistributedDpSumFactory.
+"""DiscreteGaussianSumFactory.from_tff_arguments as a drop-in for TFF's
+DistributedDpSumFactory.
 
 The cases of TFF 0.87's tests of `distributed_dp.DistributedDpSumFactory`
 (computation: types and argument errors; execution: sums and noise), run
-against our factory with TFF's argument names. Where we differ on purpose,
+against our factory's `from_tff_arguments` with TFF's argument names. Where we differ on purpose,
 the difference is asserted here rather than skipped:
 
 * `mechanism` defaults to 'distributed_dgauss' here (TFF:
@@ -51,7 +52,7 @@ def _factory(**kwargs):
   args = dict(noise_multiplier=0.5, expected_clients_per_round=100, bits=16,
               l2_clip=0.1)
   args.update(kwargs)
-  return DiscreteGaussianSumFactory(**args)
+  return DiscreteGaussianSumFactory.from_tff_arguments(**args)
 
 
 def _names(struct_type):
@@ -64,6 +65,36 @@ _TFF_MEASUREMENTS = ('l2_clip', 'scale_factor', 'scaled_inflated_l2',
 
 
 class ComputationTest(tf.test.TestCase, parameterized.TestCase):
+
+  def test_takes_tffs_keywords_and_defaults(self):
+    # TFF's signature: its first eight parameters are from_tff_arguments'
+    # named ones, in order, with TFF's defaults except mechanism and
+    # rotation_type (ours on purpose, module docstring); the other four are
+    # its **options, with TFF's defaults.
+    import inspect  # pylint: disable=g-import-not-at-top
+    from tff_ddp.aggregators import discrete_gaussian  # pylint: disable=g-import-not-at-top
+    theirs = list(inspect.signature(
+        tff.aggregators.distributed_dp.DistributedDpSumFactory
+    ).parameters.values())
+    ours = [p for p in inspect.signature(
+        DiscreteGaussianSumFactory.from_tff_arguments).parameters.values()
+            if p.kind is p.POSITIONAL_OR_KEYWORD]
+    self.assertEqual([p.name for p in ours], [p.name for p in theirs[:8]])
+    for mine, tffs in zip(ours, theirs[:8]):
+      if mine.name not in ('mechanism', 'rotation_type'):
+        self.assertEqual(mine.default, tffs.default, mine.name)
+    self.assertEqual(discrete_gaussian.TFF_ADAPTIVE_KEYWORDS,
+                     {p.name: p.default for p in theirs[8:]})
+    every = dict(noise_multiplier=0.5, expected_clients_per_round=100,
+                 bits=16, l2_clip=0.1, modclip_prob=1e-4, beta=0.0,
+                 mechanism='distributed_skellam', rotation_type='dft',
+                 auto_l2_clip=True, auto_l2_target_quantile=0.5,
+                 auto_l2_lr=0.2, auto_l2_clip_count_stddev=None)
+    self.assertEqual(set(every), {p.name for p in theirs})
+    factory = DiscreteGaussianSumFactory.from_tff_arguments(**every)
+    from tff_ddp.mechanisms import base  # pylint: disable=g-import-not-at-top
+    self.assertEqual(factory.mechanism(tff.TensorType(np.float32, [8])).name,
+                     base.Kind.SKELLAM)
 
   @parameterized.product(
       value_type=[np.int64, np.float32, _STRUCT, _NESTED],

@@ -267,9 +267,11 @@ class ParametersForNoiseTest(parameterized.TestCase):
     # `largest_scaling` asks of the mechanism instead of probing).
     try:
       ddg_factory.DiscreteGaussianSumFactory(
-          noise_multiplier=z, expected_clients_per_round=n, bits=18,
-          l2_clip=p.l2_sensitivity, encoder='none', granularity=1.0 / bigger,
-          linf_clip=1.0).dp_event(p.value_type)
+          ddg_factory.Request(
+              l2_clip=p.l2_sensitivity, noise_multiplier=z,
+              expected_clients_per_round=n, bits=18,
+              granularity=1.0 / bigger, linf_clip=1.0),
+          encoder='none').dp_event(p.value_type)
       refused = ''
     except ValueError as e:
       refused = str(e)

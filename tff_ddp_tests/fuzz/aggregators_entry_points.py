@@ -6,6 +6,7 @@ Each `EntryPoint` of ENTRY_POINTS is a test of fuzz_aggregators_test.py and a
 row of benchmarks/bad_inputs.py.
 """
 
+import functools
 import math
 
 import dp_accounting
@@ -18,6 +19,7 @@ from tff_ddp.aggregators import calibrated
 from tff_ddp.aggregators import DiscreteGaussianSumFactory
 from tff_ddp.aggregators import PoissonBinomialSumFactory
 from tff_ddp.mechanisms import poisson_binomial as pbm
+from tff_ddp_tests import ddg_factories
 from tff_ddp_tests.fuzz import strategies as fz
 
 _VT = tff.TensorType(np.float32, [8])
@@ -42,11 +44,11 @@ def tf_spec():
   return tf.TensorSpec([4], tf.float32)
 
 
-def _factory_event(cls):
-  """The factory's checks for `value_type` (those of `create`, without
-  tracing), then its planning event."""
+def _factory_event(build):
+  """The checks for `value_type` of the factory `build(**kwargs)` returns
+  (those of `create`, without tracing), then its planning event."""
   def call(value_type=_VT, num_clients=None, **kwargs):
-    factory = cls(**kwargs)
+    factory = build(**kwargs)
     factory.check_value_type(value_type)
     return factory.dp_event(value_type, num_clients)
   return call
@@ -85,7 +87,8 @@ _NAMES_COMMON = ('value_type', 'dim', 'num_clients', 'client_sampling_rate',
 ENTRY_POINTS = [
     fz.EntryPoint(
         name='aggregators.DiscreteGaussianSumFactory',
-        call=_factory_event(DiscreteGaussianSumFactory),
+        call=_factory_event(functools.partial(ddg_factories.make,
+                                              DiscreteGaussianSumFactory)),
         baseline=dict(noise_multiplier=1.0, expected_clients_per_round=10,
                       bits=16, l2_clip=1.0),
         check=_check_round_event,
@@ -98,15 +101,12 @@ ENTRY_POINTS = [
                                             'hd']),
                    mechanism=st.sampled_from(['distributed_dgauss',
                                               'distributed_skellam']),
-                   rotation_type=st.sampled_from(['hd', 'dft']),
-                   auto_l2_clip=fz.any_value(),
                    noise_sampler=st.sampled_from(['table', 'exact', 'fast']),
                    redundancy=fz.floats()),
         names=_NAMES_COMMON + (
             'noise_multiplier', 'expected_clients_per_round', 'bits',
             'l2_clip', 'modclip_prob', 'beta', 'granularity', 'linf_clip',
-            'encoder', 'mechanism', 'rotation_type', 'auto_l2_clip',
-            'noise_sampler', 'Kashin'),
+            'encoder', 'mechanism', 'noise_sampler', 'Kashin', 'Request'),
         max_examples=25,
         examples=[
             ('expected_clients_per_round=True',
@@ -126,18 +126,55 @@ ENTRY_POINTS = [
              'documented'),
             ('np.int64 dims', dict(value_type=tff.TensorType(
                 np.float32, [np.int64(8)])), 'documented'),
-            ('TFF mechanism=distributed_skellam',
+            ('mechanism=distributed_skellam',
              dict(mechanism='distributed_skellam'), 'documented'),
-            ('TFF rotation_type=dft', dict(rotation_type='dft'),
-             'documented'),
-            ('TFF rotation_type=hd', dict(rotation_type='hd'),
-             'documented'),
+            ('encoder=dft', dict(encoder='dft'), 'documented'),
             ('string value_type', dict(value_type='float32'),
              'clear_error'),
             ('bool tensor', dict(value_type=tff.TensorType(np.bool_, [3])),
              'clear_error'),
             ('2^40 elements', dict(value_type=tff.TensorType(
                 np.float32, [2**20, 2**20])), 'clear_error'),
+        ]),
+    fz.EntryPoint(
+        name='aggregators.DiscreteGaussianSumFactory.from_tff_arguments',
+        call=_factory_event(DiscreteGaussianSumFactory.from_tff_arguments),
+        baseline=dict(noise_multiplier=1.0, expected_clients_per_round=10,
+                      bits=16, l2_clip=1.0),
+        check=_check_round_event,
+        hints=dict(_COMMON_HINTS, noise_multiplier=fz.floats(),
+                   expected_clients_per_round=_SIZES, bits=_SIZES,
+                   l2_clip=fz.floats(), modclip_prob=fz.floats(),
+                   beta=fz.floats(),
+                   mechanism=st.sampled_from(['distributed_dgauss',
+                                              'distributed_skellam']),
+                   rotation_type=st.sampled_from(['hd', 'dft', 'hadamard']),
+                   auto_l2_clip=fz.any_value(),
+                   auto_l2_target_quantile=fz.floats(),
+                   auto_l2_lr=fz.floats(),
+                   auto_l2_clip_count_stddev=fz.floats(),
+                   encoder=st.sampled_from(['hadamard', 'kashin'])),
+        names=_NAMES_COMMON + (
+            'noise_multiplier', 'expected_clients_per_round', 'bits',
+            'l2_clip', 'modclip_prob', 'beta', 'mechanism', 'rotation_type',
+            'auto_l2_clip', 'auto_l2_target_quantile', 'auto_l2_lr',
+            'auto_l2_clip_count_stddev', 'encoder'),
+        max_examples=25,
+        examples=[
+            ('expected_clients_per_round=True',
+             dict(expected_clients_per_round=True), 'clear_error'),
+            ('l2_clip 1e300 on float32 (the sum was +-inf)',
+             dict(l2_clip=1e300), 'clear_error'),
+            ('auto_l2_clip with l2_clip 1e300',
+             dict(auto_l2_clip=True, l2_clip=1e300), 'clear_error'),
+            ('TFF mechanism=distributed_skellam',
+             dict(mechanism='distributed_skellam'), 'documented'),
+            ('TFF rotation_type=dft', dict(rotation_type='dft'),
+             'documented'),
+            ('TFF rotation_type=hd', dict(rotation_type='hd'),
+             'documented'),
+            ('encoder= (not a TFF keyword)', dict(encoder='kashin'),
+             'clear_error'),
         ]),
     fz.EntryPoint(
         name='aggregators.PoissonBinomialSumFactory',

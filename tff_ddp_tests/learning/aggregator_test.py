@@ -47,6 +47,12 @@ class DdpSecureAggregatorTest(tf.test.TestCase):
                        inspect.Parameter.KEYWORD_ONLY)
     for name, parameter in theirs.parameters.items():
       self.assertEqual(ours.parameters[name].default, parameter.default, name)
+
+  def test_no_from_tff_arguments(self):
+    # Its signature is TFF's ddp_secure_aggregator's, not the sum's.
+    factory_class = type(learning.ddp_secure_aggregator(1.0, 100))
+    with self.assertRaisesRegex(TypeError, 'ddp_secure_aggregator'):
+      factory_class.from_tff_arguments(1.0, 100, 20, 0.1)
     factory = learning.ddp_secure_aggregator(1.0, 100)
     self.assertIsInstance(factory, tff.aggregators.UnweightedAggregationFactory)
     mechanism = factory.mechanism(tff.TensorType(np.float32, [8]))
@@ -131,7 +137,7 @@ class MessagesTest(tf.test.TestCase):
       learning.ddp_secure_aggregator(0.49, 5)
     # The factory that has the parameter offers it as a third fix.
     with self.assertRaisesRegex(ValueError, r'auto_l2_clip_count_stddev > 0\.5'):
-      discrete_gaussian.DiscreteGaussianSumFactory(
+      discrete_gaussian.DiscreteGaussianSumFactory.from_tff_arguments(
           1.0, 5, 16, 1.0, auto_l2_clip=True)
 
   def test_least_clients_is_the_boundary(self):

@@ -112,8 +112,8 @@ import numpy as np, tensorflow_federated as tff
 from tff_ddp.aggregators import DiscreteGaussianSumFactory
 from tff_ddp.utils import processes
 tff.backends.test.set_sync_test_cpp_execution_context()
-process = DiscreteGaussianSumFactory(1.0, 2, 16, 1.0).create(
-    tff.TensorType(np.float32, [4]))
+process = DiscreteGaussianSumFactory.from_tff_arguments(
+    1.0, 2, 16, 1.0).create(tff.TensorType(np.float32, [4]))
 process.next(process.initialize(), [np.ones(4, np.float32)] * 2)
 print('first', *processes.descendant_pids(), flush=True)
 @tff.federated_computation(tff.FederatedType(np.int32, tff.CLIENTS))

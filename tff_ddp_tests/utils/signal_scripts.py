@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow_federated as tff
 import tff_ddp
 tff.backends.test.set_sync_test_cpp_execution_context()
-factory = tff_ddp.aggregators.DiscreteGaussianSumFactory(
+factory = tff_ddp.aggregators.DiscreteGaussianSumFactory.from_tff_arguments(
     noise_multiplier=1.0, expected_clients_per_round=10, bits=16,
     l2_clip=1.0)
 process = factory.create(tff.TensorType(np.float32, [64]))

@@ -80,10 +80,10 @@ class LocalWorkersTest(tf.test.TestCase):
               for _ in range(_NUM_CLIENTS)]
     with warnings.catch_warnings():
       warnings.simplefilter('ignore')  # the test-seed warning
-      seeded = DiscreteGaussianSumFactory(
+      seeded = DiscreteGaussianSumFactory.from_tff_arguments(
           noise_multiplier=0.0, expected_clients_per_round=_NUM_CLIENTS,
           bits=16, l2_clip=10.0, seed=11).create(value_type)
-    unseeded = DiscreteGaussianSumFactory(
+    unseeded = DiscreteGaussianSumFactory.from_tff_arguments(
         noise_multiplier=0.0, expected_clients_per_round=_NUM_CLIENTS,
         bits=16, l2_clip=10.0).create(value_type)
     single = seeded.next(seeded.initialize(), values)
