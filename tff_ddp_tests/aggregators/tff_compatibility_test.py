@@ -71,8 +71,8 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
     # named ones, in order, with TFF's defaults except mechanism and
     # rotation_type (ours on purpose, module docstring); the other four are
     # its **options, with TFF's defaults.
-    import inspect  # pylint: disable=g-import-not-at-top
-    from tff_ddp.aggregators import discrete_gaussian  # pylint: disable=g-import-not-at-top
+    import inspect
+    from tff_ddp.aggregators import discrete_gaussian
     theirs = list(inspect.signature(
         tff.aggregators.distributed_dp.DistributedDpSumFactory
     ).parameters.values())
@@ -92,7 +92,7 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
                  auto_l2_lr=0.2, auto_l2_clip_count_stddev=None)
     self.assertEqual(set(every), {p.name for p in theirs})
     factory = DiscreteGaussianSumFactory.from_tff_arguments(**every)
-    from tff_ddp.mechanisms import base  # pylint: disable=g-import-not-at-top
+    from tff_ddp.mechanisms import base
     self.assertEqual(factory.mechanism(tff.TensorType(np.float32, [8])).name,
                      base.Kind.SKELLAM)
 
