@@ -28,14 +28,14 @@ setup:
 setup-core:
 	@PYTHON=$(PYTHON) bash scripts/setup_env.sh core
 
-# The lint tools (pyink, pylint, mypy) in .venv-lint, a virtual environment
+# The lint tools (yapf, pylint, mypy) in .venv-lint, a virtual environment
 # of their own pinned by requirements/lock-lint.txt: installing them into
 # .venv would let their dependencies move the TFF lane's pins, and they
 # need none of the package's dependencies (they read the source).
 setup-lint:
 	@bash scripts/setup_env.sh lint
 
-# The formatter (pyink, Google's settings in pyproject.toml) in check mode,
+# The formatter (yapf, Google's style in pyproject.toml) in check mode,
 # pylint (.pylintrc) and mypy (pyproject.toml) over the typed core, and the
 # design metrics against their ceilings (scripts/design_metrics.py --check);
 # docs/development.md. `make format` rewrites what the check reports.
@@ -45,14 +45,14 @@ PYLINT_PATHS := tff_ddp
 MYPY_PATHS := tff_ddp/accounting tff_ddp/mechanisms
 lint: setup-lint
 	@status=0; \
-	  $(LINT_PY)/pyink --check --quiet $(FORMAT_PATHS) || status=1; \
+	  $(LINT_PY)/yapf --quiet --recursive --parallel $(FORMAT_PATHS) || status=1; \
 	  $(LINT_PY)/pylint --rcfile=.pylintrc $(PYLINT_PATHS) || status=1; \
 	  $(LINT_PY)/mypy $(MYPY_PATHS) || status=1; \
 	  $(LINT_PY)/python scripts/design_metrics.py --check || status=1; \
 	  exit $$status
 
 format: setup-lint
-	$(LINT_PY)/pyink --quiet $(FORMAT_PATHS)
+	$(LINT_PY)/yapf --in-place --recursive --parallel $(FORMAT_PATHS)
 
 demo: setup
 	$(VENV_PY) -m tff_ddp.cli demo

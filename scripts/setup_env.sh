@@ -7,7 +7,7 @@
 #   scripts/setup_env.sh core   .venv-core/  core lane: Python 3.12, requirements/lock-core.txt
 #                                            (today's stack: no TFF; tff_ddp's core only)
 #   scripts/setup_env.sh lint   .venv-lint/  lint tools: Python 3.11, requirements/lock-lint.txt
-#                                            (pyink, pylint, mypy; not the package: they read
+#                                            (yapf, pylint, mypy; not the package: they read
 #                                            the source, so none of their pins meets a lane's)
 #
 # PYTHON names the interpreter (default python3.11 / python3.12). Idempotent:
@@ -26,7 +26,7 @@ case "$lane" in
         check="import tensorflow, dp_accounting, tff_ddp.accounting, tff_ddp.mechanisms, tff_ddp.encoders" ;;
   lint) venv=.venv-lint; lock=requirements/lock-lint.txt; want=3.11
         why="the lint tools' lock file (requirements/lock-lint.txt) is resolved for Python 3.11, the TFF lane's version"
-        check="import pyink, pylint, mypy" ;;
+        check="import yapf, pylint, mypy" ;;
   *) echo "usage: scripts/setup_env.sh [tff|core|lint]" >&2; exit 2 ;;
 esac
 
