@@ -1,99 +1,17 @@
 """Empirical privacy audit: a lower bound on epsilon from real TFF rounds.
 
 `audit(process, dataset, neighbour, runs, delta=...)` runs one round of a
-TFF process `runs` times on each of two zero-out neighbouring datasets,
-applies a distinguishing test to *everything the round releases* (the result
-and every measurement field) and returns, with a stated confidence, a lower
-bound on the epsilon of that round for that pair, next to the epsilon the
-accountant claims for the same round (computed from the round's own measured
-DP event). A lower bound above the accountant's epsilon is a bug: in the
-mechanism, the implementation, the measurements or the accounting.
+TFF process `runs` times on each of two zero-out neighbouring datasets
+(`zero_out`), tests everything the round releases and returns a lower bound
+on that round's epsilon, with a stated confidence, next to the accountant's
+epsilon for the same round; a bound above it is a bug. The bound is the
+hypothesis-testing view of DP (Kairouz, Oh & Viswanath, "The Composition
+Theorem for Differential Privacy", Theorem 2.1) with Clopper-Pearson bounds
+on the test's error rates, as in Jagielski, Ullman & Oprea (arXiv:2006.07709)
+and Nasr, Song, Thakurta, Papernot & Carlini (arXiv:2101.04535).
 
-The bound (hypothesis-testing view of DP: Kairouz, Oh & Viswanath, "The
-Composition Theorem for Differential Privacy", Theorem 2.1; used for audits
-by Jagielski, Ullman & Oprea, "Auditing Differentially Private Machine
-Learning: How Private is Private SGD?" (arXiv:2006.07709), and Nasr, Song,
-Thakurta, Papernot & Carlini, "Adversary Instantiation: Lower Bounds for
-Differentially Private Machine Learning" (arXiv:2101.04535)).
-Let M be (eps, delta)-indistinguishable on the pair (D, D'), i.e.
-P[M(D) in S] <= e^eps P[M(D') in S] + delta and the same with D, D'
-swapped, for every set S. A test guesses "D" when the release falls in S;
-its false positive rate is FPR = P[M(D') in S] and its false negative rate
-FNR = P[M(D) not in S]. The two inequalities for S and for its complement
-(datasets swapped) read
-
-    1 - FNR <= e^eps FPR + delta,      1 - FPR <= e^eps FNR + delta,
-
-so eps >= log((1 - delta - FNR) / FPR) and eps >= log((1 - delta - FPR) /
-FNR). Both right-hand sides decrease in FPR and FNR, so they stay lower
-bounds when the rates are replaced by upper confidence bounds:
-
-    eps_lb = max(0, log((1 - delta - FNR_ub) / FPR_ub),
-                    log((1 - delta - FPR_ub) / FNR_ub))
-
-(a term with a non-positive numerator gives no bound). FPR_ub and FNR_ub are
-one-sided Clopper-Pearson upper bounds (Clopper & Pearson 1934, "The use of
-confidence or fiducial limits illustrated in the case of the binomial") from
-the counts of false positives among the D' runs and false negatives among
-the D runs. The audit evaluates K thresholds (`num_thresholds`, default 1)
-and reports the largest eps_lb: each of the 2K one-sided bounds is taken at
-level alpha / (2K), alpha = 1 - `confidence` (default 0.95), so by the union
-bound all hold together with probability >= 1 - alpha, and then eps_lb <=
-the pair's true epsilon at `delta`. Thus P[eps_lb > eps] <= alpha for an
-(eps, delta)-DP round.
-
-Protocol (the statistic must not be fitted on the runs that evaluate it):
-
-1. Runs: `runs` rounds on D and `runs` on D', interleaved. With
-   `state='fresh'` (the default) each run starts from a fresh
-   `process.initialize()`: a fresh public seed, and the clients draw fresh
-   noise from kernel entropy (the default of tff_ddp's aggregators) -- the
-   round as deployed. A process built with a test `seed=` would repeat one
-   output per dataset; the audit refuses that. `state='chained'`: one
-   initial state, and each dataset's run i continues from its run i - 1
-   (so run i of D and of D' are the same round with the same public
-   randomness); for processes whose state is public and independent of the
-   data (tff_ddp's: a round counter and a public seed -- checked after every
-   run), and the way to get *reproducible* audits: with a test `seed=` the
-   noise is a function of (seed, round, client input), new every round.
-   (A test seed gives clients with equal inputs equal noise, which changes
-   the noise's distribution: use distinct client inputs then.) Runs of one
-   dataset are independent (fresh entropy) or pseudo-independent (test
-   seed, new round); the bounds need nothing across the two datasets.
-2. Features: the result and the measurements are flattened to named
-   scalars ("result[3]", "measurements/aggregator/participating_clients",
-   ...): numbers as float64, booleans as 0/1, strings (the event's class
-   name, a status) as a fixed 48-bit hash of their bytes; NaN sorts above
-   every number. Every released field, including any that differs between
-   D's and D''s runs, is a feature.
-3. Selection half (the first `selection_fraction` of each dataset's runs):
-   candidate statistics are (a) the caller's a-priori `statistics` (e.g.
-   the projection of the result on the target client's value), (b) two
-   linear projections of all features fitted on the selection half
-   (diagonal: standardized mean difference; 'lda': the same through the
-   within-class correlation matrix shrunk 10% towards the identity), and
-   (c) every single feature. For each candidate and both directions
-   ("statistic > t means D" and "< t"), every threshold t between observed
-   values is scored by eps_lb computed on the selection counts at the
-   evaluation level; the best (candidate, direction) and its K best
-   thresholds are kept.
-4. Evaluation half (the remaining runs, never seen in step 3): the counts at
-   the K thresholds give FPR, FNR, their bounds and eps_lb.
-
-Accountant: each run's measurements carry its DP event (with the measured
-number of clients); `accountant_epsilon` is the largest
-`tff_ddp.accounting.epsilon(event, delta, adversary)` over the distinct
-events seen (one, normally), zero-out neighbouring relation. It is an upper
-bound for every zero-out pair, so any pair's eps_lb must not exceed it
-(up to the alpha failure probability of the confidence bounds).
-
-Neighbours: the accountant's relation is zero-out: D' is D with the target
-client's input replaced by what the mechanism sums as zero. For the sum
-aggregators that is a zero tensor (`zero_out(dataset, i)`); for the quantile
-process it is a non-finite value (`zero_out(dataset, i, fill=np.nan)`),
-whose encoding is the zero vector -- 0.0 would fall in a bin and make a
-replace-one pair. The audit checks only that the two datasets differ in
-exactly one client.
+The bound, the protocol (runs, features, selection and evaluation halves)
+and the neighbours: docs/notes/privacy_audit.md.
 """
 
 import dataclasses

@@ -2,58 +2,17 @@
 
 For pipelines written against TF Privacy's query interface -- in particular
 `tff.aggregators.DifferentiallyPrivateFactory(query, record_aggregation_
-factory=...)` -- the same rounds as this library's factories, as
-`tensorflow_privacy.SumAggregationDPQuery` subclasses:
+factory=query.record_aggregation_factory())` -- the same rounds as this
+library's factories, as `tensorflow_privacy.SumAggregationDPQuery`
+subclasses: `DistributedDiscreteGaussianSumQuery`,
+`DistributedSkellamSumQuery`, `PoissonBinomialSumQuery` (on
+`MechanismSumQuery`). Unlike TF Privacy's own DDG query they take the client
+values themselves, run the factories' code and return the mechanism's
+`DpEvent` with the clients actually in the sum, which `tff_ddp.accounting`
+accounts. Records must be summed modulo `query.modulus`.
 
-    query = tff_ddp.queries.DistributedDiscreteGaussianSumQuery(
-        value_type, noise_multiplier=1.0, expected_clients_per_round=100,
-        bits=20, l2_clip=1.0)
-    factory = tff.aggregators.DifferentiallyPrivateFactory(
-        query, record_aggregation_factory=query.record_aggregation_factory())
-    ...
-    state = process.next(state, client_values).state
-    event = tff.aggregators.extract_dp_event_from_state(state)
-    accountant.compose(event)      # tff_ddp.accounting.RdpAccountant
-
-What differs from TF Privacy's own `DistributedDiscreteGaussianSumQuery`:
-that query takes integer records prepared elsewhere, rounds the noise scale
-up to an integer (its sampler only takes integer scales) and returns
-`UnsupportedDpEvent`. These queries take the float (or integer) client
-values themselves, run the whole client side of the mechanism (clip,
-rotate, scale, round, noise at real-valued scales with the factories'
-samplers: certified alias tables by default, exact on request)
-in `preprocess_record`, decode on the server in `get_noised_result`, and
-return the mechanism's `DpEvent` with the number of clients actually in the
-sum -- an event `tff_ddp.accounting` accounts (dp-accounting's own RDP
-accountant does not know it).
-
-They run exactly the code of the factories: `MechanismSumFactory.
-round_protocol(value_type)` (client encode, server decode, measurements) is
-shared, so a query and its factory with the same `seed=` give bitwise equal
-results. The state of a query is public: the round counter, the public
-rotation seed (kernel entropy) and the last round's measurements
-(`derive_metrics`, which DifferentiallyPrivateFactory reports under
-`dp_query_metrics`). Noise seeds are fresh kernel entropy per record, never
-shared; the `entropy=` option of the factories applies here too.
-
-The secure sum. All of a query's integers live in one ring, Z_M with
-M = `query.modulus` (2^bits for DDG); its records are int32 in [0, M) and
-must be summed modulo M or a power-of-two multiple of M:
-`record_aggregation_factory()` returns TFF's `SecureModularSumFactory(M)`.
-(`symmetric_range=True` sums modulo 2M - 1 and would corrupt the result.)
-The number of clients in the sum rides in the same ring, so it must stay
-below M; the constructor refuses expected_clients_per_round >= M / 4.
-`count_noise_multiplier` needs its counts' ring (2^30) to be M: use bits=30
-or the factory.
-
-Without TFF, the usual TF Privacy loop works as well (records accumulate
-as int32, whose wrap-around leaves the residue mod M unchanged):
-
-    params = query.derive_sample_params(global_state)
-    sample = query.initial_sample_state()
-    for record in records:
-      sample = query.accumulate_record(params, sample, record)
-    result, global_state, event = query.get_noised_result(sample, state)
+Examples (with TFF and without), what differs from TF Privacy's query,
+the state, the secure sum: docs/notes/tff_integration.md.
 """
 
 from tff_ddp.utils import requires

@@ -1,98 +1,18 @@
 """An RDP accountant for the events of tff_ddp, with the adversary named.
 
 `RdpAccountant(orders, neighboring_relation, adversary)` implements
-dp-accounting's `PrivacyAccountant` interface. Every epsilon it returns is for
-one adversary, one neighbouring relation and a stated theorem:
+dp-accounting's `PrivacyAccountant` interface; every epsilon is for one
+adversary ('server', the default, or 'release'), one neighbouring relation
+(ADD_OR_REMOVE_ONE and REPLACE_SPECIAL mean zero-out, REPLACE_ONE
+replace-one) and a stated theorem: RDP composition (Mironov 2017, Prop. 1),
+the known-sample mixture (`subsampling.known_sample_rdp`), Zhu & Wang (2019)
+for Poisson and self-sampling, Wang, Balle & Kasiviswanathan (2019), Thm 27
+and Thm 9, for sampling without replacement; per order, the minimum of the
+valid bounds. `gaussian_rdp` is the Gaussian's curve; `sampler_tv_mass` the
+approximate samplers' term added to delta.
 
-Adversaries (`adversary=`):
-
-* 'server' (the default): the party that runs the protocol. Distributed DP
-  protects against it: it sees who takes part in each secure sum and the
-  sum's output (and everything it publishes). It knows any sample it drew.
-* 'release': whoever sees only what the server publishes, with the sample
-  secret (an analyst, the users of a trained model).
-
-Neighbouring relations (`neighboring_relation=`): ADD_OR_REMOVE_ONE and
-REPLACE_SPECIAL mean **zero-out** for this library's events (one client's
-input replaced by zeros while it still adds its noise share; distributed
-noise has no add/remove analysis, see `events`); REPLACE_ONE means
-replace-one. A `GaussianDpEvent(z)` has noise stddev z C for a per-record l2
-bound C (dp-accounting's docstring): removed or zeroed records move the sum
-by at most C, RDP alpha / (2 z^2); replaced ones by up to 2C, RDP
-2 alpha / z^2 (`gaussian_rdp`). This is the convention on every path below
-(plain, composed, every sampling), and where dp-accounting 0.4.3's own
-accountant differs from it: it costs REPLACE_ONE like add/remove (its open
-issue #378), so for `GaussianDpEvent(2.0)` at delta 1e-5 it gives 2.17 where
-this accountant gives 4.73.
-
-What each event costs (orders alpha > 1; "curve" = RDP curve; M_q(E) = the
-known-sample mixture `subsampling.known_sample_rdp` of E's curve at rate q):
-
-| event | 'server' | 'release' |
-|---|---|---|
-| DDG, cPBM, Skellam | `ddg_rdp.rdp`, `pbm_rdp.rdp`, `skellam_rdp.rdp` for the relation | same |
-| Gaussian | `gaussian_rdp`: alpha / (2 z^2) zero-out, 2 alpha / z^2 replace-one | same |
-| Composed / SelfComposed | sum / count times | same |
-| PoissonSampled(q, E): the server picks the cohort, others do not take part | M_q(E) | min of M_q(E) and, for Gaussian-only E under the zero-out relations, dp-accounting's tight sampled Gaussian |
-| SampledWithoutReplacement(N, m, E): a fixed-size cohort | M_{m/N}(E) | min of M_{m/N}(E) and Wang, Balle & Kasiviswanathan (2019) on E's replace-one curve (Thm 27 through dp-accounting for Gaussian-only E, Thm 9 otherwise) |
-| SelfSampled(q, E): everyone in the sum, private coins | zero-out relations: min of M_q(E) and Zhu & Wang (2019) on E's zero-out curve (tight sampled Gaussian for Gaussian-only E); REPLACE_ONE: M_q(E) | same |
-
-Why the 'release' row of PoissonSampled is not amplified for distributed
-noise: amplification by Poisson subsampling (Zhu & Wang) needs "the client
-was not sampled" to look exactly like "the client sent its zero-out
-neighbour's input". In the usual protocol an unsampled client leaves the
-secure sum and takes its noise share with it, while its zero-out neighbour
-stays in and adds noise; the cohort size also changes the noise. The known-
-sample bound is proved for every adversary (joint convexity), so it is what
-this accountant reports there. Fixed-size cohorts (sampling without
-replacement: the number of noise shares is fixed, and conditioned on the
-cohort being a uniform m-subset the zero-out pair is a replace-one pair of
-WBK19's setting) and self-sampling (`client_sampling_rate`) are amplified
-against the release adversary with proofs.
-
-One curve per event: the per-order minimum of the valid bounds. An RDP
-curve eps(.) of an event, for one adversary and one relation, states
-D_alpha(P || Q) <= eps(alpha) for every order alpha and every pair (P, Q) of
-that adversary's views of neighbouring inputs, in both directions. Two
-bounds proved for the same adversary, relation and pairs are two upper
-bounds on the same number at each alpha, so their minimum is one too. It is
-taken at each sampling event, per order, on this accountant's grid, before
-the event is composed: RDP composition adds per order (Mironov 2017, Prop.
-1, adaptive composition included), so the minimum enters every level of a
-nested event and then every composition. (Taking the smaller of two final
-epsilons would also be valid, but weaker.)
-
-Release <= server, always. The release adversary sees a function of what
-the server sees, so every server bound holds against it (data processing).
-Structurally: the known-sample mixture, the server's bound for the
-server-drawn samplings, is in the release's minimum too, computed on the
-inner event's release curve; by induction that curve is at most the inner
-server curve, and M_q, Zhu & Wang and WBK19 increase with the inner curve;
-self-sampling uses the same bounds for both; composition adds. So the
-release curve is at most the server curve at every order, for every event
-tree, and so is its epsilon (the sampler term below is the same for both).
-
-Everything above holds for nested events too: every curve produced bounds
-both D(P||Q) and D(Q||P) of the pair it describes.
-
-Approximate samplers. A DDG or Skellam event may carry
-`sampler_tv_distance` eta: each noise sample is within eta of the discrete
-Gaussian (of the Skellam law) in total variation (the alias-table samplers,
-`tff_ddp.mechanisms.alias_table`). With N the samples of all composed releases
-(num_clients x dimension each), the implemented mechanism is within N eta
-of the ideal one on every input, so (eps, delta)-DP of the ideal one gives
-(eps, delta + (1 + e^eps) N eta) for the implemented one. The accountant
-sums N eta over everything composed (`sampler_tv_mass`, the same for both
-adversaries) and adds the term once, in `get_epsilon_and_optimal_order` and
-`get_delta` (`running.TabulatedAccountant` does the same inside TF); the
-CLI's `tff-ddp privacy` goes through the same methods. The term is at
-least e^eps N eta, so it turns eps infinite once e^eps N eta reaches delta:
-with the first table's eta = 2^-106, 50 rounds of 50 clients x 16384
-coordinates at noise multiplier 1 (eps 57 with an exact sampler) were
-already there; with the tables' eta < 2^-231 (`tff_ddp.mechanisms.
-alias_table`) no eps below 100 is, for up to 2^40 samples and delta >=
-1e-12 (the term is then at most 1% of delta), and at the README's runs it
-is below 1e-20 of delta (e.g. 1e-32 of it in the run above).
+Each event's cost, the adversaries and relations, and the proofs:
+docs/notes/rdp_accountant.md.
 """
 
 import enum

@@ -2,63 +2,16 @@
 
 As dp-accounting's `mechanism_calibration.calibrate_dp_mechanism(
 make_fresh_accountant, make_event_from_param, ...)`, the search knows no
-mechanism: it calibrates over callables.
+mechanism: `calibrate(make_fresh_accountant, make_event, target_epsilon,
+target_delta, parameter=Parameter...)` returns the least noise that meets
+the target as a `CalibrationResult` (bracketed root finding, `least_noise`;
+with a `PldAccountant` a coarse-then-fine PLD search, `_pld_search`). The
+returned eps never exceeds the target. `split_budget` shares one budget
+among several releases; `rounds_event` wraps a round's event in rounds and
+sampling.
 
-* `make_fresh_accountant`: () -> a new `RdpAccountant`, which says whom the
-  epsilon is against and for which neighbours (the accountant owns the
-  cost), e.g. `lambda: RdpAccountant(adversary='release')`.
-* `make_event`: x -> the DpEvent of everything released with the parameter
-  at x, rounds and sampling included, built by whoever owns the event: a
-  factory (`lambda z: rounds_event(Factory(noise_multiplier=z).dp_event(
-  value_type), rounds, 'poisson', rate=0.01)`, `tff_ddp.aggregators.
-  calibrated`), a mechanism module (`distributed_discrete_gaussian.
-  release_event` for the integer-domain numbers the CLI takes), an event
-  class (`events.PoissonBinomialDpEvent`), or dp-accounting itself
-  (`GaussianDpEvent`, `calibrate_gaussian`).
-* `parameter`: a `Parameter`, the parameter's name, range and the way
-  epsilon moves with it.
-
-`calibrate` returns the least noise that meets the target, found by
-bracketed root finding (scipy's brentq on eps(x) - target, then a step onto
-the safe side; `least_noise`), as a `CalibrationResult`. With a
-`PldAccountant` (the library's default, `pld_accountant.tightest`) the PLD
-is searched on a coarser pessimistic grid, then refined on the
-accountant's, and RDP only where it can be the smaller bound
-(`_pld_search`).
-
-    >>> result = calibrate(
-    ...     lambda: accountant.RdpAccountant(adversary='release'),
-    ...     lambda z: rounds_event(dp_accounting.GaussianDpEvent(z), 100,
-    ...                            'poisson', rate=0.01),
-    ...     target_epsilon=2.0, target_delta=1e-5,
-    ...     parameter=Parameter.noise('noise_multiplier'))
-
-Parameters and their direction ("least noise"):
-
-| parameter                  | eps grows when it | range (`Parameter`)     |
-|----------------------------|-------------------|-------------------------|
-| a noise multiplier, stddev | decreases         | `Parameter.noise(name, low)`: [low, inf) |
-| cPBM theta                 | increases         | `Parameter.signal('theta', 2^-40, 1/4)` |
-| cPBM num_trials            | increases         | `Parameter.signal('num_trials', 1, hi, discrete=True)` |
-
-Guarantee: the returned eps never exceeds the target. For continuous
-parameters whose optimum lies strictly inside the range, it is within 1% of
-the target (we stop at 0.1%). At a range end (theta = 1/4 already meets the
-target) or for an integer parameter, eps can be further below; the result
-says which (`at_limit`). A `make_event` that refuses a value (ValueError: a
-configuration that cannot fit) makes that value unsafe (eps = inf), and an
-unreachable target's error quotes the last refusal.
-
-`split_budget` calibrates several releases at once: each gets a share of
-one (epsilon, delta) budget, and their composition meets it.
-
-Sampling ('none', 'poisson', 'without-replacement', 'self'; `rounds_event`)
-and the accountant's adversary ('server', 'release') decide what sampling
-buys; see `tff_ddp.accounting.accountant` for every case. Relation: the
-accountant's (zero-out, ADD_OR_REMOVE_ONE, unless given); under
-REPLACE_ONE a Gaussian is calibrated against its replace-one curve
-2 alpha / z^2 (twice the add/remove noise multiplier for an unsampled
-release).
+The callables, an example, the parameters' directions, the guarantee:
+docs/notes/calibration.md.
 """
 
 import dataclasses

@@ -2,78 +2,14 @@
 
 Chen, Choquette-Choo, Kairouz & Suresh, "Federated frequency estimation"
 (the clipped Poisson binomial mechanism paper), Lemma 2 and its proof in
-App. C.2.
+App. C.2, through Lemma 3.6 of Chen et al. 2022, "The Poisson binomial
+mechanism". `rdp(..., relation=...)` gives the curve for 'replace_one'
+(Lemma 2 as published) or 'zero_out' (the target moved to b = 1/2), each
+divergence computed exactly from the PMFs (`renyi_divergence`); `l2_rdp`
+the l2-aware bound; `MAX_EXACT_CLIENTS` caps the exact work.
 
-The reduction of Lemma 2, spelled out (it is the part the paper leaves to
-Lemma 3.6 of Chen et al. 2022, "The Poisson binomial mechanism"):
-
-1. Per coordinate, the sum over clients of Binomial(m, p_i) is the sum over
-   the m trials of independent Poisson binomials, each with one Bernoulli
-   per client. Releasing the m partial sums separately is at least as
-   revealing, so the RDP is m times that of one trial, and d times that for d
-   independent coordinates (the factor m d of Lemma 2).
-2. One trial: the target client's Bernoulli(a) moves to Bernoulli(b), the
-   others' Bernoullis X are fixed. Every Bernoulli(p) with p in
-   [1/2 - theta, 1/2 + theta] is a mixture of the two extreme ones, and
-   exp((alpha - 1) D_alpha) is jointly convex, so the worst case has the
-   target at the extremes (a, b) = (1/2 -+ theta, 1/2 +- theta) -- which also
-   bounds zero-out (b = 1/2) and any replace-one pair -- and the others at
-   the extremes too, k of them at 1/2 + theta and n - 1 - k at 1/2 - theta.
-   Flipping every bit (Z -> n - Z) swaps the signs, so some sign is held by
-   at least n' = ceil((n - 1)/2) of the others; dropping the rest only adds
-   information (adding independent noise is post-processing), so
-3. with p = 1/2 + theta, the per-trial divergence is at most the larger of
-     D_alpha(Ber(1 - p) + Bin(n', p) || Bin(n' + 1, p))       (Pi_1 of Lemma 2)
-     D_alpha(Bin(n' + 1, p) || Ber(1 - p) + Bin(n', p))       (Pi_2, flipped).
-
-We compute those two divergences *exactly* from the PMFs (log space,
-`scipy.special.gammaln`), for integer and fractional orders alike, rather than
-from the printed Pi_1, Pi_2: Pi_1 agrees with the PMF computation (tested),
-while the printed Pi_2 differs between the main text and App. C.2 (a missing
-factor 1/2 + theta and swapped mu_m terms). The result is an upper bound on the
-divergence of the actual sums of n m Bernoullis; the tests check it against
-brute force over small grids of datasets.
-
-Two curves (`rdp(..., relation=...)`):
-
-* 'replace_one' -- Lemma 2 as published: the target moves between the two
-  extremes, a = 1/2 -+ theta, b = 1/2 +- theta (covers every pair in the
-  range, so also zero-out, but loosely).
-* 'zero_out' -- the target moves from a in [1/2 - theta, 1/2 + theta] to
-  b = 1/2 (its input replaced by zeros). The same argument (joint convexity
-  in a and in each other client's probability; drop the minority-sign
-  clients by post-processing; flip symmetry, which fixes b = 1/2) gives the
-  per-trial bound
-     max over a in {p, 1 - p} of max(D_alpha(P_a || Q), D_alpha(Q || P_a)),
-     P_a = Ber(a) + Bin(n', p), Q = Ber(1/2) + Bin(n', p), p = 1/2 + theta,
-  a shift of theta instead of 2 theta: about 4x less RDP in the Gaussian
-  regime. It is never above the replace-one curve (Q is the even mixture of
-  P_p and P_{1-p}, and exp((alpha - 1) D_alpha) is jointly convex).
-
-The accountant uses 'zero_out' for its zero-out relations (ADD_OR_REMOVE_ONE,
-REPLACE_SPECIAL) and 'replace_one' for REPLACE_ONE, as it does for the DDG.
-
-l2-aware bound (`l2_rdp`). Lemma 2 charges each of the D coordinates the
-full shift theta; when the event promises that the client's probability
-offsets have l2 norm <= theta L (`PoissonBinomialDpEvent.l2_bound`; the
-mechanism clips ||y||_2 to C, L = C / B), a round costs at most
-m kappa_alpha theta^2 L^2 (replace-one: (2 L)^2), kappa_alpha a certified
-sup of the per-coordinate one-trial divergence over the squared shift.
-`rdp` returns, per order, the smaller of the two. Derivation in `l2_rdp`.
-
-Work is bounded for any number of clients: the divergences are sums over the
-support 0..n'+1 of the pair; for large n' only a window of half-width
-W = sqrt((n' + 1) (c + alpha_max log 3) / 2) around the mean is summed and the
-rest is bounded rigorously (`renyi_divergence`'s `tail_mass` and
-`ratio_bound`): every pair here has likelihood ratios P/Q and Q/P at most 3
-(a single Bernoulli moves, p <= 3/4), and Hoeffding's inequality bounds the
-mass of both distributions outside the window by 2 exp(-2 W^2 / (n' + 1)).
-That window still grows like sqrt(n'); beyond `MAX_EXACT_CLIENTS` clients the
-curve of `MAX_EXACT_CLIENTS` clients is returned. It is an upper bound: each
-pair is (Ber(a) + Bin(n', p), Ber(b) + Bin(n', p)), and Bin(n'' , p) for
-n'' > n' is Bin(n', p) plus independent Bernoullis, a post-processing of both
-members of the pair, which cannot raise a Renyi divergence. (A cPBM round
-cannot have that many clients anyway: its ring holds clients x trials < 2^30.)
+The reduction of Lemma 2, the two curves, the l2-aware bound and the
+bounded work: docs/notes/cpbm_accounting.md.
 """
 
 import functools

@@ -1,49 +1,16 @@
 """A privacy-loss-distribution accountant for the events of tff_ddp.
 
 `PldAccountant(neighboring_relation, adversary)` has the interface of
-`RdpAccountant` (compose, get_epsilon, get_delta, describe, adversary,
-neighbouring relation; the same events) and composes, beside the RDP
-curve, a privacy loss distribution (PLD) on dp-accounting's PLD machinery
-with pessimistic discretization only (every delta it computes is at least
-the true one; `pld_curves`). Its epsilon is the smaller of the two valid
-bounds, and `bound_used` / `describe()` name the one it reports: 'PLD'
-(the exact law of the summed noise, `pld_mechanisms`, composed
-numerically) or 'RDP' (the `RdpAccountant` of the same events, for releases
-without an exact PLD, or where the PLD is not smaller). So no event gets a
-larger epsilon than `RdpAccountant` gives it.
+`RdpAccountant` and composes, beside the RDP curve, a privacy loss
+distribution on dp-accounting's PLD machinery with pessimistic
+discretization only (`pld_curves`); one dominating pair per release and
+direction (`pld_mechanisms`), composed as in Zhu, Dong & Wang 2022, Thm 10
+(adaptive composition of dominating pairs). Its epsilon is the smaller of
+the two valid bounds (`bound_used` / `describe()` name it), so no event gets
+a larger epsilon than from `RdpAccountant`. `tightest` and
+`tightest_epsilon` are the library's default accountant and epsilon.
 
-What each event costs in the PLD (one dominating pair per release, each
-direction -- 'remove' P||Q and 'add' Q||P -- composed on its own and the
-larger delta taken; Zhu, Dong & Wang 2022, Thm 10, adaptive composition of
-dominating pairs):
-
-| event | pair |
-|---|---|
-| Gaussian(z) | N(1/z, 1) vs N(0, 1) zero-out, N(2/z, 1) replace-one (as `gaussian_rdp`) |
-| DDG, Skellam | one coordinate of the summed noise shifted by V = floor(min(Delta_2, Delta_1)) (2V replace-one), composed over min(d, floor(Delta_2^2), floor(Delta_1)) coordinates (2x that replace-one): integer inputs, each non-zero coordinate costs >= 1 of Delta_1 and of Delta_2^2, and every coordinate's shift is dominated by V's (`pld_mechanisms`) |
-| cPBM | the worst of the per-trial family of `pld_mechanisms`, composed over num_trials x dimension trials (replace_one_dimension under REPLACE_ONE) |
-| Composed, SelfComposed | composition |
-| PoissonSampled, SampledWithoutReplacement (rate q = m/N) | against either adversary: the known-sample mixture `pld_curves.KnownSample` (H = (1 - q)(1 - e^eps)_+ + q H_inner), as `RdpAccountant`'s M_q; against the release, for a Gaussian-only inner event under the zero-out relations and Poisson sampling, the amplified pair `pld_curves.Amplified` ((1-q)Q + qP, Q) (the sample is secret and an unsampled record is its zero-out neighbour; the tight subsampled Gaussian) |
-| SelfSampled(q) | zero-out relations: `Amplified` for every adversary (every client is in the sum, the coins are private, a client that sends zeros is exactly its zero-out neighbour: `events.SelfSampledDpEvent`); REPLACE_ONE: the known-sample mixture |
-
-Wang, Balle & Kasiviswanathan's amplification of fixed-size cohorts against
-the release, and the l2-aware cPBM curve (`pbm_rdp.l2_rdp`), are RDP-only:
-where they win, the reported bound is RDP. Multi-dimensional DDG / Skellam
-releases (model updates) get the coordinate-wise bound above, which is only
-tight when a client touches one coordinate; elsewhere RDP wins.
-
-Release <= server, as for `RdpAccountant`: every server pair is also used
-against the release, whose only extra pairs (`Amplified` for Poisson-
-sampled Gaussians) are a minimum taken per event.
-
-Approximate samplers: the same (1 + e^eps) N eta term as `RdpAccountant`,
-added once at the end.
-
-Speed: each distinct release's PLD is built once per accountant
-(`functools` caches the noise laws across accountants); composing T
-identical rounds is one `self_compose`. The discretization interval
-(default 1e-3) costs at most a few 1e-4 of epsilon (connect-the-dots,
-tested against 1e-4).
+Each event's pair, what stays RDP-only, speed: docs/notes/pld_accountant.md.
 """
 
 import collections

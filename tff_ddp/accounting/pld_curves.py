@@ -1,44 +1,16 @@
 """Hockey-stick curves of this library's releases, and pessimistic PLDs.
 
-A privacy loss distribution (PLD) of a pair of output laws (P, Q) is fixed
-by its hockey-stick curve H(eps) = sum_o (P(o) - e^eps Q(o))_+ at every
-real eps (negative ones included): H is delta(eps) for that pair, and,
-read as a function of gamma = e^eps, it is convex, non-increasing, H = 1 at
-gamma = 0 (Blackwell: two pairs with H <= H' at every gamma are ordered as
-experiments, so every composition of the first is dominated by that of the
-second; Zhu, Dong & Wang 2022, "Optimal accounting of differential privacy
-via characteristic function", AISTATS, Sec. 2.1 and Thm 10 for adaptive
-composition of dominating pairs).
+Upper bounds U(eps) >= H(eps) on the hockey-stick curve of each release's
+worst pair, per direction ('remove', 'add'), as `Curve`s: exact pairs
+(`Family`, `Gaussian`), sampling (`KnownSample`, `Amplified`),
+composed PLDs (`PldCurve`); `to_pld` turns one into a dp-accounting PLD that
+can only overstate delta: the lower convex hull in e^eps, then the
+pessimistic "connect the dots" PLD of Doroshenko, Ghazi, Kamath, Kumar &
+Manurangsi (2022, arXiv:2207.04380), Algorithm 1. Dominance of pairs: Zhu,
+Dong & Wang 2022, "Optimal accounting of differential privacy via
+characteristic function", AISTATS, Sec. 2.1 and Thm 10.
 
-This module computes, for each release, *upper bounds* U(eps) >= H(eps)
-of the worst pair (one curve per direction: 'remove' is H(P || Q) with P
-the output on the dataset holding the client's value, 'add' is H(Q || P))
-and turns them into dp-accounting PLDs that can only overstate delta:
-
-* `to_pld`: U on a grid of eps = k h (h the discretization), made
-  non-increasing (H(eps) <= U(eps') for eps' <= eps), then its lower convex
-  hull in gamma (H is convex and lies below the chords of U, hence below the
-  greatest convex minorant of the points), then the pessimistic
-  "connect the dots" PLD of Doroshenko, Ghazi, Kamath, Kumar & Manurangsi
-  (2022), "Connect the dots: tighter discrete approximations of privacy
-  loss distributions" (arXiv:2207.04380), Algorithm 1: the PLD whose
-  hockey-stick curve interpolates the hull linearly in gamma, with the
-  last value as the mass at +infinity. Its curve is >= H at every eps.
-* Exact pairs (`ShiftPair`, `Family`): H of two explicit PMFs, vectorised
-  over eps, with the PMFs' certified error (a multiplicative factor and a
-  missing mass) folded in: if P <= c_hi P_c + D (D >= 0 of total mass m)
-  and Q >= c_lo Q_c pointwise, then
-  H_eps(P || Q) <= c_hi H_{eps + log(c_lo / c_hi)}(P_c || Q_c) + m.
-* Sampling (`KnownSample`, `Amplified`): the curve of a sampled release as
-  a monotone function of the inner curve at a transformed point, exact for
-  each pair and therefore commuting with the worst case over pairs (below).
-* `PldCurve`: the curve of a composed dp-accounting PLD (its
-  `get_delta_for_epsilon`, an upper bound at every eps).
-
-Every function is pure numpy / scipy on dp-accounting's public PLD API
-(`privacy_loss_distribution.PrivacyLossDistribution`,
-`pld_pmf.create_pmf_pessimistic_connect_dots`), dp-accounting 0.4.3 and
-0.6.0 alike.
+Why each step only overstates delta: docs/notes/pld_accountant.md.
 """
 
 import abc

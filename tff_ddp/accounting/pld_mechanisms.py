@@ -3,66 +3,16 @@
 What the PLD accountant (`tff_ddp.accounting.pld_accountant`) composes: for
 each release, a `pld_curves.Curve` bounding the hockey-stick curves of its
 worst pair of neighbouring output laws in ONE coordinate (or one Bernoulli
-trial for cPBM), and how many such independent pieces the release is made
-of (`Leaf.count`); the release is their composition.
+trial for cPBM), and how many such independent pieces (`Leaf.count`) the
+release is made of. DDG: the n-fold convolution of N_Z(0, sigma^2), or one
+N_Z(0, n sigma^2) with Theorem 9 / Proposition 10 of Kairouz, Liu & Steinke
+(2021), "The distributed discrete Gaussian mechanism for federated learning
+with secure aggregation" (arXiv:2102.06387); Skellam: Pois(n lambda) -
+Pois(n lambda); cPBM: the reduction of Lemma 2 of Chen, Choquette-Choo,
+Kairouz & Suresh, "Federated frequency estimation" (Alg. 3), up to
+`CPBM_MAX_CLIENTS` clients, fair coins beyond. Log-concavity: Hoggar 1974.
 
-Noise of a sum (DDG, Skellam). The sum of n clients' noise in one
-coordinate is computed, not approximated:
-
-* Skellam: Pois(n lambda) - Pois(n lambda) (independent Skellams add their
-  means), PMF exp(-2 mu) I_|k|(2 mu) = `scipy.special.ive(|k|, 2 mu)`.
-* DDG: the n-fold convolution of N_Z(0, sigma^2) (exact float convolutions
-  of non-negative terms, relative error below 1e-10; entries below 1e-300
-  dropped and their mass counted as missing), or, when the Theorem 9 bound
-  of Kairouz, Liu & Steinke (2021), "The distributed discrete Gaussian
-  mechanism for federated learning with secure aggregation"
-  (arXiv:2102.06387), extended to n shares by the triangle inequality
-  (tau/2 of Proposition 10, `ddg_rdp.tau`), is below 1e-9: one
-  N_Z(0, n sigma^2) with the pointwise factor e^{+-tau/2} folded into the
-  curve (`pld_curves` module docstring).
-
-Worst input in one coordinate (integer inputs x with |x| <= V): the noise
-law f is log-concave on Z (the discrete Gaussian and the Poisson are, and
-convolution keeps discrete log-concavity: Hoggar 1974, "Chromatic
-polynomials and logarithmic concavity"), so the shifted family f(. - x) has
-a monotone likelihood ratio; the most powerful test of f against f(. - x)
-at any level is then a threshold test that does not depend on x > 0, and
-its power grows with x, so the trade-off curve of (f(. - x), f) falls with
-x: the pair at x = V dominates every |x| <= V, in both directions (f is
-symmetric). Zero-out: V = floor(min(Delta_2, Delta_1)); replace-one: the
-difference of two inputs, 2V.
-
-cPBM, per Bernoulli trial (Chen, Choquette-Choo, Kairouz & Suresh,
-"Federated frequency estimation", the mechanism of Alg. 3; the reduction of
-Lemma 2): each coordinate's sum over clients of Binomial(m, p_i) is the
-sum over m trials, and releasing the m trial sums separately is more
-revealing, so a coordinate costs at most m compositions of one trial, a
-release m d. One trial: the target's Ber(a), a in [1/2 - theta,
-1/2 + theta], against Ber(1/2) (zero-out) or Ber(b) (replace-one); the
-n - 1 others' Ber(p_j), p_j in the same interval. Each Ber(p) with p in
-the interval is a mixture of the two extremes p+- = 1/2 +- theta, and the
-hockey-stick divergence is jointly convex, so (the pair's mixture weights
-being common) the worst case has the target at an extreme and every other
-client at an extreme: k of them at p+ and n - 1 - k at p-, for some k.
-Flipping every bit (Z -> n - Z) maps (a, k) to (1 - a, n - 1 - k), so the
-family is the n pairs
-  zero-out:    P = Ber(p+) + S_k,  Q = Ber(1/2) + S_k,
-  replace-one: P = Ber(p+) + S_k,  Q = Ber(p-) + S_k,
-  S_k = Bin(k, p+) + Bin(n - 1 - k, p-), k = 0 .. n - 1,
-and the curve is the maximum of their curves (`pld_curves.Family`), each
-direction (n^3/6 operations to build). Beyond `CPBM_MAX_CLIENTS` clients
-the fair-coin bound below is used instead (its noise variance is
-(1 - 2 theta) / 4 per other client where the worst case's is
-(1 - 2 theta)(1 + 2 theta) / 4: within 1 + 2 theta of it).
-
-Fair coins (large n): each Ber(p), p in the interval, is a fair coin with
-probability 1 - 2 theta and otherwise a Ber(r) coin, r in [0, 1] (as in
-`pbm_rdp._kappa_revealed`). Revealing which of the others' coins are not
-fair and their outcomes is more information with the same law on both
-sides, so one trial costs at most the mixture over J ~ Bin(n - 1,
-1 - 2 theta) (J revealed: disjoint parts, H is the J-weighted sum) of the
-pairs with noise Bin(J, 1/2); fewer fair coins is less noise (post-
-processing again), so J is rounded down to a grid of quantiles.
+Why each pair is the worst: docs/notes/pld_accountant.md.
 """
 
 import functools

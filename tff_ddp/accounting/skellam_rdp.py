@@ -2,47 +2,17 @@
 
 Agarwal, Kairouz & Liu (2021), "The Skellam Mechanism for Differentially
 Private Federated Learning" (NeurIPS 2021, arXiv 2110.04995), the RDP of the
-multi-dimensional Skellam mechanism (Section 3). Every quantity is in the
-scaled integer domain.
-
-The curve. Let V = num_clients * local_variance be the variance of the
-summed noise per coordinate (a sum of independent symmetric Skellams is a
-symmetric Skellam: Pois(lambda_1) - Pois(lambda_1) + Pois(lambda_2) -
-Pois(lambda_2) = Pois(lambda_1 + lambda_2) - Pois(lambda_1 + lambda_2)).
-For two integer vectors whose difference v has ||v||_2 <= Delta_2 and
-||v||_1 <= Delta_1, at every order alpha > 1,
+multi-dimensional Skellam mechanism (Section 3), in the scaled integer
+domain: with V the summed noise's variance per coordinate,
 
   eps(alpha) <= alpha Delta_2^2 / (2 V)
                 + min( ((2 alpha - 1) Delta_2^2 + 6 Delta_1) / (4 V^2),
                        3 Delta_1 / (2 V) ).
 
-Derivation. The coordinates' noises are independent, so the divergence of
-the released sums is the sum over coordinates of the one-dimensional
-divergences D_alpha(Sk_V || Sk_V + v_i); the paper bounds each by the
-formula above with (Delta_2^2, Delta_1) replaced by (v_i^2, |v_i|) (its
-one-dimensional theorem: the Gaussian term alpha v^2 / (2 V) plus the
-deviation of the Skellam's log-PMF ratio from the Gaussian's, bounded
-through the modified Bessel functions' ratio I_{k+1}(x) / I_k(x)).
-Summing, sum_i min(a_i, b_i) <= min(sum_i a_i, sum_i b_i) and the sums of
-v_i^2, |v_i| are at most Delta_2^2, Delta_1. The bound is symmetric in the
-two distributions, so it covers D(P||Q) and D(Q||P).
+`rdp(..., relation=...)` gives it for 'zero_out' or 'replace_one' (both
+sensitivities doubled); `curve` for one (l2, l1, variance).
 
-Checked here, not taken on trust: `skellam_rdp_test` computes the exact
-Renyi divergence of Sk_V and its shift from the Skellam PMF
-(exp(-2 lambda) I_|k|(2 lambda), scipy's exponentially scaled Bessel
-function) for V from 1 to 400, shifts 1 to 10, orders 1.5 to 50, and of
-small integer vectors in 2 and 3 dimensions (products of the 1-D curves),
-and asserts the bound is never below it (the closest case is within 0.3%:
-the bound is tight at small shifts).
-
-Neighbouring relations (`rdp(..., relation=...)`), as for the DDG
-(`tff_ddp.accounting.ddg_rdp`):
-
-* 'zero_out' -- one client's vector replaced by zeros while every client
-  still adds its noise: v is that client's rounded vector, (Delta_2,
-  Delta_1) as given.
-* 'replace_one' -- one client's vector replaced by another: v is the
-  difference of two rounded vectors, so both sensitivities double.
+The derivation, how it is checked, the relations: docs/notes/distributed_skellam.md.
 """
 
 import math

@@ -1,62 +1,14 @@
 """RDP of subsampled rounds, for any RDP curve of the base mechanism.
 
-Three situations, each with its own bound (which one applies is decided by
-the accountant from the sampling event and the adversary, see
-`tff_ddp.accounting.accountant`):
+`known_sample_rdp`: the adversary sees the sample (exact mixture, every
+order). `poisson_rdp`: Zhu & Wang (2019), "Poisson subsampled Renyi
+differential privacy", Theorem 6, integer orders. `without_replacement_rdp`:
+Wang, Balle & Kasiviswanathan (2019), "Subsampled Renyi differential privacy
+and analytical moments accountant", Theorem 9 (replace-one curve), with
+fractional orders by WBK19 Corollary 10 (van Erven & Harremoes 2014). Which
+one applies is the accountant's choice (`tff_ddp.accounting.accountant`).
 
-* `known_sample_rdp`: the adversary sees whether the client was sampled
-  (the server running the secure sum with the cohort it chose). The joint
-  law of (sample, output) of neighbours is
-  P = (1 - q) [not sampled] x mu + q [sampled] x mu_1,
-  Q = (1 - q) [not sampled] x mu + q [sampled] x mu_1',
-  whose two parts have disjoint supports, so, exactly,
-
-    exp((alpha - 1) D_alpha(P || Q))
-        = (1 - q) + q exp((alpha - 1) D_alpha(mu_1 || mu_1')),
-
-  and with D_alpha(mu_1 || mu_1') <= eps(alpha) the per-round curve is
-  (1/(alpha - 1)) log(1 - q + q e^{(alpha - 1) eps(alpha)}). It is exact
-  for the worst pair, holds for every order (not only integers), and --
-  by joint convexity of exp((alpha - 1) D_alpha) -- also bounds whatever an
-  adversary who does not see the sample observes.
-
-The tight sampled-Gaussian formulas of dp-accounting do not apply to the
-distributed mechanisms here; the next two bounds take any curve eps(.) of
-the base mechanism and hold at integer orders:
-
-* `poisson_rdp`: Zhu & Wang (2019), "Poisson subsampled Renyi differential
-  privacy", general upper bound (Theorem 6), for integer alpha >= 2:
-
-    (alpha - 1) eps'(alpha) = log[ (1-q)^(alpha-1) (alpha q - q + 1)
-        + C(alpha, 2) q^2 (1-q)^(alpha-2) e^{eps(2)}
-        + 3 sum_{l=3}^{alpha} C(alpha, l) (1-q)^(alpha-l) q^l e^{(l-1) eps(l)} ].
-
-  It bounds both D(P || Q) and D(Q || P) for P = (1-q) mu_0 + q mu_1, Q = mu_0
-  whenever D_l(mu_1 || mu_0), D_l(mu_0 || mu_1) <= eps(l): the add/remove
-  structure, where "not sampled" and "sampled but neutral" coincide.
-
-* `without_replacement_rdp`: Wang, Balle & Kasiviswanathan (2019),
-  "Subsampled Renyi differential privacy and analytical moments accountant",
-  Theorem 9, replace-one relation, sampling ratio gamma = n/N, in its simpler
-  form with eps(inf) = inf (our mechanisms have unbounded or unused max
-  divergence):
-
-    (alpha - 1) eps'(alpha) = log[ 1 + gamma^2 C(alpha, 2)
-          min{4 (e^{eps(2)} - 1), 2 e^{eps(2)}}
-        + sum_{j=3}^{alpha} 2 gamma^j C(alpha, j) e^{(j-1) eps(j)} ].
-
-  eps(.) must be the replace-one curve of the base mechanism.
-
-Fractional orders: the cumulant K(alpha) = (alpha - 1) D_alpha(P || Q) of any
-pair is convex in alpha with K(1) = 0 (van Erven & Harremoes 2014), so for
-floor(alpha) <= alpha <= ceil(alpha) it is at most the linear interpolation of
-K at the neighbouring integers, and bounds there bound it (WBK19 Corollary 10,
-what dp-accounting does for sampling without replacement). For alpha in (1, 2)
-this gives eps'(2). Finally both results are capped by the unsampled curve:
-each subsampled pair is a mixture, with common weights, of pairs that are
-either identical or neighbours, and exp((alpha - 1) D_alpha) is jointly convex.
-
-All sums are in log space.
+The three bounds and their formulas: docs/notes/rdp_accountant.md.
 """
 
 import math

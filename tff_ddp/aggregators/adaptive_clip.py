@@ -2,70 +2,15 @@
 
 The geometric update of Andrew, Thakkar, McMahan & Ramaswamy (2021),
 "Differentially Private Learning with Adaptive Clipping" (arXiv:1905.03871,
-Algorithm 1 with the geometric update of Section 3): with C_t the clip of
-round t,
+Algorithm 1 with the geometric update of Section 3), as TFF's
+`DistributedDpSumFactory(auto_l2_clip=True)` does: the clip lives in the
+server state; each client's indicator is noised in the same secure sum and
+its event composed into the round's. `AdaptiveClipping` is what a user hands
+to a factory; `AdaptiveClipping.resolve` gives the `AdaptiveClip` a round
+runs; `indicator_mechanism` noises the indicator.
 
-  b_i   = [||x_i|| <= C_t] - 1/2                  (client i's indicator)
-  b_bar = clamp((sum_i b_i + N(0, sigma_b^2)) / n + 1/2, 0, 1)
-  C_t+1 = C_t * exp(-eta (b_bar - gamma))         (gamma: target quantile)
-
-as TFF's `DistributedDpSumFactory(auto_l2_clip=True)` does through TF
-Privacy's `QuantileEstimatorQuery` (indicators shifted by 1/2; the same sign:
-more clients below the clip than the target shrinks it). n here is the
-number of clients in the secure sum (public by protocol), where TFF divides
-by the expected number.
-
-How it runs in one round of `secure_sum.MechanismSumFactory`:
-
-* the clip C_t lives in the process state (SERVER). It is a function of
-  earlier rounds' noisy sums only, so it is public and broadcast.
-* scale invariance keeps the value mechanism fixed: each client divides its
-  value by C_t and runs the mechanism built for l2_clip = 1; the server
-  multiplies the decoded sum by C_t. The DDG mechanism's noise is relative
-  to its clip (noise_multiplier) and its granularity heuristic is linear in
-  the clip, so this is exactly the mechanism with l2_clip = C_t, and the
-  value's event (in integer units) does not depend on C_t.
-* the indicator travels as the integer 2 b_i in {-1, +1} in an extra key of
-  the same secure sum, with distributed discrete Gaussian noise shares
-  (`indicator_mechanism`). A client whose value is non-finite, zero, or
-  zeroed (`zeroing`) sends 0: the null message. A zero value must send the
-  null message too: "input replaced by zeros" is the zero-out neighbour the
-  event is for, and a zero vector is what a client without data (or with
-  its examples removed) computes; with the indicator +1 of ||0|| <= C_t it
-  would differ from a client above the clip (-1) by 2, twice the
-  sensitivity the event states.
-* its event is composed with the value's into the round's dp_event, so
-  `tff_ddp.accounting.extract_dp_event` + `RdpAccountant` cover both.
-
-Neighbours. The events are zero-out: one client's contribution replaced by
-the null message (0 in every data key; for the value that is the zero vector)
-while it still adds its noise shares. Against the null message the indicator
-2 b differs by 1 (sensitivity 1/2 in count units, as in the paper's
-add/remove analysis); replace-one neighbours differ by 2, which the
-accountant's replace-one curves take (they double the sensitivity).
-
-Noise split (TFF's `adaptive_clip_noise_params`): with noise_multiplier z
-and count stddev sigma_b > z / 2, the value is noised with
-z_v = (z^-2 - (2 sigma_b)^-2)^(-1/2), so that the Gaussian approximation of
-the pair (value, indicator) has noise multiplier z, as TFF intends. The
-accountant composes the two events exactly (no approximation): its epsilon is
-what counts. sigma_b = 0 (allowed, as TFF allows it) releases the exact
-indicator count: the round's event is NonPrivateDpEvent and a UserWarning is
-issued.
-
-Configuration. `AdaptiveClipping` is the choice a user hands to a factory
-(`DiscreteGaussianSumFactory(request, adaptive_clipping=AdaptiveClipping(
-...))`, `ddp_secure_aggregator(..., adaptive_clipping=...)`), as TFF's
-`DifferentiallyPrivateFactory.gaussian_adaptive` builds its query once;
-TFF's keywords `auto_l2_clip=True, auto_l2_target_quantile, auto_l2_lr,
-auto_l2_clip_count_stddev` (`DiscreteGaussianSumFactory.from_tff_arguments`)
-build the same object. The factory resolves it
-with its own initial clip (`l2_clip`), noise multiplier and expected
-clients into the `AdaptiveClip` its rounds run (`AdaptiveClipping.resolve`).
-
-Measurements (all public): `l2_clip` (C_t, the clip this round used),
-`next_l2_clip` (C_t+1), `below_clip_fraction` (b_bar, from the noisy sum).
-Nothing exact per client: the zeroed count is withheld (not even sent).
+The update, one round, the neighbours, the noise split and the measurements:
+docs/notes/adaptive_clipping.md.
 """
 
 import dataclasses

@@ -3,70 +3,14 @@
 `MechanismSumFactory(make_mechanism, ...)` turns a `tff_ddp.mechanisms.base.
 Mechanism` into an `AggregationProcess` with one flat layer (TFF's own
 distributed-DP factory nests about eight, which breaks protobuf's nesting
-limit inside `build_unweighted_fed_avg`):
+limit inside `build_unweighted_fed_avg`): state (round, public seed); each
+client encodes with the round's public seed and a private noise seed; one
+`federated_secure_modular_sum`; the server decodes. `round_seed(state)` is
+the round's public seed; `RingCapacity` and `on_wrap` say what happens when
+more clients join than the ring holds.
 
-  state = (round, public_seed)                       # SERVER, public
-  seed  = fold_in(public_seed, round)                # the round's public seed
-                                                     # (`round_seed(state)`)
-  client: flatten value -> float64 [dim]; private noise seed (fresh entropy)
-          [client_sampling_rate q: a private coin keeps the value w.p. q,
-           zeros otherwise]
-          encoded, flags = mechanism.client_encode(flat, seed, noise_seed)
-  secure: summed = federated_secure_modular_sum(encoded + counts, moduli)
-  server: estimate, post = mechanism.server_decode(summed, n, seed)
-          result = estimate restored to the value's structure and dtypes
-
-What a round releases (the measurements), and why each is allowed:
-
-* configuration constants of the mechanism (`public_measurements`) and of
-  the factory -- public;
-* `participating_clients` (also as TFF's `actual_num_clients`): the number
-  of clients in the secure sum, which the server running it knows anyway;
-  summed as a constant 1 per client -- public by protocol;
-* the mechanism's post-processing measurements (e.g. `sum_may_wrap`, from
-  the public count and the configuration) -- public;
-* `dp_event`: the round's event with the measured number of clients
-  (`tff_ddp.accounting.extract_dp_event` reads it back);
-* with adaptive clipping (`adaptive_clip=`, `auto_l2_clip=True`): the clip
-  C_t (in the state as `l2_clip`), `next_l2_clip` and `below_clip_fraction`
-  -- functions of noisy sums, public; the clip indicators are noised in the
-  same secure sum and their event is composed into `dp_event`
-  (`tff_ddp.aggregators.adaptive_clip`);
-* the mechanism's per-client flags (non-finite, clipped, ...): data-
-  dependent, so by default **withheld** (not even sent); with
-  `count_noise_multiplier=z` they are summed with distributed discrete
-  Gaussian noise through the same secure sum and their event is composed
-  into the round's (`noised_counts`); with `debug_measurements=True` the
-  exact counts are released (`debug_counts`), a warning is issued and the
-  round's event becomes `NonPrivateDpEvent` (infinite epsilon). A client
-  whose value is non-finite sends zeros (its noise share stays in the sum);
-  a round in which no valid client remains says so only through these
-  noised counts (`noised_counts['nonfinite']` near `participating_clients`)
-  -- without them nothing does: it is a per-client fact.
-
-Noise seeds: by default each client reads 122 bits of fresh kernel entropy
-inside the client computation (`tff_ddp.utils.entropy`); `entropy=` lets a
-production runtime supply its device entropy; `seed=` (tests only) derives
-noise from (seed, round, a fingerprint of the client's input), so clients
-with equal inputs get equal noise.
-
-Capacity (`on_wrap`). A ring sized for n clients can wrap around when more
-clients join the secure sum, and the decoded sum is then wrong. Each
-mechanism says how many clients its ring holds (`max_clients()`); a round's
-capacity is the smallest over the secure sum's keys (`RingCapacity`).
-With `on_wrap='raise'` (the default) a round with more clients in the sum is
-refused from inside the server computation: `next` raises
-`tff_ddp.utils.rounds.RoundRefusedError` (a ValueError; through other TFF
-computations, the RPC error of the outer call with the same text) that
-names the count, the capacity and the argument to change; the caller's
-state is untouched (run the next round from it). With `on_wrap='flag'` the
-round returns its result with `sum_may_wrap=True`, for callers that handle
-it. Either way the server has computed the secure sum: against the server
-the round costs its event with the measured count (docs/errors.md).
-
-The test backend's secure sum wants int32: values are cast to int32 at the
-boundary; with power-of-two moduli <= 2^30 the int32 wrap-around of the plain
-sum does not change the residue, and the server reduces mod M again.
+The round's data flow, what it releases and why, noise seeds, capacity:
+docs/notes/secure_sum.md.
 """
 
 import collections

@@ -7,75 +7,12 @@ eq. 5, Section 4.3 and App. D (MFFE, Corollary 1), Section 5.2 (the
 baselines). The mechanism itself (Algorithms 1-3) is
 `tff_ddp.mechanisms.poisson_binomial`; its privacy (Lemma 2) is
 `tff_ddp.accounting.pbm_rdp`; the processes are in `frequency_process`.
+Start from `optimal_clip` / `optimal_quantile` (eq. 5),
+`expected_l2_error_bound` and `tightened_error_bound` (Theorem 1),
+`published_epsilon`, `effective_dimension` and the Table 2 baselines.
 
-Setting: n users, user i holds counts x_i in R^d, y_i in R^D its Kashin
-representation (x_i = U y_i, U a d x D tight frame: orthonormal rows). cPBM
-clips ||y_i||_2 to C and sends Binomial(m, 1/2 + theta y_i[k] / C) per
-coordinate; the server's estimate of the mean is xhat = U yhat.
-
-Theorem 1: E ||xhat - x_bar||_2 <= sqrt(d) E(C; D) with
-
-  E(C; D) = (1/n) sum_i max(0, ||y_i|| - C) + C s,   s = sqrt(D / (4 m n theta^2)),
-
-convex in C with derivative -#{i: ||y_i|| > C}/n + s, so (eq. 5) the
-minimiser is the (1 - s) quantile of the norms. Precisely: with the norms
-sorted, y_(1) <= ... <= y_(n), E is minimised at C = y_(j) with
-j = ceil(n (1 - s)) (the inverted-CDF quantile; `optimal_clip`); when
-s >= 1 it is minimised at C = 0 (no interior optimum -- "theta cannot be
-too small", Section 5.1) and `optimal_quantile` refuses.
-
-Where the paper is loose or wrong, and what we do:
-
-* The sqrt(d) of Theorem 1 is not needed. The proof (App. C.3) bounds
-  ||U v||^2 <= d ||v||^2 by Cauchy-Schwarz row by row, but U has
-  orthonormal rows, so ||U v|| <= ||v||: E||xhat - x_bar|| <= E(C; D)
-  already. (The proof's last line also prints "d ||...||" for sqrt(d).) The
-  factor does not move the minimiser. `expected_l2_error_bound` is the
-  bound as published (Figure 3 plots it); `tightened_error_bound` is
-  sqrt(||bias||^2 + d C^2 / (4 m n theta^2)), also valid (Jensen, exact
-  bias of the x-space estimate, noise through U with trace(U^T U) = d) and
-  much closer to the measured error.
-* Lemma 2 is printed with "m d" (d the data dimension), but cPBM sends D
-  coordinates; the paper's own epsilons match D = 2d: our replace-one
-  curve (Lemma 2 computed exactly) gives 2.75 for d = 50, D = 100, m = 30,
-  theta = 0.2, n = 10^4 and the 63 Haar coefficients of b = 6 with m' = 3
-  at delta = 1e-4, where Section 5.2 reports 2.8. `published_epsilon`
-  reproduces that column; our accountant's zero-out curve (and the l0 of
-  the Haar encoding) is the other column.
-* The divisor. Algorithm 3 divides by C; each coordinate of a Kashin
-  representation is at most K C / sqrt(D), so dividing by that bound
-  (`divisor='linf'` of the library's cPBM) has the same privacy and D / K^2
-  times less variance. Theorem 1 holds with s = sqrt(D_eff / (4 m n
-  theta^2)), D_eff = D for 'l2' and K^2 for 'linf' (`effective_dimension`):
-  the variance of a coordinate of yhat is at most B^2 / (4 m n theta^2) for
-  the divisor B.
-
-The baselines of Table 2 (Section 5.2) are defined by one sentence each;
-what we implement:
-
-* Normalize: x_i / ||x_i||_2 through cPBM with C = 1, the decoded mean
-  compared with x_bar *without* rescaling -- the only reading that gives
-  the paper's numbers (its Normalize error is ||x_bar|| minus about 1: the
-  normalised mean has norm about 1 in the direction of x_bar).
-* Sample(k): each user keeps k of its items drawn without replacement (all
-  of them if it holds fewer; Sample(one) is k = 1, Sample(0.25) is k =
-  floor(0.25 max_i ||x_i||_1)), cPBM with C = k (||x||_2 <= ||x||_1 <= k, the
-  paper's footnote 7), no rescaling. (The representation's norm exceeds
-  ||x|| by ~1-3% with our frame, so these clip slightly; Normalize too.)
-  With these definitions our Sample(0.25) error on the i.i.d. data is about
-  21, the paper's 26.9; we could not find a reading that gives 26.9.
-* C_median: the two-phase protocol with target quantile 1/2.
-* CDP: a trusted server; the Haar histogram of ||x_i||_2 (2^b bins over
-  [0, max_items]) with Gaussian noise for the quantile, then
-  sum_i clip(x_i, C) + N(0, (z C)^2 I_d), no Kashin representation. Its
-  Theorem-1 analogue E(C) = (1/n) sum (||x_i|| - C)_+ + C z sqrt(d) / n
-  gives the target 1 - z sqrt(d) / n (`gaussian_quantile`). Private
-  against readers of the release only.
-* LDP: every user releases its clipped x_i + N(0, (2 z C)^2 I_d) and its
-  Haar encoding + N(0, (2 z sqrt(b + 1))^2): local DP hides any change of
-  one user's input, so the sensitivities are the diameters 2 C and (at
-  most) 2 sqrt(b + 1); z for (epsilon, delta) of one user's release.
-  Target 1 - 2 z sqrt(d / n).
+Theorem 1, where the paper is loose and what we do, the baselines:
+docs/notes/frequency_protocols.md.
 """
 
 import math

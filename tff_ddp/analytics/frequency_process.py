@@ -5,93 +5,13 @@ User-level Distributed Differential Privacy" (the federated frequency
 estimation paper): Algorithms 1-3 (cPBM over Kashin's representation),
 Section 3.3 (OcPBM: clip at the eq. 5 quantile), Algorithms 4-6 (TFFE: the
 quantile by the Haar histogram, then OcPBM), Algorithm 7 and App. D (MFFE),
-Section 5.2 (baselines). The math is `tff_ddp.analytics.frequency`; the
-protocols are classes of `frequency_protocols` (one per protocol, with its
-builder `calibrate`), their TFF computations `frequency_computations`.
-Budgets are calibrated by `tff_ddp.aggregators.calibrated` and split by
-`tff_ddp.accounting.calibration.split_budget`; every event is the
-aggregators' own, composed.
+Section 5.2 (baselines). The public entry points: `frequency_parameters(
+protocol, ...)` and `build_frequency_process(protocol=...)` for 'two_phase',
+'multi_round', 'fixed', 'normalize', 'sample' (PROTOCOLS, NEIGHBOURS);
+the math is `frequency`, the protocol classes `frequency_protocols`.
 
-This module is the public entry point: `frequency_parameters(protocol,
-...)` maps the protocol's name to its class once (PROTOCOLS) and calls the
-class's builder with the arguments that apply to it; the class travels
-from there. Protocols (`build_frequency_process(protocol=...)`):
-
-* 'two_phase' (TFFE, Algorithm 6; `TwoPhaseParameters`): the clip C-hat
-  from a private quantile of the clients' representation norms, then
-  OcPBM, in one `next`. `two_phase_computations` gives the two phases as
-  separate computations (the CLI runs them one after the other to report
-  progress per phase).
-* 'multi_round' (MFFE, Algorithm 7 and App. D; `MultiRoundParameters`):
-  each `next(state, x)` is one round on a batch of clients with the current
-  clip, updated from a private indicator; the result is the running
-  estimate of sum_i x_i over all rounds so far.
-* 'fixed' (`FixedClipParameters`): cPBM with the given clip C (Algorithm 3
-  as published).
-* 'normalize', 'sample' (`NormalizeParameters`, `SampleParameters`): the
-  Table 2 baselines on the same aggregator (see `tff_ddp.analytics.
-  frequency`): x / ||x||_2 with C = 1; k items drawn without replacement
-  (private client randomness) with C = k. C_median is 'two_phase' with
-  target_quantile=0.5; the central and local Gaussian baselines need a
-  trusted server or no secure sum and are simulated
-  (`frequency_simulation`).
-
-Neighbouring relation (`NEIGHBOURS`): one user's data removed -- the user
-still takes part in the secure sums (participation is public by protocol),
-holds no items (x = 0) and its noise shares stay in the sums. "No data"
-sends the zero message of every release: zeros to the frequency cPBM
-(x / C = 0), no bin in phase 1 (norm NaN), indicator 0. So every pair
-(a user's messages, no data) is a zero-out pair of each release, and the
-zero-out curve of each event (`tff_ddp.accounting.pbm_rdp`) is exact for
-it -- checked by brute force over every message on small inputs
-(tff_ddp_tests/analytics/neighbour_test.py). (Before, no data sent -1 to
-the indicator and bin 0 to phase 1: replace-one pairs costed as zero-out.)
-
-Accounting. Every epsilon is against the named adversary ('server' by
-default: it runs the protocol, sees who takes part and the secure sums'
-outputs), for that relation. 'two_phase' and the single-release protocols
-cover one `next` (`within_budget` turns False after it). 'multi_round'
-states its assumption with `disjoint_rounds`:
-
-* False (the default): users may take part in several rounds; the
-  budget covers R rounds composed (`rounds` times the round's event).
-* True (opt-in; the paper's, App. D): every user takes part in one round only, the
-  batches are fixed independently of the data, and the server does not
-  learn more than the secure sums' outputs and who took part. A user's
-  data then enters one round's release; later rounds depend on it only
-  through that round's output (C^(r+1) is computed from it), which is
-  post-processing together with other users' independent releases, so the
-  whole run is as private as one round (parallel composition, adaptive
-  version; the tests check it by brute force on small cases). The budget
-  is spent per round -- and covers the R rounds only because nobody comes
-  back. A user in two rounds voids it, and the library cannot check it.
-
-Either way each round's measurements carry that round's event, so an
-accountant of the actual participation can compose them.
-
-What a round releases: the estimate and the clip (functions of the noisy
-sums and of public configuration), the sub-processes' measurements
-(configuration, the public client counts, the noisy quantile CDF, their
-events), the top-level `dp_event` of the round, `within_budget`, `status`
-(from the public count and the configuration). Nothing per client.
-
-Rounds the process does not answer normally (`status`, one of
-`quantiles.STATUSES`; a str from a Python call of `next`):
-
-* more clients than the secure sums hold (`FrequencyParameters.
-  ring_capacity()`: the rings are sized for expected_clients_per_round):
-  with on_wrap='raise' (the default) `next` raises
-  `tff_ddp.utils.rounds.RoundRefusedError` (state untouched) saying to
-  raise expected_clients_per_round; with on_wrap='flag' the estimate is
-  returned with status 'sum_may_wrap' (never 'ok');
-* no clients: status 'no_clients' (the estimate is the noise-free zero);
-* non-finite client values: the client sends the zero message of every
-  release, its "no data" (counted in the public n, in no bin, indicator
-  0). How many did so is not released. A round in which no valid client
-  remains shows it only through noised quantities: TFFE's phase-1 quantile
-  then reports 'too_few_values' from its noisy total (and the clip falls
-  back to B, `clip_fallback`); the single-release protocols and MFFE
-  release no count of valid clients (their estimate is then noise).
+The protocols, the neighbouring relation, the accounting (`disjoint_rounds`)
+and what a round releases: docs/notes/frequency_protocols.md.
 """
 
 import dataclasses

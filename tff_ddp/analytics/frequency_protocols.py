@@ -2,54 +2,17 @@
 
 "Bounding Contribution Optimally for Federated Frequency Estimation under
 User-level Distributed Differential Privacy" (the federated frequency
-estimation paper). Every protocol releases the same thing -- the clients'
-count vectors x_i through a cPBM over Kashin's representation (Algorithms
-1-3), one secure sum -- and differs in how it bounds a user's contribution
-(its clip C):
+estimation paper). Every protocol releases the clients' count vectors
+through a cPBM over Kashin's representation (Algorithms 1-3), one secure
+sum, and differs in how it bounds a user's contribution (its clip C):
+`TwoPhaseParameters` (TFFE, Algorithm 6; Algorithms 4-5, Section 3.3),
+`MultiRoundParameters` (MFFE, Algorithm 7 and App. D), `FixedClipParameters`
+(Algorithm 3), `NormalizeParameters` and `SampleParameters` (the Table 2
+baselines of Section 5.2). Each is a frozen class whose classmethod
+`calibrate(setting, ...)` is its builder; `FrequencySetting` holds what
+every protocol shares.
 
-* `TwoPhaseParameters` ('two_phase', TFFE, Algorithm 6): C-hat from a
-  private quantile of the norms (Algorithms 4-5), then OcPBM (Section 3.3);
-* `MultiRoundParameters` ('multi_round', MFFE, Algorithm 7 and App. D): C
-  updated round by round from a private indicator;
-* `FixedClipParameters` ('fixed', Algorithm 3 as published): a given C;
-* `NormalizeParameters` ('normalize') and `SampleParameters` ('sample'):
-  the Table 2 baselines of Section 5.2.
-
-As dp-accounting's events, a protocol is a frozen class with only the
-fields it needs; its builder is its classmethod `calibrate(setting, ...)`,
-which accepts that protocol's arguments only (another protocol's argument is
-Python's "unexpected keyword argument"). `FrequencySetting` holds what every
-protocol shares: the clients' vectors, the round size, the budget and the
-frequency cPBM's free choices (`CalibrateTheta` / `CalibrateNumTrials`).
-The protocol's name is resolved into its class once, at the public entry
-point (`frequency_process.frequency_parameters(protocol, ...)`); below it
-the class travels and nothing compares the name.
-
-Adding a protocol -- one class and its tests:
-
-1. Subclass `SingleReleaseParameters` (one cPBM release of what clients
-   compute locally: set `protocol`, define `clip`, `client_values` (TF,
-   the client step) and `simulated_values` (its numpy mirror for
-   `frequency_simulation`)) or `FrequencyParameters` (define
-   `build_process` with `frequency_computations`, `_more_capacities` and
-   `_describe_parts`).
-2. Give it the fields it needs (no Optional field that applies "depending
-   on" something) and a classmethod `calibrate(setting, *, <its
-   arguments>)` that validates every argument before calibrating, and cite
-   the paper's algorithm in its docstring.
-3. Defining the class registers its `protocol` (as `histograms.Encoding`
-   registers a histogram method): `frequency_process.frequency_parameters`
-   / `build_frequency_process` then accept its name and its arguments (and
-   refuse them for the other protocols), and the tests parameterised over
-   `frequency_process.PROTOCOLS` run it. For the command line add its name
-   to `tff_ddp.cli.frequency.PROTOCOLS` (the CLI's own list keeps
-   `tff-ddp --help` free of TensorFlow; a test checks that the two agree)
-   and its arguments to `run`.
-4. Tests: its builder against the entry point, its budget
-   (`accountant.epsilon(params.event)` <= the target), its process's
-   secure-only types and events, and the same law as its simulator --
-   tff_ddp_tests/analytics/frequency_protocols_test.py does this for a
-   protocol made for the test (`PresenceParameters`).
+The classes and how to add a protocol: docs/notes/frequency_protocols.md.
 """
 
 import abc

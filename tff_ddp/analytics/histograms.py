@@ -3,73 +3,14 @@
 Papers: the federated DP quantiles paper (Algorithm 1 flat histograms,
 Algorithm 2 hierarchical histograms, eq. 1 the nearest-bin-edge rule, eq. 3
 the error, Theorems 1-2 the ring) and Chen et al., "Federated frequency
-estimation" (Section 4.2, eqs. 6-7, the discrete Haar wavelet transform).
+estimation" (Section 4.2, eqs. 6-7, the discrete Haar wavelet transform);
+the consistent tree is Hay et al. 2010's least squares. `encoding(method,
+num_bins)` returns a frozen `Flat`, `Tree` or `Haar` (subclasses of
+`Encoding`; a new method is one new subclass); `encode`, `estimate_cdf`,
+`sensitivities` and `quantile_indices` are the entry points by name.
 
-Bins: [lower, upper] is cut into b = `num_bins` bins of width
-w = (upper - lower) / b with right edges l_j = lower + j w, j = 1..b. A value
-falls in bin i (0-based) if lower + i w <= x < lower + (i + 1) w; values
-below `lower` go to bin 0, values >= upper (including upper itself) to bin
-b - 1 (clipping, documented in the process). The CDF is estimated at the
-right edges: F_j = #{x <= l_j-ish} / n = (h_1 + ... + h_j) / n.
-
-Encodings are objects. A user names one ('flat', 'tree' or its alias
-'hierarchical', 'haar'); `encoding(method, num_bins)` -- the one place such
-a name is read -- returns a frozen `Flat`, `Tree` or `Haar`, and that
-object travels: it owns its length, its l0/l1/l2 sensitivities, the
-constant of the ring condition of Theorems 1-2, the client's encoding of a
-bin and the server's cumulative read-out, with dense reference matrices for
-tests. The module functions that take `method` as a string (`encode`,
-`estimate_cdf`, `sensitivities`, ...) are entry points for notebooks and
-scripts: each resolves the name once and calls the object. Code below the
-public entry points passes the objects.
-
-Client encodings (one value -> an integer vector; the aggregator sums them):
-
-* flat (Algorithm 1): one-hot of length b. l1 = l2 = 1.
-* tree (Algorithm 2): node (r, o) counts bins [o 2^r, (o + 1) 2^r) for levels
-  r = 0 (bins) .. L - 1 (the two halves), L = log2 b; the root (the public
-  count n) is skipped. Layout: level 0's b nodes, then level 1's b/2, ...,
-  then level L - 1's 2: length 2b - 2. A client has a 1 in one node per
-  level: l1 = L, l2 = sqrt(L).
-* haar (eq. 6 rescaled, §4.2): coefficient 0 is the base (the client's
-  count, 1); then for levels l = 1..L (a level-l node spans 2^l bins), in
-  the order level 1's b/2 nodes, level 2's b/4, ..., level L's 1 node (the
-  root), D = a_left - a_right in {-1, 0, +1}: length b. A client has
-  +-1 in one node per level: l1 = L + 1, l2 = sqrt(L + 1).
-  Exact inverse (derived here; the paper's eq. 7 prints H_0 where the
-  average H_0 / b belongs): going down from a node with sum S, the children
-  have sums (S + D) / 2 and (S - D) / 2, so leaf v has
-  c[v] = T / b + sum_l g_l[v] D_l[v] / 2^l, T the base, g = +1 (-1) if v is
-  in the left (right) subtree of its level-l ancestor. `Haar.decode_matrix`
-  is this map; it inverts the encoding exactly on sums.
-
-Server estimators: every method's estimate is linear in the noisy sum,
-applied with structured O(b log b) operations (never a dense b x b matrix;
-`Encoding.cdf_matrix` and the other `*_matrix` methods are small-b
-references for tests), followed by optional post-processing:
-
-* flat: F_j = cumsum(h)_j / N;
-* tree: F_j = sum of the nodes of the maximal dyadic partition of [0, j)
-  (Algorithm 2, <= L nodes) / N; or, with `consistent=True`, the
-  least-squares consistent tree (Hay et al. 2010): the leaves x minimising
-  ||A x - H||_2 for the node-sum matrix A, then F = cumsum(x) / N, solved
-  by conjugate gradients on A^T A x = A^T H (A^T A has L + 1 distinct
-  eigenvalues, one per Haar level, so L + 1 steps are exact in exact
-  arithmetic; we run L + 3);
-* haar: F_j = cumsum(haar_decode(H))_j / N;
-
-with N the exact count n (`count='exact'`, Algorithm 1 option 2) or the
-estimated total (`count='estimated'`, option 1: sum of bins / of the two top
-nodes / the base coefficient). `quantile_indices` then applies eq. 1;
-`monotone=True` first replaces F by its isotonic (non-decreasing,
-least-squares) projection clipped to [0, 1], which the papers do not do; it
-costs O(b^2) memory, so it is limited to MAX_MONOTONE_BINS bins.
-
-A new histogram method is one new subclass of `Encoding` in this module
-(the class docstring lists what it must say) plus its tests; defining the
-class registers its name with `encoding`. The generic tests
-(tff_ddp_tests/analytics/histograms_test.py, `ContractTest`) run over every
-registered class.
+Bins, the encodings and their exact inverses, the estimators:
+docs/notes/histogram_encodings.md.
 """
 
 import abc

@@ -1,47 +1,16 @@
 """Calibration of the aggregator behind a federated quantile process.
 
 For a budget (epsilon, delta) over `rounds` rounds of
-`expected_clients_per_round` clients, against the named adversary (zero-out
-neighbours: one client's encoding replaced by zeros, as in the aggregators),
-for a histogram encoding (`tff_ddp.analytics.histograms`; its l2 and l0
-sensitivities and its ring constant come from the encoding object):
+`expected_clients_per_round` clients, against the named adversary, for a
+histogram encoding (`tff_ddp.analytics.histograms`): the discrete Gaussian's
+least noise multiplier with the largest integer scaling its ring allows
+(the wrap-around condition of Theorems 1-2 of the quantile paper and the
+DDG's own ring check: `largest_scaling`, `ring_holds`), or the Poisson
+binomial's theta by Lemma 2 composed over the encoding's l0 sensitivity.
+`quantile_parameters` calibrates to a budget, `parameters_for_noise` to a
+given noise multiplier; both return a `QuantileParameters`.
 
-* discrete Gaussian: for a noise multiplier z, the integer scaling c is the
-  largest the ring allows (`largest_scaling`, `ring_holds`): by the
-  wrap-around condition of Theorems 1-2 of the quantile paper,
-  M >= 2 + 2 c n + 2 n sqrt(2 sigma^2 log(K n b / delta)) (K the
-  encoding's `ring_constant`: 8 flat, 16 tree and Haar), with
-  sigma = z Delta_2 c / sqrt(n) the scaled local noise, and by the DDG
-  mechanism's own ring check for that granularity, which adds the rounding
-  term n per sum coordinate and is asked of the mechanism
-  (`distributed_discrete_gaussian.granularity_fits`), not found by building
-  factories until one is accepted. For a budget, the result is the least z
-  that meets it with the c its ring allows (`_discrete_gaussian` says why
-  the search is exact), so `parameters_for_noise(z)` gives the same
-  factory. The encodings are integer vectors summed with the identity
-  encoder and integer scaling, so no rounding happens and the sensitivity
-  is c times the encoding's l2 norm, not the rounding-inflated bound. A
-  large c makes sigma large, so the tau term of the distributed DG is small
-  (the paper instead fixes sigma^2 = 2 and varies c, where tau matters). If
-  no c >= 1 fits, the bits are refused with the number that works.
-* Poisson binomial: m = the most trials the ring 2^bits holds for n clients
-  (at most the sampler's limit; `poisson_binomial.max_num_trials`), or the
-  `num_trials` given (e.g. the frequency paper's m' = 3), theta calibrated
-  by the accountant: Lemma 2 composed over the l0 sensitivity of the
-  encoding (1 flat, log2 b tree, log2 b + 1 Haar), not over all b
-  coordinates as the paper's Prop. 4 does -- under zero-out neighbours a
-  coordinate where the client's encoding is 0 sends Binomial(m, 1/2) either
-  way (`PoissonBinomialSumFactory(l0_clip=)`).
-
-`parameters_for_noise` is the same construction for a *given* noise
-multiplier instead of a budget, for callers that account the quantile
-together with other releases -- DP-Delta-FL composes it with the model
-update of the same round and calibrates both at once
-(`tff_ddp.learning.privacy`).
-
-The factories here are built with on_wrap='flag': the quantile process
-checks the ring's capacity itself (`QuantileParameters.ring_capacity`) so
-that a refusal names the process's own arguments.
+Both constructions step by step: docs/notes/histogram_encodings.md.
 """
 
 import dataclasses

@@ -5,62 +5,12 @@ The federated DP quantiles paper: Algorithm 1 (flat histograms), Algorithm 2
 "Federated frequency estimation", Section 4.2 for the Haar variant. The math
 is in `tff_ddp.analytics.histograms`, the calibration in
 `quantile_calibration`; the noise and the secure sum are the aggregators of
-`tff_ddp.aggregators`, composed:
+`tff_ddp.aggregators`, composed. `build_quantile_process` builds it
+(`QuantileParameters`: its configuration); `STATUSES` name how a round
+ended; a NaN value, encoded as zeros, is the neighbours' "no value".
 
-  client value --bin, encode (flat / tree / Haar), int32--> count vector
-    --DiscreteGaussianSumFactory(Request(granularity=1/c, ...),
-      encoder='none') or
-      PoissonBinomialSumFactory(encoder='none', divisor='linf')-->
-  noisy sum at the server --CDF estimate, eq. 1--> quantiles
-
-What a round releases: the quantile estimates and the estimated CDF
-(functions of the noisy sum), the aggregator's measurements (configuration,
-the number of clients in the secure sum, the round's DP event),
-`within_budget` and `status` (functions of the round counter, the public
-count and the noisy sum). Nothing else about the clients.
-
-Clients: values outside [lower, upper] are clipped into the first / last
-bin, +inf and -inf included (the range is known, so they are values: the
-largest and the smallest). NaN contributes a zero encoding: the client is
-in the secure sum (and in the public count n) but in no bin, so with
-count='exact' the CDF tops out below 1 by the fraction of such clients.
-How many values were NaN is not released: it moves only the noisy total
-(`noisy_total`, noised and accounted with the histogram).
-
-Neighbouring relation: one client's value removed -- the client still
-takes part in the secure sum (it is in the public count n) and holds no
-value (NaN), which `encode_value` sends as the zero encoding: the zero-out
-pair of the aggregator's event, for every encoding and bin (checked by
-brute force in tff_ddp_tests/analytics/neighbour_test.py). Every finite
-value lands in some bin, so "no value" is NaN, not the value 0.0 (which is
-a bin: replacing a value by 0.0 is a replace-one change, bounded by the
-'replace_one' relation of the accountant). Empirical audits
-(`tff_ddp.audit`) use NaN for this reason.
-
-Empty or nearly empty rounds: the quantiles are NaN and `status` says why --
-'no_clients' when nobody took part, 'too_few_values' when the noisy total
-count is below `min_total_stddevs` (default 2) standard deviations of its
-own noise (`noisy_total_stddev`, from the configuration and the public
-count), where the estimate would be mostly noise: a round in which no valid
-client remains (only NaN) passes that test with probability 2.3%, and a
-round whose true count is T fails it with probability Phi(2 - T / stddev)
-(T = 4 stddevs: 2.3%). The status is computed from the noisy total and the
-public count only. Set min_total_stddevs=0 to always get estimates (NaN
-then only without clients or with a non-positive total).
-
-More clients than the ring holds (`on_wrap`): the histogram's ring is sized
-for `expected_clients_per_round` (the capacity is
-`QuantileParameters.ring_capacity()`); a round with more clients in the
-secure sum may have wrapped around. With on_wrap='raise' (the default)
-`next` raises `tff_ddp.utils.rounds.RoundRefusedError` saying how many
-clients the ring holds and to raise expected_clients_per_round; the state
-is untouched. With on_wrap='flag' the estimates are returned with status
-'sum_may_wrap' (never 'ok').
-
-Statuses (`STATUSES`, in order of precedence: 'no_clients', 'sum_may_wrap',
-'too_few_values', 'ok') are a tf.string inside TFF computations; from a
-Python call of `next` they are `tff_ddp.utils.rounds.Status`, a str (also
-equal to the same bytes): `measurements['status'] == 'ok'` works.
+The data flow, what a round releases, clients, neighbours, empty rounds,
+ring capacity, statuses: docs/notes/federated_quantiles.md.
 """
 
 import collections

@@ -1,59 +1,16 @@
 """Randomized discrete Fourier transform: TFF's `rotation_type='dft'`.
 
 The rotation TFF 0.87's `DistributedDpSumFactory` uses by default
-(`tff.aggregators.DiscreteFourierTransformFactory`), as an encoder here: the
-flattening step of the distributed discrete Gaussian (Kairouz, Liu & Steinke,
-"The Distributed Discrete Gaussian Mechanism for Federated Learning with
-Secure Aggregation", ICML 2021, arXiv 2102.06387, Section 4: a random
-rotation makes every coordinate sub-Gaussian with variance proxy
-||x||_2^2 / D, so that the modular clipping of the sum is rare). Its
-advantage over the randomized Walsh-Hadamard transform is the padding: to an
-*even* length D = dim + (dim mod 2), not to a power of two, so at
-dim = 2^k + 1 the noise runs over 2^k + 2 coordinates instead of 2^(k+1).
+(`tff.aggregators.DiscreteFourierTransformFactory`), as an encoder here
+(`RandomizedDft`): the flattening step of the distributed discrete Gaussian
+(Kairouz, Liu & Steinke, "The Distributed Discrete Gaussian Mechanism for
+Federated Learning with Secure Aggregation", ICML 2021, arXiv 2102.06387,
+Section 4; Theorem 5 (3) for the exact norm check after rounding). It pads
+to an even length, not to a power of two, and its phases i^k are exact;
+every coordinate is sub-Gaussian with the Hadamard's variance proxy.
 
-The map, for x in R^dim and a public round seed:
-
-1. pad x with at most one zero to D = 2N and read it as N complex numbers
-   z_j = x_{2j} + i x_{2j+1};
-2. multiply each by a public random phase i^{k_j}, k_j uniform in
-   {0, 1, 2, 3} (2-bit integers from the seed: the phase is exact, a sign
-   change and/or a swap of real and imaginary part, no rounding);
-3. apply the unitary DFT, w = F z / sqrt(N);
-4. output (Re w, Im w) in R^D.
-
-Steps 1, 2 and 4 are permutations and sign changes and step 3 is unitary, so
-the map is an isometry of R^D; `decode` applies the inverse DFT, the
-conjugate phases and drops the padding: an exact inverse up to float
-rounding: ~1e-15 relative at float64 for smooth lengths, up to ~1e-12 at
-N with large prime factors (TensorFlow's FFT there; measured 6e-12 at
-d = 2^14 + 1). That slack does not touch the privacy analysis: the DDG
-checks the norm of the *rounded* vector exactly (conditional rounding,
-Theorem 5 (3) of the DDG paper).
-
-Why complex phases and not the Hadamard's real +-1 signs. TFF's
-`DiscreteFourierTransformFactory` also multiplies by a random phase, but a
-continuous one, e^{i theta} with theta uniform in [0, 2 pi) computed in
-complex64 (its own comment notes that 2 bits would do); here the phase is
-i^k, exact in any precision. Real signs would not do. Output coordinate m is Re or Im of (1/sqrt N) sum_j omega^{jm}
-i^{k_j} z_j. With signs only, a term's real part is +-Re(omega^{jm} z_j),
-whose size depends on the phase of omega^{jm} z_j: for x = e_0, w_0 =
-x_0 / sqrt(N) is real, so Re w_0 has variance 2 ||x||^2 / D, twice the
-rotation's nominal ||x||^2 / D, for every seed. With the random phase, the
-term u_j = Re(i^{k_j} a_j) (a_j = omega^{jm} z_j / sqrt N = p + i q) takes
-the values p, -q, -p, q with probability 1/4 each: mean 0, variance
-|a_j|^2 / 2, and the coordinates' variance is exactly ||x||^2 / D for every
-input. Sub-Gaussian with the same proxy as the Hadamard's: the moment
-generating function of u_j is (cosh(t p) + cosh(t q)) / 2, and since
-s -> cosh(t sqrt(s)) is convex (its power series in s has positive
-coefficients), over p^2 + q^2 = r^2 it is largest at (p, q) = (r, 0):
-(cosh(t r) + 1) / 2 = cosh^2(t r / 2) <= exp(t^2 r^2 / 4). So
-E exp(t w_m) <= exp(t^2 sum_j |a_j|^2 / 4) = exp(t^2 ||x||^2 / (2 D)):
-variance proxy ||x||^2 / D, as for `hadamard.RandomizedHadamard`.
-
-A worked example: x = (3, 4), so D = 2, N = 1, z_0 = 3 + 4i; with
-k_0 = 1 the phase gives i z_0 = -4 + 3i, the DFT of length 1 is the
-identity, and encode(x) = (-4, 3); decode multiplies -4 + 3i by
-i^-1 = -i: 3 + 4i, i.e. (3, 4).
+The map, its inverse, why complex phases and the sub-Gaussian proof, a
+worked example: docs/notes/dft_rotation.md.
 """
 
 import math

@@ -2,60 +2,15 @@
 
 "Bounding Contribution Optimally for Federated Frequency Estimation under
 User-level Distributed Differential Privacy" (the federated frequency
-estimation paper), Definition 3, Lemma 1 and App. B.
+estimation paper), Definition 3, Lemma 1 and App. B (the algorithm of
+Lyubarskii & Vershynin 2010). `KashinEncoder` maps x in R^d to y in R^D
+with x = U y and ||y||_inf <= K / sqrt(D) ||x||_2 for a tight frame U
+(`Frame`: 'hadamard', the default, or 'dense'), built from the round's
+public seed; the level is enforced, and a missed x is reported as a
+residual (`KashinEncoder.encode_with_residual`).
 
-A tight frame is a d x D matrix U (D > d) with orthonormal rows, U U^T = I_d,
-so every x in R^d is x = U (U^T x). A Kashin representation of x at level K
-is any y in R^D with
-
-    x = U y    and    ||y||_inf <= K / sqrt(D) * ||x||_2,
-
-i.e. x spread evenly over D coefficients, none of which is more than K times
-the root mean square ||x||_2 / sqrt(D) of the plain frame coefficients U^T x.
-This bounded l_inf norm is what the clipped Poisson binomial mechanism needs
-to treat coordinates independently. Note ||y||_2 >= ||x||_2 (U is a
-contraction), so a sensitivity bound must clip ||y||_2, not ||x||_2.
-
-Algorithm (App. B, Lyubarskii & Vershynin 2010): start with y = 0, r = x and
-the truncation level M_0 = ||x||_2 / sqrt(delta D); at step j add
-t = clip(U^T r, -M_j, M_j) to y, subtract U t from r, and set
-M_{j+1} = eta M_j. If U satisfies the uncertainty principle with (eta, delta)
-the residual shrinks by eta per step and K = 1 / ((1 - eta) sqrt(delta)).
-
-The level is *enforced*, not hoped for: the steps use levels M_0, ..., M_{r-2}
-and the last step (r = `iterations`) uses the whole remaining budget
-M_{r-1} / (1 - eta) = sum_{j >= r-1} M_j, so
-||y||_inf <= sum_j M_j = M_0 / (1 - eta) = K ||x||_2 / sqrt(D) holds for every
-x and every frame (each step adds at most its level to any coordinate; the
-levels are shrunk by 1e-12 relative to absorb float64 rounding). What a bad
-frame or too few iterations can cost is exactness: U y may then miss x by a
-residual, which `encode_with_residual` reports and the aggregators count.
-
-Frames:
-
-* 'hadamard' (default): U = D_zeta S H_D D_xi: the rows idx_1..idx_d of
-  H_D D_xi, each times a random sign zeta_i, with H_D the orthonormal
-  Walsh-Hadamard matrix of size D = 2^k, D_xi random signs and idx a
-  uniformly random set of d distinct rows (in random order). Signed rows of
-  an orthogonal matrix are orthonormal, so U U^T = I. U y is a gather of
-  H D_xi y and U^T x a scatter of zeta x into zeros followed by D_xi H:
-  O(D log D) with the project's one Walsh-Hadamard implementation. Both
-  random choices matter: the *first* d rows of a Sylvester H_{2d} are
-  [H_d, H_d] / sqrt2, whose repeated columns ruin the level; and without
-  zeta, x = (1, ..., 1) scatters to an indicator whose transform has one
-  coefficient sqrt(D)/2 (the all-ones row of H), far above any level.
-* 'dense': U^T the Q factor of a seeded Gaussian D x d matrix (a random
-  orthonormal frame, as the paper's `ortho_group` construction). O(D d) per
-  product, O(D d^2) to build: for comparison, d <= 4096.
-
-All randomness comes from the round's *public* seed (clients and server
-build the same frame); nothing here is private.
-
-Worked example (d = 1, D = 2, one step, delta = 1/2, eta = 1/2): U = [u1, u2]
-with u1^2 + u2^2 = 1, say u = (0.6, 0.8); x = 1: U^T x = (0.6, 0.8), M_0 =
-1 / sqrt(1/2 * 2) = 1 and the last step's budget is M_0 / (1 - eta) = 2, so
-y = (0.6, 0.8), U y = 0.36 + 0.64 = 1 = x and ||y||_inf = 0.8 <= K / sqrt2 =
-2 sqrt2 / sqrt2 = 2.
+The definition, the algorithm, why the level holds, the frames and a worked
+example: docs/notes/kashin_encoder.md.
 """
 
 import enum

@@ -2,61 +2,17 @@
 
 The counterpart of `tff.learning.ddp_secure_aggregator(noise_multiplier,
 expected_clients_per_round, bits=20, zeroing=True, rotation_type='hd')`, with
-its signature and defaults. TFF's builds, from the outside in: adaptive
-zeroing -> the mean (a secure count) -> `DistributedDpSumFactory(l2_clip=0.1,
-mechanism='distributed_skellam', auto_l2_clip=True)` (target quantile 0.5,
-lr 0.2, count stddev 0.05 * expected_clients_per_round). Here, in one flat
-secure-sum layer (`tff_ddp.aggregators.secure_sum`):
+its signature and defaults, in one flat secure-sum layer
+(`tff_ddp.aggregators.secure_sum`): the distributed discrete Gaussian sum,
+adaptive clipping as TFF configures it but private and accounted
+(`tff_ddp.aggregators.adaptive_clip`), zeroing above a public threshold
+(ZEROING_MULTIPLIER * C_t + ZEROING_INCREMENT) at no privacy cost, and the
+mean over the clients in the sum. Build the learning process with
+`metrics_aggregator=tff_ddp.learning.withhold_metrics` and take each round's
+event from `tff_ddp.learning.round_dp_event(output.metrics)`.
 
-* the sum: the distributed discrete Gaussian (`DiscreteGaussianSumFactory`;
-  TFF uses the distributed Skellam, here `mechanism='distributed_skellam'`,
-  a keyword TFF's signature does not have), randomized
-  Hadamard rotation ('hd', or the randomized DFT with 'dft'), `bits` bits;
-* adaptive clipping as TFF configures it (initial clip 0.1, target quantile
-  0.5, learning rate 0.2, count stddev 0.05 * expected_clients_per_round,
-  the value's noise multiplier raised so that value and count together have
-  `noise_multiplier`), but private and accounted: the clip indicators are
-  noised in the same secure sum and their event is in the round's dp_event
-  (`tff_ddp.aggregators.adaptive_clip`);
-* zeroing (`zeroing=True`): TFF zeroes updates whose norm exceeds
-  2 q + 1, q a *non-private* estimate of the 0.98 quantile of the norms
-  (exact per-round counts of the norms below it, released unnoised). Here a
-  client zeroes its update when its norm exceeds
-  ZEROING_MULTIPLIER * C_t + ZEROING_INCREMENT = 10 C_t + 1, C_t the round's
-  private clip (public: a function of noisy sums). C_t tracks the median,
-  so 10 C_t is above the 98th percentile unless the norms' 98th/50th ratio
-  exceeds 5: ordinary updates are not zeroed, corrupt (huge) ones are. The
-  threshold is public and a zeroed client sends the null message (zero
-  value, indicator 0) -- the zero-out neighbour itself -- so zeroing costs
-  no privacy; the number of zeroed clients is withheld (not even sent).
-  Non-finite updates are zeroed with or without `zeroing`.
-* the mean: the decoded sum divided by the number of clients in the secure
-  sum (public by protocol), as TFF's `UnweightedMeanFactory` with a secure
-  count does.
-
-Measurements: those of `DiscreteGaussianSumFactory` with adaptive clipping
-(`l2_clip`, `next_l2_clip`, `below_clip_fraction`, `participating_clients`,
-`dp_event`, ...), in `output.metrics['aggregator']` of a `tff.learning`
-process.
-
-The model update is not all a FedAvg round releases: TFF's learning builders
-also sum the clients' training metrics, exactly by default. Build the process
-with `metrics_aggregator=tff_ddp.learning.withhold_metrics` (or
-`noised_metrics(...)`, `tff_ddp.learning.metrics`) and take each round's
-event from `tff_ddp.learning.round_dp_event(output.metrics)` (every event of
-the round; refuses exact client metrics); `RdpAccountant(adversary='server')`
-gives its epsilon. Builders: `build_unweighted_fed_avg`,
-`build_unweighted_fed_prox`; `build_weighted_fed_avg` / `build_fed_sgd` only
-with uniform weights (a weighted mean would sum the clients' example counts
-at the server, and TFF refuses this unweighted factory there): TFF's
-`tff.aggregators.as_weighted_aggregator` with
-`client_weighting=tff.learning.ClientWeighting.UNIFORM` (refused at build
-time with any other weighting, which it would drop silently), or
-`as_uniform_weighted_aggregator` (weights ignored on purpose, e.g. for
-`build_fed_sgd`). Builders with further client
-aggregations (Mime Lite's full gradient, ...) are not covered;
-`tff.test.assert_not_contains_unsecure_aggregation(process.next)` checks a
-whole process for sums outside the secure ones.
+TFF's aggregator against this one, zeroing, measurements, the builders it
+fits: docs/notes/tff_integration.md.
 """
 
 import dataclasses

@@ -1,60 +1,17 @@
 """Client metrics of TFF's learning builders: withheld, or noised and accounted.
 
-TFF's learning builders (`tff.learning.algorithms.build_unweighted_fed_avg`,
-`build_weighted_fed_avg`, `build_fed_prox`, `build_fed_sgd`, ...) send each
-client's *unfinalized* metrics (for a Keras model: `loss` = [sum of the
-batch losses weighted by batch size, number of examples], `num_examples`,
-`num_batches`, and every Keras metric's variables) to their
-`metrics_aggregator`. TFF's default, `tff.learning.metrics.sum_then_finalize`,
-sums them *exactly* with `federated_sum`: the server learns the exact total
-of examples, batches and loss of the round, so between two neighbouring
-datasets (one client with 6 examples, or with none) `num_examples` reads 24
-or 18 -- whatever `model_aggregator` does, the round is then not
-differentially private against the server. The two aggregators here take
-TFF's `metrics_aggregator` signature (`(metric_finalizers,
-local_unfinalized_metrics_type=None) -> tff.Computation`):
+TFF's default `metrics_aggregator` (`tff.learning.metrics.sum_then_finalize`)
+sums the clients' unfinalized metrics exactly, so a round is not
+differentially private against the server whatever its model aggregator
+does. Two aggregators with TFF's `metrics_aggregator` signature replace it:
+`withhold_metrics` (the default this library recommends: nothing leaves the
+clients) and `noised_metrics(noise_multiplier, expected_clients_per_round,
+metric_bounds)` (the distributed discrete Gaussian of Kairouz, Liu & Steinke
+2021, arXiv:2102.06387, Algorithms 1-2 and Theorem 5, in one secure sum).
+`round_dp_event(output.metrics)` gathers every event of a round.
 
-* `withhold_metrics` (the default this library recommends): no client
-  metric leaves the clients; `client_work/train` is empty. Costs no
-  privacy.
-* `noised_metrics(noise_multiplier, expected_clients_per_round,
-  metric_bounds)`: the metrics named in `metric_bounds` are summed with the
-  distributed discrete Gaussian (Kairouz, Liu & Steinke 2021, "The
-  Distributed Discrete Gaussian Mechanism for Federated Learning with Secure
-  Aggregation", arXiv:2102.06387, Algorithms 1-2) in one secure sum
-  (`tff_ddp.aggregators.DiscreteGaussianSumFactory`), then finalized by the
-  model's own finalizers; the round's metrics carry the sum's `dp_event`.
-
-How a client's metrics are bounded (`noised_metrics`). Each coordinate of
-metric m's unfinalized tensors is divided by its bound b (from
-`metric_bounds[m]`: one number for all of m's tensors, or one per tensor),
-then clipped to [-1, 1]; the k coordinates of the metrics released form a
-vector of l2 norm <= sqrt(k), the mechanism's l2 clip. The noise multiplier
-z is relative to that clip: a released coordinate's sum has noise stddev
-z * sqrt(k) * b in the metric's own units (`noise_stddevs`). A client
-whose metrics hold a NaN or an inf sends zeros (the mechanism's policy).
-Withheld: the metrics absent from `metric_bounds` (not even sent).
-
-Neighbours and the event. The event is zero-out (one client's message
-replaced by zeros while it adds its noise share; DDG paper Theorem 5 with
-its footnote): it covers "one client's examples removed" whenever the
-unfinalized metrics of a client without examples are zero -- true of
-TFF's Keras metrics (sums and counts over examples: a client with none
-sends the zero vector; tested). A custom metric that is not zero on an
-empty dataset makes that pair replace-one (twice the sensitivity): give it
-a zero initial state or leave it out of `metric_bounds`.
-
-Cost. Against the server the metrics' event composes with the model
-update's (the accountant adds the two RDP curves). Its RDP is about that of
-a Gaussian of noise multiplier z, alpha / (2 z^2) (the DDG's rounding adds a
-little), next to alpha / (2 z_model^2) for the update: z = 5 z_model costs
-about 4% more RDP than the update alone. That, and a noisy loss being of
-little use with few clients, is why `withhold_metrics` is the default.
-
-One epsilon per round: `round_dp_event(output.metrics)` gathers every event
-of a learning round's metrics (the model aggregator's and the noised
-metrics') and refuses metrics that released client values without one
-(TFF's default metrics aggregator).
+How a client's metrics are bounded, the neighbours, the cost:
+docs/notes/tff_integration.md.
 """
 
 import collections

@@ -1,70 +1,17 @@
 """Privacy of DP-Delta-FL and DP-FedAvg rounds: configuration, events, noise.
 
-One round of DP-Delta-FL (the quantile paper's Algorithm 4, with the
-corrections below) makes two releases from the same cohort of n clients,
-each through a secure sum with distributed discrete Gaussian noise:
+One round of DP-Delta-FL (the quantile paper's Algorithm 4, with corrections
+to its Claim 13 / Claim 20) makes two releases from the same cohort, each
+through a secure sum with distributed discrete Gaussian noise: the histogram
+of the clients' clipped losses and the sum of the tail clients' clipped
+updates; DP-FedAvg is the second alone. The round's event composes both,
+wrapped in the cohort's sampling; self-sampling uses Zhu & Wang's
+Poisson-subsampled RDP. `PrivacyConfig`, `NEIGHBOURS`, `calibrate` (the
+budget ratio r, through `pld_accountant.tightest`) and `final_epsilon`
+are the entry points.
 
-1. the histogram of the clients' losses clipped to [0, B] (b bins, flat /
-   tree / Haar encoding; `tff_ddp.analytics`), from which the server reads
-   the threshold Q -- noise multiplier z_q relative to the encoding's l2
-   sensitivity;
-2. the sum of the tail clients' updates clipped to l2 norm C, every other
-   client sending zeros *and its noise share* (so the server does not learn
-   who is in the tail) -- noise multiplier z_w relative to C.
-
-The round's event is `ComposedDpEvent([histogram event, update event])`, both
-with the measured n, wrapped in the cohort's sampling ('without-replacement':
-Algorithm 4 line 2, a cohort of n from a population of N; 'poisson'; or
-'none'). With 'self' every one of the N clients is in both sums and keeps
-its data with a private coin of rate q = n / N per release (the
-aggregators' `client_sampling_rate`), so each release's event is a
-`SelfSampledDpEvent` (Zhu & Wang's Poisson-subsampled RDP on the zero-out
-curve), valid against the server too: it never learns the coins. The
-price is that all N clients compute and send every round. Composition is
-adaptive: the update release is a function of the client's data and of Q,
-which is already private. Against the adversary
-named ('server' by default; see `tff_ddp.accounting.accountant`).
-
-Neighbouring relation (`NEIGHBOURS`): one client's examples removed -- the
-client still takes part (it is in the sampled cohort and the public count
-n), holds no examples, and adds its noise shares. A client without
-examples sends the zero message of both releases: its loss is NaN, no
-histogram bin (`processes.private_loss`; not the empty mean 0, which is
-bin 0), and its update is zero (no training steps). So every pair (a
-client's messages, no examples) is a zero-out pair of each DDG event, with
-the encoding's l2 sensitivity and C -- checked on small histograms in
-tff_ddp_tests/learning/neighbour_test.py. A loss of exactly 0 of a client
-with examples is an ordinary bin.
-DP-FedAvg is release 2 alone with every client in the tail.
-
-Corrections to the paper's Claim 13 / Claim 20:
-* a Gaussian release with l2 sensitivity C and noise stddev sigma_w is
-  C^2 / (2 sigma_w^2)-zCDP (the paper prints sigma_w^2 / (2 C^2)); here the
-  curves are the DDG's own (`tff_ddp.accounting.ddg_rdp`), which include
-  rounding and the discrete sum;
-* Algorithm 4 line 4 divides by m(t), the number of tail clients, "assumed
-  public"; it is a function of every client's loss and the process never
-  releases it. The update is divided by a private quantity instead
-  (`tail_count`): 'expected', theta * n (n is public by protocol), or
-  'histogram', the tail count read from the private histogram (clipped to
-  [1, n]).
-
-Budget ratio r (the quantile paper's "r times the privacy budget of the
-weight updates"): rho_q = r rho_w for the Gaussian approximations
-rho = 1/(2 z^2) of the two releases, i.e. z_q = z_w / sqrt(r). `calibrate`
-finds the least z_w (hence z_q) meeting a target (epsilon, delta) over T
-rounds with the library's tightest accountant and search
-(`pld_accountant.tightest`, `calibration.calibrate`: the smaller of the
-privacy loss distribution bound and RDP, named in `CalibratedPrivacy.bound`),
-on the exact events the process reports.
-
-Two epsilons. The process's metrics carry a running epsilon computed in
-the graph (`privacy/epsilon`: RDP curves tabulated by n,
-`running.TabulatedAccountant`; an upper bound, since a PLD cannot be
-composed in TF). The tightest epsilon of a run is computed after it, in
-Python, from the events its rounds report (`final_epsilon`); for a
-calibrated run it is at most the target, while the running RDP epsilon may
-end above it when the PLD is the calibration's bound.
+The releases, the neighbouring relation, the corrections to the paper, the
+budget ratio and the two epsilons: docs/notes/deltafl.md.
 """
 
 import dataclasses

@@ -5,88 +5,13 @@ Data" (Delta-FL; Algorithms 1 and 3, Sections 4 and 7) and "Private Federated
 Quantiles" / the federated DP quantiles paper (Section 5 and Appendix B:
 Algorithm 4, DP-Delta-FL; Claim 13). The weighting math is
 `tff_ddp.learning.weighting`, the privacy configuration and accounting
-`tff_ddp.learning.privacy`; here it is placed in TFF.
+`tff_ddp.learning.privacy`; here it is placed in TFF. Every process has
+TFF's FedAvg shape (it replaces `tff.learning.algorithms.
+build_unweighted_fed_avg`): `build_superquantile_fl` (DP-Delta-FL with
+`privacy=PrivacyConfig`), `build_dp_fedavg`, `build_baseline`.
 
-Every process has TFF's FedAvg shape -- `initialize`, `next(state, client
-datasets)`, `get_model_weights`, `set_model_weights`, a
-`LearningAlgorithmState` (global_model_weights, distributor, client_work,
-aggregator, finalizer) and metrics OrderedDict(distributor, client_work,
-aggregator, finalizer, privacy, dp_event) -- so it replaces
-`tff.learning.algorithms.build_unweighted_fed_avg` in existing code. One
-round, on the n clients given:
-
-  1. broadcast w; every client computes its loss F_i(w) (mean over its
-     examples, before training) and its local update u_i = w - w_i (the
-     client optimizer over its dataset; for FedProx with the proximal term);
-  2. the objective's weighting (below);
-  3. the server applies w+ = w - server_opt(aggregate).
-
-DP-Delta-FL (`build_superquantile_fl(..., privacy=PrivacyConfig)`,
-Algorithm 4 with the corrections of `tff_ddp.learning.privacy`):
-
-  2a. the losses go through `tff_ddp.analytics`' quantile process (losses
-      clipped to [0, B], histogram with distributed discrete Gaussian noise,
-      one secure sum; a client without examples sends NaN, no bin --
-      `private_loss`, the relation of `tff_ddp.learning.privacy`); the
-      server reads the bin k of the (1 - theta)-quantile
-      from the noisy CDF (eq. 1) and broadcasts it; Q is that bin's right
-      edge;
-  2b. a client is in the tail iff its loss lies in a bin above k (its loss
-      is >= Q; the last bin: >= B). Tail clients send u_i, everyone else
-      zeros -- and every client adds its noise share: the update sum is the
-      `DiscreteGaussianSumFactory` (clip C, one secure sum) over all n
-      clients, so neither the server nor anyone else learns who is in the
-      tail;
-  2c. aggregate = noisy sum / tail count, the tail count being private
-      ('expected': theta n; 'histogram': read from the noisy histogram).
-  If the histogram is unusable (no clients, or a non-positive noisy total)
-  the round falls back to FedAvg: every client is in the tail, divided by n.
-
-DP-FedAvg (`build_dp_fedavg`) is 2b-2c with every client in the tail and
-the sum divided by n, on the same aggregator and accountant.
-
-Self-sampling (`PrivacyConfig(sampling='self')`): the caller passes all N
-clients every round; in each secure sum every client keeps its message
-with a private coin of rate q = n / N (the aggregators'
-`client_sampling_rate`) and otherwise sends zeros with its noise share, so
-n above is the *expected* number q N' of clients keeping their data (N'
-the clients in the sum), the only count anyone can know.
-
-Non-private processes (`privacy=None`, and `build_baseline`), NOT PRIVATE and
-labelled so in their metrics (`privacy/epsilon` = inf, a NonPrivateDpEvent):
-the server sees what it needs in the clear (`tff.federated_aggregate` of the
-losses for ranking objectives, `tff.federated_sum` of the weighted updates):
-
-  superquantile  Algorithm 3 ('exact': pi of eq. 9 with the fractional
-                 boundary weight) or Algorithm 1 with the exact quantile
-                 ('threshold');
-  fedavg, fedprox, fedavg_sub (a uniformly random ceil(theta n) of the n
-  clients), qffl (q-FedAvg), tilted (TERM weights on the cohort).
-
-Metrics. `client_work/train/loss`: the mean client loss at w -- exact for the
-non-private processes; for DP-Delta-FL estimated from the private histogram
-(bin centres; a function of the noisy sum); NaN for DP-FedAvg, which
-releases nothing about the losses. `client_work/tail` (superquantile only):
-`threshold` (Q), `bin` (k; -1 in a fallback round), `tail_count` (what the
-update was divided by), and for DP the quantile process's measurements.
-`aggregator`: the update aggregator's (DP: configuration, the public count,
-the secure sum's event). `privacy`: `dp_event` (the round's composed event
-with the measured n and the sampling), `round_epsilon`, `epsilon` (all
-rounds so far), `delta`, `adversary` -- computed in the graph from the
-curves of `tff_ddp.accounting.running` (+inf when a round had more than
-`max_clients` clients; compose the measured events offline then).
-`dp_event`: the same round event at the top, so that
-`tff_ddp.accounting.extract_dp_event(output.metrics)` (and
-`tff_ddp.learning.round_dp_event`) read the round's event and not its parts
-(the quantile's and the update's events in `client_work` and `aggregator`
-are in it already). Nothing else leaves the clients: the DP processes'
-metrics are configuration, public counts and functions of noisy sums.
-
-Several thresholds (Figure 1, Section 4.1): Delta-FL keeps one model per
-theta_j. Build one process per theta_j (they share nothing but the data) and
-let every test client pick the model with the least loss on its own data
-(`tff_ddp.learning.tasks.best_model_per_client`). With privacy, the r
-processes' budgets add up (compose their events).
+One round step by step, self-sampling, the non-private processes, the
+metrics, several thresholds: docs/notes/deltafl.md.
 """
 
 import collections

@@ -1,53 +1,17 @@
 """How each objective weights the clients of a round: the math, in one place.
 
 Every learning process of `tff_ddp.learning` updates the server model with
+w+ = w - server_opt(sum_i a_i u_i / sum_i h_i), and the objectives differ
+only in the client scalars (a_i, h_i): fedavg and fedprox (McMahan et al.
+2017; Li et al. 2020), fedavg_sub (superquantile paper Sec. 7.2),
+superquantile (Algorithm 3, eq. 9 and Proposition 3: `superquantile_weights`;
+Algorithm 1: `threshold_weights`), qffl (Li et al. 2020, q-FedAvg:
+`qffl_scalars`), tilted (Li et al. 2021, TERM: `tilted_weights`). The
+numpy functions are the references the TF functions (`tail_parameters`,
+`client_tail_weight`) and the processes are tested against.
 
-  w+ = w - server_opt( sum_i a_i u_i / sum_i h_i ),   u_i = w - w_i (local)
-
-and the objectives differ only in the client scalars (a_i, h_i):
-
-| objective | a_i | h_i | paper |
-|---|---|---|---|
-| fedavg, fedprox | 1 | 1 | McMahan et al. 2017; Li et al. 2020 (prox term in local training) |
-| fedavg_sub | 1 on ceil(theta n) random clients | = a_i | superquantile paper Sec. 7.2 |
-| superquantile, 'exact' | pi_i of Algorithm 3 | = a_i (sum 1) | superquantile paper Alg. 3, Prop. 3 |
-| superquantile, 'threshold' | 1[F_i >= Q] | = a_i | Alg. 1 (exact quantile Q) |
-| qffl | L F_i^q | q F_i^(q-1) L^2 ||u_i||^2 + L F_i^q | Li et al. 2020, q-FedAvg |
-| tilted | exp(t (F_i - max_j F_j)) | = a_i | Li et al. 2021 (TERM), cohort-level tilt |
-
-(F_i: client i's loss at w, before local training; n: the clients of the
-round; L = 1 / client learning rate for q-FFL.)
-
-Algorithm 3's weights (superquantile paper eq. 9, line 3):
-
-  pi = argmax { sum_i pi_i F_i : sum_i pi_i = 1, 0 <= pi_i <= 1/(theta n) }.
-
-The maximiser fills the cap 1/(theta n) from the largest loss down; with
-k = floor(theta n) the top k clients get the cap and the next one the rest,
-1 - k/(theta n) -- the fractional boundary weight -- and everyone else 0
-(Proposition 3; the papers' printed index i* is garbled, this is the LP's
-greedy solution). With ties at the boundary the argmax is not unique; this
-module splits the boundary mass equally among the tied clients (an optimal
-point too: same total on the tied group, each within the cap). In closed
-form, with tau the (k + 1)-th largest loss (the n-th when k = n), a the
-number of losses > tau and g the number equal to tau:
-
-  pi_i = 1/(theta n)               if F_i > tau,
-         (1 - a/(theta n)) / g     if F_i = tau,
-         0                         otherwise.
-
-The server needs only (tau, 1/(theta n), (1 - a/(theta n))/g) to hand every
-client its weight, which the client computes from its own loss. The hard
-threshold of Algorithm 1 with the exact quantile is the same with
-k = ceil(theta n): tau the k-th largest, every client with F_i >= tau weighted
-1 / #{F_i >= tau}.
-
-Both need the losses at the server -- the non-private variants only. The
-private variant (Algorithm 4, `tff_ddp.learning.processes`) thresholds at a
-DP quantile and never ranks the clients.
-
-The numpy functions here are the references the tests check the TF
-functions (and the processes) against.
+The table of (a_i, h_i), Algorithm 3's weights in closed form, ties:
+docs/notes/deltafl.md.
 """
 
 import collections

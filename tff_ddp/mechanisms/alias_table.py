@@ -1,121 +1,17 @@
 """Certified alias tables: exact integer construction, TV proof, TF lookup.
 
-The shared core of the table samplers (`discrete_gaussian_table` for the
-discrete Gaussian, `skellam_table` for the symmetric Skellam). A caller
-hands over integer *brackets* of its law on a symmetric support [-t, t] and
-a bound on the mass outside it; `build` quantises, lays out Walker's alias
-table in exact integer arithmetic and returns it with a proved bound on the
-total-variation (TV) distance between the table's output law and the law.
-Nothing here uses floating point on the host side.
+The shared core of the table samplers (`discrete_gaussian_table`,
+`skellam_table`): `build` takes integer brackets of a law on [-t, t] and a
+tail bound, quantises to weights summing to 2^252, lays out Walker's alias
+table (A. J. Walker 1977, "An Efficient Method for Generating Discrete
+Random Variables with General Distributions"; Vose's linear construction,
+M. D. Vose 1991, "A Linear Algorithm for Generating Random Numbers with a
+Given Distribution") in exact integer arithmetic and returns an `AliasTable`
+with a proved total-variation bound (`tv_bound`, below
+`TV_DISTANCE_UPPER_BOUND` = 2^-231); `lookup` and `sample` read it in TF.
 
-References: A. J. Walker (1977), "An Efficient Method for Generating Discrete
-Random Variables with General Distributions"; M. D. Vose (1991), "A Linear
-Algorithm for Generating Random Numbers with a Given Distribution".
-
-Notation: p is the target law on the integers; tau_exact = P_p(|X| > t);
-p_T(x) = p(x) / (1 - tau_exact) on [-t, t] (p conditioned on the support);
-K = 2t + 1 points; W = 2^252.
-
-WHAT THE CALLER PROVES (the inputs of `build`)
-
-(a) Integers a(x) >= 0, x = -t..t (`lower`), and a constant c > 0 with
-    a(x) <= c p(x) for every x, and an integer `gap` >= sum_x (c p(x) -
-    a(x)) (e.g. the sum of bracket widths hi(x) - a(x) when
-    a(x) <= c p(x) <= hi(x)). c need not be known.
-(b) A rational `tail` >= tau_exact, at most 2^-TAIL_BITS = 2^-232.
-
-CONSTRUCTION (Python integers)
-
-1. Quantisation. A = sum a(x); w(x) = floor(W a(x) / A); the W - sum w
-   (< K) units left go, one each, to the x with the largest remainders
-   W a(x) mod A (ties by x). So sum w = W and |w(x) - W a(x) / A| < 1.
-   p_hat(x) = w(x) / W.
-2. Alias table (Walker's method, Vose's linear construction). M = 2^b
-   columns, b = ceil(log2 K) <= LOG2_MAX_COLUMNS = 20; column j stands for
-   the value j - t (columns j >= K have weight 0) and has capacity
-   C = W / M = 2^(252 - b). It keeps t(j) in [0, C] for itself and gives
-   C - t(j) to alias(j). Vose's loop pairs a column whose remaining weight
-   is < C with one whose weight is >= C; nothing is rounded. A full column
-   (t(j) = C) is stored as "threshold 0, alias itself" (same output).
-3. Layout. t(j) < C = 2^(252 - b) is split into a top field of 63 - b bits
-   and three 63-bit words: t(j) = top 2^189 + l1 2^126 + l2 2^63 + l3.
-   `packed[j]` = (top << b) | alias(j) (one int64, bit 63 clear);
-   `low[j]` = (l1, l2, l3) for the K columns j < K only: a column j >= K
-   has weight 0, so in step 2 it is "small" from the start, never gains
-   weight (only a "large" column gives any away), and is paired off with
-   t(j) = its remaining weight = 0 (it cannot be left unfinished: those
-   hold exactly C > 0); hence all its words are 0 (checked), and a row of
-   `low` beyond its K rows is read as three zero words, by the decoder and
-   by `lookup` alike. The arrays are decoded again (`column_weights`, with
-   that reading) and checked to give exactly w: a build-time check (not an
-   `assert`, so it also runs under python -O).
-
-SAMPLING (TF; `lookup`). Inputs per sample: the column J, uniform on
-[0, 2^b); the top k bits of a uniform 252 - b bit number U (k <= 63 - b,
-`top_bits`, default 63 - b), given as an int64 whose bits 63-k..62 carry
-them and whose other bits are 0; and, only if needed, four more uniform
-64-bit words (`tie_words`): the low 63 - b - k bits of the first and the
-low 63 bits of the other three complete U = (U_top, U_mid, U_1, U_2, U_3) in
-the table's layout. Output: J - t if U < t(J), else alias(J) - t. Hence
-P(output = v) = (1/M) sum_j ([j - t = v] t(j) + [alias(j) - t = v]
-(C - t(j))) / C = w(v + t) / W = p_hat(v), by step 3's check.
-U < t(J) is decided lexicographically: U_top < top(J)'s k bits, or equal
-and the rest smaller (for J >= K, beyond `low`'s rows, its low words are
-0, so "(U_1, U_2, U_3) < (l1, l2, l3)" is false: the tie path gathers row
-min(J, K - 1) and ANDs that comparison with J < K, the decoder's reading
-of step 3, so the output is the same function of (J, U) as with all 2^b
-rows). The rest matters only on a tie of the top k bits
-(probability 2^-k per sample, <= 2^(b - 63) by default), so the four words
-are drawn (for the whole batch) only if some element ties: the output is
-the same function of (J, U) either way. Cost per sample in the common case:
-the caller's uniform word, 1 gather of `packed`, ~8 element-wise int64 ops;
-no loops, no rejection, no floating point.
-
-A large table (b >= FIRST_LEVEL_MIN_BITS = 18: `packed` is 2 MiB or more,
-beyond the L2 cache, and its random gather is most of a draw) is read
-through a *first level* first: the int32 array `first_level[j]` = (the top
-31 - b bits of t(j)) << b | alias(j), half of `packed`'s bytes. U's top
-31 - b bits (inside U_top when k >= 31 - b) below t(J)'s mean U < t(J),
-above them U > t(J); only where they are equal (probability 2^(b - 31)
-per sample, ~2^-11 at b = 20) is the comparison above made, through
-`packed` and `low`, on those positions alone (gathered, then scattered
-back). Lexicographic comparison makes this the same function of (J, U), so
-the outputs are bit for bit those of the one-level read and the proof
-below is unchanged. As anywhere in TF, the stateless
-Philox words are modelled as iid uniform bits.
-
-PROOF OF THE TV BOUND. With rho = 2 gap / A and Q = sum_x |p_hat(x) - a(x)
-/ A| (both exact rationals of the build):
-
-(i)   TV(p, p_T) = tau_exact <= tail: on [-t, t], p_T - p = p tau_exact /
-      (1 - tau_exact) sums to tau_exact; outside, p has mass tau_exact.
-(ii)  Let p_tilde(x) = a(x) / A and eps(x) = a(x) - c p(x) <= 0, so that
-      sum |eps| <= gap by (a). With E = sum_{|y|<=t} c p(y) and A = E +
-      sum eps: p_tilde(x) - p_T(x) = eps(x) / A - p_T(x) (sum_y eps(y)) / A,
-      so sum_x |p_tilde(x) - p_T(x)| <= 2 gap / A = rho. `build` checks
-      rho <= 2^-240.
-(iii) Q < K / W <= 2^20 / 2^252 by step 1 (checked exactly), so Q/2 < 2^-233.
-(iv)  The table's law is exactly p_hat (step 3), so by the triangle inequality
-      TV(p_hat, p) <= TV(p_hat, p_T) + TV(p_T, p) <= (Q + rho) / 2 + tail
-      < 2^-233 + 2^-241 + 2^-232 < 2^-231 = `TV_DISTANCE_UPPER_BOUND`.
-
-`AliasTable.tv_bound` is (Q + rho) / 2 + tail, exactly.
-
-Using it in (eps, delta) accounting: with eta the per-sample bound and n
-samples drawn in total (clients x coordinates x rounds), the output law
-under each of two neighbouring inputs moves by at most n eta in TV (ideal
-laws P1, P2, actual P1', P2'), so for any event S: P1'(S) <= P1(S) + n eta
-<= e^eps P2(S) + delta + n eta <= e^eps P2'(S) + delta + (1 + e^eps) n eta.
-Add (1 + e^eps) n eta to delta, after converting Renyi accounting to
-(eps, delta) (`tff_ddp.accounting.accountant`, `sampler_tv_mass`).
-
-TABLE COST. Memory: `packed` 8 bytes a column (2^b columns), read in the
-common case (for b >= 18 `first_level`, 4 bytes a column, instead, and
-`packed` at the first level's ties); `low` 24 bytes a point (K = 2t + 1
-rows), read only on a tie. The arrays become graph constants wherever the
-sampler is traced; in TFF's worker a client call pays for `low` even when
-no tie occurs, hence K rows, not 2^b (measured in the repository's
-docs/notes/ddg_encode.md).
+Construction, layout, sampling, the TV proof and the table's cost:
+docs/notes/certified_tables.md.
 """
 
 import dataclasses

@@ -3,121 +3,16 @@
 `sample_binomial(probs, num_trials, seed)` has the contract of
 `tff_ddp.mechanisms.poisson_binomial.sample_binomial` (per-element float64
 p in [1/4, 3/4], Python int m, shape-[2] stateless seed, int64 output in
-[0, m]) but costs O(1) expected work per element for every m instead of
-O(m). The output law is *exactly* Binomial(m, p): no floating-point number
-decides a random outcome unless a rigorous error bound certifies the
-decision; every undecided case is settled by exact integer arithmetic.
+[0, m]) but costs O(1) expected work per element: rejection from a
+two-sided geometric-of-blocks envelope (Devroye, "Non-Uniform Random Variate
+Generation", 1986, ch. II and X), accepted by a Stirling-series test with a
+rigorous error bound (Robbins 1955; Higham, "Accuracy and Stability of
+Numerical Algorithms", ch. 3) and an exact big-integer fallback, so the
+output law is exactly Binomial(m, p). `expected_candidates` gives the
+rejection constant.
 
-Algorithm (m >= _REJECTION_MIN_TRIALS; smaller m use m exact Bernoulli
-trials, one 62-bit word each, as the existing sampler does):
-
-1. Mode M = floor((m + 1) p), computed exactly in int64 from P = p 2^54
-   (an integer: float64 p in [1/4, 3/4] is a multiple of 2^-54). M' = m - M.
-2. Proposal (a two-sided, table-free "geometric-of-blocks" law; rejection
-   from such discrete envelopes as in Devroye, "Non-Uniform Random Variate
-   Generation", 1986, ch. II and X; the exact sublinear binomial samplers of
-   Bringmann, Kuhn, Panagiotou, Peters & Wiebking, "Internal DLA: efficient
-   simulation of a physical growth model", ICALP 2014, and Farach-Colton &
-   Tsai, "Exact sublinear binomial sampling", Algorithmica 2015, likewise
-   pair a simple envelope with an acceptance test evaluated only to the
-   precision it needs, which is what step 4 does): a fair side bit, G ~ Geometric(1/2) (trailing zeros of random
-   words, P(G = g) = 2^-(g+1)), U uniform on [0, L) (exact: modular reduction
-   with rejection of the incomplete top block); t = L G + U, D = t on the
-   right side, D = -1 - t on the left. The candidate is k = M + D, with
-   proposal mass g(D) = 2^-(G+2) / L.
-3. Accept with probability a(D) = r(D) 2^G / K, where r(D) = f(M + D) / f(M)
-   is the pmf ratio and K = K_num / 2^20 a host-side rational with
-   K >= sup_D r(D) 2^G(D) (proof below). Then P(k accepted) is proportional
-   to g(D) a(D), proportional to f(M + D): the accepted k is exactly
-   Binomial(m, p). Out-of-support candidates (k < 0 or k > m) are rejected.
-4. The test "V < a(D)" for V uniform on [0, 1): V's first 52 bits w give
-   V in [w, w + 1) / 2^52. ln a(D) is evaluated in float64 from Stirling's
-   series in a cancellation-free form (below) together with a rigorous
-   bound `err` on its error; we accept when ln((w+1)/2^52) <= ln a - err and
-   reject when ln(w/2^52) >= ln a + err (both logarithms with their own
-   rigorous error bounds). Otherwise (probability at most 2 err a(D) +
-   2^-52 per candidate; err is ~1e-9 for typical candidates, so about one
-   candidate in 10^8-10^9) the element goes
-   to `_exact_accept`, which writes a(D) = A / B with integers A, B (products
-   of |D| factors; m < 2^31 and P, 2^54 - P < 2^54) as base-2^24 big
-   integers and compares them with V, drawing further 24-bit chunks of V
-   until the comparison is decided (each chunk decides with probability
-   >= 1 - 2^-23). This path is exact and only slow: O(|D|^2 / 24) limb
-   operations in a sequential `tf.while_loop`.
-
-Envelope proof (K). For D >= 1, with M > (m+1)p - 1 and M' < (m+1)(1-p),
-each pmf ratio q_j = f(M+j)/f(M+j-1) = (M'-j+1) p / ((M+j)(1-p)) is at most
-(1 - a_j/(1-p)) / (1 + a_j/p) with a_j = (j-1)/(m+1) < 1 - p, so
-ln q_j <= -a_j/(1-p) - a_j/(p + a_j) <= -a_j (1/(1-p) + 1) <= -(7/3) a_j for
-p >= 1/4; summing, ln r(D) <= -(7/6) D (D-1) / (m+1). The left side is the
-mirror image (p <-> 1-p, p <= 3/4), with G(D) = floor((|D|-1)/L) <= |D|/L.
-With c = 7/(6(m+1)) and b = ln(2)/L, ln r(D) + G ln 2 <= -c x^2 + (c + b) x
-<= (c + b)^2 / (4c) for x = |D|, so K = exp((c+b)^2/(4c)) works; the host
-rounds K 2^20 up (Python `decimal`, correctly rounded exp/ln at 60 digits,
-plus one unit). L minimises the rejection constant 4 L K f(M); the expected
-number of candidates per sample is 1 / P(accept) ~= 2.4-2.8 for every m (see
-`expected_candidates`).
-
-Cancellation-free ln r(D). With ln n! = (n + 1/2) ln n - n + ln(2 pi)/2 +
-beta(n), 1/(12n) - 1/(360n^3) < beta(n) < 1/(12n) - 1/(360n^3) +
-1/(1260n^5) (Stirling's series is enveloping; Robbins, "A remark on
-Stirling's formula", 1955), and phi(x) = (1+x) ln(1+x) - x:
-
-  ln r(D) = -M phi(D/M) - M' phi(-D/M') - (ln(1 + D/M) + ln(1 - D/M')) / 2
-            + D ln(1 + eps) + beta(M) + beta(M') - beta(M+D) - beta(M'-D),
-
-eps = (m p - M) / (M (1-p)) (its numerator exact in int64), valid when M,
-M', M+D, M'-D are all >= 256. Every term is O(D^2/m + 1) instead of
-O(m log m). phi(x) for x in [-1/2, 1] is the positive series
-2 s^2/(1-s) sum_j s^(2j-2) (1/(2j-1) + s/(2j+1)), s = x/(2+x); ln uses
-frexp-style exact range reduction and the atanh series. Otherwise (small
-arguments, i.e. small m or candidates near the support's ends) ln r(D) =
-ln M! - ln(M+D)! + ln M'! - ln(M'-D)! + D ln(P/(2^54-P)) with ln n! from a
-host table (n < 256, correctly rounded) or Stirling's formula.
-
-Rounding error: only IEEE-754 +, -, *, / (correctly rounded, relative error
-<= u = 2^-53) and exact bit manipulation are used -- no library exp/log/
-lgamma. Each computed term is produced by at most ~60 operations whose
-intermediate values are all bounded by the term's "scale" (sums of positive
-series; the one mild cancellation, in phi's direct branch and in the
-coefficients 1/(2j-1) + s/(2j+1), loses at most a factor 10), so the
-standard model (Higham, "Accuracy and Stability of Numerical Algorithms",
-ch. 3, gamma_n = n u / (1 - n u)) bounds its absolute error by
-gamma_120 * 10 * scale < 2^-42 * scale; the series truncations are below
-2^-60 relative and beta's bracket is below 2^-46 for n >= 256. We take
-err = 2^-40 * (1 + sum of the scales), a safety factor of at least 4. A
-wrong bound could only cost exactness, so `binomial_test` also checks the
-interval against 60-digit `decimal` arithmetic on thousands of (m, p, D).
-
-Randomness: all words come from `tf.random.stateless_uniform` (full 64-bit
-int64 words) with seeds derived by `tf.random.experimental.stateless_fold_in`
-from the caller's seed, so the output is a deterministic function of
-(probs, num_trials, seed). Works eagerly, in `tf.function` and in TFF
-computations (only TF ops and `tf.while_loop`).
-
-Cost per element (m >= 64): 1 / P(accept) = 2.4-2.8 candidates on average
-(`expected_candidates`; worst at p = 1/4 or 3/4), each 3 random 64-bit words
-and ~300 float64 operations (the phi form; the direct form only for the few
-candidates that need it), independent of m. The rejection loop runs O(log n)
-rounds over a shrinking set of the n elements of the call (each round's
-fixed cost is ~1 ms). Measured on a shared 2-core machine: ~110-160 ms per
-65,536 elements for every m from 2^6 to 2^20 (`benchmarks/binomial_bench.py`).
-Memory: O(n): a few dozen int64/float64 vectors of the active elements.
-Tracing the graph takes ~1.5 s per (m, tf.function).
-
-The exact fallback's cost grows like |D|^2 with |D| ~ sqrt(m) (measured for
-|D| = sqrt(m): 0.01 s at m = 2^12, 0.04 s at 2^16, 0.25 s at 2^20; extrapolated
-to minutes at m = 2^30), but it is reached about once in 10^8-10^9
-candidates, so its expected cost per element is negligible for every
-m <= 2^30; it is a tail latency, not a correctness issue.
-
-For m < 64: m exact Bernoulli trials (one 62-bit word each, as the existing
-sampler), 16 words per element of memory per loop step.
-
-TF note: the rejection loop's initial index vector comes from `tf.where`, not
-`tf.range`: with a statically sized initial loop variable, Grappler
-specialised the loop body to the first round's size and folded `x * 0` into a
-constant of that size (TF 2.14), breaking later rounds.
+Algorithm, envelope proof, rounding-error bound and costs:
+docs/notes/exact_samplers.md.
 """
 
 import dataclasses

@@ -1,84 +1,15 @@
 """Fast discrete Gaussian sampling with an exactly built alias table.
 
 `sample_discrete_gaussian_table(shape, scale, seed)` draws iid int64 samples
-whose law p_hat is within a *proved* total-variation (TV) distance of
-N_Z(0, s), where s = `discrete_gaussian.discrete_gaussian_variance_parameter(
-scale)` is the exact sampler's variance parameter (scale^2 rounded UP to a
-multiple of 2^-q), so privacy accounting with s is unchanged up to delta.
+within a proved total-variation distance (`tv_distance_bound(scale)`,
+< 2^-231) of N_Z(0, s), s = `discrete_gaussian.
+discrete_gaussian_variance_parameter(scale)`, the exact sampler's parameter;
+scales up to `max_supported_scale()`. The tail bound uses the sub-Gaussianity
+of the discrete Gaussian (Canonne, Kamath & Steinke, "The Discrete Gaussian
+for Differential Privacy", 2020); the table is `alias_table`'s.
 
-Using it in (eps, delta) accounting: with eta = `tv_distance_bound(scale)`
-(< 2^-231 for every supported scale) and n samples drawn in total (clients x
-coordinates x rounds), add (1 + e^eps) n eta to delta (the argument is in
-`tff_ddp.mechanisms.alias_table`; the accountant does it, `sampler_tv_mass`).
-
-References: C. Canonne, G. Kamath & T. Steinke (2020), "The Discrete
-Gaussian for Differential Privacy" (CKS); the alias method's references are
-in `alias_table`, which builds, certifies and samples the table from the
-brackets and the tail bound proved here.
-
-Notation: N_Z(0, s) has pmf p(x) = e(x) / Z on the integers, with
-e(x) = exp(-x^2 / (2 s)) and Z = sum_x e(x).
-
-HOST SIDE (Python integers and `fractions`, once per s, cached)
-
-1. Truncation. m = T + 1 is the smallest integer with m^2 >= 2 s G, where
-   G = 233 L and L = 0.69314718055994530942 > ln 2 (a rational constant;
-   ln 2 = 0.693147180559945309417...). Support [-T, T], K = 2T + 1 points.
-2. Brackets of e(x). With beta = 1/(2s) (rational), integers
-   r_lo <= 2^320 exp(-beta) <= r_hi and q_lo <= 2^320 exp(-2 beta) <= q_hi
-   (`alias_table.fixed_exp_neg_bounds`: `decimal` at 110 digits, the
-   argument bracketed by directed divisions, `Decimal.exp` correctly
-   rounded, widened by 1 -/+ 10^-109 with directed rounding).
-   Then e(x + 1) = e(x) r(x) and r(x + 1) = r(x) exp(-2 beta) with
-   r(0) = exp(-beta), because e(x) r(x) = exp(-(x^2 + 2x + 1) beta).
-   Multiplying lower bounds with floor and upper bounds with ceiling (all
-   factors are >= 0) gives integers lo(x) <= 2^320 e(x) <= hi(x), x = 0..T.
-3. The table: `alias_table.build` with a(x) = lo(|x|), c = 2^320 Z (so
-   a(x) <= c p(x)), gap = sum_{|x|<=T} (hi(|x|) - lo(|x|)) and tail =
-   2 exp(-min(m^2/(2s), 1000)) bracketed from above (>= the bound of (ii)).
-   It quantises to weights summing to 2^252, lays out the alias table over
-   2^b columns and checks the arrays realise the weights exactly.
-
-SAMPLING (TF): `alias_table.sample`: one uniform 64-bit word per sample
-(low b bits the column, bits b..62 the top of the 252 - b bit threshold
-draw), 1 gather (from 2^18 columns on, of the int32 first level, and of
-`packed` only where its 31 - b bits tie); four more words only on a tie of
-the top bits (probability 2^(b - 63) <= 2^-43 per sample), drawn for the
-whole batch from their own fold-in seed. No loops, no rejection, no
-floating point.
-
-PROOF OF THE TV BOUND (the steps of `alias_table`, with this law's inputs):
-
-(i)   tau = P(|X| > T) is at most the tail handed over:
-      tau <= 2 exp(-m^2 / (2s)) <= 2 exp(-G) < 2 exp(-233 ln 2) = 2^-232.
-      CKS prove N_Z(0, s) is s-sub-Gaussian (E exp(tX) <= exp(t^2 s / 2)
-      for all real t), so by Chernoff P(X >= m) <= exp(-m^2 / (2s)), and
-      P(X <= -m) is the same by symmetry.
-(ii)  Step 2 gives a(x) <= 2^320 e(x) = c p(x) <= hi(|x|), so the gap
-      bounds sum (c p(x) - a(x)); `alias_table.build` checks rho = 2 gap / A
-      <= 2^-240 (it is below 2^-270 for every supported scale: D(x) is a
-      few units up to ~2^40 against A >= 2^320).
-(iii) `alias_table`'s (iii)-(iv): TV(p_hat, N_Z(0, s)) <= (Q + rho) / 2 +
-      tau < 2^-233 + 2^-241 + 2^-232 < 2^-231 (`TV_DISTANCE_UPPER_BOUND`).
-
-`tv_distance_bound(scale)` returns (Q + rho) / 2 + tail of the built table,
-rounded up to a float: e.g. ~2^-239 at scale 0.7, ~2^-232 at 785.
-
-CAP. M <= 2^20 = 1048576 columns, i.e. T <= 2^19 - 1, i.e. s <= 2^37 / G
-(~8.51e8), i.e. scale <= `max_supported_scale()` = 29178.6... (the exact
-largest float, found by bisection): the local scales of DDG at model size
-(e.g. ~19000 for 2^20 coordinates, 50 clients, 20 bits). Larger scales
-raise ValueError; use `discrete_gaussian.sample_discrete_gaussian` (exact,
-up to 2^25) there (the DDG mechanism switches to it by itself).
-
-TABLE COST. Memory: `packed` 8 bytes a column, `low` 24 bytes a point of
-the support (K rows, read only on a tie) and from 2^18 columns on the
-int32 first level, 4 bytes a column (`alias_table`): 0.9 MiB at scale 785
-(T = 14108, M = 2^15), 6.3 MiB at 4000 (M = 2^18), 27.6 MiB at 19000 and
-36 MiB at the cap (M = 2^20); they become graph constants wherever the
-sampler is traced; up to 16 tables are cached. Build
-time, O(T) big-integer products plus an O(K log K) sort, once per scale and
-process: `benchmarks/sampler_bench.py` prints it (see benchmarks/RESULTS.md).
+Brackets, truncation, the TV proof, cap and cost:
+docs/notes/certified_tables.md.
 """
 
 import fractions

@@ -5,52 +5,13 @@ Federated Learning with Secure Aggregation" (arXiv:2102.06387): Algorithm 1
 (client), Algorithm 2 (server), Theorem 5 (privacy) and the Section 6
 heuristic for the granularity gamma. This module is the one place these
 formulas live (the privacy curve is in `tff_ddp.accounting.ddg_rdp`); the TFF
-factory only places them.
+factory only places them. `DistributedDiscreteGaussian.compute_parameters`
+resolves a `Request` (granularity, float32 path, sampler: `Sampler`); the
+client clips, scales, rotates, rounds conditionally (||x~||^2 <= T, checked
+exactly in int64: all the privacy rests on it), noises and reduces mod 2^bits.
 
-Data flow for one client (D = the encoder's output dimension, M = 2^bits):
-
-  x  --clip to c-->  --/gamma-->  x'  --encoder (e.g. H D_xi)-->  x''
-  --conditional randomized rounding-->  x~ (integers, ||x~||^2 <= T)
-  --+ N_Z(0, (sigma/gamma)^2)^D-->  --mod M-->  z in [0, M)^D (int64)
-
-Precision (`float32_rotation`, resolved once in `compute_parameters`). The
-privacy of a client rests on one check only: the rounded integer vector is
-accepted iff ||x~||_2^2 <= T, computed exactly in int64 (Theorem 5 (3);
-T < 2^62 makes the sum of squares exact). Whatever arithmetic produced x''
-the released x~ has norm <= sqrt(T), the sensitivity the event claims. So
-x' and x'' may be computed in float32 when that costs no utility worth
-naming, and then they are:
-
-* x' is clipped to c (1 - 2 eps) instead of c, eps =
-  `encoder.float32_error` (the proved relative l2 error of the float32
-  rotation, `tff_ddp.encoders.hadamard.float32_error_bound`), so that
-  ||x''||_2 <= (1 + eps)(1 - 2 eps) c/gamma <= c/gamma: the premise of the
-  paper's rounding analysis (Algorithm 1: ||x''||_2 <= c/gamma; each
-  attempt succeeds w.p. >= 1 - beta) still holds;
-* the rounded values and the ring arithmetic are int32: |x~_j| <= |x''_j|
-  + 1 <= c/gamma + 1 < 2^30 + 1 (c/gamma < 2^30 is a condition of this
-  path), the noise enters as its residue in [0, M), M <= 2^30, and the sum
-  x~ + y is formed in uint32, whose wrap-around is modulo 2^32, a multiple
-  of M: (x~ + y) & (M - 1) is the exact residue mod M;
-* chosen iff the encoder has such a bound (the randomized Hadamard), the
-  noise is on, 1 <= c/gamma < 2^30 (from 1 up, float32's flushed
-  subnormals, `hadamard.float32_flush_error` <= 2^-93 in l2, stay far
-  below the eps c/gamma >= 2^-22 of slack the shrink leaves) and the
-  float32 cost is negligible against the noise: n clients' rotation errors
-  and shrinks add at most n 2 eps c/gamma in l2, their noise has l2 norm
-  ~ sqrt(n D) sigma/gamma; float32 is used when the first is <= 2^-10 of
-  the second at the expected n (`_FLOAT32_NOISE_FRACTION`).
-Otherwise (no noise, Kashin, DFT, identity, huge scaled clips) x'' is
-float64 and the integers int64, as in Algorithm 1 literally.
-
-Server: zbar = sum z mod M, centred into {-M/2+1, ..., M/2}, then
-y = gamma * decode(zbar').
-
-Worked example (one client, D = 1, identity encoder, gamma = 1/2, no noise,
-M = 8): x = 1.3 -> x' = 2.6 -> rounded to 3 (w.p. 0.6) or 2 -> z = 3; the
-server centres 3 -> 3 and returns 3 * 1/2 = 1.5. With a second client's z = 6
-(x = -1, x' = -2 -> -2 mod 8 = 6), zbar = 9 mod 8 = 1 -> 1 -> 0.5 = 1.3 - 1
-rounded.
+The data flow, the float32 path and why it is safe, the server, a worked
+example: docs/notes/ddg_encode.md.
 """
 
 import dataclasses

@@ -1,81 +1,17 @@
 """Exact Poisson(mu) and symmetric Skellam sampling in TensorFlow.
 
 `sample_poisson(shape, mean, seed)` returns int64 draws whose law is
-*exactly* Poisson(mu) for mu = `sampled_mean(mean)` (the requested mean
-rounded *up* to a multiple of 2^-20, so that mu is a rational P / 2^20 the
-exact test below can handle; more noise than asked for, never less), at an
-expected cost per element that does not depend on mu for mu <= 2^30.
-`sample_skellam(shape, mean, seed)` is the difference of two independent
-such draws: the symmetric Skellam noise of the distributed Skellam mechanism
+*exactly* Poisson(mu) for mu = `sampled_mean(mean)` (the mean rounded up to
+a multiple of 2^-20), at an expected cost per element independent of mu for
+mu <= 2^30: rejection from a geometric-of-blocks envelope (Devroye,
+"Non-Uniform Random Variate Generation", 1986, ch. X) decided by
+`binomial`'s certified float64 test and exact fallback; `expected_candidates`
+gives the rejection constant. `sample_skellam(shape, mean, seed)` is the
+difference of two draws: the noise of the distributed Skellam mechanism
 (Agarwal, Kairouz & Liu, "The Skellam Mechanism for Differentially Private
 Federated Learning", NeurIPS 2021, arXiv 2110.04995), variance 2 mu.
 
-Like `tff_ddp.mechanisms.binomial` (whose float64 kernels with rigorous
-error bounds and whose big-integer test this module reuses), no
-floating-point number decides a random outcome unless a rigorous error bound
-certifies the decision; every undecided case is settled by exact integer
-arithmetic.
-
-Algorithm (rejection from a discrete two-sided "geometric-of-blocks"
-envelope; Devroye, "Non-Uniform Random Variate Generation", 1986, ch. X):
-
-1. Mode M = floor(mu) (host, exact). f(k) = e^-mu mu^k / k!.
-2. Proposal: a fair side bit, G = the trailing zeros of a 64-bit word
-   (P(G = g) = 2^-(g+1) for g < 64, P(G = 64) = 2^-64), U uniform on [0, L)
-   (modular reduction with rejection of the incomplete top block);
-   t = L G + U, D = t on the right side, D = -1 - t on the left. The
-   candidate is k = M + D with proposal mass g(D) = 2^-(G+2) / L
-   (2^-65 / L for G = 64).
-3. Accept with probability a(D) = r(D) 2^G' / K, r(D) = f(M + D) / f(M),
-   G' = min(G, 63), K = K_num / 2^20 a host rational with
-   K >= sup_D r(D) 2^floor(t / L) (proof below). Then g(D) a(D) = r(D) /
-   (4 L K) for every D, so the accepted k is exactly Poisson(mu); k < 0 is
-   rejected. Expected candidates per draw: 4 L K f(M) (`expected_candidates`,
-   1.82 for mu >= 10^3, 2.5 at mu = 10, at most 8 for tiny mu: there the
-   proof's M > mu - 1 is loose).
-4. The test "V < a(D)" uses V's first 52 bits and ln a(D) with a rigorous
-   error bound (`binomial.fast_decision`); undecided cases (about one in
-   10^8-10^9) go to `binomial.exact_ratio_accept` with a(D) = A / B:
-   for D >= 0, A = 2^(G'+20) P^D, B = K_num prod_{j<=D} (M+j) 2^20;
-   for D = -k < 0, A = 2^(G'+20) prod_{j<=k} (M-j+1) 2^20, B = K_num P^k.
-
-Envelope proof (K). Right side, D >= 0, floor(t/L) <= D/L =: D b / ln 2
-with b = ln(2) / L: since M > mu - 1, r(D) = prod_{j<=D} mu / (M+j) <=
-prod_{j<=D} 1 / (1 + y_j), y_j = (j-1)/mu, so ln r(D) + (D/L) ln 2 <= h(D) :=
-sum_{j<=D} (b - ln(1 + y_j)). The increments are decreasing, so h is
-largest at J, the last j with b >= ln(1 + y_j), where y_j <= e^b - 1 =: beta
-<= 1. ln(1+y) >= y - y^2/2 >= y (1 - beta/2) for 0 <= y <= beta gives
-h(J) <= q_R(J) := J b - c J (J - 1) / 2 with c = (1 - beta/2) / mu > 0,
-and q_R is a concave quadratic, so its maximum over the integers is at
-floor or ceil of its real argmax b/c + 1/2. Left side, D = -k, k >= 1,
-floor(t/L) <= (k-1)/L: M <= mu gives r(-k) = prod_{j<k} (M - j)/mu <=
-prod_{j<k} (1 - j/mu), ln r <= -k (k-1) / (2 mu), so with x = k - 1 >= 0 the
-exponent is at most q_L(x) := x b - x (x + 1) / (2 mu), maximal at an
-integer next to mu b - 1/2. ln K = max(q_R, q_L over those integers, 0),
-evaluated in 60-digit `decimal` and rounded up (K_num = ceil(K 2^20) + 1).
-`poisson_test` checks K against the exact ratios by brute force.
-
-The float64 evaluation of ln r(D) (error <= 2^-40 times the sum of the terms'
-magnitudes, as argued in `binomial`): with x = D / M, phi(x) = (1+x) ln(1+x)
-- x and Stirling's series ln n! = (n + 1/2) ln n - n + ln(2 pi)/2 + beta(n),
-
-  ln r(D) = D ln(mu / M) - M phi(x) - ln(1 + x) / 2 + beta(M) - beta(M+D),
-
-cancellation-free, where M >= 512 and M + D >= 256; otherwise
-ln M! - ln (M+D)! + D ln mu with ln n! from the host table (n < 256) or
-Stirling's formula. ln mu, ln(mu / M) and ln K_num are host constants,
-correctly rounded.
-
-Means above 2^30 are split: Poisson(c nu) is the sum of c independent
-Poisson(nu), c = ceil(mean / 2^30), so the cost grows linearly there (the
-exact fallback's cost grows like |D|^2 with |D| ~ sqrt(mu), which the split
-keeps bounded). `sampled_mean` returns the mean actually drawn: c times nu
-rounded up to the 2^-20 grid.
-
-Randomness: all words come from `tf.random.stateless_uniform` with seeds
-derived by `stateless_fold_in` from the caller's seed (never shared between
-clients by the mechanisms); eager, `tf.function` and TFF computations give
-the same draws for the same seed.
+Algorithm, envelope proof, float64 evaluation: docs/notes/exact_samplers.md.
 """
 
 import dataclasses

@@ -6,46 +6,13 @@ representation, then cPBM), Algorithm 3 (cPBM), Algorithm 2 (server: rescale,
 decode), eq. (3) (unbiasedness and variance), Lemma 2 (privacy, computed in
 `tff_ddp.accounting.pbm_rdp`). This module is the one place these formulas
 live; `tff_ddp.aggregators.PoissonBinomialSumFactory` only places them.
+`PoissonBinomial` is the mechanism, `compute_parameters` builds it,
+`Divisor` ('l2', Algorithm 3's; 'linf', the Kashin level's bound) sets the
+scale, `probability_bounds(theta)` keeps every p in [1/2 - theta,
+1/2 + theta] as Lemma 2 needs.
 
-One client (d input scalars, D = encoder.output_dim, C = l2_clip):
-
-  x --encode--> y in R^D --clip ||y||_2 to C--> p[k] = 1/2 + theta y[k] / C
-    --> Z[k] ~ Binomial(m, p[k])  (exact, integer comparisons)  in [0, m]
-
-Server, from S[k] = sum over the n participating clients of Z[k] (recovered
-exactly from the modular sum when n m < M = 2^bits, see `recover_sum`):
-
-  yhat_sum[k] = C / (m theta) * (S[k] - n m / 2)        (Algorithm 2, line 3,
-                                                         times n: a *sum*)
-  xhat_sum    = encoder.decode(yhat_sum)                (Algorithm 2, line 4)
-
-E[S[k]] = m n / 2 + (m theta / C) sum_i y_i[k], so yhat_sum is unbiased for
-sum_i y_i[k] (clipped), with variance
-(C / (m theta))^2 sum_i m p_i (1 - p_i) <= n C^2 / (4 m theta^2) per
-coordinate -- eq. (3)'s C^2 / (4 n m theta^2) for the mean, times n^2.
-
-Worked example (C = 1, theta = 1/4, m = 4, n = 2, D = 1): y_1 = 1, y_2 = -1/2
-give p = 3/4 and 3/8, so E[Z_1] = 3, E[Z_2] = 1.5; with S = 4.5 the server
-returns 1 / (4 / 4) * (4.5 - 4) = 0.5 = y_1 + y_2.
-
-The divisor. Algorithm 3 divides by C: p = 1/2 + theta y[k] / C
-(`divisor='l2'`, the default). Lemma 2 only needs p in
-[1/2 - theta, 1/2 + theta], i.e. |y[k]| <= B for the divisor B, and the
-Kashin representation guarantees |y[k]| <= K ||x||_2 / sqrt(D) with level K;
-after the l2 clip that is at most B = K C / sqrt(D) whenever the
-representation is exact (||x|| <= ||y||). `divisor='linf'` uses this B
-(p = 1/2 + theta clip(y[k] / B, -1, 1), rescaled by B / (m theta) on the
-server): the same privacy event, with the per-coordinate variance bound
-n B^2 / (4 m theta^2), D / K^2 times smaller than with B = C -- the l_inf
-form of the original Poisson binomial mechanism (the paper's ref. [20]),
-which Algorithm 3 leaves on the table. Coordinates beyond B (possible only
-for inexact representations) are clipped to B and the client is counted as
-clipped.
-
-Probabilities are float64 numbers in [p_low, p_high], p_low = 1 - p_high,
-p_high the largest float64 <= 1/2 + theta (both exact dyadic rationals), so
-every client's Bernoulli probabilities lie in [1/2 - theta, 1/2 + theta]: the
-premise of Lemma 2.
+One client and the server, a worked example, the divisor:
+docs/notes/cpbm_accounting.md.
 """
 
 import dataclasses

@@ -1,78 +1,16 @@
 """Fast symmetric Skellam sampling with an exactly built alias table.
 
-`sample_skellam_table(shape, mean, seed)` draws iid int64 samples whose law
-p_hat is within a *proved* total-variation (TV) distance (< 2^-231) of the
-symmetric Skellam law Pois(mu) - Pois(mu), mu = `poisson.sampled_mean(mean)`
-(the exact sampler's mu, so the accounting of the Skellam mechanism is
-unchanged up to delta: add (1 + e^eps) n eta to delta for n samples, as for
-the discrete Gaussian table; `tff_ddp.mechanisms.alias_table`). The noise of
-the distributed Skellam mechanism (Agarwal, Kairouz & Liu, "The Skellam
-Mechanism for Differentially Private Federated Learning", NeurIPS 2021,
-arXiv 2110.04995), at the cost of one random word and one gather a sample.
+`sample_skellam_table(shape, mean, seed)` draws iid int64 samples within a
+proved total-variation distance (< 2^-231) of Pois(mu) - Pois(mu),
+mu = `poisson.sampled_mean(mean)`, for means up to `max_supported_mean()`:
+the noise of the distributed Skellam mechanism (Agarwal, Kairouz & Liu, "The
+Skellam Mechanism for Differentially Private Federated Learning", NeurIPS
+2021, arXiv 2110.04995) at one random word and one gather a sample. The
+brackets come from one exact big-integer convolution; the table is
+`alias_table`'s.
 
-Notation: mu = P / 2^20 (P an integer, `poisson.sampled_mean`), M =
-floor(mu), f(j) = mu^j / j!, r(j) = f(j) / f(M) <= 1 (M is a mode of the
-Poisson law). The Skellam pmf is
-  p(k) = e^{-2 mu} sum_j f(j) f(j + k) = (e^{-2 mu} f(M)^2) c(k),
-  c(k) = sum_j r(j) r(j + k)   (sums over j >= max(0, -k)),
-and c(k) = c(-k).
-
-HOST SIDE (Python integers, `fractions` and `decimal`; no float; cached)
-
-1. Truncation. t = m - 1 for an integer m whose Chernoff bound holds: for
-   every real s > 0, E e^{sX} = exp(2 mu (cosh s - 1)) for the symmetric
-   Skellam X, so P(X >= m) <= exp(-(s m - mu (e^s + e^{-s} - 2))). With s
-   the decimal value of asinh(m / (2 mu)) (the optimum, to 40 digits; any
-   s > 0 is valid) and e^{-s} bracketed by `alias_table.exp_neg_bounds`
-   (e^s <= 1 / lower bracket of e^{-s}), the exponent is bounded below by a
-   rational E_lo, and tail = 2 exp(-min(E_lo, 1000)) from above bounds
-   P(|X| > t) = 2 P(X >= m). m is the least integer (found by a doubling
-   then bisection search) whose tail is < 2^-232.
-2. Poisson brackets, F = 288 fixed-point bits. lo(M) = hi(M) = 2^F and,
-   exactly as r(j + 1) = r(j) mu / (j + 1) = r(j) P / (2^20 (j + 1)) and
-   r(j - 1) = r(j) j 2^20 / P: lo(j + 1) = floor(lo(j) P / (2^20 (j + 1))),
-   hi with ceiling, upwards; lo(j - 1) = floor(lo(j) j 2^20 / P), hi with
-   ceiling, downwards; so lo(j) <= 2^F r(j) <= hi(j) on the window [L, H]
-   where the walk stops: the first j above M (below M, or 0) with
-   hi(j) < 2^(F - 260), extended upwards until H - L >= t.
-3. Window tail. For j >= H, r(j + 1) / r(j) = mu / (j + 1) <= rho_u :=
-   mu / (H + 1) < 1; for 0 < j <= L, r(j - 1) / r(j) = j / mu <= rho_d :=
-   L / mu < 1. So R := sum_{j outside [L, H]} r(j) <= hi(H) / 2^F rho_u /
-   (1 - rho_u) + [L > 0] hi(L) / 2^F rho_d / (1 - rho_d), a rational.
-4. Convolution. a(k) = sum_{j, j + |k| in [L, H]} lo(j) lo(j + |k|), for
-   k = -t..t, from ONE exact big-integer product: the lo(j) packed in
-   base-10^S slots (S digits hold n 4^F, n = H - L + 1, so no slot carries)
-   as A = sum_i lo(L + i) 10^{S i} and its slot reversal B; the coefficient
-   of 10^{S (n - 1 - k)} in A B is a(k). The product is libmpdec's
-   (`decimal`, exact integer arithmetic with a number-theoretic transform:
-   the context has precision enough for every digit and traps Inexact and
-   Rounded, so nothing is rounded).
-5. The table: `alias_table.build` with these a(k), c = 2^{2F} e^{2 mu} /
-   f(M)^2 (so c p(k) = 2^{2F} c(k) >= a(k), all terms >= 0), gap =
-   ceil((sum hi)^2 - (sum lo)^2 + 2^{2F} 2 R (sum hi / 2^F + R)) and the
-   tail of step 1.
-
-WHY THE GAP BOUNDS sum_{|k|<=t} (c p(k) - a(k)): c p(k) - a(k) = 2^{2F}
-sum over the pairs (j, j + k) with both in [L, H] of r(j) r(j + k) minus
-lo(j) lo(j + k) (each <= hi(j) hi(j + k) - lo(j) lo(j + k)), plus 2^{2F}
-times the pairs with an index outside. Summed over all k, the first part is
-at most (sum hi)^2 - (sum lo)^2; the pairs with j outside sum to at most
-R sum_i r(i), those with j + k outside likewise, and sum_i r(i) <= sum hi /
-2^F + R. The sum over |k| <= t is at most the sum over all k.
-
-Then `alias_table`'s proof gives TV(p_hat, Skellam(mu)) <= (Q + rho) / 2 +
-tail < 2^-231.
-
-SAMPLING (TF): `alias_table.sample`, as for the discrete Gaussian table:
-one uniform 64-bit word per sample, one gather, four more words only on a
-tie (probability <= 2^-43).
-
-CAP. 2^20 columns: t <= 2^19 - 1, i.e. mu up to `max_supported_mean()`
-(about 4.2e8; Skellam stddev ~29,000). The distributed Skellam mechanism
-uses the exact sampler (`poisson.sample_skellam`) above it, including the
-chunked range mu > 2^30. Build time, O(n) big-integer products for the
-brackets and one product of two n S-digit numbers: see
-`benchmarks/sampler_bench.py`.
+Truncation, brackets, the gap bound, cap and cost:
+docs/notes/certified_tables.md.
 """
 
 import decimal

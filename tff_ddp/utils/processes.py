@@ -1,57 +1,17 @@
 """Ending the TFF worker processes that this Python process started.
 
 Executing a TFF computation in the C++ test context starts `worker_binary`
-subprocesses that outlive Python and keep the parent's stdout/stderr open, so
-`pytest | tail` or a CI script would wait for ever. We end exactly the
-descendants of the current process, found by process id through /proc, never
-by name (other runs on the same machine are left alone).
+subprocesses that outlive Python and keep the parent's stdout/stderr open.
+We end exactly the descendants of the current process, found by process id
+through /proc, never by name (`end_workers`, `end_descendants`,
+`release_tff`). `raise_worker_stack_limit()` gives the workers larger
+thread stacks (TFF 0.87's worker overflows one near 10^5 client values);
+`guard_worker_starts()` and `end_run_on_signals()` keep workers from
+outliving Ctrl-C, SIGTERM or SIGHUP and from hanging a start-up;
+`use_test_context()` shares one context across threads.
 
-Large calls. TFF 0.87's `worker_binary` overflows a gRPC server thread's
-stack in a frame under `SequenceExecutor::CreateStruct` (symbolised from the
-binary; the recursion depth grows with the number of client values, which
-we infer from the crash appearing only near 10^5 values). With glibc's
-default 8 MiB thread stacks the worker died with SIGSEGV in 3 of the 10
-rounds of 10^5 clients we ran (the test context then
-restarts the worker and repeats the call, so the result is right but the
-round takes up to twice as long). `raise_worker_stack_limit()` raises this
-process's soft RLIMIT_STACK, which the workers it starts afterwards inherit
-as their default thread stack size (256 MiB of address space per thread,
-reserved, not used).
-
-Signals and the end of a run. TFF's `ServiceManager` starts a worker from
-its event-loop thread whenever the previous one is gone, also while a
-Ctrl-C is unwinding the main thread (the terminal's SIGINT ends the worker
-too, and TFF starts another): such a worker, forked after the exit
-clean-up listed this process's children, outlived the script. And SIGTERM /
-SIGHUP (`timeout`, `kill`, a closed terminal) end Python without any
-clean-up at all. `guard_worker_starts()` (installed with the exit clean-up)
-makes every worker TFF starts go through `WorkerPopen`, which records its
-pid and refuses to start once the process is ending; `end_run_on_signals()`
-makes SIGTERM and SIGHUP (when they have their default action) end every
-worker first, then the process, by the same signal. TFF's `__del__` waits
-for a worker it sent SIGINT; `WorkerPopen.wait` bounds that wait (SIGTERM,
-then SIGKILL), so replacing a context never hangs, in any thread.
-
-A worker that dies before it is ready. TFF's `get_stub` then polls the
-dead worker's readiness once a second for ever, and the main thread waits
-for that call without a bound. A Ctrl-C during the worker's start-up does
-exactly that (the process group's SIGINT ends the worker); the script
-still ends as long as the main thread receives the signal itself (its lock
-wait is interrupted, KeyboardInterrupt). When the kernel hands it to
-another thread, Python's handler only marks it pending for the main
-thread, which never wakes: the script hung for ever (seen once in CI, and
-once in ~55 runs of a loop, 29 Nov 2026: docs/notes/flake_hunt.md). So
-the guard also replaces that poll's `time.sleep`, which raises
-`WorkerExitedError` once the worker it waits for has exited: the call
-fails, the main thread wakes up and raises the pending KeyboardInterrupt
-(or, for a worker that crashed, the error).
-
-Threads. TFF's context stack is per thread: a thread sees no context
-("No default context installed") even when the main thread installed one.
-`use_test_context()` makes its context the one every other thread starts
-with, so threads share it (a sync context takes calls from several threads:
-they run on its event loop); called in another thread it installs that
-shared context there, and never ends a worker another thread uses.
+Large calls, signals, workers that die before they are ready, threads:
+docs/notes/worker_crashes.md.
 """
 
 import atexit

@@ -1,49 +1,15 @@
 """What a round hands back to Python: refusals, missing contexts, statuses.
 
-What TFF 0.87's execution contexts do not give a user, done once here
-for every process of tff_ddp:
+What TFF 0.87's execution contexts do not give a user, done once here for
+every process of tff_ddp: `user_facing(computation)` (a
+`ConcreteComputation` of the same proto and type; only its Python
+`__call__` differs) turns a refused round (`refusal_check`) into
+`RoundRefusedError`, a missing execution context into
+`MissingContextError`, `bytes` statuses into `Status` (a `str`), and another
+process's state into a one-line TypeError. Neither changes what a round
+releases (docs/errors.md).
 
-* **Refusals.** A round that must not return its result (more clients in a
-  secure sum than its ring holds: `tff_ddp.aggregators.secure_sum`) fails
-  from inside the server computation with a TensorFlow assertion
-  (`refusal_check`). Through TFF's C++ test context that reaches Python as a
-  `grpc.RpcError` (status INTERNAL) whose text carries the assertion's
-  message between 'assertion failed: [' and ']' (measured on this machine;
-  the worker also logs it). A process's `next` wrapped by `user_facing`
-  turns such an error into `RoundRefusedError` (a ValueError) with the
-  message alone. A process composed into another TFF computation (e.g. an
-  aggregator inside `tff.learning.algorithms.build_unweighted_fed_avg`)
-  raises the RpcError of the outer call, with the same readable message in
-  its text.
-* **A missing execution context.** Importing TFF installs its local C++
-  context, which cannot run `federated_secure_modular_sum`: a process of
-  tff_ddp called there fails with gRPC's "Cannot embed a federated value"
-  (measured on this machine), and after `tff_ddp.utils.processes.
-  release_tff()` with TFF's "No default context installed", which points to
-  that same local context. Under `user_facing` both become
-  `MissingContextError`, which says what to call. A process that TFF builds
-  around an aggregator of tff_ddp (`build_unweighted_fed_avg`) is TFF's own
-  and keeps TFF's error.
-* **Statuses.** TFF returns a `tf.string` result as `bytes`, so
-  `measurements['status'] == 'ok'` is False for a user. Under `user_facing`
-  every `bytes` value under a key named 'status' comes back as `Status`, a
-  `str` that also equals the same text as bytes (code written for the bytes,
-  `status == b'ok'` or `status.decode()`, keeps working). Inside other TFF
-  computations the value stays a tf.string (the type does not change: the
-  processes stay composable).
-
-* **Another process's state.** The state of a process with an adaptive
-  clip (`l2_clip` in the state) passed to one with a fixed clip, or the
-  reverse, fails in TFF's serialization with a dump of both structures;
-  under `user_facing` it is a one-line TypeError saying which state to pass.
-
-`user_facing(computation)` is a `ConcreteComputation` of the same proto and
-type (it subclasses TFF's), so it is accepted wherever the computation was;
-only its Python `__call__` differs, and only on concrete results: traced
-inside another computation it returns TFF's values untouched.
-
-Neither changes what a round releases; a refused round has released its
-secure sum to the server that ran it (see docs/errors.md).
+Each case as TFF raises it and as it comes back: docs/notes/secure_sum.md.
 """
 
 from tff_ddp.utils import requires

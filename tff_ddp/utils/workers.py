@@ -5,52 +5,14 @@
   with remote_workers(['hostA:8000', 'hostB:8000'], call_timeout=600):
     ...                                        # workers started elsewhere
 
-TFF 0.87 has no multi-worker C++ stack in Python: `worker_binary` serves one
-local executor stack over gRPC (flags `--port`,
-`--max_concurrent_computation_calls`, `--grpc_max_message_length_megabytes`;
-it listens on `[::]:port`, i.e. on every interface, there is no bind-address
-flag). The way to spread clients over several workers is
-`MergeableCompExecutionContext`: a computation with one aggregation is
-compiled to `MergeableCompForm` (up_to_merge, merge, after_merge); the clients
-of each call are split into one slice per worker, every worker runs
-`up_to_merge` on its slice, the partial aggregates are merged pairwise, and
-`after_merge` runs once (server-only result) or once per slice.
+TFF 0.87 has no multi-worker C++ stack in Python; the clients of each call
+are split over the workers by `MergeableCompExecutionContext` (one
+aggregation per computation; secure sums replaced by their insecure bodies,
+exact for power-of-two moduli <= 2^31). A dead local worker raises
+`WorkerDiedError`; `call_timeout` bounds calls on remote ones.
 
-Secure sums. Neither the remote worker nor the mergeable compiler knows
-`federated_secure_modular_sum` / `federated_secure_sum(_bitwidth)`. As in
-`tff.backends.test`, every compile step first replaces them by their insecure
-bodies (`tff.backends.test.replace_secure_intrinsics_with_bodies`):
-secure_modular_sum(x, m) == federated_apply(mod m, federated_sum(x)). After
-the split each worker returns its plain partial sum, `merge` adds them and the
-`mod m` runs in after_merge, so the result is the exact residue of the sum,
-as in the single-process test context (no cryptographic SecAgg exists in a
-simulation anyway). Integer sums wrap in the summand dtype (int32 for this
-library); the residue is unchanged only for power-of-two moduli <= 2^31,
-which is what `tff_ddp` uses (the same caveat holds in the test context).
-
-Parallelism. TFF's `RemoteExecutor` issues blocking gRPC calls from inside
-coroutines, so several remote contexts on one event loop run one after the
-other (measured: the second worker starts when the first is done). Each
-worker's context therefore runs on its own event-loop thread
-(`_ThreadedContext`); the blocking calls release the GIL. One worker_binary
-already uses every core for `federated_map`, so local workers only pay off
-with more cores than one worker can use (benchmarks/RESULTS.md, workers).
-
-Failures. `AsyncExecutionContext` retries gRPC UNAVAILABLE for ever, so a
-dead worker hangs the caller; local workers are watched by pid (a dead one
-raises `WorkerDiedError`), `call_timeout` bounds calls on remote ones.
-
-Limits of MergeableCompForm: at most one aggregation (independent parallel
-aggregations are fine, an aggregation feeding another is not), and
-computations whose CLIENTS work is not driven by a CLIENTS-placed argument get
-`default_num_clients` clients on *every* worker.
-
-Processes. Workers are started with stdout/stderr going to log files (not to
-our pipes, which `worker_binary` would otherwise hold open), under
-`setpriv --pdeathsig TERM` (they die with the Python process even on
-SIGKILL), on a free loopback port checked to be theirs alone (gRPC's
-SO_REUSEPORT lets a second listener share a port silently), and are ended
-by process id on exit: SIGTERM, wait, SIGKILL.
+Secure sums, parallelism, failures, limits, how workers are started:
+docs/notes/workers.md.
 """
 
 from tff_ddp.utils import requires
