@@ -14,10 +14,9 @@ import re
 
 import setuptools
 
-_VERSION = re.search(
-    r"^__version__ = '([^']+)'",
-    (pathlib.Path(__file__).parent / 'tff_ddp' / '__init__.py').read_text(),
-    re.M).group(1)
+_VERSION = re.search(r"^__version__ = '([^']+)'",
+                     (pathlib.Path(__file__).parent / 'tff_ddp' /
+                      '__init__.py').read_text(), re.M).group(1)
 
 setuptools.setup(
     name='tff_ddp',
@@ -25,8 +24,7 @@ setuptools.setup(
     description=(
         'Distributed differential privacy (discrete Gaussian, Poisson binomial)'
         ' with secure aggregation, with accounting; TensorFlow Federated'
-        ' aggregators and analytics.'
-    ),
+        ' aggregators and analytics.'),
     packages=setuptools.find_packages(include=['tff_ddp', 'tff_ddp.*']),
     python_requires='>=3.11,<3.14',
     install_requires=[

@@ -10,6 +10,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
 # when it exits, however it exits (no orphaned worker_binary, no TFF
 # ServiceManager traceback at interpreter shutdown).
 from tff_ddp.utils import processes as _processes  # pylint: disable=wrong-import-position  # after the sys.path set-up
+
 _processes.end_workers_at_exit()
 # 10^5-client calls overflow worker_binary's default 8 MiB thread stacks.
 _processes.raise_worker_stack_limit()

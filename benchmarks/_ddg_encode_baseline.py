@@ -73,15 +73,20 @@ def fast_walsh_hadamard(x):
 
 
 def random_signs(dim, seed, dtype=tf.float64):
-  bits = tf.random.stateless_uniform(
-      [dim], seed=seed, minval=0, maxval=2, dtype=tf.int32)
+  bits = tf.random.stateless_uniform([dim],
+                                     seed=seed,
+                                     minval=0,
+                                     maxval=2,
+                                     dtype=tf.int32)
   return tf.cast(2 * bits - 1, dtype)
 
 
 def rounding_uniforms(shape, seed, attempt):
   return tf.random.stateless_uniform(
-      shape, seed=tf.random.experimental.stateless_fold_in(
-          seed, tf.cast(attempt, tf.int64)), dtype=tf.float64)
+      shape,
+      seed=tf.random.experimental.stateless_fold_in(seed,
+                                                    tf.cast(attempt, tf.int64)),
+      dtype=tf.float64)
 
 
 def randomized_round(x, uniforms):
@@ -127,13 +132,16 @@ class Table:
 
 
 def _words(n, seed):
-  return tf.random.stateless_uniform(
-      tf.reshape(n, [1]), seed=seed, dtype=tf.int64, minval=None, maxval=None)
+  return tf.random.stateless_uniform(tf.reshape(n, [1]),
+                                     seed=seed,
+                                     dtype=tf.int64,
+                                     minval=None,
+                                     maxval=None)
 
 
 def _fold(seed, data):
-  return tf.random.experimental.stateless_fold_in(
-      seed, tf.constant(data, tf.int64))
+  return tf.random.experimental.stateless_fold_in(seed,
+                                                  tf.constant(data, tf.int64))
 
 
 def alias_lookup(word, second_words, table):
@@ -167,8 +175,8 @@ def sample_noise(n, table, seed):
 
 
 def client_subseeds(noise_seed):
-  seeds = tf.random.experimental.stateless_split(
-      tf.cast(noise_seed, tf.int64), 2)
+  seeds = tf.random.experimental.stateless_split(tf.cast(noise_seed, tf.int64),
+                                                 2)
   return seeds[0], seeds[1]
 
 
@@ -192,8 +200,7 @@ class Encode:
     return fast_walsh_hadamard(random_signs(d, round_seed, x.dtype) * x)
 
   def round(self, x, rounding_seed):
-    return conditional_randomized_round(x, self.m.norm_threshold,
-                                        rounding_seed)
+    return conditional_randomized_round(x, self.m.norm_threshold, rounding_seed)
 
   def noise(self, sampling_seed):
     return sample_noise(self.m.output_dim, self.table, sampling_seed)
@@ -207,6 +214,8 @@ class Encode:
     rounding_seed, sampling_seed = client_subseeds(noise_seed)
     rounded, _, ok = self.round(encoded, rounding_seed)
     z = self.residue(rounded, self.noise(sampling_seed))
-    flags = tf.stack([tf.cast(f, tf.int64) for f in (
-        tf.logical_not(finite), clipped, tf.logical_not(ok))])
+    flags = tf.stack([
+        tf.cast(f, tf.int64)
+        for f in (tf.logical_not(finite), clipped, tf.logical_not(ok))
+    ])
     return z, flags

@@ -36,7 +36,11 @@ def frequency_event(theta, m, n, d, divisor='l2'):
   l2-aware curve applies exactly as in the process."""
   import tensorflow_federated as tff
   from tff_ddp.aggregators import PoissonBinomialSumFactory
-  factory = PoissonBinomialSumFactory(1.0, theta, m, n, encoder='kashin',
+  factory = PoissonBinomialSumFactory(1.0,
+                                      theta,
+                                      m,
+                                      n,
+                                      encoder='kashin',
                                       divisor=divisor)
   return factory.dp_event(tff.TensorType(np.float64, [d]))
 
@@ -50,9 +54,14 @@ def histogram_event(theta, m, n, num_bins):
   from tff_ddp.analytics import quantile_calibration as qc
   encoding = hg.Haar(num_bins)
   _, l2, l0 = encoding.sensitivities()
-  factory = PoissonBinomialSumFactory(
-      l2, theta, m, n, encoder='none', divisor='linf', linf_clip=1.0,
-      l0_clip=int(l0))
+  factory = PoissonBinomialSumFactory(l2,
+                                      theta,
+                                      m,
+                                      n,
+                                      encoder='none',
+                                      divisor='linf',
+                                      linf_clip=1.0,
+                                      l0_clip=int(l0))
   return factory.dp_event(qc.encoding_type(encoding))
 
 
@@ -60,8 +69,13 @@ def indicator_event(theta, m, n):
   """The event of MFFE's clipped-indicator sum at (theta', m')."""
   import tensorflow_federated as tff
   from tff_ddp.aggregators import PoissonBinomialSumFactory
-  factory = PoissonBinomialSumFactory(1.0, theta, m, n, encoder='none',
-                                      divisor='linf', linf_clip=1.0)
+  factory = PoissonBinomialSumFactory(1.0,
+                                      theta,
+                                      m,
+                                      n,
+                                      encoder='none',
+                                      divisor='linf',
+                                      linf_clip=1.0)
   return factory.dp_event(tff.TensorType(np.float64, [1]))
 
 
@@ -70,9 +84,17 @@ def output_dim(d):
   return registry.make_encoder('kashin', d).output_dim
 
 
-def at_paper_parameters(protocol, d, n, delta, theta=0.2, m=30,
-                        quantile_theta=0.2, quantile_m=3, num_bins=64,
-                        indicator_m=None, **kwargs):
+def at_paper_parameters(protocol,
+                        d,
+                        n,
+                        delta,
+                        theta=0.2,
+                        m=30,
+                        quantile_theta=0.2,
+                        quantile_m=3,
+                        num_bins=64,
+                        indicator_m=None,
+                        **kwargs):
   """FrequencyParameters with the paper's (theta, m) (and (theta', m')).
 
   Returns (params, our_epsilon, published_epsilon).
@@ -87,29 +109,48 @@ def at_paper_parameters(protocol, d, n, delta, theta=0.2, m=30,
     eps1, eps2 = epsilon_of([first], delta), epsilon_of([freq], delta)
     ours = epsilon_of([first, freq], delta)
     published = fq.published_epsilon(
-        [(theta, m, n, big_d), (quantile_theta, quantile_m, n,
-                                num_bins - 1)], delta)
-    params = fp.frequency_parameters(
-        'two_phase', d, n, ours * margin, delta, calibrate='num_trials',
-        theta=theta, quantile_num_trials=quantile_m, num_bins=num_bins,
-        budget_fraction=eps1 / (eps1 + eps2), **kwargs)
+        [(theta, m, n, big_d),
+         (quantile_theta, quantile_m, n, num_bins - 1)], delta)
+    params = fp.frequency_parameters('two_phase',
+                                     d,
+                                     n,
+                                     ours * margin,
+                                     delta,
+                                     calibrate='num_trials',
+                                     theta=theta,
+                                     quantile_num_trials=quantile_m,
+                                     num_bins=num_bins,
+                                     budget_fraction=eps1 / (eps1 + eps2),
+                                     **kwargs)
   elif protocol == 'multi_round':
     indicator_m = m if indicator_m is None else indicator_m
     first = indicator_event(quantile_theta, indicator_m, n)
     eps1, eps2 = epsilon_of([first], delta), epsilon_of([freq], delta)
     ours = epsilon_of([first, freq], delta)
-    published = fq.published_epsilon(
-        [(theta, m, n, big_d), (quantile_theta, indicator_m, n, 1)], delta)
-    params = fp.frequency_parameters(
-        'multi_round', d, n, ours * margin, delta, calibrate='num_trials',
-        theta=theta, indicator_num_trials=indicator_m,
-        budget_fraction=eps1 / (eps1 + eps2), **kwargs)
+    published = fq.published_epsilon([(theta, m, n, big_d),
+                                      (quantile_theta, indicator_m, n, 1)],
+                                     delta)
+    params = fp.frequency_parameters('multi_round',
+                                     d,
+                                     n,
+                                     ours * margin,
+                                     delta,
+                                     calibrate='num_trials',
+                                     theta=theta,
+                                     indicator_num_trials=indicator_m,
+                                     budget_fraction=eps1 / (eps1 + eps2),
+                                     **kwargs)
   else:
     ours = epsilon_of([freq], delta)
     published = fq.published_epsilon([(theta, m, n, big_d)], delta)
-    params = fp.frequency_parameters(
-        protocol, d, n, ours * margin, delta, calibrate='num_trials',
-        theta=theta, **kwargs)
+    params = fp.frequency_parameters(protocol,
+                                     d,
+                                     n,
+                                     ours * margin,
+                                     delta,
+                                     calibrate='num_trials',
+                                     theta=theta,
+                                     **kwargs)
   if params.num_trials != m:
     raise AssertionError(f'calibration gave m = {params.num_trials}, not {m}')
   return params, ours, published

@@ -87,21 +87,29 @@ class Table:
     cells = [[c.replace('|', r'\|') for c in r] for r in cells]  # Markdown
     widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
     # Text ('s') columns flush left, numbers flush right.
-    justify = [str.ljust if fmt == 's' else str.rjust
-               for _, _, fmt in self.columns]
-    text = ['| ' + ' | '.join(j(c, w) for j, c, w in zip(justify, r, widths))
-            + ' |' for r in cells]
+    justify = [
+        str.ljust if fmt == 's' else str.rjust for _, _, fmt in self.columns
+    ]
+    text = [
+        '| ' + ' | '.join(j(c, w)
+                          for j, c, w in zip(justify, r, widths)) + ' |'
+        for r in cells
+    ]
     text.insert(1, '|' + '|'.join('-' * (w + 2) for w in widths) + '|')
     return ([self.title] if self.title else []) + text + list(self.notes)
 
 
-def mean_std(key: str, digits: int = 2, ddof: int = 0,
+def mean_std(key: str,
+             digits: int = 2,
+             ddof: int = 0,
              joiner: str = ' +- ') -> Callable[[dict], str]:
   """A column's format: 'mean +- std' of the list of values row[key]."""
+
   def cell(row):
     values = np.asarray(row[key], np.float64)
     return (f'{values.mean():.{digits}f}{joiner}'
             f'{values.std(ddof=ddof):.{digits}f}')
+
   return cell
 
 
@@ -133,12 +141,13 @@ def header(argv: Sequence[str], started: float) -> Dict[str, Any]:
   python = os.path.relpath(sys.executable, ROOT)
   python = sys.executable if python.startswith('..') else python
   script = os.path.relpath(os.path.abspath(sys.argv[0]), ROOT)
-  return dict(
-      command=shlex.join([python, script] + list(argv)),
-      date=datetime.datetime.fromtimestamp(
-          started, datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'),
-      seconds=round(time.time() - started, 1),
-      load=[round(x, 2) for x in os.getloadavg()], cores=os.cpu_count())
+  return dict(command=shlex.join([python, script] + list(argv)),
+              date=datetime.datetime.fromtimestamp(
+                  started,
+                  datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'),
+              seconds=round(time.time() - started, 1),
+              load=[round(x, 2) for x in os.getloadavg()],
+              cores=os.cpu_count())
 
 
 def header_line(info: Dict[str, Any]) -> str:
@@ -190,12 +199,17 @@ def parser_for(run: Callable, description: str,
     if default is not inspect.Parameter.empty:
       options['default'] = default
     parser.add_argument(*flags, dest=name, help=spec.help, **options)
-  parser.add_argument('--json', metavar='FILE', help='also write the header '
+  parser.add_argument('--json',
+                      metavar='FILE',
+                      help='also write the header '
                       "line's fields and the tables' rows to FILE as JSON")
   return parser
 
 
-def main(run: Callable, doc: str, tff: bool = False, argv=None,
+def main(run: Callable,
+         doc: str,
+         tff: bool = False,
+         argv=None,
          **args: Union[str, Arg]) -> Any:
   """Parses the command line into `run`'s parameters, runs it (in TFF's test
   context if `tff`), prints the header line and its tables, writes --json.
@@ -227,11 +241,20 @@ def main(run: Callable, doc: str, tff: bool = False, argv=None,
     print('\n'.join([''] + table.lines()))
   if json_path:
     with open(json_path, 'w') as f:
-      json.dump(_plain(dict(info, parameters=params, tables=[
-          dict(title=t.title, columns=[[k, h, f if isinstance(f, str) else None]
-                                       for k, h, f in t.columns],
-               rows=t.rows, notes=t.notes, failed=t.failed)
-          for t in tables])), f, indent=1)
+      json.dump(_plain(
+          dict(info,
+               parameters=params,
+               tables=[
+                   dict(title=t.title,
+                        columns=[[k, h, f if isinstance(f, str) else None]
+                                 for k, h, f in t.columns],
+                        rows=t.rows,
+                        notes=t.notes,
+                        failed=t.failed)
+                   for t in tables
+               ])),
+                f,
+                indent=1)
       f.write('\n')
   if any(t.failed for t in tables):
     sys.exit(1)
@@ -280,9 +303,11 @@ def timed(pids: Callable[[], Sequence[int]] = processes.descendant_pids):
   timing.workers_changed = after != before
 
 
-def seconds_of(fn: Callable[[], Any], repeats: int, warmup: bool = True,
-               summary: Callable[[List[float]], float] = statistics.median
-               ) -> float:
+def seconds_of(
+    fn: Callable[[], Any],
+    repeats: int,
+    warmup: bool = True,
+    summary: Callable[[List[float]], float] = statistics.median) -> float:
   """`summary` (median, or min) of the wall seconds of `repeats` calls of
   `fn`, after one untimed call (tracing, compilation) if `warmup`."""
   if warmup:

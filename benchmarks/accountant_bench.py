@@ -55,10 +55,9 @@ def main():
   server = lambda: accounting.RdpAccountant(adversary='server')
   release = lambda: accounting.RdpAccountant(adversary='release')
   rows = []
-  t_ref, e_ref = _timed(lambda: eps(dp_accounting.rdp.RdpAccountant, gauss,
-                                    ROUNDS))
-  rows.append(('dp-accounting, Poisson Gaussian x10k (release)', t_ref,
-               e_ref))
+  t_ref, e_ref = _timed(
+      lambda: eps(dp_accounting.rdp.RdpAccountant, gauss, ROUNDS))
+  rows.append(('dp-accounting, Poisson Gaussian x10k (release)', t_ref, e_ref))
   t, e = _timed(lambda: eps(release, gauss, ROUNDS))
   rows.append(('ours, Poisson Gaussian x10k (release, tight)', t, e))
   t, e = _timed(lambda: eps(server, sampled, ROUNDS))
@@ -72,17 +71,20 @@ def main():
   rows.append(('ours, self-sampled cPBM x10k', t, e))
   t, r = _timed(lambda: calibration.calibrate(
       server, lambda s: calibration.rounds_event(
-          ddg_mechanism.release_event(L2, s, N, D), ROUNDS, 'self', RATE),
-      3.0, DELTA, calibration.Parameter.noise(
-          'local_stddev', ddg_mechanism.MIN_SCALED_LOCAL_STDDEV)), repeat=1)
+          ddg_mechanism.release_event(L2, s, N, D), ROUNDS, 'self', RATE), 3.0,
+      DELTA,
+      calibration.Parameter.noise('local_stddev', ddg_mechanism.
+                                  MIN_SCALED_LOCAL_STDDEV)),
+                repeat=1)
   rows.append((f'calibrate self-sampled DDG sigma={r.value:.4g} to eps=3', t,
                r.epsilon))
   t, r = _timed(lambda: calibration.calibrate(
       release, lambda z: calibration.rounds_event(
           dp_accounting.GaussianDpEvent(z), ROUNDS, 'poisson', RATE), 3.0,
-      DELTA, calibration.Parameter.noise('noise_multiplier')), repeat=1)
-  rows.append((f'calibrate Gaussian z={r.value:.4g} to eps=3 (release)', t,
-               r.epsilon))
+      DELTA, calibration.Parameter.noise('noise_multiplier')),
+                repeat=1)
+  rows.append(
+      (f'calibrate Gaussian z={r.value:.4g} to eps=3 (release)', t, r.epsilon))
 
   print(f'{"case":56s} {"seconds":>9s} {"x ref":>7s} {"epsilon":>9s}')
   for name, t, e in rows:

@@ -62,8 +62,8 @@ def _tff_measurements(noise_multiplier, clients, updates, weight_type):
   or not the round runs); then one round is run on `updates`.
   """
   import tensorflow_federated as tff
-  process = tff.learning.ddp_secure_aggregator(
-      noise_multiplier, clients).create(weight_type)
+  process = tff.learning.ddp_secure_aggregator(noise_multiplier,
+                                               clients).create(weight_type)
   names = _type_names(process.next.type_signature.result.measurements.member)
   try:
     process.next(process.initialize(), updates)
@@ -83,8 +83,7 @@ def _type_names(struct_type, prefix=''):
   return names
 
 
-def run(rounds=25, clients=40, noise_multiplier=1.0, client_lr=0.2,
-        seed=0):
+def run(rounds=25, clients=40, noise_multiplier=1.0, client_lr=0.2, seed=0):
   """One row per round: the clip, the median update norm, the epsilon."""
   import tensorflow as tf
   import tensorflow_federated as tff
@@ -128,10 +127,16 @@ def run(rounds=25, clients=40, noise_multiplier=1.0, client_lr=0.2,
     ratio = clip / median
     if reached is None and abs(ratio - 1) <= 0.1:
       reached = t
-    table.add(round=t, clip=clip, median=median, ratio=ratio,
-              epsilon=accountant.get_epsilon(DELTA), seconds=timing.wall)
-    print(f'round {t}: clip {clip:.4f}, median norm {median:.4f} '
-          f'({timing.wall:.1f} s)', flush=True)
+    table.add(round=t,
+              clip=clip,
+              median=median,
+              ratio=ratio,
+              epsilon=accountant.get_epsilon(DELTA),
+              seconds=timing.wall)
+    print(
+        f'round {t}: clip {clip:.4f}, median norm {median:.4f} '
+        f'({timing.wall:.1f} s)',
+        flush=True)
   table.notes.append(
       f'clip within 10% of the median update norm first at round {reached} '
       f'(target: <= 20); epsilon after {rounds} rounds '
@@ -149,8 +154,7 @@ def run(rounds=25, clients=40, noise_multiplier=1.0, client_lr=0.2,
       loss = loss_fn(task.train.y[i], keras_model(task.train.x[i]))
     grads = tape.gradient(loss, keras_model.trainable_variables)
     updates.append([(-client_lr * g).numpy() for g in grads])
-  weight_type = tff.types.to_type(
-      [(np.float32, w.shape) for w in updates[0]])
+  weight_type = tff.types.to_type([(np.float32, w.shape) for w in updates[0]])
   names, error = _tff_measurements(noise_multiplier, clients, updates,
                                    weight_type)
   has_event = any('event' in n or 'eps' in n for n in names)
@@ -159,12 +163,16 @@ def run(rounds=25, clients=40, noise_multiplier=1.0, client_lr=0.2,
       f'{", ".join(names)}',
       f'TFF prints an epsilon: {"yes" if has_event else "no"} (no DP event '
       'or epsilon among its measurements); its round on the same updates: '
-      f'{"ran" if error is None else "failed, " + error}']
+      f'{"ran" if error is None else "failed, " + error}'
+  ]
   return table
 
 
 if __name__ == '__main__':
-  harness.main(run, __doc__, tff=True, rounds='FedAvg rounds',
+  harness.main(run,
+               __doc__,
+               tff=True,
+               rounds='FedAvg rounds',
                clients='clients per round',
                noise_multiplier="the aggregator's noise multiplier",
                client_lr="the clients' SGD learning rate",

@@ -78,7 +78,8 @@ def classify_entry(entry, factor):
     if outcome.kind not in fz.ACCEPTED:
       problems.append(f'{entry.name} [{source}] {kwargs!r:.200}: {outcome}')
 
-  fz.run_generated(entry, lambda kw, o: record(kw, o, 'generated'),
+  fz.run_generated(entry,
+                   lambda kw, o: record(kw, o, 'generated'),
                    max_examples=entry.max_examples * factor)
   for _, kwargs, _ in entry.examples + entry.slow_examples:
     kwargs = fz.example_kwargs(entry, kwargs)
@@ -87,21 +88,22 @@ def classify_entry(entry, factor):
 
 
 def entry_points(factor: int) -> harness.Table:
-  table = harness.Table(
-      [('entry', 'entry point', 's'), ('generated', 'gen', 'd'),
-       ('hand-written', 'hand', 'd')]
-      + [(c, h, 'd') for c, h in zip(COLUMNS, HEADERS)],
-      title='Entry points (the fuzz suite\'s cases)')
+  table = harness.Table([('entry', 'entry point', 's'),
+                         ('generated', 'gen', 'd'),
+                         ('hand-written', 'hand', 'd')] +
+                        [(c, h, 'd') for c, h in zip(COLUMNS, HEADERS)],
+                        title='Entry points (the fuzz suite\'s cases)')
   problems, total = [], collections.Counter()
   for module in MODULES:
     for entry in module.ENTRY_POINTS:
       counts, found = classify_entry(entry, factor)
-      table.add(entry=entry.name, **{k: counts[k] for k in
-                                     ('generated', 'hand-written') + COLUMNS})
+      table.add(
+          entry=entry.name,
+          **{k: counts[k] for k in ('generated', 'hand-written') + COLUMNS})
       problems += found
       total.update(counts)
-  table.add(entry='total', **{k: total[k] for k in
-                              ('generated', 'hand-written') + COLUMNS})
+  table.add(entry='total',
+            **{k: total[k] for k in ('generated', 'hand-written') + COLUMNS})
   table.notes.append(
       f'\n{len(table.rows) - 1} entry points, {total["generated"]} generated '
       f'and {total["hand-written"]} hand-written inputs')
@@ -126,9 +128,10 @@ def _call(fn):
       result, error = fn(), None
     except Exception as e:  # pylint: disable=broad-except  # reports whatever the code raised
       result, error = None, e
-  texts = [str(w.message) for w in caught
-           if issubclass(w.category, UserWarning)
-           and 'site-packages' not in w.filename]  # not TF's or TFF's
+  texts = [
+      str(w.message) for w in caught if issubclass(w.category, UserWarning) and
+      'site-packages' not in w.filename
+  ]  # not TF's or TFF's
   return result, error, texts
 
 
@@ -143,7 +146,9 @@ def _quantile_process(**kwargs):
 def _ddg(n=100, **kwargs):
   import tensorflow_federated as tff
   from tff_ddp import aggregators
-  args = dict(noise_multiplier=1.0, expected_clients_per_round=n, bits=16,
+  args = dict(noise_multiplier=1.0,
+              expected_clients_per_round=n,
+              bits=16,
               l2_clip=1.0)
   args.update(kwargs)
   factory = aggregators.DiscreteGaussianSumFactory.from_tff_arguments(**args)
@@ -153,14 +158,13 @@ def _ddg(n=100, **kwargs):
 def wrap_quantiles():
   values = np.random.default_rng(0).lognormal(size=2000).astype(np.float32)
   process = _quantile_process()
-  _, error, _ = _call(lambda: process.next(process.initialize(),
-                                           list(values)))
+  _, error, _ = _call(lambda: process.next(process.initialize(), list(values)))
   flagged = _quantile_process(on_wrap='flag')
   out = flagged.next(flagged.initialize(), list(values))
   got = (f'{_first_line(error)[:150]}... / on_wrap=\'flag\': status '
          f'{out.measurements["status"]!r}')
-  return got, (type(error).__name__ == 'RoundRefusedError'
-               and out.measurements['status'] == 'sum_may_wrap')
+  return got, (type(error).__name__ == 'RoundRefusedError' and
+               out.measurements['status'] == 'sum_may_wrap')
 
 
 def wrap_factory():
@@ -168,8 +172,8 @@ def wrap_factory():
   clients = [np.full(8, 0.1, np.float32)] * 1000
   _, error, _ = _call(lambda: process.next(process.initialize(), clients))
   return (_first_line(error)[:200] + '...',
-          type(error).__name__ == 'RoundRefusedError'
-          and 'expected_clients_per_round >= 1000' in str(error))
+          type(error).__name__ == 'RoundRefusedError' and
+          'expected_clients_per_round >= 1000' in str(error))
 
 
 def nan_clients():
@@ -181,8 +185,8 @@ def nan_clients():
   got = (f'result = noise (|sum| {np.abs(out.result).max():.2f}); '
          f'noised_counts[nonfinite] {float(counts.get("nonfinite", -1)):.1f} '
          f'of {m["participating_clients"]} clients; exact count withheld')
-  return got, ('nonfinite' in counts and 'debug_counts' not in m
-               and abs(float(counts['nonfinite']) - 10) < 6)
+  return got, ('nonfinite' in counts and 'debug_counts' not in m and
+               abs(float(counts['nonfinite']) - 10) < 6)
 
 
 def inf_quantiles():
@@ -207,11 +211,13 @@ def _fedavg(metrics_aggregator):
   kwargs = {} if metrics_aggregator is None else dict(
       metrics_aggregator=metrics_aggregator)
   process = tff.learning.algorithms.build_unweighted_fed_avg(
-      model_fn, client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.1),
+      model_fn,
+      client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.1),
       model_aggregator=learning.ddp_secure_aggregator(
-          noise_multiplier=1.0, expected_clients_per_round=20), **kwargs)
+          noise_multiplier=1.0, expected_clients_per_round=20),
+      **kwargs)
   clients = tasks.ClientArrays(np.ones([20, 6, 4], np.float32),
-                              np.zeros([20, 6], np.int32))
+                               np.zeros([20, 6], np.int32))
   return process.next(process.initialize(),
                       clients.datasets(range(20), batch_size=3))
 
@@ -248,8 +254,12 @@ def release_vs_server():
   from tff_ddp import accounting
   event = dp_accounting.SampledWithoutReplacementDpEvent(
       1000, 50, dp_accounting.GaussianDpEvent(1.0))
-  eps = {a: accounting.RdpAccountant(adversary=a).compose(
-      event, 100).get_epsilon(1e-5) for a in ('server', 'release')}
+  eps = {
+      a:
+          accounting.RdpAccountant(adversary=a).compose(event,
+                                                        100).get_epsilon(1e-5)
+      for a in ('server', 'release')
+  }
   return (f'server {eps["server"]:.2f}, release {eps["release"]:.2f}',
           eps['release'] <= eps['server'])
 
@@ -261,19 +271,21 @@ def table_sampler_cli_vs_python():
   value_type = tff.TensorType(np.float32, [16384])
   factory = aggregators.DiscreteGaussianSumFactory.from_tff_arguments(
       1.0, 50, 20, 1.0)
-  python = accounting.RdpAccountant().compose(
-      factory.dp_event(value_type), 50).get_epsilon(1e-5)
+  python = accounting.RdpAccountant().compose(factory.dp_event(value_type),
+                                              50).get_epsilon(1e-5)
   mech = factory.mechanism(value_type)
   code, out, _ = _cli([
       'privacy', '--mechanism', 'ddg', '--l2-sensitivity',
       repr(mech.l2_sensitivity), '--local-stddev',
       repr(mech.scaled_local_stddev), '--num-clients', '50', '--dimension',
-      str(mech.output_dim), '--rounds', '50', '--delta', '1e-5',
-      '--adversary', 'server'])
-  cli = float(out.split('epsilon against the server (runs the protocol): ')
-              [1].split()[0]) if code == 0 else float('nan')
-  same = (python == cli) or (math.isfinite(python) and math.isfinite(cli)
-                             and abs(python - cli) < 1e-3 * python)
+      str(mech.output_dim), '--rounds', '50', '--delta', '1e-5', '--adversary',
+      'server'
+  ])
+  cli = float(
+      out.split('epsilon against the server (runs the protocol): ')[1].split()
+      [0]) if code == 0 else float('nan')
+  same = (python == cli) or (math.isfinite(python) and math.isfinite(cli) and
+                             abs(python - cli) < 1e-3 * python)
   return (f'Python {python:.4g}, tff-ddp privacy {cli:.4g} (the table '
           "sampler's term: issue 34)", same)
 
@@ -285,8 +297,8 @@ def forgotten_context():
   processes.drop_tff_contexts()
   tff.backends.native.set_sync_local_cpp_execution_context()
   try:
-    _, error, _ = _call(lambda: process.next(
-        process.initialize(), [np.zeros(8, np.float32)] * 3))
+    _, error, _ = _call(lambda: process.next(process.initialize(),
+                                             [np.zeros(8, np.float32)] * 3))
   finally:
     processes.use_test_context()
   return (_first_line(error)[:200] + '...',
@@ -302,8 +314,8 @@ def empty_round():
   quantile = _quantile_process()
   status = quantile.next(quantile.initialize(), []).measurements['status']
   return (f'event {type(event).__name__}, epsilon {eps:g}; quantile status '
-          f'{status!r}', type(event).__name__ == 'NoOpDpEvent' and eps == 0
-          and status == 'no_clients')
+          f'{status!r}', type(event).__name__ == 'NoOpDpEvent' and eps == 0 and
+          status == 'no_clients')
 
 
 def status_as_str():
@@ -312,8 +324,8 @@ def status_as_str():
       'flat', 'discrete_gaussian', 0.0, 20.0, 32, [0.5],
       quantiles.QuantileSetting(200, 2.0, 1e-6))
   values = np.random.default_rng(1).uniform(0, 20, 200).astype(np.float32)
-  status = process.next(process.initialize(), list(values)).measurements[
-      'status']
+  status = process.next(process.initialize(),
+                        list(values)).measurements['status']
   return (f"{status!r}: == 'ok' {status == 'ok'}, == b'ok' "
           f"{status == b'ok'}, a str: {isinstance(status, str)}",
           status == 'ok' and status == b'ok' and isinstance(status, str))
@@ -323,16 +335,16 @@ def aggregator_message():
   from tff_ddp import learning
   _, error, _ = _call(lambda: learning.ddp_secure_aggregator(1.0, 5))
   return (_first_line(error)[:160] + '...',
-          'auto_l2_clip_count_stddev' not in str(error)
-          and 'expected_clients_per_round=5' in str(error))
+          'auto_l2_clip_count_stddev' not in str(error) and
+          'expected_clients_per_round=5' in str(error))
 
 
 def zero_noise():
   from tff_ddp import learning
-  texts = (_call(lambda: _ddg(10, noise_multiplier=0.0))[2]
-           + _call(lambda: learning.ddp_secure_aggregator(0.0, 20))[2])
-  return (' / '.join(t[:70] + '...' for t in texts),
-          len(texts) == 2 and all('(noise_multiplier=0)' in t for t in texts))
+  texts = (_call(lambda: _ddg(10, noise_multiplier=0.0))[2] +
+           _call(lambda: learning.ddp_secure_aggregator(0.0, 20))[2])
+  return (' / '.join(t[:70] + '...' for t in texts), len(texts) == 2 and
+          all('(noise_multiplier=0)' in t for t in texts))
 
 
 def unspent_budget():
@@ -352,32 +364,38 @@ def _cli(argv):
 def bad_files():
   got, ok = [], True
   with tempfile.TemporaryDirectory() as tmp:
+
     def write(name, text):
       path = os.path.join(tmp, name)
       with open(path, 'w') as f:
         f.write(text)
       return path
-    cases = (
-        ('quantiles', '--values', os.path.join(tmp, 'missing.csv')),
-        ('quantiles', '--values', write('empty.csv', '')),
-        ('quantiles', '--values', write('text.csv', '1\n2\nmany\n')),
-        ('quantiles', '--values', write('wide.csv', 'a,1,2\n')),
-        ('quantiles', '--values', write('twice.csv', 'a,1\nb,2\na,3\n')),
-        ('frequency', '--items', write('one.csv', 'u1\n'), '--domain',
-         write('domain.txt', 'a\n')),
-        ('frequency', '--items', write('none.csv', 'client_id,item\n'),
-         '--domain', write('domain2.txt', 'a\n')),
-        ('frequency', '--items', write('nodomain.csv', 'u1,a\n')))
+
+    cases = (('quantiles', '--values', os.path.join(tmp, 'missing.csv')),
+             ('quantiles', '--values',
+              write('empty.csv', '')), ('quantiles', '--values',
+                                        write('text.csv', '1\n2\nmany\n')),
+             ('quantiles', '--values', write('wide.csv', 'a,1,2\n')),
+             ('quantiles', '--values', write('twice.csv', 'a,1\nb,2\na,3\n')),
+             ('frequency', '--items', write('one.csv', 'u1\n'), '--domain',
+              write('domain.txt',
+                    'a\n')), ('frequency', '--items',
+                              write('none.csv', 'client_id,item\n'), '--domain',
+                              write('domain2.txt',
+                                    'a\n')), ('frequency', '--items',
+                                              write('nodomain.csv', 'u1,a\n')))
     for argv in cases:
       code, _, err = _cli(list(argv))
       # (In this process, TFF contexts of the scenarios above can print
       # "Exception ignored in ... ServiceManager.__del__" to stderr when the
       # command releases them; a command run on its own has none.)
-      lines = [line for line in err.strip().splitlines()
-               if line.startswith('tff-ddp ')]
+      lines = [
+          line for line in err.strip().splitlines()
+          if line.startswith('tff-ddp ')
+      ]
       ok &= code == 2 and len(lines) == 1
-      got.append(lines[-1].split(': error: ', 1)[-1].replace(tmp + '/', '')
-                 if lines else f'status {code}')
+      got.append(lines[-1].split(': error: ', 1)[-1].
+                 replace(tmp + '/', '') if lines else f'status {code}')
   return ' / '.join(got), ok
 
 
@@ -385,8 +403,10 @@ def help_defaults():
   import argparse
   from tff_ddp import cli
   parser = cli.build_parser()
-  commands, = [a for a in parser._actions  # pylint: disable=protected-access  # argparse's help entries have no public API
-               if isinstance(a, argparse._SubParsersAction)]  # pylint: disable=protected-access  # argparse's help entries have no public API
+  commands, = [
+      a for a in parser._actions  # pylint: disable=protected-access  # argparse's help entries have no public API
+      if isinstance(a, argparse._SubParsersAction)
+  ]  # pylint: disable=protected-access  # argparse's help entries have no public API
   missing = []
   for name, command in commands.choices.items():
     for action in command._actions:  # pylint: disable=protected-access  # argparse's help entries have no public API
@@ -395,15 +415,14 @@ def help_defaults():
       entry = command._get_formatter()._format_action(action)  # pylint: disable=protected-access  # argparse's help entries have no public API
       if not re.search(r'default: [^)]|\(required', ' '.join(entry.split())):
         missing.append(f'{name} {action.option_strings[0]}')
-  return (f'{len(missing)} options without their default'
-          + (f': {", ".join(missing)}' if missing else ''), not missing)
+  return (f'{len(missing)} options without their default' +
+          (f': {", ".join(missing)}' if missing else ''), not missing)
 
 
 # (issue item, the mistake, the policy of docs/errors.md, the scenario)
 FIRST_DAY = (
     ('1', 'quantiles: 2000 clients, ring sized for 20',
-     'refused (RoundRefusedError); on_wrap=\'flag\' never ok',
-     wrap_quantiles),
+     'refused (RoundRefusedError); on_wrap=\'flag\' never ok', wrap_quantiles),
     ('1', 'DDG sum: 1000 clients, sized for 100', 'refused, names the fix',
      wrap_factory),
     ('2', 'every client sends NaN (DDG sum)',
@@ -425,30 +444,33 @@ FIRST_DAY = (
     ('5', 'an empty client list', 'NoOpDpEvent; status no_clients',
      empty_round),
     ('5', "status == 'ok'", 'a str (and equal to bytes)', status_as_str),
-    ('5', 'ddp_secure_aggregator(1.0, 5)',
-     'names its own parameters', aggregator_message),
+    ('5', 'ddp_secure_aggregator(1.0, 5)', 'names its own parameters',
+     aggregator_message),
     ('5', 'noise_multiplier=0', 'warns under noise_multiplier', zero_noise),
     ('5', "'normalize': theta capped at 1/4, epsilon 2",
      'warns, offers the calibration that spends it', unspent_budget),
-    ('6', 'tff-ddp --values / --items: bad files',
-     'one line, exit status 2', bad_files),
+    ('6', 'tff-ddp --values / --items: bad files', 'one line, exit status 2',
+     bad_files),
     ('7', 'tff-ddp COMMAND --help', 'every default shown', help_defaults),
 )
 
 
 def first_day() -> harness.Table:
-  table = harness.Table(
-      [('item', 'issue 32', 's'), ('mistake', 'mistake', 's'),
-       ('policy', 'policy (docs/errors.md)', 's'),
-       ('got', 'what it gets', 's'), ('ok', 'as documented', 's')],
-      title='First-day mistakes (issue 32)')
+  table = harness.Table([('item', 'issue 32', 's'), ('mistake', 'mistake', 's'),
+                         ('policy', 'policy (docs/errors.md)', 's'),
+                         ('got', 'what it gets', 's'),
+                         ('ok', 'as documented', 's')],
+                        title='First-day mistakes (issue 32)')
   for item, mistake, policy, scenario in FIRST_DAY:
     try:
       got, ok = scenario()
     except Exception as e:  # pylint: disable=broad-except  # reports whatever the code raised
       got, ok = f'the scenario failed: {_first_line(e)}', False
-    table.add(item=item, mistake=mistake, policy=policy,
-              got=' '.join(str(got).split()), ok='yes' if ok else 'NO')
+    table.add(item=item,
+              mistake=mistake,
+              policy=policy,
+              got=' '.join(str(got).split()),
+              ok='yes' if ok else 'NO')
     table.failed |= not ok
   return table
 
@@ -466,10 +488,12 @@ def _file_forms():
   from tff_ddp.cli import data_files
   values = b'client_id,value\r\n"c1",4\r\nc2, 5\r\n'
   items = b'client_id,item\r\n"u1",a\r\nu2,"b"\r\nu1,b\r\n'
-  forms = {'BOM': lambda b: b'\xef\xbb\xbf' + b.replace(b'\r\n', b'\n'),
-           'CRLF': lambda b: b,
-           'quoted': lambda b: b.replace(b'c2', b'"c2"').replace(b'u2', b'"u2"'),
-           'gzip': lambda b: gzip.compress(b'\xef\xbb\xbf' + b)}
+  forms = {
+      'BOM': lambda b: b'\xef\xbb\xbf' + b.replace(b'\r\n', b'\n'),
+      'CRLF': lambda b: b,
+      'quoted': lambda b: b.replace(b'c2', b'"c2"').replace(b'u2', b'"u2"'),
+      'gzip': lambda b: gzip.compress(b'\xef\xbb\xbf' + b)
+  }
   rows = []
   with tempfile.TemporaryDirectory() as tmp:
     for name, form in forms.items():
@@ -489,10 +513,11 @@ def _file_forms():
         except Exception as e:  # pylint: disable=broad-except  # reports whatever the code raised
           result, ok = _first_line(e), False
         got.append((f'{kind} {result}', ok))
-      rows.append((name, ' / '.join(g for g, _ in got),
-                   all(ok for _, ok in got)))
-    stdin = io.TextIOWrapper(io.BufferedReader(io.BytesIO(gzip.compress(
-        b'\xef\xbb\xbfvalue\n1\n2.5\n'))))
+      rows.append(
+          (name, ' / '.join(g for g, _ in got), all(ok for _, ok in got)))
+    stdin = io.TextIOWrapper(
+        io.BufferedReader(
+            io.BytesIO(gzip.compress(b'\xef\xbb\xbfvalue\n1\n2.5\n'))))
     with mock.patch.object(sys, 'stdin', stdin):
       result = data_files.read_values('-').tolist()
     rows.append(('stdin (gzip, BOM)', f'values {result}', result == [1.0, 2.5]))
@@ -518,14 +543,15 @@ def _deep_database_rows():
           example = tf.train.Example.FromString(blob)
           example.features.feature['label'].int64_list.value[0] = 70
           blob = example.SerializeToString()
-        connection.execute('UPDATE examples SET serialized_example_proto = '
-                           '? WHERE rowid = ?', (blob, rowid))
+        connection.execute(
+            'UPDATE examples SET serialized_example_proto = '
+            '? WHERE rowid = ?', (blob, rowid))
       _, error, _ = _call(lambda: databases.check(databases.EMNIST, tmp))
-      got = (_first_line(error).replace(tmp + '/', '')[:160]
-             if error else 'accepted')
+      got = (_first_line(error).replace(tmp +
+                                        '/', '')[:160] if error else 'accepted')
       rows.append((f'EMNIST, {fault} at row {rowid} of 1600', got,
-                   type(error).__name__ == 'DatabaseError'
-                   and f'row {rowid}' in str(error)))
+                   type(error).__name__ == 'DatabaseError' and
+                   f'row {rowid}' in str(error)))
   return rows
 
 
@@ -533,16 +559,19 @@ def _threads():
   from tff_ddp_tests.utils import signal_scripts
   result = signal_scripts.run_threads_script(timeout=600)
   rows = []
-  for mode, expected, what in (
-      ('none', "['advice: yes', 'advice: yes']", 'no context anywhere'),
-      ('main', "['ok', 'ok']", 'use_test_context() in the main thread'),
-      ('each', "['ok', 'ok']", 'use_test_context() in each thread')):
+  for mode, expected, what in (('none', "['advice: yes', 'advice: yes']",
+                                'no context anywhere'),
+                               ('main', "['ok', 'ok']",
+                                'use_test_context() in the main thread'),
+                               ('each', "['ok', 'ok']",
+                                'use_test_context() in each thread')):
     line = next((l for l in result.stdout.splitlines()
                  if l.startswith(f'{mode} results')), 'no result')
     alive = f'{mode} alive 0' in result.stdout
-    rows.append((f'two quantile processes in two threads, {what}',
-                 line[len(mode) + 1:] + ('' if alive else '; a thread hung'),
-                 alive and line.endswith(expected)))
+    rows.append(
+        (f'two quantile processes in two threads, {what}',
+         line[len(mode) + 1:] + ('' if alive else '; a thread hung'), alive and
+         line.endswith(expected)))
   return rows
 
 
@@ -553,10 +582,11 @@ def _signals():
                         ('tff-ddp demo', tuple(signal_scripts.DEMO))):
     for signame in ('SIGINT', 'SIGTERM', 'SIGHUP'):
       for phase in signal_scripts.PHASES:
-        what, left, status, closed = signal_scripts.run_and_signal(
-            signame, phase, argv=argv)
-        ok = (what.startswith('sent') and status not in (None, 0)
-              and not left and closed)
+        what, left, status, closed = signal_scripts.run_and_signal(signame,
+                                                                   phase,
+                                                                   argv=argv)
+        ok = (what.startswith('sent') and status not in (None, 0) and
+              not left and closed)
         rows.append((f'{program}: {signame} at {phase}',
                      f'{what}; exit status {status}; left {left or "none"}; '
                      f'output {"closed" if closed else "HELD OPEN"}', ok))
@@ -564,24 +594,26 @@ def _signals():
 
 
 def own_data() -> harness.Table:
-  table = harness.Table(
-      [('case', 'case (issue 43)', 's'), ('got', 'what it gets', 's'),
-       ('ok', 'as documented', 's')],
-      title='A user\'s own data (issue 43)')
+  table = harness.Table([('case', 'case (issue 43)', 's'),
+                         ('got', 'what it gets', 's'),
+                         ('ok', 'as documented', 's')],
+                        title='A user\'s own data (issue 43)')
   for part in (_file_forms, _deep_database_rows, _threads, _signals):
     try:
       found = part()
     except Exception as e:  # pylint: disable=broad-except  # reports whatever the code raised
-      found = [(part.__name__, f'the scenario failed: {_first_line(e)}',
-                False)]
+      found = [(part.__name__, f'the scenario failed: {_first_line(e)}', False)]
     for case, got, ok in found:
-      table.add(case=case, got=' '.join(str(got).split()),
+      table.add(case=case,
+                got=' '.join(str(got).split()),
                 ok='yes' if ok else 'NO')
       table.failed |= not ok
   return table
 
 
-def run(factor=1, entry_points_battery=True, first_day_battery=True,
+def run(factor=1,
+        entry_points_battery=True,
+        first_day_battery=True,
         own_data_battery=True):
   tables = []
   if own_data_battery:
@@ -595,7 +627,9 @@ def run(factor=1, entry_points_battery=True, first_day_battery=True,
 
 if __name__ == '__main__':
   harness.main(
-      run, __doc__, tff=True,
+      run,
+      __doc__,
+      tff=True,
       factor='generated cases: this many times the default suite\'s (the '
       'slow suite: 10)',
       entry_points_battery='the fuzz suite\'s entry points',

@@ -27,11 +27,14 @@ TRIALS = (2**4, 2**8, 2**12, 2**16, 2**20)
 
 def bernoulli_sum(probs, num_trials: int, seed):
   """Binomial(m, p) per element as the sum of m Bernoulli(p) trials: O(m)."""
+
   def body(i, total):
-    u = tf.random.stateless_uniform(
-        tf.shape(probs), tf.random.experimental.stateless_fold_in(seed, i),
-        dtype=tf.float64)
+    u = tf.random.stateless_uniform(tf.shape(probs),
+                                    tf.random.experimental.stateless_fold_in(
+                                        seed, i),
+                                    dtype=tf.float64)
     return i + 1, total + tf.cast(u < probs, tf.int64)
+
   _, total = tf.while_loop(
       lambda i, _: i < num_trials, body,
       (tf.constant(0, tf.int64), tf.zeros(tf.shape(probs), tf.int64)))
@@ -53,8 +56,10 @@ def run(elements=65536, repeats=5, max_seconds=30.0):
   """One row per m: ms per `elements` draws of each sampler."""
   rng = np.random.default_rng(0)
   probs = tf.constant(rng.uniform(0.25, 0.75, elements), tf.float64)
-  samplers = {'m trials O(m)': bernoulli_sum,
-              'exact rejection': binomial.sample_binomial}
+  samplers = {
+      'm trials O(m)': bernoulli_sum,
+      'exact rejection': binomial.sample_binomial
+  }
   table = harness.Table(
       [('m', 'm', 'd')] + [(name, name, _ms(name)) for name in samplers],
       rows=[dict(m=m) for m in TRIALS],
@@ -70,8 +75,9 @@ def run(elements=65536, repeats=5, max_seconds=30.0):
           row[name] = None
           continue
       fn = tf.function(lambda p, s, m=m, sampler=sampler: sampler(p, m, s))
-      seconds = _time(fn, probs, repeats if m <= 2**12 or not
-                      name.startswith('m trials') else 1)
+      seconds = _time(
+          fn, probs,
+          repeats if m <= 2**12 or not name.startswith('m trials') else 1)
       row[name] = 1e3 * seconds
       previous = (m, seconds)
   by_m = {row['m']: row for row in table.rows}
@@ -83,6 +89,8 @@ def run(elements=65536, repeats=5, max_seconds=30.0):
 
 
 if __name__ == '__main__':
-  harness.main(run, __doc__, elements='elements per call',
+  harness.main(run,
+               __doc__,
+               elements='elements per call',
                repeats='timed calls per sampler and m',
                max_seconds='skip the O(m) sampler when projected above this')

@@ -30,9 +30,9 @@ from scipy import special
 
 def _log_binomial(n, p):
   k = np.arange(n + 1, dtype=np.float64)
-  return (special.gammaln(n + 1.0) - special.gammaln(k + 1.0)
-          - special.gammaln(n - k + 1.0) + k * math.log(p)
-          + (n - k) * math.log1p(-p))
+  return (special.gammaln(n + 1.0) - special.gammaln(k + 1.0) -
+          special.gammaln(n - k + 1.0) + k * math.log(p) +
+          (n - k) * math.log1p(-p))
 
 
 def _coordinate_curve(s, theta, others_plus, others_minus, m, orders):
@@ -40,8 +40,8 @@ def _coordinate_curve(s, theta, others_plus, others_minus, m, orders):
   others_plus clients at 1/2 + theta and others_minus at 1/2 - theta."""
   others = np.exp(_log_binomial(m * others_plus, 0.5 + theta))
   if others_minus:
-    others = np.convolve(others, np.exp(
-        _log_binomial(m * others_minus, 0.5 - theta)))
+    others = np.convolve(others,
+                         np.exp(_log_binomial(m * others_minus, 0.5 - theta)))
   p = np.convolve(others, np.exp(_log_binomial(m, 0.5 + s)))
   q = np.convolve(others, np.exp(_log_binomial(m, 0.5)))
   keep = (p > 1e-300) & (q > 1e-300)  # dropping terms only lowers the sum
@@ -52,8 +52,13 @@ def _coordinate_curve(s, theta, others_plus, others_minus, m, orders):
   return np.maximum(np.maximum(forward, backward), 0.0) / (orders - 1.0)
 
 
-def run(thetas, clients=100, output_dim=512, level=math.sqrt(5.0),
-        trials=256, delta=1e-5, divisor='l2'):
+def run(thetas,
+        clients=100,
+        output_dim=512,
+        level=math.sqrt(5.0),
+        trials=256,
+        delta=1e-5,
+        divisor='l2'):
   """One row per theta: the accountant's epsilon beside the exact ones."""
   from tff_ddp.accounting import conversions
   from tff_ddp.accounting import events
@@ -68,15 +73,16 @@ def run(thetas, clients=100, output_dim=512, level=math.sqrt(5.0),
       [('theta', 'theta', '.4f'), ('lemma2', 'Lemma 2', '.3f'),
        ('accountant', 'accountant', '.3f'), ('axis_all', 'axis,all+', '.3f'),
        ('axis_split', 'axis,split', '.3f'), ('diag_all', 'diag,all+', '.3f'),
-       ('diag_split', 'diag,split', '.3f'),
-       ('ratio', 'acct/truth>=', '.2f')],
+       ('diag_split', 'diag,split', '.3f'), ('ratio', 'acct/truth>=', '.2f')],
       title=f'n = {n}, D = {big_d}, m = {m}, divisor {divisor} (L = '
       f'{l2:.3f}), delta = {delta}; zero-out, one round')
   for theta in thetas:
     base = events.PoissonBinomialDpEvent(theta, m, n, big_d)
     lemma2 = eps(pbm_rdp.rdp(base, orders))
-    acct = eps(pbm_rdp.rdp(events.PoissonBinomialDpEvent(
-        theta, m, n, big_d, l2_bound=l2), orders))
+    acct = eps(
+        pbm_rdp.rdp(
+            events.PoissonBinomialDpEvent(theta, m, n, big_d, l2_bound=l2),
+            orders))
     full = int(math.floor(l2 * l2 + 1e-9))
     rest = math.sqrt(max(l2 * l2 - full, 0.0))
     truths = []
@@ -91,20 +97,26 @@ def run(thetas, clients=100, output_dim=512, level=math.sqrt(5.0),
       diagonal = big_d * np.asarray(curve(theta * l2 / math.sqrt(big_d)))
       truths.append((eps(axis), eps(diagonal)))
     (a1, d1), (a2, d2) = truths
-    table.add(theta=theta, lemma2=lemma2, accountant=acct, axis_all=a1,
-              axis_split=a2, diag_all=d1, diag_split=d2,
+    table.add(theta=theta,
+              lemma2=lemma2,
+              accountant=acct,
+              axis_all=a1,
+              axis_split=a2,
+              diag_all=d1,
+              diag_split=d2,
               ratio=acct / max(a1, a2, d1, d2))
   return table
 
 
 if __name__ == '__main__':
-  harness.main(
-      run, __doc__,
-      thetas=harness.arg('the cPBM theta values, one row each', type=float,
-                         nargs='+'),
-      clients='n, the clients of the round',
-      output_dim='D, the representation coordinates',
-      level='K, the Kashin level',
-      trials='m, the Bernoulli trials per coordinate',
-      delta='the delta of the epsilons',
-      divisor=harness.arg("cPBM's divisor", choices=('l2', 'linf')))
+  harness.main(run,
+               __doc__,
+               thetas=harness.arg('the cPBM theta values, one row each',
+                                  type=float,
+                                  nargs='+'),
+               clients='n, the clients of the round',
+               output_dim='D, the representation coordinates',
+               level='K, the Kashin level',
+               trials='m, the Bernoulli trials per coordinate',
+               delta='the delta of the epsilons',
+               divisor=harness.arg("cPBM's divisor", choices=('l2', 'linf')))

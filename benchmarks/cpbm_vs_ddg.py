@@ -31,8 +31,13 @@ import _harness as harness
 import numpy as np
 
 
-def run(clients=100, dim=256, rounds=10, epsilons=(1.0, 2.0, 4.0, 8.0),
-        delta=1e-5, bits=16, trials=256):
+def run(clients=100,
+        dim=256,
+        rounds=10,
+        epsilons=(1.0, 2.0, 4.0, 8.0),
+        delta=1e-5,
+        bits=16,
+        trials=256):
   """One row per epsilon: DDG, cPBM 'l2' and cPBM 'linf', measured and
   predicted MSE of the mean."""
   import tensorflow as tf
@@ -54,13 +59,17 @@ def run(clients=100, dim=256, rounds=10, epsilons=(1.0, 2.0, 4.0, 8.0),
   norms = []
   for r in range(5):
     seed = tf.constant([r, 7], tf.int64)
-    norms.extend(float(tf.norm(encoder.encode(tf.constant(x, tf.float64),
-                                              seed))) for x in data)
+    norms.extend(
+        float(tf.norm(encoder.encode(tf.constant(x, tf.float64), seed)))
+        for x in data)
   cpbm_clip = max(norms) * 1.05
 
   def mse(results):
-    return float(np.mean([np.mean((np.asarray(r, np.float64) / n
-                                   - true_mean) ** 2) for r in results]))
+    return float(
+        np.mean([
+            np.mean((np.asarray(r, np.float64) / n - true_mean)**2)
+            for r in results
+        ]))
 
   table = harness.Table(
       [('eps', 'eps', 'g'), ('z', 'DDG z', '.3f'),
@@ -74,19 +83,30 @@ def run(clients=100, dim=256, rounds=10, epsilons=(1.0, 2.0, 4.0, 8.0),
       f'of the mean per coordinate over {rounds} releases; DDG {bits} bits, '
       f'cPBM m = {trials}, C = {cpbm_clip:.3f}')
   for eps in epsilons:
-    ddg = calibrated.discrete_gaussian(
-        value_type, eps, delta, expected_clients_per_round=n, bits=bits,
-        l2_clip=1.0, beta=math.exp(-0.5))
+    ddg = calibrated.discrete_gaussian(value_type,
+                                       eps,
+                                       delta,
+                                       expected_clients_per_round=n,
+                                       bits=bits,
+                                       l2_clip=1.0,
+                                       beta=math.exp(-0.5))
     params = ddg.factory.mechanism(value_type)
-    results, _ = harness.time_rounds(ddg.factory.create(value_type),
-                                     list(data), rounds)
-    row = table.add(eps=eps, z=ddg.value, mse_ddg=mse(results),
-                    pred_ddg=((ddg.value * 1.0)**2 + n * params.gamma**2 / 4)
-                    / n**2)
+    results, _ = harness.time_rounds(ddg.factory.create(value_type), list(data),
+                                     rounds)
+    row = table.add(eps=eps,
+                    z=ddg.value,
+                    mse_ddg=mse(results),
+                    pred_ddg=((ddg.value * 1.0)**2 + n * params.gamma**2 / 4) /
+                    n**2)
     for divisor in ('l2', 'linf'):
-      pbm = calibrated.poisson_binomial(
-          value_type, eps, delta, parameter='theta', num_trials=trials,
-          expected_clients_per_round=n, l2_clip=cpbm_clip, divisor=divisor)
+      pbm = calibrated.poisson_binomial(value_type,
+                                        eps,
+                                        delta,
+                                        parameter='theta',
+                                        num_trials=trials,
+                                        expected_clients_per_round=n,
+                                        l2_clip=cpbm_clip,
+                                        divisor=divisor)
       p = pbm.factory.mechanism(value_type)
       results, _ = harness.time_rounds(pbm.factory.create(value_type),
                                        list(data), rounds)
@@ -94,16 +114,23 @@ def run(clients=100, dim=256, rounds=10, epsilons=(1.0, 2.0, 4.0, 8.0),
       # v the per-representation-coordinate bound: <= v / n^2 per mean
       # coordinate.
       error = mse(results)
-      row.update({f'theta_{divisor}': pbm.value, f'mse_{divisor}': error,
-                  f'pred_{divisor}': p.noise_stddev(n)**2 / n**2,
-                  f'x_{divisor}': error / row['mse_ddg']})
+      row.update({
+          f'theta_{divisor}': pbm.value,
+          f'mse_{divisor}': error,
+          f'pred_{divisor}': p.noise_stddev(n)**2 / n**2,
+          f'x_{divisor}': error / row['mse_ddg']
+      })
   return table
 
 
 if __name__ == '__main__':
-  harness.main(run, __doc__, tff=True, clients='clients per round',
+  harness.main(run,
+               __doc__,
+               tff=True,
+               clients='clients per round',
                dim='d, the vectors\' dimension',
                rounds='releases per mechanism and epsilon',
                epsilons='one-round target epsilons',
-               delta='the target delta', bits='DDG bit width',
+               delta='the target delta',
+               bits='DDG bit width',
                trials='cPBM trials m')

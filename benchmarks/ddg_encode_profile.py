@@ -63,13 +63,16 @@ def run(repeats=15, dim=954_010, clients=50, bits=20, threads=1):
     raise harness.UsageError('--repeats must be >= 1')
   mech = ddg.compute_parameters(
       dim,
-      ddg.Request(
-          l2_clip=1.0, noise_multiplier=1.0, expected_clients_per_round=clients,
-          bits=bits))
+      ddg.Request(l2_clip=1.0,
+                  noise_multiplier=1.0,
+                  expected_clients_per_round=clients,
+                  bits=bits))
   d = mech.output_dim
-  today = baseline.Encode(mech, baseline.truncation(
-      discrete_gaussian.discrete_gaussian_variance_parameter(
-          mech.scaled_local_stddev)))
+  today = baseline.Encode(
+      mech,
+      baseline.truncation(
+          discrete_gaussian.discrete_gaussian_variance_parameter(
+              mech.scaled_local_stddev)))
   rng = np.random.default_rng(0)
   x = tf.constant(rng.normal(size=dim) / 1000.0)
   seed = tf.constant([3, 4], tf.int64)
@@ -81,8 +84,9 @@ def run(repeats=15, dim=954_010, clients=50, bits=20, threads=1):
   old_rounded = today.round(old_rotated, seed)[0]
   new_scaled = mech.clip_and_scale(x)[0]
   new_rotated = mech.encoder.encode(new_scaled, seed)
-  new_rounded = rounding.conditional_randomized_round(
-      new_rotated, mech.norm_threshold, seed)[0]
+  new_rounded = rounding.conditional_randomized_round(new_rotated,
+                                                      mech.norm_threshold,
+                                                      seed)[0]
   noise = mech.sample_noise(seed)
 
   f = tf.function
@@ -91,8 +95,8 @@ def run(repeats=15, dim=954_010, clients=50, bits=20, threads=1):
        f(lambda v: mech.clip_and_scale(v)[0]), (x,)),
       ('signs', f(lambda s: baseline.random_signs(d, s)), (seed,),
        f(lambda s: hadamard.random_signs(d, s, dtype, d**-0.5)), (seed,)),
-      ('rotation', f(today.rotate), (old_scaled, seed),
-       f(mech.encoder.encode), (new_scaled, seed)),
+      ('rotation', f(today.rotate), (old_scaled, seed), f(mech.encoder.encode),
+       (new_scaled, seed)),
       ('rounding coins', f(lambda s: baseline.rounding_uniforms([d], s, 0)),
        (seed,), f(lambda s: rounding.rounding_words([d], s, 0)), (seed,)),
       ('rounding', f(lambda v, s: today.round(v, s)[0]), (old_rotated, seed),
@@ -102,14 +106,14 @@ def run(repeats=15, dim=954_010, clients=50, bits=20, threads=1):
       ('noise + residue', f(today.residue), (old_rounded, noise),
        f(mech.ring_sum), (new_rounded, noise)),
       ('client_encode', f(lambda v, s: today(v, s, s)[0]), (x, seed),
-       f(lambda v, s: mech.client_encode(v, s, s)[0]['encoded']),
-       (x, seed)),
+       f(lambda v, s: mech.client_encode(v, s, s)[0]['encoded']), (x, seed)),
   ]
   x32 = tf.constant(rng.normal(size=d), tf.float32)
   floor = [
       ('float32 add', f(lambda v: v + v), (x32,)),
-      ('Philox, D int64 words', f(lambda s: tf.random.stateless_uniform(
-          [d], seed=s, dtype=tf.int64, minval=None, maxval=None)), (seed,)),
+      ('Philox, D int64 words',
+       f(lambda s: tf.random.stateless_uniform(
+           [d], seed=s, dtype=tf.int64, minval=None, maxval=None)), (seed,)),
   ]
   calls = []  # (stage, variant), function, arguments
   for name, old_fn, old_args, new_fn, new_args in stages:
@@ -139,7 +143,9 @@ def run(repeats=15, dim=954_010, clients=50, bits=20, threads=1):
              f'{repeats} round-robin calls, {threads} TF thread(s); new '
              f'rotation {dtype.name}'))
   for name, *_ in stages:
-    table.add(stage=name, today=ms[(name, 'today')], new=ms[(name, 'new')],
+    table.add(stage=name,
+              today=ms[(name, 'today')],
+              new=ms[(name, 'new')],
               ratio=ms[(name, 'new')] / ms[(name, 'today')])
   floor_ms = sum(ms[(name, 'floor')] for name, _, _ in floor)
   for name, _, _ in floor:
@@ -154,6 +160,10 @@ def run(repeats=15, dim=954_010, clients=50, bits=20, threads=1):
 
 
 if __name__ == '__main__':
-  harness.main(run, __doc__, repeats='timed calls per variant',
-               dim='weights of the client value', clients='clients per round',
-               bits='secure-sum bits', threads='TF intra/inter-op threads')
+  harness.main(run,
+               __doc__,
+               repeats='timed calls per variant',
+               dim='weights of the client value',
+               clients='clients per round',
+               bits='secure-sum bits',
+               threads='TF intra/inter-op threads')

@@ -18,8 +18,12 @@ import _harness as harness
 import numpy as np
 
 
-def run(clients=100, dim=256, rounds=20, bits=(12, 14, 16),
-        noise=(0.5, 1.0, 2.0), delta=1e-5):
+def run(clients=100,
+        dim=256,
+        rounds=20,
+        bits=(12, 14, 16),
+        noise=(0.5, 1.0, 2.0),
+        delta=1e-5):
   """One row per (noise multiplier, bits): DDG's MSE beside the Gaussian's."""
   import tensorflow_federated as tff
   from tff_ddp import accounting
@@ -33,8 +37,11 @@ def run(clients=100, dim=256, rounds=20, bits=(12, 14, 16),
   value_type = tff.TensorType(np.float32, [dim])
 
   def mse(results, scale=1.0):
-    return float(np.mean([np.mean((np.asarray(r, np.float64) * scale
-                                   - true_sum) ** 2) for r in results]))
+    return float(
+        np.mean([
+            np.mean((np.asarray(r, np.float64) * scale - true_sum)**2)
+            for r in results
+        ]))
 
   se = math.sqrt(2.0 / (dim * rounds)) * math.sqrt(2.0)
   table = harness.Table(
@@ -47,24 +54,36 @@ def run(clients=100, dim=256, rounds=20, bits=(12, 14, 16),
   for z in noise:
     gaussian = tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(
         noise_multiplier=z, clients_per_round=clients, clip=1.0)
-    results, _ = harness.time_rounds(gaussian.create(value_type),
-                                     list(data), rounds)
+    results, _ = harness.time_rounds(gaussian.create(value_type), list(data),
+                                     rounds)
     gauss_mse = mse(results, clients)  # it returns the mean
     for b in bits:
       factory = DiscreteGaussianSumFactory.from_tff_arguments(
-          noise_multiplier=z, expected_clients_per_round=clients, bits=b,
-          l2_clip=1.0, beta=math.exp(-0.5))
+          noise_multiplier=z,
+          expected_clients_per_round=clients,
+          bits=b,
+          l2_clip=1.0,
+          beta=math.exp(-0.5))
       eps, _ = accounting.epsilon(factory.dp_event(value_type), delta)
-      results, _ = harness.time_rounds(factory.create(value_type),
-                                       list(data), rounds)
+      results, _ = harness.time_rounds(factory.create(value_type), list(data),
+                                       rounds)
       ddg_mse = mse(results)
-      table.add(noise=z, bits=b, eps=eps, mse_ddg=ddg_mse,
-                mse_gauss=gauss_mse, ratio=ddg_mse / gauss_mse)
+      table.add(noise=z,
+                bits=b,
+                eps=eps,
+                mse_ddg=ddg_mse,
+                mse_gauss=gauss_mse,
+                ratio=ddg_mse / gauss_mse)
   return table
 
 
 if __name__ == '__main__':
-  harness.main(run, __doc__, tff=True, clients='clients per round',
-               dim='d, the vectors\' dimension', rounds='rounds per setting',
-               bits='DDG bit widths', noise='noise multipliers',
+  harness.main(run,
+               __doc__,
+               tff=True,
+               clients='clients per round',
+               dim='d, the vectors\' dimension',
+               rounds='rounds per setting',
+               bits='DDG bit widths',
+               noise='noise multipliers',
                delta='the delta of the epsilon')

@@ -22,7 +22,8 @@ def main():
   parser.add_argument('--clients', type=int, default=100)
   parser.add_argument('--bits', type=int, default=16)
   parser.add_argument('--rounds', type=int, default=4)
-  parser.add_argument('--no-breakdown', dest='breakdown',
+  parser.add_argument('--no-breakdown',
+                      dest='breakdown',
                       action='store_false',
                       help='skip the rows without noise')
   args = parser.parse_args()
@@ -35,11 +36,15 @@ def main():
   data = rng.normal(size=(args.clients, args.dim)).astype(np.float32)
   data /= np.linalg.norm(data, axis=1, keepdims=True)
   value_type = tff.TensorType(np.float32, [args.dim])
-  common = dict(noise_multiplier=1.0, expected_clients_per_round=args.clients,
-                bits=args.bits, l2_clip=1.0, modclip_prob=1e-4, beta=0.0)
+  common = dict(noise_multiplier=1.0,
+                expected_clients_per_round=args.clients,
+                bits=args.bits,
+                l2_clip=1.0,
+                modclip_prob=1e-4,
+                beta=0.0)
   factories = {
-      'tff_ddp DiscreteGaussianSumFactory': (
-          DiscreteGaussianSumFactory.from_tff_arguments(**common)),
+      'tff_ddp DiscreteGaussianSumFactory':
+          (DiscreteGaussianSumFactory.from_tff_arguments(**common)),
       'TFF DistributedDpSumFactory (dgauss, hd)':
           tff.aggregators.distributed_dp.DistributedDpSumFactory(
               mechanism='distributed_dgauss', rotation_type='hd', **common),
@@ -60,7 +65,7 @@ def main():
     for name, factory in factories.items():
       process = factory.create(value_type)
       results, seconds = _common.time_rounds(process, list(data), args.rounds)
-      error = np.mean((np.asarray(results[-1]) - data.sum(0)) ** 2)
+      error = np.mean((np.asarray(results[-1]) - data.sum(0))**2)
       rows.append((name, float(np.mean(seconds[1:])), seconds[0], error))
   finally:
     _common.end_workers()

@@ -90,8 +90,11 @@ DELTA = 1.0 / POPULATION
 # "55.7% for FedAvg versus 52.6% for Delta-FL [theta = 0.5] at epsilon = 5";
 # theta = 0.25 is "1.2 [...] percentage points better than theta = 0.5",
 # i.e. 51.4. The other points are only plotted (not read off a figure here).
-PAPER = {('dp_deltafl', 0.5, 5.0): 52.6, ('dp_fedavg', None, 5.0): 55.7,
-         ('dp_deltafl', 0.25, 5.0): 52.6 - 1.2}
+PAPER = {
+    ('dp_deltafl', 0.5, 5.0): 52.6,
+    ('dp_fedavg', None, 5.0): 55.7,
+    ('dp_deltafl', 0.25, 5.0): 52.6 - 1.2
+}
 
 
 class NotCached(LookupError):
@@ -125,8 +128,10 @@ class Runs:
       if key not in self.planned:
         self.planned.append(key)
         print(f'  (would run) {config}', flush=True)
-      return dict(config=config, val_p90=float('inf'),
-                  test_p90=float('nan'), test_mean=float('nan'),
+      return dict(config=config,
+                  val_p90=float('inf'),
+                  test_p90=float('nan'),
+                  test_mean=float('nan'),
                   noise_multiplier=float('nan'))
     if key not in self.results:
       start = time.time()
@@ -137,9 +142,11 @@ class Runs:
       with open(self.path, 'a') as f:
         f.write(json.dumps(row) + '\n')
       self.results[key] = row
-      print(f'  {config} -> p90 val {row["val_p90"]:.1f} test '
-            f'{row["test_p90"]:.1f} mean {row["test_mean"]:.2f} '
-            f'eps {row["epsilon"]:.3g} ({row["seconds"]:.0f}s)', flush=True)
+      print(
+          f'  {config} -> p90 val {row["val_p90"]:.1f} test '
+          f'{row["test_p90"]:.1f} mean {row["test_mean"]:.2f} '
+          f'eps {row["epsilon"]:.3g} ({row["seconds"]:.0f}s)',
+          flush=True)
     return self.results[key]
 
 
@@ -148,7 +155,8 @@ def _summary(result):
   val = 100 * result.validation_errors
   out = dict(test_mean=float(test.mean()),
              test_p90=float(np.percentile(test, 90)),
-             val_mean=float(val.mean()), val_p90=float(np.percentile(val, 90)),
+             val_mean=float(val.mean()),
+             val_p90=float(np.percentile(val, 90)),
              epsilon=float(result.epsilon))
   if 'tail_count' in result.trace:
     out['tail_count'] = float(np.mean(result.trace['tail_count']))
@@ -157,17 +165,28 @@ def _summary(result):
   return out
 
 
-def run(seeds=3, epsilons=EPSILONS, thetas=THETAS, ratios=RATIOS,
-        bounds=BOUNDS, bins=BINS, tune_epsilon=5.0, tune_clip=False,
-        tail_counts=('expected',), refine_bounds=None, refine_epsilons=None,
-        check=False, ratio_grid=None, cached_only=False, plan=False):
+def run(seeds=3,
+        epsilons=EPSILONS,
+        thetas=THETAS,
+        ratios=RATIOS,
+        bounds=BOUNDS,
+        bins=BINS,
+        tune_epsilon=5.0,
+        tune_clip=False,
+        tail_counts=('expected',),
+        refine_bounds=None,
+        refine_epsilons=None,
+        check=False,
+        ratio_grid=None,
+        cached_only=False,
+        plan=False):
   """Tunes (cached runs), then the table of the chosen configurations over
   the seeds, the figure, and with `check` a few TFF rounds."""
   ratio_grids = ratio_grid or []
   if any(len(g) < 2 for g in ratio_grids):
-    raise harness.UsageError('--ratio-grid needs EPS and at least one R, got '
-                             + '; '.join(' '.join(map(str, g))
-                                         for g in ratio_grids))
+    raise harness.UsageError('--ratio-grid needs EPS and at least one R, got ' +
+                             '; '.join(
+                                 ' '.join(map(str, g)) for g in ratio_grids))
   import tensorflow as tf
   # One thread: on a shared 2-core machine TF's thread pools only contend
   # (measured 1.5x faster per round than the default).
@@ -198,28 +217,60 @@ def run(seeds=3, epsilons=EPSILONS, thetas=THETAS, ratios=RATIOS,
                 tuple(tail_counts) != ('expected',) or refine_bounds)
 
   def nonprivate(objective, theta, seed, reweighting='exact'):
-    config = dict(kind='nonprivate', objective=objective, theta=theta,
-                  reweighting=reweighting, seed=seed, rounds=ROUNDS)
-    return runs.get(config, lambda: _summary(sim.run(
-        objective, ROUNDS, CLIENTS, seed, theta, reweighting)))
+    config = dict(kind='nonprivate',
+                  objective=objective,
+                  theta=theta,
+                  reweighting=reweighting,
+                  seed=seed,
+                  rounds=ROUNDS)
+    return runs.get(
+        config, lambda: _summary(
+            sim.run(objective, ROUNDS, CLIENTS, seed, theta, reweighting)))
 
-  def private(objective, theta, eps, clip, seed, ratio=None, bound=1.5,
-              bins=16, tail_count='expected'):
-    config = dict(kind='private', objective=objective, theta=theta, eps=eps,
-                  clip=clip, seed=seed, ratio=ratio, bound=bound, bins=bins,
-                  rounds=ROUNDS, adversary='server')
+  def private(objective,
+              theta,
+              eps,
+              clip,
+              seed,
+              ratio=None,
+              bound=1.5,
+              bins=16,
+              tail_count='expected'):
+    config = dict(kind='private',
+                  objective=objective,
+                  theta=theta,
+                  eps=eps,
+                  clip=clip,
+                  seed=seed,
+                  ratio=ratio,
+                  bound=bound,
+                  bins=bins,
+                  rounds=ROUNDS,
+                  adversary='server')
     if tail_count != 'expected':  # the runs before stage 3 keep their keys
       config['tail_count'] = tail_count
 
     def compute():
-      extra = {} if ratio is None else dict(
-          budget_ratio=ratio, loss_upper_bound=bound, num_bins=bins,
-          tail_count=tail_count)
-      calibrated = learning.calibrate(
-          sim.update_type, eps, DELTA, ROUNDS, CLIENTS, clip,
-          population=POPULATION, adversary='server', **extra)
-      result = _summary(sim.run(objective, ROUNDS, CLIENTS, seed, theta,
-                                privacy=calibrated.config))
+      extra = {} if ratio is None else dict(budget_ratio=ratio,
+                                            loss_upper_bound=bound,
+                                            num_bins=bins,
+                                            tail_count=tail_count)
+      calibrated = learning.calibrate(sim.update_type,
+                                      eps,
+                                      DELTA,
+                                      ROUNDS,
+                                      CLIENTS,
+                                      clip,
+                                      population=POPULATION,
+                                      adversary='server',
+                                      **extra)
+      result = _summary(
+          sim.run(objective,
+                  ROUNDS,
+                  CLIENTS,
+                  seed,
+                  theta,
+                  privacy=calibrated.config))
       result['noise_multiplier'] = calibrated.config.noise_multiplier
       result['quantile_noise_multiplier'] = (
           calibrated.config.quantile_noise_multiplier)
@@ -234,16 +285,16 @@ def run(seeds=3, epsilons=EPSILONS, thetas=THETAS, ratios=RATIOS,
   print('non-private references', flush=True)
   reference = {}
   for seed in seeds:
-    reference.setdefault(('fedavg', None), []).append(
-        nonprivate('fedavg', None, seed))
+    reference.setdefault(('fedavg', None),
+                         []).append(nonprivate('fedavg', None, seed))
     for theta in thetas:
-      reference.setdefault(('deltafl', theta), []).append(
-          nonprivate('superquantile', theta, seed))
+      reference.setdefault(('deltafl', theta),
+                           []).append(nonprivate('superquantile', theta, seed))
 
   # The clip grid: quantiles of FedAvg's update norms (second half).
   norms = _update_norms(sim, seed=0)
-  clips = tuple(float(f'{q:.3g}') for q in np.quantile(norms,
-                                                       [0.3, 0.5, 0.7, 0.9]))
+  clips = tuple(
+      float(f'{q:.3g}') for q in np.quantile(norms, [0.3, 0.5, 0.7, 0.9]))
   print(f'clip grid (update-norm quantiles 0.3..0.9): {clips}', flush=True)
 
   print('DP-FedAvg tuning', flush=True)
@@ -256,9 +307,10 @@ def run(seeds=3, epsilons=EPSILONS, thetas=THETAS, ratios=RATIOS,
       missing.append((f'epsilon {eps:g}', 'DP-FedAvg clip grid not run'))
       continue
     base_clip[eps] = min(clips, key=lambda c: rows[c]['val_p90'])
-    print(f'  eps={eps:g}: val p90 ' + ', '.join(
-        f'{c}: {rows[c]["val_p90"]:.1f}' for c in clips) +
-          f' -> C = {base_clip[eps]}', flush=True)
+    print(f'  eps={eps:g}: val p90 ' +
+          ', '.join(f'{c}: {rows[c]["val_p90"]:.1f}' for c in clips) +
+          f' -> C = {base_clip[eps]}',
+          flush=True)
   fedavg_clip = {}
   stopped = {}  # (method, theta, eps) -> the stage-3 step not run
   epsilons = tuple(e for e in epsilons if e in base_clip)
@@ -268,7 +320,8 @@ def run(seeds=3, epsilons=EPSILONS, thetas=THETAS, ratios=RATIOS,
       print(f'  eps={eps:g}, stage 3 (edge extension):', flush=True)
       try:
         fedavg_clip[eps], _ = _tune_clip(
-            clips, base_clip[eps],
+            clips,
+            base_clip[eps],
             lambda c, e=eps: private('fedavg', None, e, c, 0)['val_p90'])
       except NotCached:
         stopped['dp_fedavg', None, eps] = 'C'
@@ -281,8 +334,11 @@ def run(seeds=3, epsilons=EPSILONS, thetas=THETAS, ratios=RATIOS,
   for theta in thetas:
     grid = [(r, b, bins) for r in ratios for b in bounds for bins in bin_grid]
     try:
-      rows = {g: private('superquantile', theta, tune_eps,
-                         base_clip[tune_eps], 0, *g) for g in grid}
+      rows = {
+          g:
+              private('superquantile', theta, tune_eps, base_clip[tune_eps], 0,
+                      *g) for g in grid
+      }
     except NotCached:
       missing.append((f'theta {theta}', 'stage 1 not run'))
       continue
@@ -296,24 +352,32 @@ def run(seeds=3, epsilons=EPSILONS, thetas=THETAS, ratios=RATIOS,
     for eps in epsilons:
       grid = ratio_grid.get(eps, ratios)
       try:
-        rows = {r: private('superquantile', theta, eps, base_clip[eps], 0, r,
-                           bound, bins) for r in grid}
+        rows = {
+            r:
+                private('superquantile', theta, eps, base_clip[eps], 0, r,
+                        bound, bins) for r in grid
+        }
       except NotCached:
         missing.append((f'theta {theta} epsilon {eps:g}', 'stage 2 not run'))
         continue
       ratio = min(grid, key=lambda r: rows[r]['val_p90'])
-      print(f'  theta={theta} eps={eps:g}: val p90 ' + ', '.join(
-          f'r={r}: {rows[r]["val_p90"]:.1f}' for r in grid) +
-            f' -> r = {ratio}', flush=True)
-      chosen[theta, eps] = dict(clip=base_clip[eps], ratio=ratio,
-                                bound=bound, bins=bins,
+      print(f'  theta={theta} eps={eps:g}: val p90 ' +
+            ', '.join(f'r={r}: {rows[r]["val_p90"]:.1f}' for r in grid) +
+            f' -> r = {ratio}',
+            flush=True)
+      chosen[theta, eps] = dict(clip=base_clip[eps],
+                                ratio=ratio,
+                                bound=bound,
+                                bins=bins,
                                 tail_count='expected')
 
   stage2 = dict(chosen)
   if stage3:
-    print('DP-Delta-FL tuning, stage 3 (one coordinate pass: C, r if C '
-          'moved, tail count, B; a move needs a strictly lower validation '
-          '90th percentile)', flush=True)
+    print(
+        'DP-Delta-FL tuning, stage 3 (one coordinate pass: C, r if C '
+        'moved, tail count, B; a move needs a strictly lower validation '
+        '90th percentile)',
+        flush=True)
     for theta in stage1:
       for eps in epsilons:
         if eps not in refine_eps or (theta, eps) not in chosen:
@@ -329,9 +393,9 @@ def run(seeds=3, epsilons=EPSILONS, thetas=THETAS, ratios=RATIOS,
         try:
           if tune_clip:
             step = 'C'
-            clip, _ = _tune_clip(
-                clips, current['clip'],
-                lambda v, c=current: score(dict(c, clip=v)))
+            clip, _ = _tune_clip(clips,
+                                 current['clip'],
+                                 lambda v, c=current: score(dict(c, clip=v)))
             current = dict(current, clip=clip)
             if current['clip'] != chosen[theta, eps]['clip']:
               step = 'r'
@@ -344,8 +408,7 @@ def run(seeds=3, epsilons=EPSILONS, thetas=THETAS, ratios=RATIOS,
             current = _coordinate(current, 'bound', refine_bounds, score)
         except NotCached:
           stopped['dp_deltafl', theta, eps] = step
-          print(f'    stopped: the {step} step is not in the cache',
-                flush=True)
+          print(f'    stopped: the {step} step is not in the cache', flush=True)
         chosen[theta, eps] = current
         print(f'    chosen {current} (val p90 {score(current):.1f})',
               flush=True)
@@ -355,7 +418,8 @@ def run(seeds=3, epsilons=EPSILONS, thetas=THETAS, ratios=RATIOS,
   for eps in epsilons:
     try:
       table['dp_fedavg', None, eps] = [
-          private('fedavg', None, eps, fedavg_clip[eps], s) for s in seeds]
+          private('fedavg', None, eps, fedavg_clip[eps], s) for s in seeds
+      ]
     except NotCached:
       missing.append((f'DP-FedAvg epsilon {eps:g}', 'seeds not run'))
     for theta in stage1:
@@ -363,12 +427,14 @@ def run(seeds=3, epsilons=EPSILONS, thetas=THETAS, ratios=RATIOS,
         continue
       try:
         table['dp_deltafl', theta, eps] = [
-            deltafl(theta, eps, s, chosen[theta, eps]) for s in seeds]
+            deltafl(theta, eps, s, chosen[theta, eps]) for s in seeds
+        ]
       except NotCached:
         # An interrupted stage 3: report stage 2's choice if its seeds ran.
         try:
           table['dp_deltafl', theta, eps] = [
-              deltafl(theta, eps, s, stage2[theta, eps]) for s in seeds]
+              deltafl(theta, eps, s, stage2[theta, eps]) for s in seeds
+          ]
           missing.append((f'stage 3 of DP-Delta-FL theta={theta} epsilon '
                           f'{eps:g}', f'its choice {chosen[theta, eps]} has '
                           'no seed runs; the row is stage 2\'s'))
@@ -395,8 +461,7 @@ def run(seeds=3, epsilons=EPSILONS, thetas=THETAS, ratios=RATIOS,
   if ratio_grids:
     report.notes.append('r grid overridden: ' + '; '.join(
         f'epsilon {g[0]:g}: {list(g[1:])}' for g in ratio_grids))
-  report.notes += [f'not in the table: {what} ({why})'
-                   for what, why in missing]
+  report.notes += [f'not in the table: {what} ({why})' for what, why in missing]
   report.notes.append(f'wrote {_plot(table, reference)}')
   if check:
     report.notes += _check(task)
@@ -459,8 +524,9 @@ def _update_norms(sim, seed):
   x = sim.task.train.x.astype(np.float64)
   for t in range(ROUNDS):
     cohort = rng.choice(sim.task.train.num_clients, CLIENTS, replace=False)
-    _, uk, ub = simulation.softmax_loss_and_update(
-        kernel, bias, x[cohort], sim.task.train.y[cohort], 0.1, 1)
+    _, uk, ub = simulation.softmax_loss_and_update(kernel, bias, x[cohort],
+                                                   sim.task.train.y[cohort],
+                                                   0.1, 1)
     if t >= ROUNDS // 2:
       norms.append(np.sqrt((uk**2).sum((1, 2)) + (ub**2).sum(1)))
     kernel = kernel - uk.mean(0)
@@ -493,31 +559,36 @@ def _mean_std(field):
 
 def _report(table, reference, fedavg_clip, chosen, refined, stopped):
   """The table: the non-private references, then each (method, epsilon)."""
-  report = harness.Table(
-      [('method', 'method', 's'), ('eps', 'eps', 'g'),
-       ('val_p90', 'val p90', '.1f'),
-       ('test_p90', 'test 90th pct', _mean_std('test_p90')),
-       ('p90_s1', 'p90 s1+', '.2f'),
-       ('test_mean', 'test mean', _mean_std('test_mean')),
-       ('paper', 'paper 90th', '.1f'), ('ratio', 'ours/paper', '.3f'),
-       ('config', 'config', 's')])
+  report = harness.Table([('method', 'method', 's'), ('eps', 'eps', 'g'),
+                          ('val_p90', 'val p90', '.1f'),
+                          ('test_p90', 'test 90th pct', _mean_std('test_p90')),
+                          ('p90_s1', 'p90 s1+', '.2f'),
+                          ('test_mean', 'test mean', _mean_std('test_mean')),
+                          ('paper', 'paper 90th', '.1f'),
+                          ('ratio', 'ours/paper', '.3f'),
+                          ('config', 'config', 's')])
   for (name, theta), rows in reference.items():
     p90, p90s = _stats(rows, 'test_p90')
     mean, means = _stats(rows, 'test_mean')
     label = 'FedAvg' if name == 'fedavg' else f'Delta-FL theta={theta}'
-    report.add(method=label + ' (no DP)', eps='inf',
-               val_p90=rows[0]['val_p90'], test_p90=p90, test_p90_std=p90s,
-               test_mean=mean, test_mean_std=means,
+    report.add(method=label + ' (no DP)',
+               eps='inf',
+               val_p90=rows[0]['val_p90'],
+               test_p90=p90,
+               test_p90_std=p90s,
+               test_mean=mean,
+               test_mean_std=means,
                config='' if name == 'fedavg' else 'Algorithm 3')
-  for (name, theta, eps), rows in sorted(
-      table.items(), key=lambda kv: (kv[0][2], kv[0][0], kv[0][1] or 0)):
+  for (name, theta, eps), rows in sorted(table.items(),
+                                         key=lambda kv:
+                                         (kv[0][2], kv[0][0], kv[0][1] or 0)):
     p90, p90s = _stats(rows, 'test_p90')
     mean, means = _stats(rows, 'test_mean')
-    held = (np.mean([r['test_p90'] for r in rows[1:]]) if len(rows) > 1
-            else float('nan'))
+    held = (np.mean([r['test_p90'] for r in rows[1:]])
+            if len(rows) > 1 else float('nan'))
     paper = PAPER.get((name, theta, eps))
-    label = ('DP-FedAvg' if name == 'dp_fedavg' else
-             f'DP-Delta-FL theta={theta}')
+    label = ('DP-FedAvg'
+             if name == 'dp_fedavg' else f'DP-Delta-FL theta={theta}')
     config = _config_text(name, eps, theta, fedavg_clip, chosen, rows[0])
     if eps in refined and stopped.get((name, theta, eps)) == 'seed':
       config += ' [stage 2 choice: stage 3 incomplete]'
@@ -525,10 +596,17 @@ def _report(table, reference, fedavg_clip, chosen, refined, stopped):
       config += f' [stage 3 stopped before its {stopped[name, theta, eps]} step]'
     elif name == 'dp_deltafl' and eps not in refined:
       config += ' [stages 1-2 only]'
-    report.add(method=label, eps=eps, val_p90=rows[0]['val_p90'],
-               test_p90=p90, test_p90_std=p90s, p90_s1=held, test_mean=mean,
-               test_mean_std=means, paper=paper,
-               ratio=p90 / paper if paper else None, config=config)
+    report.add(method=label,
+               eps=eps,
+               val_p90=rows[0]['val_p90'],
+               test_p90=p90,
+               test_p90_std=p90s,
+               p90_s1=held,
+               test_mean=mean,
+               test_mean_std=means,
+               paper=paper,
+               ratio=p90 / paper if paper else None,
+               config=config)
   return report
 
 
@@ -537,12 +615,16 @@ def _plot(table, reference):
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt
   fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-  styles = {('dp_fedavg', None): ('DP-FedAvg', 'C0', 'o'),
-            ('dp_deltafl', 0.25): ('DP-Delta-FL theta=0.25', 'C1', 's'),
-            ('dp_deltafl', 0.5): ('DP-Delta-FL theta=0.5', 'C2', '^')}
-  refs = {('fedavg', None): ('FedAvg (no DP)', 'C0'),
-          ('deltafl', 0.25): ('Delta-FL theta=0.25 (no DP)', 'C1'),
-          ('deltafl', 0.5): ('Delta-FL theta=0.5 (no DP)', 'C2')}
+  styles = {
+      ('dp_fedavg', None): ('DP-FedAvg', 'C0', 'o'),
+      ('dp_deltafl', 0.25): ('DP-Delta-FL theta=0.25', 'C1', 's'),
+      ('dp_deltafl', 0.5): ('DP-Delta-FL theta=0.5', 'C2', '^')
+  }
+  refs = {
+      ('fedavg', None): ('FedAvg (no DP)', 'C0'),
+      ('deltafl', 0.25): ('Delta-FL theta=0.25 (no DP)', 'C1'),
+      ('deltafl', 0.5): ('Delta-FL theta=0.5 (no DP)', 'C2')
+  }
   for ax, field, title in ((axes[0], 'test_p90', '90th percentile error'),
                            (axes[1], 'test_mean', 'mean error')):
     for (name, theta), (label, color, marker) in styles.items():
@@ -550,12 +632,19 @@ def _plot(table, reference):
       if not eps:
         continue
       stats = [_stats(table[name, theta, e], field) for e in eps]
-      ax.errorbar(eps, [s[0] for s in stats], yerr=[s[1] for s in stats],
-                  label=label, color=color, marker=marker, capsize=3)
+      ax.errorbar(eps, [s[0] for s in stats],
+                  yerr=[s[1] for s in stats],
+                  label=label,
+                  color=color,
+                  marker=marker,
+                  capsize=3)
     for key, (label, color) in refs.items():
       if key in reference:
-        ax.axhline(_stats(reference[key], field)[0], color=color,
-                   linestyle='--', linewidth=1, label=label)
+        ax.axhline(_stats(reference[key], field)[0],
+                   color=color,
+                   linestyle='--',
+                   linewidth=1,
+                   label=label)
     ax.set_xlabel('epsilon (delta = 1/2500, against the server)')
     ax.set_ylabel('test error (%)')
     ax.set_title(title)
@@ -579,19 +668,28 @@ def _check(task):
   rng = np.random.default_rng(0)
   lines = []
   for name, ratio in (('DP-Delta-FL', 0.25), ('DP-FedAvg', None)):
-    calibrated = learning.calibrate(
-        model_fn, 5.0, DELTA, ROUNDS, CLIENTS, 0.1, budget_ratio=ratio,
-        population=POPULATION)
+    calibrated = learning.calibrate(model_fn,
+                                    5.0,
+                                    DELTA,
+                                    ROUNDS,
+                                    CLIENTS,
+                                    0.1,
+                                    budget_ratio=ratio,
+                                    population=POPULATION)
     if ratio is None:
-      process = learning.build_dp_fedavg(model_fn, optimizer,
+      process = learning.build_dp_fedavg(model_fn,
+                                         optimizer,
                                          privacy=calibrated.config)
     else:
-      process = learning.build_superquantile_fl(
-          model_fn, 0.5, optimizer, privacy=calibrated.config)
+      process = learning.build_superquantile_fl(model_fn,
+                                                0.5,
+                                                optimizer,
+                                                privacy=calibrated.config)
     state = process.initialize()
     for t in range(3):
-      out = process.next(state, task.train.datasets(
-          rng.choice(POPULATION, CLIENTS, replace=False)))
+      out = process.next(
+          state,
+          task.train.datasets(rng.choice(POPULATION, CLIENTS, replace=False)))
       state = out.state
       lines.append(f'{name} TFF round {t}: eps so far '
                    f'{out.metrics["privacy"]["epsilon"]:.4f}')
@@ -600,7 +698,8 @@ def _check(task):
 
 if __name__ == '__main__':
   harness.main(
-      run, __doc__,
+      run,
+      __doc__,
       seeds='seeds of the final runs (0 is also the selection seed)',
       epsilons='the epsilons of the figure',
       thetas='the DP-Delta-FL tail fractions',
@@ -612,15 +711,24 @@ if __name__ == '__main__':
       "method's clip grid at its edge)",
       tail_counts=harness.arg('stage 3 grid of the update divisor',
                               choices=['expected', 'histogram']),
-      refine_bounds=harness.arg("stage 3 grid of B (default: stage 1's B "
-                                'only)', type=float, nargs='+'),
-      refine_epsilons=harness.arg('the epsilons stage 3 runs at (default: '
-                                  'all)', type=float, nargs='+'),
+      refine_bounds=harness.arg(
+          "stage 3 grid of B (default: stage 1's B "
+          'only)',
+          type=float,
+          nargs='+'),
+      refine_epsilons=harness.arg(
+          'the epsilons stage 3 runs at (default: '
+          'all)',
+          type=float,
+          nargs='+'),
       check='also run a few TFF rounds of each process',
       ratio_grid=harness.arg(
           'EPS R [R ...]: the r grid of stages 2 and 3 at that epsilon '
-          '(default --ratios; repeatable)', type=float, nargs='+',
-          action='append', metavar='EPS R'),
+          '(default --ratios; repeatable)',
+          type=float,
+          nargs='+',
+          action='append',
+          metavar='EPS R'),
       cached_only='train nothing: report from the cache; a stage 3 pass '
       'stops at its first uncached run (the table says where) and rows '
       'without their runs are left out',

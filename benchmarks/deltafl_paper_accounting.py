@@ -41,8 +41,10 @@ OURS = {5.0: 5.30, 10.0: 3.07, 20.0: 1.84}
 
 def amplified_epsilon(z: float) -> float:
   accountant = rdp.RdpAccountant()
-  accountant.compose(dp_accounting.PoissonSampledDpEvent(
-      RATE, dp_accounting.GaussianDpEvent(z)), ROUNDS)
+  accountant.compose(
+      dp_accounting.PoissonSampledDpEvent(RATE,
+                                          dp_accounting.GaussianDpEvent(z)),
+      ROUNDS)
   return accountant.get_epsilon(DELTA)
 
 
@@ -63,10 +65,16 @@ def self_sampled_z(epsilon: float) -> float:
                            ('bias', tff.TensorType(np.float32, [10]))])
   with warnings.catch_warnings():
     warnings.simplefilter('ignore')
-    result = calibrated.discrete_gaussian(
-        update, epsilon, DELTA, rounds=ROUNDS, sampling='self', rate=RATE,
-        expected_clients_per_round=POPULATION, bits=20, l2_clip=0.1,
-        adversary='server')
+    result = calibrated.discrete_gaussian(update,
+                                          epsilon,
+                                          DELTA,
+                                          rounds=ROUNDS,
+                                          sampling='self',
+                                          rate=RATE,
+                                          expected_clients_per_round=POPULATION,
+                                          bits=20,
+                                          l2_clip=0.1,
+                                          adversary='server')
   assert result.parameter == 'noise_multiplier', result.parameter
   return result.value
 
@@ -80,8 +88,11 @@ def run():
        ('z_self', 'z self-sampled, server', '.3f')],
       title=f'DP-FedAvg update, q = {RATE}, T = {ROUNDS}, delta = {DELTA}')
   for eps, z in OURS.items():
-    table.add(eps=eps, z=z, z_amplified=amplified_z(eps),
-              eps_amplified=amplified_epsilon(z), z_self=self_sampled_z(eps))
+    table.add(eps=eps,
+              z=z,
+              z_amplified=amplified_z(eps),
+              eps_amplified=amplified_epsilon(z),
+              z_self=self_sampled_z(eps))
   return table
 
 

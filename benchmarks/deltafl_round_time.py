@@ -60,22 +60,39 @@ def run(rounds=3, clients=100, seed=0, reference=True, self_sampling=False):
   task = tasks.b3_task()
   model_fn = task.model_fn()
   optimizer = tff.learning.optimizers.build_sgdm(0.1)
-  common = dict(target_epsilon=5.0, target_delta=1.0 / POPULATION,
-                rounds=1000, clients_per_round=clients, l2_clip=0.1,
-                population=POPULATION, adversary='server')
+  common = dict(target_epsilon=5.0,
+                target_delta=1.0 / POPULATION,
+                rounds=1000,
+                clients_per_round=clients,
+                l2_clip=0.1,
+                population=POPULATION,
+                adversary='server')
   self_kw = dict(sampling='self') if self_sampling else {}
   builds = {
-      'DP-Delta-FL': lambda: learning.build_superquantile_fl(
-          model_fn, 0.5, optimizer, privacy=learning.calibrate(
-              model_fn, budget_ratio=0.25, loss_upper_bound=1.5, num_bins=16,
-              histogram='tree', **common, **self_kw,
-              **(dict(count='estimated') if self_sampling else {})).config),
-      'DP-FedAvg': lambda: learning.build_dp_fedavg(
-          model_fn, optimizer, privacy=learning.calibrate(
-              model_fn, **common, **self_kw).config)}
+      'DP-Delta-FL':
+          lambda: learning.build_superquantile_fl(
+              model_fn,
+              0.5,
+              optimizer,
+              privacy=learning.calibrate(model_fn,
+                                         budget_ratio=0.25,
+                                         loss_upper_bound=1.5,
+                                         num_bins=16,
+                                         histogram='tree',
+                                         **common,
+                                         **self_kw,
+                                         **(dict(count='estimated')
+                                            if self_sampling else {})).config),
+      'DP-FedAvg':
+          lambda: learning.build_dp_fedavg(
+              model_fn,
+              optimizer,
+              privacy=learning.calibrate(model_fn, **common, **self_kw).config)
+  }
   if self_sampling:
     builds['DP-FedAvg cohort'] = lambda: learning.build_dp_fedavg(
-        model_fn, optimizer,
+        model_fn,
+        optimizer,
         privacy=learning.calibrate(model_fn, **common).config)
   if reference:
     builds['FedAvg (no DP)'] = lambda: learning.build_baseline(
@@ -89,9 +106,10 @@ def run(rounds=3, clients=100, seed=0, reference=True, self_sampling=False):
     build_seconds[name] = timing.wall
 
   rng = np.random.default_rng(seed)
-  cohorts = [task.train.datasets(rng.choice(POPULATION, clients,
-                                            replace=False))
-             for _ in range(rounds + 1)]
+  cohorts = [
+      task.train.datasets(rng.choice(POPULATION, clients, replace=False))
+      for _ in range(rounds + 1)
+  ]
   everyone = task.train.datasets(np.arange(POPULATION))
   self_sampled = ('DP-Delta-FL', 'DP-FedAvg') if self_sampling else ()
   data = lambda name, t: everyone if name in self_sampled else cohorts[t]
@@ -114,7 +132,8 @@ def run(rounds=3, clients=100, seed=0, reference=True, self_sampling=False):
       privacy = output.metrics.get('privacy')
       print(f'{name}: round {t + 1} {seconds[name][-1]:.2f} s' +
             ('' if privacy is None else ' (epsilon so far '
-             f'{float(privacy["epsilon"]):.4f})'), flush=True)
+             f'{float(privacy["epsilon"]):.4f})'),
+            flush=True)
   workers = harness.processes.descendant_pids()
   ended = harness.processes.release_tff()
   left = [pid for pid in workers if not harness.processes.has_exited(pid)]
@@ -131,13 +150,19 @@ def run(rounds=3, clients=100, seed=0, reference=True, self_sampling=False):
       f'B.3, {clients} of {POPULATION} clients per round, linear model, DDG '
       f'update aggregator (same config); {rounds} timed rounds of each after '
       'one warm-up, interleaved',
-      notes=[f'DP-Delta-FL / DP-FedAvg = {ratio:.2f} (target <= '
-             f'{TARGET_RATIO:g}): '
-             f'{"met" if ratio <= TARGET_RATIO else "NOT met"}'])
+      notes=[
+          f'DP-Delta-FL / DP-FedAvg = {ratio:.2f} (target <= '
+          f'{TARGET_RATIO:g}): '
+          f'{"met" if ratio <= TARGET_RATIO else "NOT met"}'
+      ])
   for name in names:
-    table.add(process=name, median=median[name], min=min(seconds[name]),
-              max=max(seconds[name]), first=first[name],
-              build=build_seconds[name], seconds=seconds[name])
+    table.add(process=name,
+              median=median[name],
+              min=min(seconds[name]),
+              max=max(seconds[name]),
+              first=first[name],
+              build=build_seconds[name],
+              seconds=seconds[name])
   if self_sampling:
     table.notes.append(
         f'self-sampled DP-FedAvg / cohort DP-FedAvg = '
@@ -150,9 +175,12 @@ def run(rounds=3, clients=100, seed=0, reference=True, self_sampling=False):
 
 if __name__ == '__main__':
   harness.main(
-      run, __doc__, tff=True,
+      run,
+      __doc__,
+      tff=True,
       rounds='timed rounds of each process (after a warm-up)',
-      clients='clients per round (of 2500)', seed='the cohorts',
+      clients='clients per round (of 2500)',
+      seed='the cohorts',
       reference='skip the non-private reference rows',
       self_sampling='self-sampled private processes on all 2500 clients per '
       'round, against a cohort DP-FedAvg')

@@ -48,8 +48,12 @@ CACHE = os.path.join(f3.HERE, 'results', 'deltafl_self_runs.jsonl')
 RATIOS = (0.25, 0.5, 0.75)
 
 
-def run(epsilons=(5.0,), thetas=(0.5,), ratios=RATIOS,
-        tail_counts=('expected',), seeds=5, rounds=f3.ROUNDS,
+def run(epsilons=(5.0,),
+        thetas=(0.5,),
+        ratios=RATIOS,
+        tail_counts=('expected',),
+        seeds=5,
+        rounds=f3.ROUNDS,
         cached_only=False):
   """Tunes each method (cached runs), then one row per (epsilon, method)
   over the seeds, and the paired differences."""
@@ -65,29 +69,56 @@ def run(epsilons=(5.0,), thetas=(0.5,), ratios=RATIOS,
   sim = simulation.LinearSimulator(task, learning_rate=0.1, local_steps=1)
   runs = f3.Runs(CACHE, cached_only=cached_only)
   norms = f3._update_norms(sim, seed=0)  # pylint: disable=protected-access  # measures a private part
-  clips = tuple(float(f'{q:.3g}') for q in np.quantile(norms,
-                                                       [0.3, 0.5, 0.7, 0.9]))
+  clips = tuple(
+      float(f'{q:.3g}') for q in np.quantile(norms, [0.3, 0.5, 0.7, 0.9]))
   print(f'clip grid (update-norm quantiles 0.3..0.9): {clips}', flush=True)
 
-  def private(objective, theta, eps, clip, seed, ratio=None,
+  def private(objective,
+              theta,
+              eps,
+              clip,
+              seed,
+              ratio=None,
               tail_count='expected'):
-    config = dict(kind='private', sampling='self', objective=objective,
-                  theta=theta, eps=eps, clip=clip, seed=seed, ratio=ratio,
-                  bound=1.5, bins=16, tail_count=tail_count, rounds=rounds,
+    config = dict(kind='private',
+                  sampling='self',
+                  objective=objective,
+                  theta=theta,
+                  eps=eps,
+                  clip=clip,
+                  seed=seed,
+                  ratio=ratio,
+                  bound=1.5,
+                  bins=16,
+                  tail_count=tail_count,
+                  rounds=rounds,
                   adversary='server')
 
     def compute():
-      extra = {} if ratio is None else dict(
-          budget_ratio=ratio, loss_upper_bound=1.5, num_bins=16,
-          tail_count=tail_count, count='estimated')
-      calibrated = learning.calibrate(
-          sim.update_type, eps, f3.DELTA, rounds, f3.CLIENTS, clip,
-          population=f3.POPULATION, sampling='self', adversary='server',
-          **extra)
+      extra = {} if ratio is None else dict(budget_ratio=ratio,
+                                            loss_upper_bound=1.5,
+                                            num_bins=16,
+                                            tail_count=tail_count,
+                                            count='estimated')
+      calibrated = learning.calibrate(sim.update_type,
+                                      eps,
+                                      f3.DELTA,
+                                      rounds,
+                                      f3.CLIENTS,
+                                      clip,
+                                      population=f3.POPULATION,
+                                      sampling='self',
+                                      adversary='server',
+                                      **extra)
       start = time.time()
-      result = f3._summary(sim.run(  # pylint: disable=protected-access  # measures a private part
-          objective, rounds, f3.CLIENTS, seed, theta,
-          privacy=calibrated.config))
+      result = f3._summary(
+          sim.run(  # pylint: disable=protected-access  # measures a private part
+              objective,
+              rounds,
+              f3.CLIENTS,
+              seed,
+              theta,
+              privacy=calibrated.config))
       result['seconds_per_round'] = (time.time() - start) / rounds
       result['noise_multiplier'] = calibrated.config.noise_multiplier
       result['quantile_noise_multiplier'] = (
@@ -103,29 +134,36 @@ def run(epsilons=(5.0,), thetas=(0.5,), ratios=RATIOS,
     for g in grid[1:]:
       if scores[g] < scores[best]:
         best = g
-    print(f'    {label}: ' + ', '.join(f'{g}: {scores[g]:.1f}' for g in grid)
-          + f' -> {best}', flush=True)
+    print(f'    {label}: ' + ', '.join(f'{g}: {scores[g]:.1f}' for g in grid) +
+          f' -> {best}',
+          flush=True)
     return best
 
   table = []
   for eps in epsilons:
     print(f'eps = {eps:g}', flush=True)
-    fedavg_c = pick(clips, lambda c: private('fedavg', None, eps, c,
-                                             0)['val_p90'], 'DP-FedAvg C')
-    rows = {'DP-FedAvg': [private('fedavg', None, eps, fedavg_c, s)
-                          for s in range(seeds)]}
+    fedavg_c = pick(clips,
+                    lambda c: private('fedavg', None, eps, c, 0)['val_p90'],
+                    'DP-FedAvg C')
+    rows = {
+        'DP-FedAvg': [
+            private('fedavg', None, eps, fedavg_c, s) for s in range(seeds)
+        ]
+    }
     configs = {'DP-FedAvg': f'C={fedavg_c}'}
     for theta in thetas:
-      score = lambda c, r, t: private('superquantile', theta, eps, c, 0, r,
-                                      t)['val_p90']
+      score = lambda c, r, t: private('superquantile', theta, eps, c, 0, r, t)[
+          'val_p90']
       c = pick(clips, lambda c: score(c, 0.5, 'expected'), f'theta={theta} C')
       r_grid = tuple(dict.fromkeys((0.5,) + tuple(ratios)))
       r = pick(r_grid, lambda r: score(c, r, 'expected'), f'theta={theta} r')
       tail = pick(tuple(tail_counts), lambda t: score(c, r, t),
                   f'theta={theta} divisor')
       name = f'DP-Delta-FL theta={theta}'
-      rows[name] = [private('superquantile', theta, eps, c, s, r, tail)
-                    for s in range(seeds)]
+      rows[name] = [
+          private('superquantile', theta, eps, c, s, r, tail)
+          for s in range(seeds)
+      ]
       configs[name] = f'C={c} r={r} B=1.5 b=16 div={tail}'
     table.append((eps, rows, configs))
 
@@ -143,8 +181,8 @@ def run(epsilons=(5.0,), thetas=(0.5,), ratios=RATIOS,
       'sample std over seeds; val p90 = the seed-0 selection score')
   paired = harness.Table(
       [('eps', 'eps', 'g'), ('method', 'method', 's'),
-       ('diff', 'per seed', lambda row: ' '.join(f'{d:+5.1f}'
-                                                 for d in row['diff'])),
+       ('diff', 'per seed',
+        lambda row: ' '.join(f'{d:+5.1f}' for d in row['diff'])),
        ('mean', 'mean +- se', lambda row: f'{row["mean"]:+.2f} +- '
         f'{row["se"]:.2f}')],
       title='paired by seed: DP-Delta-FL - DP-FedAvg, 90th-percentile test '
@@ -152,7 +190,9 @@ def run(epsilons=(5.0,), thetas=(0.5,), ratios=RATIOS,
   for eps, rows, configs in table:
     base = np.array([r['test_p90'] for r in rows['DP-FedAvg']])
     for name, runs_ in rows.items():
-      results.add(method=name, eps=eps, val_p90=runs_[0]['val_p90'],
+      results.add(method=name,
+                  eps=eps,
+                  val_p90=runs_[0]['val_p90'],
                   p90=[r['test_p90'] for r in runs_],
                   mean=[r['test_mean'] for r in runs_],
                   z_w=runs_[0]['noise_multiplier'],
@@ -162,17 +202,22 @@ def run(epsilons=(5.0,), thetas=(0.5,), ratios=RATIOS,
                   config=configs[name])
       if name != 'DP-FedAvg':
         diff = np.array([r['test_p90'] for r in runs_]) - base
-        paired.add(eps=eps, method=name, diff=diff, mean=diff.mean(),
+        paired.add(eps=eps,
+                   method=name,
+                   diff=diff,
+                   mean=diff.mean(),
                    se=diff.std(ddof=1) / np.sqrt(len(diff)))
   return [results, paired]
 
 
 if __name__ == '__main__':
-  harness.main(
-      run, __doc__, epsilons='epsilons against the server',
-      thetas='the DP-Delta-FL tail fractions',
-      ratios='the r grid (0.5 is always tried first)',
-      tail_counts=harness.arg('the grid of the update divisor',
-                              choices=['expected', 'histogram']),
-      seeds='seeds of the final runs', rounds='training rounds',
-      cached_only='train nothing; report from the cache')
+  harness.main(run,
+               __doc__,
+               epsilons='epsilons against the server',
+               thetas='the DP-Delta-FL tail fractions',
+               ratios='the r grid (0.5 is always tried first)',
+               tail_counts=harness.arg('the grid of the update divisor',
+                                       choices=['expected', 'histogram']),
+               seeds='seeds of the final runs',
+               rounds='training rounds',
+               cached_only='train nothing; report from the cache')

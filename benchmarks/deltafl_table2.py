@@ -47,9 +47,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # over 5 runs. A different dataset and scale from --dataset digits: the
 # ratios compare orders, not like with like.
 PAPER_P90 = {
-    'FedAvg': 28.46, 'FedAvg-Sub': 27.57, 'FedProx': 27.01, 'q-FFL': 28.02,
-    'Tilted-ERM': 25.46, 'Delta-FL theta=0.8': 26.23,
-    'Delta-FL theta=0.5': 23.69, 'Delta-FL theta=0.1': 25.46}
+    'FedAvg': 28.46,
+    'FedAvg-Sub': 27.57,
+    'FedProx': 27.01,
+    'q-FFL': 28.02,
+    'Tilted-ERM': 25.46,
+    'Delta-FL theta=0.8': 26.23,
+    'Delta-FL theta=0.5': 23.69,
+    'Delta-FL theta=0.1': 25.46
+}
 PROX = (0.01, 0.1, 1.0)
 QS = (0.01, 0.1, 1.0, 10.0)
 TILTS = (0.1, 1.0, 10.0, 100.0)
@@ -69,12 +75,11 @@ def _load(name, client_size, seed):
   ids = sorted(train.client_ids)
   rng = np.random.default_rng(seed)
   held = set(rng.choice(ids, len(ids) // 2, replace=False).tolist())
-  return (train.from_clients_and_tf_fn(
-              [i for i in ids if i not in held],
-              train.serializable_dataset_fn),
-          train.from_clients_and_tf_fn(sorted(held),
+  return (train.from_clients_and_tf_fn([i for i in ids if i not in held],
                                        train.serializable_dataset_fn),
-          test, (28, 28), 62)
+          train.from_clients_and_tf_fn(sorted(held),
+                                       train.serializable_dataset_fn), test,
+          (28, 28), 62)
 
 
 def _arrays(client_data, ids):
@@ -94,12 +99,21 @@ def _errors(make_model, weights, clients):
   # left in an invalid state.
   keras_model = make_model()
   weights.assign_weights_to(keras_model)
-  return np.array([np.mean(np.argmax(keras_model(x, training=False).numpy(),
-                                     -1) != y) for x, y in clients])
+  return np.array([
+      np.mean(np.argmax(keras_model(x, training=False).numpy(), -1) != y)
+      for x, y in clients
+  ])
 
 
-def run(dataset='digits', rounds=100, clients_per_round=20, client_size=16,
-        batch_size=4, learning_rate=0.1, seeds=2, prox=PROX, qs=QS,
+def run(dataset='digits',
+        rounds=100,
+        clients_per_round=20,
+        client_size=16,
+        batch_size=4,
+        learning_rate=0.1,
+        seeds=2,
+        prox=PROX,
+        qs=QS,
         tilts=TILTS,
         cache=os.path.join(HERE, 'results', 'deltafl_table2_runs.jsonl')):
   """One row per method: the test clients' 90th-percentile and mean error
@@ -117,8 +131,8 @@ def run(dataset='digits', rounds=100, clients_per_round=20, client_size=16,
   model_fn = tasks.keras_model_fn(
       lambda: tasks.convnet_keras_model(shape, classes), shape)
   keras_model = lambda: tasks.convnet_keras_model(shape, classes)
-  train = tasks.as_model_input(train.preprocess(
-      lambda ds: ds.batch(batch_size)))
+  train = tasks.as_model_input(
+      train.preprocess(lambda ds: ds.batch(batch_size)))
   ids = list(train.client_ids)
   m = min(clients_per_round, len(ids))
   cached = {}
@@ -129,8 +143,13 @@ def run(dataset='digits', rounds=100, clients_per_round=20, client_size=16,
         cached[json.dumps(row['config'], sort_keys=True)] = row
 
   def train_and_evaluate(name, build, seed, cohort_size=m):
-    config = dict(dataset=dataset, method=name, seed=seed, rounds=rounds,
-                  m=cohort_size, lr=learning_rate, batch=batch_size,
+    config = dict(dataset=dataset,
+                  method=name,
+                  seed=seed,
+                  rounds=rounds,
+                  m=cohort_size,
+                  lr=learning_rate,
+                  batch=batch_size,
                   size=client_size)
     key = json.dumps(config, sort_keys=True)
     if key in cached:
@@ -147,16 +166,20 @@ def run(dataset='digits', rounds=100, clients_per_round=20, client_size=16,
     weights = process.get_model_weights(state)
     val = 100 * _errors(keras_model, weights, val_clients)
     tst = 100 * _errors(keras_model, weights, test_clients)
-    row = dict(config=config, val_p90=float(np.percentile(val, 90)),
+    row = dict(config=config,
+               val_p90=float(np.percentile(val, 90)),
                test_p90=float(np.percentile(tst, 90)),
-               test_mean=float(tst.mean()), seconds=time.time() - start)
+               test_mean=float(tst.mean()),
+               seconds=time.time() - start)
     os.makedirs(os.path.dirname(cache), exist_ok=True)
     with open(cache, 'a') as f:
       f.write(json.dumps(row) + '\n')
     cached[key] = row
-    print(f'  {name} seed {seed}: p90 val {row["val_p90"]:.1f} test '
-          f'{row["test_p90"]:.1f} mean {row["test_mean"]:.1f} '
-          f'({row["seconds"]:.0f}s)', flush=True)
+    print(
+        f'  {name} seed {seed}: p90 val {row["val_p90"]:.1f} test '
+        f'{row["test_p90"]:.1f} mean {row["test_mean"]:.1f} '
+        f'({row["seconds"]:.0f}s)',
+        flush=True)
     return row
 
   sgd = lambda: tff.learning.optimizers.build_sgdm(learning_rate)
@@ -167,36 +190,46 @@ def run(dataset='digits', rounds=100, clients_per_round=20, client_size=16,
   methods['FedAvg'] = (base('fedavg'), m)
   # FedAvg-Sub: FedAvg on theta m clients per round (theta = 0.5).
   methods['FedAvg-Sub'] = (base('fedavg'), max(1, m // 2))
-  prox_runs = {mu: train_and_evaluate(
-      f'FedProx mu={mu}', base('fedprox', proximal_strength=mu), 0)
-               for mu in prox}
+  prox_runs = {
+      mu:
+          train_and_evaluate(f'FedProx mu={mu}',
+                             base('fedprox', proximal_strength=mu), 0)
+      for mu in prox
+  }
   best_mu = min(prox, key=lambda mu: prox_runs[mu]['val_p90'])
   methods['FedProx'] = (base('fedprox', proximal_strength=best_mu), m)
   for theta in THETAS:
-    methods[f'Delta-FL theta={theta}'] = (
-        (lambda theta=theta: learning.build_superquantile_fl(
+    methods[f'Delta-FL theta={theta}'] = ((
+        lambda theta=theta: learning.build_superquantile_fl(
             model_fn, theta, sgd(), reweighting='exact')), m)
   # q-FFL: L = 1 / learning rate (q-FedAvg's Lipschitz estimate).
-  qffl = {q: [train_and_evaluate(
-      f'q-FFL q={q}', base('qffl', q=q, lipschitz=1 / learning_rate), s)
-               for s in seed_list] for q in qs}
-  term = {t: [train_and_evaluate(f'Tilted-ERM t={t}', base('tilted', tilt=t),
-                                 s) for s in seed_list] for t in tilts}
+  qffl = {
+      q: [
+          train_and_evaluate(f'q-FFL q={q}',
+                             base('qffl', q=q, lipschitz=1 / learning_rate), s)
+          for s in seed_list
+      ] for q in qs
+  }
+  term = {
+      t: [
+          train_and_evaluate(f'Tilted-ERM t={t}', base('tilted', tilt=t), s)
+          for s in seed_list
+      ] for t in tilts
+  }
   rows = {}
   for name, (build, clients) in methods.items():
     label = name if name != 'FedProx' else f'FedProx mu={best_mu}'
-    rows[name] = [train_and_evaluate(label, build, s, clients)
-                  for s in seed_list]
+    rows[name] = [
+        train_and_evaluate(label, build, s, clients) for s in seed_list
+    ]
   best_q = min(qs, key=lambda q: np.mean([r['test_p90'] for r in qffl[q]]))
-  best_t = min(tilts, key=lambda t: np.mean([r['test_p90']
-                                             for r in term[t]]))
+  best_t = min(tilts, key=lambda t: np.mean([r['test_p90'] for r in term[t]]))
   rows['q-FFL'] = qffl[best_q]
   rows['Tilted-ERM'] = term[best_t]
-  order = ['FedAvg', 'FedAvg-Sub', 'FedProx', 'q-FFL', 'Tilted-ERM'] + [
-      f'Delta-FL theta={t}' for t in THETAS]
+  order = ['FedAvg', 'FedAvg-Sub', 'FedProx', 'q-FFL', 'Tilted-ERM'
+          ] + [f'Delta-FL theta={t}' for t in THETAS]
   table = harness.Table(
-      [('method', 'method', 's'),
-       ('p90', '90th pct', harness.mean_std('p90')),
+      [('method', 'method', 's'), ('p90', '90th pct', harness.mean_std('p90')),
        ('mean', 'mean', harness.mean_std('mean')),
        ('paper', 'paper 90th', '.2f'), ('ratio', 'ours/paper', '.3f')],
       title=f'{dataset}: {len(ids)} training clients, {m} per round, {rounds} '
@@ -205,23 +238,31 @@ def run(dataset='digits', rounds=100, clients_per_round=20, client_size=16,
       f'{list(qs)}, Tilted-ERM t {list(tilts)}; paper: EMNIST ConvNet')
   for name in order:
     p90 = [r['test_p90'] for r in rows[name]]
-    extra = {'FedProx': f' mu={best_mu}', 'q-FFL': f' q={best_q}',
-             'Tilted-ERM': f' t={best_t}'}.get(name, '')
-    table.add(method=name + extra, p90=p90,
+    extra = {
+        'FedProx': f' mu={best_mu}',
+        'q-FFL': f' q={best_q}',
+        'Tilted-ERM': f' t={best_t}'
+    }.get(name, '')
+    table.add(method=name + extra,
+              p90=p90,
               mean=[r['test_mean'] for r in rows[name]],
-              paper=PAPER_P90[name], ratio=np.mean(p90) / PAPER_P90[name])
+              paper=PAPER_P90[name],
+              ratio=np.mean(p90) / PAPER_P90[name])
   return table
 
 
 if __name__ == '__main__':
-  harness.main(
-      run, __doc__, tff=True,
-      dataset=harness.arg('the data', choices=['digits', 'emnist']),
-      rounds='rounds of every method', clients_per_round='m, the cohort',
-      client_size='examples per digits client',
-      batch_size='local minibatch size',
-      learning_rate="the clients' SGD learning rate",
-      seeds='seeds (cohorts, initialisation) per method',
-      prox="FedProx's mu grid", qs="q-FFL's q grid",
-      tilts="Tilted-ERM's tilt grid",
-      cache='the JSONL cache of the runs (rerunning resumes)')
+  harness.main(run,
+               __doc__,
+               tff=True,
+               dataset=harness.arg('the data', choices=['digits', 'emnist']),
+               rounds='rounds of every method',
+               clients_per_round='m, the cohort',
+               client_size='examples per digits client',
+               batch_size='local minibatch size',
+               learning_rate="the clients' SGD learning rate",
+               seeds='seeds (cohorts, initialisation) per method',
+               prox="FedProx's mu grid",
+               qs="q-FFL's q grid",
+               tilts="Tilted-ERM's tilt grid",
+               cache='the JSONL cache of the runs (rerunning resumes)')

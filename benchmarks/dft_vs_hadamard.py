@@ -27,8 +27,12 @@ import _harness as harness
 import numpy as np
 
 
-def run(log2_dims=(10, 14), bits=(12, 16), clients=50, epsilon=2.0,
-        delta=1e-5, rounds=10):
+def run(log2_dims=(10, 14),
+        bits=(12, 16),
+        clients=50,
+        epsilon=2.0,
+        delta=1e-5,
+        rounds=10):
   """One row per (d, bits): the Hadamard beside the DFT."""
   import tensorflow_federated as tff
   from tff_ddp.aggregators import calibrated
@@ -56,23 +60,36 @@ def run(log2_dims=(10, 14), bits=(12, 16), clients=50, epsilon=2.0,
       row = table.add(d=d, bits=b)
       for rotation in ('hd', 'dft'):
         result = calibrated.discrete_gaussian(
-            value_type, target_epsilon=epsilon, target_delta=delta,
-            expected_clients_per_round=clients, bits=b, l2_clip=1.0,
-            beta=math.exp(-0.5), rotation_type=rotation)
+            value_type,
+            target_epsilon=epsilon,
+            target_delta=delta,
+            expected_clients_per_round=clients,
+            bits=b,
+            l2_clip=1.0,
+            beta=math.exp(-0.5),
+            rotation_type=rotation)
         batched = simulation.BatchedSum(result.factory, value_type)
-        errors = [np.mean((batched(data, r, seed=1000 + r)[0] - true_sum)**2)
-                  for r in range(rounds)]
+        errors = [
+            np.mean((batched(data, r, seed=1000 + r)[0] - true_sum)**2)
+            for r in range(rounds)
+        ]
         row.update({
             f'D_{rotation}': result.factory.mechanism(value_type).output_dim,
-            f'z_{rotation}': result.value, f'mse_{rotation}': np.mean(errors),
-            f'se_{rotation}': np.std(errors, ddof=1) / math.sqrt(len(errors))})
+            f'z_{rotation}': result.value,
+            f'mse_{rotation}': np.mean(errors),
+            f'se_{rotation}': np.std(errors, ddof=1) / math.sqrt(len(errors))
+        })
       row['ratio'] = row['mse_dft'] / row['mse_hd']
       print(f'd = {d}, {b} bits: done', flush=True)
   return table
 
 
 if __name__ == '__main__':
-  harness.main(run, __doc__, log2_dims='k: d = 2^k + 1',
-               bits='DDG bit widths', clients='clients per round',
-               epsilon='one-round target epsilon', delta='the target delta',
+  harness.main(run,
+               __doc__,
+               log2_dims='k: d = 2^k + 1',
+               bits='DDG bit widths',
+               clients='clients per round',
+               epsilon='one-round target epsilon',
+               delta='the target delta',
                rounds='rounds per (d, bits, rotation)')

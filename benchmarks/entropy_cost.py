@@ -32,8 +32,10 @@ def two_reads():
   words = entropy._uuid_words  # pylint: disable=protected-access  # measures a private part
   first = words(tf.strings.join([entropy.UUID_PATH, empty[0]]))
   second = words(tf.strings.join([entropy.UUID_PATH, empty[1]]))
-  return tf.stack([tf.bitwise.bitwise_xor(first[0], second[1]),
-                   tf.bitwise.bitwise_xor(first[1], second[0])])
+  return tf.stack([
+      tf.bitwise.bitwise_xor(first[0], second[1]),
+      tf.bitwise.bitwise_xor(first[1], second[0])
+  ])
 
 
 def main():
@@ -49,6 +51,7 @@ def main():
   tff.backends.test.set_sync_test_cpp_execution_context()
 
   def round_with(seed_fn):
+
     @tff.tensorflow.computation(np.float32)
     def client(x):
       one_hot = tf.one_hot(tf.cast(x, tf.int32), 64, dtype=tf.int32)
@@ -58,13 +61,16 @@ def main():
     def federated_round(values):
       return tff.backends.mapreduce.federated_secure_modular_sum(
           tff.federated_map(client, values), np.int32(2**24))
+
     return federated_round
 
-  rounds = {'floor': round_with(lambda: tf.constant([1, 2], tf.int64)),
-            'one read': round_with(entropy.os_entropy_seed),
-            'two reads': round_with(two_reads)}
-  values = list(np.random.default_rng(0).uniform(0, 63, args.clients)
-                .astype(np.float32))
+  rounds = {
+      'floor': round_with(lambda: tf.constant([1, 2], tf.int64)),
+      'one read': round_with(entropy.os_entropy_seed),
+      'two reads': round_with(two_reads)
+  }
+  values = list(
+      np.random.default_rng(0).uniform(0, 63, args.clients).astype(np.float32))
   seconds = {name: [] for name in rounds}
   try:
     for comp in rounds.values():
@@ -81,8 +87,9 @@ def main():
         'all runs)')
   for name, s in seconds.items():
     extra = (np.median(s) - floor) / args.clients * 1e6
-    print(f'  {name:10s} {np.median(s):7.2f}  [{", ".join(f"{t:.2f}" for t in s)}]'
-          f'  above the floor: {extra:6.1f} us per client')
+    print(
+        f'  {name:10s} {np.median(s):7.2f}  [{", ".join(f"{t:.2f}" for t in s)}]'
+        f'  above the floor: {extra:6.1f} us per client')
 
 
 if __name__ == '__main__':

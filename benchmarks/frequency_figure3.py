@@ -57,7 +57,6 @@ M = 30
 DELTA = 1e-4
 FIGURE = 'frequency_figure3.png'
 
-
 LEVELS = (0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99)
 
 
@@ -66,8 +65,9 @@ def grid(norms, points):
   the LEVELS quantiles of the norms (resolution where the norms are)."""
   high = 1.5 * float(np.max(norms))
   low = max(float(np.median(norms)) / 40.0, high * 1e-4)
-  return np.concatenate([np.geomspace(low, high, points),
-                         np.quantile(norms, LEVELS)])
+  return np.concatenate(
+      [np.geomspace(low, high, points),
+       np.quantile(norms, LEVELS)])
 
 
 def sweep(name, runs, points, rng):
@@ -75,26 +75,38 @@ def sweep(name, runs, points, rng):
   from tff_ddp.analytics import frequency as fq
   from tff_ddp.analytics import frequency_simulation as fs
   x = F.dataset(name, N, D_ITEMS, 0)
-  params, ours, published = F.at_paper_parameters(
-      'fixed', D_ITEMS, N, DELTA, theta=THETA, m=M, clip=1.0)
+  params, ours, published = F.at_paper_parameters('fixed',
+                                                  D_ITEMS,
+                                                  N,
+                                                  DELTA,
+                                                  theta=THETA,
+                                                  m=M,
+                                                  clip=1.0)
   target = fq.optimal_quantile(params.effective_dim, M, N, THETA)
   # The grid and C* from one frame (norms barely move between frames).
-  norms0 = fs.norms_of(fs.representations(params.encoder(), x,
-                                          fs.round_seed(rng)))
+  norms0 = fs.norms_of(
+      fs.representations(params.encoder(), x, fs.round_seed(rng)))
   c_star = fq.optimal_clip(norms0, target)
   clips = np.sort(np.append(grid(norms0, points), c_star))
   errors, theorem, tight, levels = [], [], [], []
   for _ in range(runs):
     estimates, norms = fs.clip_sweep(params, x, clips, rng)
     errors.append([fq.l2_error(e, x) for e in estimates])
-    theorem.append(fq.expected_l2_error_bound(
-        clips, norms, params.effective_dim, M, THETA, D_ITEMS))
+    theorem.append(
+        fq.expected_l2_error_bound(clips, norms, params.effective_dim, M, THETA,
+                                   D_ITEMS))
     tight.append(fq.tightened_error_bound(clips, x, norms, M, THETA))
     levels.append([(norms <= c).mean() for c in clips])
-  return dict(x=x, clips=clips, c_star=c_star, target=target,
-              errors=np.array(errors), theorem=np.mean(theorem, axis=0),
-              tight=np.mean(tight, axis=0), levels=np.mean(levels, axis=0),
-              eps=(ours, published), D=params.output_dim)
+  return dict(x=x,
+              clips=clips,
+              c_star=c_star,
+              target=target,
+              errors=np.array(errors),
+              theorem=np.mean(theorem, axis=0),
+              tight=np.mean(tight, axis=0),
+              levels=np.mean(levels, axis=0),
+              eps=(ours, published),
+              D=params.output_dim)
 
 
 def report(name, r, runs, seconds):
@@ -106,23 +118,27 @@ def report(name, r, runs, seconds):
         (' (C*)' if row['clip'] == r['c_star'] else '')),
        ('level', 'level', '.3f'),
        ('measured', 'measured', lambda row: f'{row["measured"]:.3f} ± '
-        f'{row["std"]:.3f}'),
-       ('theorem', 'Theorem 1', '.3f'), ('tight', 'tightened', '.3f'),
-       ('x_theorem', 'meas/Thm1', '.3f'), ('x_tight', 'meas/tight', '.3f')],
+        f'{row["std"]:.3f}'), ('theorem', 'Theorem 1', '.3f'),
+       ('tight', 'tightened', '.3f'), ('x_theorem', 'meas/Thm1', '.3f'),
+       ('x_tight', 'meas/tight', '.3f')],
       title=f'{name}: n = {N}, d = {D_ITEMS}, D = {r["D"]}, theta = {THETA}, '
       f'm = {M}; {runs} runs; epsilon (delta = {DELTA}) ours '
       f'{r["eps"][0]:.3f} (against the server, zero-out) / Lemma 2 as '
       f'published {r["eps"][1]:.3f}; eq. 5 target {r["target"]:.4f}, '
       f'C* = {r["c_star"]:.3f}')
   for i, c in enumerate(r['clips']):
-    table.add(clip=c, level=r['levels'][i], measured=mean[i], std=std[i],
-              theorem=r['theorem'][i], tight=r['tight'][i],
+    table.add(clip=c,
+              level=r['levels'][i],
+              measured=mean[i],
+              std=std[i],
+              theorem=r['theorem'][i],
+              tight=r['tight'][i],
               x_theorem=mean[i] / r['theorem'][i],
               x_tight=mean[i] / r['tight'][i])
   verdicts = {}
   # Standard error of each mean (sample std over runs); 0 with one run.
-  se = (r['errors'].std(axis=0, ddof=1) / np.sqrt(runs) if runs > 1
-        else np.zeros_like(mean))
+  se = (r['errors'].std(axis=0, ddof=1) /
+        np.sqrt(runs) if runs > 1 else np.zeros_like(mean))
   for key, label in (('theorem', 'Theorem 1 as published'),
                      ('tight', 'tightened bound')):
     fails = int(np.sum(mean > r[key]))
@@ -146,19 +162,32 @@ def plot(results, path_name):
   import matplotlib
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt
-  fig, axes = plt.subplots(1, len(results), figsize=(4.6 * len(results), 3.8),
+  fig, axes = plt.subplots(1,
+                           len(results),
+                           figsize=(4.6 * len(results), 3.8),
                            squeeze=False)
   for ax, (name, r) in zip(axes.flat, results.items()):
     mean = r['errors'].mean(axis=0)
     std = r['errors'].std(axis=0)
-    ax.errorbar(r['clips'], mean, yerr=std, color='C3', lw=1.2, capsize=2,
+    ax.errorbar(r['clips'],
+                mean,
+                yerr=std,
+                color='C3',
+                lw=1.2,
+                capsize=2,
                 label='true l2 error (mean of runs)')
-    ax.plot(r['clips'], r['theorem'], color='C0', lw=1.2,
+    ax.plot(r['clips'],
+            r['theorem'],
+            color='C0',
+            lw=1.2,
             label='Theorem 1 (as published)')
-    ax.plot(r['clips'], r['tight'], color='C2', ls='--', lw=1.2,
+    ax.plot(r['clips'],
+            r['tight'],
+            color='C2',
+            ls='--',
+            lw=1.2,
             label='tightened bound')
-    ax.axvline(r['c_star'], color='grey', ls=':', lw=1,
-               label='C* (eq. 5)')
+    ax.axvline(r['c_star'], color='grey', ls=':', lw=1, label='C* (eq. 5)')
     ax.set_xscale('log')
     ax.set_yscale('log')
     ax.set_xlabel('clip C')
@@ -190,6 +219,8 @@ def run(runs=3, points=16, datasets=('iid', 'heterogeneous', 'docstrings')):
 
 
 if __name__ == '__main__':
-  harness.main(run, __doc__, runs='runs per dataset (fresh frame and noise)',
+  harness.main(run,
+               __doc__,
+               runs='runs per dataset (fresh frame and noise)',
                points='clips on the geometric grid',
                datasets='the datasets, of frequency_data.DATASETS')

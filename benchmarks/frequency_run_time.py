@@ -39,8 +39,13 @@ TARGET_SECONDS = 120.0
 TARGET_N = 10**4
 
 
-def run(ns=(1000, 3000, 10000), dim=100, epsilon=4.0, delta=1e-4, seed=0,
-        repeats=2, phases=True):
+def run(ns=(1000, 3000, 10000),
+        dim=100,
+        epsilon=4.0,
+        delta=1e-4,
+        seed=0,
+        repeats=2,
+        phases=True):
   """One row per n: build, run, second run, per-phase seconds."""
   if min(ns) < 1 or dim < 1:
     raise harness.UsageError(f'--ns {" ".join(map(str, ns))} --dim {dim}: '
@@ -52,8 +57,7 @@ def run(ns=(1000, 3000, 10000), dim=100, epsilon=4.0, delta=1e-4, seed=0,
 
   table = harness.Table(
       [('n', 'n', 'd'), ('build', 'build s', '.2f'), ('run', 'run s', '.2f'),
-       ('again', 'again s', '.2f'),
-       ('per_1000', 'run s / 1000 users', '.3f'),
+       ('again', 'again s', '.2f'), ('per_1000', 'run s / 1000 users', '.3f'),
        ('phase1', 'phase 1 s', '.2f'), ('phase2', 'phase 2 s', '.2f'),
        ('clip', 'C-hat', '.4g'), ('error', 'l2 err', '.4f')],
       title=f'TFFE (two_phase), i.i.d. data, d = {dim}, epsilon = '
@@ -63,9 +67,14 @@ def run(ns=(1000, 3000, 10000), dim=100, epsilon=4.0, delta=1e-4, seed=0,
     x = fd.iid(n, dim, seed=seed)
     clients = list(x.astype(np.float32))
     with harness.timed() as build:
-      params = fp.frequency_parameters(
-          'two_phase', dim, n, epsilon, delta, num_trials=30, num_bins=64,
-          max_items=fd.max_items(x))
+      params = fp.frequency_parameters('two_phase',
+                                       dim,
+                                       n,
+                                       epsilon,
+                                       delta,
+                                       num_trials=30,
+                                       num_bins=64,
+                                       max_items=fd.max_items(x))
       process = fp.build_frequency_process_from_parameters(params)
     with harness.timed() as first:
       output = process.next(process.initialize(), clients)
@@ -83,15 +92,21 @@ def run(ns=(1000, 3000, 10000), dim=100, epsilon=4.0, delta=1e-4, seed=0,
       with harness.timed() as phase2:
         comps.estimate_frequencies(state['frequency'], clients, clip)
       phase_seconds = (phase1.wall, phase2.wall)
-    row = table.add(n=n, build=build.wall, run=first.wall, again=again,
-                    per_1000=1000 * first.wall / n, phase1=phase_seconds[0],
+    row = table.add(n=n,
+                    build=build.wall,
+                    run=first.wall,
+                    again=again,
+                    per_1000=1000 * first.wall / n,
+                    phase1=phase_seconds[0],
                     phase2=phase_seconds[1],
                     clip=float(output.measurements['clip']),
                     error=fq.l2_error(output.result, x))
-    print(f'n = {n}: build {build.wall:.2f} s, run {first.wall:.2f} s, again '
-          f'{again:.2f} s, phases {phase_seconds[0]:.2f} + '
-          f'{phase_seconds[1]:.2f} s, C-hat {row["clip"]:.4g}, l2 error / n '
-          f'{row["error"]:.4f}; {fp.describe(params)}', flush=True)
+    print(
+        f'n = {n}: build {build.wall:.2f} s, run {first.wall:.2f} s, again '
+        f'{again:.2f} s, phases {phase_seconds[0]:.2f} + '
+        f'{phase_seconds[1]:.2f} s, C-hat {row["clip"]:.4g}, l2 error / n '
+        f'{row["error"]:.4f}; {fp.describe(params)}',
+        flush=True)
   ended = harness.processes.release_tff()
 
   rows = table.rows
@@ -122,10 +137,14 @@ def run(ns=(1000, 3000, 10000), dim=100, epsilon=4.0, delta=1e-4, seed=0,
 
 
 if __name__ == '__main__':
-  harness.main(
-      run, __doc__, tff=True, ns='numbers of users n, one run each',
-      dim='d, the items', epsilon='target epsilon (against the server)',
-      delta='target delta', seed='the data',
-      repeats=harness.arg('runs per n (2: also time a second run)',
-                          choices=[1, 2]),
-      phases='skip the per-phase run')
+  harness.main(run,
+               __doc__,
+               tff=True,
+               ns='numbers of users n, one run each',
+               dim='d, the items',
+               epsilon='target epsilon (against the server)',
+               delta='target delta',
+               seed='the data',
+               repeats=harness.arg('runs per n (2: also time a second run)',
+                                   choices=[1, 2]),
+               phases='skip the per-phase run')

@@ -54,17 +54,22 @@ def run(runs=10, heavy_runs=2):
   clips = ['C*'] + [f'{q:.2f}' for q in QUANTILES]
   table = harness.Table(
       [('setting', 'setting', 's'), ('row', '', 's')] +
-      [(c, c, '.3f') for c in clips] +
-      [('gain', 'OcPBM / best fixed', '.3f'), ('q', 'q*', '.4f'),
-       ('eps', 'eps ours / Lemma 2', 's')],
+      [(c, c, '.3f') for c in clips] + [('gain', 'OcPBM / best fixed', '.3f'),
+                                        ('q', 'q*', '.4f'),
+                                        ('eps', 'eps ours / Lemma 2', 's')],
       title=f'Table 1: l2 error (eq. 1), mean over {runs} runs ({heavy_runs} '
       f'for d = 1000 and n = 10^5); theta = {THETA}; ours / paper')
   summary, gains = [], []
   for name, n, d, m in SETTINGS:
     start = time.perf_counter()
     x = F.dataset('iid', n, d, 0)
-    params, ours, published = F.at_paper_parameters(
-        'fixed', d, n, DELTA, theta=THETA, m=m, clip=1.0)
+    params, ours, published = F.at_paper_parameters('fixed',
+                                                    d,
+                                                    n,
+                                                    DELTA,
+                                                    theta=THETA,
+                                                    m=m,
+                                                    clip=1.0)
     target = fq.optimal_quantile(params.effective_dim, m, n, THETA)
     rng = np.random.default_rng(1000 + n + d + m)
     errors = []
@@ -74,8 +79,8 @@ def run(runs=10, heavy_runs=2):
       y = fs.representations(params.encoder(), x, seed)
       norms = fs.norms_of(y)
       row = []
-      for c in [fq.optimal_clip(norms, target)] + [
-          fq.optimal_clip(norms, q) for q in QUANTILES]:
+      for c in [fq.optimal_clip(norms, target)
+               ] + [fq.optimal_clip(norms, q) for q in QUANTILES]:
         est = fs.pbm_sum(params.mechanism(), y, rng, seed, c, norms)
         row.append(fq.l2_error(est, x))
       errors.append(row)
@@ -84,14 +89,24 @@ def run(runs=10, heavy_runs=2):
     ratio = mean[0] / mean[1:].min()
     summary.append((name, ratio))
     paper = PAPER[name]
-    table.add(setting=name, row='ours', **dict(zip(clips, mean)), gain=ratio,
-              q=target, eps=f'{ours:.3f} / {published:.3f}', epsilon=ours,
+    table.add(setting=name,
+              row='ours',
+              **dict(zip(clips, mean)),
+              gain=ratio,
+              q=target,
+              eps=f'{ours:.3f} / {published:.3f}',
+              epsilon=ours,
               lemma2=published)
     table.add(setting='', row='±', **dict(zip(clips, errors.std(axis=0))))
-    table.add(setting='', row='paper', **dict(zip(clips, paper)),
+    table.add(setting='',
+              row='paper',
+              **dict(zip(clips, paper)),
               gain=paper[0] / min(paper[1:]))
-    table.add(setting='', row='ratio', **{
-        c: F.fmt_ratio(a, b) for c, a, b in zip(clips, mean, paper)})
+    table.add(setting='',
+              row='ratio',
+              **{
+                  c: F.fmt_ratio(a, b) for c, a, b in zip(clips, mean, paper)
+              })
     table.notes.append(
         f'{name}: {time.perf_counter() - start:.0f} s, {setting_runs} runs; '
         f'D = {params.output_dim}, m = {params.num_trials}; stderr of a mean '
@@ -112,8 +127,12 @@ def run(runs=10, heavy_runs=2):
       'computed exactly -- with m recalibrated by the l2-aware accountant '
       '(theta fixed):')
   for name, eps, m_new, err, err_paper in gains:
-    previous.add(setting=name, eps=eps, m=m_new, error=err,
-                 error_paper=err_paper, gain=err_paper / err)
+    previous.add(setting=name,
+                 eps=eps,
+                 m=m_new,
+                 error=err,
+                 error_paper=err_paper,
+                 gain=err_paper / err)
   return [table, previous]
 
 
@@ -122,11 +141,16 @@ def _at_previous_epsilon(fq, fs, x, n, d, m, runs, big_d, paper_error):
   the epsilon the Lemma-2-only accountant gave the paper's (theta, m)."""
   from tff_ddp.accounting import events
   from tff_ddp.analytics import frequency_process as fp
-  previous = F.epsilon_of(
-      [events.PoissonBinomialDpEvent(THETA, m, n, big_d)], DELTA)
-  params = fp.frequency_parameters(
-      'fixed', d, n, previous, DELTA, calibrate='num_trials', theta=THETA,
-      clip=1.0)
+  previous = F.epsilon_of([events.PoissonBinomialDpEvent(THETA, m, n, big_d)],
+                          DELTA)
+  params = fp.frequency_parameters('fixed',
+                                   d,
+                                   n,
+                                   previous,
+                                   DELTA,
+                                   calibrate='num_trials',
+                                   theta=THETA,
+                                   clip=1.0)
   m_new = params.num_trials
   target = fq.optimal_quantile(params.effective_dim, m_new, n, THETA)
   rng = np.random.default_rng(2000 + n + d + m)
@@ -142,5 +166,7 @@ def _at_previous_epsilon(fq, fs, x, n, d, m, runs, big_d, paper_error):
 
 
 if __name__ == '__main__':
-  harness.main(run, __doc__, runs='runs per setting',
+  harness.main(run,
+               __doc__,
+               runs='runs per setting',
                heavy_runs='runs for d = 1000 and n = 10^5')

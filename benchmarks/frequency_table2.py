@@ -109,26 +109,40 @@ def configure(d, x_max_items, log):
   eps = EPSILON[d]
   k_frac = max(1, int(0.25 * x_max_items))
   cache = {'max_items': x_max_items}
-  tffe, ours, published = F.at_paper_parameters(
-      'two_phase', d, N, DELTA, max_items=x_max_items)
+  tffe, ours, published = F.at_paper_parameters('two_phase',
+                                                d,
+                                                N,
+                                                DELTA,
+                                                max_items=x_max_items)
   cache['A', 'two_phase'] = tffe
   single = {}
   for key, protocol, kwargs in (('normalize', 'normalize', {}),
                                 ('sample1', 'sample', dict(sample_items=1)),
                                 ('sample_frac', 'sample',
                                  dict(sample_items=k_frac))):
-    cache['A', key], single[key], _ = F.at_paper_parameters(
-        protocol, d, N, DELTA, **kwargs)
-    cache['B', key] = fp.frequency_parameters(
-        protocol, d, N, eps, DELTA, calibrate='num_trials', theta=0.2,
-        **kwargs)
+    cache['A',
+          key], single[key], _ = F.at_paper_parameters(protocol, d, N, DELTA,
+                                                       **kwargs)
+    cache['B', key] = fp.frequency_parameters(protocol,
+                                              d,
+                                              N,
+                                              eps,
+                                              DELTA,
+                                              calibrate='num_trials',
+                                              theta=0.2,
+                                              **kwargs)
   for key, divisor in (('two_phase', 'l2'), ('linf', 'linf')):
-    cache['B', key] = fp.frequency_parameters(
-        'two_phase', d, N, eps, DELTA, calibrate='num_trials', theta=0.2,
-        max_items=x_max_items, divisor=divisor)
+    cache['B', key] = fp.frequency_parameters('two_phase',
+                                              d,
+                                              N,
+                                              eps,
+                                              DELTA,
+                                              calibrate='num_trials',
+                                              theta=0.2,
+                                              max_items=x_max_items,
+                                              divisor=divisor)
   for name in ('CDP', 'LDP'):
-    cache['gaussian', name] = fs.gaussian_parameters(eps, DELTA,
-                                                     name == 'LDP')
+    cache['gaussian', name] = fs.gaussian_parameters(eps, DELTA, name == 'LDP')
   b = cache['B', 'two_phase']
   log(f'  A (paper\'s theta = 0.2, m = 30, theta\' = '
       f'{tffe.quantile.theta:.3f}, m\' = 3): epsilon ours {ours:.3f} '
@@ -148,11 +162,13 @@ def configure(d, x_max_items, log):
 def _errors(method):
   """'mean ± std' of a row's errors of `method`; the strings of the paper
   and ratio rows as they are."""
+
   def cell(row):
     errors = row[method]
     if isinstance(errors, str):
       return errors
     return F.cell(errors, 3 if np.mean(errors) < 1 else 2)
+
   return cell
 
 
@@ -184,8 +200,8 @@ def run(runs=5, datasets=DATASETS, dims=(50, 100)):
     title = ("Block A: the paper's parameters" if block == 'A' else
              "Block B: the paper's epsilon, spent by our accountant")
     table = harness.Table(
-        [('dataset', 'dataset', 's'), ('d', 'd', 'd')] +
-        [(m, m, _errors(m)) for m in methods],
+        [('dataset', 'dataset', 's'),
+         ('d', 'd', 'd')] + [(m, m, _errors(m)) for m in methods],
         title=f'{title}; l2 error, mean ± std over {runs} runs')
     met = True
     for (name, d), per_run in results.items():
@@ -196,26 +212,33 @@ def run(runs=5, datasets=DATASETS, dims=(50, 100)):
       paper = PAPER.get((name, d))
       if block == 'A' and paper:
         table.add(dataset='paper', d=d, **dict(zip(methods, paper)))
-        table.add(dataset='ratio', d=d, **{
-            m: F.fmt_ratio(means[m], float(p)) for m, p in zip(methods, paper)})
+        table.add(dataset='ratio',
+                  d=d,
+                  **{
+                      m: F.fmt_ratio(means[m], float(p))
+                      for m, p in zip(methods, paper)
+                  })
       worst_quantile = max(means[m] for m in methods if m in QUANTILE_BASED)
-      best_naive = min(means[m] for m in methods
-                       if m.startswith(('Normalize', 'Sample')))
+      best_naive = min(
+          means[m] for m in methods if m.startswith(('Normalize', 'Sample')))
       met &= worst_quantile < best_naive
     table.notes.append(f'target (every quantile-based method ahead of '
                        f'Normalize and Sample): {"met" if met else "NOT met"}')
     tables.append(table)
   sentiment = harness.Table(
-      [('dataset', 'dataset', 's'), ('d', 'd', 'd')] +
-      [(m, m, 's') for m in METHODS_A],
+      [('dataset', 'dataset', 's'),
+       ('d', 'd', 'd')] + [(m, m, 's') for m in METHODS_A],
       title="The paper's Sentiment140 rows (not comparable with docstrings):")
   for d in (50, 100):
-    sentiment.add(dataset='Sentiment140', d=d,
+    sentiment.add(dataset='Sentiment140',
+                  d=d,
                   **dict(zip(METHODS_A, PAPER['Sentiment140', d])))
   clips = {}
   for (name, d), per_run in results.items():
-    clips[name, d] = {m: np.mean([r[m][1] for r in per_run['A']])
-                      for m in ('Best C*', 'OcPBM', 'C_median')}
+    clips[name, d] = {
+        m: np.mean([r[m][1] for r in per_run['A']])
+        for m in ('Best C*', 'OcPBM', 'C_median')
+    }
   sentiment.notes.append('mean clip (block A): ' + '; '.join(
       f'{n} d={d}: C* {c["Best C*"]:.3g}, C-hat {c["OcPBM"]:.3g}, median '
       f'{c["C_median"]:.3g}' for (n, d), c in clips.items()))
@@ -223,6 +246,8 @@ def run(runs=5, datasets=DATASETS, dims=(50, 100)):
 
 
 if __name__ == '__main__':
-  harness.main(run, __doc__, runs='runs (data seeds) per dataset and d',
+  harness.main(run,
+               __doc__,
+               runs='runs (data seeds) per dataset and d',
                datasets='the datasets, of frequency_data.DATASETS',
                dims='d, the items')

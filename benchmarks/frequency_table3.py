@@ -88,19 +88,24 @@ PAPER = {  # Table 3: mean ± std over 5 runs
 def configure(d, initial_clip=INITIAL_CLIP):
   """(params, targets by method, epsilons) for one d."""
   from tff_ddp.analytics import frequency as fq
-  params, ours, published = F.at_paper_parameters(
-      'multi_round', d, PER_ROUND, DELTA, theta=THETA, m=M,
-      quantile_theta=THETA, indicator_m=INDICATOR_M,
-      rounds=N_TOTAL // PER_ROUND, learning_rate=ETA, clip=initial_clip,
-      disjoint_rounds=True)
-  paper_d = fq.published_epsilon(
-      [(THETA, M, PER_ROUND, 2 * d), (THETA, INDICATOR_M, PER_ROUND, 1)],
-      DELTA)
+  params, ours, published = F.at_paper_parameters('multi_round',
+                                                  d,
+                                                  PER_ROUND,
+                                                  DELTA,
+                                                  theta=THETA,
+                                                  m=M,
+                                                  quantile_theta=THETA,
+                                                  indicator_m=INDICATOR_M,
+                                                  rounds=N_TOTAL // PER_ROUND,
+                                                  learning_rate=ETA,
+                                                  clip=initial_clip,
+                                                  disjoint_rounds=True)
+  paper_d = fq.published_epsilon([(THETA, M, PER_ROUND, 2 * d),
+                                  (THETA, INDICATOR_M, PER_ROUND, 1)], DELTA)
   targets = {
       'Best C*': params.target_quantile,
       'OcPBM': params.target_quantile,
-      'C_small': fq.optimal_quantile(params.effective_dim, M, PER_ROUND,
-                                     THETA),
+      'C_small': fq.optimal_quantile(params.effective_dim, M, PER_ROUND, THETA),
       'C_median': 0.5,
   }
   return params, targets, (ours, published, paper_d)
@@ -111,8 +116,8 @@ def one_run(params, targets, x, rng):
   from tff_ddp.analytics import frequency as fq
   from tff_ddp.analytics import frequency_simulation as fs
   batches = [x[i:i + PER_ROUND] for i in range(0, len(x), PER_ROUND)]
-  norms = fs.norms_of(fs.representations(params.encoder(), x,
-                                         fs.round_seed(rng)))
+  norms = fs.norms_of(
+      fs.representations(params.encoder(), x, fs.round_seed(rng)))
   c_star = fq.optimal_clip(norms, targets['Best C*'])
   out = {}
   for method in METHODS:
@@ -125,16 +130,19 @@ def one_run(params, targets, x, rng):
     # C^(r(i)) / ||y_i||))|| / n, with the norms of the one frame (each
     # round's own frame differs slightly): all rounds, and rounds 1-5.
     per_user = np.repeat([rd.clip for rd in rounds], PER_ROUND)[:len(x)]
-    lost = x * (1.0 - np.minimum(1.0, per_user / np.where(
-        norms > 0, norms, 1.0)))[:, None]
+    lost = x * (1.0 - np.minimum(
+        1.0, per_user / np.where(norms > 0, norms, 1.0)))[:, None]
     bias = np.linalg.norm(lost.sum(axis=0)) / len(x)
     early = np.linalg.norm(lost[:5 * PER_ROUND].sum(axis=0)) / len(x)
-    out[method] = (fq.l2_error(rounds[-1].estimate, x), last,
-                   float((norms <= last).mean()), bias, early)
+    out[method] = (fq.l2_error(rounds[-1].estimate,
+                               x), last, float((norms
+                                                <= last).mean()), bias, early)
   return out, c_star
 
 
-def run(runs=5, datasets=('iid', 'heterogeneous'), dims=(50, 100),
+def run(runs=5,
+        datasets=('iid', 'heterogeneous'),
+        dims=(50, 100),
         initial_clip=INITIAL_CLIP):
   """Table 3 (ours, the paper's, the ratio), the final clips and the
   clipping bias, one row per (dataset, d)."""
@@ -143,21 +151,25 @@ def run(runs=5, datasets=('iid', 'heterogeneous'), dims=(50, 100),
     start = time.perf_counter()
     params, targets, eps = configure(d, initial_clip)
     configs[d] = (params, targets, eps)
-    print(f'd = {d}: D = {params.output_dim}, theta = {params.theta}, m = '
-          f'{params.num_trials}, indicator theta\' = '
-          f'{params.indicator_theta:.4f}, m\' = '
-          f'{params.indicator_num_trials}, eta = {params.learning_rate}, '
-          f'C^(1) = {params.clip}, R = {params.rounds} rounds of N = '
-          f'{params.expected_clients_per_round} (n = '
-          f'{params.total_clients}); targets: C* / OcPBM '
-          f'{targets["OcPBM"]:.4f}, C_small {targets["C_small"]:.4f}, '
-          f'C_median 0.5', flush=True)
-    print(f'  epsilon (delta = {DELTA}, one round = the whole run by '
-          f'parallel composition over disjoint batches): ours {eps[0]:.3f} '
-          f'(against the server, zero-out); Lemma 2 as published '
-          f'{eps[1]:.3f} with our D = {params.output_dim}, {eps[2]:.3f} '
-          f'with D = 2d = {2 * d}; paper {EPSILON[d]} '
-          f'({time.perf_counter() - start:.0f} s)', flush=True)
+    print(
+        f'd = {d}: D = {params.output_dim}, theta = {params.theta}, m = '
+        f'{params.num_trials}, indicator theta\' = '
+        f'{params.indicator_theta:.4f}, m\' = '
+        f'{params.indicator_num_trials}, eta = {params.learning_rate}, '
+        f'C^(1) = {params.clip}, R = {params.rounds} rounds of N = '
+        f'{params.expected_clients_per_round} (n = '
+        f'{params.total_clients}); targets: C* / OcPBM '
+        f'{targets["OcPBM"]:.4f}, C_small {targets["C_small"]:.4f}, '
+        f'C_median 0.5',
+        flush=True)
+    print(
+        f'  epsilon (delta = {DELTA}, one round = the whole run by '
+        f'parallel composition over disjoint batches): ours {eps[0]:.3f} '
+        f'(against the server, zero-out); Lemma 2 as published '
+        f'{eps[1]:.3f} with our D = {params.output_dim}, {eps[2]:.3f} '
+        f'with D = 2d = {2 * d}; paper {EPSILON[d]} '
+        f'({time.perf_counter() - start:.0f} s)',
+        flush=True)
   results = {}
   for name in datasets:
     for d in dims:
@@ -177,14 +189,16 @@ def run(runs=5, datasets=('iid', 'heterogeneous'), dims=(50, 100),
       if not outs:
         continue
       results[name, d] = (outs, stars)
-      print(f'{name}, d = {d}: {len(outs)} runs, '
-            f'{time.perf_counter() - start:.0f} s', flush=True)
+      print(
+          f'{name}, d = {d}: {len(outs)} runs, '
+          f'{time.perf_counter() - start:.0f} s',
+          flush=True)
 
   errors = harness.Table(
       [('dataset', 'dataset', 's'), ('d', 'd', 'd')] +
-      [(m, m, lambda row, m=m: row[m] if isinstance(row[m], str)
-        else F.cell(row[m])) for m in METHODS] +
-      [('ratio', 'OcPBM / Best C*', '.3f')],
+      [(m, m, lambda row, m=m: row[m]
+        if isinstance(row[m], str) else F.cell(row[m]))
+       for m in METHODS] + [('ratio', 'OcPBM / Best C*', '.3f')],
       title=f'Table 3 (MFFE): l2 error of the final estimate, mean ± std '
       f'over {runs} runs; n = {N_TOTAL}, N = {PER_ROUND} per round, theta = '
       f'{THETA}, m = {M}, m\' = {INDICATOR_M}, eta = {ETA}, C^(1) = '
@@ -206,27 +220,48 @@ def run(runs=5, datasets=('iid', 'heterogeneous'), dims=(50, 100),
       '/ n, norms of one frame): all rounds / rounds 1-5 only')
   for (name, d), (outs, stars) in results.items():
     means = {m: np.mean([r[m][0] for r in outs]) for m in METHODS}
-    errors.add(dataset=name, d=d, ratio=means['OcPBM'] / means['Best C*'],
+    errors.add(dataset=name,
+               d=d,
+               ratio=means['OcPBM'] / means['Best C*'],
                **{m: [r[m][0] for r in outs] for m in METHODS})
     paper = PAPER.get((name, d))
     if paper:
-      errors.add(dataset='paper', d=d, ratio=paper[1][0] / paper[0][0], **{
-          m: f'{a:.2f} ± {s:.2f}' for m, (a, s) in zip(METHODS, paper)})
-      errors.add(dataset='ratio', d=d, ratio='', **{
-          m: F.fmt_ratio(means[m], p[0]) for m, p in zip(METHODS, paper)})
+      errors.add(
+          dataset='paper',
+          d=d,
+          ratio=paper[1][0] / paper[0][0],
+          **{
+              m: f'{a:.2f} ± {s:.2f}' for m, (a, s) in zip(METHODS, paper)
+          })
+      errors.add(
+          dataset='ratio',
+          d=d,
+          ratio='',
+          **{
+              m: F.fmt_ratio(means[m], p[0]) for m, p in zip(METHODS, paper)
+          })
     _, targets, _ = configs[d]
-    clips.add(dataset=name, d=d, c_star=np.mean(stars),
-              target=targets['OcPBM'], **{
+    clips.add(dataset=name,
+              d=d,
+              c_star=np.mean(stars),
+              target=targets['OcPBM'],
+              **{
                   m: (np.mean([r[m][1] for r in outs]),
-                      np.mean([r[m][2] for r in outs])) for m in METHODS[1:]})
-    bias.add(dataset=name, d=d, **{
-        m: (np.mean([r[m][3] for r in outs]), np.mean([r[m][4] for r in outs]))
-        for m in METHODS})
+                      np.mean([r[m][2] for r in outs])) for m in METHODS[1:]
+              })
+    bias.add(dataset=name,
+             d=d,
+             **{
+                 m: (np.mean([r[m][3] for r in outs]),
+                     np.mean([r[m][4] for r in outs])) for m in METHODS
+             })
   return [errors, clips, bias]
 
 
 if __name__ == '__main__':
-  harness.main(run, __doc__, runs='runs (data seeds) per dataset and d',
+  harness.main(run,
+               __doc__,
+               runs='runs (data seeds) per dataset and d',
                datasets='the datasets, of frequency_data.DATASETS',
                dims='d, the items',
                initial_clip='C^(1) of the online methods (the paper: 1; the '

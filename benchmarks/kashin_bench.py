@@ -36,7 +36,6 @@ import time
 import _harness as harness
 import numpy as np
 
-
 # kashin_bench fails (exit status 1) when ours, traced or eager, at
 # d = 2^check_log2 takes more than this times the recorded baseline.
 REGRESSION_FACTOR = 1.5
@@ -53,15 +52,22 @@ def _inputs(d, rng):
 def _cell(key, index, spec, per=None):
   """Item `index` of `key`'s (seconds, level, residual), divided by `per`'s
   seconds if given; '-' where `key` was not measured."""
+
   def cell(row):
     if row.get(key) is None:
       return '-'
     return format(row[key][index] / (row[per][0] if per else 1.0), spec)
+
   return cell
 
 
-def run(min_log2=10, max_log2=16, dense_max_log2=14, qr_max_log2=11, reps=5,
-        check_log2=14, record_baseline=False):
+def run(min_log2=10,
+        max_log2=16,
+        dense_max_log2=14,
+        qr_max_log2=11,
+        reps=5,
+        check_log2=14,
+        record_baseline=False):
   """One row per d; then the eager timing and the regression check."""
   import tensorflow as tf
   from tensorflow_model_optimization.python.core.internal.tensor_encoding.stages.research import kashin as tfmot_kashin
@@ -110,11 +116,12 @@ def run(min_log2=10, max_log2=16, dense_max_log2=14, qr_max_log2=11, reps=5,
       y = encode(tf.constant(x))
       back = decode(y).numpy()
       y = y.numpy()
-      level = max(level, np.max(np.abs(y)) * math.sqrt(output_dim)
-                  / np.linalg.norm(x))
+      level = max(level,
+                  np.max(np.abs(y)) * math.sqrt(output_dim) / np.linalg.norm(x))
       residual = max(residual, np.linalg.norm(x - back) / np.linalg.norm(x))
     x = tf.constant(inputs[0])
-    seconds = harness.seconds_of(lambda: decode(encode(x)).numpy(), reps,
+    seconds = harness.seconds_of(lambda: decode(encode(x)).numpy(),
+                                 reps,
                                  warmup=False)
     return seconds, level, residual
 
@@ -125,7 +132,8 @@ def run(min_log2=10, max_log2=16, dense_max_log2=14, qr_max_log2=11, reps=5,
        ('ours', 'res', _cell('ours', 2, '.0e')),
        ('dense', 'dense s', _cell('dense', 0, '.5f')),
        ('dense', 'x ours', _cell('dense', 0, '.1f', per='ours')),
-       ('qr', 'QR s', _cell('qr', 0, '.5f')), ('qr', 'K', _cell('qr', 1, '.2f')),
+       ('qr', 'QR s', _cell('qr', 0, '.5f')),
+       ('qr', 'K', _cell('qr', 1, '.2f')),
        ('tfmot', 'TFMOT s', _cell('tfmot', 0, '.5f')),
        ('tfmot', 'x ours', _cell('tfmot', 0, '.2f', per='ours')),
        ('tfmot', 'K', _cell('tfmot', 1, '.2f')),
@@ -155,16 +163,20 @@ def run(min_log2=10, max_log2=16, dense_max_log2=14, qr_max_log2=11, reps=5,
       row['qr'] = measure(tf.function(lambda x, e=qr_fixed: e.encode(x, seed)),
                           tf.function(lambda y, e=qr_fixed: e.decode(y, seed)),
                           qr.output_dim, inputs)
-    stage = tfmot_kashin.KashinHadamardEncodingStage(
-        num_iters=8, eta=0.5, delta=0.8, last_iter_clip=False)
+    stage = tfmot_kashin.KashinHadamardEncodingStage(num_iters=8,
+                                                     eta=0.5,
+                                                     delta=0.8,
+                                                     last_iter_clip=False)
     enc_params, dec_params = stage.get_params()
     dec_params = {key: tf.constant(v.numpy()) for key, v in dec_params.items()}
-    enc_params = {key: (tf.constant(v.numpy()) if tf.is_tensor(v) else v)
-                  for key, v in enc_params.items()}
+    enc_params = {
+        key: (tf.constant(v.numpy()) if tf.is_tensor(v) else v)
+        for key, v in enc_params.items()
+    }
     enc_params['seed'] = dec_params['seed']
     shape = tf.constant([d])
-    tf_enc = tf.function(lambda x, s=stage, p=enc_params: s.encode(x, p)[
-        s.ENCODED_VALUES_KEY])
+    tf_enc = tf.function(
+        lambda x, s=stage, p=enc_params: s.encode(x, p)[s.ENCODED_VALUES_KEY])
     tf_dec = tf.function(lambda y, s=stage, p=dec_params: s.decode(
         {s.ENCODED_VALUES_KEY: y}, p, shape=shape))
     pad = stage._get_pad_dim(d)  # pylint: disable=protected-access  # measures a private part
@@ -186,9 +198,12 @@ def run(min_log2=10, max_log2=16, dense_max_log2=14, qr_max_log2=11, reps=5,
                           lambda y: dense.decode(y, seed), dense.output_dim,
                           inputs)[0]
     traced = next(r for r in rows if r['d'] == d)
-    now = {'traced_s': traced['ours'][0], 'eager_s': eager_ours,
-           'traced_x_dense': traced['dense'][0] / traced['ours'][0],
-           'eager_x_dense': eager_dense / eager_ours}
+    now = {
+        'traced_s': traced['ours'][0],
+        'eager_s': eager_ours,
+        'traced_x_dense': traced['dense'][0] / traced['ours'][0],
+        'eager_x_dense': eager_dense / eager_ours
+    }
     table.notes.append(
         f'd = {d}: ours traced {now["traced_s"]:.5f} s '
         f'({now["traced_x_dense"]:.1f}x the dense frame), eager '
@@ -198,9 +213,12 @@ def run(min_log2=10, max_log2=16, dense_max_log2=14, qr_max_log2=11, reps=5,
                                  'kashin_baseline.json')
     if record_baseline:
       with open(baseline_path, 'w') as f:
-        json.dump(dict(now, d=d, recorded=time.strftime('%Y-%m-%d %H:%M UTC',
-                                                        time.gmtime())),
-                  f, indent=1)
+        json.dump(dict(now,
+                       d=d,
+                       recorded=time.strftime('%Y-%m-%d %H:%M UTC',
+                                              time.gmtime())),
+                  f,
+                  indent=1)
         f.write('\n')
       table.notes.append(f'baseline written to {baseline_path}')
     elif os.path.exists(baseline_path):
@@ -210,10 +228,12 @@ def run(min_log2=10, max_log2=16, dense_max_log2=14, qr_max_log2=11, reps=5,
         table.notes.append(
             f'no regression check: the baseline is for d = {base.get("d")}')
         return table
-      worse = [f'{key}: {now[key]:.5f} s vs baseline {base[key]:.5f} s '
-               f'({now[key] / base[key]:.2f}x)'
-               for key in ('traced_s', 'eager_s')
-               if now[key] > REGRESSION_FACTOR * base[key]]
+      worse = [
+          f'{key}: {now[key]:.5f} s vs baseline {base[key]:.5f} s '
+          f'({now[key] / base[key]:.2f}x)'
+          for key in ('traced_s', 'eager_s')
+          if now[key] > REGRESSION_FACTOR * base[key]
+      ]
       if worse:
         table.notes.append(
             f'REGRESSION (> {REGRESSION_FACTOR}x the baseline recorded '
@@ -230,11 +250,13 @@ def run(min_log2=10, max_log2=16, dense_max_log2=14, qr_max_log2=11, reps=5,
 
 if __name__ == '__main__':
   harness.main(
-      run, __doc__, min_log2='smallest log2 d', max_log2='largest log2 d',
+      run,
+      __doc__,
+      min_log2='smallest log2 d',
+      max_log2='largest log2 d',
       dense_max_log2='largest log2 d of the dense (materialized) frame',
       qr_max_log2='largest log2 d of the dense QR frame',
       reps='timed calls per frame and d',
       check_log2='log2 d of the eager timing and of the regression check '
       'against kashin_baseline.json',
       record_baseline='write kashin_baseline.json instead of checking')
-

@@ -53,19 +53,22 @@ def _model_fn():
   keras_model = tf.keras.Sequential([
       tf.keras.layers.InputLayer(input_shape=(784,)),
       tf.keras.layers.Dense(HIDDEN, activation='relu'),
-      tf.keras.layers.Dense(10)])
+      tf.keras.layers.Dense(10)
+  ])
   return tff.learning.models.from_keras_model(
       keras_model,
-      input_spec=(tf.TensorSpec([None, 784], tf.float32),
-                  tf.TensorSpec([None], tf.int32)),
+      input_spec=(tf.TensorSpec([None, 784],
+                                tf.float32), tf.TensorSpec([None], tf.int32)),
       loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 
 
 def _aggregator(name, clients):
   import tensorflow_federated as tff
   from tff_ddp.aggregators import DiscreteGaussianSumFactory
-  common = dict(noise_multiplier=1.0, expected_clients_per_round=clients,
-                bits=20, l2_clip=1.0)
+  common = dict(noise_multiplier=1.0,
+                expected_clients_per_round=clients,
+                bits=20,
+                l2_clip=1.0)
   if name == 'secure (no DP)':
     value_sum = tff.aggregators.SecureSumFactory(1.0, -1.0)
   elif name == 'tff_ddp DDG':
@@ -98,10 +101,12 @@ def run_one(name, clients, rounds):
   import tensorflow_federated as tff
   harness.processes.use_test_context()
   rng = np.random.default_rng(0)
-  data = [tf.data.Dataset.from_tensor_slices(
-      (rng.normal(size=(EXAMPLES, 784)).astype(np.float32),
-       rng.integers(0, 10, EXAMPLES).astype(np.int32))).batch(EXAMPLES)
-          for _ in range(clients)]
+  data = [
+      tf.data.Dataset.from_tensor_slices(
+          (rng.normal(size=(EXAMPLES, 784)).astype(np.float32),
+           rng.integers(0, 10, EXAMPLES).astype(np.int32))).batch(EXAMPLES)
+      for _ in range(clients)
+  ]
   start = time.perf_counter()
   process = tff.learning.algorithms.build_unweighted_fed_avg(
       _model_fn,
@@ -120,17 +125,20 @@ def run_one(name, clients, rounds):
   params = int(sum(np.prod(np.shape(w)) for w in weights))
   loss = float(out.metrics['client_work']['train']['loss'])
   python_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-  return dict(name=name, params=params, build=build, first=seconds[0],
+  return dict(name=name,
+              params=params,
+              build=build,
+              first=seconds[0],
               per_round=float(np.median(seconds[1:])),
               cpu_per_round=float(np.median(cpu[1:])),
-              rounds=rounds, loss=loss,
+              rounds=rounds,
+              loss=loss,
               peak_mib=(python_kib + _peak_worker_kib()) / 1024.0)
 
 
 _COLUMNS = [('name', 'aggregator', 's'), ('build', 'build s', '.1f'),
             ('first', 'first s', '.1f'), ('per_round', 's/round', '.2f'),
-            ('ratio', 'ratio', '.2f'),
-            ('cpu_per_round', 'CPU s/round', '.2f'),
+            ('ratio', 'ratio', '.2f'), ('cpu_per_round', 'CPU s/round', '.2f'),
             ('cpu_ratio', 'CPU ratio', '.2f'), ('peak_mib', 'peak MiB', '.0f'),
             ('loss', 'loss', '.3f')]
 
@@ -148,48 +156,63 @@ def run(clients=50, rounds=3, only=None):
     print(f'running {name} ...', file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory() as tmp:
       path = os.path.join(tmp, 'row.json')
-      child = subprocess.run(
-          [sys.executable, __file__, '--only', name, '--clients',
-           str(clients), '--rounds', str(rounds), '--json', path],
-          env=env, capture_output=True, text=True, check=False)
+      child = subprocess.run([
+          sys.executable, __file__, '--only', name, '--clients',
+          str(clients), '--rounds',
+          str(rounds), '--json', path
+      ],
+                             env=env,
+                             capture_output=True,
+                             text=True,
+                             check=False)
       if child.returncode != 0:
         print(f'{name} failed:\n{child.stderr[-2000:]}', file=sys.stderr)
         rows.append(dict(name=name, failed=True))
         continue
       with open(path) as f:
         rows.append(json.load(f)['tables'][0]['rows'][0])
-  base = next((r for r in rows if r['name'] == 'secure (no DP)'
-               and not r.get('failed')), None)
+  base = next((
+      r for r in rows if r['name'] == 'secure (no DP)' and not r.get('failed')),
+              None)
   for r in rows:
     if not r.get('failed'):
       r['ratio'] = r['per_round'] / base['per_round'] if base else None
-      r['cpu_ratio'] = (r['cpu_per_round'] / base['cpu_per_round']
-                        if base else None)
+      r['cpu_ratio'] = (r['cpu_per_round'] /
+                        base['cpu_per_round'] if base else None)
   return harness.Table(
-      _COLUMNS, rows,
+      _COLUMNS,
+      rows,
       title=f'DP-FedAvg, {clients} clients, model 784-{HIDDEN}-10 '
       f'({rows[0].get("params", 0):,} parameters); seconds per round: '
       f'median of {rounds} after the first',
-      notes=[f'{r["name"]} failed (its stderr is above)'
-             for r in rows if r.get('failed')] + _verdict(rows) +
-      ['ratio = s/round / the no-DP secure round; CPU ratio: the same for '
-       'CPU seconds of the Python process and its TFF workers per round '
-       f'(less sensitive to other jobs on the machine); target for DDG '
-       f'(issue 34): <= {TARGET}'])
+      notes=[
+          f'{r["name"]} failed (its stderr is above)' for r in rows
+          if r.get('failed')
+      ] + _verdict(rows) + [
+          'ratio = s/round / the no-DP secure round; CPU ratio: the same for '
+          'CPU seconds of the Python process and its TFF workers per round '
+          f'(less sensitive to other jobs on the machine); target for DDG '
+          f'(issue 34): <= {TARGET}'
+      ])
 
 
 def _verdict(rows):
-  ours = next((r for r in rows if r['name'] == 'tff_ddp DDG'
-               and r.get('ratio') is not None), None)
+  ours = next((r for r in rows
+               if r['name'] == 'tff_ddp DDG' and r.get('ratio') is not None),
+              None)
   if ours is None:
     return []
-  met = 'met' if max(ours['ratio'], ours['cpu_ratio']) <= TARGET else (
-      'not met')
-  return [f'tff_ddp DDG / no-DP secure round: {ours["ratio"]:.2f} (wall), '
-          f'{ours["cpu_ratio"]:.2f} (CPU); target <= {TARGET}: {met}']
+  met = 'met' if max(ours['ratio'],
+                     ours['cpu_ratio']) <= TARGET else ('not met')
+  return [
+      f'tff_ddp DDG / no-DP secure round: {ours["ratio"]:.2f} (wall), '
+      f'{ours["cpu_ratio"]:.2f} (CPU); target <= {TARGET}: {met}'
+  ]
 
 
 if __name__ == '__main__':
-  harness.main(run, __doc__, clients='clients per round',
+  harness.main(run,
+               __doc__,
+               clients='clients per round',
                rounds='timed rounds after the first',
                only=harness.arg(argparse.SUPPRESS, choices=CONFIGS))

@@ -70,17 +70,17 @@ def old_haar_rdp(event, num_bins):
   from tff_ddp.analytics import histograms as hg
   from tff_ddp.analytics import simulation
   table = simulation._table(hg.Haar(num_bins))  # pylint: disable=protected-access  # measures a private part
-  flip_curve = pbm_rdp.per_trial_rdp(event.theta, event.num_clients,
-                                     _orders(), 'replace_one')
-  move_curve = pbm_rdp.per_trial_rdp(event.theta, event.num_clients,
-                                     _orders(), 'zero_out')
+  flip_curve = pbm_rdp.per_trial_rdp(event.theta, event.num_clients, _orders(),
+                                     'replace_one')
+  move_curve = pbm_rdp.per_trial_rdp(event.theta, event.num_clients, _orders(),
+                                     'zero_out')
   first = table[0]
   worst = np.zeros(len(_orders()))
   for row in table[1:]:
     flips = int(np.sum((first != 0) & (row != 0) & (first != row)))
     moves = int(np.sum((first == 0) != (row == 0)))
-    worst = np.maximum(worst, event.num_trials * (
-        flips * flip_curve + moves * move_curve))
+    worst = np.maximum(
+        worst, event.num_trials * (flips * flip_curve + moves * move_curve))
   return worst
 
 
@@ -108,28 +108,55 @@ def frequency_rows():
   # The issue's defaults: d = 64, n = 1000 (TFFE: 10^4, where eq. 5 has an
   # interior optimum at epsilon 1), epsilon 1, budget_fraction 1/11 and 1/2.
   for fraction in (1.0 / 11.0, 0.5):
-    tffe(f'TFFE d=64 n=10^4 eps=1 rho={fraction:.3g}',
-         fp.frequency_parameters('two_phase', 64, 10**4, 1.0, 1e-5,
-                                 max_items=100, budget_fraction=fraction))
-    mffe(f'MFFE d=64 N=1000 eps=1 rho={fraction:.3g}',
-         fp.frequency_parameters('multi_round', 64, 1000, 1.0, 1e-5,
-                                 budget_fraction=fraction))
+    tffe(
+        f'TFFE d=64 n=10^4 eps=1 rho={fraction:.3g}',
+        fp.frequency_parameters('two_phase',
+                                64,
+                                10**4,
+                                1.0,
+                                1e-5,
+                                max_items=100,
+                                budget_fraction=fraction))
+    mffe(
+        f'MFFE d=64 N=1000 eps=1 rho={fraction:.3g}',
+        fp.frequency_parameters('multi_round',
+                                64,
+                                1000,
+                                1.0,
+                                1e-5,
+                                budget_fraction=fraction))
   # Table 2 block A (the paper's theta, m; n = 10^4, delta 1e-4).
   for d in (50, 100):
-    params, _, _ = F.at_paper_parameters('two_phase', d, 10**4, DELTA_FREQ,
+    params, _, _ = F.at_paper_parameters('two_phase',
+                                         d,
+                                         10**4,
+                                         DELTA_FREQ,
                                          max_items=100)
     tffe(f'Table 2 A TFFE d={d}', params)
   # Table 2 block B (the paper's epsilon by our accountant).
   for d, eps in ((50, 2.8), (100, 4.0)):
-    params = fp.frequency_parameters('two_phase', d, 10**4, eps, DELTA_FREQ,
-                                     max_items=100, calibrate='num_trials',
+    params = fp.frequency_parameters('two_phase',
+                                     d,
+                                     10**4,
+                                     eps,
+                                     DELTA_FREQ,
+                                     max_items=100,
+                                     calibrate='num_trials',
                                      theta=0.2)
     tffe(f'Table 2 B TFFE d={d}', params)
   # Table 3 (MFFE at the paper's parameters, N = 1000 per round).
   for d in (50, 100):
-    params, _, _ = F.at_paper_parameters(
-        'multi_round', d, 1000, 1e-5, theta=0.2, m=15, indicator_m=15,
-        rounds=100, learning_rate=1.0, clip=1.0, disjoint_rounds=True)
+    params, _, _ = F.at_paper_parameters('multi_round',
+                                         d,
+                                         1000,
+                                         1e-5,
+                                         theta=0.2,
+                                         m=15,
+                                         indicator_m=15,
+                                         rounds=100,
+                                         learning_rate=1.0,
+                                         clip=1.0,
+                                         disjoint_rounds=True)
     mffe(f'Table 3 MFFE d={d}', params)
   return rows
 
@@ -141,9 +168,9 @@ def deltafl_rows():
   from tff_ddp.accounting import accountant
   from tff_ddp.accounting import events
   from tff_ddp.learning import privacy
-  update_type = tff.StructWithPythonType([
-      tff.TensorType(np.float32, [20, 10]),
-      tff.TensorType(np.float32, [10])], list)  # B.3's linear model
+  update_type = tff.StructWithPythonType(
+      [tff.TensorType(np.float32, [20, 10]),
+       tff.TensorType(np.float32, [10])], list)  # B.3's linear model
   # Figure 3's stage-3 choices (benchmarks/RESULTS.md): (theta, eps, C, r, B).
   chosen = [(0.25, 5, 0.0853, 0.1, 1.1), (0.5, 5, 0.0971, 0.75, 1.5),
             (0.25, 10, 0.0853, 0.5, 1.1), (0.5, 10, 0.0971, 0.5, 1.5),
@@ -158,27 +185,38 @@ def deltafl_rows():
       hist, update = event.events
       assert isinstance(hist, events.DistributedDiscreteGaussianDpEvent)
       l1 = hist.l1_sensitivity
-      return dp_accounting.ComposedDpEvent([attr.evolve(
-          hist, l2_sensitivity=math.sqrt(2.0) * hist.l2_sensitivity,
-          l1_sensitivity=None if l1 is None else 2.0 * l1), update])
+      return dp_accounting.ComposedDpEvent([
+          attr.evolve(hist,
+                      l2_sensitivity=math.sqrt(2.0) * hist.l2_sensitivity,
+                      l1_sensitivity=None if l1 is None else 2.0 * l1), update
+      ])
     raise TypeError(type(event))
 
   rows = []
   for theta, eps, clip, ratio, bound in chosen:
-    cal = privacy.calibrate(update_type, eps, delta, rounds, 100, clip,
-                            budget_ratio=ratio, population=2500,
-                            adversary='server', loss_upper_bound=bound,
-                            num_bins=16, tail_count='expected')
+    cal = privacy.calibrate(update_type,
+                            eps,
+                            delta,
+                            rounds,
+                            100,
+                            clip,
+                            budget_ratio=ratio,
+                            population=2500,
+                            adversary='server',
+                            loss_upper_bound=bound,
+                            num_bins=16,
+                            tail_count='expected')
     config = cal.config
     event = config.round_event(update_type)
-    old = accountant.epsilon(dp_accounting.SelfComposedDpEvent(
-        event, rounds), delta, 'server')[0]
-    true = accountant.epsilon(dp_accounting.SelfComposedDpEvent(
-        doubled(event), rounds), delta, 'server')[0]
+    old = accountant.epsilon(dp_accounting.SelfComposedDpEvent(event, rounds),
+                             delta, 'server')[0]
+    true = accountant.epsilon(
+        dp_accounting.SelfComposedDpEvent(doubled(event), rounds), delta,
+        'server')[0]
     rows.append((f'Fig. 3 DP-Delta-FL theta={theta} eps={eps} r={ratio} '
                  f'z_w={config.noise_multiplier:.2f} '
-                 f'z_q={config.quantile_noise_multiplier:.2f}',
-                 cal.epsilon, old, true, old))
+                 f'z_q={config.quantile_noise_multiplier:.2f}', cal.epsilon,
+                 old, true, old))
   return rows
 
 
@@ -194,12 +232,16 @@ def _paper_indicator(params, target, delta):
 
   def make(theta):
     return poisson_binomial.PoissonBinomialSumFactory(
-        l2_clip=1.0, theta=theta, num_trials=m, expected_clients_per_round=n,
-        encoder='none', divisor='linf', linf_clip=1.0)
+        l2_clip=1.0,
+        theta=theta,
+        num_trials=m,
+        expected_clients_per_round=n,
+        encoder='none',
+        divisor='linf',
+        linf_clip=1.0)
 
   def eps(theta):
-    return _eps(freq + _pbm(make(theta).dp_event(itype), 'replace_one'),
-                delta)
+    return _eps(freq + _pbm(make(theta).dp_event(itype), 'replace_one'), delta)
 
   lo, hi = 1e-6, params.indicator_theta
   for _ in range(50):
@@ -212,9 +254,17 @@ def simulate(runs, rounds, datasets):
   from tff_ddp.analytics import frequency as fq
   from tff_ddp.analytics import frequency_simulation as fs
   per_round, d = 1000, 50
-  params, _, _ = F.at_paper_parameters(
-      'multi_round', d, per_round, 1e-5, theta=0.2, m=15, indicator_m=15,
-      rounds=100, learning_rate=1.0, clip=1.0, disjoint_rounds=True)
+  params, _, _ = F.at_paper_parameters('multi_round',
+                                       d,
+                                       per_round,
+                                       1e-5,
+                                       theta=0.2,
+                                       m=15,
+                                       indicator_m=15,
+                                       rounds=100,
+                                       learning_rate=1.0,
+                                       clip=1.0,
+                                       disjoint_rounds=True)
   target = params.epsilon
   paper_mech, paper_theta, paper_eps = _paper_indicator(params, target,
                                                         params.delta)
@@ -232,18 +282,21 @@ def simulate(runs, rounds, datasets):
       batches = [x[i:i + per_round] for i in range(0, len(x), per_round)]
       for variant, mech in variants:
         rng = np.random.default_rng(1000 + run)
-        out = fs.multi_round(params, batches, rng, indicator_encoding=variant,
+        out = fs.multi_round(params,
+                             batches,
+                             rng,
+                             indicator_encoding=variant,
                              indicator=mech)
         # The level estimate's error: gamma-hat vs the true level of the
         # clip used, per round (the round's own users, one frame).
         errs = []
         for rd, batch in zip(out, batches):
-          norms = fs.norms_of(fs.representations(
-              params.encoder(), batch, fs.round_seed(rng)))
+          norms = fs.norms_of(
+              fs.representations(params.encoder(), batch, fs.round_seed(rng)))
           errs.append(rd.quantile_level - float((norms <= rd.clip).mean()))
-        results[variant].append((fq.l2_error(out[-1].estimate, x),
-                                 float(np.sqrt(np.mean(np.square(errs)))),
-                                 out[-1].clip))
+        results[variant].append(
+            (fq.l2_error(out[-1].estimate, x),
+             float(np.sqrt(np.mean(np.square(errs)))), out[-1].clip))
     print(f'{name}: {runs} runs, {time.time() - start:.0f} s')
     print('| encoding | final l2 error | RMS error of gamma-hat | final C |')
     print('|---|---|---|---|')
@@ -267,7 +320,10 @@ def tffe_paired(runs, datasets):
   for name in datasets:
     x0 = F.dataset(name, n, d, 0)
     max_items = float(x0.sum(axis=1).max())
-    params, _, _ = F.at_paper_parameters('two_phase', d, n, DELTA_FREQ,
+    params, _, _ = F.at_paper_parameters('two_phase',
+                                         d,
+                                         n,
+                                         DELTA_FREQ,
                                          max_items=max_items)
     upper, target = params.upper_bound, params.target_quantile
     encoding = params.quantile.encoding  # TFFE's phase 1: Haar
@@ -283,35 +339,42 @@ def tffe_paired(runs, datasets):
       # Old: every norm in a bin (0 -> bin 0), CDF normalised by n.
       values = np.asarray(norms, np.float32).astype(np.float64)
       codes = simulation.encodings(encoding, values, 0.0, upper)
-      noisy = simulation.noisy_sum('poisson_binomial', codes,
-                                   params.quantile, seed=noise_seed)
+      noisy = simulation.noisy_sum('poisson_binomial',
+                                   codes,
+                                   params.quantile,
+                                   seed=noise_seed)
       cdf = encoding.cdf(noisy, n)
-      c_old = float(hg.quantile_values(cdf, [target], 0.0, upper,
-                                       encoding.num_bins).numpy()[0])
+      c_old = float(
+          hg.quantile_values(cdf, [target], 0.0, upper,
+                             encoding.num_bins).numpy()[0])
 
       class _Seed:  # quantile_phase draws its noise seed from rng
+
         def integers(self, *unused):
           return noise_seed
-      c_new, status = fs.quantile_phase(params.quantile, norms, upper,
-                                        target, _Seed())
+
+      c_new, status = fs.quantile_phase(params.quantile, norms, upper, target,
+                                        _Seed())
       assert status == 'ok', status
       # The alternative not chosen: the new encoding with the missing mass
       # n - (noisy total) counted at norm 0 (post-processing).
-      noisy = simulation.noisy_sum(
-          'poisson_binomial', np.where((values > 0)[:, None], codes, 0),
-          params.quantile, seed=noise_seed)
+      noisy = simulation.noisy_sum('poisson_binomial',
+                                   np.where((values > 0)[:, None], codes, 0),
+                                   params.quantile,
+                                   seed=noise_seed)
       cdf = encoding.cdf(noisy, n)
       total = float(encoding.estimated_total(noisy))
-      c_shift = float(hg.quantile_values(cdf + (n - total) / n, [target],
-                                         0.0, upper,
-                                         encoding.num_bins).numpy()[0])
+      c_shift = float(
+          hg.quantile_values(cdf + (n - total) / n, [target], 0.0, upper,
+                             encoding.num_bins).numpy()[0])
       c_star = fq.optimal_clip(norms, target)
-      for key, c in (('old', c_old), ('new', c_new),
-                     ('new + missing mass at 0', c_shift)):
-        est = fs.pbm_sum(params.mechanism(), y, np.random.default_rng(
-            10**6 + run), seed, c, norms)
-        out[key].append((fq.l2_error(est, x), c / c_star,
-                         float((norms <= c).mean()) - target))
+      for key, c in (('old', c_old), ('new', c_new), ('new + missing mass at 0',
+                                                      c_shift)):
+        est = fs.pbm_sum(params.mechanism(), y,
+                         np.random.default_rng(10**6 + run), seed, c, norms)
+        out[key].append((fq.l2_error(est,
+                                     x), c / c_star, float(
+                                         (norms <= c).mean()) - target))
     print(f'TFFE {name} d = {d}, n = {n}: {runs} paired runs, '
           f'{time.time() - start:.0f} s; empty users '
           f'{(x.sum(axis=1) == 0).mean():.4%} (last run); target {target:.4f}')
@@ -330,8 +393,7 @@ def main():
   parser.add_argument('--skip-epsilons', action='store_true')
   parser.add_argument('--runs', type=int, default=3)
   parser.add_argument('--rounds', type=int, default=30)
-  parser.add_argument('--datasets', nargs='+', default=['iid',
-                                                        'heterogeneous'])
+  parser.add_argument('--datasets', nargs='+', default=['iid', 'heterogeneous'])
   args = parser.parse_args()
   try:
     if not args.skip_epsilons:

@@ -44,23 +44,24 @@ def releases():
   rows = [
       ('cPBM theta 0.25, m 16, n 100', PBM(0.25, 16, 100, 1), 1e-6, 'server'),
       ('cPBM theta 0.1, m 64, n 100', PBM(0.1, 64, 100, 1), 1e-6, 'server'),
-      ('cPBM theta 0.02, m 1024, n 1000', PBM(0.02, 1024, 1000, 1), 1e-6,
-       'server'),
+      ('cPBM theta 0.02, m 1024, n 1000', PBM(0.02, 1024, 1000,
+                                              1), 1e-6, 'server'),
       ('DDG shift 10, local sd 3, n 30', DDG(10, 3, 30, 1), 1e-6, 'server'),
       ('DDG shift 1, sd 1, n 100, self q 0.01, 1000 rounds',
-       SC(events.SelfSampledDpEvent(0.01, DDG(1, 1.0, 100, 1)), 1000), 1e-6,
-       'server'),
+       SC(events.SelfSampledDpEvent(0.01, DDG(1, 1.0, 100, 1)),
+          1000), 1e-6, 'server'),
       ('DDG shift 1, sd 0.5, n 16, self q 0.05, 300 rounds',
-       SC(events.SelfSampledDpEvent(0.05, DDG(1, 0.5, 16, 1)), 300), 1e-6,
+       SC(events.SelfSampledDpEvent(0.05, DDG(1, 0.5, 16, 1)),
+          300), 1e-6, 'server'),
+      ('Skellam shift 5, local var 4, n 50',
+       events.DistributedSkellamDpEvent(5, 4.0, 50, 1), 1e-6, 'server'),
+      ('Gaussian z 4.23, one shot', dp_accounting.GaussianDpEvent(4.23), 1e-6,
        'server'),
-      ('Skellam shift 5, local var 4, n 50', events.DistributedSkellamDpEvent(
-          5, 4.0, 50, 1), 1e-6, 'server'),
-      ('Gaussian z 4.23, one shot', dp_accounting.GaussianDpEvent(4.23),
-       1e-6, 'server'),
       ('Gaussian z 1.0, Poisson q 100/3400, 1500 rounds (release)',
-       SC(dp_accounting.PoissonSampledDpEvent(
-           100 / 3400, dp_accounting.GaussianDpEvent(1.0)), 1500), 1 / 3400,
-       'release'),
+       SC(
+           dp_accounting.PoissonSampledDpEvent(
+               100 / 3400, dp_accounting.GaussianDpEvent(1.0)),
+           1500), 1 / 3400, 'release'),
       ('DDG d 65536, l2 1000, sd 200, n 100, 1000 rounds (RDP kept)',
        SC(DDG(1000, 200, 100, 65536), 1000), 1e-6, 'server'),
   ]
@@ -88,14 +89,17 @@ def _cpbm_truth(event, delta):
   rest = stats.binom.pmf(np.arange(big + 1), big, 0.5 - theta)
   p = np.convolve(rest, stats.binom.pmf(np.arange(m + 1), m, 0.5 + theta))
   q = np.convolve(rest, stats.binom.pmf(np.arange(m + 1), m, 0.5))
+
   def h(a, b, e):
     return np.maximum(a - math.exp(e) * b, 0).sum()
+
   def eps(a, b):
     lo, hi = 0.0, 20.0
     for _ in range(60):
       mid = (lo + hi) / 2
       lo, hi = (mid, hi) if h(a, b, mid) > delta else (lo, mid)
     return hi
+
   return max(eps(p, q), eps(q, p))
 
 
@@ -114,24 +118,23 @@ def speed(quick):
         'epsilon tightest / RDP | bound |')
   print('|---|---|---|---|---|')
   cases = [
-      ('Poisson Gaussian q 100/3400 (release)', SC(
-          dp_accounting.PoissonSampledDpEvent(
-              100 / 3400, dp_accounting.GaussianDpEvent(1.0)), 1500),
-       'release', 1 / 3400),
-      ('self-sampled DDG sd 1 n 100 q 0.01', SC(
-          events.SelfSampledDpEvent(0.01, DDG(2, 1.0, 100, 1)), 1500),
-       'server', 1e-6),
-      ('cPBM theta 0.1 m 64 n 100 d 1', SC(
-          PBM(0.1, 64, 100, 1), 1500), 'server', 1e-6),
+      ('Poisson Gaussian q 100/3400 (release)',
+       SC(
+           dp_accounting.PoissonSampledDpEvent(
+               100 / 3400, dp_accounting.GaussianDpEvent(1.0)),
+           1500), 'release', 1 / 3400),
+      ('self-sampled DDG sd 1 n 100 q 0.01',
+       SC(events.SelfSampledDpEvent(0.01, DDG(2, 1.0, 100, 1)),
+          1500), 'server', 1e-6),
+      ('cPBM theta 0.1 m 64 n 100 d 1', SC(PBM(0.1, 64, 100, 1),
+                                           1500), 'server', 1e-6),
   ]
   for name, event, adv, delta in cases:
     pld_accountant._STATES.clear()  # pylint: disable=protected-access  # resets private state between cases
-    (e, bound), wall, cpu = _timed(
-        lambda: pld_accountant.tightest(adversary=adv).compose(
-            event).get_epsilon_and_bound(delta))
-    rdp, rwall, rcpu = _timed(
-        lambda: accountant.RdpAccountant(adversary=adv).compose(
-            event).get_epsilon(delta))
+    (e, bound), wall, cpu = _timed(lambda: pld_accountant.tightest(
+        adversary=adv).compose(event).get_epsilon_and_bound(delta))
+    rdp, rwall, rcpu = _timed(lambda: accountant.RdpAccountant(adversary=adv).
+                              compose(event).get_epsilon(delta))
     print(f'| {name} | {wall:.2f} ({cpu:.2f}) | {rwall:.2f} ({rcpu:.2f}) | '
           f'{e:.4g} / {rdp:.4g} | {bound} |')
   print()
@@ -142,35 +145,34 @@ def speed(quick):
   calibrations = [
       ('Gaussian z, Poisson q 100/3400, 1500 rounds, eps 10 (release)',
        lambda make: calibration.calibrate(
-           lambda: make(adversary='release'),
-           lambda z: calibration.rounds_event(
-               dp_accounting.GaussianDpEvent(z), 1500, 'poisson',
-               rate=100 / 3400),
-           10.0, 1 / 3400, calibration.Parameter.noise('z'))),
+           lambda: make(adversary='release'), lambda z: calibration.
+           rounds_event(dp_accounting.GaussianDpEvent(z),
+                        1500,
+                        'poisson',
+                        rate=100 / 3400), 10.0, 1 / 3400,
+           calibration.Parameter.noise('z'))),
       ('Gaussian z, 10 rounds, eps 2, replace-one',
        lambda make: calibration.calibrate(
-           lambda: make(neighboring_relation=(
-               dp_accounting.NeighboringRelation.REPLACE_ONE)),
-           lambda z: calibration.rounds_event(
-               dp_accounting.GaussianDpEvent(z), 10), 2.0, 1e-5,
-           calibration.Parameter.noise('z'))),
-      ('cPBM theta, m 64, n 100, d 64, eps 1',
-       lambda make: calibration.calibrate(
-           make, lambda t: PBM(t, 64, 100, 64), 1.0, 1e-6,
-           calibration.Parameter.signal('theta', 2**-40, 0.25))),
+           lambda: make(neighboring_relation=(dp_accounting.NeighboringRelation.
+                                              REPLACE_ONE)), lambda z:
+           calibration.rounds_event(dp_accounting.GaussianDpEvent(
+               z), 10), 2.0, 1e-5, calibration.Parameter.noise('z'))),
+      ('cPBM theta, m 64, n 100, d 64, eps 1', lambda make: calibration.
+       calibrate(make, lambda t: PBM(t, 64, 100, 64), 1.0, 1e-6,
+                 calibration.Parameter.signal('theta', 2**-40, 0.25))),
       ('cPBM num_trials, theta 0.1, n 100, d 1, eps 3',
        lambda make: calibration.calibrate(
            make, lambda m: PBM(0.1, m, 100, 1), 3.0, 1e-6,
-           calibration.Parameter.signal('num_trials', 1, 2**31 - 1,
-                                        discrete=True))),
+           calibration.Parameter.signal(
+               'num_trials', 1, 2**31 - 1, discrete=True))),
       ('DDG local sd, shift 4, n 50, 100 rounds, eps 2',
        lambda make: calibration.calibrate(
-           make, lambda s: SC(DDG(4, s, 50, 1), 100), 2.0,
-           1e-6, calibration.Parameter.noise('local_stddev', 0.5))),
+           make, lambda s: SC(DDG(4, s, 50, 1), 100), 2.0, 1e-6,
+           calibration.Parameter.noise('local_stddev', 0.5))),
       ('DDG local sd, d 65536, l2 1000, n 100, 1000 rounds, eps 5',
        lambda make: calibration.calibrate(
-           make, lambda s: SC(DDG(1000, s, 100, 65536), 1000), 5.0,
-           1e-6, calibration.Parameter.noise('local_stddev', 0.5))),
+           make, lambda s: SC(DDG(1000, s, 100, 65536), 1000), 5.0, 1e-6,
+           calibration.Parameter.noise('local_stddev', 0.5))),
   ]
   for name, fn in calibrations:
     pld_accountant._STATES.clear()  # pylint: disable=protected-access  # resets private state between cases
@@ -185,15 +187,18 @@ def speed(quick):
   # both (the l2-aware cPBM RDP's constants, ~30 s of CPU per new theta,
   # dominate either way).
   from tff_ddp.analytics import frequency_process
-  for label, make in (('tightest', pld_accountant.tightest),
-                      ('RDP', rdp_only)):
+  for label, make in (('tightest', pld_accountant.tightest), ('RDP', rdp_only)):
     pld_accountant.tightest = make
     pld_accountant._STATES.clear()  # pylint: disable=protected-access  # resets private state between cases
     pbm_rdp._kappa.cache_clear()  # pylint: disable=protected-access  # resets private state between cases
     try:
       params, wall, cpu = _timed(lambda: frequency_process.frequency_parameters(
-          'two_phase', dim=20, expected_clients_per_round=500, epsilon=4.0,
-          delta=1e-5, max_items=100))
+          'two_phase',
+          dim=20,
+          expected_clients_per_round=500,
+          epsilon=4.0,
+          delta=1e-5,
+          max_items=100))
     finally:
       pld_accountant.tightest = tightest_default
     print(f'| frequency two_phase d 20 n 500 eps 4 ({label}) | {wall:.1f} '
@@ -220,22 +225,22 @@ def equal_epsilon(quick):
       ('EMNIST Gaussian z (q 100/3400, 1500 rounds, eps 10, release)', 1500,
        100 / 3400, 1 / 3400, 10.0, 'release'),
       ('Stack Overflow Gaussian z (q 100/342477, 1600 rounds, eps 1, '
-       'release)', 1600, 100 / 342477, 1e-6, 1.0, 'release')]:
+       'release)', 1600, 100 / 342477, 1e-6, 1.0, 'release')
+  ]:
     zs = []
     for make in (_rdp_only(), tightest):
-      zs.append(calibration.calibrate(
-          lambda: make(adversary=adv),
-          lambda z: calibration.rounds_event(
-              dp_accounting.GaussianDpEvent(z), rounds, 'poisson', rate=q),
-          target, delta, calibration.Parameter.noise('z')).value)
+      zs.append(
+          calibration.calibrate(
+              lambda: make(adversary=adv), lambda z: calibration.rounds_event(
+                  dp_accounting.GaussianDpEvent(z), rounds, 'poisson', rate=q),
+              target, delta, calibration.Parameter.noise('z')).value)
     print(f'| {name} | {zs[0]:.4g} | {zs[1]:.4g} | {zs[0] / zs[1]:.3f} |')
   from tff_ddp.analytics import quantile_calibration as qc
   central = {}
   for label, make in (('RDP', _rdp_only()), ('tightest', tightest)):
     central[label] = calibration.calibrate(
-        lambda: make(adversary='server'),
-        dp_accounting.GaussianDpEvent, 1.0, 1e-6,
-        calibration.Parameter.noise('z')).value
+        lambda: make(adversary='server'), dp_accounting.GaussianDpEvent, 1.0,
+        1e-6, calibration.Parameter.noise('z')).value
   print(f'| central Gaussian z (eps 1, delta 1e-6) | {central["RDP"]:.4g} | '
         f'{central["tightest"]:.4g} | '
         f'{central["RDP"] / central["tightest"]:.3f} |')
@@ -253,9 +258,10 @@ def equal_epsilon(quick):
       try:
         t = time.time()
         setting = qc.QuantileSetting(expected_clients_per_round=n,
-                                     epsilon=1.0, delta=1e-6, bits=20)
-        params = qc.quantile_parameters(method, 'poisson_binomial', 64,
-                                        setting)
+                                     epsilon=1.0,
+                                     delta=1e-6,
+                                     bits=20)
+        params = qc.quantile_parameters(method, 'poisson_binomial', 64, setting)
         sec = time.time() - t
         l2 = params.l2_sensitivity
         ratios.append(params.noise_stddev() / (central[label] * l2))

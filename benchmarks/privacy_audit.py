@@ -49,15 +49,21 @@ import numpy as np
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__)
-  parser.add_argument('--runs', type=int, default=1500,
+  parser.add_argument('--runs',
+                      type=int,
+                      default=1500,
                       help='rounds per dataset (DDG, cPBM, quantiles)')
-  parser.add_argument('--debug-runs', type=int, default=1000,
+  parser.add_argument('--debug-runs',
+                      type=int,
+                      default=1000,
                       help='rounds per dataset (debug and noised counts)')
   parser.add_argument('--clients', type=int, default=10)
   parser.add_argument('--dim', type=int, default=16)
   parser.add_argument('--delta', type=float, default=1e-5)
   parser.add_argument('--confidence', type=float, default=0.95)
-  parser.add_argument('--only', nargs='*', default=None,
+  parser.add_argument('--only',
+                      nargs='*',
+                      default=None,
                       help='run only these rows (ddg skellam skellam-weak '
                       'cpbm cpbm-weak quantiles debug noised)')
   args = parser.parse_args()
@@ -77,30 +83,39 @@ def main():
   rng = np.random.default_rng(0)
   direction = rng.normal(size=d)
   direction /= np.linalg.norm(direction)
-  others = [(0.05 * rng.normal(size=d)).astype(np.float32)
-            for _ in range(n - 1)]
+  others = [(0.05 * rng.normal(size=d)).astype(np.float32) for _ in range(n - 1)
+           ]
   target = direction.astype(np.float32)
   dataset = [target] + others
   big = [(3.0 * direction).astype(np.float32)] + others
-  projection = {'projection': lambda result, _: float(np.dot(result,
-                                                             direction))}
+  projection = {
+      'projection': lambda result, _: float(np.dot(result, direction))
+  }
   quantile_data = [np.float32(0.95)] + [
-      np.float32(v) for v in rng.uniform(0.0, 0.7, size=n - 1)]
+      np.float32(v) for v in rng.uniform(0.0, 0.7, size=n - 1)
+  ]
 
   def ddg(**kwargs):
     return DiscreteGaussianSumFactory.from_tff_arguments(
-        noise_multiplier=1.0, expected_clients_per_round=n, bits=16,
-        l2_clip=1.0, **kwargs).create(value_type)
+        noise_multiplier=1.0,
+        expected_clients_per_round=n,
+        bits=16,
+        l2_clip=1.0,
+        **kwargs).create(value_type)
 
   def skellam(z):
-    return SkellamSumFactory.from_tff_arguments(
-        noise_multiplier=z, expected_clients_per_round=n, bits=16,
-        l2_clip=1.0).create(value_type)
+    return SkellamSumFactory.from_tff_arguments(noise_multiplier=z,
+                                                expected_clients_per_round=n,
+                                                bits=16,
+                                                l2_clip=1.0).create(value_type)
 
   def cpbm_moderate():
-    return calibrated.poisson_binomial(
-        value_type, 8.0, delta, num_trials=16, expected_clients_per_round=n,
-        l2_clip=1.0).factory.create(value_type)
+    return calibrated.poisson_binomial(value_type,
+                                       8.0,
+                                       delta,
+                                       num_trials=16,
+                                       expected_clients_per_round=n,
+                                       l2_clip=1.0).factory.create(value_type)
 
   def cpbm_weak():
     return PoissonBinomialSumFactory(
@@ -108,26 +123,25 @@ def main():
         expected_clients_per_round=n).create(value_type)
 
   def quantiles():
-    return build_quantile_process(
-        'flat', 'discrete_gaussian', 0.0, 1.0, 16, [0.25, 0.5, 0.75],
-        QuantileSetting(n, 4.0, delta))
+    return build_quantile_process('flat', 'discrete_gaussian', 0.0, 1.0, 16,
+                                  [0.25, 0.5, 0.75],
+                                  QuantileSetting(n, 4.0, delta))
 
   rows = [
-      ('ddg', 'DDG', 'z 1, 16 bits, clip 1, Hadamard', ddg, dataset,
-       projection, args.runs),
+      ('ddg', 'DDG', 'z 1, 16 bits, clip 1, Hadamard', ddg, dataset, projection,
+       args.runs),
       ('skellam', 'Skellam', 'z 1, 16 bits, clip 1, Hadamard',
        lambda: skellam(1.0), dataset, projection, args.runs),
       ('skellam-weak', 'Skellam', 'z 0.3, 16 bits, clip 1, Hadamard',
        lambda: skellam(0.3), dataset, projection, args.runs),
-      ('cpbm', 'cPBM', 'calibrated eps 8: m 16, clip 1, Kashin',
-       cpbm_moderate, dataset, projection, args.runs),
+      ('cpbm', 'cPBM', 'calibrated eps 8: m 16, clip 1, Kashin', cpbm_moderate,
+       dataset, projection, args.runs),
       ('cpbm-weak', 'cPBM', 'theta 0.25, m 16, clip 1, Kashin', cpbm_weak,
        dataset, projection, args.runs),
       ('quantiles', 'quantiles', 'flat, DDG, 16 bins, eps 4 (calibrated)',
        quantiles, quantile_data, None, args.runs),
       ('debug', 'DDG debug', 'as DDG, debug_measurements, target clipped',
-       lambda: ddg(debug_measurements=True), big, projection,
-       args.debug_runs),
+       lambda: ddg(debug_measurements=True), big, projection, args.debug_runs),
       ('noised', 'DDG noised counts', 'as DDG debug, count_noise_multiplier '
        '1 instead', lambda: ddg(count_noise_multiplier=1.0), big, projection,
        args.debug_runs),
@@ -146,14 +160,20 @@ def main():
         process = build()
       fill = np.nan if key == 'quantiles' else 0.0
       neighbour = audit_lib.zero_out(data, 0, fill=fill)
-      result = audit_lib.audit(process, data, neighbour, runs, delta,
+      result = audit_lib.audit(process,
+                               data,
+                               neighbour,
+                               runs,
+                               delta,
                                statistics=statistics,
                                confidence=args.confidence)
       results.append((mechanism, config, result))
-      print(f'{key}: {result.statistic} eps_lb '
-            f'{result.epsilon_lower_bound:.3f} accountant '
-            f'{result.accountant_epsilon:.3f} '
-            f'({result.seconds:.0f} s)', flush=True)
+      print(
+          f'{key}: {result.statistic} eps_lb '
+          f'{result.epsilon_lower_bound:.3f} accountant '
+          f'{result.accountant_epsilon:.3f} '
+          f'({result.seconds:.0f} s)',
+          flush=True)
   finally:
     _common.end_workers()
   total = time.perf_counter() - total

@@ -42,21 +42,19 @@ def run(runs=20, epsilons=(1.0, 2.0, 5.0)):
   estimators = {
       'paper': dict(monotone=False, interpolate=False, consistent=False),
       'monotone': dict(monotone=True, interpolate=False, consistent=False),
-      'interpolate': dict(monotone=True, interpolate=True,
-                          consistent=False),
+      'interpolate': dict(monotone=True, interpolate=True, consistent=False),
       'consistent': dict(monotone=False, interpolate=False, consistent=True),
   }
   errors = {}
-  for n, dist, eps, method in itertools.product(
-      (128, 512), ('unif', 'chi2'), epsilons, hg.METHODS):
+  for n, dist, eps, method in itertools.product((128, 512), ('unif', 'chi2'),
+                                                epsilons, hg.METHODS):
     encoding = hg.encoding(method, b)
-    params = q.quantile_parameters(
-        encoding, 'discrete_gaussian', b,
-        q.QuantileSetting(n, eps, DELTA))
+    params = q.quantile_parameters(encoding, 'discrete_gaussian', b,
+                                   q.QuantileSetting(n, eps, DELTA))
     for run_index in range(runs):
       rng = np.random.default_rng(run_index + 17 * n)
-      values = (rng.uniform(0, 10, n) if dist == 'unif'
-                else np.clip(rng.chisquare(4, n), 0, 10))
+      values = (rng.uniform(0, 10, n) if dist == 'unif' else np.clip(
+          rng.chisquare(4, n), 0, 10))
       codes = sim.encodings(encoding, values, 0.0, 10.0)
       seed = zlib.crc32(repr((n, dist, eps, method, run_index)).encode())
       noisy = sim.noisy_sum('discrete_gaussian', codes, params, seed=seed)
@@ -64,18 +62,26 @@ def run(runs=20, epsilons=(1.0, 2.0, 5.0)):
         if opts['consistent'] and not encoding.has_consistent_estimator:
           continue
         # Each with the count its paper uses (flat: estimated, else n).
-        cdf = hg.estimate_cdf(encoding, noisy, b, encoding.paper_count,
-                              num_clients=n, consistent=opts['consistent'],
+        cdf = hg.estimate_cdf(encoding,
+                              noisy,
+                              b,
+                              encoding.paper_count,
+                              num_clients=n,
+                              consistent=opts['consistent'],
                               monotone=opts['monotone'])
-        est = hg.quantile_values(cdf, QUANTILES, 0.0, 10.0, b,
+        est = hg.quantile_values(cdf,
+                                 QUANTILES,
+                                 0.0,
+                                 10.0,
+                                 b,
                                  interpolate=opts['interpolate']).numpy()
-        errors.setdefault((method, name, eps), []).append(
-            value_error(est, values))
+        errors.setdefault((method, name, eps),
+                          []).append(value_error(est, values))
   table = harness.Table(
-      [('method', 'method', 's'), ('estimator', 'estimator', 's')] + [
-          (f'eps={e:g}', f'eps={e:g}',
-           lambda row, e=e: f'{row[f"error_{e:g}"]:.4f} '
-           f'({row[f"ratio_{e:g}"]:4.2f})') for e in epsilons],
+      [('method', 'method', 's'), ('estimator', 'estimator', 's')] +
+      [(f'eps={e:g}', f'eps={e:g}',
+        lambda row, e=e: f'{row[f"error_{e:g}"]:.4f} '
+        f'({row[f"ratio_{e:g}"]:4.2f})') for e in epsilons],
       title=f'DDG, b = {b}, n in {{128, 512}}, Unif and chi2(4), {runs} '
       'runs each: mean worst error (ratio to paper)')
   for method in hg.METHODS:
@@ -91,5 +97,7 @@ def run(runs=20, epsilons=(1.0, 2.0, 5.0)):
 
 
 if __name__ == '__main__':
-  harness.main(run, __doc__, runs='noisy rounds per configuration',
+  harness.main(run,
+               __doc__,
+               runs='noisy rounds per configuration',
                epsilons='target epsilons (delta 1e-5)')

@@ -31,8 +31,11 @@ QUANTILES = tuple(np.round(np.arange(0.1, 1.0, 0.1), 1))
 VARIANTS = (('flat-est', 'flat', 'estimated'), ('flat-n', 'flat', 'exact'),
             ('tree', 'tree', 'exact'), ('haar', 'haar', 'exact'))
 SETTINGS = ('discrete_gaussian', 'poisson_binomial', 'central')
-SHORT = {'discrete_gaussian': 'DDG', 'poisson_binomial': 'cPBM',
-         'central': 'central'}
+SHORT = {
+    'discrete_gaussian': 'DDG',
+    'poisson_binomial': 'cPBM',
+    'central': 'central'
+}
 DELTA = 1e-5
 BITS = 18
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -48,10 +51,9 @@ def worst_error(cdf, values, num_bins):
   """max over p of eq. 3, with eq. 1's index (first on ties, as argmin)."""
   from tff_ddp.analytics import histograms as hg
   cdf = np.asarray(cdf)
-  idx = np.argmin(np.abs(cdf[None, :] - np.asarray(QUANTILES)[:, None]),
-                  axis=1)
-  return float(np.max(hg.quantile_error(values, idx, QUANTILES, 0.0, 10.0,
-                                        num_bins)))
+  idx = np.argmin(np.abs(cdf[None, :] - np.asarray(QUANTILES)[:, None]), axis=1)
+  return float(
+      np.max(hg.quantile_error(values, idx, QUANTILES, 0.0, 10.0, num_bins)))
 
 
 def cdf_estimate(encoding, noisy, count, n):
@@ -72,8 +74,7 @@ def sweep(runs, clients, bins, dists, epsilons):
       for method in hg.METHODS:
         for setting in SETTINGS[:2]:
           params[(n, b, method, setting, eps)] = q.quantile_parameters(
-              method, setting, b,
-              q.QuantileSetting(n, eps, DELTA, bits=BITS))
+              method, setting, b, q.QuantileSetting(n, eps, DELTA, bits=BITS))
       for dist in dists:
         for run in range(runs):
           rng = np.random.default_rng(1000 * run + n + b)
@@ -82,15 +83,17 @@ def sweep(runs, clients, bins, dists, epsilons):
             encoding = hg.encoding(method, b)
             codes = sim.encodings(encoding, values, 0.0, 10.0)
             for s_i, setting in enumerate(SETTINGS):
-              seed = zlib.crc32(repr((run, n, b, eps, dist, name,
-                                      s_i)).encode())
-              noisy = sim.noisy_sum(
-                  setting, codes, params.get((n, b, method, setting, eps)),
-                  central_z=z_central, l2_sensitivity=encoding.l2,
-                  seed=seed)
+              seed = zlib.crc32(
+                  repr((run, n, b, eps, dist, name, s_i)).encode())
+              noisy = sim.noisy_sum(setting,
+                                    codes,
+                                    params.get((n, b, method, setting, eps)),
+                                    central_z=z_central,
+                                    l2_sensitivity=encoding.l2,
+                                    seed=seed)
               cdf = cdf_estimate(encoding, noisy, count, n)
-              results.setdefault((dist, n, b, name, setting, eps), []).append(
-                  worst_error(cdf, values, b))
+              results.setdefault((dist, n, b, name, setting, eps),
+                                 []).append(worst_error(cdf, values, b))
   return results, params
 
 
@@ -99,8 +102,8 @@ def check_against_process(check_rounds):
   from tff_ddp.analytics import quantiles as q
   harness.processes.use_test_context()
   rows = []
-  for (name, method, count), setting in itertools.product(
-      VARIANTS, SETTINGS[:2]):
+  for (name, method,
+       count), setting in itertools.product(VARIANTS, SETTINGS[:2]):
     for eps in (1.0, 5.0):
       # min_total_stddevs=0: the paper's estimator, no NaN safeguard.
       process = q.build_quantile_process(
@@ -123,20 +126,26 @@ def plot(results, clients, bins, dists, epsilons, path):
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt
   panels = list(itertools.product(dists, clients, bins))
-  fig, axes = plt.subplots(len(dists), len(panels) // len(dists),
+  fig, axes = plt.subplots(len(dists),
+                           len(panels) // len(dists),
                            figsize=(4 * len(panels) // len(dists),
-                                    3.4 * len(dists)), squeeze=False)
-  styles = {'discrete_gaussian': '-', 'poisson_binomial': ':',
-            'central': '--'}
+                                    3.4 * len(dists)),
+                           squeeze=False)
+  styles = {'discrete_gaussian': '-', 'poisson_binomial': ':', 'central': '--'}
   colors = dict(zip([v[0] for v in VARIANTS], ['C0', 'C1', 'C2', 'C3']))
   for ax, (dist, n, b) in zip(axes.flat, panels):
     for (name, _, _), setting in itertools.product(VARIANTS, SETTINGS):
-      mean = [np.mean(results[(dist, n, b, name, setting, e)])
-              for e in epsilons]
-      std = [np.std(results[(dist, n, b, name, setting, e)])
-             for e in epsilons]
-      ax.errorbar(epsilons, mean, yerr=std, ls=styles[setting],
-                  color=colors[name], capsize=2, lw=1,
+      mean = [
+          np.mean(results[(dist, n, b, name, setting, e)]) for e in epsilons
+      ]
+      std = [np.std(results[(dist, n, b, name, setting, e)]) for e in epsilons]
+      ax.errorbar(epsilons,
+                  mean,
+                  yerr=std,
+                  ls=styles[setting],
+                  color=colors[name],
+                  capsize=2,
+                  lw=1,
                   label=f'{name} {SHORT[setting]}')
     ax.set_yscale('log')
     ax.set_title(f'{dist}, n={n}, b={b}')
@@ -153,8 +162,12 @@ def _spread(values, digits):
           f'{max(values):.{digits}f}]')
 
 
-def run(runs=10, clients=(128, 512), bins=(32, 64), dists=('unif', 'chi2'),
-        epsilons=(1, 2, 3, 4, 5, 6, 7, 8, 9, 10), check=False,
+def run(runs=10,
+        clients=(128, 512),
+        bins=(32, 64),
+        dists=('unif', 'chi2'),
+        epsilons=(1, 2, 3, 4, 5, 6, 7, 8, 9, 10),
+        check=False,
         check_rounds=5,
         plot_path=os.path.join(HERE, 'figures', 'quantiles_figure2.png')):
   """A table of errors per (dist, n, b) panel; then the distributed /
@@ -168,18 +181,20 @@ def run(runs=10, clients=(128, 512), bins=(32, 64), dists=('unif', 'chi2'),
   tables = []
   for dist, n, b in itertools.product(dists, clients, bins):
     table = harness.Table(
-        [('eps', 'eps', 'g')] + [
-            (f'{name} {SHORT[s]}', f'{name} {SHORT[s]}',
-             lambda row, k=f'{name} {SHORT[s]}':
-             f'{row[k][0]:.4f}+-{row[k][1]:.4f}')
-            for (name, _, _), s in pairs],
+        [('eps', 'eps', 'g')] +
+        [(f'{name} {SHORT[s]}', f'{name} {SHORT[s]}', lambda row, k=
+          f'{name} {SHORT[s]}': f'{row[k][0]:.4f}+-{row[k][1]:.4f}')
+         for (name, _, _), s in pairs],
         title=f'{dist}, n={n}, b={b}: worst quantile error, mean +- std '
         f'over {runs} runs')
     for e in epsilons:
-      table.add(eps=e, **{
-          f'{name} {SHORT[s]}': (np.mean(results[(dist, n, b, name, s, e)]),
-                                 np.std(results[(dist, n, b, name, s, e)]))
-          for (name, _, _), s in pairs})
+      table.add(eps=e,
+                **{
+                    f'{name} {SHORT[s]}': (
+                        np.mean(results[(dist, n, b, name, s, e)]),
+                        np.std(results[(dist, n, b, name, s,
+                                        e)])) for (name, _, _), s in pairs
+                })
     tables.append(table)
   # Distributed vs central: the 1.1x target, per method and mechanism; and
   # the same without sampling error: the per-coordinate noise stddev of the
@@ -192,16 +207,21 @@ def run(runs=10, clients=(128, 512), bins=(32, 64), dists=('unif', 'chi2'),
       'all eps), and of the per-coordinate noise stddev (analytic, over n, '
       'b, eps): median [min, max]')
   for (name, method, _), s in itertools.product(VARIANTS, SETTINGS[:2]):
-    measured = [np.mean(results[(d, n, b, name, s, e)]) /
-                np.mean(results[(d, n, b, name, 'central', e)])
-                for d, n, b, e in itertools.product(dists, clients, bins,
-                                                    epsilons)]
-    analytic = [sim.noise_stddev(p, n) /
-                (sim.central_noise_multiplier(e, DELTA) * p.l2_sensitivity)
-                for (n, b, m, s_, e), p in params.items()
-                if m == method and s_ == s]
-    ratios.add(method=name, mechanism=SHORT[s],
-               measured=_spread(measured, 2), analytic=_spread(analytic, 3))
+    measured = [
+        np.mean(results[(d, n, b, name, s, e)]) /
+        np.mean(results[(d, n, b, name, 'central', e)])
+        for d, n, b, e in itertools.product(dists, clients, bins, epsilons)
+    ]
+    analytic = [
+        sim.noise_stddev(p, n) /
+        (sim.central_noise_multiplier(e, DELTA) * p.l2_sensitivity)
+        for (n, b, m, s_, e), p in params.items()
+        if m == method and s_ == s
+    ]
+    ratios.add(method=name,
+               mechanism=SHORT[s],
+               measured=_spread(measured, 2),
+               analytic=_spread(analytic, 3))
   tables.append(ratios)
   # Table 5 of the frequency paper: Haar vs flat average error.
   table5 = harness.Table(
@@ -210,19 +230,28 @@ def run(runs=10, clients=(128, 512), bins=(32, 64), dists=('unif', 'chi2'),
        ('haar/flat', 'haar/flat', '.2f')],
       title='average worst error over all panels and eps (Table 5 analogue)')
   for s in SETTINGS:
-    row = table5.add(setting=SHORT[s], **{
-        name: np.mean([np.mean(v) for k, v in results.items()
-                       if k[3] == name and k[4] == s])
-        for name in ('flat-n', 'tree', 'haar')})
+    row = table5.add(setting=SHORT[s],
+                     **{
+                         name:
+                             np.mean([
+                                 np.mean(v)
+                                 for k, v in results.items()
+                                 if k[3] == name and k[4] == s
+                             ]) for name in ('flat-n', 'tree', 'haar')
+                     })
     row['haar/flat'] = row['haar'] / row['flat-n']
   tables.append(table5)
   calibrated = harness.Table(
       [('n', 'n', 'd'), ('b', 'b', 'd'), ('method', 'method', 's'),
-       ('mechanism', 'mechanism', 's'), ('detail', 'c, z (DDG) or theta, m (cPBM)', 's')],
+       ('mechanism', 'mechanism', 's'),
+       ('detail', 'c, z (DDG) or theta, m (cPBM)', 's')],
       title=f'calibrated parameters at eps={epsilons[0]:g}')
   for (n, b, method, setting, eps), p in sorted(params.items()):
     if eps == epsilons[0]:
-      calibrated.add(n=n, b=b, method=method, mechanism=SHORT[setting],
+      calibrated.add(n=n,
+                     b=b,
+                     method=method,
+                     mechanism=SHORT[setting],
                      detail=(f'c={p.scaling}, z={p.noise_multiplier:.3f}'
                              if setting == 'discrete_gaussian' else
                              f'theta={p.theta:.5f}, m={p.num_trials}'))
@@ -238,9 +267,13 @@ def run(runs=10, clients=(128, 512), bins=(32, 64), dists=('unif', 'chi2'),
         'the worst error)')
     for name, s, e, mean, std in checked:
       r = results.get(('unif', 128, 32, name, s, e))
-      versus.add(variant=name, mechanism=SHORT[s], eps=e, mean=mean, std=std,
-                 simulator=(f'{np.mean(r):.4f} +- {np.std(r):.4f}' if r
-                            else 'n/a'))
+      versus.add(
+          variant=name,
+          mechanism=SHORT[s],
+          eps=e,
+          mean=mean,
+          std=std,
+          simulator=(f'{np.mean(r):.4f} +- {np.std(r):.4f}' if r else 'n/a'))
     tables.append(versus)
   os.makedirs(os.path.dirname(plot_path), exist_ok=True)
   plot(results, clients, bins, dists, epsilons, plot_path)
@@ -250,11 +283,15 @@ def run(runs=10, clients=(128, 512), bins=(32, 64), dists=('unif', 'chi2'),
 
 
 if __name__ == '__main__':
-  harness.main(
-      run, __doc__, runs='runs per configuration',
-      clients='n, the clients', bins='b, the histogram bins',
-      dists=harness.arg('the value distributions', choices=('unif', 'chi2')),
-      epsilons=harness.arg('target epsilons (delta 1e-5)', type=float),
-      check='also run the TFF process for n=128, b=32',
-      check_rounds='rounds of each checked configuration',
-      plot_path=harness.arg('where the figure goes', flags=('--plot',)))
+  harness.main(run,
+               __doc__,
+               runs='runs per configuration',
+               clients='n, the clients',
+               bins='b, the histogram bins',
+               dists=harness.arg('the value distributions',
+                                 choices=('unif', 'chi2')),
+               epsilons=harness.arg('target epsilons (delta 1e-5)', type=float),
+               check='also run the TFF process for n=128, b=32',
+               check_rounds='rounds of each checked configuration',
+               plot_path=harness.arg('where the figure goes',
+                                     flags=('--plot',)))

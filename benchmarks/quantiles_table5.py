@@ -46,24 +46,42 @@ def run(runs=50, clients=1000):
   for encoding in encodings:
     method = encoding.name
     factory = poisson_binomial.PoissonBinomialSumFactory(
-        l2_clip=encoding.l2, theta=0.2, num_trials=30,
-        expected_clients_per_round=n, encoder='none', divisor='linf',
-        linf_clip=1.0, l0_clip=encoding.l0)
+        l2_clip=encoding.l2,
+        theta=0.2,
+        num_trials=30,
+        expected_clients_per_round=n,
+        encoder='none',
+        divisor='linf',
+        linf_clip=1.0,
+        l0_clip=encoding.l0)
     vt = qc.encoding_type(encoding)
     fp = factory.mechanism(vt)
-    params[method] = qc.QuantileParameters(
-        encoding=encoding, mechanism='poisson_binomial', bits=fp.bits,
-        factory=factory, value_type=vt, epsilon=float('nan'), delta=DELTA,
-        adversary='server', scaling=None, noise_multiplier=None, theta=0.2,
-        num_trials=30)
+    params[method] = qc.QuantileParameters(encoding=encoding,
+                                           mechanism='poisson_binomial',
+                                           bits=fp.bits,
+                                           factory=factory,
+                                           value_type=vt,
+                                           epsilon=float('nan'),
+                                           delta=DELTA,
+                                           adversary='server',
+                                           scaling=None,
+                                           noise_multiplier=None,
+                                           theta=0.2,
+                                           num_trials=30)
     all_coordinates = poisson_binomial.PoissonBinomialSumFactory(
-        l2_clip=1.0, theta=0.2, num_trials=30, expected_clients_per_round=n,
-        encoder='none', divisor='linf', linf_clip=1.0).dp_event(vt)
+        l2_clip=1.0,
+        theta=0.2,
+        num_trials=30,
+        expected_clients_per_round=n,
+        encoder='none',
+        divisor='linf',
+        linf_clip=1.0).dp_event(vt)
     rel = dp_accounting.NeighboringRelation
-    for label, event, relation in (
-        ('l0', factory.dp_event(vt), rel.ADD_OR_REMOVE_ONE),
-        ('all', all_coordinates, rel.ADD_OR_REMOVE_ONE),
-        ('paper', all_coordinates, rel.REPLACE_ONE)):
+    for label, event, relation in (('l0', factory.dp_event(vt),
+                                    rel.ADD_OR_REMOVE_ONE),
+                                   ('all', all_coordinates,
+                                    rel.ADD_OR_REMOVE_ONE),
+                                   ('paper', all_coordinates, rel.REPLACE_ONE)):
       accountant = acc_lib.RdpAccountant(neighboring_relation=relation)
       accountant.compose(event)
       eps[(method, label)] = accountant.get_epsilon(DELTA)
@@ -76,24 +94,31 @@ def run(runs=50, clients=1000):
         # Each with the count its paper uses (flat: estimated; Haar: n).
         method, count = encoding.name, encoding.paper_count
         codes = sim.encodings(encoding, values, 0.0, 10.0)
-        clean = hg.estimate_cdf(encoding, codes.sum(0).astype(np.float64),
-                                BINS, count, num_clients=n)
-        noisy = sim.noisy_sum('poisson_binomial', codes, params[method],
+        clean = hg.estimate_cdf(encoding,
+                                codes.sum(0).astype(np.float64),
+                                BINS,
+                                count,
+                                num_clients=n)
+        noisy = sim.noisy_sum('poisson_binomial',
+                              codes,
+                              params[method],
                               seed=run_index * 7 + offset)
         cdf = hg.estimate_cdf(encoding, noisy, BINS, count, num_clients=n)
         ref = hg.quantile_values(clean, QUANTILES, 0.0, 10.0, BINS).numpy()
         est = hg.quantile_values(cdf, QUANTILES, 0.0, 10.0, BINS).numpy()
-        errors.setdefault((dist, method), []).append(
-            np.mean(np.abs(est - ref)) / width)
+        errors.setdefault((dist, method),
+                          []).append(np.mean(np.abs(est - ref)) / width)
   dists = ('uniform', 'chi2(4)', 'lognormal')
   table = harness.Table(
       [('method', '', 's')] + [(d, d, '.2f') for d in dists],
       title=f'cPBM theta = 0.2, m = 30, {BINS} bins, n = {n}, quantiles '
       '0.80..0.99; average bin error vs the un-noised histogram, mean over '
       f'{runs} runs',
-      notes=['', 'epsilon of one release at delta = 1e-5 (our accountant, '
-             'against the server; no sampling, so also against the '
-             'release):'])
+      notes=[
+          '', 'epsilon of one release at delta = 1e-5 (our accountant, '
+          'against the server; no sampling, so also against the '
+          'release):'
+      ])
   for method, label in (('haar', 'DHT'), ('flat', 'Flat')):
     table.add(method=label, **{d: np.mean(errors[(d, method)]) for d in dists})
   for method in ('flat', 'haar'):
@@ -106,5 +131,7 @@ def run(runs=50, clients=1000):
 
 
 if __name__ == '__main__':
-  harness.main(run, __doc__, runs='noisy rounds per distribution',
+  harness.main(run,
+               __doc__,
+               runs='noisy rounds per distribution',
                clients='n, the clients')

@@ -48,24 +48,30 @@ DELTA = 1e-5
 def tff_tree_to_ours(flat_values, splits):
   """TFF layers [root, level 1, ..., leaves] -> our layout (leaves first,
   then each level up, without the root)."""
-  layers = [flat_values[splits[i]:splits[i + 1]]
-            for i in range(len(splits) - 1)]
+  layers = [
+      flat_values[splits[i]:splits[i + 1]] for i in range(len(splits) - 1)
+  ]
   return np.concatenate(layers[:0:-1]).astype(np.float64)
 
 
 def worst(cdf, values, b):
   from tff_ddp.analytics import histograms as hg
   idx = hg.quantile_indices(cdf, QUANTILES).numpy()
-  return float(np.max(hg.quantile_error(values, idx, QUANTILES, 0.0, 10.0,
-                                        b)))
+  return float(np.max(hg.quantile_error(values, idx, QUANTILES, 0.0, 10.0, b)))
 
 
 def tff_process(n, b, z):
   import tensorflow_federated as tff
   return tff.analytics.build_hierarchical_histogram_process(
-      0.0, 10.0, b, arity=2, max_records_per_user=1,
-      dp_mechanism='distributed-discrete-gaussian', noise_multiplier=z,
-      expected_clients_per_round=n, bits=18)
+      0.0,
+      10.0,
+      b,
+      arity=2,
+      max_records_per_user=1,
+      dp_mechanism='distributed-discrete-gaussian',
+      noise_multiplier=z,
+      expected_clients_per_round=n,
+      bits=18)
 
 
 def tff_actual_event(n, b, z):
@@ -79,8 +85,11 @@ def tff_actual_event(n, b, z):
   depth = int(np.log2(b)) + 1
   local = float(np.ceil(z * np.sqrt(depth) / np.sqrt(n)))
   return events.DistributedDiscreteGaussianDpEvent(
-      l2_sensitivity=float(np.sqrt(depth)), local_stddev=local,
-      num_clients=n, dimension=2 * b - 1, l1_sensitivity=float(depth)), local
+      l2_sensitivity=float(np.sqrt(depth)),
+      local_stddev=local,
+      num_clients=n,
+      dimension=2 * b - 1,
+      l1_sensitivity=float(depth)), local
 
 
 def tff_decoder_error(tree, values, b):
@@ -95,10 +104,11 @@ def tff_decoder_error(tree, values, b):
   decoder = decoder_lib.HierarchicalHistogramDecoder(ragged, 0.0, 10.0)
   decoder.enforce_consistency()
   width = 10.0 / b
-  idx = np.array([min(b - 1, int(round(decoder.quantile_query(p)[0] / width)))
-                  for p in QUANTILES])
-  return float(np.max(hg.quantile_error(values, idx, QUANTILES, 0.0, 10.0,
-                                        b)))
+  idx = np.array([
+      min(b - 1, int(round(decoder.quantile_query(p)[0] / width)))
+      for p in QUANTILES
+  ])
+  return float(np.max(hg.quantile_error(values, idx, QUANTILES, 0.0, 10.0, b)))
 
 
 def run_ours(process, data, b):
@@ -117,17 +127,18 @@ def accuracy(n, b, epsilons, reps):
   from tff_ddp.analytics import simulation as sim
 
   def ours(method, eps, **estimation):
-    return q.build_quantile_process(
-        method, 'discrete_gaussian', 0.0, 10.0, b, QUANTILES,
-        q.QuantileSetting(n, eps, DELTA), q.QuantileEstimation(**estimation))
+    return q.build_quantile_process(method, 'discrete_gaussian', 0.0, 10.0, b,
+                                    QUANTILES, q.QuantileSetting(n, eps, DELTA),
+                                    q.QuantileEstimation(**estimation))
 
   rows = []
   for eps in epsilons:
     z = sim.central_noise_multiplier(eps, DELTA)
     event, local = tff_actual_event(n, b, z)
     actual, _ = accountant.epsilon(event, DELTA, adversary='server')
-    data = [np.random.default_rng(100 + r).uniform(0, 10, n)
-            for r in range(reps)]
+    data = [
+        np.random.default_rng(100 + r).uniform(0, 10, n) for r in range(reps)
+    ]
     result = collections.OrderedDict()
     result['ours tree'] = run_ours(ours('tree', eps, count='exact'), data, b)
     result['ours tree consistent'] = run_ours(
@@ -160,14 +171,14 @@ def timing(n, timed_rounds):
   b, eps = 64, 1.0
   values = np.random.default_rng(5).uniform(0, 10, n).astype(np.float32)
   processes = {
-      'tff_ddp flat DDG': q.build_quantile_process(
-          'flat', 'discrete_gaussian', 0.0, 10.0, b, QUANTILES,
-          q.QuantileSetting(n, eps, DELTA)),
-      'tff_ddp flat cPBM': q.build_quantile_process(
-          'flat', 'poisson_binomial', 0.0, 10.0, b, QUANTILES,
-          q.QuantileSetting(n, eps, DELTA)),
-      'TFF hierarchical histogram (dgauss)': tff_process(
-          n, b, sim.central_noise_multiplier(eps, DELTA)),
+      'tff_ddp flat DDG':
+          q.build_quantile_process('flat', 'discrete_gaussian', 0.0, 10.0, b,
+                                   QUANTILES, q.QuantileSetting(n, eps, DELTA)),
+      'tff_ddp flat cPBM':
+          q.build_quantile_process('flat', 'poisson_binomial', 0.0, 10.0, b,
+                                   QUANTILES, q.QuantileSetting(n, eps, DELTA)),
+      'TFF hierarchical histogram (dgauss)':
+          tff_process(n, b, sim.central_noise_multiplier(eps, DELTA)),
   }
   rows = []
   for name, process in processes.items():
@@ -184,8 +195,13 @@ def timing(n, timed_rounds):
   return rows
 
 
-def run(clients=128, bins=32, epsilons=(1.0, 2.0, 5.0, 10.0), reps=20,
-        big_clients=10000, timed_rounds=2, skip_accuracy=False,
+def run(clients=128,
+        bins=32,
+        epsilons=(1.0, 2.0, 5.0, 10.0),
+        reps=20,
+        big_clients=10000,
+        timed_rounds=2,
+        skip_accuracy=False,
         skip_timing=False):
   """Part 1: errors per epsilon and their ratios; part 2: seconds per
   round with `big_clients` clients."""
@@ -195,9 +211,9 @@ def run(clients=128, bins=32, epsilons=(1.0, 2.0, 5.0, 10.0), reps=20,
     names = list(acc[0][4])
     errors = harness.Table(
         [('eps', 'eps', 'g'), ('z', 'z', '.3f'), ('local', 'TFF sigma', 'g'),
-         ('actual', 'TFF eps', '.3f')] + [
-             (name, name, harness.mean_std(name, 4, joiner='+-'))
-             for name in names],
+         ('actual', 'TFF eps', '.3f')] +
+        [(name, name, harness.mean_std(name, 4, joiner='+-')) for name in names
+        ],
         title=f'Unif[0, 10], n = {clients}, b = {bins}, 18 bits; worst '
         f'quantile error (eq. 3), mean +- std over {reps} rounds. TFF '
         'sigma: its per-client stddev after rounding up; TFF eps: what its '
@@ -206,8 +222,7 @@ def run(clients=128, bins=32, epsilons=(1.0, 2.0, 5.0, 10.0), reps=20,
     ratios = harness.Table(
         [('eps', 'eps', 'g'),
          ('requested', 'requested: TFF decoder / ours consistent', '.2f'),
-         ('equal', 'equal actual eps: TFF decoder / ours consistent',
-          '.2f')],
+         ('equal', 'equal actual eps: TFF decoder / ours consistent', '.2f')],
         title='ratios of mean errors (TFF / ours):')
     for eps, z, local, actual, result in acc:
       errors.add(eps=eps, z=z, local=local, actual=actual, **result)
@@ -232,9 +247,14 @@ def run(clients=128, bins=32, epsilons=(1.0, 2.0, 5.0, 10.0), reps=20,
 
 
 if __name__ == '__main__':
-  harness.main(
-      run, __doc__, tff=True, clients='n of part 1',
-      bins='b of part 1', epsilons='target epsilons of part 1',
-      reps='rounds per epsilon and process in part 1',
-      big_clients='n of part 2', timed_rounds='timed rounds of part 2',
-      skip_accuracy='skip part 1', skip_timing='skip part 2')
+  harness.main(run,
+               __doc__,
+               tff=True,
+               clients='n of part 1',
+               bins='b of part 1',
+               epsilons='target epsilons of part 1',
+               reps='rounds per epsilon and process in part 1',
+               big_clients='n of part 2',
+               timed_rounds='timed rounds of part 2',
+               skip_accuracy='skip part 1',
+               skip_timing='skip part 2')

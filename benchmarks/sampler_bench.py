@@ -56,9 +56,8 @@ def main():
         'exact': (tf.function(
             lambda s, sc=scale: dg.sample_discrete_gaussian([n], sc, s)),
                   (seed,)),
-        'tfp': (tf.function(
-            lambda sc=math.ceil(scale): discrete_gaussian_utils
-            .sample_discrete_gaussian(sc, [n], tf.int64)), ()),
+        'tfp': (tf.function(lambda sc=math.ceil(scale): discrete_gaussian_utils.
+                            sample_discrete_gaussian(sc, [n], tf.int64)), ()),
     }
     if supported:
       samplers['table'] = (tf.function(

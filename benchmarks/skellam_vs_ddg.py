@@ -48,8 +48,7 @@ def _data(clients, dim):
 
 
 def _mse(result, true_sum, scale=1.0):
-  return float(np.mean((np.asarray(result, np.float64) * scale
-                        - true_sum) ** 2))
+  return float(np.mean((np.asarray(result, np.float64) * scale - true_sum)**2))
 
 
 def _speed(clients, dim, bits_list, rounds):
@@ -67,17 +66,19 @@ def _speed(clients, dim, bits_list, rounds):
       title=f'Seconds per round, d = {dim}, {clients} clients, noise '
       f'multiplier 1, {rounds} timed rounds (medians), round-robin')
   for bits in bits_list:
-    common = dict(noise_multiplier=1.0, expected_clients_per_round=clients,
-                  bits=bits, l2_clip=1.0, beta=0.0)
+    common = dict(noise_multiplier=1.0,
+                  expected_clients_per_round=clients,
+                  bits=bits,
+                  l2_clip=1.0,
+                  beta=0.0)
     factories = {
-        'ours, table (default)': SkellamSumFactory.from_tff_arguments(
-            **common),
-        'ours, exact': SkellamSumFactory(
-            Request(**common, noise_sampler='exact')),
+        'ours, table (default)':
+            SkellamSumFactory.from_tff_arguments(**common),
+        'ours, exact':
+            SkellamSumFactory(Request(**common, noise_sampler='exact')),
         'TFF DistributedDpSumFactory (skellam, hd)':
             tff.aggregators.distributed_dp.DistributedDpSumFactory(
-                mechanism='distributed_skellam', rotation_type='hd',
-                **common),
+                mechanism='distributed_skellam', rotation_type='hd', **common),
     }
     processes, states = {}, {}
     for name, factory in factories.items():
@@ -97,9 +98,11 @@ def _speed(clients, dim, bits_list, rounds):
         t.cpu + t.workers_cpu for t in times[list(factories)[2]])
     for name in factories:
       cpu = statistics.median(t.cpu + t.workers_cpu for t in times[name])
-      table.add(bits=bits, name=name,
+      table.add(bits=bits,
+                name=name,
                 wall=statistics.median(t.wall for t in times[name]),
-                cpu=cpu, ratio=cpu / tff_cpu,
+                cpu=cpu,
+                ratio=cpu / tff_cpu,
                 mse=float(np.mean(errors[name])),
                 restarted=any(t.workers_changed for t in times[name]))
     ours, exact = (float(np.mean(errors[n])) for n in list(factories)[:2])
@@ -121,15 +124,17 @@ def _noise(dim, bits, clients, repeats=10):
   from tff_ddp.mechanisms import poisson
   from tff_ddp.mechanisms import skellam_table
   mechanism = SkellamSumFactory.from_tff_arguments(
-      noise_multiplier=1.0, expected_clients_per_round=clients, bits=bits,
+      noise_multiplier=1.0,
+      expected_clients_per_round=clients,
+      bits=bits,
       l2_clip=1.0).mechanism(tff.TensorType(np.float32, [dim]))
   mean, size = mechanism.poisson_mean, mechanism.output_dim
   built = skellam_table.alias_table(mean)
   fns = {
-      'table (skellam_table)': lambda s: skellam_table.sample_skellam_table(
-          [size], mean, s),
-      'exact (poisson.sample_skellam)': lambda s: poisson.sample_skellam(
-          [size], mean, s),
+      'table (skellam_table)':
+          lambda s: skellam_table.sample_skellam_table([size], mean, s),
+      'exact (poisson.sample_skellam)':
+          lambda s: poisson.sample_skellam([size], mean, s),
       'tf.random.stateless_poisson x 2 (inexact)':
           lambda s: tf.random.stateless_poisson(
               [2, size], s, tf.constant(mean, tf.float64), dtype=tf.int64),
@@ -144,8 +149,7 @@ def _noise(dim, bits, clients, repeats=10):
   for name, fn in fns.items():
     graph = tf.function(fn)
     ms = 1e3 * harness.seconds_of(
-        lambda g=graph: g(tf.constant([1, next(counter)], tf.int64)),
-        repeats)
+        lambda g=graph: g(tf.constant([1, next(counter)], tf.int64)), repeats)
     first = first or ms
     table.add(name=name, ms=ms, ratio=ms / first)
   table.notes.append(
@@ -162,12 +166,13 @@ def _utility(clients, dim, bits, rounds, epsilons, delta):
   data = _data(clients, dim)
   true_sum = data.astype(np.float64).sum(0)
   value_type = tff.TensorType(np.float32, [dim])
-  common = dict(expected_clients_per_round=clients, bits=bits, l2_clip=1.0,
+  common = dict(expected_clients_per_round=clients,
+                bits=bits,
+                l2_clip=1.0,
                 beta=math.exp(-0.5))
   table = harness.Table(
       [('eps', 'target ε', 'g'), ('z_ddg', 'z DDG', '.4f'),
-       ('z_sk', 'z Skellam', '.4f'),
-       ('sk_ddg', 'MSE Skellam / DDG', '.3f'),
+       ('z_sk', 'z Skellam', '.4f'), ('sk_ddg', 'MSE Skellam / DDG', '.3f'),
        ('sk_gauss', 'MSE Skellam / Gaussian at z', '.3f')],
       title=f'MSE at equal ε (one round, δ = {delta}, server, zero-out), '
       f'{bits} bits, beta = exp(-1/2), {rounds} rounds')
@@ -175,28 +180,38 @@ def _utility(clients, dim, bits, rounds, epsilons, delta):
     row = {'eps': eps}
     for key, mechanism in (('ddg', 'distributed_dgauss'),
                            ('sk', 'distributed_skellam')):
-      cal = calibrated.discrete_gaussian(
-          value_type, eps, delta, mechanism=mechanism, **common)
+      cal = calibrated.discrete_gaussian(value_type,
+                                         eps,
+                                         delta,
+                                         mechanism=mechanism,
+                                         **common)
       results, _ = harness.time_rounds(cal.factory.create(value_type),
                                        list(data), rounds)
       row['z_' + key] = cal.value
-      row['mse_' + key] = float(np.mean([_mse(r, true_sum)
-                                         for r in results]))
+      row['mse_' + key] = float(np.mean([_mse(r, true_sum) for r in results]))
     gaussian = tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(
         noise_multiplier=row['z_sk'], clients_per_round=clients, clip=1.0)
     results, _ = harness.time_rounds(gaussian.create(value_type), list(data),
                                      rounds)
-    row['mse_gauss'] = float(np.mean([_mse(r, true_sum, clients)
-                                      for r in results]))  # it is a mean
+    row['mse_gauss'] = float(
+        np.mean([_mse(r, true_sum, clients) for r in results]))  # it is a mean
     table.add(sk_ddg=row['mse_sk'] / row['mse_ddg'],
-              sk_gauss=row['mse_sk'] / row['mse_gauss'], **row)
+              sk_gauss=row['mse_sk'] / row['mse_gauss'],
+              **row)
   se = math.sqrt(2.0 / (dim * rounds)) * math.sqrt(2.0)
   table.notes.append(f'MSE ratio standard error ~ {se:.3f}')
   return table
 
 
-def run(clients=100, dim=2**16, bits=(16, 18), rounds=3, epsilons=(2.0, 8.0),
-        delta=1e-5, timing=True, noise=True, utility=True):
+def run(clients=100,
+        dim=2**16,
+        bits=(16, 18),
+        rounds=3,
+        epsilons=(2.0, 8.0),
+        delta=1e-5,
+        timing=True,
+        noise=True,
+        utility=True):
   tables = []
   if timing:
     tables.append(_speed(clients, dim, bits, rounds))
@@ -209,14 +224,16 @@ def run(clients=100, dim=2**16, bits=(16, 18), rounds=3, epsilons=(2.0, 8.0),
 
 # Each parameter's help (`_harness.main` builds the command line from it).
 _HELP = {
-    'clients': 'clients per round', 'dim': 'coordinates per client',
+    'clients': 'clients per round',
+    'dim': 'coordinates per client',
     'bits': 'ring bits (speed rows: each)',
     'rounds': 'timed rounds (after one untimed round each)',
-    'epsilons': 'target epsilons of the utility rows', 'delta': 'delta',
+    'epsilons': 'target epsilons of the utility rows',
+    'delta': 'delta',
     'timing': 'the speed rows (--no-timing: skip)',
     'noise': 'the one-client noise rows (--no-noise: skip)',
-    'utility': 'the utility rows (--no-utility: skip)'}
-
+    'utility': 'the utility rows (--no-utility: skip)'
+}
 
 if __name__ == '__main__':
   harness.main(run, __doc__, tff=True, **_HELP)

@@ -61,7 +61,6 @@ def pytest_sessionfinish(session, exitstatus):
 _INTERNALS = ('_unpack_state', "'_l2_clip'", 'is_equivalent_to',
               'test_type_properties', 'test_auto_l2_builds_estimation_process')
 
-
 _CLASSES = ('passed', 'failed', 'internals', 'skipped')
 
 
@@ -71,8 +70,8 @@ def _classify(case):
     node = case.find(tag)
     if node is not None:
       text = (node.get('message') or '') + '\n' + (node.text or '')
-      first = next((line.strip() for line in text.splitlines()
-                    if line.strip()), '')
+      first = next((line.strip() for line in text.splitlines() if line.strip()),
+                   '')
       name = case.get('name', '')
       if any(marker in text or marker in name for marker in _INTERNALS):
         return 'internals', first
@@ -82,9 +81,11 @@ def _classify(case):
   return 'passed', ''
 
 
-_TITLES = {'failed': 'failed (behaviour)',
-           'internals': "failed (reads TFF's private internals)",
-           'skipped': 'skipped'}
+_TITLES = {
+    'failed': 'failed (behaviour)',
+    'internals': "failed (reads TFF's private internals)",
+    'skipped': 'skipped'
+}
 
 
 def run(tff_test, baseline=False, k=None):
@@ -98,24 +99,30 @@ def run(tff_test, baseline=False, k=None):
     with open(os.path.join(tmp, 'conftest.py'), 'w') as f:
       f.write(_CONFTEST.format(substitute=not baseline))
     report = os.path.join(tmp, 'report.xml')
-    command = [sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider',
-               '--rootdir', tmp, '-o', 'addopts=', '--junitxml', report,
-               'distributed_dp_test.py']
+    command = [
+        sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider',
+        '--rootdir', tmp, '-o', 'addopts=', '--junitxml', report,
+        'distributed_dp_test.py'
+    ]
     if k:
       command += ['-k', k]
-    env = dict(os.environ, PYTHONPATH=root + os.pathsep +
-               os.environ.get('PYTHONPATH', ''))
-    subprocess.run(command, cwd=tmp, env=env, check=False,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = dict(os.environ,
+               PYTHONPATH=root + os.pathsep + os.environ.get('PYTHONPATH', ''))
+    subprocess.run(command,
+                   cwd=tmp,
+                   env=env,
+                   check=False,
+                   stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
     if not os.path.exists(report):
-      sys.exit('pytest wrote no report: run the command by hand to see why:\n'
-               + ' '.join(command))
+      sys.exit('pytest wrote no report: run the command by hand to see why:\n' +
+               ' '.join(command))
     cases = ElementTree.parse(report).getroot().iter('testcase')
     results = [(c.get('classname', '').split('.')[-1] + '.' + c.get('name'),
                 *_classify(c)) for c in cases]
 
-  factory = ("TFF's DistributedDpSumFactory" if baseline
-             else 'tff_ddp.aggregators.DiscreteGaussianSumFactory')
+  factory = ("TFF's DistributedDpSumFactory"
+             if baseline else 'tff_ddp.aggregators.DiscreteGaussianSumFactory')
   table = harness.Table(
       [('outcome', 'outcome', 's'), ('test', 'test', 's'),
        ('first', 'first line of the failure', 's')],
@@ -132,8 +139,8 @@ def run(tff_test, baseline=False, k=None):
 
 
 if __name__ == '__main__':
-  harness.main(
-      run, __doc__,
-      tff_test="path to TFF 0.87's distributed_dp_test.py",
-      baseline="run against TFF's own factory (no substitution)",
-      k=harness.arg('pytest -k expression', type=str, flags=('-k',)))
+  harness.main(run,
+               __doc__,
+               tff_test="path to TFF 0.87's distributed_dp_test.py",
+               baseline="run against TFF's own factory (no substitution)",
+               k=harness.arg('pytest -k expression', type=str, flags=('-k',)))

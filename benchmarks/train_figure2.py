@@ -43,24 +43,34 @@ from tff_ddp.learning import training
 
 
 def _row(name, bits, z, folder, common):
-  config = training.TrainConfig(
-      task='emnist', mechanism=name, data_dir=folder,
-      output_dir=tempfile.mkdtemp(dir=folder), noise_multiplier=z,
-      bits=bits or 16, **common)
+  config = training.TrainConfig(task='emnist',
+                                mechanism=name,
+                                data_dir=folder,
+                                output_dir=tempfile.mkdtemp(dir=folder),
+                                noise_multiplier=z,
+                                bits=bits or 16,
+                                **common)
   row = dict(mechanism=name, bits=bits, z=z)
   try:
     summary = training.run(config, print_fn=lambda line: None)
   except ValueError as e:
     return dict(row, note=str(e).split('. ')[0])
-  return dict(row, accuracy=summary.accuracy,
+  return dict(row,
+              accuracy=summary.accuracy,
               eps_server=summary.epsilon_server,
               eps_release=summary.epsilon_release,
               seconds=summary.seconds_per_round)
 
 
-def run(clients=100, examples=40, per_round=20, rounds=30,
-        bits=(12, 16, 20), noise_multipliers=(0.1, 0.3), clip=0.3,
-        client_lr=0.1, seed=0):
+def run(clients=100,
+        examples=40,
+        per_round=20,
+        rounds=30,
+        bits=(12, 16, 20),
+        noise_multipliers=(0.1, 0.3),
+        clip=0.3,
+        client_lr=0.1,
+        seed=0):
   """One row per (noise level, mechanism, bits), plus 'none'."""
   if per_round > clients or rounds < 1:
     raise harness.UsageError('--per-round <= --clients, --rounds >= 1')
@@ -77,34 +87,46 @@ def _measure(clients, examples, per_round, rounds, bits, noise_multipliers,
   """`run` in `folder` (deleted after)."""
   generated_databases.write_emnist(folder, clients, examples,
                                    max(1, examples // 4), seed)
-  common = dict(rounds=rounds, clients_per_round=per_round, clip=clip,
-                client_learning_rate=client_lr, eval_every=rounds,
-                checkpoint_every=rounds, seed=seed, cohort_seed=seed)
+  common = dict(rounds=rounds,
+                clients_per_round=per_round,
+                clip=clip,
+                client_learning_rate=client_lr,
+                eval_every=rounds,
+                checkpoint_every=rounds,
+                seed=seed,
+                cohort_seed=seed)
   rows = [_row('none', None, None, folder, common)]
   for z in noise_multipliers:
     rows.append(_row('gaussian', None, z, folder, common))
     for b in bits:
       rows.append(_row('ddg', b, z, folder, common))
   return harness.Table(
-      [('z', 'z', 'g'), ('mechanism', 'mechanism', 's'),
-       ('bits', 'bits', 'd'), ('accuracy', 'accuracy', '.3f'),
-       ('eps_release', 'eps release', '.4g'),
+      [('z', 'z', 'g'), ('mechanism', 'mechanism', 's'), ('bits', 'bits', 'd'),
+       ('accuracy', 'accuracy', '.3f'), ('eps_release', 'eps release', '.4g'),
        ('eps_server', 'eps server', '.4g'), ('seconds', 's/round', '.2f'),
-       ('note', 'note', 's')], rows,
+       ('note', 'note', 's')],
+      rows,
       title=(f'EMNIST (generated, TFF format): N = {clients} writers x '
              f'{examples} examples, n = {per_round} per round, {rounds} '
              f'rounds, clip {clip:g}, client LR {client_lr:g}, server LR 1 '
              f'momentum 0.9, delta = 1/N; accuracy after round {rounds}'),
-      notes=['eps release: cohorts secret, amplified by sampling (the '
-             "paper's kind); eps server: the server draws the cohorts (no "
-             'amplification), inf for the central Gaussian, which it adds'])
+      notes=[
+          'eps release: cohorts secret, amplified by sampling (the '
+          "paper's kind); eps server: the server draws the cohorts (no "
+          'amplification), inf for the central Gaussian, which it adds'
+      ])
 
 
 if __name__ == '__main__':
-  harness.main(
-      run, __doc__, tff=True, clients='N, writers in the database',
-      examples='training examples per writer', per_round='n',
-      rounds='T', bits='DDG bit widths',
-      noise_multipliers='noise levels z', clip='c',
-      client_lr='client learning rate',
-      seed='data, cohorts, model initialization')
+  harness.main(run,
+               __doc__,
+               tff=True,
+               clients='N, writers in the database',
+               examples='training examples per writer',
+               per_round='n',
+               rounds='T',
+               bits='DDG bit widths',
+               noise_multipliers='noise levels z',
+               clip='c',
+               client_lr='client learning rate',
+               seed='data, cohorts, model initialization')

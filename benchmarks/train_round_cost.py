@@ -55,8 +55,8 @@ def _peak_mib() -> float:
   for pid in processes.descendant_pids():
     try:
       with open(f'/proc/{pid}/status') as f:
-        worker_kib += sum(int(line.split()[1]) for line in f
-                          if line.startswith('VmHWM:'))
+        worker_kib += sum(
+            int(line.split()[1]) for line in f if line.startswith('VmHWM:'))
     except OSError:
       continue
   return (python_kib + worker_kib) / 1024.0
@@ -67,9 +67,9 @@ def _database(task, folder, clients, examples, seed):
     generated_databases.write_emnist(folder, clients, examples,
                                      max(1, examples // 10), seed)
     return None
-  generated_databases.write_stackoverflow(
-      folder, clients, examples, max(1, examples // 10), 2,
-      paper_tasks.VOCABULARY_SIZE, seed)
+  generated_databases.write_stackoverflow(folder, clients, examples,
+                                          max(1, examples // 10), 2,
+                                          paper_tasks.VOCABULARY_SIZE, seed)
   words = os.path.join(folder, 'words.txt')
   with open(words, 'w') as f:
     f.write(''.join(f'w{i}\n' for i in range(paper_tasks.VOCABULARY_SIZE)))
@@ -85,7 +85,8 @@ def _aggregation_seconds(setup, process, clients, rng):
   aggregation = setup.mechanism.aggregator(setup.config).create(value_type)
   scale = setup.config.clip / np.sqrt(sum(np.size(w) for w in weights))
   updates = [[(rng.normal(size=np.shape(w)) * scale).astype(np.float32)
-              for w in weights] for _ in range(clients)]
+              for w in weights]
+             for _ in range(clients)]
   state = aggregation.initialize()
   state = aggregation.next(state, updates).state
   start = time.perf_counter()
@@ -104,14 +105,20 @@ def _evaluation_ms(setup, process, state):
   start = time.perf_counter()
   evaluator.accuracy(weights)
   seconds = time.perf_counter() - start
-  count = sum(1 for client in ids for _ in
-              setup.data.test.create_tf_dataset_for_client(client))
+  count = sum(1 for client in ids
+              for _ in setup.data.test.create_tf_dataset_for_client(client))
   return 1000 * seconds / count, count
 
 
-def run(task='emnist', clients=100, examples=200, rounds=2,
-        mechanisms=('none', 'gaussian', 'ddg'), bits=16,
-        noise_multiplier=1.0, seed=0, aggregation=True):
+def run(task='emnist',
+        clients=100,
+        examples=200,
+        rounds=2,
+        mechanisms=('none', 'gaussian', 'ddg'),
+        bits=16,
+        noise_multiplier=1.0,
+        seed=0,
+        aggregation=True):
   """Rows per mechanism (module docstring)."""
   if task not in paper_tasks.TASKS:
     raise harness.UsageError(f'--task must be one of {list(paper_tasks.TASKS)}')
@@ -136,11 +143,17 @@ def _measure(task, clients, examples, rounds, mechanisms, bits,
   built, rows = {}, {}
   for name in mechanisms:
     config = training.TrainConfig(
-        task=task, mechanism=name, data_dir=folder,
+        task=task,
+        mechanism=name,
+        data_dir=folder,
         output_dir=os.path.join(folder, f'run-{name}'),
         noise_multiplier=None if name == 'none' else noise_multiplier,
-        bits=bits, rounds=rounds + 1, clients_per_round=clients,
-        vocab_file=vocab_file, eval_every=0, seed=seed)
+        bits=bits,
+        rounds=rounds + 1,
+        clients_per_round=clients,
+        vocab_file=vocab_file,
+        eval_every=0,
+        seed=seed)
     start = time.perf_counter()
     setup = training.prepare(config)
     process, dimension = training.build_process(setup)
@@ -151,8 +164,12 @@ def _measure(task, clients, examples, rounds, mechanisms, bits,
     state = process.next(state, ids).state
     first = time.perf_counter() - start
     built[name] = [setup, process, state, ids]
-    rows[name] = dict(mechanism=name, dimension=dimension, build=build,
-                      first=first, wall=[], cpu=[])
+    rows[name] = dict(mechanism=name,
+                      dimension=dimension,
+                      build=build,
+                      first=first,
+                      wall=[],
+                      cpu=[])
   for _ in range(rounds):
     for name in mechanisms:
       setup, process, state, ids = built[name]
@@ -162,12 +179,13 @@ def _measure(task, clients, examples, rounds, mechanisms, bits,
       rows[name]['cpu'].append(t.cpu + t.workers_cpu)
   peak_rounds = _peak_mib()  # before the measurements below add theirs
   print(f'rounds done: peak {peak_rounds:.0f} MiB; wall {rows}',
-        file=sys.stderr, flush=True)
+        file=sys.stderr,
+        flush=True)
   for name in mechanisms:
     setup, process, _, _ = built[name]
     if aggregation:
-      rows[name]['aggregation'] = _aggregation_seconds(setup, process,
-                                                       clients, rng)
+      rows[name]['aggregation'] = _aggregation_seconds(setup, process, clients,
+                                                       rng)
   eval_ms, eval_count = _evaluation_ms(*built[mechanisms[0]][:3])
   peak = _peak_mib()
   base = rows.get('none')
@@ -191,25 +209,31 @@ def _measure(task, clients, examples, rounds, mechanisms, bits,
       title=(f'{task}: {clients} clients x {examples} examples per round, '
              f'{bits} bits, z = {noise_multiplier:g}; median of {rounds} '
              'rounds after the first (interleaved)'),
-      notes=[f'peak memory (this process + worker VmHWM): after the '
-             f'rounds {peak_rounds:.0f} MiB ({peak_rounds / 1024:.2f} GiB); '
-             f'after the aggregation-alone and evaluation measurements '
-             f'{peak:.0f} MiB; database generated in {generated:.0f} s',
-             f'evaluation: {eval_ms:.2f} ms per test example (over '
-             f'{eval_count} examples, read once and cached)',
-             'ratio / CPU ratio: vs the no-DP round (target for ddg on '
-             'EMNIST: <= 1.3)'])
+      notes=[
+          f'peak memory (this process + worker VmHWM): after the '
+          f'rounds {peak_rounds:.0f} MiB ({peak_rounds / 1024:.2f} GiB); '
+          f'after the aggregation-alone and evaluation measurements '
+          f'{peak:.0f} MiB; database generated in {generated:.0f} s',
+          f'evaluation: {eval_ms:.2f} ms per test example (over '
+          f'{eval_count} examples, read once and cached)',
+          'ratio / CPU ratio: vs the no-DP round (target for ddg on '
+          'EMNIST: <= 1.3)'
+      ])
   return table
 
 
 if __name__ == '__main__':
   harness.main(
-      run, __doc__, tff=True, task='emnist or stackoverflow',
+      run,
+      __doc__,
+      tff=True,
+      task='emnist or stackoverflow',
       clients='clients per round (all of them)',
       examples='examples (sentences) per client',
       rounds='timed rounds per mechanism, after one untimed',
       mechanisms=harness.arg('mechanisms to compare', choices=MECHANISMS),
-      bits='ddg / skellam bits', noise_multiplier='z',
+      bits='ddg / skellam bits',
+      noise_multiplier='z',
       seed='data, cohorts and model initialization',
       aggregation='also time each aggregation alone (holds every client\'s '
       'random update in Python: 1.6 GB for 100 Stack Overflow clients)')

@@ -112,20 +112,20 @@ def measure(argv, timeout):
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     err.seek(0)
     tail = err.read().decode(errors='replace').strip().splitlines()[-1:]
-  cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime
-                                             + before.ru_stime)
+  cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
   finished = finished and proc.returncode == 0
   return wall, cpu, peak, finished, (tail or [''])[0]
 
 
-def run(rows=ROWS, timeout=900.0, cases=('quantiles', 'frequency',
-                                         'round_1e5')):
+def run(rows=ROWS,
+        timeout=900.0,
+        cases=('quantiles', 'frequency', 'round_1e5')):
   """One row per case: wall, CPU, the tree's peak memory."""
   cli = [sys.executable, '-m', 'tff_ddp.cli']
   table = harness.Table(
-      [('case', 'case', 's'), ('rows', 'rows', 'd'),
-       ('wall', 'wall s', '.1f'), ('cpu', 'CPU s', '.1f'),
-       ('peak_gib', 'peak RSS GiB (tree)', '.2f'), ('status', 'status', 's')],
+      [('case', 'case', 's'), ('rows', 'rows', 'd'), ('wall', 'wall s', '.1f'),
+       ('cpu', 'CPU s', '.1f'), ('peak_gib', 'peak RSS GiB (tree)', '.2f'),
+       ('status', 'status', 's')],
       title=f'tff-ddp on a user\'s files, {os.cpu_count()} cpus visible; '
       f'targets <= {TARGET_SECONDS:.0f} s and <= {TARGET_GIB:g} GiB')
   with tempfile.TemporaryDirectory() as tmp:
@@ -135,18 +135,19 @@ def run(rows=ROWS, timeout=900.0, cases=('quantiles', 'frequency',
     argvs = {}
     if 'quantiles' in cases:
       _write_values(values, rows)
-      argvs['quantiles'] = (rows, cli + ['quantiles', '--values', values,
-                                         '--upper', '10'])
+      argvs['quantiles'] = (rows, cli +
+                            ['quantiles', '--values', values, '--upper', '10'])
     if 'frequency' in cases:
       _write_items(items, domain, rows)
       argvs['frequency'] = (rows, cli + [
-          'frequency', '--items', items, '--domain', domain,
-          '--max-items', '40'])
+          'frequency', '--items', items, '--domain', domain, '--max-items', '40'
+      ])
     if 'round_1e5' in cases:
       argvs['round_1e5'] = (10**5, cli + [
           'quantiles', '--clients', '100000', '--methods', 'flat',
-          '--mechanisms', 'discrete_gaussian', '--bins', '64',
-          '--repetitions', '1', '--engine', 'tff'])
+          '--mechanisms', 'discrete_gaussian', '--bins', '64', '--repetitions',
+          '1', '--engine', 'tff'
+      ])
     for case, (size, argv) in argvs.items():
       wall, cpu, peak, finished, tail = measure(argv, timeout)
       gib = peak / 2**30
@@ -155,11 +156,17 @@ def run(rows=ROWS, timeout=900.0, cases=('quantiles', 'frequency',
           f'not finished in {timeout:.0f} s')
       if not finished and tail:
         status += f' ({tail[:60]})'
-      table.add(case=case, rows=size, wall=wall, cpu=cpu, peak_gib=gib,
+      table.add(case=case,
+                rows=size,
+                wall=wall,
+                cpu=cpu,
+                peak_gib=gib,
                 status=status if case != 'round_1e5' else
                 ('finished' if finished else status))
-      print(f'{case}: {wall:.1f} s wall, {cpu:.1f} s CPU, {gib:.2f} GiB, '
-            f'{status}', flush=True)
+      print(
+          f'{case}: {wall:.1f} s wall, {cpu:.1f} s CPU, {gib:.2f} GiB, '
+          f'{status}',
+          flush=True)
   return table
 
 
@@ -168,8 +175,11 @@ def _names(text):
 
 
 if __name__ == '__main__':
-  harness.main(
-      run, __doc__, rows='rows of each file (values; item lines)',
-      timeout='seconds before a case is ended and reported unfinished',
-      cases=harness.arg('comma-separated, of quantiles,frequency,round_1e5',
-                        type=_names, nargs=None))
+  harness.main(run,
+               __doc__,
+               rows='rows of each file (values; item lines)',
+               timeout='seconds before a case is ended and reported unfinished',
+               cases=harness.arg(
+                   'comma-separated, of quantiles,frequency,round_1e5',
+                   type=_names,
+                   nargs=None))

@@ -36,11 +36,13 @@ def _per_call(fn, calls, repeats=5):
   def loop():
     for _ in range(calls):
       fn()
+
   return 1e6 * harness.seconds_of(loop, repeats, warmup=False,
                                   summary=min) / calls
 
 
 def _two_preads(buffer):
+
   def read():
     fd = os.open(UUID_PATH, os.O_RDONLY)
     try:
@@ -48,6 +50,7 @@ def _two_preads(buffer):
       os.preadv(fd, [buffer], got)  # end of file, as TF's stream asks
     finally:
       os.close(fd)
+
   return read
 
 
@@ -64,24 +67,31 @@ def run(calls=5000):
   tf.config.threading.set_inter_op_parallelism_threads(1)
   tf.config.threading.set_intra_op_parallelism_threads(1)
 
-  with tempfile.NamedTemporaryFile('w', dir='/dev/shm', suffix='.uuid',
+  with tempfile.NamedTemporaryFile('w',
+                                   dir='/dev/shm',
+                                   suffix='.uuid',
                                    delete=False) as copy:
     with open(UUID_PATH) as source:
       copy.write(source.read())
   try:
+
     def loop(path, read):
       """A tf.function running `calls` salted reads in one tf.while_loop, so
       that Python's per-call dispatch is out of the measurement."""
+
       @tf.function
       def salted_reads():
+
         def body(i, total):
           salt = tf.raw_ops.NonDeterministicInts(shape=[2], dtype=tf.int64)
           empty = tf.strings.substr(tf.strings.as_string(salt[0]), 0, 0)
           name = tf.strings.join([path, empty])
           got = tf.io.read_file(name) if read else name
           return i + 1, total + tf.strings.length(got)
+
         return tf.while_loop(lambda i, _: i < calls, body,
                              (tf.constant(0), tf.constant(0)))[1]
+
       return salted_reads
 
     reads = harness.Table(
@@ -90,8 +100,8 @@ def run(calls=5000):
         'tf.while_loop), microseconds per read (fastest of 5):')
     for label, fn in (('salted path ops, no read', loop(UUID_PATH, False)),
                       (f'read_file {copy.name} (37 B regular file)',
-                       loop(copy.name, True)),
-                      (f'read_file {UUID_PATH}', loop(UUID_PATH, True))):
+                       loop(copy.name, True)), (f'read_file {UUID_PATH}',
+                                                loop(UUID_PATH, True))):
       reads.add(read=label, us=_per_call(fn, 1) / calls)
   finally:
     os.unlink(copy.name)

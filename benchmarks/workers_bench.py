@@ -50,7 +50,6 @@ from tff_ddp.analytics import QuantileSetting
 from tff_ddp.utils import processes
 from tff_ddp.utils import workers as workers_lib
 
-
 _VECTORS = {}
 
 
@@ -58,10 +57,12 @@ def _vectors(clients, dim):
   """The secure_sum and ddg client values (one seeded stream, as before)."""
   if (clients, dim) not in _VECTORS:
     rng = np.random.default_rng(0)
-    ints = [rng.integers(0, 2**16, size=dim).astype(np.int32)
-            for _ in range(clients)]
-    floats = [(v / np.linalg.norm(v)).astype(np.float32) for v in
-              (rng.normal(size=dim) for _ in range(clients))]
+    ints = [
+        rng.integers(0, 2**16, size=dim).astype(np.int32)
+        for _ in range(clients)
+    ]
+    floats = [(v / np.linalg.norm(v)).astype(np.float32)
+              for v in (rng.normal(size=dim) for _ in range(clients))]
     _VECTORS[(clients, dim)] = ints, floats
   return _VECTORS[(clients, dim)]
 
@@ -94,6 +95,7 @@ class _SecureSum(_Workload):
     def secure_sum(values):
       return tff.backends.mapreduce.federated_secure_modular_sum(
           values, np.int32(modulus))
+
     self.comp = secure_sum
 
   def __call__(self):
@@ -111,7 +113,9 @@ class _Ddg(_Workload):
     with warnings.catch_warnings():
       warnings.simplefilter('ignore')
       self.process = DiscreteGaussianSumFactory.from_tff_arguments(
-          noise_multiplier=1.0, expected_clients_per_round=1000, bits=20,
+          noise_multiplier=1.0,
+          expected_clients_per_round=1000,
+          bits=20,
           l2_clip=1.0).create(tff.TensorType(np.float32, [dim]))
 
   def __call__(self):
@@ -132,15 +136,21 @@ class _Quantile(_Workload):
 
   def __init__(self, clients):
     rng = np.random.default_rng(2)
-    values = (self.UPPER * rng.beta(2.0, 5.0, size=clients)).astype(
-        np.float32)
+    values = (self.UPPER * rng.beta(2.0, 5.0, size=clients)).astype(np.float32)
     self.sorted = np.sort(values.astype(np.float64))
     self.values = list(values)
     self.clients = clients
-    self.process = build_quantile_process(
-        'flat', 'discrete_gaussian', lower_bound=self.LOWER,
-        upper_bound=self.UPPER, num_bins=self.BINS, quantiles=self.LEVELS,
-        setting=QuantileSetting(clients, 1.0, 1e-5, bits=self.BITS))
+    self.process = build_quantile_process('flat',
+                                          'discrete_gaussian',
+                                          lower_bound=self.LOWER,
+                                          upper_bound=self.UPPER,
+                                          num_bins=self.BINS,
+                                          quantiles=self.LEVELS,
+                                          setting=QuantileSetting(
+                                              clients,
+                                              1.0,
+                                              1e-5,
+                                              bits=self.BITS))
 
   def __call__(self):
     return self.process.next(self._initial_state(), self.values)
@@ -182,8 +192,8 @@ class _HistogramFloor(_Workload):
     self.values = list(values)
     width = (_Quantile.UPPER - _Quantile.LOWER) / _Quantile.BINS
     # The same float32 arithmetic as the TF function below (IEEE division).
-    index = np.floor((values - np.float32(_Quantile.LOWER))
-                     / np.float32(width)).astype(np.int64)
+    index = np.floor((values - np.float32(_Quantile.LOWER)) /
+                     np.float32(width)).astype(np.int64)
     self.expected = np.bincount(np.clip(index, 0, _Quantile.BINS - 1),
                                 minlength=_Quantile.BINS) % 2**24
 
@@ -197,6 +207,7 @@ class _HistogramFloor(_Workload):
     def floor_round(values):
       return tff.backends.mapreduce.federated_secure_modular_sum(
           tff.federated_map(one_hot, values), np.int32(2**24))
+
     self.comp = floor_round
 
   def __call__(self):
@@ -227,24 +238,29 @@ class _FedAvg(_Workload):
     def model_fn():
       layers = [tf.keras.layers.InputLayer(input_shape=(784,))]
       if hidden:
-        layers.append(tf.keras.layers.Dense(
-            hidden, activation='relu',
-            kernel_initializer=tf.keras.initializers.GlorotUniform(seed=4)))
-      layers.append(tf.keras.layers.Dense(
-          10, kernel_initializer=tf.keras.initializers.GlorotUniform(seed=5)))
+        layers.append(
+            tf.keras.layers.Dense(
+                hidden,
+                activation='relu',
+                kernel_initializer=tf.keras.initializers.GlorotUniform(seed=4)))
+      layers.append(
+          tf.keras.layers.Dense(
+              10,
+              kernel_initializer=tf.keras.initializers.GlorotUniform(seed=5)))
       return tff.learning.models.from_keras_model(
           tf.keras.Sequential(layers),
           input_spec=(tf.TensorSpec([None, 784], tf.float32),
                       tf.TensorSpec([None, 1], tf.int32)),
-          loss=tf.keras.losses.SparseCategoricalCrossentropy(
-              from_logits=True))
+          loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 
     self.num_params = 784 * hidden + hidden + hidden * 10 + 10 if hidden \
         else 784 * 10 + 10
     with warnings.catch_warnings():
       warnings.simplefilter('ignore')
       factory = DiscreteGaussianSumFactory.from_tff_arguments(
-          noise_multiplier=1.0, expected_clients_per_round=clients, bits=20,
+          noise_multiplier=1.0,
+          expected_clients_per_round=clients,
+          bits=20,
           l2_clip=1.0)
       self.process = tff.learning.algorithms.build_unweighted_fed_avg(
           model_fn,
@@ -265,19 +281,25 @@ class _FedAvg(_Workload):
     new = tf.nest.flatten(output.state.global_model_weights.trainable)
     assert len(old) == len(new) and all(
         np.all(np.isfinite(n)) for n in new), 'non-finite model'
-    change = np.sqrt(sum(np.sum((np.asarray(n, np.float64) - o) ** 2)
-                         for o, n in zip(old, new)))
+    change = np.sqrt(
+        sum(
+            np.sum((np.asarray(n, np.float64) - o)**2)
+            for o, n in zip(old, new)))
     assert change > 0, 'model unchanged'
     return f'train loss {loss:.3f}, |model change| {change:.3g}'
 
 
 _WORKLOADS = {
-    'secure_sum': lambda sizes: _SecureSum(sizes['clients'], sizes['dim']),
-    'ddg': lambda sizes: _Ddg(sizes['clients'], sizes['dim']),
-    'quantile': lambda sizes: _Quantile(sizes['quantile_clients']),
-    'floor': lambda sizes: _HistogramFloor(sizes['quantile_clients']),
-    'fedavg': lambda sizes: _FedAvg(sizes['fedavg_clients'],
-                                    sizes['fedavg_hidden']),
+    'secure_sum':
+        lambda sizes: _SecureSum(sizes['clients'], sizes['dim']),
+    'ddg':
+        lambda sizes: _Ddg(sizes['clients'], sizes['dim']),
+    'quantile':
+        lambda sizes: _Quantile(sizes['quantile_clients']),
+    'floor':
+        lambda sizes: _HistogramFloor(sizes['quantile_clients']),
+    'fedavg':
+        lambda sizes: _FedAvg(sizes['fedavg_clients'], sizes['fedavg_hidden']),
 }
 
 
@@ -301,8 +323,10 @@ def _time(fn, reps, worker_pids):
           'measurement (see dmesg; a stack overflow needs '
           'processes.raise_worker_stack_limit())')
     timings.append(timing)
-  return tuple(statistics.median(getattr(t, field) for t in timings)
-               for field in ('wall', 'cpu', 'workers_cpu')) + (results[-1],)
+  return tuple(
+      statistics.median(getattr(t, field)
+                        for t in timings)
+      for field in ('wall', 'cpu', 'workers_cpu')) + (results[-1],)
 
 
 def _largest_tf_computation(comp):
@@ -313,32 +337,41 @@ def _largest_tf_computation(comp):
   counts = []
 
   def walk(message):
-    if (isinstance(message, computation_pb2.Computation)
-        and message.WhichOneof('computation') == 'tensorflow'):
+    if (isinstance(message, computation_pb2.Computation) and
+        message.WhichOneof('computation') == 'tensorflow'):
       graph = tf.compat.v1.GraphDef()
       message.tensorflow.graph_def.Unpack(graph)
       counts.append((sum(node.op != 'Const' for node in graph.node),
                      sum(len(f.node_def) for f in graph.library.function)))
     for field, value in message.ListFields():
       if field.type == field.TYPE_MESSAGE:
-        for item in (value if field.label == field.LABEL_REPEATED
-                     else [value]):
+        for item in (value if field.label == field.LABEL_REPEATED else [value]):
           walk(item)
 
   walk(comp.to_compiled_building_block().proto)
   return max(counts)
 
 
-def run(clients=1000, dim=64, quantile_clients=100000, fedavg_clients=50,
-        fedavg_hidden=100, reps=3, workers=(1, 2, 4), unthreaded=(2, 4),
-        workloads=('secure_sum', 'ddg'), pinned=False):
+def run(clients=1000,
+        dim=64,
+        quantile_clients=100000,
+        fedavg_clients=50,
+        fedavg_hidden=100,
+        reps=3,
+        workers=(1, 2, 4),
+        unthreaded=(2, 4),
+        workloads=('secure_sum', 'ddg'),
+        pinned=False):
   """One row per (configuration, workload): median wall and CPU seconds."""
   unknown = [n for n in workloads if n not in _WORKLOADS]
   if unknown:
     raise harness.UsageError(f'--workloads: unknown {unknown}; choose from '
                              f'{", ".join(_WORKLOADS)}')
-  sizes = dict(clients=clients, dim=dim, quantile_clients=quantile_clients,
-               fedavg_clients=fedavg_clients, fedavg_hidden=fedavg_hidden)
+  sizes = dict(clients=clients,
+               dim=dim,
+               quantile_clients=quantile_clients,
+               fedavg_clients=fedavg_clients,
+               fedavg_hidden=fedavg_hidden)
   # Built once (data, tracing), before any worker starts.
   built = {}
   for name in workloads:
@@ -347,14 +380,15 @@ def run(clients=1000, dim=64, quantile_clients=100000, fedavg_clients=50,
     comp = getattr(built[name], 'comp', None) or getattr(
         built[name], 'process').next
     ops, library = _largest_tf_computation(comp)
-    print(f'{name:10s} built in {time.perf_counter() - t0:.1f} s; its largest '
-          f'TF computation has {ops} non-constant ops (+ {library} in '
-          'functions)', flush=True)
+    print(
+        f'{name:10s} built in {time.perf_counter() - t0:.1f} s; its largest '
+        f'TF computation has {ops} non-constant ops (+ {library} in '
+        'functions)',
+        flush=True)
 
   configs = [('test ctx (1 proc)', None, True, None)]
   configs += [(f'{n} worker(s)', n, True, None) for n in workers]
-  configs += [(f'{n} workers, unthreaded', n, False, None)
-              for n in unthreaded]
+  configs += [(f'{n} workers, unthreaded', n, False, None) for n in unthreaded]
   if pinned:
     configs += [('1 worker on cpu0', 1, True, ['0']),
                 ('2 workers cpu0+cpu1', 2, True, ['0', '1']),
@@ -388,14 +422,21 @@ def run(clients=1000, dim=64, quantile_clients=100000, fedavg_clients=50,
       if n is None:
         wall, py, wk, res = _time(workload, reps, processes.descendant_pids)
       else:
-        with workers_lib.local_workers(num_workers=n, threaded=threaded,
-                                   cpu_sets=cpu_sets) as w:
+        with workers_lib.local_workers(num_workers=n,
+                                       threaded=threaded,
+                                       cpu_sets=cpu_sets) as w:
           wall, py, wk, res = _time(workload, reps, lambda: w.pids)  # pylint: disable=cell-var-from-loop  # called within the same iteration
       note = workload.check(res)
-      table.add(workload=name, configuration=label, wall=wall, python_cpu=py,
-                workers_cpu=wk, check=note)
-      print(f'{name:10s} {label:24s} wall {wall:6.2f} s  python cpu '
-            f'{py:6.2f} s  workers cpu {wk:6.2f} s  {note}', flush=True)
+      table.add(workload=name,
+                configuration=label,
+                wall=wall,
+                python_cpu=py,
+                workers_cpu=wk,
+                check=note)
+      print(
+          f'{name:10s} {label:24s} wall {wall:6.2f} s  python cpu '
+          f'{py:6.2f} s  workers cpu {wk:6.2f} s  {note}',
+          flush=True)
   return table
 
 
@@ -410,7 +451,9 @@ def _ints(text):
 
 if __name__ == '__main__':
   harness.main(
-      run, __doc__, clients='clients of secure_sum and ddg',
+      run,
+      __doc__,
+      clients='clients of secure_sum and ddg',
       dim='dimension of secure_sum and ddg',
       quantile_clients='clients of quantile and floor',
       fedavg_clients='clients of fedavg',
@@ -418,11 +461,15 @@ if __name__ == '__main__':
       'regression)',
       reps='timed rounds per configuration and workload',
       workers=harness.arg('numbers of local workers, comma-separated',
-                          type=_ints, nargs=None),
+                          type=_ints,
+                          nargs=None),
       unthreaded=harness.arg(
           'worker counts also run without per-worker threads (as TFF '
-          'would), to show serialisation', type=_ints, nargs=None),
+          'would), to show serialisation',
+          type=_ints,
+          nargs=None),
       workloads=harness.arg('comma-separated, of ' + ','.join(_WORKLOADS),
-                            type=_names, nargs=None),
+                            type=_names,
+                            nargs=None),
       pinned='also: 1 worker on cpu 0 vs 2 workers on cpus 0 and 1 '
       '(taskset), threaded and unthreaded')

@@ -34,22 +34,25 @@ def run():
   plain, jit = tf.function(fma), tf.function(fma, jit_compile=True)
   differ = int(tf.math.count_nonzero(plain(x, u) - jit(x, u)))
   table.add(check='x * 3.7 + u, float64, called from Python: elements where '
-            'XLA differs from TF', answer=f'{differ} of {DIM}', differ=differ)
+            'XLA differs from TF',
+            answer=f'{differ} of {DIM}',
+            differ=differ)
 
   def same_bits(draw):
-    return bool(tf.reduce_all(tf.function(draw)() ==
-                              tf.function(draw, jit_compile=True)()))
+    return bool(
+        tf.reduce_all(
+            tf.function(draw)() == tf.function(draw, jit_compile=True)()))
 
   for name, draw in (
-      ('stateless_uniform float64', lambda: tf.random.stateless_uniform(
-          [DIM], seed=seed, dtype=tf.float64)),
-      ('stateless_uniform float32', lambda: tf.random.stateless_uniform(
-          [DIM], seed=seed, dtype=tf.float32)),
+      ('stateless_uniform float64',
+       lambda: tf.random.stateless_uniform([DIM], seed=seed, dtype=tf.float64)),
+      ('stateless_uniform float32',
+       lambda: tf.random.stateless_uniform([DIM], seed=seed, dtype=tf.float32)),
       ('stateless_uniform int64 (full range)',
        lambda: tf.random.stateless_uniform(
            [DIM], seed=seed, dtype=tf.int64, minval=None, maxval=None)),
-      ('stateless_split', lambda: tf.random.experimental.stateless_split(
-          seed, 3))):
+      ('stateless_split',
+       lambda: tf.random.experimental.stateless_split(seed, 3))):
     table.add(check=f'{name}: same bits under XLA', answer=str(same_bits(draw)))
 
   value = tff.TensorType(np.float64, [DIM])
@@ -62,7 +65,8 @@ def run():
   for label, fn in (("XLA's", jit), ("plain TF's", plain)):
     same = bool(np.all(out == fn(x, u).numpy()))
     table.add(check='TFF computation calling the jit function: returns '
-              f'{label} bits', answer=str(same))
+              f'{label} bits',
+              answer=str(same))
   return table
 
 

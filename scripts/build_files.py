@@ -152,8 +152,7 @@ PUBLIC = '//visibility:public'
 VISIBILITY = {
     '': (PUBLIC,),
     'benchmarks': (
-        ('//visibility:private',
-         'Scripts: no other package depends on them.'),
+        ('//visibility:private', 'Scripts: no other package depends on them.'),
     ),
     'tff_ddp_tests': ('//tff_ddp_tests:__subpackages__',),
     'tff_ddp_tests/fuzz': (
@@ -175,16 +174,21 @@ ROOT_ALIASES = {'tff-ddp': 'tff_ddp/cli/__main__.py'}
 
 # Package comments, printed above package().
 PACKAGE_NOTES = {
-    '': """Root package of tff_ddp. The library is //tff_ddp (its subpackages load
+    '':
+        """Root package of tff_ddp. The library is //tff_ddp (its subpackages load
 lazily, as TFF's do); the tests are under //tff_ddp_tests.""",
-    'benchmarks': """`bazel run //benchmarks:<name>` runs what `make bench` runs with
+    'benchmarks':
+        """`bazel run //benchmarks:<name>` runs what `make bench` runs with
 `python benchmarks/<name>.py`; siblings import `_common` by its bare name
 (the script's own directory is first on sys.path in both cases).""",
-    'colabs': """The tutorials; tff_ddp_tests:colabs_test runs each one's code cells.""",
-    'requirements': """The pinned Python dependencies. Bazel's py rules take them from the
+    'colabs':
+        """The tutorials; tff_ddp_tests:colabs_test runs each one's code cells.""",
+    'requirements':
+        """The pinned Python dependencies. Bazel's py rules take them from the
 interpreter (//bazel:python3 runs .venv, which `make setup` installs from
 lock.txt); the BUILD files name only tff_ddp's own targets as deps.""",
-    'tff_ddp_tests': """Tests mirror tff_ddp/: one py_test per test module, run under
+    'tff_ddp_tests':
+        """Tests mirror tff_ddp/: one py_test per test module, run under
 pytest (//bazel:pytest.bzl, pytest_main.py: every test, slow ones too).
 Sizes (Bazel's timeouts 300 s / 900 s / 3600 s): "medium" by default,
 "large" with tags = ["slow"] for a module with @pytest.mark.slow tests,
@@ -195,67 +199,76 @@ Sizes (Bazel's timeouts 300 s / 900 s / 3600 s): "medium" by default,
 # Per module: `comment` above its target, and attributes no import shows
 # (`data`: labels it runs or reads at test time; `tags`).
 TARGET_NOTES = {
-    'tff_ddp/__init__.py': dict(comment="""\
+    'tff_ddp/__init__.py':
+        dict(comment="""\
 __init__.py imports nothing at load time: it loads the names of its
 _SUBPACKAGES table on first attribute access (importlib.import_module), so
 `import tff_ddp` is fast and `tff_ddp.aggregators...` works. Those are its
 deps (scripts/build_files.py reads the table)."""),
-    'tff_ddp/cli/__main__.py': dict(comment="""\
+    'tff_ddp/cli/__main__.py':
+        dict(comment="""\
 The `tff-ddp` command (setup.py's console script tff_ddp.cli:console_main;
 `python -m tff_ddp.cli` runs the same file). //:tff-ddp is an alias."""),
-    'tff_ddp_tests/build_test.py': dict(
-        comment="""\
+    'tff_ddp_tests/build_test.py':
+        dict(comment="""\
 Generates every BUILD file in memory (scripts/build_files.py, loaded by path
 through :script_module) and reads the source tree through the real path of
 the checkout, so it runs unsandboxed ("local").""",
-        data=('//scripts:build_files.py',),
-        tags=('local',)),
-    'tff_ddp_tests/accounting/cross_version_test.py': dict(
-        comment="""\
+             data=('//scripts:build_files.py',),
+             tags=('local',)),
+    'tff_ddp_tests/accounting/cross_version_test.py':
+        dict(comment="""\
 Holds the epsilons to the reference it reads beside it (made on
 dp-accounting 0.4.3; `--write` rewrites it).""",
-        data=(':cross_version_epsilons.json',)),
-    'tff_ddp_tests/cli_test.py': dict(comment="""\
+             data=(':cross_version_epsilons.json',)),
+    'tff_ddp_tests/cli_test.py':
+        dict(comment="""\
 Runs `python -m tff_ddp.cli` (the binary is its data)."""),
-    'tff_ddp_tests/colabs_test.py': dict(
-        comment="""\
+    'tff_ddp_tests/colabs_test.py':
+        dict(comment="""\
 Runs each notebook's code cells in a kernel (up to 600 s each) through
 scripts/run_colabs.py: their imports are its deps.""",
-        data=('//scripts:run_colabs.py',)),
-    'tff_ddp_tests/docs_test.py': dict(
-        comment="""\
+             data=('//scripts:run_colabs.py',)),
+    'tff_ddp_tests/docs_test.py':
+        dict(comment="""\
 Runs the code blocks of README.md and docs/*.md (read through the checkout's
 real path, with `make demo` and the tff-ddp command among them), so it runs
 unsandboxed ("local").""",
-        data=('//:README.md',),
-        tags=('local',)),
-    'benchmarks/bad_inputs.py': dict(comment="""\
+             data=('//:README.md',),
+             tags=('local',)),
+    'benchmarks/bad_inputs.py':
+        dict(comment="""\
 Runs the fuzz suite's entry points (tff_ddp_tests/fuzz/*_entry_points.py)
 and the signal scripts (tff_ddp_tests/utils/signal_scripts.py), test-only
 libraries, so it is test-only code."""),
-    'scripts/build_files.py': dict(comment="""\
+    'scripts/build_files.py':
+        dict(comment="""\
 Writes every BUILD file from the imports: `make build-files`."""),
-    'scripts/design_metrics.py': dict(comment="""\
+    'scripts/design_metrics.py':
+        dict(comment="""\
 Prints the design metrics of issue 33 (benchmarks/RESULTS.md records them)."""),
-    'scripts/flake_hunt.py': dict(comment="""\
+    'scripts/flake_hunt.py':
+        dict(comment="""\
 Runs test modules many times, each in a fresh pytest process, and lists
 every test that failed even once: `python scripts/flake_hunt.py --repeat
 20 [--run-slow] PATH ...`. It starts `python -m pytest` as a subprocess."""),
-    'scripts/run_colabs.py': dict(comment="""\
+    'scripts/run_colabs.py':
+        dict(comment="""\
 Executes the notebooks in colabs/: `python scripts/run_colabs.py --check`
 (or --write to save their outputs)."""),
-    'scripts/suite_profile.py': dict(comment="""\
+    'scripts/suite_profile.py':
+        dict(comment="""\
 CPU and wall seconds per test module, each run in its own pytest process
 (`python scripts/suite_profile.py measure`), and the tables of
 benchmarks/RESULTS.md; writes tff_ddp_tests/module_costs.json."""),
 }
 
-GENERATED = ('# Generated by scripts/build_files.py (`make build-files`) from the '
-             'source tree;\n# do not edit: change the imports, or that '
-             "script's tables.")
+GENERATED = (
+    '# Generated by scripts/build_files.py (`make build-files`) from the '
+    'source tree;\n# do not edit: change the imports, or that '
+    "script's tables.")
 SLOW_SIZES = ('large', 'enormous')
 ALL_SIZES = ('small', 'medium') + SLOW_SIZES
-
 
 # ----------------------------------------------------------------------------
 # Labels, requirements, problems.
@@ -326,6 +339,7 @@ def _dep_order(package: str):
     if isinstance(dep, Requirement):
       return (2, normalize_dist(dep.dist), '')
     return (0 if dep.package == package else 1, dep.package, dep.name)
+
   return key
 
 
@@ -359,8 +373,8 @@ def _module_strings(tree) -> Dict[str, str]:
   """Module-level NAME = <string constant, or a sum of them>."""
   found = {}
   for stmt in tree.body:
-    if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
-        and isinstance(stmt.targets[0], ast.Name)):
+    if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and
+        isinstance(stmt.targets[0], ast.Name)):
       try:
         found[stmt.targets[0].id] = _string_value(stmt.value, found)
       except _Unreadable:
@@ -372,11 +386,12 @@ def _name_tables(tree) -> Dict[str, Tuple[str, ...]]:
   """Module-level NAME = ('a', 'b', ...): tuples/lists of string constants."""
   tables = {}
   for stmt in tree.body:
-    if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
-        and isinstance(stmt.targets[0], ast.Name)
-        and isinstance(stmt.value, (ast.Tuple, ast.List)) and stmt.value.elts
-        and all(isinstance(e, ast.Constant) and isinstance(e.value, str)
-                for e in stmt.value.elts)):
+    if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and
+        isinstance(stmt.targets[0], ast.Name) and
+        isinstance(stmt.value,
+                   (ast.Tuple, ast.List)) and stmt.value.elts and all(
+                       isinstance(e, ast.Constant) and isinstance(e.value, str)
+                       for e in stmt.value.elts)):
       tables[stmt.targets[0].id] = tuple(e.value for e in stmt.value.elts)
   return tables
 
@@ -393,8 +408,8 @@ def _dynamic_import(call, function, tables) -> Optional[List[str]]:
     variable = arg.id
   elif isinstance(arg, ast.JoinedStr):
     holes = [v for v in arg.values if isinstance(v, ast.FormattedValue)]
-    if (len(holes) == 1 and isinstance(holes[0].value, ast.Name)
-        and holes[0].conversion == -1 and holes[0].format_spec is None):
+    if (len(holes) == 1 and isinstance(holes[0].value, ast.Name) and
+        holes[0].conversion == -1 and holes[0].format_spec is None):
       i = arg.values.index(holes[0])
       prefix = ''.join(v.value for v in arg.values[:i])
       suffix = ''.join(v.value for v in arg.values[i + 1:])
@@ -402,11 +417,11 @@ def _dynamic_import(call, function, tables) -> Optional[List[str]]:
   if variable is None or function is None:
     return None
   for node in ast.walk(function):
-    if (isinstance(node, ast.Compare) and isinstance(node.left, ast.Name)
-        and node.left.id == variable and len(node.ops) == 1
-        and isinstance(node.ops[0], (ast.In, ast.NotIn))
-        and isinstance(node.comparators[0], ast.Name)
-        and node.comparators[0].id in tables):
+    if (isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and
+        node.left.id == variable and len(node.ops) == 1 and
+        isinstance(node.ops[0], (ast.In, ast.NotIn)) and
+        isinstance(node.comparators[0], ast.Name) and
+        node.comparators[0].id in tables):
       return [prefix + e + suffix for e in tables[node.comparators[0].id]]
   return None
 
@@ -433,8 +448,8 @@ def _statement_imports(tree, package: str, line: int, how: str):
 
 
 def _is_sys_executable(node):
-  return (isinstance(node, ast.Attribute) and node.attr == 'executable'
-          and isinstance(node.value, ast.Name) and node.value.id == 'sys')
+  return (isinstance(node, ast.Attribute) and node.attr == 'executable' and
+          isinstance(node.value, ast.Name) and node.value.id == 'sys')
 
 
 def notebook_code(path: str) -> str:
@@ -453,7 +468,8 @@ def notebook_code(path: str) -> str:
   return '\n'.join(lines)
 
 
-def module_imports(root: str, path: str,
+def module_imports(root: str,
+                   path: str,
                    tree=None) -> Tuple[List[Import], List[Problem]]:
   """Every import of the module at `path` (relative to root)."""
   if tree is None:
@@ -466,13 +482,16 @@ def module_imports(root: str, path: str,
   for node in ast.walk(tree):  # one pass over the module
     if isinstance(node, (ast.Import, ast.ImportFrom)):
       imports += _import_of(node, package, node.lineno, 'import')
-    elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-          and node.func.attr == 'import_module'
-          and isinstance(node.func.value, ast.Name)
-          and node.func.value.id == 'importlib'):
+    elif (isinstance(node, ast.Call) and
+          isinstance(node.func, ast.Attribute) and
+          node.func.attr == 'import_module' and
+          isinstance(node.func.value, ast.Name) and
+          node.func.value.id == 'importlib'):
       if parents is None:
-        parents = {child: n for n in ast.walk(tree)
-                   for child in ast.iter_child_nodes(n)}
+        parents = {
+            child: n for n in ast.walk(tree)
+            for child in ast.iter_child_nodes(n)
+        }
       function = node
       while function in parents and not isinstance(
           function, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -481,27 +500,29 @@ def module_imports(root: str, path: str,
         function = None
       modules = _dynamic_import(node, function, tables)
       if modules is None:
-        problems.append(Problem(
-            path, node.lineno,
-            'importlib.import_module() with a name that cannot be read: use '
-            'a literal, or test the name against a module-level tuple of '
-            'module names (`if name in _TABLE:`) in the same function'))
+        problems.append(
+            Problem(
+                path, node.lineno,
+                'importlib.import_module() with a name that cannot be read: use '
+                'a literal, or test the name against a module-level tuple of '
+                'module names (`if name in _TABLE:`) in the same function'))
       else:
         imports.extend(Import(node.lineno, m, (), 'dynamic') for m in modules)
     elif isinstance(node, (ast.List, ast.Tuple)):
       elts = node.elts
       for i in range(len(elts) - 2):
-        if not (_is_sys_executable(elts[i])
-                and isinstance(elts[i + 1], ast.Constant)
-                and elts[i + 1].value in ('-c', '-m')):
+        if not (_is_sys_executable(elts[i]) and isinstance(
+            elts[i + 1], ast.Constant) and elts[i + 1].value in ('-c', '-m')):
           continue
         try:
           text = _string_value(elts[i + 2], strings)
         except _Unreadable:
-          problems.append(Problem(
-              path, node.lineno,
-              f'`{elts[i + 1].value}` with an argument that cannot be read: '
-              'use a string constant (or a module-level name bound to one)'))
+          problems.append(
+              Problem(
+                  path, node.lineno,
+                  f'`{elts[i + 1].value}` with an argument that cannot be read: '
+                  'use a string constant (or a module-level name bound to one)')
+          )
           continue
         if elts[i + 1].value == '-m':
           imports.append(Import(node.lineno, text, (), 'child -m'))
@@ -509,8 +530,9 @@ def module_imports(root: str, path: str,
         try:
           child = ast.parse(text)
         except SyntaxError as e:
-          problems.append(Problem(path, node.lineno,
-                                  f'the code for `-c` does not parse: {e}'))
+          problems.append(
+              Problem(path, node.lineno,
+                      f'the code for `-c` does not parse: {e}'))
           continue
         imports.extend(_statement_imports(child, '', node.lineno, 'child'))
   return imports, problems
@@ -528,15 +550,14 @@ def _parse(root, path):
 def is_slow(tree) -> bool:
   """Whether a test module marks anything @pytest.mark.slow."""
   for node in ast.walk(tree):
-    if (isinstance(node, ast.Attribute) and node.attr == 'slow'
-        and isinstance(node.value, ast.Attribute)
-        and node.value.attr == 'mark'
-        and isinstance(node.value.value, ast.Name)
-        and node.value.value.id == 'pytest'):
+    if (isinstance(node, ast.Attribute) and node.attr == 'slow' and
+        isinstance(node.value, ast.Attribute) and node.value.attr == 'mark' and
+        isinstance(node.value.value, ast.Name) and
+        node.value.value.id == 'pytest'):
       return True
     # tff_ddp_tests.fuzz.strategies.test_classes returns a slow-marked class.
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-        and node.func.attr == 'test_classes'):
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and
+        node.func.attr == 'test_classes'):
       return True
   return False
 
@@ -561,17 +582,17 @@ def _defined_names(tree) -> Optional[Set[str]]:
   for stmt in tree.body:
     nodes = ast.walk(stmt) if isinstance(stmt, (ast.If, ast.Try)) else [stmt]
     for node in nodes:
-      if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
-                           ast.ClassDef)):
+      if isinstance(node,
+                    (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         names.add(node.name)
       elif isinstance(node, (ast.Import, ast.ImportFrom)):
         names.update(a.asname or a.name.split('.')[0] for a in node.names)
       elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-        targets = node.targets if isinstance(node, ast.Assign) else [
-            node.target]
+        targets = node.targets if isinstance(node,
+                                             ast.Assign) else [node.target]
         for target in targets:
-          names.update(n.id for n in ast.walk(target)
-                       if isinstance(n, ast.Name))
+          names.update(
+              n.id for n in ast.walk(target) if isinstance(n, ast.Name))
   # A module __getattr__ (lazy names) or a star import defines any name.
   return None if '__getattr__' in names or '*' in names else names
 
@@ -605,8 +626,8 @@ def _walk(root, top):
     relative = os.path.relpath(dirpath, root)
     dirnames[:] = sorted(
         d for d in dirnames
-        if not d.startswith(('.', '__pycache__', 'bazel-'))
-        and os.path.normpath(os.path.join(relative, d)) not in NOT_BUILT)
+        if not d.startswith(('.', '__pycache__', 'bazel-')) and
+        os.path.normpath(os.path.join(relative, d)) not in NOT_BUILT)
     yield relative, sorted(filenames)
 
 
@@ -639,9 +660,8 @@ class Tree:
         self.problems.append(problem)
       self.trees[path] = tree
     self.notebooks = sorted(
-        name for name in (os.listdir(os.path.join(root, NOTEBOOK_DIR))
-                          if os.path.isdir(os.path.join(root, NOTEBOOK_DIR))
-                          else ())
+        name for name in (os.listdir(os.path.join(root, NOTEBOOK_DIR)) if os.
+                          path.isdir(os.path.join(root, NOTEBOOK_DIR)) else ())
         if name.endswith('.ipynb'))
     self.lock = self._read_lock()
     self.targets: Dict[Label, Target] = {}
@@ -667,8 +687,9 @@ class Tree:
     if name == '__init__.py':
       return Label(package, os.path.basename(package))
     if name == '__main__.py':
-      return Label(package, BINARY_NAMES.get(
-          path, os.path.basename(package) + '_main'))
+      return Label(package,
+                   BINARY_NAMES.get(path,
+                                    os.path.basename(package) + '_main'))
     return Label(package, name[:-3])
 
   def _kind(self, path: str) -> str:
@@ -676,8 +697,8 @@ class Tree:
     top = package.split('/')[0]
     if top == TEST_ROOT and name.endswith('_test.py'):
       return 'py_test'
-    if name == '__main__.py' or (package in SCRIPT_DIRS
-                                 and not name.startswith('_')):
+    if name == '__main__.py' or (package in SCRIPT_DIRS and
+                                 not name.startswith('_')):
       return 'py_binary'
     return 'py_library'
 
@@ -685,20 +706,27 @@ class Tree:
     for path in self.py_files:
       label = self.label_of(path)
       notes = TARGET_NOTES.get(path, {})
-      target = Target(self._kind(path), label.name, label.package,
-                      src=os.path.basename(path), comment=notes.get('comment'),
+      target = Target(self._kind(path),
+                      label.name,
+                      label.package,
+                      src=os.path.basename(path),
+                      comment=notes.get('comment'),
                       tags=tuple(notes.get('tags', ())))
       if target.kind == 'py_binary' and target.src != f'{target.name}.py':
         target.main = target.src
       if label in self.targets:
-        self.problems.append(Problem(
-            path, 0, f'its target name "{label.name}" is taken by '
-            f'{self.targets[label].src}: rename one of them'))
+        self.problems.append(
+            Problem(
+                path, 0, f'its target name "{label.name}" is taken by '
+                f'{self.targets[label].src}: rename one of them'))
       self.targets[label] = target
       self.by_file[path] = target
     if self.notebooks:
-      self.targets[Label(NOTEBOOK_DIR, 'notebooks')] = Target(
-          'filegroup', 'notebooks', NOTEBOOK_DIR, files=tuple(self.notebooks))
+      self.targets[Label(NOTEBOOK_DIR,
+                         'notebooks')] = Target('filegroup',
+                                                'notebooks',
+                                                NOTEBOOK_DIR,
+                                                files=tuple(self.notebooks))
     for path, target in self.by_file.items():
       self._fill(path, target)
     self._testonly()
@@ -717,8 +745,8 @@ class Tree:
         try:
           child = ast.parse(notebook_code(os.path.join(self.root, notebook)))
         except (SyntaxError, ValueError) as e:
-          self.problems.append(Problem(notebook, 0,
-                                       f'code cells do not parse: {e}'))
+          self.problems.append(
+              Problem(notebook, 0, f'code cells do not parse: {e}'))
           continue
         imports.extend(_statement_imports(child, '', 0, 'notebook'))
       target.data.add(Label(NOTEBOOK_DIR, 'notebooks'))
@@ -743,10 +771,11 @@ class Tree:
 
   def _test_attributes(self, path, tree, target):
     for line in lost_marks(tree):
-      self.problems.append(Problem(
-          path, line, 'a pytest mark above a @parameterized decorator is '
-          'lost (the generated tests do not carry it): mark the class '
-          'instead'))
+      self.problems.append(
+          Problem(
+              path, line, 'a pytest mark above a @parameterized decorator is '
+              'lost (the generated tests do not carry it): mark the class '
+              'instead'))
     if path != TEST_CONFTEST and TEST_CONFTEST in self.by_file:
       target.deps.add(self.by_file[TEST_CONFTEST].label)
     slow = is_slow(tree)
@@ -754,13 +783,15 @@ class Tree:
     if slow:
       target.tags = tuple(sorted(set(target.tags) | {'slow'}))
       if target.size not in SLOW_SIZES:
-        self.problems.append(Problem(
-            path, 0, f'has slow tests but TEST_SIZES gives it size '
-            f'"{target.size}": use "large" or "enormous" (Bazel runs the '
-            'slow tests too)'))
+        self.problems.append(
+            Problem(
+                path, 0, f'has slow tests but TEST_SIZES gives it size '
+                f'"{target.size}": use "large" or "enormous" (Bazel runs the '
+                'slow tests too)'))
     if target.size not in ALL_SIZES:
-      self.problems.append(Problem(path, 0, f'size "{target.size}" is not '
-                                   f'one of {ALL_SIZES}'))
+      self.problems.append(
+          Problem(path, 0, f'size "{target.size}" is not '
+                  f'one of {ALL_SIZES}'))
 
   def _resolve(self, imp: Import, path: str):
     """Requirement / ('dep'|'data', file) / Problem items for one import."""
@@ -779,8 +810,10 @@ class Tree:
         if module in self.modules:
           items.append(('dep', self.modules[module]))
         else:
-          items.append(Problem(path, imp.line, f'imports {module}, which has '
-                               f'no file ({module.replace(".", "/")}.py)'))
+          items.append(
+              Problem(
+                  path, imp.line, f'imports {module}, which has '
+                  f'no file ({module.replace(".", "/")}.py)'))
         return items
       for name in imp.names:
         sub = f'{module}.{name}'
@@ -790,16 +823,18 @@ class Tree:
           tree = self.trees.get(self.modules[module])
           defined = _defined_names(tree) if tree else None
           if defined is not None and name not in defined:
-            items.append(Problem(
-                path, imp.line, f'imports {sub}: there is no '
-                f'{sub.replace(".", "/")}.py and {self.modules[module]} '
-                f'defines no name {name!r}'))
+            items.append(
+                Problem(
+                    path, imp.line, f'imports {sub}: there is no '
+                    f'{sub.replace(".", "/")}.py and {self.modules[module]} '
+                    f'defines no name {name!r}'))
           items.append(('dep', self.modules[module]))
         else:
-          items.append(Problem(
-              path, imp.line, f'imports {sub}, but there is no {module} '
-              f'module (no {module.replace(".", "/")}.py or '
-              f'{module.replace(".", "/")}/__init__.py)'))
+          items.append(
+              Problem(
+                  path, imp.line, f'imports {sub}, but there is no {module} '
+                  f'module (no {module.replace(".", "/")}.py or '
+                  f'{module.replace(".", "/")}/__init__.py)'))
       return items
     if top in sys.stdlib_module_names or top == '__future__':
       return []
@@ -808,24 +843,29 @@ class Tree:
       if prefix in THIRD_PARTY:
         dist = THIRD_PARTY[prefix]
         if self.lock and normalize_dist(dist) not in self.lock:
-          return [Problem(path, imp.line, f'imports {module} from '
-                          f'{dist}, which is not pinned in {LOCK_FILE}: add '
-                          'it to requirements/requirements.in and re-lock '
-                          '(make lock)')]
+          return [
+              Problem(
+                  path, imp.line, f'imports {module} from '
+                  f'{dist}, which is not pinned in {LOCK_FILE}: add '
+                  'it to requirements/requirements.in and re-lock '
+                  '(make lock)')
+          ]
         return [Requirement(dist)]
       prefix = prefix.rpartition('.')[0]
-    return [Problem(
-        path, imp.line,
-        f'imports {module!r} ({imp.how}), which is neither tff_ddp / '
-        'tff_ddp_tests, nor the standard library, nor in THIRD_PARTY: add '
-        f"'{top}': '<its PyPI distribution>' to THIRD_PARTY in "
-        'scripts/build_files.py and pin the distribution in '
-        'requirements/requirements.in and requirements/lock.txt')]
+    return [
+        Problem(
+            path, imp.line,
+            f'imports {module!r} ({imp.how}), which is neither tff_ddp / '
+            'tff_ddp_tests, nor the standard library, nor in THIRD_PARTY: add '
+            f"'{top}': '<its PyPI distribution>' to THIRD_PARTY in "
+            'scripts/build_files.py and pin the distribution in '
+            'requirements/requirements.in and requirements/lock.txt')
+    ]
 
   def _testonly(self):
     for target in self.targets.values():
-      if target.package.split('/')[0] == TEST_ROOT and (
-          target.kind != 'py_test'):
+      if target.package.split('/')[0] == TEST_ROOT and (target.kind
+                                                        != 'py_test'):
         target.testonly = True
     changed = True
     while changed:  # a target that needs a testonly one is testonly
@@ -833,9 +873,9 @@ class Tree:
       for target in self.targets.values():
         if target.kind == 'py_test' or target.testonly:
           continue
-        if any(isinstance(d, Label) and d in self.targets
-               and self.targets[d].testonly
-               for d in target.deps | target.data):
+        if any(
+            isinstance(d, Label) and d in self.targets and
+            self.targets[d].testonly for d in target.deps | target.data):
           target.testonly = changed = True
 
   def _check_graph(self):
@@ -846,22 +886,29 @@ class Tree:
           continue
         if dep not in self.targets and not os.path.isfile(
             os.path.join(self.root, dep.package, dep.name)):
-          self.problems.append(Problem(
-              where, 0, f'needs {dep}, which is neither a generated target '
-              'nor a file (TARGET_NOTES?)'))
+          self.problems.append(
+              Problem(
+                  where, 0, f'needs {dep}, which is neither a generated target '
+                  'nor a file (TARGET_NOTES?)'))
         elif dep.package != target.package and not _visible(
             visibility(dep.package), dep.package, target.package):
-          self.problems.append(Problem(
-              where, 0, f'needs {dep}, which //{target.package} cannot see: '
-              f'add "//{target.package}:__pkg__" to VISIBILITY['
-              f'{dep.package!r}] in scripts/build_files.py (or do not '
-              'depend on it)'))
+          self.problems.append(
+              Problem(
+                  where, 0,
+                  f'needs {dep}, which //{target.package} cannot see: '
+                  f'add "//{target.package}:__pkg__" to VISIBILITY['
+                  f'{dep.package!r}] in scripts/build_files.py (or do not '
+                  'depend on it)'))
     self.problems.extend(self._cycles())
 
   def _cycles(self) -> List[Problem]:
-    graph = {label: sorted(d for d in t.deps if isinstance(d, Label)
-                           and d in self.targets)
-             for label, t in self.targets.items()}
+    graph = {
+        label:
+            sorted(d
+                   for d in t.deps
+                   if isinstance(d, Label) and d in self.targets)
+        for label, t in self.targets.items()
+    }
     problems, state, stack = [], {}, []
 
     def visit(node):
@@ -871,10 +918,11 @@ class Tree:
         if state.get(nxt) == 1:
           cycle = stack[stack.index(nxt):] + [nxt]
           target = self.targets[node]
-          problems.append(Problem(
-              os.path.join(target.package, target.src), 0,
-              'dependency cycle (Bazel refuses it; Python tolerates it): '
-              + ' -> '.join(f'//{c.package}:{c.name}' for c in cycle)))
+          problems.append(
+              Problem(
+                  os.path.join(target.package, target.src), 0,
+                  'dependency cycle (Bazel refuses it; Python tolerates it): ' +
+                  ' -> '.join(f'//{c.package}:{c.name}' for c in cycle)))
         elif nxt not in state:
           visit(nxt)
       stack.pop()
@@ -901,8 +949,8 @@ def _visible(entries, package: str, from_package: str) -> bool:
     if label.name == '__pkg__' and label.package == from_package:
       return True
     if label.name == '__subpackages__' and (
-        not label.package or from_package == label.package
-        or from_package.startswith(label.package + '/')):
+        not label.package or from_package == label.package or
+        from_package.startswith(label.package + '/')):
       return True
   return False
 
@@ -912,13 +960,14 @@ def _visible(entries, package: str, from_package: str) -> bool:
 
 
 def _comment(text: Optional[str], indent: str = '') -> List[str]:
-  return [f'{indent}# {line}'.rstrip() for line in text.splitlines()] if (
-      text) else []
+  return [f'{indent}# {line}'.rstrip() for line in text.splitlines()
+         ] if (text) else []
 
 
 def _string_list(attr: str, items: Sequence[str], always_block=False):
-  quoted = [item if item.startswith('requirement(') else f'"{item}"'
-            for item in items]
+  quoted = [
+      item if item.startswith('requirement(') else f'"{item}"' for item in items
+  ]
   if len(quoted) == 1 and not always_block:
     return [f'    {attr} = [{quoted[0]}],']
   return [f'    {attr} = ['] + [f'        {q},' for q in quoted] + ['    ],']
@@ -934,8 +983,10 @@ def _render_target(target: Target) -> List[str]:
   if target.main:
     lines.append(f'    main = "{target.main}",')
   if target.data:
-    lines += _string_list('data', [d.render(target.package) for d in sorted(
-        target.data, key=_dep_order(target.package))])
+    lines += _string_list('data', [
+        d.render(target.package)
+        for d in sorted(target.data, key=_dep_order(target.package))
+    ])
   if target.tags:
     lines += _string_list('tags', sorted(target.tags))
   if target.testonly:
@@ -945,8 +996,11 @@ def _render_target(target: Target) -> List[str]:
   # targets are deps; the generator still checks they are pinned.
   deps = [d for d in target.deps if isinstance(d, Label)]
   if deps:
-    lines += _string_list('deps', [d.render(target.package) for d in sorted(
-        deps, key=_dep_order(target.package))], always_block=True)
+    lines += _string_list('deps', [
+        d.render(target.package)
+        for d in sorted(deps, key=_dep_order(target.package))
+    ],
+                          always_block=True)
   lines.append(')')
   return lines
 
@@ -956,8 +1010,10 @@ def _target_order(target: Target):
   return (target.src != '__init__.py', target.src or target.name)
 
 
-def _render_package(package: str, targets: List[Target],
-                    exports: Sequence[str], aliases=()) -> str:
+def _render_package(package: str,
+                    targets: List[Target],
+                    exports: Sequence[str],
+                    aliases=()) -> str:
   lines = [GENERATED, '']
   if any(target.kind == 'py_test' for target in targets):
     lines += [TEST_RULE, '']
@@ -977,16 +1033,19 @@ def _render_package(package: str, targets: List[Target],
     lines += [f'    "{name}",' for name in sorted(exports)]
     lines.append('])')
   for name, label in aliases:
-    lines += ['', 'alias(', f'    name = "{name}",',
-              f'    actual = "{label.render(package)}",', ')']
+    lines += [
+        '', 'alias(', f'    name = "{name}",',
+        f'    actual = "{label.render(package)}",', ')'
+    ]
   for target in sorted(targets, key=_target_order):
     lines.append('')
     lines += _render_target(target)
   return '\n'.join(lines) + '\n'
 
 
-def generate(root: str, tree: Optional['Tree'] = None
-             ) -> Tuple[Dict[str, str], List[Problem]]:
+def generate(
+    root: str,
+    tree: Optional['Tree'] = None) -> Tuple[Dict[str, str], List[Problem]]:
   """{BUILD path: text} for the whole repository, and its problems."""
   tree = tree or Tree(root)
   problems = list(tree.problems)
@@ -1005,8 +1064,9 @@ def generate(root: str, tree: Optional['Tree'] = None
       package, name = os.path.split(TEST_MAIN)
       exports.setdefault(package, set()).add(name)
     else:
-      problems.append(Problem(TEST_MAIN, 0, 'is missing: every py_test '
-                              'runs it (//bazel:pytest.bzl)'))
+      problems.append(
+          Problem(TEST_MAIN, 0, 'is missing: every py_test '
+                  'runs it (//bazel:pytest.bzl)'))
   requirements = os.path.join(root, REQUIREMENTS_DIR)
   if os.path.isdir(requirements):
     exports.setdefault(REQUIREMENTS_DIR, set()).update(
@@ -1015,21 +1075,23 @@ def generate(root: str, tree: Optional['Tree'] = None
   for package, names in exports.items():
     for name in names:
       if not os.path.isfile(os.path.join(root, package, name)):
-        problems.append(Problem(os.path.join(package, BUILD_NAME), 0,
-                                f'exports {name}, which does not exist'))
+        problems.append(
+            Problem(os.path.join(package, BUILD_NAME), 0,
+                    f'exports {name}, which does not exist'))
   aliases = []
   for name, path in sorted(ROOT_ALIASES.items()):
     if path in tree.by_file:
       aliases.append((name, tree.by_file[path].label))
     else:
-      problems.append(Problem(BUILD_NAME, 0, f'alias "{name}" points at '
-                              f'{path}, which is not a module'))
+      problems.append(
+          Problem(BUILD_NAME, 0, f'alias "{name}" points at '
+                  f'{path}, which is not a module'))
   files = {}
   for package in sorted(set(packages) | set(exports)):
     path = os.path.join(package, BUILD_NAME) if package else BUILD_NAME
-    files[path] = _render_package(
-        package, packages.get(package, []), sorted(exports.get(package, ())),
-        aliases if package == '' else ())
+    files[path] = _render_package(package, packages.get(package, []),
+                                  sorted(exports.get(package, ())),
+                                  aliases if package == '' else ())
   for path, text in files.items():
     problems.extend(check_starlark(path, text))
   return files, sorted(set(problems))
@@ -1040,12 +1102,16 @@ def check_starlark(path: str, text: str) -> List[Problem]:
   try:
     tree = ast.parse(text, filename=path)
   except SyntaxError as e:
-    return [Problem(path, e.lineno or 0, f'generated text does not parse: '
-                    f'{e.msg}')]
-  return [Problem(path, stmt.lineno, 'generated a statement that is not a '
-                  'rule call') for stmt in tree.body
-          if not (isinstance(stmt, ast.Expr)
-                  and isinstance(stmt.value, ast.Call))]
+    return [
+        Problem(path, e.lineno or 0, f'generated text does not parse: '
+                f'{e.msg}')
+    ]
+  return [
+      Problem(path, stmt.lineno, 'generated a statement that is not a '
+              'rule call')
+      for stmt in tree.body
+      if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call))
+  ]
 
 
 def committed(root: str) -> Dict[str, str]:
@@ -1079,9 +1145,10 @@ def differences(root: str, files: Dict[str, str]) -> List[str]:
       diffs.append(f'{path}: not generated (no module in its directory, or '
                    'a BUILD.bazel): delete it\n')
       continue
-    diffs.append(''.join(difflib.unified_diff(
-        (old or '').splitlines(keepends=True), new.splitlines(keepends=True),
-        f'a/{path}', f'b/{path}')))
+    diffs.append(''.join(
+        difflib.unified_diff((old or '').splitlines(keepends=True),
+                             new.splitlines(keepends=True), f'a/{path}',
+                             f'b/{path}')))
   return diffs
 
 
@@ -1101,12 +1168,14 @@ def write(root: str, files: Dict[str, str]) -> List[str]:
 
 
 def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(
-      prog='scripts/build_files.py',
-      description=__doc__.split('\n\n', 1)[0])
-  parser.add_argument('--root', default=os.path.dirname(os.path.dirname(
-      os.path.realpath(__file__))), help='repository (default: %(default)s)')
-  parser.add_argument('--check', action='store_true',
+  parser = argparse.ArgumentParser(prog='scripts/build_files.py',
+                                   description=__doc__.split('\n\n', 1)[0])
+  parser.add_argument('--root',
+                      default=os.path.dirname(
+                          os.path.dirname(os.path.realpath(__file__))),
+                      help='repository (default: %(default)s)')
+  parser.add_argument('--check',
+                      action='store_true',
                       help='write nothing; exit 1 if a BUILD file differs')
   args = parser.parse_args(argv)
   files, problems = generate(args.root)

@@ -53,16 +53,21 @@ def run_once(paths, run_slow, timeout, python):
   """One pytest process over `paths`; returns a dict describing the run."""
   with tempfile.TemporaryDirectory() as directory:
     junit = os.path.join(directory, 'junit.xml')
-    argv = [python, '-m', 'pytest', '-q', '-p', 'no:cacheprovider',
-            f'--junitxml={junit}']
+    argv = [
+        python, '-m', 'pytest', '-q', '-p', 'no:cacheprovider',
+        f'--junitxml={junit}'
+    ]
     if run_slow:
       argv.append('--run-slow')
     start = time.time()
     # pytest ends the TFF workers its tests start (conftest). On a timeout
     # pytest and everything below it are ended by pid while pytest is
     # still their ancestor (killing pytest first would orphan them).
-    proc = subprocess.Popen(argv + list(paths), cwd=_ROOT, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(argv + list(paths),
+                            cwd=_ROOT,
+                            text=True,
+                            stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
     try:
       stdout, _ = proc.communicate(timeout=timeout)
       returncode, tail = proc.returncode, stdout[-2000:]
@@ -81,17 +86,22 @@ def run_once(paths, run_slow, timeout, python):
   if returncode is None:
     failures['<timeout>'] = tail
   return dict(start=time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(start)),
-              seconds=round(seconds, 1), returncode=returncode,
-              counts=dict(counts), failures=failures)
+              seconds=round(seconds, 1),
+              returncode=returncode,
+              counts=dict(counts),
+              failures=failures)
 
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split('\n', 1)[0])
-  parser.add_argument('paths', nargs='+',
+  parser.add_argument('paths',
+                      nargs='+',
                       help='test files, directories or node ids')
   parser.add_argument('--repeat', type=int, default=10)
   parser.add_argument('--run-slow', action='store_true')
-  parser.add_argument('--timeout', type=float, default=1800.0,
+  parser.add_argument('--timeout',
+                      type=float,
+                      default=1800.0,
                       help='seconds per repetition')
   parser.add_argument('--log', help='append one JSON line per repetition')
   parser.add_argument('--python', default=sys.executable)
@@ -107,16 +117,18 @@ def main():
     counts = run['counts']
     print(f'run {i}/{args.repeat}: {counts.get("passed", 0)} passed, '
           f'{counts.get("failed", 0)} failed, {counts.get("skipped", 0)} '
-          f'skipped, {run["seconds"]:.0f} s'
-          + (f'; FAILED: {", ".join(sorted(run["failures"]))}'
-             if run['failures'] else ''), flush=True)
+          f'skipped, {run["seconds"]:.0f} s' +
+          (f'; FAILED: {", ".join(sorted(run["failures"]))}'
+           if run['failures'] else ''),
+          flush=True)
     for test_id, message in run['failures'].items():
       failed[test_id] += 1
       first_message.setdefault(test_id, message)
     if args.log:
       with open(args.log, 'a', encoding='utf-8') as f:
-        f.write(json.dumps(dict(run, paths=args.paths,
-                                run_slow=args.run_slow)) + '\n')
+        f.write(
+            json.dumps(dict(run, paths=args.paths, run_slow=args.run_slow)) +
+            '\n')
 
   print(f'\n{args.repeat} repetitions of {" ".join(args.paths)}'
         f'{" (slow included)" if args.run_slow else ""}')

@@ -56,8 +56,10 @@ def notebooks(paths=None):
   """The notebooks to run: `paths`, or every colabs/*.ipynb, sorted."""
   if paths:
     return [os.path.abspath(p) for p in paths]
-  return sorted(os.path.join(COLABS, f) for f in os.listdir(COLABS)
-                if f.endswith('.ipynb'))
+  return sorted(
+      os.path.join(COLABS, f)
+      for f in os.listdir(COLABS)
+      if f.endswith('.ipynb'))
 
 
 def default_python():
@@ -128,13 +130,16 @@ def _kernel_manager(python, spec_dir):
   os.makedirs(os.path.join(spec_dir, _KERNEL_NAME), exist_ok=True)
   path = os.environ.get('PYTHONPATH')
   with open(os.path.join(spec_dir, _KERNEL_NAME, 'kernel.json'), 'w') as f:
-    json.dump({
-        'argv': [python, '-m', 'ipykernel_launcher', '-f',
-                 '{connection_file}'],
-        'display_name': 'tff_ddp (.venv)',
-        'language': 'python',
-        'env': {'PYTHONPATH': _ROOT + (os.pathsep + path if path else '')},
-    }, f)
+    json.dump(
+        {
+            'argv':
+                [python, '-m', 'ipykernel_launcher', '-f', '{connection_file}'],
+            'display_name': 'tff_ddp (.venv)',
+            'language': 'python',
+            'env': {
+                'PYTHONPATH': _ROOT + (os.pathsep + path if path else '')
+            },
+        }, f)
   specs = kernelspec.KernelSpecManager(kernel_dirs=[spec_dir])
   # The asynchronous manager, not KernelManager: nbclient waits for a
   # cell's output with get_msg(timeout=None) and watches the kernel's
@@ -152,7 +157,11 @@ def _clip(lines, limit, what):
   return lines[:limit] + [f'... ({len(lines) - limit} more {what})']
 
 
-def failure_report(nb, cell_index, ename=None, evalue=None, traceback=None,
+def failure_report(nb,
+                   cell_index,
+                   ename=None,
+                   evalue=None,
+                   traceback=None,
                    timeout=None):
   """One screen on the cell that failed (or timed out) in `nb`.
 
@@ -178,10 +187,12 @@ def failure_report(nb, cell_index, ename=None, evalue=None, traceback=None,
       ename = ename or output.get('ename')
       evalue = evalue if evalue is not None else output.get('evalue')
       traceback = traceback or output.get('traceback')
-  lines = [f'cell {cell_index} (code cell {code_rank}, '
-           f'execution count {cell.get("execution_count")}) '
-           + (f'timed out after {timeout:g} s' if timeout is not None
-              else f'raised {ename}') + ':']
+  lines = [
+      f'cell {cell_index} (code cell {code_rank}, '
+      f'execution count {cell.get("execution_count")}) ' +
+      (f'timed out after {timeout:g} s'
+       if timeout is not None else f'raised {ename}') + ':'
+  ]
   source = cell.source.splitlines()
   lines += ['  | ' + line for line in _clip(source, SOURCE_LINES, 'lines')]
   if timeout is None:
@@ -192,15 +203,18 @@ def failure_report(nb, cell_index, ename=None, evalue=None, traceback=None,
     # IPython's traceback: a separator, one entry per frame (several lines
     # each), and the exception line last; keep the innermost frames.
     frames = [_ANSI.sub('', f).strip('\n') for f in (traceback or [])]
-    frames = [f for f in frames
-              if f.strip() and not set(f.strip()) <= set('-')
-              and not f.startswith(f'{ename}:')]
+    frames = [
+        f for f in frames if f.strip() and not set(f.strip()) <= set('-') and
+        not f.startswith(f'{ename}:')
+    ]
     if frames:
       kept = frames[-LAST_FRAMES:]
       lines.append(f'last {len(kept)} of {len(frames)} frames:')
       for frame in kept:
-        lines += ['  ' + line for line in
-                  _clip(frame.splitlines(), FRAME_LINES, 'lines')]
+        lines += [
+            '  ' + line
+            for line in _clip(frame.splitlines(), FRAME_LINES, 'lines')
+        ]
   return '\n'.join(lines)
 
 
@@ -220,22 +234,33 @@ def run(path, python, write, timeout):
       current.append(cell_index)
       client.remember_kernel()
 
-    client = _client_class()(
-        nb, km=_kernel_manager(python, spec_dir), timeout=timeout,
-        kernel_name=_KERNEL_NAME, record_timing=False,
-        on_cell_start=on_cell_start,
-        resources={'metadata': {'path': os.path.dirname(path)}})
+    client = _client_class()(nb,
+                             km=_kernel_manager(python, spec_dir),
+                             timeout=timeout,
+                             kernel_name=_KERNEL_NAME,
+                             record_timing=False,
+                             on_cell_start=on_cell_start,
+                             resources={
+                                 'metadata': {
+                                     'path': os.path.dirname(path)
+                                 }
+                             })
     try:
       client.execute()
     except nbclient.exceptions.CellExecutionError as e:
-      return time.monotonic() - start, failure_report(
-          nb, current[-1], ename=e.ename, evalue=e.evalue)
+      return time.monotonic() - start, failure_report(nb,
+                                                      current[-1],
+                                                      ename=e.ename,
+                                                      evalue=e.evalue)
     except nbclient.exceptions.CellTimeoutError:
-      return time.monotonic() - start, failure_report(
-          nb, current[-1], timeout=timeout)
+      return time.monotonic() - start, failure_report(nb,
+                                                      current[-1],
+                                                      timeout=timeout)
     except nbclient.exceptions.DeadKernelError:
       return time.monotonic() - start, failure_report(
-          nb, current[-1], ename='DeadKernelError',
+          nb,
+          current[-1],
+          ename='DeadKernelError',
           evalue='the kernel process died while running this cell '
           '(a crash or an exit in native code: no Python traceback)')
     finally:
@@ -245,8 +270,7 @@ def run(path, python, write, timeout):
       # also those of a kernel that died (re-parented, still in its
       # session).
       client.remember_kernel()
-      leftovers = (_descendants(client.kernel_pid) if client.kernel_pid
-                   else [])
+      leftovers = (_descendants(client.kernel_pid) if client.kernel_pid else [])
       try:
         if client.km is not None and client.km.has_kernel:
           client._cleanup_kernel()  # pylint: disable=protected-access  # nbclient has no public kernel cleanup
@@ -294,15 +318,21 @@ def main(argv=None):
       description=__doc__.split('\n\n')[0],
       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
   mode = parser.add_mutually_exclusive_group(required=True)
-  mode.add_argument('--write', action='store_true',
+  mode.add_argument('--write',
+                    action='store_true',
                     help='execute and save the outputs into the notebooks')
-  mode.add_argument('--check', action='store_true',
+  mode.add_argument('--check',
+                    action='store_true',
                     help='execute only; fail on any cell error')
-  parser.add_argument('notebooks', nargs='*',
+  parser.add_argument('notebooks',
+                      nargs='*',
                       help='notebooks to run (default: every colabs/*.ipynb)')
-  parser.add_argument('--python', default=default_python(),
+  parser.add_argument('--python',
+                      default=default_python(),
                       help='the kernel\'s interpreter')
-  parser.add_argument('--timeout', type=float, default=900.0,
+  parser.add_argument('--timeout',
+                      type=float,
+                      default=900.0,
                       help='seconds one cell may take')
   args = parser.parse_args(argv)
   # SIGTERM (timeout(1), CI ending a job) unwinds like Ctrl-C, so that the
@@ -321,14 +351,18 @@ def main(argv=None):
     print(f'{name}: running with {args.python} ...', flush=True)
     seconds, error = run(path, args.python, args.write, args.timeout)
     if error is None:
-      print(f'{name}: ok in {seconds:.0f} s'
-            f'{" (outputs written)" if args.write else ""}', flush=True)
+      print(
+          f'{name}: ok in {seconds:.0f} s'
+          f'{" (outputs written)" if args.write else ""}',
+          flush=True)
     else:
       failed.append(name)
       print(f'{name}: FAILED after {seconds:.0f} s\n{error}', flush=True)
   if failed:
-    print(f'{len(failed)} of {len(paths)} notebook(s) failed: '
-          f'{", ".join(failed)}', file=sys.stderr)
+    print(
+        f'{len(failed)} of {len(paths)} notebook(s) failed: '
+        f'{", ".join(failed)}',
+        file=sys.stderr)
     return 1
   return 0
 

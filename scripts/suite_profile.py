@@ -80,8 +80,11 @@ def _counts(junit_path, slowest=10):
       elif child.tag == 'skipped':
         outcome = 'skipped'
     counts[outcome] += 1
-    times.append([f'{case.get("classname", "").rsplit(".", 1)[-1]}::'
-                  f'{case.get("name")}', round(float(case.get('time', 0)), 2)])
+    times.append([
+        f'{case.get("classname", "").rsplit(".", 1)[-1]}::'
+        f'{case.get("name")}',
+        round(float(case.get('time', 0)), 2)
+    ])
   return counts, sorted(times, key=lambda t: -t[1])[:slowest]
 
 
@@ -124,8 +127,8 @@ def cpu_now():
   import resource
   own = resource.getrusage(resource.RUSAGE_SELF)
   reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
-  return (own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
-          + _descendants_cpu())
+  return (own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime +
+          _descendants_cpu())
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -150,18 +153,22 @@ def measure_module(path, run_slow=True, python=sys.executable):
   with tempfile.TemporaryDirectory() as directory:
     junit = os.path.join(directory, 'junit.xml')
     cpu_out = os.path.join(directory, 'cpu.json')
-    argv = [python, '-m', 'pytest', '-q', '-p', 'no:cacheprovider',
-            '-p', 'suite_profile', f'--junitxml={junit}'] + (
-                ['--run-slow'] if run_slow else []) + [path]
+    argv = [
+        python, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', '-p',
+        'suite_profile', f'--junitxml={junit}'
+    ] + (['--run-slow'] if run_slow else []) + [path]
     env = dict(os.environ)
     env.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
     env[_CPU_OUT] = cpu_out
     env['PYTHONPATH'] = os.pathsep.join(
-        [os.path.dirname(os.path.abspath(__file__))]
-        + [p for p in env.get('PYTHONPATH', '').split(os.pathsep) if p])
+        [os.path.dirname(os.path.abspath(__file__))] +
+        [p for p in env.get('PYTHONPATH', '').split(os.pathsep) if p])
     start = time.monotonic()
     with open(os.devnull, 'w') as devnull:
-      child = subprocess.Popen(argv, cwd=_ROOT, env=env, stdout=devnull,
+      child = subprocess.Popen(argv,
+                               cwd=_ROOT,
+                               env=env,
+                               stdout=devnull,
                                stderr=devnull)
       # wait4: the child's CPU plus that of every descendant it reaped.
       _, status, usage = os.wait4(child.pid, 0)
@@ -174,29 +181,45 @@ def measure_module(path, run_slow=True, python=sys.executable):
         per_test = json.load(f)['tests']
   cpu = usage.ru_utime + usage.ru_stime
   top = sorted(per_test.items(), key=lambda t: -t[1])[:10]
-  return {'cpu': round(cpu, 2), 'wall': round(wall, 2),
-          'status': child.returncode, 'passed': counts.get('passed', 0),
-          'skipped': counts.get('skipped', 0),
-          'failed': counts.get('failed', 0),
-          # What no test accounts for: the import of the module (TFF's),
-          # the session's context start and the workers' end.
-          'outside_tests': round(cpu - sum(per_test.values()), 2),
-          'slowest': slowest,
-          'slowest_cpu': [[nodeid.split('::', 1)[1], seconds]
-                          for nodeid, seconds in top]}
+  return {
+      'cpu':
+          round(cpu, 2),
+      'wall':
+          round(wall, 2),
+      'status':
+          child.returncode,
+      'passed':
+          counts.get('passed', 0),
+      'skipped':
+          counts.get('skipped', 0),
+      'failed':
+          counts.get('failed', 0),
+      # What no test accounts for: the import of the module (TFF's),
+      # the session's context start and the workers' end.
+      'outside_tests':
+          round(cpu - sum(per_test.values()), 2),
+      'slowest':
+          slowest,
+      'slowest_cpu':
+          [[nodeid.split('::', 1)[1], seconds] for nodeid, seconds in top]
+  }
 
 
 def _header(extra):
-  return dict(extra, date=datetime.datetime.now(datetime.timezone.utc)
-              .strftime('%Y-%m-%d %H:%M UTC'),
+  return dict(extra,
+              date=datetime.datetime.now(
+                  datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'),
               load=' '.join(f'{x:.2f}' for x in os.getloadavg()),
-              cores=os.cpu_count(), commit=_commit())
+              cores=os.cpu_count(),
+              commit=_commit())
 
 
 def _commit():
   try:
-    return subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=_ROOT,
-                          capture_output=True, text=True,
+    return subprocess.run(['git', 'rev-parse', '--short', 'HEAD'],
+                          cwd=_ROOT,
+                          capture_output=True,
+                          text=True,
                           check=False).stdout.strip()
   except OSError:
     return ''
@@ -234,8 +257,8 @@ def count_asserts(source):
       count += 1
     elif isinstance(node, ast.Call):
       func = node.func
-      name = (func.attr if isinstance(func, ast.Attribute)
-              else func.id if isinstance(func, ast.Name) else '')
+      name = (func.attr if isinstance(func, ast.Attribute) else
+              func.id if isinstance(func, ast.Name) else '')
       if _ASSERT_CALL.search(name):
         count += 1
   return count
@@ -266,8 +289,10 @@ def table(before, after=None, top=15):
                   key=lambda m: -max(_key(b.get(m, {})), _key(a.get(m, {}))))
   unit = 'CPU s' if field == 'cpu' else 'wall s'
   if after:
-    lines = [f'| module | tests | {unit} before | {unit} after | ratio |',
-             '|---|---|---|---|---|']
+    lines = [
+        f'| module | tests | {unit} before | {unit} after | ratio |',
+        '|---|---|---|---|---|'
+    ]
   else:
     lines = [f'| module | tests | {unit} |', '|---|---|---|']
 
@@ -295,12 +320,13 @@ def table(before, after=None, top=15):
       rest[1] += x
       rest[2] += y
   if len(ranked) > top:
-    lines.append(row(f'{len(ranked) - top} other modules', rest[0], rest[1],
-                     rest[2]))
+    lines.append(
+        row(f'{len(ranked) - top} other modules', rest[0], rest[1], rest[2]))
   total_b = sum(v.get(field, 0.0) for v in b.values())
   total_a = sum(v.get(field, 0.0) for v in a.values())
-  lines.append(row('**all**', sum(tests_of(v) for v in (a or b).values()),
-                   total_b, total_a))
+  lines.append(
+      row('**all**', sum(tests_of(v) for v in (a or b).values()), total_b,
+          total_a))
   return '\n'.join(lines)
 
 
@@ -336,20 +362,27 @@ def costs_of(files, overrides=()):
 def write_costs(files, overrides=(), path=_COSTS):
   """Writes module_costs.json (see `costs_of`) for the modules that exist."""
   present = set(test_modules())
-  costs = {m: v for m, v in costs_of(files, overrides).items()
-           if m in present}
-  dates = sorted({m.get('date', '')[:10] for m in list(files) + list(overrides)
-                  if m.get('date')})
+  costs = {m: v for m, v in costs_of(files, overrides).items() if m in present}
+  dates = sorted({
+      m.get('date', '')[:10]
+      for m in list(files) + list(overrides)
+      if m.get('date')
+  })
   with open(path, 'w') as f:
-    json.dump({'about': 'Seconds each test module adds to a suite worker: '
-                        'median wall of its tests over suite runs (JUnit), '
-                        'or its CPU inside the tests when run alone '
-                        '(`measure`) for modules changed since '
-                        f'(scripts/suite_profile.py costs; {len(files)} '
-                        f'runs, {len(overrides)} override(s), '
-                        f'{", ".join(dates)}). conftest.py hands the '
-                        'costliest to xdist first.',
-               'modules': costs}, f, indent=1)
+    json.dump(
+        {
+            'about': 'Seconds each test module adds to a suite worker: '
+                     'median wall of its tests over suite runs (JUnit), '
+                     'or its CPU inside the tests when run alone '
+                     '(`measure`) for modules changed since '
+                     f'(scripts/suite_profile.py costs; {len(files)} '
+                     f'runs, {len(overrides)} override(s), '
+                     f'{", ".join(dates)}). conftest.py hands the '
+                     'costliest to xdist first.',
+            'modules': costs
+        },
+        f,
+        indent=1)
     f.write('\n')
 
 
@@ -362,7 +395,8 @@ def main(argv=None):
   m.add_argument('paths', nargs='*')
   m.add_argument('--fast', action='store_true', help='without --run-slow')
   m.add_argument('--out')
-  m.add_argument('--resume', action='store_true',
+  m.add_argument('--resume',
+                 action='store_true',
                  help='keep the modules --out already holds, measure the rest')
   j = sub.add_parser('junit', help='wall per module from a JUnit XML file')
   j.add_argument('junit')
@@ -374,9 +408,12 @@ def main(argv=None):
   c = sub.add_parser('asserts', help='assertion count per test module')
   c.add_argument('--out')
   k = sub.add_parser('costs', help='write tff_ddp_tests/module_costs.json')
-  k.add_argument('measured', nargs='+',
+  k.add_argument('measured',
+                 nargs='+',
                  help='junit or measure files: the median per module')
-  k.add_argument('--override', action='append', default=[],
+  k.add_argument('--override',
+                 action='append',
+                 default=[],
                  help='a measure or junit file whose modules replace the '
                  'median (modules changed since); repeatable')
   args = parser.parse_args(argv)
@@ -391,9 +428,11 @@ def main(argv=None):
     print(table(before, after, args.top))
     return 0
   if args.command == 'costs':
+
     def load(path):
       with open(path) as f:
         return json.load(f)
+
     write_costs([load(p) for p in args.measured],
                 [load(p) for p in args.override])
     return 0
@@ -416,10 +455,11 @@ def main(argv=None):
         continue
       entry = measure_module(path, run_slow=not args.fast)
       result['modules'][path] = entry
-      print(f'{path}: {entry["cpu"]:.1f} s CPU, {entry["wall"]:.1f} s wall, '
-            f'{entry["passed"]} passed, {entry["skipped"]} skipped, '
-            f'{entry["failed"]} failed (load {os.getloadavg()[0]:.1f})',
-            flush=True)
+      print(
+          f'{path}: {entry["cpu"]:.1f} s CPU, {entry["wall"]:.1f} s wall, '
+          f'{entry["passed"]} passed, {entry["skipped"]} skipped, '
+          f'{entry["failed"]} failed (load {os.getloadavg()[0]:.1f})',
+          flush=True)
       if args.out:  # after each module, so that a long run can be read
         with open(args.out, 'w') as f:
           json.dump(result, f, indent=1)

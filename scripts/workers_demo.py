@@ -23,9 +23,12 @@ from tff_ddp.utils import workers
 
 def main():
   parser = argparse.ArgumentParser()
-  parser.add_argument('--local', type=int, default=0,
+  parser.add_argument('--local',
+                      type=int,
+                      default=0,
                       help='start this many local workers')
-  parser.add_argument('--workers', default=None,
+  parser.add_argument('--workers',
+                      default=None,
                       help='host:port,... of running workers '
                       '(default: $TFF_DDP_WORKERS)')
   parser.add_argument('--clients', type=int, default=12)
@@ -34,18 +37,22 @@ def main():
   args = parser.parse_args()
 
   rng = np.random.default_rng(0)
-  values = [rng.normal(size=args.dim).astype(np.float32) / args.dim
-            for _ in range(args.clients)]
+  values = [
+      rng.normal(size=args.dim).astype(np.float32) / args.dim
+      for _ in range(args.clients)
+  ]
   process = DiscreteGaussianSumFactory.from_tff_arguments(
-      noise_multiplier=0.0, expected_clients_per_round=args.clients, bits=16,
+      noise_multiplier=0.0,
+      expected_clients_per_round=args.clients,
+      bits=16,
       l2_clip=10.0).create(tff.TensorType(np.float32, [args.dim]))
 
   if args.local:
     manager = workers.local_workers(num_workers=args.local,
                                     call_timeout=args.call_timeout)
   else:
-    targets = (args.workers.split(',') if args.workers
-               else workers.targets_from_env())
+    targets = (args.workers.split(',')
+               if args.workers else workers.targets_from_env())
     if not targets:
       parser.error('give --local N, --workers or $TFF_DDP_WORKERS')
     manager = workers.remote_workers(targets, call_timeout=args.call_timeout)

@@ -53,7 +53,6 @@ class State(enum.StrEnum):
 
 STATES = tuple(s.value for s in State)
 
-
 # -- Statistics ------------------------------------------------------------
 
 
@@ -72,13 +71,12 @@ def clopper_pearson_upper(errors, trials, alpha):
     float or array of floats.
   """
   trials = checks.integer(trials, 'trials', 1)
-  alpha = checks.real(alpha, 'alpha', 0.0, 1.0, low_open=True,
-                      high_open=True)
+  alpha = checks.real(alpha, 'alpha', 0.0, 1.0, low_open=True, high_open=True)
   k = _counts(errors, trials, 'errors')
   safe = np.minimum(k, trials - 1)
-  bound = np.where(k >= trials, 1.0,
-                   scipy.special.betaincinv(safe + 1.0, trials - safe,
-                                            1.0 - alpha))
+  bound = np.where(
+      k >= trials, 1.0,
+      scipy.special.betaincinv(safe + 1.0, trials - safe, 1.0 - alpha))
   return float(bound) if np.ndim(errors) == 0 else bound
 
 
@@ -90,13 +88,11 @@ def clopper_pearson_lower(successes, trials, alpha):
   0. (For reports: the bound on epsilon needs only the upper bounds.)
   """
   trials = checks.integer(trials, 'trials', 1)
-  alpha = checks.real(alpha, 'alpha', 0.0, 1.0, low_open=True,
-                      high_open=True)
+  alpha = checks.real(alpha, 'alpha', 0.0, 1.0, low_open=True, high_open=True)
   k = _counts(successes, trials, 'successes')
   safe = np.maximum(k, 1)
   bound = np.where(k <= 0, 0.0,
-                   scipy.special.betaincinv(safe, trials - safe + 1.0,
-                                            alpha))
+                   scipy.special.betaincinv(safe, trials - safe + 1.0, alpha))
   return float(bound) if np.ndim(successes) == 0 else bound
 
 
@@ -129,8 +125,8 @@ def epsilon_lower_bound(fpr_upper, fnr_upper, delta):
   delta = checks.real(delta, 'delta', 0.0, 1.0, high_open=True)
   fpr = np.asarray(fpr_upper, dtype=np.float64)
   fnr = np.asarray(fnr_upper, dtype=np.float64)
-  for name, rate, given in (('fpr_upper', fpr, fpr_upper),
-                            ('fnr_upper', fnr, fnr_upper)):
+  for name, rate, given in (('fpr_upper', fpr, fpr_upper), ('fnr_upper', fnr,
+                                                            fnr_upper)):
     if np.any(~(rate >= 0.0)) or np.any(rate > 1.0):
       raise ValueError(f'{name} must be rates in [0, 1], got {given!r}.')
   with np.errstate(divide='ignore', invalid='ignore'):
@@ -154,8 +150,9 @@ def _log_ratio(numerator, denominator):
 # -- Neighbours and releases ------------------------------------------------
 
 
-def zero_out(dataset: Sequence[Any], index: int, fill: float = 0.0
-             ) -> List[Any]:
+def zero_out(dataset: Sequence[Any],
+             index: int,
+             fill: float = 0.0) -> List[Any]:
   """The zero-out neighbour: client `index`'s value replaced by `fill`.
 
   Same shape and dtype as the client's value. `fill=0` for the sum
@@ -177,8 +174,8 @@ def _differing_clients(dataset, neighbour) -> List[int]:
   differ = []
   for i, (a, b) in enumerate(zip(dataset, neighbour)):
     a, b = np.asarray(a), np.asarray(b)
-    same = (a.shape == b.shape and a.dtype == b.dtype
-            and np.array_equal(a, b, equal_nan=a.dtype.kind in _NAN_KINDS))
+    same = (a.shape == b.shape and a.dtype == b.dtype and
+            np.array_equal(a, b, equal_nan=a.dtype.kind in _NAN_KINDS))
     if not same:
       differ.append(i)
   return differ
@@ -209,8 +206,8 @@ def _children(value):
   try:
     import tensorflow_federated as tff
     if isinstance(value, tff.structure.Struct):
-      return [(str(i) if name is None else name, v) for i, (name, v) in
-              enumerate(tff.structure.iter_elements(value))]
+      return [(str(i) if name is None else name, v)
+              for i, (name, v) in enumerate(tff.structure.iter_elements(value))]
   except ImportError:
     pass
   if isinstance(value, (list, tuple)):
@@ -361,8 +358,8 @@ def _score_thresholds(pos, neg, direction, delta, cp_pos, cp_neg):
   pos = np.sort(direction * pos)
   neg = np.sort(direction * neg)
   # "v > t" for t at every observed value, and below all of them.
-  thresholds = np.concatenate([[-np.inf], np.unique(np.concatenate([pos,
-                                                                    neg]))])
+  thresholds = np.concatenate([[-np.inf],
+                               np.unique(np.concatenate([pos, neg]))])
   false_pos = neg.size - np.searchsorted(neg, thresholds, side='right')
   false_neg = np.searchsorted(pos, thresholds, side='right')
   scores = epsilon_lower_bound(cp_neg[false_pos], cp_pos[false_neg], delta)
@@ -384,7 +381,7 @@ def _projection_candidates(x_pos, x_neg):
   pos, neg = impute(x_pos), impute(x_neg)
   centred = np.concatenate([pos - pos.mean(0), neg - neg.mean(0)])
   dof = max(centred.shape[0] - 2, 1)
-  var = (centred ** 2).sum(0) / dof
+  var = (centred**2).sum(0) / dof
   keep = np.flatnonzero((counts > 0) & (var > 0))
   if keep.size == 0:
     return []
@@ -393,18 +390,19 @@ def _projection_candidates(x_pos, x_neg):
   diff = (pos[:, keep].mean(0) - neg[:, keep].mean(0)) / scale
 
   def project(weights):
+
     def fn(features, user):
       del user
       z = (impute(features)[:, keep] - shift) / scale
       return z @ weights
+
     return fn
 
   candidates = [_Candidate('projection', project(diff))]
   if 1 < keep.size <= _LDA_MAX_FEATURES:
     z = centred[:, keep] / scale
     corr = (z.T @ z) / dof
-    shrunk = (1.0 - _LDA_SHRINKAGE) * corr + _LDA_SHRINKAGE * np.eye(
-        keep.size)
+    shrunk = (1.0 - _LDA_SHRINKAGE) * corr + _LDA_SHRINKAGE * np.eye(keep.size)
     try:
       weights = np.linalg.solve(shrunk, diff)
       candidates.append(_Candidate('lda', project(weights)))
@@ -441,13 +439,24 @@ class AuditOptions:
 
   def __post_init__(self):
     set_ = lambda k, v: object.__setattr__(self, k, v)
-    set_('confidence', checks.real(self.confidence, 'confidence', 0.0, 1.0,
-                                   low_open=True, high_open=True))
-    set_('num_thresholds', checks.integer(self.num_thresholds,
-                                          'num_thresholds', 1))
-    set_('selection_fraction', checks.real(
-        self.selection_fraction, 'selection_fraction', 0.0, 1.0,
-        low_open=True, high_open=True))
+    set_(
+        'confidence',
+        checks.real(self.confidence,
+                    'confidence',
+                    0.0,
+                    1.0,
+                    low_open=True,
+                    high_open=True))
+    set_('num_thresholds',
+         checks.integer(self.num_thresholds, 'num_thresholds', 1))
+    set_(
+        'selection_fraction',
+        checks.real(self.selection_fraction,
+                    'selection_fraction',
+                    0.0,
+                    1.0,
+                    low_open=True,
+                    high_open=True))
     set_('adversary', accountant_lib.as_adversary(self.adversary))
     set_('state', checks.member(self.state, 'state', State))
     statistics = dict(self.statistics or {})
@@ -545,8 +554,8 @@ def _run(process, dataset, neighbour, runs, options) -> _Runs:
   user = {True: [], False: []}
   events = []
   start = time.perf_counter()
-  states = dict.fromkeys((True, False), process.initialize() if chained
-                         else None)
+  states = dict.fromkeys((True, False),
+                         process.initialize() if chained else None)
   for run in range(runs):
     for is_dataset, clients in ((True, dataset), (False, neighbour)):
       output = process.next(
@@ -560,9 +569,10 @@ def _run(process, dataset, neighbour, runs, options) -> _Runs:
         raise ValueError('the process released differently structured '
                          'values in two runs; cannot audit it.')
       rows[is_dataset].append([features[n] for n in names])
-      user[is_dataset].append(
-          [float(fn(output.result, output.measurements))
-           for fn in statistics.values()])
+      user[is_dataset].append([
+          float(fn(output.result, output.measurements))
+          for fn in statistics.values()
+      ])
       event = _event(output.measurements)
       if event not in events:
         events.append(event)
@@ -572,10 +582,14 @@ def _run(process, dataset, neighbour, runs, options) -> _Runs:
           f'the two datasets\' states differ after run {run}; use '
           '\'fresh\'.')
   seconds = time.perf_counter() - start
-  x = {k: np.asarray(v, dtype=np.float64).reshape(runs, len(names))
-       for k, v in rows.items()}
-  u = {k: np.asarray(v, dtype=np.float64).reshape(runs, len(statistics))
-       for k, v in user.items()}
+  x = {
+      k: np.asarray(v, dtype=np.float64).reshape(runs, len(names))
+      for k, v in rows.items()
+  }
+  u = {
+      k: np.asarray(v, dtype=np.float64).reshape(runs, len(statistics))
+      for k, v in user.items()
+  }
   if all(_all_equal(x[k]) for k in x):
     raise ValueError(
         'every run released the same values (per dataset): the process does '
@@ -596,7 +610,8 @@ def _select(ran: _Runs, selection, delta, level, options):
   sel = {k: (ran.x[k][:selection], ran.u[k][:selection]) for k in ran.x}
   candidates = [
       _Candidate(f'statistic:{name}', _column(1, j))
-      for j, name in enumerate(options.statistics)]
+      for j, name in enumerate(options.statistics)
+  ]
   candidates += _projection_candidates(sel[True][0], sel[False][0])
   for j, name in enumerate(ran.names):
     column = np.concatenate([sel[True][0][:, j], sel[False][0][:, j]])
@@ -609,8 +624,8 @@ def _select(ran: _Runs, selection, delta, level, options):
     pos = _ordered(candidate.fn(*sel[True]))
     neg = _ordered(candidate.fn(*sel[False]))
     for direction in (1, -1):
-      thresholds, found = _score_thresholds(pos, neg, direction, delta,
-                                            cp_sel, cp_sel)
+      thresholds, found = _score_thresholds(pos, neg, direction, delta, cp_sel,
+                                            cp_sel)
       top = float(found.max())
       if top > 0:
         scores[candidate.name] = max(scores.get(candidate.name, 0.0), top)
@@ -627,10 +642,10 @@ def _evaluate(ran: _Runs, best, scores, selection, delta, level, target,
   runs = ran.x[True].shape[0]
   evaluation = runs - selection
   _, candidate, direction, thresholds = best
-  pos = direction * _ordered(candidate.fn(ran.x[True][selection:],
-                                          ran.u[True][selection:]))
-  neg = direction * _ordered(candidate.fn(ran.x[False][selection:],
-                                          ran.u[False][selection:]))
+  pos = direction * _ordered(
+      candidate.fn(ran.x[True][selection:], ran.u[True][selection:]))
+  neg = direction * _ordered(
+      candidate.fn(ran.x[False][selection:], ran.u[False][selection:]))
   false_pos = (neg[None, :] > thresholds[:, None]).sum(1)
   false_neg = (pos[None, :] <= thresholds[:, None]).sum(1)
   fpr_ub = clopper_pearson_upper(false_pos, evaluation, level)
@@ -642,21 +657,31 @@ def _evaluate(ran: _Runs, best, scores, selection, delta, level, target,
   accountant_eps = max(
       accountant_lib.epsilon(event, delta, options.adversary)[0]
       for event in ran.events)
-  return AuditResult(
-      runs=runs, selection_runs=selection, evaluation_runs=evaluation,
-      target=target, delta=delta, confidence=options.confidence,
-      num_thresholds=options.num_thresholds, bound_level=level,
-      statistic=candidate.name, direction=direction,
-      threshold=float(direction * thresholds[i]),
-      false_positives=int(false_pos[i]), false_negatives=int(false_neg[i]),
-      fpr=float(false_pos[i] / evaluation),
-      fnr=float(false_neg[i] / evaluation),
-      fpr_upper=float(fpr_ub[i]), fnr_upper=float(fnr_ub[i]),
-      epsilon_lower_bound=float(bounds[i]), epsilon_estimate=float(estimate),
-      accountant_epsilon=float(accountant_eps), adversary=options.adversary,
-      events=tuple(ran.events),
-      selection_scores=dict(sorted(scores.items(), key=lambda kv: -kv[1])),
-      seconds=ran.seconds)
+  return AuditResult(runs=runs,
+                     selection_runs=selection,
+                     evaluation_runs=evaluation,
+                     target=target,
+                     delta=delta,
+                     confidence=options.confidence,
+                     num_thresholds=options.num_thresholds,
+                     bound_level=level,
+                     statistic=candidate.name,
+                     direction=direction,
+                     threshold=float(direction * thresholds[i]),
+                     false_positives=int(false_pos[i]),
+                     false_negatives=int(false_neg[i]),
+                     fpr=float(false_pos[i] / evaluation),
+                     fnr=float(false_neg[i] / evaluation),
+                     fpr_upper=float(fpr_ub[i]),
+                     fnr_upper=float(fnr_ub[i]),
+                     epsilon_lower_bound=float(bounds[i]),
+                     epsilon_estimate=float(estimate),
+                     accountant_epsilon=float(accountant_eps),
+                     adversary=options.adversary,
+                     events=tuple(ran.events),
+                     selection_scores=dict(
+                         sorted(scores.items(), key=lambda kv: -kv[1])),
+                     seconds=ran.seconds)
 
 
 def _all_equal(matrix: np.ndarray) -> bool:

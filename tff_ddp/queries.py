@@ -75,8 +75,9 @@ class MechanismSumQuery(dp_query.SumAggregationDPQuery):
           f'client count in the ring of {modulus} (needs < modulus / '
           f'{_COUNT_HEADROOM}); raise bits or use the factory.')
     protocol = factory.round_protocol(value_type, count_modulus=modulus)
-    mismatched = {key: m for key, m in protocol.secure_moduli.items()
-                  if m != modulus}
+    mismatched = {
+        key: m for key, m in protocol.secure_moduli.items() if m != modulus
+    }
     if mismatched:
       raise ValueError(
           f'the query sums everything modulo {modulus}, but {mismatched} '
@@ -117,9 +118,10 @@ class MechanismSumQuery(dp_query.SumAggregationDPQuery):
       graph = tf.Graph()
       with graph.as_default():
         # The client code only flattens the value: its leaves in order.
-        value = [tf.compat.v1.placeholder(tf.as_dtype(leaf.dtype),
-                                          list(leaf.shape))
-                 for leaf in spec.leaves]
+        value = [
+            tf.compat.v1.placeholder(tf.as_dtype(leaf.dtype), list(leaf.shape))
+            for leaf in spec.leaves
+        ]
         record = self._protocol.client(
             value, tf.compat.v1.placeholder(seed_spec.dtype, seed_spec.shape))
       self._record_specs = tf.nest.map_structure(
@@ -160,10 +162,9 @@ class MechanismSumQuery(dp_query.SumAggregationDPQuery):
     result, measurements, n = self._protocol.server(sample_state, seed)
     event = event_io.tensor_event(self._protocol.planning_event,
                                   {'num_clients': n})
-    new_state = collections.OrderedDict(
-        round=global_state['round'] + 1,
-        public_seed=global_state['public_seed'],
-        metrics=measurements)
+    new_state = collections.OrderedDict(round=global_state['round'] + 1,
+                                        public_seed=global_state['public_seed'],
+                                        metrics=measurements)
     return result, new_state, event
 
 
@@ -211,6 +212,7 @@ class PoissonBinomialSumQuery(MechanismSumQuery):
   def __init__(self, value_type, l2_clip, theta, num_trials,
                expected_clients_per_round, **factory_options):
     super().__init__(
-        poisson_binomial.PoissonBinomialSumFactory(
-            l2_clip, theta, num_trials, expected_clients_per_round,
-            **factory_options), value_type)
+        poisson_binomial.PoissonBinomialSumFactory(l2_clip, theta, num_trials,
+                                                   expected_clients_per_round,
+                                                   **factory_options),
+        value_type)

@@ -49,25 +49,27 @@ class _GaussianSum:
     x = np.stack([np.asarray(c, np.float64) for c in clients])
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     x = x * np.minimum(1.0, self._clip / np.maximum(norms, 1e-300))
-    result = x.sum(0) + self._rng.normal(0.0, self._z * self._clip,
-                                         x.shape[1])
+    result = x.sum(0) + self._rng.normal(0.0, self._z * self._clip, x.shape[1])
     self._calls += 1
     if self._nan_every and self._calls % self._nan_every == 0:
       result[0] = np.nan
-    measurements = collections.OrderedDict(
-        participating_clients=np.int64(len(clients)), status=b'ok')
+    measurements = collections.OrderedDict(participating_clients=np.int64(
+        len(clients)),
+                                           status=b'ok')
     if self._leak:
       measurements['clipped'] = np.int64((norms > self._clip).sum())
     measurements['dp_event'] = collections.OrderedDict(
-        module_name=_GAUSSIAN_EVENT_MODULE, class_name=b'GaussianDpEvent',
+        module_name=_GAUSSIAN_EVENT_MODULE,
+        class_name=b'GaussianDpEvent',
         noise_multiplier=self._z)
     return _Output(state + 1, result, measurements)
 
 
 def _data(dim=8, clients=5, target_norm=1.0, seed=1):
   rng = np.random.default_rng(seed)
-  data = [(0.05 * rng.normal(size=dim)).astype(np.float32)
-          for _ in range(clients)]
+  data = [
+      (0.05 * rng.normal(size=dim)).astype(np.float32) for _ in range(clients)
+  ]
   direction = rng.normal(size=dim)
   data[0] = (target_norm * direction / np.linalg.norm(direction)).astype(
       np.float32)
@@ -82,27 +84,32 @@ def _perfect_bound(evaluation_runs, confidence=0.95, delta=1e-5):
 
 class ClopperPearsonTest(tf.test.TestCase, parameterized.TestCase):
 
-  @parameterized.parameters((1, 0.05), (10, 0.025), (57, 0.001),
-                            (1000, 0.0125))
+  @parameterized.parameters((1, 0.05), (10, 0.025), (57, 0.001), (1000, 0.0125))
   def test_upper_matches_beta_quantile(self, n, alpha):
     k = np.arange(n)
     expected = scipy.stats.beta.ppf(1.0 - alpha, k + 1, n - k)
-    self.assertAllClose(audit.clopper_pearson_upper(k, n, alpha), expected,
-                        rtol=1e-10, atol=1e-14)
+    self.assertAllClose(audit.clopper_pearson_upper(k, n, alpha),
+                        expected,
+                        rtol=1e-10,
+                        atol=1e-14)
     self.assertEqual(audit.clopper_pearson_upper(n, n, alpha), 1.0)
     # No errors: P[Bin(n, u) = 0] = (1 - u)^n = alpha.
     self.assertAllClose(audit.clopper_pearson_upper(0, n, alpha),
-                        1.0 - alpha**(1.0 / n), rtol=1e-12)
+                        1.0 - alpha**(1.0 / n),
+                        rtol=1e-12)
 
   @parameterized.parameters((1, 0.05), (10, 0.025), (57, 0.001))
   def test_lower_matches_beta_quantile(self, n, alpha):
     k = np.arange(1, n + 1)
     expected = scipy.stats.beta.ppf(alpha, k, n - k + 1)
-    self.assertAllClose(audit.clopper_pearson_lower(k, n, alpha), expected,
-                        rtol=1e-10, atol=1e-14)
+    self.assertAllClose(audit.clopper_pearson_lower(k, n, alpha),
+                        expected,
+                        rtol=1e-10,
+                        atol=1e-14)
     self.assertEqual(audit.clopper_pearson_lower(0, n, alpha), 0.0)
     self.assertAllClose(audit.clopper_pearson_lower(n, n, alpha),
-                        alpha**(1.0 / n), rtol=1e-12)
+                        alpha**(1.0 / n),
+                        rtol=1e-12)
 
   @parameterized.parameters(0.001, 0.03, 0.2, 0.5, 0.9)
   def test_upper_bound_coverage_is_exact(self, p):
@@ -116,20 +123,19 @@ class ClopperPearsonTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_scalar_and_array_shapes(self):
     self.assertIsInstance(audit.clopper_pearson_upper(3, 10, 0.05), float)
-    self.assertEqual(audit.clopper_pearson_upper([[0, 1]], 10, 0.05).shape,
-                     (1, 2))
+    self.assertEqual(
+        audit.clopper_pearson_upper([[0, 1]], 10, 0.05).shape, (1, 2))
 
-  @parameterized.named_parameters(
-      ('above_trials', 11, 10, 0.05, ValueError),
-      ('negative', -1, 10, 0.05, ValueError),
-      ('fractional', 1.5, 10, 0.05, ValueError),
-      ('nan', math.nan, 10, 0.05, ValueError),
-      ('string', '1', 10, 0.05, TypeError),
-      ('bool', True, 10, 0.05, TypeError),
-      ('zero_trials', 0, 0, 0.05, ValueError),
-      ('alpha_zero', 1, 10, 0.0, ValueError),
-      ('alpha_one', 1, 10, 1.0, ValueError),
-      ('alpha_string', 1, 10, '0.05', TypeError))
+  @parameterized.named_parameters(('above_trials', 11, 10, 0.05, ValueError),
+                                  ('negative', -1, 10, 0.05, ValueError),
+                                  ('fractional', 1.5, 10, 0.05, ValueError),
+                                  ('nan', math.nan, 10, 0.05, ValueError),
+                                  ('string', '1', 10, 0.05, TypeError),
+                                  ('bool', True, 10, 0.05, TypeError),
+                                  ('zero_trials', 0, 0, 0.05, ValueError),
+                                  ('alpha_zero', 1, 10, 0.0, ValueError),
+                                  ('alpha_one', 1, 10, 1.0, ValueError),
+                                  ('alpha_string', 1, 10, '0.05', TypeError))
   def test_arguments(self, k, n, alpha, error):
     with self.assertRaises(error):
       audit.clopper_pearson_upper(k, n, alpha)
@@ -151,13 +157,14 @@ class EpsilonBoundTest(tf.test.TestCase, parameterized.TestCase):
       ('zero_fpr', 0.0, 0.3, 1e-5, math.inf),
       ('asymmetric', 0.02, 0.3, 1e-5, math.log((0.7 - 1e-5) / 0.02)))
   def test_hand_computed(self, fpr, fnr, delta, expected):
-    self.assertAllClose(audit.epsilon_lower_bound(fpr, fnr, delta), expected,
+    self.assertAllClose(audit.epsilon_lower_bound(fpr, fnr, delta),
+                        expected,
                         rtol=1e-12)
 
   def test_vectorized(self):
     bound = audit.epsilon_lower_bound([0.01, 0.5], [[0.5], [0.01]], 0.0)
-    self.assertAllClose(bound, [[math.log(50), 0.0],
-                                [math.log(99), math.log(50)]])
+    self.assertAllClose(
+        bound, [[math.log(50), 0.0], [math.log(99), math.log(50)]])
 
   @parameterized.named_parameters(
       ('fpr_above_one', 1.1, 0.5, 0.0, ValueError),
@@ -180,24 +187,26 @@ class HelpersTest(tf.test.TestCase):
     self.assertAllEqual(neighbour[1], np.zeros(3))
     self.assertEqual(neighbour[1].dtype, np.float32)
     self.assertAllEqual(data[1], np.full(3, 2.0))  # not mutated
-    scalars = audit.zero_out([np.float32(0.3), np.float32(0.4)], 0,
-                             fill=np.nan)
+    scalars = audit.zero_out([np.float32(0.3), np.float32(0.4)], 0, fill=np.nan)
     self.assertTrue(np.isnan(scalars[0]))
     self.assertEqual(np.asarray(scalars[0]).dtype, np.float32)
     with self.assertRaisesRegex(ValueError, 'index'):
       audit.zero_out(data, 2)
 
   def test_flatten_release_names_every_scalar(self):
-    measurements = collections.OrderedDict(
-        n=np.int64(3), ok=True, status=b'ok',
-        inner=collections.OrderedDict(v=np.array([1.5, 2.5]),
-                                      names=[b'a', b'b']))
+    measurements = collections.OrderedDict(n=np.int64(3),
+                                           ok=True,
+                                           status=b'ok',
+                                           inner=collections.OrderedDict(
+                                               v=np.array([1.5, 2.5]),
+                                               names=[b'a', b'b']))
     features = audit.flatten_release(np.array([0.5, -1.0]), measurements)
     self.assertEqual(list(features), [
         'result[0]', 'result[1]', 'measurements/n', 'measurements/ok',
         'measurements/status', 'measurements/inner/v[0]',
         'measurements/inner/v[1]', 'measurements/inner/names[0]',
-        'measurements/inner/names[1]'])
+        'measurements/inner/names[1]'
+    ])
     self.assertEqual(features['measurements/ok'], 1.0)
     self.assertEqual(features['measurements/inner/v[1]'], 2.5)
     # Strings: a fixed hash, equal for equal bytes, different otherwise.
@@ -239,31 +248,42 @@ class AuditProtocolTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(result.bound_level, 0.025)
     self.assertAllClose(result.fpr, result.false_positives / 200)
     self.assertAllClose(result.fnr, result.false_negatives / 200)
-    self.assertAllClose(result.fpr_upper, audit.clopper_pearson_upper(
-        result.false_positives, 200, 0.025))
-    self.assertAllClose(result.epsilon_lower_bound, audit.epsilon_lower_bound(
-        result.fpr_upper, result.fnr_upper, 1e-5))
+    self.assertAllClose(
+        result.fpr_upper,
+        audit.clopper_pearson_upper(result.false_positives, 200, 0.025))
+    self.assertAllClose(
+        result.epsilon_lower_bound,
+        audit.epsilon_lower_bound(result.fpr_upper, result.fnr_upper, 1e-5))
     self.assertGreater(result.epsilon_lower_bound, 0.5)
     self.assertTrue(result.consistent)
     self.assertAllClose(result.accountant_epsilon, 10.725, atol=1e-3)
     self.assertEqual(result.events,
                      (dp_accounting.GaussianDpEvent(noise_multiplier=0.5),))
-    self.assertAllClose(result.ratio, result.epsilon_lower_bound / 10.725,
+    self.assertAllClose(result.ratio,
+                        result.epsilon_lower_bound / 10.725,
                         rtol=1e-4)
     self.assertIn(result.statistic, result.selection_scores)
 
   def test_thresholds_share_the_confidence(self):
     data = _data()
-    result = audit.audit(_GaussianSum(0.5, seed=3), data,
-                         audit.zero_out(data, 0), 100, 1e-5,
-                         confidence=0.99, num_thresholds=5)
+    result = audit.audit(_GaussianSum(0.5, seed=3),
+                         data,
+                         audit.zero_out(data, 0),
+                         100,
+                         1e-5,
+                         confidence=0.99,
+                         num_thresholds=5)
     self.assertAllClose(result.bound_level, 0.001)
 
   def test_a_priori_statistic_is_a_candidate(self):
     data = _data()
     target = data[0] / np.linalg.norm(data[0])
     result = audit.audit(
-        _GaussianSum(0.5, seed=4), data, audit.zero_out(data, 0), 100, 1e-5,
+        _GaussianSum(0.5, seed=4),
+        data,
+        audit.zero_out(data, 0),
+        100,
+        1e-5,
         statistics={'projection': lambda r, m: float(np.dot(r, target))})
     self.assertIn('statistic:projection', result.selection_scores)
 
@@ -327,10 +347,8 @@ class AuditArgumentsTest(tf.test.TestCase, parameterized.TestCase):
       ('runs_float', dict(runs=10.5), TypeError, 'runs'),
       ('delta_one', dict(delta=1.0), ValueError, 'delta'),
       ('confidence_one', dict(confidence=1.0), ValueError, 'confidence'),
-      ('confidence_string', dict(confidence='high'), TypeError,
-       'confidence'),
-      ('thresholds_zero', dict(num_thresholds=0), ValueError,
-       'num_thresholds'),
+      ('confidence_string', dict(confidence='high'), TypeError, 'confidence'),
+      ('thresholds_zero', dict(num_thresholds=0), ValueError, 'num_thresholds'),
       ('fraction_one', dict(selection_fraction=1.0), ValueError,
        'selection_fraction'),
       ('adversary', dict(adversary='analyst'), ValueError, 'adversary'),
@@ -363,7 +381,11 @@ class AuditArgumentsTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_refuses_chained_data_dependent_state(self):
     with self.assertRaisesRegex(ValueError, 'independent of the data'):
-      audit.audit(_DataState(1.0), self.data, self.neighbour, 10, 1e-5,
+      audit.audit(_DataState(1.0),
+                  self.data,
+                  self.neighbour,
+                  10,
+                  1e-5,
                   state='chained')
     # Fresh states are fine.
     audit.audit(_DataState(1.0), self.data, self.neighbour, 10, 1e-5)
@@ -409,8 +431,12 @@ class RealRoundsAuditTest(tf.test.TestCase):
     with warnings.catch_warnings():
       warnings.simplefilter('ignore', UserWarning)
       factory = DiscreteGaussianSumFactory.from_tff_arguments(
-          noise_multiplier=z, expected_clients_per_round=self._N, bits=16,
-          l2_clip=1.0, seed=7, **kwargs)
+          noise_multiplier=z,
+          expected_clients_per_round=self._N,
+          bits=16,
+          l2_clip=1.0,
+          seed=7,
+          **kwargs)
     return factory.create(tff.TensorType(np.float32, [self._DIM]))
 
   def test_ddg_weakly_private_bound_is_positive_and_below_accountant(self):
@@ -420,12 +446,15 @@ class RealRoundsAuditTest(tf.test.TestCase):
     # minimum 0.89): 0 is 5.4 sds below the mean.
     data, direction = self._vectors(1.0)
     result = audit.audit(
-        self._ddg(0.5), data, audit.zero_out(data, 0), 300, 1e-5,
+        self._ddg(0.5),
+        data,
+        audit.zero_out(data, 0),
+        300,
+        1e-5,
         statistics={'projection': lambda r, m: float(np.dot(r, direction))},
         state='chained')
     self.assertGreater(result.epsilon_lower_bound, 0.0)
-    self.assertLessEqual(result.epsilon_lower_bound,
-                         result.accountant_epsilon)
+    self.assertLessEqual(result.epsilon_lower_bound, result.accountant_epsilon)
     self.assertAllClose(result.accountant_epsilon, 10.74, atol=0.05)
 
   def test_ddg_bound_below_accountant_where_it_could_exceed_it(self):
@@ -434,12 +463,15 @@ class RealRoundsAuditTest(tf.test.TestCase):
     # 2x too small) fails this test.
     data, direction = self._vectors(1.0)
     result = audit.audit(
-        self._ddg(2.0), data, audit.zero_out(data, 0), 300, 1e-5,
+        self._ddg(2.0),
+        data,
+        audit.zero_out(data, 0),
+        300,
+        1e-5,
         statistics={'projection': lambda r, m: float(np.dot(r, direction))},
         state='chained')
     self.assertLess(result.accountant_epsilon, _perfect_bound(150) - 1.0)
-    self.assertLessEqual(result.epsilon_lower_bound,
-                         result.accountant_epsilon)
+    self.assertLessEqual(result.epsilon_lower_bound, result.accountant_epsilon)
 
   def test_quantile_process_bound_below_accountant(self):
     # Flat histogram, DDG, calibrated to eps 2 for the round; 10 clients in
@@ -452,12 +484,15 @@ class RealRoundsAuditTest(tf.test.TestCase):
         'flat', 'discrete_gaussian', 0.0, 1.0, 16, [0.25, 0.5, 0.75],
         QuantileSetting(self._N, 2.0, 1e-5, seed=7))
     data = [np.float32((i + 0.5) / 16) for i in range(self._N)]
-    result = audit.audit(process, data, audit.zero_out(data, 0, np.nan),
-                         300, 1e-5, state='chained')
+    result = audit.audit(process,
+                         data,
+                         audit.zero_out(data, 0, np.nan),
+                         300,
+                         1e-5,
+                         state='chained')
     self.assertLessEqual(result.accountant_epsilon, 2.0 + 1e-9)
     self.assertLess(result.accountant_epsilon, _perfect_bound(150) - 1.0)
-    self.assertLessEqual(result.epsilon_lower_bound,
-                         result.accountant_epsilon)
+    self.assertLessEqual(result.epsilon_lower_bound, result.accountant_epsilon)
 
   def test_debug_counts_leak_is_detected(self):
     # debug_measurements=True and a clipped target: the released exact
@@ -466,8 +501,12 @@ class RealRoundsAuditTest(tf.test.TestCase):
     # is NonPrivateDpEvent (accountant: inf). The same leak under a claimed
     # finite epsilon below 3.28 would fail `consistent`.
     data, _ = self._vectors(3.0)
-    result = audit.audit(self._ddg(1.0, debug_measurements=True), data,
-                         audit.zero_out(data, 0), 200, 1e-5, state='chained')
+    result = audit.audit(self._ddg(1.0, debug_measurements=True),
+                         data,
+                         audit.zero_out(data, 0),
+                         200,
+                         1e-5,
+                         state='chained')
     self.assertEqual(result.statistic, 'measurements/debug_counts/clipped')
     self.assertEqual((result.false_positives, result.false_negatives), (0, 0))
     self.assertAllClose(result.epsilon_lower_bound, _perfect_bound(100))

@@ -33,9 +33,10 @@ _GENERATOR = os.path.join(_ROOT, 'scripts', 'build_files.py')
 # The cheap module run through Bazel's entry: no TensorFlow import.
 _CHEAP_TEST = 'tff_ddp_tests/utils/checks_test.py'
 # What a BUILD file may call at its top level.
-_BUILD_CALLS = {'load', 'package', 'licenses', 'exports_files', 'alias',
-                'filegroup', 'py_library', 'py_binary', 'py_test'}
-
+_BUILD_CALLS = {
+    'load', 'package', 'licenses', 'exports_files', 'alias', 'filegroup',
+    'py_library', 'py_binary', 'py_test'
+}
 
 build_files = script_module.load('scripts/build_files.py')
 
@@ -49,8 +50,12 @@ def _env():
 
 
 def _run(args, timeout=600):
-  return subprocess.run([sys.executable] + args, cwd=_ROOT, env=_env(),
-                        capture_output=True, text=True, timeout=timeout,
+  return subprocess.run([sys.executable] + args,
+                        cwd=_ROOT,
+                        env=_env(),
+                        capture_output=True,
+                        text=True,
+                        timeout=timeout,
                         check=False)
 
 
@@ -68,8 +73,9 @@ class RepositoryTest(parameterized.TestCase):
 
   def test_committed_build_files_are_the_generated_ones(self):
     diffs = build_files.differences(_ROOT, self.files)
-    self.assertEmpty(diffs, '\n' + ''.join(diffs)[:6000] + '\nRun `make '
-                     'build-files` and commit the BUILD files it writes.')
+    self.assertEmpty(
+        diffs, '\n' + ''.join(diffs)[:6000] + '\nRun `make '
+        'build-files` and commit the BUILD files it writes.')
 
   def test_committed_build_files_parse_as_starlark(self):
     # Starlark BUILD files are a Python subset: each parses, and holds only
@@ -81,8 +87,7 @@ class RepositoryTest(parameterized.TestCase):
       for stmt in tree.body:
         self.assertIsInstance(stmt, ast.Expr, f'{path}:{stmt.lineno}')
         self.assertIsInstance(stmt.value, ast.Call, f'{path}:{stmt.lineno}')
-        self.assertIn(stmt.value.func.id, _BUILD_CALLS,
-                      f'{path}:{stmt.lineno}')
+        self.assertIn(stmt.value.func.id, _BUILD_CALLS, f'{path}:{stmt.lineno}')
 
   def test_generator_sees_the_tree(self):
     # A generator that found no module would pass the comparison vacuously.
@@ -90,8 +95,7 @@ class RepositoryTest(parameterized.TestCase):
     tests = [t for t in self.tree.targets.values() if t.kind == 'py_test']
     self.assertGreater(len(tests), 30)
     for path in ('tff_ddp/cli/__main__.py', 'tff_ddp_tests/conftest.py',
-                 'tff_ddp_tests/pytest_main.py',
-                 'tff_ddp_tests/build_test.py',
+                 'tff_ddp_tests/pytest_main.py', 'tff_ddp_tests/build_test.py',
                  'tff_ddp_tests/fuzz/strategies.py', 'benchmarks/_common.py',
                  'scripts/build_files.py'):
       self.assertIn(path, self.tree.by_file)
@@ -99,9 +103,9 @@ class RepositoryTest(parameterized.TestCase):
                      build_files.Label('tff_ddp/cli', 'tff-ddp'))
     aggregators = self.tree.targets[build_files.Label('tff_ddp/aggregators',
                                                       'aggregators')]
-    self.assertIn(build_files.Requirement('tensorflow-federated'),
-                  set().union(*(self.tree.targets[d].deps
-                                for d in aggregators.deps)))
+    self.assertIn(
+        build_files.Requirement('tensorflow-federated'),
+        set().union(*(self.tree.targets[d].deps for d in aggregators.deps)))
 
   def test_every_module_pytest_collects_is_a_py_test(self):
     # pytest.ini's own pattern, applied to the test tree.
@@ -112,9 +116,11 @@ class RepositoryTest(parameterized.TestCase):
     found = []
     for top in roots:
       for dirpath, _, filenames in os.walk(os.path.join(_ROOT, top)):
-        found += [os.path.relpath(os.path.join(dirpath, n), _ROOT)
-                  for n in filenames
-                  if any(fnmatch.fnmatch(n, p) for p in patterns)]
+        found += [
+            os.path.relpath(os.path.join(dirpath, n), _ROOT)
+            for n in filenames
+            if any(fnmatch.fnmatch(n, p) for p in patterns)
+        ]
     self.assertGreater(len(found), 30)
     for path in found:
       target = self.tree.by_file[path]
@@ -125,16 +131,19 @@ class RepositoryTest(parameterized.TestCase):
   def test_lazy_subpackages_are_deps_of_the_package(self):
     # The table the generator reads from the source is the one Python uses.
     import tff_ddp
-    labels = {self.tree.label_of(self.tree.modules[f'tff_ddp.{name}'])
-              for name in tff_ddp._SUBPACKAGES}  # pylint: disable=protected-access  # tests a private part
+    labels = {
+        self.tree.label_of(self.tree.modules[f'tff_ddp.{name}'])
+        for name in tff_ddp._SUBPACKAGES
+    }  # pylint: disable=protected-access  # tests a private part
     package = self.tree.targets[build_files.Label('tff_ddp', 'tff_ddp')]
-    self.assertEqual({d for d in package.deps
-                      if isinstance(d, build_files.Label)}, labels)
+    self.assertEqual(
+        {d for d in package.deps if isinstance(d, build_files.Label)}, labels)
 
   def test_third_party_distributions_are_pinned(self):
     self.assertIn('tensorflow-federated', self.tree.lock)
-    used = {build_files.normalize_dist(d)
-            for d in build_files.THIRD_PARTY.values()}
+    used = {
+        build_files.normalize_dist(d) for d in build_files.THIRD_PARTY.values()
+    }
     self.assertEmpty(used - self.tree.lock)
 
 
@@ -153,16 +162,25 @@ class DirectRunTest(parameterized.TestCase):
 # The generator on a small synthetic repository.
 
 _CLEAN_TREE = {
-    'README.md': '',
-    'pytest.ini': '',
-    'setup.py': '',
-    'requirements/lock.txt': 'absl-py==1.4.0\nnumpy==1.25.2\nscipy==1.9.3\n'
-                             'pytest==7.4.0\n',
-    'tff_ddp/__init__.py': '',
-    'tff_ddp/cli/__init__.py': 'def main():\n  return 0\n',
-    'tff_ddp/cli/__main__.py': 'from tff_ddp import cli\ncli.main()\n',
-    'tff_ddp/a/__init__.py': 'from tff_ddp.a.x import f\n',
-    'tff_ddp/a/x.py': '''
+    'README.md':
+        '',
+    'pytest.ini':
+        '',
+    'setup.py':
+        '',
+    'requirements/lock.txt':
+        'absl-py==1.4.0\nnumpy==1.25.2\nscipy==1.9.3\n'
+        'pytest==7.4.0\n',
+    'tff_ddp/__init__.py':
+        '',
+    'tff_ddp/cli/__init__.py':
+        'def main():\n  return 0\n',
+    'tff_ddp/cli/__main__.py':
+        'from tff_ddp import cli\ncli.main()\n',
+    'tff_ddp/a/__init__.py':
+        'from tff_ddp.a.x import f\n',
+    'tff_ddp/a/x.py':
+        '''
         import numpy as np
 
         from tff_ddp.a import y
@@ -172,11 +190,16 @@ _CLEAN_TREE = {
           from tff_ddp.a import z  # a lazy import counts
           return np.zeros(y.N + z.M)
         ''',
-    'tff_ddp/a/y.py': 'N = 1\n',
-    'tff_ddp/a/z.py': 'M = 2\n',
-    'tff_ddp_tests/__init__.py': '',
-    'tff_ddp_tests/pytest_main.py': 'import pytest\n',
-    'tff_ddp_tests/a_test.py': '''
+    'tff_ddp/a/y.py':
+        'N = 1\n',
+    'tff_ddp/a/z.py':
+        'M = 2\n',
+    'tff_ddp_tests/__init__.py':
+        '',
+    'tff_ddp_tests/pytest_main.py':
+        'import pytest\n',
+    'tff_ddp_tests/a_test.py':
+        '''
         from absl.testing import absltest
 
         from tff_ddp.a import x
@@ -187,11 +210,15 @@ _CLEAN_TREE = {
           def test_f(self):
             self.assertLen(x.f(), 3)
         ''',
-    'benchmarks/_common.py': 'import numpy\n',
-    'benchmarks/bench.py': 'import _common\nfrom tff_ddp.a import y\n',
+    'benchmarks/_common.py':
+        'import numpy\n',
+    'benchmarks/bench.py':
+        'import _common\nfrom tff_ddp.a import y\n',
 }
-_CLEAN_TREE = {path: textwrap.dedent(text).lstrip('\n')
-               for path, text in _CLEAN_TREE.items()}
+_CLEAN_TREE = {
+    path: textwrap.dedent(text).lstrip('\n')
+    for path, text in _CLEAN_TREE.items()
+}
 
 _HEADER = build_files.GENERATED + '\n\n'
 # What the clean tree generates for two of its packages, in full.
@@ -266,21 +293,27 @@ def _write_tree(root, files):
 
 
 def _replace(path, old, new):
+
   def edit(files):
     assert old in files[path], (path, old)
     files[path] = files[path].replace(old, new)
+
   return edit
 
 
 def _add(path, text):
+
   def edit(files):
     files[path] = textwrap.dedent(text).lstrip('\n')
+
   return edit
 
 
 def _remove(path):
+
   def edit(files):
     del files[path]
+
   return edit
 
 
@@ -308,13 +341,14 @@ class GeneratorTest(parameterized.TestCase):
     self.assertEmpty(problems, '\n'.join(map(str, problems)))
     self.assertEqual(sorted(files), [
         'BUILD', 'benchmarks/BUILD', 'requirements/BUILD', 'tff_ddp/BUILD',
-        'tff_ddp/a/BUILD', 'tff_ddp/cli/BUILD', 'tff_ddp_tests/BUILD'])
+        'tff_ddp/a/BUILD', 'tff_ddp/cli/BUILD', 'tff_ddp_tests/BUILD'
+    ])
     self.assertEqual(files['tff_ddp/a/BUILD'], _EXPECTED_A)
     self.assertIn('\n' + build_files.TEST_RULE + '\n',
                   files['tff_ddp_tests/BUILD'])
     self.assertNotIn('load(', files['tff_ddp/a/BUILD'])
-    self.assertTrue(files['tff_ddp_tests/BUILD'].endswith(
-        _EXPECTED_TESTS_TAIL), files['tff_ddp_tests/BUILD'])
+    self.assertTrue(files['tff_ddp_tests/BUILD'].endswith(_EXPECTED_TESTS_TAIL),
+                    files['tff_ddp_tests/BUILD'])
     self.assertIn('"//tff_ddp_tests:__subpackages__"',
                   files['tff_ddp_tests/BUILD'])
     self.assertIn('actual = "//tff_ddp/cli:tff-ddp"', files['BUILD'])
@@ -346,23 +380,20 @@ class GeneratorTest(parameterized.TestCase):
     self.assertFalse(os.path.exists(os.path.join(root, 'tff_ddp/gone/BUILD')))
 
   @parameterized.named_parameters(
-      ('new_module',
-       _add('tff_ddp/a/w.py', 'from tff_ddp.a import y\n'),
+      ('new_module', _add('tff_ddp/a/w.py', 'from tff_ddp.a import y\n'),
        'tff_ddp/a/BUILD', 'py_library(\n    name = "w",\n    srcs = ["w.py"],'
        '\n    deps = [\n        ":y",\n    ],\n)'),
-      ('new_package',
-       _add('tff_ddp/b/__init__.py', 'import scipy\n'),
+      ('new_package', _add('tff_ddp/b/__init__.py', 'import scipy\n'),
        'tff_ddp/b/BUILD', 'name = "b",\n    srcs = ["__init__.py"],\n)'),
-      ('name_not_module',
-       _add('tff_ddp/a/w.py', 'from tff_ddp.a import f\n'),
+      ('name_not_module', _add('tff_ddp/a/w.py', 'from tff_ddp.a import f\n'),
        'tff_ddp/a/BUILD', 'name = "w",\n    srcs = ["w.py"],\n'
        '    deps = [\n        ":a",'),
-      ('slow_test',
-       _SLOW_A_TEST,
-       'tff_ddp_tests/BUILD', 'size = "large",\n    srcs = ["a_test.py"],\n'
+      ('slow_test', _SLOW_A_TEST, 'tff_ddp_tests/BUILD',
+       'size = "large",\n    srcs = ["a_test.py"],\n'
        '    tags = ["slow"],'),
       ('name_table',
-       _add('tff_ddp/__init__.py', '''
+       _add(
+           'tff_ddp/__init__.py', '''
             import importlib
             _SUB = ('a', 'cli')
 
@@ -370,27 +401,26 @@ class GeneratorTest(parameterized.TestCase):
             def __getattr__(name):
               if name in _SUB:
                 return importlib.import_module(f'tff_ddp.{name}')
-            '''),
-       'tff_ddp/BUILD', 'deps = [\n        "//tff_ddp/a",\n'
+            '''), 'tff_ddp/BUILD', 'deps = [\n        "//tff_ddp/a",\n'
        '        "//tff_ddp/cli",\n    ],'),
       ('child_code',
-       _replace('tff_ddp_tests/a_test.py', 'import absltest\n',
-                'import absltest\nimport sys\n'
-                '_CODE = "from tff_ddp.a import y"\n'
-                'RUN = [sys.executable, "-c", _CODE]\n'),
-       'tff_ddp_tests/BUILD', '"//tff_ddp/a:x",\n        "//tff_ddp/a:y",'),
+       _replace(
+           'tff_ddp_tests/a_test.py', 'import absltest\n',
+           'import absltest\nimport sys\n'
+           '_CODE = "from tff_ddp.a import y"\n'
+           'RUN = [sys.executable, "-c", _CODE]\n'), 'tff_ddp_tests/BUILD',
+       '"//tff_ddp/a:x",\n        "//tff_ddp/a:y",'),
       ('child_module',
-       _replace('tff_ddp_tests/a_test.py', 'import absltest\n',
-                'import absltest\nimport sys\n'
-                'RUN = [sys.executable, "-m", "tff_ddp.cli"]\n'),
+       _replace(
+           'tff_ddp_tests/a_test.py', 'import absltest\n',
+           'import absltest\nimport sys\n'
+           'RUN = [sys.executable, "-m", "tff_ddp.cli"]\n'),
        'tff_ddp_tests/BUILD', 'data = ["//tff_ddp/cli:tff-ddp"],'),
-      ('script_sibling',
-       lambda files: None,
-       'benchmarks/BUILD', 'py_binary(\n    name = "bench",\n'
+      ('script_sibling', lambda files: None, 'benchmarks/BUILD',
+       'py_binary(\n    name = "bench",\n'
        '    srcs = ["bench.py"],\n    deps = [\n        ":_common",\n'
        '        "//tff_ddp/a:y",\n    ],'),
-      ('conftest_dep',
-       _add('tff_ddp_tests/conftest.py', 'import pytest\n'),
+      ('conftest_dep', _add('tff_ddp_tests/conftest.py', 'import pytest\n'),
        'tff_ddp_tests/BUILD', 'deps = [\n        ":conftest",\n'
        '        "//tff_ddp/a:x",\n    ],'),
       ('testonly_spreads',
@@ -399,19 +429,19 @@ class GeneratorTest(parameterized.TestCase):
        '        "//tff_ddp_tests/fuzz:s",'),
   )
   def test_derives(self, edit, build, text):
-    files, problems = self._generate(
-        edit, _add('tff_ddp_tests/fuzz/__init__.py', ''),
-        _add('tff_ddp_tests/fuzz/s.py', 'S = 1\n'))
+    files, problems = self._generate(edit,
+                                     _add('tff_ddp_tests/fuzz/__init__.py', ''),
+                                     _add('tff_ddp_tests/fuzz/s.py', 'S = 1\n'))
     self.assertEmpty(problems, '\n'.join(map(str, problems)))
     self.assertIn(text, files[build])
 
   @parameterized.named_parameters(
-      ('unknown_distribution',
-       _add('tff_ddp/a/y.py', 'import left_pad\nN = 1\n'),
-       "'left_pad': '<its PyPI distribution>'"),
+      ('unknown_distribution', _add(
+          'tff_ddp/a/y.py',
+          'import left_pad\nN = 1\n'), "'left_pad': '<its PyPI distribution>'"),
       ('unpinned_distribution',
-       _replace('requirements/lock.txt', 'numpy==1.25.2\n', ''),
-       'not pinned in requirements/lock.txt'),
+       _replace('requirements/lock.txt', 'numpy==1.25.2\n',
+                ''), 'not pinned in requirements/lock.txt'),
       ('missing_module',
        _add('tff_ddp/a/y.py', 'from tff_ddp.b import frequency\nN = 1\n'),
        'imports tff_ddp.b.frequency, but there is no tff_ddp.b module'),
@@ -420,47 +450,43 @@ class GeneratorTest(parameterized.TestCase):
        'there is no tff_ddp/a/frequency.py and tff_ddp/a/__init__.py '
        "defines no name 'frequency'"),
       ('dynamic_import',
-       _add('tff_ddp/a/y.py', '''
+       _add(
+           'tff_ddp/a/y.py', '''
             import importlib
             N = 1
 
 
             def g(n):
               return importlib.import_module(n)
-            '''),
-       'module-level tuple of module names'),
+            '''), 'module-level tuple of module names'),
       ('unreadable_child_code',
-       _replace('tff_ddp_tests/a_test.py', 'import absltest\n',
-                'import absltest\nimport sys\n'
-                'RUN = [sys.executable, "-c", "".join(["x"])]\n'),
+       _replace(
+           'tff_ddp_tests/a_test.py', 'import absltest\n',
+           'import absltest\nimport sys\n'
+           'RUN = [sys.executable, "-c", "".join(["x"])]\n'),
        'use a string constant'),
-      ('module_syntax_error',
-       _add('tff_ddp/a/y.py', 'N = (\n'),
-       'tff_ddp/a/y.py:1: does not parse'),
-      ('no_test_main',
-       _remove('tff_ddp_tests/pytest_main.py'),
+      ('module_syntax_error', _add(
+          'tff_ddp/a/y.py', 'N = (\n'), 'tff_ddp/a/y.py:1: does not parse'),
+      ('no_test_main', _remove('tff_ddp_tests/pytest_main.py'),
        'tff_ddp_tests/pytest_main.py:0: is missing: every py_test runs it'),
       ('lost_mark',
-       _replace('tff_ddp_tests/a_test.py', '  def test_f',
-                '  @pytest.mark.slow\n  @parameterized.parameters(1)\n'
-                '  def test_f'),
-       'mark the class instead'),
+       _replace(
+           'tff_ddp_tests/a_test.py', '  def test_f',
+           '  @pytest.mark.slow\n  @parameterized.parameters(1)\n'
+           '  def test_f'), 'mark the class instead'),
       ('invisible',
-       _add('benchmarks/bench.py',
-            'from tff_ddp_tests import pytest_main\n'),
+       _add('benchmarks/bench.py', 'from tff_ddp_tests import pytest_main\n'),
        'needs //tff_ddp_tests:pytest_main, which //benchmarks cannot see'),
-      ('cycle',
-       _add('tff_ddp/a/y.py', 'from tff_ddp.a import x\nN = 1\n'),
+      ('cycle', _add('tff_ddp/a/y.py', 'from tff_ddp.a import x\nN = 1\n'),
        '//tff_ddp/a:y -> //tff_ddp/a:x -> //tff_ddp/a:y'),
-      ('removed_alias_target',
-       _remove('tff_ddp/cli/__main__.py'),
+      ('removed_alias_target', _remove('tff_ddp/cli/__main__.py'),
        'alias "tff-ddp" points at tff_ddp/cli/__main__.py'),
   )
   def test_reports(self, edit, text):
     _, problems = self._generate(edit)
     self.assertNotEmpty([p for p in problems if text in str(p)],
-                        f'no problem saying {text!r} among:\n'
-                        + '\n'.join(map(str, problems)))
+                        f'no problem saying {text!r} among:\n' +
+                        '\n'.join(map(str, problems)))
 
   def test_command(self):
     # --check fails on a stale tree and names the fix; writing fixes it; a

@@ -44,9 +44,8 @@ class ReadValuesTest(parameterized.TestCase):
 
   def test_one_value_per_client_in_either_form(self):
     plain = _write(self.dir, 'a.csv', '1.5\n\n  -2 \n3e1\ninf\n-inf\nnan\n')
-    np.testing.assert_array_equal(
-        data_files.read_values(plain),
-        [1.5, -2.0, 30.0, np.inf, -np.inf, np.nan])
+    np.testing.assert_array_equal(data_files.read_values(plain),
+                                  [1.5, -2.0, 30.0, np.inf, -np.inf, np.nan])
     with_ids = _write(self.dir, 'b.csv',
                       'client_id,value\nc1, 4\nc2,5\n\nc3,nan\n')
     np.testing.assert_array_equal(data_files.read_values(with_ids),
@@ -55,8 +54,7 @@ class ReadValuesTest(parameterized.TestCase):
     np.testing.assert_array_equal(data_files.read_values(header), [7.0])
 
   @parameterized.named_parameters(
-      ('empty', '', 'no values'),
-      ('blank_lines', '\n \n', 'no values'),
+      ('empty', '', 'no values'), ('blank_lines', '\n \n', 'no values'),
       ('header_only', 'client_id,value\n', 'no values'),
       ('not_a_number', '1\n2\nabc\n', r'line 3: \'abc\' is not a number'),
       ('first_line_not_a_number', 'x\n1\n', r'line 1: \'x\' is not a number'),
@@ -125,8 +123,7 @@ class ReadItemsTest(parameterized.TestCase):
     self.assertEqual((without.dropped, with_rare.dropped), (0, 1))
 
   @parameterized.named_parameters(
-      ('empty', '', 'no items'),
-      ('header_only', 'item\n', 'no items'),
+      ('empty', '', 'no items'), ('header_only', 'item\n', 'no items'),
       ('two_columns', 'a,b\n', 'line 1 has 2 columns; a line is one item'),
       ('twice', 'a\nb\na\n', "item 'a' is on lines 1 and 3"))
   def test_bad_domain_files(self, text, message):
@@ -148,11 +145,11 @@ class ReadItemsTest(parameterized.TestCase):
     self.assertTrue(str(raised.exception).startswith(f'--items {path}: '))
 
   def test_too_many_entries(self):
-    path = _write(self.dir, 'big.csv', ''.join(
-        f'u{i},{j}\n' for i in range(5) for j in range(5)))
-    with self.assertRaisesRegex(common.UserError,
-                                r'5 clients x 5 items = 25 count entries; '
-                                r'at most 24'):
+    path = _write(self.dir, 'big.csv',
+                  ''.join(f'u{i},{j}\n' for i in range(5) for j in range(5)))
+    with self.assertRaisesRegex(
+        common.UserError, r'5 clients x 5 items = 25 count entries; '
+        r'at most 24'):
       data_files.read_items(path, 24, [str(j) for j in range(5)])
 
 
@@ -181,8 +178,9 @@ class FileFormsTest(parameterized.TestCase):
       ('bom', b'\xef\xbb\xbfclient_id,item\nu1,a\nu2,b\nu1,b\n'),
       ('crlf', b'client_id,item\r\nu1,a\r\nu2,b\r\nu1,b\r\n'),
       ('quoted', b'"client_id","item"\n"u1","a"\nu2,"b"\n"u1",b\n'),
-      ('gzip', gzip.compress(b'\xef\xbb\xbfclient_id,item\nu1,a\nu2,b\n'
-                             b'u1,b\n')))
+      ('gzip',
+       gzip.compress(b'\xef\xbb\xbfclient_id,item\nu1,a\nu2,b\n'
+                     b'u1,b\n')))
   def test_items(self, data):
     # Before: the BOM made the header a client: 3 clients, not 2 (and the
     # item 'item' a column of the domain).
@@ -195,8 +193,9 @@ class FileFormsTest(parameterized.TestCase):
   @parameterized.parameters(False, True)
   def test_standard_input(self, compressed):
     data = b'\xef\xbb\xbfvalue\r\n1\r\n2.5\r\n'
-    stdin = io.TextIOWrapper(io.BufferedReader(io.BytesIO(
-        gzip.compress(data) if compressed else data)))
+    stdin = io.TextIOWrapper(
+        io.BufferedReader(
+            io.BytesIO(gzip.compress(data) if compressed else data)))
     with mock.patch.object(sys, 'stdin', stdin):
       np.testing.assert_array_equal(data_files.read_values('-'), [1.0, 2.5])
 
@@ -222,23 +221,29 @@ class CommandTest(parameterized.TestCase):
     items = _write(self.dir, 'i.csv', 'u,1\n')
     for argv, message in (
         (['quantiles', '--values', values], "client 'a' is on lines 1 and 2"),
-        (['quantiles', '--values', os.path.join(self.dir, 'none.csv')],
-         'no such file'),
-        (['quantiles', '--values', items, '--clients', '5'],
-         r'--clients do\(es\) not apply to --values'),
-        (['quantiles', '--values', items, '--seed', '1', '--distribution',
-          'chi2'], r'--distribution, --seed do\(es\) not apply'),
-        (['quantiles', '--lower', '5', '--upper', '1'],
-         r'--lower \(5\) must be below --upper \(1\)'),
-        (['frequency', '--items', values, '--dim', '3'],
-         r'--dim do\(es\) not apply to --items'),
-        (['frequency', '--items', _write(self.dir, 'e.csv', '\n'),
-          '--domain', _write(self.dir, 'd.txt', 'a\n')], 'no items'),
+        (['quantiles', '--values',
+          os.path.join(self.dir, 'none.csv')], 'no such file'),
+        (['quantiles', '--values', items, '--clients',
+          '5'], r'--clients do\(es\) not apply to --values'),
+        ([
+            'quantiles', '--values', items, '--seed', '1', '--distribution',
+            'chi2'
+        ], r'--distribution, --seed do\(es\) not apply'),
+        (['quantiles', '--lower', '5', '--upper',
+          '1'], r'--lower \(5\) must be below --upper \(1\)'),
+        (['frequency', '--items', values, '--dim',
+          '3'], r'--dim do\(es\) not apply to --items'),
+        ([
+            'frequency', '--items',
+            _write(self.dir, 'e.csv', '\n'), '--domain',
+            _write(self.dir, 'd.txt', 'a\n')
+        ], 'no items'),
         # Bounds are stated, not read from the data.
         (['frequency', '--items', items], '--items needs --domain FILE'),
-        (['frequency', '--items', items, '--domain', _write(
-            self.dir, 'd2.txt', '1\n'), '--protocols', 'two_phase'],
-         'two_phase on .* needs --max-items'),
+        ([
+            'frequency', '--items', items, '--domain',
+            _write(self.dir, 'd2.txt', '1\n'), '--protocols', 'two_phase'
+        ], 'two_phase on .* needs --max-items'),
         (['frequency', '--data', 'heterogeneous', '--protocols',
           'two_phase'], 'two_phase on heterogeneous needs --max-items'),
         (['frequency', '--domain', items], '--domain is for --items')):
@@ -264,21 +269,25 @@ class SameReportTest(parameterized.TestCase):
 
   def test_quantiles(self):
     from tff_ddp.cli import quantiles as quantiles_cli
-    common_args = ['quantiles', '--methods', 'flat', '--mechanisms',
-                   'discrete_gaussian', '--bins', '8', '--repetitions', '1']
+    common_args = [
+        'quantiles', '--methods', 'flat', '--mechanisms', 'discrete_gaussian',
+        '--bins', '8', '--repetitions', '1'
+    ]
     synthetic = _report(common_args + ['--clients', '40'])
     values = quantiles_cli.draw('uniform', 40, np.random.default_rng(0), 10.0)
     with tempfile.TemporaryDirectory() as tmp:
-      path = _write(tmp, 'values.csv', 'client_id,value\n' + ''.join(
-          f'c{i},{v!r}\n' for i, v in enumerate(values)))
+      path = _write(
+          tmp, 'values.csv', 'client_id,value\n' +
+          ''.join(f'c{i},{v!r}\n' for i, v in enumerate(values)))
       mine = _report(common_args + ['--values', path])
+
     def parts(lines):
       # (the header, as one line; the rows after it), whatever the wrap.
       table = next(i for i, l in enumerate(lines) if l.startswith('method'))
       return ' '.join(' '.join(lines[:table]).split()), lines[table + 1:]
 
-    (synthetic_header, synthetic), (mine_header, mine) = map(
-        parts, (synthetic, mine))
+    (synthetic_header, synthetic), (mine_header,
+                                    mine) = map(parts, (synthetic, mine))
     self.assertEqual(synthetic_header.replace('uniform', path), mine_header)
     # Same epsilon and calibration (columns 'eps' and 'parameters') and
     # the same true quantiles (every row's noise is fresh).
@@ -294,20 +303,21 @@ class SameReportTest(parameterized.TestCase):
     x = frequency_data.load('iid', 30, 8, 0).astype(int)
     self.assertTrue(np.all(x.sum(axis=0) > 0))  # every item is in the file
     with tempfile.TemporaryDirectory() as tmp:
-      path = _write(tmp, 'items.csv', ''.join(
-          f'user{i},{j}\n' * int(x[i, j])
-          for i in range(30) for j in range(8)))
+      path = _write(
+          tmp, 'items.csv', ''.join(f'user{i},{j}\n' * int(x[i, j])
+                                    for i in range(30)
+                                    for j in range(8)))
       domain = _write(tmp, 'domain.txt', ''.join(f'{j}\n' for j in range(8)))
       mine = _report(common_args + ['--items', path, '--domain', domain])
-    self.assertEqual(synthetic[0].replace('iid data', f'{path} data'),
-                     mine[0])
+    self.assertEqual(synthetic[0].replace('iid data', f'{path} data'), mine[0])
+
     # Same clip and epsilon columns; the same calibration line.
     def row(lines):
       return next(l for l in lines if l.startswith('normalize ')).split()
 
     def detail(lines):
-      start = lines.index(next(l for l in lines
-                               if l.startswith('  normalize:')))
+      start = lines.index(next(
+          l for l in lines if l.startswith('  normalize:')))
       end = start + 1
       while lines[end].startswith('      '):
         end += 1

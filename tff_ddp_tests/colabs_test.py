@@ -85,8 +85,8 @@ class CommittedOutputsTest(parameterized.TestCase):
   @parameterized.parameters(*_TFF_NOTEBOOKS)
   def test_tff_notebook_says_what_runtime_it_needs(self, name):
     first = _text(_load(name)['cells'][0]['source'])
-    for needed in ('**Runtime:**', 'TensorFlow Federated 0.87',
-                   'Python 3.11', 'make setup', 'core_mechanisms.ipynb'):
+    for needed in ('**Runtime:**', 'TensorFlow Federated 0.87', 'Python 3.11',
+                   'make setup', 'core_mechanisms.ipynb'):
       self.assertIn(needed, first, msg=name)
 
   @parameterized.parameters(*[(name,) for name in CORE_NOTEBOOKS])
@@ -94,8 +94,7 @@ class CommittedOutputsTest(parameterized.TestCase):
     first = _text(_load(name)['cells'][0]['source'])
     self.assertIn('Colab', first, msg=name)
     for cell in _load(name)['cells']:
-      self.assertNotIn('tensorflow_federated', _text(cell['source']),
-                       msg=name)
+      self.assertNotIn('tensorflow_federated', _text(cell['source']), msg=name)
 
   @parameterized.parameters(*_NOTEBOOKS)
   def test_every_code_cell_executed_in_order(self, name):
@@ -106,7 +105,9 @@ class CommittedOutputsTest(parameterized.TestCase):
                       msg=f'{name}: code cell {index} is empty')
     counts = [cell.get('execution_count') for cell in code]
     self.assertEqual(
-        counts, list(range(1, len(code) + 1)),
+        counts,
+        list(range(1,
+                   len(code) + 1)),
         msg=f'{name}: execution counts {counts}; run '
         f'`scripts/run_colabs.py --write colabs/{name}` and commit it')
 
@@ -115,13 +116,16 @@ class CommittedOutputsTest(parameterized.TestCase):
     for cell in _load(name)['cells']:
       for output in cell.get('outputs', []):
         self.assertNotEqual(
-            output['output_type'], 'error',
+            output['output_type'],
+            'error',
             msg=f'{name}: {output.get("ename")}: {output.get("evalue")}')
 
   @parameterized.parameters(*_NOTEBOOKS)
   def test_has_an_image(self, name):
-    images = [o for c in _load(name)['cells'] for o in c.get('outputs', [])
-              if 'image/png' in o.get('data', {})]
+    images = [
+        o for c in _load(name)['cells'] for o in c.get('outputs', [])
+        if 'image/png' in o.get('data', {})
+    ]
     self.assertNotEmpty(images, msg=f'{name} shows no plot')
 
   @parameterized.parameters(*_NOTEBOOKS)
@@ -138,7 +142,8 @@ class CommittedOutputsTest(parameterized.TestCase):
   @parameterized.parameters(*_NOTEBOOKS)
   def test_size(self, name):
     size = os.path.getsize(os.path.join(_COLABS, name))
-    self.assertLessEqual(size, _MAX_BYTES,
+    self.assertLessEqual(size,
+                         _MAX_BYTES,
                          msg=f'{name} is {size} bytes; lower the figure dpi')
 
   def test_log_pattern_catches_tensorflow_lines(self):
@@ -173,16 +178,12 @@ _FAILING_CELLS = [
     ('markdown', '# A notebook that fails'),
     ('code', 'x = 1'),
     ('code', '\n'.join([
-        'def first():',
-        '  return second()',
-        'def second():',
-        '  return third()',
-        'def third():',
-        '  return fourth()',
+        'def first():', '  return second()', 'def second():',
+        '  return third()', 'def third():', '  return fourth()',
         'def fourth():',
         "  raise ValueError('the marker message\\n' + '\\n'.join(",
-        "      f'detail {i}' for i in range(40)))",
-        'first()'])),
+        "      f'detail {i}' for i in range(40)))", 'first()'
+    ])),
     ('code', 'print("never reached")'),
 ]
 
@@ -191,10 +192,14 @@ def _write_failing_notebook(directory):
   import nbformat
   nb = nbformat.v4.new_notebook()
   for kind, source in _FAILING_CELLS:
-    nb.cells.append(nbformat.v4.new_markdown_cell(source) if kind == 'markdown'
-                    else nbformat.v4.new_code_cell(source))
-  nb.metadata['kernelspec'] = {'name': 'python3', 'language': 'python',
-                               'display_name': 'Python 3'}
+    nb.cells.append(
+        nbformat.v4.new_markdown_cell(source) if kind ==
+        'markdown' else nbformat.v4.new_code_cell(source))
+  nb.metadata['kernelspec'] = {
+      'name': 'python3',
+      'language': 'python',
+      'display_name': 'Python 3'
+  }
   path = os.path.join(directory, 'failing.ipynb')
   nbformat.write(nb, path)
   return path
@@ -213,9 +218,10 @@ class FailureReportTest(parameterized.TestCase):
     self.assertIn('cell 2 (code cell 1, execution count 2) raised ValueError',
                   lines[0])
     # The first SOURCE_LINES lines of the source, and how many are left out.
-    self.assertEqual(lines[1:1 + runner.SOURCE_LINES],
-                     ['  | ' + line for line in
-                      _FAILING_CELLS[2][1].splitlines()[:runner.SOURCE_LINES]])
+    self.assertEqual(lines[1:1 + runner.SOURCE_LINES], [
+        '  | ' + line
+        for line in _FAILING_CELLS[2][1].splitlines()[:runner.SOURCE_LINES]
+    ])
     self.assertIn('... (4 more lines)', report)
     self.assertIn('ValueError: the marker message', report)
     self.assertIn(f'detail {runner.MESSAGE_LINES - 2}', report)
@@ -234,9 +240,13 @@ class FailureReportTest(parameterized.TestCase):
       path = _write_failing_notebook(directory)
       with open(path, encoding='utf-8') as f:
         before = f.read()
-      result = subprocess.run(
-          [sys.executable, _RUNNER, '--check', '--python', sys.executable,
-           path], capture_output=True, text=True, timeout=300, check=False)
+      result = subprocess.run([
+          sys.executable, _RUNNER, '--check', '--python', sys.executable, path
+      ],
+                              capture_output=True,
+                              text=True,
+                              timeout=300,
+                              check=False)
       with open(path, encoding='utf-8') as f:
         self.assertEqual(f.read(), before, msg='--check wrote the notebook')
     self.assertEqual(result.returncode, 1, msg=result.stdout + result.stderr)
@@ -249,12 +259,15 @@ class FailureReportTest(parameterized.TestCase):
     import nbformat
     runner = _runner_module()
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_markdown_cell('# t'),
-                nbformat.v4.new_code_cell('import time\ntime.sleep(60)')]
+    nb.cells = [
+        nbformat.v4.new_markdown_cell('# t'),
+        nbformat.v4.new_code_cell('import time\ntime.sleep(60)')
+    ]
     report = runner.failure_report(nb, 1, timeout=2.0)
     self.assertEqual(report.splitlines(), [
         'cell 1 (code cell 0, execution count None) timed out after 2 s:',
-        '  | import time', '  | time.sleep(60)'])
+        '  | import time', '  | time.sleep(60)'
+    ])
 
 
 class DeadKernelTest(parameterized.TestCase):
@@ -273,16 +286,21 @@ class DeadKernelTest(parameterized.TestCase):
           nbformat.v4.new_code_cell('\n'.join([
               'import os, subprocess',
               "child = subprocess.Popen(['sleep', '600'])",
-              f'open({pid_file!r}, "w").write(str(child.pid))',
-              'os._exit(1)'])),
-          nbformat.v4.new_code_cell('print("never reached")')]
+              f'open({pid_file!r}, "w").write(str(child.pid))', 'os._exit(1)'
+          ])),
+          nbformat.v4.new_code_cell('print("never reached")')
+      ]
       path = os.path.join(directory, 'dies.ipynb')
       nbformat.write(nb, path)
       # Before the fix the runner waited for the dead kernel's output for
       # ever; 120 s is ~40x what the run takes.
-      result = subprocess.run(
-          [sys.executable, _RUNNER, '--check', '--python', sys.executable,
-           path], capture_output=True, text=True, timeout=120, check=False)
+      result = subprocess.run([
+          sys.executable, _RUNNER, '--check', '--python', sys.executable, path
+      ],
+                              capture_output=True,
+                              text=True,
+                              timeout=120,
+                              check=False)
       with open(pid_file) as f:
         child = int(f.read())
     self.assertEqual(result.returncode, 1, msg=result.stdout + result.stderr)
@@ -310,12 +328,16 @@ class ExecutionTest(parameterized.TestCase):
     # A separate process: the notebook runs in its own kernel, which sets
     # its own execution context; run_colabs.py ends the kernel's TFF
     # workers by process id.
-    result = subprocess.run(
-        [sys.executable, _RUNNER, '--check', '--python', sys.executable,
-         os.path.join(_COLABS, name)],
-        capture_output=True, text=True, timeout=_RUN_TIMEOUT_SECONDS,
-        check=False)
+    result = subprocess.run([
+        sys.executable, _RUNNER, '--check', '--python', sys.executable,
+        os.path.join(_COLABS, name)
+    ],
+                            capture_output=True,
+                            text=True,
+                            timeout=_RUN_TIMEOUT_SECONDS,
+                            check=False)
     # The runner prints its one-screen report of the failed cell.
     self.assertEqual(
-        result.returncode, 0,
+        result.returncode,
+        0,
         msg=f'{name} failed:\n{result.stdout[-6000:]}\n{result.stderr[-2000:]}')

@@ -34,14 +34,24 @@ from tff_ddp.utils import processes
 # what of the core only TFF can check is in
 # aggregators/core_in_tff_test.py.
 CORE_TESTS = (
-    'accounting/', 'encoders/', 'mechanisms/',
-    'utils/checks_test.py', 'utils/deltas_test.py', 'utils/entropy_test.py',
+    'accounting/',
+    'encoders/',
+    'mechanisms/',
+    'utils/checks_test.py',
+    'utils/deltas_test.py',
+    'utils/entropy_test.py',
     'utils/search_test.py',
-    'utils/stack_test.py', 'utils/tensors_test.py',
-    'fuzz/fuzz_accounting_test.py', 'fuzz/fuzz_encoders_test.py',
-    'fuzz/fuzz_mechanisms_test.py', 'fuzz/fuzz_utils_test.py',
+    'utils/stack_test.py',
+    'utils/tensors_test.py',
+    'fuzz/fuzz_accounting_test.py',
+    'fuzz/fuzz_encoders_test.py',
+    'fuzz/fuzz_mechanisms_test.py',
+    'fuzz/fuzz_utils_test.py',
     'fuzz/strategies_test.py',
-    'colabs_test.py', 'docs_test.py', 'layers_test.py', 'packaging_test.py',
+    'colabs_test.py',
+    'docs_test.py',
+    'layers_test.py',
+    'packaging_test.py',
 )
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -50,9 +60,9 @@ def is_core_test(path) -> bool:
   """Whether the test module at `path` is one of CORE_TESTS."""
   relative = os.path.relpath(os.path.abspath(str(path)), _HERE)
   relative = relative.replace(os.sep, '/')
-  return any(relative == entry or (entry.endswith('/')
-                                   and relative.startswith(entry))
-             for entry in CORE_TESTS)
+  return any(
+      relative == entry or (entry.endswith('/') and relative.startswith(entry))
+      for entry in CORE_TESTS)
 
 
 def has_tff() -> bool:
@@ -61,10 +71,14 @@ def has_tff() -> bool:
 
 def pytest_addoption(parser):
   parser.addoption(
-      '--run-slow', action='store_true', default=False,
+      '--run-slow',
+      action='store_true',
+      default=False,
       help='also run the tests marked slow (CI and `make test` do)')
   parser.addoption(
-      '--core', action='store_true', default=False,
+      '--core',
+      action='store_true',
+      default=False,
       help='run only the tests of the framework-free core (CORE_TESTS; '
       '`make test-core` does, without TFF installed)')
 
@@ -72,8 +86,8 @@ def pytest_addoption(parser):
 def pytest_ignore_collect(collection_path, config):
   if not config.getoption('--core') or collection_path.is_dir():
     return None
-  if collection_path.name.endswith('_test.py') and not is_core_test(
-      collection_path):
+  if collection_path.name.endswith(
+      '_test.py') and not is_core_test(collection_path):
     return True
   return None
 
@@ -85,8 +99,8 @@ def pytest_configure(config):
 
 def _is_xdist_controller(config) -> bool:
   """Whether this process only hands tests to xdist workers (runs none)."""
-  return (not hasattr(config, 'workerinput')
-          and config.getoption('dist', 'no') != 'no')
+  return (not hasattr(config, 'workerinput') and
+          config.getoption('dist', 'no') != 'no')
 
 
 # Measured cost of each test module: the seconds it adds to a worker of a
@@ -115,9 +129,10 @@ def _by_module_cost(items):
   first = {}
   for index, item in enumerate(items):
     first.setdefault(item.nodeid.split('::', 1)[0], index)
-  return sorted(items, key=lambda item: (
-      -costs.get(item.nodeid.split('::', 1)[0], unknown),
-      first[item.nodeid.split('::', 1)[0]]))
+  return sorted(items,
+                key=lambda item:
+                (-costs.get(item.nodeid.split('::', 1)[0], unknown), first[
+                    item.nodeid.split('::', 1)[0]]))
 
 
 def pytest_collection_modifyitems(config, items):

@@ -94,8 +94,11 @@ def run_cli(argv):
 
 
 def run_shell(command: str):
-  done = subprocess.run(['bash', '-c', command], cwd=ROOT, capture_output=True,
-                        text=True, check=False)
+  done = subprocess.run(['bash', '-c', command],
+                        cwd=ROOT,
+                        capture_output=True,
+                        text=True,
+                        check=False)
   error = None
   if done.returncode:
     error = (f'exit status {done.returncode}; stderr:\n'
@@ -128,8 +131,11 @@ def main(steps_path: str, results_path: str) -> None:
       out, error = run_cli(step['argv'])
     else:
       out, error = run_shell(step['command'])
-    results.append(dict(label=step['label'], stdout=out, error=error,
-                        seconds=time.perf_counter() - start))
+    results.append(
+        dict(label=step['label'],
+             stdout=out,
+             error=error,
+             seconds=time.perf_counter() - start))
     with open(results_path, 'w') as f:  # what ran so far, if a step hangs
       json.dump(results, f)
   from tff_ddp.utils import processes

@@ -68,17 +68,21 @@ CORE_LANE = not conftest.has_tff()
 
 def pages() -> List[str]:
   """The checked pages, relative to the repository root."""
-  docs = sorted(os.path.relpath(p, ROOT)
-                for p in glob.glob(os.path.join(ROOT, 'docs', '*.md')))
+  docs = sorted(
+      os.path.relpath(p, ROOT)
+      for p in glob.glob(os.path.join(ROOT, 'docs', '*.md')))
   return ['README.md'] + docs
 
 
 def _named_pages(runnable=False):
   """(test name suffix, page): `test_..._docs_cli` runs docs/cli.md. With
   `runnable`, only the pages with blocks that run on this lane."""
-  return [(re.sub(r'\W', '_', os.path.splitext(p)[0]), p) for p in pages()
-          if not (runnable and CORE_LANE) or any(
-              b.core for b in parse(p, _read(p)))]
+  return [
+      (re.sub(r'\W', '_',
+              os.path.splitext(p)[0]), p)
+      for p in pages()
+      if not (runnable and CORE_LANE) or any(b.core for b in parse(p, _read(p)))
+  ]
 
 
 @dataclasses.dataclass
@@ -165,8 +169,9 @@ def parse(page: str, text: str) -> List[Block]:
       end += 1
     if end == len(lines):
       raise DocError(f'{page}:{i + 1}: the block is not closed')
-    code = '\n'.join(line[len(indent):] if line.startswith(indent) else
-                     line.lstrip() for line in lines[i + 1:end])
+    code = '\n'.join(
+        line[len(indent):] if line.startswith(indent) else line.lstrip()
+        for line in lines[i + 1:end])
     block = Block(page, i + 1, fence.group(2), code, directives)
     for d in directives:
       _apply(block, d)
@@ -196,11 +201,13 @@ def _check(block: Block, previous: List[Block]) -> None:
       raise DocError(f'{where}: an output with no run block above it')
   elif block.output:
     raise DocError(f'{where}: `output` marks a text block')
-  if block.continues and (block.language != 'python' or not any(
-      b.language == 'python' and b.runs for b in previous)):
+  if block.continues and (block.language != 'python' or
+                          not any(b.language == 'python' and b.runs
+                                  for b in previous)):
     raise DocError(f'{where}: `continue` needs a Python block above it')
   if block.core and block.continues and not [
-      b for b in previous if b.language == 'python' and b.runs][-1].core:
+      b for b in previous if b.language == 'python' and b.runs
+  ][-1].core:
     raise DocError(f'{where}: a core block cannot continue a block that '
                    'needs TFF')
   if block.skip_commands:
@@ -236,21 +243,26 @@ def steps(blocks: List[Block]) -> List[Tuple[Block, dict]]:
     if not block.runs or CORE_LANE and not block.core:
       continue
     if block.language == 'python':
-      result.append((block, dict(kind='python', code=block.code,
-                                 fresh=not block.continues,
-                                 label=block.label)))
+      result.append((block,
+                     dict(kind='python',
+                          code=block.code,
+                          fresh=not block.continues,
+                          label=block.label)))
       continue
     for command in commands(block.code):
       if command in block.skip_commands:
         continue
       cli = next((p for p in _CLI if command.startswith(p)), None)
       if cli:
-        result.append((block, dict(kind='cli',
-                                   argv=shlex.split(command[len(cli):]),
-                                   label=f'{block.label} {command}')))
+        result.append((block,
+                       dict(kind='cli',
+                            argv=shlex.split(command[len(cli):]),
+                            label=f'{block.label} {command}')))
       else:
-        result.append((block, dict(kind='shell', command=command,
-                                   label=f'{block.label} {command}')))
+        result.append((block,
+                       dict(kind='shell',
+                            command=command,
+                            label=f'{block.label} {command}')))
   return result
 
 
@@ -313,22 +325,23 @@ class ParserTest(absltest.TestCase):
 
   def test_blocks_and_directives(self):
     page = '\n'.join([
-        'text', '```python', 'print(1)', '```',
-        '<!-- doctest: continue -->', '```python', 'print(2)', '```',
+        'text', '```python', 'print(1)', '```', '<!-- doctest: continue -->',
+        '```python', 'print(2)', '```',
         '<!-- doctest: output; numbers vary on lines starting "a", "b c" -->',
         '```text', '1', '```',
         '<!-- doctest: skip "make test": the suite itself -->', '```sh',
         'make demo  # comment', 'make test', '.venv/bin/tff-ddp privacy \\',
-        '    --delta 1e-5', '```'])
+        '    --delta 1e-5', '```'
+    ])
     blocks = parse('p.md', page)
     self.assertEqual([b.language for b in blocks],
                      ['python', 'python', 'text', 'sh'])
     self.assertFalse(blocks[0].continues)
     self.assertTrue(blocks[1].continues)
     self.assertEqual(blocks[2].varying, ('a', 'b c'))
-    self.assertEqual(commands(blocks[3].code),
-                     ['make demo', 'make test',
-                      '.venv/bin/tff-ddp privacy --delta 1e-5'])
+    self.assertEqual(
+        commands(blocks[3].code),
+        ['make demo', 'make test', '.venv/bin/tff-ddp privacy --delta 1e-5'])
     with mock.patch.object(sys.modules[__name__], 'CORE_LANE', False):
       kinds = [(s['kind'], s.get('argv') or s.get('command') or s['fresh'])
                for _, s in steps(blocks)]
@@ -343,7 +356,8 @@ class ParserTest(absltest.TestCase):
         '```python', 'import tensorflow_federated', '```',
         '<!-- doctest: output -->', '```text', 'a', '```',
         '<!-- doctest: core -->', '```python', 'print(1)', '```',
-        '<!-- doctest: output -->', '```text', '1', '```'])
+        '<!-- doctest: output -->', '```text', '1', '```'
+    ])
     blocks = parse('p.md', page)
     self.assertEqual([b.core for b in blocks], [False, False, True, True])
     for lane, runs, shown in ((False, [1, 9], [5, 13]), (True, [9], [13])):
@@ -352,32 +366,37 @@ class ParserTest(absltest.TestCase):
         self.assertEqual([o.line for o, _ in outputs(blocks)], shown)
     self.assertTrue(all(b.core for b in parse('docs/core.md', page)))
     with self.assertRaisesRegex(DocError, 'cannot continue'):
-      parse('p.md', '\n'.join(['```python', 'x = 1', '```',
-                               '<!-- doctest: core -->',
-                               '<!-- doctest: continue -->',
-                               '```python', 'print(x)', '```']))
+      parse(
+          'p.md', '\n'.join([
+              '```python', 'x = 1', '```', '<!-- doctest: core -->',
+              '<!-- doctest: continue -->', '```python', 'print(x)', '```'
+          ]))
 
   def test_what_is_refused(self):
     for page, message in (
-        ('```\nx\n```', 'say the language'),
-        ('```bash\nls\n```', 'say the language'),
-        ('```python\nx = 1\n```\n```text\n1\n```', 'either `output`'),
-        ('<!-- doctest: output -->\n```text\n1\n```', 'no run block'),
-        ('<!-- doctest: skip -->\n```sh\nls\n```', 'unknown doctest'),
-        ('<!-- doctest: continue -->\n```python\nx\n```', '`continue`'),
-        ('<!-- doctest: output -->\n```python\nx\n```', 'marks a text'),
-        ('<!-- doctest: skip "ls -l": no -->\n```sh\nls\n```', 'no command'),
+        ('```\nx\n```', 'say the language'), ('```bash\nls\n```',
+                                              'say the language'),
+        ('```python\nx = 1\n```\n```text\n1\n```',
+         'either `output`'), ('<!-- doctest: output -->\n```text\n1\n```',
+                              'no run block'),
+        ('<!-- doctest: skip -->\n```sh\nls\n```',
+         'unknown doctest'), ('<!-- doctest: continue -->\n```python\nx\n```',
+                              '`continue`'),
+        ('<!-- doctest: output -->\n```python\nx\n```',
+         'marks a text'), ('<!-- doctest: skip "ls -l": no -->\n```sh\nls\n```',
+                           'no command'),
         ('```sh\nls\n```\n<!-- doctest: output; numbers vary on lines '
-         'starting a -->\n```text\n1\n```', 'prefixes'),
-        ('<!-- doctest: skip: x -->\n\n```sh\nls\n```', 'right above'),
-        ('```python\nx = 1\n', 'not closed')):
+         'starting a -->\n```text\n1\n```',
+         'prefixes'), ('<!-- doctest: skip: x -->\n\n```sh\nls\n```',
+                       'right above'), ('```python\nx = 1\n', 'not closed')):
       with self.subTest(page=page), self.assertRaisesRegex(DocError, message):
         parse('p.md', page)
 
   def test_output_lines_in_order_numbers_masked_only_where_they_vary(self):
     printed = 'head\nnoise 0.98 (z = 1)\nepsilon 10.00\ntail\n'
-    self.assertEqual(missing_lines('noise 0.91 (z = 1)\nepsilon 10.00',
-                                   printed, ('noise',)), [])
+    self.assertEqual(
+        missing_lines('noise 0.91 (z = 1)\nepsilon 10.00', printed, ('noise',)),
+        [])
     self.assertEqual(missing_lines('epsilon 10.01', printed, ('noise',)),
                      ['epsilon 10.01'])
     self.assertEqual(missing_lines('noise 0.91 (z = 1)', printed, ()),
@@ -387,11 +406,12 @@ class ParserTest(absltest.TestCase):
     self.assertEqual(missing_lines('noise 0.9 (c = 1)', printed, ('noise',)),
                      ['noise 0.9 (c = 1)'])  # only numbers are masked
     # numpy's padding of a varying array moves with its numbers.
-    self.assertEqual(missing_lines('DP [1.87 2.69 3.93]',
-                                   'DP [2.04 2.61 3.7 ]', ('DP',)), [])
-    self.assertEqual(missing_lines('DP [1.87 2.69]',
-                                   'DP [2.04 2.61 3.7 ]', ('DP',)),
-                     ['DP [1.87 2.69]'])
+    self.assertEqual(
+        missing_lines('DP [1.87 2.69 3.93]', 'DP [2.04 2.61 3.7 ]', ('DP',)),
+        [])
+    self.assertEqual(
+        missing_lines('DP [1.87 2.69]', 'DP [2.04 2.61 3.7 ]', ('DP',)),
+        ['DP [1.87 2.69]'])
 
 
 class PagesTest(parameterized.TestCase):
@@ -422,8 +442,8 @@ class PagesTest(parameterized.TestCase):
                         f'{page}: no heading for {target}')
 
   def test_readme_is_at_most_300_lines(self):
-    self.assertLessEqual(len(_read('README.md').split('\n')) - 1,
-                         README_MAX_LINES)
+    self.assertLessEqual(
+        len(_read('README.md').split('\n')) - 1, README_MAX_LINES)
 
   def test_every_docs_page_is_reachable_from_the_readme(self):
     readme = _read('README.md')
@@ -445,10 +465,11 @@ def _pages_of_the_session(request):
   """Notes which pages this session's RunTest tests run (once)."""
   global _SELECTED
   if _SELECTED is None:
-    names = dict((_RUN_TEST_PREFIX + suffix, page)
-                 for suffix, page in _named_pages())
-    _SELECTED = [names[item.name] for item in request.session.items
-                 if item.name in names]
+    names = dict(
+        (_RUN_TEST_PREFIX + suffix, page) for suffix, page in _named_pages())
+    _SELECTED = [
+        names[item.name] for item in request.session.items if item.name in names
+    ]
   yield
 
 
@@ -467,15 +488,20 @@ def _run_pages(pages):
       json.dump(combined, f)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3', COLUMNS='80')
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run(
-        [sys.executable, '-m', 'tff_ddp_tests.docs_runner', steps_path,
-         results_path], cwd=ROOT, env=env, capture_output=True, text=True,
-        timeout=1800 * len(pages), check=False)
+    done = subprocess.run([
+        sys.executable, '-m', 'tff_ddp_tests.docs_runner', steps_path,
+        results_path
+    ],
+                          cwd=ROOT,
+                          env=env,
+                          capture_output=True,
+                          text=True,
+                          timeout=1800 * len(pages),
+                          check=False)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     # What the pages cost (pytest -s shows it): the runner and what it
     # started and reaped (TFF's workers, make).
-    cpu = (after.ru_utime - before.ru_utime + after.ru_stime
-           - before.ru_stime)
+    cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     print(f'{len(pages)} page(s), {len(combined)} steps, {cpu:.1f} s of CPU')
     results = []
     if os.path.exists(results_path):
@@ -495,15 +521,16 @@ class RunTest(parameterized.TestCase):
   def test_page_runs_as_printed(self, page):
     if page not in _RUNS:
       # This page and the session's other pages not run yet, in one go.
-      _run_pages([page] + [p for p in (_SELECTED or ())
-                           if p not in _RUNS and p != page])
+      _run_pages([page] +
+                 [p for p in (_SELECTED or ()) if p not in _RUNS and p != page])
     plan, results, stderr = _RUNS[page]
     if not plan:
       return
     blocks = parse(page, _read(page))
-    self.assertEqual(len(results), len(plan),
-                     f'the runner stopped after {len(results)} of {len(plan)}'
-                     f' steps:\n{stderr[-3000:]}')
+    self.assertEqual(
+        len(results), len(plan),
+        f'the runner stopped after {len(results)} of {len(plan)}'
+        f' steps:\n{stderr[-3000:]}')
     printed = {}
     for (block, step), result in zip(plan, results):
       self.assertIsNone(result['error'],

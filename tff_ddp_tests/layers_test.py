@@ -24,10 +24,9 @@ _TESTS = os.path.join(_ROOT, 'tff_ddp_tests')
 
 # The framework-free core: packages (directories) and modules.
 CORE = ('mechanisms/', 'encoders/', 'accounting/', 'utils/checks.py',
-        'utils/deltas.py',
-        'utils/entropy.py', 'utils/processes.py', 'utils/requires.py',
-        'utils/search.py', 'utils/stack.py', 'utils/tensors.py',
-        'utils/__init__.py', '__init__.py')
+        'utils/deltas.py', 'utils/entropy.py', 'utils/processes.py',
+        'utils/requires.py', 'utils/search.py', 'utils/stack.py',
+        'utils/tensors.py', 'utils/__init__.py', '__init__.py')
 # What the TFF layer is: each of these starts with `requires.require_tff`.
 TFF_LAYER = ('aggregators/__init__.py', 'analytics/__init__.py',
              'learning/__init__.py', 'queries.py', 'utils/rounds.py',
@@ -41,7 +40,6 @@ _TFF_LAYER_MODULES = ('tff_ddp.aggregators', 'tff_ddp.analytics',
                       'tff_ddp.learning', 'tff_ddp.queries', 'tff_ddp.cli',
                       'tff_ddp.audit', 'tff_ddp.utils.rounds',
                       'tff_ddp.utils.workers')
-
 
 # Imports the modules named in argv where `tensorflow_federated` cannot be
 # found (on the core lane it is not installed at all); prints the error of
@@ -58,7 +56,6 @@ for name in sys.argv[1:]:
   except ImportError as e:
     print(type(e).__name__, '|', e)
 """
-
 
 # The CLI where `tensorflow_federated` cannot be found: a federated command
 # refused in one line, `privacy` (core only) runs.
@@ -113,8 +110,8 @@ class LayersTest(absltest.TestCase):
     for path in _python_files(_PACKAGE, CORE):
       lazy_tff = os.path.relpath(path, _PACKAGE) in _LAZY_TFF
       for line, module, top in _imports(path):
-        if (_matches(module, _TFF_LAYER_MODULES)
-            or _matches(module, _TFF_MODULES) and (top or not lazy_tff)):
+        if (_matches(module, _TFF_LAYER_MODULES) or
+            _matches(module, _TFF_MODULES) and (top or not lazy_tff)):
           found.append(f'{os.path.relpath(path, _ROOT)}:{line} {module}')
     self.assertEmpty(found, 'the core must run without TFF')
 
@@ -138,23 +135,30 @@ class LayersTest(absltest.TestCase):
     for entry in TFF_LAYER:
       with open(os.path.join(_PACKAGE, entry)) as f:
         tree = ast.parse(f.read())
-      calls = [n for n in tree.body if isinstance(n, ast.Expr)
-               and isinstance(n.value, ast.Call)
-               and ast.unparse(n.value.func) == 'requires.require_tff']
+      calls = [
+          n for n in tree.body
+          if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) and
+          ast.unparse(n.value.func) == 'requires.require_tff'
+      ]
       self.assertLen(calls, 1, entry)
       # Before any import of TFF or of the TFF layer.
-      first = next((n.lineno for n in tree.body
-                    if isinstance(n, (ast.Import, ast.ImportFrom))
-                    and any(_matches(m, _TFF_MODULES + _TFF_LAYER_MODULES)
-                            for _, m, _ in _imports_of(n))), float('inf'))
+      first = next((n.lineno
+                    for n in tree.body
+                    if isinstance(n, (ast.Import, ast.ImportFrom)) and any(
+                        _matches(m, _TFF_MODULES + _TFF_LAYER_MODULES)
+                        for _, m, _ in _imports_of(n))), float('inf'))
       self.assertLess(calls[0].lineno, first, entry)
 
   def test_without_tff_the_tff_layer_fails_in_one_line(self):
-    modules = ['tff_ddp.aggregators', 'tff_ddp.analytics',
-               'tff_ddp.learning', 'tff_ddp.queries', 'tff_ddp.utils.rounds',
-               'tff_ddp.utils.workers']
-    out = subprocess.run([sys.executable, '-c', _WITHOUT_TFF] + modules, cwd=_ROOT,
-                         capture_output=True, text=True, check=True,
+    modules = [
+        'tff_ddp.aggregators', 'tff_ddp.analytics', 'tff_ddp.learning',
+        'tff_ddp.queries', 'tff_ddp.utils.rounds', 'tff_ddp.utils.workers'
+    ]
+    out = subprocess.run([sys.executable, '-c', _WITHOUT_TFF] + modules,
+                         cwd=_ROOT,
+                         capture_output=True,
+                         text=True,
+                         check=True,
                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
     lines = out.stdout.splitlines()
     self.assertLen(lines, len(modules), out.stdout + out.stderr)
@@ -182,8 +186,8 @@ class AfterImportTest(absltest.TestCase):
       with open(os.path.join(d, name + '.py'), 'w') as f:
         f.write('IMPORTED = True\n')
       calls = []
-      hook = conftest.AfterImport(name, lambda: calls.append(
-          sys.modules[name].IMPORTED))
+      hook = conftest.AfterImport(
+          name, lambda: calls.append(sys.modules[name].IMPORTED))
       sys.path.insert(0, d)
       sys.meta_path.insert(0, hook)
       try:
@@ -204,8 +208,11 @@ class AfterImportTest(absltest.TestCase):
 class CliWithoutTffTest(absltest.TestCase):
 
   def test_federated_commands_refused_in_one_line_privacy_runs(self):
-    out = subprocess.run([sys.executable, '-c', _CLI_WITHOUT_TFF], cwd=_ROOT,
-                         capture_output=True, text=True, check=True,
+    out = subprocess.run([sys.executable, '-c', _CLI_WITHOUT_TFF],
+                         cwd=_ROOT,
+                         capture_output=True,
+                         text=True,
+                         check=True,
                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
     demo, privacy = out.stdout.splitlines()
     self.assertEqual(

@@ -34,13 +34,14 @@ from tff_ddp.accounting import pbm_rdp
 ORDERS = np.array([1.25, 1.5, 2.0, 3.0, 5.0, 8.0, 16.0, 32.0])
 
 
-def log_binomial_sum_pmf(probs: Sequence[float], num_trials: int
-                         ) -> np.ndarray:
+def log_binomial_sum_pmf(probs: Sequence[float], num_trials: int) -> np.ndarray:
   """Exact log PMF of sum_i Binomial(m, probs[i]) on 0..m len(probs)."""
   pmf = np.array([1.0])
   for p in probs:
-    pmf = np.convolve(pmf, np.exp(pbm_rdp.log_binomial_pmf(
-        np.arange(num_trials + 1), num_trials, p)))
+    pmf = np.convolve(
+        pmf,
+        np.exp(
+            pbm_rdp.log_binomial_pmf(np.arange(num_trials + 1), num_trials, p)))
   with np.errstate(divide='ignore'):
     return np.log(pmf)
 
@@ -54,7 +55,10 @@ def cpbm_probabilities(mechanism, values) -> np.ndarray:
                  mechanism.p_low, mechanism.p_high)
 
 
-def cpbm_pair_rdp(probs_a, probs_b, num_trials: int, num_clients: int,
+def cpbm_pair_rdp(probs_a,
+                  probs_b,
+                  num_trials: int,
+                  num_clients: int,
                   other_probs: Iterable[float],
                   orders: Sequence[float] = ORDERS) -> np.ndarray:
   """max(D(P||Q), D(Q||P)) of the cPBM sums, exact, per order.
@@ -77,8 +81,8 @@ def cpbm_pair_rdp(probs_a, probs_b, num_trials: int, num_clients: int,
     raise ValueError(f'the two messages differ in length: {probs_a.shape} '
                      f'and {probs_b.shape}.')
   orders = np.asarray(orders, np.float64)
-  others = list(itertools.product(sorted(set(other_probs)),
-                                  repeat=num_clients - 1))
+  others = list(
+      itertools.product(sorted(set(other_probs)), repeat=num_clients - 1))
   forward = np.zeros_like(orders)
   backward = np.zeros_like(orders)
   cache = {}
@@ -101,7 +105,10 @@ def cpbm_pair_rdp(probs_a, probs_b, num_trials: int, num_clients: int,
   return np.maximum(forward, backward)
 
 
-def worst_cpbm_rdp(mechanism, messages, neighbour, num_clients: int,
+def worst_cpbm_rdp(mechanism,
+                   messages,
+                   neighbour,
+                   num_clients: int,
                    orders: Sequence[float] = ORDERS) -> np.ndarray:
   """The worst pair (message, neighbour) over `messages`, exact, per order.
 
@@ -116,9 +123,10 @@ def worst_cpbm_rdp(mechanism, messages, neighbour, num_clients: int,
   probs_b = cpbm_probabilities(mechanism, neighbour)
   worst = np.zeros(len(orders))
   for message in messages:
-    worst = np.maximum(worst, cpbm_pair_rdp(
-        cpbm_probabilities(mechanism, message), probs_b,
-        mechanism.num_trials, num_clients, other, orders))
+    worst = np.maximum(
+        worst,
+        cpbm_pair_rdp(cpbm_probabilities(mechanism, message), probs_b,
+                      mechanism.num_trials, num_clients, other, orders))
   return worst
 
 
@@ -133,7 +141,9 @@ def max_distances(messages, neighbour) -> Tuple[float, float]:
   return l1, l2
 
 
-def assert_covers(curve, brute, what: str = '',
+def assert_covers(curve,
+                  brute,
+                  what: str = '',
                   orders: Sequence[float] = ORDERS,
                   rtol: float = 1e-9) -> None:
   """AssertionError unless curve >= brute at every order (relative rtol:

@@ -31,7 +31,8 @@ def readme_core_example() -> str:
 
 
 @pytest.mark.slow  # builds the package: ~30 s
-@pytest.mark.skipif(conftest.has_tff(), reason='the core lane (make '
+@pytest.mark.skipif(conftest.has_tff(),
+                    reason='the core lane (make '
                     'test-core: today\'s stack, no TFF) checks the install')
 class InstalledCoreTest(absltest.TestCase):
 
@@ -40,10 +41,14 @@ class InstalledCoreTest(absltest.TestCase):
     self.assertIsNotNone(uv, 'uv is installed by make setup')
     with tempfile.TemporaryDirectory() as tmp:
       target = os.path.join(tmp, 'site')
-      subprocess.run(
-          [uv, 'pip', 'install', '--quiet', '--no-deps', '--python',
-           sys.executable, '--target', target, _ROOT],
-          check=True, capture_output=True, text=True, timeout=600)
+      subprocess.run([
+          uv, 'pip', 'install', '--quiet', '--no-deps', '--python',
+          sys.executable, '--target', target, _ROOT
+      ],
+                     check=True,
+                     capture_output=True,
+                     text=True,
+                     timeout=600)
       installed = sorted(os.listdir(os.path.join(target, 'tff_ddp')))
       for package in ('accounting', 'encoders', 'mechanisms', 'utils'):
         self.assertIn(package, installed)
@@ -52,10 +57,15 @@ class InstalledCoreTest(absltest.TestCase):
       with open(script, 'w') as f:
         f.write('import tff_ddp\n'
                 'print("from", tff_ddp.__file__)\n' + readme_core_example())
-      result = subprocess.run(
-          [sys.executable, script], cwd=tmp, capture_output=True, text=True,
-          timeout=600, check=False,
-          env=dict(os.environ, PYTHONPATH=target, TF_CPP_MIN_LOG_LEVEL='3'))
+      result = subprocess.run([sys.executable, script],
+                              cwd=tmp,
+                              capture_output=True,
+                              text=True,
+                              timeout=600,
+                              check=False,
+                              env=dict(os.environ,
+                                       PYTHONPATH=target,
+                                       TF_CPP_MIN_LOG_LEVEL='3'))
     self.assertEqual(result.returncode, 0, result.stderr[-3000:])
     lines = result.stdout.splitlines()
     self.assertEqual(lines[0],

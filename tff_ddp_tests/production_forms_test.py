@@ -40,8 +40,9 @@ def _two_outputs(process):
     out = process.next(arg[0], arg[1])
     if learning:  # LearningProcessOutput(state, metrics)
       return out.state, out.metrics
-    return out.state, tff.federated_zip(collections.OrderedDict(
-        result=out.result, measurements=out.measurements))
+    return out.state, tff.federated_zip(
+        collections.OrderedDict(result=out.result,
+                                measurements=out.measurements))
 
   return next_fn
 
@@ -69,29 +70,47 @@ def _processes():
   rng = np.random.default_rng(0)
   vectors = [rng.normal(size=8).astype(np.float32) for _ in range(3)]
   return [
-      ('ddg', DiscreteGaussianSumFactory.from_tff_arguments(
-          1.0, 3, 16, 1.0, seed=1).create(_VECTOR), vectors),
-      ('ddg_kashin', DiscreteGaussianSumFactory(
-          Request(l2_clip=1.0, noise_multiplier=1.0,
-                  expected_clients_per_round=3, bits=16),
-          encoder='kashin', seed=1).create(_VECTOR),
+      ('ddg',
+       DiscreteGaussianSumFactory.from_tff_arguments(1.0, 3, 16, 1.0,
+                                                     seed=1).create(_VECTOR),
        vectors),
+      ('ddg_kashin',
+       DiscreteGaussianSumFactory(Request(l2_clip=1.0,
+                                          noise_multiplier=1.0,
+                                          expected_clients_per_round=3,
+                                          bits=16),
+                                  encoder='kashin',
+                                  seed=1).create(_VECTOR), vectors),
       ('ddg_self_sampled_noised_counts',
-       DiscreteGaussianSumFactory.from_tff_arguments(
-           1.0, 3, 16, 1.0, client_sampling_rate=0.5,
-           count_noise_multiplier=1.0, seed=1).create(_VECTOR), vectors),
-      ('cpbm', PoissonBinomialSumFactory(1.0, 0.1, 64, 3, seed=1).create(
-          _VECTOR), vectors),
-      ('ddg_query_in_tff_dp_factory', _dp_factory(
-          queries.DistributedDiscreteGaussianSumQuery(
-              _VECTOR, 1.0, 3, 16, 1.0, seed=1)).create(_VECTOR), vectors),
-      ('quantiles_flat_ddg', build_quantile_process(
-          'flat', 'discrete_gaussian', 0.0, 1.0, 16, [0.5],
-          QuantileSetting(8, 2.0, 1e-5, seed=1)),
+       DiscreteGaussianSumFactory.from_tff_arguments(1.0,
+                                                     3,
+                                                     16,
+                                                     1.0,
+                                                     client_sampling_rate=0.5,
+                                                     count_noise_multiplier=1.0,
+                                                     seed=1).create(_VECTOR),
+       vectors),
+      ('cpbm', PoissonBinomialSumFactory(1.0, 0.1, 64, 3,
+                                         seed=1).create(_VECTOR), vectors),
+      ('ddg_query_in_tff_dp_factory',
+       _dp_factory(
+           queries.DistributedDiscreteGaussianSumQuery(_VECTOR,
+                                                       1.0,
+                                                       3,
+                                                       16,
+                                                       1.0,
+                                                       seed=1)).create(_VECTOR),
+       vectors),
+      ('quantiles_flat_ddg',
+       build_quantile_process('flat', 'discrete_gaussian', 0.0, 1.0, 16, [0.5],
+                              QuantileSetting(8, 2.0, 1e-5, seed=1)),
        list(rng.uniform(size=8).astype(np.float32))),
-      ('quantiles_haar_cpbm', build_quantile_process(
-          'haar', 'poisson_binomial', 0.0, 1.0, 16, [0.25, 0.75],
-          QuantileSetting(8, 2.0, 1e-5, seed=1)),
+      ('quantiles_haar_cpbm',
+       build_quantile_process('haar', 'poisson_binomial', 0.0, 1.0, 16,
+                              [0.25, 0.75], QuantileSetting(8,
+                                                            2.0,
+                                                            1e-5,
+                                                            seed=1)),
        list(rng.uniform(size=8).astype(np.float32))),
   ]
 
@@ -102,13 +121,14 @@ class ProductionFormTest(tf.test.TestCase, parameterized.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls.cases = {name: (process, values)
-                 for name, process, values in _processes()}
+    cls.cases = {
+        name: (process, values) for name, process, values in _processes()
+    }
 
   @parameterized.parameters('ddg', 'ddg_kashin',
                             'ddg_self_sampled_noised_counts', 'cpbm',
-                            'ddg_query_in_tff_dp_factory',
-                            'quantiles_flat_ddg', 'quantiles_haar_cpbm')
+                            'ddg_query_in_tff_dp_factory', 'quantiles_flat_ddg',
+                            'quantiles_haar_cpbm')
   def test_secure_sum_only_and_one_round_from_the_form(self, name):
     process, values = self.cases[name]
     comp = _two_outputs(process)
@@ -117,13 +137,14 @@ class ProductionFormTest(tf.test.TestCase, parameterized.TestCase):
     # secure_sum_max_input input, secure_modular_sum input).
     work = mrf.work.type_signature.result
     aggregate, bitwidth, max_input, modular = [
-        t for _, t in tff.structure.iter_elements(work)]
+        t for _, t in tff.structure.iter_elements(work)
+    ]
     self.assertTrue(_is_empty(aggregate), aggregate)
     self.assertTrue(_is_empty(bitwidth), bitwidth)
     self.assertTrue(_is_empty(max_input), max_input)
     self.assertFalse(_is_empty(modular))
-    self.assertTrue(all(np.dtype(t.dtype) == np.int32
-                        for t in _leaves(modular)))
+    self.assertTrue(all(
+        np.dtype(t.dtype) == np.int32 for t in _leaves(modular)))
     daf = tff.backends.mapreduce.get_distribute_aggregate_form_for_computation(
         comp)
     tff.test.assert_not_contains_unsecure_aggregation(
@@ -131,34 +152,35 @@ class ProductionFormTest(tf.test.TestCase, parameterized.TestCase):
     tff.test.assert_contains_secure_aggregation(
         daf.client_to_server_aggregation)
     # One round from the compiled form equals the process's own round.
-    from_form = tff.backends.mapreduce.get_computation_for_map_reduce_form(
-        mrf)
+    from_form = tff.backends.mapreduce.get_computation_for_map_reduce_form(mrf)
     state = process.initialize()
     expected = process.next(state, values)
     new_state, output = from_form(state, values)
     self.assertAllClose(output['result'], expected.result)
-    self.assertEqual(new_state['round'] if 'round' in new_state else 1,
-                     expected.state['round'] if 'round' in expected.state
-                     else 1)
+    self.assertEqual(
+        new_state['round'] if 'round' in new_state else 1,
+        expected.state['round'] if 'round' in expected.state else 1)
 
 
 @pytest.mark.slow
 class FedAvgFormTest(tf.test.TestCase):
 
   def test_model_update_goes_only_through_the_secure_sum(self):
+
     def model_fn():
       keras_model = tf.keras.Sequential([
           tf.keras.layers.InputLayer(input_shape=(4,)),
-          tf.keras.layers.Dense(2)])
+          tf.keras.layers.Dense(2)
+      ])
       return tff.learning.models.from_keras_model(
           keras_model,
           input_spec=(tf.TensorSpec([None, 4], tf.float32),
                       tf.TensorSpec([None, 1], tf.int32)),
-          loss=tf.keras.losses.SparseCategoricalCrossentropy(
-              from_logits=True))
+          loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 
     learning_process = tff.learning.algorithms.build_unweighted_fed_avg(
-        model_fn, client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.1),
+        model_fn,
+        client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.1),
         model_aggregator=tff.aggregators.UnweightedMeanFactory(
             value_sum_factory=DiscreteGaussianSumFactory.from_tff_arguments(
                 1.0, 2, 16, 1.0),
@@ -166,8 +188,9 @@ class FedAvgFormTest(tf.test.TestCase):
     comp = _two_outputs(learning_process)
     mrf = tff.backends.mapreduce.get_map_reduce_form_for_computation(comp)
     aggregate, _, _, modular = [
-        t for _, t in tff.structure.iter_elements(mrf.work.type_signature
-                                                  .result)]
+        t
+        for _, t in tff.structure.iter_elements(mrf.work.type_signature.result)
+    ]
     # The model (4 x 2 + 2 = 10 floats) travels only in the secure sum; the
     # plain aggregate carries TFF's training metrics (loss, example counts),
     # a handful of scalars and no tensor of the model's size.

@@ -11,5 +11,6 @@ import sys
 import pytest
 
 if __name__ == '__main__':
-  sys.exit(pytest.main(['-q', '--run-slow', '-p', 'no:cacheprovider']
-                       + sys.argv[1:]))
+  sys.exit(
+      pytest.main(['-q', '--run-slow', '-p', 'no:cacheprovider'] +
+                  sys.argv[1:]))

@@ -19,8 +19,9 @@ from tff_ddp.aggregators import PoissonBinomialSumFactory
 from tff_ddp.aggregators import SkellamSumFactory
 
 _VECTOR = tff.TensorType(np.float32, [10])
-_STRUCT = tff.types.to_type(collections.OrderedDict(
-    w=tff.TensorType(np.float32, [3, 2]), b=tff.TensorType(np.float32, [2])))
+_STRUCT = tff.types.to_type(
+    collections.OrderedDict(w=tff.TensorType(np.float32, [3, 2]),
+                            b=tff.TensorType(np.float32, [2])))
 
 # (name, query class, factory class, positional arguments after value_type)
 _MECHANISMS = [
@@ -35,21 +36,24 @@ _MECHANISMS = [
 
 def _dp_process(query, value_type):
   return tff.aggregators.DifferentiallyPrivateFactory(
-      query, record_aggregation_factory=query.record_aggregation_factory()
-  ).create(value_type)
+      query,
+      record_aggregation_factory=query.record_aggregation_factory()).create(
+          value_type)
 
 
 def _client_values(value_type, num_clients, seed=0):
   rng = np.random.default_rng(seed)
   specs = tff.types.type_to_tf_tensor_specs(value_type)
-  return [tf.nest.map_structure(
-      lambda s: (0.2 * rng.normal(size=s.shape)).astype(np.float32), specs)
-          for _ in range(num_clients)]
+  return [
+      tf.nest.map_structure(
+          lambda s: (0.2 * rng.normal(size=s.shape)).astype(np.float32), specs)
+      for _ in range(num_clients)
+  ]
 
 
 @pytest.mark.slow
 class InTffDifferentiallyPrivateFactoryTest(tf.test.TestCase,
-                                           parameterized.TestCase):
+                                            parameterized.TestCase):
 
   @parameterized.named_parameters(
       (f'{name}_{shape}', query_cls, factory_cls, args, value_type)
@@ -90,13 +94,18 @@ class InTffDifferentiallyPrivateFactoryTest(tf.test.TestCase,
       self.assertEqual(
           accountant.epsilon(event, 1e-6, adversary=adversary),
           accountant.epsilon(factory.dp_event(value_type, num_clients=4),
-                             1e-6, adversary=adversary))
+                             1e-6,
+                             adversary=adversary))
 
   def test_real_noise_scale_in_float64(self):
     # TF Privacy's query rounds the local scale up to an integer and its
     # event is UnsupportedDpEvent; ours keeps the exact float64 scale.
-    query = queries.DistributedDiscreteGaussianSumQuery(
-        _VECTOR, 1.0, 5, 16, 1.0, seed=3)
+    query = queries.DistributedDiscreteGaussianSumQuery(_VECTOR,
+                                                        1.0,
+                                                        5,
+                                                        16,
+                                                        1.0,
+                                                        seed=3)
     process = _dp_process(query, _VECTOR)
     out = process.next(process.initialize(), _client_values(_VECTOR, 5))
     event = event_io.extract_dp_event(out.state)
@@ -135,12 +144,12 @@ class WithoutTffTest(tf.test.TestCase, parameterized.TestCase):
         mechanism.output_dim) / 2
     bound = 6.0 * mechanism.noise_stddev(5) + rounding
     self.assertAllLessEqual(np.abs(result.numpy() - truth), bound)
-    self.assertEqual(int(query.derive_metrics(new_state)
-                         ['participating_clients']), 5)
+    self.assertEqual(
+        int(query.derive_metrics(new_state)['participating_clients']), 5)
 
   def test_records_are_in_the_ring(self):
-    query = queries.DistributedDiscreteGaussianSumQuery(
-        _VECTOR, 1.0, 5, 12, 1.0)
+    query = queries.DistributedDiscreteGaussianSumQuery(_VECTOR, 1.0, 5, 12,
+                                                        1.0)
     params = query.derive_sample_params(query.initial_global_state())
     record = query.preprocess_record(params, np.ones(10, np.float32))
     self.assertEqual(query.modulus, 2**12)
@@ -154,8 +163,8 @@ class WithoutTffTest(tf.test.TestCase, parameterized.TestCase):
     # Two clients with equal values, no test seed: kernel entropy per
     # record, so their noised records differ (equal with probability
     # < 2^-100 at this scale).
-    query = queries.DistributedDiscreteGaussianSumQuery(
-        _VECTOR, 1.0, 5, 20, 1.0)
+    query = queries.DistributedDiscreteGaussianSumQuery(_VECTOR, 1.0, 5, 20,
+                                                        1.0)
     params = query.derive_sample_params(query.initial_global_state())
     value = np.zeros(10, np.float32)
     first = query.preprocess_record(params, value)
@@ -180,22 +189,24 @@ class ArgumentsTest(parameterized.TestCase):
 
   def test_counts_need_one_ring(self):
     with self.assertRaisesRegex(ValueError, 'bits=30'):
-      queries.DistributedDiscreteGaussianSumQuery(
-          _VECTOR, 1.0, 5, 16, 1.0, count_noise_multiplier=1.0)
+      queries.DistributedDiscreteGaussianSumQuery(_VECTOR,
+                                                  1.0,
+                                                  5,
+                                                  16,
+                                                  1.0,
+                                                  count_noise_multiplier=1.0)
     # In the 2^30 ring the noised counts fit.
     query = queries.DistributedDiscreteGaussianSumQuery(
         _VECTOR, 1.0, 100, 30, 1.0, count_noise_multiplier=1.0)
-    self.assertIsInstance(query.planning_event(),
-                          dp_accounting.ComposedDpEvent)
+    self.assertIsInstance(query.planning_event(), dp_accounting.ComposedDpEvent)
 
   def test_client_count_must_fit_in_the_ring(self):
     # A valid factory configuration (the mechanism accepts it) whose ring
     # 2^12 is below 4 x 1100 expected clients.
-    DiscreteGaussianSumFactory.from_tff_arguments(
-        10.0, 1100, 12, 1.0).mechanism(_VECTOR)
+    DiscreteGaussianSumFactory.from_tff_arguments(10.0, 1100, 12,
+                                                  1.0).mechanism(_VECTOR)
     with self.assertRaisesRegex(ValueError, 'client count'):
-      queries.DistributedDiscreteGaussianSumQuery(
-          _VECTOR, 10.0, 1100, 12, 1.0)
+      queries.DistributedDiscreteGaussianSumQuery(_VECTOR, 10.0, 1100, 12, 1.0)
 
   def test_factory_arguments_are_validated(self):
     with self.assertRaisesRegex(ValueError, 'noise_multiplier'):
@@ -205,10 +216,14 @@ class ArgumentsTest(parameterized.TestCase):
 class ExplicitEventTest(parameterized.TestCase):
 
   def test_explicit_fields_keep_the_epsilon(self):
-    ddg = events.DistributedDiscreteGaussianDpEvent(
-        l2_sensitivity=30.0, local_stddev=10.5, num_clients=7, dimension=64)
-    pbm = events.PoissonBinomialDpEvent(theta=0.1, num_trials=16,
-                                        num_clients=7, dimension=64)
+    ddg = events.DistributedDiscreteGaussianDpEvent(l2_sensitivity=30.0,
+                                                    local_stddev=10.5,
+                                                    num_clients=7,
+                                                    dimension=64)
+    pbm = events.PoissonBinomialDpEvent(theta=0.1,
+                                        num_trials=16,
+                                        num_clients=7,
+                                        dimension=64)
     composed = dp_accounting.ComposedDpEvent(
         [ddg, events.SelfSampledDpEvent(0.3, pbm)])
     for event in (ddg, pbm, composed):

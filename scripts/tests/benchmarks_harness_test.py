@@ -20,8 +20,13 @@ sys.path.insert(0, os.path.join(script_module.ROOT, 'benchmarks'))
 bench = script_module.load('benchmarks/_harness.py')
 
 
-def _run(clients=100, epsilons=(1.0, 2.0), name='flat', check=False,
-         reference=True, path=None, must: int = 0):
+def _run(clients=100,
+         epsilons=(1.0, 2.0),
+         name='flat',
+         check=False,
+         reference=True,
+         path=None,
+         must: int = 0):
   """A benchmark: one row per epsilon."""
   del name, path
   if must < 0:
@@ -29,16 +34,21 @@ def _run(clients=100, epsilons=(1.0, 2.0), name='flat', check=False,
   table = bench.Table(
       [('eps', 'eps', 'g'), ('clients', 'n', 'd'),
        ('ratio', 'n / eps', lambda row: f'{row["clients"] / row["eps"]:.2f}')],
-      title=f'reference {reference}', notes=[f'must {must}'], failed=check)
+      title=f'reference {reference}',
+      notes=[f'must {must}'],
+      failed=check)
   for eps in epsilons:
     table.add(eps=eps, clients=clients, mse=float('nan'))
   return table
 
 
-_ARGS = dict(clients='clients per round', epsilons='target epsilons',
+_ARGS = dict(clients='clients per round',
+             epsilons='target epsilons',
              name=bench.arg('a method', choices=['flat', 'tree']),
-             check='fail the check', reference='the reference rows',
-             path=bench.arg('a file', type=str), must='a count')
+             check='fail the check',
+             reference='the reference rows',
+             path=bench.arg('a file', type=str),
+             must='a count')
 
 
 def _main(argv, tff=False):
@@ -49,7 +59,7 @@ def _main(argv, tff=False):
       contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
     try:
       result, status = bench.main(_run, 'doc', tff=tff, argv=argv,
-                                    **_ARGS), None
+                                  **_ARGS), None
     except SystemExit as e:
       result, status = None, e.code
   return result, out.getvalue(), status, use.call_count, release.call_count
@@ -60,12 +70,21 @@ class ParserTest(absltest.TestCase):
 
   def test_options_from_the_signature(self):
     parser = bench.parser_for(_run, 'doc', _ARGS)
-    args = vars(parser.parse_args(
-        ['--clients', '7', '--epsilons', '3', '4.5', '--name', 'tree',
-         '--check', '--no-reference', '--path', 'x', '--must', '2']))
-    self.assertEqual(args, dict(clients=7, epsilons=[3.0, 4.5], name='tree',
-                                check=True, reference=False, path='x',
-                                must=2, json=None))
+    args = vars(
+        parser.parse_args([
+            '--clients', '7', '--epsilons', '3', '4.5', '--name', 'tree',
+            '--check', '--no-reference', '--path', 'x', '--must', '2'
+        ]))
+    self.assertEqual(
+        args,
+        dict(clients=7,
+             epsilons=[3.0, 4.5],
+             name='tree',
+             check=True,
+             reference=False,
+             path='x',
+             must=2,
+             json=None))
     defaults = vars(parser.parse_args([]))
     self.assertEqual(defaults['epsilons'], (1.0, 2.0))
     self.assertEqual((defaults['check'], defaults['reference']), (False, True))
@@ -81,8 +100,9 @@ class ParserTest(absltest.TestCase):
 
   def test_declaration_must_match_the_signature(self):
     with self.assertRaisesRegex(TypeError, r"missing \['must'\]"):
-      bench.parser_for(_run, 'doc', {k: v for k, v in _ARGS.items()
-                                       if k != 'must'})
+      bench.parser_for(_run, 'doc', {
+          k: v for k, v in _ARGS.items() if k != 'must'
+      })
     with self.assertRaisesRegex(TypeError, r"unknown \['extra'\]"):
       bench.parser_for(_run, 'doc', dict(_ARGS, extra='x'))
 
@@ -97,16 +117,16 @@ class TableTest(absltest.TestCase):
         [('name', 'name', 's'), ('x', 'x', '.2f'),
          ('v', 'v', bench.mean_std('v', 1)),
          ('v', 'v1', bench.mean_std('v', 2, ddof=1, joiner=' ± '))],
-        title='T', notes=['n'])
+        title='T',
+        notes=['n'])
     table.add(name='a', x=1.0, v=[1, 3])
     table.add(name='a|b', x=None, v=[2, 2])
     self.assertEqual(table.lines(), [
-        'T',
-        '| name |    x |          v |          v1 |',
+        'T', '| name |    x |          v |          v1 |',
         '|------|------|------------|-------------|',
         '| a    | 1.00 | 2.0 +- 1.0 | 2.00 ± 1.41 |',
-        r'| a\|b |    - | 2.0 +- 0.0 | 2.00 ± 0.00 |',
-        'n'])
+        r'| a\|b |    - | 2.0 +- 0.0 | 2.00 ± 0.00 |', 'n'
+    ])
 
 
 class MainTest(absltest.TestCase):
@@ -124,8 +144,9 @@ class MainTest(absltest.TestCase):
     lines = out.splitlines()
     head = next(line for line in lines if line.startswith('# '))
     self.assertIn('--epsilons 4 8 --clients 10 --json', head)
-    self.assertRegex(head, r'\| \d{4}-\d\d-\d\d \d\d:\d\d UTC \| \d+ s \| '
-                     r'load [\d.]+ [\d.]+ [\d.]+ \| \d+ cores$')
+    self.assertRegex(
+        head, r'\| \d{4}-\d\d-\d\d \d\d:\d\d UTC \| \d+ s \| '
+        r'load [\d.]+ [\d.]+ [\d.]+ \| \d+ cores$')
     self.assertIn('|   4 | 10 |    2.50 |', lines)
     self.assertIn('|   8 | 10 |    1.25 |', lines)
     self.assertEqual(lines[-1], 'must 0')
@@ -140,7 +161,8 @@ class MainTest(absltest.TestCase):
     table, = data['tables']
     self.assertEqual(table['rows'], [
         dict(eps=4.0, clients=10, mse='nan'),
-        dict(eps=8.0, clients=10, mse='nan')])
+        dict(eps=8.0, clients=10, mse='nan')
+    ])
     self.assertEqual(table['columns'][0], ['eps', 'eps', 'g'])
     self.assertIsNone(table['columns'][2][2])  # a function: not in JSON
     self.assertEqual(table['notes'], ['must 0'])

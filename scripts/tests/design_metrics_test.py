@@ -23,16 +23,25 @@ design_metrics = script_module.load('scripts/design_metrics.py')
 
 _LONG = '\n'.join(f'  x{i} = {i}' for i in range(148))
 _PACKAGE = {
-    'README.md': 'one\ntwo\n',
-    'benchmarks/RESULTS.md': 'a\nb\nc\n',
-    'tff_ddp/__init__.py': "__version__ = '1.0'\n",
-    'setup.py': "setup(name='p', version='1.0')\n",
-    'scripts/tool.py': 'a = 1\nb = 2\n',
-    'scripts/tests/tool_test.py': 'c = 3\n',
-    'tff_ddp/BUILD': 'py_library()\n',
-    'WORKSPACE': 'w\n',
+    'README.md':
+        'one\ntwo\n',
+    'benchmarks/RESULTS.md':
+        'a\nb\nc\n',
+    'tff_ddp/__init__.py':
+        "__version__ = '1.0'\n",
+    'setup.py':
+        "setup(name='p', version='1.0')\n",
+    'scripts/tool.py':
+        'a = 1\nb = 2\n',
+    'scripts/tests/tool_test.py':
+        'c = 3\n',
+    'tff_ddp/BUILD':
+        'py_library()\n',
+    'WORKSPACE':
+        'w\n',
     # 3 + 2 (a chain of two) + 1 + 2 (match cases) = 8 comparisons.
-    'tff_ddp/a.py': '''
+    'tff_ddp/a.py':
+        '''
         NAMES = ('a', 'b')
 
 
@@ -53,13 +62,16 @@ _PACKAGE = {
             case 4:
               pass
         ''',
-    'tff_ddp/cli/__init__.py': '',
-    'tff_ddp/cli/c.py': '''
+    'tff_ddp/cli/__init__.py':
+        '',
+    'tff_ddp/cli/c.py':
+        '''
         def run(a, b, c, d, e, f, g, h, i, j):
           checks.choice(a, 'a', ('x',))  # at the edge: not counted
           return a == 'x'
         ''',
-    'tff_ddp/b.py': '''
+    'tff_ddp/b.py':
+        '''
         def ten(a, b, c, d, e, f, g, h, i, j):
           pass
 
@@ -92,8 +104,10 @@ _PACKAGE = {
         LONG
           return 1
         ''',
-    'tff_ddp/accounting/__init__.py': '',
-    'tff_ddp/accounting/z.py': '''
+    'tff_ddp/accounting/__init__.py':
+        '',
+    'tff_ddp/accounting/z.py':
+        '''
         from tff_ddp.accounting import events
 
 
@@ -115,12 +129,12 @@ class DefinitionsTest(absltest.TestCase):
       full = os.path.join(root, path)
       os.makedirs(os.path.dirname(full), exist_ok=True)
       with open(full, 'w') as f:
-        f.write(textwrap.dedent(text).lstrip('\n').replace('LONG\n',
-                                                             _LONG + '\n'))
+        f.write(
+            textwrap.dedent(text).lstrip('\n').replace('LONG\n', _LONG + '\n'))
     metrics = design_metrics.measure(root)
     lists = metrics['lists']
-    self.assertEqual(metrics['string comparisons (tff_ddp/ outside cli/)'],
-                     8, lists['string comparisons by file'])
+    self.assertEqual(metrics['string comparisons (tff_ddp/ outside cli/)'], 8,
+                     lists['string comparisons by file'])
     self.assertEqual(metrics['cli/: string comparisons'], 1)
     self.assertEqual(
         sorted((where.split()[-1], count) for where, count in
@@ -130,9 +144,10 @@ class DefinitionsTest(absltest.TestCase):
     self.assertEqual(lists['functions over 150 lines (outside cli/)'],
                      [('tff_ddp/b.py:23 long_one', 151)])
     self.assertEqual(
-        lists['imports from accounting/ into mechanisms/ or aggregators/'],
-        ['tff_ddp/accounting/z.py:5 imports tff_ddp.mechanisms.m',
-         'tff_ddp/accounting/z.py:6 imports tff_ddp.aggregators'])
+        lists['imports from accounting/ into mechanisms/ or aggregators/'], [
+            'tff_ddp/accounting/z.py:5 imports tff_ddp.mechanisms.m',
+            'tff_ddp/accounting/z.py:6 imports tff_ddp.aggregators'
+        ])
     self.assertEqual(metrics['benchmarks/RESULTS.md lines'], 3)
     self.assertEqual(metrics['README.md lines'], 2)
     self.assertEqual(lists['checks.choice calls (outside cli/)'],
@@ -142,10 +157,11 @@ class DefinitionsTest(absltest.TestCase):
     # scripts/ 2 + 1 lines, the BUILD file 1, WORKSPACE 1.
     self.assertEqual(
         metrics['periphery lines (scripts/, BUILD files, build_test)'], 5)
-    library = sum(textwrap.dedent(text).lstrip('\n').replace(
-        'LONG\n', _LONG + '\n').count('\n')
-                  for path, text in _PACKAGE.items()
-                  if path.startswith('tff_ddp/') and path.endswith('.py'))
+    library = sum(
+        textwrap.dedent(text).lstrip('\n').replace('LONG\n', _LONG +
+                                                   '\n').count('\n')
+        for path, text in _PACKAGE.items()
+        if path.startswith('tff_ddp/') and path.endswith('.py'))
     self.assertEqual(metrics['library lines (tff_ddp/)'], library)
 
   def test_check_names_a_metric_above_its_ceiling(self):
@@ -160,14 +176,19 @@ class DefinitionsTest(absltest.TestCase):
 class RepositoryTest(absltest.TestCase):
 
   def test_runs_on_the_repository(self):
-    result = subprocess.run([sys.executable, _SCRIPT], capture_output=True,
-                            text=True, timeout=120, check=False)
+    result = subprocess.run([sys.executable, _SCRIPT],
+                            capture_output=True,
+                            text=True,
+                            timeout=120,
+                            check=False)
     self.assertEqual(result.returncode, 0, result.stderr)
     for name in design_metrics.TARGETS:
       self.assertRegex(result.stdout, rf'\| {re.escape(name)} \| \d+ \|')
 
   def test_the_repository_is_within_the_ceilings(self):
     result = subprocess.run([sys.executable, _SCRIPT, '--check'],
-                            capture_output=True, text=True, timeout=120,
+                            capture_output=True,
+                            text=True,
+                            timeout=120,
                             check=False)
     self.assertEqual(result.returncode, 0, result.stderr)

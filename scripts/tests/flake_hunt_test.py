@@ -33,9 +33,12 @@ def test_always_fails():
 
 def _hunt(directory, *args):
   """Runs flake_hunt.py from `directory` with `args`; its CompletedProcess."""
-  return subprocess.run(
-      [sys.executable, _HUNT, *args], capture_output=True, text=True,
-      timeout=300, check=False, cwd=directory)
+  return subprocess.run([sys.executable, _HUNT, *args],
+                        capture_output=True,
+                        text=True,
+                        timeout=300,
+                        check=False,
+                        cwd=directory)
 
 
 def _write_module(directory, text):
@@ -86,12 +89,13 @@ class FlakeHuntTimeoutTest(absltest.TestCase):
     # second or two; 60 s under any load CI has had), else no child exists.
     with tempfile.TemporaryDirectory() as directory:
       pid_file = os.path.join(directory, 'child.pid')
-      path = _write_module(directory, '\n'.join([
-          'import subprocess, time',
-          'def test_hangs():',
-          "  child = subprocess.Popen(['sleep', '600'])",
-          f'  open({pid_file!r}, "w").write(str(child.pid))',
-          '  time.sleep(600)', '']))
+      path = _write_module(
+          directory, '\n'.join([
+              'import subprocess, time', 'def test_hangs():',
+              "  child = subprocess.Popen(['sleep', '600'])",
+              f'  open({pid_file!r}, "w").write(str(child.pid))',
+              '  time.sleep(600)', ''
+          ]))
       result = _hunt(directory, '--repeat', '1', '--timeout', '60', path)
       with open(pid_file) as f:
         child = int(f.read())

@@ -65,42 +65,76 @@ class JunitTest(absltest.TestCase):
                        'tff_ddp_tests/a_test.py')
       junit = os.path.join(root, 'junit.xml')
       with open(junit, 'w') as f:
-        f.write(
-            '<testsuites><testsuite>'
-            '<testcase classname="tff_ddp_tests.a_test.ATest" name="t1" '
-            'time="1.5"/>'
-            '<testcase classname="tff_ddp_tests.a_test.ATest" name="t2" '
-            'time="2.25"><skipped/></testcase>'
-            '<testcase classname="tff_ddp_tests.sub.b_test.BTest" name="t" '
-            'time="4"/>'
-            '</testsuite></testsuites>')
-      self.assertEqual(suite_profile.junit_modules(junit, root), {
-          'tff_ddp_tests/a_test.py': {'wall': 3.75, 'tests': 2},
-          'tff_ddp_tests/sub/b_test.py': {'wall': 4.0, 'tests': 1}})
+        f.write('<testsuites><testsuite>'
+                '<testcase classname="tff_ddp_tests.a_test.ATest" name="t1" '
+                'time="1.5"/>'
+                '<testcase classname="tff_ddp_tests.a_test.ATest" name="t2" '
+                'time="2.25"><skipped/></testcase>'
+                '<testcase classname="tff_ddp_tests.sub.b_test.BTest" name="t" '
+                'time="4"/>'
+                '</testsuite></testsuites>')
+      self.assertEqual(
+          suite_profile.junit_modules(junit, root), {
+              'tff_ddp_tests/a_test.py': {
+                  'wall': 3.75,
+                  'tests': 2
+              },
+              'tff_ddp_tests/sub/b_test.py': {
+                  'wall': 4.0,
+                  'tests': 1
+              }
+          })
 
 
 class TableTest(absltest.TestCase):
 
   def test_before_and_after(self):
-    before = {'modules': {
-        'tff_ddp_tests/a_test.py': {'cpu': 100.0, 'passed': 3},
-        'tff_ddp_tests/b_test.py': {'cpu': 10.0, 'passed': 1,
-                                    'skipped': 1},
-        'tff_ddp_tests/c_test.py': {'cpu': 5.0, 'passed': 2}}}
-    after = {'modules': {
-        'tff_ddp_tests/a_test.py': {'cpu': 40.0, 'passed': 3},
-        'tff_ddp_tests/b_test.py': {'cpu': 10.0, 'passed': 2},
-        'tff_ddp_tests/c_test.py': {'cpu': 6.0, 'passed': 2}}}
-    self.assertEqual(suite_profile.table(before, after, top=2).splitlines(), [
-        '| module | tests | CPU s before | CPU s after | ratio |',
-        '|---|---|---|---|---|',
-        '| a_test.py | 3 | 100 | 40 | 0.40 |',
-        '| b_test.py | 2 | 10 | 10 | 1.00 |',
-        '| 1 other modules | 2 | 5 | 6 | 1.20 |',
-        '| **all** | 7 | 115 | 56 | 0.49 |'])
-    self.assertEqual(suite_profile.table(before, top=5).splitlines()[2:], [
-        '| a_test.py | 3 | 100 |', '| b_test.py | 2 | 10 |',
-        '| c_test.py | 2 | 5 |', '| **all** | 7 | 115 |'])
+    before = {
+        'modules': {
+            'tff_ddp_tests/a_test.py': {
+                'cpu': 100.0,
+                'passed': 3
+            },
+            'tff_ddp_tests/b_test.py': {
+                'cpu': 10.0,
+                'passed': 1,
+                'skipped': 1
+            },
+            'tff_ddp_tests/c_test.py': {
+                'cpu': 5.0,
+                'passed': 2
+            }
+        }
+    }
+    after = {
+        'modules': {
+            'tff_ddp_tests/a_test.py': {
+                'cpu': 40.0,
+                'passed': 3
+            },
+            'tff_ddp_tests/b_test.py': {
+                'cpu': 10.0,
+                'passed': 2
+            },
+            'tff_ddp_tests/c_test.py': {
+                'cpu': 6.0,
+                'passed': 2
+            }
+        }
+    }
+    self.assertEqual(
+        suite_profile.table(before, after, top=2).splitlines(), [
+            '| module | tests | CPU s before | CPU s after | ratio |',
+            '|---|---|---|---|---|', '| a_test.py | 3 | 100 | 40 | 0.40 |',
+            '| b_test.py | 2 | 10 | 10 | 1.00 |',
+            '| 1 other modules | 2 | 5 | 6 | 1.20 |',
+            '| **all** | 7 | 115 | 56 | 0.49 |'
+        ])
+    self.assertEqual(
+        suite_profile.table(before, top=5).splitlines()[2:], [
+            '| a_test.py | 3 | 100 |', '| b_test.py | 2 | 10 |',
+            '| c_test.py | 2 | 5 |', '| **all** | 7 | 115 |'
+        ])
 
 
 class CostsTest(absltest.TestCase):
@@ -109,18 +143,41 @@ class CostsTest(absltest.TestCase):
     # What a module adds to a worker: a junit entry's wall, a measure
     # entry's CPU less what no test accounts for (the import); the median
     # over runs; an override replaces it; never 0 (conftest's table).
-    runs = [{'modules': {'a_test.py': {'wall': 10.0},
-                         'b_test.py': {'wall': 0.001}}},
-            {'modules': {'a_test.py': {'wall': 30.0}}},
-            {'modules': {'a_test.py': {'wall': 11.0},
-                         'c_test.py': {'wall': 4.0}}}]
-    override = {'modules': {'c_test.py': {'cpu': 20.0,
-                                          'outside_tests': 15.5}}}
-    self.assertEqual(suite_profile.costs_of(runs, [override]),
-                     {'a_test.py': 11.0, 'b_test.py': 0.01,
-                      'c_test.py': 4.5})
-    self.assertEqual(suite_profile.costs_of(runs[:2]),
-                     {'a_test.py': 20.0, 'b_test.py': 0.01})
+    runs = [{
+        'modules': {
+            'a_test.py': {
+                'wall': 10.0
+            },
+            'b_test.py': {
+                'wall': 0.001
+            }
+        }
+    }, {
+        'modules': {
+            'a_test.py': {
+                'wall': 30.0
+            }
+        }
+    }, {
+        'modules': {
+            'a_test.py': {
+                'wall': 11.0
+            },
+            'c_test.py': {
+                'wall': 4.0
+            }
+        }
+    }]
+    override = {'modules': {'c_test.py': {'cpu': 20.0, 'outside_tests': 15.5}}}
+    self.assertEqual(suite_profile.costs_of(runs, [override]), {
+        'a_test.py': 11.0,
+        'b_test.py': 0.01,
+        'c_test.py': 4.5
+    })
+    self.assertEqual(suite_profile.costs_of(runs[:2]), {
+        'a_test.py': 20.0,
+        'b_test.py': 0.01
+    })
 
 
 class MeasureTest(absltest.TestCase):
@@ -149,10 +206,11 @@ class MeasureTest(absltest.TestCase):
     self.assertGreaterEqual(entry['cpu'], 0.5, msg=entry)
     self.assertGreaterEqual(entry['wall'], 0.5, msg=entry)
     self.assertEqual((entry['passed'], entry['failed'], entry['status']),
-                     (1, 1, 1), msg=entry)
-    self.assertEqual([name for name, _ in entry['slowest']],
-                     ['child_cpu_test::test_child_spends_cpu',
-                      'child_cpu_test::test_fails'])
+                     (1, 1, 1),
+                     msg=entry)
+    self.assertEqual(
+        [name for name, _ in entry['slowest']],
+        ['child_cpu_test::test_child_spends_cpu', 'child_cpu_test::test_fails'])
     # Per test (the plugin): the child's CPU is the first test's.
     (first, seconds), (second, _) = entry['slowest_cpu']
     self.assertEqual((first, second), ('test_child_spends_cpu', 'test_fails'))
@@ -182,16 +240,21 @@ class CostOrderTest(absltest.TestCase):
     items = _items('a_test.py::A::t2', 'a_test.py::A::t1', 'b_test.py::t',
                    'c_test.py::C::t', 'a_test.py::B::t')
     self.assertEqual(
-        self._order({'a_test.py': 1.0, 'b_test.py': 30.0, 'c_test.py': 2.0},
-                    items),
-        ['b_test.py::t', 'c_test.py::C::t', 'a_test.py::A::t2',
-         'a_test.py::A::t1', 'a_test.py::B::t'])
+        self._order({
+            'a_test.py': 1.0,
+            'b_test.py': 30.0,
+            'c_test.py': 2.0
+        }, items), [
+            'b_test.py::t', 'c_test.py::C::t', 'a_test.py::A::t2',
+            'a_test.py::A::t1', 'a_test.py::B::t'
+        ])
 
   def test_unknown_module_counts_as_costliest(self):
     items = _items('a_test.py::t', 'new_test.py::t', 'b_test.py::t')
-    self.assertEqual(
-        self._order({'a_test.py': 1.0, 'b_test.py': 30.0}, items),
-        ['new_test.py::t', 'b_test.py::t', 'a_test.py::t'])
+    self.assertEqual(self._order({
+        'a_test.py': 1.0,
+        'b_test.py': 30.0
+    }, items), ['new_test.py::t', 'b_test.py::t', 'a_test.py::t'])
 
   def test_without_a_table_the_order_is_kept(self):
     items = _items('a_test.py::t', 'b_test.py::t')
@@ -210,5 +273,7 @@ class CostOrderTest(absltest.TestCase):
       self.assertRegex(module, r'^tff_ddp_tests/.*_test\.py$')
       self.assertGreater(seconds, 0.0, msg=module)
       # A deleted or renamed module's entry would only mislead the order.
-      self.assertIn(module, present, msg='module_costs.json names a module '
+      self.assertIn(module,
+                    present,
+                    msg='module_costs.json names a module '
                     'that is gone: rewrite it (suite_profile.py costs)')

@@ -91,8 +91,8 @@ def _gaussian_noise_multiplier(event) -> Optional[float]:
       if z is None:
         return None
       total += math.inf if z == 0 else z**-2
-    return math.inf if total == 0 else (0.0 if total == math.inf
-                                        else total**-0.5)
+    return math.inf if total == 0 else (
+        0.0 if total == math.inf else total**-0.5)
   return None
 
 
@@ -168,8 +168,8 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
       return _ErrorDetails(invalid_event=e.event, error_message=e.message)
     return None
 
-  def get_epsilon_and_optimal_order(self, target_delta: float
-                                    ) -> Tuple[float, float]:
+  def get_epsilon_and_optimal_order(self,
+                                    target_delta: float) -> Tuple[float, float]:
     """(eps, order) with (eps, target_delta)-DP, sampler term included.
 
     With eta = `sampler_tv_mass`: eps0 = eps of the curve at target_delta/2;
@@ -177,8 +177,12 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
     target_delta - (1 + e^eps0) eta is valid (it is <= eps0, so its own
     term is smaller). Otherwise inf.
     """
-    delta = checks.real(target_delta, 'target_delta', 0.0, 1.0,
-                        low_open=True, high_open=True)
+    delta = checks.real(target_delta,
+                        'target_delta',
+                        0.0,
+                        1.0,
+                        low_open=True,
+                        high_open=True)
     if self._tv_mass == 0:
       return conversions.rdp_to_epsilon(self._orders, self._rdp, delta)
     first, order = conversions.rdp_to_epsilon(self._orders, self._rdp,
@@ -186,8 +190,7 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
     extra = (1.0 + math.exp(min(first, 700.0))) * self._tv_mass
     if not extra <= delta / 2:
       return math.inf, order
-    return conversions.rdp_to_epsilon(self._orders, self._rdp,
-                                      delta - extra)
+    return conversions.rdp_to_epsilon(self._orders, self._rdp, delta - extra)
 
   def get_epsilon(self, target_delta: float) -> float:
     return self.get_epsilon_and_optimal_order(target_delta)[0]
@@ -210,8 +213,7 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
 
   def _delta_with_sampler_term(self, eps: float) -> float:
     delta = conversions.rdp_to_delta(self._orders, self._rdp, eps)[0]
-    return min(1.0, delta + (1.0 + math.exp(min(eps, 700.0))) *
-               self._tv_mass)
+    return min(1.0, delta + (1.0 + math.exp(min(eps, 700.0))) * self._tv_mass)
 
   def _least_delta(self) -> Tuple[float, float]:
     """(e*, f(e*)): the least delta-with-sampler-term over e in [0, 700].
@@ -223,15 +225,16 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
     cached = self._least_delta_cache
     if cached is not None and cached[0] == key:
       return cached[1]
-    grid = np.unique(np.concatenate([np.linspace(0.0, 2.0, 41),
-                                     np.geomspace(2.0, 700.0, 240)]))
+    grid = np.unique(
+        np.concatenate(
+            [np.linspace(0.0, 2.0, 41),
+             np.geomspace(2.0, 700.0, 240)]))
     values = [self._delta_with_sampler_term(e) for e in grid]
     i = int(np.argmin(values))
     lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
     found = conversions.golden_section_min(self._delta_with_sampler_term,
                                            float(lo), float(hi), 60)
-    best = min((float(grid[i]), float(values[i])), found,
-               key=lambda t: t[1])
+    best = min((float(grid[i]), float(values[i])), found, key=lambda t: t[1])
     self._least_delta_cache = (key, best)
     return best
 
@@ -239,12 +242,12 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
 
   def _check(self, event):
     """Raises _Unsupported for an event this accountant cannot cost."""
-    if isinstance(event, (dp_accounting.NoOpDpEvent,
-                          dp_accounting.NonPrivateDpEvent,
-                          dp_accounting.GaussianDpEvent,
-                          events.DistributedDiscreteGaussianDpEvent,
-                          events.DistributedSkellamDpEvent,
-                          events.PoissonBinomialDpEvent)):
+    if isinstance(
+        event,
+        (dp_accounting.NoOpDpEvent, dp_accounting.NonPrivateDpEvent,
+         dp_accounting.GaussianDpEvent,
+         events.DistributedDiscreteGaussianDpEvent,
+         events.DistributedSkellamDpEvent, events.PoissonBinomialDpEvent)):
       return
     if isinstance(event, dp_accounting.SelfComposedDpEvent):
       self._check(event.event)
@@ -256,14 +259,15 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
                             events.SelfSampledDpEvent)):
       self._check(event.event)
     else:
-      raise _Unsupported(event, (
-          f'{type(event).__name__} is not supported by tff_ddp\'s '
-          'RdpAccountant (it knows NoOp, NonPrivate, Gaussian, '
-          'DistributedDiscreteGaussian, PoissonBinomial, Composed, '
-          'SelfComposed, PoissonSampled, SampledWithoutReplacement and '
-          'SelfSampled events).'))
+      raise _Unsupported(
+          event, (f'{type(event).__name__} is not supported by tff_ddp\'s '
+                  'RdpAccountant (it knows NoOp, NonPrivate, Gaussian, '
+                  'DistributedDiscreteGaussian, PoissonBinomial, Composed, '
+                  'SelfComposed, PoissonSampled, SampledWithoutReplacement and '
+                  'SelfSampled events).'))
 
-  def curve(self, event: dp_accounting.DpEvent,
+  def curve(self,
+            event: dp_accounting.DpEvent,
             relation: Optional[NeighborRel] = None) -> np.ndarray:
     """The RDP curve of one `event` at this accountant's orders.
 
@@ -349,10 +353,11 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
 
   def _poisson(self, event, relation) -> np.ndarray:
     q = checks.probability(event.sampling_probability,
-                           'sampling_probability', allow_zero=True)
+                           'sampling_probability',
+                           allow_zero=True)
     z = _gaussian_noise_multiplier(event.event)
-    if (self._adversary is Adversary.RELEASE and relation in _ZERO_OUT
-        and _finite_positive(z)):
+    if (self._adversary is Adversary.RELEASE and relation in _ZERO_OUT and
+        _finite_positive(z)):
       # The sample is secret and an unsampled record is its zero-out
       # neighbour (a central Gaussian has no noise shares to take away).
       return self._sampled(
@@ -385,7 +390,8 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
 
   def _self_sampled(self, event, relation) -> np.ndarray:
     q = checks.probability(event.sampling_probability,
-                           'sampling_probability', allow_zero=True)
+                           'sampling_probability',
+                           allow_zero=True)
     if relation not in _ZERO_OUT:
       return self._sampled(q, event.event, relation)
     z = _gaussian_noise_multiplier(event.event)
@@ -394,14 +400,14 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
           q, z, self._orders)
     else:
       zhu_wang = lambda: subsampling.poisson_rdp(
-          lambda a: self._sub_curve(event.event, relation, a), q,
-          self._orders)
+          lambda a: self._sub_curve(event.event, relation, a), q, self._orders)
     return self._sampled(q, event.event, relation, zhu_wang)
 
 
-def gaussian_rdp(noise_multiplier: float, orders: Sequence[float],
-                 relation: NeighborRel = NeighborRel.ADD_OR_REMOVE_ONE
-                 ) -> np.ndarray:
+def gaussian_rdp(
+    noise_multiplier: float,
+    orders: Sequence[float],
+    relation: NeighborRel = NeighborRel.ADD_OR_REMOVE_ONE) -> np.ndarray:
   """RDP of `GaussianDpEvent(noise_multiplier)` under `relation`.
 
   dp-accounting's `GaussianDpEvent` docstring: the noise standard deviation

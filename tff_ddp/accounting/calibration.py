@@ -29,7 +29,6 @@ from tff_ddp.utils import checks
 from tff_ddp.utils import search as search_lib
 
 
-
 class Sampling(enum.StrEnum):
   """How each round's cohort is chosen (`rounds_event`; what each buys
   against which adversary: `tff_ddp.accounting.accountant`).
@@ -92,7 +91,9 @@ class Parameter:
                                           int_low)
     else:
       low = checks.real(self.low, f'{self.name} low end')
-      high = checks.real(self.high, f'{self.name} high end', low=low,
+      high = checks.real(self.high,
+                         f'{self.name} high end',
+                         low=low,
                          allow_inf=not self.epsilon_increases)
     object.__setattr__(self, 'low', low)
     object.__setattr__(self, 'high', high)
@@ -103,7 +104,10 @@ class Parameter:
     return cls(name, checks.positive(low, f'{name} low end'))
 
   @classmethod
-  def signal(cls, name: str, low: float, high: float,
+  def signal(cls,
+             name: str,
+             low: float,
+             high: float,
              discrete: bool = False) -> 'Parameter':
     """A parameter in [low, high] (finite) with which eps grows."""
     return cls(name, low, high, True, checks.boolean(discrete, 'discrete'))
@@ -170,9 +174,8 @@ def rounds_event(
       rate = checks.integer(sample_size, 'sample_size', 1,
                             population) / population
     rate = checks.probability(rate, 'rate')
-    event = (dp_accounting.PoissonSampledDpEvent(rate, event)
-             if sampling is Sampling.POISSON else
-             events.SelfSampledDpEvent(rate, event))
+    event = (dp_accounting.PoissonSampledDpEvent(rate, event) if sampling
+             is Sampling.POISSON else events.SelfSampledDpEvent(rate, event))
   elif sampling is Sampling.WITHOUT_REPLACEMENT:
     if sample_size is None or population is None:
       raise ValueError('without-replacement sampling needs sample_size and '
@@ -233,8 +236,8 @@ class Rounds:
 def _fresh(make_fresh_accountant):
   """A fresh RdpAccountant or PldAccountant (both name the adversary)."""
   accountant = make_fresh_accountant()
-  if not isinstance(accountant, (accountant_lib.RdpAccountant,
-                                 pld_accountant.PldAccountant)):
+  if not isinstance(
+      accountant, (accountant_lib.RdpAccountant, pld_accountant.PldAccountant)):
     raise TypeError(
         'make_fresh_accountant must return a tff_ddp.accounting.'
         'RdpAccountant or PldAccountant (its epsilon names the adversary), '
@@ -293,17 +296,20 @@ def calibrate(
                     "(Parameter.noise('noise_multiplier'), ...), got "
                     f'{parameter!r}.')
   target_epsilon = checks.positive(target_epsilon, 'target_epsilon')
-  target_delta = checks.real(target_delta, 'target_delta', 0.0, 1.0,
-                             low_open=True, high_open=True)
+  target_delta = checks.real(target_delta,
+                             'target_delta',
+                             0.0,
+                             1.0,
+                             low_open=True,
+                             high_open=True)
   first = _fresh(make_fresh_accountant)
   refused = []
 
   def event_at(x) -> dp_accounting.DpEvent:
     event = make_event(x)
     if not isinstance(event, dp_accounting.DpEvent):
-      raise TypeError(
-          f'make_event must return a dp_accounting.DpEvent, got '
-          f'{type(event).__name__} from make_event({x!r}).')
+      raise TypeError(f'make_event must return a dp_accounting.DpEvent, got '
+                      f'{type(event).__name__} from make_event({x!r}).')
     return event
 
   def eps(x) -> float:
@@ -316,17 +322,17 @@ def calibrate(
 
   def search(eps_fn, rtol=None):
     try:
-      return least_noise(
-          eps_fn, parameter.low, parameter.high, parameter.epsilon_increases,
-          target_epsilon, parameter.discrete, parameter.name, rtol)
+      return least_noise(eps_fn, parameter.low, parameter.high,
+                         parameter.epsilon_increases, target_epsilon,
+                         parameter.discrete, parameter.name, rtol)
     except ValueError as e:
       detail = f' Last refusal: {refused[-1]}' if refused else ''
       raise ValueError(f'{e}{detail}') from e
 
   if isinstance(first, pld_accountant.PldAccountant):
-    value, at_limit, composed = _pld_search(
-        first, event_at, target_epsilon, target_delta, parameter, refused,
-        search)
+    value, at_limit, composed = _pld_search(first, event_at, target_epsilon,
+                                            target_delta, parameter, refused,
+                                            search)
     event = event_at(value)
     first = composed or _fresh(make_fresh_accountant).compose(event)
     epsilon, order = first.get_epsilon_and_optimal_order(target_delta)
@@ -337,12 +343,17 @@ def calibrate(
     epsilon, order = first.compose(event).get_epsilon_and_optimal_order(
         target_delta)
     bound = 'RDP'
-  return CalibrationResult(
-      parameter=parameter.name, value=value, epsilon=epsilon, order=order,
-      target_epsilon=target_epsilon, target_delta=target_delta,
-      at_limit=at_limit, event=event,
-      neighboring_relation=first.neighboring_relation,
-      adversary=first.adversary, bound=bound)
+  return CalibrationResult(parameter=parameter.name,
+                           value=value,
+                           epsilon=epsilon,
+                           order=order,
+                           target_epsilon=target_epsilon,
+                           target_delta=target_delta,
+                           at_limit=at_limit,
+                           event=event,
+                           neighboring_relation=first.neighboring_relation,
+                           adversary=first.adversary,
+                           bound=bound)
 
 
 # The PLD search (`_pld_search`): a first search on a loss grid this many
@@ -373,6 +384,7 @@ def _pld_search(first, event_at, target_epsilon, target_delta, parameter,
   meets the target at RDP's value. The order changes the work, never the
   value returned.
   """
+
   def eps_of(make):
     memo = {}
 
@@ -384,6 +396,7 @@ def _pld_search(first, event_at, target_epsilon, target_delta, parameter,
           refused.append(f'{parameter.name}={x:.6g}: {e}')
           memo[x] = math.inf
       return memo[x]
+
     return eps
 
   fine = eps_of(first.pld_only)
@@ -392,18 +405,19 @@ def _pld_search(first, event_at, target_epsilon, target_delta, parameter,
     try:
       x_rdp = search(eps_of(first.rdp_only))
     except ValueError:  # RDP meets the target nowhere: the PLD alone
-      return _pld_least_noise(fine, eps_of, first, parameter,
-                              target_epsilon, search) + (None,)
+      return _pld_least_noise(fine, eps_of, first, parameter, target_epsilon,
+                              search) + (None,)
     check = first.compose(event_at(x_rdp[0]))
     if check.pld_epsilon(target_delta) > target_epsilon:
       return x_rdp + (check,)
     try:
-      x_pld = _pld_least_noise(fine, eps_of, first, parameter,
-                               target_epsilon, search)
+      x_pld = _pld_least_noise(fine, eps_of, first, parameter, target_epsilon,
+                               search)
     except ValueError:
       return x_rdp + (check,)
-    return (x_rdp + (check,) if _less_noisy(x_rdp[0], x_pld[0], parameter)
-            else x_pld + (None,))
+    return (x_rdp +
+            (check,) if _less_noisy(x_rdp[0], x_pld[0], parameter) else x_pld +
+            (None,))
   x_pld = None
   try:
     x_pld = _pld_least_noise(fine, eps_of, first, parameter, target_epsilon,
@@ -424,8 +438,9 @@ def _pld_search(first, event_at, target_epsilon, target_delta, parameter,
   x_rdp = search(eps_of(first.rdp_only))
   if x_pld is None:
     return x_rdp + (None,)
-  return (x_rdp + (None,) if _less_noisy(x_rdp[0], x_pld[0], parameter)
-          else x_pld + (check,))
+  return (x_rdp +
+          (None,) if _less_noisy(x_rdp[0], x_pld[0], parameter) else x_pld +
+          (check,))
 
 
 def _less_noisy(x, y, parameter) -> bool:
@@ -445,8 +460,7 @@ def _bisect_integers(eps, safe, unsafe, target):
   return safe
 
 
-def _pld_least_noise(fine, eps_of, first, parameter, target_epsilon,
-                     search):
+def _pld_least_noise(fine, eps_of, first, parameter, target_epsilon, search):
   """(value, at_limit): the PLD's least noise, coarse grid then fine."""
   try:
     coarse = eps_of(lambda: first.pld_only(COARSE_FACTOR))
@@ -488,7 +502,7 @@ def _rdp_expected_smaller(event_at, parameter, relation) -> bool:
         dimension = event.dimension
         if replace and event.replace_one_dimension is not None:
           dimension = event.replace_one_dimension
-        budget = float(bound) ** 2 * (4.0 if replace else 1.0)
+        budget = float(bound)**2 * (4.0 if replace else 1.0)
         if RDP_FIRST_FACTOR * budget <= dimension:
           return True
     pending.extend(getattr(event, 'events', None) or [])
@@ -564,8 +578,7 @@ def _refine(eps, x0, at_limit, parameter, target, rtol):
       raise ValueError(f'{parameter.name}: no bracket found')
   else:
     unsafe, e_unsafe = x0, e0
-    step = max(1e-5, 2.0 * math.log(e0 / target) if e0 < math.inf
-               else 1e-2)
+    step = max(1e-5, 2.0 * math.log(e0 / target) if e0 < math.inf else 1e-2)
     for _ in range(200):
       if unsafe == most_noise_end:
         raise ValueError(f'{parameter.name}: no value meets the target')
@@ -577,8 +590,7 @@ def _refine(eps, x0, at_limit, parameter, target, rtol):
       unsafe, e_unsafe, step = x, e, step * 4.0
     else:
       raise ValueError(f'{parameter.name}: no bracket found')
-  return _regula_falsi(eps, safe, unsafe, target, rtol, e_safe,
-                       e_unsafe), False
+  return _regula_falsi(eps, safe, unsafe, target, rtol, e_safe, e_unsafe), False
 
 
 def calibrate_gaussian(
@@ -666,8 +678,7 @@ def least_noise(
             'a non-private event, or rounding-dominated sensitivity).')
 
   if discrete:
-    return _bisect_integers(eps, int(safe), int(unsafe),
-                            target_epsilon), True
+    return _bisect_integers(eps, int(safe), int(unsafe), target_epsilon), True
 
   if rtol is not None:
     return _regula_falsi(eps, safe, unsafe, target_epsilon, rtol,
@@ -677,8 +688,11 @@ def least_noise(
     # Capped so that inf (a refused configuration) keeps brentq's bracket.
     return min(eps(x), 2.0 * target_epsilon) - target_epsilon
 
-  root = optimize.brentq(gap, min(safe, unsafe), max(safe, unsafe),
-                         xtol=1e-12, rtol=1e-10)
+  root = optimize.brentq(gap,
+                         min(safe, unsafe),
+                         max(safe, unsafe),
+                         xtol=1e-12,
+                         rtol=1e-10)
   # brentq may land just past the root: step back towards `safe` by
   # geometrically growing amounts, then bisect [safe, unsafe] until eps is
   # within 0.1% below the target.
@@ -709,8 +723,14 @@ def least_noise(
   return safe, False
 
 
-def _regula_falsi(eps, safe, unsafe, target, rtol, e_safe=None,
-                  e_unsafe=None, xtol=1e-12):
+def _regula_falsi(eps,
+                  safe,
+                  unsafe,
+                  target,
+                  rtol,
+                  e_safe=None,
+                  e_unsafe=None,
+                  xtol=1e-12):
   """x between `safe` (eps <= target) and `unsafe` (eps > target) with
   (1 - rtol) target <= eps(x) <= target, or the safe end of a bracket of
   relative width xtol.
@@ -865,8 +885,12 @@ def split_budget(
     if not callable(c):
       raise TypeError(f'calibrators must be callable, got {c!r}.')
   target_epsilon = checks.positive(target_epsilon, 'target_epsilon')
-  target_delta = checks.real(target_delta, 'target_delta', 0.0, 1.0,
-                             low_open=True, high_open=True)
+  target_delta = checks.real(target_delta,
+                             'target_delta',
+                             0.0,
+                             1.0,
+                             low_open=True,
+                             high_open=True)
   adversary = accountant_lib.as_adversary(adversary)
   shares = [w / sum(weights) for w in weights]
   cache = {}
@@ -895,16 +919,25 @@ def split_budget(
   # Each step calibrates every release: stop once the composition is within
   # 0.1% of the target, or the scale within 1e-4 (a calibrated integer makes
   # eps a step function of the scale).
-  scale, at_limit = least_noise(eps, lo, hi, True, target_epsilon,
-                                name='the budget scale', rtol=1e-3,
+  scale, at_limit = least_noise(eps,
+                                lo,
+                                hi,
+                                True,
+                                target_epsilon,
+                                name='the budget scale',
+                                rtol=1e-3,
                                 xtol=1e-4)
   out, event, epsilon = parts(scale)
   standalone = tuple(
-      pld_accountant.epsilon(e, target_delta, adversary,
-                             neighboring_relation, orders)[0]
-      for _, e in out)
-  return SplitBudget(
-      results=tuple(r for r, _ in out), events=tuple(e for _, e in out),
-      standalone_epsilons=standalone, scale=scale, epsilon=epsilon,
-      delta=target_delta, event=event, at_limit=at_limit,
-      adversary=adversary, neighboring_relation=neighboring_relation)
+      pld_accountant.epsilon(e, target_delta, adversary, neighboring_relation,
+                             orders)[0] for _, e in out)
+  return SplitBudget(results=tuple(r for r, _ in out),
+                     events=tuple(e for _, e in out),
+                     standalone_epsilons=standalone,
+                     scale=scale,
+                     epsilon=epsilon,
+                     delta=target_delta,
+                     event=event,
+                     at_limit=at_limit,
+                     adversary=adversary,
+                     neighboring_relation=neighboring_relation)

@@ -26,8 +26,8 @@ def _curve(orders, rdp):
   try:
     rdp = np.asarray(rdp, dtype=np.float64)
   except (TypeError, ValueError):
-    raise TypeError(f'rdp must be a sequence of numbers, got {rdp!r}.'
-                    ) from None
+    raise TypeError(
+        f'rdp must be a sequence of numbers, got {rdp!r}.') from None
   if rdp.shape != orders.shape:
     raise ValueError(f'rdp has shape {rdp.shape}, orders {orders.shape}.')
   if np.any(np.isnan(rdp)) or np.any(rdp < 0):
@@ -35,24 +35,26 @@ def _curve(orders, rdp):
   return orders, rdp
 
 
-def rdp_to_epsilon(
-    orders: Sequence[float], rdp: Sequence[float], target_delta: float
-) -> Tuple[float, float]:
+def rdp_to_epsilon(orders: Sequence[float], rdp: Sequence[float],
+                   target_delta: float) -> Tuple[float, float]:
   """(eps, optimal order) of an RDP curve at `target_delta`.
 
   The one RDP -> (eps, delta) conversion of tff_ddp: dp-accounting's
   improved bound (Canonne, Kamath & Steinke 2020, Prop. 12; Asoodeh et al.).
   """
-  delta = checks.real(target_delta, 'target_delta', 0.0, 1.0, low_open=True,
+  delta = checks.real(target_delta,
+                      'target_delta',
+                      0.0,
+                      1.0,
+                      low_open=True,
                       high_open=True)
   orders, rdp = _curve(orders, rdp)
   eps, order = rdp_privacy_accountant.compute_epsilon(orders, rdp, delta)
   return float(eps), float(order)
 
 
-def rdp_to_delta(
-    orders: Sequence[float], rdp: Sequence[float], target_epsilon: float
-) -> Tuple[float, float]:
+def rdp_to_delta(orders: Sequence[float], rdp: Sequence[float],
+                 target_epsilon: float) -> Tuple[float, float]:
   """(delta, optimal order) of an RDP curve at `target_epsilon`."""
   eps = checks.nonnegative(target_epsilon, 'target_epsilon')
   orders, rdp = _curve(orders, rdp)
@@ -110,16 +112,20 @@ def zcdp_to_approx_dp(rho: float, target_delta: float) -> float:
   For 1/2 eps'^2-zCDP pass rho = eps'^2 / 2 (zCDP composes by adding rho).
   """
   rho = _check_rho(rho)
-  target_delta = checks.real(target_delta, 'target_delta', 0.0, 1.0,
-                             low_open=True, high_open=True)
+  target_delta = checks.real(target_delta,
+                             'target_delta',
+                             0.0,
+                             1.0,
+                             low_open=True,
+                             high_open=True)
   if rho == 0:
     return 0.0
   if math.isinf(rho):
     return math.inf
 
   def objective(alpha):
-    return (rho * alpha + math.log(1.0 / (alpha * target_delta)) / (alpha - 1)
-            + math.log(1.0 - 1.0 / alpha))
+    return (rho * alpha + math.log(1.0 / (alpha * target_delta)) / (alpha - 1) +
+            math.log(1.0 - 1.0 / alpha))
 
   # The objective is convex in alpha on (1, inf).
   return max(0.0, _minimize_over_orders(objective))
@@ -143,8 +149,8 @@ def zcdp_to_delta(rho: float, target_epsilon: float) -> float:
     return 1.0
 
   def objective(alpha):
-    return ((alpha - 1) * (rho * alpha - target_epsilon)
-            + (alpha - 1) * math.log1p(-1.0 / alpha) - math.log(alpha))
+    return ((alpha - 1) * (rho * alpha - target_epsilon) +
+            (alpha - 1) * math.log1p(-1.0 / alpha) - math.log(alpha))
 
   # exp(min(0, .)): a log delta above 0 (huge rho) is delta 1, not an
   # OverflowError.
@@ -162,8 +168,12 @@ def approx_dp_to_zcdp(target_epsilon: float, target_delta: float) -> float:
   Useful to split an (eps, delta) budget into zCDP shares that add up.
   """
   target_epsilon = checks.positive(target_epsilon, 'target_epsilon')
-  target_delta = checks.real(target_delta, 'target_delta', 0.0, 1.0,
-                             low_open=True, high_open=True)
+  target_delta = checks.real(target_delta,
+                             'target_delta',
+                             0.0,
+                             1.0,
+                             low_open=True,
+                             high_open=True)
 
   def gap(rho):
     return zcdp_to_approx_dp(rho, target_delta) - target_epsilon

@@ -94,8 +94,7 @@ def check_sum_event(event, event_type, noise_field: str, noise_check):
                     f'{type(event).__name__}.')
   checks.nonnegative(event.l2_sensitivity, 'l2_sensitivity')
   noise_check(getattr(event, noise_field), noise_field)
-  checks.integer(event.num_clients, 'num_clients', 1,
-                 events.MAX_EVENT_INTEGER)
+  checks.integer(event.num_clients, 'num_clients', 1, events.MAX_EVENT_INTEGER)
   checks.integer(event.dimension, 'dimension', 1, events.MAX_EVENT_INTEGER)
   if event.l1_sensitivity is not None:
     checks.nonnegative(event.l1_sensitivity, 'l1_sensitivity')
@@ -191,4 +190,3 @@ def rdp(
         orders * (s2 * s2) / 2.0 + a * (2.0 * orders - 1.0) / (orders - 1.0),
     ])
   return terms.min(axis=0)
-

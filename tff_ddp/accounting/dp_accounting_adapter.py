@@ -41,7 +41,9 @@ def poisson_sampled_gaussian_rdp(q: float, noise_multiplier: float,
                                  orders: Sequence[float]) -> np.ndarray:
   """Tight RDP of the Poisson-subsampled Gaussian (add/remove neighbours)."""
   return _nonnegative(_module()._compute_rdp_poisson_subsampled_gaussian(  # pylint: disable=protected-access  # dp_accounting has no public per-order form
-      q=q, noise_multiplier=noise_multiplier, orders=orders))
+      q=q,
+      noise_multiplier=noise_multiplier,
+      orders=orders))
 
 
 def without_replacement_gaussian_rdp(q: float, noise_multiplier: float,
@@ -51,4 +53,6 @@ def without_replacement_gaussian_rdp(q: float, noise_multiplier: float,
   distance (for `GaussianDpEvent(z)`, whose replace-one neighbours differ
   by twice the per-record bound: z / 2)."""
   return _nonnegative(_module()._compute_rdp_sample_wor_gaussian(  # pylint: disable=protected-access  # dp_accounting has no public per-order form
-      q=q, noise_multiplier=noise_multiplier, orders=orders))
+      q=q,
+      noise_multiplier=noise_multiplier,
+      orders=orders))

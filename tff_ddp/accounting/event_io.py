@@ -77,7 +77,8 @@ def event_structure(event: dp_accounting.DpEvent,
     if isinstance(value, tuple) and hasattr(value, '_fields'):
       return collections.OrderedDict(
           (field, convert(getattr(value, field), field))
-          for field in value._fields if getattr(value, field) is not None)
+          for field in value._fields
+          if getattr(value, field) is not None)
     if isinstance(value, (list, tuple)):
       return [convert(v) for v in value]
     return _leaf_tensor(value, event, 'measurements')
@@ -102,8 +103,8 @@ def explicit(event: dp_accounting.DpEvent) -> dp_accounting.DpEvent:
                         events.DistributedSkellamDpEvent)):
     return attr.evolve(event,
                        l1_sensitivity=float(ddg_rdp.l1_sensitivity(event)),
-                       sampler_tv_distance=float(event.sampler_tv_distance
-                                                 or 0.0))
+                       sampler_tv_distance=float(event.sampler_tv_distance or
+                                                 0.0))
   if isinstance(event, events.PoissonBinomialDpEvent):
     if event.replace_one_dimension is None:
       event = attr.evolve(event, replace_one_dimension=event.dimension)
@@ -116,17 +117,19 @@ def explicit(event: dp_accounting.DpEvent) -> dp_accounting.DpEvent:
     if isinstance(value, dp_accounting.DpEvent):
       changes[field.name] = explicit(value)
     elif isinstance(value, (list, tuple)):
-      changes[field.name] = [explicit(v) if isinstance(v, dp_accounting.DpEvent)
-                             else v for v in value]
+      changes[field.name] = [
+          explicit(v) if isinstance(v, dp_accounting.DpEvent) else v
+          for v in value
+      ]
     elif value is None:
       raise ValueError(f'{type(event).__name__}.{field.name} is None and has '
                        'no explicit value.')
   return attr.evolve(event, **changes) if changes else event
 
 
-def tensor_event(event: dp_accounting.DpEvent,
-                 overrides: Optional[Mapping[str, Any]] = None
-                 ) -> dp_accounting.DpEvent:
+def tensor_event(
+    event: dp_accounting.DpEvent,
+    overrides: Optional[Mapping[str, Any]] = None) -> dp_accounting.DpEvent:
   """The event with tensor fields, for TF code that must return a DpEvent.
 
   TF Privacy's `DPQuery.get_noised_result` returns its event from inside a
@@ -142,8 +145,10 @@ def tensor_event(event: dp_accounting.DpEvent,
     if name in overrides:
       return overrides[name]
     if isinstance(value, dp_accounting.DpEvent):
-      return type(value)(**{f.name: convert(getattr(value, f.name), f.name)
-                            for f in attr.fields(type(value))})
+      return type(value)(**{
+          f.name: convert(getattr(value, f.name), f.name)
+          for f in attr.fields(type(value))
+      })
     if isinstance(value, (list, tuple)):
       return [convert(v) for v in value]
     return _leaf_tensor(value, event, 'a tensor event')
@@ -165,10 +170,9 @@ def composed_structure(structures):
   """
   import tensorflow as tf
   named = dp_accounting.ComposedDpEvent([]).to_named_tuple()
-  return collections.OrderedDict(
-      module_name=tf.constant(named.module_name),
-      class_name=tf.constant(named.class_name),
-      events=list(structures))
+  return collections.OrderedDict(module_name=tf.constant(named.module_name),
+                                 class_name=tf.constant(named.class_name),
+                                 events=list(structures))
 
 
 def _python(value):
@@ -223,8 +227,8 @@ def _rebuild(mapping) -> dp_accounting.DpEvent:
         f'refusing to build an event from module {module_name!r}; events '
         f'come from {_EVENT_MODULES}.')
   cls = getattr(importlib.import_module(module_name), class_name, None)
-  if cls is None or not (isinstance(cls, type)
-                         and issubclass(cls, dp_accounting.DpEvent)):
+  if cls is None or not (isinstance(cls, type) and
+                         issubclass(cls, dp_accounting.DpEvent)):
     raise ValueError(f'{module_name}.{class_name} is not a DpEvent.')
   names = {f.name for f in attr.fields(cls)}
   kwargs = {}
@@ -251,8 +255,8 @@ def _empty_round_as_noop(cls, kwargs) -> dp_accounting.DpEvent:
   if cls is dp_accounting.ComposedDpEvent and kwargs.get('events') and all(
       isinstance(e, dp_accounting.NoOpDpEvent) for e in kwargs['events']):
     return noop
-  if cls is events.SelfSampledDpEvent and isinstance(
-      kwargs.get('event'), dp_accounting.NoOpDpEvent):
+  if cls is events.SelfSampledDpEvent and isinstance(kwargs.get('event'),
+                                                     dp_accounting.NoOpDpEvent):
     return noop
   return cls(**kwargs)
 

@@ -12,11 +12,11 @@ from tff_ddp.utils import checks
 # from 12 to 63, where it can give ~1% less epsilon (e.g. a DDG round at
 # eps ~ 1, optimal order ~16); pass `orders=` to any accountant for another
 # grid.
-DEFAULT_ORDERS = tuple(
-    [1.0 + x / 20.0 for x in range(1, 20)]
-    + [2.0 + x / 4.0 for x in range(0, 40)]
-    + [12.0, 14.0, 16.0, 20.0, 24.0, 28.0, 32.0, 48.0, 64.0, 96.0, 128.0,
-       256.0, 512.0, 1024.0])
+DEFAULT_ORDERS = tuple([1.0 + x / 20.0 for x in range(1, 20)] +
+                       [2.0 + x / 4.0 for x in range(0, 40)] + [
+                           12.0, 14.0, 16.0, 20.0, 24.0, 28.0, 32.0, 48.0, 64.0,
+                           96.0, 128.0, 256.0, 512.0, 1024.0
+                       ])
 # Orders above this make exp((alpha - 1) eps) computations meaningless and
 # the generic subsampling bounds cost O(alpha^2).
 MAX_ORDER = 2.0**16
@@ -38,7 +38,10 @@ def check_orders(orders) -> np.ndarray:
 
 
 def _check(orders) -> np.ndarray:
-  values = checks.real_sequence(orders, 'orders', low=1.0, high=MAX_ORDER,
+  values = checks.real_sequence(orders,
+                                'orders',
+                                low=1.0,
+                                high=MAX_ORDER,
                                 low_open=True)
   return np.asarray(values, dtype=np.float64)
 
@@ -52,8 +55,7 @@ def _float_key(orders):
     return None
   if type(orders) in (tuple, list) and all(
       type(x) is float  # pylint: disable=unidiomatic-typecheck  # exact types only: no subclasses
-      for x in orders
-  ):
+      for x in orders):
     return tuple(orders)
   return None
 

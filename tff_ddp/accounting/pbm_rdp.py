@@ -51,7 +51,11 @@ def check_event(event) -> events.PoissonBinomialDpEvent:
     checks.integer(event.replace_one_dimension, 'replace_one_dimension',
                    int(event.dimension), events.MAX_EVENT_INTEGER)
   if getattr(event, 'l2_bound', None) is not None:
-    checks.real(event.l2_bound, 'l2_bound', 0.0, None, low_open=True,
+    checks.real(event.l2_bound,
+                'l2_bound',
+                0.0,
+                None,
+                low_open=True,
                 allow_inf=True)
   return event
 
@@ -61,15 +65,18 @@ def log_binomial_pmf(k: np.ndarray, n: int, p: float) -> np.ndarray:
   k = np.asarray(k, dtype=np.float64)
   inside = (k >= 0) & (k <= n)
   kk = np.where(inside, k, 0.0)
-  logpmf = (special.gammaln(n + 1.0) - special.gammaln(kk + 1.0)
-            - special.gammaln(n - kk + 1.0)
-            + kk * math.log(p) + (n - kk) * math.log1p(-p))
+  logpmf = (special.gammaln(n + 1.0) - special.gammaln(kk + 1.0) -
+            special.gammaln(n - kk + 1.0) + kk * math.log(p) +
+            (n - kk) * math.log1p(-p))
   return np.where(inside, logpmf, -np.inf)
 
 
 def renyi_divergence(
-    log_p: np.ndarray, log_q: np.ndarray, orders: Sequence[float],
-    tail_mass: float = 0.0, ratio_bound: float = 1.0,
+    log_p: np.ndarray,
+    log_q: np.ndarray,
+    orders: Sequence[float],
+    tail_mass: float = 0.0,
+    ratio_bound: float = 1.0,
 ) -> np.ndarray:
   """An upper bound on D_alpha(P || Q), exact when `tail_mass` is 0.
 
@@ -119,15 +126,14 @@ def renyi_divergence(
       excess = np.sum(q * (np.expm1(a * r) - a * np.expm1(r)), axis=1)
       excess = np.maximum(excess, 0.0) + np.exp(log_extra)
       stable = np.log1p(excess)
-      plain = np.logaddexp(special.logsumexp(log_q + a * r, axis=1),
-                           log_extra)
+      plain = np.logaddexp(special.logsumexp(log_q + a * r, axis=1), log_extra)
     cgf = np.where(np.isfinite(stable) & (stable < 1.0), stable, plain)
     out[start:start + block] = np.maximum(cgf, 0.0) / (a[:, 0] - 1.0)
   return out
 
 
-def _window(n_prime: int, p: float, max_order: float
-            ) -> Tuple[np.ndarray, float]:
+def _window(n_prime: int, p: float,
+            max_order: float) -> Tuple[np.ndarray, float]:
   """(support points, tail mass bound) for pairs built on Bin(n', p).
 
   Whole support 0..n'+1 when it is small; otherwise the points within
@@ -135,8 +141,9 @@ def _window(n_prime: int, p: float, max_order: float
   2 exp(-2 W^2 / (n' + 1)) on the mass of either distribution outside
   (each is Bin(n', p) shifted by at most one).
   """
-  width = math.sqrt((n_prime + 1) * (
-      _TAIL_LOG + max_order * math.log(_RATIO_BOUND)) / 2.0) + 3.0
+  width = math.sqrt(
+      (n_prime + 1) *
+      (_TAIL_LOG + max_order * math.log(_RATIO_BOUND)) / 2.0) + 3.0
   centre = n_prime * p
   lo = max(0, math.floor(centre - width))
   hi = min(n_prime + 1, math.ceil(centre + width) + 1)
@@ -147,9 +154,9 @@ def _window(n_prime: int, p: float, max_order: float
   # [lo, hi] of X + s (s in {0, 1}) needs X < lo or X >= hi.
   tail = 0.0
   if lo > 0:
-    tail += math.exp(-2.0 * (centre - lo) ** 2 / (n_prime + 1))
+    tail += math.exp(-2.0 * (centre - lo)**2 / (n_prime + 1))
   if hi < n_prime + 1:
-    tail += math.exp(-2.0 * (hi - 1 - centre) ** 2 / (n_prime + 1))
+    tail += math.exp(-2.0 * (hi - 1 - centre)**2 / (n_prime + 1))
   return np.arange(lo, hi + 1), tail
 
 
@@ -157,7 +164,8 @@ def _n_prime(num_clients: int) -> int:
   return num_clients // 2  # ceil((n - 1) / 2)
 
 
-def worst_case_pair(theta: float, num_clients: int,
+def worst_case_pair(theta: float,
+                    num_clients: int,
                     k: Optional[np.ndarray] = None):
   """log PMFs (P, Q) of the one-trial worst case of Lemma 2 (term Pi_1).
 
@@ -181,7 +189,8 @@ _ZERO_OUT = events.Relation.ZERO_OUT
 _REPLACE_ONE = events.Relation.REPLACE_ONE
 
 
-def zero_out_pairs(theta: float, num_clients: int,
+def zero_out_pairs(theta: float,
+                   num_clients: int,
                    k: Optional[np.ndarray] = None):
   """[(log P_a, log Q) for a in (p, 1 - p)]: the zero-out worst cases.
 
@@ -195,12 +204,14 @@ def zero_out_pairs(theta: float, num_clients: int,
   same = log_binomial_pmf(k, n_prime, p)  # the target sent a 0
   half = math.log(0.5)
   log_q = np.logaddexp(half + shifted, half + same)
-  return [(np.logaddexp(math.log(a) + shifted, math.log1p(-a) + same), log_q)
-          for a in (p, 1.0 - p)]
+  return [(np.logaddexp(math.log(a) + shifted,
+                        math.log1p(-a) + same), log_q) for a in (p, 1.0 - p)]
 
 
 def per_trial_rdp(
-    theta: float, num_clients: int, orders: Sequence[float],
+    theta: float,
+    num_clients: int,
+    orders: Sequence[float],
     relation: str = 'zero_out',
 ) -> np.ndarray:
   """The one-trial divergence bound of `relation`, per order.
@@ -213,9 +224,9 @@ def per_trial_rdp(
   num_clients = checks.integer(num_clients, 'num_clients', 1)
   relation = events.as_relation(relation)
   orders = check_orders(orders)
-  return np.asarray(_per_trial(float(theta),
-                               min(int(num_clients), MAX_EXACT_CLIENTS),
-                               tuple(orders.tolist()), relation))
+  return np.asarray(
+      _per_trial(float(theta), min(int(num_clients), MAX_EXACT_CLIENTS),
+                 tuple(orders.tolist()), relation))
 
 
 @functools.lru_cache(maxsize=256)
@@ -228,13 +239,14 @@ def _per_trial(theta, num_clients, orders, relation):
   out = np.zeros(len(orders))
   for log_p, log_q in pairs:
     for first, second in ((log_p, log_q), (log_q, log_p)):
-      out = np.maximum(out, renyi_divergence(
-          first, second, orders, tail, _RATIO_BOUND))
+      out = np.maximum(
+          out, renyi_divergence(first, second, orders, tail, _RATIO_BOUND))
   return tuple(out)
 
 
 def rdp(
-    event: events.PoissonBinomialDpEvent, orders: Sequence[float],
+    event: events.PoissonBinomialDpEvent,
+    orders: Sequence[float],
     relation: str = 'zero_out',
 ) -> np.ndarray:
   """RDP curve of one cPBM release: m d times the one-trial bound.
@@ -253,11 +265,10 @@ def rdp(
   if relation == _REPLACE_ONE and event.replace_one_dimension is not None:
     dimension = event.replace_one_dimension
   # float: a Python int of any size times the array would make it dtype=object.
-  lemma2 = (float(event.num_trials) * float(dimension)
-            * per_trial_rdp(float(event.theta), int(event.num_clients),
-                            orders, relation))
+  lemma2 = (float(event.num_trials) * float(dimension) * per_trial_rdp(
+      float(event.theta), int(event.num_clients), orders, relation))
   bound = getattr(event, 'l2_bound', None)
-  if bound is None or float(bound) ** 2 >= float(dimension):
+  if bound is None or float(bound)**2 >= float(dimension):
     # kappa >= f(s_max) / s_max^2 and Lemma 2 is m dimension f(s_max)
     # (f(theta), resp. f(2 theta) with the budget (2 L)^2): the l2 bound is
     # at least m L^2 f(s_max), not smaller once L^2 >= dimension.
@@ -315,8 +326,8 @@ def _shift_families(theta: float, relation: str):
   (theta, theta - s).
   """
   if relation == _ZERO_OUT:
-    return ((0.0, 1.0, 0.0, 0.0), (0.0, -1.0, 0.0, 0.0),
-            (0.0, 0.0, 0.0, 1.0), (0.0, 0.0, 0.0, -1.0))
+    return ((0.0, 1.0, 0.0, 0.0), (0.0, -1.0, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0),
+            (0.0, 0.0, 0.0, -1.0))
   return ((-theta, 0.0, -theta, 1.0), (-theta, 1.0, -theta, 0.0),
           (theta, -1.0, theta, 0.0), (theta, 0.0, theta, -1.0))
 
@@ -324,8 +335,9 @@ def _shift_families(theta: float, relation: str):
 def _target_mixture(offset, shifted, same):
   """log of Ber(1/2 + offset) + (the others' sum), from the others' log
   PMF at k - 1 (`shifted`) and at k (`same`)."""
-  return np.logaddexp(math.log(0.5 + offset) + shifted,
-                      math.log(0.5 - offset) + same)
+  return np.logaddexp(
+      math.log(0.5 + offset) + shifted,
+      math.log(0.5 - offset) + same)
 
 
 def _curvature_bound(family, t, shifted, same, orders, tail):
@@ -352,8 +364,9 @@ def _curvature_bound(family, t, shifted, same, orders, tail):
     diff = np.where(np.isfinite(hi), diff, -np.inf)
     log_d = np.logaddexp(diff, math.log(4 * 2.0**-52) + hi)
   log_d = np.where(np.isfinite(hi), log_d, -np.inf)
-  ends = [(_target_mixture(u0 + du * s, shifted, same),
-           _target_mixture(v0 + dv * s, shifted, same)) for s in (0.0, t)]
+  ends = [(_target_mixture(u0 + du * s, shifted,
+                           same), _target_mixture(v0 + dv * s, shifted, same))
+          for s in (0.0, t)]
   log_8x3 = math.log(8.0) + (orders + 2.0) * math.log(3.0)
   out = np.empty(orders.shape)
   block = max(1, (1 << 20) // max(1, log_d.size))
@@ -364,8 +377,8 @@ def _curvature_bound(family, t, shifted, same, orders, tail):
       log_terms = np.where(np.isfinite(log_d), log_terms, -np.inf)
       total = special.logsumexp(log_terms, axis=1)
       if tail > 0:
-        total = np.logaddexp(total, log_8x3[start:start + block]
-                             + math.log(tail))
+        total = np.logaddexp(total,
+                             log_8x3[start:start + block] + math.log(tail))
     out[start:start + block] = total
   return _curvature_from_log_sums(orders, out)
 
@@ -427,8 +440,8 @@ def _fair_coin_lattice(theta, num_clients):
   z = np.arange(row.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
   k = (js + 1)[row]
   kf, zf = k.astype(np.float64), z.astype(np.float64)
-  log_mu = log_w[row] + (special.gammaln(kf + 1.0) - special.gammaln(zf + 1.0)
-                         - special.gammaln(kf - zf + 1.0) - kf * math.log(2.0))
+  log_mu = log_w[row] + (special.gammaln(kf + 1.0) - special.gammaln(zf + 1.0) -
+                         special.gammaln(kf - zf + 1.0) - kf * math.log(2.0))
   # 2 (2z - (J+1)) / (J+1): an exact integer over J + 1, one rounding.
   offsets = 2.0 * (2 * z - k).astype(np.float64) / kf
   return log_mu, offsets, outer
@@ -486,8 +499,9 @@ def _lattice_divergence(u, v, orders, lattice):
     cgf = np.log1p(np.maximum(excess, 0.0) + np.exp(log_outer))
     bad = ~(np.isfinite(cgf) & (cgf < 1.0))
     if np.any(bad):
-      cgf[bad] = np.logaddexp(special.logsumexp(
-          log_qw + orders[bad][:, None] * r, axis=1), log_outer[bad])
+      cgf[bad] = np.logaddexp(
+          special.logsumexp(log_qw + orders[bad][:, None] * r, axis=1),
+          log_outer[bad])
   return np.maximum(cgf, 0.0) / (orders - 1.0)
 
 
@@ -503,18 +517,17 @@ def _lattice_curvature(family, t, orders, lattice):
   u0, du, v0, dv = family
   with np.errstate(divide='ignore'):
     base = log_mu + 2.0 * np.log(np.abs(offsets))  # -inf where D = 0
-  ends = [(np.log1p((u0 + du * s) * offsets),
-           np.log1p((v0 + dv * s) * offsets)) for s in (0.0, t)]
+  ends = [(np.log1p((u0 + du * s) * offsets), np.log1p((v0 + dv * s) * offsets))
+          for s in (0.0, t)]
   log_8x3 = math.log(8.0) + (orders + 2.0) * math.log(3.0)
   out = np.empty(orders.shape)
   block = max(1, _LATTICE_BLOCK // max(1, offsets.size))
   for start in range(0, orders.size, block):
     a = orders[start:start + block, None]
-    total = special.logsumexp(_curvature_log_terms(dv, a, ends) + base,
-                              axis=1)
+    total = special.logsumexp(_curvature_log_terms(dv, a, ends) + base, axis=1)
     if outer > 0:
-      total = np.logaddexp(total, log_8x3[start:start + block]
-                           + math.log(outer))
+      total = np.logaddexp(total,
+                           log_8x3[start:start + block] + math.log(outer))
     out[start:start + block] = total
   return _curvature_from_log_sums(orders, out)
 
@@ -526,11 +539,10 @@ def _certified_sup(grid, values, curvature):
   last point s_max); curvature(J) bounds sup f(s)/s^2 on (0, grid[J]). On
   [s_i, s_{i+1}], f(s) / s^2 <= f(s_{i+1}) / s_i^2.
   """
-  ratios = values[1:] / grid[:-1, None] ** 2
+  ratios = values[1:] / grid[:-1, None]**2
   suffix = np.maximum.accumulate(ratios[::-1], axis=0)[::-1]
   best = np.full(values.shape[1], np.inf)
-  for j in list(range(0, grid.size - 1, L2_CURVATURE_STRIDE)) + [
-      grid.size - 1]:
+  for j in list(range(0, grid.size - 1, L2_CURVATURE_STRIDE)) + [grid.size - 1]:
     above = suffix[j] if j < grid.size - 1 else 0.0
     best = np.minimum(best, np.maximum(curvature(j), above))
   return best
@@ -542,7 +554,7 @@ def _shift_grid(s_max, uniform, geometric_steps):
   point is s_max."""
   points = s_max * np.arange(1, uniform + 1) / uniform
   top = s_max * (1.0 - np.arange(8) / 256.0)
-  geometric = s_max * (1.0 + 1.0 / geometric_steps) ** -np.arange(
+  geometric = s_max * (1.0 + 1.0 / geometric_steps)**-np.arange(
       int(math.ceil(12 * math.log(2) * geometric_steps)) + 1)
   grid = np.unique(np.concatenate([points, top, geometric]))
   return np.append(grid[(grid >= L2_MIN_GRID_SHIFT) & (grid < s_max)], s_max)
@@ -564,15 +576,17 @@ def _kappa_dropped(theta, num_clients, orders, relation):
   values = np.zeros((grid.size, orders.size))
   for i, s in enumerate(grid):
     for u0, du, v0, dv in families:
-      values[i] = np.maximum(values[i], renyi_divergence(
-          _target_mixture(u0 + du * s, shifted, same),
-          _target_mixture(v0 + dv * s, shifted, same), orders, tail,
-          _RATIO_BOUND))
+      values[i] = np.maximum(
+          values[i],
+          renyi_divergence(_target_mixture(u0 + du * s, shifted, same),
+                           _target_mixture(v0 + dv * s, shifted, same), orders,
+                           tail, _RATIO_BOUND))
 
   def curvature(j):
     return functools.reduce(np.maximum, [
         _curvature_bound(family, grid[j], shifted, same, orders, tail)
-        for family in families])
+        for family in families
+    ])
 
   return _certified_sup(grid, values, curvature)
 
@@ -604,13 +618,15 @@ def _kappa_revealed(theta, num_clients, orders, relation):
   values = np.zeros((grid.size, orders.size))
   for i, s in enumerate(grid):
     for u0, du, v0, dv in families:
-      values[i] = np.maximum(values[i], _lattice_divergence(
-          u0 + du * s, v0 + dv * s, orders, lattice))
+      values[i] = np.maximum(
+          values[i],
+          _lattice_divergence(u0 + du * s, v0 + dv * s, orders, lattice))
 
   def curvature(j):
     return functools.reduce(np.maximum, [
         _lattice_curvature(family, grid[j], orders, lattice)
-        for family in families])
+        for family in families
+    ])
 
   return _certified_sup(grid, values, curvature)
 
@@ -621,8 +637,9 @@ def _kappa(theta, num_clients, orders, relation):
   best = _kappa_dropped(theta, num_clients, orders, relation)
   if num_clients <= L2_REVEAL_MAX_CLIENTS and theta >= L2_REVEAL_MIN_THETA:
     small = orders <= L2_REVEAL_MAX_ORDER
-    best[small] = np.minimum(best[small], _kappa_revealed(
-        theta, num_clients, orders[small], relation))
+    best[small] = np.minimum(
+        best[small], _kappa_revealed(theta, num_clients, orders[small],
+                                     relation))
   return tuple(best * (1.0 + L2_FLOAT_MARGIN))
 
 
@@ -636,14 +653,17 @@ def theta_grid_point(theta: float) -> float:
   (with the sup over s <= s_max(theta') >= s_max(theta)).
   """
   theta = float(theta)
-  point = min(0.25, 2.0 ** (math.ceil(L2_THETA_STEPS * math.log2(theta))
-                            / L2_THETA_STEPS))
+  point = min(
+      0.25,
+      2.0**(math.ceil(L2_THETA_STEPS * math.log2(theta)) / L2_THETA_STEPS))
   while point < theta:  # log2 rounding
-    point = min(0.25, point * 2.0 ** (1.0 / L2_THETA_STEPS))
+    point = min(0.25, point * 2.0**(1.0 / L2_THETA_STEPS))
   return point
 
 
-def kappa(theta: float, num_clients: int, orders: Sequence[float],
+def kappa(theta: float,
+          num_clients: int,
+          orders: Sequence[float],
           relation: str = 'zero_out') -> np.ndarray:
   """kappa_alpha >= sup over 0 < s <= s_max of f_alpha(s) / s^2, per order.
 
@@ -657,13 +677,14 @@ def kappa(theta: float, num_clients: int, orders: Sequence[float],
   num_clients = checks.integer(num_clients, 'num_clients', 1)
   relation = events.as_relation(relation)
   orders = check_orders(orders)
-  return np.asarray(_kappa(theta_grid_point(theta),
-                           min(int(num_clients), MAX_EXACT_CLIENTS),
-                           tuple(orders.tolist()), relation))
+  return np.asarray(
+      _kappa(theta_grid_point(theta), min(int(num_clients), MAX_EXACT_CLIENTS),
+             tuple(orders.tolist()), relation))
 
 
 def l2_rdp(
-    event: events.PoissonBinomialDpEvent, orders: Sequence[float],
+    event: events.PoissonBinomialDpEvent,
+    orders: Sequence[float],
     relation: str = 'zero_out',
 ) -> np.ndarray:
   """The l2-aware RDP curve of one cPBM release (inf without `l2_bound`).
@@ -765,7 +786,7 @@ def l2_rdp(
   bound = event.l2_bound
   if bound is None or math.isinf(float(bound)):
     return np.full(orders.shape, np.inf)
-  budget = float(bound) ** 2 * (4.0 if relation == _REPLACE_ONE else 1.0)
+  budget = float(bound)**2 * (4.0 if relation == _REPLACE_ONE else 1.0)
   theta = float(event.theta)
-  return (float(event.num_trials) * theta * theta * budget
-          * kappa(theta, int(event.num_clients), orders, relation))
+  return (float(event.num_trials) * theta * theta * budget *
+          kappa(theta, int(event.num_clients), orders, relation))

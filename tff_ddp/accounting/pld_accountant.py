@@ -108,8 +108,8 @@ class _State:
     remove = self.remove.compose(other.remove, _TAIL_TRUNCATION)
     if self.symmetric and other.symmetric:
       return _State(remove, remove, True, spread, self.interval)
-    return _State(remove, self.add.compose(other.add, _TAIL_TRUNCATION),
-                  False, spread, self.interval)
+    return _State(remove, self.add.compose(other.add, _TAIL_TRUNCATION), False,
+                  spread, self.interval)
 
   def power(self, count: int) -> '_State':
     if count == 1:
@@ -122,8 +122,8 @@ class _State:
     remove = self.remove.self_compose(count, _TAIL_TRUNCATION)
     if self.symmetric:
       return _State(remove, remove, True, spread, self.interval)
-    return _State(remove, self.add.self_compose(count, _TAIL_TRUNCATION),
-                  False, spread, self.interval)
+    return _State(remove, self.add.self_compose(count, _TAIL_TRUNCATION), False,
+                  spread, self.interval)
 
   def delta(self, eps: float) -> float:
     d = float(self.remove.get_delta_for_epsilon(eps))
@@ -165,12 +165,13 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
       use_rdp: bool = True,
   ):
     self._orders = orders
-    self._rdp = rdp_lib.RdpAccountant(orders, neighboring_relation,
-                                      adversary)
+    self._rdp = rdp_lib.RdpAccountant(orders, neighboring_relation, adversary)
     super().__init__(neighboring_relation)
     self._adversary = self._rdp.adversary
     self._interval = checks.real(value_discretization_interval,
-                                 'value_discretization_interval', 0.0, 1.0,
+                                 'value_discretization_interval',
+                                 0.0,
+                                 1.0,
                                  low_open=True)
     self._use_rdp = checks.boolean(use_rdp, 'use_rdp')
     self._state = _State.identity(self._interval)
@@ -191,7 +192,8 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
     `calibrate` searches with before it compares with RDP), on a loss grid
     `interval_factor` times as coarse (still pessimistic: every epsilon of
     it is an upper bound too)."""
-    return PldAccountant(self._neighboring_relation, self._adversary,
+    return PldAccountant(self._neighboring_relation,
+                         self._adversary,
                          min(1.0, self._interval * interval_factor),
                          use_rdp=False)
 
@@ -269,8 +271,12 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
 
   def pld_epsilon(self, target_delta: float) -> float:
     """The PLD bound alone (inf without one), sampler term included."""
-    delta = checks.real(target_delta, 'target_delta', 0.0, 1.0,
-                        low_open=True, high_open=True)
+    delta = checks.real(target_delta,
+                        'target_delta',
+                        0.0,
+                        1.0,
+                        low_open=True,
+                        high_open=True)
     if self._infinite or self._unsupported:
       return math.inf
     tv = self.sampler_tv_mass
@@ -287,8 +293,8 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
     if self._infinite or self._unsupported:
       return 1.0
     tv = self.sampler_tv_mass
-    return min(1.0, self._state.delta(eps)
-               + (1.0 + math.exp(min(eps, 700.0))) * tv)
+    return min(1.0,
+               self._state.delta(eps) + (1.0 + math.exp(min(eps, 700.0))) * tv)
 
   def get_epsilon_and_bound(self, target_delta: float) -> Tuple[float, str]:
     """(eps, 'PLD' or 'RDP'): the smaller valid bound and its name."""
@@ -301,8 +307,8 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
   def bound_used(self, target_delta: float) -> str:
     return self.get_epsilon_and_bound(target_delta)[1]
 
-  def get_epsilon_and_optimal_order(self, target_delta: float
-                                    ) -> Tuple[float, Optional[float]]:
+  def get_epsilon_and_optimal_order(
+      self, target_delta: float) -> Tuple[float, Optional[float]]:
     """(eps, RDP order), the order None when the PLD bound is reported."""
     eps, bound = self.get_epsilon_and_bound(target_delta)
     if bound == PLD:
@@ -378,10 +384,10 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
       return self._curves[event]
     except (KeyError, TypeError):
       pass
-    if isinstance(event, (dp_accounting.SelfComposedDpEvent,
-                          dp_accounting.ComposedDpEvent,
-                          dp_accounting.NoOpDpEvent,
-                          dp_accounting.NonPrivateDpEvent)):
+    if isinstance(
+        event,
+        (dp_accounting.SelfComposedDpEvent, dp_accounting.ComposedDpEvent,
+         dp_accounting.NoOpDpEvent, dp_accounting.NonPrivateDpEvent)):
       curve = self._state_curve(self._plds(event))
     else:
       curve, count = self._leaf_or_sampled(event)
@@ -423,15 +429,14 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
       dimension = int(event.dimension)
       if replace and event.replace_one_dimension is not None:
         dimension = int(event.replace_one_dimension)
-      curve = pld_mechanisms.cpbm_trial_family(
-          float(event.theta), int(event.num_clients), replace)
+      curve = pld_mechanisms.cpbm_trial_family(float(event.theta),
+                                               int(event.num_clients), replace)
       return curve, int(event.num_trials) * dimension
     if isinstance(event, (dp_accounting.PoissonSampledDpEvent,
                           dp_accounting.SampledWithoutReplacementDpEvent,
                           events.SelfSampledDpEvent)):
       return self._sampled(event, relation), 1
-    raise pld_mechanisms.Unsupported(
-        f'{type(event).__name__} has no PLD here.')
+    raise pld_mechanisms.Unsupported(f'{type(event).__name__} has no PLD here.')
 
   def _sum_leaf(self, event, relation):
     if isinstance(event, events.DistributedDiscreteGaussianDpEvent):
@@ -450,12 +455,11 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
     # Coordinates one client moves: every one moves by >= 1 (integers), so
     # at most Delta_2^2 and Delta_1 of them; an l0 clip bounds them too.
     coordinates = min(int(event.dimension), math.floor(l2 * l2 + 1e-9),
-                      math.floor(l1 + 1e-9),
-                      event.l0_sensitivity or int(event.dimension))
+                      math.floor(l1 + 1e-9), event.l0_sensitivity or
+                      int(event.dimension))
     if relation is NeighborRel.REPLACE_ONE:
       coordinates = min(int(event.dimension), 2 * coordinates)
-    budget = (2.0 * l2) ** 2 if relation is NeighborRel.REPLACE_ONE else (
-        l2 * l2)
+    budget = (2.0 * l2)**2 if relation is NeighborRel.REPLACE_ONE else (l2 * l2)
     if coordinates > 1 and coordinates * shift * shift > 1.5 * budget:
       # Each coordinate charged the largest shift: more than RDP's
       # Delta_2^2 (the PLD would lose to it; not built).
@@ -473,7 +477,8 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
       q = size / population
     else:
       q = checks.probability(event.sampling_probability,
-                             'sampling_probability', allow_zero=True)
+                             'sampling_probability',
+                             allow_zero=True)
     if q == 0:
       return pld_curves.Family([(np.zeros(1), np.zeros(1))], symmetric=True)
     curve = self._curve(inner)
@@ -484,9 +489,9 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
       if relation in _ZERO_OUT:
         return pld_curves.Amplified(curve, q)
       return known
-    if (isinstance(event, dp_accounting.PoissonSampledDpEvent)
-        and self._adversary is Adversary.RELEASE and relation in _ZERO_OUT
-        and _finite_positive(_gaussian_noise_multiplier(inner))):
+    if (isinstance(event, dp_accounting.PoissonSampledDpEvent) and
+        self._adversary is Adversary.RELEASE and relation in _ZERO_OUT and
+        _finite_positive(_gaussian_noise_multiplier(inner))):
       return pld_mechanisms.Smaller(known, pld_curves.Amplified(curve, q))
     return known
 
@@ -506,15 +511,15 @@ def tightest_epsilon(
 def _spread(curve) -> float:
   """Squared width of a leaf's loss range (both directions' larger)."""
   (a, b), (c, d) = curve.ranges
-  return max(b - a, d - c, 0.0) ** 2
+  return max(b - a, d - c, 0.0)**2
 
 
 def bound_label(order) -> str:
   """How a report names the bound of an epsilon, from its RDP order (None:
   the privacy loss distribution's): 'privacy loss distribution' or
   'RDP, best order k'."""
-  return ('privacy loss distribution' if order is None
-          else f'RDP, best order {order:g}')
+  return ('privacy loss distribution'
+          if order is None else f'RDP, best order {order:g}')
 
 
 def tightest(
@@ -541,15 +546,16 @@ def epsilon(
   reported. With `orders` given, RDP at those orders alone
   (`accountant.epsilon`, the value of earlier releases)."""
   if orders is not None:
-    return rdp_lib.epsilon(event, target_delta, adversary,
-                           neighboring_relation, orders)
+    return rdp_lib.epsilon(event, target_delta, adversary, neighboring_relation,
+                           orders)
   acc = tightest(adversary, neighboring_relation).compose(event)
   return acc.get_epsilon_and_optimal_order(target_delta)
 
 
-def compose_rounds(accountant: dp_accounting.PrivacyAccountant,
-                   round_events: Sequence[dp_accounting.DpEvent]
-                   ) -> dp_accounting.PrivacyAccountant:
+def compose_rounds(
+    accountant: dp_accounting.PrivacyAccountant,
+    round_events: Sequence[dp_accounting.DpEvent]
+) -> dp_accounting.PrivacyAccountant:
   """`accountant` with the events of a run's rounds composed: each distinct
   event once, with its number of rounds. The order does not matter: the
   dominating pairs' PLDs convolve (Zhu, Dong & Wang 2022, Thm 10) and the
@@ -561,7 +567,8 @@ def compose_rounds(accountant: dp_accounting.PrivacyAccountant,
     accountant.get_epsilon_and_bound(delta), accountant.describe(delta)
   """
   counts: collections.OrderedDict[Any, int] = collections.OrderedDict()
-  unhashable: list[list[Any]] = []  # [event, count] of events with a list inside
+  unhashable: list[list[Any]] = [
+  ]  # [event, count] of events with a list inside
   for event in round_events:
     try:
       counts[event] = counts.get(event, 0) + 1
@@ -606,9 +613,10 @@ class FinalEpsilon:
   rdp_epsilon: Optional[float] = None
 
 
-def final_epsilon(adversary, round_events: Sequence[dp_accounting.DpEvent],
-                  delta: float, rdp_epsilon: Optional[float] = None
-                  ) -> FinalEpsilon:
+def final_epsilon(adversary,
+                  round_events: Sequence[dp_accounting.DpEvent],
+                  delta: float,
+                  rdp_epsilon: Optional[float] = None) -> FinalEpsilon:
   """`FinalEpsilon` of `round_events` (one per round) at `delta` against
   `adversary`: `compose_rounds` on `tightest(adversary)`."""
   round_events = list(round_events)
@@ -618,7 +626,10 @@ def final_epsilon(adversary, round_events: Sequence[dp_accounting.DpEvent],
                       f'per round), got {type(event).__name__}.')
   accountant = compose_rounds(tightest(adversary), round_events)
   eps, bound = accountant.get_epsilon_and_bound(delta)
-  return FinalEpsilon(epsilon=eps, bound=bound, delta=delta,
+  return FinalEpsilon(epsilon=eps,
+                      bound=bound,
+                      delta=delta,
                       adversary=accountant.adversary.value,
                       description=accountant.describe(delta),
-                      rounds=len(round_events), rdp_epsilon=rdp_epsilon)
+                      rounds=len(round_events),
+                      rdp_epsilon=rdp_epsilon)

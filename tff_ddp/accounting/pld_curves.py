@@ -70,8 +70,7 @@ def hockey_stick(log_p: np.ndarray, log_q: np.ndarray,
   mp = np.where(count > 0, cp[np.maximum(count - 1, 0)], 0.0)
   mq = np.where(count > 0, cq[np.maximum(count - 1, 0)], 0.0)
   with np.errstate(over='ignore', invalid='ignore'):
-    h = mp - np.where(mq > 0, np.exp(eps + np.log(np.maximum(mq, 1e-320))),
-                      0.0)
+    h = mp - np.where(mq > 0, np.exp(eps + np.log(np.maximum(mq, 1e-320))), 0.0)
   return np.clip(h, 0.0, 1.0)
 
 
@@ -98,13 +97,14 @@ def hockey_stick_rows(log_p: np.ndarray, log_q: np.ndarray,
   # -loss ascending per row, infinite ones just outside a band wider than
   # every finite loss and eps, rows stacked apart: one searchsorted.
   finite = np.abs(loss[np.isfinite(loss)])
-  span = max(float(finite.max()) if finite.size else 0.0,
-             float(np.abs(eps).max()) if eps.size else 0.0) + 1.0
+  span = max(
+      float(finite.max()) if finite.size else 0.0,
+      float(np.abs(eps).max()) if eps.size else 0.0) + 1.0
   offsets = (2.0 * span + 2.0) * np.arange(rows)[:, None]
   band = np.clip(-loss, -span - 0.5, span + 0.5) + offsets
   targets = -eps[None, :] + offsets
-  count = (np.searchsorted(band.ravel(), targets.ravel(), side='left')
-           .reshape(rows, -1) - size * np.arange(rows)[:, None])
+  count = (np.searchsorted(band.ravel(), targets.ravel(), side='left').reshape(
+      rows, -1) - size * np.arange(rows)[:, None])
   idx = np.maximum(count - 1, 0)
   mp = np.where(count > 0, np.take_along_axis(cp, idx, axis=1), 0.0)
   mq = np.where(count > 0, np.take_along_axis(cq, idx, axis=1), 0.0)
@@ -115,8 +115,8 @@ def hockey_stick_rows(log_p: np.ndarray, log_q: np.ndarray,
 
 def loss_range(log_p: np.ndarray, log_q: np.ndarray) -> Tuple[float, float]:
   """(least, largest) finite loss log(P/Q) at points with P >= 1e-30."""
-  keep = np.isfinite(log_p) & np.isfinite(log_q) & (
-      log_p >= math.log(_RANGE_MASS))
+  keep = np.isfinite(log_p) & np.isfinite(log_q) & (log_p
+                                                    >= math.log(_RANGE_MASS))
   if not np.any(keep):
     return 0.0, 0.0
   loss = log_p[keep] - log_q[keep]
@@ -160,10 +160,15 @@ class Family(Curve):
       shift of a symmetric law).
   """
 
-  def __init__(self, pairs, log_hi: float = 0.0, log_lo: float = 0.0,
-               missing: float = 0.0, symmetric: bool = False):
-    self._pairs = [(np.asarray(p, np.float64), np.asarray(q, np.float64))
-                   for p, q in pairs]
+  def __init__(self,
+               pairs,
+               log_hi: float = 0.0,
+               log_lo: float = 0.0,
+               missing: float = 0.0,
+               symmetric: bool = False):
+    self._pairs = [
+        (np.asarray(p, np.float64), np.asarray(q, np.float64)) for p, q in pairs
+    ]
     self._log_hi = float(log_hi)
     self._shift = float(log_lo) - float(log_hi)
     self._missing = float(missing)
@@ -186,15 +191,17 @@ class Family(Curve):
       a, b = (qs, ps) if flip else (ps, qs)
       block = max(1, (1 << 24) // max(1, a.shape[1] + eps.size))
       for start in range(0, a.shape[0], block):
-        out = np.maximum(out, hockey_stick_rows(
-            a[start:start + block], b[start:start + block],
-            eps + self._shift).max(axis=0))
+        out = np.maximum(
+            out,
+            hockey_stick_rows(a[start:start + block], b[start:start + block],
+                              eps + self._shift).max(axis=0))
     else:
       for p, q in self._pairs:
         a, b = (q, p) if flip else (p, q)
         out = np.maximum(out, hockey_stick(a, b, eps + self._shift))
-    return np.minimum(1.0, math.exp(self._log_hi) * out + self._missing
-                      + FLOAT_SLACK)
+    return np.minimum(
+        1.0,
+        math.exp(self._log_hi) * out + self._missing + FLOAT_SLACK)
 
   def remove(self, eps):
     return self._curve(eps, False)
@@ -260,8 +267,8 @@ class KnownSample(Curve):
 
   def _mix(self, eps, inner):
     eps = np.asarray(eps, np.float64)
-    return np.minimum(1.0, (1.0 - self._q) * np.maximum(0.0, -np.expm1(eps))
-                      + self._q * inner(eps))
+    return np.minimum(1.0, (1.0 - self._q) * np.maximum(0.0, -np.expm1(eps)) +
+                      self._q * inner(eps))
 
   def remove(self, eps):
     return self._mix(eps, self._inner.remove)
@@ -356,12 +363,14 @@ class PldCurve(Curve):
     return hi
 
   def remove(self, eps):
-    return np.asarray(self._remove.get_delta_for_epsilon(
-        np.asarray(eps, np.float64)), np.float64)
+    return np.asarray(
+        self._remove.get_delta_for_epsilon(np.asarray(eps, np.float64)),
+        np.float64)
 
   def add(self, eps):
-    return np.asarray(self._add.get_delta_for_epsilon(
-        np.asarray(eps, np.float64)), np.float64)
+    return np.asarray(
+        self._add.get_delta_for_epsilon(np.asarray(eps, np.float64)),
+        np.float64)
 
   @property
   def ranges(self):
@@ -418,18 +427,19 @@ def direction_pmf(curve_fn, lo: float, hi: float, interval: float):
   if not hi > lo:
     lo = hi - interval
   k = np.arange(math.floor(lo / interval) - 1,
-                math.ceil(hi / interval) + 2, dtype=np.int64)
+                math.ceil(hi / interval) + 2,
+                dtype=np.int64)
   eps = k * interval
-  u = np.minimum.accumulate(np.clip(np.asarray(curve_fn(eps), np.float64),
-                                    0.0, 1.0))
+  u = np.minimum.accumulate(
+      np.clip(np.asarray(curve_fn(eps), np.float64), 0.0, 1.0))
   if u[-1] > SATURATED:
     raise Saturated(f'delta >= {u[-1]:.3g} at every epsilon')
   gamma = np.exp(eps)
   x = np.concatenate([[0.0], gamma])
   y = np.concatenate([[1.0], u])
   vertices = convex_minorant(x, y)[1:] - 1  # without the gamma = 0 point
-  return pld_pmf.create_pmf_pessimistic_connect_dots(
-      interval, k[vertices], u[vertices])
+  return pld_pmf.create_pmf_pessimistic_connect_dots(interval, k[vertices],
+                                                     u[vertices])
 
 
 def to_pld(curve: Curve, interval: float) -> PldPair:

@@ -144,15 +144,17 @@ def shift_curve(noise, shift: int) -> pld_curves.Curve:
   if shift == 0:
     return pld_curves.Family([(np.zeros(1), np.zeros(1))])
   return pld_curves.Family([pld_curves.shift_pair(log_f, shift)],
-                           log_hi=log_err, log_lo=-log_err,
-                           missing=missing, symmetric=True)
+                           log_hi=log_err,
+                           log_lo=-log_err,
+                           missing=missing,
+                           symmetric=True)
 
 
 def integer_shift(event, relation) -> int:
   """V (zero-out) or 2V (replace-one): the largest coordinate shift of one
   client, V = floor(min(Delta_2, Delta_1)) (inputs are integers)."""
-  v = math.floor(min(float(event.l2_sensitivity),
-                     ddg_rdp.l1_sensitivity(event)) + 1e-9)
+  v = math.floor(
+      min(float(event.l2_sensitivity), ddg_rdp.l1_sensitivity(event)) + 1e-9)
   return 2 * v if events.as_relation(relation) is (
       events.Relation.REPLACE_ONE) else v
 
@@ -167,8 +169,8 @@ def _log_binom(n: int, p: float) -> np.ndarray:
   k = np.arange(n + 1, dtype=np.float64)
   lf = _log_factorials(max(n, 1024))
   with np.errstate(divide='ignore'):
-    return (lf[n] - lf[:n + 1] - lf[n::-1] + k * math.log(p)
-            + (n - k) * math.log1p(-p))
+    return (lf[n] - lf[:n + 1] - lf[n::-1] + k * math.log(p) +
+            (n - k) * math.log1p(-p))
 
 
 def _trial_pair(noise: np.ndarray, a: float, b: float):
@@ -193,15 +195,16 @@ CPBM_THETA_STEPS = 1 << 20
 def theta_grid_point(theta: float) -> float:
   """The least 2^(j / CPBM_THETA_STEPS) >= theta, capped at 1/4."""
   theta = float(theta)
-  point = min(0.25, 2.0 ** (math.ceil(CPBM_THETA_STEPS * math.log2(theta))
-                            / CPBM_THETA_STEPS))
+  point = min(
+      0.25,
+      2.0**(math.ceil(CPBM_THETA_STEPS * math.log2(theta)) / CPBM_THETA_STEPS))
   while point < theta:  # log2 rounding
-    point = min(0.25, point * 2.0 ** (1.0 / CPBM_THETA_STEPS))
+    point = min(0.25, point * 2.0**(1.0 / CPBM_THETA_STEPS))
   return point
 
 
-def cpbm_trial_family(theta: float, num_clients: int, replace_one: bool
-                      ) -> pld_curves.Curve:
+def cpbm_trial_family(theta: float, num_clients: int,
+                      replace_one: bool) -> pld_curves.Curve:
   """The per-trial worst-case family of the module docstring, at
   `theta_grid_point(theta)`."""
   return _cpbm_trial_family(theta_grid_point(theta), int(num_clients),
@@ -217,16 +220,18 @@ def _cpbm_trial_family(theta, num_clients, replace_one):
   b = p_minus if replace_one else 0.5
   ups = [np.exp(_log_binom(k, p_plus)) for k in range(n)]
   downs = [np.exp(_log_binom(k, p_minus)) for k in range(n)]
-  pairs = [_trial_pair(np.convolve(ups[k], downs[n - 1 - k]), p_plus, b)
-           for k in range(n)]
-  return pld_curves.Family(
-      pairs, log_hi=math.log1p(PMF_RELATIVE_ERROR),
-      log_lo=math.log1p(-PMF_RELATIVE_ERROR))
+  pairs = [
+      _trial_pair(np.convolve(ups[k], downs[n - 1 - k]), p_plus, b)
+      for k in range(n)
+  ]
+  return pld_curves.Family(pairs,
+                           log_hi=math.log1p(PMF_RELATIVE_ERROR),
+                           log_lo=math.log1p(-PMF_RELATIVE_ERROR))
 
 
 @functools.lru_cache(maxsize=64)
-def fair_coin_curve(theta: float, num_clients: int, replace_one: bool
-                    ) -> pld_curves.Curve:
+def fair_coin_curve(theta: float, num_clients: int,
+                    replace_one: bool) -> pld_curves.Curve:
   """The fair-coin bound of the module docstring, one trial."""
   others = num_clients - 1
   fair = 1.0 - 2.0 * theta
@@ -237,14 +242,17 @@ def fair_coin_curve(theta: float, num_clients: int, replace_one: bool
   lo = max(0, lo - 1)
   below = float(dist.cdf(lo - 1)) if lo > 0 else 0.0
   qs = np.linspace(0.0, 1.0, _FAIR_COIN_STEPS + 1)
-  points = np.unique(np.concatenate(
-      [[lo], dist.ppf(np.clip(qs, _FAIR_COIN_TAIL, 1 - 1e-16)).astype(int)]))
+  points = np.unique(
+      np.concatenate([[lo],
+                      dist.ppf(np.clip(qs, _FAIR_COIN_TAIL,
+                                       1 - 1e-16)).astype(int)]))
   points = points[points >= lo]
   # Weight of each grid point: the mass of J in [point, next point).
   edges = np.append(points, others + 1)
   weights = dist.cdf(edges[1:] - 1) - dist.cdf(edges[:-1] - 1)
-  pairs = [_trial_pair(np.exp(_log_binom(int(j), 0.5)), p_plus, b)
-           for j in points]
+  pairs = [
+      _trial_pair(np.exp(_log_binom(int(j), 0.5)), p_plus, b) for j in points
+  ]
   return Mixture(pairs, weights, missing=below + 1e-15)
 
 
@@ -253,9 +261,12 @@ class Mixture(pld_curves.Curve):
   weighted sum of the pairs' curves."""
 
   def __init__(self, pairs, weights, missing):
-    self._parts = [pld_curves.Family(
-        [pair], log_hi=math.log1p(PMF_RELATIVE_ERROR),
-        log_lo=math.log1p(-PMF_RELATIVE_ERROR)) for pair in pairs]
+    self._parts = [
+        pld_curves.Family([pair],
+                          log_hi=math.log1p(PMF_RELATIVE_ERROR),
+                          log_lo=math.log1p(-PMF_RELATIVE_ERROR))
+        for pair in pairs
+    ]
     self._weights = np.asarray(weights, np.float64)
     self._missing = float(missing)
     rem = [p.ranges[0] for p in self._parts]

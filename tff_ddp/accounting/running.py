@@ -74,8 +74,9 @@ class TabulatedAccountant:
     self.max_clients = checks.integer(max_clients, 'max_clients', 1)
     self.adversary = accountant_lib.as_adversary(adversary)
     self.orders = check_orders(DEFAULT_ORDERS if orders is None else orders)
-    self._accountant = accountant_lib.RdpAccountant(
-        self.orders, neighboring_relation, self.adversary)
+    self._accountant = accountant_lib.RdpAccountant(self.orders,
+                                                    neighboring_relation,
+                                                    self.adversary)
     self.neighboring_relation = neighboring_relation
     curves = [np.zeros_like(self.orders)]
     tv = [0.0]
@@ -95,9 +96,9 @@ class TabulatedAccountant:
 
   def initial_state(self):
     """Nothing composed (numpy values, for an initialize computation)."""
-    return collections.OrderedDict(
-        rdp=np.zeros_like(self.orders), tv_mass=np.float64(0.0),
-        uncovered=np.bool_(False))
+    return collections.OrderedDict(rdp=np.zeros_like(self.orders),
+                                   tv_mass=np.float64(0.0),
+                                   uncovered=np.bool_(False))
 
   def compose(self, state, num_clients):
     """The state after one more round with `num_clients` (a TF int)."""
@@ -114,31 +115,27 @@ class TabulatedAccountant:
 
   def round_epsilon(self, num_clients, delta: float):
     """Epsilon of one round alone with `num_clients` (TF)."""
-    return self.epsilon(self.compose(self.initial_state(), num_clients),
-                        delta)
+    return self.epsilon(self.compose(self.initial_state(), num_clients), delta)
 
   def epsilon(self, state, delta: float):
     """(eps, delta)-DP of the composed rounds, +inf if any was uncovered."""
     import tensorflow as tf
-    delta = checks.real(delta, 'delta', 0.0, 1.0, low_open=True,
-                        high_open=True)
+    delta = checks.real(delta, 'delta', 0.0, 1.0, low_open=True, high_open=True)
     rdp = tf.cast(state['rdp'], tf.float64)
     tv = tf.cast(state['tv_mass'], tf.float64)
     first = rdp_to_epsilon(self.orders, rdp, delta / 2.0)
     extra = (1.0 + tf.exp(tf.minimum(first, _EXP_CAP))) * tv
-    with_tv = tf.where(
-        extra <= delta / 2.0,
-        rdp_to_epsilon(self.orders, rdp, delta - extra),
-        tf.constant(math.inf, tf.float64))
-    eps = tf.where(tv > 0.0, with_tv, rdp_to_epsilon(self.orders, rdp,
-                                                      delta))
-    return tf.where(state['uncovered'], tf.constant(math.inf, tf.float64),
-                    eps)
+    with_tv = tf.where(extra <= delta / 2.0,
+                       rdp_to_epsilon(self.orders, rdp, delta - extra),
+                       tf.constant(math.inf, tf.float64))
+    eps = tf.where(tv > 0.0, with_tv, rdp_to_epsilon(self.orders, rdp, delta))
+    return tf.where(state['uncovered'], tf.constant(math.inf, tf.float64), eps)
 
   def numpy_epsilon(self, counts: Sequence[int], delta: float) -> float:
     """The offline accountant's epsilon of rounds with these counts."""
-    accountant = accountant_lib.RdpAccountant(
-        self.orders, self.neighboring_relation, self.adversary)
+    accountant = accountant_lib.RdpAccountant(self.orders,
+                                              self.neighboring_relation,
+                                              self.adversary)
     for n in counts:
       n = checks.integer(n, 'num_clients', 0)
       if n > self.max_clients:
@@ -160,11 +157,11 @@ def rdp_to_epsilon(orders, rdp, delta):
   delta = tf.cast(delta, tf.float64)
   # delta <= 0 (the sampler term ate the budget): nothing is certified.
   safe_delta = tf.where(delta > 0.0, delta, tf.ones_like(delta))
-  improved = rdp + tf.math.log1p(-1.0 / a) - tf.math.log(
-      safe_delta * a) / (a - 1.0)
+  improved = rdp + tf.math.log1p(
+      -1.0 / a) - tf.math.log(safe_delta * a) / (a - 1.0)
   eps = tf.where(a > _MIN_CONVERSION_ORDER, improved,
                  tf.constant(math.inf, tf.float64))
-  eps = tf.where(delta * delta + tf.math.expm1(-rdp) > 0.0,
-                 tf.zeros_like(eps), eps)
+  eps = tf.where(delta * delta + tf.math.expm1(-rdp) > 0.0, tf.zeros_like(eps),
+                 eps)
   eps = tf.maximum(tf.reduce_min(eps), 0.0)
   return tf.where(delta > 0.0, eps, tf.constant(math.inf, tf.float64))

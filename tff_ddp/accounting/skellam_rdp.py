@@ -27,7 +27,6 @@ from tff_ddp.utils import checks
 
 RELATIONS = events.RELATIONS
 
-
 # The event's Delta_1, or min(sqrt(d) Delta_2, Delta_2^2) if not given: the
 # DDG's bound for integer vectors, on the same fields.
 l1_sensitivity = ddg_rdp.l1_sensitivity
@@ -44,10 +43,9 @@ def curve(l2: float, l1: float, variance: float,
   """The module's bound for sensitivities (l2, l1) and summed variance V."""
   with np.errstate(over='ignore'):
     gaussian = orders * l2 * l2 / (2.0 * variance)
-    excess = np.minimum(
-        ((2.0 * orders - 1.0) * l2 * l2 + 6.0 * l1) / (4.0 * variance
-                                                       * variance),
-        3.0 * l1 / (2.0 * variance))
+    excess = np.minimum(((2.0 * orders - 1.0) * l2 * l2 + 6.0 * l1) /
+                        (4.0 * variance * variance),
+                        3.0 * l1 / (2.0 * variance))
   return gaussian + excess
 
 

@@ -24,8 +24,8 @@ RdpFunction = Callable[[np.ndarray], np.ndarray]
 
 
 def _log_comb(n: int, k: np.ndarray) -> np.ndarray:
-  return (special.gammaln(n + 1.0) - special.gammaln(k + 1.0)
-          - special.gammaln(n - k + 1.0))
+  return (special.gammaln(n + 1.0) - special.gammaln(k + 1.0) -
+          special.gammaln(n - k + 1.0))
 
 
 def _poisson_cgf_int(alpha: int, q: float, eps: np.ndarray) -> float:
@@ -35,8 +35,9 @@ def _poisson_cgf_int(alpha: int, q: float, eps: np.ndarray) -> float:
            _log_comb(alpha, 2) + 2 * log_q + (alpha - 2) * log_1mq + eps[2]]
   if alpha >= 3:
     l = np.arange(3, alpha + 1, dtype=np.float64)
-    terms.extend(math.log(3.0) + _log_comb(alpha, l) + (alpha - l) * log_1mq
-                 + l * log_q + (l - 1) * eps[3:alpha + 1])
+    terms.extend(
+        math.log(3.0) + _log_comb(alpha, l) + (alpha - l) * log_1mq +
+        l * log_q + (l - 1) * eps[3:alpha + 1])
   return float(special.logsumexp(np.asarray(terms, dtype=np.float64)))
 
 
@@ -44,14 +45,16 @@ def _wor_cgf_int(alpha: int, gamma: float, eps: np.ndarray) -> float:
   """(alpha - 1) eps'(alpha) of WBK19 Theorem 9 with eps(inf) = inf."""
   log_g = math.log(gamma)
   e2 = eps[2]
-  log_second = min(math.log(4.0) + (e2 + math.log(-math.expm1(-e2))
-                                    if e2 > 0 else -math.inf),
-                   math.log(2.0) + e2)
+  log_second = min(
+      math.log(4.0) +
+      (e2 + math.log(-math.expm1(-e2)) if e2 > 0 else -math.inf),
+      math.log(2.0) + e2)
   terms = [0.0, 2 * log_g + _log_comb(alpha, 2) + log_second]
   if alpha >= 3:
     j = np.arange(3, alpha + 1, dtype=np.float64)
-    terms.extend(math.log(2.0) + j * log_g + _log_comb(alpha, j)
-                 + (j - 1) * eps[3:alpha + 1])
+    terms.extend(
+        math.log(2.0) + j * log_g + _log_comb(alpha, j) +
+        (j - 1) * eps[3:alpha + 1])
   return float(special.logsumexp(np.asarray(terms, dtype=np.float64)))
 
 
@@ -88,9 +91,8 @@ def _amplify(rdp_fn: RdpFunction, orders, rate, cgf_int) -> np.ndarray:
   return np.minimum(out, unsampled)
 
 
-def poisson_rdp(
-    rdp_fn: RdpFunction, sampling_probability: float, orders: Sequence[float]
-) -> np.ndarray:
+def poisson_rdp(rdp_fn: RdpFunction, sampling_probability: float,
+                orders: Sequence[float]) -> np.ndarray:
   """RDP at `orders` of the Poisson-subsampled mechanism (Zhu & Wang 2019).
 
   Args:
@@ -103,32 +105,29 @@ def poisson_rdp(
   Returns:
     min(Zhu-Wang bound, unsampled curve) per order.
   """
-  q = checks.probability(sampling_probability, 'sampling_probability',
+  q = checks.probability(sampling_probability,
+                         'sampling_probability',
                          allow_zero=True)
-  return _amplify(rdp_fn, orders, q,
-                  lambda a, eps: _poisson_cgf_int(a, q, eps))
+  return _amplify(rdp_fn, orders, q, lambda a, eps: _poisson_cgf_int(a, q, eps))
 
 
-def without_replacement_rdp(
-    rdp_fn: RdpFunction, sample_size: int, population_size: int,
-    orders: Sequence[float]
-) -> np.ndarray:
+def without_replacement_rdp(rdp_fn: RdpFunction, sample_size: int,
+                            population_size: int,
+                            orders: Sequence[float]) -> np.ndarray:
   """RDP at `orders` of sampling `sample_size` of `population_size` (WBK19).
 
   Replace-one relation: `rdp_fn` must be the base mechanism's replace-one
   curve, and so is the result.
   """
   population_size = checks.integer(population_size, 'population_size', 1)
-  sample_size = checks.integer(sample_size, 'sample_size', 0,
-                               population_size)
+  sample_size = checks.integer(sample_size, 'sample_size', 0, population_size)
   gamma = sample_size / population_size
   return _amplify(rdp_fn, orders, gamma,
                   lambda a, eps: _wor_cgf_int(a, gamma, eps))
 
 
-def known_sample_rdp(
-    rdp_fn: RdpFunction, sampling_probability: float, orders: Sequence[float]
-) -> np.ndarray:
+def known_sample_rdp(rdp_fn: RdpFunction, sampling_probability: float,
+                     orders: Sequence[float]) -> np.ndarray:
   """RDP at `orders` of a round whose sample the adversary sees.
 
   (1/(alpha - 1)) log(1 - q + q exp((alpha - 1) eps(alpha))), computed in log
@@ -136,7 +135,8 @@ def known_sample_rdp(
   relation in use; q is the probability that the client is in the sample
   (the sampling rate, or sample_size / population without replacement).
   """
-  q = checks.probability(sampling_probability, 'sampling_probability',
+  q = checks.probability(sampling_probability,
+                         'sampling_probability',
                          allow_zero=True)
   orders = check_orders(orders)
   eps = np.asarray(rdp_fn(orders), dtype=np.float64)

@@ -72,31 +72,35 @@ class AdaptiveClipping:
 
   def __post_init__(self):
     set_ = lambda k, v: object.__setattr__(self, k, v)
-    set_('target_quantile', checks.real(self.target_quantile,
-                                        'target_quantile', 0.0, 1.0))
-    set_('learning_rate', checks.positive(self.learning_rate,
-                                          'learning_rate'))
+    set_('target_quantile',
+         checks.real(self.target_quantile, 'target_quantile', 0.0, 1.0))
+    set_('learning_rate', checks.positive(self.learning_rate, 'learning_rate'))
     if self.count_stddev is not None:
       set_('count_stddev', checks.nonnegative(self.count_stddev,
                                               'count_stddev'))
     if self.zeroing_multiplier is not None:
-      set_('zeroing_multiplier', checks.positive(self.zeroing_multiplier,
-                                                 'zeroing_multiplier'))
-    set_('zeroing_increment', checks.nonnegative(self.zeroing_increment,
-                                                 'zeroing_increment'))
+      set_('zeroing_multiplier',
+           checks.positive(self.zeroing_multiplier, 'zeroing_multiplier'))
+    set_('zeroing_increment',
+         checks.nonnegative(self.zeroing_increment, 'zeroing_increment'))
 
-  def resolve(self, l2_clip, noise_multiplier, expected_clients_per_round,
-              owner: str,
-              count_stddev_parameter: Optional[str] = 'count_stddev'
-              ) -> 'tuple[AdaptiveClip, float]':
+  def resolve(
+      self,
+      l2_clip,
+      noise_multiplier,
+      expected_clients_per_round,
+      owner: str,
+      count_stddev_parameter: Optional[str] = 'count_stddev'
+  ) -> 'tuple[AdaptiveClip, float]':
     """(the AdaptiveClip the rounds run, the value's noise multiplier) for
     a factory with this initial clip, noise multiplier and expected clients
     (`configure`; its messages name `owner` and `count_stddev_parameter`).
     """
-    config, value_z = configure(
-        l2_clip, noise_multiplier, expected_clients_per_round,
-        self.target_quantile, self.learning_rate, self.count_stddev, owner,
-        count_stddev_parameter)
+    config, value_z = configure(l2_clip, noise_multiplier,
+                                expected_clients_per_round,
+                                self.target_quantile, self.learning_rate,
+                                self.count_stddev, owner,
+                                count_stddev_parameter)
     if self.zeroing_multiplier is not None:
       config = with_zeroing(config, self.zeroing_multiplier,
                             self.zeroing_increment)
@@ -133,8 +137,8 @@ class AdaptiveClip:
     return self.count_stddev > 0
 
 
-def value_noise_multiplier(noise_multiplier: float, count_stddev: float
-                           ) -> float:
+def value_noise_multiplier(noise_multiplier: float,
+                           count_stddev: float) -> float:
   """z_v with z_v^-2 + (2 sigma_b)^-2 = z^-2 (TFF's split; module doc).
 
   0 when z = 0; z itself when sigma_b = 0 (no split: the indicator is then
@@ -150,15 +154,19 @@ def value_noise_multiplier(noise_multiplier: float, count_stddev: float
         f'noise_multiplier / 2 = {noise_multiplier / 2}. Increase it (TFF '
         'defaults it to 0.05 * expected_clients_per_round) or decrease '
         'noise_multiplier.')
-  return (noise_multiplier**-2 - (2.0 * count_stddev)**-2) ** -0.5
+  return (noise_multiplier**-2 - (2.0 * count_stddev)**-2)**-0.5
 
 
-def configure(l2_clip, noise_multiplier, expected_clients_per_round,
-              target_quantile, learning_rate, count_stddev,
-              owner: str,
-              count_stddev_parameter: Optional[str] = (
-                  'auto_l2_clip_count_stddev')
-              ) -> 'tuple[AdaptiveClip, float]':
+def configure(
+    l2_clip,
+    noise_multiplier,
+    expected_clients_per_round,
+    target_quantile,
+    learning_rate,
+    count_stddev,
+    owner: str,
+    count_stddev_parameter: Optional[str] = ('auto_l2_clip_count_stddev')
+) -> 'tuple[AdaptiveClip, float]':
   """(AdaptiveClip, the value's noise multiplier) from TFF's arguments.
 
   count_stddev None: 0.05 * expected_clients_per_round when
@@ -179,12 +187,14 @@ def configure(l2_clip, noise_multiplier, expected_clients_per_round,
     count_stddev = DEFAULT_COUNT_STDDEV_FRACTION * n if z > 0 else 0.0
     check_default_count_stddev(z, n, owner, count_stddev_parameter)
   count_stddev = checks.nonnegative(count_stddev, 'auto_l2_clip_count_stddev')
-  config = AdaptiveClip(
-      initial_clip=l2_clip,
-      target_quantile=checks.real(target_quantile, 'auto_l2_target_quantile',
-                                  0.0, 1.0),
-      learning_rate=checks.positive(learning_rate, 'auto_l2_lr'),
-      count_stddev=count_stddev, expected_clients=n)
+  config = AdaptiveClip(initial_clip=l2_clip,
+                        target_quantile=checks.real(target_quantile,
+                                                    'auto_l2_target_quantile',
+                                                    0.0, 1.0),
+                        learning_rate=checks.positive(learning_rate,
+                                                      'auto_l2_lr'),
+                        count_stddev=count_stddev,
+                        expected_clients=n)
   value_z = value_noise_multiplier(z, count_stddev)
   if z == 0:
     exact = ('' if defaulted or count_stddev == 0 else
@@ -214,8 +224,7 @@ def min_clients_for_default_count_stddev(noise_multiplier: float) -> int:
   """The least expected_clients_per_round n with TFF's default count stddev
   0.05 n > noise_multiplier / 2 (`value_noise_multiplier`), i.e.
   n > 10 * noise_multiplier."""
-  n = max(1, math.floor(noise_multiplier
-                        / (2 * DEFAULT_COUNT_STDDEV_FRACTION)))
+  n = max(1, math.floor(noise_multiplier / (2 * DEFAULT_COUNT_STDDEV_FRACTION)))
   while not noise_multiplier < 2 * DEFAULT_COUNT_STDDEV_FRACTION * n:
     n += 1
   return n
@@ -270,12 +279,17 @@ def indicator_mechanism(config: AdaptiveClip):
   if z > 0:
     sigma = ddg_mechanism.local_stddev(z, 1.0, n)
     scaling = max(1, math.ceil(1.0 / sigma))
-  return ddg_mechanism.compute_parameters(
-      1, ddg_mechanism.Request(
-          l2_clip=1.0, noise_multiplier=z, expected_clients_per_round=n,
-          bits=base.MAX_RING_BITS, beta=0.0, granularity=1.0 / scaling,
-          linf_clip=1.0),
-      encoder=registry.Identity(1), integer_inputs=True)
+  return ddg_mechanism.compute_parameters(1,
+                                          ddg_mechanism.Request(
+                                              l2_clip=1.0,
+                                              noise_multiplier=z,
+                                              expected_clients_per_round=n,
+                                              bits=base.MAX_RING_BITS,
+                                              beta=0.0,
+                                              granularity=1.0 / scaling,
+                                              linf_clip=1.0),
+                                          encoder=registry.Identity(1),
+                                          integer_inputs=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -310,8 +324,8 @@ def client_split(config: AdaptiveClip, flat: tf.Tensor, clip: tf.Tensor):
   speaks = finite & (norm > 0)
   scaled = flat / clip
   if config.zeroing_multiplier is not None:
-    zeroed = finite & (norm > config.zeroing_multiplier * clip
-                       + config.zeroing_increment)
+    zeroed = finite & (norm > config.zeroing_multiplier * clip +
+                       config.zeroing_increment)
     scaled = tf.where(zeroed, tf.zeros_like(scaled), scaled)
     speaks &= tf.logical_not(zeroed)
   sign = tf.where(norm <= clip, tf.constant(1.0, tf.float64),
@@ -327,6 +341,5 @@ def next_clip(config: AdaptiveClip, clip: tf.Tensor, noisy_sum_2b: tf.Tensor,
   n = tf.maximum(tf.cast(num_clients, tf.float64), 1.0)
   below = tf.clip_by_value(
       tf.cast(noisy_sum_2b, tf.float64) / 2.0 / n + 0.5, 0.0, 1.0)
-  new = clip * tf.exp(-config.learning_rate
-                      * (below - config.target_quantile))
+  new = clip * tf.exp(-config.learning_rate * (below - config.target_quantile))
   return below, tf.clip_by_value(new, MIN_CLIP, MAX_CLIP)

@@ -72,11 +72,15 @@ def _calibrate(make_factory, value_type, parameter, target_epsilon,
       lambda: pld_accountant.tightest(adversary=adversary),
       lambda x: schedule.of(make_factory(x).dp_event(value_type)),
       target_epsilon, target_delta, parameter)
-  return CalibratedFactory(
-      factory=make_factory(result.value), parameter=parameter.name,
-      value=result.value, epsilon=result.epsilon, delta=result.target_delta,
-      order=result.order, at_limit=result.at_limit, event=result.event,
-      adversary=result.adversary)
+  return CalibratedFactory(factory=make_factory(result.value),
+                           parameter=parameter.name,
+                           value=result.value,
+                           epsilon=result.epsilon,
+                           delta=result.target_delta,
+                           order=result.order,
+                           at_limit=result.at_limit,
+                           event=result.event,
+                           adversary=result.adversary)
 
 
 # The DDG factory's calibrated parameter (its least value searched).
@@ -93,11 +97,13 @@ def _theta_range(factory_kwargs):
 def _num_trials_range(factory_kwargs):
   """cPBM's num_trials: from 1 to what the ring and the sampler hold."""
   clients = checks.integer(
-      factory_kwargs.get('max_clients_per_round')
-      or factory_kwargs.get('expected_clients_per_round', 1),
+      factory_kwargs.get('max_clients_per_round') or
+      factory_kwargs.get('expected_clients_per_round', 1),
       'expected_clients_per_round', 1, base.MAX_MODULUS - 1)
   return calibration.Parameter.signal(
-      'num_trials', 1, max(1, pbm_mechanism.max_num_trials(clients)),
+      'num_trials',
+      1,
+      max(1, pbm_mechanism.max_num_trials(clients)),
       discrete=True)
 
 
@@ -170,8 +176,8 @@ def poisson_binomial(
     raise ValueError(f'{parameter} is what is calibrated; do not pass it.')
 
   def make(x):
-    return pbm_factory.PoissonBinomialSumFactory(
-        **{parameter: x}, **factory_kwargs)
+    return pbm_factory.PoissonBinomialSumFactory(**{parameter: x},
+                                                 **factory_kwargs)
 
   searched = ranges[parameter](factory_kwargs)
   return _calibrate(make, value_type, searched, target_epsilon, target_delta,

@@ -39,15 +39,19 @@ ENCODERS = registry.NAMES
 Request = ddg_mechanism.Request
 _NAME = 'DiscreteGaussianSumFactory'
 # TFF's DistributedDpSumFactory keywords and what they mean here.
-TFF_MECHANISMS = {'distributed_dgauss': base.Kind.DISCRETE_GAUSSIAN,
-                  'distributed_skellam': base.Kind.SKELLAM}
+TFF_MECHANISMS = {
+    'distributed_dgauss': base.Kind.DISCRETE_GAUSSIAN,
+    'distributed_skellam': base.Kind.SKELLAM
+}
 TFF_NAMES = {kind: keyword for keyword, kind in TFF_MECHANISMS.items()}
 _TFF_ROTATIONS = {'hd': 'hadamard', 'dft': 'dft'}
 # TFF's adaptive-clipping keywords and their defaults (TFF's).
-TFF_ADAPTIVE_KEYWORDS = {'auto_l2_clip': False,
-                         'auto_l2_target_quantile': 0.5,
-                         'auto_l2_lr': 0.2,
-                         'auto_l2_clip_count_stddev': None}
+TFF_ADAPTIVE_KEYWORDS = {
+    'auto_l2_clip': False,
+    'auto_l2_target_quantile': 0.5,
+    'auto_l2_lr': 0.2,
+    'auto_l2_clip_count_stddev': None
+}
 # TFF's keywords that only `from_tff_arguments` takes.
 _TFF_ONLY_KEYWORDS = frozenset(TFF_ADAPTIVE_KEYWORDS) | {'rotation_type'}
 
@@ -59,9 +63,9 @@ def tff_encoder(rotation_type: str) -> str:
                                       tuple(_TFF_ROTATIONS))]
 
 
-def tff_adaptive_clipping(auto_l2_clip, auto_l2_target_quantile, auto_l2_lr,
-                          auto_l2_clip_count_stddev
-                          ) -> Optional[adaptive_clip.AdaptiveClipping]:
+def tff_adaptive_clipping(
+    auto_l2_clip, auto_l2_target_quantile, auto_l2_lr,
+    auto_l2_clip_count_stddev) -> Optional[adaptive_clip.AdaptiveClipping]:
   """The `AdaptiveClipping` of TFF's auto_l2_* keywords (None unless
   auto_l2_clip), each checked under its TFF name whether auto_l2_clip is
   set or not, as TFF does."""
@@ -81,8 +85,7 @@ class _TffAdaptiveClipping(adaptive_clip.AdaptiveClipping):
   auto_l2_clip_count_stddev."""
 
   def __repr__(self):
-    fields = {f.name: getattr(self, f.name)
-              for f in dataclasses.fields(self)}
+    fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
     return repr(adaptive_clip.AdaptiveClipping(**fields))
 
 
@@ -206,12 +209,13 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
           f'unexpected keyword argument(s) {tff_keywords}: TFF\'s keywords '
           f'go through {type(self).__name__}.from_tff_arguments(...); the '
           'constructor takes encoder= and adaptive_clipping=.')
-    self._kind = (self._KIND if mechanism is None
-                  else base.as_kind(mechanism, TFF_MECHANISMS))
+    self._kind = (self._KIND if mechanism is None else base.as_kind(
+        mechanism, TFF_MECHANISMS))
     round_options, kashin_options = secure_sum.split_round_options(options)
     self._encoder = registry.encoder_spec(encoder, kashin_options)
     adaptive, value_z = self._adaptive_clip(adaptive_clipping, request)
-    self._describe = dict(dataclasses.asdict(request), encoder=encoder,
+    self._describe = dict(dataclasses.asdict(request),
+                          encoder=encoder,
                           **kashin_options)
     if request.noise_sampler is ddg_mechanism.DEFAULT_SAMPLER:
       del self._describe['noise_sampler']
@@ -226,7 +230,8 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
                             value_noise_multiplier=value_z)
       # The mechanism's request: unit clip (the clip lives in the state),
       # the value's share of the noise.
-      request = dataclasses.replace(request, l2_clip=1.0,
+      request = dataclasses.replace(request,
+                                    l2_clip=1.0,
                                     noise_multiplier=value_z)
     elif request.noise_multiplier == 0:
       # (With adaptive clipping, adaptive_clip.configure says it.)
@@ -237,15 +242,22 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
           'infinite epsilon). Use noise_multiplier > 0 for privacy.')
     # Each value type's mechanism is derived from it (`_make`).
     self._request = request
-    super().__init__(self._make, name=type(self).__name__,
-                     adaptive_clip=adaptive, **round_options)
+    super().__init__(self._make,
+                     name=type(self).__name__,
+                     adaptive_clip=adaptive,
+                     **round_options)
 
   @classmethod
-  def from_tff_arguments(cls, noise_multiplier: float,
-                         expected_clients_per_round: int, bits: int,
-                         l2_clip: float, modclip_prob: float = 1e-4,
-                         beta: float = 0.0, mechanism: Optional[str] = None,
-                         rotation_type: str = 'hd', **options):
+  def from_tff_arguments(cls,
+                         noise_multiplier: float,
+                         expected_clients_per_round: int,
+                         bits: int,
+                         l2_clip: float,
+                         modclip_prob: float = 1e-4,
+                         beta: float = 0.0,
+                         mechanism: Optional[str] = None,
+                         rotation_type: str = 'hd',
+                         **options):
     """The factory of TFF's `DistributedDpSumFactory` keywords.
 
     `tff.aggregators.DistributedDpSumFactory(...)` ->
@@ -276,8 +288,10 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
     Returns:
       An instance of `cls`.
     """
-    tff_adaptive = {k: options.pop(k, default)
-                    for k, default in TFF_ADAPTIVE_KEYWORDS.items()}
+    tff_adaptive = {
+        k: options.pop(k, default)
+        for k, default in TFF_ADAPTIVE_KEYWORDS.items()
+    }
     unknown = sorted(set(options) - set(secure_sum.ROUND_OPTIONS))
     if unknown:
       raise TypeError(
@@ -291,9 +305,12 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
     if mechanism is not None:
       options['mechanism'] = mechanism
     request = ddg_mechanism.Request(
-        l2_clip=l2_clip, noise_multiplier=noise_multiplier,
-        expected_clients_per_round=expected_clients_per_round, bits=bits,
-        modclip_prob=modclip_prob, beta=beta)
+        l2_clip=l2_clip,
+        noise_multiplier=noise_multiplier,
+        expected_clients_per_round=expected_clients_per_round,
+        bits=bits,
+        modclip_prob=modclip_prob,
+        beta=beta)
     return cls(request, encoder, clipping, **options)
 
   # What adaptive clipping's messages call the factory (None: its class
@@ -321,13 +338,12 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
             f'{name}={value} is in absolute units and cannot follow an '
             'adaptive clip: give adaptive clipping (auto_l2_clip=True or '
             'adaptive_clipping) or ' + name + ', not both.')
-    parameter = (self._COUNT_STDDEV_PARAMETER
-                 if isinstance(clipping, _TffAdaptiveClipping)
-                 else self._object_count_stddev_parameter)
-    return clipping.resolve(
-        request.l2_clip, request.noise_multiplier,
-        request.expected_clients_per_round,
-        self._OWNER or type(self).__name__, parameter)
+    parameter = (self._COUNT_STDDEV_PARAMETER if isinstance(
+        clipping, _TffAdaptiveClipping) else
+                 self._object_count_stddev_parameter)
+    return clipping.resolve(request.l2_clip, request.noise_multiplier,
+                            request.expected_clients_per_round, self._OWNER or
+                            type(self).__name__, parameter)
 
   def _ring_capacity(self, spec, mechanism, others):
     """The refusal names expected_clients_per_round and, computed, the bits
@@ -343,27 +359,32 @@ class DiscreteGaussianSumFactory(secure_sum.MechanismSumFactory):
         continue
       by_bits.append((bits, min(wider.max_clients(), others)))
     return secure_sum.RingCapacity(
-        capacity=min(mechanism.max_clients(), others), owner=self._name,
+        capacity=min(mechanism.max_clients(), others),
+        owner=self._name,
         sized_for=(f'expected_clients_per_round='
                    f'{request.expected_clients_per_round}, bits='
                    f'{request.bits}, modclip_prob={request.modclip_prob}'),
         bits=tuple(by_bits))
 
-  def _make(self, spec: secure_sum.ValueSpec, bits: Optional[int] = None,
+  def _make(self,
+            spec: secure_sum.ValueSpec,
+            bits: Optional[int] = None,
             encoder=None):
     encoder = encoder or self._encoder.make(spec.dim)
     request = self._request
     if bits is not None:
       request = dataclasses.replace(request, bits=bits)
     granularity = request.granularity
-    integer_inputs = (spec.is_integer and self._encoder.is_identity
-                      and granularity is not None
-                      and float(1.0 / granularity).is_integer())
+    integer_inputs = (spec.is_integer and self._encoder.is_identity and
+                      granularity is not None and
+                      float(1.0 / granularity).is_integer())
     mechanism_class = (skellam_mechanism.DistributedSkellam
                        if self._kind is base.Kind.SKELLAM else
                        ddg_mechanism.DistributedDiscreteGaussian)
-    return mechanism_class.compute_parameters(
-        spec.dim, request, encoder=encoder, integer_inputs=integer_inputs)
+    return mechanism_class.compute_parameters(spec.dim,
+                                              request,
+                                              encoder=encoder,
+                                              integer_inputs=integer_inputs)
 
 
 class SkellamSumFactory(DiscreteGaussianSumFactory):
@@ -390,8 +411,13 @@ class SkellamSumFactory(DiscreteGaussianSumFactory):
 
   _KIND = base.Kind.SKELLAM
 
-  def __init__(self, request, encoder='hadamard', adaptive_clipping=None, *,
-               mechanism=None, **options):
+  def __init__(self,
+               request,
+               encoder='hadamard',
+               adaptive_clipping=None,
+               *,
+               mechanism=None,
+               **options):
     if mechanism is not None:
       raise TypeError('SkellamSumFactory takes no mechanism= (its noise is '
                       'the Skellam\'s; DiscreteGaussianSumFactory takes '

@@ -111,25 +111,29 @@ class PoissonBinomialSumFactory(secure_sum.MechanismSumFactory):
     # The mechanism's request, validated once; each value type's mechanism
     # is derived from it (`_make`). Dim 1 stands in for the checks that
     # need the encoder (divisor='linf' needs its level).
-    self._request = pbm_mechanism.Request(
-        l2_clip, theta, num_trials, expected_clients_per_round,
-        max_clients_per_round, divisor, linf_clip, l0_clip)
-    pbm_mechanism.compute_parameters(1, self._request,
-                                     self._encoder.make(1))
-    self._describe = dict(
-        l2_clip=l2_clip, theta=theta, num_trials=num_trials,
-        expected_clients_per_round=expected_clients_per_round,
-        max_clients_per_round=max_clients_per_round,
-        divisor=self._request.divisor.value,
-        linf_clip=linf_clip, l0_clip=l0_clip, encoder=encoder,
-        **kashin_options)
+    self._request = pbm_mechanism.Request(l2_clip, theta, num_trials,
+                                          expected_clients_per_round,
+                                          max_clients_per_round, divisor,
+                                          linf_clip, l0_clip)
+    pbm_mechanism.compute_parameters(1, self._request, self._encoder.make(1))
+    self._describe = dict(l2_clip=l2_clip,
+                          theta=theta,
+                          num_trials=num_trials,
+                          expected_clients_per_round=expected_clients_per_round,
+                          max_clients_per_round=max_clients_per_round,
+                          divisor=self._request.divisor.value,
+                          linf_clip=linf_clip,
+                          l0_clip=l0_clip,
+                          encoder=encoder,
+                          **kashin_options)
     super().__init__(self._make, name=_NAME, **round_options)
 
   def _ring_capacity(self, spec, mechanism, others):
     """The refusal names max_clients_per_round (it sizes the ring)."""
     del spec
     return secure_sum.RingCapacity(
-        capacity=min(mechanism.max_clients(), others), owner=_NAME,
+        capacity=min(mechanism.max_clients(), others),
+        owner=_NAME,
         sized_for=(f'max_clients_per_round='
                    f'{mechanism.max_clients_per_round}, num_trials='
                    f'{mechanism.num_trials}: 2^{mechanism.bits} > clients x '

@@ -73,14 +73,17 @@ def split_round_options(options):
   """(the round's keywords, the others) of a factory's keywords: the
   others are its encoder's options (`registry.KASHIN_OPTIONS`); anything
   else is a TypeError naming both lists."""
-  unknown = sorted(set(options) - set(ROUND_OPTIONS)
-                   - set(registry.KASHIN_OPTIONS))
+  unknown = sorted(
+      set(options) - set(ROUND_OPTIONS) - set(registry.KASHIN_OPTIONS))
   if unknown:
     raise TypeError(f'unexpected keyword argument(s) {unknown}; the round '
                     f'takes {ROUND_OPTIONS} and the encoder '
                     f'{registry.KASHIN_OPTIONS} (for encoder=\'kashin\').')
-  return ({k: v for k, v in options.items() if k in ROUND_OPTIONS},
-          {k: v for k, v in options.items() if k not in ROUND_OPTIONS})
+  return ({
+      k: v for k, v in options.items() if k in ROUND_OPTIONS
+  }, {
+      k: v for k, v in options.items() if k not in ROUND_OPTIONS
+  })
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,14 +123,17 @@ class RingCapacity:
         *bits_pieces,
         ", or on_wrap='flag' to get the result flagged (sum_may_wrap). The "
         'server has run this secure sum: against adversary=\'server\' '
-        'account the round\'s event with num_clients=', n_text, '.']
+        'account the round\'s event with num_clients=', n_text, '.'
+    ]
 
   def _bits_found(self, bits_text):
     return [', or bits >= ', bits_text]
 
   def _bits_missing(self, n_text):
-    return [f' (no bits <= {base.MAX_RING_BITS} holds ', n_text,
-            ' clients with the other arguments unchanged)']
+    return [
+        f' (no bits <= {base.MAX_RING_BITS} holds ', n_text,
+        ' clients with the other arguments unchanged)'
+    ]
 
   def message(self, num_clients: int) -> str:
     """The refusal's text for a round of `num_clients` (Python)."""
@@ -135,8 +141,8 @@ class RingCapacity:
     bits_pieces = []
     if self.bits:
       need = next((b for b, cap in self.bits if cap >= num_clients), None)
-      bits_pieces = (self._bits_missing(n_text) if need is None
-                     else self._bits_found(str(need)))
+      bits_pieces = (self._bits_missing(n_text)
+                     if need is None else self._bits_found(str(need)))
     return ''.join(self._pieces(n_text, bits_pieces))
 
   def check(self, num_clients: int) -> None:
@@ -153,10 +159,12 @@ class RingCapacity:
       fits = tf.constant([cap for _, cap in self.bits], tf.int64) >= n
       need = tf.gather(tf.constant([b for b, _ in self.bits], tf.int64),
                        tf.argmax(tf.cast(fits, tf.int32)))
-      bits_pieces = [tf.where(
-          tf.reduce_any(fits),
-          tf.strings.join(self._bits_found(tf.strings.as_string(need))),
-          tf.strings.join(self._bits_missing(n_text)))]
+      bits_pieces = [
+          tf.where(
+              tf.reduce_any(fits),
+              tf.strings.join(self._bits_found(tf.strings.as_string(need))),
+              tf.strings.join(self._bits_missing(n_text)))
+      ]
     return tf.strings.join(self._pieces(n_text, bits_pieces))
 
   def assertion(self, num_clients):
@@ -165,7 +173,6 @@ class RingCapacity:
     n = tf.cast(num_clients, tf.int64)
     return rounds.refusal_check(tf.logical_not(self.may_wrap(n)),
                                 self.message_tensor(n))
-
 
 
 class ValueSpec:
@@ -181,12 +188,12 @@ class ValueSpec:
       raise TypeError(
           f'{owner}: Expected `value_type` to be a tensor or a (nested) '
           f'structure of tensors; got {value_type}.')
-    leaves = ([value_type] if isinstance(value_type, tff.TensorType)
-              else [t for _, t in _iter_leaves(value_type)])
+    leaves = ([value_type] if isinstance(value_type, tff.TensorType) else
+              [t for _, t in _iter_leaves(value_type)])
     for leaf in leaves:
       dtype = np.dtype(leaf.dtype)
-      if not (np.issubdtype(dtype, np.floating)
-              or np.issubdtype(dtype, np.integer)) or dtype == np.bool_:
+      if not (np.issubdtype(dtype, np.floating) or
+              np.issubdtype(dtype, np.integer)) or dtype == np.bool_:
         raise TypeError(f'{owner}: the tensors of value_type must all be '
                         f'integers or floats; it has {leaf} in {value_type}.')
       if leaf.shape is None or any(d is None for d in leaf.shape):
@@ -200,8 +207,8 @@ class ValueSpec:
     self.dim = int(sum(self.sizes))
     if self.dim < 1:
       raise TypeError(f'{owner}: value_type has no elements: {value_type}.')
-    self.is_integer = all(np.issubdtype(np.dtype(leaf.dtype), np.integer)
-                          for leaf in leaves)
+    self.is_integer = all(
+        np.issubdtype(np.dtype(leaf.dtype), np.integer) for leaf in leaves)
 
   def flatten(self, value) -> tf.Tensor:
     """float64 [dim] of a client value (tensor, nested structure, Struct)."""
@@ -209,8 +216,8 @@ class ValueSpec:
       parts = tff.structure.flatten(value)
     else:
       parts = tf.nest.flatten(value)
-    return tf.concat([tf.reshape(tf.cast(t, tf.float64), [-1])
-                      for t in parts], axis=0)
+    return tf.concat([tf.reshape(tf.cast(t, tf.float64), [-1]) for t in parts],
+                     axis=0)
 
   def unflatten(self, flat: tf.Tensor):
     """The value type's structure and dtypes from a float64 [dim]."""
@@ -240,8 +247,8 @@ def _pack(struct_type, leaves):
   named = True
   for name, element in tff.structure.iter_elements(struct_type):
     named = named and name is not None
-    value = (_pack(element, leaves) if isinstance(element, tff.StructType)
-             else next(leaves))
+    value = (_pack(element, leaves)
+             if isinstance(element, tff.StructType) else next(leaves))
     elements.append((name, value))
   if named:
     return collections.OrderedDict(elements)
@@ -275,9 +282,11 @@ def coins(rate: float, shape, seed) -> tf.Tensor:
   masked) compared with `coin_threshold(rate)`.
   """
   word = tf.bitwise.bitwise_and(
-      tf.random.stateless_uniform(shape, seed=seed, dtype=tf.int64,
-                                  minval=None, maxval=None),
-      (1 << _COIN_BITS) - 1)
+      tf.random.stateless_uniform(shape,
+                                  seed=seed,
+                                  dtype=tf.int64,
+                                  minval=None,
+                                  maxval=None), (1 << _COIN_BITS) - 1)
   return word < coin_threshold(rate)
 
 
@@ -303,8 +312,8 @@ def round_seed(state) -> tf.Tensor:
     shape-[2] int64 tensor.
   """
   return tf.random.experimental.stateless_fold_in(
-      tf.cast(state['public_seed'], tf.int64),
-      tf.cast(state['round'], tf.int64))
+      tf.cast(state['public_seed'], tf.int64), tf.cast(state['round'],
+                                                       tf.int64))
 
 
 def count_mechanism(flag_names, noise_multiplier, expected_clients):
@@ -320,8 +329,7 @@ def count_mechanism(flag_names, noise_multiplier, expected_clients):
                                      expected_clients)
   # sigma = z sqrt(k / n); the integer scaling ceil(1/sigma) must fit the
   # count's ring (and not overflow: a denormal z gives 1/sigma = inf).
-  smallest = 1.0 / (2.0**base.MAX_RING_BITS
-                    * math.sqrt(k / expected_clients))
+  smallest = 1.0 / (2.0**base.MAX_RING_BITS * math.sqrt(k / expected_clients))
   if not sigma * 2.0**base.MAX_RING_BITS > 1.0:
     raise ValueError(
         f'count_noise_multiplier={noise_multiplier} is too small: the '
@@ -340,12 +348,16 @@ def count_mechanism(flag_names, noise_multiplier, expected_clients):
         f' <= {largest / math.sqrt(k / expected_clients):.4g}.')
   scaling = max(1, math.ceil(1.0 / sigma))
   return ddg_mechanism.compute_parameters(
-      k, ddg_mechanism.Request(
-          l2_clip=math.sqrt(k), noise_multiplier=noise_multiplier,
-          expected_clients_per_round=expected_clients,
-          bits=base.MAX_RING_BITS, beta=0.0, granularity=1.0 / scaling,
-          linf_clip=1.0),
-      encoder=registry.Identity(k), integer_inputs=True)
+      k,
+      ddg_mechanism.Request(l2_clip=math.sqrt(k),
+                            noise_multiplier=noise_multiplier,
+                            expected_clients_per_round=expected_clients,
+                            bits=base.MAX_RING_BITS,
+                            beta=0.0,
+                            granularity=1.0 / scaling,
+                            linf_clip=1.0),
+      encoder=registry.Identity(k),
+      integer_inputs=True)
 
 
 class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
@@ -410,17 +422,17 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
       raise ValueError(
           f'client_sampling_rate={client_sampling_rate} is below 2^-62, the '
           'resolution of the clients\' coins.')
-    self._count_z = (None if count_noise_multiplier is None else
-                     checks.positive(count_noise_multiplier,
-                                     'count_noise_multiplier'))
+    self._count_z = (None
+                     if count_noise_multiplier is None else checks.positive(
+                         count_noise_multiplier, 'count_noise_multiplier'))
     self._debug = checks.boolean(debug_measurements, 'debug_measurements')
     if self._debug and self._count_z is not None:
       raise ValueError('debug_measurements=True releases exact counts; '
                        'count_noise_multiplier would be pointless. Use one.')
     self._entropy = entropy_lib.check_entropy(entropy)
     self._seed = checks.seed(seed)
-    if adaptive_clip is not None and not isinstance(
-        adaptive_clip, adaptive_lib.AdaptiveClip):
+    if adaptive_clip is not None and not isinstance(adaptive_clip,
+                                                    adaptive_lib.AdaptiveClip):
       raise TypeError(f'adaptive_clip must be an adaptive_clip.AdaptiveClip '
                       f'or None, got {adaptive_clip!r}.')
     if adaptive_clip is not None and self._rate is not None:
@@ -496,11 +508,11 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
     min(mechanism.max_clients(), others).
     """
     del spec
-    return RingCapacity(
-        capacity=min(_max_clients(mechanism, self._name), others),
-        owner=self._name,
-        sized_for='expected_clients_per_round='
-        f'{mechanism.expected_clients_per_round}')
+    return RingCapacity(capacity=min(_max_clients(mechanism, self._name),
+                                     others),
+                        owner=self._name,
+                        sized_for='expected_clients_per_round='
+                        f'{mechanism.expected_clients_per_round}')
 
   def _indicator(self):
     if self._adaptive is None:
@@ -513,7 +525,8 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
     return count_mechanism(mechanism.flag_names, self._count_z,
                            mechanism.expected_clients_per_round)
 
-  def dp_event(self, value_type,
+  def dp_event(self,
+               value_type,
                num_clients: Optional[int] = None) -> dp_accounting.DpEvent:
     """The event of one round on `value_type` (planning value).
 
@@ -569,7 +582,8 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
 
   # -- The process. ----------------------------------------------------------
 
-  def round_protocol(self, value_type,
+  def round_protocol(self,
+                     value_type,
                      count_modulus: int = COUNT_MODULUS) -> 'RoundProtocol':
     """The TF logic of one round on `value_type` (see `RoundProtocol`)."""
     return RoundProtocol(self, value_type, count_modulus)
@@ -580,8 +594,8 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
     return _build(self.round_protocol(value_type))
 
   def create_with_client_preprocessing(
-      self, value_type, input_type, preprocess: Callable[[Any], Any]
-  ) -> tff.templates.AggregationProcess:
+      self, value_type, input_type,
+      preprocess: Callable[[Any], Any]) -> tff.templates.AggregationProcess:
     """`create(value_type)` whose clients first apply `preprocess`.
 
     The process's `next` takes CLIENTS values of `input_type`; each client
@@ -677,7 +691,9 @@ class RoundProtocol:
     planning_event: the round's event with the expected number of clients.
   """
 
-  def __init__(self, factory: 'MechanismSumFactory', value_type,
+  def __init__(self,
+               factory: 'MechanismSumFactory',
+               value_type,
                count_modulus: int = COUNT_MODULUS):
     # pylint: disable=protected-access  # its factory's settings
     self.spec = factory.value_spec(value_type)
@@ -703,8 +719,7 @@ class RoundProtocol:
     if self._indicator is not None:
       moduli[adaptive_lib.KEY] = self._indicator.modulus
     for key, modulus in moduli.items():
-      if (modulus < 2 or modulus > base.MAX_MODULUS
-          or modulus & (modulus - 1)):
+      if (modulus < 2 or modulus > base.MAX_MODULUS or modulus & (modulus - 1)):
         raise ValueError(
             f'secure-sum modulus of {key!r} must be a power of two in '
             f'[2, 2^{base.MAX_RING_BITS}], got {modulus}.')
@@ -740,7 +755,9 @@ class RoundProtocol:
                        'adaptively (auto_l2_clip=True); the DPQuery form does '
                        'not support adaptive clipping.')
 
-  def client(self, value, seed,
+  def client(self,
+             value,
+             seed,
              clip=None) -> 'collections.OrderedDict[str, tf.Tensor]':
     """One client's int32 contribution per key of `secure_moduli`.
 
@@ -757,9 +774,8 @@ class RoundProtocol:
       keep = coins(self._rate, [], seeds[0])
       flat = tf.where(keep, flat, tf.zeros_like(flat))
     encoded, flags = self.mechanism.client_encode(flat, seed, seeds[1])
-    out = collections.OrderedDict(
-        (key, tf.cast(encoded[key], tf.int32))
-        for key in self.mechanism.secure_moduli())
+    out = collections.OrderedDict((key, tf.cast(encoded[key], tf.int32))
+                                  for key in self.mechanism.secure_moduli())
     one = tf.ones([1], tf.int64)
     out['counts'] = tf.cast(
         tf.concat([one, flags] if self._debug else [one], 0), tf.int32)
@@ -812,8 +828,7 @@ class RoundProtocol:
             tf.cast(measurements[_SCALE_FACTOR], tf.float64) / clip)
       noisy, _ = self._indicator.server_decode(
           {'encoded': summed[adaptive_lib.KEY]}, n, seed)
-      below, new_clip = adaptive_lib.next_clip(self.adaptive, clip, noisy[0],
-                                               n)
+      below, new_clip = adaptive_lib.next_clip(self.adaptive, clip, noisy[0], n)
       measurements['below_clip_fraction'] = below
       measurements['next_l2_clip'] = new_clip
     measurements['participating_clients'] = n
@@ -847,16 +862,15 @@ class _Preprocess:
 
 def _build(protocol: RoundProtocol, preprocess: Optional[_Preprocess] = None):
   """The AggregationProcess (see the module docstring)."""
-  input_type = (protocol.spec.value_type if preprocess is None
-                else preprocess.input_type)
+  input_type = (protocol.spec.value_type
+                if preprocess is None else preprocess.input_type)
 
   adaptive = protocol.adaptive
 
   @tff.tensorflow.computation
   def init_fn():
-    state = collections.OrderedDict(
-        round=tf.constant(0, tf.int64),
-        public_seed=protocol.initial_public_seed())
+    state = collections.OrderedDict(round=tf.constant(0, tf.int64),
+                                    public_seed=protocol.initial_public_seed())
     if adaptive is not None:
       state['l2_clip'] = tf.constant(adaptive.initial_clip, tf.float64)
     return state
@@ -870,12 +884,14 @@ def _build(protocol: RoundProtocol, preprocess: Optional[_Preprocess] = None):
     return round_seed(state)
 
   if adaptive is None:
+
     @tff.tensorflow.computation(input_type, seed_type)
     def client_fn(value, seed):
       if preprocess is not None:
         value = preprocess.fn(value)
       return protocol.client(value, seed)
   else:
+
     @tff.tensorflow.computation(input_type, seed_type, tf.float64)
     def client_fn(value, seed, clip):
       if preprocess is not None:
@@ -887,15 +903,15 @@ def _build(protocol: RoundProtocol, preprocess: Optional[_Preprocess] = None):
     def clip_fn(state):
       return state['l2_clip']
 
-  @tff.tensorflow.computation(
-      client_fn.type_signature.result, state_type, seed_type)
+  @tff.tensorflow.computation(client_fn.type_signature.result, state_type,
+                              seed_type)
   def server_fn(summed, state, seed):
     result, measurements, n = protocol.server(
         summed, seed, None if adaptive is None else state['l2_clip'])
-    measurements['dp_event'] = event_io.event_structure(
-        protocol.planning_event, {'num_clients': n})
-    new_state = collections.OrderedDict(
-        round=state['round'] + 1, public_seed=state['public_seed'])
+    measurements['dp_event'] = event_io.event_structure(protocol.planning_event,
+                                                        {'num_clients': n})
+    new_state = collections.OrderedDict(round=state['round'] + 1,
+                                        public_seed=state['public_seed'])
     if adaptive is not None:
       new_state['l2_clip'] = measurements['next_l2_clip']
     return new_state, result, measurements
@@ -904,25 +920,25 @@ def _build(protocol: RoundProtocol, preprocess: Optional[_Preprocess] = None):
   def init_federated():
     return tff.federated_eval(init_fn, tff.SERVER)
 
-  @tff.federated_computation(
-      init_federated.type_signature.result,
-      tff.FederatedType(input_type, tff.CLIENTS))
+  @tff.federated_computation(init_federated.type_signature.result,
+                             tff.FederatedType(input_type, tff.CLIENTS))
   def next_fn(state, value):
     seed = tff.federated_map(round_seed_fn, state)
     if adaptive is None:
-      encoded = tff.federated_map(
-          client_fn, (value, tff.federated_broadcast(seed)))
+      encoded = tff.federated_map(client_fn,
+                                  (value, tff.federated_broadcast(seed)))
     else:
       clip = tff.federated_map(clip_fn, state)
       encoded = tff.federated_map(
-          client_fn, (value, tff.federated_broadcast(seed),
-                      tff.federated_broadcast(clip)))
+          client_fn,
+          (value, tff.federated_broadcast(seed), tff.federated_broadcast(clip)))
     summed = tff.backends.mapreduce.federated_secure_modular_sum(
         encoded, protocol.secure_moduli)
-    new_state, result, measurements = tff.federated_map(
-        server_fn, (summed, state, seed))
-    return tff.templates.MeasuredProcessOutput(
-        state=new_state, result=result, measurements=measurements)
+    new_state, result, measurements = tff.federated_map(server_fn,
+                                                        (summed, state, seed))
+    return tff.templates.MeasuredProcessOutput(state=new_state,
+                                               result=result,
+                                               measurements=measurements)
 
   return tff.templates.AggregationProcess(rounds.user_facing(init_federated),
                                           rounds.user_facing(next_fn))

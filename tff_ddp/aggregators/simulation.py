@@ -45,7 +45,6 @@ from tff_ddp.mechanisms import base
 from tff_ddp.utils import checks
 
 
-
 class Derive(enum.StrEnum):
   """Where a simulated round's seeds come from (module docstring)."""
 
@@ -86,7 +85,8 @@ class BatchedSum:
     @tf.function(input_signature=[
         tf.TensorSpec([None, dim], tf.float64),
         tf.TensorSpec([2], tf.int64),
-        tf.TensorSpec([None, 2], tf.int64)])
+        tf.TensorSpec([None, 2], tf.int64)
+    ])
     def run(values, round_seed, noise_seeds):
       summed = encode_sum(values, round_seed, noise_seeds)
       n = tf.shape(values, out_type=tf.int64)[0]
@@ -99,24 +99,29 @@ class BatchedSum:
         tf.TensorSpec([None], tf.bool),
         tf.TensorSpec([2], tf.int64),
         tf.TensorSpec([None, 2], tf.int64),
-        tf.TensorSpec([2], tf.int64)])
+        tf.TensorSpec([2], tf.int64)
+    ])
     def run_sampled(values, keep, round_seed, noise_seeds, zero_seed):
       """The round with only the rows where `keep` holds sending values."""
       if zero_sum is None or len(keys) != 1:
         summed = encode_sum(
-            tf.where(keep[:, None], values, tf.zeros_like(values)),
-            round_seed, noise_seeds)
+            tf.where(keep[:, None], values, tf.zeros_like(values)), round_seed,
+            noise_seeds)
       else:
         summed = encode_sum(tf.boolean_mask(values, keep), round_seed,
                             tf.boolean_mask(noise_seeds, keep))
         dropped = tf.reduce_sum(tf.cast(~keep, tf.int32))
         k = keys[0]
-        summed = {k: base.ring_residue(
-            summed[k] + zero_sum(dropped, zero_seed), moduli[k])}
+        summed = {
+            k:
+                base.ring_residue(summed[k] + zero_sum(dropped, zero_seed),
+                                  moduli[k])
+        }
       n = tf.shape(values, out_type=tf.int64)[0]
       return mechanism.server_decode(summed, n, round_seed)
 
     def encode_sum(values, round_seed, noise_seeds):
+
       def one(args):
         flat, noise_seed = args
         seeds = tf.random.experimental.stateless_split(noise_seed, 3)
@@ -128,19 +133,28 @@ class BatchedSum:
                           fn_output_signature=signature,
                           parallel_iterations=_PARALLEL)
       return {
-          k: base.ring_residue(tf.reduce_sum(
-              tf.math.floormod(column, moduli[k]), axis=0), moduli[k])
-          for k, column in zip(keys, encoded)}
+          k:
+              base.ring_residue(
+                  tf.reduce_sum(tf.math.floormod(column, moduli[k]), axis=0),
+                  moduli[k]) for k, column in zip(keys, encoded)
+      }
 
-    @tf.function(input_signature=[tf.TensorSpec([None, dim], tf.float64),
-                                  tf.TensorSpec([2], tf.int64)])
+    @tf.function(input_signature=[
+        tf.TensorSpec([None, dim], tf.float64),
+        tf.TensorSpec([2], tf.int64)
+    ])
     def factory_seeds(values, round_seed):
+
       def one(flat):
-        digest = tf.bitcast(tf.fingerprint(tf.reshape(
-            tf.bitcast(flat, tf.uint8), [1, -1]))[0], tf.int64)
+        digest = tf.bitcast(
+            tf.fingerprint(tf.reshape(tf.bitcast(flat, tf.uint8), [1, -1]))[0],
+            tf.int64)
         return tf.random.experimental.stateless_fold_in(round_seed, digest)
-      return tf.map_fn(one, values, fn_output_signature=tf.TensorSpec(
-          [2], tf.int64), parallel_iterations=_PARALLEL)
+
+      return tf.map_fn(one,
+                       values,
+                       fn_output_signature=tf.TensorSpec([2], tf.int64),
+                       parallel_iterations=_PARALLEL)
 
     self._run = run
     self._run_sampled = run_sampled
@@ -152,7 +166,10 @@ class BatchedSum:
         tf.constant(np.asarray(public_seed, np.int64)),
         tf.constant(int(round_index), tf.int64))
 
-  def __call__(self, values, round_index: int, seed: int,
+  def __call__(self,
+               values,
+               round_index: int,
+               seed: int,
                derive: str = 'independent'):
     """(the decoded sum as float64 [dim], the server's post measurements).
 
@@ -182,17 +199,18 @@ class BatchedSum:
     if derive is Derive.FACTORY:
       noise_seeds = self._factory_seeds(values, round_seed)
     else:
-      noise_seeds = tf.cast(tf.random.experimental.stateless_split(
-          tf.random.experimental.stateless_fold_in(
-              tf.constant([seed, int(round_index)], tf.int64), 0xC11E), n),
-                            tf.int64)
+      noise_seeds = tf.cast(
+          tf.random.experimental.stateless_split(
+              tf.random.experimental.stateless_fold_in(
+                  tf.constant([seed, int(round_index)], tf.int64), 0xC11E), n),
+          tf.int64)
     if self.rate is None:
       decoded, post = self._run(values, round_seed, noise_seeds)
     else:
       stream = tf.constant([seed, int(round_index)], tf.int64)
       keep = secure_sum.coins(
-          self.rate, [n], tf.random.experimental.stateless_fold_in(
-              stream, 0xC014))
+          self.rate, [n],
+          tf.random.experimental.stateless_fold_in(stream, 0xC014))
       decoded, post = self._run_sampled(
           values, keep, round_seed, noise_seeds,
           tf.cast(tf.random.experimental.stateless_fold_in(stream, 0x2E50),

@@ -38,8 +38,13 @@ class UnderspentBudgetWarning(UserWarning):
       (`calibrate='num_trials', theta=0.25`), or None.
   """
 
-  def __init__(self, message, protocol=None, spent=None, target=None,
-               num_trials=None, offer=None):
+  def __init__(self,
+               message,
+               protocol=None,
+               spent=None,
+               target=None,
+               num_trials=None,
+               offer=None):
     super().__init__(message)
     self.protocol, self.spent, self.target = protocol, spent, target
     self.num_trials, self.offer = num_trials, offer
@@ -95,5 +100,10 @@ def warn_if_underspent(params, setting, offer, owner: str) -> None:
   warnings.warn(UnderspentBudgetWarning(
       f'{owner}: {reason} (at delta={setting.delta:g}, against the '
       f'{params.adversary}): it adds more noise than the budget needs. '
-      f'{advice}', protocol=protocol, spent=spent, target=target,
-      num_trials=params.num_trials, offer=better), stacklevel=3)
+      f'{advice}',
+      protocol=protocol,
+      spent=spent,
+      target=target,
+      num_trials=params.num_trials,
+      offer=better),
+                stacklevel=3)

@@ -50,17 +50,18 @@ def _real_array(value, name: str) -> np.ndarray:
     raise TypeError(f'{name} must be an array of real numbers: {e}') from None
   if array.dtype == object:  # Python ints beyond int64, mixed types
     flat = array.reshape(-1)
-    if not all(isinstance(v, (numbers.Real, np.floating, np.integer)) and
-               not isinstance(v, (bool, np.bool_)) for v in flat):
+    if not all(
+        isinstance(v, (numbers.Real, np.floating,
+                       np.integer)) and not isinstance(v, (bool, np.bool_))
+        for v in flat):
       raise TypeError(f'{name} must be an array of real numbers, got '
                       f'{value!r:.100}.')
     try:
-      return np.asarray([float(v) for v in flat], np.float64).reshape(
-          array.shape)
+      return np.asarray([float(v) for v in flat],
+                        np.float64).reshape(array.shape)
     except OverflowError:
       raise ValueError(f'{name} must hold finite numbers, got '
-                       f'{value!r:.100} (an integer beyond float64).'
-                       ) from None
+                       f'{value!r:.100} (an integer beyond float64).') from None
   if array.dtype.kind not in 'iuf':
     raise TypeError(f'{name} must be an array of real numbers, got '
                     f'{value!r:.100} (dtype {array.dtype}).')
@@ -86,7 +87,8 @@ def _matrix(x, name: str = 'x') -> np.ndarray:
   return x
 
 
-def effective_dimension(output_dim: int, divisor=pbm.Divisor.L2,
+def effective_dimension(output_dim: int,
+                        divisor=pbm.Divisor.L2,
                         level: Optional[float] = None) -> float:
   """D_eff: D for divisor 'l2' (Algorithm 3), K^2 for 'linf' (a
   `poisson_binomial.Divisor` or its value).
@@ -141,7 +143,9 @@ def optimal_quantile(effective_dim: float, num_trials: int, num_clients: int,
   return 1.0 - s
 
 
-def gaussian_quantile(stddev_per_clip: float, dim: int, num_clients: int,
+def gaussian_quantile(stddev_per_clip: float,
+                      dim: int,
+                      num_clients: int,
                       num_noises: int = 1) -> float:
   """The Gaussian baselines' target, 1 - r sqrt(k d) / n (the eq. 5 argument).
 
@@ -191,13 +195,12 @@ def error_functional(clip, norms, effective_dim: float, num_trials: int,
   return (mean + clip.reshape(-1) * s).reshape(clip.shape)
 
 
-def expected_l2_error_bound(clip, norms, effective_dim: float,
-                            num_trials: int, theta: float,
-                            dim: int) -> np.ndarray:
+def expected_l2_error_bound(clip, norms, effective_dim: float, num_trials: int,
+                            theta: float, dim: int) -> np.ndarray:
   """Theorem 1 as published: sqrt(d) E(C; D) (see the module docstring)."""
   d = _count(dim, 'dim')
-  return math.sqrt(d) * error_functional(clip, norms, effective_dim,
-                                         num_trials, theta)
+  return math.sqrt(d) * error_functional(clip, norms, effective_dim, num_trials,
+                                         theta)
 
 
 def clip_factors(norms, clip: float) -> np.ndarray:
@@ -206,8 +209,8 @@ def clip_factors(norms, clip: float) -> np.ndarray:
   clip = checks.positive(clip, 'clip')
   # A zero vector is not clipped: factor 1 (C / 0 = inf), not min(1, C).
   positive = norms > 0
-  return np.where(positive, np.minimum(
-      1.0, clip / np.where(positive, norms, 1.0)), 1.0)
+  return np.where(positive,
+                  np.minimum(1.0, clip / np.where(positive, norms, 1.0)), 1.0)
 
 
 def expected_sum(x, norms, clip: float) -> np.ndarray:
@@ -225,7 +228,11 @@ def expected_sum(x, norms, clip: float) -> np.ndarray:
   return (x * factors[:, None]).sum(axis=0)
 
 
-def tightened_error_bound(clip, x, norms, num_trials: int, theta: float,
+def tightened_error_bound(clip,
+                          x,
+                          norms,
+                          num_trials: int,
+                          theta: float,
                           coordinate_ratio: float = 1.0) -> np.ndarray:
   """sqrt(||bias_x||^2 + d (r C)^2 / (4 m n theta^2)) >= E||xhat - x_bar||.
 
@@ -318,13 +325,12 @@ def published_epsilon(parts: Sequence[tuple], delta: float) -> float:
     relation, computed exactly by `tff_ddp.accounting.pbm_rdp` (against the
     server: no sampling, so the same for every adversary).
   """
-  delta = checks.real(delta, 'delta', 0.0, 1.0, low_open=True,
-                      high_open=True)
+  delta = checks.real(delta, 'delta', 0.0, 1.0, low_open=True, high_open=True)
+
   def sequence(value, ndim):
     if isinstance(value, np.ndarray):
       return value.ndim == ndim
-    return isinstance(value, Sequence) and not isinstance(value,
-                                                          (str, bytes))
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
 
   if not sequence(parts, 2):
     raise TypeError('parts must be a sequence of (theta, num_trials, '
@@ -338,12 +344,12 @@ def published_epsilon(parts: Sequence[tuple], delta: float) -> float:
       raise TypeError(f'parts[{i}] must be (theta, num_trials, num_clients, '
                       f'coordinates), got {part!r:.100}.')
     t, m, n, k = part
-    released.append(events.PoissonBinomialDpEvent(
-        checks.real(t, f'parts[{i}] theta', 0.0, 0.25, low_open=True),
-        checks.integer(m, f'parts[{i}] num_trials', 1, limit),
-        checks.integer(n, f'parts[{i}] num_clients', 1, limit),
-        checks.integer(k, f'parts[{i}] coordinates', 1,
-                       limit)))
+    released.append(
+        events.PoissonBinomialDpEvent(
+            checks.real(t, f'parts[{i}] theta', 0.0, 0.25, low_open=True),
+            checks.integer(m, f'parts[{i}] num_trials', 1, limit),
+            checks.integer(n, f'parts[{i}] num_clients', 1, limit),
+            checks.integer(k, f'parts[{i}] coordinates', 1, limit)))
   composed = dp_accounting.ComposedDpEvent(released)
   return accountant_lib.epsilon(
       composed, delta, 'server',

@@ -44,8 +44,8 @@ from tff_ddp.utils import rounds as rounds_lib
 from tff_ddp.utils import tensors
 
 TwoPhaseComputations = collections.namedtuple(
-    'TwoPhaseComputations', ['initialize', 'estimate_clip',
-                             'estimate_frequencies', 'next'])
+    'TwoPhaseComputations',
+    ['initialize', 'estimate_clip', 'estimate_frequencies', 'next'])
 
 
 def _selector(struct_type, name):
@@ -83,8 +83,7 @@ def _checked(ring, on_wrap, n, *values):
   if on_wrap is not secure_sum.OnWrap.RAISE:
     return (may_wrap,) + values
   with tf.control_dependencies([ring.assertion(n)]):
-    return (tf.identity(may_wrap),) + tf.nest.map_structure(tf.identity,
-                                                            values)
+    return (tf.identity(may_wrap),) + tf.nest.map_structure(tf.identity, values)
 
 
 def norm_message(norm, finite=True):
@@ -143,17 +142,20 @@ def _two_phase(params, on_wrap):
   aggregator = params.factory.create(params.aggregated_type)
   ring = params.ring_capacity()
   quantile_process = quantiles_lib.build_quantile_process_from_parameters(
-      params.quantile, 0.0, params.upper_bound, [params.target_quantile],
-      quantiles_lib.QuantileEstimation(count='exact'), on_wrap='flag')
+      params.quantile,
+      0.0,
+      params.upper_bound, [params.target_quantile],
+      quantiles_lib.QuantileEstimation(count='exact'),
+      on_wrap='flag')
   f_state_type = aggregator.initialize.type_signature.result.member
   upper = float(params.upper_bound)
   target = float(params.target_quantile)
 
   @tff.federated_computation
   def initialize():
-    return tff.federated_zip(collections.OrderedDict(
-        quantile=quantile_process.initialize(),
-        frequency=aggregator.initialize()))
+    return tff.federated_zip(
+        collections.OrderedDict(quantile=quantile_process.initialize(),
+                                frequency=aggregator.initialize()))
 
   state_type = initialize.type_signature.result
   seed_fn = tff.tensorflow.computation(secure_sum.round_seed, f_state_type)
@@ -172,35 +174,35 @@ def _two_phase(params, on_wrap):
     c = values[0]
     usable = ok & tf.math.is_finite(c) & (c > 0)
     clip = tf.where(usable, c, tf.constant(upper, tf.float64))
-    out = collections.OrderedDict(
-        clip=clip, clip_fallback=tf.logical_not(usable),
-        target_quantile=tf.constant(target, tf.float64),
-        quantile=measurements)
+    out = collections.OrderedDict(clip=clip,
+                                  clip_fallback=tf.logical_not(usable),
+                                  target_quantile=tf.constant(
+                                      target, tf.float64),
+                                  quantile=measurements)
     return clip, out
 
-  @tff.federated_computation(
-      state_type, tff.FederatedType(params.value_type, tff.CLIENTS))
+  @tff.federated_computation(state_type,
+                             tff.FederatedType(params.value_type, tff.CLIENTS))
   def estimate_clip(state, x):
-    seed = tff.federated_map(seed_fn, tff.federated_map(
-        _selector(state_type.member, 'frequency'), state))
+    seed = tff.federated_map(
+        seed_fn,
+        tff.federated_map(_selector(state_type.member, 'frequency'), state))
     norms = tff.federated_map(norm_fn, (x, tff.federated_broadcast(seed)))
-    q_state = tff.federated_map(_selector(state_type.member, 'quantile'),
-                                state)
+    q_state = tff.federated_map(_selector(state_type.member, 'quantile'), state)
     output = quantile_process.next(q_state, norms)
-    clip_and_meas = tff.federated_map(clip_fn, (output.result,
-                                                output.measurements))
-    clip = tff.federated_map(_selector(clip_and_meas.type_signature.member,
-                                       0), clip_and_meas)
+    clip_and_meas = tff.federated_map(clip_fn,
+                                      (output.result, output.measurements))
+    clip = tff.federated_map(_selector(clip_and_meas.type_signature.member, 0),
+                             clip_and_meas)
     measurements = tff.federated_map(
         _selector(clip_and_meas.type_signature.member, 1), clip_and_meas)
     return output.state, clip, measurements
 
   frequency_phase = _scaled_release(params, aggregator, ring, on_wrap)
 
-  @tff.federated_computation(
-      tff.FederatedType(f_state_type, tff.SERVER),
-      tff.FederatedType(params.value_type, tff.CLIENTS),
-      tff.FederatedType(np.float64, tff.SERVER))
+  @tff.federated_computation(tff.FederatedType(f_state_type, tff.SERVER),
+                             tff.FederatedType(params.value_type, tff.CLIENTS),
+                             tff.FederatedType(np.float64, tff.SERVER))
   def estimate_frequencies(f_state, x, clip):
     return frequency_phase(f_state, x, clip)
 
@@ -210,20 +212,23 @@ def _two_phase(params, on_wrap):
   @tff.tensorflow.computation(phase_one_meas_type, f_meas_type, f_state_type)
   def measure_fn(phase_one, phase_two, f_state):
     n = tf.cast(phase_two['frequency']['participating_clients'], tf.int64)
-    may_wrap = ring.may_wrap(n) | tf.equal(
-        phase_one['quantile']['status'], 'sum_may_wrap')
+    may_wrap = ring.may_wrap(n) | tf.equal(phase_one['quantile']['status'],
+                                           'sum_may_wrap')
     return collections.OrderedDict(
         status=_status_text(_status(n, may_wrap)),
-        clip=phase_one['clip'], clip_fallback=phase_one['clip_fallback'],
+        clip=phase_one['clip'],
+        clip_fallback=phase_one['clip_fallback'],
         target_quantile=phase_one['target_quantile'],
         within_budget=f_state['round'] < 1,
         dp_event=event_io.composed_structure([
             phase_one['quantile']['aggregator']['dp_event'],
-            phase_two['frequency']['dp_event']]),
-        quantile=phase_one['quantile'], frequency=phase_two['frequency'])
+            phase_two['frequency']['dp_event']
+        ]),
+        quantile=phase_one['quantile'],
+        frequency=phase_two['frequency'])
 
-  @tff.federated_computation(
-      state_type, tff.FederatedType(params.value_type, tff.CLIENTS))
+  @tff.federated_computation(state_type,
+                             tff.FederatedType(params.value_type, tff.CLIENTS))
   def next_fn(state, x):
     q_state, clip, phase_one = estimate_clip(state, x)
     f_state = tff.federated_map(_selector(state_type.member, 'frequency'),
@@ -231,13 +236,13 @@ def _two_phase(params, on_wrap):
     new_f_state, estimate, phase_two = estimate_frequencies(f_state, x, clip)
     measurements = tff.federated_map(measure_fn,
                                      (phase_one, phase_two, f_state))
-    new_state = tff.federated_zip(collections.OrderedDict(
-        quantile=q_state, frequency=new_f_state))
+    new_state = tff.federated_zip(
+        collections.OrderedDict(quantile=q_state, frequency=new_f_state))
     return tff.templates.MeasuredProcessOutput(new_state, estimate,
                                                measurements)
 
-  return TwoPhaseComputations(initialize, estimate_clip,
-                              estimate_frequencies, next_fn)
+  return TwoPhaseComputations(initialize, estimate_clip, estimate_frequencies,
+                              next_fn)
 
 
 def _scaled_release(params, aggregator, ring, on_wrap):
@@ -255,8 +260,7 @@ def _scaled_release(params, aggregator, ring, on_wrap):
   @tff.tensorflow.computation(params.aggregated_type, np.float64, meas_type)
   def rescale_fn(scaled_sum, clip, measurements):
     _, scaled_sum = _checked(ring, on_wrap,
-                             measurements['participating_clients'],
-                             scaled_sum)
+                             measurements['participating_clients'], scaled_sum)
     return scaled_sum * clip
 
   @tff.tensorflow.computation(meas_type, np.float64)
@@ -266,8 +270,8 @@ def _scaled_release(params, aggregator, ring, on_wrap):
   def phase(f_state, x, clip):
     scaled = tff.federated_map(scale_fn, (x, tff.federated_broadcast(clip)))
     output = aggregator.next(f_state, scaled)
-    estimate = tff.federated_map(rescale_fn, (output.result, clip,
-                                              output.measurements))
+    estimate = tff.federated_map(rescale_fn,
+                                 (output.result, clip, output.measurements))
     measurements = tff.federated_map(measure_fn, (output.measurements, clip))
     return output.state, estimate, measurements
 
@@ -277,15 +281,15 @@ def _scaled_release(params, aggregator, ring, on_wrap):
 def two_phase_process(params, on_wrap):
   """TFFE's process (`TwoPhaseParameters`)."""
   computations = _two_phase(params, on_wrap)
-  return rounds_lib.user_facing_process(tff.templates.MeasuredProcess(
-      computations.initialize, computations.next))
+  return rounds_lib.user_facing_process(
+      tff.templates.MeasuredProcess(computations.initialize, computations.next))
 
 
 def two_phase_computations(params, on_wrap) -> TwoPhaseComputations:
   """TFFE's phases as user-facing computations (`frequency_process.
   two_phase_computations`)."""
-  return TwoPhaseComputations(*[rounds_lib.user_facing(c)
-                                for c in _two_phase(params, on_wrap)])
+  return TwoPhaseComputations(
+      *[rounds_lib.user_facing(c) for c in _two_phase(params, on_wrap)])
 
 
 def multi_round_process(params, on_wrap):
@@ -304,16 +308,17 @@ def multi_round_process(params, on_wrap):
 
   @tff.tensorflow.computation
   def server_init():
-    return collections.OrderedDict(
-        clip=tf.constant(initial_clip, tf.float64),
-        estimate=tf.zeros([dim], tf.float64),
-        clients=tf.constant(0, tf.int64))
+    return collections.OrderedDict(clip=tf.constant(initial_clip, tf.float64),
+                                   estimate=tf.zeros([dim], tf.float64),
+                                   clients=tf.constant(0, tf.int64))
 
   @tff.federated_computation
   def initialize():
-    return tff.federated_zip(collections.OrderedDict(
-        frequency=aggregator.initialize(), indicator=indicator.initialize(),
-        server=tff.federated_eval(server_init, tff.SERVER)))
+    return tff.federated_zip(
+        collections.OrderedDict(frequency=aggregator.initialize(),
+                                indicator=indicator.initialize(),
+                                server=tff.federated_eval(
+                                    server_init, tff.SERVER)))
 
   state_type = initialize.type_signature.result
   server_type = state_type.member['server']
@@ -348,22 +353,26 @@ def multi_round_process(params, on_wrap):
     # No clients: nothing learnt, C unchanged.
     new_clip = tf.where(n > 0, clip * tf.exp(-eta * (level - target)), clip)
     new_server = collections.OrderedDict(
-        clip=new_clip, estimate=server['estimate'] + round_estimate,
+        clip=new_clip,
+        estimate=server['estimate'] + round_estimate,
         clients=server['clients'] + tf.cast(n, tf.int64))
     measurements = collections.OrderedDict(
         status=_status_text(_status(count, may_wrap)),
-        clip=clip, next_clip=new_clip, quantile_level=level,
+        clip=clip,
+        next_clip=new_clip,
+        quantile_level=level,
         target_quantile=tf.constant(target, tf.float64),
         round_estimate=round_estimate,
         clients_so_far=new_server['clients'],
         within_budget=f_state['round'] < rounds,
-        dp_event=event_io.composed_structure([f_meas['dp_event'],
-                                              i_meas['dp_event']]),
-        frequency=f_meas, indicator=i_meas)
+        dp_event=event_io.composed_structure(
+            [f_meas['dp_event'], i_meas['dp_event']]),
+        frequency=f_meas,
+        indicator=i_meas)
     return new_server, new_server['estimate'], measurements
 
-  @tff.federated_computation(
-      state_type, tff.FederatedType(params.value_type, tff.CLIENTS))
+  @tff.federated_computation(state_type,
+                             tff.FederatedType(params.value_type, tff.CLIENTS))
   def next_fn(state, x):
     member = state_type.member
     f_state = tff.federated_map(_selector(member, 'frequency'), state)
@@ -371,17 +380,21 @@ def multi_round_process(params, on_wrap):
     server = tff.federated_map(_selector(member, 'server'), state)
     clip = tff.federated_map(_selector(server_type, 'clip'), server)
     seed = tff.federated_map(seed_fn, f_state)
-    sent = tff.federated_map(client_fn, (
-        x, tff.federated_broadcast(seed), tff.federated_broadcast(clip)))
-    f_out = aggregator.next(f_state, tff.federated_map(
-        _selector(client_type, 'scaled'), sent))
-    i_out = indicator.next(i_state, tff.federated_map(
-        _selector(client_type, 'indicator'), sent))
-    new_server, estimate, measurements = _unzip3(tff.federated_map(
-        server_fn, (server, f_out.result, i_out.result, f_out.measurements,
-                    i_out.measurements, f_state)))
-    new_state = tff.federated_zip(collections.OrderedDict(
-        frequency=f_out.state, indicator=i_out.state, server=new_server))
+    sent = tff.federated_map(
+        client_fn,
+        (x, tff.federated_broadcast(seed), tff.federated_broadcast(clip)))
+    f_out = aggregator.next(
+        f_state, tff.federated_map(_selector(client_type, 'scaled'), sent))
+    i_out = indicator.next(
+        i_state, tff.federated_map(_selector(client_type, 'indicator'), sent))
+    new_server, estimate, measurements = _unzip3(
+        tff.federated_map(server_fn,
+                          (server, f_out.result, i_out.result,
+                           f_out.measurements, i_out.measurements, f_state)))
+    new_state = tff.federated_zip(
+        collections.OrderedDict(frequency=f_out.state,
+                                indicator=i_out.state,
+                                server=new_server))
     return tff.templates.MeasuredProcessOutput(new_state, estimate,
                                                measurements)
 
@@ -391,8 +404,7 @@ def multi_round_process(params, on_wrap):
 
 def _unzip3(value):
   member = value.type_signature.member
-  return tuple(tff.federated_map(_selector(member, i), value)
-               for i in range(3))
+  return tuple(tff.federated_map(_selector(member, i), value) for i in range(3))
 
 
 def client_step(params, seed_type):
@@ -421,29 +433,26 @@ def single_release_process(params, on_wrap):
   def measure_fn(measurements, f_state):
     count = measurements['participating_clients']
     may_wrap, measurements = _checked(ring, on_wrap, count, measurements)
-    return collections.OrderedDict(
-        status=_status_text(_status(tf.cast(count, tf.int64), may_wrap)),
-        clip=tf.constant(clip, tf.float64),
-        within_budget=f_state['round'] < 1,
-        dp_event=measurements['dp_event'], frequency=measurements)
+    return collections.OrderedDict(status=_status_text(
+        _status(tf.cast(count, tf.int64), may_wrap)),
+                                   clip=tf.constant(clip, tf.float64),
+                                   within_budget=f_state['round'] < 1,
+                                   dp_event=measurements['dp_event'],
+                                   frequency=measurements)
 
   @tff.federated_computation
   def initialize():
     return aggregator.initialize()
 
-  @tff.federated_computation(
-      initialize.type_signature.result,
-      tff.FederatedType(params.value_type, tff.CLIENTS))
+  @tff.federated_computation(initialize.type_signature.result,
+                             tff.FederatedType(params.value_type, tff.CLIENTS))
   def next_fn(state, x):
     seed = tff.federated_map(seed_fn, state)
     prepared = tff.federated_map(prepare, (x, tff.federated_broadcast(seed)))
     output = aggregator.next(state, prepared)
-    measurements = tff.federated_map(measure_fn,
-                                     (output.measurements, state))
+    measurements = tff.federated_map(measure_fn, (output.measurements, state))
     return tff.templates.MeasuredProcessOutput(output.state, output.result,
                                                measurements)
 
   return rounds_lib.user_facing_process(
       tff.templates.MeasuredProcess(initialize, next_fn))
-
-

@@ -71,7 +71,9 @@ def zipf(dim: int) -> np.ndarray:
   return p / p.sum()
 
 
-def iid(num_users: int, dim: int, seed: int = 0,
+def iid(num_users: int,
+        dim: int,
+        seed: int = 0,
         items: int = ITEMS_PER_USER) -> np.ndarray:
   """[n, d] counts: each user draws `items` items i.i.d. from `zipf(d)`."""
   n = checks.integer(num_users, 'num_users', 1)
@@ -102,14 +104,15 @@ def dirichlet(concentration: np.ndarray, size: int, rng) -> np.ndarray:
   return w / w.sum(axis=1, keepdims=True)
 
 
-def heterogeneous(num_users: int, dim: int, seed: int = 0,
+def heterogeneous(num_users: int,
+                  dim: int,
+                  seed: int = 0,
                   items: int = ITEMS_PER_USER,
                   size_concentration: float = 2.0) -> np.ndarray:
   """[n, d] counts of the heterogeneous dataset (module docstring)."""
   n = checks.integer(num_users, 'num_users', 1)
   items = checks.integer(items, 'items', 1)
-  size_concentration = checks.positive(size_concentration,
-                                       'size_concentration')
+  size_concentration = checks.positive(size_concentration, 'size_concentration')
   rng = np.random.default_rng(checks.integer(seed, 'seed', 0))
   kappa = dirichlet(np.full(n, size_concentration), 1, rng)[0]
   sizes = rng.poisson(items * n * kappa)
@@ -148,7 +151,9 @@ def _docstring_words(root: str, packages: Tuple[str, ...]):
   return users
 
 
-def docstrings(num_users: int, dim: int, seed: int = 0,
+def docstrings(num_users: int,
+               dim: int,
+               seed: int = 0,
                packages: Sequence[str] = DOCSTRING_PACKAGES,
                root: Optional[str] = None) -> np.ndarray:
   """[n, d] word counts of n docstrings over the d most frequent words.
@@ -164,8 +169,9 @@ def docstrings(num_users: int, dim: int, seed: int = 0,
   for counter in users:
     total.update(counter)
   # Ties broken alphabetically, so the vocabulary is a function of the data.
-  words = [w for w, _ in sorted(total.items(),
-                                     key=lambda kv: (-kv[1], kv[0]))[:dim]]
+  words = [
+      w for w, _ in sorted(total.items(), key=lambda kv: (-kv[1], kv[0]))[:dim]
+  ]
   index = {w: j for j, w in enumerate(words)}
   rows = []
   for counter in users:
@@ -184,22 +190,27 @@ def docstrings(num_users: int, dim: int, seed: int = 0,
   return np.stack([rows[i] for i in pick])
 
 
-def vocabulary(dim: int, packages: Sequence[str] = DOCSTRING_PACKAGES,
+def vocabulary(dim: int,
+               packages: Sequence[str] = DOCSTRING_PACKAGES,
                root: Optional[str] = None):
   """The d items (words) of `docstrings`, most frequent first."""
   root = root or sysconfig.get_paths()['purelib']
   total = collections.Counter()
   for counter in _docstring_words(root, tuple(packages)):
     total.update(counter)
-  return [w for w, _ in sorted(total.items(),
-                               key=lambda kv: (-kv[1], kv[0]))[:dim]]
+  return [
+      w for w, _ in sorted(total.items(), key=lambda kv: (-kv[1], kv[0]))[:dim]
+  ]
 
 
 def load(name: str, num_users: int, dim: int, seed: int = 0) -> np.ndarray:
   """One of DATASETS by name (see the module docstring)."""
   name = checks.choice(name, 'dataset', DATASETS)
-  return {'iid': iid, 'heterogeneous': heterogeneous,
-          'docstrings': docstrings}[name](num_users, dim, seed)
+  return {
+      'iid': iid,
+      'heterogeneous': heterogeneous,
+      'docstrings': docstrings
+  }[name](num_users, dim, seed)
 
 
 def max_items(x: np.ndarray) -> int:

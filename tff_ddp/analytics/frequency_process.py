@@ -89,10 +89,10 @@ def frequency_parameters(protocol: str, dim: int,
   arguments = _protocol_arguments(parameters_class, options)
   params = parameters_class.calibrate(setting, **arguments)
   budget.warn_if_underspent(
-      params, setting,
-      lambda: parameters_class.calibrate(dataclasses.replace(
-          setting, calibration=protocols.CalibrateNumTrials(budget.MAX_THETA)),
-                                         **arguments),
+      params, setting, lambda: parameters_class.calibrate(
+          dataclasses.replace(setting,
+                              calibration=protocols.CalibrateNumTrials(
+                                  budget.MAX_THETA)), **arguments),
       f'frequency_parameters({protocol!r}, ...)')
   return params
 
@@ -101,8 +101,11 @@ def _builder_arguments(parameters_class) -> Dict[str, Any]:
   """{name: default} of the arguments a protocol's builder takes beside the
   setting; a required one's default is None."""
   parameters = inspect.signature(parameters_class.calibrate).parameters
-  return {name: None if p.default is p.empty else p.default
-          for name, p in parameters.items() if p.kind is p.KEYWORD_ONLY}
+  return {
+      name: None if p.default is p.empty else p.default
+      for name, p in parameters.items()
+      if p.kind is p.KEYWORD_ONLY
+  }
 
 
 def _protocol_arguments(parameters_class, options) -> Dict[str, Any]:
@@ -117,7 +120,8 @@ def _protocol_arguments(parameters_class, options) -> Dict[str, Any]:
   for name, value in options.items():
     if name in own:
       continue
-    applies = tuple(c.protocol for c in protocols.protocol_classes()
+    applies = tuple(c.protocol
+                    for c in protocols.protocol_classes()
                     if name in _builder_arguments(c))
     if not applies:
       raise TypeError('frequency_parameters() got an unexpected keyword '
@@ -126,21 +130,27 @@ def _protocol_arguments(parameters_class, options) -> Dict[str, Any]:
       continue
     raise ValueError(f'{name} does not apply to protocol='
                      f'{parameters_class.protocol!r} (only to {applies}).')
-  kept = {name: value for name, value in options.items()
-          if name in own and not (value is None and own[name] is None)}
+  kept = {
+      name: value
+      for name, value in options.items()
+      if name in own and not (value is None and own[name] is None)
+  }
   signature = inspect.signature(parameters_class.calibrate).parameters
   for name in own:
-    if signature[name].default is signature[name].empty and (
-        name not in kept):
+    if signature[name].default is signature[name].empty and (name not in kept):
       raise ValueError(
           f'protocol={parameters_class.protocol!r} needs {name} (see '
           f'{parameters_class.__name__}.calibrate).')
   return kept
 
 
-def build_frequency_process(protocol: str, dim: int,
-                            expected_clients_per_round: int, epsilon: float,
-                            delta: float, *, on_wrap: str = 'raise',
+def build_frequency_process(protocol: str,
+                            dim: int,
+                            expected_clients_per_round: int,
+                            epsilon: float,
+                            delta: float,
+                            *,
+                            on_wrap: str = 'raise',
                             **kwargs) -> tff.templates.MeasuredProcess:
   """A frequency-estimation process calibrated to (epsilon, delta).
 
@@ -158,8 +168,9 @@ def build_frequency_process(protocol: str, dim: int,
 
 
 def build_frequency_process_from_parameters(
-    params: FrequencyParameters, *, on_wrap: str = 'raise'
-) -> tff.templates.MeasuredProcess:
+    params: FrequencyParameters,
+    *,
+    on_wrap: str = 'raise') -> tff.templates.MeasuredProcess:
   """The process of calibrated `params` (module docstring; `on_wrap` as
   for `build_frequency_process`): `params.build_process`."""
   if not isinstance(params, FrequencyParameters):
@@ -168,7 +179,8 @@ def build_frequency_process_from_parameters(
   return params.build_process(secure_sum.check_on_wrap(on_wrap))
 
 
-def two_phase_computations(params: FrequencyParameters, *,
+def two_phase_computations(params: FrequencyParameters,
+                           *,
                            on_wrap: str = 'raise') -> TwoPhaseComputations:
   """TFFE as two federated computations, and their composition.
 
@@ -188,8 +200,8 @@ def two_phase_computations(params: FrequencyParameters, *,
   if not isinstance(params, protocols.TwoPhaseParameters):
     raise ValueError('two_phase_computations needs the parameters of '
                      f'protocol={protocols.TwoPhaseParameters.protocol!r}.')
-  return computations.two_phase_computations(
-      params, secure_sum.check_on_wrap(on_wrap))
+  return computations.two_phase_computations(params,
+                                             secure_sum.check_on_wrap(on_wrap))
 
 
 def describe(params: FrequencyParameters) -> str:

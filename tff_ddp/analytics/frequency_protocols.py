@@ -57,6 +57,8 @@ def quantile_bits(num_clients: int) -> int:
   2^b > n (cPBM needs n m < 2^b with m >= 1) above 2^18 - 1 users, where
   18 bits were refused ("use bits >= 19")."""
   return max(_QUANTILE_BITS, int(num_clients).bit_length())
+
+
 # A clip C outside this range makes the estimate (the decoded sum times C,
 # the clients' x / C) overflow: C = 1e308 gives NaN estimates. The same range
 # bounds the two-phase histogram's [0, K max_items] (float32 on the clients).
@@ -65,7 +67,6 @@ MAX_LEARNING_RATE = 100.0
 # name -> class of every defined protocol, in the order of definition
 # (`FrequencyParameters.__init_subclass__`).
 _CLASSES: Dict[str, type] = {}
-
 
 # ---------------------------------------------------------------------------
 # What every protocol shares.
@@ -123,8 +124,12 @@ class CalibrateNumTrials:
   spends_budget: ClassVar[bool] = True
 
   def __post_init__(self):
-    object.__setattr__(self, 'theta', checks.real(
-        self.theta, 'theta', 0.0, 0.25, low_open=True))
+    object.__setattr__(
+        self, 'theta', checks.real(self.theta,
+                                   'theta',
+                                   0.0,
+                                   0.25,
+                                   low_open=True))
 
   @classmethod
   def from_arguments(cls, num_trials, theta) -> 'CalibrateNumTrials':
@@ -151,12 +156,13 @@ Calibration = Union[CalibrateTheta, CalibrateNumTrials]
 
 def calibration_from_arguments(calibrate: str = 'theta',
                                num_trials: Optional[int] = None,
-                               theta: Optional[float] = None
-                               ) -> Calibration:
+                               theta: Optional[float] = None) -> Calibration:
   """`frequency_parameters`' (calibrate, num_trials, theta) as one object,
   `CalibrateTheta` or `CalibrateNumTrials` (the name is resolved here)."""
-  choices = {CalibrateTheta.parameter: CalibrateTheta,
-             CalibrateNumTrials.parameter: CalibrateNumTrials}
+  choices = {
+      CalibrateTheta.parameter: CalibrateTheta,
+      CalibrateNumTrials.parameter: CalibrateNumTrials
+  }
   chosen = choices[checks.choice(calibrate, 'calibrate', tuple(choices))]
   return chosen.from_arguments(num_trials, theta)
 
@@ -176,8 +182,7 @@ def _value_dtype(value_dtype):
 
 
 def _kashin_options(kashin_options) -> Dict[str, Any]:
-  if kashin_options is not None and not isinstance(kashin_options,
-                                                   Mapping):
+  if kashin_options is not None and not isinstance(kashin_options, Mapping):
     raise TypeError('kashin_options must be a dict of KashinEncoder options '
                     f'(or None), got {kashin_options!r:.100}.')
   kashin_options = dict(kashin_options or {})
@@ -223,23 +228,25 @@ class FrequencySetting:
   output_dim: int = dataclasses.field(init=False, repr=False, compare=False)
 
   def __post_init__(self):
-    checked = dict(
-        dim=checks.integer(self.dim, 'dim', 1),
-        expected_clients_per_round=checks.integer(
-            self.expected_clients_per_round, 'expected_clients_per_round', 1,
-            base.MAX_MODULUS - 1),
-        epsilon=checks.positive(self.epsilon, 'epsilon'),
-        delta=checks.real(self.delta, 'delta', 0.0, 1.0, low_open=True,
-                          high_open=True))
+    checked = dict(dim=checks.integer(self.dim, 'dim', 1),
+                   expected_clients_per_round=checks.integer(
+                       self.expected_clients_per_round,
+                       'expected_clients_per_round', 1, base.MAX_MODULUS - 1),
+                   epsilon=checks.positive(self.epsilon, 'epsilon'),
+                   delta=checks.real(self.delta,
+                                     'delta',
+                                     0.0,
+                                     1.0,
+                                     low_open=True,
+                                     high_open=True))
     if not isinstance(self.calibration, typing.get_args(Calibration)):
       raise TypeError('calibration must be CalibrateTheta or '
                       f'CalibrateNumTrials, got {self.calibration!r:.100}.')
-    checked.update(
-        divisor=pbm.as_divisor(self.divisor),
-        adversary=accountant.as_adversary(self.adversary),
-        value_dtype=_value_dtype(self.value_dtype),
-        seed=checks.seed(self.seed),
-        kashin_options=_kashin_options(self.kashin_options))
+    checked.update(divisor=pbm.as_divisor(self.divisor),
+                   adversary=accountant.as_adversary(self.adversary),
+                   value_dtype=_value_dtype(self.value_dtype),
+                   seed=checks.seed(self.seed),
+                   kashin_options=_kashin_options(self.kashin_options))
     encoder = registry.make_encoder('kashin', checked['dim'],
                                     **checked['kashin_options'])
     checked.update(level=float(encoder.level),
@@ -251,14 +258,19 @@ class FrequencySetting:
     """The `FrequencyParameters` fields of the frequency release whose
     calibration gave `result` (a `CalibratedFactory`)."""
     theta, num_trials = self.calibration.theta_and_trials(result.value)
-    return dict(
-        dim=self.dim, value_dtype=self.value_dtype,
-        expected_clients_per_round=self.expected_clients_per_round,
-        factory=result.factory, theta=theta, num_trials=num_trials,
-        divisor=self.divisor, output_dim=self.output_dim, level=self.level,
-        effective_dim=fq.effective_dimension(self.output_dim, self.divisor,
-                                             self.level),
-        delta=self.delta, adversary=self.adversary)
+    return dict(dim=self.dim,
+                value_dtype=self.value_dtype,
+                expected_clients_per_round=self.expected_clients_per_round,
+                factory=result.factory,
+                theta=theta,
+                num_trials=num_trials,
+                divisor=self.divisor,
+                output_dim=self.output_dim,
+                level=self.level,
+                effective_dim=fq.effective_dimension(self.output_dim,
+                                                     self.divisor, self.level),
+                delta=self.delta,
+                adversary=self.adversary)
 
   def frequency_calibrator(self, l2_clip: float, rounds: int = 1):
     """eps -> (CalibratedFactory, event) of the frequency release: a cPBM
@@ -268,19 +280,28 @@ class FrequencySetting:
 
     def calibrate_fn(eps):
       result = calibrated.poisson_binomial(
-          value_type, eps, self.delta,
-          parameter=self.calibration.parameter, rounds=rounds,
-          adversary=self.adversary, l2_clip=l2_clip,
+          value_type,
+          eps,
+          self.delta,
+          parameter=self.calibration.parameter,
+          rounds=rounds,
+          adversary=self.adversary,
+          l2_clip=l2_clip,
           expected_clients_per_round=self.expected_clients_per_round,
-          encoder='kashin', divisor=self.divisor, seed=self.seed,
-          on_wrap='flag', **self.calibration.fixed_arguments(),
+          encoder='kashin',
+          divisor=self.divisor,
+          seed=self.seed,
+          on_wrap='flag',
+          **self.calibration.fixed_arguments(),
           **self.kashin_options)
       return result, result.event
 
     return calibrate_fn
 
-  def split(self, first, budget_fraction: float, frequency_rounds: int = 1
-            ) -> calibration_lib.SplitBudget:
+  def split(self,
+            first,
+            budget_fraction: float,
+            frequency_rounds: int = 1) -> calibration_lib.SplitBudget:
     """The budget split between a first release (calibrator `first`) and
     the frequency release at clip 1 on scaled inputs (`frequency_
     computations`): standalone epsilons in the ratio rho : 1 - rho."""
@@ -295,15 +316,23 @@ def _clip(clip):
 
 
 def _budget_fraction(budget_fraction):
-  return checks.real(budget_fraction, 'budget_fraction', 0.0, 1.0,
-                     low_open=True, high_open=True)
+  return checks.real(budget_fraction,
+                     'budget_fraction',
+                     0.0,
+                     1.0,
+                     low_open=True,
+                     high_open=True)
 
 
 def _target_quantile(target_quantile):
   if target_quantile is None:
     return None
-  return checks.real(target_quantile, 'target_quantile', 0.0, 1.0,
-                     low_open=True, high_open=True)
+  return checks.real(target_quantile,
+                     'target_quantile',
+                     0.0,
+                     1.0,
+                     low_open=True,
+                     high_open=True)
 
 
 # ---------------------------------------------------------------------------
@@ -382,23 +411,27 @@ class FrequencyParameters(abc.ABC):
     """The frequency aggregator's encoder (Kashin)."""
     return self.factory.encoder(self.aggregated_type)
 
-  def ring_capacity(self, owner: str = 'build_frequency_process'
-                    ) -> secure_sum.RingCapacity:
+  def ring_capacity(self,
+                    owner: str = 'build_frequency_process'
+                   ) -> secure_sum.RingCapacity:
     """The most clients a round holds: the smallest capacity of its secure
     sums (the frequency release's and the protocol's others), all sized
     for expected_clients_per_round."""
     capacities = [self.factory.capacity(self.aggregated_type).capacity]
     capacities.extend(self._more_capacities())
     return secure_sum.RingCapacity(
-        capacity=min(capacities), owner=owner,
+        capacity=min(capacities),
+        owner=owner,
         sized_for=('expected_clients_per_round='
                    f'{self.expected_clients_per_round}'))
 
   def describe(self) -> str:
     """One line: the protocol, its parameters and its epsilon (adversary)."""
-    parts = [f'{self.protocol}: cPBM theta={self.theta:.4f} '
-             f'm={self.num_trials} D={self.output_dim} '
-             f'divisor={self.divisor.value}']
+    parts = [
+        f'{self.protocol}: cPBM theta={self.theta:.4f} '
+        f'm={self.num_trials} D={self.output_dim} '
+        f'divisor={self.divisor.value}'
+    ]
     parts.extend(self._describe_parts())
     parts.append(f'epsilon={self.epsilon:.4g} at delta={self.delta:g} '
                  f'against the {self.adversary.value}; {NEIGHBOURS}')
@@ -411,8 +444,8 @@ class FrequencyParameters(abc.ABC):
     return x
 
   @abc.abstractmethod
-  def build_process(self, on_wrap: secure_sum.OnWrap
-                    ) -> tff.templates.MeasuredProcess:
+  def build_process(
+      self, on_wrap: secure_sum.OnWrap) -> tff.templates.MeasuredProcess:
     """The protocol's process (`on_wrap` resolved by the caller)."""
 
   @abc.abstractmethod
@@ -461,11 +494,15 @@ class TwoPhaseParameters(FrequencyParameters):
   scaled: ClassVar[bool] = True
 
   @classmethod
-  def calibrate(cls, setting: FrequencySetting, *, max_items: float,
-                num_bins: int = 64, quantile_num_trials: Optional[int] = None,
-                budget_fraction: float = DEFAULT_BUDGET_FRACTION,
-                target_quantile: Optional[float] = None
-                ) -> 'TwoPhaseParameters':
+  def calibrate(
+      cls,
+      setting: FrequencySetting,
+      *,
+      max_items: float,
+      num_bins: int = 64,
+      quantile_num_trials: Optional[int] = None,
+      budget_fraction: float = DEFAULT_BUDGET_FRACTION,
+      target_quantile: Optional[float] = None) -> 'TwoPhaseParameters':
     """Calibrates TFFE to the setting's (epsilon, delta).
 
     Args:
@@ -502,27 +539,36 @@ class TwoPhaseParameters(FrequencyParameters):
       try:
         params = qc.quantile_parameters(
             encoding, 'poisson_binomial', encoding.num_bins,
-            qc.QuantileSetting(
-                n, eps, setting.delta, bits=quantile_bits(n),
-                adversary=setting.adversary, num_trials=quantile_trials,
-                seed=setting.seed))
+            qc.QuantileSetting(n,
+                               eps,
+                               setting.delta,
+                               bits=quantile_bits(n),
+                               adversary=setting.adversary,
+                               num_trials=quantile_trials,
+                               seed=setting.seed))
       except ValueError as e:
         if quantile_trials is None:
           raise
         # Its message says num_trials: the quantile process's argument.
-        raise ValueError(f'quantile_num_trials={quantile_trials}: {e}'
-                         ) from None
+        raise ValueError(
+            f'quantile_num_trials={quantile_trials}: {e}') from None
       return params, params.factory.dp_event(params.value_type)
 
     budget = setting.split(phase_one, budget_fraction)
     first, frequency = budget.results
     fields = setting.release_fields(frequency)
     if target_quantile is None:
-      target_quantile = fq.optimal_quantile(
-          fields['effective_dim'], fields['num_trials'], n, fields['theta'])
-    return cls(**fields, epsilon=budget.epsilon, round_event=budget.event,
-               event=budget.event, target_quantile=target_quantile,
-               quantile=first, num_bins=encoding.num_bins, upper_bound=upper,
+      target_quantile = fq.optimal_quantile(fields['effective_dim'],
+                                            fields['num_trials'], n,
+                                            fields['theta'])
+    return cls(**fields,
+               epsilon=budget.epsilon,
+               round_event=budget.event,
+               event=budget.event,
+               target_quantile=target_quantile,
+               quantile=first,
+               num_bins=encoding.num_bins,
+               upper_bound=upper,
                budget=budget)
 
   @property
@@ -537,10 +583,12 @@ class TwoPhaseParameters(FrequencyParameters):
     return [self.quantile.ring_capacity().capacity]
 
   def _describe_parts(self):
-    return [f"phase 1 Haar {self.num_bins} bins over "
-            f"[0, {self.upper_bound:.4g}] theta'={self.quantile.theta:.4f} "
-            f"m'={self.quantile.num_trials}, target quantile "
-            f'{self.target_quantile:.4f}']
+    return [
+        f"phase 1 Haar {self.num_bins} bins over "
+        f"[0, {self.upper_bound:.4g}] theta'={self.quantile.theta:.4f} "
+        f"m'={self.quantile.num_trials}, target quantile "
+        f'{self.target_quantile:.4f}'
+    ]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -603,14 +651,18 @@ class MultiRoundParameters(FrequencyParameters):
   scaled: ClassVar[bool] = True
 
   @classmethod
-  def calibrate(cls, setting: FrequencySetting, *, rounds: int = 1,
-                clip: Optional[float] = None,
-                total_clients: Optional[int] = None,
-                disjoint_rounds: bool = False, learning_rate: float = 1.0,
-                indicator_num_trials: Optional[int] = None,
-                budget_fraction: float = DEFAULT_BUDGET_FRACTION,
-                target_quantile: Optional[float] = None
-                ) -> 'MultiRoundParameters':
+  def calibrate(
+      cls,
+      setting: FrequencySetting,
+      *,
+      rounds: int = 1,
+      clip: Optional[float] = None,
+      total_clients: Optional[int] = None,
+      disjoint_rounds: bool = False,
+      learning_rate: float = 1.0,
+      indicator_num_trials: Optional[int] = None,
+      budget_fraction: float = DEFAULT_BUDGET_FRACTION,
+      target_quantile: Optional[float] = None) -> 'MultiRoundParameters':
     """Calibrates MFFE to the setting's (epsilon, delta).
 
     Args:
@@ -639,65 +691,87 @@ class MultiRoundParameters(FrequencyParameters):
     disjoint_rounds = checks.boolean(disjoint_rounds, 'disjoint_rounds')
     # C^(r+1) = C^(r) exp(-eta (gamma-hat - gamma*)): a larger eta can
     # overflow (or zero) the clip in one round.
-    learning_rate = checks.real(learning_rate, 'learning_rate', 0.0,
-                                MAX_LEARNING_RATE, low_open=True)
+    learning_rate = checks.real(learning_rate,
+                                'learning_rate',
+                                0.0,
+                                MAX_LEARNING_RATE,
+                                low_open=True)
     n = setting.expected_clients_per_round
     if total_clients is None and n * rounds > fq.MAX_COUNT:
       raise ValueError(
           f'rounds * expected_clients_per_round = {n * rounds} is more than '
           f'{fq.MAX_COUNT} clients (the default total_clients); lower '
           'rounds or give total_clients.')
-    total = (n * rounds if total_clients is None else
-             checks.integer(total_clients, 'total_clients', 1, fq.MAX_COUNT))
+    total = (n * rounds if total_clients is None else checks.integer(
+        total_clients, 'total_clients', 1, fq.MAX_COUNT))
     if indicator_num_trials is None:
       indicator_num_trials = setting.calibration.fixed_num_trials
       if indicator_num_trials is None:
-        raise ValueError(
-            "calibrate='num_trials' needs indicator_num_trials.")
+        raise ValueError("calibrate='num_trials' needs indicator_num_trials.")
     indicator_trials = checks.integer(indicator_num_trials,
                                       'indicator_num_trials', 1)
     frequency_rounds = 1 if disjoint_rounds else rounds
     indicator_type = tff.TensorType(np.float64, [1])
 
     def indicator(eps):
-      result = calibrated.poisson_binomial(
-          indicator_type, eps, setting.delta, parameter='theta',
-          rounds=frequency_rounds, adversary=setting.adversary,
-          num_trials=indicator_trials, l2_clip=1.0,
-          expected_clients_per_round=n, encoder='none', divisor='linf',
-          linf_clip=1.0, seed=setting.seed, on_wrap='flag')
+      result = calibrated.poisson_binomial(indicator_type,
+                                           eps,
+                                           setting.delta,
+                                           parameter='theta',
+                                           rounds=frequency_rounds,
+                                           adversary=setting.adversary,
+                                           num_trials=indicator_trials,
+                                           l2_clip=1.0,
+                                           expected_clients_per_round=n,
+                                           encoder='none',
+                                           divisor='linf',
+                                           linf_clip=1.0,
+                                           seed=setting.seed,
+                                           on_wrap='flag')
       return result, result.event
 
     budget = setting.split(indicator, budget_fraction, frequency_rounds)
     first, frequency = budget.results
     fields = setting.release_fields(frequency)
     if target_quantile is None:
-      target_quantile = fq.optimal_quantile(
-          fields['effective_dim'], fields['num_trials'], total,
-          fields['theta'])
+      target_quantile = fq.optimal_quantile(fields['effective_dim'],
+                                            fields['num_trials'], total,
+                                            fields['theta'])
     one_round = dp_accounting.ComposedDpEvent([
-        frequency.factory.dp_event(tff.TensorType(np.float64,
-                                                  [setting.dim])),
-        first.factory.dp_event(indicator_type)])
-    return cls(**fields, epsilon=budget.epsilon, round_event=one_round,
-               event=budget.event, clip=clip, target_quantile=target_quantile,
-               indicator_factory=first.factory, indicator_theta=first.value,
-               indicator_num_trials=indicator_trials, rounds=rounds,
-               total_clients=total, disjoint_rounds=disjoint_rounds,
-               learning_rate=learning_rate, budget=budget)
+        frequency.factory.dp_event(tff.TensorType(np.float64, [setting.dim])),
+        first.factory.dp_event(indicator_type)
+    ])
+    return cls(**fields,
+               epsilon=budget.epsilon,
+               round_event=one_round,
+               event=budget.event,
+               clip=clip,
+               target_quantile=target_quantile,
+               indicator_factory=first.factory,
+               indicator_theta=first.value,
+               indicator_num_trials=indicator_trials,
+               rounds=rounds,
+               total_clients=total,
+               disjoint_rounds=disjoint_rounds,
+               learning_rate=learning_rate,
+               budget=budget)
 
   def build_process(self, on_wrap):
     return computations.multi_round_process(self, on_wrap)
 
   def _more_capacities(self):
-    return [self.indicator_factory.capacity(
-        tff.TensorType(np.float64, [1])).capacity]
+    return [
+        self.indicator_factory.capacity(tff.TensorType(np.float64,
+                                                       [1])).capacity
+    ]
 
   def _describe_parts(self):
-    return [f"indicator theta'={self.indicator_theta:.4f} "
-            f"m'={self.indicator_num_trials}, target quantile "
-            f'{self.target_quantile:.4f}, eta={self.learning_rate}, '
-            f'R={self.rounds}, disjoint rounds: {self.disjoint_rounds}']
+    return [
+        f"indicator theta'={self.indicator_theta:.4f} "
+        f"m'={self.indicator_num_trials}, target quantile "
+        f'{self.target_quantile:.4f}, eta={self.learning_rate}, '
+        f'R={self.rounds}, disjoint rounds: {self.disjoint_rounds}'
+    ]
 
 
 class SingleReleaseParameters(FrequencyParameters):
@@ -716,8 +790,11 @@ class SingleReleaseParameters(FrequencyParameters):
     """The protocol's parameters (`fields` beside the release's) with the
     frequency release at clip `l2_clip` calibrated to the whole budget."""
     result, event = setting.frequency_calibrator(l2_clip)(setting.epsilon)
-    return cls(**setting.release_fields(result), epsilon=result.epsilon,
-               round_event=event, event=event, **fields)
+    return cls(**setting.release_fields(result),
+               epsilon=result.epsilon,
+               round_event=event,
+               event=event,
+               **fields)
 
   def client_values(self, x: tf.Tensor, round_seed: tf.Tensor) -> tf.Tensor:
     """A client's float64 [d] input to the frequency release (TF), from
@@ -748,8 +825,8 @@ class FixedClipParameters(SingleReleaseParameters):
   protocol: ClassVar[str] = 'fixed'
 
   @classmethod
-  def calibrate(cls, setting: FrequencySetting, *, clip: float
-                ) -> 'FixedClipParameters':
+  def calibrate(cls, setting: FrequencySetting, *,
+                clip: float) -> 'FixedClipParameters':
     """Calibrates cPBM at clip C (in CLIP_RANGE) to the setting's budget."""
     clip = _clip(clip)
     return cls._calibrated(setting, clip, clip=clip)
@@ -795,12 +872,13 @@ class SampleParameters(SingleReleaseParameters):
   protocol: ClassVar[str] = 'sample'
 
   @classmethod
-  def calibrate(cls, setting: FrequencySetting, *, sample_items: int
-                ) -> 'SampleParameters':
+  def calibrate(cls, setting: FrequencySetting, *,
+                sample_items: int) -> 'SampleParameters':
     """Calibrates Sample(k) to the setting's budget."""
     # The clients' top_k takes an int32 k.
     sample_items = checks.integer(sample_items, 'sample_items', 1, 2**31 - 1)
-    return cls._calibrated(setting, float(sample_items),
+    return cls._calibrated(setting,
+                           float(sample_items),
                            sample_items=sample_items)
 
   @property
@@ -819,26 +897,30 @@ class SampleParameters(SingleReleaseParameters):
     if test_seed is None:
       noise_seed = entropy_lib.os_entropy_seed()
     else:  # tests only: a function of the round and the input
-      digest = tf.bitcast(tf.fingerprint(tf.reshape(
-          tf.bitcast(counts, tf.uint8), [1, -1]))[0], tf.int64)
-      noise_seed = tf.random.experimental.stateless_fold_in(round_seed,
-                                                            digest)
+      digest = tf.bitcast(
+          tf.fingerprint(tf.reshape(tf.bitcast(counts, tf.uint8), [1, -1]))[0],
+          tf.int64)
+      noise_seed = tf.random.experimental.stateless_fold_in(round_seed, digest)
     # A uniformly random k-subset of the item units: the k smallest of
     # iid uniform keys (a random permutation's prefix).
     items = tf.repeat(tf.range(dim, dtype=tf.int64), counts)
     total = tf.shape(items, out_type=tf.int64)[0]
-    keys = tf.random.stateless_uniform(tf.reshape(total, [1]), noise_seed,
+    keys = tf.random.stateless_uniform(tf.reshape(total, [1]),
+                                       noise_seed,
                                        dtype=tf.float64)
     keep = tf.minimum(total, k)
     _, chosen = tf.math.top_k(-keys, k=tf.cast(keep, tf.int32))
     picked = tf.gather(items, chosen)
-    kept = tf.math.bincount(tf.cast(picked, tf.int32), minlength=dim,
-                            maxlength=dim, dtype=tf.int64)
+    kept = tf.math.bincount(tf.cast(picked, tf.int32),
+                            minlength=dim,
+                            maxlength=dim,
+                            dtype=tf.int64)
     return tf.reshape(tf.cast(kept, tf.float64), [dim])
 
   def simulated_values(self, x, rng):
-    return fq.sample_items(np.asarray(x).astype(np.int64), self.sample_items,
-                           rng).astype(np.float64)
+    return fq.sample_items(
+        np.asarray(x).astype(np.int64), self.sample_items,
+        rng).astype(np.float64)
 
 
 def protocol_names() -> Tuple[str, ...]:

@@ -56,8 +56,9 @@ class Release:
 def _seed(noise_seed: Optional[int], stream: int, index: int) -> tf.Tensor:
   if noise_seed is None:
     return entropy.os_entropy_seed()
-  return tf.cast(tf.random.experimental.stateless_fold_in(
-      tf.constant([noise_seed, stream], tf.int64), index), tf.int64)
+  return tf.cast(
+      tf.random.experimental.stateless_fold_in(
+          tf.constant([noise_seed, stream], tf.int64), index), tf.int64)
 
 
 def batch_probabilities(mechanism, xs, round_seed):
@@ -99,24 +100,26 @@ def _traced(key, build):
   return _TRACED[kind, id(owner)][1]
 
 
-def _release(params, inputs_fn, num_clients, round_seed, noise_seed,
-             progress, what):
+def _release(params, inputs_fn, num_clients, round_seed, noise_seed, progress,
+             what):
   """The decoded sum of one cPBM release: clients [start, stop) send
   `inputs_fn(start, stop)` ([k, d] float64) to the frequency aggregator."""
   mechanism = params.mechanism()
   modulus = mechanism.modulus
   encode = _traced(('release', mechanism), lambda: tf.function(
       lambda xs, rs, seed: tf.reduce_sum(binomial.sample_binomial(
-          batch_probabilities(mechanism, xs, rs), mechanism.num_trials,
-          seed), axis=0),
-      input_signature=[tf.TensorSpec([None, params.dim], tf.float64),
-                       tf.TensorSpec([2], tf.int64),
-                       tf.TensorSpec([2], tf.int64)]))
+          batch_probabilities(mechanism, xs, rs), mechanism.num_trials, seed),
+                                         axis=0),
+      input_signature=[
+          tf.TensorSpec([None, params.dim], tf.float64),
+          tf.TensorSpec([2], tf.int64),
+          tf.TensorSpec([2], tf.int64)
+      ]))
   total = np.zeros([mechanism.output_dim], np.int64)
   for index, start in enumerate(range(0, num_clients, CHUNK)):
     stop = min(start + CHUNK, num_clients)
-    part = encode(tf.constant(inputs_fn(start, stop), tf.float64),
-                  round_seed, _seed(noise_seed, 0xF4E, index))
+    part = encode(tf.constant(inputs_fn(start, stop), tf.float64), round_seed,
+                  _seed(noise_seed, 0xF4E, index))
     total = np.mod(total + part.numpy(), modulus)
     progress(what, stop, num_clients)
   decoded, _ = mechanism.server_decode(
@@ -129,23 +132,31 @@ def _norms(params, x, round_seed):
   """TFFE phase 1's client values (`norm_message` of ||Kashin(x)||),
   float32 [n]."""
   encoder = params.encoder()
-  fn = _traced(('norms', encoder), lambda: tf.function(
-      lambda xs, rs: computations.norm_message(
-          tf.reshape(tensors.overflow_safe_norm(
-              encoder.encode_batch(tf.where(
-                  tf.reduce_all(tf.math.is_finite(xs), 1, keepdims=True),
-                  xs, tf.zeros_like(xs)), rs)[0], axis=-1), [-1]),
+  fn = _traced(
+      ('norms', encoder),
+      lambda: tf.function(lambda xs, rs: computations.norm_message(
+          tf.reshape(
+              tensors.overflow_safe_norm(encoder.encode_batch(
+                  tf.where(
+                      tf.reduce_all(tf.math.is_finite(xs), 1, keepdims=True),
+                      xs, tf.zeros_like(xs)), rs)[0],
+                                         axis=-1), [-1]),
           tf.reduce_all(tf.math.is_finite(xs), 1)),
-      input_signature=[tf.TensorSpec([None, params.dim], tf.float64),
-                       tf.TensorSpec([2], tf.int64)]))
+                          input_signature=[
+                              tf.TensorSpec([None, params.dim], tf.float64),
+                              tf.TensorSpec([2], tf.int64)
+                          ]))
   return np.concatenate([
       fn(tf.constant(x[start:start + CHUNK], tf.float64), round_seed).numpy()
-      for start in range(0, len(x), CHUNK)])
+      for start in range(0, len(x), CHUNK)
+  ])
 
 
-def run(params, x, *, noise_seed: Optional[int] = None,
-        progress: Callable[[str, int, int], None] = lambda *a: None
-        ) -> Release:
+def run(params,
+        x,
+        *,
+        noise_seed: Optional[int] = None,
+        progress: Callable[[str, int, int], None] = lambda *a: None) -> Release:
   """One run of `params.protocol` (PROTOCOLS) on the users' count vectors
   x ([n, d]); `noise_seed` None (private) or an integer (reproducible,
   NOT private)."""
@@ -159,29 +170,33 @@ def run(params, x, *, noise_seed: Optional[int] = None,
   round_seed = _seed(noise_seed, 0x5EED, 0)
   protocol = params.protocol
   if not isinstance(params, protocols.TwoPhaseParameters):
-    prepare = _traced(('prepare', params), lambda: tf.function(
-        lambda xs, rs: tf.vectorized_map(
+    prepare = _traced(
+        ('prepare', params),
+        lambda: tf.function(lambda xs, rs: tf.vectorized_map(
             lambda v: params.client_values(v, rs), xs),
-        input_signature=[tf.TensorSpec([None, params.dim], tf.float64),
-                         tf.TensorSpec([2], tf.int64)]))
+                            input_signature=[
+                                tf.TensorSpec([None, params.dim], tf.float64),
+                                tf.TensorSpec([2], tf.int64)
+                            ]))
     estimate = _release(
-        params, lambda a, b: prepare(tf.constant(x[a:b], tf.float64),
-                                     round_seed), n, round_seed, noise_seed,
-        progress, protocol)
+        params,
+        lambda a, b: prepare(tf.constant(x[a:b], tf.float64), round_seed), n,
+        round_seed, noise_seed, progress, protocol)
     return Release(estimate, float(params.clip), 'ok')
   norms = _norms(params, x, round_seed)
-  options = q.read_out_options(
-      params.quantile.encoding, 0.0, params.upper_bound,
-      [params.target_quantile], q.QuantileEstimation(count='exact'))
+  options = q.read_out_options(params.quantile.encoding, 0.0,
+                               params.upper_bound, [params.target_quantile],
+                               q.QuantileEstimation(count='exact'))
   phase_one = quantile_rounds.run_round(
-      params.quantile, options, norms, on_wrap='flag',
+      params.quantile,
+      options,
+      norms,
+      on_wrap='flag',
       noise_seed=None if noise_seed is None else noise_seed + 1,
-      progress=lambda done, total: progress('two_phase: phase 1', done,
-                                            total))
+      progress=lambda done, total: progress('two_phase: phase 1', done, total))
   c = float(phase_one.result[0])
   usable = phase_one.status == 'ok' and np.isfinite(c) and c > 0
   clip = c if usable else float(params.upper_bound)
-  estimate = _release(
-      params, lambda a, b: x[a:b].astype(np.float64) / clip, n, round_seed,
-      noise_seed, progress, 'two_phase: phase 2')
+  estimate = _release(params, lambda a, b: x[a:b].astype(np.float64) / clip, n,
+                      round_seed, noise_seed, progress, 'two_phase: phase 2')
   return Release(estimate * clip, clip, phase_one.status)

@@ -74,9 +74,12 @@ _ENCODERS = {}
 def _encode_batch(encoder, x, seed):
   key = repr(encoder)
   if key not in _ENCODERS:
-    _ENCODERS[key] = tf.function(encoder.encode_batch, input_signature=[
-        tf.TensorSpec([None, encoder.dim], tf.float64),
-        tf.TensorSpec([2], tf.int64)])
+    _ENCODERS[key] = tf.function(encoder.encode_batch,
+                                 input_signature=[
+                                     tf.TensorSpec([None, encoder.dim],
+                                                   tf.float64),
+                                     tf.TensorSpec([2], tf.int64)
+                                 ])
   return _ENCODERS[key](x, seed)
 
 
@@ -84,8 +87,13 @@ def norms_of(y) -> np.ndarray:
   return np.linalg.norm(np.asarray(y, np.float64), axis=1)
 
 
-def pbm_sum(mechanism, y, rng, seed, clip: Optional[float] = None,
-            norms=None, on_wrap: str = 'raise') -> np.ndarray:
+def pbm_sum(mechanism,
+            y,
+            rng,
+            seed,
+            clip: Optional[float] = None,
+            norms=None,
+            on_wrap: str = 'raise') -> np.ndarray:
   """The decoded sum of one cPBM round on representations y ([n, D]).
 
   Args:
@@ -109,8 +117,7 @@ def pbm_sum(mechanism, y, rng, seed, clip: Optional[float] = None,
         capacity=mechanism.max_clients(),
         owner='frequency_simulation.pbm_sum',
         sized_for=('expected_clients_per_round='
-                   f'{mechanism.expected_clients_per_round}')).check(
-                       y.shape[0])
+                   f'{mechanism.expected_clients_per_round}')).check(y.shape[0])
   c0 = float(mechanism.l2_clip)
   clip = c0 if clip is None else checks.positive(clip, 'clip')
   norms = norms_of(y) if norms is None else np.asarray(norms)
@@ -120,8 +127,7 @@ def pbm_sum(mechanism, y, rng, seed, clip: Optional[float] = None,
   total = np.zeros(y.shape[1], np.int64)
   for start in range(0, y.shape[0], _CHUNK):
     part = y[start:start + _CHUNK] * factor[start:start + _CHUNK, None]
-    probs = np.clip(0.5 + mechanism.theta * (part
-                                             / mechanism.coordinate_bound),
+    probs = np.clip(0.5 + mechanism.theta * (part / mechanism.coordinate_bound),
                     mechanism.p_low, mechanism.p_high)
     total += rng.binomial(m, probs).sum(axis=0)
   summed = np.mod(total, mechanism.modulus)
@@ -131,8 +137,13 @@ def pbm_sum(mechanism, y, rng, seed, clip: Optional[float] = None,
   return decoded.numpy() * (clip / c0)
 
 
-def quantile_phase(qparams, norms, upper: float, target: float, rng,
-                   count: str = 'exact', min_total_stddevs: float = 2.0,
+def quantile_phase(qparams,
+                   norms,
+                   upper: float,
+                   target: float,
+                   rng,
+                   count: str = 'exact',
+                   min_total_stddevs: float = 2.0,
                    on_wrap: str = 'raise'):
   """(C-hat or None, status) of TFFE's phase 1 on the clients' norms
   (status 'sum_may_wrap' and no C-hat for a round above the ring's
@@ -145,7 +156,9 @@ def quantile_phase(qparams, norms, upper: float, target: float, rng,
   # A user without data (norm 0) sends the zero message
   # (`frequency_process.norm_message`).
   codes = np.where((values > 0)[:, None], codes, 0)
-  noisy = simulation.noisy_sum('poisson_binomial', codes, qparams,
+  noisy = simulation.noisy_sum('poisson_binomial',
+                               codes,
+                               qparams,
                                seed=int(rng.integers(0, 2**62)),
                                on_wrap=on_wrap)
   if n > 0 and qparams.ring_capacity().may_wrap(n):
@@ -153,8 +166,8 @@ def quantile_phase(qparams, norms, upper: float, target: float, rng,
   cdf = encoding.cdf(noisy, n if hg.exact_count(count) else None)
   total = float(encoding.estimated_total(noisy))
   # The process's status rule (quantiles.py, server_estimate).
-  stddev = (qparams.aggregator_mechanism().noise_stddev(1)
-            * encoding.total_norm * math.sqrt(n))
+  stddev = (qparams.aggregator_mechanism().noise_stddev(1) *
+            encoding.total_norm * math.sqrt(n))
   if n == 0:
     return None, 'no_clients'
   if total < min_total_stddevs * stddev or total <= 0:
@@ -172,7 +185,10 @@ class Round:
   quantile_level: Optional[float] = None
 
 
-def two_phase(params, x, rng, target: Optional[float] = None,
+def two_phase(params,
+              x,
+              rng,
+              target: Optional[float] = None,
               on_wrap: str = 'raise') -> Round:
   """One TFFE run (`frequency_process` 'two_phase') on counts x [n, d]."""
   _check(params, protocols.TwoPhaseParameters)
@@ -181,16 +197,28 @@ def two_phase(params, x, rng, target: Optional[float] = None,
   y = representations(params.encoder(), x, seed)
   norms = norms_of(y)
   target = params.target_quantile if target is None else target
-  clip, status = quantile_phase(params.quantile, norms, params.upper_bound,
-                                target, rng, on_wrap='flag')
+  clip, status = quantile_phase(params.quantile,
+                                norms,
+                                params.upper_bound,
+                                target,
+                                rng,
+                                on_wrap='flag')
   if clip is None:
     clip = params.upper_bound
-  estimate = pbm_sum(params.mechanism(), y, rng, seed, clip, norms,
+  estimate = pbm_sum(params.mechanism(),
+                     y,
+                     rng,
+                     seed,
+                     clip,
+                     norms,
                      on_wrap='flag')
   return Round(estimate, clip, 'sum_may_wrap' if wraps else status)
 
 
-def fixed(params, x, rng, clip: Optional[float] = None,
+def fixed(params,
+          x,
+          rng,
+          clip: Optional[float] = None,
           on_wrap: str = 'raise') -> Round:
   """One cPBM release with the params' mechanism at `clip` (default its
   own): a single-release protocol ('fixed', 'normalize', 'sample': what
@@ -205,9 +233,8 @@ def fixed(params, x, rng, clip: Optional[float] = None,
   seed = round_seed(rng)
   y = representations(params.encoder(), x, seed)
   clip = params.clip if clip is None else clip
-  return Round(pbm_sum(params.mechanism(), y, rng, seed, clip,
-                       on_wrap='flag'), clip,
-               'sum_may_wrap' if wraps else 'ok')
+  return Round(pbm_sum(params.mechanism(), y, rng, seed, clip, on_wrap='flag'),
+               clip, 'sum_may_wrap' if wraps else 'ok')
 
 
 def clip_sweep(params, x, clips: Sequence[float], rng):
@@ -217,8 +244,9 @@ def clip_sweep(params, x, clips: Sequence[float], rng):
   seed = round_seed(rng)
   y = representations(params.encoder(), x, seed)
   norms = norms_of(y)
-  out = [pbm_sum(params.mechanism(), y, rng, seed, float(c), norms)
-         for c in clips]
+  out = [
+      pbm_sum(params.mechanism(), y, rng, seed, float(c), norms) for c in clips
+  ]
   return np.array(out), norms
 
 
@@ -261,17 +289,21 @@ def _indicator_encoding(encoding: str) -> IndicatorEncoding:
                                            tuple(INDICATOR_ENCODINGS))]
 
 
-def indicator_messages(norms, clip: float, encoding: str = 'signed'
-                       ) -> np.ndarray:
+def indicator_messages(norms,
+                       clip: float,
+                       encoding: str = 'signed') -> np.ndarray:
   """MFFE's indicator per client (numpy), in one of INDICATOR_ENCODINGS."""
   return _indicator_encoding(encoding).messages(norms, clip)
 
 
-def multi_round(params, batches: Sequence[np.ndarray], rng,
+def multi_round(params,
+                batches: Sequence[np.ndarray],
+                rng,
                 target: Optional[float] = None,
                 clip: Optional[float] = None,
                 indicator_encoding: str = 'signed',
-                indicator=None, on_wrap: str = 'raise') -> List[Round]:
+                indicator=None,
+                on_wrap: str = 'raise') -> List[Round]:
   """MFFE (`frequency_process` 'multi_round') over the given batches.
 
   Returns one Round per batch with the *running* estimate of the sum of
@@ -296,14 +328,15 @@ def multi_round(params, batches: Sequence[np.ndarray], rng,
     seed = round_seed(rng)
     y = representations(encoder, x, seed)
     norms = norms_of(y)
-    running = running + pbm_sum(mechanism, y, rng, seed, current, norms,
-                                on_wrap='flag')
+    running = running + pbm_sum(
+        mechanism, y, rng, seed, current, norms, on_wrap='flag')
     signs = encoding.messages(norms, current)
     s = pbm_sum(indicator, signs[:, None], rng, seed, on_wrap='flag')[0]
     above = encoding.fraction_above(s, len(signs))
     level = 1.0 - float(np.clip(above, 0.0, 1.0))
-    out.append(Round(running.copy(), current,
-                     'sum_may_wrap' if wraps else 'ok', level))
+    out.append(
+        Round(running.copy(), current, 'sum_may_wrap' if wraps else 'ok',
+              level))
     if clip is None:
       current = current * math.exp(-params.learning_rate * (level - target))
   return out
@@ -346,9 +379,11 @@ class GaussianParameters:
   adversary: str
 
 
-def gaussian_parameters(epsilon: float, delta: float, local: bool,
-                        budget_fraction: float = 1.0 / 11.0
-                        ) -> GaussianParameters:
+def gaussian_parameters(
+    epsilon: float,
+    delta: float,
+    local: bool,
+    budget_fraction: float = 1.0 / 11.0) -> GaussianParameters:
   """z of the quantile and frequency releases, split as TFFE's budget.
 
   Central: against readers of the release ('release'), Gaussian events of
@@ -364,16 +399,25 @@ def gaussian_parameters(epsilon: float, delta: float, local: bool,
     result = calibration.calibrate_gaussian(eps, delta, adversary='release')
     return result, result.event
 
-  split = calibration.split_budget(
-      [calibrator, calibrator], [budget_fraction, 1.0 - budget_fraction],
-      epsilon, delta, adversary='release')
-  return GaussianParameters(
-      local=local, quantile_noise_multiplier=split.results[0].value,
-      frequency_noise_multiplier=split.results[1].value,
-      epsilon=split.epsilon, delta=delta, adversary='release')
+  split = calibration.split_budget([calibrator, calibrator],
+                                   [budget_fraction, 1.0 - budget_fraction],
+                                   epsilon,
+                                   delta,
+                                   adversary='release')
+  return GaussianParameters(local=local,
+                            quantile_noise_multiplier=split.results[0].value,
+                            frequency_noise_multiplier=split.results[1].value,
+                            epsilon=split.epsilon,
+                            delta=delta,
+                            adversary='release')
 
 
-def _gaussian_round(gparams, x, max_items, num_bins, rng, target=None,
+def _gaussian_round(gparams,
+                    x,
+                    max_items,
+                    num_bins,
+                    rng,
+                    target=None,
                     clip=None):
   x = np.asarray(x, np.float64)
   n, d = x.shape
@@ -382,25 +426,30 @@ def _gaussian_round(gparams, x, max_items, num_bins, rng, target=None,
   noises = n if gparams.local else 1
   r = factor * gparams.frequency_noise_multiplier
   if clip is None:
-    target = (fq.gaussian_quantile(r, d, n, noises) if target is None
-              else target)
+    target = (fq.gaussian_quantile(r, d, n, noises)
+              if target is None else target)
     encoding = hg.Haar(num_bins)
     codes = simulation.encodings(encoding, norms.astype(np.float32), 0.0,
                                  float(max_items))
     sigma = factor * gparams.quantile_noise_multiplier * encoding.l2
-    noisy = codes.sum(axis=0) + rng.normal(
-        scale=sigma * math.sqrt(noises), size=codes.shape[1])
+    noisy = codes.sum(axis=0) + rng.normal(scale=sigma * math.sqrt(noises),
+                                           size=codes.shape[1])
     cdf = encoding.cdf(noisy, n)
-    clip = float(hg.quantile_values(cdf, [target], 0.0, float(max_items),
-                                    num_bins).numpy()[0])
-  clipped = x * np.minimum(1.0, clip / np.where(norms > 0, norms, 1.0))[:,
-                                                                        None]
+    clip = float(
+        hg.quantile_values(cdf, [target], 0.0, float(max_items),
+                           num_bins).numpy()[0])
+  clipped = x * np.minimum(1.0, clip / np.where(norms > 0, norms, 1.0))[:, None]
   estimate = clipped.sum(axis=0) + rng.normal(
       scale=r * clip * math.sqrt(noises), size=d)
   return Round(estimate, clip)
 
 
-def central_gaussian(gparams, x, max_items, num_bins, rng, target=None,
+def central_gaussian(gparams,
+                     x,
+                     max_items,
+                     num_bins,
+                     rng,
+                     target=None,
                      clip=None) -> Round:
   """The CDP baseline (module docstring of `frequency`): one run."""
   if gparams.local:
@@ -409,7 +458,12 @@ def central_gaussian(gparams, x, max_items, num_bins, rng, target=None,
   return _gaussian_round(gparams, x, max_items, num_bins, rng, target, clip)
 
 
-def local_gaussian(gparams, x, max_items, num_bins, rng, target=None,
+def local_gaussian(gparams,
+                   x,
+                   max_items,
+                   num_bins,
+                   rng,
+                   target=None,
                    clip=None) -> Round:
   """The LDP baseline: the sum of n local Gaussian releases (one run).
 

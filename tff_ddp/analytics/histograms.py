@@ -143,8 +143,7 @@ class Encoding(abc.ABC):
   # -- the client ---------------------------------------------------------
 
   @abc.abstractmethod
-  def _sparse_encoding(self, index: tf.Tensor
-                       ) -> Tuple[tf.Tensor, tf.Tensor]:
+  def _sparse_encoding(self, index: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
     """(positions, values), int64 [l0] each, of bin `index`'s encoding."""
 
   def encode(self, index) -> tf.Tensor:
@@ -156,8 +155,8 @@ class Encoding(abc.ABC):
   # -- the server ---------------------------------------------------------
 
   @abc.abstractmethod
-  def _cumulative(self, noisy_sum: tf.Tensor, consistent: bool
-                  ) -> Tuple[tf.Tensor, tf.Tensor]:
+  def _cumulative(self, noisy_sum: tf.Tensor,
+                  consistent: bool) -> Tuple[tf.Tensor, tf.Tensor]:
     """(cumulative counts at the b right edges, the estimated total) of a
     float64 [length] noisy sum."""
 
@@ -169,7 +168,10 @@ class Encoding(abc.ABC):
     """The noisy total count read from the noisy sum (see `total_norm`)."""
     return self._total(tf.cast(noisy_sum, tf.float64))
 
-  def cdf(self, noisy_sum, num_clients=None, consistent: bool = False,
+  def cdf(self,
+          noisy_sum,
+          num_clients=None,
+          consistent: bool = False,
           monotone: bool = False) -> tf.Tensor:
     """CDF estimates at the b right bin edges (float64 [b]).
 
@@ -184,8 +186,9 @@ class Encoding(abc.ABC):
         MAX_MONOTONE_BINS).
     """
     if consistent and not self.has_consistent_estimator:
-      have = [name for name, c in _CLASSES.items()
-              if c.has_consistent_estimator]
+      have = [
+          name for name, c in _CLASSES.items() if c.has_consistent_estimator
+      ]
       raise ValueError(f'consistent=True only applies to method='
                        f'{" or ".join(map(repr, have))}, not {self.name!r}.')
     b = self.num_bins
@@ -194,16 +197,15 @@ class Encoding(abc.ABC):
                        f'{MAX_MONOTONE_BINS}, got {b}.')
     noisy_sum = _float64_tensor(noisy_sum, 'noisy_sum')
     if noisy_sum.shape.num_elements() not in (None, self.length):
-      raise ValueError(
-          f'noisy_sum must have the {self.length} entries of one '
-          f'{self.name!r} encoding of {b} bins, got shape '
-          f'{noisy_sum.shape}.')
+      raise ValueError(f'noisy_sum must have the {self.length} entries of one '
+                       f'{self.name!r} encoding of {b} bins, got shape '
+                       f'{noisy_sum.shape}.')
     noisy_sum = tf.reshape(noisy_sum, [self.length])
     if num_clients is not None and not isinstance(num_clients, tf.Tensor):
       num_clients = checks.integer(num_clients, 'num_clients', 0)
     cum, estimated = self._cumulative(noisy_sum, consistent)
-    total = (estimated if num_clients is None
-             else tf.cast(num_clients, tf.float64))
+    total = (estimated if num_clients is None else tf.cast(
+        num_clients, tf.float64))
     # A total <= 0 (no clients, or noise) leaves nothing to normalise by.
     cdf = cum / tf.where(total > 0, total, tf.ones_like(total))
     if monotone:
@@ -308,8 +310,10 @@ class Tree(Encoding):
   def _sparse_encoding(self, index):
     """Position offset(r) + (index >> r) of the node at each level r
     containing bin `index`; a 1 in each."""
-    positions = [self.level_offset(r) + tf.bitwise.right_shift(index, r)
-                 for r in range(self.levels)]
+    positions = [
+        self.level_offset(r) + tf.bitwise.right_shift(index, r)
+        for r in range(self.levels)
+    ]
     return tf.stack(positions, axis=-1), tf.ones([self.levels], tf.int64)
 
   def _cumulative(self, noisy_sum, consistent):
@@ -406,8 +410,8 @@ class Haar(Encoding):
     offset = 1
     for l in range(1, self.levels + 1):
       pos.append(offset + tf.bitwise.right_shift(index, l))
-      left = tf.equal(tf.bitwise.bitwise_and(
-          tf.bitwise.right_shift(index, l - 1), 1), 0)
+      left = tf.equal(
+          tf.bitwise.bitwise_and(tf.bitwise.right_shift(index, l - 1), 1), 0)
       sign.append(tf.where(left, tf.ones_like(index), -tf.ones_like(index)))
       offset += b >> l
     return tf.stack(pos, axis=-1), tf.stack(sign, axis=-1)
@@ -448,8 +452,8 @@ class Haar(Encoding):
     return m
 
   def cdf_matrix(self) -> np.ndarray:
-    return np.tril(np.ones((self.num_bins, self.num_bins))
-                   ) @ self.decode_matrix()
+    return np.tril(np.ones(
+        (self.num_bins, self.num_bins))) @ self.decode_matrix()
 
   def total_vector(self) -> np.ndarray:
     t = np.zeros(self._reference_bins())
@@ -470,8 +474,8 @@ def encoding(method: Union[str, Encoding],
   num_bins must equal `num_bins` if that is given).
   """
   if isinstance(method, Encoding):
-    if num_bins is not None and checks.integer(
-        num_bins, 'num_bins') != method.num_bins:
+    if num_bins is not None and checks.integer(num_bins,
+                                               'num_bins') != method.num_bins:
       raise ValueError(f'num_bins={num_bins} differs from the encoding '
                        f'{method}.')
     return method
@@ -524,8 +528,12 @@ def encode(method: Union[str, Encoding], index, num_bins: int) -> tf.Tensor:
   return encoding(method, num_bins).encode(index)
 
 
-def estimate_cdf(method: Union[str, Encoding], noisy_sum, num_bins: int,
-                 count: str, num_clients=None, consistent: bool = False,
+def estimate_cdf(method: Union[str, Encoding],
+                 noisy_sum,
+                 num_bins: int,
+                 count: str,
+                 num_clients=None,
+                 consistent: bool = False,
                  monotone: bool = False) -> tf.Tensor:
   """CDF estimates at the b right bin edges (float64 [b]).
 
@@ -546,7 +554,8 @@ def estimate_cdf(method: Union[str, Encoding], noisy_sum, num_bins: int,
     num_clients = checks.integer(num_clients, 'num_clients', 0)
   if exact and num_clients is None:
     raise ValueError("count='exact' needs num_clients.")
-  return histogram.cdf(noisy_sum, num_clients if exact else None,
+  return histogram.cdf(noisy_sum,
+                       num_clients if exact else None,
                        consistent=checks.boolean(consistent, 'consistent'),
                        monotone=checks.boolean(monotone, 'monotone'))
 
@@ -690,16 +699,17 @@ def quantile_indices(cdf, quantiles: Sequence[float]) -> tf.Tensor:
 
 
 def _float64_tensor(value, name: str) -> tf.Tensor:
-  if isinstance(value, (str, bytes)) or (
-      isinstance(value, (tf.Tensor, np.ndarray)) and
-      value.dtype in (tf.string, np.object_) or
-      isinstance(value, np.ndarray) and value.dtype.kind in 'SUO'):
+  if isinstance(value,
+                (str, bytes)) or (isinstance(value, (tf.Tensor, np.ndarray)) and
+                                  value.dtype in (tf.string, np.object_) or
+                                  isinstance(value, np.ndarray) and
+                                  value.dtype.kind in 'SUO'):
     raise TypeError(f'{name} must be a tensor of numbers, got {value!r}.')
   try:
     return tf.cast(value, tf.float64)
   except (TypeError, ValueError, tf.errors.OpError):
-    raise TypeError(f'{name} must be a tensor of numbers, got {value!r}.'
-                    ) from None
+    raise TypeError(
+        f'{name} must be a tensor of numbers, got {value!r}.') from None
 
 
 def _check_cdf(cdf, num_bins=None) -> tf.Tensor:
@@ -727,7 +737,11 @@ def edges(lower: float, upper: float, num_bins: int) -> np.ndarray:
   return right
 
 
-def quantile_values(cdf, quantiles, lower, upper, num_bins,
+def quantile_values(cdf,
+                    quantiles,
+                    lower,
+                    upper,
+                    num_bins,
                     interpolate: bool = False) -> tf.Tensor:
   """Quantile estimates (float64): the eq. 1 bin edge, or, with
   `interpolate`, the linear interpolation of a monotone CDF inside the first
@@ -740,15 +754,15 @@ def quantile_values(cdf, quantiles, lower, upper, num_bins,
   p = tf.constant(list(quantiles), tf.float64)
   width = (upper - lower) / num_bins
   reached = cdf[tf.newaxis, :] >= p[:, tf.newaxis]
-  first = tf.where(tf.reduce_any(reached, axis=1),
-                   tf.argmax(tf.cast(reached, tf.int64), axis=1),
-                   tf.fill([len(quantiles)], tf.constant(num_bins - 1,
-                                                         tf.int64)))
+  first = tf.where(
+      tf.reduce_any(reached, axis=1),
+      tf.argmax(tf.cast(reached, tf.int64), axis=1),
+      tf.fill([len(quantiles)], tf.constant(num_bins - 1, tf.int64)))
   prev = tf.concat([tf.zeros([1], tf.float64), cdf], 0)
   lo_f = tf.gather(prev, first)
   hi_f = tf.gather(cdf, first)
-  frac = tf.clip_by_value(
-      tf.math.divide_no_nan(p - lo_f, hi_f - lo_f), 0.0, 1.0)
+  frac = tf.clip_by_value(tf.math.divide_no_nan(p - lo_f, hi_f - lo_f), 0.0,
+                          1.0)
   # Rounded like `edges`, never outside [lower, upper].
   return tf.clip_by_value(lower + width * (tf.cast(first, tf.float64) + frac),
                           lower, upper)

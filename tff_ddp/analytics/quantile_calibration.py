@@ -96,8 +96,9 @@ class QuantileParameters:
     """Noise stddev per coordinate of the noisy count sum (count units)."""
     return self.aggregator_mechanism().noise_stddev(num_clients)
 
-  def ring_capacity(self, owner: str = 'build_quantile_process'
-                    ) -> secure_sum.RingCapacity:
+  def ring_capacity(self,
+                    owner: str = 'build_quantile_process'
+                   ) -> secure_sum.RingCapacity:
     """The most clients a round holds (the aggregator's ring, sized for
     expected_clients_per_round), with the advice a quantile user needs:
     more expected clients (bits alone would be re-calibrated into a larger
@@ -156,18 +157,21 @@ def _theorem_scaling(encoding, num_clients, noise_multiplier, delta, bits):
   return int((2**bits - 2) // per_c)
 
 
-def ring_holds(encoding: hg.Encoding, num_clients: int,
-               noise_multiplier: float, scaling: int, delta: float,
-               bits: int) -> bool:
+def ring_holds(encoding: hg.Encoding, num_clients: int, noise_multiplier: float,
+               scaling: int, delta: float, bits: int) -> bool:
   """Whether the ring 2^bits holds integer scaling c at noise z: Theorems
   1-2 (the encoding's ring constant) and the DDG mechanism's own ring check
   for granularity 1/c, asked of it (`granularity_fits`). Decreasing in z
   and in c."""
   return scaling <= _theorem_scaling(
-      encoding, num_clients, noise_multiplier, delta, bits) and (
-          ddg_mechanism.granularity_fits(
-              1.0 / scaling, encoding.l2, noise_multiplier, num_clients, bits,
-              linf_clip=1.0, modclip_prob=_MODCLIP_PROB))
+      encoding, num_clients, noise_multiplier, delta,
+      bits) and (ddg_mechanism.granularity_fits(1.0 / scaling,
+                                                encoding.l2,
+                                                noise_multiplier,
+                                                num_clients,
+                                                bits,
+                                                linf_clip=1.0,
+                                                modclip_prob=_MODCLIP_PROB))
 
 
 def largest_scaling(encoding: hg.Encoding, num_clients: int,
@@ -178,9 +182,12 @@ def largest_scaling(encoding: hg.Encoding, num_clients: int,
   encoding = _encoding(encoding, 'largest_scaling')
   theorem = _theorem_scaling(encoding, num_clients, noise_multiplier, delta,
                              bits)
-  mechanism = ddg_mechanism.largest_integer_scaling(
-      encoding.l2, noise_multiplier, num_clients, bits, linf_clip=1.0,
-      modclip_prob=_MODCLIP_PROB)
+  mechanism = ddg_mechanism.largest_integer_scaling(encoding.l2,
+                                                    noise_multiplier,
+                                                    num_clients,
+                                                    bits,
+                                                    linf_clip=1.0,
+                                                    modclip_prob=_MODCLIP_PROB)
   return exact_scaling(min(theorem, mechanism))
 
 
@@ -188,6 +195,7 @@ def _largest_noise(encoding, num_clients, scaling, delta, bits) -> float:
   """The largest z at which the ring holds scaling c (`ring_holds`; to
   float precision by bisection: it is decreasing in z); 0 if not even
   z = 0 fits."""
+
   def holds(z):
     return ring_holds(encoding, num_clients, z, scaling, delta, bits)
 
@@ -202,13 +210,20 @@ def _largest_noise(encoding, num_clients, scaling, delta, bits) -> float:
 def _ddg_factory(encoding, n, bits, z, c, seed, rate=None):
   # l0_clip: the encoding touches l0 bins (flat 1, tree and Haar one per
   # level), so the accountant composes that many coordinates.
-  return ddg_factory.DiscreteGaussianSumFactory(
-      ddg_factory.Request(
-          l2_clip=encoding.l2, noise_multiplier=z,
-          expected_clients_per_round=n, bits=bits,
-          modclip_prob=_MODCLIP_PROB, beta=0.0, granularity=1.0 / c,
-          linf_clip=1.0, l0_clip=int(encoding.l0)),
-      encoder='none', seed=seed, client_sampling_rate=rate, on_wrap='flag')
+  return ddg_factory.DiscreteGaussianSumFactory(ddg_factory.Request(
+      l2_clip=encoding.l2,
+      noise_multiplier=z,
+      expected_clients_per_round=n,
+      bits=bits,
+      modclip_prob=_MODCLIP_PROB,
+      beta=0.0,
+      granularity=1.0 / c,
+      linf_clip=1.0,
+      l0_clip=int(encoding.l0)),
+                                                encoder='none',
+                                                seed=seed,
+                                                client_sampling_rate=rate,
+                                                on_wrap='flag')
 
 
 def _common(method, num_bins, expected_clients_per_round, delta, bits,
@@ -217,8 +232,7 @@ def _common(method, num_bins, expected_clients_per_round, delta, bits,
   encoding = hg.encoding(method, num_bins)
   n = checks.integer(expected_clients_per_round, 'expected_clients_per_round',
                      1, base.MAX_MODULUS - 1)
-  delta = checks.real(delta, 'delta', 0.0, 1.0, low_open=True,
-                      high_open=True)
+  delta = checks.real(delta, 'delta', 0.0, 1.0, low_open=True, high_open=True)
   bits = checks.integer(bits, 'bits', 2, base.MAX_RING_BITS)
   adversary = accountant.as_adversary(adversary)
   return encoding, n, delta, bits, adversary
@@ -257,8 +271,9 @@ def parameters_for_noise(
     TypeError / ValueError: bad arguments, or no c >= 1 fits (the message
       gives the bits that work).
   """
-  encoding, n, delta, bits, adversary = _common(
-      method, num_bins, expected_clients_per_round, delta, bits, adversary)
+  encoding, n, delta, bits, adversary = _common(method, num_bins,
+                                                expected_clients_per_round,
+                                                delta, bits, adversary)
   z = checks.positive(noise_multiplier, 'noise_multiplier')
   c = largest_scaling(encoding, n, z, delta, bits)
   if c < 1:
@@ -272,13 +287,20 @@ def parameters_for_noise(
         f'wrap-around condition of Theorems 1-2; {advice}.')
   value_type = encoding_type(encoding)
   factory = _ddg_factory(encoding, n, bits, z, c, seed, client_sampling_rate)
-  return QuantileParameters(
-      encoding=encoding, mechanism='discrete_gaussian', bits=bits,
-      factory=factory, value_type=value_type,
-      epsilon=pld_accountant.epsilon(factory.dp_event(value_type), delta,
-                                     adversary)[0],
-      delta=delta, adversary=adversary, scaling=c, noise_multiplier=z,
-      theta=None, num_trials=None)
+  return QuantileParameters(encoding=encoding,
+                            mechanism='discrete_gaussian',
+                            bits=bits,
+                            factory=factory,
+                            value_type=value_type,
+                            epsilon=pld_accountant.epsilon(
+                                factory.dp_event(value_type), delta,
+                                adversary)[0],
+                            delta=delta,
+                            adversary=adversary,
+                            scaling=c,
+                            noise_multiplier=z,
+                            theta=None,
+                            num_trials=None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -310,17 +332,24 @@ class QuantileSetting:
 
   def __post_init__(self):
     set_ = lambda k, v: object.__setattr__(self, k, v)
-    set_('expected_clients_per_round', checks.integer(
-        self.expected_clients_per_round, 'expected_clients_per_round', 1,
-        base.MAX_MODULUS - 1))
+    set_(
+        'expected_clients_per_round',
+        checks.integer(self.expected_clients_per_round,
+                       'expected_clients_per_round', 1, base.MAX_MODULUS - 1))
     set_('epsilon', checks.positive(self.epsilon, 'epsilon'))
-    set_('delta', checks.real(self.delta, 'delta', 0.0, 1.0, low_open=True,
-                              high_open=True))
+    set_(
+        'delta',
+        checks.real(self.delta,
+                    'delta',
+                    0.0,
+                    1.0,
+                    low_open=True,
+                    high_open=True))
     set_('bits', checks.integer(self.bits, 'bits', 2, base.MAX_RING_BITS))
     set_('rounds', checks.integer(self.rounds, 'rounds', 1))
     set_('adversary', accountant.as_adversary(self.adversary))
-    set_('num_trials', checks.optional_integer(self.num_trials,
-                                               'num_trials', 1))
+    set_('num_trials', checks.optional_integer(self.num_trials, 'num_trials',
+                                               1))
     set_('seed', checks.seed(self.seed))
 
 
@@ -379,18 +408,33 @@ def _poisson_binomial(encoding, setting: QuantileSetting):
     m = num_trials
   _, l2, l0 = encoding.sensitivities()
   value_type = encoding_type(encoding)
-  result = calibrated.poisson_binomial(
-      value_type, target_epsilon=setting.epsilon,
-      target_delta=setting.delta, parameter='theta',
-      rounds=setting.rounds, adversary=setting.adversary,
-      num_trials=m, expected_clients_per_round=n, l2_clip=l2, encoder='none',
-      divisor='linf', linf_clip=1.0, l0_clip=int(l0), seed=setting.seed,
-      on_wrap='flag')
-  return QuantileParameters(
-      encoding=encoding, mechanism='poisson_binomial', bits=bits,
-      factory=result.factory, value_type=value_type, epsilon=result.epsilon,
-      delta=setting.delta, adversary=setting.adversary, scaling=None,
-      noise_multiplier=None, theta=result.value, num_trials=m)
+  result = calibrated.poisson_binomial(value_type,
+                                       target_epsilon=setting.epsilon,
+                                       target_delta=setting.delta,
+                                       parameter='theta',
+                                       rounds=setting.rounds,
+                                       adversary=setting.adversary,
+                                       num_trials=m,
+                                       expected_clients_per_round=n,
+                                       l2_clip=l2,
+                                       encoder='none',
+                                       divisor='linf',
+                                       linf_clip=1.0,
+                                       l0_clip=int(l0),
+                                       seed=setting.seed,
+                                       on_wrap='flag')
+  return QuantileParameters(encoding=encoding,
+                            mechanism='poisson_binomial',
+                            bits=bits,
+                            factory=result.factory,
+                            value_type=value_type,
+                            epsilon=result.epsilon,
+                            delta=setting.delta,
+                            adversary=setting.adversary,
+                            scaling=None,
+                            noise_multiplier=None,
+                            theta=result.value,
+                            num_trials=m)
 
 
 def _discrete_gaussian(encoding, setting: QuantileSetting):
@@ -410,11 +454,11 @@ def _discrete_gaussian(encoding, setting: QuantileSetting):
   if setting.num_trials is not None:
     raise ValueError("num_trials applies to mechanism='poisson_binomial' "
                      "only, not 'discrete_gaussian'.")
-  n, bits, epsilon = (setting.expected_clients_per_round,
-                      setting.bits, setting.epsilon)
+  n, bits, epsilon = (setting.expected_clients_per_round, setting.bits,
+                      setting.epsilon)
   delta, adversary = setting.delta, setting.adversary
-  budget = _DdgBudget(encoding, n, epsilon, delta, setting.rounds,
-                      adversary, setting.seed)
+  budget = _DdgBudget(encoding, n, epsilon, delta, setting.rounds, adversary,
+                      setting.seed)
   c = budget.largest_scaling(bits)
   if c < 1:
     # The smallest ring that works (a larger ring holds a larger c at every
@@ -438,11 +482,18 @@ def _discrete_gaussian(encoding, setting: QuantileSetting):
       calibration.Parameter.signal('noise reduction below z_max', 0.0,
                                    1.0 - low))
   z = z_max * (1.0 - result.value)
-  return QuantileParameters(
-      encoding=encoding, mechanism='discrete_gaussian', bits=bits,
-      factory=budget.factory(bits, z, c), value_type=budget.value_type,
-      epsilon=result.epsilon, delta=delta, adversary=adversary, scaling=c,
-      noise_multiplier=z, theta=None, num_trials=None)
+  return QuantileParameters(encoding=encoding,
+                            mechanism='discrete_gaussian',
+                            bits=bits,
+                            factory=budget.factory(bits, z, c),
+                            value_type=budget.value_type,
+                            epsilon=result.epsilon,
+                            delta=delta,
+                            adversary=adversary,
+                            scaling=c,
+                            noise_multiplier=z,
+                            theta=None,
+                            num_trials=None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -493,10 +544,12 @@ class _DdgBudget:
     """c*: the largest c (whose reciprocal round-trips) that `meets` the
     budget; 0 if none."""
     limit = largest_scaling(self.encoding, self.n, 0.0, self.delta, bits)
-    return exact_scaling(base.largest_count(lambda c: self.meets(bits, c),
-                                            max(limit, 1)))
+    return exact_scaling(
+        base.largest_count(lambda c: self.meets(bits, c), max(limit, 1)))
 
 
 # mechanism -> its calibration (`quantile_parameters`).
-_CALIBRATORS = {'discrete_gaussian': _discrete_gaussian,
-                'poisson_binomial': _poisson_binomial}
+_CALIBRATORS = {
+    'discrete_gaussian': _discrete_gaussian,
+    'poisson_binomial': _poisson_binomial
+}

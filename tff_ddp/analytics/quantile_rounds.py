@@ -70,7 +70,10 @@ class RoundOutput:
   num_clients: int
 
 
-def bin_counts(encoding: hg.Encoding, values, lower: float, upper: float,
+def bin_counts(encoding: hg.Encoding,
+               values,
+               lower: float,
+               upper: float,
                chunk: int = CHUNK):
   """(clients per bin, int64 [b]; clients without a value (NaN)): the
   process's binning (`quantiles.encode_value` of the float32 value),
@@ -101,19 +104,22 @@ def _messages(encoding: hg.Encoding) -> tf.Tensor:
 def _seed(noise_seed: Optional[int], stream: int, index: int) -> tf.Tensor:
   if noise_seed is None:
     return entropy.os_entropy_seed()
-  return tf.cast(tf.random.experimental.stateless_fold_in(
-      tf.constant([noise_seed, stream], tf.int64), index), tf.int64)
+  return tf.cast(
+      tf.random.experimental.stateless_fold_in(
+          tf.constant([noise_seed, stream], tf.int64), index), tf.int64)
 
 
-def _ddg_sum(mechanism, messages, counts, num_clients, noise_seed,
-             round_seed, progress):
+def _ddg_sum(mechanism, messages, counts, num_clients, noise_seed, round_seed,
+             progress):
   """The secure sum's residue (int64 [L]) of a DDG round."""
   modulus = mechanism.modulus
   rounded = []
   for seed in ([1, 2], [3, 4]):
-    r = [mechanism.client_rounded(messages[k], round_seed,
-                                  tf.constant(seed, tf.int64))[0]
-         for k in range(messages.shape[0])]
+    r = [
+        mechanism.client_rounded(messages[k], round_seed,
+                                 tf.constant(seed, tf.int64))[0]
+        for k in range(messages.shape[0])
+    ]
     rounded.append(np.stack([np.asarray(x, np.int64) for x in r]))
   if not np.array_equal(rounded[0], rounded[1]):
     raise ValueError('the batched round needs integer client messages '
@@ -121,8 +127,9 @@ def _ddg_sum(mechanism, messages, counts, num_clients, noise_seed,
   total = np.mod(counts @ np.mod(rounded[0], modulus), modulus)
   if mechanism.noise_multiplier > 0:
     draw = tf.function(lambda seed, count: base.ring_residue(
-        tf.reduce_sum(base.ring_residue(
-            mechanism.sample_noise(seed, count), modulus), axis=0), modulus))
+        tf.reduce_sum(base.ring_residue(mechanism.sample_noise(seed, count),
+                                        modulus),
+                      axis=0), modulus))
     done = 0
     for index, start in enumerate(range(0, num_clients, CHUNK)):
       count = min(CHUNK, num_clients - start)
@@ -142,18 +149,22 @@ def _binomial(power: int):
   if power not in _BINOMIALS:
     _BINOMIALS[power] = tf.function(
         lambda p, seed: binomial.sample_binomial(p, 2**power, seed),
-        input_signature=[tf.TensorSpec([None], tf.float64),
-                         tf.TensorSpec([2], tf.int64)])
+        input_signature=[
+            tf.TensorSpec([None], tf.float64),
+            tf.TensorSpec([2], tf.int64)
+        ])
   return _BINOMIALS[power]
 
 
-def _pbm_sum(mechanism, messages, counts, num_clients, noise_seed,
-             round_seed, progress):
+def _pbm_sum(mechanism, messages, counts, num_clients, noise_seed, round_seed,
+             progress):
   """The secure sum's residue (int64 [L]) of a cPBM round."""
   m = mechanism.num_trials
-  probs = np.stack([np.asarray(mechanism.client_probabilities(
-      messages[k], round_seed)[0], np.float64)
-                    for k in range(messages.shape[0])])  # [b + 1, L]
+  probs = np.stack([
+      np.asarray(
+          mechanism.client_probabilities(messages[k], round_seed)[0],
+          np.float64) for k in range(messages.shape[0])
+  ])  # [b + 1, L]
   length = probs.shape[1]
   # (coordinate, p, clients) for each distinct p of each coordinate.
   groups = []
@@ -178,10 +189,15 @@ def _pbm_sum(mechanism, messages, counts, num_clients, noise_seed,
   return np.mod(total, mechanism.modulus)
 
 
-def run_round(process_parameters, options, values, *, on_wrap: str = 'raise',
-              noise_seed: Optional[int] = None,
-              progress: Callable[[int, int], None] = lambda done, total: None
-              ) -> RoundOutput:
+def run_round(
+    process_parameters,
+    options,
+    values,
+    *,
+    on_wrap: str = 'raise',
+    noise_seed: Optional[int] = None,
+    progress: Callable[[int, int],
+                       None] = lambda done, total: None) -> RoundOutput:
   """One round of the quantile process on `values` (one float per client).
 
   Args:
@@ -206,19 +222,18 @@ def run_round(process_parameters, options, values, *, on_wrap: str = 'raise',
   counts = np.append(counts, missing)  # NaN's message: zeros
   messages = _messages(encoding)
   round_seed = _seed(noise_seed, 0x5EED, 0)
-  summed_fn = (_ddg_sum if mechanism.name is base.Kind.DISCRETE_GAUSSIAN
-               else _pbm_sum)
+  summed_fn = (_ddg_sum
+               if mechanism.name is base.Kind.DISCRETE_GAUSSIAN else _pbm_sum)
   summed = summed_fn(mechanism, messages, counts, num_clients, noise_seed,
                      round_seed, progress)
   n = tf.constant(num_clients, tf.int64)
   decoded, _ = mechanism.server_decode(
       {'encoded': tf.constant(summed, tf.int64)}, n, round_seed)
   # The aggregator returns the sum in the value's dtype (int32 counts).
-  noisy_sum = params.factory.value_spec(params.value_type).unflatten(
-      decoded)
+  noisy_sum = params.factory.value_spec(params.value_type).unflatten(decoded)
   values_, cdf, status, total, stddev = q.server_read_out(
       params, options, noisy_sum, n, on_wrap)
-  return RoundOutput(np.asarray(values_, np.float64),
-                     np.asarray(cdf, np.float64),
+  return RoundOutput(np.asarray(values_,
+                                np.float64), np.asarray(cdf, np.float64),
                      status.numpy().decode(), float(total), float(stddev),
                      num_clients)

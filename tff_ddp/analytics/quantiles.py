@@ -34,7 +34,6 @@ from tff_ddp.utils import checks
 from tff_ddp.utils import rounds as rounds_lib
 
 
-
 class Estimator(enum.StrEnum):
   """How the server reads a quantile off the noisy CDF: PAPER, eq. 1 of
   Algorithm 1 on the raw CDF; MONOTONE, its isotonic projection first;
@@ -60,10 +59,12 @@ ESTIMATORS = tuple(e.value for e in Estimator)
 # 'ok', 'no_clients' and 'sum_may_wrap').
 STATUSES = ('ok', 'no_clients', 'too_few_values', 'sum_may_wrap')
 
-__all__ = ['build_quantile_process', 'build_quantile_process_from_parameters',
-           'quantile_parameters', 'parameters_for_noise', 'QuantileSetting',
-           'QuantileEstimation', 'QuantileParameters', 'MECHANISMS',
-           'Estimator', 'ESTIMATORS', 'STATUSES']
+__all__ = [
+    'build_quantile_process', 'build_quantile_process_from_parameters',
+    'quantile_parameters', 'parameters_for_noise', 'QuantileSetting',
+    'QuantileEstimation', 'QuantileParameters', 'MECHANISMS', 'Estimator',
+    'ESTIMATORS', 'STATUSES'
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,10 +97,10 @@ class QuantileEstimation:
     set_ = lambda k, v: object.__setattr__(self, k, v)
     hg.exact_count(self.count)
     set_('estimator', checks.member(self.estimator, 'estimator', Estimator))
-    set_('consistent_tree', checks.boolean(self.consistent_tree,
-                                           'consistent_tree'))
-    set_('min_total_stddevs', checks.nonnegative(self.min_total_stddevs,
-                                                 'min_total_stddevs'))
+    set_('consistent_tree',
+         checks.boolean(self.consistent_tree, 'consistent_tree'))
+    set_('min_total_stddevs',
+         checks.nonnegative(self.min_total_stddevs, 'min_total_stddevs'))
 
   @property
   def exact_count(self) -> bool:
@@ -115,6 +116,7 @@ class QuantileEstimation:
   def interpolate(self) -> bool:
     """estimator 'interpolate'."""
     return self.estimator.interpolate
+
 
 def build_quantile_process(
     method: Union[str, hg.Encoding],
@@ -173,8 +175,7 @@ def build_quantile_process(
   """
   setting = quantile_calibration.as_setting(setting, 'build_quantile_process')
   encoding = hg.encoding(method, num_bins)
-  options = _read_out(encoding, lower_bound, upper_bound, quantiles,
-                      estimation)
+  options = _read_out(encoding, lower_bound, upper_bound, quantiles, estimation)
   on_wrap = secure_sum.check_on_wrap(on_wrap)
   params = quantile_parameters(encoding, mechanism, num_bins, setting)
   return _build(params, options, rounds=setting.rounds, on_wrap=on_wrap)
@@ -212,11 +213,13 @@ def build_quantile_process_from_parameters(
     raise TypeError('parameters must be a QuantileParameters (from '
                     'quantile_parameters or parameters_for_noise), got '
                     f'{type(parameters).__name__}.')
-  options = _read_out(parameters.encoding, lower_bound, upper_bound,
-                      quantiles, estimation)
+  options = _read_out(parameters.encoding, lower_bound, upper_bound, quantiles,
+                      estimation)
   if rounds is not None:
     rounds = checks.integer(rounds, 'rounds', 1)
-  return _build(parameters, options, rounds=rounds,
+  return _build(parameters,
+                options,
+                rounds=rounds,
                 on_wrap=secure_sum.check_on_wrap(on_wrap))
 
 
@@ -240,8 +243,12 @@ def _read_out(encoding, lower_bound, upper_bound, quantiles,
         'estimator=..., consistent_tree=..., min_total_stddevs=...), got '
         f'{estimation!r}.')
   lower_bound, upper_bound = hg.check_range(lower_bound, upper_bound)
-  quantiles = checks.real_sequence(quantiles, 'quantiles', 0.0, 1.0,
-                                   low_open=True, high_open=True)
+  quantiles = checks.real_sequence(quantiles,
+                                   'quantiles',
+                                   0.0,
+                                   1.0,
+                                   low_open=True,
+                                   high_open=True)
   if estimation.consistent_tree and not encoding.has_consistent_estimator:
     raise ValueError(f'consistent_tree only applies to method=\'tree\', not '
                      f'{encoding.name!r}.')
@@ -270,8 +277,8 @@ def encode_value(method: Union[str, hg.Encoding], value, lower_bound: float,
   return tf.where(present, vector, tf.zeros([encoding.length], tf.int32))
 
 
-def server_read_out(params: QuantileParameters, options: _Options,
-                    noisy_sum, n, on_wrap: secure_sum.OnWrap):
+def server_read_out(params: QuantileParameters, options: _Options, noisy_sum, n,
+                    on_wrap: secure_sum.OnWrap):
   """The server's read-out of a round from the decoded noisy sum and the
   public count n: (estimates, cdf, status code's name, noisy total, its
   stddev). The process's server computation, and that of the batched
@@ -290,40 +297,44 @@ def server_read_out(params: QuantileParameters, options: _Options,
       noisy_sum = tf.identity(noisy_sum)
   noisy_sum = tf.cast(noisy_sum, tf.float64)
   estimation = options.estimation
-  cdf = encoding.cdf(noisy_sum, n if estimation.exact_count else None,
+  cdf = encoding.cdf(noisy_sum,
+                     n if estimation.exact_count else None,
                      consistent=estimation.consistent_tree,
                      monotone=estimation.monotone)
-  values = hg.quantile_values(cdf, quantiles, lower_bound, upper_bound,
-                              num_bins, interpolate=estimation.interpolate)
+  values = hg.quantile_values(cdf,
+                              quantiles,
+                              lower_bound,
+                              upper_bound,
+                              num_bins,
+                              interpolate=estimation.interpolate)
   total = encoding.estimated_total(noisy_sum)
   # The total's noise stddev: the per-coordinate stddev (proportional to
   # sqrt(n) for both mechanisms; n public) times ||t||_2 of the total.
-  stddev = (mechanism.noise_stddev(1) * encoding.total_norm
-            * tf.sqrt(tf.cast(n, tf.float64)))
+  stddev = (mechanism.noise_stddev(1) * encoding.total_norm *
+            tf.sqrt(tf.cast(n, tf.float64)))
 
   def code(name):
     return tf.constant(STATUSES.index(name), tf.int32)
 
   status = tf.where(
       tf.equal(n, 0), code('no_clients'),
-      tf.where(may_wrap, code('sum_may_wrap'),
-               tf.where((total < estimation.min_total_stddevs * stddev)
-                        | (total <= 0),
-                        code('too_few_values'), code('ok'))))
+      tf.where(
+          may_wrap, code('sum_may_wrap'),
+          tf.where(
+              (total < estimation.min_total_stddevs * stddev) | (total <= 0),
+              code('too_few_values'), code('ok'))))
   # Estimates with 'ok', and flagged ones with 'sum_may_wrap' (on_wrap=
   # 'flag': the caller handles them); NaN otherwise.
-  usable = tf.equal(status, code('ok')) | tf.equal(status,
-                                                   code('sum_may_wrap'))
+  usable = tf.equal(status, code('ok')) | tf.equal(status, code('sum_may_wrap'))
   nan = tf.fill([num_quantiles], tf.constant(np.nan, tf.float64))
   values = tf.where(usable, values, nan)
-  cdf = tf.where(usable, cdf, tf.fill([num_bins], tf.constant(
-      np.nan, tf.float64)))
-  return (values, cdf, tf.gather(tf.constant(list(STATUSES)), status),
-          total, stddev)
+  cdf = tf.where(usable, cdf,
+                 tf.fill([num_bins], tf.constant(np.nan, tf.float64)))
+  return (values, cdf, tf.gather(tf.constant(list(STATUSES)),
+                                 status), total, stddev)
 
 
-def _build(params: QuantileParameters, options: _Options, *, rounds,
-           on_wrap):
+def _build(params: QuantileParameters, options: _Options, *, rounds, on_wrap):
   encoding = params.encoding
   num_bins = encoding.num_bins
   lower_bound, upper_bound = options.lower_bound, options.upper_bound
@@ -337,8 +348,7 @@ def _build(params: QuantileParameters, options: _Options, *, rounds,
       params.value_type, np.float32, client_encode)
 
   summed_type = aggregator.next.type_signature.result.result.member
-  measurement_type = (
-      aggregator.next.type_signature.result.measurements.member)
+  measurement_type = (aggregator.next.type_signature.result.measurements.member)
 
   @tff.tensorflow.computation(summed_type, measurement_type)
   def server_estimate(noisy_sum, measurements):
@@ -361,21 +371,25 @@ def _build(params: QuantileParameters, options: _Options, *, rounds,
     output = aggregator.next(state, values)
     estimates = tff.federated_map(server_estimate,
                                   (output.result, output.measurements))
-    budget = ({} if rounds is None else
-              dict(within_budget=tff.federated_map(within_budget, state)))
-    measurements = tff.federated_zip(collections.OrderedDict(
-        **budget,
-        status=tff.federated_map(
-            tff.tensorflow.computation(lambda r: r[2]), estimates),
-        noisy_total=tff.federated_map(
-            tff.tensorflow.computation(lambda r: r[3]), estimates),
-        noisy_total_stddev=tff.federated_map(
-            tff.tensorflow.computation(lambda r: r[4]), estimates),
-        aggregator=output.measurements,
-        cdf=tff.federated_map(
-            tff.tensorflow.computation(lambda r: r[1]), estimates)))
-    result = tff.federated_map(
-        tff.tensorflow.computation(lambda r: r[0]), estimates)
+    budget = ({} if rounds is None else dict(
+        within_budget=tff.federated_map(within_budget, state)))
+    measurements = tff.federated_zip(
+        collections.OrderedDict(**budget,
+                                status=tff.federated_map(
+                                    tff.tensorflow.computation(lambda r: r[2]),
+                                    estimates),
+                                noisy_total=tff.federated_map(
+                                    tff.tensorflow.computation(lambda r: r[3]),
+                                    estimates),
+                                noisy_total_stddev=tff.federated_map(
+                                    tff.tensorflow.computation(lambda r: r[4]),
+                                    estimates),
+                                aggregator=output.measurements,
+                                cdf=tff.federated_map(
+                                    tff.tensorflow.computation(lambda r: r[1]),
+                                    estimates)))
+    result = tff.federated_map(tff.tensorflow.computation(lambda r: r[0]),
+                               estimates)
     return tff.templates.MeasuredProcessOutput(output.state, result,
                                                measurements)
 

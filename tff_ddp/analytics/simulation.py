@@ -47,7 +47,6 @@ from tff_ddp.analytics import quantile_calibration as qc
 from tff_ddp.utils import checks
 
 
-
 class Setting(enum.StrEnum):
   """Who adds the noise of a simulated round (`noisy_sum`): the clients,
   with one of the quantile processes' mechanisms, or a trusted server."""
@@ -60,8 +59,11 @@ class Setting(enum.StrEnum):
 SETTINGS = tuple(s.value for s in Setting)
 
 
-def encodings(method: Union[str, hg.Encoding], values, lower: float,
-              upper: float, num_bins: Optional[int] = None) -> np.ndarray:
+def encodings(method: Union[str, hg.Encoding],
+              values,
+              lower: float,
+              upper: float,
+              num_bins: Optional[int] = None) -> np.ndarray:
   """[n, L] int64: each client's encoding, as the process encodes it
   (`quantiles.encode_value`): values clipped into the range (+-inf into
   the end bins), zeros for NaN.
@@ -86,11 +88,14 @@ def _table(encoding: hg.Encoding) -> np.ndarray:
                    fn_output_signature=tf.int64).numpy()
 
 
-def central_noise_multiplier(epsilon: float, delta: float,
+def central_noise_multiplier(epsilon: float,
+                             delta: float,
                              rounds: int = 1) -> float:
   """z of the Gaussian mechanism at (epsilon, delta) over `rounds`, against
   the release adversary (a trusted server adds the noise)."""
-  return calibration.calibrate_gaussian(epsilon, delta, rounds=rounds,
+  return calibration.calibrate_gaussian(epsilon,
+                                        delta,
+                                        rounds=rounds,
                                         adversary='release').value
 
 
@@ -114,11 +119,13 @@ def _noise_fn(mechanism, count: int):
   return _NOISE_FNS[key]
 
 
-def noisy_sum(setting: Union[str, Setting], codes: np.ndarray,
+def noisy_sum(setting: Union[str, Setting],
+              codes: np.ndarray,
               params: Optional[qc.QuantileParameters] = None,
               central_z: Optional[float] = None,
               l2_sensitivity: Optional[float] = None,
-              seed=0, on_wrap: str = 'raise') -> np.ndarray:
+              seed=0,
+              on_wrap: str = 'raise') -> np.ndarray:
   """One round's noisy sum of `codes` ([n, L]) under `setting` (float64 [L]).
 
   Like the process, a round with more clients than the distributed
@@ -161,8 +168,8 @@ def noisy_sum(setting: Union[str, Setting], codes: np.ndarray,
     m = mechanism.num_trials
     counts = {v: (codes == v).sum(axis=0) for v in (-1, 0, 1)}
     probs = {-1: mechanism.p_low, 0: 0.5, 1: mechanism.p_high}
-    summed = sum(rng.binomial(counts[v] * m, probs[v])
-                 for v in (-1, 0, 1)) % modulus
+    summed = sum(
+        rng.binomial(counts[v] * m, probs[v]) for v in (-1, 0, 1)) % modulus
   decoded, _ = mechanism.server_decode(
       {'encoded': tf.constant(summed, tf.int64)}, tf.constant(n, tf.int64),
       tf.constant([0, 0], tf.int64))

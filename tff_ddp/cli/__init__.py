@@ -33,7 +33,8 @@ CORE_COMMANDS = ('privacy',)
 
 def build_parser() -> common.Parser:
   parser = common.Parser(prog='tff-ddp', description=__doc__)
-  subparsers = parser.add_subparsers(dest='command', required=True,
+  subparsers = parser.add_subparsers(dest='command',
+                                     required=True,
                                      parser_class=common.Parser)
   demo.add_parser(subparsers)
   privacy.add_parser(subparsers)

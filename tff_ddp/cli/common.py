@@ -55,8 +55,8 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter,
   def _format_action(self, action):
     if not action.help:  # None or '': argparse would print no help line
       action = copy.copy(action)
-      action.help = ('(required)' if action.required else
-                     '(default: %(default)s)')
+      action.help = ('(required)'
+                     if action.required else '(default: %(default)s)')
     return super()._format_action(action)
 
   def _get_help_string(self, action):
@@ -164,8 +164,12 @@ def run(command: str, function: Callable[[], Optional[int]]) -> int:
 def progress(iterable, description: str, total: Optional[int] = None):
   """A tqdm progress bar on stderr when it is a terminal (else silent)."""
   from tqdm import auto
-  return auto.tqdm(iterable, desc=description, total=total, disable=None,
-                   leave=False, file=sys.stderr)
+  return auto.tqdm(iterable,
+                   desc=description,
+                   total=total,
+                   disable=None,
+                   leave=False,
+                   file=sys.stderr)
 
 
 class ProgressLines:
@@ -174,7 +178,10 @@ class ProgressLines:
   and none in the first `every` seconds (a short run prints nothing); a
   step's last call (done == total) prints if the step printed a line."""
 
-  def __init__(self, command: str, every: float = 5.0, stream=None,
+  def __init__(self,
+               command: str,
+               every: float = 5.0,
+               stream=None,
                clock: Callable[[], float] = time.monotonic):
     self.command = command
     self.every = every

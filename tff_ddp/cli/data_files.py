@@ -37,8 +37,8 @@ import io
 import itertools
 import os
 import sys
-from typing import (Any, Callable, Iterator, List, Mapping, Optional,
-                    Sequence, Tuple)
+from typing import (Any, Callable, Iterator, List, Mapping, Optional, Sequence,
+                    Tuple)
 import zlib
 
 import numpy as np
@@ -48,7 +48,6 @@ from tff_ddp.cli import common
 VALUE_HEADERS = (('value',), ('client_id', 'value'))
 ITEM_HEADER = ('client_id', 'item')
 DOMAIN_HEADER = ('item',)
-
 
 # The first bytes of a gzip file.
 _GZIP_MAGIC = b'\x1f\x8b'
@@ -62,13 +61,13 @@ def _open_text(path: str, flag: str):
   if path == STDIN:
     raw = sys.stdin.buffer if hasattr(sys.stdin, 'buffer') else None
     if raw is None:  # a StringIO standing in for stdin
-      return contextlib.nullcontext(io.StringIO(sys.stdin.read().lstrip(
-          '\ufeff')))
+      return contextlib.nullcontext(
+          io.StringIO(sys.stdin.read().lstrip('\ufeff')))
     head = raw.peek(2)[:2] if hasattr(raw, 'peek') else b''
     if head == _GZIP_MAGIC:
       raw = gzip.GzipFile(fileobj=raw)
-    return contextlib.nullcontext(io.TextIOWrapper(
-        raw, encoding='utf-8-sig', newline=''))
+    return contextlib.nullcontext(
+        io.TextIOWrapper(raw, encoding='utf-8-sig', newline=''))
   if not os.path.exists(path):
     raise common.UserError(f'{flag} {path}: no such file')
   if os.path.isdir(path):
@@ -94,8 +93,8 @@ def iter_rows(path: str, flag: str) -> Iterator[Tuple[int, List[str]]]:
   except csv.Error as e:
     raise common.UserError(f'{flag} {path}: not CSV ({e})') from None
   except (EOFError, gzip.BadGzipFile, zlib.error) as e:
-    raise common.UserError(f'{flag} {path}: a damaged gzip file ({e})'
-                           ) from None
+    raise common.UserError(
+        f'{flag} {path}: a damaged gzip file ({e})') from None
   except OSError as e:
     raise common.UserError(f'{flag} {path}: {e.strerror or e}') from None
 
@@ -105,8 +104,8 @@ def _rows(path: str, flag: str) -> List[Tuple[int, List[str]]]:
   return list(iter_rows(path, flag))
 
 
-def file_or_synthetic(path: Optional[str], flag: str,
-                      read: Callable[[str], Any],
+def file_or_synthetic(path: Optional[str], flag: str, read: Callable[[str],
+                                                                     Any],
                       synthetic: Mapping[str, Tuple[Any, Any]], why: str):
   """(the data of the file `path`, or None; the synthetic data's options).
 
@@ -118,14 +117,18 @@ def file_or_synthetic(path: Optional[str], flag: str,
   """
   data = None
   if path is not None:
-    given = [f'--{name}' for name, (value, _) in synthetic.items()
-             if value is not None]
+    given = [
+        f'--{name}' for name, (value, _) in synthetic.items()
+        if value is not None
+    ]
     if given:
       raise common.UserError(
           f'{", ".join(given)} do(es) not apply to {flag} ({why})')
     data = read(path)
-  options = {name: value if value is not None else default
-             for name, (value, default) in synthetic.items()}
+  options = {
+      name: value if value is not None else default
+      for name, (value, default) in synthetic.items()
+  }
   return data, options
 
 
@@ -178,7 +181,7 @@ def read_values(path: str, flag: str = '--values') -> np.ndarray:
 class Items:
   """A frequency dataset read from an items file."""
   counts: np.ndarray  # float32 [clients, items]: x_i[j]
-  items: List[str]    # the domain, in column order
+  items: List[str]  # the domain, in column order
   clients: List[str]  # in order of first appearance
   # Lines whose item is not in the domain (dropped; counted in the clear
   # from the file, for its owner: nothing the protocol releases).
@@ -208,7 +211,9 @@ def read_domain(path: str, flag: str = '--domain') -> List[str]:
   return list(first_line)
 
 
-def read_items(path: str, max_entries: int, domain: Sequence[str],
+def read_items(path: str,
+               max_entries: int,
+               domain: Sequence[str],
                flag: str = '--items') -> Items:
   """The clients' count vectors of an items file over the public `domain`
   (module docstring); refuses more than `max_entries` clients x items
@@ -228,9 +233,8 @@ def read_items(path: str, max_entries: int, domain: Sequence[str],
           '`client_id,item`')
     client, item = fields
     if not client or not item:
-      raise common.UserError(
-          f'{flag} {path}: line {line}: empty '
-          f'{"client_id" if not client else "item"}')
+      raise common.UserError(f'{flag} {path}: line {line}: empty '
+                             f'{"client_id" if not client else "item"}')
     index = row.setdefault(client, len(row))
     j = column.get(item)
     if j is None:
@@ -246,6 +250,6 @@ def read_items(path: str, max_entries: int, domain: Sequence[str],
         f'{len(row) * len(column)} count entries; at most {max_entries} '
         '(the dataset is held in memory)')
   counts = np.zeros([len(row), len(column)], np.float32)
-  np.add.at(counts, (np.asarray(rows, np.int64),
-                     np.asarray(columns, np.int64)), 1.0)
+  np.add.at(counts, (np.asarray(rows, np.int64), np.asarray(columns, np.int64)),
+            1.0)
   return Items(counts, list(domain), list(row), dropped)

@@ -67,8 +67,14 @@ def run_process(process, client_data, rounds, description='rounds'):
   return sums, float(np.mean(timed)), measurements
 
 
-def run(num_clients=100, dim=1024, rounds=3, bits=(12, 14, 16, 20),
-        noise_multiplier=1.0, l2_clip=1.0, delta=None, seed=0,
+def run(num_clients=100,
+        dim=1024,
+        rounds=3,
+        bits=(12, 14, 16, 20),
+        noise_multiplier=1.0,
+        l2_clip=1.0,
+        delta=None,
+        seed=0,
         print_fn=print) -> List[Row]:
   """Runs every configuration and prints the report; returns the rows."""
   num_clients = checks.integer(num_clients, 'clients', 1)
@@ -78,8 +84,8 @@ def run(num_clients=100, dim=1024, rounds=3, bits=(12, 14, 16, 20),
   l2_clip = checks.positive(l2_clip, 'l2_clip')
   delta = common.resolve_delta(
       None if delta is None else checks.real(
-          delta, 'delta', 0.0, 1.0, low_open=True, high_open=True),
-      num_clients, print_fn)
+          delta, 'delta', 0.0, 1.0, low_open=True, high_open=True), num_clients,
+      print_fn)
   # The clients' data, TFF's central Gaussian and the float sums are
   # float32: keep data, sums and noise far inside its range (3.4e38), and
   # the data away from its subnormals.
@@ -95,10 +101,14 @@ def run(num_clients=100, dim=1024, rounds=3, bits=(12, 14, 16, 20),
   from tff_ddp import accounting
   from tff_ddp.aggregators import DiscreteGaussianSumFactory
 
-  factories = [DiscreteGaussianSumFactory.from_tff_arguments(
-      noise_multiplier=noise_multiplier,
-      expected_clients_per_round=num_clients, bits=b, l2_clip=l2_clip,
-      beta=math.exp(-0.5)) for b in bits]
+  factories = [
+      DiscreteGaussianSumFactory.from_tff_arguments(
+          noise_multiplier=noise_multiplier,
+          expected_clients_per_round=num_clients,
+          bits=b,
+          l2_clip=l2_clip,
+          beta=math.exp(-0.5)) for b in bits
+  ]
   value_type = tff.TensorType(np.float32, [dim])
   for factory in factories:  # refuses bad configurations before any run
     factory.dp_event(value_type)
@@ -107,22 +117,24 @@ def run(num_clients=100, dim=1024, rounds=3, bits=(12, 14, 16, 20),
   true_mean = data.astype(np.float64).mean(axis=0)
 
   def mse(sums):
-    return float(np.mean([np.mean((s / num_clients - true_mean) ** 2)
-                          for s in sums]))
+    return float(
+        np.mean([np.mean((s / num_clients - true_mean)**2) for s in sums]))
 
   rows = []
   for b, factory in zip(bits, factories):
-    sums, spr, measured = run_process(factory.create(value_type), data,
-                                      rounds, f'DDG {b} bits')
+    sums, spr, measured = run_process(factory.create(value_type), data, rounds,
+                                      f'DDG {b} bits')
     accountant = accounting.RdpAccountant(adversary='server')
     for m in measured:  # the event each round reports, measured clients
       accountant.compose(accounting.extract_dp_event(m))
-    rows.append(Row('DDG (distributed, SecAgg)', b, mse(sums),
-                    accountant.get_epsilon(delta), 'server', spr,
-                    any(bool(m['sum_may_wrap']) for m in measured)))
+    rows.append(
+        Row('DDG (distributed, SecAgg)', b, mse(sums),
+            accountant.get_epsilon(delta), 'server', spr,
+            any(bool(m['sum_may_wrap']) for m in measured)))
 
   gaussian = tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(
-      noise_multiplier=noise_multiplier, clients_per_round=num_clients,
+      noise_multiplier=noise_multiplier,
+      clients_per_round=num_clients,
       clip=l2_clip)
   sums, spr, _ = run_process(gaussian.create(value_type), data, rounds,
                              'central Gaussian')
@@ -130,16 +142,17 @@ def run(num_clients=100, dim=1024, rounds=3, bits=(12, 14, 16, 20),
   sums = [s * num_clients for s in sums]
   central = accounting.RdpAccountant(adversary='release')
   central.compose(dp_accounting.GaussianDpEvent(noise_multiplier), rounds)
-  rows.append(Row('Gaussian (central, same noise)', None, mse(sums),
-                  central.get_epsilon(delta), 'release', spr))
+  rows.append(
+      Row('Gaussian (central, same noise)', None, mse(sums),
+          central.get_epsilon(delta), 'release', spr))
 
   plain = tff.aggregators.SumFactory()
-  sums, spr, _ = run_process(plain.create(value_type), data, rounds,
-                             'no noise')
-  rows.append(Row('no noise (float sum)', None, mse(sums), math.inf,
-                  'none', spr))
-  print_fn(format_report(rows, num_clients, dim, rounds, noise_multiplier,
-                         l2_clip, delta))
+  sums, spr, _ = run_process(plain.create(value_type), data, rounds, 'no noise')
+  rows.append(
+      Row('no noise (float sum)', None, mse(sums), math.inf, 'none', spr))
+  print_fn(
+      format_report(rows, num_clients, dim, rounds, noise_multiplier, l2_clip,
+                    delta))
   return rows
 
 
@@ -184,28 +197,50 @@ def format_report(rows, num_clients, dim, rounds, noise_multiplier, l2_clip,
 
 def add_parser(subparsers):
   p = subparsers.add_parser(
-      'demo', help='federated DDG mean estimation with a privacy/utility '
-      'report', description=DESCRIPTION, formatter_class=common.HelpFormatter)
-  p.add_argument('--clients', type=common.integer('--clients', 1), default=100,
+      'demo',
+      help='federated DDG mean estimation with a privacy/utility '
+      'report',
+      description=DESCRIPTION,
+      formatter_class=common.HelpFormatter)
+  p.add_argument('--clients',
+                 type=common.integer('--clients', 1),
+                 default=100,
                  help='clients per round')
-  p.add_argument('--dim', type=common.integer('--dim', 1, 2**24),
-                 default=1024, help='dimension of each client vector')
-  p.add_argument('--rounds', type=common.integer('--rounds', 1, 10000),
-                 default=3, help='rounds per configuration')
-  p.add_argument('--bits', type=common.integer('--bits', 1, 30), nargs='+',
-                 default=[12, 14, 16, 20], help='DDG bit widths')
+  p.add_argument('--dim',
+                 type=common.integer('--dim', 1, 2**24),
+                 default=1024,
+                 help='dimension of each client vector')
+  p.add_argument('--rounds',
+                 type=common.integer('--rounds', 1, 10000),
+                 default=3,
+                 help='rounds per configuration')
+  p.add_argument('--bits',
+                 type=common.integer('--bits', 1, 30),
+                 nargs='+',
+                 default=[12, 14, 16, 20],
+                 help='DDG bit widths')
   p.add_argument('--noise-multiplier',
                  type=common.positive('--noise-multiplier'),
                  default=1.0,
                  help='central noise stddev / l2 clip')
-  p.add_argument('--l2-clip', type=common.positive('--l2-clip'), default=1.0,
+  p.add_argument('--l2-clip',
+                 type=common.positive('--l2-clip'),
+                 default=1.0,
                  help='l2 clip norm')
-  p.add_argument('--delta', type=common.probability_open('--delta'),
+  p.add_argument('--delta',
+                 type=common.probability_open('--delta'),
                  help=common.DELTA_HELP + ' (of the reported epsilon)')
-  p.add_argument('--seed', type=common.integer('--seed', 0, 2**32 - 1),
-                 default=0, help='seed of the synthetic data (not the noise)')
-  p.set_defaults(command='demo', body=lambda args: run(
-      num_clients=args.clients, dim=args.dim, rounds=args.rounds,
-      bits=tuple(args.bits), noise_multiplier=args.noise_multiplier,
-      l2_clip=args.l2_clip, delta=args.delta, seed=args.seed) and 0)
+  p.add_argument('--seed',
+                 type=common.integer('--seed', 0, 2**32 - 1),
+                 default=0,
+                 help='seed of the synthetic data (not the noise)')
+  p.set_defaults(command='demo',
+                 body=lambda args: run(num_clients=args.clients,
+                                       dim=args.dim,
+                                       rounds=args.rounds,
+                                       bits=tuple(args.bits),
+                                       noise_multiplier=args.noise_multiplier,
+                                       l2_clip=args.l2_clip,
+                                       delta=args.delta,
+                                       seed=args.seed) and 0)
   return p

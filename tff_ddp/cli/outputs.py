@@ -34,9 +34,12 @@ def wrap(line: str, width: int = WIDTH) -> List[str]:
   if len(line) <= width:
     return [line]
   indent = len(line) - len(line.lstrip(' '))
-  return textwrap.wrap(line, width, initial_indent='',
+  return textwrap.wrap(line,
+                       width,
+                       initial_indent='',
                        subsequent_indent=' ' * (indent + 4),
-                       break_on_hyphens=False, break_long_words=False)
+                       break_on_hyphens=False,
+                       break_long_words=False)
 
 
 def wrapping(print_fn):
@@ -71,8 +74,12 @@ def write_records(path: str, records: Sequence[Dict]) -> None:
   `.json` path, a JSON list."""
   if path.lower().endswith('.json'):
     with open(path, 'w', encoding='utf-8') as f:
-      json.dump([{k: _json_value(v) for k, v in r.items()} for r in records],
-                f, indent=1, allow_nan=False)
+      json.dump([{
+          k: _json_value(v) for k, v in r.items()
+      } for r in records],
+                f,
+                indent=1,
+                allow_nan=False)
       f.write('\n')
     return
   with open(path, 'w', newline='', encoding='utf-8') as f:
@@ -88,9 +95,8 @@ def _pyplot():
   return pyplot
 
 
-def plot_quantiles(path: str, values, lower: float, upper: float,
-                   bins: int, quantiles: Sequence[float], rows,
-                   title: str) -> None:
+def plot_quantiles(path: str, values, lower: float, upper: float, bins: int,
+                   quantiles: Sequence[float], rows, title: str) -> None:
   """The histogram of `values` (in the clear) with each row's private
   quantile estimates as vertical lines."""
   import numpy as np
@@ -98,19 +104,26 @@ def plot_quantiles(path: str, values, lower: float, upper: float,
   finite = np.clip(np.asarray(values, np.float64), lower, upper)
   finite = finite[~np.isnan(finite)]
   fig, ax = plt.subplots(figsize=(8, 4.5))
-  ax.hist(finite, bins=bins, range=(lower, upper), color='0.85',
-          edgecolor='0.6', label='your values (in the clear)')
+  ax.hist(finite,
+          bins=bins,
+          range=(lower, upper),
+          color='0.85',
+          edgecolor='0.6',
+          label='your values (in the clear)')
   styles = ['-', '--', ':', '-.']
   for k, row in enumerate(rows):
     color = f'C{k % 10}'
     for j, estimate in enumerate(row.last_estimates):
-      ax.axvline(estimate, color=color, linestyle=styles[k % len(styles)],
+      ax.axvline(estimate,
+                 color=color,
+                 linestyle=styles[k % len(styles)],
                  label=(f'{row.method} {row.mechanism} '
                         f'(eps {row.epsilon:.3g})' if j == 0 else None))
   ax.set_xlabel('value')
   ax.set_ylabel('clients')
   ax.set_title(title + '\nprivate quantiles ' +
-               ' '.join(f'{p:g}' for p in quantiles), fontsize=9)
+               ' '.join(f'{p:g}' for p in quantiles),
+               fontsize=9)
   ax.legend(fontsize=7)
   fig.tight_layout()
   fig.savefig(path)
@@ -130,15 +143,22 @@ def plot_frequencies(path: str, items: Sequence[str], truth, estimates,
   width = 0.8 / max(1, len(estimates))
   for k, (name, (vector, sd)) in enumerate(estimates.items()):
     ax.bar(x + (k - (len(estimates) - 1) / 2) * width,
-           np.asarray(vector)[order], width, yerr=2 * np.asarray(sd)[order],
-           capsize=2, label=f'{name} (+-2 noise sd)')
-  ax.plot(x, np.asarray(truth)[order], 'k.', label='true counts (in the '
+           np.asarray(vector)[order],
+           width,
+           yerr=2 * np.asarray(sd)[order],
+           capsize=2,
+           label=f'{name} (+-2 noise sd)')
+  ax.plot(x,
+          np.asarray(truth)[order],
+          'k.',
+          label='true counts (in the '
           'clear)')
   ax.set_xticks(x)
   ax.set_xticklabels([items[i] for i in order], rotation=90, fontsize=7)
   ax.set_ylabel('count')
   ax.set_title(title + (f'\n(the {shown} most frequent of {len(items)} '
-                        'items)' if shown < len(items) else ''), fontsize=9)
+                        'items)' if shown < len(items) else ''),
+               fontsize=9)
   ax.legend(fontsize=7)
   fig.tight_layout()
   fig.savefig(path)

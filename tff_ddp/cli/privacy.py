@@ -47,11 +47,10 @@ from tff_ddp.utils import checks
 # noise multiplier z, relative to the l2 clip c as in every factory and in
 # TFF) or as the integer-domain numbers its measurements report; each set
 # is complete on its own and the two do not mix.
-_FACTORY_FLAGS = ('noise_multiplier', 'bits', 'l2_clip', 'beta',
-                  'modclip_prob')
+_FACTORY_FLAGS = ('noise_multiplier', 'bits', 'l2_clip', 'beta', 'modclip_prob')
 _MEASURED_FLAGS = ('l2_sensitivity', 'local_stddev', 'l1_sensitivity')
-_DISTRIBUTED_FLAGS = (_FACTORY_FLAGS + _MEASURED_FLAGS
-                      + ('num_clients', 'dimension', 'noise_sampler'))
+_DISTRIBUTED_FLAGS = (_FACTORY_FLAGS + _MEASURED_FLAGS +
+                      ('num_clients', 'dimension', 'noise_sampler'))
 _MECHANISM_FLAGS = {
     'gaussian': ('noise_multiplier',),
     'ddg': _DISTRIBUTED_FLAGS,
@@ -67,8 +66,10 @@ _REQUIRED = {
     'cpbm': ('theta', 'num_trials', 'num_clients', 'dimension'),
 }
 # ddg / skellam: what each way of giving the run needs beside _REQUIRED.
-_MODE_REQUIRED = {'factory': ('noise_multiplier', 'bits'),
-                  'measured': ('l2_sensitivity', 'local_stddev')}
+_MODE_REQUIRED = {
+    'factory': ('noise_multiplier', 'bits'),
+    'measured': ('l2_sensitivity', 'local_stddev')
+}
 # What --calibrate may name, per mechanism (the first is the default).
 _CALIBRATED = {
     'gaussian': ('noise_multiplier',),
@@ -94,23 +95,32 @@ _DISTRIBUTED_CLASSES = ('DistributedDiscreteGaussian', 'DistributedSkellam')
 
 def _mechanism_class(module):
   if module in _DISTRIBUTED_MODULES:
-    return getattr(importlib.import_module(module), _DISTRIBUTED_CLASSES[
-        _DISTRIBUTED_MODULES.index(module)])
+    return getattr(importlib.import_module(module),
+                   _DISTRIBUTED_CLASSES[_DISTRIBUTED_MODULES.index(module)])
   raise ValueError(f'no release_event in {module}')
 
 
-def factory_mechanism(module, noise_multiplier, num_clients, dimension, bits,
-                      l2_clip=1.0, beta=0.0, modclip_prob=1e-4,
+def factory_mechanism(module,
+                      noise_multiplier,
+                      num_clients,
+                      dimension,
+                      bits,
+                      l2_clip=1.0,
+                      beta=0.0,
+                      modclip_prob=1e-4,
                       noise_sampler=_DEFAULT_SAMPLER):
   """The mechanism a factory builds for these settings: the same `Request`
   and `compute_parameters` (default encoder: the randomized Hadamard) as
   `DiscreteGaussianSumFactory` / `SkellamSumFactory` on a float32 value of
   `dimension` scalars, so its event is the factory's `dp_event`."""
   from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
-  request = ddg.Request(
-      l2_clip=l2_clip, noise_multiplier=noise_multiplier,
-      expected_clients_per_round=num_clients, bits=bits,
-      modclip_prob=modclip_prob, beta=beta, noise_sampler=noise_sampler)
+  request = ddg.Request(l2_clip=l2_clip,
+                        noise_multiplier=noise_multiplier,
+                        expected_clients_per_round=num_clients,
+                        bits=bits,
+                        modclip_prob=modclip_prob,
+                        beta=beta,
+                        noise_sampler=noise_sampler)
   return _mechanism_class(module).compute_parameters(dimension, request)
 
 
@@ -122,13 +132,14 @@ def _distributed_event(module):
   mechanism's own `release_event` (it carries the sampler's TV distance).
   `module` is imported when called."""
 
-  def event(num_clients, dimension, noise_sampler=_DEFAULT_SAMPLER,
-            **given):
+  def event(num_clients, dimension, noise_sampler=_DEFAULT_SAMPLER, **given):
     if 'l2_sensitivity' in given:
-      return _mechanism_class(module).release_event(
-          num_clients=num_clients, dimension=dimension,
-          noise_sampler=noise_sampler, **given)
-    return factory_mechanism(module, num_clients=num_clients,
+      return _mechanism_class(module).release_event(num_clients=num_clients,
+                                                    dimension=dimension,
+                                                    noise_sampler=noise_sampler,
+                                                    **given)
+    return factory_mechanism(module,
+                             num_clients=num_clients,
                              dimension=dimension,
                              noise_sampler=noise_sampler,
                              **given).dp_event()
@@ -143,12 +154,16 @@ def _cpbm_event(theta, num_trials, num_clients, dimension):
 
 
 # --mechanism NAME -> one release's event from its flags (keywords).
-_EVENTS = {'gaussian': _gaussian_event,
-           'ddg': _distributed_event(
-               'tff_ddp.mechanisms.distributed_discrete_gaussian'),
-           'skellam': _distributed_event(
-               'tff_ddp.mechanisms.distributed_skellam'),
-           'cpbm': _cpbm_event}
+_EVENTS = {
+    'gaussian':
+        _gaussian_event,
+    'ddg':
+        _distributed_event('tff_ddp.mechanisms.distributed_discrete_gaussian'),
+    'skellam':
+        _distributed_event('tff_ddp.mechanisms.distributed_skellam'),
+    'cpbm':
+        _cpbm_event
+}
 
 
 def _parameter(mechanism, free):
@@ -156,12 +171,16 @@ def _parameter(mechanism, free):
   from tff_ddp.accounting import calibration
   from tff_ddp.accounting import pbm_rdp
   ranges = {
-      'theta': lambda: calibration.Parameter.signal(
-          free, pbm_rdp.MIN_THETA, pbm_rdp.MAX_THETA),
-      'num_trials': lambda: calibration.Parameter.signal(
-          free, 1, _MAX_NUM_TRIALS, discrete=True),
-      'noise_multiplier': lambda: calibration.Parameter.noise(free),
-      'local_stddev': lambda: calibration.Parameter.noise(free),
+      'theta':
+          lambda: calibration.Parameter.signal(free, pbm_rdp.MIN_THETA, pbm_rdp.
+                                               MAX_THETA),
+      'num_trials':
+          lambda: calibration.Parameter.signal(
+              free, 1, _MAX_NUM_TRIALS, discrete=True),
+      'noise_multiplier':
+          lambda: calibration.Parameter.noise(free),
+      'local_stddev':
+          lambda: calibration.Parameter.noise(free),
   }
   if mechanism == 'ddg' and free == 'local_stddev':
     # Theorem 9's sigma/gamma >= 1/2. (A factory's z below what that
@@ -173,18 +192,19 @@ def _parameter(mechanism, free):
 
 
 _SAMPLING_NOTE = {
-    'none': 'no sampling: every client of a round takes part.',
+    'none':
+        'no sampling: every client of a round takes part.',
     'poisson': ('Poisson cohorts drawn by the server: against the server '
                 '(it knows the sample) only the known-sample mixture; '
                 'against the release the same bound for distributed noise '
                 '(an unsampled client also removes its noise share, so '
                 'Poisson amplification is not proved), for the Gaussian the '
                 'smaller of it and dp-accounting\'s tight bound.'),
-    'without-replacement': (
-        'fixed-size cohorts drawn by the server: against the server the '
-        'known-sample mixture; against the release, per RDP order, the '
-        'smaller of it and Wang, Balle & Kasiviswanathan (2019) on the '
-        'replace-one curve (never more than against the server).'),
+    'without-replacement':
+        ('fixed-size cohorts drawn by the server: against the server the '
+         'known-sample mixture; against the release, per RDP order, the '
+         'smaller of it and Wang, Balle & Kasiviswanathan (2019) on the '
+         'replace-one curve (never more than against the server).'),
     'self': ('self-sampling (every client in the secure sum, private coins): '
              'Zhu & Wang (2019), or the known-sample mixture where smaller, '
              'against every adversary.'),
@@ -211,80 +231,108 @@ def add_parser(subparsers):
   from tff_ddp.accounting import accountant
   from tff_ddp.accounting import calibration
   p = subparsers.add_parser(
-      'privacy', help='epsilon of a DP mechanism over rounds, or calibrate it',
-      description=__doc__, formatter_class=common.HelpFormatter)
+      'privacy',
+      help='epsilon of a DP mechanism over rounds, or calibrate it',
+      description=__doc__,
+      formatter_class=common.HelpFormatter)
   number = common.converter
   integer = lambda low, name: common.converter(
       lambda v, n: checks.integer(v, n, low), name, int)
-  p.add_argument('--mechanism', required=True,
+  p.add_argument('--mechanism',
+                 required=True,
                  choices=sorted(_EVENTS),
                  help='the mechanism whose rounds are accounted')
-  p.add_argument('--noise-multiplier', type=number(checks.positive,
-                                                   '--noise-multiplier'),
+  p.add_argument('--noise-multiplier',
+                 type=number(checks.positive, '--noise-multiplier'),
                  help='z, central noise stddev / l2 clip: gaussian\'s, or '
                  'a ddg/skellam factory\'s noise_multiplier (with --bits; '
                  'the same z and epsilon as the factory)')
-  p.add_argument('--bits', type=integer(1, '--bits'),
+  p.add_argument('--bits',
+                 type=integer(1, '--bits'),
                  help='ddg/skellam factory: log2 of the secure sum\'s '
                  'modulus')
-  p.add_argument('--l2-clip', type=number(checks.positive, '--l2-clip'),
+  p.add_argument('--l2-clip',
+                 type=number(checks.positive, '--l2-clip'),
                  help='ddg/skellam factory: the l2 clip c (default: 1; '
                  'epsilon does not depend on it)')
-  p.add_argument('--beta', type=number(
-      lambda v, n: checks.real(v, n, 0.0, 1.0, high_open=True), '--beta'),
+  p.add_argument('--beta',
+                 type=number(
+                     lambda v, n: checks.real(v, n, 0.0, 1.0, high_open=True),
+                     '--beta'),
                  help='ddg/skellam factory: conditional rounding bias '
                  '(default: 0, the factories\')')
-  p.add_argument('--modclip-prob', type=number(
-      lambda v, n: checks.real(v, n, 0.0, 1.0, True, True),
-      '--modclip-prob'), help='ddg/skellam factory: modclip_prob (default: '
+  p.add_argument('--modclip-prob',
+                 type=number(
+                     lambda v, n: checks.real(v, n, 0.0, 1.0, True, True),
+                     '--modclip-prob'),
+                 help='ddg/skellam factory: modclip_prob (default: '
                  '1e-4, the factories\')')
-  p.add_argument('--l2-sensitivity', type=number(checks.positive,
-                                                 '--l2-sensitivity'),
+  p.add_argument('--l2-sensitivity',
+                 type=number(checks.positive, '--l2-sensitivity'),
                  help='ddg/skellam run\'s measurement: l2 bound of one '
                  'client, integer units (scaled_inflated_l2)')
-  p.add_argument('--l1-sensitivity', type=number(checks.positive,
-                                                 '--l1-sensitivity'),
+  p.add_argument('--l1-sensitivity',
+                 type=number(checks.positive, '--l1-sensitivity'),
                  help='ddg/skellam: optional l1 bound of one client')
-  p.add_argument('--local-stddev', type=number(
-      lambda v, n: checks.real(v, n, low=0.5), '--local-stddev'),
+  p.add_argument('--local-stddev',
+                 type=number(lambda v, n: checks.real(v, n, low=0.5),
+                             '--local-stddev'),
                  help='ddg: per-client discrete Gaussian scale; skellam: '
                  'stddev of each client\'s Skellam noise (TFF: '
                  'scaled_local_stddev); >= 0.5')
-  p.add_argument('--noise-sampler', choices=('table', 'exact'),
+  p.add_argument('--noise-sampler',
+                 choices=('table', 'exact'),
                  default=_DEFAULT_SAMPLER,
                  help='ddg/skellam: the noise sampler of the run (the '
                  'factories\' default is table, whose per-sample TV distance '
                  'is added to delta, as in the Python accountant)')
-  p.add_argument('--theta', type=number(
-      lambda v, n: checks.real(v, n, 0.0, 0.25, low_open=True), '--theta'),
+  p.add_argument('--theta',
+                 type=number(
+                     lambda v, n: checks.real(v, n, 0.0, 0.25, low_open=True),
+                     '--theta'),
                  help='cpbm: bias scale in (0, 0.25]')
-  p.add_argument('--num-trials', type=integer(1, '--num-trials'),
+  p.add_argument('--num-trials',
+                 type=integer(1, '--num-trials'),
                  help='cpbm: trials m')
-  p.add_argument('--num-clients', type=integer(1, '--num-clients'),
+  p.add_argument('--num-clients',
+                 type=integer(1, '--num-clients'),
                  help='ddg/skellam/cpbm: clients in each sum')
-  p.add_argument('--dimension', type=integer(1, '--dimension'),
+  p.add_argument('--dimension',
+                 type=integer(1, '--dimension'),
                  help='ddg/skellam/cpbm: released coordinates (TFF: '
                  'padded_dim)')
-  p.add_argument('--rounds', type=integer(1, '--rounds'), default=1,
+  p.add_argument('--rounds',
+                 type=integer(1, '--rounds'),
+                 default=1,
                  help='rounds')
-  p.add_argument('--sampling', default='none', choices=calibration.SAMPLINGS,
+  p.add_argument('--sampling',
+                 default='none',
+                 choices=calibration.SAMPLINGS,
                  help='how each round\'s cohort is chosen')
-  p.add_argument('--rate', type=number(checks.probability, '--rate'),
+  p.add_argument('--rate',
+                 type=number(checks.probability, '--rate'),
                  help='poisson/self: sampling probability in (0, 1]')
-  p.add_argument('--population', type=integer(1, '--population'),
+  p.add_argument('--population',
+                 type=integer(1, '--population'),
                  help='clients to sample from (>= clients per round)')
-  p.add_argument('--clients-per-round', type=integer(1, '--clients-per-round'),
+  p.add_argument('--clients-per-round',
+                 type=integer(1, '--clients-per-round'),
                  help='sample size (default: --num-clients)')
-  p.add_argument('--delta', type=number(
-      lambda v, n: checks.real(v, n, 0.0, 1.0, True, True), '--delta'),
-                 required=True, help='delta in (0, 1)')
-  p.add_argument('--adversary', choices=accountant.ADVERSARIES,
+  p.add_argument('--delta',
+                 type=number(
+                     lambda v, n: checks.real(v, n, 0.0, 1.0, True, True),
+                     '--delta'),
+                 required=True,
+                 help='delta in (0, 1)')
+  p.add_argument('--adversary',
+                 choices=accountant.ADVERSARIES,
                  help='only this adversary (default: both, labelled)')
-  p.add_argument('--target-epsilon', type=number(checks.positive,
-                                                 '--target-epsilon'),
+  p.add_argument('--target-epsilon',
+                 type=number(checks.positive, '--target-epsilon'),
                  help='calibrate a parameter to this epsilon')
-  p.add_argument('--calibrate', choices=('noise_multiplier', 'local_stddev',
-                                         'theta', 'num_trials'),
+  p.add_argument('--calibrate',
+                 choices=('noise_multiplier', 'local_stddev', 'theta',
+                          'num_trials'),
                  help='parameter to calibrate (default: the noise one)')
   p.set_defaults(command='privacy', body=run)
   return p
@@ -294,10 +342,10 @@ def _mode(args, free):
   """ddg / skellam: 'factory' (a factory's settings: --noise-multiplier
   relative to the clip, --bits, ...) or 'measured' (a run's
   --l2-sensitivity, --local-stddev, ...)."""
-  factory = sorted(name for name in _FACTORY_FLAGS
-                   if getattr(args, name) is not None)
-  measured = sorted(name for name in _MEASURED_FLAGS
-                    if getattr(args, name) is not None)
+  factory = sorted(
+      name for name in _FACTORY_FLAGS if getattr(args, name) is not None)
+  measured = sorted(
+      name for name in _MEASURED_FLAGS if getattr(args, name) is not None)
   if free is not None:
     (factory if free == 'noise_multiplier' else measured).append(free)
   if factory and measured:
@@ -330,13 +378,14 @@ def _parameters(args):
           getattr(args, name) is not None for name in _FACTORY_FLAGS):
         free = 'noise_multiplier'
     if free not in _CALIBRATED[m]:
-      raise common.UserError(
-          f'--calibrate for {m} must be one of '
-          f'{", ".join(_CALIBRATED[m])}, got {free}')
+      raise common.UserError(f'--calibrate for {m} must be one of '
+                             f'{", ".join(_CALIBRATED[m])}, got {free}')
   elif args.calibrate:
     raise common.UserError('--calibrate needs --target-epsilon')
-  given = {name for names in _MECHANISM_FLAGS.values() for name in names
-           if getattr(args, name) is not None}
+  given = {
+      name for names in _MECHANISM_FLAGS.values() for name in names
+      if getattr(args, name) is not None
+  }
   if args.noise_sampler == _DEFAULT_SAMPLER:
     given.discard('noise_sampler')
   foreign = sorted(given - set(_MECHANISM_FLAGS[m]))
@@ -354,8 +403,11 @@ def _parameters(args):
   for name in required:
     if name != free and getattr(args, name) is None:
       raise common.UserError(f'--mechanism {m} needs {_flag(name)}')
-  params = {name: getattr(args, name) for name in _MECHANISM_FLAGS[m]
-            if getattr(args, name) is not None}
+  params = {
+      name: getattr(args, name)
+      for name in _MECHANISM_FLAGS[m]
+      if getattr(args, name) is not None
+  }
   return params, free
 
 
@@ -405,14 +457,14 @@ def run(args) -> int:
   from tff_ddp.accounting import pld_accountant
   params, free = _parameters(args)
   rate, size, population = _sampling(args)
-  adversaries = ([args.adversary] if args.adversary
-                 else list(accountant.ADVERSARIES))
+  adversaries = ([args.adversary]
+                 if args.adversary else list(accountant.ADVERSARIES))
   release = _EVENTS[args.mechanism]
 
   def make_event(x=None):
     one = release(**params) if x is None else release(**params, **{free: x})
-    return calibration.rounds_event(one, args.rounds, args.sampling, rate,
-                                    size, population)
+    return calibration.rounds_event(one, args.rounds, args.sampling, rate, size,
+                                    population)
 
   central = args.mechanism == 'gaussian'
   if free is None:
@@ -420,20 +472,18 @@ def run(args) -> int:
   else:
     # The central Gaussian is added by the server: nothing to calibrate
     # against it.
-    target_adversary = args.adversary or ('release' if central else
-                                          'server')
+    target_adversary = args.adversary or ('release' if central else 'server')
     if central and target_adversary == 'server':
       raise common.UserError(
           '--mechanism gaussian is added by the server itself: no noise '
           'makes it private against the server; calibrate against the '
           'release (--adversary release)')
     result = calibration.calibrate(
-        lambda: pld_accountant.tightest(adversary=target_adversary),
-        make_event, args.target_epsilon, args.delta,
-        _parameter(args.mechanism, free))
-    print(f'{free.replace("_", "-")}: {result.value:.6g}'
-          + (' (range limit)' if result.at_limit else '')
-          + f'  (calibrated to epsilon {args.target_epsilon:g} against the '
+        lambda: pld_accountant.tightest(adversary=target_adversary), make_event,
+        args.target_epsilon, args.delta, _parameter(args.mechanism, free))
+    print(f'{free.replace("_", "-")}: {result.value:.6g}' +
+          (' (range limit)' if result.at_limit else '') +
+          f'  (calibrated to epsilon {args.target_epsilon:g} against the '
           f'{target_adversary})')
     event = result.event
     if free == 'noise_multiplier' and not central:
@@ -458,8 +508,10 @@ def run(args) -> int:
     sampler_bound |= bool(
         math.isinf(eps) and acc.sampler_tv_mass > 0 and math.isfinite(
             conversions.rdp_to_epsilon(rdp.orders, rdp.rdp, args.delta)[0]))
-    label = {'server': 'the server (runs the protocol)',
-             'release': 'readers of the release'}[adversary]
+    label = {
+        'server': 'the server (runs the protocol)',
+        'release': 'readers of the release'
+    }[adversary]
     print(f'epsilon against {label}: {eps:.6g}  '
           f'({pld_accountant.bound_label(order)})')
     epsilons[adversary] = eps
@@ -468,9 +520,10 @@ def run(args) -> int:
           f'variation term (1 + e^eps) N eta exceeds delta (N eta = '
           f'{acc.sampler_tv_mass:.3g}); a run with --noise-sampler exact '
           '(noise_sampler=\'exact\') has no such term.')
-  print(f'delta: {args.delta:g}; neighbours: '
-        f'{"add/remove (central Gaussian)" if args.mechanism == "gaussian" else "zero-out"}'
-        f'; {args.rounds} round(s)')
+  print(
+      f'delta: {args.delta:g}; neighbours: '
+      f'{"add/remove (central Gaussian)" if args.mechanism == "gaussian" else "zero-out"}'
+      f'; {args.rounds} round(s)')
   print(f'sampling: {_SAMPLING_NOTE[args.sampling]}')
   # (For the integer --num-trials, at_limit also means "the next integer
   # is over the target": nothing to say.)
@@ -480,8 +533,8 @@ def run(args) -> int:
       print(f'note: --{free.replace("_", "-")} is at its range limit, so '
             f'this run spends epsilon {spent:.4g} of the '
             f'{args.target_epsilon:g} asked (against the {target_adversary}):'
-            f' more noise than the budget needs. '
-            + _SPENDS_IT.get(free, 'No value of it spends more.'))
+            f' more noise than the budget needs. ' +
+            _SPENDS_IT.get(free, 'No value of it spends more.'))
   if args.mechanism == 'gaussian':
     print('note: a central Gaussian is added by the server itself, so it '
           'protects only against readers of the release.')

@@ -61,12 +61,18 @@ def _worst(cdf, values, quantiles, lower, upper, num_bins):
   if not values.size:
     return float('nan')
   idx = hg.quantile_indices(cdf, quantiles).numpy()
-  return float(np.max(hg.quantile_error(values, idx, quantiles, lower, upper,
-                                        num_bins)))
+  return float(
+      np.max(hg.quantile_error(values, idx, quantiles, lower, upper, num_bins)))
 
 
-def configure(encodings, mechanisms, num_bins, num_clients, epsilon, delta,
-              bits=None, noise_seed=None):
+def configure(encodings,
+              mechanisms,
+              num_bins,
+              num_clients,
+              epsilon,
+              delta,
+              bits=None,
+              noise_seed=None):
   """(bits, {(encoding, mechanism): calibrated parameters}).
 
   Without `bits`, the ring is sized for the clients (their number is
@@ -85,7 +91,10 @@ def configure(encodings, mechanisms, num_bins, num_clients, epsilon, delta,
         for mechanism in mechanisms:
           configurations[encoding, mechanism] = q.quantile_parameters(
               encoding, mechanism, num_bins,
-              q.QuantileSetting(num_clients, epsilon, delta, bits=ring_bits,
+              q.QuantileSetting(num_clients,
+                                epsilon,
+                                delta,
+                                bits=ring_bits,
                                 seed=noise_seed))
     return configurations
 
@@ -99,28 +108,28 @@ def configure(encodings, mechanisms, num_bins, num_clients, epsilon, delta,
   return MAX_BITS, at(MAX_BITS)  # its refusal says what to change
 
 
-def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
-        mechanisms: Sequence[str] = ('discrete_gaussian', 'poisson_binomial'),
-        num_clients: int = 128,
-        num_bins: int = 32,
-        epsilon: float = 1.0,
-        delta: Optional[float] = None,
-        distribution: str = 'uniform',
-        upper_bound: float = 10.0,
-        repetitions: int = 3,
-        quantiles: Sequence[float] = (0.1, 0.25, 0.5, 0.75, 0.9),
-        bits: Optional[int] = None,
-        seed: int = 0,
-        print_fn: Callable[[str], None] = print,
-        values: Optional[np.ndarray] = None,
-        lower_bound: float = 0.0,
-        source: str = '',
-        noise_seed: Optional[int] = None,
-        output: Optional[str] = None,
-        plot: Optional[str] = None,
-        engine: str = 'auto',
-        progress: Optional[Callable[[str, int, int], None]] = None
-        ) -> List[Row]:
+def run(
+    methods: Sequence[str] = ('flat', 'tree', 'haar'),
+    mechanisms: Sequence[str] = ('discrete_gaussian', 'poisson_binomial'),
+    num_clients: int = 128,
+    num_bins: int = 32,
+    epsilon: float = 1.0,
+    delta: Optional[float] = None,
+    distribution: str = 'uniform',
+    upper_bound: float = 10.0,
+    repetitions: int = 3,
+    quantiles: Sequence[float] = (0.1, 0.25, 0.5, 0.75, 0.9),
+    bits: Optional[int] = None,
+    seed: int = 0,
+    print_fn: Callable[[str], None] = print,
+    values: Optional[np.ndarray] = None,
+    lower_bound: float = 0.0,
+    source: str = '',
+    noise_seed: Optional[int] = None,
+    output: Optional[str] = None,
+    plot: Optional[str] = None,
+    engine: str = 'auto',
+    progress: Optional[Callable[[str, int, int], None]] = None) -> List[Row]:
   """Runs the experiment and prints the error table; returns its rows.
 
   With `values` (one per client, e.g. `data_files.read_values`) every
@@ -170,17 +179,17 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
   # paper uses); every configuration is calibrated (and refused if it cannot
   # work) before any process runs.
   encodings = [hg.encoding(m, num_bins) for m in methods]
-  bits, configurations = configure(encodings, mechanisms, num_bins,
-                                   num_clients, epsilon, delta, bits,
-                                   noise_seed)
+  bits, configurations = configure(encodings, mechanisms, num_bins, num_clients,
+                                   epsilon, delta, bits, noise_seed)
   batched = engine == 'batched' or (engine == 'auto' and
                                     num_clients > AUTO_TFF_CLIENTS)
   if not batched:
     processes.use_test_context()
   if user_values is None:
-    datasets = [draw(distribution, num_clients,
-                     np.random.default_rng(seed + r), upper_bound)
-                for r in range(repetitions)]
+    datasets = [
+        draw(distribution, num_clients, np.random.default_rng(seed + r),
+             upper_bound) for r in range(repetitions)
+    ]
   else:
     datasets = [user_values] * repetitions
   z_central = sim.central_noise_multiplier(epsilon, delta)
@@ -189,48 +198,58 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
     method, count = encoding.name, encoding.paper_count
     for mechanism in mechanisms:
       params = configurations[encoding, mechanism]
-      round_fn = (_batched_round if batched else _tff_round)(
-          params, lower_bound, upper_bound, quantiles, count, noise_seed)
+      round_fn = (_batched_round if batched else _tff_round)(params,
+                                                             lower_bound,
+                                                             upper_bound,
+                                                             quantiles, count,
+                                                             noise_seed)
       errors, seconds = [], []
       for r, dataset in enumerate(datasets):
-        what = (f'{method} {mechanism}' + (f', repetition {r + 1}' if
-                                           repetitions > 1 else ''))
+        what = (f'{method} {mechanism}' +
+                (f', repetition {r + 1}' if repetitions > 1 else ''))
         start = time.perf_counter()
-        result, cdf = round_fn(dataset, r, lambda done, total, w=what:
-                               progress(w, done, total))
+        result, cdf = round_fn(
+            dataset, r, lambda done, total, w=what: progress(w, done, total))
         seconds.append(time.perf_counter() - start)
         progress(what, len(dataset), len(dataset))
-        errors.append(_worst(cdf, dataset, quantiles, lower_bound,
-                             upper_bound, num_bins))
+        errors.append(
+            _worst(cdf, dataset, quantiles, lower_bound, upper_bound, num_bins))
       detail = (f'c={params.scaling} z={params.noise_multiplier:.3f}'
                 if mechanism == 'discrete_gaussian' else
                 f'theta={params.theta:.4f} m={params.num_trials}')
-      rows.append(Row(method, mechanism, float(np.mean(errors)),
-                      float(np.std(errors)), params.epsilon, detail,
-                      float(np.mean(seconds[1:] or seconds)),
-                      np.asarray(result)))
+      rows.append(
+          Row(method, mechanism, float(np.mean(errors)), float(np.std(errors)),
+              params.epsilon, detail, float(np.mean(seconds[1:] or seconds)),
+              np.asarray(result)))
     # Central counterpart: the same encoding, Gaussian noise once, from
     # fresh OS entropy (or --noise-seed).
     errors = []
     for r, dataset in enumerate(datasets):
       codes = sim.encodings(encoding, dataset, lower_bound, upper_bound)
-      noisy = sim.noisy_sum('central', codes, central_z=z_central,
-                            l2_sensitivity=encoding.l2,
-                            seed=None if noise_seed is None else
-                            [noise_seed, r])
-      cdf = hg.estimate_cdf(encoding, noisy, num_bins, count,
+      noisy = sim.noisy_sum(
+          'central',
+          codes,
+          central_z=z_central,
+          l2_sensitivity=encoding.l2,
+          seed=None if noise_seed is None else [noise_seed, r])
+      cdf = hg.estimate_cdf(encoding,
+                            noisy,
+                            num_bins,
+                            count,
                             num_clients=num_clients)
-      errors.append(_worst(cdf, dataset, quantiles, lower_bound, upper_bound,
-                           num_bins))
-    rows.append(Row(method, 'central gaussian', float(np.mean(errors)),
-                    float(np.std(errors)), epsilon,
-                    f'z={z_central:.3f}', float('nan'), np.asarray(
-                        hg.quantile_values(cdf, quantiles, lower_bound,
-                                           upper_bound, num_bins))))
+      errors.append(
+          _worst(cdf, dataset, quantiles, lower_bound, upper_bound, num_bins))
+    rows.append(
+        Row(
+            method, 'central gaussian', float(np.mean(errors)),
+            float(np.std(errors)), epsilon, f'z={z_central:.3f}', float('nan'),
+            np.asarray(
+                hg.quantile_values(cdf, quantiles, lower_bound, upper_bound,
+                                   num_bins))))
   last = np.clip(datasets[-1], lower_bound, upper_bound)
   last = last[~np.isnan(last)]
-  truth = (np.quantile(last, quantiles) if last.size else
-           np.full(len(quantiles), np.nan))
+  truth = (np.quantile(last, quantiles) if last.size else np.full(
+      len(quantiles), np.nan))
   data = distribution if user_values is None else source or 'values'
   if noise_seed is not None:
     print_fn(f'NOT PRIVATE: every row\'s noise is drawn from --noise-seed '
@@ -242,11 +261,11 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
            f'{repetitions} repetitions')
   print_fn(f'({epsilon:g}, {delta:g})-DP per round against the server, '
            'zero-out neighbours')
-  print_fn('distributed rows: ' + (
-      'batched rounds (the clients\' encoding and noise in batches, the '
-      'secure sum mod 2^bits in int64: the TFF process\'s distribution; '
-      '--engine tff for TFF\'s)' if batched else
-      'TFF\'s process (test execution context, one call per client)'))
+  print_fn('distributed rows: ' +
+           ('batched rounds (the clients\' encoding and noise in batches, the '
+            'secure sum mod 2^bits in int64: the TFF process\'s distribution; '
+            '--engine tff for TFF\'s)' if batched else
+            'TFF\'s process (test execution context, one call per client)'))
   print_fn('central rows: the same (epsilon, delta), against readers of the '
            'release only')
   print_fn(f'{"method":6s} {"mechanism":18s} {"worst err (eq.3)":>18s} '
@@ -257,35 +276,43 @@ def run(methods: Sequence[str] = ('flat', 'tree', 'haar'),
              f'{row.epsilon:6.3f} {row.seconds_per_round:8.2f}  {row.detail}')
   print_fn('last repetition, quantiles ' +
            ' '.join(f'{p:g}' for p in quantiles) + ':')
-  print_fn(f'  {"true (sample)":25s} ' +
-           ' '.join(f'{v:6.2f}' for v in truth))
+  print_fn(f'  {"true (sample)":25s} ' + ' '.join(f'{v:6.2f}' for v in truth))
   for row in rows:
     print_fn(f'  {row.method + " " + row.mechanism:25s} ' +
              ' '.join(f'{v:6.2f}' for v in row.last_estimates))
   if output is not None:
     outputs.write_records(output, [
-        dict(method=row.method, mechanism=row.mechanism, quantile=p,
-             estimate=float(v), epsilon=row.epsilon, delta=delta,
-             adversary=('release' if row.mechanism == 'central gaussian'
-                        else 'server'), noise=row.detail,
-             clients=num_clients, lower=lower_bound, upper=upper_bound,
-             bins=num_bins, private=noise_seed is None)
-        for row in rows for p, v in zip(quantiles, row.last_estimates)])
+        dict(method=row.method,
+             mechanism=row.mechanism,
+             quantile=p,
+             estimate=float(v),
+             epsilon=row.epsilon,
+             delta=delta,
+             adversary=('release'
+                        if row.mechanism == 'central gaussian' else 'server'),
+             noise=row.detail,
+             clients=num_clients,
+             lower=lower_bound,
+             upper=upper_bound,
+             bins=num_bins,
+             private=noise_seed is None)
+        for row in rows
+        for p, v in zip(quantiles, row.last_estimates)
+    ])
     print_fn(f'estimates written to {output} (the last repetition\'s; the '
              'true quantiles and errors are not in it)')
   if plot is not None:
     outputs.plot_quantiles(
-        plot, datasets[-1], lower_bound, upper_bound, num_bins, quantiles,
-        rows, f'{num_clients} clients ({data}), ({epsilon:g}, {delta:g})-DP '
-        'per round' + (' -- NOT PRIVATE: --noise-seed' if noise_seed
-                       is not None else ''))
+        plot, datasets[-1], lower_bound, upper_bound, num_bins, quantiles, rows,
+        f'{num_clients} clients ({data}), ({epsilon:g}, {delta:g})-DP '
+        'per round' +
+        (' -- NOT PRIVATE: --noise-seed' if noise_seed is not None else ''))
     print_fn(f'picture written to {plot} (the histogram is of your values in '
              'the clear: for you, not a private release)')
   return rows
 
 
-def _tff_round(params, lower_bound, upper_bound, quantiles, count,
-               noise_seed):
+def _tff_round(params, lower_bound, upper_bound, quantiles, count, noise_seed):
   """(values, repetition, progress) -> (estimates, cdf) of TFF's process
   (its state carried over the repetitions)."""
   del noise_seed  # the factory's test seed
@@ -293,8 +320,12 @@ def _tff_round(params, lower_bound, upper_bound, quantiles, count,
   with warnings.catch_warnings():
     warnings.filterwarnings('ignore', message=r'.*\(seed=\.\.\.\)')
     process = q.build_quantile_process_from_parameters(
-        params, lower_bound, upper_bound, quantiles,
-        q.QuantileEstimation(count=count), rounds=1)
+        params,
+        lower_bound,
+        upper_bound,
+        quantiles,
+        q.QuantileEstimation(count=count),
+        rounds=1)
   state = [process.initialize()]
 
   def round_fn(values, repetition, progress):
@@ -303,6 +334,7 @@ def _tff_round(params, lower_bound, upper_bound, quantiles, count,
     out = process.next(state[0], list(values.astype(np.float32)))
     state[0] = out.state
     return out.result, out.measurements['cdf']
+
   return round_fn
 
 
@@ -317,9 +349,13 @@ def _batched_round(params, lower_bound, upper_bound, quantiles, count,
 
   def round_fn(values, repetition, progress):
     seed = None if noise_seed is None else noise_seed * 10007 + repetition
-    out = quantile_rounds.run_round(params, options, values,
-                                    noise_seed=seed, progress=progress)
+    out = quantile_rounds.run_round(params,
+                                    options,
+                                    values,
+                                    noise_seed=seed,
+                                    progress=progress)
     return out.result, out.cdf
+
   return round_fn
 
 
@@ -329,71 +365,105 @@ def _body(args) -> int:
   values, value = data_files.file_or_synthetic(
       args.values, '--values', data_files.read_values,
       dict(clients=(args.clients, 128),
-           distribution=(args.distribution, 'uniform'), seed=(args.seed, 0)),
-      'its clients are the lines of the file')
+           distribution=(args.distribution, 'uniform'),
+           seed=(args.seed, 0)), 'its clients are the lines of the file')
   repetitions = args.repetitions or (1 if values is not None else 3)
-  run(methods=args.methods, mechanisms=args.mechanisms,
-      num_clients=value['clients'], num_bins=args.bins,
-      epsilon=args.epsilon, delta=args.delta,
-      distribution=value['distribution'], upper_bound=args.upper,
-      repetitions=repetitions, quantiles=args.quantiles, bits=args.bits,
-      seed=value['seed'], values=values, lower_bound=args.lower,
-      source=args.values or '', noise_seed=args.noise_seed,
-      output=args.output, plot=args.plot, engine=args.engine)
+  run(methods=args.methods,
+      mechanisms=args.mechanisms,
+      num_clients=value['clients'],
+      num_bins=args.bins,
+      epsilon=args.epsilon,
+      delta=args.delta,
+      distribution=value['distribution'],
+      upper_bound=args.upper,
+      repetitions=repetitions,
+      quantiles=args.quantiles,
+      bits=args.bits,
+      seed=value['seed'],
+      values=values,
+      lower_bound=args.lower,
+      source=args.values or '',
+      noise_seed=args.noise_seed,
+      output=args.output,
+      plot=args.plot,
+      engine=args.engine)
   return 0
 
 
 def add_parser(subparsers):
   p = subparsers.add_parser(
-      'quantiles', help='federated DP quantiles on synthetic data or yours',
-      description=__doc__, formatter_class=common.HelpFormatter)
-  p.add_argument('--methods', nargs='+', default=['flat', 'tree', 'haar'],
+      'quantiles',
+      help='federated DP quantiles on synthetic data or yours',
+      description=__doc__,
+      formatter_class=common.HelpFormatter)
+  p.add_argument('--methods',
+                 nargs='+',
+                 default=['flat', 'tree', 'haar'],
                  help='histogram encodings (tff_ddp.analytics.histograms: '
                  "flat, tree or its alias hierarchical, haar)")
-  p.add_argument('--mechanisms', nargs='+',
+  p.add_argument('--mechanisms',
+                 nargs='+',
                  default=['discrete_gaussian', 'poisson_binomial'],
                  choices=['discrete_gaussian', 'poisson_binomial'],
                  help='the distributed mechanisms (each beside a central '
                  'Gaussian)')
-  p.add_argument('--values', metavar='FILE',
+  p.add_argument('--values',
+                 metavar='FILE',
                  help='your data instead of synthetic: a CSV file, one value '
                  'per client (lines `value` or `client_id,value`; inf and '
                  'nan per the process\'s policy; see docs/cli.md)')
-  p.add_argument('--clients', type=common.integer('--clients', 1, 2**29),
+  p.add_argument('--clients',
+                 type=common.integer('--clients', 1, 2**29),
                  help='clients per round (default: 128; with --values, its '
                  'lines)')
-  p.add_argument('--bins', type=common.integer('--bins', 2, 2**16),
-                 default=32, help='bins (a power of two for tree and haar)')
-  p.add_argument('--epsilon', type=common.positive('--epsilon'), default=1.0,
+  p.add_argument('--bins',
+                 type=common.integer('--bins', 2, 2**16),
+                 default=32,
+                 help='bins (a power of two for tree and haar)')
+  p.add_argument('--epsilon',
+                 type=common.positive('--epsilon'),
+                 default=1.0,
                  help='epsilon per round (against the server)')
-  p.add_argument('--delta', type=common.probability_open('--delta'),
+  p.add_argument('--delta',
+                 type=common.probability_open('--delta'),
                  help=common.DELTA_HELP + ' (per round)')
-  p.add_argument('--distribution', choices=DISTRIBUTIONS,
+  p.add_argument('--distribution',
+                 choices=DISTRIBUTIONS,
                  help='client values: Unif[0, upper] or chi^2(4) (default: '
                  'uniform; not with --values)')
-  p.add_argument('--lower', type=common.finite('--lower'), default=0.0,
+  p.add_argument('--lower',
+                 type=common.finite('--lower'),
+                 default=0.0,
                  help='lower bound of the range [lower, upper]')
-  p.add_argument('--upper', type=common.finite('--upper'),
-                 default=10.0, help='upper bound of the range [lower, upper]')
+  p.add_argument('--upper',
+                 type=common.finite('--upper'),
+                 default=10.0,
+                 help='upper bound of the range [lower, upper]')
   p.add_argument('--repetitions',
                  type=common.integer('--repetitions', 1, 10000),
                  help='rounds, each with fresh client data (default: 3; '
                  'with --values 1: each repetition is another release of '
                  'the same values)')
-  p.add_argument('--quantiles', type=common.probability_open('--quantiles'),
-                 nargs='+', default=[0.1, 0.25, 0.5, 0.75, 0.9],
+  p.add_argument('--quantiles',
+                 type=common.probability_open('--quantiles'),
+                 nargs='+',
+                 default=[0.1, 0.25, 0.5, 0.75, 0.9],
                  help='levels in (0, 1)')
-  p.add_argument('--bits', type=common.integer('--bits', 2, 30),
+  p.add_argument('--bits',
+                 type=common.integer('--bits', 2, 30),
                  help='ring 2^bits (default: the least from 18 up that holds '
                  'the clients)')
-  p.add_argument('--seed', type=common.integer('--seed', 0, 2**32 - 1),
+  p.add_argument('--seed',
+                 type=common.integer('--seed', 0, 2**32 - 1),
                  help='seed of the synthetic data, not the noise (default: '
                  '0; not with --values)')
-  p.add_argument('--output', metavar='FILE',
+  p.add_argument('--output',
+                 metavar='FILE',
                  help='write every row\'s private estimates with their noise, '
                  'epsilon and adversary: CSV, or JSON for a .json FILE '
                  '(default: none)')
-  p.add_argument('--plot', metavar='FILE',
+  p.add_argument('--plot',
+                 metavar='FILE',
                  help='draw the histogram of the values with every row\'s '
                  'estimates: .png, .pdf, .svg (default: none)')
   p.add_argument('--noise-seed',
@@ -401,7 +471,9 @@ def add_parser(subparsers):
                  help='draw every row\'s noise from this seed: reproducible, '
                  'and then NOT private (the report says so) (default: '
                  'none: fresh OS entropy)')
-  p.add_argument('--engine', choices=ENGINES, default='auto',
+  p.add_argument('--engine',
+                 choices=ENGINES,
+                 default='auto',
                  help='how the distributed rows run: tff (TFF\'s process, '
                  'one call per client), batched (the same client and server '
                  'code in batches: the process\'s distribution, minutes for '

@@ -38,12 +38,21 @@ ALGORITHMS = ('deltafl', 'fedavg')
 POPULATION = 2500
 
 
-def run(algorithm: str = 'deltafl', rounds: int = 10, clients: int = 100,
-        tail_fraction: float = 0.5, epsilon: float = 5.0,
-        delta: Optional[float] = None, budget_ratio: float = 0.25,
-        clip: float = 0.1, loss_bound: float = 1.5, bins: int = 16,
-        histogram: str = 'tree', adversary: str = 'server',
-        private: bool = True, learning_rate: float = 0.1, seed: int = 0,
+def run(algorithm: str = 'deltafl',
+        rounds: int = 10,
+        clients: int = 100,
+        tail_fraction: float = 0.5,
+        epsilon: float = 5.0,
+        delta: Optional[float] = None,
+        budget_ratio: float = 0.25,
+        clip: float = 0.1,
+        loss_bound: float = 1.5,
+        bins: int = 16,
+        histogram: str = 'tree',
+        adversary: str = 'server',
+        private: bool = True,
+        learning_rate: float = 0.1,
+        seed: int = 0,
         print_fn: Callable[[str], None] = print) -> dict:
   """Trains and prints the progress; returns the final test metrics (and,
   when private, the run's `epsilon` by the tightest accountant and its
@@ -67,20 +76,27 @@ def run(algorithm: str = 'deltafl', rounds: int = 10, clients: int = 100,
       checks.positive(learning_rate, 'learning_rate'))
   if private:
     calibrated = learning.calibrate(
-        model_fn, epsilon, delta, rounds, clients, clip,
+        model_fn,
+        epsilon,
+        delta,
+        rounds,
+        clients,
+        clip,
         budget_ratio=budget_ratio if algorithm == 'deltafl' else None,
-        population=POPULATION, adversary=adversary,
-        **(dict(loss_upper_bound=loss_bound, num_bins=bins,
-                histogram=histogram) if algorithm == 'deltafl' else {}))
+        population=POPULATION,
+        adversary=adversary,
+        **(dict(loss_upper_bound=loss_bound, num_bins=bins, histogram=histogram)
+           if algorithm == 'deltafl' else {}))
     config = calibrated.config
     if algorithm == 'deltafl':
-      process = learning.build_superquantile_fl(
-          model_fn, tail_fraction, optimizer, privacy=config)
+      process = learning.build_superquantile_fl(model_fn,
+                                                tail_fraction,
+                                                optimizer,
+                                                privacy=config)
       noise = (f'z_w={config.noise_multiplier:.3f} '
                f'z_q={config.quantile_noise_multiplier:.3f}')
     else:
-      process = learning.build_dp_fedavg(model_fn, optimizer,
-                                         privacy=config)
+      process = learning.build_dp_fedavg(model_fn, optimizer, privacy=config)
       noise = f'z_w={config.noise_multiplier:.3f}'
     print_fn(
         f'{"DP-Delta-FL" if algorithm == "deltafl" else "DP-FedAvg"} on B.3:'
@@ -91,7 +107,8 @@ def run(algorithm: str = 'deltafl', rounds: int = 10, clients: int = 100,
          f'b={bins} ({histogram})' if algorithm == 'deltafl' else ''))
   else:
     if algorithm == 'deltafl':
-      process = learning.build_superquantile_fl(model_fn, tail_fraction,
+      process = learning.build_superquantile_fl(model_fn,
+                                                tail_fraction,
                                                 optimizer,
                                                 reweighting='exact')
     else:
@@ -126,8 +143,7 @@ def run(algorithm: str = 'deltafl', rounds: int = 10, clients: int = 100,
              f'at delta {final.delta:.3g} (target {epsilon:g}; the '
              f'running column is RDP): {final.description}')
   weights = process.get_model_weights(state)
-  errors, _ = tasks.per_client_metrics(task.keras_model(), weights,
-                                       task.test)
+  errors, _ = tasks.per_client_metrics(task.keras_model(), weights, task.test)
   summary = tasks.summarize_errors(errors)
   print_fn(f'test clients: mean error {summary["mean"]:.2f}%, 90th '
            f'percentile {summary["p90"]:.2f}%')
@@ -137,51 +153,85 @@ def run(algorithm: str = 'deltafl', rounds: int = 10, clients: int = 100,
 
 
 def add_parser(subparsers):
-  p = subparsers.add_parser(
-      'superquantile', help='DP-Delta-FL / DP-FedAvg on the B.3 task',
-      description=__doc__, formatter_class=common.HelpFormatter)
-  p.add_argument('--algorithm', default='deltafl', choices=ALGORITHMS,
+  p = subparsers.add_parser('superquantile',
+                            help='DP-Delta-FL / DP-FedAvg on the B.3 task',
+                            description=__doc__,
+                            formatter_class=common.HelpFormatter)
+  p.add_argument('--algorithm',
+                 default='deltafl',
+                 choices=ALGORITHMS,
                  help='Delta-FL (tail clients) or FedAvg')
-  p.add_argument('--rounds', type=common.integer('--rounds', 1, 100000),
-                 default=10, help='rounds (the budget covers all of them)')
-  p.add_argument('--clients', type=common.integer('--clients', 1, POPULATION),
-                 default=100, help='clients per round (of 2500)')
-  p.add_argument('--tail-fraction', type=common.converter(
-      lambda v, n: checks.real(v, n, 0.0, 1.0, low_open=True),
-      '--tail-fraction'), default=0.5, help='theta')
-  p.add_argument('--epsilon', type=common.positive('--epsilon'), default=5.0,
+  p.add_argument('--rounds',
+                 type=common.integer('--rounds', 1, 100000),
+                 default=10,
+                 help='rounds (the budget covers all of them)')
+  p.add_argument('--clients',
+                 type=common.integer('--clients', 1, POPULATION),
+                 default=100,
+                 help='clients per round (of 2500)')
+  p.add_argument('--tail-fraction',
+                 type=common.converter(
+                     lambda v, n: checks.real(v, n, 0.0, 1.0, low_open=True),
+                     '--tail-fraction'),
+                 default=0.5,
+                 help='theta')
+  p.add_argument('--epsilon',
+                 type=common.positive('--epsilon'),
+                 default=5.0,
                  help='target epsilon of all rounds')
-  p.add_argument('--delta', type=common.probability_open('--delta'),
+  p.add_argument('--delta',
+                 type=common.probability_open('--delta'),
                  help=common.DELTA_HELP + f' (N = {POPULATION})')
-  p.add_argument('--budget-ratio', type=common.positive('--budget-ratio'),
+  p.add_argument('--budget-ratio',
+                 type=common.positive('--budget-ratio'),
                  default=0.25,
                  help='r: rho(quantile) / rho(update)')
-  p.add_argument('--clip', type=common.positive('--clip'),
-                 default=0.1, help='C, the update clip norm')
-  p.add_argument('--loss-bound', type=common.positive('--loss-bound'),
+  p.add_argument('--clip',
+                 type=common.positive('--clip'),
+                 default=0.1,
+                 help='C, the update clip norm')
+  p.add_argument('--loss-bound',
+                 type=common.positive('--loss-bound'),
                  default=1.5,
                  help='B: losses clipped to [0, B]')
-  p.add_argument('--bins', type=common.integer('--bins', 2, 2**12),
-                 default=16, help='b (a power of two for tree and haar)')
-  p.add_argument('--histogram', default='tree',
+  p.add_argument('--bins',
+                 type=common.integer('--bins', 2, 2**12),
+                 default=16,
+                 help='b (a power of two for tree and haar)')
+  p.add_argument('--histogram',
+                 default='tree',
                  help='the loss histogram\'s encoding '
                  '(tff_ddp.analytics.histograms: flat, tree or its alias '
                  'hierarchical, haar)')
-  p.add_argument('--adversary', default='server',
+  p.add_argument('--adversary',
+                 default='server',
                  choices=['server', 'release'],
                  help='the adversary the calibration holds against')
-  p.add_argument('--no-privacy', action='store_true',
+  p.add_argument('--no-privacy',
+                 action='store_true',
                  help='non-private Delta-FL (Algorithm 3) / FedAvg')
-  p.add_argument('--learning-rate', type=common.positive('--learning-rate'),
+  p.add_argument('--learning-rate',
+                 type=common.positive('--learning-rate'),
                  default=0.1,
                  help='client step size (one full-gradient step)')
-  p.add_argument('--seed', type=common.integer('--seed', 0, 2**32 - 1),
-                 default=0, help='cohorts (not the noise)')
-  p.set_defaults(command='superquantile', body=lambda args: run(
-      algorithm=args.algorithm, rounds=args.rounds, clients=args.clients,
-      tail_fraction=args.tail_fraction, epsilon=args.epsilon,
-      delta=args.delta, budget_ratio=args.budget_ratio, clip=args.clip,
-      loss_bound=args.loss_bound, bins=args.bins, histogram=args.histogram,
-      adversary=args.adversary, private=not args.no_privacy,
-      learning_rate=args.learning_rate, seed=args.seed) and 0)
+  p.add_argument('--seed',
+                 type=common.integer('--seed', 0, 2**32 - 1),
+                 default=0,
+                 help='cohorts (not the noise)')
+  p.set_defaults(command='superquantile',
+                 body=lambda args: run(algorithm=args.algorithm,
+                                       rounds=args.rounds,
+                                       clients=args.clients,
+                                       tail_fraction=args.tail_fraction,
+                                       epsilon=args.epsilon,
+                                       delta=args.delta,
+                                       budget_ratio=args.budget_ratio,
+                                       clip=args.clip,
+                                       loss_bound=args.loss_bound,
+                                       bins=args.bins,
+                                       histogram=args.histogram,
+                                       adversary=args.adversary,
+                                       private=not args.no_privacy,
+                                       learning_rate=args.learning_rate,
+                                       seed=args.seed) and 0)
   return p

@@ -77,40 +77,53 @@ def run(args) -> int:
   # the database before TensorFlow loads: each error is one line, quickly.
   from tff_ddp.learning import training
   config = training.TrainConfig(
-      task=args.task, mechanism=args.mechanism, data_dir=args.data_dir,
+      task=args.task,
+      mechanism=args.mechanism,
+      data_dir=args.data_dir,
       output_dir=args.output_dir or default_output_dir(args),
       noise_multiplier=args.noise_multiplier,
       target_epsilon=args.target_epsilon,
-      calibrate_against=args.calibrate_against, bits=args.bits,
-      rounds=args.rounds, clients_per_round=args.clients_per_round,
-      clip=args.clip, client_learning_rate=args.client_lr,
+      calibrate_against=args.calibrate_against,
+      bits=args.bits,
+      rounds=args.rounds,
+      clients_per_round=args.clients_per_round,
+      clip=args.clip,
+      client_learning_rate=args.client_lr,
       server_learning_rate=args.server_lr,
       server_momentum=args.server_momentum,
-      client_batch_size=args.batch_size, client_epochs=args.epochs,
+      client_batch_size=args.batch_size,
+      client_epochs=args.epochs,
       max_examples_per_client=args.max_examples_per_client,
-      delta=args.delta, k_stddevs=args.k_stddevs,
-      noise_sampler=args.noise_sampler, vocab_size=args.vocab_size,
+      delta=args.delta,
+      k_stddevs=args.k_stddevs,
+      noise_sampler=args.noise_sampler,
+      vocab_size=args.vocab_size,
       vocab_file=args.vocab_file,
       vocab_from_training_data=args.vocab_from_training_data,
       eval_every=args.eval_every,
       eval_clients=args.eval_clients,
-      checkpoint_every=args.checkpoint_every, seed=args.seed,
+      checkpoint_every=args.checkpoint_every,
+      seed=args.seed,
       cohort_seed=args.cohort_seed,
       resume=args.resume)
   # Report lines wrap at 79 columns.
-  training.run(config, print_fn=outputs.wrapping(
-      lambda line: print(line, flush=True)), progress=common.progress)
+  training.run(config,
+               print_fn=outputs.wrapping(lambda line: print(line, flush=True)),
+               progress=common.progress)
   return 0
 
 
 def add_parser(subparsers):
   p = subparsers.add_parser(
-      'train', help='DP-FedAvg on EMNIST / Stack Overflow (DDG paper 6.2)',
-      description=__doc__, formatter_class=_HelpFormatter)
+      'train',
+      help='DP-FedAvg on EMNIST / Stack Overflow (DDG paper 6.2)',
+      description=__doc__,
+      formatter_class=_HelpFormatter)
   task_default = ' (default: the task\'s, EMNIST / Stack Overflow: %s)'
   p.add_argument('--task', required=True, choices=_TASKS)
   p.add_argument('--mechanism', required=True, choices=_MECHANISMS)
-  p.add_argument('--data-dir', required=True,
+  p.add_argument('--data-dir',
+                 required=True,
                  help='folder holding TFF\'s emnist_all.sqlite / '
                  'stackoverflow.sqlite (the loaders\' cache_dir)')
   p.add_argument('--output-dir',
@@ -120,82 +133,109 @@ def add_parser(subparsers):
                  type=common.positive('--noise-multiplier'),
                  help='z: central noise stddev / clip (all mechanisms but '
                  'none; default: none, give it or --target-epsilon)')
-  p.add_argument('--target-epsilon', type=common.positive('--target-epsilon'),
+  p.add_argument('--target-epsilon',
+                 type=common.positive('--target-epsilon'),
                  help='instead of --noise-multiplier: the least z whose '
                  '--rounds rounds are (eps, delta)-DP against '
                  '--calibrate-against by the tightest accountant (the '
                  'paper calibrates this way; '
                  'default: none, give it or --noise-multiplier)')
-  p.add_argument('--calibrate-against', choices=('release', 'server'),
-                 default='release', help='--target-epsilon\'s adversary: '
+  p.add_argument('--calibrate-against',
+                 choices=('release', 'server'),
+                 default='release',
+                 help='--target-epsilon\'s adversary: '
                  'readers of the release (the paper\'s, amplified by '
                  'sampling) or the server')
-  p.add_argument('--bits', type=common.integer('--bits', 1, 30), default=16,
+  p.add_argument('--bits',
+                 type=common.integer('--bits', 1, 30),
+                 default=16,
                  help='ddg/skellam: the secure sum\'s modulus is 2^bits')
-  p.add_argument('--rounds', type=common.integer('--rounds', 1),
+  p.add_argument('--rounds',
+                 type=common.integer('--rounds', 1),
                  help='T' + task_default % '1500 / 1600')
   p.add_argument('--clients-per-round',
                  type=common.integer('--clients-per-round', 1),
-                 help='n, drawn uniformly without replacement each round'
-                 + task_default % '100')
-  p.add_argument('--clip', type=common.positive('--clip'),
-                 help='c, l2 clip of a client update' + task_default
-                 % '0.03 / 0.3')
-  p.add_argument('--client-lr', type=common.positive('--client-lr'),
-                 help='client SGD learning rate' + task_default
-                 % '0.032 / 0.5')
-  p.add_argument('--server-lr', type=common.positive('--server-lr'),
+                 help='n, drawn uniformly without replacement each round' +
+                 task_default % '100')
+  p.add_argument('--clip',
+                 type=common.positive('--clip'),
+                 help='c, l2 clip of a client update' +
+                 task_default % '0.03 / 0.3')
+  p.add_argument('--client-lr',
+                 type=common.positive('--client-lr'),
+                 help='client SGD learning rate' + task_default % '0.032 / 0.5')
+  p.add_argument('--server-lr',
+                 type=common.positive('--server-lr'),
                  help='server learning rate' + task_default % '1')
-  p.add_argument('--server-momentum', type=common.converter(
-      lambda v, n: checks.real(v, n, 0.0, 1.0, high_open=True),
-      '--server-momentum'), help='server momentum' + task_default % '0.9')
-  p.add_argument('--batch-size', type=common.integer('--batch-size', 1),
+  p.add_argument('--server-momentum',
+                 type=common.converter(
+                     lambda v, n: checks.real(v, n, 0.0, 1.0, high_open=True),
+                     '--server-momentum'),
+                 help='server momentum' + task_default % '0.9')
+  p.add_argument('--batch-size',
+                 type=common.integer('--batch-size', 1),
                  help='client batch size' + task_default % '20 / 16')
-  p.add_argument('--epochs', type=common.integer('--epochs', 1),
+  p.add_argument('--epochs',
+                 type=common.integer('--epochs', 1),
                  help='local epochs' + task_default % '1')
   p.add_argument('--max-examples-per-client',
                  type=common.integer('--max-examples-per-client', 1),
                  help='cap on a client\'s examples per round (default: all, '
                  'as the paper\'s code)')
-  p.add_argument('--delta', type=common.probability_open('--delta'),
+  p.add_argument('--delta',
+                 type=common.probability_open('--delta'),
                  help='delta (default: min(1e-5, N^-1.1), well below 1/N for '
                  'N training clients; a larger one is warned about)')
-  p.add_argument('--k-stddevs', type=common.positive('--k-stddevs'),
-                 default=4.0, help='ddg/skellam: k, the sum coordinate\'s '
+  p.add_argument('--k-stddevs',
+                 type=common.positive('--k-stddevs'),
+                 default=4.0,
+                 help='ddg/skellam: k, the sum coordinate\'s '
                  'stddevs that fit in the ring (the paper\'s 3 or 4)')
-  p.add_argument('--noise-sampler', choices=('table', 'exact'),
+  p.add_argument('--noise-sampler',
+                 choices=('table', 'exact'),
                  help='ddg/skellam: the noise sampler (default: the '
                  'factories\', table: a certified alias table whose '
                  'per-sample TV distance, < 2^-231, is added to delta; '
                  'exact: none, slower)')
-  p.add_argument('--vocab-size', type=common.integer('--vocab-size', 1),
-                 default=10000, help='stackoverflow: vocabulary words')
+  p.add_argument('--vocab-size',
+                 type=common.integer('--vocab-size', 1),
+                 default=10000,
+                 help='stackoverflow: vocabulary words')
   p.add_argument('--vocab-file',
                  help='stackoverflow: word list ("word [count]" per line, '
                  'e.g. TFF\'s stackoverflow.word_count) (default: none; '
                  'give it or --vocab-from-training-data)')
-  p.add_argument('--vocab-from-training-data', action='store_true',
+  p.add_argument('--vocab-from-training-data',
+                 action='store_true',
                  help='stackoverflow: count the vocabulary from the training '
                  'split instead: NOT private (no noise, not covered by '
                  'epsilon)')
-  p.add_argument('--eval-every', type=common.integer('--eval-every', 0),
-                 default=10, help='test accuracy every k rounds and after '
+  p.add_argument('--eval-every',
+                 type=common.integer('--eval-every', 0),
+                 default=10,
+                 help='test accuracy every k rounds and after '
                  'the last (0: never)')
-  p.add_argument('--eval-clients', type=common.integer('--eval-clients', 0),
-                 help='test clients evaluated, a fixed sample (0: all)'
-                 + task_default % 'all / 1000')
+  p.add_argument('--eval-clients',
+                 type=common.integer('--eval-clients', 0),
+                 help='test clients evaluated, a fixed sample (0: all)' +
+                 task_default % 'all / 1000')
   p.add_argument('--checkpoint-every',
-                 type=common.integer('--checkpoint-every', 1), default=10,
+                 type=common.integer('--checkpoint-every', 1),
+                 default=10,
                  help='checkpoint every k rounds and after the last')
-  p.add_argument('--seed', type=common.integer('--seed', 0, 2**32 - 1),
-                 default=0, help='model initialization and the test sample '
+  p.add_argument('--seed',
+                 type=common.integer('--seed', 0, 2**32 - 1),
+                 default=0,
+                 help='model initialization and the test sample '
                  '(never the noise: fresh kernel entropy)')
-  p.add_argument('--cohort-seed', type=common.integer('--cohort-seed', 0),
+  p.add_argument('--cohort-seed',
+                 type=common.integer('--cohort-seed', 0),
                  help='draw the cohorts from this seed (reproducible, but not '
                  'secret from whoever knows it, which eps(release)\'s '
                  'amplification assumes); default: a secret seed drawn when '
                  'the run starts, kept in --output-dir for --resume')
-  p.add_argument('--resume', action='store_true',
+  p.add_argument('--resume',
+                 action='store_true',
                  help='continue the run in --output-dir from its last '
                  'checkpoint')
   p.set_defaults(command='train', body=run)

@@ -26,8 +26,8 @@ class Encoder(Protocol):
   is_isometry: bool
   level: Optional[float]
 
-  def encode_with_residual(self, x: tf.Tensor, seed: tf.Tensor
-                           ) -> Tuple[tf.Tensor, tf.Tensor]:
+  def encode_with_residual(self, x: tf.Tensor,
+                           seed: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
     """(y = encode(x), ||x - decode(y)||_2) for x of shape [dim]."""
 
   def encode(self, x: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:

@@ -29,8 +29,11 @@ def padded_dimension(dim: int) -> int:
 
 def random_phases(num: int, seed: tf.Tensor) -> tf.Tensor:
   """k_j in {0, 1, 2, 3}, int32 [num]: the public phases i^{k_j}."""
-  return tf.random.stateless_uniform(
-      [num], seed=seed, minval=0, maxval=4, dtype=tf.int32)
+  return tf.random.stateless_uniform([num],
+                                     seed=seed,
+                                     minval=0,
+                                     maxval=4,
+                                     dtype=tf.int32)
 
 
 def _rotate(re, im, k, inverse):
@@ -100,8 +103,10 @@ class RandomizedDft:
     x = tf.pad(tf.cast(tf.reshape(x, [self.dim]), work),
                [[0, self.output_dim - self.dim]])
     pairs = tf.reshape(x, [self._n, 2])
-    re, im = _rotate(pairs[:, 0], pairs[:, 1],
-                     random_phases(self._n, seed), inverse=False)
+    re, im = _rotate(pairs[:, 0],
+                     pairs[:, 1],
+                     random_phases(self._n, seed),
+                     inverse=False)
     w = tf.signal.fft(tf.complex(re, im)) / self._root_n(work)
     return tf.cast(tf.concat([tf.math.real(w), tf.math.imag(w)], 0), dtype)
 
@@ -114,7 +119,9 @@ class RandomizedDft:
     w = tf.complex(y[:self._n], y[self._n:])
     # tf.signal.ifft divides by N; the unitary inverse divides by sqrt(N).
     z = tf.signal.ifft(w) * self._root_n(work)
-    re, im = _rotate(tf.math.real(z), tf.math.imag(z),
-                     random_phases(self._n, seed), inverse=True)
+    re, im = _rotate(tf.math.real(z),
+                     tf.math.imag(z),
+                     random_phases(self._n, seed),
+                     inverse=True)
     x = tf.reshape(tf.stack([re, im], axis=1), [self.output_dim])
     return tf.cast(x[:self.dim], dtype)

@@ -73,7 +73,8 @@ def _hadamard_blocks(x: tf.Tensor) -> tf.Tensor:
   y = tf.reshape(x, [-1, d])
   for m in _block_sizes(d):
     y = tf.matmul(tf.reshape(y, [-1, m, d // m]),
-                  tf.constant(_sylvester(m), x.dtype), transpose_a=True)
+                  tf.constant(_sylvester(m), x.dtype),
+                  transpose_a=True)
   if x.shape.rank == 1:
     shape = [d]
   elif x.shape.is_fully_defined():
@@ -120,12 +121,14 @@ def fast_walsh_hadamard(x: tf.Tensor) -> tf.Tensor:
 
 
 # Row v: the eight signs of the byte v, +1 where bit j of v is set.
-_BYTE_SIGNS = np.array([[1.0 if (v >> j) & 1 else -1.0 for j in range(8)]
-                        for v in range(256)])
+_BYTE_SIGNS = np.array(
+    [[1.0 if (v >> j) & 1 else -1.0 for j in range(8)] for v in range(256)])
 _BYTE_SIGNS.setflags(write=False)
 
 
-def random_signs(dim: int, seed: tf.Tensor, dtype=tf.float64,
+def random_signs(dim: int,
+                 seed: tf.Tensor,
+                 dtype=tf.float64,
                  magnitude: float = 1.0) -> tf.Tensor:
   """The public sign vector xi in {-1, +1}^dim derived from a round seed,
   times `magnitude` (rounded to `dtype`).
@@ -137,8 +140,11 @@ def random_signs(dim: int, seed: tf.Tensor, dtype=tf.float64,
   element-wise passes per sign.
   """
   count = -(-int(dim) // 8)
-  values = tf.random.stateless_uniform(
-      [count], seed=seed, minval=0, maxval=256, dtype=tf.int32)
+  values = tf.random.stateless_uniform([count],
+                                       seed=seed,
+                                       minval=0,
+                                       maxval=256,
+                                       dtype=tf.int32)
   table = tf.constant(_BYTE_SIGNS * magnitude, dtype)
   return tf.reshape(tf.gather(table, values), [8 * count])[:dim]
 

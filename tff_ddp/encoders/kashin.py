@@ -23,7 +23,6 @@ from tff_ddp.utils import checks
 from tff_ddp.utils import tensors
 
 
-
 class Frame(enum.StrEnum):
   """The tight frame U of the representation: HADAMARD, d rows of a
   randomized Walsh-Hadamard matrix (O(D log D) per transform); DENSE, a
@@ -59,15 +58,15 @@ def output_dimension(dim: int, redundancy: float) -> int:
         f'dim={dim} with redundancy={redundancy} needs an output dimension '
         f'>= {target:.6g} > {hadamard.MAX_OUTPUT_DIM} (the largest encoding '
         'a client holds); lower the redundancy or split the value.')
-  return 2 ** math.ceil(math.log2(target) - 1e-12)
+  return 2**math.ceil(math.log2(target) - 1e-12)
 
 
 _norm = tensors.overflow_safe_norm
 
 
 def _fold(seed, data: int):
-  return tf.random.experimental.stateless_fold_in(
-      tf.cast(seed, tf.int64), tf.constant(data, tf.int64))
+  return tf.random.experimental.stateless_fold_in(tf.cast(seed, tf.int64),
+                                                  tf.constant(data, tf.int64))
 
 
 class KashinEncoder:
@@ -82,8 +81,12 @@ class KashinEncoder:
       `Frame`.
   """
 
-  def __init__(self, dim: int, redundancy: float = 1.0, eta: float = 0.5,
-               delta: float = 0.8, iterations: int = 8,
+  def __init__(self,
+               dim: int,
+               redundancy: float = 1.0,
+               eta: float = 0.5,
+               delta: float = 0.8,
+               iterations: int = 8,
                frame: str = Frame.HADAMARD):
     """Configures the encoder.
 
@@ -139,14 +142,16 @@ class KashinEncoder:
 
   def _rows(self, seed):
     """The d frame rows chosen from H_D D_xi: a random injective map."""
-    keys = tf.random.stateless_uniform([self.output_dim], _fold(seed, 1),
+    keys = tf.random.stateless_uniform([self.output_dim],
+                                       _fold(seed, 1),
                                        dtype=tf.float64)
     return tf.argsort(keys, stable=True)[:self.dim]
 
   def _dense(self, seed, dtype):
     """U^T, a D x d matrix with orthonormal columns (QR of a Gaussian)."""
     g = tf.random.stateless_normal([self.output_dim, self.dim],
-                                   _fold(seed, 2), dtype=tf.float64)
+                                   _fold(seed, 2),
+                                   dtype=tf.float64)
     q, r = tf.linalg.qr(g)
     # Sign fix makes Q Haar distributed (and deterministic given g).
     q *= tf.sign(tf.linalg.diag_part(r))[tf.newaxis, :]
@@ -204,8 +209,8 @@ class KashinEncoder:
       sqrt(D), and the residual norm (x's dtype).
     """
     x = self._check_input(x)
-    return self._eager_as_traced('encode_with_residual', self._encode_one)(
-        x, seed)
+    return self._eager_as_traced('encode_with_residual', self._encode_one)(x,
+                                                                           seed)
 
   def _encode_one(self, x, seed):
     y, residual = self._encode_rows(tf.reshape(x, [1, self.dim]), seed)

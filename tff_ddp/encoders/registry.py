@@ -89,15 +89,14 @@ class EncoderSpec:
 # Each name and its encoder.
 _ENCODERS = {
     'hadamard': EncoderSpec('hadamard', hadamard.RandomizedHadamard),
-    'kashin': EncoderSpec('kashin', kashin.KashinEncoder,
-                          takes_options=True),
+    'kashin': EncoderSpec('kashin', kashin.KashinEncoder, takes_options=True),
     'none': EncoderSpec('none', Identity, is_identity=True),
     'dft': EncoderSpec('dft', dft.RandomizedDft),
 }
 
 
-def encoder_spec(name: str, options: Optional[Mapping[str, Any]] = None
-                 ) -> EncoderSpec:
+def encoder_spec(name: str,
+                 options: Optional[Mapping[str, Any]] = None) -> EncoderSpec:
   """The `EncoderSpec` called `name` with `options`, validated (the one
   place an encoder's name is read).
 

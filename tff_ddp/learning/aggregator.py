@@ -59,8 +59,14 @@ class DdpMeanFactory(discrete_gaussian.DiscreteGaussianSumFactory):
   _OWNER = _NAME
   _COUNT_STDDEV_PARAMETER = None
 
-  def __init__(self, noise_multiplier, expected_clients_per_round, bits,
-               zeroing, rotation_type, adaptive_clipping=None, **kwargs):
+  def __init__(self,
+               noise_multiplier,
+               expected_clients_per_round,
+               bits,
+               zeroing,
+               rotation_type,
+               adaptive_clipping=None,
+               **kwargs):
     zeroing = checks.boolean(zeroing, 'zeroing')
     if adaptive_clipping is None:
       # TFF's configuration; its signature has no count stddev to name.
@@ -77,15 +83,18 @@ class DdpMeanFactory(discrete_gaussian.DiscreteGaussianSumFactory):
                                      zeroing_increment=ZEROING_INCREMENT)
     super().__init__(
         discrete_gaussian.Request(
-            l2_clip=INITIAL_L2_CLIP, noise_multiplier=noise_multiplier,
-            expected_clients_per_round=expected_clients_per_round, bits=bits),
-        discrete_gaussian.tff_encoder(rotation_type), clipping, **kwargs)
-    self._describe = dict(noise_multiplier=noise_multiplier,
-                          expected_clients_per_round=(
-                              expected_clients_per_round),
-                          bits=bits, zeroing=zeroing,
-                          rotation_type=rotation_type,
-                          adaptive_clipping=adaptive_clipping)
+            l2_clip=INITIAL_L2_CLIP,
+            noise_multiplier=noise_multiplier,
+            expected_clients_per_round=expected_clients_per_round,
+            bits=bits), discrete_gaussian.tff_encoder(rotation_type), clipping,
+        **kwargs)
+    self._describe = dict(
+        noise_multiplier=noise_multiplier,
+        expected_clients_per_round=(expected_clients_per_round),
+        bits=bits,
+        zeroing=zeroing,
+        rotation_type=rotation_type,
+        adaptive_clipping=adaptive_clipping)
     if self._kind is not base.Kind.DISCRETE_GAUSSIAN:
       self._describe['mechanism'] = discrete_gaussian.TFF_NAMES[self._kind]
     self._name = _NAME
@@ -100,7 +109,8 @@ class DdpMeanFactory(discrete_gaussian.DiscreteGaussianSumFactory):
     _refuse_dropped_weights()
     return super().create(value_type)
 
-  def round_protocol(self, value_type,
+  def round_protocol(self,
+                     value_type,
                      count_modulus: int = secure_sum.COUNT_MODULUS):
     spec = self.value_spec(value_type)
     if not all(tf.as_dtype(leaf.dtype).is_floating for leaf in spec.leaves):
@@ -133,8 +143,9 @@ def _refuse_dropped_weights():
   would sum the example counts at the server unnoised, hence no weighted
   variant: uniform weights, said explicitly.
   """
-  wrapper = type(tff.aggregators.as_weighted_aggregator(
-      tff.aggregators.UnweightedMeanFactory())).create.__code__
+  wrapper = type(
+      tff.aggregators.as_weighted_aggregator(
+          tff.aggregators.UnweightedMeanFactory())).create.__code__
   frame = sys._getframe(1)  # pylint: disable=protected-access  # the caller's frame
   for _ in range(_MAX_FRAMES):
     if frame is None:
@@ -145,8 +156,8 @@ def _refuse_dropped_weights():
   else:
     return
   builder = frame.f_back
-  if builder is None or not builder.f_globals.get('__name__', '').startswith(
-      'tensorflow_federated.'):
+  if builder is None or not builder.f_globals.get(
+      '__name__', '').startswith('tensorflow_federated.'):
     return  # Not inside a TFF builder (e.g. as_uniform_weighted_aggregator).
   weighting = builder.f_locals.get('client_weighting')
   if weighting is tff.learning.ClientWeighting.UNIFORM:
@@ -251,6 +262,10 @@ def ddp_secure_aggregator(
     usable as `model_aggregator` of `build_unweighted_fed_avg` with the
     default protobuf).
   """
-  return DdpMeanFactory(noise_multiplier, expected_clients_per_round, bits,
-                        zeroing, rotation_type, adaptive_clipping,
+  return DdpMeanFactory(noise_multiplier,
+                        expected_clients_per_round,
+                        bits,
+                        zeroing,
+                        rotation_type,
+                        adaptive_clipping,
                         mechanism=mechanism)

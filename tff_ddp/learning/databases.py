@@ -55,8 +55,8 @@ class DatabaseSpec:
   file_name: str
   splits: Tuple[str, ...]
   features: Mapping[str, Tuple[str, int]]
-  ranges: Mapping[str, Tuple[int, int]] = dataclasses.field(
-      default_factory=dict)
+  ranges: Mapping[str, Tuple[int,
+                             int]] = dataclasses.field(default_factory=dict)
 
   @property
   def url(self) -> str:
@@ -75,17 +75,25 @@ class DatabaseSpec:
     return os.path.join(data_dir, self.file_name)
 
 
-EMNIST = DatabaseSpec(
-    name='EMNIST', file_name='emnist_all.sqlite',
-    splits=('all_train', 'all_test'),
-    features={'pixels': (_FLOAT, 28 * 28), 'label': (_INT64, 1)},
-    ranges={'label': (0, 61)})
-STACKOVERFLOW = DatabaseSpec(
-    name='Stack Overflow', file_name='stackoverflow.sqlite',
-    splits=('train', 'test', 'heldout'),
-    features={'creation_date': (_BYTES, 1), 'score': (_INT64, 1),
-              'tags': (_BYTES, 1), 'title': (_BYTES, 1),
-              'tokens': (_BYTES, 1), 'type': (_BYTES, 1)})
+EMNIST = DatabaseSpec(name='EMNIST',
+                      file_name='emnist_all.sqlite',
+                      splits=('all_train', 'all_test'),
+                      features={
+                          'pixels': (_FLOAT, 28 * 28),
+                          'label': (_INT64, 1)
+                      },
+                      ranges={'label': (0, 61)})
+STACKOVERFLOW = DatabaseSpec(name='Stack Overflow',
+                             file_name='stackoverflow.sqlite',
+                             splits=('train', 'test', 'heldout'),
+                             features={
+                                 'creation_date': (_BYTES, 1),
+                                 'score': (_INT64, 1),
+                                 'tags': (_BYTES, 1),
+                                 'title': (_BYTES, 1),
+                                 'tokens': (_BYTES, 1),
+                                 'type': (_BYTES, 1)
+                             })
 
 
 def _fix(spec: DatabaseSpec) -> str:
@@ -102,8 +110,10 @@ def _columns(connection, table):
 CHECKED_EXAMPLES = 2000
 
 
-def _check_example(spec: DatabaseSpec, path: str, blob, where: str = ''
-                   ) -> None:
+def _check_example(spec: DatabaseSpec,
+                   path: str,
+                   blob,
+                   where: str = '') -> None:
   """An example parses with the features TFF's loader reads, and its
   values are in the task's ranges (`where` names its row)."""
   from tensorflow.core.example import example_pb2
@@ -131,8 +141,7 @@ def _check_example(spec: DatabaseSpec, path: str, blob, where: str = ''
           f'this is not TFF\'s {spec.name} database ({spec.url}).')
     if name in spec.ranges:
       low, high = spec.ranges[name]
-      bad = [v for v in getattr(feature, found).value
-             if not low <= v <= high]
+      bad = [v for v in getattr(feature, found).value if not low <= v <= high]
       if bad:
         raise DatabaseError(
             f'{path}: feature {name!r}{where} is {bad[0]}, outside the '
@@ -173,24 +182,27 @@ def check(spec: DatabaseSpec, data_dir: str) -> str:
   except sqlite3.Error as e:
     raise DatabaseError(f'{path} cannot be opened ({e}).') from None
   try:
-    tables = {row[0] for row in connection.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table'")}
-    for table, columns in (('examples', EXAMPLES_COLUMNS),
-                           ('client_metadata', METADATA_COLUMNS)):
+    tables = {
+        row[0] for row in connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")
+    }
+    for table, columns in (('examples', EXAMPLES_COLUMNS), ('client_metadata',
+                                                            METADATA_COLUMNS)):
       if table not in tables:
         raise DatabaseError(f'{path} has no table {table}' + wrong)
       missing = [c for c in columns if c not in _columns(connection, table)]
       if missing:
         raise DatabaseError(f'{path}: table {table} lacks column(s) '
                             f'{", ".join(missing)}' + wrong)
-    splits = {row[0] for row in connection.execute(
-        'SELECT DISTINCT split_name FROM client_metadata')}
+    splits = {
+        row[0] for row in connection.execute(
+            'SELECT DISTINCT split_name FROM client_metadata')
+    }
     missing = [s for s in spec.splits if s not in splits]
     if missing:
       found = ', '.join(sorted(map(str, splits))) or 'none'
-      raise DatabaseError(
-          f'{path}: client_metadata has no client in split(s) '
-          f'{", ".join(missing)} (it has {found})' + wrong)
+      raise DatabaseError(f'{path}: client_metadata has no client in split(s) '
+                          f'{", ".join(missing)} (it has {found})' + wrong)
     row = connection.execute(
         'SELECT serialized_example_proto FROM examples WHERE split_name = ? '
         'LIMIT 1', (spec.train_split,)).fetchone()
@@ -204,8 +216,7 @@ def check(spec: DatabaseSpec, data_dir: str) -> str:
     for rowid, client, blob in connection.execute(
         'SELECT rowid, client_id, serialized_example_proto FROM examples '
         'WHERE (rowid - ?) % ? = 0', (low, step)):
-      _check_example(spec, path, blob,
-                     f' (row {rowid}, client {client!r})')
+      _check_example(spec, path, blob, f' (row {rowid}, client {client!r})')
   except sqlite3.DatabaseError as e:
     raise DatabaseError(f'{path} is not an SQLite database in TFF\'s format '
                         f'({e})' + wrong) from None
@@ -225,8 +236,9 @@ def has_client_index(path: str) -> bool:
   connection = sqlite3.connect(f'file:{path}?mode=ro', uri=True)
   try:
     for row in connection.execute('PRAGMA index_list(examples)'):
-      columns = [r[2] for r in connection.execute(
-          f'PRAGMA index_info("{row[1]}")')]
+      columns = [
+          r[2] for r in connection.execute(f'PRAGMA index_info("{row[1]}")')
+      ]
       if columns[:1] == ['client_id']:
         return True
     return False
@@ -238,4 +250,3 @@ def index_hint(path: str) -> str:
   """The command that adds the index `has_client_index` looks for."""
   return (f'sqlite3 {path} "CREATE INDEX examples_client_id ON '
           'examples (client_id, split_name)"')
-

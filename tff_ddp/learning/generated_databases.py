@@ -98,10 +98,11 @@ def _strokes(rng, count: int) -> np.ndarray:
   for c in range(count):
     for _ in range(3):
       a, b = rng.uniform(5, 23, size=(2, 2))
-      t = np.clip(np.einsum('ijk,k->ij', grid - a, b - a)
-                  / max(np.sum((b - a) ** 2), 1e-9), 0, 1)
+      t = np.clip(
+          np.einsum('ijk,k->ij', grid - a, b - a) / max(np.sum(
+              (b - a)**2), 1e-9), 0, 1)
       distance = np.linalg.norm(grid - (a + t[..., None] * (b - a)), axis=-1)
-      ink[c] = np.maximum(ink[c], np.exp(-(distance / 1.3) ** 2))
+      ink[c] = np.maximum(ink[c], np.exp(-(distance / 1.3)**2))
   return ink
 
 
@@ -115,15 +116,15 @@ def emnist_rows(num_clients: int, train_examples: int, test_examples: int,
   for client in clients:
     shift = rng.integers(-2, 3, size=2)
     thickness = rng.uniform(0.6, 1.6)
-    for split, size in (('all_train', train_examples),
-                        ('all_test', test_examples)):
+    for split, size in (('all_train', train_examples), ('all_test',
+                                                        test_examples)):
       labels = rng.integers(0, _EMNIST_CLASSES, size=size)
       ink = np.roll(prototypes[labels], tuple(shift), axis=(1, 2))
       ink = np.clip(ink * thickness + rng.normal(0, 0.15, ink.shape), 0, 1)
       data[(client, split)] = (labels, (1.0 - ink).astype(np.float32))
   for split, digits in (('all_train', None), ('all_test', None),
-                        ('digits_only_train', 'all_train'),
-                        ('digits_only_test', 'all_test')):
+                        ('digits_only_train', 'all_train'), ('digits_only_test',
+                                                             'all_test')):
     for client in clients:
       labels, pixels = data[(client, digits or split)]
       for label, image in zip(labels, pixels):
@@ -131,16 +132,18 @@ def emnist_rows(num_clients: int, train_examples: int, test_examples: int,
           yield split, client, _example(pixels=image, label=int(label))
 
 
-def write_emnist(data_dir: str, num_clients: int = 10,
-                 train_examples: int = 20, test_examples: int = 5,
+def write_emnist(data_dir: str,
+                 num_clients: int = 10,
+                 train_examples: int = 20,
+                 test_examples: int = 5,
                  seed: int = 0) -> str:
   """Writes `<data_dir>/emnist_all.sqlite` (module docstring); its path."""
   num_clients = checks.integer(num_clients, 'num_clients', 1, 10**6)
   train_examples = checks.integer(train_examples, 'train_examples', 1)
   test_examples = checks.integer(test_examples, 'test_examples', 1)
   seed = checks.integer(seed, 'seed', 0)
-  return _write(databases.EMNIST.path(data_dir), emnist_rows(
-      num_clients, train_examples, test_examples, seed))
+  return _write(databases.EMNIST.path(data_dir),
+                emnist_rows(num_clients, train_examples, test_examples, seed))
 
 
 def _sentences(rng, successors, starts, count):
@@ -161,40 +164,43 @@ def _sentences(rng, successors, starts, count):
 
 def stackoverflow_rows(num_clients: int, train_sentences: int,
                        test_sentences: int, heldout_clients: int,
-                       vocabulary_size: int, seed: int
-                       ) -> Iterator[Tuple[str, str, bytes]]:
+                       vocabulary_size: int,
+                       seed: int) -> Iterator[Tuple[str, str, bytes]]:
   """(split, client id, serialized example) of the generated Stack
   Overflow."""
   rng = np.random.default_rng(seed)
   # Zipf-like: low word indices are frequent successors and starts.
   weights = 1.0 / np.arange(1, vocabulary_size + 1)
   weights /= weights.sum()
-  successors = rng.choice(vocabulary_size, size=(vocabulary_size, 3),
-                          p=weights)
+  successors = rng.choice(vocabulary_size, size=(vocabulary_size, 3), p=weights)
   starts = rng.choice(vocabulary_size, size=20, p=weights, replace=False)
   users = [f'{100 * i + 1:08d}' for i in range(num_clients)]
   heldout = [f'{100 * i:08d}' for i in range(heldout_clients)]
   # (split, user, sentences, years): the real test split is 2018 on.
-  plan = ([('train', u, train_sentences, (2008, 2018)) for u in users]
-          + [('test', u, test_sentences, (2018, 2019)) for u in users]
-          + [('heldout', u, train_sentences, (2008, 2019)) for u in heldout])
+  plan = ([('train', u, train_sentences, (2008, 2018)) for u in users] +
+          [('test', u, test_sentences, (2018, 2019)) for u in users] +
+          [('heldout', u, train_sentences, (2008, 2019)) for u in heldout])
   for split, user, count, years in plan:
     year = int(rng.integers(*years))
     for sentence in _sentences(rng, successors, starts, count):
-      tags = '|'.join(f'tag{t}' for t in rng.choice(50, size=2,
-                                                    replace=False))
+      tags = '|'.join(f'tag{t}' for t in rng.choice(50, size=2, replace=False))
       yield split, user, _example(
           creation_date=f'{year}-0{rng.integers(1, 10)}-1{rng.integers(10)} '
           f'0{rng.integers(10)}:1{rng.integers(10)}:2{rng.integers(10)} UTC',
-          score=int(rng.integers(-2, 50)), tags=tags,
+          score=int(rng.integers(-2, 50)),
+          tags=tags,
           title=' '.join(f'w{w}' for w in rng.integers(0, 50, 4)),
-          tokens=sentence, type=str(rng.choice(['question', 'answer'])))
+          tokens=sentence,
+          type=str(rng.choice(['question', 'answer'])))
 
 
-def write_stackoverflow(data_dir: str, num_clients: int = 10,
-                        train_sentences: int = 20, test_sentences: int = 5,
+def write_stackoverflow(data_dir: str,
+                        num_clients: int = 10,
+                        train_sentences: int = 20,
+                        test_sentences: int = 5,
                         heldout_clients: int = 2,
-                        vocabulary_size: int = 100, seed: int = 0) -> str:
+                        vocabulary_size: int = 100,
+                        seed: int = 0) -> str:
   """Writes `<data_dir>/stackoverflow.sqlite` (module docstring); its
   path."""
   num_clients = checks.integer(num_clients, 'num_clients', 1, 10**6)
@@ -203,6 +209,7 @@ def write_stackoverflow(data_dir: str, num_clients: int = 10,
   heldout_clients = checks.integer(heldout_clients, 'heldout_clients', 1)
   vocabulary_size = checks.integer(vocabulary_size, 'vocabulary_size', 20)
   seed = checks.integer(seed, 'seed', 0)
-  return _write(databases.STACKOVERFLOW.path(data_dir), stackoverflow_rows(
-      num_clients, train_sentences, test_sentences, heldout_clients,
-      vocabulary_size, seed))
+  return _write(
+      databases.STACKOVERFLOW.path(data_dir),
+      stackoverflow_rows(num_clients, train_sentences, test_sentences,
+                         heldout_clients, vocabulary_size, seed))

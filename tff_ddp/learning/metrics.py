@@ -94,10 +94,12 @@ def _metric_bounds(metric_bounds) -> 'collections.OrderedDict[str, list]':
       raise ValueError(f'metric_bounds names a metric {name!r}, a key the '
                        'released metrics use for the secure sum; rename '
                        'the metric.')
-    if isinstance(bound, (Sequence, np.ndarray)) and not isinstance(
-        bound, (str, bytes)):
-      clean[name] = checks.real_sequence(bound, f'metric_bounds[{name!r}]',
-                                         low=0.0, low_open=True)
+    if isinstance(
+        bound, (Sequence, np.ndarray)) and not isinstance(bound, (str, bytes)):
+      clean[name] = checks.real_sequence(bound,
+                                         f'metric_bounds[{name!r}]',
+                                         low=0.0,
+                                         low_open=True)
     else:
       clean[name] = [checks.positive(bound, f'metric_bounds[{name!r}]')]
   return clean
@@ -148,8 +150,8 @@ class _Layout:
 
   def normalise(self, metrics) -> tf.Tensor:
     """float64 [k]: each coordinate divided by its bound (a client's)."""
-    flat = tf.concat([spec.flatten(metrics[name])
-                      for name, spec in self.specs.items()], 0)
+    flat = tf.concat(
+        [spec.flatten(metrics[name]) for name, spec in self.specs.items()], 0)
     return flat / tf.constant(self.bounds)
 
   def restore(self, flat) -> 'collections.OrderedDict':
@@ -172,26 +174,33 @@ class NoisedMetrics:
                metric_bounds, bits, seed, entropy):
     self._bounds = _metric_bounds(metric_bounds)
     self._arguments = dict(
-        noise_multiplier=checks.positive(noise_multiplier,
-                                         'noise_multiplier'),
-        expected_clients_per_round=expected_clients_per_round, bits=bits,
-        seed=seed, entropy=entropy)
+        noise_multiplier=checks.positive(noise_multiplier, 'noise_multiplier'),
+        expected_clients_per_round=expected_clients_per_round,
+        bits=bits,
+        seed=seed,
+        entropy=entropy)
     # The factory's own checks (bits, clients, ring), before any tracing.
     self.factory(1)
 
-  def factory(self, num_coordinates: int
-              ) -> discrete_gaussian.DiscreteGaussianSumFactory:
+  def factory(
+      self,
+      num_coordinates: int) -> discrete_gaussian.DiscreteGaussianSumFactory:
     """The DDG sum of `num_coordinates` normalised metric coordinates."""
     k = checks.integer(num_coordinates, 'num_coordinates', 1)
     args = self._arguments
     return discrete_gaussian.DiscreteGaussianSumFactory(
         discrete_gaussian.Request(
-            l2_clip=math.sqrt(k), noise_multiplier=args['noise_multiplier'],
+            l2_clip=math.sqrt(k),
+            noise_multiplier=args['noise_multiplier'],
             expected_clients_per_round=args['expected_clients_per_round'],
-            bits=args['bits'], linf_clip=1.0),
-        encoder='none', seed=args['seed'], entropy=args['entropy'])
+            bits=args['bits'],
+            linf_clip=1.0),
+        encoder='none',
+        seed=args['seed'],
+        entropy=args['entropy'])
 
-  def dp_event(self, num_coordinates: int,
+  def dp_event(self,
+               num_coordinates: int,
                num_clients: Optional[int] = None) -> dp_accounting.DpEvent:
     """The planning event of one round releasing `num_coordinates`
     coordinates (`num_clients`: default the expected number)."""
@@ -199,15 +208,16 @@ class NoisedMetrics:
     return self.factory(k).dp_event(tff.TensorType(np.float64, [k]),
                                     num_clients)
 
-  def noise_stddevs(self, num_coordinates: int
-                    ) -> 'collections.OrderedDict[str, list]':
+  def noise_stddevs(
+      self, num_coordinates: int) -> 'collections.OrderedDict[str, list]':
     """Metric name -> z * sqrt(k) * b for each of its bounds b: the noise
     stddev of a released coordinate's sum, in the metric's units, when
     `num_coordinates` = k coordinates are released."""
     k = checks.integer(num_coordinates, 'num_coordinates', 1)
     z = self._arguments['noise_multiplier']
     return collections.OrderedDict(
-        (name, [z * math.sqrt(k) * b for b in bounds])
+        (name, [z * math.sqrt(k) * b
+                for b in bounds])
         for name, bounds in self._bounds.items())
 
   def __call__(self, metric_finalizers, local_unfinalized_metrics_type=None):
@@ -240,7 +250,8 @@ class NoisedMetrics:
               (name, metric_finalizers[name](value))
               for name, value in unfinalized.items())
         released[SECURE_SUM_MEASUREMENTS] = collections.OrderedDict(
-            (key, value) for key, value in measurements.items()
+            (key, value)
+            for key, value in measurements.items()
             if key != DP_EVENT)
         released[DP_EVENT] = measurements[DP_EVENT]
         return released
@@ -251,8 +262,8 @@ class NoisedMetrics:
 
   def __repr__(self):
     args = self._arguments
-    options = ''.join(f', {key}={args[key]!r}' for key in ('seed',)
-                      if args[key] is not None)
+    options = ''.join(
+        f', {key}={args[key]!r}' for key in ('seed',) if args[key] is not None)
     return (f'{_NAME}(noise_multiplier={args["noise_multiplier"]!r}, '
             f'expected_clients_per_round='
             f'{args["expected_clients_per_round"]!r}, '
@@ -310,13 +321,17 @@ def _uncovered_leaves(value, path):
   mapping = event_io.as_mapping(value)
   if mapping is None:
     if isinstance(value, (list, tuple)):
-      return [leaf for i, v in enumerate(value)
-              for leaf in _uncovered_leaves(v, f'{path}/{i}')]
+      return [
+          leaf for i, v in enumerate(value)
+          for leaf in _uncovered_leaves(v, f'{path}/{i}')
+      ]
     return [path]
   if DP_EVENT in mapping:
     return []
-  return [leaf for key, v in mapping.items()
-          for leaf in _uncovered_leaves(v, f'{path}/{key}')]
+  return [
+      leaf for key, v in mapping.items()
+      for leaf in _uncovered_leaves(v, f'{path}/{key}')
+  ]
 
 
 def round_dp_event(metrics) -> dp_accounting.DpEvent:

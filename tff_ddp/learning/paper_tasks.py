@@ -143,15 +143,17 @@ def read_vocabulary(path: str, size: int) -> Vocabulary:
   if len(set(words)) != len(words):
     raise ValueError(f'--vocab-file {path} repeats a word in its first '
                      f'{len(words)} lines.')
-  return Vocabulary(tuple(words), (
-      f'vocabulary: the first {len(words)} words of {path}; the epsilon '
-      'covers it only if that file is public (TFF\'s '
-      'stackoverflow.word_count is counted from the training split)'))
+  return Vocabulary(
+      tuple(words),
+      (f'vocabulary: the first {len(words)} words of {path}; the epsilon '
+       'covers it only if that file is public (TFF\'s '
+       'stackoverflow.word_count is counted from the training split)'))
 
 
-def count_words(database_path: str, split: str = 'train',
-                progress: Optional[Callable] = None
-                ) -> 'collections.Counter[str]':
+def count_words(
+    database_path: str,
+    split: str = 'train',
+    progress: Optional[Callable] = None) -> 'collections.Counter[str]':
   """Word -> number of clients of `split` who used it (TFF's word counts).
 
   Reads the database directly (sqlite3 and tf.train.Example), client by
@@ -162,9 +164,11 @@ def count_words(database_path: str, split: str = 'train',
   counts = collections.Counter()
   connection = sqlite3.connect(f'file:{database_path}?mode=ro', uri=True)
   try:
-    clients = [row[0] for row in connection.execute(
-        'SELECT client_id FROM client_metadata WHERE split_name = ? '
-        'ORDER BY client_id', (split,))]
+    clients = [
+        row[0] for row in connection.execute(
+            'SELECT client_id FROM client_metadata WHERE split_name = ? '
+            'ORDER BY client_id', (split,))
+    ]
     iterable = clients if progress is None else progress(
         clients, 'vocabulary', len(clients))
     for client in iterable:
@@ -172,8 +176,8 @@ def count_words(database_path: str, split: str = 'train',
       for (blob,) in connection.execute(
           'SELECT serialized_example_proto FROM examples WHERE client_id = ? '
           'AND split_name = ?', (client, split)):
-        tokens = example_pb2.Example.FromString(blob).features.feature[
-            'tokens'].bytes_list.value
+        tokens = example_pb2.Example.FromString(
+            blob).features.feature['tokens'].bytes_list.value
         for sentence in tokens:
           words.update(sentence.decode('utf-8').split(' '))
       words.discard('')
@@ -183,7 +187,9 @@ def count_words(database_path: str, split: str = 'train',
   return counts
 
 
-def build_vocabulary(database_path: str, size: int, output_path: str,
+def build_vocabulary(database_path: str,
+                     size: int,
+                     output_path: str,
                      progress: Optional[Callable] = None) -> Vocabulary:
   """The `size` words used by the most training clients (ties: the word
   first in sorted order), written to `output_path` in TFF's word-count
@@ -200,12 +206,13 @@ def build_vocabulary(database_path: str, size: int, output_path: str,
       f.write(f'{word} {count}\n')
   fewer = (f' (the split has only {len(ranked)} distinct words)'
            if len(ranked) < size else '')
-  return Vocabulary(tuple(word for word, _ in ranked), (
-      f'vocabulary: built from the training split of {database_path}, the '
-      f'{len(ranked)} words used by the most users{fewer}, saved to '
-      f'{output_path}; computed without noise from the training data, so '
-      'NOT covered by the epsilon (name a public vocabulary with '
-      '--vocab-file for a guarantee that covers it)'))
+  return Vocabulary(
+      tuple(word for word, _ in ranked),
+      (f'vocabulary: built from the training split of {database_path}, the '
+       f'{len(ranked)} words used by the most users{fewer}, saved to '
+       f'{output_path}; computed without noise from the training data, so '
+       'NOT covered by the epsilon (name a public vocabulary with '
+       '--vocab-file for a guarantee that covers it)'))
 
 
 # ---------------------------------------------------------------------------
@@ -244,8 +251,8 @@ def stackoverflow_model(vocab_size: int = VOCABULARY_SIZE):
 
 def parameter_count(keras_model) -> int:
   """The number of trainable parameters (the update's dimension d)."""
-  return int(sum(int(w.shape.num_elements())
-                 for w in keras_model.trainable_weights))
+  return int(
+      sum(int(w.shape.num_elements()) for w in keras_model.trainable_weights))
 
 
 # ---------------------------------------------------------------------------
@@ -284,8 +291,8 @@ class PaperTask:
     raise NotImplementedError
 
   def load(self, data_dir: str, batch_size: int, epochs: int,
-           max_examples: Optional[int], vocabulary: Optional[Vocabulary]
-           ) -> Data:
+           max_examples: Optional[int],
+           vocabulary: Optional[Vocabulary]) -> Data:
     raise NotImplementedError
 
   def eval_input(self, data: Data, client_ids: Sequence[str]):
@@ -305,13 +312,16 @@ class PaperTask:
 
     def model_fn():
       return tff.learning.models.from_keras_model(
-          self.keras_model(data), input_spec=input_spec,
-          loss=tf.keras.losses.SparseCategoricalCrossentropy(
-              from_logits=True))
+          self.keras_model(data),
+          input_spec=input_spec,
+          loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 
     return model_fn
 
-  def _client_spec(self, batch_size, epochs, max_examples,
+  def _client_spec(self,
+                   batch_size,
+                   epochs,
+                   max_examples,
                    shuffle_buffer_size=None):
     import tensorflow_federated as tff
     return tff.simulation.baselines.ClientSpec(
@@ -329,10 +339,15 @@ class _Emnist(PaperTask):
   title = 'Federated EMNIST-62'
   database = databases.EMNIST
   metric = 'accuracy over the test examples'
-  defaults = _EmnistDefaults(
-      rounds=1500, clients_per_round=100, client_epochs=1,
-      client_batch_size=20, clip=0.03, client_learning_rate=0.032,
-      server_learning_rate=1.0, server_momentum=0.9, eval_clients=0)
+  defaults = _EmnistDefaults(rounds=1500,
+                             clients_per_round=100,
+                             client_epochs=1,
+                             client_batch_size=20,
+                             clip=0.03,
+                             client_learning_rate=0.032,
+                             server_learning_rate=1.0,
+                             server_momentum=0.9,
+                             eval_clients=0)
 
   def keras_model(self, data: Data):
     del data
@@ -350,15 +365,13 @@ class _Emnist(PaperTask):
     preprocess = emnist_preprocessing.create_preprocess_fn(
         self._client_spec(batch_size, epochs, max_examples),
         emnist_task='character_recognition')
-    return Data(train.preprocess(preprocess), test, len(train.client_ids),
-                path)
+    return Data(train.preprocess(preprocess), test, len(train.client_ids), path)
 
   def eval_input(self, data, client_ids):
     import tensorflow as tf
     ids = tf.data.Dataset.from_tensor_slices(list(client_ids))
-    return ids.flat_map(data.test.serializable_dataset_fn).map(
-        lambda e: (tf.expand_dims(e['pixels'], -1), e['label'])).batch(
-            EVAL_BATCH)
+    return ids.flat_map(data.test.serializable_dataset_fn).map(lambda e: (
+        tf.expand_dims(e['pixels'], -1), e['label'])).batch(EVAL_BATCH)
 
   def correct_and_total(self, logits, y):
     import tensorflow as tf
@@ -376,10 +389,15 @@ class _StackOverflow(PaperTask):
   metric = ('accuracy over the test tokens, padding excluded (TFF\'s '
             'word-prediction "accuracy": out-of-vocabulary and end of '
             'sentence count)')
-  defaults = _StackOverflowDefaults(
-      rounds=1600, clients_per_round=100, client_epochs=1,
-      client_batch_size=16, clip=0.3, client_learning_rate=0.5,
-      server_learning_rate=1.0, server_momentum=0.9, eval_clients=1000)
+  defaults = _StackOverflowDefaults(rounds=1600,
+                                    clients_per_round=100,
+                                    client_epochs=1,
+                                    client_batch_size=16,
+                                    clip=0.3,
+                                    client_learning_rate=0.5,
+                                    server_learning_rate=1.0,
+                                    server_momentum=0.9,
+                                    eval_clients=1000)
 
   def keras_model(self, data: Data):
     return stackoverflow_model(len(data.vocabulary.words))
@@ -395,10 +413,11 @@ class _StackOverflow(PaperTask):
         cache_dir=os.path.dirname(path))
     preprocess = word_prediction_preprocessing.create_preprocess_fn(
         self._client_spec(batch_size, epochs, max_examples),
-        list(vocabulary.words), sequence_length=SEQUENCE_LENGTH,
+        list(vocabulary.words),
+        sequence_length=SEQUENCE_LENGTH,
         num_out_of_vocab_buckets=1)
-    return Data(train.preprocess(preprocess), test, len(train.client_ids),
-                path, vocabulary)
+    return Data(train.preprocess(preprocess), test, len(train.client_ids), path,
+                vocabulary)
 
   def eval_input(self, data, client_ids):
     import tensorflow as tf
@@ -406,7 +425,8 @@ class _StackOverflow(PaperTask):
     ids = tf.data.Dataset.from_tensor_slices(list(client_ids))
     preprocess = word_prediction_preprocessing.create_preprocess_fn(
         self._client_spec(EVAL_BATCH, 1, None, shuffle_buffer_size=1),
-        list(data.vocabulary.words), sequence_length=SEQUENCE_LENGTH,
+        list(data.vocabulary.words),
+        sequence_length=SEQUENCE_LENGTH,
         num_out_of_vocab_buckets=1)
     return preprocess(ids.flat_map(data.test.serializable_dataset_fn))
 
@@ -415,8 +435,8 @@ class _StackOverflow(PaperTask):
     y = tf.cast(y, tf.int64)
     predicted = tf.argmax(logits, axis=-1, output_type=tf.int64)
     counted = tf.not_equal(y, 0)  # padding
-    correct = tf.reduce_sum(tf.cast(
-        tf.logical_and(counted, tf.equal(predicted, y)), tf.int64))
+    correct = tf.reduce_sum(
+        tf.cast(tf.logical_and(counted, tf.equal(predicted, y)), tf.int64))
     return correct, tf.reduce_sum(tf.cast(counted, tf.int64))
 
 

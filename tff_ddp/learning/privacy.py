@@ -114,39 +114,50 @@ class PrivacyConfig:
   seed: Optional[int] = None
   # The choices above resolved once: `histogram` and `num_bins`
   # (`histograms.encoding`), `count` and `tail_count`.
-  encoding: hg.Encoding = dataclasses.field(init=False, repr=False,
+  encoding: hg.Encoding = dataclasses.field(init=False,
+                                            repr=False,
                                             compare=False)
-  exact_count: bool = dataclasses.field(init=False, repr=False,
-                                        compare=False)
-  histogram_tail_count: bool = dataclasses.field(init=False, repr=False,
+  exact_count: bool = dataclasses.field(init=False, repr=False, compare=False)
+  histogram_tail_count: bool = dataclasses.field(init=False,
+                                                 repr=False,
                                                  compare=False)
 
   def __post_init__(self):
     set_ = lambda k, v: object.__setattr__(self, k, v)
-    set_('clients_per_round', checks.integer(
-        self.clients_per_round, 'clients_per_round', 1, base.MAX_MODULUS - 1))
+    set_(
+        'clients_per_round',
+        checks.integer(self.clients_per_round, 'clients_per_round', 1,
+                       base.MAX_MODULUS - 1))
     set_('l2_clip', checks.positive(self.l2_clip, 'l2_clip'))
-    set_('noise_multiplier', checks.positive(self.noise_multiplier,
-                                             'noise_multiplier'))
-    set_('quantile_noise_multiplier', checks.optional_positive(
-        self.quantile_noise_multiplier, 'quantile_noise_multiplier'))
-    set_('loss_upper_bound', checks.positive(self.loss_upper_bound,
-                                             'loss_upper_bound'))
-    checks.choice(self.histogram, 'histogram',
-                  hg.METHODS + tuple(hg.ALIASES))
+    set_('noise_multiplier',
+         checks.positive(self.noise_multiplier, 'noise_multiplier'))
+    set_(
+        'quantile_noise_multiplier',
+        checks.optional_positive(self.quantile_noise_multiplier,
+                                 'quantile_noise_multiplier'))
+    set_('loss_upper_bound',
+         checks.positive(self.loss_upper_bound, 'loss_upper_bound'))
+    checks.choice(self.histogram, 'histogram', hg.METHODS + tuple(hg.ALIASES))
     encoding = hg.encoding(self.histogram, self.num_bins)
     set_('encoding', encoding)
     set_('histogram', encoding.name)
     set_('count', checks.choice(self.count, 'count', hg.COUNTS))
     set_('exact_count', hg.exact_count(self.count))
-    set_('tail_count', checks.member(self.tail_count, 'tail_count',
-                                     TailCount))
+    set_('tail_count', checks.member(self.tail_count, 'tail_count', TailCount))
     set_('histogram_tail_count', self.tail_count is TailCount.HISTOGRAM)
     set_('bits', checks.integer(self.bits, 'bits', 1, base.MAX_RING_BITS))
-    set_('quantile_bits', checks.integer(self.quantile_bits, 'quantile_bits',
-                                         2, base.MAX_RING_BITS))
-    set_('delta', checks.real(self.delta, 'delta', 0.0, 1.0, low_open=True,
-                              high_open=True))
+    set_(
+        'quantile_bits',
+        checks.integer(self.quantile_bits, 'quantile_bits', 2,
+                       base.MAX_RING_BITS))
+    set_(
+        'delta',
+        checks.real(self.delta,
+                    'delta',
+                    0.0,
+                    1.0,
+                    low_open=True,
+                    high_open=True))
     set_('sampling', calibration.as_sampling(self.sampling))
     if self.sampling is Sampling.NONE:
       if self.population is not None:
@@ -158,11 +169,13 @@ class PrivacyConfig:
                          'number of clients the cohorts are drawn from).')
       # With 'self' all N clients are in the secure sums, whose public
       # counts live in the ring.
-      set_('population', checks.integer(
-          self.population, 'population', self.clients_per_round,
-          base.MAX_MODULUS - 1 if self.sampling is Sampling.SELF else None))
-    if (self.sampling is Sampling.SELF and self.has_quantile
-        and self.exact_count):
+      set_(
+          'population',
+          checks.integer(
+              self.population, 'population', self.clients_per_round,
+              base.MAX_MODULUS - 1 if self.sampling is Sampling.SELF else None))
+    if (self.sampling is Sampling.SELF and self.has_quantile and
+        self.exact_count):
       raise ValueError(
           "sampling='self' hides how many clients kept their data, so the "
           "loss CDF cannot be normalised by it: use count='estimated' (the "
@@ -170,10 +183,12 @@ class PrivacyConfig:
     set_('adversary', accountant.as_adversary(self.adversary))
     # Below clients_per_round every planned round would report epsilon
     # +inf: a mistake, refused.
-    set_('max_clients', checks.integer(
-        self.clients_in_sum if self.max_clients is None
-        else self.max_clients, 'max_clients', self.clients_in_sum,
-        base.MAX_MODULUS - 1))
+    set_(
+        'max_clients',
+        checks.integer(
+            self.clients_in_sum
+            if self.max_clients is None else self.max_clients, 'max_clients',
+            self.clients_in_sum, base.MAX_MODULUS - 1))
     set_('encoder', checks.choice(self.encoder, 'encoder', registry.NAMES))
     set_('seed', checks.seed(self.seed))
 
@@ -193,8 +208,8 @@ class PrivacyConfig:
   def clients_in_sum(self) -> int:
     """The planned number of clients in each secure sum: N with
     sampling='self', else n."""
-    return (self.population if self.sampling is Sampling.SELF
-            else self.clients_per_round)
+    return (self.population
+            if self.sampling is Sampling.SELF else self.clients_per_round)
 
   def expected_contributors(self, participating):
     """The public divisor base of a round with `participating` clients in
@@ -207,8 +222,10 @@ class PrivacyConfig:
 
   def describe(self) -> str:
     """One line: the releases, their noise, the adversary and the relation."""
-    parts = [f'update DDG z={self.noise_multiplier:g} C={self.l2_clip:g} '
-             f'n={self.clients_per_round}']
+    parts = [
+        f'update DDG z={self.noise_multiplier:g} C={self.l2_clip:g} '
+        f'n={self.clients_per_round}'
+    ]
     if self.has_quantile:
       parts.append(f'loss histogram {self.histogram} {self.num_bins} bins '
                    f'over [0, {self.loss_upper_bound:g}] '
@@ -225,29 +242,40 @@ class PrivacyConfig:
     """The DDG factory of the model update sum."""
     return discrete_gaussian.DiscreteGaussianSumFactory(
         discrete_gaussian.Request(
-            l2_clip=self.l2_clip, noise_multiplier=self.noise_multiplier,
-            expected_clients_per_round=self.clients_in_sum, bits=self.bits),
-        encoder=self.encoder, seed=self.seed,
+            l2_clip=self.l2_clip,
+            noise_multiplier=self.noise_multiplier,
+            expected_clients_per_round=self.clients_in_sum,
+            bits=self.bits),
+        encoder=self.encoder,
+        seed=self.seed,
         client_sampling_rate=self.sampling_rate)
 
   def quantile_parameters(self) -> Optional[qc.QuantileParameters]:
     """The loss histogram's aggregator (None without a histogram)."""
     if not self.has_quantile:
       return None
-    return qc.parameters_for_noise(
-        self.encoding, self.num_bins, self.clients_in_sum,
-        self.quantile_noise_multiplier, self.delta, self.quantile_bits,
-        self.adversary, self.seed, client_sampling_rate=self.sampling_rate)
+    return qc.parameters_for_noise(self.encoding,
+                                   self.num_bins,
+                                   self.clients_in_sum,
+                                   self.quantile_noise_multiplier,
+                                   self.delta,
+                                   self.quantile_bits,
+                                   self.adversary,
+                                   self.seed,
+                                   client_sampling_rate=self.sampling_rate)
 
-  def round_event(self, value_type, num_clients: Optional[int] = None,
-                  quantile: Optional[qc.QuantileParameters] = None
-                  ) -> dp_accounting.DpEvent:
+  def round_event(
+      self,
+      value_type,
+      num_clients: Optional[int] = None,
+      quantile: Optional[qc.QuantileParameters] = None
+  ) -> dp_accounting.DpEvent:
     """One round's event with `num_clients` in both secure sums (default:
     `clients_in_sum`), sampling included (with sampling='self' the
     factories' own events are already `SelfSampledDpEvent`s, one per
     release: their coins are independent)."""
-    n = (self.clients_in_sum if num_clients is None else
-         checks.integer(num_clients, 'num_clients', 1))
+    n = (self.clients_in_sum if num_clients is None else checks.integer(
+        num_clients, 'num_clients', 1))
     update = self.update_factory().dp_event(value_type, n)
     if self.has_quantile:
       quantile = quantile or self.quantile_parameters()
@@ -277,8 +305,8 @@ class PrivacyConfig:
     """
     quantile = self.quantile_parameters()
     return running.TabulatedAccountant(
-        lambda n: self.round_event(value_type, n, quantile),
-        self.max_clients, self.adversary)
+        lambda n: self.round_event(value_type, n, quantile), self.max_clients,
+        self.adversary)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -378,22 +406,28 @@ def calibrate(
     value_type = model_update_type(value_type)
   target_epsilon = checks.positive(target_epsilon, 'target_epsilon')
   # Named here: PrivacyConfig would name it 'delta'.
-  target_delta = checks.real(target_delta, 'target_delta', 0.0, 1.0,
-                             low_open=True, high_open=True)
+  target_delta = checks.real(target_delta,
+                             'target_delta',
+                             0.0,
+                             1.0,
+                             low_open=True,
+                             high_open=True)
   rounds = checks.integer(rounds, 'rounds', 1)
-  ratio = (None if budget_ratio is None else
-           checks.positive(budget_ratio, 'budget_ratio'))
+  ratio = (None if budget_ratio is None else checks.positive(
+      budget_ratio, 'budget_ratio'))
   for key in ('noise_multiplier', 'quantile_noise_multiplier', 'delta'):
     if key in config_kwargs:
       raise ValueError(f'{key} is set by the calibration; do not pass it.')
 
   def config(z):
     return PrivacyConfig(
-        clients_per_round=clients_per_round, l2_clip=l2_clip,
+        clients_per_round=clients_per_round,
+        l2_clip=l2_clip,
         noise_multiplier=z,
-        quantile_noise_multiplier=None if ratio is None else z / math.sqrt(
-            ratio),
-        delta=target_delta, **config_kwargs)
+        quantile_noise_multiplier=None if ratio is None else z /
+        math.sqrt(ratio),
+        delta=target_delta,
+        **config_kwargs)
 
   first = config(1.0)  # argument errors now
 
@@ -402,17 +436,20 @@ def calibrate(
         config(z).round_event(value_type), rounds)
 
   result = calibration.calibrate(
-      lambda: pld_accountant.tightest(first.adversary),
-      make_event, target_epsilon, target_delta,
+      lambda: pld_accountant.tightest(first.adversary), make_event,
+      target_epsilon, target_delta,
       calibration.Parameter.noise('noise_multiplier', 1e-3))
   return CalibratedPrivacy(config=config(result.value),
-                           epsilon=result.epsilon, rounds=rounds,
-                           budget_ratio=ratio, event=result.event,
-                           at_limit=result.at_limit, bound=result.bound)
+                           epsilon=result.epsilon,
+                           rounds=rounds,
+                           budget_ratio=ratio,
+                           event=result.event,
+                           at_limit=result.at_limit,
+                           bound=result.bound)
 
 
-def final_epsilon(round_events, config: PrivacyConfig
-                  ) -> pld_accountant.FinalEpsilon:
+def final_epsilon(round_events,
+                  config: PrivacyConfig) -> pld_accountant.FinalEpsilon:
   """The tightest epsilon of the rounds whose events are `round_events`
   (each round's `tff_ddp.learning.round_dp_event(output.metrics)`: the
   measured n, the sampling), at config.delta against config.adversary;

@@ -72,8 +72,8 @@ def build_superquantile_fl(
     A `tff.learning.templates.LearningProcess` (see the module docstring).
   """
   theta = weighting.check_tail_fraction(tail_fraction)
-  exact = checks.member(reweighting, 'reweighting', weighting.Reweighting
-                        ) is weighting.Reweighting.EXACT
+  exact = checks.member(reweighting, 'reweighting',
+                        weighting.Reweighting) is weighting.Reweighting.EXACT
   if privacy is not None:
     _check_privacy(privacy)
     if not privacy.has_quantile:
@@ -133,9 +133,10 @@ def build_baseline(
       lipschitz, tilt); one it does not take is refused.
   """
   # The baselines' superquantile is Algorithm 3; the seed is fedavg_sub's.
-  spec = _Spec(weighting.objective(
-      objective, defaults=dict(exact=True, seed=checks.seed(seed)),
-      **parameters))
+  spec = _Spec(
+      weighting.objective(objective,
+                          defaults=dict(exact=True, seed=checks.seed(seed)),
+                          **parameters))
   return _build(model_fn, client_optimizer_fn, server_optimizer_fn, spec)
 
 
@@ -166,8 +167,9 @@ def private_loss(loss, num_examples):
   for. Its update is zero (no training steps).
   """
   loss = tf.convert_to_tensor(loss, tf.float32)
-  return tf.where(tf.convert_to_tensor(num_examples, tf.int64) > 0, loss,
-                  tf.constant(np.nan, tf.float32))
+  return tf.where(
+      tf.convert_to_tensor(num_examples, tf.int64) > 0, loss,
+      tf.constant(np.nan, tf.float32))
 
 
 def _client_update_fn(model_fn, optimizer, proximal_strength):
@@ -184,8 +186,8 @@ def _client_update_fn(model_fn, optimizer, proximal_strength):
       total, count = state
       output = model.forward_pass(batch, training=False)
       n = _num_examples(output)
-      return (total + tf.cast(output.loss, tf.float64) * tf.cast(
-          n, tf.float64), count + n)
+      return (total + tf.cast(output.loss, tf.float64) * tf.cast(n, tf.float64),
+              count + n)
 
     total, count = data.reduce(
         (tf.constant(0.0, tf.float64), tf.constant(0, tf.int64)), evaluate)
@@ -200,9 +202,8 @@ def _client_update_fn(model_fn, optimizer, proximal_strength):
         output = model.forward_pass(batch, training=True)
       gradients = tape.gradient(output.loss, trainable)
       if proximal_strength > 0:
-        gradients = tuple(
-            g + proximal_strength * (w - w0)
-            for g, w, w0 in zip(gradients, trainable, start))
+        gradients = tuple(g + proximal_strength * (w - w0)
+                          for g, w, w0 in zip(gradients, trainable, start))
       optimizer_state, updated = optimizer.next(optimizer_state, trainable,
                                                 gradients)
       for variable, value in zip(trainable, updated):
@@ -213,15 +214,18 @@ def _client_update_fn(model_fn, optimizer, proximal_strength):
     update = tf.nest.map_structure(tf.subtract, initial_weights.trainable,
                                    weights.trainable)
     flat = tf.nest.flatten(update)
-    finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(u))
-                            for u in flat])
+    finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(u)) for u in flat])
     update = tf.nest.map_structure(
         lambda u: tf.where(finite, u, tf.zeros_like(u)), update)
-    sq_norm = tf.add_n([tf.reduce_sum(tf.square(tf.cast(u, tf.float64)))
-                        for u in tf.nest.flatten(update)])
-    return collections.OrderedDict(
-        loss=tf.cast(loss, tf.float32), update=update,
-        sq_norm=sq_norm, finite=finite, num_examples=count)
+    sq_norm = tf.add_n([
+        tf.reduce_sum(tf.square(tf.cast(u, tf.float64)))
+        for u in tf.nest.flatten(update)
+    ])
+    return collections.OrderedDict(loss=tf.cast(loss, tf.float32),
+                                   update=update,
+                                   sq_norm=sq_norm,
+                                   finite=finite,
+                                   num_examples=count)
 
   return update_fn
 
@@ -251,19 +255,19 @@ def _build(model_fn, client_optimizer, server_optimizer, spec: _Spec):
   # `is None`, not `or`: a falsy non-optimizer (0, '') is an error, not the
   # default, and an array has no truth value.
   server_optimizer = _check_optimizer(
-      DEFAULT_SERVER_OPTIMIZER_FN() if server_optimizer is None
-      else server_optimizer, 'server_optimizer_fn')
+      DEFAULT_SERVER_OPTIMIZER_FN()
+      if server_optimizer is None else server_optimizer, 'server_optimizer_fn')
   data_type, weights_type = _model_types(model_fn)
   if spec.privacy is not None:
     # Clips and noise whose sum the update's float dtype cannot hold (+-inf
     # updates, a model of NaN) are refused here, before tracing.
     spec.privacy.update_factory().check_value_type(weights_type.trainable)
-  return _trace(model_fn, client_optimizer, server_optimizer, spec,
-                data_type, weights_type)
+  return _trace(model_fn, client_optimizer, server_optimizer, spec, data_type,
+                weights_type)
 
 
-def _trace(model_fn, client_optimizer, server_optimizer, spec: _Spec,
-           data_type, weights_type):
+def _trace(model_fn, client_optimizer, server_optimizer, spec: _Spec, data_type,
+           weights_type):
   """The LearningProcess of validated arguments (TFF tracing)."""
   update_type = weights_type.trainable
 
@@ -288,10 +292,11 @@ def _trace(model_fn, client_optimizer, server_optimizer, spec: _Spec,
 
   @tff.federated_computation
   def init_fn():
-    return tff.federated_zip(tff.learning.templates.LearningAlgorithmState(
-        tff.federated_eval(initial_weights_fn, tff.SERVER),
-        distributor.initialize(), client_init(), aggregator_init(),
-        finalizer.initialize()))
+    return tff.federated_zip(
+        tff.learning.templates.LearningAlgorithmState(
+            tff.federated_eval(initial_weights_fn, tff.SERVER),
+            distributor.initialize(), client_init(), aggregator_init(),
+            finalizer.initialize()))
 
   state_type = init_fn.type_signature.result
 
@@ -300,20 +305,24 @@ def _trace(model_fn, client_optimizer, server_optimizer, spec: _Spec,
   def next_fn(state, data):
     distributed = distributor.next(state.distributor,
                                    state.global_model_weights)
-    (client_state, aggregator_state, update, client_metrics,
-     aggregator_metrics, privacy_metrics) = round_fn(
-         state.client_work, state.aggregator, distributed.result, data)
+    (client_state, aggregator_state, update, client_metrics, aggregator_metrics,
+     privacy_metrics) = round_fn(state.client_work, state.aggregator,
+                                 distributed.result, data)
     finalized = finalizer.next(state.finalizer, state.global_model_weights,
                                update)
     new_state = tff.federated_zip(
-        tff.learning.templates.LearningAlgorithmState(
-            finalized.result, distributed.state, client_state,
-            aggregator_state, finalized.state))
-    metrics = tff.federated_zip(collections.OrderedDict(
-        distributor=distributed.measurements, client_work=client_metrics,
-        aggregator=aggregator_metrics, finalizer=finalized.measurements,
-        privacy=privacy_metrics,
-        dp_event=_select(privacy_metrics, 'dp_event')))
+        tff.learning.templates.LearningAlgorithmState(finalized.result,
+                                                      distributed.state,
+                                                      client_state,
+                                                      aggregator_state,
+                                                      finalized.state))
+    metrics = tff.federated_zip(
+        collections.OrderedDict(distributor=distributed.measurements,
+                                client_work=client_metrics,
+                                aggregator=aggregator_metrics,
+                                finalizer=finalized.measurements,
+                                privacy=privacy_metrics,
+                                dp_event=_select(privacy_metrics, 'dp_event')))
     return tff.learning.templates.LearningProcessOutput(new_state, metrics)
 
   member = state_type.member
@@ -337,11 +346,12 @@ def _non_private_event_metrics():
   """The privacy metrics of a non-private round: infinite epsilon."""
   import dp_accounting
   inf = tf.constant(np.inf, tf.float64)
-  return collections.OrderedDict(
-      dp_event=event_io.event_structure(dp_accounting.NonPrivateDpEvent()),
-      round_epsilon=inf, epsilon=inf,
-      delta=tf.constant(0.0, tf.float64),
-      adversary=tf.constant('not private'))
+  return collections.OrderedDict(dp_event=event_io.event_structure(
+      dp_accounting.NonPrivateDpEvent()),
+                                 round_epsilon=inf,
+                                 epsilon=inf,
+                                 delta=tf.constant(0.0, tf.float64),
+                                 adversary=tf.constant('not private'))
 
 
 def _non_private_parts(spec, client_train, update_type):
@@ -399,18 +409,21 @@ def _non_private_parts(spec, client_train, update_type):
     finite = tf.cast(out['finite'], tf.float64)
     a, h = objective.scalars(out['loss'], out['sq_norm'], key, params)
     a, h = a * finite, h * finite
-    return collections.OrderedDict(
-        update=tf.nest.map_structure(
-            lambda u: u * tf.cast(a, u.dtype), out['update']),
-        a=a, h=h, loss=tf.cast(out['loss'], tf.float64),
-        clients=tf.constant(1.0, tf.float64),
-        weighted_clients=tf.cast(a > 0, tf.float64))
+    return collections.OrderedDict(update=tf.nest.map_structure(
+        lambda u: u * tf.cast(a, u.dtype), out['update']),
+                                   a=a,
+                                   h=h,
+                                   loss=tf.cast(out['loss'], tf.float64),
+                                   clients=tf.constant(1.0, tf.float64),
+                                   weighted_clients=tf.cast(a > 0, tf.float64))
 
   if objective.ranks:
+
     @tff.tensorflow.computation(client_out_type, np.float64, params_type)
     def client_weighted(out, key, params):
       return weighted(out, key, params)
   else:
+
     @tff.tensorflow.computation(client_out_type)
     def client_weighted(out):
       return weighted(out, None, None)
@@ -424,9 +437,10 @@ def _non_private_parts(spec, client_train, update_type):
         summed['update'])
     update = tf.nest.map_structure(
         lambda u: tf.where(summed['h'] > 0, u, tf.zeros_like(u)), update)
-    train = collections.OrderedDict(
-        loss=tf.math.divide_no_nan(summed['loss'], summed['clients']),
-        num_clients=tf.cast(summed['clients'], tf.int64))
+    train = collections.OrderedDict(loss=tf.math.divide_no_nan(
+        summed['loss'], summed['clients']),
+                                    num_clients=tf.cast(summed['clients'],
+                                                        tf.int64))
     client_metrics = collections.OrderedDict(train=train)
     if objective.reports_tail:
       client_metrics['tail'] = collections.OrderedDict(
@@ -438,18 +452,18 @@ def _non_private_parts(spec, client_train, update_type):
 
   @tff.tensorflow.computation
   def no_parameters():
-    return collections.OrderedDict(
-        tau=tf.constant(0.0, tf.float64), above=tf.constant(0.0, tf.float64),
-        at=tf.constant(0.0, tf.float64))
+    return collections.OrderedDict(tau=tf.constant(0.0, tf.float64),
+                                   above=tf.constant(0.0, tf.float64),
+                                   at=tf.constant(0.0, tf.float64))
 
   def round_fn(client_state, aggregator_state, weights, data):
     out = tff.federated_map(client_train, (weights, data))
     if objective.ranks:
-      keys = tff.federated_map(
-          key_fn, (out, tff.federated_broadcast(aggregator_state)))
-      gathered = tff.federated_aggregate(keys, empty_keys(), accumulate,
-                                         merge, tff.tensorflow.computation(
-                                             lambda k: k, keys_type))
+      keys = tff.federated_map(key_fn,
+                               (out, tff.federated_broadcast(aggregator_state)))
+      gathered = tff.federated_aggregate(
+          keys, empty_keys(), accumulate, merge,
+          tff.tensorflow.computation(lambda k: k, keys_type))
       params = tff.federated_map(server_parameters, gathered)
       contributions = tff.federated_map(
           client_weighted, (out, keys, tff.federated_broadcast(params)))
@@ -457,12 +471,11 @@ def _non_private_parts(spec, client_train, update_type):
       params = tff.federated_eval(no_parameters, tff.SERVER)
       contributions = tff.federated_map(client_weighted, out)
     summed = tff.federated_sum(contributions)
-    update, client_metrics, new_round, privacy_metrics = (
-        _unzip4(tff.federated_map(server_update,
-                                  (summed, params, aggregator_state))))
+    update, client_metrics, new_round, privacy_metrics = (_unzip4(
+        tff.federated_map(server_update, (summed, params, aggregator_state))))
     return (client_state, new_round, update, client_metrics,
-            tff.federated_value(collections.OrderedDict(), tff.SERVER),
-            privacy_metrics)
+            tff.federated_value(collections.OrderedDict(),
+                                tff.SERVER), privacy_metrics)
 
   return client_init_federated, aggregator_init, round_fn
 
@@ -496,15 +509,16 @@ def _private_parts(spec, client_train, update_type):
   @tff.federated_computation
   def client_init():
     if tail is not None:
-      return tff.federated_zip(collections.OrderedDict(
-          quantile=tail.process.initialize()))
+      return tff.federated_zip(
+          collections.OrderedDict(quantile=tail.process.initialize()))
     return tff.federated_value(collections.OrderedDict(), tff.SERVER)
 
   @tff.federated_computation
   def aggregator_init():
-    return tff.federated_zip(collections.OrderedDict(
-        model_update=aggregator.initialize(),
-        accountant=tff.federated_eval(accountant_init, tff.SERVER)))
+    return tff.federated_zip(
+        collections.OrderedDict(model_update=aggregator.initialize(),
+                                accountant=tff.federated_eval(
+                                    accountant_init, tff.SERVER)))
 
   @tff.tensorflow.computation(client_out_type)
   def whole_update(out):
@@ -524,8 +538,8 @@ def _private_parts(spec, client_train, update_type):
 
   @tff.tensorflow.computation
   def no_loss():
-    return collections.OrderedDict(
-        train=collections.OrderedDict(loss=tf.constant(np.nan, tf.float64)))
+    return collections.OrderedDict(train=collections.OrderedDict(
+        loss=tf.constant(np.nan, tf.float64)))
 
   def round_fn(client_state, aggregator_state, weights, data):
     out = tff.federated_map(client_train, (weights, data))
@@ -536,21 +550,23 @@ def _private_parts(spec, client_train, update_type):
       new_client_state = client_state
     aggregated = aggregator.next(aggregator_state['model_update'], values)
     if tail is not None:
-      update, client_metrics = tail.update_and_metrics(
-          aggregated.result, read, summed_type)
+      update, client_metrics = tail.update_and_metrics(aggregated.result, read,
+                                                       summed_type)
     else:
-      update = tff.federated_map(mean_update, (aggregated.result,
-                                               aggregated.measurements))
+      update = tff.federated_map(mean_update,
+                                 (aggregated.result, aggregated.measurements))
       client_metrics = tff.federated_eval(no_loss, tff.SERVER)
     n = tff.federated_map(count_of, aggregated.measurements)
-    accounted = tff.federated_map(account,
-                                  (aggregator_state['accountant'], n))
-    new_accountant = tff.federated_map(tff.tensorflow.computation(
-        lambda x: x[0], account.type_signature.result), accounted)
-    privacy_metrics = tff.federated_map(tff.tensorflow.computation(
-        lambda x: x[1], account.type_signature.result), accounted)
-    new_aggregator_state = tff.federated_zip(collections.OrderedDict(
-        model_update=aggregated.state, accountant=new_accountant))
+    accounted = tff.federated_map(account, (aggregator_state['accountant'], n))
+    new_accountant = tff.federated_map(
+        tff.tensorflow.computation(lambda x: x[0],
+                                   account.type_signature.result), accounted)
+    privacy_metrics = tff.federated_map(
+        tff.tensorflow.computation(lambda x: x[1],
+                                   account.type_signature.result), accounted)
+    new_aggregator_state = tff.federated_zip(
+        collections.OrderedDict(model_update=aggregated.state,
+                                accountant=new_accountant))
     return (new_client_state, new_aggregator_state, update, client_metrics,
             aggregated.measurements, privacy_metrics)
 
@@ -603,8 +619,10 @@ class _PrivateTail:
   def __init__(self, config, theta, quantile, client_out_type):
     upper, num_bins = config.loss_upper_bound, config.num_bins
     self.process = quantiles_lib.build_quantile_process_from_parameters(
-        quantile, 0.0, upper, [1.0 - theta], quantiles_lib.QuantileEstimation(
-            count=config.count, estimator='paper', min_total_stddevs=0.0))
+        quantile, 0.0, upper, [1.0 - theta],
+        quantiles_lib.QuantileEstimation(count=config.count,
+                                         estimator='paper',
+                                         min_total_stddevs=0.0))
     next_type = self.process.next.type_signature.result
 
     @tff.tensorflow.computation(client_out_type)
@@ -618,9 +636,9 @@ class _PrivateTail:
       del result  # the CDF's eq. 1 bin is the estimate's (tested)
       return weighting.private_tail(
           measurements['cdf'], measurements['noisy_total'],
-          config.expected_contributors(tf.cast(
-              measurements['aggregator']['participating_clients'],
-              tf.float64)), theta, upper, num_bins, config.exact_count,
+          config.expected_contributors(
+              tf.cast(measurements['aggregator']['participating_clients'],
+                      tf.float64)), theta, upper, num_bins, config.exact_count,
           config.histogram_tail_count)
 
     @tff.tensorflow.computation(client_out_type, np.int64)
@@ -634,8 +652,8 @@ class _PrivateTail:
     self.tail_type = read_tail.type_signature.result
 
   def _field(self, tail, name):
-    return tff.federated_map(tff.tensorflow.computation(
-        lambda t: t[name], self.tail_type), tail)
+    return tff.federated_map(
+        tff.tensorflow.computation(lambda t: t[name], self.tail_type), tail)
 
   def values(self, client_state, out):
     """(the clients' tail updates, (the tail, k, the quantile round's
@@ -660,13 +678,17 @@ class _PrivateTail:
       return _normalise(summed, tail['tail_count'])
 
     update = tff.federated_map(tail_mean_update, (summed, tail))
-    metrics = tff.federated_zip(collections.OrderedDict(
-        train=tff.federated_zip(collections.OrderedDict(
-            loss=self._field(tail, 'loss'))),
-        tail=tff.federated_zip(collections.OrderedDict(
-            threshold=self._field(tail, 'threshold'), bin=k,
-            tail_count=self._field(tail, 'tail_count'),
-            histogram_tail_count=self._field(tail, 'histogram_tail_count'),
-            fallback=self._field(tail, 'fallback'),
-            quantile=q_out.measurements))))
+    metrics = tff.federated_zip(
+        collections.OrderedDict(
+            train=tff.federated_zip(
+                collections.OrderedDict(loss=self._field(tail, 'loss'))),
+            tail=tff.federated_zip(
+                collections.OrderedDict(
+                    threshold=self._field(tail, 'threshold'),
+                    bin=k,
+                    tail_count=self._field(tail, 'tail_count'),
+                    histogram_tail_count=self._field(tail,
+                                                     'histogram_tail_count'),
+                    fallback=self._field(tail, 'fallback'),
+                    quantile=q_out.measurements))))
     return update, metrics

@@ -91,8 +91,7 @@ def softmax_loss_and_update(kernel, bias, x, y, learning_rate, local_steps):
 
 def errors(kernel, bias, clients: tasks_lib.ClientArrays) -> np.ndarray:
   """Per-client misclassification rate."""
-  logits = np.einsum('csf,fk->csk', clients.x.astype(np.float64),
-                     kernel) + bias
+  logits = np.einsum('csf,fk->csk', clients.x.astype(np.float64), kernel) + bias
   return (logits.argmax(-1) != clients.y).mean(-1)
 
 
@@ -117,9 +116,8 @@ def _tail_reader(privacy, theta):
     cdf = encoding.cdf(noisy, num_clients if exact else None)
     tail = weighting.private_tail(
         cdf, encoding.estimated_total(noisy),
-        privacy.expected_contributors(tf.cast(num_clients, tf.float64)),
-        theta, upper, bins, privacy.exact_count,
-        privacy.histogram_tail_count)
+        privacy.expected_contributors(tf.cast(num_clients, tf.float64)), theta,
+        upper, bins, privacy.exact_count, privacy.histogram_tail_count)
     return tail, weighting.in_tail(losses, tail['bin'], upper, bins)
 
   def read(losses, round_index, seed):
@@ -127,8 +125,9 @@ def _tail_reader(privacy, theta):
     noisy, _ = summer(codes, round_index, seed)
     tail, mask = post(tf.constant(noisy), tf.constant(losses),
                       tf.constant(len(losses), tf.int64))
-    return ({k: float(v) for k, v in tail.items()},
-            mask.numpy().astype(np.float64))
+    return ({
+        k: float(v) for k, v in tail.items()
+    }, mask.numpy().astype(np.float64))
 
   return read
 
@@ -143,7 +142,9 @@ class LinearSimulator:
     local_steps: full-batch steps per round (1 in B.3).
   """
 
-  def __init__(self, task: tasks_lib.Task, learning_rate: float = 0.1,
+  def __init__(self,
+               task: tasks_lib.Task,
+               learning_rate: float = 0.1,
                local_steps: int = 1):
     self.task = task
     self.learning_rate = checks.positive(learning_rate, 'learning_rate')
@@ -157,13 +158,19 @@ class LinearSimulator:
     self._cache = {}
     self.update_type = tff.StructWithPythonType([
         tff.TensorType(np.float32, [self.features, self.classes]),
-        tff.TensorType(np.float32, [self.classes])], list)
+        tff.TensorType(np.float32, [self.classes])
+    ], list)
 
-  def run(self, objective: str, rounds: int, clients_per_round: int,
-          seed: int, tail_fraction: Optional[float] = None,
+  def run(self,
+          objective: str,
+          rounds: int,
+          clients_per_round: int,
+          seed: int,
+          tail_fraction: Optional[float] = None,
           reweighting: str = 'exact',
           privacy: Optional[privacy_lib.PrivacyConfig] = None,
-          trace_every: int = 0, cohorts=None) -> RunResult:
+          trace_every: int = 0,
+          cohorts=None) -> RunResult:
     """One run (fresh zero model, cohorts without replacement each round).
 
     Args:
@@ -182,10 +189,10 @@ class LinearSimulator:
     each keeping its data in each release with a private coin of rate
     clients_per_round / N (`BatchedSum` simulates the factories' coins).
     """
-    exact = checks.member(reweighting, 'reweighting', weighting.Reweighting
-                          ) is weighting.Reweighting.EXACT
-    weights = _OBJECTIVES[checks.choice(objective, 'objective', OBJECTIVES)](
-        tail_fraction, exact)
+    exact = checks.member(reweighting, 'reweighting',
+                          weighting.Reweighting) is weighting.Reweighting.EXACT
+    weights = _OBJECTIVES[checks.choice(objective, 'objective',
+                                        OBJECTIVES)](tail_fraction, exact)
     has_tail = weights.reports_tail
     theta = weights.tail_fraction if has_tail else None
     rounds = checks.integer(rounds, 'rounds', 1)
@@ -200,11 +207,10 @@ class LinearSimulator:
     self_sampled = private and privacy.sampling is privacy_lib.Sampling.SELF
     if self_sampled:
       if privacy.population != self.task.train.num_clients:
-        raise ValueError(
-            f"sampling='self' puts every client in each round: "
-            f'privacy.population must be the task\'s '
-            f'{self.task.train.num_clients} clients, got '
-            f'{privacy.population}.')
+        raise ValueError(f"sampling='self' puts every client in each round: "
+                         f'privacy.population must be the task\'s '
+                         f'{self.task.train.num_clients} clients, got '
+                         f'{privacy.population}.')
       if cohorts is not None or m != privacy.clients_per_round:
         raise ValueError(
             "sampling='self' draws no cohorts (each client keeps its data "
@@ -234,9 +240,10 @@ class LinearSimulator:
         cohort = (rng.choice(self.task.train.num_clients, m, replace=False)
                   if cohorts is None else np.asarray(cohorts[t]))
       m = len(cohort)
-      loss, uk, ub = softmax_loss_and_update(
-          kernel, bias, self._x[cohort], self._y[cohort], self.learning_rate,
-          self.local_steps)
+      loss, uk, ub = softmax_loss_and_update(kernel, bias, self._x[cohort],
+                                             self._y[cohort],
+                                             self.learning_rate,
+                                             self.local_steps)
       if not private:
         a = weights.reference_weights(loss)
         kernel = kernel - np.einsum('c,cfk->fk', a, uk)
@@ -261,12 +268,14 @@ class LinearSimulator:
         bias = bias - aggregate[self.features * self.classes:]
       trace['loss'].append(float(loss.mean()))
       if trace_every and (t + 1) % trace_every == 0:
-        trace['test_error_mean'].append(float(errors(
-            kernel, bias, self.task.test).mean()))
-    epsilon = (privacy.epsilon(self.update_type, rounds) if private
-               else float('inf'))
-    return RunResult(kernel=kernel, bias=bias,
+        trace['test_error_mean'].append(
+            float(errors(kernel, bias, self.task.test).mean()))
+    epsilon = (privacy.epsilon(self.update_type, rounds)
+               if private else float('inf'))
+    return RunResult(kernel=kernel,
+                     bias=bias,
                      test_errors=errors(kernel, bias, self.task.test),
                      validation_errors=errors(kernel, bias,
                                               self.task.validation),
-                     trace=dict(trace), epsilon=epsilon)
+                     trace=dict(trace),
+                     epsilon=epsilon)

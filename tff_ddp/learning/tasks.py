@@ -68,15 +68,17 @@ class ClientArrays:
 
     def dataset_fn(client_id):
       i = int(client_id)
-      ds = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
-          pixels=x[i], label=y[i]))
+      ds = tf.data.Dataset.from_tensor_slices(
+          collections.OrderedDict(pixels=x[i], label=y[i]))
       return ds if batch_size is None else ds.batch(batch_size)
 
     ids = [str(i) for i in range(self.num_clients)]
     return tff.simulation.datasets.ClientData.from_clients_and_tf_fn(
         ids, dataset_fn)
 
-  def datasets(self, indices: Sequence[int], batch_size: Optional[int] = None,
+  def datasets(self,
+               indices: Sequence[int],
+               batch_size: Optional[int] = None,
                epochs: int = 1) -> List:
     """The model-input datasets (x, y) of the clients `indices` (a round's
     cohort), for `process.next`."""
@@ -85,9 +87,11 @@ class ClientArrays:
     batch = size if batch_size is None else batch_size
     out = []
     for i in indices:
-      out.append(tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
-          x=self.x[i].astype(np.float32),
-          y=self.y[i].astype(np.int32))).repeat(epochs).batch(batch))
+      out.append(
+          tf.data.Dataset.from_tensor_slices(
+              collections.OrderedDict(
+                  x=self.x[i].astype(np.float32),
+                  y=self.y[i].astype(np.int32))).repeat(epochs).batch(batch))
     return out
 
 
@@ -141,8 +145,9 @@ def _label_shift_clients(pools, num_clients, client_size, alpha, rng):
       q = q / q.sum() if q.sum() > 0 else available / available.sum()
       want = rng.multinomial(client_size - counts.sum(), q)
       counts += np.minimum(want, left - counts)
-    clients.append(np.concatenate(
-        [pools[c][taken[c]:taken[c] + counts[c]] for c in range(k)]))
+    clients.append(
+        np.concatenate(
+            [pools[c][taken[c]:taken[c] + counts[c]] for c in range(k)]))
     taken += counts
   return clients
 
@@ -151,31 +156,41 @@ def b3_task(split_seed: int = 0) -> Task:
   """The B.3 task exactly as the paper generates it (module docstring)."""
   from sklearn import datasets
   split_seed = checks.integer(split_seed, 'split_seed', 0)
-  x, y = datasets.make_classification(
-      n_samples=int(5e5), n_features=20, n_informative=15, n_redundant=2,
-      n_repeated=0, n_classes=10, n_clusters_per_class=1, class_sep=5.0,
-      hypercube=False, random_state=2345)
+  x, y = datasets.make_classification(n_samples=int(5e5),
+                                      n_features=20,
+                                      n_informative=15,
+                                      n_redundant=2,
+                                      n_repeated=0,
+                                      n_classes=10,
+                                      n_clusters_per_class=1,
+                                      class_sep=5.0,
+                                      hypercube=False,
+                                      random_state=2345)
   rng = np.random.default_rng(split_seed)
   pools = [rng.permutation(np.flatnonzero(y == c)) for c in range(10)]
   splits = []
   offsets = [0] * 10
   for num, alpha in zip(B3_CLIENTS, B3_ALPHAS):
     remaining = [p[o:] for p, o in zip(pools, offsets)]
-    clients = _label_shift_clients(remaining, num, B3_CLIENT_SIZE, alpha,
-                                   rng)
+    clients = _label_shift_clients(remaining, num, B3_CLIENT_SIZE, alpha, rng)
     if len(clients) < num:
       raise AssertionError('the B.3 data holds 3500 clients of 100.')
     used = np.concatenate(clients)
     for c in range(10):
       offsets[c] += int(np.sum(y[used] == c))
     idx = np.stack(clients)
-    splits.append(ClientArrays(x[idx].astype(np.float32),
-                               y[idx].astype(np.int32)))
-  return Task('b3', splits[0], splits[1], splits[2], (20,), NUM_CLASSES,
+    splits.append(
+        ClientArrays(x[idx].astype(np.float32), y[idx].astype(np.int32)))
+  return Task('b3',
+              splits[0],
+              splits[1],
+              splits[2], (20,),
+              NUM_CLASSES,
               architecture=linear_keras_model)
 
 
-def digits_task(split_seed: int = 0, client_size: int = 16,
+def digits_task(split_seed: int = 0,
+                client_size: int = 16,
                 alphas=(0.5, 0.01, 0.01)) -> Task:
   """scikit-learn's digits with the B.3 label shift (module docstring)."""
   from sklearn import datasets
@@ -196,8 +211,7 @@ def digits_task(split_seed: int = 0, client_size: int = 16,
     clients = _label_shift_clients(pools, 10**6, client_size, alpha, rng)
     idx = np.stack(clients)
     splits.append(ClientArrays(x[idx], y[idx]))
-  return Task('digits', splits[0], splits[1], splits[2], (8, 8),
-              NUM_CLASSES)
+  return Task('digits', splits[0], splits[1], splits[2], (8, 8), NUM_CLASSES)
 
 
 def linear_keras_model(input_shape, num_classes):
@@ -228,14 +242,14 @@ def keras_model_fn(keras_builder, input_shape):
   """model_fn for tff.learning from a Keras builder (logits, sparse CE)."""
   import tensorflow as tf
   import tensorflow_federated as tff
-  input_spec = collections.OrderedDict(
-      x=tf.TensorSpec([None] + list(input_shape), tf.float32),
-      y=tf.TensorSpec([None], tf.int32))
+  input_spec = collections.OrderedDict(x=tf.TensorSpec(
+      [None] + list(input_shape), tf.float32),
+                                       y=tf.TensorSpec([None], tf.int32))
 
   def model_fn():
     return tff.learning.models.from_keras_model(
-        keras_builder(), loss=tf.keras.losses.SparseCategoricalCrossentropy(
-            from_logits=True),
+        keras_builder(),
+        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         input_spec=input_spec)
 
   return model_fn
@@ -268,7 +282,8 @@ def per_client_metrics(keras_model, model_weights, clients: ClientArrays):
 def summarize_errors(errors) -> dict:
   """Mean, 10th/50th/90th percentile of per-client errors (in %)."""
   e = 100.0 * np.asarray(errors, np.float64)
-  return dict(mean=float(e.mean()), p10=float(np.percentile(e, 10)),
+  return dict(mean=float(e.mean()),
+              p10=float(np.percentile(e, 10)),
               p50=float(np.percentile(e, 50)),
               p90=float(np.percentile(e, 90)))
 

@@ -131,9 +131,12 @@ class _Distributed(Mechanism):
       options['noise_sampler'] = config.noise_sampler
     return getattr(aggregators, self._factory_name)(
         noise_multiplier=config.noise_multiplier,
-        expected_clients_per_round=config.clients_per_round, bits=config.bits,
-        l2_clip=config.clip, modclip_prob=modclip_probability(config.k_stddevs),
-        beta=BETA, **options)
+        expected_clients_per_round=config.clients_per_round,
+        bits=config.bits,
+        l2_clip=config.clip,
+        modclip_prob=modclip_probability(config.k_stddevs),
+        beta=BETA,
+        **options)
 
   def aggregator(self, config):
     import tensorflow_federated as tff
@@ -165,24 +168,27 @@ class _CentralGaussian(Mechanism):
   title = 'central Gaussian (TFF gaussian_fixed; the server adds the noise)'
   private = {'server': False, 'release': True}
   theorem = 'the Gaussian\'s RDP alpha / (2 z^2) (Mironov 2017)'
-  notes = {'server': ('eps(server): inf -- the central Gaussian is added by '
-                      'the server, which sees the exact sum of the clipped '
-                      'updates.'),
-           'release': _RELEASE_AMPLIFIED}
+  notes = {
+      'server': ('eps(server): inf -- the central Gaussian is added by '
+                 'the server, which sees the exact sum of the clipped '
+                 'updates.'),
+      'release': _RELEASE_AMPLIFIED
+  }
 
   def aggregator(self, config):
     import tensorflow_federated as tff
     return tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(
         noise_multiplier=config.noise_multiplier,
-        clients_per_round=config.clients_per_round, clip=config.clip)
+        clients_per_round=config.clients_per_round,
+        clip=config.clip)
 
   def round_event(self, output, state):
     from tff_ddp import learning
     # TFF's DP factory keeps its query's event in its state; the metrics
     # with it in place of the (event-less) aggregator measurements go
     # through the same check of client metrics.
-    return learning.round_dp_event(dict(output.metrics,
-                                        aggregator=state.aggregator))
+    return learning.round_dp_event(
+        dict(output.metrics, aggregator=state.aggregator))
 
   def planning_event(self, config, value_type):
     import dp_accounting
@@ -202,8 +208,10 @@ class _NoPrivacy(Mechanism):
   title = 'no DP (clipped mean, no noise)'
   private = {'server': False, 'release': False}
   needs_noise = False
-  notes = {'server': 'eps(server): inf -- no noise.',
-           'release': 'eps(release): inf -- no noise.'}
+  notes = {
+      'server': 'eps(server): inf -- no noise.',
+      'release': 'eps(release): inf -- no noise.'
+  }
 
   def aggregator(self, config):
     import tensorflow_federated as tff
@@ -222,15 +230,21 @@ class _NoPrivacy(Mechanism):
     return f'{self.title}: clip c = {config.clip:g}; NOT private'
 
 
-MECHANISMS = {m.name: m for m in (
-    _Distributed('ddg', 'distributed discrete Gaussian (secure aggregation)',
-                 'DiscreteGaussianSumFactory', theorem='the DDG\'s RDP, Kairouz, Liu & Steinke (2021) '
-                 'Theorem 5 / Proposition 10 with the rounding-inflated '
-                 'sensitivity (tff_ddp.accounting.ddg_rdp)'),
-    _Distributed('skellam', 'distributed Skellam (secure aggregation)',
-                 'SkellamSumFactory', theorem='the Skellam\'s RDP, Agarwal, Kairouz & Liu (2021) '
-                 '(tff_ddp.accounting.skellam_rdp)'),
-    _CentralGaussian(), _NoPrivacy())}
+MECHANISMS = {
+    m.name: m for m in
+    (_Distributed('ddg',
+                  'distributed discrete Gaussian (secure aggregation)',
+                  'DiscreteGaussianSumFactory',
+                  theorem='the DDG\'s RDP, Kairouz, Liu & Steinke (2021) '
+                  'Theorem 5 / Proposition 10 with the rounding-inflated '
+                  'sensitivity (tff_ddp.accounting.ddg_rdp)'),
+     _Distributed('skellam',
+                  'distributed Skellam (secure aggregation)',
+                  'SkellamSumFactory',
+                  theorem='the Skellam\'s RDP, Agarwal, Kairouz & Liu (2021) '
+                  '(tff_ddp.accounting.skellam_rdp)'), _CentralGaussian(),
+     _NoPrivacy())
+}
 
 
 def mechanism(name: str) -> Mechanism:
@@ -248,8 +262,11 @@ def event_to_json(event) -> dict:
 
   def convert(value):
     if isinstance(value, tuple) and hasattr(value, '_fields'):
-      return {f: convert(getattr(value, f)) for f in value._fields
-              if getattr(value, f) is not None}
+      return {
+          f: convert(getattr(value, f))
+          for f in value._fields
+          if getattr(value, f) is not None
+      }
     if isinstance(value, (list, tuple)):
       return [convert(v) for v in value]
     return value
@@ -281,8 +298,9 @@ class Ledger:
 
   def __post_init__(self):
     from tff_ddp import accounting
-    self._accountants = {a: accounting.RdpAccountant(adversary=a)
-                         for a in accounting.ADVERSARIES}
+    self._accountants = {
+        a: accounting.RdpAccountant(adversary=a) for a in accounting.ADVERSARIES
+    }
     self._non_private = False
     # Every round's sampled event, for `tightest`.
     self._events = []
@@ -319,10 +337,13 @@ class Ledger:
     if self._non_private or not self.mechanism.private[adversary]:
       accountant = pld_accountant.tightest(adversary)
       return pld_accountant.FinalEpsilon(
-          epsilon=math.inf, bound=None, delta=self.delta,
+          epsilon=math.inf,
+          bound=None,
+          delta=self.delta,
           adversary=accountant.adversary.value,
           description=f'{accountant.describe()}; not private',
-          rounds=self.rounds_accounted, rdp_epsilon=rdp)
+          rounds=self.rounds_accounted,
+          rdp_epsilon=rdp)
     return pld_accountant.final_epsilon(adversary, self._events, self.delta,
                                         rdp)
 

@@ -125,28 +125,30 @@ class TrainConfig:
         server_learning_rate=checks.positive(
             pick(self.server_learning_rate, d.server_learning_rate),
             'server_learning_rate'),
-        server_momentum=checks.real(
-            pick(self.server_momentum, d.server_momentum), 'server_momentum',
-            0.0, 1.0, high_open=True),
+        server_momentum=checks.real(pick(self.server_momentum,
+                                         d.server_momentum),
+                                    'server_momentum',
+                                    0.0,
+                                    1.0,
+                                    high_open=True),
         client_batch_size=checks.integer(
             pick(self.client_batch_size, d.client_batch_size),
             'client_batch_size', 1),
-        client_epochs=checks.integer(
-            pick(self.client_epochs, d.client_epochs), 'client_epochs', 1),
+        client_epochs=checks.integer(pick(self.client_epochs, d.client_epochs),
+                                     'client_epochs', 1),
         max_examples_per_client=checks.optional_integer(
             self.max_examples_per_client, 'max_examples_per_client', 1),
         k_stddevs=checks.positive(self.k_stddevs, 'k_stddevs'),
         vocab_size=checks.integer(self.vocab_size, 'vocab_size', 1),
-        vocab_from_training_data=checks.boolean(
-            self.vocab_from_training_data, 'vocab_from_training_data'),
+        vocab_from_training_data=checks.boolean(self.vocab_from_training_data,
+                                                'vocab_from_training_data'),
         eval_every=checks.integer(self.eval_every, 'eval_every', 0),
         eval_clients=checks.integer(pick(self.eval_clients, d.eval_clients),
                                     'eval_clients', 0),
         checkpoint_every=checks.integer(self.checkpoint_every,
                                         'checkpoint_every', 1),
         seed=checks.integer(self.seed, 'seed', 0, 2**32 - 1),
-        cohort_seed=checks.optional_integer(self.cohort_seed, 'cohort_seed',
-                                            0),
+        cohort_seed=checks.optional_integer(self.cohort_seed, 'cohort_seed', 0),
         resume=checks.boolean(self.resume, 'resume'))
 
 
@@ -211,8 +213,10 @@ def _write_json(path, value):
 def _check_noise(config: TrainConfig, chosen) -> TrainConfig:
   """Exactly one of noise_multiplier and target_epsilon for a DP
   mechanism, neither for 'none'."""
-  given = [f for f in ('noise_multiplier', 'target_epsilon')
-           if getattr(config, f) is not None]
+  given = [
+      f for f in ('noise_multiplier', 'target_epsilon')
+      if getattr(config, f) is not None
+  ]
   if config.noise_sampler is not None and not chosen.secure_sum:
     raise ValueError(f'--noise-sampler is for --mechanism ddg or skellam, '
                      f'not {chosen.name}.')
@@ -231,8 +235,8 @@ def _check_noise(config: TrainConfig, chosen) -> TrainConfig:
     raise ValueError(f'--mechanism {chosen.name} is not private against the '
                      f'{config.calibrate_against}: calibrate against the '
                      'release.')
-  return dataclasses.replace(config, **{
-      f: checks.positive(getattr(config, f), f) for f in given})
+  return dataclasses.replace(
+      config, **{f: checks.positive(getattr(config, f), f) for f in given})
 
 
 def calibrate_noise(setup: 'Setup', value_type) -> 'Setup':
@@ -249,17 +253,20 @@ def calibrate_noise(setup: 'Setup', value_type) -> 'Setup':
   def make_event(z):
     planned = setup.mechanism.planning_event(
         dataclasses.replace(config, noise_multiplier=z), value_type)
-    return calibration.rounds_event(
-        planned, config.rounds, 'without-replacement',
-        sample_size=config.clients_per_round,
-        population=setup.data.population)
+    return calibration.rounds_event(planned,
+                                    config.rounds,
+                                    'without-replacement',
+                                    sample_size=config.clients_per_round,
+                                    population=setup.data.population)
 
   result = accounting.calibrate(
       lambda: pld_accountant.tightest(adversary=config.calibrate_against),
       make_event, config.target_epsilon, setup.delta,
       accounting.Parameter.noise('noise_multiplier'))
-  return dataclasses.replace(setup, config=dataclasses.replace(
-      config, noise_multiplier=result.value), calibration=result)
+  return dataclasses.replace(setup,
+                             config=dataclasses.replace(
+                                 config, noise_multiplier=result.value),
+                             calibration=result)
 
 
 def _check_output_dir(config: TrainConfig) -> Optional[dict]:
@@ -281,14 +288,14 @@ def _check_output_dir(config: TrainConfig) -> Optional[dict]:
   for key in ('data_dir', 'output_dir'):  # (runs saved before: as given)
     if isinstance(before.get(key), str):
       before[key] = _same_path(before[key])
-  changed = sorted(k for k in now if k not in _MAY_CHANGE
-                   and before.get(k) != now[k])
+  changed = sorted(
+      k for k in now if k not in _MAY_CHANGE and before.get(k) != now[k])
   if changed:
     raise ValueError(
         f'--resume: the run in {config.output_dir} was started with other '
-        'settings: ' + ', '.join(
-            f'{k.replace("_", "-")} {saved["settings"].get(k)!r} (now '
-            f'{now[k]!r})' for k in changed) + '; resume with the saved '
+        'settings: ' +
+        ', '.join(f'{k.replace("_", "-")} {saved["settings"].get(k)!r} (now '
+                  f'{now[k]!r})' for k in changed) + '; resume with the saved '
         'settings or give another --output-dir.')
   return saved
 
@@ -310,8 +317,7 @@ def _vocabulary(task, config, database, saved, progress):
       raise ValueError(f'--resume: the vocabulary of the run in '
                        f'{config.output_dir} ({saved["vocabulary_file"]}) '
                        'changed since it started.')
-    return paper_tasks.Vocabulary(vocabulary.words,
-                                  saved['vocabulary_source'])
+    return paper_tasks.Vocabulary(vocabulary.words, saved['vocabulary_source'])
   if config.vocab_file is not None:
     if config.vocab_from_training_data:
       raise ValueError('give --vocab-file or --vocab-from-training-data, '
@@ -327,8 +333,7 @@ def _vocabulary(task, config, database, saved, progress):
                                       progress)
 
 
-def prepare(config: TrainConfig, progress: Optional[Callable] = None
-            ) -> Setup:
+def prepare(config: TrainConfig, progress: Optional[Callable] = None) -> Setup:
   """Checks the settings, the output directory and the database, then loads
   the data through TFF's loader (and Stack Overflow's vocabulary)."""
   task = paper_tasks.task(config.task)
@@ -350,27 +355,35 @@ def prepare(config: TrainConfig, progress: Optional[Callable] = None
   if delta is None:  # well below 1/N (the paper's 1/N for EMNIST is not)
     delta = deltas.default_delta(data.population)
   else:
-    delta = checks.real(delta, 'delta', 0.0, 1.0, low_open=True,
-                        high_open=True)
+    delta = checks.real(delta, 'delta', 0.0, 1.0, low_open=True, high_open=True)
     warning = deltas.delta_warning(delta, data.population)
   value_type, dimension = update_type(task, data)
-  setup = Setup(config, task, chosen, saved, data, delta, dimension,
+  setup = Setup(config,
+                task,
+                chosen,
+                saved,
+                data,
+                delta,
+                dimension,
                 delta_warning=warning)
   if config.target_epsilon is not None:
     if saved is not None:  # the run's noise, whatever --rounds is now
-      setup = dataclasses.replace(setup, config=dataclasses.replace(
-          config, noise_multiplier=saved['noise_multiplier']))
+      setup = dataclasses.replace(
+          setup,
+          config=dataclasses.replace(
+              config, noise_multiplier=saved['noise_multiplier']))
     else:
       setup = calibrate_noise(setup, value_type)
   if saved is None:
-    _write_json(os.path.join(config.output_dir, CONFIG_FILE), dict(
-        settings=_settings(config),
-        noise_multiplier=setup.config.noise_multiplier,
-        vocabulary_file=vocabulary and os.path.abspath(
-            config.vocab_file or os.path.join(config.output_dir,
-                                              VOCABULARY_FILE)),
-        vocabulary_source=vocabulary and vocabulary.source,
-        vocabulary_digest=vocabulary and vocabulary.digest))
+    _write_json(
+        os.path.join(config.output_dir, CONFIG_FILE),
+        dict(settings=_settings(config),
+             noise_multiplier=setup.config.noise_multiplier,
+             vocabulary_file=vocabulary and
+             os.path.abspath(config.vocab_file or
+                             os.path.join(config.output_dir, VOCABULARY_FILE)),
+             vocabulary_source=vocabulary and vocabulary.source,
+             vocabulary_digest=vocabulary and vocabulary.digest))
   return setup
 
 
@@ -382,7 +395,8 @@ def update_type(task: paper_tasks.PaperTask, data: paper_tasks.Data):
   model = task.keras_model(data)
   return tff.types.to_type([
       tff.TensorType(np.float32, w.shape.as_list())
-      for w in model.trainable_weights]), paper_tasks.parameter_count(model)
+      for w in model.trainable_weights
+  ]), paper_tasks.parameter_count(model)
 
 
 def build_process(setup: Setup):
@@ -431,17 +445,21 @@ class RunFiles:
     self.json = os.path.join(output_dir, METRICS_JSON)
     self.checkpoints = os.path.join(output_dir, CHECKPOINTS)
     self._manager = tff.program.FileProgramStateManager(
-        self.checkpoints, prefix=_CHECKPOINT_PREFIX, keep_total=2,
+        self.checkpoints,
+        prefix=_CHECKPOINT_PREFIX,
+        keep_total=2,
         keep_first=False)
 
-  def append_event(self, round_number: int, cohort_size: int,
-                   event) -> None:
+  def append_event(self, round_number: int, cohort_size: int, event) -> None:
     """Written before the round is printed: the ledger on disk never lacks
     a round anyone saw."""
     with open(self.events, 'a', encoding='utf-8') as f:
-      f.write(json.dumps(dict(
-          round=round_number, cohort=cohort_size,
-          event=event and train_mechanisms.event_to_json(event))) + '\n')
+      f.write(
+          json.dumps(
+              dict(round=round_number,
+                   cohort=cohort_size,
+                   event=event and train_mechanisms.event_to_json(event))) +
+          '\n')
 
   def events_run(self) -> List[Tuple[object, int]]:
     """(event, cohort) of every round run so far, re-runs included."""
@@ -449,29 +467,39 @@ class RunFiles:
       return []
     with open(self.events, encoding='utf-8') as f:
       records = [json.loads(line) for line in f if line.strip()]
-    return [(r['event'] and train_mechanisms.event_from_json(r['event']),
-             r['cohort']) for r in records]
+    return [(r['event'] and
+             train_mechanisms.event_from_json(r['event']), r['cohort'])
+            for r in records]
 
   def write_metrics(self, rows: List[Row], header: dict) -> None:
     with open(self.csv, 'w', newline='', encoding='utf-8') as f:
       writer = csv.writer(f)
-      writer.writerow([field.name for field in dataclasses.fields(Row)]
-                      + ['delta'])
+      writer.writerow([field.name for field in dataclasses.fields(Row)] +
+                      ['delta'])
       for row in rows:
-        writer.writerow([row.round, row.clients, f'{row.seconds:.3f}',
-                         '' if row.accuracy is None else
-                         f'{row.accuracy:.6f}', row.epsilon_server,
-                         row.epsilon_release, header['delta']])
+        writer.writerow([
+            row.round, row.clients, f'{row.seconds:.3f}',
+            '' if row.accuracy is None else f'{row.accuracy:.6f}',
+            row.epsilon_server, row.epsilon_release, header['delta']
+        ])
     # Strict JSON: an infinite epsilon as the string 'inf'.
-    _write_json(self.json, dict(header, rows=[
-        {k: ('inf' if isinstance(v, float) and math.isinf(v) else v)
-         for k, v in dataclasses.asdict(row).items()} for row in rows]))
+    _write_json(
+        self.json,
+        dict(header,
+             rows=[{
+                 k: ('inf' if isinstance(v, float) and math.isinf(v) else v)
+                 for k, v in dataclasses.asdict(row).items()
+             }
+                   for row in rows]))
 
   def rows_until(self, last_round: int) -> List[Row]:
     if not os.path.isfile(self.json):
       return []
-    rows = [Row(**r) for r in _read_json(self.json)['rows']
-            if r['round'] <= last_round]
+    rows = [
+        Row(**r)
+        for r in _read_json(self.json)['rows']
+        if r['round'] <= last_round
+    ]
     for row in rows:
       row.epsilon_server = float(row.epsilon_server)
       row.epsilon_release = float(row.epsilon_release)
@@ -537,7 +565,8 @@ def _format_row(row: Row, eta: float) -> str:
           f'{row.seconds:8.2f} {_format_seconds(eta):>7s}')
 
 
-def run(config: TrainConfig, print_fn: Callable[[str], None] = print,
+def run(config: TrainConfig,
+        print_fn: Callable[[str], None] = print,
         progress: Optional[Callable] = None) -> Summary:
   """Trains, printing a line per round; returns the `Summary`.
 
@@ -571,15 +600,16 @@ def run(config: TrainConfig, print_fn: Callable[[str], None] = print,
   header = _header(setup, dimension)
   if setup.saved is not None:
     again = ledger.rounds_accounted - start
-    print_fn(f'resumed after round {start} (its checkpoint)' + (
-        f'; {again} round(s) run after it before the interruption stay '
-        'accounted (their models were computed)' if again > 0 else '') + '.')
+    print_fn(f'resumed after round {start} (its checkpoint)' +
+             (f'; {again} round(s) run after it before the interruption stay '
+              'accounted (their models were computed)' if again > 0 else '') +
+             '.')
   evaluator = None
   if config.eval_every:
-    evaluator = paper_tasks.Evaluator(setup.task, setup.data,
-                                      paper_tasks.eval_client_ids(
-                                          setup.data, config.eval_clients,
-                                          config.seed))
+    evaluator = paper_tasks.Evaluator(
+        setup.task, setup.data,
+        paper_tasks.eval_client_ids(setup.data, config.eval_clients,
+                                    config.seed))
   print_fn('eps(server), eps(release): the running epsilon of the rounds so '
            'far, by RDP (an upper bound); the end of the run reports the '
            'tightest bound.')
@@ -589,11 +619,9 @@ def run(config: TrainConfig, print_fn: Callable[[str], None] = print,
   secret = cohort_seed(config)
   times = []
   for round_number in range(start + 1, config.rounds + 1):
-    ids = cohort(client_ids, config.clients_per_round, secret,
-                 round_number)
+    ids = cohort(client_ids, config.clients_per_round, secret, round_number)
     began = time.perf_counter()
-    output = _read_round(process, state, ids, round_number,
-                         setup.data.database)
+    output = _read_round(process, state, ids, round_number, setup.data.database)
     times.append(time.perf_counter() - began)
     state = output.state
     event = setup.mechanism.round_event(output, state)
@@ -603,10 +631,12 @@ def run(config: TrainConfig, print_fn: Callable[[str], None] = print,
     accuracy = None
     if evaluator and (round_number % config.eval_every == 0 or last):
       accuracy = evaluator.accuracy(process.get_model_weights(state))
-    rows.append(Row(round_number, len(ids), times[-1], accuracy,
-                    ledger.epsilon('server'), ledger.epsilon('release')))
-    print_fn(_format_row(rows[-1], sum(times) / len(times)
-                         * (config.rounds - round_number)))
+    rows.append(
+        Row(round_number, len(ids), times[-1], accuracy,
+            ledger.epsilon('server'), ledger.epsilon('release')))
+    print_fn(
+        _format_row(rows[-1],
+                    sum(times) / len(times) * (config.rounds - round_number)))
     files.write_metrics(rows, header)
     if round_number % config.checkpoint_every == 0 or last:
       files.save_state(state, round_number)
@@ -616,27 +646,30 @@ def run(config: TrainConfig, print_fn: Callable[[str], None] = print,
   _print_final(print_fn, setup, ledger, final)
   _print_footer(print_fn, setup, ledger)
   accuracies = [r.accuracy for r in rows if r.accuracy is not None]
-  return Summary(
-      rows=rows, accuracy=accuracies[-1] if accuracies else None,
-      epsilon_server=ledger.epsilon('server'),
-      epsilon_release=ledger.epsilon('release'), delta=setup.delta,
-      population=setup.data.population, dimension=dimension,
-      seconds_per_round=(sum(times[1:]) / (len(times) - 1) if len(times) > 1
-                         else (times[0] if times else math.nan)),
-      noise_multiplier=config.noise_multiplier,
-      vocabulary_source=(setup.data.vocabulary
-                         and setup.data.vocabulary.source),
-      final=final)
+  return Summary(rows=rows,
+                 accuracy=accuracies[-1] if accuracies else None,
+                 epsilon_server=ledger.epsilon('server'),
+                 epsilon_release=ledger.epsilon('release'),
+                 delta=setup.delta,
+                 population=setup.data.population,
+                 dimension=dimension,
+                 seconds_per_round=(sum(times[1:]) /
+                                    (len(times) - 1) if len(times) > 1 else
+                                    (times[0] if times else math.nan)),
+                 noise_multiplier=config.noise_multiplier,
+                 vocabulary_source=(setup.data.vocabulary and
+                                    setup.data.vocabulary.source),
+                 final=final)
 
 
 def _final_json(final: 'pld_accountant.FinalEpsilon') -> dict:
   """metrics.json's record of an end-of-run epsilon (strict JSON)."""
-  return dict(
-      epsilon=('inf' if math.isinf(final.epsilon) else final.epsilon),
-      bound=final.bound, adversary=final.adversary,
-      description=final.description,
-      rdp_epsilon=('inf' if math.isinf(final.rdp_epsilon)
-                   else final.rdp_epsilon))
+  return dict(epsilon=('inf' if math.isinf(final.epsilon) else final.epsilon),
+              bound=final.bound,
+              adversary=final.adversary,
+              description=final.description,
+              rdp_epsilon=('inf' if math.isinf(final.rdp_epsilon) else
+                           final.rdp_epsilon))
 
 
 def _print_final(print_fn, setup: Setup, ledger, final):
@@ -649,8 +682,8 @@ def _print_final(print_fn, setup: Setup, ledger, final):
   for adversary in ('server', 'release'):
     f = final[adversary]
     target = ''
-    if (config.target_epsilon is not None and setup.saved is None
-        and adversary == config.calibrate_against):
+    if (config.target_epsilon is not None and setup.saved is None and
+        adversary == config.calibrate_against):
       target = f' (target {config.target_epsilon:g})'
     running = ('' if f.bound is None else
                f'; running RDP {_epsilon_text(f.rdp_epsilon)}')
@@ -710,22 +743,26 @@ def cohort(client_ids, size, seed, round_number) -> List[str]:
   draws the same cohorts)."""
   import numpy as np
   rng = np.random.default_rng([seed, 0, round_number])
-  return [client_ids[i] for i in sorted(
-      rng.choice(len(client_ids), size, replace=False))]
+  return [
+      client_ids[i]
+      for i in sorted(rng.choice(len(client_ids), size, replace=False))
+  ]
 
 
 def _header(setup: Setup, dimension: int) -> dict:
   """What metrics.json says about its numbers."""
   vocabulary = setup.data.vocabulary
-  return dict(
-      task=setup.task.name, mechanism=setup.mechanism.name,
-      population=setup.data.population, clients_per_round=(
-          setup.config.clients_per_round), dimension=dimension,
-      delta=setup.delta, database=setup.data.database,
-      vocabulary_source=vocabulary and vocabulary.source,
-      accuracy=setup.task.metric,
-      epsilon_server=setup.mechanism.notes['server'],
-      epsilon_release=setup.mechanism.notes['release'])
+  return dict(task=setup.task.name,
+              mechanism=setup.mechanism.name,
+              population=setup.data.population,
+              clients_per_round=(setup.config.clients_per_round),
+              dimension=dimension,
+              delta=setup.delta,
+              database=setup.data.database,
+              vocabulary_source=vocabulary and vocabulary.source,
+              accuracy=setup.task.metric,
+              epsilon_server=setup.mechanism.notes['server'],
+              epsilon_release=setup.mechanism.notes['release'])
 
 
 def _print_header(print_fn, setup: Setup, dimension: int):
@@ -739,8 +776,8 @@ def _print_header(print_fn, setup: Setup, dimension: int):
   if data.population > _INDEX_HINT_CLIENTS and not databases.has_client_index(
       data.database):
     print_fn('note: the database has no index on examples(client_id), so '
-             'each client read scans the whole table; this makes it: '
-             + databases.index_hint(data.database))
+             'each client read scans the whole table; this makes it: ' +
+             databases.index_hint(data.database))
   if data.vocabulary is not None:
     print_fn(data.vocabulary.source + '.')
   print_fn(f'model: d = {dimension:,} parameters (Hadamard padding to '
@@ -757,11 +794,11 @@ def _print_header(print_fn, setup: Setup, dimension: int):
     print_fn(f'noise: z = {config.noise_multiplier:.4g} calibrated so that '
              f'{config.rounds if setup.saved is None else "the first"} '
              f'rounds are ({config.target_epsilon:g}, {setup.delta:.3g})-DP '
-             f'against the {config.calibrate_against}'
-             + (' (the run\'s calibration, kept on resume)'
-                if setup.saved is not None else '')
-             + (_calibration_bound(setup.calibration, setup.delta)
-                if setup.calibration is not None else ''))
+             f'against the {config.calibrate_against}' +
+             (' (the run\'s calibration, kept on resume)' if setup.
+              saved is not None else '') +
+             (_calibration_bound(setup.calibration, setup.delta) if setup.
+              calibration is not None else ''))
   print_fn('client metrics: withheld (no exact client value reaches the '
            'server)')
   if config.cohort_seed is not None:
@@ -771,10 +808,10 @@ def _print_header(print_fn, setup: Setup, dimension: int):
              'readers who do not.')
   if setup.delta_warning:
     print_fn(f'warning: {setup.delta_warning}')
-  print_fn(f'delta = {setup.delta:.3g}'
-           + ('' if config.delta is not None else
-              f' ({deltas.RULE}, N = {data.population})')
-           + f'; accuracy: {setup.task.metric}, every '
+  print_fn(f'delta = {setup.delta:.3g}' +
+           ('' if config.
+            delta is not None else f' ({deltas.RULE}, N = {data.population})') +
+           f'; accuracy: {setup.task.metric}, every '
            f'{config.eval_every or "-"} round(s) and the last')
 
 

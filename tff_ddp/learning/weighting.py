@@ -40,8 +40,7 @@ class TailCount(enum.StrEnum):
 TAIL_COUNTS = tuple(t.value for t in TailCount)
 
 
-def check_tail_fraction(tail_fraction, name: str = 'tail_fraction'
-                        ) -> float:
+def check_tail_fraction(tail_fraction, name: str = 'tail_fraction') -> float:
   """theta in (0, 1]."""
   return checks.real(tail_fraction, name, 0.0, 1.0, low_open=True)
 
@@ -133,9 +132,8 @@ def tail_parameters(keys, tail_fraction: float, exact: bool):
     k = tf.cast(tf.floor(theta * nf + 1e-9), tf.int64)
     rank = tf.minimum(k + 1, n)
   else:
-    rank = tf.clip_by_value(
-        tf.cast(tf.math.ceil(theta * nf - 1e-9), tf.int64), 1,
-        tf.maximum(n, 1))
+    rank = tf.clip_by_value(tf.cast(tf.math.ceil(theta * nf - 1e-9), tf.int64),
+                            1, tf.maximum(n, 1))
   # An empty round: tau = +inf (the padding), nobody weighted.
   padded = tf.concat([ordered, tf.constant([math.inf], tf.float64)], 0)
   tau = tf.gather(padded, tf.where(tf.equal(n, 0), n, rank - 1))
@@ -156,8 +154,7 @@ def client_tail_weight(key, tau, w_above, w_at):
   import tensorflow as tf
   key = tf.cast(key, tf.float64)
   return tf.where(key > tau, w_above,
-                  tf.where(tf.equal(key, tau), w_at,
-                           tf.zeros_like(w_above)))
+                  tf.where(tf.equal(key, tau), w_at, tf.zeros_like(w_above)))
 
 
 def qffl_client_scalars(loss, update_sq_norm, q: float, lipschitz: float):
@@ -259,8 +256,8 @@ class FedProx(FedAvg):
   name: ClassVar[str] = 'fedprox'
 
   def __post_init__(self):
-    _set(self, 'proximal_strength', _needed(self, 'proximal_strength',
-                                            checks.positive))
+    _set(self, 'proximal_strength',
+         _needed(self, 'proximal_strength', checks.positive))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -281,8 +278,8 @@ class Superquantile(Objective):
   reports_tail: ClassVar[bool] = True
 
   def __post_init__(self):
-    _set(self, 'tail_fraction', _needed(self, 'tail_fraction',
-                                        check_tail_fraction))
+    _set(self, 'tail_fraction',
+         _needed(self, 'tail_fraction', check_tail_fraction))
     _set(self, 'exact', checks.boolean(self.exact, 'exact'))
 
   def server_parameters(self, keys):
@@ -323,8 +320,8 @@ class FedAvgSub(Objective):
   ranks: ClassVar[bool] = True
 
   def __post_init__(self):
-    _set(self, 'tail_fraction', _needed(self, 'tail_fraction',
-                                        check_tail_fraction))
+    _set(self, 'tail_fraction',
+         _needed(self, 'tail_fraction', check_tail_fraction))
     _set(self, 'seed', checks.seed(self.seed))
 
   def key(self, loss, round_index):
@@ -335,12 +332,12 @@ class FedAvgSub(Objective):
     if self.seed is None:
       seed = entropy_lib.os_entropy_seed()
     else:
-      digest = tf.bitcast(tf.fingerprint(tf.reshape(tf.bitcast(
-          loss, tf.uint8), [1, -1]))[0], tf.int64)
+      digest = tf.bitcast(
+          tf.fingerprint(tf.reshape(tf.bitcast(loss, tf.uint8), [1, -1]))[0],
+          tf.int64)
       seed = tf.random.experimental.stateless_fold_in(
           tf.random.experimental.stateless_fold_in(
-              tf.constant([self.seed, 0xFEDA5], tf.int64), round_index),
-          digest)
+              tf.constant([self.seed, 0xFEDA5], tf.int64), round_index), digest)
     return tf.random.stateless_uniform([], seed=seed, dtype=tf.float64)
 
   def server_parameters(self, keys):
@@ -409,8 +406,10 @@ class Tilted(Objective):
 
 
 # The public names of the objectives (`objective`).
-OBJECTIVE_CLASSES = {cls.name: cls for cls in (
-    FedAvg, FedAvgSub, FedProx, QFFL, Tilted, Superquantile)}
+OBJECTIVE_CLASSES = {
+    cls.name: cls
+    for cls in (FedAvg, FedAvgSub, FedProx, QFFL, Tilted, Superquantile)
+}
 OBJECTIVES = tuple(OBJECTIVE_CLASSES)
 
 
@@ -489,13 +488,14 @@ def private_tail(cdf, noisy_total, num_clients, tail_fraction: float,
   n = tf.cast(num_clients, tf.float64)
   usable = finite & (n > 0)
   clean = tf.where(tf.math.is_finite(cdf), cdf, tf.zeros_like(cdf))
-  k = tf.where(usable, hg.quantile_indices(clean, [1.0 - theta])[0],
+  k = tf.where(usable,
+               hg.quantile_indices(clean, [1.0 - theta])[0],
                tf.constant(-1, tf.int64))
   total = n if exact_count else tf.cast(noisy_total, tf.float64)
   # Clients at or above the edge l_{k+1}: total (1 - F_k); for the last bin
   # the histogram only knows the whole bin (from its left edge).
-  below = tf.gather(clean, tf.clip_by_value(tf.minimum(k, num_bins - 2), 0,
-                                            num_bins - 1))
+  below = tf.gather(
+      clean, tf.clip_by_value(tf.minimum(k, num_bins - 2), 0, num_bins - 1))
   histogram_count = tf.clip_by_value(total * (1.0 - below), 1.0,
                                      tf.maximum(n, 1.0))
   divisor = histogram_count if histogram_tail_count else theta * n
@@ -506,14 +506,16 @@ def private_tail(cdf, noisy_total, num_clients, tail_fraction: float,
   mass = clean - tf.concat([tf.zeros([1], tf.float64), clean[:-1]], 0)
   centres = edges - upper / num_bins / 2.0
   total_mass = tf.reduce_sum(mass)
-  loss = tf.where(usable & (total_mass > 0),
-                  tf.math.divide_no_nan(tf.reduce_sum(mass * centres),
-                                        total_mass),
-                  tf.constant(math.nan, tf.float64))
-  return collections.OrderedDict(
-      bin=k, threshold=threshold, tail_count=divisor,
-      histogram_tail_count=histogram_count, loss=loss,
-      fallback=tf.logical_not(usable))
+  loss = tf.where(
+      usable & (total_mass > 0),
+      tf.math.divide_no_nan(tf.reduce_sum(mass * centres), total_mass),
+      tf.constant(math.nan, tf.float64))
+  return collections.OrderedDict(bin=k,
+                                 threshold=threshold,
+                                 tail_count=divisor,
+                                 histogram_tail_count=histogram_count,
+                                 loss=loss,
+                                 fallback=tf.logical_not(usable))
 
 
 def in_tail(loss, tail_bin, upper: float, num_bins: int):

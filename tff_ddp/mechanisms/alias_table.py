@@ -61,10 +61,14 @@ _DEC_PREC = 110
 
 
 def _decimal_context(rounding):
-  return decimal.Context(
-      prec=_DEC_PREC, rounding=rounding, Emin=-10**9, Emax=10**9,
-      traps=[decimal.InvalidOperation, decimal.DivisionByZero,
-             decimal.Overflow, decimal.Underflow])
+  return decimal.Context(prec=_DEC_PREC,
+                         rounding=rounding,
+                         Emin=-10**9,
+                         Emax=10**9,
+                         traps=[
+                             decimal.InvalidOperation, decimal.DivisionByZero,
+                             decimal.Overflow, decimal.Underflow
+                         ])
 
 
 def exp_neg_bounds(arg: fractions.Fraction):
@@ -83,8 +87,7 @@ def exp_neg_bounds(arg: fractions.Fraction):
   # Exact constructions only: unary minus or ** would round in the thread's
   # default 28-digit context; copy_negate() and tuple construction are exact.
   rel = decimal.Decimal((0, (1,), 1 - _DEC_PREC))  # 10^(1 - prec)
-  lo = down.multiply(nearest.exp(arg_hi.copy_negate()),
-                     down.subtract(1, rel))
+  lo = down.multiply(nearest.exp(arg_hi.copy_negate()), down.subtract(1, rel))
   hi = up.multiply(nearest.exp(arg_lo.copy_negate()), up.add(1, rel))
   return fractions.Fraction(lo), fractions.Fraction(hi)
 
@@ -143,8 +146,8 @@ class AliasTable:
     >> 32 with its low b bits replaced by alias(j) (module docstring)."""
     b = self.log2_columns
     col_mask = (1 << b) - 1
-    first = (((self.packed >> 32) & ~np.int64(col_mask))
-             | (self.packed & col_mask)).astype(np.int32)
+    first = (((self.packed >> 32) & ~np.int64(col_mask)) |
+             (self.packed & col_mask)).astype(np.int32)
     first.setflags(write=False)
     return first
 
@@ -196,16 +199,18 @@ def _pack(thr, alias, log2_columns: int, points: int):
   b = log2_columns
   cap = 1 << (W_BITS - b)
   # A full column: "threshold 0, alias itself" outputs j too.
-  alias = [j if tj == cap else aj for j, (tj, aj) in enumerate(zip(thr,
-                                                                   alias))]
+  alias = [j if tj == cap else aj for j, (tj, aj) in enumerate(zip(thr, alias))]
   thr = [0 if tj == cap else tj for tj in thr]
   check(max(thr) < cap and 0 <= min(thr), '0 <= t(j) < C')
   check(not any(thr[points:]), 't(j) = 0 for the columns j >= K')
-  packed = np.array([((tj >> _LOW_SHIFT) << b) | aj
-                     for tj, aj in zip(thr, alias)], np.int64)
+  packed = np.array(
+      [((tj >> _LOW_SHIFT) << b) | aj for tj, aj in zip(thr, alias)], np.int64)
   low = np.stack([
-      np.array([(tj >> shift) & _LOW63 for tj in thr[:points]], np.int64)
-      for shift in range(_LOW_SHIFT - 63, -1, -63)], axis=1)
+      np.array([(tj >> shift) & _LOW63
+                for tj in thr[:points]], np.int64)
+      for shift in range(_LOW_SHIFT - 63, -1, -63)
+  ],
+                 axis=1)
   packed.setflags(write=False)
   low.setflags(write=False)
   return packed, low
@@ -224,9 +229,10 @@ def column_weights(packed: np.ndarray, low: np.ndarray, log2_columns: int):
   m = 1 << b
   cap = 1 << (W_BITS - b)
   rows = low.shape[0]
-  check(packed.shape == (m,) and 1 <= rows <= m
-        and low.shape == (rows, LOW_WORDS)
-        and np.all(packed >= 0) and np.all(low >= 0), 'table shapes, signs')
+  check(
+      packed.shape == (m,) and 1 <= rows <= m and
+      low.shape == (rows, LOW_WORDS) and np.all(packed >= 0) and
+      np.all(low >= 0), 'table shapes, signs')
   # t(j) < 2^(63 - b) 2^189 = C: every column's threshold is in [0, C].
   tops = (packed >> b).tolist()
   aliases = (packed & (m - 1)).tolist()
@@ -280,10 +286,16 @@ def build(law: fractions.Fraction, lower: Sequence[int], gap: int,
   check(tv < fractions.Fraction(TV_DISTANCE_UPPER_BOUND), 'tv < 2^-231')
   thr, alias = _vose(w, b)
   packed, low = _pack(thr, alias, b, k)
-  check(column_weights(packed, low, b) == w + [0] * ((1 << b) - k),
-        'the packed table realises the weights w')
-  return AliasTable(law=law, t=t, log2_columns=b, packed=packed, low=low,
-                    tv_bound=tv, build_seconds=time.perf_counter() - start)
+  check(
+      column_weights(packed, low, b) == w + [0] * ((1 << b) - k),
+      'the packed table realises the weights w')
+  return AliasTable(law=law,
+                    t=t,
+                    log2_columns=b,
+                    packed=packed,
+                    low=low,
+                    tv_bound=tv,
+                    build_seconds=time.perf_counter() - start)
 
 
 def round_up_float(value: fractions.Fraction) -> float:
@@ -306,13 +318,16 @@ def top_mask(top_bits: int) -> int:
 
 def words(shape, seed) -> tf.Tensor:
   """Full-range uniform int64 words of `shape` (a list or 1-D tensor)."""
-  return tf.random.stateless_uniform(
-      shape, seed=seed, dtype=tf.int64, minval=None, maxval=None)
+  return tf.random.stateless_uniform(shape,
+                                     seed=seed,
+                                     dtype=tf.int64,
+                                     minval=None,
+                                     maxval=None)
 
 
 def fold(seed, data: int) -> tf.Tensor:
-  return tf.random.experimental.stateless_fold_in(
-      seed, tf.constant(data, tf.int64))
+  return tf.random.experimental.stateless_fold_in(seed,
+                                                  tf.constant(data, tf.int64))
 
 
 # A table of 2^b columns with b >= this is read through its first level
@@ -322,8 +337,12 @@ FIRST_LEVEL_MIN_BITS = 18
 
 
 @tf.autograph.experimental.do_not_convert
-def lookup(table: AliasTable, column, u_top, tie_words: Callable[[], tf.Tensor],
-           top_bits=None, unconditional_ties: bool = False,
+def lookup(table: AliasTable,
+           column,
+           u_top,
+           tie_words: Callable[[], tf.Tensor],
+           top_bits=None,
+           unconditional_ties: bool = False,
            first_level=None) -> tf.Tensor:
   """The table's outputs j - t or alias(j) - t (module docstring, SAMPLING).
 
@@ -351,12 +370,10 @@ def lookup(table: AliasTable, column, u_top, tie_words: Callable[[], tf.Tensor],
   if first_level is None:
     first_level = b >= FIRST_LEVEL_MIN_BITS and k >= FIRST_BITS - b
   if not first_level:
-    return _exact_lookup(table, column, u_top, tie_words, k,
-                         unconditional_ties)
+    return _exact_lookup(table, column, u_top, tie_words, k, unconditional_ties)
   check(k >= FIRST_BITS - b, f'first_level needs top_bits >= {31 - b}')
   col_mask = (1 << b) - 1
-  entry = tf.gather(tf.constant(table.first_level),
-                    tf.cast(column, tf.int32))
+  entry = tf.gather(tf.constant(table.first_level), tf.cast(column, tf.int32))
   # U's and t(J)'s top 31 - b bits, as int32 (u_top has bits 63-k..62).
   u_first = tf.cast(tf.bitwise.right_shift(u_top, 32 + b), tf.int32)
   t_first = tf.bitwise.right_shift(entry, b)
@@ -365,11 +382,11 @@ def lookup(table: AliasTable, column, u_top, tie_words: Callable[[], tf.Tensor],
   # Where the first bits tie (probability 2^(b - 31) per sample), U < t(J)
   # is decided by the exact lookup on those positions alone.
   at = tf.where(tf.equal(u_first, t_first))
-  exact = _exact_lookup(
-      table, tf.gather_nd(column, at), tf.gather_nd(u_top, at),
-      lambda: tf.gather_nd(tie_words(), at), k, unconditional_ties)
-  out = tf.tensor_scatter_nd_update(out, at,
-                                    tf.cast(exact + table.t, tf.int32))
+  exact = _exact_lookup(table, tf.gather_nd(column,
+                                            at), tf.gather_nd(u_top, at),
+                        lambda: tf.gather_nd(tie_words(), at), k,
+                        unconditional_ties)
+  out = tf.tensor_scatter_nd_update(out, at, tf.cast(exact + table.t, tf.int32))
   return tf.cast(out, tf.int64) - table.t
 
 
@@ -439,8 +456,9 @@ def sample(n, table: AliasTable, seed) -> tf.Tensor:
   column = tf.bitwise.bitwise_and(word, (1 << b) - 1)
   u_top = tf.bitwise.bitwise_and(word, top_mask(63 - b))
   return lookup(
-      table, column, u_top,
-      lambda: words(tf.stack([tf.cast(n, tf.int64), TIE_WORDS]),
-                    fold(seed, 1)),
-      unconditional_ties=(count is not None
-                          and count <= UNCONDITIONAL_TIES_MAX_SAMPLES))
+      table,
+      column,
+      u_top,
+      lambda: words(tf.stack([tf.cast(n, tf.int64), TIE_WORDS]), fold(seed, 1)),
+      unconditional_ties=(count is not None and
+                          count <= UNCONDITIONAL_TIES_MAX_SAMPLES))

@@ -70,7 +70,8 @@ class Kind(enum.StrEnum):
   POISSON_BINOMIAL = 'poisson_binomial'
 
 
-def as_kind(value, spellings: Mapping[str, Kind],
+def as_kind(value,
+            spellings: Mapping[str, Kind],
             name: str = 'mechanism') -> Kind:
   """The Kind an entry point's `value` names.
 
@@ -115,8 +116,8 @@ class Mechanism(Protocol):
     """Configuration constants to report every round (Python scalars)."""
 
   def client_encode(
-      self, x: tf.Tensor, round_seed: tf.Tensor, noise_seed: tf.Tensor
-  ) -> Tuple[Mapping[str, tf.Tensor], tf.Tensor]:
+      self, x: tf.Tensor, round_seed: tf.Tensor,
+      noise_seed: tf.Tensor) -> Tuple[Mapping[str, tf.Tensor], tf.Tensor]:
     """One client's contribution.
 
     Args:
@@ -145,8 +146,8 @@ class Mechanism(Protocol):
       measurements computed from `summed` and `num_clients` only).
     """
 
-  def dp_event(self, num_clients: Optional[int] = None
-               ) -> dp_accounting.DpEvent:
+  def dp_event(self,
+               num_clients: Optional[int] = None) -> dp_accounting.DpEvent:
     """The event of one round with `num_clients` clients in the sum
     (`NoOpDpEvent` for 0: an empty round releases nothing)."""
 

@@ -50,7 +50,6 @@ _LIMB_MASK = (1 << _LIMB_BITS) - 1
 
 _no_autograph = tf.autograph.experimental.do_not_convert
 
-
 # ---------------------------------------------------------------------------
 # Host-side constants.
 
@@ -84,8 +83,9 @@ def _params(num_trials: int) -> _Params:
     c = decimal.Decimal(7) / (decimal.Decimal(6) * (n + 1))
     b = decimal.Decimal(2).ln() / width
     ln_k = (c + b)**2 / (4 * c)
-    k_num = int((ln_k.exp() * (1 << _K_SHIFT)).to_integral_value(
-        rounding=decimal.ROUND_CEILING)) + 1
+    k_num = int(
+        (ln_k.exp() *
+         (1 << _K_SHIFT)).to_integral_value(rounding=decimal.ROUND_CEILING)) + 1
     ln_k_num = float(decimal.Decimal(k_num).ln())
   return _Params(num_trials=n, width=width, k_num=k_num, ln_k_num=ln_k_num)
 
@@ -94,8 +94,10 @@ def _params(num_trials: int) -> _Params:
 def _log_factorial_table() -> np.ndarray:
   """ln n! for n < 256, each correctly rounded to float64."""
   with decimal.localcontext(_decimal_context()):
-    return np.array([float(decimal.Decimal(math.factorial(k)).ln())
-                     for k in range(_TABLE_SIZE)], np.float64)
+    return np.array([
+        float(decimal.Decimal(math.factorial(k)).ln())
+        for k in range(_TABLE_SIZE)
+    ], np.float64)
 
 
 def expected_candidates(num_trials: int, prob: float) -> float:
@@ -206,12 +208,18 @@ def _log_ratio_direct(mode, mode_c, d, log_p, log_q, table):
   f3, s3 = _log_factorial(mode_c, table)
   f4, s4 = _log_factorial(mode_c - d, table)
   value = (f1 - f2) + (f3 - f4) + df * (log_p - log_q)
-  scale = (s1 + s2 + s3 + s4 + tf.abs(df) * (tf.abs(log_p) + tf.abs(log_q))
-           + 1.0)
+  scale = (s1 + s2 + s3 + s4 + tf.abs(df) * (tf.abs(log_p) + tf.abs(log_q)) +
+           1.0)
   return value, scale
 
 
-def _log_ratio(mode, mode_c, d, log1p_eps, log_p, log_q, table,
+def _log_ratio(mode,
+               mode_c,
+               d,
+               log1p_eps,
+               log_p,
+               log_q,
+               table,
                phi_possible=True):
   """(ln r(D), scale) with |error| <= 2^-42 scale; -M <= D <= M'.
 
@@ -242,15 +250,14 @@ def _log_ratio(mode, mode_c, d, log1p_eps, log_p, log_q, table,
   betas = (_beta(m_safe) + _beta(mc_safe)) - (_beta(a1f) + _beta(a2f))
   de = df * log1p_eps
   value = -(t1 + t2) - 0.5 * (l1 + l2) + betas + de
-  scale = (t1 + t2 + tf.abs(l1) + tf.abs(l2) + tf.abs(de) +
-           tf.abs(df * l1) + tf.abs(df * l2) + 1.0)
+  scale = (t1 + t2 + tf.abs(l1) + tf.abs(l2) + tf.abs(de) + tf.abs(df * l1) +
+           tf.abs(df * l2) + 1.0)
 
   def patch():
     sub = tf.where(~phi_ok)
-    v, s = _log_ratio_direct(
-        tf.gather_nd(mode, sub), tf.gather_nd(mode_c, sub),
-        tf.gather_nd(d, sub), tf.gather_nd(log_p, sub),
-        tf.gather_nd(log_q, sub), table)
+    v, s = _log_ratio_direct(tf.gather_nd(mode, sub), tf.gather_nd(mode_c, sub),
+                             tf.gather_nd(d, sub), tf.gather_nd(log_p, sub),
+                             tf.gather_nd(log_q, sub), table)
     return (tf.tensor_scatter_nd_update(value, sub, v),
             tf.tensor_scatter_nd_update(scale, sub, s))
 
@@ -272,9 +279,11 @@ def _bn_carry(x):
 
 def _bn_normalize(x):
   """Carries until every limb but the top one is in [0, 2^24)."""
+
   def cond(x):
     low = x[:-1]
     return tf.reduce_any((low < 0) | (low > _LIMB_MASK))
+
   return tf.while_loop(cond, lambda x: (_bn_carry(x),), (x,))[0]
 
 
@@ -293,8 +302,7 @@ def _bn_mul(x, v):
   v = tf.cast(v, tf.int64)
   y = x * tf.bitwise.bitwise_and(v, _LIMB_MASK)
   y += _bn_shift_limbs(
-      x * tf.bitwise.bitwise_and(tf.bitwise.right_shift(v, 24), _LIMB_MASK),
-      1)
+      x * tf.bitwise.bitwise_and(tf.bitwise.right_shift(v, 24), _LIMB_MASK), 1)
   y += _bn_shift_limbs(x * tf.bitwise.right_shift(v, 48), 2)
   return _bn_carry(_bn_carry(y))
 
@@ -302,8 +310,10 @@ def _bn_mul(x, v):
 def _bn_mul_pow2(x, e):
   e = tf.cast(e, tf.int32)
   x = _bn_shift_limbs(x, e // _LIMB_BITS)
-  return _bn_mul(x, tf.bitwise.left_shift(tf.constant(1, tf.int64),
-                                          tf.cast(e % _LIMB_BITS, tf.int64)))
+  return _bn_mul(
+      x,
+      tf.bitwise.left_shift(tf.constant(1, tf.int64),
+                            tf.cast(e % _LIMB_BITS, tf.int64)))
 
 
 def _bn_sign(x):
@@ -311,9 +321,9 @@ def _bn_sign(x):
   top = x[-1]
   rest = tf.reduce_any(x[:-1] > 0)
   one = tf.constant(1, tf.int64)
-  return tf.where(top > 0, one,
-                  tf.where(top < 0, -one,
-                           tf.where(rest, one, tf.constant(0, tf.int64))))
+  return tf.where(
+      top > 0, one,
+      tf.where(top < 0, -one, tf.where(rest, one, tf.constant(0, tf.int64))))
 
 
 @_no_autograph
@@ -332,8 +342,8 @@ def exact_ratio_accept(num, den, count, g, w, k_num, seed):
   # Capacity: A, B < 2^(g + 20 + 85 count + 24); Delta < 2^(52+24) B.
   bits = g + 20 + 85 * count + 24 + 52 + 24 + 48
   n_limbs = tf.cast(bits // _LIMB_BITS + 3, tf.int32)
-  one = tf.concat([tf.ones([1], tf.int64), tf.zeros([n_limbs - 1], tf.int64)],
-                  0)
+  one = tf.concat([tf.ones([1], tf.int64),
+                   tf.zeros([n_limbs - 1], tf.int64)], 0)
 
   def prod_body(j, a, b):
     a = _bn_mul(_bn_mul(a, num[0] + num[1] * j), num[2])
@@ -341,10 +351,9 @@ def exact_ratio_accept(num, den, count, g, w, k_num, seed):
     return j + 1, a, b
 
   shape = tf.TensorShape([None])
-  _, a, b = tf.while_loop(
-      lambda j, a, b: j <= count, prod_body,
-      (tf.constant(1, tf.int64), one, one),
-      shape_invariants=(tf.TensorShape([]), shape, shape))
+  _, a, b = tf.while_loop(lambda j, a, b: j <= count,
+                          prod_body, (tf.constant(1, tf.int64), one, one),
+                          shape_invariants=(tf.TensorShape([]), shape, shape))
   a = _bn_mul_pow2(a, g + _K_SHIFT)
   b = _bn_normalize(_bn_mul(b, k_num))
   delta = _bn_normalize(_bn_mul_pow2(a, _V_BITS) - _bn_mul(b, w))
@@ -355,15 +364,17 @@ def exact_ratio_accept(num, den, count, g, w, k_num, seed):
   def refine_body(step, delta):
     chunk = tf.bitwise.bitwise_and(
         tf.random.stateless_uniform(
-            [], seed=tf.random.experimental.stateless_fold_in(seed, step),
-            dtype=tf.int64, minval=None, maxval=None), _LIMB_MASK)
+            [],
+            seed=tf.random.experimental.stateless_fold_in(seed, step),
+            dtype=tf.int64,
+            minval=None,
+            maxval=None), _LIMB_MASK)
     delta = _bn_normalize(_bn_mul_pow2(delta, _LIMB_BITS) - _bn_mul(b, chunk))
     return step + 1, delta
 
-  _, delta = tf.while_loop(
-      lambda step, delta: undecided(delta), refine_body,
-      (tf.constant(0, tf.int64), delta),
-      shape_invariants=(tf.TensorShape([]), shape))
+  _, delta = tf.while_loop(lambda step, delta: undecided(delta),
+                           refine_body, (tf.constant(0, tf.int64), delta),
+                           shape_invariants=(tf.TensorShape([]), shape))
   return _bn_sign(_bn_normalize(delta - b)) >= 0
 
 
@@ -398,7 +409,12 @@ def fast_decision(v_prefix, log_a, err, inside):
   return accept, reject
 
 
-def accept_candidates(v_prefix, log_a, err, inside, it_seed, exact_fn,
+def accept_candidates(v_prefix,
+                      log_a,
+                      err,
+                      inside,
+                      it_seed,
+                      exact_fn,
                       force_exact=False):
   """Which candidates are accepted: `fast_decision` where it is certain,
   `exact_fn(j, seed) -> bool` (the exact big-integer test of candidate j,
@@ -421,8 +437,10 @@ def accept_candidates(v_prefix, log_a, err, inside, it_seed, exact_fn,
       j = sub[i]
       return exact_fn(j, tf.random.experimental.stateless_fold_in(fb_seed, j))
 
-    exact = tf.map_fn(one, tf.range(tf.size(sub, out_type=tf.int64)),
-                      fn_output_signature=tf.bool, parallel_iterations=1)
+    exact = tf.map_fn(one,
+                      tf.range(tf.size(sub, out_type=tf.int64)),
+                      fn_output_signature=tf.bool,
+                      parallel_iterations=1)
     return tf.tensor_scatter_nd_update(accept, sub[:, None], exact)
 
   return tf.cond(tf.reduce_any(todo), fix, lambda: accept)
@@ -452,20 +470,21 @@ def _geometric_half(words, seed):
 
     def body(it, idx, acc):
       w = tf.random.stateless_uniform(
-          tf.shape(idx), seed=tf.random.experimental.stateless_fold_in(
-              seed, it), dtype=tf.int64, minval=None, maxval=None)
+          tf.shape(idx),
+          seed=tf.random.experimental.stateless_fold_in(seed, it),
+          dtype=tf.int64,
+          minval=None,
+          maxval=None)
       acc = tf.tensor_scatter_nd_add(acc, idx[:, None], _ctz_sum(w))
       keep = tf.equal(w, 0)
       return it + 1, tf.boolean_mask(idx, keep), acc
 
-    return tf.while_loop(
-        lambda it, idx, acc: tf.size(idx) > 0, body,
-        (tf.constant(0, tf.int64), idx, g),
-        shape_invariants=(tf.TensorShape([]), tf.TensorShape([None]),
-                          g.shape))[2]
+    return tf.while_loop(lambda it, idx, acc: tf.size(idx) > 0,
+                         body, (tf.constant(0, tf.int64), idx, g),
+                         shape_invariants=(tf.TensorShape([]),
+                                           tf.TensorShape([None]), g.shape))[2]
 
-  return tf.cond(tf.reduce_any(tf.equal(words, 0)), lambda: more(g),
-                 lambda: g)
+  return tf.cond(tf.reduce_any(tf.equal(words, 0)), lambda: more(g), lambda: g)
 
 
 @_no_autograph
@@ -484,7 +503,9 @@ def _direct(p_int, num_trials, seed):
         tf.random.stateless_uniform(
             tf.stack([num, _DIRECT_CHUNK]),
             seed=tf.random.experimental.stateless_fold_in(seed, c),
-            dtype=tf.int64, minval=None, maxval=None), _WORD_MASK)
+            dtype=tf.int64,
+            minval=None,
+            maxval=None), _WORD_MASK)
     trial = c * _DIRECT_CHUNK + tf.range(_DIRECT_CHUNK, dtype=tf.int64)
     hit = (words < threshold) & (trial < num_trials)[None, :]
     return c + 1, total + tf.reduce_sum(tf.cast(hit, tf.int64), axis=1)
@@ -492,10 +513,11 @@ def _direct(p_int, num_trials, seed):
   chunks = -(-num_trials // _DIRECT_CHUNK)
   # The invariant keeps a statically known length (a single element: the
   # zeros are [1] while the loop's draws have an unknown length) legal.
-  return tf.while_loop(
-      lambda c, total: c < chunks, body,
-      (tf.constant(0, tf.int64), tf.zeros([num], tf.int64)),
-      shape_invariants=(tf.TensorShape([]), tf.TensorShape([None])))[1]
+  return tf.while_loop(lambda c, total: c < chunks,
+                       body,
+                       (tf.constant(0, tf.int64), tf.zeros([num], tf.int64)),
+                       shape_invariants=(tf.TensorShape([]),
+                                         tf.TensorShape([None])))[1]
 
 
 def _element_constants(p_int, num_trials):
@@ -504,14 +526,13 @@ def _element_constants(p_int, num_trials):
   # Mode M = floor((m+1) P / 2^54), exactly (products < 2^58).
   p_hi = tf.bitwise.right_shift(p_int, _HALF_P_BITS)
   p_lo = tf.bitwise.bitwise_and(p_int, (1 << _HALF_P_BITS) - 1)
-  mode = tf.bitwise.right_shift(
-      (n + 1) * p_hi + tf.bitwise.right_shift((n + 1) * p_lo, _HALF_P_BITS),
-      _HALF_P_BITS)
+  mode = tf.bitwise.right_shift((n + 1) * p_hi + tf.bitwise.right_shift(
+      (n + 1) * p_lo, _HALF_P_BITS), _HALF_P_BITS)
   mode_c = n - mode
   # eps = (m p - M) / (M (1-p)); numerator = (m P_hi - M 2^27) 2^-27
   # + m P_lo 2^-54 with the first part exact (absolute error < 2^-48).
-  eps_num = (tf.cast(n * p_hi - mode * (1 << _HALF_P_BITS), tf.float64) *
-             2.0**-_HALF_P_BITS +
+  eps_num = (tf.cast(n * p_hi - mode *
+                     (1 << _HALF_P_BITS), tf.float64) * 2.0**-_HALF_P_BITS +
              tf.cast(n * p_lo, tf.float64) * 2.0**-_P_BITS)
   q_f = tf.cast(_TWO54 - p_int, tf.float64)
   p_f = tf.cast(p_int, tf.float64)
@@ -523,7 +544,13 @@ def _element_constants(p_int, num_trials):
 def _log_accept(consts, d, g, prm, table):
   """(ln a(D), err): |computed - exact ln a(D)| <= err, -M <= D <= M'."""
   mode, mode_c, log1p_eps, log_p, log_q = consts
-  log_r, scale = _log_ratio(mode, mode_c, d, log1p_eps, log_p, log_q, table,
+  log_r, scale = _log_ratio(mode,
+                            mode_c,
+                            d,
+                            log1p_eps,
+                            log_p,
+                            log_q,
+                            table,
                             phi_possible=prm.num_trials >= 2 * _TABLE_SIZE)
   gf = tf.cast(g + _K_SHIFT, tf.float64)
   log_a = log_r + gf * _LN2 - prm.ln_k_num
@@ -564,24 +591,29 @@ def rejection_loop(num, start, seed, width: int, round_fn):
   def body(it, out, idx):
     k = tf.size(idx, out_type=tf.int64)
     it_seed = tf.random.experimental.stateless_fold_in(seed, it)
-    words = tf.random.stateless_uniform(
-        tf.stack([k, 3]), seed=it_seed, dtype=tf.int64, minval=None,
-        maxval=None)
+    words = tf.random.stateless_uniform(tf.stack([k, 3]),
+                                        seed=it_seed,
+                                        dtype=tf.int64,
+                                        minval=None,
+                                        maxval=None)
     w_v, w_u, w_g = words[:, 0], words[:, 1], words[:, 2]
     u_word = tf.bitwise.bitwise_and(w_u, _WORD_MASK)
-    proposal = Proposal(
-        it_seed=it_seed, v_prefix=tf.bitwise.bitwise_and(w_v, _V_MASK),
-        right=tf.equal(tf.bitwise.bitwise_and(w_v, 1 << _V_BITS), 0),
-        u_word=u_word, u_ok=u_word < limit, g_word=w_g)
+    proposal = Proposal(it_seed=it_seed,
+                        v_prefix=tf.bitwise.bitwise_and(w_v, _V_MASK),
+                        right=tf.equal(
+                            tf.bitwise.bitwise_and(w_v, 1 << _V_BITS), 0),
+                        u_word=u_word,
+                        u_ok=u_word < limit,
+                        g_word=w_g)
     accept, values = round_fn(proposal, idx)
-    out = tf.tensor_scatter_nd_update(
-        out, tf.boolean_mask(idx, accept)[:, None],
-        tf.boolean_mask(values, accept))
+    out = tf.tensor_scatter_nd_update(out,
+                                      tf.boolean_mask(idx, accept)[:, None],
+                                      tf.boolean_mask(values, accept))
     return it + 1, out, tf.boolean_mask(idx, ~accept)
 
   _, out, _ = tf.while_loop(
-      lambda it, out, idx: tf.size(idx) > 0, body,
-      (tf.constant(0, tf.int64), tf.zeros([num], tf.int64), start),
+      lambda it, out, idx: tf.size(idx) > 0,
+      body, (tf.constant(0, tf.int64), tf.zeros([num], tf.int64), start),
       shape_invariants=(tf.TensorShape([]), tf.TensorShape([None]),
                         tf.TensorShape([None])))
   return out
@@ -600,9 +632,8 @@ def _rejection(p_int, num_trials, seed, force_exact=False):
   def round_fn(proposal, idx):
     it_seed, v_prefix = proposal.it_seed, proposal.v_prefix
     u = proposal.u_word % width
-    g = _geometric_half(
-        proposal.g_word,
-        tf.random.experimental.stateless_fold_in(it_seed, 1))
+    g = _geometric_half(proposal.g_word,
+                        tf.random.experimental.stateless_fold_in(it_seed, 1))
     g = tf.minimum(g, n + 1)  # G > m puts t beyond the support anyway
     t = width * g + u
     d = tf.where(proposal.right, t, -1 - t)
@@ -614,17 +645,16 @@ def _rejection(p_int, num_trials, seed, force_exact=False):
     log_a, err = _log_accept(e_consts, d, g, prm, table)
 
     def exact(j, seed):
-      return _exact_accept(
-          e_mode[j], e_mode_c[j], d[j], g[j], tf.gather(p_int, idx[j]),
-          v_prefix[j], prm.k_num, seed)
+      return _exact_accept(e_mode[j], e_mode_c[j], d[j], g[j],
+                           tf.gather(p_int, idx[j]), v_prefix[j], prm.k_num,
+                           seed)
 
     accept = accept_candidates(v_prefix, log_a, err, inside, it_seed, exact,
                                force_exact)
     return accept, e_mode + d
 
   # The initial index set comes from a data-dependent op (`tf.where`).
-  return rejection_loop(num, tf.where(p_int >= 0)[:, 0], seed, width,
-                        round_fn)
+  return rejection_loop(num, tf.where(p_int >= 0)[:, 0], seed, width, round_fn)
 
 
 # ---------------------------------------------------------------------------
@@ -632,16 +662,16 @@ def _rejection(p_int, num_trials, seed, force_exact=False):
 
 
 def _check_num_trials(num_trials) -> int:
-  if isinstance(num_trials, (bool, np.bool_)) or not isinstance(
-      num_trials, numbers.Integral):
+  if isinstance(
+      num_trials,
+      (bool, np.bool_)) or not isinstance(num_trials, numbers.Integral):
     raise TypeError(
         f'num_trials must be a Python int, got {num_trials!r} of type '
         f'{type(num_trials).__name__}.')
   num_trials = int(num_trials)
   if not 1 <= num_trials <= MAX_NUM_TRIALS:
-    raise ValueError(
-        f'num_trials must be in [1, {MAX_NUM_TRIALS}] (2^30), got '
-        f'{num_trials}.')
+    raise ValueError(f'num_trials must be in [1, {MAX_NUM_TRIALS}] (2^30), got '
+                     f'{num_trials}.')
   return num_trials
 
 
@@ -698,12 +728,15 @@ def sample_binomial(probs, num_trials: int, seed, *, _force_exact=False):
   probs = _check_probs(probs)
   seed = tensors.stateless_seed(seed)
   if tf.get_static_value(probs) is None:
-    checks = [tf.debugging.assert_greater_equal(
-        probs, tf.constant(0.25, tf.float64),
-        message='probs must lie in [0.25, 0.75]'),
-              tf.debugging.assert_less_equal(
-                  probs, tf.constant(0.75, tf.float64),
-                  message='probs must lie in [0.25, 0.75]')]
+    checks = [
+        tf.debugging.assert_greater_equal(
+            probs,
+            tf.constant(0.25, tf.float64),
+            message='probs must lie in [0.25, 0.75]'),
+        tf.debugging.assert_less_equal(probs,
+                                       tf.constant(0.75, tf.float64),
+                                       message='probs must lie in [0.25, 0.75]')
+    ]
     with tf.control_dependencies(checks):
       probs = tf.identity(probs)
   shape = tf.shape(probs)

@@ -54,7 +54,6 @@ _FACT_L = 12
 _FACT_MOD = math.factorial(_FACT_L)
 _FACT_T = {j: _FACT_MOD // math.factorial(j) for j in range(1, _FACT_L + 1)}
 
-
 # The TF code below has no tensor-dependent Python control flow (it uses
 # tf.while_loop / tf.cond explicitly); skipping AutoGraph's source
 # transformation cuts tf.function tracing time several-fold.
@@ -88,8 +87,7 @@ def scale_fraction(scale) -> fractions.Fraction:
     scale = value.item() if isinstance(value, np.ndarray) else value
   if isinstance(scale, np.ndarray) and scale.ndim == 0:
     scale = scale.item()
-  if isinstance(scale, (bool, np.bool_)) or not isinstance(
-      scale, numbers.Real):
+  if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, numbers.Real):
     raise TypeError(f'scale must be a real number, got {scale!r}.')
   if isinstance(scale, numbers.Integral):
     value = fractions.Fraction(int(scale))
@@ -181,8 +179,17 @@ def _params(sigma: fractions.Fraction) -> _Params:
     y = np.arange(-int(50 * math.sqrt(s_f)) - 3, int(50 * math.sqrt(s_f)) + 4)
     z_sum = float(np.sum(np.exp(-(y.astype(np.float64)**2) / (2 * s_f))))
   success = p_d * (1 - rho) / 2 * math.exp(-mu_f**2 / (2 * s_f)) * z_sum
-  return _Params(n=n, q=q, k=k, m=m, a=a, b=b, p=p, c=c, x_max=x_max,
-                 v_cap=v_cap, success_prob=min(1.0, max(success, 1e-3)))
+  return _Params(n=n,
+                 q=q,
+                 k=k,
+                 m=m,
+                 a=a,
+                 b=b,
+                 p=p,
+                 c=c,
+                 x_max=x_max,
+                 v_cap=v_cap,
+                 success_prob=min(1.0, max(success, 1e-3)))
 
 
 def discrete_gaussian_variance_parameter(scale) -> fractions.Fraction:
@@ -218,15 +225,16 @@ def max_supported_scale() -> float:
 
 
 def _fold(seed, data):
-  return tf.random.experimental.stateless_fold_in(
-      seed, tf.cast(data, tf.int64))
+  return tf.random.experimental.stateless_fold_in(seed, tf.cast(data, tf.int64))
 
 
 def _raw_words(n, seed):
   """n full-range int64 words (all 64 bits uniform)."""
-  return tf.random.stateless_uniform(
-      tf.reshape(tf.cast(n, tf.int32), [1]), seed=seed, dtype=tf.int64,
-      minval=None, maxval=None)
+  return tf.random.stateless_uniform(tf.reshape(tf.cast(n, tf.int32), [1]),
+                                     seed=seed,
+                                     dtype=tf.int64,
+                                     minval=None,
+                                     maxval=None)
 
 
 def _words(n, seed):
@@ -263,8 +271,8 @@ def _kfact(f):
   The outcomes of Bern(1/1), ..., Bern(1/L) in CKS Algorithm 1 are then
   "j <= kfact" (if kfact == L, the steps beyond L are not decided by F).
   """
-  return 1 + tf.add_n([tf.cast(f < _FACT_T[j], tf.int64)
-                       for j in range(2, _FACT_L + 1)])
+  return 1 + tf.add_n(
+      [tf.cast(f < _FACT_T[j], tf.int64) for j in range(2, _FACT_L + 1)])
 
 
 @_no_autograph
@@ -304,7 +312,8 @@ def _bern_exp_loop(r, c: int, kfact, known, j0, seed):
     next_fails = advance & (j_new <= known) & (j_new > kfact)
     finished = (valid & ~success) | next_fails
     out = tf.tensor_scatter_nd_update(
-        out, tf.boolean_mask(idx, finished)[:, None],
+        out,
+        tf.boolean_mask(idx, finished)[:, None],
         tf.equal(tf.boolean_mask(j_new, finished) % 2, 1))
     keep = ~finished
     return (it + 1, out, tf.boolean_mask(idx, keep), tf.boolean_mask(r, keep),
@@ -313,10 +322,11 @@ def _bern_exp_loop(r, c: int, kfact, known, j0, seed):
 
   init = (tf.constant(0, tf.int64), tf.zeros([n], tf.bool),
           tf.range(n, dtype=tf.int64), r, j0, kfact, known)
-  return tf.while_loop(
-      cond, body, init,
-      shape_invariants=(tf.TensorShape([]),) + (tf.TensorShape([None]),) * 6
-  )[1]
+  return tf.while_loop(cond,
+                       body,
+                       init,
+                       shape_invariants=(tf.TensorShape([]),) +
+                       (tf.TensorShape([None]),) * 6)[1]
 
 
 @_no_autograph
@@ -348,9 +358,8 @@ def _bern_exp(r, c: int, seed):
   lead2 = s2 & ok2  # two leading successes
   # Decided: failure at step 1 (valid draw), at step 2 (Bern(1/2) or a valid
   # Bern(r/c) draw), or at step 3 through Bern(1/3).
-  decided = f_valid & (
-      (u_valid[:n] & ~ok1) | (ok1 & ~ge2) | (s2 & u_valid[n:] & ~ok2) |
-      (lead2 & ~ge3))
+  decided = f_valid & ((u_valid[:n] & ~ok1) | (ok1 & ~ge2) |
+                       (s2 & u_valid[n:] & ~ok2) | (lead2 & ~ge3))
   # K = 1 + #leading successes is odd iff the count (0, 1 or 2) is even.
   dense = ~(ok1 & ~lead2)
 
@@ -389,10 +398,10 @@ def _bern_exp_minus_one(n, seed):
   def fix(idx):
     one = tf.ones_like(idx[:, 0])
     valid_i = tf.gather_nd(valid, idx)
-    return _bern_exp_loop(
-        one, 1, tf.where(valid_i, _FACT_L * one, one),
-        tf.where(valid_i, _FACT_L * one, one),
-        tf.where(valid_i, (_FACT_L + 1) * one, one), _fold(seed, 1))
+    return _bern_exp_loop(one, 1, tf.where(valid_i, _FACT_L * one, one),
+                          tf.where(valid_i, _FACT_L * one, one),
+                          tf.where(valid_i, (_FACT_L + 1) * one, one),
+                          _fold(seed, 1))
 
   return tf.cond(tf.reduce_any(rare), lambda: _patch(dense, rare, fix),
                  lambda: dense)
@@ -414,6 +423,7 @@ def _capped_geometric_exp_minus_one(cap, seed):
   loop_seed = _fold(seed, 1)
 
   def fix(idx):
+
     def cond(it, out, sub, count, cap):
       del it, out, count, cap
       return tf.size(sub) > 0
@@ -426,21 +436,22 @@ def _capped_geometric_exp_minus_one(cap, seed):
       count = tf.minimum(
           count + tf.cast(b1, tf.int64) + tf.cast(lead2, tf.int64), cap)
       finished = ~lead2 | (count >= cap)
-      out = tf.tensor_scatter_nd_update(
-          out, tf.boolean_mask(sub, finished)[:, None],
-          tf.boolean_mask(count, finished))
+      out = tf.tensor_scatter_nd_update(out,
+                                        tf.boolean_mask(sub, finished)[:, None],
+                                        tf.boolean_mask(count, finished))
       keep = ~finished
       return (it + 1, out, tf.boolean_mask(sub, keep),
               tf.boolean_mask(count, keep), tf.boolean_mask(cap, keep))
 
     k = tf.shape(idx, out_type=tf.int64)[0]
     init = (tf.constant(0, tf.int64), tf.zeros([k], tf.int64),
-            tf.range(k, dtype=tf.int64),
-            tf.fill([k], tf.constant(2, tf.int64)), tf.gather_nd(cap, idx))
-    return tf.while_loop(
-        cond, body, init,
-        shape_invariants=(tf.TensorShape([]),) + (tf.TensorShape([None]),) * 4
-    )[1]
+            tf.range(k, dtype=tf.int64), tf.fill([k], tf.constant(2, tf.int64)),
+            tf.gather_nd(cap, idx))
+    return tf.while_loop(cond,
+                         body,
+                         init,
+                         shape_invariants=(tf.TensorShape([]),) +
+                         (tf.TensorShape([None]),) * 4)[1]
 
   return _patch(dense, lead2 & (cap > 2), fix)
 
@@ -466,8 +477,7 @@ def _round(num_candidates, prm: _Params, seed):
   packed = tf.boolean_mask(packed, ok)
   u = tf.bitwise.bitwise_and(packed, _WORD_MASK)
   negative = tf.not_equal(
-      tf.bitwise.bitwise_and(packed, tf.constant(1 << _WORD_BITS, tf.int64)),
-      0)
+      tf.bitwise.bitwise_and(packed, tf.constant(1 << _WORD_BITS, tf.int64)), 0)
 
   # V ~ Geometric: #successes of Bernoulli(exp(-1)); V >= v_cap => |Y| > x_max.
   v = _capped_geometric_exp_minus_one(
@@ -489,10 +499,9 @@ def _round(num_candidates, prm: _Params, seed):
 
 
 @_no_autograph
-def sample_discrete_gaussian(
-    shape: Union[Sequence[int], tf.TensorShape, tf.Tensor],
-    scale: float,
-    seed) -> tf.Tensor:
+def sample_discrete_gaussian(shape: Union[Sequence[int], tf.TensorShape,
+                                          tf.Tensor], scale: float,
+                             seed) -> tf.Tensor:
   """Samples iid discrete Gaussian noise N_Z(0, s), s ~= scale^2, as int64.
 
   The pmf is P(x) prop. to exp(-x^2 / (2 s)) on the integers (CKS 2020,
@@ -571,16 +580,15 @@ def sample_discrete_gaussian(
     need = n - filled
     need_f = tf.cast(need, tf.float64)
     # Batch size only (floats never decide an outcome): mean + 5 sd margin.
-    num = tf.cast(tf.math.ceil(need_f * inv_p * 1.02 +
-                               5.0 * tf.sqrt(need_f * inv_p) + 8.0), tf.int64)
+    num = tf.cast(
+        tf.math.ceil(need_f * inv_p * 1.02 + 5.0 * tf.sqrt(need_f * inv_p) +
+                     8.0), tf.int64)
     values = _round(num, prm, _fold(seed, it))[:need]
     taken = tf.size(values, out_type=tf.int64)
     out = tf.tensor_scatter_nd_update(
         out, (filled + tf.range(taken, dtype=tf.int64))[:, None], values)
     return it + 1, filled + taken, out
 
-  _, _, out = tf.while_loop(
-      cond, body,
-      (tf.constant(0, tf.int64), tf.constant(0, tf.int64),
-       tf.zeros([n], tf.int64)))
+  _, _, out = tf.while_loop(cond, body, (tf.constant(
+      0, tf.int64), tf.constant(0, tf.int64), tf.zeros([n], tf.int64)))
   return tf.reshape(out, out_shape)

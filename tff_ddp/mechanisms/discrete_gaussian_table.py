@@ -35,7 +35,6 @@ _G = (core.TAIL_BITS + 1) * _LN2_UPPER
 # Fixed-point bits of the host-side brackets of e(x).
 _FIX_BITS = 320
 
-
 # ----------------------------------------------------------------------------
 # Argument validation.
 
@@ -99,8 +98,8 @@ def _bracket_weights(s: fractions.Fraction, t: int):
 
 def _tail_bound(s: fractions.Fraction, m: int) -> fractions.Fraction:
   """2 exp(-min(m^2 / (2s), 1000)) from above (proof step (i))."""
-  _, hi = core.exp_neg_bounds(min(fractions.Fraction(m * m) / (2 * s),
-                                  fractions.Fraction(1000)))
+  _, hi = core.exp_neg_bounds(
+      min(fractions.Fraction(m * m) / (2 * s), fractions.Fraction(1000)))
   return 2 * hi
 
 
@@ -162,14 +161,15 @@ def max_supported_scale() -> float:
   About 29178.6 (s <= 2^37 / G). s is non-decreasing in scale, and the table
   size in s, so this is found by bisection over the float64 bit patterns.
   """
+
   def fits(x: float) -> bool:
     return _fits(discrete_gaussian.discrete_gaussian_variance_parameter(x))
 
   to_bits = lambda x: int(np.float64(x).view(np.int64))
   from_bits = lambda i: float(np.int64(i).view(np.float64))
   lo, hi = to_bits(1.0), to_bits(discrete_gaussian.max_supported_scale())
-  core.check(fits(from_bits(lo)) and not fits(from_bits(hi)),
-             'bisection bracket')
+  core.check(
+      fits(from_bits(lo)) and not fits(from_bits(hi)), 'bisection bracket')
   while hi - lo > 1:
     mid = (lo + hi) // 2
     if fits(from_bits(mid)):
@@ -184,10 +184,9 @@ def max_supported_scale() -> float:
 
 
 @tf.autograph.experimental.do_not_convert
-def sample_discrete_gaussian_table(
-    shape: Union[Sequence[int], tf.TensorShape, tf.Tensor],
-    scale: float,
-    seed) -> tf.Tensor:
+def sample_discrete_gaussian_table(shape: Union[Sequence[int], tf.TensorShape,
+                                                tf.Tensor], scale: float,
+                                   seed) -> tf.Tensor:
   """Samples iid N_Z(0, s) up to a proved TV distance, as int64.
 
   s = `discrete_gaussian.discrete_gaussian_variance_parameter(scale)` (scale^2

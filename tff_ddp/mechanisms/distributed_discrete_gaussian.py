@@ -76,8 +76,10 @@ SAMPLERS = tuple(s.value for s in Sampler)
 DEFAULT_SAMPLER = Sampler.TABLE
 # The per-sample TV distance of each resolved sampler (the tables' proved
 # bound, the same for the Skellam table: `alias_table`).
-_SAMPLER_TV = {Sampler.TABLE: discrete_gaussian_table.TV_DISTANCE_UPPER_BOUND,
-               Sampler.EXACT: 0.0}
+_SAMPLER_TV = {
+    Sampler.TABLE: discrete_gaussian_table.TV_DISTANCE_UPPER_BOUND,
+    Sampler.EXACT: 0.0
+}
 # The least scaled local stddev sigma/gamma of the privacy analysis (DDG
 # paper Theorem 9 / Proposition 10 need sigma/gamma >= 1/2).
 MIN_SCALED_LOCAL_STDDEV = 0.5
@@ -98,8 +100,7 @@ def as_sampler(noise_sampler) -> Sampler:
   return checks.member(noise_sampler, 'noise_sampler', Sampler)
 
 
-def resolve_noise_sampler(noise_sampler,
-                          scaled_local_stddev: float) -> Sampler:
+def resolve_noise_sampler(noise_sampler, scaled_local_stddev: float) -> Sampler:
   """The sampler a client runs for `noise_sampler` at this scale.
 
   TABLE up to the alias table's largest scale
@@ -131,8 +132,8 @@ def num_stddevs_for_modclip_prob(modclip_prob: float) -> float:
   return float(math.sqrt(2.0) * scipy.special.erfcinv(modclip_prob))
 
 
-def _heuristic_gamma(l2_clip, noise_multiplier, n, dim, bits, k
-                     ) -> Optional[float]:
+def _heuristic_gamma(l2_clip, noise_multiplier, n, dim, bits,
+                     k) -> Optional[float]:
   """gamma with 2 k sigma_hat / gamma = 2^bits (Section 6 heuristic).
 
   sigma_hat^2 = c^2 n^2 / d + (gamma^2/4 + sigma^2) n is the variance proxy of
@@ -143,19 +144,18 @@ def _heuristic_gamma(l2_clip, noise_multiplier, n, dim, bits, k
   with sigma^2 n = (z c)^2 that is c hypot(n / sqrt(d), z) / sqrt(a^2 - n/4),
   computed in that form so that no square overflows.
   """
-  a_sq = (2.0**bits / (2.0 * k)) ** 2
+  a_sq = (2.0**bits / (2.0 * k))**2
   if a_sq <= n / 4.0:
     return None
-  return (l2_clip * math.hypot(n / math.sqrt(dim), noise_multiplier)
-          / math.sqrt(a_sq - n / 4.0))
+  return (l2_clip * math.hypot(n / math.sqrt(dim), noise_multiplier) /
+          math.sqrt(a_sq - n / 4.0))
 
 
 def sum_stddev(scaled_l2_clip, scaled_local_stddev, num_clients, dim):
   """Variance proxy sqrt(c'^2 n^2 / d + (1/4 + sigma'^2) n) of a coordinate
   of the integer sum (c', sigma' in integer units), for numbers or tensors."""
-  return (scaled_l2_clip * scaled_l2_clip * num_clients * num_clients / dim
-          + (0.25 + scaled_local_stddev * scaled_local_stddev) * num_clients
-          ) ** 0.5
+  return (scaled_l2_clip * scaled_l2_clip * num_clients * num_clients / dim +
+          (0.25 + scaled_local_stddev * scaled_local_stddev) * num_clients)**0.5
 
 
 def worst_case_statistic(num_clients, coordinate, scaled_local_stddev,
@@ -165,13 +165,16 @@ def worst_case_statistic(num_clients, coordinate, scaled_local_stddev,
   scaled input coordinate; +1 per client for rounding), the ring statistic
   that must stay below M/2 (`DistributedDiscreteGaussian.wrap_statistic`).
   Numbers or float64 tensors."""
-  return (num_clients * (coordinate + 1.0) + 1.0
-          + k_stddevs * num_clients**0.5 * scaled_local_stddev)
+  return (num_clients * (coordinate + 1.0) + 1.0 +
+          k_stddevs * num_clients**0.5 * scaled_local_stddev)
 
 
-def granularity_fits(granularity: float, l2_clip: float,
-                     noise_multiplier: float, expected_clients_per_round: int,
-                     bits: int, linf_clip: Optional[float] = None,
+def granularity_fits(granularity: float,
+                     l2_clip: float,
+                     noise_multiplier: float,
+                     expected_clients_per_round: int,
+                     bits: int,
+                     linf_clip: Optional[float] = None,
                      modclip_prob: float = 1e-4) -> bool:
   """Whether the ring holds this given granularity: the ring check of
   `compute_parameters(..., granularity=granularity)` (`wrap_statistic`
@@ -191,12 +194,14 @@ def granularity_fits(granularity: float, l2_clip: float,
                    1, k, granularity)
   return worst_case_statistic(
       expected_clients_per_round,
-      min(l2_clip, linf_clip or math.inf) / scaled.gamma,
-      scaled.scaled_local, k) < 2.0**bits / 2
+      min(l2_clip, linf_clip or math.inf) / scaled.gamma, scaled.scaled_local,
+      k) < 2.0**bits / 2
 
 
-def largest_integer_scaling(l2_clip: float, noise_multiplier: float,
-                            expected_clients_per_round: int, bits: int,
+def largest_integer_scaling(l2_clip: float,
+                            noise_multiplier: float,
+                            expected_clients_per_round: int,
+                            bits: int,
                             linf_clip: Optional[float] = None,
                             modclip_prob: float = 1e-4) -> int:
   """The largest integer c whose granularity 1/c the ring holds
@@ -267,15 +272,15 @@ class Request:
   l0_clip: Optional[int] = None
 
   def __post_init__(self):
-    clean, _ = check_arguments(
-        self.l2_clip, self.noise_multiplier, self.expected_clients_per_round,
-        self.bits, self.modclip_prob, self.beta, self.granularity,
-        self.linf_clip)
+    clean, _ = check_arguments(self.l2_clip, self.noise_multiplier,
+                               self.expected_clients_per_round, self.bits,
+                               self.modclip_prob, self.beta, self.granularity,
+                               self.linf_clip)
     for name, value in clean.items():
       object.__setattr__(self, name, value)
     object.__setattr__(self, 'noise_sampler', as_sampler(self.noise_sampler))
-    object.__setattr__(self, 'l0_clip', checks.optional_integer(
-        self.l0_clip, 'l0_clip', 1))
+    object.__setattr__(self, 'l0_clip',
+                       checks.optional_integer(self.l0_clip, 'l0_clip', 1))
 
   @property
   def k_stddevs(self) -> float:
@@ -377,15 +382,16 @@ class DistributedDiscreteGaussian:
     NonPrivateDpEvent when noise_multiplier is 0; NoOpDpEvent for 0
     clients (an empty round releases nothing about anyone).
     """
-    n = (self.expected_clients_per_round if num_clients is None
-         else checks.integer(num_clients, 'num_clients', 0))
+    n = (self.expected_clients_per_round if num_clients is None else
+         checks.integer(num_clients, 'num_clients', 0))
     if n == 0:
       return dp_accounting.NoOpDpEvent()  # an empty round released nothing
     if self.noise_multiplier == 0:
       return dp_accounting.NonPrivateDpEvent()
     return events.DistributedDiscreteGaussianDpEvent(
         l2_sensitivity=self.l2_sensitivity,
-        local_stddev=self.scaled_local_stddev, num_clients=n,
+        local_stddev=self.scaled_local_stddev,
+        num_clients=n,
         dimension=self.output_dim,
         sampler_tv_distance=self.sampler_tv_distance or None,
         l0_sensitivity=self.l0_sensitivity)
@@ -464,13 +470,15 @@ class DistributedDiscreteGaussian:
         dimension=checks.integer(dimension, 'dimension', 1),
         l1_sensitivity=checks.optional_positive(l1_sensitivity,
                                                 'l1_sensitivity'),
-        sampler_tv_distance=sampler_tv_distance(sampler) or None, **noise)
+        sampler_tv_distance=sampler_tv_distance(sampler) or None,
+        **noise)
 
   @staticmethod
   def release_noise(local_stddev, noise_sampler):  # pylint: disable=redefined-outer-name  # the API's keyword
     """(the event's noise field, the resolved sampler) of `release_event`:
     local_stddev >= 1/2 and `resolve_noise_sampler` at it."""
-    local_stddev = checks.real(local_stddev, 'local_stddev',
+    local_stddev = checks.real(local_stddev,
+                               'local_stddev',
                                low=MIN_SCALED_LOCAL_STDDEV)
     return (dict(local_stddev=local_stddev),
             resolve_noise_sampler(noise_sampler, local_stddev))
@@ -478,8 +486,10 @@ class DistributedDiscreteGaussian:
   def with_resolved_noise(self):
     """This mechanism with `noise_sampler` resolved at its scale ('table'
     up to the table's largest scale, `resolve_noise_sampler`)."""
-    return dataclasses.replace(self, noise_sampler=resolve_noise_sampler(
-        self.noise_sampler, self.scaled_local_stddev))
+    return dataclasses.replace(self,
+                               noise_sampler=resolve_noise_sampler(
+                                   self.noise_sampler,
+                                   self.scaled_local_stddev))
 
   def output_range(self):
     """(l2_clip, gamma M/2 times the encoder's gain: sqrt(D), 1 for the
@@ -502,8 +512,9 @@ class DistributedDiscreteGaussian:
     if self.noise_sampler is Sampler.TABLE:
       return discrete_gaussian_table.sample_discrete_gaussian_table(
           shape, self.scaled_local_stddev, seed)
-    return discrete_gaussian.sample_discrete_gaussian(
-        shape, self.scaled_local_stddev, seed)
+    return discrete_gaussian.sample_discrete_gaussian(shape,
+                                                      self.scaled_local_stddev,
+                                                      seed)
 
   def sum_of_zero_inputs(self, count, seed) -> tf.Tensor:
     """The ring residue of `count` clients' encodings of the zero vector.
@@ -521,8 +532,9 @@ class DistributedDiscreteGaussian:
     if self.noise_multiplier == 0:
       return tf.zeros([self.output_dim], tf.int64)
     noise = self.sample_noise(seed, count)
-    return base.ring_residue(tf.reduce_sum(
-        base.ring_residue(noise, self.modulus), axis=0), self.modulus)
+    return base.ring_residue(
+        tf.reduce_sum(base.ring_residue(noise, self.modulus), axis=0),
+        self.modulus)
 
   def wrap_statistic(self, num_clients):
     """The quantity that must stay below M/2 for the sum not to wrap.
@@ -535,8 +547,9 @@ class DistributedDiscreteGaussian:
     """
     if self.granularity_given:
       return worst_case_statistic(
-          num_clients, min(self.l2_clip, self.linf_clip or math.inf)
-          / self.gamma, self.scaled_local_stddev, self.k_stddevs)
+          num_clients,
+          min(self.l2_clip, self.linf_clip or math.inf) / self.gamma,
+          self.scaled_local_stddev, self.k_stddevs)
     return self.k_stddevs * sum_stddev(
         self.scaled_l2_clip, self.scaled_local_stddev, num_clients,
         self.output_dim) / (1.0 + _RING_TOLERANCE)
@@ -603,7 +616,8 @@ class DistributedDiscreteGaussian:
     rounded, _, ok = rounding.conditional_randomized_round(
         encoded, self.norm_threshold, rounding_seed)
     return rounded, base.flag_vector(
-        [tf.logical_not(finite), clipped, tf.logical_not(ok)])
+        [tf.logical_not(finite), clipped,
+         tf.logical_not(ok)])
 
   def clip_and_scale(self, x):
     """(x' = x clipped to l2_clip (and linf_clip) times `input_scale`, in the
@@ -624,8 +638,8 @@ class DistributedDiscreteGaussian:
       beyond = tf.reduce_any(tf.abs(x) > self.linf_clip)
       x = tf.clip_by_value(x, -self.linf_clip, self.linf_clip)
     squared_norm = tf.reduce_sum(tf.square(x))
-    fast = tf.math.is_finite(squared_norm) & (
-        squared_norm >= _FAST_CLIP_MIN_SQUARED_NORM)
+    fast = tf.math.is_finite(squared_norm) & (squared_norm
+                                              >= _FAST_CLIP_MIN_SQUARED_NORM)
     scale = tf.constant(self.input_scale, tf.float64)
     clip = tf.constant(self.l2_clip, tf.float64)
 
@@ -655,10 +669,11 @@ class DistributedDiscreteGaussian:
       return base.ring_residue(rounded, self.modulus)
     noise = base.ring_residue(noise, self.modulus)
     if rounded.dtype == tf.int32:
-      total = (tf.bitcast(rounded, tf.uint32)
-               + tf.cast(noise, tf.uint32))  # noise in [0, M): exact
-      return tf.cast(tf.bitwise.bitwise_and(
-          total, tf.constant(self.modulus - 1, tf.uint32)), tf.int64)
+      total = (tf.bitcast(rounded, tf.uint32) + tf.cast(noise, tf.uint32)
+              )  # noise in [0, M): exact
+      return tf.cast(
+          tf.bitwise.bitwise_and(total, tf.constant(self.modulus - 1,
+                                                    tf.uint32)), tf.int64)
     return base.ring_residue(rounded + noise, self.modulus)
 
   def server_decode(self, summed, num_clients, round_seed):
@@ -689,13 +704,18 @@ def client_subseeds(noise_seed: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
   seed, so distinct clients' derived seeds collide only if their 128-bit
   seeds do.
   """
-  seeds = tf.random.experimental.stateless_split(
-      tf.cast(noise_seed, tf.int64), 2)
+  seeds = tf.random.experimental.stateless_split(tf.cast(noise_seed, tf.int64),
+                                                 2)
   return seeds[0], seeds[1]
 
 
-def check_arguments(l2_clip, noise_multiplier, expected_clients_per_round,
-                    bits, modclip_prob, beta, granularity=None,
+def check_arguments(l2_clip,
+                    noise_multiplier,
+                    expected_clients_per_round,
+                    bits,
+                    modclip_prob,
+                    beta,
+                    granularity=None,
                     linf_clip=None):
   """The dimension-free checks of `compute_parameters`; returns them clean.
 
@@ -703,22 +723,24 @@ def check_arguments(l2_clip, noise_multiplier, expected_clients_per_round,
   """
   clean: dict[str, Any] = dict(
       l2_clip=checks.positive(l2_clip, 'l2_clip'),
-      noise_multiplier=checks.nonnegative(noise_multiplier,
-                                          'noise_multiplier'),
-      expected_clients_per_round=checks.integer(
-          expected_clients_per_round, 'expected_clients_per_round', 1,
-          base.MAX_MODULUS),
+      noise_multiplier=checks.nonnegative(noise_multiplier, 'noise_multiplier'),
+      expected_clients_per_round=checks.integer(expected_clients_per_round,
+                                                'expected_clients_per_round', 1,
+                                                base.MAX_MODULUS),
       bits=checks.integer(bits, 'bits', MIN_BITS, MAX_BITS),
       # Below the smallest normal float erfcinv's k is inf (denormals).
-      modclip_prob=checks.real(modclip_prob, 'modclip_prob',
-                               MIN_MODCLIP_PROB, 1.0, high_open=True),
+      modclip_prob=checks.real(modclip_prob,
+                               'modclip_prob',
+                               MIN_MODCLIP_PROB,
+                               1.0,
+                               high_open=True),
       beta=checks.real(beta, 'beta', 0.0, 1.0, high_open=True),
       granularity=checks.optional_positive(granularity, 'granularity'),
       linf_clip=checks.optional_positive(linf_clip, 'linf_clip'),
   )
   k = num_stddevs_for_modclip_prob(clean['modclip_prob'])
   n, bits = clean['expected_clients_per_round'], clean['bits']
-  if (2.0**bits / (2.0 * k)) ** 2 <= n / 4.0:
+  if (2.0**bits / (2.0 * k))**2 <= n / 4.0:
     need = math.floor(math.log2(k * math.sqrt(n))) + 1
     raise ValueError(
         f'bits={bits} is too small for expected_clients_per_round={n} and '
@@ -754,11 +776,11 @@ def _scaled(bits, l2_clip, z, n, output_dim, k, granularity):
     gamma = _heuristic_gamma(l2_clip, z, n, output_dim, bits, k)
     if gamma is None:
       return None
-  scaled = _Scaled(gamma, local_stddev(z, l2_clip, n) / gamma,
-                   l2_clip / gamma)
-  if not all(math.isfinite(v) and v >= 0 for v in (
-      scaled.gamma, scaled.scaled_local, scaled.scaled_clip)) or (
-          scaled.gamma == 0):
+  scaled = _Scaled(gamma, local_stddev(z, l2_clip, n) / gamma, l2_clip / gamma)
+  if not all(
+      math.isfinite(v) and v >= 0
+      for v in (scaled.gamma, scaled.scaled_local,
+                scaled.scaled_clip)) or (scaled.gamma == 0):
     raise ValueError(
         f'l2_clip={l2_clip} and noise_multiplier={z} leave the float64 range '
         f'(gamma = {scaled.gamma!r}); use values of moderate size (scale '
@@ -772,8 +794,8 @@ def _float32_rotation(encoder, z, n, output_dim, scaled: _Scaled,
   docstring): an encoder with a float32 error bound eps, noise on,
   1 <= c/gamma < 2^30, and n 2 eps c/gamma <= 2^-10 sqrt(n D) sigma/gamma."""
   eps = getattr(encoder, 'float32_error', None)
-  if eps is None or z == 0 or integer_inputs or not (
-      1.0 <= scaled.scaled_clip < _FLOAT32_MAX_SCALED_CLIP):
+  if eps is None or z == 0 or integer_inputs or not (1.0 <= scaled.scaled_clip <
+                                                     _FLOAT32_MAX_SCALED_CLIP):
     return False
   error = n * 2.0 * eps * scaled.scaled_clip
   noise = math.sqrt(n * output_dim) * scaled.scaled_local
@@ -812,9 +834,9 @@ def derive(dim, request: Request, encoder, integer_inputs, mechanism_class):
   sigma = local_stddev(z, l2_clip, n)
   if integer_inputs:
     scaling = None if granularity is None else 1.0 / granularity
-    if (encoder.output_dim != dim or not encoder.is_isometry
-        or encoder.level is not None or scaling is None
-        or scaling != math.floor(scaling)):
+    if (encoder.output_dim != dim or not encoder.is_isometry or
+        encoder.level is not None or scaling is None or
+        scaling != math.floor(scaling)):
       raise ValueError(
           'integer_inputs=True needs the identity encoder and a granularity '
           f'1/c with an integer c, got encoder {encoder!r} and granularity '
@@ -830,9 +852,8 @@ def derive(dim, request: Request, encoder, integer_inputs, mechanism_class):
                    if at(b) is not None and at(b).scaled_local >= low), None)
     hint = (f'Use bits >= {better}' if better else
             'Increase noise_multiplier or lower expected_clients_per_round')
-    raise ValueError(
-        f'bits={bits} gives a scaled local noise sigma/gamma = '
-        f'{scaled.scaled_local:.4g} < {low_text}, {why}. {hint}.')
+    raise ValueError(f'bits={bits} gives a scaled local noise sigma/gamma = '
+                     f'{scaled.scaled_local:.4g} < {low_text}, {why}. {hint}.')
   if z > 0 and scaled.scaled_local > high:
     raise ValueError(
         f'bits={bits} gives a scaled local noise {scaled.scaled_local:.4g} '
@@ -841,12 +862,11 @@ def derive(dim, request: Request, encoder, integer_inputs, mechanism_class):
   def threshold(s: _Scaled) -> float:
     if integer_inputs:
       return math.floor(s.scaled_clip * s.scaled_clip * (1.0 + _INTEGER_SLACK))
-    return math.floor(rounding.rounded_l2_norm_bound_squared(
-        s.scaled_clip, output_dim, beta))
+    return math.floor(
+        rounding.rounded_l2_norm_bound_squared(s.scaled_clip, output_dim, beta))
 
   def fits(s: _Scaled) -> bool:
-    return (s.scaled_clip <= _MAX_SCALED_CLIP
-            and threshold(s) < _INT64_SAFE)
+    return (s.scaled_clip <= _MAX_SCALED_CLIP and threshold(s) < _INT64_SAFE)
 
   if not fits(scaled):
     fitting = next((b for b in range(bits - 1, MIN_BITS - 1, -1)
@@ -857,21 +877,29 @@ def derive(dim, request: Request, encoder, integer_inputs, mechanism_class):
         f'rounded client vector could overflow int64. Use bits <= {fitting}.'
         if fitting else
         f'l2_clip={l2_clip} with dim={dim} overflows int64 arithmetic.')
-  mechanism = mechanism_class(
-      float32_rotation=_float32_rotation(encoder, z, n, output_dim,
-                                         scaled, integer_inputs),
-      encoder=encoder, dim=dim, output_dim=output_dim, l2_clip=l2_clip,
-      noise_multiplier=z, expected_clients_per_round=n, bits=bits,
-      modclip_prob=request.modclip_prob, beta=beta, k_stddevs=k,
-      local_stddev=sigma, gamma=scaled.gamma,
-      scaled_l2_clip=scaled.scaled_clip,
-      scaled_local_stddev=scaled.scaled_local,
-      norm_threshold=int(threshold(scaled)),
-      l2_sensitivity=math.sqrt(threshold(scaled)), linf_clip=linf_clip,
-      granularity_given=granularity is not None,
-      integer_inputs=integer_inputs,
-      noise_sampler=request.noise_sampler,
-      l0_clip=request.l0_clip).with_resolved_noise()
+  mechanism = mechanism_class(float32_rotation=_float32_rotation(
+      encoder, z, n, output_dim, scaled, integer_inputs),
+                              encoder=encoder,
+                              dim=dim,
+                              output_dim=output_dim,
+                              l2_clip=l2_clip,
+                              noise_multiplier=z,
+                              expected_clients_per_round=n,
+                              bits=bits,
+                              modclip_prob=request.modclip_prob,
+                              beta=beta,
+                              k_stddevs=k,
+                              local_stddev=sigma,
+                              gamma=scaled.gamma,
+                              scaled_l2_clip=scaled.scaled_clip,
+                              scaled_local_stddev=scaled.scaled_local,
+                              norm_threshold=int(threshold(scaled)),
+                              l2_sensitivity=math.sqrt(threshold(scaled)),
+                              linf_clip=linf_clip,
+                              granularity_given=granularity is not None,
+                              integer_inputs=integer_inputs,
+                              noise_sampler=request.noise_sampler,
+                              l0_clip=request.l0_clip).with_resolved_noise()
   if granularity is not None:
     worst = mechanism.wrap_statistic(n)
     if worst >= 2.0**bits / 2:

@@ -49,25 +49,25 @@ from tff_ddp.utils import checks
 # Scaled local stddev range: the Poisson sampler's means [2^-20, 2^40]
 # (variance 2 mu). The Skellam RDP bound holds at every variance > 0; below
 # stddev ~1 it is dominated by its Delta_1 term (see `skellam_rdp`).
-_NOISE_RANGE = (
-    math.sqrt(2 * poisson.MIN_MEAN), 'sqrt(2^-19)',
-    math.sqrt(2 * poisson.MAX_MEAN),
-    'below the Poisson sampler\'s smallest mean 2^-20')
+_NOISE_RANGE = (math.sqrt(2 * poisson.MIN_MEAN), 'sqrt(2^-19)',
+                math.sqrt(2 * poisson.MAX_MEAN),
+                'below the Poisson sampler\'s smallest mean 2^-20')
 # The resolved samplers: (shape, Poisson mean, seed) -> int64 noise.
-_SAMPLE = {ddg.Sampler.TABLE: skellam_table.sample_skellam_table,
-           ddg.Sampler.EXACT: poisson.sample_skellam}
+_SAMPLE = {
+    ddg.Sampler.TABLE: skellam_table.sample_skellam_table,
+    ddg.Sampler.EXACT: poisson.sample_skellam
+}
 
 
-def resolve_noise_sampler(noise_sampler,
-                          poisson_mean: float) -> ddg.Sampler:
+def resolve_noise_sampler(noise_sampler, poisson_mean: float) -> ddg.Sampler:
   """The sampler a client runs: TABLE if asked for ('table' or the member)
   and the table covers `poisson_mean` (`skellam_table.fits`; a mean of 0
   draws nothing), else EXACT. The one place this choice is made (the
   mechanism and the CLI's events)."""
   if ddg.as_sampler(noise_sampler) is ddg.Sampler.TABLE and (
-      poisson_mean == 0 or (
-          poisson.MIN_MEAN <= poisson_mean <= poisson.MAX_MEAN
-          and skellam_table.fits(poisson_mean))):
+      poisson_mean == 0 or
+      (poisson.MIN_MEAN <= poisson_mean <= poisson.MAX_MEAN and
+       skellam_table.fits(poisson_mean))):
     return ddg.Sampler.TABLE
   return ddg.Sampler.EXACT
 
@@ -102,9 +102,10 @@ class DistributedSkellam(ddg.DistributedDiscreteGaussian):
     mean = 0.0
     if self.noise_multiplier > 0:
       mean = poisson.sampled_mean(self.scaled_local_stddev**2 / 2.0)
-    return dataclasses.replace(
-        self, poisson_mean=mean,
-        noise_sampler=resolve_noise_sampler(self.noise_sampler, mean))
+    return dataclasses.replace(self,
+                               poisson_mean=mean,
+                               noise_sampler=resolve_noise_sampler(
+                                   self.noise_sampler, mean))
 
   @property
   def local_variance(self) -> float:
@@ -138,15 +139,16 @@ class DistributedSkellam(ddg.DistributedDiscreteGaussian):
     NonPrivateDpEvent when noise_multiplier is 0; NoOpDpEvent for 0
     clients (an empty round releases nothing about anyone).
     """
-    n = (self.expected_clients_per_round if num_clients is None
-         else checks.integer(num_clients, 'num_clients', 0))
+    n = (self.expected_clients_per_round if num_clients is None else
+         checks.integer(num_clients, 'num_clients', 0))
     if n == 0:
       return dp_accounting.NoOpDpEvent()
     if self.noise_multiplier == 0:
       return dp_accounting.NonPrivateDpEvent()
     return events.DistributedSkellamDpEvent(
         l2_sensitivity=self.l2_sensitivity,
-        local_variance=self.local_variance, num_clients=n,
+        local_variance=self.local_variance,
+        num_clients=n,
         dimension=self.output_dim,
         sampler_tv_distance=self.sampler_tv_distance or None,
         l0_sensitivity=self.l0_sensitivity)

@@ -59,8 +59,7 @@ class _Params:
 
 
 def _check_mean(mean) -> float:
-  if isinstance(mean, (bool, np.bool_)) or not isinstance(
-      mean, numbers.Real):
+  if isinstance(mean, (bool, np.bool_)) or not isinstance(mean, numbers.Real):
     raise TypeError(f'mean must be a real number, got {mean!r} of type '
                     f'{type(mean).__name__}.')
   mean = float(mean)
@@ -107,13 +106,15 @@ def _ln_k_bound(mu: fractions.Fraction, width: int) -> decimal.Decimal:
     return x * b - x * (x + 1) / (2 * dmu)
 
   best = decimal.Decimal(0)
-  star = int((b / c + decimal.Decimal('0.5')).to_integral_value(
-      rounding=decimal.ROUND_FLOOR))
+  star = int(
+      (b / c +
+       decimal.Decimal('0.5')).to_integral_value(rounding=decimal.ROUND_FLOOR))
   for j in (star, star + 1):
     if j >= 1:
       best = max(best, q_right(decimal.Decimal(j)))
-  star = int((dmu * b - decimal.Decimal('0.5')).to_integral_value(
-      rounding=decimal.ROUND_FLOOR))
+  star = int(
+      (dmu * b -
+       decimal.Decimal('0.5')).to_integral_value(rounding=decimal.ROUND_FLOOR))
   for x in (star, star + 1):
     if x >= 0:
       best = max(best, q_left(decimal.Decimal(x)))
@@ -136,14 +137,20 @@ def _params(mean_num: int) -> _Params:
   width = min(range(lo, hi + 1), key=cost)
   with decimal.localcontext(binomial._decimal_context()):  # pylint: disable=protected-access  # binomial's sampler, shared
     ln_k = _ln_k_bound(mu, width)
-    k_num = int((ln_k.exp() * (1 << _K_SHIFT)).to_integral_value(
-        rounding=decimal.ROUND_CEILING)) + 1
+    k_num = int(
+        (ln_k.exp() *
+         (1 << _K_SHIFT)).to_integral_value(rounding=decimal.ROUND_CEILING)) + 1
     ln_k_num = float(decimal.Decimal(k_num).ln())
     dmu = decimal.Decimal(mean_num) / _GRID
     ln_mean = float(dmu.ln())
     ln_ratio = float((dmu / mode).ln()) if mode > 0 else 0.0
-  return _Params(mean_num=mean_num, mode=mode, width=width, k_num=k_num,
-                 ln_k_num=ln_k_num, ln_mean=ln_mean, ln_ratio=ln_ratio)
+  return _Params(mean_num=mean_num,
+                 mode=mode,
+                 width=width,
+                 k_num=k_num,
+                 ln_k_num=ln_k_num,
+                 ln_mean=ln_mean,
+                 ln_ratio=ln_ratio)
 
 
 def expected_candidates(mean) -> float:
@@ -177,8 +184,7 @@ def _log_ratio(d, prm, table):
   x = tf.where(phi_ok, df / mf, tf.zeros_like(df))
   t1 = mf * _phi(x)
   l1 = _log1p(x)
-  upper_f = tf.where(phi_ok, tf.cast(upper, tf.float64),
-                     tf.ones_like(df) * mf)
+  upper_f = tf.where(phi_ok, tf.cast(upper, tf.float64), tf.ones_like(df) * mf)
   betas = _beta(mf) - _beta(upper_f)
   de = df * prm.ln_ratio
   value = de - t1 - 0.5 * l1 + betas
@@ -211,12 +217,13 @@ def _exact_accept(d, g_eff, w, prm, seed):
   grid = tf.constant(_GRID, tf.int64)
   mode = tf.constant(prm.mode, tf.int64)
   pos = d >= 0
-  num = (tf.where(pos, one, mode + 1), tf.where(pos, zero, -one),
-         tf.where(pos, big_p, grid))
-  den = (tf.where(pos, mode, one), tf.where(pos, one, zero),
-         tf.where(pos, grid, big_p))
-  return binomial.exact_ratio_accept(num, den, tf.abs(d), g_eff, w,
-                                     prm.k_num, seed)
+  num = (tf.where(pos, one,
+                  mode + 1), tf.where(pos, zero,
+                                      -one), tf.where(pos, big_p, grid))
+  den = (tf.where(pos, mode, one), tf.where(pos, one,
+                                            zero), tf.where(pos, grid, big_p))
+  return binomial.exact_ratio_accept(num, den, tf.abs(d), g_eff, w, prm.k_num,
+                                     seed)
 
 
 @_no_autograph
@@ -240,15 +247,18 @@ def _rejection(num, mean_num, seed, force_exact=False):
     def exact(j, seed):
       return _exact_accept(d[j], g_eff[j], v_prefix[j], prm, seed)
 
-    accept = binomial.accept_candidates(v_prefix, log_a, err, inside,
-                                        it_seed, exact, force_exact)
+    accept = binomial.accept_candidates(v_prefix, log_a, err, inside, it_seed,
+                                        exact, force_exact)
     return accept, prm.mode + d
 
   # The initial index set must be data-dependent (`binomial.rejection_loop`):
   # all of [0, num), computed from random words Grappler cannot fold.
   marks = tf.random.stateless_uniform(
-      [num], seed=tf.random.experimental.stateless_fold_in(seed, -1),
-      dtype=tf.int64, minval=None, maxval=None)
+      [num],
+      seed=tf.random.experimental.stateless_fold_in(seed, -1),
+      dtype=tf.int64,
+      minval=None,
+      maxval=None)
   start = tf.where(tf.not_equal(tf.bitwise.bitwise_or(marks, 1), 0))[:, 0]
   return binomial.rejection_loop(num, start, seed, width, round_fn)
 
@@ -279,7 +289,8 @@ def sample_poisson(shape, mean, seed, *, _force_exact=False) -> tf.Tensor:
   size = tf.reduce_prod(shape)
   total = tf.zeros([size], tf.int64)
   for chunk in range(count):
-    total += _rejection(size, num_p,
+    total += _rejection(size,
+                        num_p,
                         tf.random.experimental.stateless_fold_in(seed, chunk),
                         force_exact=_force_exact)
   return tf.reshape(total, shape)
@@ -293,5 +304,5 @@ def sample_skellam(shape, mean, seed) -> tf.Tensor:
   """
   seed = tensors.stateless_seed(seed)
   seeds = tf.random.experimental.stateless_split(seed, 2)
-  return (sample_poisson(shape, mean, seeds[0])
-          - sample_poisson(shape, mean, seeds[1]))
+  return (sample_poisson(shape, mean, seeds[0]) -
+          sample_poisson(shape, mean, seeds[1]))

@@ -126,8 +126,8 @@ class PoissonBinomial:
     m p (1 - p) is at most m / 4.
     """
     n = self.expected_clients_per_round if num_clients is None else num_clients
-    return (self.coordinate_bound * math.sqrt(n / (4.0 * self.num_trials))
-            / self.theta)
+    return (self.coordinate_bound * math.sqrt(n / (4.0 * self.num_trials)) /
+            self.theta)
 
   def secure_moduli(self):
     return {'encoded': self.modulus}
@@ -156,9 +156,9 @@ class PoissonBinomial:
     l2), and theta <= effective_theta + 2^-53.
     """
     theta_eff = self.effective_theta
-    return ((self.l2_clip / self.coordinate_bound) * (1.0 + 2.0**-20)
-            * (1.0 + 2.0**-52 / theta_eff)
-            + math.sqrt(self.output_dim) * 2.0**-52 / theta_eff)
+    return ((self.l2_clip / self.coordinate_bound) * (1.0 + 2.0**-20) *
+            (1.0 + 2.0**-52 / theta_eff) +
+            math.sqrt(self.output_dim) * 2.0**-52 / theta_eff)
 
   def dp_event(self, num_clients=None) -> dp_accounting.DpEvent:
     """One round with `num_clients` clients in the sum (zero-out; see
@@ -166,15 +166,17 @@ class PoissonBinomial:
     and the l2 promise `l2_bound` (the client's l2 clip), whichever the
     accountant finds smaller per order. NoOpDpEvent for 0 clients (an
     empty round releases nothing about anyone)."""
-    n = (self.expected_clients_per_round if num_clients is None
-         else checks.integer(num_clients, 'num_clients', 0))
+    n = (self.expected_clients_per_round if num_clients is None else
+         checks.integer(num_clients, 'num_clients', 0))
     if n == 0:
       return dp_accounting.NoOpDpEvent()
     return events.PoissonBinomialDpEvent(
-        theta=self.effective_theta, num_trials=self.num_trials,
-        num_clients=n, dimension=self.sensitive_coordinates,
-        replace_one_dimension=(None if self.l0_clip is None
-                               else self.replace_one_coordinates),
+        theta=self.effective_theta,
+        num_trials=self.num_trials,
+        num_clients=n,
+        dimension=self.sensitive_coordinates,
+        replace_one_dimension=(None if self.l0_clip is None else
+                               self.replace_one_coordinates),
         l2_bound=self.l2_bound)
 
   def output_range(self):
@@ -183,8 +185,8 @@ class PoissonBinomial:
     so |centred| <= M/2 before the rescaling of `server_decode`
     (`tff_ddp.mechanisms.base.Mechanism.output_range`, `decoded_bound`)."""
     return self.l2_clip, base.decoded_bound(
-        self.encoder, self.modulus / 2 * self.coordinate_bound
-        / (self.num_trials * self.theta))
+        self.encoder, self.modulus / 2 * self.coordinate_bound /
+        (self.num_trials * self.theta))
 
   def max_clients(self) -> int:
     """The most clients n with n m < M = 2^bits: the ring then holds every
@@ -215,8 +217,8 @@ class PoissonBinomial:
     finite = tf.reduce_all(tf.math.is_finite(x))
     x = tf.where(finite, x, tf.zeros_like(x))
     y, residual = self.encoder.encode_with_residual(x, round_seed)
-    inexact = residual > (INEXACT_RELATIVE_RESIDUAL
-                          * tensors.overflow_safe_norm(x))
+    inexact = residual > (INEXACT_RELATIVE_RESIDUAL *
+                          tensors.overflow_safe_norm(x))
     # Optional l0 clip: keep the l0_clip largest |y[k]|, so at most that many
     # coordinates differ from Binomial(m, 1/2) (the event's dimension).
     sparse_clipped = tf.constant(False)
@@ -232,10 +234,8 @@ class PoissonBinomial:
     clipped |= tf.reduce_any(tf.abs(ratio) > 1.0)
     # Kept inside [1/2 - theta, 1/2 + theta] exactly (float rounding of y / B
     # could step outside by an ulp): the premise of Lemma 2, whatever y is.
-    probs = tf.clip_by_value(0.5 + self.theta * ratio, self.p_low,
-                             self.p_high)
-    return probs, base.flag_vector(
-        [tf.logical_not(finite), clipped, inexact])
+    probs = tf.clip_by_value(0.5 + self.theta * ratio, self.p_low, self.p_high)
+    return probs, base.flag_vector([tf.logical_not(finite), clipped, inexact])
 
   def recover_sum(self, zbar, num_clients):
     """The integer sum S from its residue mod M, given n = num_clients.
@@ -252,8 +252,7 @@ class PoissonBinomial:
     """
     n = tf.cast(num_clients, tf.int64)
     low = (n * self.num_trials) // 2 - self.modulus // 2 + 1
-    return low + base.ring_residue(tf.cast(zbar, tf.int64) - low,
-                                   self.modulus)
+    return low + base.ring_residue(tf.cast(zbar, tf.int64) - low, self.modulus)
 
   def server_decode(self, summed, num_clients, round_seed):
     """Algorithm 2 for a sum: rescale with the measured n, then decode.
@@ -265,11 +264,9 @@ class PoissonBinomial:
     n = tf.cast(num_clients, tf.int64)
     s = self.recover_sum(summed['encoded'], n)
     centred = tf.cast(2 * s - n * self.num_trials, tf.float64) / 2.0
-    y_sum = centred * (self.coordinate_bound
-                       / (self.num_trials * self.theta))
+    y_sum = centred * (self.coordinate_bound / (self.num_trials * self.theta))
     may_wrap = n > self.max_clients()
-    return (self.encoder.decode(y_sum, round_seed),
-            {'sum_may_wrap': may_wrap})
+    return (self.encoder.decode(y_sum, round_seed), {'sum_may_wrap': may_wrap})
 
 
 def probability_bounds(theta: float) -> Tuple[float, float]:
@@ -280,8 +277,8 @@ def probability_bounds(theta: float) -> Tuple[float, float]:
   exactly for p_high in [1/2, 3/4] (Sterbenz).
   """
   p_high = 0.5 + theta
-  if fractions.Fraction(p_high) > fractions.Fraction(0.5) + fractions.Fraction(
-      theta):
+  if fractions.Fraction(
+      p_high) > fractions.Fraction(0.5) + fractions.Fraction(theta):
     p_high = math.nextafter(p_high, 0.0)
   return 1.0 - p_high, p_high
 
@@ -349,9 +346,8 @@ class Request:
                        'expected_clients_per_round', 1, base.MAX_MODULUS - 1)
     set_('expected_clients_per_round', n)
     max_clients = checks.integer(
-        n if self.max_clients_per_round is None
-        else self.max_clients_per_round, 'max_clients_per_round', n,
-        base.MAX_MODULUS - 1)
+        n if self.max_clients_per_round is None else self.max_clients_per_round,
+        'max_clients_per_round', n, base.MAX_MODULUS - 1)
     set_('max_clients_per_round', max_clients)
     m = checks.integer(self.num_trials, 'num_trials', 1,
                        max(1, max_num_trials(max_clients)))
@@ -374,8 +370,7 @@ class Request:
   def bits(self) -> int:
     """The ring: the smallest 2^bits > max_clients_per_round * m."""
     # An int once __post_init__ has run (None asks for the expected count).
-    return bits_for(cast(int, self.max_clients_per_round),
-                    self.num_trials)
+    return bits_for(cast(int, self.max_clients_per_round), self.num_trials)
 
 
 def compute_parameters(
@@ -416,10 +411,17 @@ def compute_parameters(
     bound = min(bound, float(encoder.level) * l2_clip / math.sqrt(output_dim))
   p_low, p_high = probability_bounds(request.theta)
   return PoissonBinomial(
-      encoder=encoder, dim=dim, output_dim=output_dim, l2_clip=l2_clip,
-      theta=request.theta, num_trials=request.num_trials,
+      encoder=encoder,
+      dim=dim,
+      output_dim=output_dim,
+      l2_clip=l2_clip,
+      theta=request.theta,
+      num_trials=request.num_trials,
       expected_clients_per_round=request.expected_clients_per_round,
       max_clients_per_round=cast(int, request.max_clients_per_round),
       bits=request.bits,
-      p_low=p_low, p_high=p_high, coordinate_bound=bound,
-      divisor=request.divisor, l0_clip=request.l0_clip)
+      p_low=p_low,
+      p_high=p_high,
+      coordinate_bound=bound,
+      divisor=request.divisor,
+      l0_clip=request.l0_clip)

@@ -39,8 +39,8 @@ def rounding_uniforms(shape, seed: tf.Tensor, attempt) -> tf.Tensor:
   """Uniforms in [0, 1) (float64) of rounding attempt `attempt`."""
   return tf.random.stateless_uniform(
       shape,
-      seed=tf.random.experimental.stateless_fold_in(
-          seed, tf.cast(attempt, tf.int64)),
+      seed=tf.random.experimental.stateless_fold_in(seed,
+                                                    tf.cast(attempt, tf.int64)),
       dtype=tf.float64)
 
 
@@ -65,9 +65,11 @@ def rounding_words(shape, seed: tf.Tensor, attempt) -> tf.Tensor:
   """Uniform 32-bit words (int32) of rounding attempt `attempt`."""
   return tf.random.stateless_uniform(
       shape,
-      seed=tf.random.experimental.stateless_fold_in(
-          seed, tf.cast(attempt, tf.int64)),
-      dtype=tf.int32, minval=None, maxval=None)
+      seed=tf.random.experimental.stateless_fold_in(seed,
+                                                    tf.cast(attempt, tf.int64)),
+      dtype=tf.int32,
+      minval=None,
+      maxval=None)
 
 
 def round_with_words(x: tf.Tensor, words: tf.Tensor, bits=None) -> tf.Tensor:
@@ -82,17 +84,20 @@ def round_with_words(x: tf.Tensor, words: tf.Tensor, bits=None) -> tf.Tensor:
   if not 1 <= bits <= ROUNDING_BITS[x.dtype]:
     raise ValueError(f'bits must be in [1, {ROUNDING_BITS[x.dtype]}] for '
                      f'{x.dtype.name}, got {bits}.')
-  r = tf.cast(tf.bitwise.bitwise_and(
-      words, tf.constant((1 << bits) - 1, words.dtype)), x.dtype)
+  r = tf.cast(
+      tf.bitwise.bitwise_and(words, tf.constant((1 << bits) - 1, words.dtype)),
+      x.dtype)
   floor = tf.floor(x)
   up = r < (x - floor) * tf.constant(2.0**bits, x.dtype)
   out = integer_dtype(x.dtype)
   return tf.cast(floor, out) + tf.cast(up, out)
 
 
-def conditional_randomized_round(
-    x: tf.Tensor, threshold: int, seed: tf.Tensor,
-    max_attempts: int = MAX_ROUNDING_ATTEMPTS, first_words=None):
+def conditional_randomized_round(x: tf.Tensor,
+                                 threshold: int,
+                                 seed: tf.Tensor,
+                                 max_attempts: int = MAX_ROUNDING_ATTEMPTS,
+                                 first_words=None):
   """Rounds float `x` until the squared l2 norm is <= `threshold`.
 
   Attempt i draws its words with `rounding_words(shape, seed, i)` (attempt
@@ -144,8 +149,8 @@ def conditional_randomized_round(
   return rounded, attempts, ok
 
 
-def rounded_l2_norm_bound_squared(
-    scaled_l2_clip: float, dimension: int, beta: float) -> float:
+def rounded_l2_norm_bound_squared(scaled_l2_clip: float, dimension: int,
+                                  beta: float) -> float:
   """Squared l2 bound after conditional randomized rounding, DDG Thm 5 eq. (3).
 
   In the scaled domain (c/gamma = `scaled_l2_clip`, d = `dimension`) the
@@ -171,8 +176,7 @@ def rounded_l2_norm_bound_squared(
   sqrt_d = math.sqrt(dimension)
   bound = (c + sqrt_d) * (c + sqrt_d)
   if beta > 0.0:
-    conditional = (
-        c * c + dimension / 4.0
-        + math.sqrt(2.0 * math.log(1.0 / beta)) * (c + sqrt_d / 2.0))
+    conditional = (c * c + dimension / 4.0 +
+                   math.sqrt(2.0 * math.log(1.0 / beta)) * (c + sqrt_d / 2.0))
     bound = min(bound, conditional)
   return bound

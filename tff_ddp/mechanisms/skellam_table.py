@@ -146,10 +146,11 @@ def _autocorrelation(lo, t: int):
   forward = ''.join(str(v).zfill(slot) for v in lo)  # B: lo[0] on top
   backward = ''.join(str(v).zfill(slot) for v in reversed(lo))  # A
   digits = slot * (2 * n)
-  ctx = decimal.Context(prec=digits + 1, Emax=decimal.MAX_EMAX,
-                        Emin=decimal.MIN_EMIN,
-                        traps=[decimal.Inexact, decimal.Rounded,
-                               decimal.InvalidOperation])
+  ctx = decimal.Context(
+      prec=digits + 1,
+      Emax=decimal.MAX_EMAX,
+      Emin=decimal.MIN_EMIN,
+      traps=[decimal.Inexact, decimal.Rounded, decimal.InvalidOperation])
   product = ctx.multiply(decimal.Decimal(backward), decimal.Decimal(forward))
   text = format(product, 'f').zfill((2 * n - 1) * slot)
   core.check(len(text) == (2 * n - 1) * slot, 'no carry out of the top slot')
@@ -172,9 +173,8 @@ def _build(mu: fractions.Fraction) -> core.AliasTable:
   one = 1 << _FIX_BITS
   big_r = _window_tail(mu, low_end, hi)
   sum_hi, sum_lo = sum(hi), sum(lo)
-  gap = math.ceil(sum_hi * sum_hi - sum_lo * sum_lo
-                  + one * one * 2 * big_r * (fractions.Fraction(sum_hi, one)
-                                             + big_r))
+  gap = math.ceil(sum_hi * sum_hi - sum_lo * sum_lo + one * one * 2 * big_r *
+                  (fractions.Fraction(sum_hi, one) + big_r))
   return core.build(mu, corr[:0:-1] + corr, gap, tail)
 
 

@@ -46,9 +46,13 @@ def _describe_range(low, high, low_open, high_open) -> str:
   return f'a number in {left}{low:g}, {high:g}{right}'
 
 
-def real(value: Any, name: str, low: Optional[float] = None,
-         high: Optional[float] = None, low_open: bool = False,
-         high_open: bool = False, allow_inf: bool = False) -> float:
+def real(value: Any,
+         name: str,
+         low: Optional[float] = None,
+         high: Optional[float] = None,
+         low_open: bool = False,
+         high_open: bool = False,
+         allow_inf: bool = False) -> float:
   """`value` as a float in the given range (NaN is never allowed).
 
   Args:
@@ -67,17 +71,17 @@ def real(value: Any, name: str, low: Optional[float] = None,
   """
   allowed = _describe_range(low, high, low_open, high_open)
   value = _scalar(value, name, allowed)
-  if (isinstance(value, (bool, np.bool_))
-      or not isinstance(value, (numbers.Real, np.floating, np.integer))):
+  if (isinstance(value, (bool, np.bool_)) or
+      not isinstance(value, (numbers.Real, np.floating, np.integer))):
     raise TypeError(f'{name} must be {allowed}, got {value!r} '
                     f'({type(value).__name__}).')
   number = float(value)
-  if math.isnan(number) or (math.isinf(number) and not (
-      allow_inf and number > 0 and high is None)):
+  if math.isnan(number) or (math.isinf(number) and
+                            not (allow_inf and number > 0 and high is None)):
     raise ValueError(f'{name} must be {allowed}, got {value!r}.')
   too_low = low is not None and (number <= low if low_open else number < low)
-  too_high = high is not None and (
-      number >= high if high_open else number > high)
+  too_high = high is not None and (number >= high
+                                   if high_open else number > high)
   if too_low or too_high:
     raise ValueError(f'{name} must be {allowed}, got {value!r}.')
   return number
@@ -93,14 +97,22 @@ def nonnegative(value: Any, name: str) -> float:
   return real(value, name, low=0.0)
 
 
-def probability(value: Any, name: str, allow_zero: bool = False,
+def probability(value: Any,
+                name: str,
+                allow_zero: bool = False,
                 allow_one: bool = True) -> float:
   """A number in (0, 1] by default."""
-  return real(value, name, low=0.0, high=1.0, low_open=not allow_zero,
+  return real(value,
+              name,
+              low=0.0,
+              high=1.0,
+              low_open=not allow_zero,
               high_open=not allow_one)
 
 
-def integer(value: Any, name: str, low: Optional[int] = None,
+def integer(value: Any,
+            name: str,
+            low: Optional[int] = None,
             high: Optional[int] = None) -> int:
   """`value` as a Python int in [low, high].
 
@@ -120,18 +132,19 @@ def integer(value: Any, name: str, low: Optional[int] = None,
   else:
     allowed = 'an integer'
   value = _scalar(value, name, allowed)
-  if (isinstance(value, (bool, np.bool_))
-      or not isinstance(value, (numbers.Integral, np.integer))):
+  if (isinstance(value, (bool, np.bool_)) or
+      not isinstance(value, (numbers.Integral, np.integer))):
     raise TypeError(f'{name} must be {allowed}, got {value!r} '
                     f'({type(value).__name__}).')
   number = int(value)
-  if (low is not None and number < low) or (high is not None
-                                            and number > high):
+  if (low is not None and number < low) or (high is not None and number > high):
     raise ValueError(f'{name} must be {allowed}, got {value!r}.')
   return number
 
 
-def optional_integer(value: Any, name: str, low: Optional[int] = None,
+def optional_integer(value: Any,
+                     name: str,
+                     low: Optional[int] = None,
                      high: Optional[int] = None) -> Optional[int]:
   return None if value is None else integer(value, name, low, high)
 
@@ -176,13 +189,17 @@ def member(value: Any, name: str, enum_type, aliases=None):
   return aliases[value] if value in aliases else enum_type(value)
 
 
-def real_sequence(values: Any, name: str, low: Optional[float] = None,
-                  high: Optional[float] = None, low_open: bool = False,
-                  high_open: bool = False, min_length: int = 1):
+def real_sequence(values: Any,
+                  name: str,
+                  low: Optional[float] = None,
+                  high: Optional[float] = None,
+                  low_open: bool = False,
+                  high_open: bool = False,
+                  min_length: int = 1):
   """A non-empty list of numbers, each checked like `real`."""
   if isinstance(values, (str, bytes)) or not isinstance(
-      values, (Sequence, np.ndarray)) or (
-          isinstance(values, np.ndarray) and values.ndim == 0):
+      values, (Sequence, np.ndarray)) or (isinstance(values, np.ndarray) and
+                                          values.ndim == 0):
     raise TypeError(f'{name} must be a sequence of numbers, got {values!r} '
                     f'({type(values).__name__}).')
   values = list(np.reshape(np.asarray(values, dtype=object), [-1])) if (
@@ -190,8 +207,10 @@ def real_sequence(values: Any, name: str, low: Optional[float] = None,
   if len(values) < min_length:
     raise ValueError(f'{name} must have at least {min_length} element(s), '
                      f'got {values!r}.')
-  return [real(v, f'{name}[{i}]', low, high, low_open, high_open)
-          for i, v in enumerate(values)]
+  return [
+      real(v, f'{name}[{i}]', low, high, low_open, high_open)
+      for i, v in enumerate(values)
+  ]
 
 
 def seed(value: Any, name: str = 'seed') -> Optional[int]:
@@ -207,4 +226,3 @@ def instance(value: Any, cls: type, expected: str) -> Any:
   if not isinstance(value, cls):
     raise TypeError(f'{expected}, got {value!r}.')
   return value
-

@@ -36,7 +36,8 @@ def default_delta(population: int) -> float:
   return min(DELTA_CAP, largest_delta(population))
 
 
-def delta_warning(delta: float, population: int,
+def delta_warning(delta: float,
+                  population: int,
                   flag: str = '--delta') -> Optional[str]:
   """None if delta <= N^-1.1, else the words of a warning."""
   limit = largest_delta(population)

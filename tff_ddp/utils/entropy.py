@@ -41,7 +41,6 @@ import tensorflow as tf
 UUID_PATH = '/proc/sys/kernel/random/uuid'
 EntropyFn = Callable[[], tf.Tensor]
 
-
 # The UUID's 36 characters split into two halves of 18 at the 64-bit word
 # boundary: bytes 0-17 are '8 hex - 4 hex - 4 hex' (the high word's 16
 # digits), bytes 18-35 '- 4 hex - 12 hex' (the low word's). _SHIFTS[w][i] is
@@ -69,8 +68,10 @@ def _shifts():
 _SHIFTS = _shifts()
 # ASCII code -> value of the hex digit ('0'-'9', 'a'-'f', 'A'-'F'); 0
 # otherwise (the dashes).
-_NIBBLE = [int(chr(code), 16) if chr(code) in string.hexdigits else 0
-           for code in range(256)]
+_NIBBLE = [
+    int(chr(code), 16) if chr(code) in string.hexdigits else 0
+    for code in range(256)
+]
 
 
 def _uuid_words(path: tf.Tensor) -> tf.Tensor:
@@ -85,8 +86,7 @@ def _uuid_words(path: tf.Tensor) -> tf.Tensor:
   shift wraps into the sign bit as int64 arithmetic does).
   """
   raw = tf.io.decode_raw(tf.io.read_file(path), tf.uint8)[:_UUID_LENGTH]
-  nibbles = tf.gather(tf.constant(_NIBBLE, tf.int64),
-                      tf.cast(raw, tf.int32))
+  nibbles = tf.gather(tf.constant(_NIBBLE, tf.int64), tf.cast(raw, tf.int32))
   shifted = tf.bitwise.left_shift(tf.reshape(nibbles, [2, _UUID_LENGTH // 2]),
                                   tf.constant(_SHIFTS, tf.int64))
   return tf.reduce_sum(shifted, axis=1)
@@ -109,8 +109,8 @@ def os_entropy_seed() -> tf.Tensor:
       _uuid_words(tf.strings.join([UUID_PATH, empty])), salt)
 
 
-def check_entropy(entropy: Optional[EntropyFn], name: str = 'entropy'
-                  ) -> Optional[EntropyFn]:
+def check_entropy(entropy: Optional[EntropyFn],
+                  name: str = 'entropy') -> Optional[EntropyFn]:
   """None or a callable; anything else is a TypeError."""
   if entropy is not None and not callable(entropy):
     raise TypeError(f'{name} must be None or a callable returning a shape-[2] '

@@ -24,7 +24,6 @@ import threading
 import time
 from typing import Callable, List, Optional
 
-
 # Default thread stack of the worker_binary processes started after
 # `raise_worker_stack_limit()` (see the module docstring).
 WORKER_STACK_BYTES = 256 * 2**20
@@ -100,8 +99,10 @@ def session_pids(sid: int) -> List[int]:
   """
   if not os.path.isdir('/proc'):
     return []
-  return [pid for pid, fields in _proc_stats()
-          if int(fields[3]) == sid and fields[0] not in _ENDED]
+  return [
+      pid for pid, fields in _proc_stats()
+      if int(fields[3]) == sid and fields[0] not in _ENDED
+  ]
 
 
 def _state(pid: int) -> str:
@@ -316,8 +317,8 @@ def end_run_workers(timeout: float = 5.0) -> List[int]:
 _SIGNALS = ('SIGTERM', 'SIGHUP')
 
 
-def end_run_on_signals(before: Optional[Callable[[int], None]] = None
-                       ) -> List[str]:
+def end_run_on_signals(
+    before: Optional[Callable[[int], None]] = None) -> List[str]:
   """SIGTERM and SIGHUP end every worker, then the process (idempotent).
 
   Only signals whose action is the default (terminate without clean-up)
@@ -473,8 +474,9 @@ def drop_tff_contexts():
     # worker that inherited SIGINT ignored (background runs) would never
     # exit and the wait would hang for ever. So the workers are ended
     # first, with SIGTERM, and left as zombies for `__del__` to reap.
-    workers = [pid for pid in descendant_pids()
-               if _command(pid) == WORKER_COMMAND]
+    workers = [
+        pid for pid in descendant_pids() if _command(pid) == WORKER_COMMAND
+    ]
     _terminate(workers, 5.0, reap=False)
     from tensorflow_federated.python.core.impl.context_stack import set_default_context
     set_default_context.set_no_default_context()
@@ -510,8 +512,7 @@ def use_test_context():
     # Another thread's: the shared context, or a new one for this thread
     # (no other thread's worker is ended).
     if _SHARED_CONTEXT:
-      tff.framework.get_context_stack().set_default_context(
-          _THREAD_DEFAULT[0])
+      tff.framework.get_context_stack().set_default_context(_THREAD_DEFAULT[0])
       return
     tff.backends.test.set_sync_test_cpp_execution_context()
     _share_context_with_threads(tff.framework.get_context_stack().current)

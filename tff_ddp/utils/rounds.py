@@ -56,12 +56,12 @@ class MissingContextError(RuntimeError):
         'tff.backends.test.set_sync_test_cpp_execution_context() (or '
         'tff_ddp.utils.processes.use_test_context(), which also gives the '
         "worker larger thread stacks), or tff_ddp.utils.workers' "
-        'local_workers / remote_workers for several workers.'
-        + ('' if threading.current_thread() is threading.main_thread() else
-           " This thread is not the main one, and TFF's contexts are per "
-           'thread: call tff_ddp.utils.processes.use_test_context() once in '
-           'the main thread, before the threads start, and every thread '
-           'runs on it.'))
+        'local_workers / remote_workers for several workers.' +
+        ('' if threading.current_thread() is threading.main_thread(
+        ) else " This thread is not the main one, and TFF's contexts are per "
+         'thread: call tff_ddp.utils.processes.use_test_context() once in '
+         'the main thread, before the threads start, and every thread '
+         'runs on it.'))
 
 
 def missing_context(error: BaseException):
@@ -145,14 +145,16 @@ def _statuses(value, key=None):
     except TypeError:
       return dict(items)
   if isinstance(value, tuple) and hasattr(value, '_fields'):
-    return type(value)(*[_statuses(v, k) for k, v in zip(value._fields,
-                                                          value)])
+    return type(value)(*[_statuses(v, k) for k, v in zip(value._fields, value)])
   if isinstance(value, (list, tuple)):
     return type(value)(_statuses(v) for v in value)
   if attr.has(type(value)):
-    return attr.evolve(value, **{
-        f.name: _statuses(getattr(value, f.name), f.name)
-        for f in attr.fields(type(value)) if f.init})
+    return attr.evolve(
+        value, **{
+            f.name: _statuses(getattr(value, f.name), f.name)
+            for f in attr.fields(type(value))
+            if f.init
+        })
   return value
 
 
@@ -160,7 +162,6 @@ def _statuses(value, key=None):
 _SERIALIZE_DTYPE = re.compile(
     r"Failed to serialize a value of dtype <class '([\w.]+)'> to dtype "
     r"<class '([\w.]+)'>")
-
 
 # The state key of an adaptive clip (`tff_ddp.aggregators.secure_sum`: a
 # process built with auto_l2_clip=True / adaptive_clipping=... has it, one
@@ -183,8 +184,8 @@ def _clip_state_mismatch(type_signature, args):
   def find(value, type_spec):
     if isinstance(type_spec, tff.FederatedType):
       type_spec = type_spec.member
-    if (not isinstance(type_spec, tff.StructType)
-        or not isinstance(value, collections.abc.Mapping)):
+    if (not isinstance(type_spec, tff.StructType) or
+        not isinstance(value, collections.abc.Mapping)):
       return None
     elements = dict(tff.structure.iter_elements(type_spec))
     if (_CLIP_KEY in elements) != (_CLIP_KEY in value):
@@ -224,8 +225,8 @@ class UserFacingComputation(computation_impl.ConcreteComputation):
       cause = missing_context(e)
       if cause is not None:
         raise MissingContextError(cause) from e
-      clip = (_clip_state_mismatch(self.type_signature, args)
-              if isinstance(e, TypeError) else None)
+      clip = (_clip_state_mismatch(self.type_signature, args) if isinstance(
+          e, TypeError) else None)
       if clip is not None:
         raise TypeError(clip) from None
       dtypes = _SERIALIZE_DTYPE.search(str(e))
@@ -245,10 +246,9 @@ def user_facing(computation) -> UserFacingComputation:
   if isinstance(computation, UserFacingComputation):
     return computation
   # pylint: disable=protected-access  # TFF keeps the proto private
-  return UserFacingComputation(
-      computation_proto=computation._computation_proto,
-      context_stack=computation._context_stack,
-      annotated_type=computation.type_signature)
+  return UserFacingComputation(computation_proto=computation._computation_proto,
+                               context_stack=computation._context_stack,
+                               annotated_type=computation.type_signature)
   # pylint: enable=protected-access
 
 

@@ -8,8 +8,8 @@ import importlib.metadata
 import platform
 
 _PACKAGES = (('tensorflow', 'tensorflow'), ('numpy', 'numpy'),
-             ('dp-accounting', 'dp-accounting'),
-             ('tensorflow-federated', 'tff'))
+             ('dp-accounting', 'dp-accounting'), ('tensorflow-federated',
+                                                  'tff'))
 
 
 def describe() -> str:

@@ -27,8 +27,7 @@ def overflow_safe_norm(v: tf.Tensor, axis=None) -> tf.Tensor:
   # tf.reduce_max may skip a NaN: say NaN rather than a norm of the rest.
   finite = tf.reduce_all(tf.math.is_finite(v), axis=axis, keepdims=True)
   out = tf.where(finite, out, tf.constant(float('nan'), v.dtype))
-  return (tf.reshape(out, []) if axis is None
-          else tf.squeeze(out, axis=axis))
+  return (tf.reshape(out, []) if axis is None else tf.squeeze(out, axis=axis))
 
 
 def clip_to_norm(v: tf.Tensor, clip: float) -> Tuple[tf.Tensor, tf.Tensor]:
@@ -79,8 +78,8 @@ def static_shape(shape):
       raise ValueError(f'shape must be fully defined, got {shape}.')
     dims = shape.as_list()
   elif isinstance(shape, (tf.Tensor, tf.Variable, np.ndarray)):
-    if not (shape.dtype.is_integer if hasattr(shape.dtype, 'is_integer')
-            else np.issubdtype(shape.dtype, np.integer)):
+    if not (shape.dtype.is_integer if hasattr(shape.dtype, 'is_integer') else
+            np.issubdtype(shape.dtype, np.integer)):
       raise TypeError(f'shape must have an integer dtype, got {shape.dtype}.')
     if len(shape.shape) != 1:
       raise ValueError(f'shape must be a 1-D tensor, got rank '

@@ -106,7 +106,9 @@ class _ThreadedContext(tff.framework.AsyncContext):
   call, for remote workers whose process we cannot see.
   """
 
-  def __init__(self, inner: tff.framework.AsyncContext, target: str,
+  def __init__(self,
+               inner: tff.framework.AsyncContext,
+               target: str,
                is_alive: Optional[Callable[[], bool]] = None,
                timeout: Optional[float] = None):
     self._inner = inner
@@ -142,8 +144,7 @@ class _ThreadedContext(tff.framework.AsyncContext):
     while True:
       done, _ = await asyncio.wait({waiter}, timeout=0.5)
       if done:
-        self.timeline.append(
-            (start, time.monotonic() - start, num_clients))
+        self.timeline.append((start, time.monotonic() - start, num_clients))
         return waiter.result()
       if self._is_alive is not None and not self._is_alive():
         inner_future.cancel()
@@ -216,14 +217,16 @@ def create_multi_worker_context(
   if len(liveness) != len(targets):
     raise ValueError('need one liveness check per target.')
   remote = [
-      create_remote_async_context(
-          t, default_num_clients=default_num_clients,
-          stream_structs=stream_structs)
+      create_remote_async_context(t,
+                                  default_num_clients=default_num_clients,
+                                  stream_structs=stream_structs)
       for t in targets
   ]
   if threaded:
-    inner = [_ThreadedContext(r, t, alive, call_timeout)
-             for r, t, alive in zip(remote, targets, liveness)]
+    inner = [
+        _ThreadedContext(r, t, alive, call_timeout)
+        for r, t, alive in zip(remote, targets, liveness)
+    ]
   else:
     inner = remote
   context = tff.framework.MergeableCompExecutionContext(
@@ -264,8 +267,7 @@ def _listening_inodes(port: int) -> set:
         for line in f:
           fields = line.split()
           local, state, inode = fields[1], fields[3], fields[9]
-          if state == _TCP_LISTEN and int(local.rsplit(':', 1)[1],
-                                          16) == port:
+          if state == _TCP_LISTEN and int(local.rsplit(':', 1)[1], 16) == port:
             inodes.add(inode)
     except OSError:
       pass
@@ -344,7 +346,10 @@ def start_worker(
     log.write((' '.join(args) + '\n').encode())
     log.flush()
     process = subprocess.Popen(  # pylint: disable=consider-using-with  # the worker outlives this call
-        args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+        args,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
         close_fds=True)
   return Worker(process, port, log_path)
 
@@ -431,10 +436,11 @@ def start_workers(
     for i in range(num_workers):
       for attempt in range(port_attempts):
         port = free_loopback_port()
-        w = start_worker(
-            port, os.path.join(log_dir, f'worker{i}_{port}.log'),
-            max_concurrent_computation_calls, die_with_parent=die_with_parent,
-            cpus=None if cpu_sets is None else cpu_sets[i])
+        w = start_worker(port,
+                         os.path.join(log_dir, f'worker{i}_{port}.log'),
+                         max_concurrent_computation_calls,
+                         die_with_parent=die_with_parent,
+                         cpus=None if cpu_sets is None else cpu_sets[i])
         workers.append(w)
         try:
           wait_ready(w, ready_timeout)
@@ -494,7 +500,9 @@ def local_workers(
     workers = start_workers(
         num_workers,
         max_concurrent_computation_calls=max_concurrent_computation_calls,
-        log_dir=log_dir, die_with_parent=die_with_parent, cpu_sets=cpu_sets)
+        log_dir=log_dir,
+        die_with_parent=die_with_parent,
+        cpu_sets=cpu_sets)
     context = create_multi_worker_context(
         [w.target for w in workers],
         liveness=[(lambda p=w.process: p.poll() is None) for w in workers],
@@ -505,8 +513,7 @@ def local_workers(
       yield LocalWorkers(workers, context, log_dir)
   finally:
     # Logs are kept when a worker had exited by itself (or failed to start).
-    crashed = not workers or any(w.process.poll() is not None
-                                 for w in workers)
+    crashed = not workers or any(w.process.poll() is not None for w in workers)
     end_workers(workers)
     atexit.unregister(_atexit_end)
     if not keep_logs and not crashed:
@@ -540,10 +547,11 @@ def remote_workers(
                          f'{ready_timeout} s') from None
     finally:
       channel.close()
-  context = create_multi_worker_context(
-      targets, default_num_clients=default_num_clients,
-      stream_structs=stream_structs, num_subrounds=num_subrounds,
-      call_timeout=call_timeout)
+  context = create_multi_worker_context(targets,
+                                        default_num_clients=default_num_clients,
+                                        stream_structs=stream_structs,
+                                        num_subrounds=num_subrounds,
+                                        call_timeout=call_timeout)
   with tff.framework.get_context_stack().install(context):
     yield context
 
@@ -570,5 +578,7 @@ class LocalWorkers:
   @property
   def clients_per_worker(self) -> List[List[int]]:
     """CLIENTS cardinality of each call's slice, per worker (threaded)."""
-    return [list(getattr(c, 'clients_per_invocation', []))
-            for c in self.context.worker_contexts]
+    return [
+        list(getattr(c, 'clients_per_invocation', []))
+        for c in self.context.worker_contexts
+    ]

@@ -20,8 +20,11 @@ ORDERS = np.asarray(orders_lib.DEFAULT_ORDERS)
 
 
 def _ddg(local_stddev=3.0, l2=10.0, n=100, d=1000, tv=None):
-  return events.DistributedDiscreteGaussianDpEvent(
-      l2, local_stddev, n, d, sampler_tv_distance=tv)
+  return events.DistributedDiscreteGaussianDpEvent(l2,
+                                                   local_stddev,
+                                                   n,
+                                                   d,
+                                                   sampler_tv_distance=tv)
 
 
 def _pbm(theta=0.1, m=8, n=100, d=16):
@@ -65,8 +68,8 @@ class SubsamplingTest(parameterized.TestCase):
   @parameterized.parameters(10, 1000)
   def test_generic_wor_bound_not_below_dp_accounting(self, size):
     sigma = 1.1
-    generic = subsampling.without_replacement_rdp(
-        lambda a: a / (2 * sigma**2), size, 10000, INT_ORDERS)
+    generic = subsampling.without_replacement_rdp(lambda a: a / (2 * sigma**2),
+                                                  size, 10000, INT_ORDERS)
     theirs = dp_accounting.rdp.RdpAccountant(
         INT_ORDERS, REL.REPLACE_ONE).compose(
             dp_accounting.SampledWithoutReplacementDpEvent(
@@ -79,8 +82,8 @@ class SubsamplingTest(parameterized.TestCase):
                                   fn(ORDERS))
     np.testing.assert_array_equal(
         subsampling.without_replacement_rdp(fn, 7, 7, ORDERS), fn(ORDERS))
-    np.testing.assert_array_equal(
-        subsampling.known_sample_rdp(fn, 1.0, ORDERS), fn(ORDERS))
+    np.testing.assert_array_equal(subsampling.known_sample_rdp(fn, 1.0, ORDERS),
+                                  fn(ORDERS))
 
   def test_amplifies_and_capped_by_unsampled(self):
     fn = lambda a: ddg_rdp.rdp(_ddg(), a)
@@ -93,16 +96,20 @@ class SubsamplingTest(parameterized.TestCase):
   def test_known_sample_formula_by_hand(self):
     # eps(alpha) = 2 at alpha = 3, q = 0.1:
     # (1/2) log(0.9 + 0.1 e^4) = (1/2) log(6.359815) = 0.924996.
-    curve = subsampling.known_sample_rdp(lambda a: 2.0 * np.ones_like(a),
-                                         0.1, [3.0])
-    self.assertAlmostEqual(curve[0], 0.5 * math.log(0.9 + 0.1 * math.e**4),
+    curve = subsampling.known_sample_rdp(lambda a: 2.0 * np.ones_like(a), 0.1,
+                                         [3.0])
+    self.assertAlmostEqual(curve[0],
+                           0.5 * math.log(0.9 + 0.1 * math.e**4),
                            places=12)
     self.assertAlmostEqual(curve[0], 0.924996, places=5)
     # Never above the unsampled curve, 0 at q = 0, inf stays inf.
-    self.assertTrue(np.all(subsampling.known_sample_rdp(
-        lambda a: a, 0.3, ORDERS) <= ORDERS))
-    self.assertTrue(np.all(subsampling.known_sample_rdp(
-        lambda a: np.full_like(a, np.inf), 0.3, ORDERS) == np.inf))
+    self.assertTrue(
+        np.all(
+            subsampling.known_sample_rdp(lambda a: a, 0.3, ORDERS) <= ORDERS))
+    self.assertTrue(
+        np.all(
+            subsampling.known_sample_rdp(lambda a: np.full_like(a, np.inf), 0.3,
+                                         ORDERS) == np.inf))
 
   def test_known_sample_weaker_than_hidden_sample(self):
     fn = lambda a: ddg_rdp.rdp(_ddg(), a)
@@ -126,8 +133,7 @@ class AdversaryTest(parameterized.TestCase):
     # compares equal to the name users pass), and the enum is accepted.
     for name, member in (('server', accountant.Adversary.SERVER),
                          ('release', accountant.Adversary.RELEASE)):
-      self.assertIs(accountant.RdpAccountant(adversary=name).adversary,
-                    member)
+      self.assertIs(accountant.RdpAccountant(adversary=name).adversary, member)
       self.assertIs(accountant.as_adversary(member), member)
       self.assertEqual(member, name)
       self.assertEqual(f'{member}', name)
@@ -160,24 +166,26 @@ class AdversaryTest(parameterized.TestCase):
       self, adversary):
     event = dp_accounting.PoissonSampledDpEvent(0.01, _ddg())
     base = lambda a: ddg_rdp.rdp(_ddg(), a)
-    np.testing.assert_allclose(_acc(adversary).curve(event),
-                               subsampling.known_sample_rdp(base, 0.01,
-                                                            ORDERS))
+    np.testing.assert_allclose(
+        _acc(adversary).curve(event),
+        subsampling.known_sample_rdp(base, 0.01, ORDERS))
 
   def test_poisson_gaussian_is_tight_only_for_the_release(self):
     event = dp_accounting.SelfComposedDpEvent(
         dp_accounting.PoissonSampledDpEvent(
-            0.01, dp_accounting.ComposedDpEvent([
+            0.01,
+            dp_accounting.ComposedDpEvent([
                 dp_accounting.GaussianDpEvent(1.0),
-                dp_accounting.GaussianDpEvent(2.0)])), 100)
+                dp_accounting.GaussianDpEvent(2.0)
+            ])), 100)
     theirs = dp_accounting.rdp.RdpAccountant(ORDERS).compose(event)
     release = _acc('release').compose(event)
     np.testing.assert_allclose(release.rdp, theirs._rdp, rtol=1e-12)  # pylint: disable=protected-access  # the accountant's RDP curve
     self.assertAlmostEqual(release.get_epsilon(1e-5),
-                           theirs.get_epsilon(1e-5), places=9)
+                           theirs.get_epsilon(1e-5),
+                           places=9)
     server = _acc('server').compose(event)
-    self.assertGreater(server.get_epsilon(1e-5),
-                       5 * release.get_epsilon(1e-5))
+    self.assertGreater(server.get_epsilon(1e-5), 5 * release.get_epsilon(1e-5))
 
   def test_without_replacement(self):
     event = dp_accounting.SampledWithoutReplacementDpEvent(10000, 100, _ddg())
@@ -185,15 +193,13 @@ class AdversaryTest(parameterized.TestCase):
                            (REL.REPLACE_ONE, 'replace_one')):
       known = subsampling.known_sample_rdp(
           lambda a, name=name: ddg_rdp.rdp(_ddg(), a, name), 0.01, ORDERS)
-      np.testing.assert_allclose(_acc('server', relation).curve(event),
-                                 known)
+      np.testing.assert_allclose(_acc('server', relation).curve(event), known)
       # The release: per order, the smaller of that and WBK19 on the
       # replace-one curve (which holds under either relation).
       replace_one = lambda a: ddg_rdp.rdp(_ddg(), a, 'replace_one')
-      wbk = subsampling.without_replacement_rdp(replace_one, 100, 10000,
-                                                ORDERS)
-      np.testing.assert_allclose(_acc('release', relation).curve(event),
-                                 np.minimum(wbk, known))
+      wbk = subsampling.without_replacement_rdp(replace_one, 100, 10000, ORDERS)
+      np.testing.assert_allclose(
+          _acc('release', relation).curve(event), np.minimum(wbk, known))
     # A Gaussian's replace-one sensitivity is twice its per-record bound:
     # dp-accounting's WBK19 Theorem 27 at noise multiplier z / 2.
     gaussian = dp_accounting.SampledWithoutReplacementDpEvent(
@@ -227,8 +233,10 @@ class AdversaryTest(parameterized.TestCase):
     # Replace-one neighbours: both values move, so only the mixture bound.
     event = events.SelfSampledDpEvent(0.01, _ddg())
     replace = _acc(adversary, REL.REPLACE_ONE).curve(event)
-    np.testing.assert_allclose(replace, subsampling.known_sample_rdp(
-        lambda a: ddg_rdp.rdp(_ddg(), a, 'replace_one'), 0.01, ORDERS))
+    np.testing.assert_allclose(
+        replace,
+        subsampling.known_sample_rdp(
+            lambda a: ddg_rdp.rdp(_ddg(), a, 'replace_one'), 0.01, ORDERS))
 
   def test_readme_example_numbers(self):
     # The sampling table of docs/accounting.md (once in the README):
@@ -237,14 +245,16 @@ class AdversaryTest(parameterized.TestCase):
     # (docs_test.py runs the three commands and compares their output.)
     base = _ddg(200.0, 1000.0, 100, 2**16)
     eps = {}
-    for name, event in (
-        ('poisson', dp_accounting.PoissonSampledDpEvent(0.01, base)),
-        ('wor', dp_accounting.SampledWithoutReplacementDpEvent(
-            10000, 100, base)),
-        ('self', events.SelfSampledDpEvent(0.01, base))):
+    for name, event in (('poisson',
+                         dp_accounting.PoissonSampledDpEvent(0.01, base)),
+                        ('wor',
+                         dp_accounting.SampledWithoutReplacementDpEvent(
+                             10000, 100,
+                             base)), ('self',
+                                      events.SelfSampledDpEvent(0.01, base))):
       for adversary in accountant.ADVERSARIES:
-        eps[name, adversary] = _acc(adversary).compose(
-            event, 1000).get_epsilon(1e-6)
+        eps[name, adversary] = _acc(adversary).compose(event,
+                                                       1000).get_epsilon(1e-6)
     self.assertEqual(eps['poisson', 'server'], eps['poisson', 'release'])
     self.assertEqual(eps['wor', 'server'], eps['poisson', 'server'])
     self.assertLess(eps['wor', 'release'], 0.5 * eps['wor', 'server'])
@@ -256,24 +266,26 @@ class RdpAccountantTest(parameterized.TestCase):
 
   def test_unsampled_events_use_their_curves(self):
     acc = _acc()
-    np.testing.assert_allclose(acc.compose(_ddg()).rdp,
-                               ddg_rdp.rdp(_ddg(), acc.orders))
+    np.testing.assert_allclose(
+        acc.compose(_ddg()).rdp, ddg_rdp.rdp(_ddg(), acc.orders))
 
   def test_composition_adds(self):
     a, b = _ddg(), _pbm()
     single = lambda e: _acc().compose(e).rdp
-    composed = single(dp_accounting.ComposedDpEvent(
-        [a, dp_accounting.SelfComposedDpEvent(b, 3)]))
+    composed = single(
+        dp_accounting.ComposedDpEvent(
+            [a, dp_accounting.SelfComposedDpEvent(b, 3)]))
     np.testing.assert_allclose(composed, single(a) + 3 * single(b))
     sampled = lambda e: dp_accounting.PoissonSampledDpEvent(0.1, e)
     acc = _acc()
     acc.compose(sampled(a), 5).compose(sampled(b))
-    np.testing.assert_allclose(
-        acc.rdp, 5 * single(sampled(a)) + single(sampled(b)))
+    np.testing.assert_allclose(acc.rdp,
+                               5 * single(sampled(a)) + single(sampled(b)))
 
   def test_mixed_subtree_under_sampling(self):
     mixed = events.SelfSampledDpEvent(
-        0.05, dp_accounting.ComposedDpEvent(
+        0.05,
+        dp_accounting.ComposedDpEvent(
             [_ddg(), dp_accounting.GaussianDpEvent(5.0)]))
     acc = _acc()
     self.assertTrue(acc.supports(mixed))
@@ -286,34 +298,37 @@ class RdpAccountantTest(parameterized.TestCase):
     np.testing.assert_allclose(acc.rdp, ddg_rdp.rdp(doubled, acc.orders))
 
   def test_pbm_curve_follows_the_relation(self):
-    event = events.PoissonBinomialDpEvent(0.1, 4, 50, 3,
+    event = events.PoissonBinomialDpEvent(0.1,
+                                          4,
+                                          50,
+                                          3,
                                           replace_one_dimension=6)
     for rel, curve in ((REL.ADD_OR_REMOVE_ONE, 'zero_out'),
-                       (REL.REPLACE_SPECIAL, 'zero_out'),
-                       (REL.REPLACE_ONE, 'replace_one')):
+                       (REL.REPLACE_SPECIAL, 'zero_out'), (REL.REPLACE_ONE,
+                                                           'replace_one')):
       acc = _acc('server', rel).compose(event)
-      np.testing.assert_allclose(acc.rdp,
-                                 pbm_rdp.rdp(event, acc.orders, curve))
+      np.testing.assert_allclose(acc.rdp, pbm_rdp.rdp(event, acc.orders, curve))
 
   def test_supported_and_unsupported_events(self):
     acc = _acc()
     self.assertFalse(acc.supports(dp_accounting.LaplaceDpEvent(1.0)))
-    self.assertFalse(acc.supports(dp_accounting.PoissonSampledDpEvent(
-        0.1, dp_accounting.LaplaceDpEvent(1.0))))
-    with self.assertRaisesRegex(dp_accounting.UnsupportedEventError,
-                                'Laplace'):
+    self.assertFalse(
+        acc.supports(
+            dp_accounting.PoissonSampledDpEvent(
+                0.1, dp_accounting.LaplaceDpEvent(1.0))))
+    with self.assertRaisesRegex(dp_accounting.UnsupportedEventError, 'Laplace'):
       acc.compose(dp_accounting.LaplaceDpEvent(1.0))
     # Nested sampling: the server-side mixture of a mixture.
     nested = dp_accounting.PoissonSampledDpEvent(
         0.1, events.SelfSampledDpEvent(0.1, _ddg()))
     self.assertTrue(acc.supports(nested))
-    inner = lambda a: _acc(orders=a).curve(events.SelfSampledDpEvent(
-        0.1, _ddg()))
+    inner = lambda a: _acc(orders=a).curve(
+        events.SelfSampledDpEvent(0.1, _ddg()))
     np.testing.assert_allclose(acc.curve(nested),
-                               subsampling.known_sample_rdp(inner, 0.1,
-                                                            ORDERS))
-    self.assertTrue(acc.supports(
-        dp_accounting.SampledWithoutReplacementDpEvent(100, 10, _pbm())))
+                               subsampling.known_sample_rdp(inner, 0.1, ORDERS))
+    self.assertTrue(
+        acc.supports(
+            dp_accounting.SampledWithoutReplacementDpEvent(100, 10, _pbm())))
 
   def test_tiny_rate_on_the_tight_gaussian_path(self):
     # dp-accounting's log-space sums return -3e-30 at q = 2^-50; the
@@ -326,10 +341,11 @@ class RdpAccountantTest(parameterized.TestCase):
     self.assertLess(_acc('release').compose(event).get_epsilon(1e-6), 1e-6)
 
   def test_non_private_events(self):
-    self.assertEqual(_acc().compose(dp_accounting.NonPrivateDpEvent())
-                     .get_epsilon(1e-5), math.inf)
-    self.assertEqual(_acc().compose(dp_accounting.NoOpDpEvent())
-                     .get_epsilon(1e-5), 0.0)
+    self.assertEqual(
+        _acc().compose(dp_accounting.NonPrivateDpEvent()).get_epsilon(1e-5),
+        math.inf)
+    self.assertEqual(
+        _acc().compose(dp_accounting.NoOpDpEvent()).get_epsilon(1e-5), 0.0)
 
   def test_many_identical_rounds_composed_one_by_one(self):
     event = dp_accounting.PoissonSampledDpEvent(0.01, _ddg())
@@ -359,8 +375,7 @@ class RdpAccountantTest(parameterized.TestCase):
     np.testing.assert_array_equal(
         orders_lib.check_orders(orders_lib.DEFAULT_ORDERS), ORDERS)
     np.testing.assert_array_equal(orders_lib.check_orders(ORDERS), ORDERS)
-    np.testing.assert_array_equal(orders_lib.check_orders([2, 3.0]),
-                                  [2.0, 3.0])
+    np.testing.assert_array_equal(orders_lib.check_orders([2, 3.0]), [2.0, 3.0])
     for _ in range(2):
       with self.assertRaisesRegex(TypeError, 'orders'):
         orders_lib.check_orders([2.0, True])
@@ -379,8 +394,9 @@ class SamplerDeltaTest(parameterized.TestCase):
 
   def test_mass_counts_every_sample(self):
     event = dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(0.1, _ddg(n=100, d=1000,
-                                                      tv=2.0**-108)), 50)
+        dp_accounting.PoissonSampledDpEvent(0.1,
+                                            _ddg(n=100, d=1000, tv=2.0**-108)),
+        50)
     acc = _acc().compose(event, 2)
     self.assertEqual(acc.sampler_tv_mass, 2 * 50 * 100 * 1000 * 2.0**-108)
 
@@ -393,13 +409,12 @@ class SamplerDeltaTest(parameterized.TestCase):
     eps = approx.get_epsilon(1e-5)
     self.assertGreater(eps, exact.get_epsilon(1e-5))
     # The returned eps is valid: the curve's delta at eps plus the term.
-    self.assertLessEqual(exact.get_delta(eps) + (1 + math.exp(eps)) * mass,
-                         1e-5 * (1 + 1e-9))
+    self.assertLessEqual(
+        exact.get_delta(eps) + (1 + math.exp(eps)) * mass, 1e-5 * (1 + 1e-9))
     self.assertAlmostEqual(approx.get_delta(eps),
                            exact.get_delta(eps) + (1 + math.exp(eps)) * mass)
     # Too much TV mass for the delta: no guarantee.
-    self.assertEqual(_acc().compose(_ddg(tv=1e-3)).get_epsilon(1e-5),
-                     math.inf)
+    self.assertEqual(_acc().compose(_ddg(tv=1e-3)).get_epsilon(1e-5), math.inf)
 
   def test_delta_never_grows_with_epsilon(self):
     # Once (1 + e^eps) eta dominates the curve's delta, the term alone would
@@ -413,8 +428,9 @@ class SamplerDeltaTest(parameterized.TestCase):
     exact = _acc().compose(_ddg(), 100)
     mass = acc.sampler_tv_mass
     for eps, delta in zip(grid[::40], deltas[::40]):
-      best = min(exact.get_delta(e0) + (1 + math.exp(e0)) * mass
-                 for e0 in np.linspace(0.0, eps, 401))
+      best = min(
+          exact.get_delta(e0) + (1 + math.exp(e0)) * mass
+          for e0 in np.linspace(0.0, eps, 401))
       self.assertLessEqual(delta, best * (1 + 1e-6))
       self.assertGreaterEqual(delta, 0.5 * best)
 
@@ -433,26 +449,28 @@ class RegressionTest(parameterized.TestCase):
       ('ddg', _ddg(200.0, 1000.0, 100, 2**16), 1, 'server', 2.16588),
       ('ddg_tau', _ddg(0.6, 10.0, 100, 1000), 1, 'server', 491.6271),
       ('pbm', _pbm(0.05, 16, 1000, 64), 1, 'server', 0.55606),
-      ('gaussian', dp_accounting.GaussianDpEvent(1.0), 10, 'release',
-       19.0536),
-      ('ddg_poisson_server', dp_accounting.PoissonSampledDpEvent(
-          0.01, _ddg(200.0, 1000.0, 100, 2**16)), 1000, 'server', 11.50702),
-      ('ddg_wor_release', dp_accounting.SampledWithoutReplacementDpEvent(
-          10000, 100, _ddg(200.0, 1000.0, 100, 2**16)), 1000, 'release',
-       4.02121),
-      ('ddg_self', events.SelfSampledDpEvent(
-          0.01, _ddg(200.0, 1000.0, 100, 2**16)), 1000, 'server', 1.05286),
+      ('gaussian', dp_accounting.GaussianDpEvent(1.0), 10, 'release', 19.0536),
+      ('ddg_poisson_server',
+       dp_accounting.PoissonSampledDpEvent(0.01, _ddg(
+           200.0, 1000.0, 100, 2**16)), 1000, 'server', 11.50702),
+      ('ddg_wor_release',
+       dp_accounting.SampledWithoutReplacementDpEvent(
+           10000, 100, _ddg(200.0, 1000.0, 100, 2**
+                            16)), 1000, 'release', 4.02121),
+      ('ddg_self',
+       events.SelfSampledDpEvent(0.01, _ddg(200.0, 1000.0, 100, 2**
+                                            16)), 1000, 'server', 1.05286),
       # 2.40374 before the known-sample mixture joined Zhu & Wang in the
       # per-order minimum (it is smaller at the high orders here).
-      ('pbm_self', events.SelfSampledDpEvent(0.1, _pbm(0.05, 16, 1000, 64)),
-       100, 'server', 2.28917),
-      ('gaussian_poisson_release', dp_accounting.PoissonSampledDpEvent(
-          0.01, dp_accounting.GaussianDpEvent(1.0)), 1000, 'release',
-       2.43669),
+      ('pbm_self', events.SelfSampledDpEvent(0.1, _pbm(
+          0.05, 16, 1000, 64)), 100, 'server', 2.28917),
+      ('gaussian_poisson_release',
+       dp_accounting.PoissonSampledDpEvent(
+           0.01, dp_accounting.GaussianDpEvent(1.0)), 1000, 'release', 2.43669),
   )
   def test_pinned(self, event, rounds, adversary, expected):
-    eps = _acc(adversary).compose(event, rounds).get_epsilon(1e-6 if (
-        rounds == 1000) else 1e-5)
+    eps = _acc(adversary).compose(
+        event, rounds).get_epsilon(1e-6 if (rounds == 1000) else 1e-5)
     self.assertAlmostEqual(eps, expected, places=4)
 
 
@@ -461,7 +479,8 @@ class ConversionsTest(parameterized.TestCase):
   @parameterized.parameters(0.01, 0.5, 5.0)
   def test_zcdp_round_trips(self, rho):
     eps = conversions.zcdp_to_approx_dp(rho, 1e-6)
-    self.assertAlmostEqual(conversions.zcdp_to_delta(rho, eps), 1e-6,
+    self.assertAlmostEqual(conversions.zcdp_to_delta(rho, eps),
+                           1e-6,
                            delta=1e-9)
     back = conversions.approx_dp_to_zcdp(eps, 1e-6)
     self.assertLessEqual(back, rho * (1 + 1e-9))
@@ -478,7 +497,8 @@ class ConversionsTest(parameterized.TestCase):
     rho = 0.3
     orders = np.linspace(1.02, 200, 20000)
     eps_rdp, _ = conversions.rdp_to_epsilon(orders, rho * orders, 1e-5)
-    self.assertAlmostEqual(conversions.zcdp_to_approx_dp(rho, 1e-5), eps_rdp,
+    self.assertAlmostEqual(conversions.zcdp_to_approx_dp(rho, 1e-5),
+                           eps_rdp,
                            places=4)
 
   def test_bad_curves(self):
@@ -488,5 +508,5 @@ class ConversionsTest(parameterized.TestCase):
       conversions.rdp_to_epsilon([2.0], [-1.0], 1e-5)
     with self.assertRaisesRegex(ValueError, 'shape'):
       conversions.rdp_to_epsilon([2.0, 3.0], [1.0], 1e-5)
-    self.assertEqual(conversions.rdp_to_epsilon([2.0], [np.inf], 1e-5)[0],
-                     math.inf)
+    self.assertEqual(
+        conversions.rdp_to_epsilon([2.0], [np.inf], 1e-5)[0], math.inf)

@@ -54,14 +54,20 @@ _DDG_Z = Parameter.noise('noise_multiplier', 0.5 * math.sqrt(N) / L2)
 _Z = Parameter.noise('noise_multiplier')
 
 
-def _calibrate(one, parameter, target, sampling='none', rounds=1,
-               adversary='server', delta=1e-5):
+def _calibrate(one,
+               parameter,
+               target,
+               sampling='none',
+               rounds=1,
+               adversary='server',
+               delta=1e-5):
   kwargs = (dict(sample_size=100, population=10000)
-            if sampling == 'without-replacement' else
-            dict(rate=0.01) if sampling != 'none' else {})
+            if sampling == 'without-replacement' else dict(
+                rate=0.01) if sampling != 'none' else {})
   return calibration.calibrate(
-      _fresh(adversary), lambda x: calibration.rounds_event(
-          one(x), rounds, sampling, **kwargs), target, delta, parameter)
+      _fresh(adversary),
+      lambda x: calibration.rounds_event(one(x), rounds, sampling, **kwargs),
+      target, delta, parameter)
 
 
 class CalibrateTest(parameterized.TestCase):
@@ -98,8 +104,7 @@ class CalibrateTest(parameterized.TestCase):
   def test_gaussian_reaches_target_within_one_percent(self):
     # ~5 s: dp-accounting's fractional-order sampled Gaussian is slow.
     for target in (0.5, 2.0, 8.0):
-      r = _calibrate(dp_accounting.GaussianDpEvent, _Z, target, 'poisson',
-                     100)
+      r = _calibrate(dp_accounting.GaussianDpEvent, _Z, target, 'poisson', 100)
       self.assertLessEqual(r.epsilon, target)
       self.assertGreaterEqual(r.epsilon, 0.99 * target)
 
@@ -107,18 +112,20 @@ class CalibrateTest(parameterized.TestCase):
     # The helper is the generic search over GaussianDpEvent (same value)
     # with the tightest accountant (the library's default).
     for adversary in accountant.ADVERSARIES:
-      helper = calibration.calibrate_gaussian(2.0, 1e-5, rounds=10,
+      helper = calibration.calibrate_gaussian(2.0,
+                                              1e-5,
+                                              rounds=10,
                                               adversary=adversary)
       generic = calibration.calibrate(
-          lambda: pld_accountant.tightest(adversary),
-          lambda z: calibration.rounds_event(
-              dp_accounting.GaussianDpEvent(z), 10), 2.0, 1e-5, _Z)
+          lambda: pld_accountant.tightest(adversary), lambda z: calibration.
+          rounds_event(dp_accounting.GaussianDpEvent(z), 10), 2.0, 1e-5, _Z)
       self.assertEqual(helper, generic)
 
   def test_integer_num_trials_is_largest_that_fits(self):
     r = _calibrate(_pbm(theta=0.1), _NUM_TRIALS, 5.0)
     self.assertLessEqual(r.epsilon, 5.0)
-    over = accountant.epsilon(_pbm(theta=0.1)(r.value + 1), 1e-5,
+    over = accountant.epsilon(_pbm(theta=0.1)(r.value + 1),
+                              1e-5,
                               orders=orders_lib.DEFAULT_ORDERS)[0]
     self.assertGreater(over, 5.0)
 
@@ -130,30 +137,36 @@ class CalibrateTest(parameterized.TestCase):
       if z < 3.0:
         raise ValueError('does not fit')
       return dp_accounting.GaussianDpEvent(z)
+
     r = calibration.calibrate(_fresh('release'), refusing, 50.0, 1e-5, _Z)
     self.assertGreaterEqual(r.value, 3.0)
     self.assertLess(r.value, 3.0 * (1 + 1e-6))
+
     def always(z):
       raise ValueError(f'z={z} does not fit')
-    with self.assertRaisesRegex(ValueError, 'unreachable.*Last refusal: '
-                                'noise_multiplier=.*does not fit'):
+
+    with self.assertRaisesRegex(
+        ValueError, 'unreachable.*Last refusal: '
+        'noise_multiplier=.*does not fit'):
       calibration.calibrate(_fresh(), always, 1.0, 1e-5, _Z)
 
   def test_make_event_must_return_an_event(self):
     # Found by the fuzz test: a make_event returning a float failed inside
     # dp-accounting with a message that named neither argument.
-    with self.assertRaisesRegex(TypeError, 'make_event must return a '
-                                'dp_accounting.DpEvent, got float'):
+    with self.assertRaisesRegex(
+        TypeError, 'make_event must return a '
+        'dp_accounting.DpEvent, got float'):
       calibration.calibrate(_fresh(), float, 1.0, 1e-5, _Z)
 
   def test_bad_arguments(self):
     # A mechanism name where a callable belongs says how to call it.
-    with self.assertRaisesRegex(TypeError, 'callables, not mechanism names'
-                                '.*make_fresh_accountant'):
+    with self.assertRaisesRegex(
+        TypeError, 'callables, not mechanism names'
+        '.*make_fresh_accountant'):
       calibration.calibrate('gaussian', 'theta', {}, 1.0, 1e-5)
     with self.assertRaisesRegex(TypeError, 'Parameter'):
-      calibration.calibrate(_fresh(), dp_accounting.GaussianDpEvent, 1.0,
-                            1e-5, 'noise_multiplier')
+      calibration.calibrate(_fresh(), dp_accounting.GaussianDpEvent, 1.0, 1e-5,
+                            'noise_multiplier')
     with self.assertRaisesRegex(TypeError, 'RdpAccountant'):
       calibration.calibrate(dp_accounting.rdp.RdpAccountant,
                             dp_accounting.GaussianDpEvent, 1.0, 1e-5, _Z)
@@ -161,8 +174,9 @@ class CalibrateTest(parameterized.TestCase):
       calibration.calibrate(_fresh('analyst'), dp_accounting.GaussianDpEvent,
                             1.0, 1e-5, _Z)
     # Missing fixed parameters of an event: Python's own error names them.
-    with self.assertRaisesRegex(TypeError, "'l2_sensitivity', 'num_clients'"
-                                ", and 'dimension'"):
+    with self.assertRaisesRegex(
+        TypeError, "'l2_sensitivity', 'num_clients'"
+        ", and 'dimension'"):
       ddg.release_event(local_stddev=1.0)  # pylint: disable=no-value-for-parameter  # the missing argument is the test
     with self.assertRaisesRegex(TypeError, 'num_clients must be an integer'):
       ddg.release_event(1.0, 1.0, '10', 4)
@@ -184,19 +198,19 @@ class CalibrateTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, 'need sampling'):
       calibration.rounds_event(dp_accounting.GaussianDpEvent(1.0), rate=0.1)
     with self.assertRaisesRegex(TypeError, 'rounds'):
-      calibration.rounds_event(dp_accounting.GaussianDpEvent(1.0),
-                               rounds=2.5)
+      calibration.rounds_event(dp_accounting.GaussianDpEvent(1.0), rounds=2.5)
 
   def test_rounds_event_shapes(self):
     base = dp_accounting.GaussianDpEvent(1.0)
-    self.assertIsInstance(
-        calibration.rounds_event(base, 1, 'self', rate=0.1),
-        events.SelfSampledDpEvent)
-    poisson = calibration.rounds_event(base, 3, 'poisson', sample_size=10,
+    self.assertIsInstance(calibration.rounds_event(base, 1, 'self', rate=0.1),
+                          events.SelfSampledDpEvent)
+    poisson = calibration.rounds_event(base,
+                                       3,
+                                       'poisson',
+                                       sample_size=10,
                                        population=1000)
     self.assertEqual(poisson.event.sampling_probability, 0.01)
     self.assertEqual(poisson.count, 3)
-
 
 
 def _gaussian_calibrator(eps, delta=1e-5):
@@ -205,11 +219,14 @@ def _gaussian_calibrator(eps, delta=1e-5):
 
 
 def _pbm_calibrator(dimension, num_trials):
+
   def calibrate(eps):
     result = calibration.calibrate(
-        _fresh(), lambda t: events.PoissonBinomialDpEvent(
-            t, num_trials, 1000, dimension), eps, 1e-5, _THETA)
+        _fresh(),
+        lambda t: events.PoissonBinomialDpEvent(t, num_trials, 1000, dimension),
+        eps, 1e-5, _THETA)
     return result, result.event
+
   return calibrate
 
 
@@ -217,13 +234,15 @@ def _plain_pld_search(make_event, parameter, target, delta, adversary):
   """The least noise of the PLD alone by `least_noise`'s default search
   (brentq to the root) on the accountant's own grid: what the fast search
   (coarse grid first, regula falsi) must agree with."""
+
   def eps(x):
-    return pld_accountant.PldAccountant(
-        adversary=adversary, use_rdp=False).compose(
-            make_event(x)).get_epsilon(delta)
-  return calibration.least_noise(
-      eps, parameter.low, parameter.high, parameter.epsilon_increases,
-      target, parameter.discrete, parameter.name)
+    return pld_accountant.PldAccountant(adversary=adversary,
+                                        use_rdp=False).compose(
+                                            make_event(x)).get_epsilon(delta)
+
+  return calibration.least_noise(eps, parameter.low, parameter.high,
+                                 parameter.epsilon_increases, target,
+                                 parameter.discrete, parameter.name)
 
 
 class PldCalibrateTest(parameterized.TestCase):
@@ -235,7 +254,9 @@ class PldCalibrateTest(parameterized.TestCase):
       ('gaussian_rounds', lambda z: calibration.rounds_event(
           dp_accounting.GaussianDpEvent(z), 100), _Z, 'release', 2.0),
       ('self_sampled_ddg', lambda s: calibration.rounds_event(
-          events.DistributedDiscreteGaussianDpEvent(1, s, 16, 1), 50, 'self',
+          events.DistributedDiscreteGaussianDpEvent(1, s, 16, 1),
+          50,
+          'self',
           rate=0.05), _DDG_LOCAL, 'server', 0.3),
       ('ddg_one_coordinate', lambda s: dp_accounting.SelfComposedDpEvent(
           events.DistributedDiscreteGaussianDpEvent(4, s, 50, 1), 10),
@@ -272,13 +293,12 @@ class PldCalibrateTest(parameterized.TestCase):
     # A DDG model update (d = 2^16, l2 = 1000): the coordinate-wise PLD
     # is not built (RDP is tighter), so the PLD search finds nothing and
     # the RDP search gives the RdpAccountant's own value.
-    tightest = calibration.calibrate(
-        pld_accountant.tightest, _ddg_local, 2.0, 1e-5, _DDG_LOCAL)
+    tightest = calibration.calibrate(pld_accountant.tightest, _ddg_local, 2.0,
+                                     1e-5, _DDG_LOCAL)
     rdp = calibration.calibrate(_fresh(), _ddg_local, 2.0, 1e-5, _DDG_LOCAL)
     self.assertEqual(tightest.bound, 'RDP')
     self.assertEqual(tightest.value, rdp.value)
     self.assertEqual(tightest.epsilon, rdp.epsilon)
-
 
   @parameterized.named_parameters(
       # l2 budget 1 of 16 coordinates: RDP first, and RDP is smaller.
@@ -286,25 +306,30 @@ class PldCalibrateTest(parameterized.TestCase):
       # 1.69 of 2 coordinates: the PLD first, and the PLD is smaller.
       ('pld_smaller', 2, 1.3, 4.0, 'PLD'),
   )
-  def test_search_order_changes_the_work_not_the_value(
-      self, dimension, l2_bound, target, bound):
+  def test_search_order_changes_the_work_not_the_value(self, dimension,
+                                                       l2_bound, target, bound):
     # cPBM with an l2 promise: whichever bound is searched first
     # (`_rdp_expected_smaller`, a rule on the event), the calibration is
     # the same. Over num_trials at theta 1/4 the l2 constants are computed
     # once (20 clients).
     def make_event(m):
-      return events.PoissonBinomialDpEvent(0.25, m, 20, dimension,
+      return events.PoissonBinomialDpEvent(0.25,
+                                           m,
+                                           20,
+                                           dimension,
                                            l2_bound=l2_bound)
+
     rule = calibration._rdp_expected_smaller(  # pylint: disable=protected-access  # the accountant's RDP curve
         make_event, _NUM_TRIALS, 'zero_out')
     self.assertEqual(rule, bound == 'RDP')
     results = []
     for rdp_first in (True, False):
-      with mock.patch.object(calibration, '_rdp_expected_smaller',
+      with mock.patch.object(calibration,
+                             '_rdp_expected_smaller',
                              lambda *args, first=rdp_first: first):
-        results.append(calibration.calibrate(
-            pld_accountant.tightest, make_event, target, 1e-5,
-            _NUM_TRIALS))
+        results.append(
+            calibration.calibrate(pld_accountant.tightest, make_event, target,
+                                  1e-5, _NUM_TRIALS))
     self.assertEqual(results[0], results[1])
     self.assertEqual(results[0].bound, bound)
 
@@ -327,9 +352,10 @@ class SplitBudgetTest(parameterized.TestCase):
     # (split_budget reports the tightest bound, the PLD here: two
     # discretized Gaussians composed vs one, equal to ~1e-6).
     z = sum(r.value**-2 for r in split.results)**-0.5
-    self.assertAlmostEqual(
-        pld_accountant.epsilon(dp_accounting.GaussianDpEvent(z), 1e-5)[0],
-        split.epsilon, delta=1e-5)
+    self.assertAlmostEqual(pld_accountant.epsilon(
+        dp_accounting.GaussianDpEvent(z), 1e-5)[0],
+                           split.epsilon,
+                           delta=1e-5)
     # The composition uses the budget better than the sum of the parts.
     self.assertGreater(split.scale, target)
 
@@ -337,8 +363,7 @@ class SplitBudgetTest(parameterized.TestCase):
     # One coordinate, one trial: theta = 1/4 costs ~0.05 at n = 1000, far
     # below its share; the other release takes the rest of the budget.
     split = calibration.split_budget(
-        [_pbm_calibrator(1, 1), _pbm_calibrator(64, 16)], [1.0, 1.0], 2.0,
-        1e-5)
+        [_pbm_calibrator(1, 1), _pbm_calibrator(64, 16)], [1.0, 1.0], 2.0, 1e-5)
     limited, other = split.results
     self.assertTrue(limited.at_limit)
     self.assertEqual(limited.value, 0.25)
@@ -354,6 +379,7 @@ class SplitBudgetTest(parameterized.TestCase):
     def pbm(eps):
       result = _calibrate(_pbm(theta=0.25), _NUM_TRIALS, eps)
       return result, result.event
+
     eps_min = accountant.epsilon(_pbm(theta=0.25)(1), 1e-5)[0]
     with self.assertRaisesRegex(ValueError, 'unreachable'):
       pbm(0.75 * eps_min)
@@ -370,8 +396,7 @@ class SplitBudgetTest(parameterized.TestCase):
 
   def test_everything_at_limit(self):
     split = calibration.split_budget(
-        [_pbm_calibrator(1, 1), _pbm_calibrator(1, 2)], [1.0, 1.0], 50.0,
-        1e-5)
+        [_pbm_calibrator(1, 1), _pbm_calibrator(1, 2)], [1.0, 1.0], 50.0, 1e-5)
     self.assertTrue(split.at_limit)
     self.assertLess(split.epsilon, 1.0)
 

@@ -44,12 +44,16 @@ _REFERENCE_VERSION = '0.4.3'
 _SAME = 1e-9
 _SAMPLED_GAUSSIAN_ABOVE = 1e-3
 
-_DDG = events.DistributedDiscreteGaussianDpEvent(
-    l2_sensitivity=64.0, local_stddev=20.0, num_clients=100, dimension=1024,
-    sampler_tv_distance=2.0**-100)
-_SKELLAM = events.DistributedSkellamDpEvent(
-    l2_sensitivity=40.0, local_variance=900.0, num_clients=50, dimension=100,
-    l1_sensitivity=400.0)
+_DDG = events.DistributedDiscreteGaussianDpEvent(l2_sensitivity=64.0,
+                                                 local_stddev=20.0,
+                                                 num_clients=100,
+                                                 dimension=1024,
+                                                 sampler_tv_distance=2.0**-100)
+_SKELLAM = events.DistributedSkellamDpEvent(l2_sensitivity=40.0,
+                                            local_variance=900.0,
+                                            num_clients=50,
+                                            dimension=100,
+                                            l1_sensitivity=400.0)
 _PBM = events.PoissonBinomialDpEvent(0.25, 16, 100, 1)
 _GAUSS = dp_accounting.GaussianDpEvent(1.0)
 
@@ -63,22 +67,24 @@ CASES = {
     'ddg_100_rounds': (_self(_DDG, 100), False),
     'skellam_10_rounds': (_self(_SKELLAM, 10), False),
     'cpbm_one_shot': (_PBM, False),
-    'ddg_self_sampled': (_self(events.SelfSampledDpEvent(0.01, _DDG), 100),
-                         False),
+    'ddg_self_sampled': (_self(events.SelfSampledDpEvent(0.01, _DDG),
+                               100), False),
     'ddg_poisson': (_self(dp_accounting.PoissonSampledDpEvent(0.05, _DDG),
                           50), False),
-    'cpbm_without_replacement': (_self(
-        dp_accounting.SampledWithoutReplacementDpEvent(1000, 100, _PBM), 20),
-                                 False),
-    'gaussian_composed': (dp_accounting.ComposedDpEvent(
-        [_GAUSS, _self(_DDG, 3)]), False),
-    'gaussian_poisson_emnist': (_self(dp_accounting.PoissonSampledDpEvent(
-        100 / 3400, _GAUSS), 1500), True),
-    'gaussian_self_sampled': (_self(events.SelfSampledDpEvent(
-        0.01, dp_accounting.GaussianDpEvent(0.7)), 300), True),
+    'cpbm_without_replacement':
+        (_self(dp_accounting.SampledWithoutReplacementDpEvent(1000, 100, _PBM),
+               20), False),
+    'gaussian_composed':
+        (dp_accounting.ComposedDpEvent([_GAUSS, _self(_DDG, 3)]), False),
+    'gaussian_poisson_emnist':
+        (_self(dp_accounting.PoissonSampledDpEvent(100 / 3400, _GAUSS),
+               1500), True),
+    'gaussian_self_sampled': (_self(
+        events.SelfSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(0.7)),
+        300), True),
     'gaussian_without_replacement': (_self(
-        dp_accounting.SampledWithoutReplacementDpEvent(
-            3400, 100, _GAUSS), 100), True),
+        dp_accounting.SampledWithoutReplacementDpEvent(3400, 100, _GAUSS),
+        100), True),
 }
 DELTAS = (1e-5, 1e-9)
 
@@ -112,7 +118,9 @@ class CrossVersionTest(parameterized.TestCase):
       sampled_gaussian = CASES[key.split('/')[0]][1]
       ratio = ours / theirs
       if sampled_gaussian and version != _REFERENCE_VERSION:
-        self.assertBetween(ratio, 1 - _SAME, 1 + _SAMPLED_GAUSSIAN_ABOVE,
+        self.assertBetween(ratio,
+                           1 - _SAME,
+                           1 + _SAMPLED_GAUSSIAN_ABOVE,
                            msg=key)
       else:
         self.assertBetween(ratio, 1 - _SAME, 1 + _SAME, msg=key)
@@ -124,8 +132,8 @@ def _exact_poisson_gaussian_rdp(q, sigma, order):
   (Mironov, Talwar & Zhang, arXiv:1908.10530, Thm. 4)."""
   mpmath.mp.dps = 30
   q, s, a = mpmath.mpf(q), mpmath.mpf(sigma), mpmath.mpf(order)
-  f = lambda z: mpmath.npdf(z, 0, s) * (
-      1 - q + q * mpmath.exp((2 * z - 1) / (2 * s**2)))**a
+  f = lambda z: mpmath.npdf(z, 0, s) * (1 - q + q * mpmath.exp((2 * z - 1) /
+                                                               (2 * s**2)))**a
   value = mpmath.quad(f, [-mpmath.inf, -10 * s, 0, 1, 10 * s, mpmath.inf])
   return float(mpmath.log(value) / (a - 1))
 
@@ -138,8 +146,7 @@ class SampledGaussianRdpTest(parameterized.TestCase):
   @parameterized.parameters((100 / 3400, 1.0), (0.01, 0.7), (0.2, 2.0))
   def test_at_least_the_exact_value(self, q, sigma):
     orders = [1.05, 1.5, 2.0, 2.75, 4.0, 8.0]
-    curve = dp_accounting_adapter.poisson_sampled_gaussian_rdp(q, sigma,
-                                                               orders)
+    curve = dp_accounting_adapter.poisson_sampled_gaussian_rdp(q, sigma, orders)
     for order, value in zip(orders, curve):
       exact = _exact_poisson_gaussian_rdp(q, sigma, order)
       # Both versions stop the series at terms below e^-30 ~ 1e-13 of the

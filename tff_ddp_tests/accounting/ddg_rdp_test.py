@@ -15,9 +15,11 @@ from tff_ddp.mechanisms import rounding
 
 
 def _event(l2=2.0, sigma=0.5, n=3, d=4, l1=None):
-  return events.DistributedDiscreteGaussianDpEvent(
-      l2_sensitivity=l2, local_stddev=sigma, num_clients=n, dimension=d,
-      l1_sensitivity=l1)
+  return events.DistributedDiscreteGaussianDpEvent(l2_sensitivity=l2,
+                                                   local_stddev=sigma,
+                                                   num_clients=n,
+                                                   dimension=d,
+                                                   l1_sensitivity=l1)
 
 
 class Theorem5Test(parameterized.TestCase):
@@ -35,8 +37,9 @@ class Theorem5Test(parameterized.TestCase):
     bounded = ddg.tau(0.5, 2**20 + 1001)
     per_term = 10 * math.exp(-2 * math.pi**2 * 0.25)
     self.assertGreater(bounded, exact + 999 * per_term)
-    self.assertLess(bounded, exact + 1000 * per_term * math.exp(
-        2 * math.pi**2 * 0.25 / 2**20) * (1 + 1e-12))
+    self.assertLess(
+        bounded, exact +
+        1000 * per_term * math.exp(2 * math.pi**2 * 0.25 / 2**20) * (1 + 1e-12))
     self.assertGreater(ddg.tau(2.0, 10**9), 0.0)
 
   def test_epsilon_by_hand(self):
@@ -60,17 +63,16 @@ class Theorem5Test(parameterized.TestCase):
     self.assertAlmostEqual(
         rounding.rounded_l2_norm_bound_squared(10.0, 16, 0.0), 196.0)
     self.assertAlmostEqual(
-        rounding.rounded_l2_norm_bound_squared(10.0, 16, math.exp(-0.5)),
-        116.0)
+        rounding.rounded_l2_norm_bound_squared(10.0, 16, math.exp(-0.5)), 116.0)
 
   def test_small_noise_has_no_guarantee(self):
     self.assertEqual(ddg.zcdp_epsilon(_event(sigma=0.49)), math.inf)
-    self.assertTrue(np.all(np.isinf(ddg.rdp(_event(sigma=0.49),
-                                            orders_lib.DEFAULT_ORDERS))))
+    self.assertTrue(
+        np.all(np.isinf(ddg.rdp(_event(sigma=0.49),
+                                orders_lib.DEFAULT_ORDERS))))
 
-  @parameterized.parameters(
-      dict(l2=-1.0), dict(sigma=float('nan')), dict(n=0), dict(d=0),
-      dict(l2=float('inf')))
+  @parameterized.parameters(dict(l2=-1.0), dict(sigma=float('nan')), dict(n=0),
+                            dict(d=0), dict(l2=float('inf')))
   def test_bad_event_raises(self, **kwargs):
     with self.assertRaises(ValueError):
       ddg.zcdp_epsilon(_event(**kwargs))
@@ -83,14 +85,16 @@ class Theorem5Test(parameterized.TestCase):
   def test_huge_values_do_not_overflow(self):
     e = _event(l2=1e200, sigma=1e-3 + 1e200, n=10**9, d=2**20)
     self.assertTrue(np.all(np.isfinite(ddg.rdp(e, [2.0, 64.0]))))
-    self.assertTrue(np.all(np.isinf(ddg.rdp(_event(l2=1e300, sigma=1.0),
-                                            [2.0]))))
+    self.assertTrue(
+        np.all(np.isinf(ddg.rdp(_event(l2=1e300, sigma=1.0), [2.0]))))
 
   def test_replace_one_doubles_both_sensitivities(self):
     e = _event(l2=1000.0, sigma=100.0, n=100, d=1024)
     orders = np.array([2.0, 8.0])
-    self.assertTrue(np.allclose(ddg.rdp(e, orders, 'replace_one'),
-                                4 * ddg.rdp(e, orders), rtol=1e-12))
+    self.assertTrue(
+        np.allclose(ddg.rdp(e, orders, 'replace_one'),
+                    4 * ddg.rdp(e, orders),
+                    rtol=1e-12))
     with self.assertRaisesRegex(ValueError, 'relation'):
       ddg.rdp(e, orders, 'add_remove')
 
@@ -101,7 +105,9 @@ class RdpTest(parameterized.TestCase):
   def test_rejects_integers_beyond_float_range(self, field):
     # Found by review: 10**400 reached float() (OverflowError) instead of a
     # clear error naming the field.
-    fields = dict(l2_sensitivity=1.0, local_stddev=1.0, num_clients=10,
+    fields = dict(l2_sensitivity=1.0,
+                  local_stddev=1.0,
+                  num_clients=10,
                   dimension=10)
     fields[field] = 10**400
     with self.assertRaisesRegex(ValueError, field):
@@ -111,7 +117,7 @@ class RdpTest(parameterized.TestCase):
   def test_rdp_is_at_most_the_zcdp_curve(self):
     e = _event()
     orders = np.array(orders_lib.DEFAULT_ORDERS)
-    zcdp_curve = orders * ddg.zcdp_epsilon(e) ** 2 / 2
+    zcdp_curve = orders * ddg.zcdp_epsilon(e)**2 / 2
     self.assertTrue(np.all(ddg.rdp(e, orders) <= zcdp_curve + 1e-12))
 
   def test_rdp_matches_gaussian_when_tau_vanishes(self):
@@ -140,5 +146,5 @@ class RdpTest(parameterized.TestCase):
 
   def test_event_round_trips_through_named_tuple(self):
     e = _event(l1=3.0)
-    self.assertEqual(dp_accounting.DpEvent.from_named_tuple(
-        e.to_named_tuple()), e)
+    self.assertEqual(dp_accounting.DpEvent.from_named_tuple(e.to_named_tuple()),
+                     e)

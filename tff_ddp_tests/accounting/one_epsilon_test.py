@@ -49,59 +49,68 @@ class ReplaceOneGaussianTest(parameterized.TestCase):
 
   def test_plain_matches_the_closed_form(self):
     for adversary in accountant.ADVERSARIES:
-      np.testing.assert_allclose(
-          _acc(adversary, REL.REPLACE_ONE).curve(_gauss(2.0)),
-          2.0 * ORDERS / 4.0, rtol=1e-15)
+      np.testing.assert_allclose(_acc(adversary,
+                                      REL.REPLACE_ONE).curve(_gauss(2.0)),
+                                 2.0 * ORDERS / 4.0,
+                                 rtol=1e-15)
       for relation in _ZERO_OUT:
-        np.testing.assert_allclose(_acc(adversary, relation).curve(
-            _gauss(2.0)), ORDERS / 8.0, rtol=1e-15)
+        np.testing.assert_allclose(_acc(adversary, relation).curve(_gauss(2.0)),
+                                   ORDERS / 8.0,
+                                   rtol=1e-15)
     # The issue's numbers: replace-one 4.73 (was 2.17, add/remove's), the
     # RDP conversion of the curve 2 alpha / z^2 itself.
     eps = accountant.epsilon(_gauss(2.0), 1e-5, 'server', REL.REPLACE_ONE,
                              ORDERS)[0]
-    self.assertEqual(eps, conversions.rdp_to_epsilon(
-        ORDERS, 2.0 * ORDERS / 4.0, 1e-5)[0])
+    self.assertEqual(
+        eps,
+        conversions.rdp_to_epsilon(ORDERS, 2.0 * ORDERS / 4.0, 1e-5)[0])
     self.assertAlmostEqual(eps, 4.72892, places=5)
-    self.assertAlmostEqual(accountant.epsilon(
-        _gauss(2.0), 1e-5, orders=ORDERS)[0], 2.16588, places=5)
+    self.assertAlmostEqual(accountant.epsilon(_gauss(2.0), 1e-5,
+                                              orders=ORDERS)[0],
+                           2.16588,
+                           places=5)
 
   def test_composition_adds_per_order(self):
-    event = dp_accounting.ComposedDpEvent([
-        _gauss(1.0), dp_accounting.SelfComposedDpEvent(_gauss(2.0), 3)])
+    event = dp_accounting.ComposedDpEvent(
+        [_gauss(1.0),
+         dp_accounting.SelfComposedDpEvent(_gauss(2.0), 3)])
     for adversary in accountant.ADVERSARIES:
-      np.testing.assert_allclose(
-          _acc(adversary, REL.REPLACE_ONE).curve(event),
-          2.0 * ORDERS * (1.0 + 3.0 / 4.0), rtol=1e-14)
+      np.testing.assert_allclose(_acc(adversary, REL.REPLACE_ONE).curve(event),
+                                 2.0 * ORDERS * (1.0 + 3.0 / 4.0),
+                                 rtol=1e-14)
     # And the noise multiplier the tight sampled paths see is the
     # composition's: z^-2 = 1 + 3/4.
     z = (1.0 + 3.0 / 4.0)**-0.5
     np.testing.assert_allclose(
         _acc('release').curve(dp_accounting.PoissonSampledDpEvent(0.1, event)),
-        np.minimum(_tight_poisson(0.1, z), subsampling.known_sample_rdp(
-            lambda a: a * (1.0 + 3.0 / 4.0) / 2.0, 0.1, ORDERS)),
+        np.minimum(
+            _tight_poisson(0.1, z),
+            subsampling.known_sample_rdp(lambda a: a * (1.0 + 3.0 / 4.0) / 2.0,
+                                         0.1, ORDERS)),
         rtol=1e-12)
 
   @parameterized.parameters('server', 'release')
   def test_poisson(self, adversary):
     z, q = 1.5, 0.05
     event = dp_accounting.PoissonSampledDpEvent(q, _gauss(z))
-    replace_one = subsampling.known_sample_rdp(
-        lambda a: 2.0 * a / z**2, q, ORDERS)
-    np.testing.assert_allclose(
-        _acc(adversary, REL.REPLACE_ONE).curve(event), replace_one,
-        rtol=1e-14)
+    replace_one = subsampling.known_sample_rdp(lambda a: 2.0 * a / z**2, q,
+                                               ORDERS)
+    np.testing.assert_allclose(_acc(adversary, REL.REPLACE_ONE).curve(event),
+                               replace_one,
+                               rtol=1e-14)
     zero_out = subsampling.known_sample_rdp(lambda a: a / (2.0 * z**2), q,
                                             ORDERS)
     if adversary == 'release':  # the sample is secret: MTZ19's tight curve
       zero_out = np.minimum(zero_out, _tight_poisson(q, z))
     for relation in _ZERO_OUT:
       np.testing.assert_allclose(_acc(adversary, relation).curve(event),
-                                 zero_out, rtol=1e-14)
+                                 zero_out,
+                                 rtol=1e-14)
     # q = 1 is the unsampled closed form.
-    np.testing.assert_allclose(
-        _acc(adversary, REL.REPLACE_ONE).curve(
-            dp_accounting.PoissonSampledDpEvent(1.0, _gauss(z))),
-        2.0 * ORDERS / z**2, rtol=1e-14)
+    np.testing.assert_allclose(_acc(adversary, REL.REPLACE_ONE).curve(
+        dp_accounting.PoissonSampledDpEvent(1.0, _gauss(z))),
+                               2.0 * ORDERS / z**2,
+                               rtol=1e-14)
 
   def test_without_replacement(self):
     z, size, population = 1.5, 20, 1000
@@ -119,36 +128,39 @@ class ReplaceOneGaussianTest(parameterized.TestCase):
         lambda a: 2.0 * np.asarray(a) / z**2, size, population, INT_ORDERS)
     np.testing.assert_allclose(theirs, generic, rtol=1e-9)
     for relation, base in ((REL.REPLACE_ONE, lambda a: 2.0 * a / z**2),
-                           (REL.ADD_OR_REMOVE_ONE,
-                            lambda a: a / (2.0 * z**2))):
+                           (REL.ADD_OR_REMOVE_ONE, lambda a: a / (2.0 * z**2))):
       known = subsampling.known_sample_rdp(base, q, INT_ORDERS)
-      np.testing.assert_allclose(
-          _acc('server', relation, INT_ORDERS).curve(event), known,
-          rtol=1e-14)
-      np.testing.assert_allclose(
-          _acc('release', relation, INT_ORDERS).curve(event),
-          np.minimum(known, theirs), rtol=1e-12)
+      np.testing.assert_allclose(_acc('server', relation,
+                                      INT_ORDERS).curve(event),
+                                 known,
+                                 rtol=1e-14)
+      np.testing.assert_allclose(_acc('release', relation,
+                                      INT_ORDERS).curve(event),
+                                 np.minimum(known, theirs),
+                                 rtol=1e-12)
       # A cohort of everyone is the unsampled release: 2 alpha / z^2
       # replace-one, alpha / (2 z^2) zero-out (was 2 alpha / z^2 for both).
       everyone = dp_accounting.SampledWithoutReplacementDpEvent(
           population, population, _gauss(z))
       for adversary in accountant.ADVERSARIES:
-        np.testing.assert_allclose(
-            _acc(adversary, relation).curve(everyone), base(ORDERS),
-            rtol=1e-14)
+        np.testing.assert_allclose(_acc(adversary, relation).curve(everyone),
+                                   base(ORDERS),
+                                   rtol=1e-14)
 
   @parameterized.parameters('server', 'release')
   def test_self_sampled(self, adversary):
     z, q = 1.5, 0.05
     event = events.SelfSampledDpEvent(q, _gauss(z))
-    np.testing.assert_allclose(
-        _acc(adversary, REL.REPLACE_ONE).curve(event),
-        subsampling.known_sample_rdp(lambda a: 2.0 * a / z**2, q, ORDERS),
-        rtol=1e-14)
-    np.testing.assert_allclose(
-        _acc(adversary).curve(event),
-        np.minimum(_tight_poisson(q, z), subsampling.known_sample_rdp(
-            lambda a: a / (2.0 * z**2), q, ORDERS)), rtol=1e-14)
+    np.testing.assert_allclose(_acc(adversary, REL.REPLACE_ONE).curve(event),
+                               subsampling.known_sample_rdp(
+                                   lambda a: 2.0 * a / z**2, q, ORDERS),
+                               rtol=1e-14)
+    np.testing.assert_allclose(_acc(adversary).curve(event),
+                               np.minimum(
+                                   _tight_poisson(q, z),
+                                   subsampling.known_sample_rdp(
+                                       lambda a: a / (2.0 * z**2), q, ORDERS)),
+                               rtol=1e-14)
 
   def test_calibration_uses_the_replace_one_curve(self):
     # 2 alpha / z^2 = alpha / (2 (z/2)^2): calibrating under REPLACE_ONE
@@ -163,12 +175,15 @@ class ReplaceOneGaussianTest(parameterized.TestCase):
     replace_one = calibration.calibrate_gaussian(
         neighboring_relation=REL.REPLACE_ONE, **kwargs)
     self.assertLessEqual(replace_one.epsilon, 2.0)
-    self.assertAlmostEqual(replace_one.value / (2.0 * add_remove.value), 1.0,
+    self.assertAlmostEqual(replace_one.value / (2.0 * add_remove.value),
+                           1.0,
                            delta=2e-3)
-    self.assertAlmostEqual(
-        replace_one.epsilon, pld_accountant.epsilon(
-            dp_accounting.SelfComposedDpEvent(
-                _gauss(replace_one.value / 2.0), 10), 1e-5)[0], places=12)
+    self.assertAlmostEqual(replace_one.epsilon,
+                           pld_accountant.epsilon(
+                               dp_accounting.SelfComposedDpEvent(
+                                   _gauss(replace_one.value / 2.0), 10),
+                               1e-5)[0],
+                           places=12)
 
 
 class ReleaseNeverAboveServerTest(parameterized.TestCase):
@@ -177,8 +192,9 @@ class ReleaseNeverAboveServerTest(parameterized.TestCase):
 
   @parameterized.named_parameters(
       ('gaussian', _gauss(1.0)),
-      ('ddg', events.DistributedDiscreteGaussianDpEvent(1000.0, 1000.0 / 50**0.5,
-                                                        50, 1000)),
+      ('ddg',
+       events.DistributedDiscreteGaussianDpEvent(1000.0, 1000.0 / 50**0.5, 50,
+                                                 1000)),
       ('cpbm', events.PoissonBinomialDpEvent(0.25, 16, 50, 100)),
   )
   def test_fixed_cohorts(self, base):
@@ -191,8 +207,7 @@ class ReleaseNeverAboveServerTest(parameterized.TestCase):
       server = _acc('server', relation).compose(event)
       release = _acc('release', relation).compose(event)
       self.assertTrue(np.all(release.rdp <= server.rdp), relation)
-      self.assertLessEqual(release.get_epsilon(1e-5),
-                           server.get_epsilon(1e-5))
+      self.assertLessEqual(release.get_epsilon(1e-5), server.get_epsilon(1e-5))
 
 
 class SamplerTermTest(parameterized.TestCase):
@@ -220,11 +235,12 @@ class SamplerTermTest(parameterized.TestCase):
     # eps <= 100 (the conversion's delta enters as -log(delta)/(alpha-1)).
     x = (1.0 + math.exp(100.0)) * table.sampler_tv_mass
     self.assertGreaterEqual(eps, eps_exact)
-    self.assertLessEqual(eps, eps_exact + math.log(delta / (delta - x))
-                         / (order - 1.0))
+    self.assertLessEqual(
+        eps, eps_exact + math.log(delta / (delta - x)) / (order - 1.0))
     # The old table's eta = 2^-106 makes the same run infinite.
-    self.assertEqual(_acc().compose(self._issue_event(2.0**-106), 50)
-                     .get_epsilon(delta), math.inf)
+    self.assertEqual(
+        _acc().compose(self._issue_event(2.0**-106), 50).get_epsilon(delta),
+        math.inf)
 
   def test_the_tables_term_is_below_1e_20_of_delta(self):
     # The target, on the mechanisms' own events with their default
@@ -233,8 +249,8 @@ class SamplerTermTest(parameterized.TestCase):
     # eta the tables' bound, against delta.
     delta = 1e-5
     for module in (ddg, skellam):
-      mechanism = module.compute_parameters(
-          16384, module.Request(1.0, 1.0, 50, 20))
+      mechanism = module.compute_parameters(16384,
+                                            module.Request(1.0, 1.0, 50, 20))
       self.assertEqual(mechanism.noise_sampler, 'table')
       self.assertLessEqual(mechanism.sampler_tv_distance, 2.0**-230)
       table = _acc().compose(mechanism.dp_event(), 50)
@@ -242,8 +258,8 @@ class SamplerTermTest(parameterized.TestCase):
       self.assertTrue(math.isfinite(eps))
       term = (1.0 + math.exp(eps)) * table.sampler_tv_mass
       self.assertLess(term, 1e-20 * delta, module.__name__)
-      exact = _acc().compose(attr.evolve(mechanism.dp_event(),
-                                         sampler_tv_distance=None), 50)
+      exact = _acc().compose(
+          attr.evolve(mechanism.dp_event(), sampler_tv_distance=None), 50)
       self.assertAlmostEqual(eps, exact.get_epsilon(delta), places=9)
 
   def test_finite_below_100_at_2_to_the_40_samples(self):
@@ -260,20 +276,26 @@ class SamplerTermTest(parameterized.TestCase):
     eps = table.get_epsilon(delta)
     x = (1.0 + math.exp(100.0)) * table.sampler_tv_mass
     self.assertGreaterEqual(eps, eps_exact)
-    self.assertLessEqual(eps, eps_exact + math.log(delta / (delta - x))
-                         / (order - 1.0))
+    self.assertLessEqual(
+        eps, eps_exact + math.log(delta / (delta - x)) / (order - 1.0))
 
   def test_counted_once_per_sample_and_alike_for_both_adversaries(self):
-    e = events.DistributedDiscreteGaussianDpEvent(10.0, 3.0, 7, 11,
+    e = events.DistributedDiscreteGaussianDpEvent(10.0,
+                                                  3.0,
+                                                  7,
+                                                  11,
                                                   sampler_tv_distance=1e-30)
     sampled = dp_accounting.SampledWithoutReplacementDpEvent(100, 7, e)
-    tree = dp_accounting.ComposedDpEvent(
-        [e, dp_accounting.SelfComposedDpEvent(sampled, 3),
-         events.SelfSampledDpEvent(0.5, e)])
+    tree = dp_accounting.ComposedDpEvent([
+        e,
+        dp_accounting.SelfComposedDpEvent(sampled, 3),
+        events.SelfSampledDpEvent(0.5, e)
+    ])
     for adversary in accountant.ADVERSARIES:
       acc = _acc(adversary).compose(tree, 2)
       self.assertAlmostEqual(acc.sampler_tv_mass / (2 * 5 * 7 * 11 * 1e-30),
-                             1.0, places=12)
+                             1.0,
+                             places=12)
 
 
 def _cli_epsilons(argv):
@@ -282,16 +304,23 @@ def _cli_epsilons(argv):
   with contextlib.redirect_stdout(out):
     code = cli.main(['privacy'] + argv)
   assert code == 0, out.getvalue()
-  found = dict(re.findall(r'epsilon against (?:the )?(server|readers of the '
-                          r'release)[^:]*: (\S+)', out.getvalue()))
-  return {('server' if k == 'server' else 'release'): v
-          for k, v in found.items()}, out.getvalue()
+  found = dict(
+      re.findall(
+          r'epsilon against (?:the )?(server|readers of the '
+          r'release)[^:]*: (\S+)', out.getvalue()))
+  return {
+      ('server' if k == 'server' else 'release'): v for k, v in found.items()
+  }, out.getvalue()
 
 
 def _ddg_flags(event):
-  return ['--mechanism', 'ddg', '--l2-sensitivity', repr(event.l2_sensitivity),
-          '--local-stddev', repr(event.local_stddev), '--num-clients',
-          str(event.num_clients), '--dimension', str(event.dimension)]
+  return [
+      '--mechanism', 'ddg', '--l2-sensitivity',
+      repr(event.l2_sensitivity), '--local-stddev',
+      repr(event.local_stddev), '--num-clients',
+      str(event.num_clients), '--dimension',
+      str(event.dimension)
+  ]
 
 
 class CliMatchesPythonTest(parameterized.TestCase):
@@ -299,8 +328,9 @@ class CliMatchesPythonTest(parameterized.TestCase):
   gives the events a factory's mechanism hands out, composed by hand."""
 
   def _check(self, argv, event, rounds, delta):
-    printed, out = _cli_epsilons(argv + ['--rounds', str(rounds), '--delta',
-                                         repr(delta)])
+    printed, out = _cli_epsilons(
+        argv + ['--rounds', str(rounds), '--delta',
+                repr(delta)])
     self.assertLen(printed, 2, out)
     for adversary in accountant.ADVERSARIES:
       if adversary == 'server' and '--mechanism' in argv and argv[
@@ -310,8 +340,8 @@ class CliMatchesPythonTest(parameterized.TestCase):
         self.assertEqual(printed[adversary], 'inf', out)
         continue
       # The CLI reports the tightest accountant's epsilon.
-      eps = pld_accountant.tightest(adversary).compose(event, rounds).get_epsilon(
-          delta)
+      eps = pld_accountant.tightest(adversary).compose(
+          event, rounds).get_epsilon(delta)
       self.assertEqual(printed[adversary], f'{eps:.6g}', f'{adversary}: {out}')
     return printed, out
 
@@ -320,17 +350,17 @@ class CliMatchesPythonTest(parameterized.TestCase):
   def test_ddg_factory_events(self, sampler, flag):
     for dim, bits, rounds in ((16384, 20, 50), (1024, 16, 5)):
       mechanism = ddg.compute_parameters(
-          dim,
-          ddg.Request(1.0, 1.0, 50, bits, noise_sampler=sampler))
+          dim, ddg.Request(1.0, 1.0, 50, bits, noise_sampler=sampler))
       event = mechanism.dp_event()
       self.assertEqual(bool(event.sampler_tv_distance), sampler == 'table')
       # The CLI's event is the mechanism's event.
-      self.assertEqual(ddg.release_event(
-          l2_sensitivity=event.l2_sensitivity,
-          local_stddev=event.local_stddev, num_clients=50, dimension=dim,
-          noise_sampler=sampler), event)
-      printed, out = self._check(_ddg_flags(event) + flag, event, rounds,
-                                 1e-5)
+      self.assertEqual(
+          ddg.release_event(l2_sensitivity=event.l2_sensitivity,
+                            local_stddev=event.local_stddev,
+                            num_clients=50,
+                            dimension=dim,
+                            noise_sampler=sampler), event)
+      printed, out = self._check(_ddg_flags(event) + flag, event, rounds, 1e-5)
       if (dim, sampler) == (16384, 'exact'):
         self.assertEqual(printed['server'], '57.3444')
       if (dim, sampler) == (16384, 'table'):
@@ -343,48 +373,56 @@ class CliMatchesPythonTest(parameterized.TestCase):
           self.assertEqual(printed['server'], '57.3444')
 
   @parameterized.named_parameters(
-      ('poisson', ['--sampling', 'poisson', '--rate', '0.05'],
-       lambda e: dp_accounting.PoissonSampledDpEvent(0.05, e)),
-      ('without_replacement', ['--sampling', 'without-replacement',
-                               '--population', '1000'],
-       lambda e: dp_accounting.SampledWithoutReplacementDpEvent(1000, 50, e)),
-      ('self', ['--sampling', 'self', '--rate', '0.05'],
-       lambda e: events.SelfSampledDpEvent(0.05, e)),
+      ('poisson', ['--sampling', 'poisson', '--rate', '0.05'
+                  ], lambda e: dp_accounting.PoissonSampledDpEvent(0.05, e)),
+      ('without_replacement', [
+          '--sampling', 'without-replacement', '--population', '1000'
+      ], lambda e: dp_accounting.SampledWithoutReplacementDpEvent(1000, 50, e)),
+      ('self', ['--sampling', 'self', '--rate', '0.05'
+               ], lambda e: events.SelfSampledDpEvent(0.05, e)),
   )
   def test_sampled(self, flags, wrap):
-    event = ddg.compute_parameters(1024, ddg.Request(
-        1.0, 1.0, 50, 16)).dp_event()
+    event = ddg.compute_parameters(1024, ddg.Request(1.0, 1.0, 50,
+                                                     16)).dp_event()
     self._check(_ddg_flags(event) + flags, wrap(event), 100, 1e-6)
     gaussian = ['--mechanism', 'gaussian', '--noise-multiplier', '1.0']
     if '--population' in flags:  # the issue's cohorts of 50 of 1000
       gaussian += ['--clients-per-round', '50']
     self._check(gaussian + flags, wrap(_gauss(1.0)), 100, 1e-5)
     cpbm = events.PoissonBinomialDpEvent(0.1, 16, 50, 64)
-    self._check(['--mechanism', 'cpbm', '--theta', '0.1', '--num-trials',
-                 '16', '--num-clients', '50', '--dimension', '64'] + flags,
-                wrap(cpbm), 10, 1e-5)
+    self._check([
+        '--mechanism', 'cpbm', '--theta', '0.1', '--num-trials', '16',
+        '--num-clients', '50', '--dimension', '64'
+    ] + flags, wrap(cpbm), 10, 1e-5)
 
   def test_skellam(self):
     event = events.DistributedSkellamDpEvent(1000.0, 300.0**2, 100, 4096)
-    self._check(['--mechanism', 'skellam', '--l2-sensitivity', '1000',
-                 '--local-stddev', '300', '--num-clients', '100',
-                 '--dimension', '4096'], event, 3, 1e-6)
+    self._check([
+        '--mechanism', 'skellam', '--l2-sensitivity', '1000', '--local-stddev',
+        '300', '--num-clients', '100', '--dimension', '4096'
+    ], event, 3, 1e-6)
 
   def test_calibration(self):
     _, out = _cli_epsilons([
         '--mechanism', 'ddg', '--l2-sensitivity', '1000', '--num-clients',
         '100', '--dimension', '4096', '--rounds', '20', '--sampling',
         'without-replacement', '--population', '1000', '--delta', '1e-6',
-        '--target-epsilon', '3'])
+        '--target-epsilon', '3'
+    ])
     result = calibration.calibrate(
-        accountant.RdpAccountant, lambda s: calibration.rounds_event(
-            ddg.release_event(1000.0, s, 100, 4096), 20,
-            'without-replacement', sample_size=100, population=1000), 3.0,
-        1e-6, calibration.Parameter.noise('local_stddev',
-                                          ddg.MIN_SCALED_LOCAL_STDDEV))
+        accountant.RdpAccountant,
+        lambda s: calibration.rounds_event(ddg.release_event(
+            1000.0, s, 100, 4096),
+                                           20,
+                                           'without-replacement',
+                                           sample_size=100,
+                                           population=1000), 3.0, 1e-6,
+        calibration.Parameter.noise('local_stddev',
+                                    ddg.MIN_SCALED_LOCAL_STDDEV))
     self.assertTrue(result.event.event.event.sampler_tv_distance)
     self.assertIn(f'local-stddev: {result.value:.6g}', out)
     for adversary in accountant.ADVERSARIES:
       eps = accountant.epsilon(result.event, 1e-6, adversary)[0]
-      self.assertRegex(out, rf'{adversary if adversary == "server" else "release"}'
-                       rf'[^\n]*: {re.escape(f"{eps:.6g}")} ')
+      self.assertRegex(
+          out, rf'{adversary if adversary == "server" else "release"}'
+          rf'[^\n]*: {re.escape(f"{eps:.6g}")} ')

@@ -34,8 +34,8 @@ def _sum_pmf(offsets, m):
   """PMF of sum_i Binomial(m, 1/2 + offsets[i])."""
   pmf = np.array([1.0])
   for u in offsets:
-    pmf = np.convolve(pmf, np.exp(pbm.log_binomial_pmf(
-        np.arange(m + 1), m, 0.5 + u)))
+    pmf = np.convolve(
+        pmf, np.exp(pbm.log_binomial_pmf(np.arange(m + 1), m, 0.5 + u)))
   return pmf
 
 
@@ -97,15 +97,17 @@ def _pairs(dim, relation):
   axis, diagonal = vectors[0], vectors[1]
   other_axis = np.eye(dim)[1]
   return [(axis, -axis), (axis, other_axis), (diagonal, -diagonal),
-          (diagonal, axis), (vectors[2], -vectors[3]),
-          (vectors[3], vectors[4])]
+          (diagonal, axis), (vectors[2], -vectors[3]), (vectors[3], vectors[4])]
 
 
 def _cases():
   for dim, m, n, theta, divisor, relation in itertools.product(
-      (2, 3, 4), (1, 2), (1, 2, 3), (0.1, 0.25), ('l2', 'linf'),
-      pbm.RELATIONS):
-    yield dict(dim=dim, m=m, n=n, theta=theta, divisor=divisor,
+      (2, 3, 4), (1, 2), (1, 2, 3), (0.1, 0.25), ('l2', 'linf'), pbm.RELATIONS):
+    yield dict(dim=dim,
+               m=m,
+               n=n,
+               theta=theta,
+               divisor=divisor,
                relation=relation)
 
 
@@ -119,7 +121,10 @@ def _violations(curve_fn):
   for case in _cases():
     dim, m, n, theta = case['dim'], case['m'], case['n'], case['theta']
     bound = 1.0 if case['divisor'] == 'l2' else LEVEL / math.sqrt(dim)
-    event = events.PoissonBinomialDpEvent(theta, m, n, dim,
+    event = events.PoissonBinomialDpEvent(theta,
+                                          m,
+                                          n,
+                                          dim,
                                           l2_bound=1.0 / bound)
     curve = curve_fn(event, ORDERS, case['relation'])
     for y, y2 in _pairs(dim, case['relation']):
@@ -162,9 +167,8 @@ class PbmL2RdpTest(parameterized.TestCase):
     # The test above can fail: kappa 10% too small (e.g. a sampled max that
     # misses the peak) is caught on the axis, where the bound is tight.
     right = pbm._kappa
-    with mock.patch.object(
-        pbm, '_kappa',
-        lambda *args: tuple(0.9 * np.asarray(right(*args)))):
+    with mock.patch.object(pbm, '_kappa',
+                           lambda *args: tuple(0.9 * np.asarray(right(*args)))):
       found = _violations(pbm.l2_rdp)
     self.assertNotEmpty(found)
     self.assertTrue(any(np.count_nonzero(y) == 1 for _, y, _, _ in found))
@@ -181,8 +185,7 @@ class PbmL2RdpTest(parameterized.TestCase):
     m, dim = 2, 3
     axis = np.eye(dim)[0]
     event = events.PoissonBinomialDpEvent(theta, m, n, dim, l2_bound=1.0)
-    brute = _brute_force(_offsets(axis, theta, 1.0), np.zeros(dim), theta,
-                         m, n)
+    brute = _brute_force(_offsets(axis, theta, 1.0), np.zeros(dim), theta, m, n)
     ratio = (pbm.l2_rdp(event, ORDERS, 'zero_out') / brute)[:3]
     self.assertTrue(np.all(ratio >= 1.0) and np.all(ratio < 1.11), ratio)
 
@@ -196,8 +199,9 @@ class PbmL2RdpTest(parameterized.TestCase):
     joint_p, joint_q = np.outer(*p).ravel(), np.outer(*q).ravel()
     with np.errstate(divide='ignore'):
       joint = pbm.renyi_divergence(np.log(joint_p), np.log(joint_q), ORDERS)
-      summed = sum(pbm.renyi_divergence(np.log(a), np.log(b), ORDERS)
-                   for a, b in zip(p, q))
+      summed = sum(
+          pbm.renyi_divergence(np.log(a), np.log(b), ORDERS)
+          for a, b in zip(p, q))
     np.testing.assert_allclose(joint, summed, rtol=1e-9)
     del theta
 
@@ -235,14 +239,13 @@ class PbmL2RdpTest(parameterized.TestCase):
         for plus in (n - 1, 30, 25):
           others = [theta] * plus + [-theta] * (n - 1 - plus)
           for s in list(rng.uniform(0, scale * theta, 3)) + [scale * theta]:
-            starts = ([0.0] if relation == 'zero_out' else
-                      np.linspace(-theta, theta - s, 3))
+            starts = ([0.0] if relation == 'zero_out' else np.linspace(
+                -theta, theta - s, 3))
             for a in starts:
-              for b in ([a + s, a - s] if relation == 'zero_out'
-                        else [a + s]):
+              for b in ([a + s, a - s] if relation == 'zero_out' else [a + s]):
                 f = _divergence(_sum_pmf([a] + others, 1),
                                 _sum_pmf([b] + others, 1))
-                self.assertTrue(np.all(kap >= f / s ** 2), (s, a, b))
+                self.assertTrue(np.all(kap >= f / s**2), (s, a, b))
 
   def test_explicit_event_keeps_its_meaning(self):
     # Carriers without None (tensor events) get l2_bound = inf: Lemma 2.
@@ -261,9 +264,12 @@ class PbmL2RdpTest(parameterized.TestCase):
     # is the smaller of Lemma 2 and the l2 bound.
     mechanism = pbm_mechanism.compute_parameters(
         64,
-        pbm_mechanism.Request(
-            l2_clip=2.0, theta=0.05, num_trials=16,
-            expected_clients_per_round=100, divisor=divisor, l0_clip=l0_clip),
+        pbm_mechanism.Request(l2_clip=2.0,
+                              theta=0.05,
+                              num_trials=16,
+                              expected_clients_per_round=100,
+                              divisor=divisor,
+                              l0_clip=l0_clip),
         encoder=kashin.KashinEncoder(64))
     event = mechanism.dp_event()
     ratio = mechanism.l2_clip / mechanism.coordinate_bound
@@ -271,9 +277,8 @@ class PbmL2RdpTest(parameterized.TestCase):
     if divisor == 'l2':
       self.assertAlmostEqual(event.l2_bound, 1.0, places=5)
     lemma2 = pbm.rdp(attr.evolve(event, l2_bound=None), ORDERS)
-    np.testing.assert_array_equal(
-        pbm.rdp(event, ORDERS),
-        np.minimum(lemma2, pbm.l2_rdp(event, ORDERS)))
+    np.testing.assert_array_equal(pbm.rdp(event, ORDERS),
+                                  np.minimum(lemma2, pbm.l2_rdp(event, ORDERS)))
 
   @parameterized.parameters(0.0, -1.0, float('nan'))
   def test_rejects_bad_l2_bound(self, bound):
@@ -296,8 +301,10 @@ class FairCoinLatticeTest(parameterized.TestCase):
   by steps); 12 clients the all-orders path.
   """
 
-  _ORDERS = np.array([1.5, 1.75, 2.0, 2.25, 2.5, 3.0, 4.0, 6.0, 8.0, 8.25,
-                      8.5, 9.0, 12.0, 16.0, 32.0, 64.0])
+  _ORDERS = np.array([
+      1.5, 1.75, 2.0, 2.25, 2.5, 3.0, 4.0, 6.0, 8.0, 8.25, 8.5, 9.0, 12.0, 16.0,
+      32.0, 64.0
+  ])
 
   def _rows(self, theta, n):
     log_mu, offsets, outer = pbm._fair_coin_lattice(theta, n)
@@ -309,8 +316,9 @@ class FairCoinLatticeTest(parameterized.TestCase):
   @staticmethod
   def _pair(j, u, v):
     r = np.exp(pbm.log_binomial_pmf(np.arange(j + 1), j, 0.5))
-    return (np.convolve([0.5 - u, 0.5 + u], r),
-            np.convolve([0.5 - v, 0.5 + v], r), np.convolve([-1.0, 1.0], r))
+    return (np.convolve([0.5 - u, 0.5 + u],
+                        r), np.convolve([0.5 - v, 0.5 + v],
+                                        r), np.convolve([-1.0, 1.0], r))
 
   @parameterized.product(n=[12, 200], relation=pbm.RELATIONS)
   def test_divergence_is_the_mixtures(self, n, relation):
@@ -324,14 +332,17 @@ class FairCoinLatticeTest(parameterized.TestCase):
       got = pbm._lattice_divergence(u, v, self._ORDERS, lattice)
       log_g = []
       for a in self._ORDERS:
-        terms = [np.log(w) + special.logsumexp(a * np.log(p) + (1 - a) * np.log(q))
-                 for j, w in zip(js, weights)
-                 for p, q, _ in [self._pair(int(j), u, v)]]
+        terms = [
+            np.log(w) + special.logsumexp(a * np.log(p) + (1 - a) * np.log(q))
+            for j, w in zip(js, weights)
+            for p, q, _ in [self._pair(int(j), u, v)]
+        ]
         if outer > 0:
           terms.append(math.log(outer) + (a - 1) * math.log(3.0))
         log_g.append(special.logsumexp(terms))
-      np.testing.assert_allclose(
-          got, np.array(log_g) / (self._ORDERS - 1), rtol=1e-9)
+      np.testing.assert_allclose(got,
+                                 np.array(log_g) / (self._ORDERS - 1),
+                                 rtol=1e-9)
 
   @parameterized.product(n=[12, 200], relation=pbm.RELATIONS)
   def test_curvature_is_the_mixtures(self, n, relation):
@@ -347,14 +358,15 @@ class FairCoinLatticeTest(parameterized.TestCase):
         ends = []
         for s in (0.0, t):
           with np.errstate(divide='ignore'):  # log 0 = -inf where d = 0
-            p, q, d = (np.log(np.abs(x)) for x in
-                       self._pair(int(j), u0 + du * s, v0 + dv * s))
+            p, q, d = (np.log(np.abs(x))
+                       for x in self._pair(int(j), u0 + du * s, v0 + dv * s))
           if dv == 0.0:
             ends.append((a - 2) * (p - q) + 2 * d - q)
           else:
             ends.append(a * p - (a + 1) * q + 2 * d)
-        logs.append(math.log(w) + special.logsumexp(
-            np.maximum(ends[0], ends[1]), axis=1))
+        logs.append(
+            math.log(w) +
+            special.logsumexp(np.maximum(ends[0], ends[1]), axis=1))
       total = np.exp(special.logsumexp(logs, axis=0))
-      total += outer * 8 * 3.0 ** (self._ORDERS + 2)
+      total += outer * 8 * 3.0**(self._ORDERS + 2)
       np.testing.assert_allclose(got, self._ORDERS / 2 * total, rtol=1e-9)

@@ -24,7 +24,9 @@ def _log_sum_pmf(probs, m):
 
 class PbmRdpTest(parameterized.TestCase):
 
-  @parameterized.product(n=[1, 2, 3, 4], m=[1, 2, 3], theta=[0.05, 0.25],
+  @parameterized.product(n=[1, 2, 3, 4],
+                         m=[1, 2, 3],
+                         theta=[0.05, 0.25],
                          relation=pbm.RELATIONS)
   def test_upper_bounds_zero_out_brute_force(self, n, m, theta, relation):
     curve = pbm.rdp(events.PoissonBinomialDpEvent(theta, m, n, 1), ORDERS,
@@ -63,9 +65,9 @@ class PbmRdpTest(parameterized.TestCase):
     for lam in [1.5, 2.0, 7.0]:
       log_pi1 = special.logsumexp(
           pbm.log_binomial_pmf(k, n1, 0.5 + theta) + lam * xi)
-      self.assertAlmostEqual(
-          pbm.renyi_divergence(log_p, log_q, [lam])[0],
-          log_pi1 / (lam - 1), places=10)
+      self.assertAlmostEqual(pbm.renyi_divergence(log_p, log_q, [lam])[0],
+                             log_pi1 / (lam - 1),
+                             places=10)
 
   @parameterized.product(n=[1, 2, 7, 100, 5000], theta=[0.01, 0.1, 0.25])
   def test_zero_out_below_replace_one(self, n, theta):
@@ -83,15 +85,15 @@ class PbmRdpTest(parameterized.TestCase):
 
   def test_replace_one_dimension(self):
     narrow = events.PoissonBinomialDpEvent(0.1, 2, 30, 3)
-    wide = events.PoissonBinomialDpEvent(0.1, 2, 30, 3,
-                                         replace_one_dimension=6)
+    wide = events.PoissonBinomialDpEvent(0.1, 2, 30, 3, replace_one_dimension=6)
     np.testing.assert_allclose(pbm.rdp(wide, ORDERS, 'replace_one'),
                                2 * pbm.rdp(narrow, ORDERS, 'replace_one'))
     np.testing.assert_allclose(pbm.rdp(wide, ORDERS, 'zero_out'),
                                pbm.rdp(narrow, ORDERS, 'zero_out'))
     with self.assertRaisesRegex(ValueError, 'replace_one_dimension'):
-      pbm.rdp(events.PoissonBinomialDpEvent(0.1, 2, 30, 3,
-                                            replace_one_dimension=2), ORDERS)
+      pbm.rdp(
+          events.PoissonBinomialDpEvent(0.1, 2, 30, 3, replace_one_dimension=2),
+          ORDERS)
     with self.assertRaisesRegex(ValueError, 'relation'):
       pbm.rdp(narrow, ORDERS, 'add_remove')
 
@@ -103,7 +105,8 @@ class PbmRdpTest(parameterized.TestCase):
     np.testing.assert_allclose(many, 12 * one)
 
   def test_monotone_in_theta_and_clients(self):
-    e = lambda th, n: pbm.rdp(events.PoissonBinomialDpEvent(th, 8, n, 4), ORDERS)
+    e = lambda th, n: pbm.rdp(events.PoissonBinomialDpEvent(th, 8, n, 4), ORDERS
+                             )
     self.assertTrue(np.all(e(0.1, 100) < e(0.2, 100)))
     self.assertTrue(np.all(e(0.1, 1000) < e(0.1, 100)))
 
@@ -127,7 +130,8 @@ class PbmRdpTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, field):
       pbm.rdp(events.PoissonBinomialDpEvent(**fields), ORDERS)
 
-  @parameterized.product(n=[1001, 10**5], theta=[0.01, 0.25],
+  @parameterized.product(n=[1001, 10**5],
+                         theta=[0.01, 0.25],
                          relation=pbm.RELATIONS)
   def test_window_bound_matches_the_full_support(self, n, theta, relation):
     # Large n: the curve sums a window around the mean and bounds the rest;
@@ -137,8 +141,8 @@ class PbmRdpTest(parameterized.TestCase):
     windowed = pbm.per_trial_rdp(theta, n, orders, relation)
     n_prime = n // 2
     k = np.arange(n_prime + 2)
-    pairs = ([pbm.worst_case_pair(theta, n, k)] if relation == 'replace_one'
-             else pbm.zero_out_pairs(theta, n, k))
+    pairs = ([pbm.worst_case_pair(theta, n, k)]
+             if relation == 'replace_one' else pbm.zero_out_pairs(theta, n, k))
     full = np.zeros_like(orders)
     for lp, lq in pairs:
       full = np.maximum(full, pbm.renyi_divergence(lp, lq, orders))
@@ -152,8 +156,7 @@ class PbmRdpTest(parameterized.TestCase):
     # other work on the machine, not by the code.
     import time
     start = time.process_time()
-    curve = pbm.rdp(events.PoissonBinomialDpEvent(0.1, 16, 10**7, 64),
-                    ORDERS)
+    curve = pbm.rdp(events.PoissonBinomialDpEvent(0.1, 16, 10**7, 64), ORDERS)
     self.assertLess(time.process_time() - start, 20.0)
     self.assertTrue(np.all(np.isfinite(curve)))
 
@@ -163,8 +166,10 @@ class PbmRdpTest(parameterized.TestCase):
     # more clients add independent Bernoullis to both members of the pair.
     orders = np.array([1.5, 2.0, 16.0, 256.0])
     for theta in (0.01, 0.1, 0.25):
-      curves = [pbm.per_trial_rdp(theta, n, orders, relation)
-                for n in list(range(1, 80)) + [10**3, 10**4, 10**5]]
+      curves = [
+          pbm.per_trial_rdp(theta, n, orders, relation)
+          for n in list(range(1, 80)) + [10**3, 10**4, 10**5]
+      ]
       self.assertTrue(np.all(np.diff(curves, axis=0) <= 1e-15), theta)
 
   def test_beyond_the_exact_limit_the_limit_s_curve(self):
@@ -179,7 +184,10 @@ class PbmRdpTest(parameterized.TestCase):
     lp = np.log([0.1, 0.2, 0.3, 0.4])
     lq = np.log([0.25, 0.25, 0.25, 0.25])
     exact = pbm.renyi_divergence(lp, lq, ORDERS)
-    truncated = pbm.renyi_divergence(lp[1:], lq[1:], ORDERS, tail_mass=0.25,
+    truncated = pbm.renyi_divergence(lp[1:],
+                                     lq[1:],
+                                     ORDERS,
+                                     tail_mass=0.25,
                                      ratio_bound=0.4)
     self.assertTrue(np.all(truncated >= exact - 1e-12))
 

@@ -36,8 +36,9 @@ def exact_delta(p, q, eps):
   """max over directions of sum (P - e^eps Q)_+ (P, Q as arrays)."""
   p, q = np.asarray(p, np.float64), np.asarray(q, np.float64)
   g = np.exp(np.asarray(eps, np.float64))[:, None]
-  return np.maximum(np.maximum(p - g * q, 0).sum(1),
-                    np.maximum(q - g * p, 0).sum(1))
+  return np.maximum(
+      np.maximum(p - g * q, 0).sum(1),
+      np.maximum(q - g * p, 0).sum(1))
 
 
 def dg_pmf(sigma, width=60):
@@ -65,8 +66,8 @@ def ddg_worst(sigma, n, v_max, eps):
   law = noise_sum(dg_pmf(sigma), n)
   worst = np.zeros(eps.shape)
   for x in range(-v_max, v_max + 1):
-    worst = np.maximum(worst, exact_delta(
-        shifted(law, x, v_max), shifted(law, 0, v_max), eps))
+    worst = np.maximum(
+        worst, exact_delta(shifted(law, x, v_max), shifted(law, 0, v_max), eps))
   return worst
 
 
@@ -85,15 +86,17 @@ def cpbm_worst(theta, n, m, eps, replace_one=False, grid=5):
     rest = cpbm_law(others, m)
     for a in values:
       for b in (values if replace_one else [0.5]):
-        worst = np.maximum(worst, exact_delta(
-            np.convolve(rest, cpbm_law([a], m)),
-            np.convolve(rest, cpbm_law([b], m)), eps))
+        worst = np.maximum(
+            worst,
+            exact_delta(np.convolve(rest, cpbm_law([a], m)),
+                        np.convolve(rest, cpbm_law([b], m)), eps))
   return worst
 
 
 def pld_delta(acc, eps):
-  return np.array([acc.pld_delta(max(e, 0.0)) if e >= 0 else
-                   acc._state.delta(e) for e in eps])  # pylint: disable=protected-access  # tests a private part
+  return np.array([
+      acc.pld_delta(max(e, 0.0)) if e >= 0 else acc._state.delta(e) for e in eps
+  ])  # pylint: disable=protected-access  # tests a private part
 
 
 class BrokenAccountant(pld_accountant.PldAccountant):
@@ -116,7 +119,9 @@ def optimistic_pld(p, q, interval):
   logp = {i: math.log(v) for i, v in enumerate(p) if v > 0}
   logq = {i: math.log(v) for i, v in enumerate(q) if v > 0}
   return pld_lib.from_two_probability_mass_functions(
-      logq, logp, pessimistic_estimate=False,
+      logq,
+      logp,
+      pessimistic_estimate=False,
       value_discretization_interval=interval)
 
 
@@ -127,8 +132,7 @@ class ExactTest(parameterized.TestCase):
     self.assertTrue(np.all(gap >= -SLACK),
                     f'{what}: ours {ours} below exact {exact}')
 
-  @parameterized.parameters(
-      (1.0, 3, 1), (0.5, 4, 2), (2.0, 2, 3), (0.7, 1, 1))
+  @parameterized.parameters((1.0, 3, 1), (0.5, 4, 2), (2.0, 2, 3), (0.7, 1, 1))
   def test_ddg_sum_never_below_exact(self, sigma, n, shift):
     acc = pld_accountant.PldAccountant(use_rdp=False)
     acc.compose(events.DistributedDiscreteGaussianDpEvent(shift, sigma, n, 1))
@@ -154,8 +158,12 @@ class ExactTest(parameterized.TestCase):
     # accountant composes two coordinates shifted by 1.
     sigma, n = 0.8, 2
     acc = pld_accountant.PldAccountant(use_rdp=False)
-    acc.compose(events.DistributedDiscreteGaussianDpEvent(
-        1.5, sigma, n, 2, l1_sensitivity=2.0))
+    acc.compose(
+        events.DistributedDiscreteGaussianDpEvent(1.5,
+                                                  sigma,
+                                                  n,
+                                                  2,
+                                                  l1_sensitivity=2.0))
     law = noise_sum(dg_pmf(sigma), n)
     worst = np.zeros(EPSILONS.shape)
     for x1, x2 in itertools.product((-1, 0, 1), repeat=2):
@@ -170,8 +178,12 @@ class ExactTest(parameterized.TestCase):
     # accountant composes one coordinate: the one-coordinate event's PLD.
     sigma, n, d = 0.8, 2, 3
     acc = pld_accountant.PldAccountant(use_rdp=False)
-    acc.compose(events.DistributedDiscreteGaussianDpEvent(
-        2.0, sigma, n, d, l0_sensitivity=1))
+    acc.compose(
+        events.DistributedDiscreteGaussianDpEvent(2.0,
+                                                  sigma,
+                                                  n,
+                                                  d,
+                                                  l0_sensitivity=1))
     law = noise_sum(dg_pmf(sigma, width=10), n)
 
     def joint(x):
@@ -183,8 +195,9 @@ class ExactTest(parameterized.TestCase):
     zero = joint(np.zeros(d, int))
     worst = np.zeros(EPSILONS.shape)
     for i, v in itertools.product(range(d), (-2, -1, 1, 2)):
-      worst = np.maximum(worst, exact_delta(
-          joint(np.eye(d, dtype=int)[i] * v), zero, EPSILONS))
+      worst = np.maximum(
+          worst, exact_delta(joint(np.eye(d, dtype=int)[i] * v), zero,
+                             EPSILONS))
     self.assertAbove(pld_delta(acc, EPSILONS), worst, 'ddg l0')
     single = pld_accountant.PldAccountant(use_rdp=False)
     single.compose(events.DistributedDiscreteGaussianDpEvent(2.0, sigma, n, 1))
@@ -205,9 +218,8 @@ class ExactTest(parameterized.TestCase):
                     EPSILONS), 0)
     self.assertAbove(pld_delta(acc, EPSILONS), worst, 'skellam')
 
-  @parameterized.parameters(
-      (0.25, 3, 2, False), (0.1, 3, 3, False), (0.25, 3, 2, True),
-      (0.2, 4, 1, False))
+  @parameterized.parameters((0.25, 3, 2, False), (0.1, 3, 3, False),
+                            (0.25, 3, 2, True), (0.2, 4, 1, False))
   def test_cpbm_never_below_exact(self, theta, n, m, replace_one):
     relation = REL.REPLACE_ONE if replace_one else REL.ADD_OR_REMOVE_ONE
     acc = pld_accountant.PldAccountant(relation, use_rdp=False)
@@ -219,8 +231,8 @@ class ExactTest(parameterized.TestCase):
     # The same release: the PLD is below RDP (Lemma 2) by > 1.5x here.
     acc = pld_accountant.PldAccountant()
     acc.compose(events.PoissonBinomialDpEvent(0.25, 16, 100, 1))
-    self.assertLess(acc.pld_epsilon(1e-6) * 1.5,
-                    acc.rdp_accountant.get_epsilon(1e-6))
+    self.assertLess(
+        acc.pld_epsilon(1e-6) * 1.5, acc.rdp_accountant.get_epsilon(1e-6))
     self.assertEqual(acc.bound_used(1e-6), pld_accountant.PLD)
 
   def _self_sampled_exact(self, q, rounds):
@@ -237,10 +249,11 @@ class ExactTest(parameterized.TestCase):
   @parameterized.parameters('server', 'release')
   def test_self_sampled_composed_never_below_exact(self, adversary):
     acc = pld_accountant.PldAccountant(adversary=adversary, use_rdp=False)
-    acc.compose(events.SelfSampledDpEvent(
-        0.3, events.DistributedDiscreteGaussianDpEvent(1, 1.0, 2, 1)), 3)
-    self.assertAbove(pld_delta(acc, EPSILONS),
-                     self._self_sampled_exact(0.3, 3), 'self-sampled')
+    acc.compose(
+        events.SelfSampledDpEvent(
+            0.3, events.DistributedDiscreteGaussianDpEvent(1, 1.0, 2, 1)), 3)
+    self.assertAbove(pld_delta(acc, EPSILONS), self._self_sampled_exact(0.3, 3),
+                     'self-sampled')
 
   def test_known_sample_is_exact_mixture(self):
     # Poisson cohorts the server sees: the view is (sampled?, output).
@@ -253,18 +266,21 @@ class ExactTest(parameterized.TestCase):
         lambda e: dp_accounting.PoissonSampledDpEvent(q, e),
         lambda e: dp_accounting.SampledWithoutReplacementDpEvent(5, 2, e)):
       acc = pld_accountant.PldAccountant(use_rdp=False)
-      acc.compose(sampling(
-          events.DistributedDiscreteGaussianDpEvent(1, 1.0, 2, 1)))
-      self.assertAbove(pld_delta(acc, EPSILONS),
-                       exact_delta(p, qq, EPSILONS), 'known sample')
+      acc.compose(
+          sampling(events.DistributedDiscreteGaussianDpEvent(1, 1.0, 2, 1)))
+      self.assertAbove(pld_delta(acc, EPSILONS), exact_delta(p, qq, EPSILONS),
+                       'known sample')
 
   def test_release_poisson_gaussian_matches_dp_accounting(self):
     acc = pld_accountant.PldAccountant(adversary='release', use_rdp=False)
-    acc.compose(dp_accounting.PoissonSampledDpEvent(
-        0.05, dp_accounting.GaussianDpEvent(1.2)), 50)
+    acc.compose(
+        dp_accounting.PoissonSampledDpEvent(0.05,
+                                            dp_accounting.GaussianDpEvent(1.2)),
+        50)
     theirs = pld_lib.from_gaussian_mechanism(
-        1.2, sampling_prob=0.05, value_discretization_interval=1e-3
-    ).self_compose(50).get_epsilon_for_delta(1e-6)
+        1.2, sampling_prob=0.05,
+        value_discretization_interval=1e-3).self_compose(
+            50).get_epsilon_for_delta(1e-6)
     self.assertAlmostEqual(acc.get_epsilon(1e-6), theirs, delta=1e-6)
 
 
@@ -294,40 +310,53 @@ def _events():
   pbm = events.PoissonBinomialDpEvent(0.2, 8, 50, 2)
   gauss = dp_accounting.GaussianDpEvent(1.5)
   return {
-      'gaussian': gauss, 'ddg': ddg, 'skellam': sk, 'cpbm': pbm,
-      'composed': dp_accounting.ComposedDpEvent([ddg, pbm, gauss]),
-      'self_composed': dp_accounting.SelfComposedDpEvent(ddg, 5),
-      'poisson': dp_accounting.SelfComposedDpEvent(
-          dp_accounting.PoissonSampledDpEvent(0.1, ddg), 20),
-      'poisson_gaussian': dp_accounting.SelfComposedDpEvent(
-          dp_accounting.PoissonSampledDpEvent(0.1, gauss), 20),
-      'without_replacement': dp_accounting.SelfComposedDpEvent(
-          dp_accounting.SampledWithoutReplacementDpEvent(100, 10, sk), 20),
-      'self_sampled': dp_accounting.SelfComposedDpEvent(
-          events.SelfSampledDpEvent(0.1, pbm), 20),
-      'ddg_multi': events.DistributedDiscreteGaussianDpEvent(
-          30, 5.0, 20, 1000),
+      'gaussian':
+          gauss,
+      'ddg':
+          ddg,
+      'skellam':
+          sk,
+      'cpbm':
+          pbm,
+      'composed':
+          dp_accounting.ComposedDpEvent([ddg, pbm, gauss]),
+      'self_composed':
+          dp_accounting.SelfComposedDpEvent(ddg, 5),
+      'poisson':
+          dp_accounting.SelfComposedDpEvent(
+              dp_accounting.PoissonSampledDpEvent(0.1, ddg), 20),
+      'poisson_gaussian':
+          dp_accounting.SelfComposedDpEvent(
+              dp_accounting.PoissonSampledDpEvent(0.1, gauss), 20),
+      'without_replacement':
+          dp_accounting.SelfComposedDpEvent(
+              dp_accounting.SampledWithoutReplacementDpEvent(100, 10, sk), 20),
+      'self_sampled':
+          dp_accounting.SelfComposedDpEvent(events.SelfSampledDpEvent(0.1, pbm),
+                                            20),
+      'ddg_multi':
+          events.DistributedDiscreteGaussianDpEvent(30, 5.0, 20, 1000),
   }
 
 
 class AgainstRdpTest(parameterized.TestCase):
 
-  @parameterized.product(
-      kind=sorted(_events()), adversary=('server', 'release'),
-      relation=(REL.ADD_OR_REMOVE_ONE, REL.REPLACE_ONE))
+  @parameterized.product(kind=sorted(_events()),
+                         adversary=('server', 'release'),
+                         relation=(REL.ADD_OR_REMOVE_ONE, REL.REPLACE_ONE))
   def test_never_above_rdp(self, kind, adversary, relation):
     event = _events()[kind]
     acc = pld_accountant.PldAccountant(relation, adversary)
     acc.compose(event)
-    rdp = accountant.RdpAccountant(
-        neighboring_relation=relation, adversary=adversary).compose(event)
+    rdp = accountant.RdpAccountant(neighboring_relation=relation,
+                                   adversary=adversary).compose(event)
     eps, bound = acc.get_epsilon_and_bound(1e-6)
     self.assertLessEqual(eps, rdp.get_epsilon(1e-6))
     self.assertIn(bound, (pld_accountant.PLD, pld_accountant.RDP))
     # Where RDP has a bound the PLD lacks, RDP may win: the coordinate-wise
     # PLD of a multi-dimensional DDG, WBK19 for cohorts against the release.
-    rdp_only = kind == 'ddg_multi' or (kind == 'without_replacement'
-                                       and adversary == 'release')
+    rdp_only = kind == 'ddg_multi' or (kind == 'without_replacement' and
+                                       adversary == 'release')
     if not rdp_only:
       self.assertLessEqual(acc.pld_epsilon(1e-6), rdp.get_epsilon(1e-6))
 
@@ -347,8 +376,10 @@ class AgainstRdpTest(parameterized.TestCase):
     self.assertEqual(acc.get_epsilon(1e-6), math.inf)
 
   def test_interval_costs_little(self):
-    event = dp_accounting.SelfComposedDpEvent(events.SelfSampledDpEvent(
-        0.05, events.DistributedDiscreteGaussianDpEvent(1, 1.0, 16, 1)), 200)
+    event = dp_accounting.SelfComposedDpEvent(
+        events.SelfSampledDpEvent(
+            0.05, events.DistributedDiscreteGaussianDpEvent(1, 1.0, 16, 1)),
+        200)
     fine = pld_accountant.PldAccountant(
         value_discretization_interval=1e-4).compose(event).get_epsilon(1e-6)
     coarse = pld_accountant.PldAccountant().compose(event).get_epsilon(1e-6)
@@ -357,19 +388,21 @@ class AgainstRdpTest(parameterized.TestCase):
   def test_cached_plds_give_the_same_epsilon(self):
     # PLDs are shared across accountants of one relation, adversary and
     # grid (pld_accountant._STATES); a second accountant reads them.
-    event = dp_accounting.SelfComposedDpEvent(events.SelfSampledDpEvent(
-        0.05, events.DistributedDiscreteGaussianDpEvent(1, 1.0, 16, 1)), 200)
+    event = dp_accounting.SelfComposedDpEvent(
+        events.SelfSampledDpEvent(
+            0.05, events.DistributedDiscreteGaussianDpEvent(1, 1.0, 16, 1)),
+        200)
     cache = pld_accountant._STATES  # pylint: disable=protected-access  # tests a private part
     results = {}
     for adversary in accountant.ADVERSARIES:
       for relation in (REL.ADD_OR_REMOVE_ONE, REL.REPLACE_ONE):
         cache.clear()
-        fresh = pld_accountant.PldAccountant(relation, adversary).compose(
-            event).get_epsilon(1e-6)
+        fresh = pld_accountant.PldAccountant(
+            relation, adversary).compose(event).get_epsilon(1e-6)
         results[adversary, relation] = fresh
     for (adversary, relation), fresh in results.items():
-      cached = pld_accountant.PldAccountant(relation, adversary).compose(
-          event).get_epsilon(1e-6)
+      cached = pld_accountant.PldAccountant(
+          relation, adversary).compose(event).get_epsilon(1e-6)
       self.assertEqual(cached, fresh, (adversary, relation))
     self.assertNotEqual(results['server', REL.ADD_OR_REMOVE_ONE],
                         results['server', REL.REPLACE_ONE])
@@ -378,8 +411,9 @@ class AgainstRdpTest(parameterized.TestCase):
     # What calibrate's first search uses: a 10x coarser grid, pessimistic
     # too, so never below the fine one's epsilon, and close to it.
     event = dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(
-            0.02, dp_accounting.GaussianDpEvent(1.0)), 300)
+        dp_accounting.PoissonSampledDpEvent(0.02,
+                                            dp_accounting.GaussianDpEvent(1.0)),
+        300)
     fine = pld_accountant.PldAccountant(adversary='release', use_rdp=False)
     coarse = fine.pld_only(10.0)
     self.assertEqual(coarse.value_discretization_interval, 1e-2)
@@ -407,35 +441,35 @@ class ConvexMinorantTest(parameterized.TestCase):
     self.assertTrue(np.all(interpolated <= y + 1e-12))
 
 
-
 class ComposeRoundsTest(parameterized.TestCase):
   """A run's round events, each distinct event composed once with its
   count: the epsilon of composing them one by one."""
 
   def test_counts_equal_one_by_one(self):
-    a = dp_accounting.PoissonSampledDpEvent(
-        0.1, dp_accounting.GaussianDpEvent(1.5))
+    a = dp_accounting.PoissonSampledDpEvent(0.1,
+                                            dp_accounting.GaussianDpEvent(1.5))
     b = dp_accounting.GaussianDpEvent(4.0)
     # Unhashable (a list inside): grouped by equality.
     c = dp_accounting.ComposedDpEvent([b, dp_accounting.GaussianDpEvent(6.)])
     rounds = [a, b, a, c, a, c]
-    counted = pld_accountant.compose_rounds(
-        pld_accountant.tightest('server'), rounds)
+    counted = pld_accountant.compose_rounds(pld_accountant.tightest('server'),
+                                            rounds)
     one_by_one = pld_accountant.tightest('server')
     for event in rounds:
       one_by_one.compose(event)
     self.assertEqual(counted.bound_used(1e-6), pld_accountant.PLD)
     self.assertAlmostEqual(counted.get_epsilon(1e-6),
-                           one_by_one.get_epsilon(1e-6), delta=2e-3)
+                           one_by_one.get_epsilon(1e-6),
+                           delta=2e-3)
     # RDP beside it: the same curves summed.
-    self.assertAlmostEqual(
-        counted.rdp_accountant.get_epsilon(1e-6),
-        one_by_one.rdp_accountant.get_epsilon(1e-6), places=9)
+    self.assertAlmostEqual(counted.rdp_accountant.get_epsilon(1e-6),
+                           one_by_one.rdp_accountant.get_epsilon(1e-6),
+                           places=9)
 
   def test_identical_rounds_are_one_self_composition(self):
     event = dp_accounting.GaussianDpEvent(3.0)
-    counted = pld_accountant.compose_rounds(
-        pld_accountant.tightest('release'), [event] * 40)
+    counted = pld_accountant.compose_rounds(pld_accountant.tightest('release'),
+                                            [event] * 40)
     expected = pld_accountant.tightest('release').compose(
         dp_accounting.SelfComposedDpEvent(event, 40))
     self.assertEqual(counted.get_epsilon_and_bound(1e-5),
@@ -447,12 +481,13 @@ class ComposeRoundsTest(parameterized.TestCase):
     # but DpEvents is refused before an accountant is built.
     event = dp_accounting.GaussianDpEvent(3.0)
     final = pld_accountant.final_epsilon('server', [event] * 40, 1e-5, 7.5)
-    expected = pld_accountant.compose_rounds(
-        pld_accountant.tightest('server'), [event] * 40)
+    expected = pld_accountant.compose_rounds(pld_accountant.tightest('server'),
+                                             [event] * 40)
     self.assertEqual((final.epsilon, final.bound),
                      expected.get_epsilon_and_bound(1e-5))
     self.assertEqual(final.description, expected.describe(1e-5))
-    self.assertEqual((final.adversary, final.delta, final.rounds,
-                      final.rdp_epsilon), ('server', 1e-5, 40, 7.5))
+    self.assertEqual(
+        (final.adversary, final.delta, final.rounds, final.rdp_epsilon),
+        ('server', 1e-5, 40, 7.5))
     with self.assertRaisesRegex(TypeError, 'DpEvents.*got float'):
       pld_accountant.final_epsilon('server', [event, 3.0], 1e-5)

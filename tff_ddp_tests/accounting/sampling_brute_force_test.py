@@ -29,7 +29,7 @@ from tff_ddp.accounting import subsampling
 
 ORDERS = np.array([1.5, 2.0, 3.0, 4.0, 8.0])
 _L = 150  # window [-_L, _L] of every DDG law below (sigma = 1)
-_K = 70   # each noise share's kernel on [-_K, _K]
+_K = 70  # each noise share's kernel on [-_K, _K]
 
 
 def _log_dg(sigma=1.0):
@@ -105,12 +105,11 @@ class KnownSampleTest(parameterized.TestCase):
   @parameterized.product(q=[0.01, 0.3, 0.9], delta=[1, 3])
   def test_mixture_is_exact_for_the_joint_law(self, q, delta):
     other = [1]  # the other client of the cohort
-    mu0 = _ddg_log_law(other)             # u not sampled: not in the sum
-    mu1 = _ddg_log_law(other + [delta])   # u sampled with its value
-    mu1z = _ddg_log_law(other + [0])      # u sampled, zeroed out
+    mu0 = _ddg_log_law(other)  # u not sampled: not in the sum
+    mu1 = _ddg_log_law(other + [delta])  # u sampled with its value
+    mu1z = _ddg_log_law(other + [0])  # u sampled, zeroed out
     common = np.isfinite(mu1) & np.isfinite(mu1z)  # see _log_divergence
-    mu1, mu1z = np.where(common, mu1, -np.inf), np.where(common, mu1z,
-                                                          -np.inf)
+    mu1, mu1z = np.where(common, mu1, -np.inf), np.where(common, mu1z, -np.inf)
     joint_p = np.concatenate([math.log1p(-q) + mu0, math.log(q) + mu1])
     joint_q = np.concatenate([math.log1p(-q) + mu0, math.log(q) + mu1z])
     exact = pbm_rdp.renyi_divergence(joint_p, joint_q, ORDERS)
@@ -121,13 +120,15 @@ class KnownSampleTest(parameterized.TestCase):
     self.assertTrue(np.all(exact <= inner + 1e-12))
     # The release sees only the marginal: never more than the joint.
     marginal = _log_divergence(_mix_log(q, mu0, mu1), _mix_log(q, mu0, mu1z))
-    self.assertTrue(np.all(marginal <= _log_divergence(joint_p, joint_q)
-                           + 1e-12))
+    self.assertTrue(
+        np.all(marginal <= _log_divergence(joint_p, joint_q) + 1e-12))
     # The accountant's bound (Theorem 5 curve inside) is above it.
     event = dp_accounting.PoissonSampledDpEvent(
-        q, events.DistributedDiscreteGaussianDpEvent(
-            l2_sensitivity=delta, local_stddev=1.0, num_clients=2,
-            dimension=1))
+        q,
+        events.DistributedDiscreteGaussianDpEvent(l2_sensitivity=delta,
+                                                  local_stddev=1.0,
+                                                  num_clients=2,
+                                                  dimension=1))
     for adversary in accountant.ADVERSARIES:
       self.assertTrue(np.all(_curve(event, adversary) >= exact - 1e-12))
 
@@ -171,9 +172,11 @@ class SelfSamplingTest(parameterized.TestCase):
   @parameterized.product(q=[0.05, 0.3], delta=[1, 2, 4])
   def test_ddg(self, q, delta):
     event = events.SelfSampledDpEvent(
-        q, events.DistributedDiscreteGaussianDpEvent(
-            l2_sensitivity=4.0, local_stddev=1.0, num_clients=2,
-            dimension=1))
+        q,
+        events.DistributedDiscreteGaussianDpEvent(l2_sensitivity=4.0,
+                                                  local_stddev=1.0,
+                                                  num_clients=2,
+                                                  dimension=1))
     curve = _curve(event)
     for other in (-4, 0, 3):
       zeroed = _ddg_log_law([other, 0])
@@ -190,9 +193,11 @@ class FixedCohortReleaseTest(parameterized.TestCase):
     # anywhere in [-delta, delta] (the sensitivity bound).
     population, size = 4, 2
     event = dp_accounting.SampledWithoutReplacementDpEvent(
-        population, size, events.DistributedDiscreteGaussianDpEvent(
-            l2_sensitivity=delta, local_stddev=1.0, num_clients=size,
-            dimension=1))
+        population, size,
+        events.DistributedDiscreteGaussianDpEvent(l2_sensitivity=delta,
+                                                  local_stddev=1.0,
+                                                  num_clients=size,
+                                                  dimension=1))
     curve = _curve(event, 'release')
     server = _curve(event, 'server')
     rng = np.random.default_rng(delta)
@@ -213,14 +218,18 @@ class FixedCohortReleaseTest(parameterized.TestCase):
 def _gaussian_mixture_log_pdf(means, weights, sigma, grid):
   """log density on `grid` of sum_k weights[k] N(means[k], sigma^2)."""
   means = np.asarray(means, np.float64)[:, None]
-  logs = (np.log(np.asarray(weights, np.float64))[:, None]
-          - (grid[None, :] - means)**2 / (2 * sigma**2)
-          - math.log(sigma * math.sqrt(2 * math.pi)))
+  logs = (np.log(np.asarray(weights, np.float64))[:, None] -
+          (grid[None, :] - means)**2 / (2 * sigma**2) -
+          math.log(sigma * math.sqrt(2 * math.pi)))
   return special.logsumexp(logs, axis=0)
 
 
-def _gaussian_divergence(p_means, q_means, sigma, p_weights=None,
-                         q_weights=None, orders=ORDERS):
+def _gaussian_divergence(p_means,
+                         q_means,
+                         sigma,
+                         p_weights=None,
+                         q_weights=None,
+                         orders=ORDERS):
   """max(D(P||Q), D(Q||P)) per order for two Gaussian mixtures, by
   quadrature: the log integrand log p^a q^(1-a) on a grid of step sigma/100
   over +-300 sigma around the means (its peak sits within a (|shift| +
@@ -237,8 +246,10 @@ def _gaussian_divergence(p_means, q_means, sigma, p_weights=None,
   lq = _gaussian_mixture_log_pdf(q_means, q_weights, sigma, grid)
   out = []
   for a in orders:
-    both = [special.logsumexp(a * x + (1 - a) * y) + math.log(h)
-            for x, y in ((lp, lq), (lq, lp))]
+    both = [
+        special.logsumexp(a * x + (1 - a) * y) + math.log(h)
+        for x, y in ((lp, lq), (lq, lp))
+    ]
     out.append(max(both) / (a - 1))
   return np.asarray(out)
 
@@ -265,9 +276,10 @@ class GaussianReplaceOneTest(parameterized.TestCase):
     exact = _gaussian_divergence([1.0], [-1.0], self.Z)
     np.testing.assert_allclose(exact, 2 * ORDERS / self.Z**2, rtol=1e-9)
     for adversary in accountant.ADVERSARIES:
-      np.testing.assert_allclose(
-          self._curve(dp_accounting.GaussianDpEvent(self.Z), adversary),
-          exact, rtol=1e-9)
+      np.testing.assert_allclose(self._curve(
+          dp_accounting.GaussianDpEvent(self.Z), adversary),
+                                 exact,
+                                 rtol=1e-9)
 
   @parameterized.product(size=[1, 2], others=[(0.0, 0.0), (1.0, -1.0)])
   def test_without_replacement(self, size, others):
@@ -290,8 +302,8 @@ class GaussianReplaceOneTest(parameterized.TestCase):
   def test_poisson_and_self_sampling(self, q):
     # Sampled (q) or not: the sum moves by +-1 or the record is absent
     # (Poisson) / sends zero (self-sampling): the same output laws here.
-    brute = _gaussian_divergence([0.0, 1.0], [0.0, -1.0], self.Z,
-                                 [1 - q, q], [1 - q, q])
+    brute = _gaussian_divergence([0.0, 1.0], [0.0, -1.0], self.Z, [1 - q, q],
+                                 [1 - q, q])
     for event_cls in (dp_accounting.PoissonSampledDpEvent,
                       events.SelfSampledDpEvent):
       event = event_cls(q, dp_accounting.GaussianDpEvent(self.Z))

@@ -23,8 +23,7 @@ def _exact_1d(variance, shift, orders):
   window reaches ~60 standard deviations and 30 alpha beyond the shift, where
   the terms are below e^-700 of the largest (checked: widening it changes
   nothing at double precision)."""
-  width = int(60 * math.sqrt(variance) + 60 + 2 * abs(shift) + 30 * max(
-      orders))
+  width = int(60 * math.sqrt(variance) + 60 + 2 * abs(shift) + 30 * max(orders))
   k = np.arange(-width, width + 1)
   with np.errstate(divide='ignore'):
     log_p = np.log(special.ive(np.abs(k), variance))
@@ -32,15 +31,17 @@ def _exact_1d(variance, shift, orders):
   keep = np.isfinite(log_p) & np.isfinite(log_q)
   out = []
   for a in orders:
-    out.append(special.logsumexp(a * log_p[keep] + (1 - a) * log_q[keep])
-               / (a - 1))
+    out.append(
+        special.logsumexp(a * log_p[keep] + (1 - a) * log_q[keep]) / (a - 1))
   return np.array(out)
 
 
 def _event(l2, l1, variance, n=1, d=1):
-  return events.DistributedSkellamDpEvent(
-      l2_sensitivity=l2, local_variance=variance / n, num_clients=n,
-      dimension=d, l1_sensitivity=l1)
+  return events.DistributedSkellamDpEvent(l2_sensitivity=l2,
+                                          local_variance=variance / n,
+                                          num_clients=n,
+                                          dimension=d,
+                                          l1_sensitivity=l1)
 
 
 class BruteForceTest(parameterized.TestCase):
@@ -68,9 +69,9 @@ class BruteForceTest(parameterized.TestCase):
       for v in itertools.product(range(-3, 4), repeat=d):
         if not any(v) or sum(x * x for x in v) > 9:
           continue
-        truth = sum(cache.setdefault(abs(x), _exact_1d(variance, abs(x),
-                                                       _ORDERS))
-                    for x in v)
+        truth = sum(
+            cache.setdefault(abs(x), _exact_1d(variance, abs(x), _ORDERS))
+            for x in v)
         l2 = math.sqrt(sum(x * x for x in v))
         l1 = float(sum(abs(x) for x in v))
         bound = skellam_rdp.rdp(_event(l2, l1, variance, d=d), _ORDERS)
@@ -102,11 +103,15 @@ class BruteForceTest(parameterized.TestCase):
 class EventTest(parameterized.TestCase):
 
   def test_default_l1_is_the_integer_bound(self):
-    event = events.DistributedSkellamDpEvent(
-        l2_sensitivity=3.0, local_variance=10.0, num_clients=4, dimension=100)
+    event = events.DistributedSkellamDpEvent(l2_sensitivity=3.0,
+                                             local_variance=10.0,
+                                             num_clients=4,
+                                             dimension=100)
     self.assertEqual(skellam_rdp.l1_sensitivity(event), 9.0)  # min(30, 9)
-    wide = events.DistributedSkellamDpEvent(
-        l2_sensitivity=30.0, local_variance=10.0, num_clients=4, dimension=4)
+    wide = events.DistributedSkellamDpEvent(l2_sensitivity=30.0,
+                                            local_variance=10.0,
+                                            num_clients=4,
+                                            dimension=4)
     self.assertEqual(skellam_rdp.l1_sensitivity(wide), 60.0)  # min(60, 900)
     explicit = event_io.explicit(event)
     self.assertEqual(explicit.l1_sensitivity, 9.0)
@@ -121,7 +126,9 @@ class EventTest(parameterized.TestCase):
       ('dimension', dict(dimension=0), 'dimension'),
       ('l1', dict(l1_sensitivity=-2.0), 'l1_sensitivity'))
   def test_bad_fields(self, change, name):
-    fields = dict(l2_sensitivity=1.0, local_variance=1.0, num_clients=2,
+    fields = dict(l2_sensitivity=1.0,
+                  local_variance=1.0,
+                  num_clients=2,
                   dimension=3)
     fields.update(change)
     with self.assertRaisesRegex((TypeError, ValueError), name):
@@ -130,21 +137,24 @@ class EventTest(parameterized.TestCase):
   def test_accountant(self):
     # The accountant composes it and names the relation: replace-one costs
     # more; more noise costs less; 10 rounds cost more than one.
-    event = events.DistributedSkellamDpEvent(
-        l2_sensitivity=100.0, local_variance=100.0**2, num_clients=100,
-        dimension=1024)
+    event = events.DistributedSkellamDpEvent(l2_sensitivity=100.0,
+                                             local_variance=100.0**2,
+                                             num_clients=100,
+                                             dimension=1024)
     eps, _ = accounting.epsilon(event, 1e-5)
     self.assertTrue(0 < eps < math.inf)
     replace = accounting.RdpAccountant(
         neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
     replace.compose(event)
     self.assertGreater(replace.get_epsilon(1e-5), eps)
-    noisier = events.DistributedSkellamDpEvent(
-        l2_sensitivity=100.0, local_variance=2 * 100.0**2, num_clients=100,
-        dimension=1024)
+    noisier = events.DistributedSkellamDpEvent(l2_sensitivity=100.0,
+                                               local_variance=2 * 100.0**2,
+                                               num_clients=100,
+                                               dimension=1024)
     self.assertLess(accounting.epsilon(noisier, 1e-5)[0], eps)
-    self.assertGreater(accounting.epsilon(
-        dp_accounting.SelfComposedDpEvent(event, 10), 1e-5)[0], eps)
+    self.assertGreater(
+        accounting.epsilon(dp_accounting.SelfComposedDpEvent(event, 10),
+                           1e-5)[0], eps)
     # At this noise (central stddev 10x the sensitivity) it is within 1% of
     # the Gaussian of the same variance: the excess term is tiny.
     # (RDP both: the Skellam's d-dimensional release is accounted by RDP.)

@@ -35,9 +35,14 @@ def _onehot(value):
 
 
 def _factory(**kwargs):
-  args = dict(noise_multiplier=0.0, expected_clients_per_round=3, bits=20,
-              l2_clip=1.0, auto_l2_clip=True, auto_l2_target_quantile=1.0,
-              auto_l2_lr=1.0, auto_l2_clip_count_stddev=0.0)
+  args = dict(noise_multiplier=0.0,
+              expected_clients_per_round=3,
+              bits=20,
+              l2_clip=1.0,
+              auto_l2_clip=True,
+              auto_l2_target_quantile=1.0,
+              auto_l2_lr=1.0,
+              auto_l2_clip_count_stddev=0.0)
   args.update(kwargs)
   with warnings.catch_warnings():
     warnings.simplefilter('ignore', UserWarning)
@@ -46,8 +51,11 @@ def _factory(**kwargs):
 
 def _object_factory(**kwargs):
   """`_factory`'s configuration, adaptive clipping handed as the object."""
-  args = dict(noise_multiplier=0.0, expected_clients_per_round=3, bits=20,
-              l2_clip=1.0, adaptive_clipping=adaptive_clip.AdaptiveClipping(
+  args = dict(noise_multiplier=0.0,
+              expected_clients_per_round=3,
+              bits=20,
+              l2_clip=1.0,
+              adaptive_clipping=adaptive_clip.AdaptiveClipping(
                   target_quantile=1.0, learning_rate=1.0, count_stddev=0.0))
   args.update(kwargs)
   with warnings.catch_warnings():
@@ -76,7 +84,8 @@ class AutoTuningTest(tf.test.TestCase, parameterized.TestCase):
     # The next round clips at the new clip.
     output = process.next(output.state, data)
     self.assertAllClose(output.result,
-                        _onehot(0.5 + 1.5 + min(new_clip, 2.0)), atol=1e-4)
+                        _onehot(0.5 + 1.5 + min(new_clip, 2.0)),
+                        atol=1e-4)
     self.assertAllClose(output.measurements['l2_clip'], new_clip)
     # 2.0 is still above exp(2/3) = 1.95: two thirds below, C <- C exp(1/3).
     self.assertAllClose(output.measurements['below_clip_fraction'], 2 / 3)
@@ -86,7 +95,9 @@ class AutoTuningTest(tf.test.TestCase, parameterized.TestCase):
     value_type = tff.TensorType(np.float32, [_DIM])
     adaptive = _factory().create(value_type)
     fixed = DiscreteGaussianSumFactory.from_tff_arguments(
-        noise_multiplier=0.0, expected_clients_per_round=3, bits=20,
+        noise_multiplier=0.0,
+        expected_clients_per_round=3,
+        bits=20,
         l2_clip=1.0).create(value_type)
     data = [_onehot(v) for v in (0.5, 1.5, 2.0)]
     for process, other, says in (
@@ -102,18 +113,23 @@ class AutoTuningTest(tf.test.TestCase, parameterized.TestCase):
       self.assertNotIn('\n', message)
 
   def test_measurements_release_only_public_numbers(self):
-    process = _factory(noise_multiplier=1.0, auto_l2_clip_count_stddev=2.0,
+    process = _factory(noise_multiplier=1.0,
+                       auto_l2_clip_count_stddev=2.0,
                        count_noise_multiplier=1.0).create(
                            tff.TensorType(np.float32, [_DIM]))
-    names = {n for n, _ in tff.structure.iter_elements(
-        process.next.type_signature.result.measurements.member)}
+    names = {
+        n for n, _ in tff.structure.iter_elements(
+            process.next.type_signature.result.measurements.member)
+    }
     # Configuration, the public clip trajectory (functions of noisy sums),
     # the count of the secure sum, the noised flag counts, the event.
-    self.assertEqual(names, {
-        'l2_clip', 'next_l2_clip', 'below_clip_fraction', 'scale_factor',
-        'scaled_local_stddev', 'bits', 'output_dimension', 'padded_dim',
-        'scaled_inflated_l2', 'participating_clients', 'actual_num_clients',
-        'sum_may_wrap', 'noised_counts', 'dp_event'})
+    self.assertEqual(
+        names, {
+            'l2_clip', 'next_l2_clip', 'below_clip_fraction', 'scale_factor',
+            'scaled_local_stddev', 'bits', 'output_dimension', 'padded_dim',
+            'scaled_inflated_l2', 'participating_clients', 'actual_num_clients',
+            'sum_may_wrap', 'noised_counts', 'dp_event'
+        })
     tff.test.assert_not_contains_unsecure_aggregation(process.next)
 
   def test_clip_shrinks_towards_lower_target(self):
@@ -127,8 +143,12 @@ class AutoTuningTest(tf.test.TestCase, parameterized.TestCase):
   def test_count_stddev_zero_warns_and_is_not_private(self):
     with self.assertWarnsRegex(UserWarning, 'NOT differentially private'):
       factory = DiscreteGaussianSumFactory.from_tff_arguments(
-          noise_multiplier=1.0, expected_clients_per_round=20, bits=20,
-          l2_clip=1.0, auto_l2_clip=True, auto_l2_clip_count_stddev=0.0)
+          noise_multiplier=1.0,
+          expected_clients_per_round=20,
+          bits=20,
+          l2_clip=1.0,
+          auto_l2_clip=True,
+          auto_l2_clip_count_stddev=0.0)
     value_type = tff.TensorType(np.float32, [8])
     self.assertIsInstance(factory.dp_event(value_type),
                           dp_accounting.NonPrivateDpEvent)
@@ -141,9 +161,11 @@ class AutoTuningTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(accountant.get_epsilon(1e-5), math.inf)
 
   def test_composed_event_round_trips_and_is_clip_free(self):
-    factory = _factory(noise_multiplier=1.0, expected_clients_per_round=4,
+    factory = _factory(noise_multiplier=1.0,
+                       expected_clients_per_round=4,
                        auto_l2_clip_count_stddev=2.0,
-                       auto_l2_target_quantile=0.5, seed=3)
+                       auto_l2_target_quantile=0.5,
+                       seed=3)
     value_type = tff.TensorType(np.float32, [_DIM])
     planned = factory.dp_event(value_type, num_clients=3)
     self.assertIsInstance(planned, dp_accounting.ComposedDpEvent)
@@ -182,9 +204,11 @@ class AutoTuningTest(tf.test.TestCase, parameterized.TestCase):
     # so 20% is 4 standard errors; the mean's is 0.1/sqrt(200) = 0.007,
     # so 0.03 is 4 of them.
     n, sigma_b, rounds = 4, 0.4, 200
-    factory = _factory(noise_multiplier=0.5, expected_clients_per_round=n,
+    factory = _factory(noise_multiplier=0.5,
+                       expected_clients_per_round=n,
                        auto_l2_clip_count_stddev=sigma_b,
-                       auto_l2_target_quantile=0.5, seed=11)
+                       auto_l2_target_quantile=0.5,
+                       seed=11)
     protocol = factory.round_protocol(tff.TensorType(np.float32, [_DIM]))
     data = [_onehot(v) for v in (0.5, 0.7, 1.5, 2.0)]
     clip = tf.constant(1.0, tf.float64)
@@ -197,8 +221,8 @@ class AutoTuningTest(tf.test.TestCase, parameterized.TestCase):
       return measurements['below_clip_fraction']
 
     below = np.array([
-        float(one_round(tf.constant([r, 99], tf.int64)))
-        for r in range(rounds)])
+        float(one_round(tf.constant([r, 99], tf.int64))) for r in range(rounds)
+    ])
     self.assertLess(abs(below.mean() - 0.5), 0.03)
     self.assertAllClose(below.std(ddof=1), sigma_b / n, rtol=0.2)
 
@@ -206,22 +230,22 @@ class AutoTuningTest(tf.test.TestCase, parameterized.TestCase):
     # TFF's adaptive_clip_noise_params: z_v = (z^-2 - (2 sigma_b)^-2)^-1/2.
     z, n = 1.0, 100
     sigma_b = 0.05 * n  # TFF's default
-    factory = _factory(noise_multiplier=z, expected_clients_per_round=n,
+    factory = _factory(noise_multiplier=z,
+                       expected_clients_per_round=n,
                        auto_l2_clip_count_stddev=None)
     mechanism = factory.mechanism(tff.TensorType(np.float32, [_DIM]))
-    expected = (z**-2 - (2 * sigma_b)**-2) ** -0.5
+    expected = (z**-2 - (2 * sigma_b)**-2)**-0.5
     self.assertAllClose(mechanism.noise_multiplier, expected)
     self.assertEqual(mechanism.l2_clip, 1.0)  # the unit-clip mechanism
     self.assertIn('noise_multiplier=1.0,', repr(factory))
-    indicator = adaptive_clip.indicator_mechanism(
-        factory._adaptive)  # pylint: disable=protected-access  # tests a private part
+    indicator = adaptive_clip.indicator_mechanism(factory._adaptive)  # pylint: disable=protected-access  # tests a private part
     # The central noise of the decoded sum of 2b is 2 sigma_b.
     self.assertAllClose(indicator.noise_stddev(), 2 * sigma_b)
 
   @parameterized.named_parameters(
-      ('low_count_stddev', dict(noise_multiplier=1.0,
-                                auto_l2_clip_count_stddev=0.5),
-       ValueError, 'auto_l2_clip_count_stddev'),
+      ('low_count_stddev',
+       dict(noise_multiplier=1.0, auto_l2_clip_count_stddev=0.5), ValueError,
+       'auto_l2_clip_count_stddev'),
       ('granularity', dict(granularity=0.01), ValueError, 'granularity',
        _object_factory),
       ('linf_clip', dict(linf_clip=1.0), ValueError, 'linf_clip',
@@ -259,9 +283,11 @@ class AutoTuningTest(tf.test.TestCase, parameterized.TestCase):
     a client above the clip (-1) by 2. Checked on `client_split` for inputs
     above, at and below the clip, and end to end.
     """
-    config = adaptive_clip.AdaptiveClip(
-        initial_clip=1.0, target_quantile=0.5, learning_rate=0.2,
-        count_stddev=1.0, expected_clients=3)
+    config = adaptive_clip.AdaptiveClip(initial_clip=1.0,
+                                        target_quantile=0.5,
+                                        learning_rate=0.2,
+                                        count_stddev=1.0,
+                                        expected_clients=3)
     clip = tf.constant(1.0, tf.float64)
     _, null = adaptive_clip.client_split(config, tf.zeros([_DIM], tf.float64),
                                          clip)
@@ -272,8 +298,9 @@ class AutoTuningTest(tf.test.TestCase, parameterized.TestCase):
       self.assertAllEqual(tf.abs(indicator - null), [1.0])
     process = _factory(auto_l2_target_quantile=0.5).create(
         tff.TensorType(np.float32, [_DIM]))
-    output = process.next(process.initialize(),
-                          [_onehot(0.5), _onehot(2.0), _onehot(0.0)])
+    output = process.next(
+        process.initialize(),
+        [_onehot(0.5), _onehot(2.0), _onehot(0.0)])
     # sum of 2b = +1 - 1 + 0 = 0 -> b_bar = 0 / 3 + 1/2 (with +1 for the
     # zero client it would be 1/3 + 1/2).
     self.assertAllClose(output.measurements['below_clip_fraction'], 0.5)
@@ -284,8 +311,7 @@ def _log_convolve(log_a, log_b):
   where a linear-space convolution would leave float rounding dust)."""
   out = np.full(len(log_a) + len(log_b) - 1, -np.inf)
   for i, value in enumerate(log_a):
-    out[i:i + len(log_b)] = np.logaddexp(out[i:i + len(log_b)],
-                                         value + log_b)
+    out[i:i + len(log_b)] = np.logaddexp(out[i:i + len(log_b)], value + log_b)
   return out
 
 
@@ -311,7 +337,8 @@ def _renyi(log_p, log_q, orders):
   log_p, log_q = log_p[ok], log_q[ok]
   return np.array([
       scipy.special.logsumexp(a * log_p + (1 - a) * log_q) / (a - 1)
-      for a in orders])
+      for a in orders
+  ])
 
 
 class AdaptiveClippingObjectTest(parameterized.TestCase):
@@ -323,20 +350,26 @@ class AdaptiveClippingObjectTest(parameterized.TestCase):
   """
 
   def test_keywords_and_object_resolve_to_one_configuration(self):
-    common = dict(noise_multiplier=1.0, expected_clients_per_round=100,
-                  bits=20, l2_clip=0.1)
+    common = dict(noise_multiplier=1.0,
+                  expected_clients_per_round=100,
+                  bits=20,
+                  l2_clip=0.1)
     keywords = DiscreteGaussianSumFactory.from_tff_arguments(
-        **common, auto_l2_clip=True, auto_l2_target_quantile=0.3,
-        auto_l2_lr=0.1, auto_l2_clip_count_stddev=7.0)
+        **common,
+        auto_l2_clip=True,
+        auto_l2_target_quantile=0.3,
+        auto_l2_lr=0.1,
+        auto_l2_clip_count_stddev=7.0)
     handed = ddg_factories.make(
-        **common, adaptive_clipping=adaptive_clip.AdaptiveClipping(
-            target_quantile=0.3, learning_rate=0.1, count_stddev=7.0))
+        **common,
+        adaptive_clipping=adaptive_clip.AdaptiveClipping(target_quantile=0.3,
+                                                         learning_rate=0.1,
+                                                         count_stddev=7.0))
     # pylint: disable=protected-access  # tests a private part
     self.assertEqual(keywords._adaptive, handed._adaptive)
     self.assertEqual(handed._adaptive.initial_clip, 0.1)
     value_type = tff.TensorType(np.float32, [_DIM])
-    self.assertEqual(keywords.dp_event(value_type),
-                     handed.dp_event(value_type))
+    self.assertEqual(keywords.dp_event(value_type), handed.dp_event(value_type))
     self.assertIn('adaptive_clipping=AdaptiveClipping(target_quantile=0.3',
                   repr(handed))
     # TFF's defaults: 0.5, 0.2 and a count stddev of 0.05 n.
@@ -356,8 +389,12 @@ class AdaptiveClippingObjectTest(parameterized.TestCase):
     self.assertEqual(tff_default._adaptive, handed._adaptive)
     self.assertEqual(handed._adaptive.zeroing_multiplier, 10.0)
     other = learning.ddp_secure_aggregator(
-        1.0, 100, zeroing=False, adaptive_clipping=(
-            adaptive_clip.AdaptiveClipping(0.9, 0.05, count_stddev=3.0)))
+        1.0,
+        100,
+        zeroing=False,
+        adaptive_clipping=(adaptive_clip.AdaptiveClipping(0.9,
+                                                          0.05,
+                                                          count_stddev=3.0)))
     self.assertEqual(
         (other._adaptive.target_quantile, other._adaptive.learning_rate,
          other._adaptive.count_stddev, other._adaptive.zeroing_multiplier,
@@ -375,16 +412,17 @@ class AdaptiveClippingObjectTest(parameterized.TestCase):
     for kwargs, name in ((dict(target_quantile=1.5), 'target_quantile'),
                          (dict(learning_rate=0.0), 'learning_rate'),
                          (dict(count_stddev=-1.0), 'count_stddev'),
-                         (dict(zeroing_multiplier=0.0),
-                          'zeroing_multiplier')):
+                         (dict(zeroing_multiplier=0.0), 'zeroing_multiplier')):
       with self.assertRaisesRegex(ValueError, name):
         adaptive_clip.AdaptiveClipping(**kwargs)
     # The count stddev's refusal names the object's field.
     with self.assertRaisesRegex(ValueError,
                                 r'adaptive_clipping\.count_stddev > 0\.5'):
       DiscreteGaussianSumFactory(
-          Request(l2_clip=1.0, noise_multiplier=1.0,
-                  expected_clients_per_round=5, bits=16),
+          Request(l2_clip=1.0,
+                  noise_multiplier=1.0,
+                  expected_clients_per_round=5,
+                  bits=16),
           adaptive_clipping=adaptive_clip.AdaptiveClipping())
 
 
@@ -398,13 +436,14 @@ class IndicatorBruteForceTest(parameterized.TestCase):
   sum shifted by c m, Q = the noise sum. Replace-one: shifted by 2c.
   """
 
-  @parameterized.named_parameters(
-      ('coarse_n3', 0.4, 3), ('unit_n3', 2.0, 3), ('n5', 0.3, 5),
-      ('n2', 1.0, 2))
+  @parameterized.named_parameters(('coarse_n3', 0.4, 3), ('unit_n3', 2.0, 3),
+                                  ('n5', 0.3, 5), ('n2', 1.0, 2))
   def test_curve_above_exact_divergence(self, count_stddev, n):
-    config = adaptive_clip.AdaptiveClip(
-        initial_clip=1.0, target_quantile=0.5, learning_rate=0.2,
-        count_stddev=count_stddev, expected_clients=n)
+    config = adaptive_clip.AdaptiveClip(initial_clip=1.0,
+                                        target_quantile=0.5,
+                                        learning_rate=0.2,
+                                        count_stddev=count_stddev,
+                                        expected_clients=n)
     mechanism = adaptive_clip.indicator_mechanism(config)
     event = mechanism.dp_event(n)
     scaling = round(1.0 / mechanism.gamma)
@@ -414,8 +453,8 @@ class IndicatorBruteForceTest(parameterized.TestCase):
     support, log_q = _discrete_gaussian_sum_log_pmf(s, n, half_width)
     del support
     for relation, shifts in (
-        (dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE, (1, -1)),
-        (dp_accounting.NeighboringRelation.REPLACE_ONE, (2, -2))):
+        (dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
+         (1, -1)), (dp_accounting.NeighboringRelation.REPLACE_ONE, (2, -2))):
       accountant = accounting.RdpAccountant(neighboring_relation=relation)
       accountant.compose(event)
       orders = accountant.orders

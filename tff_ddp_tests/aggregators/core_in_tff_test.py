@@ -31,8 +31,8 @@ from tff_ddp_tests.accounting import event_io_test
 from tff_ddp_tests.mechanisms import binomial_test
 from tff_ddp_tests.mechanisms import discrete_gaussian_table_test as dgt
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+_ROOT = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class SamplersInTffTest(tf.test.TestCase):
@@ -41,6 +41,7 @@ class SamplersInTffTest(tf.test.TestCase):
 
   @pytest.mark.slow
   def test_skellam(self):
+
     @tff.tensorflow.computation(tff.TensorType(np.int64, [2]))
     def sample(seed):
       return poisson.sample_skellam([3, 4], 5e4, seed)
@@ -50,6 +51,7 @@ class SamplersInTffTest(tf.test.TestCase):
     self.assertAllEqual(out, poisson.sample_skellam([3, 4], 5e4, [4, 2]))
 
   def test_binomial(self):
+
     @tff.tensorflow.computation(tff.TensorType(np.float64, [6]),
                                 tff.TensorType(np.int64, [2]))
     def sample(probs, seed):
@@ -58,10 +60,11 @@ class SamplersInTffTest(tf.test.TestCase):
     probs = np.array([0.25, 0.3, 0.5, 0.7, 0.75, binomial_test.P54])
     out = np.asarray(sample(probs, np.array([4, 2], np.int64)))
     self.assertAllInRange(out, 0, 2**16)
-    self.assertAllEqual(
-        out, binomial.sample_binomial(probs, 2**16, [4, 2]).numpy())
+    self.assertAllEqual(out,
+                        binomial.sample_binomial(probs, 2**16, [4, 2]).numpy())
 
   def test_discrete_gaussian_table(self):
+
     @tff.tensorflow.computation(tff.TensorType(np.int64, [2]))
     def noise(seed):
       return dt.sample_discrete_gaussian_table([500], 785.0, seed)
@@ -70,8 +73,8 @@ class SamplersInTffTest(tf.test.TestCase):
     self.assertEqual(a.dtype, np.int64)
     self.assertEqual(a.shape, (500,))
     self.assertAllEqual(a, noise(np.array([7, 8], np.int64)))
-    self.assertAllEqual(
-        a, dt.sample_discrete_gaussian_table([500], 785.0, [7, 8]))
+    self.assertAllEqual(a,
+                        dt.sample_discrete_gaussian_table([500], 785.0, [7, 8]))
     b = noise(np.array([7, 9], np.int64))
     self.assertGreater(np.mean(a != b), 0.9)
 
@@ -114,18 +117,23 @@ class DdgWithDftTest(tf.test.TestCase):
   def test_sum_at_2_pow_k_plus_1(self):
     # d = 2^4 + 1: the DFT pads to 18, the secure sum carries 18 integers.
     d = 17
-    values = [np.linspace(-1, 1, d).astype(np.float32) * s
-              for s in (0.5, -0.25, 1.0)]
+    values = [
+        np.linspace(-1, 1, d).astype(np.float32) * s for s in (0.5, -0.25, 1.0)
+    ]
     factory = DiscreteGaussianSumFactory.from_tff_arguments(
-        noise_multiplier=0.0, expected_clients_per_round=3, bits=20,
-        l2_clip=10.0, rotation_type='dft')
+        noise_multiplier=0.0,
+        expected_clients_per_round=3,
+        bits=20,
+        l2_clip=10.0,
+        rotation_type='dft')
     mechanism = factory.mechanism(tff.TensorType(np.float32, [d]))
     self.assertEqual(mechanism.output_dim, 18)
     process = factory.create(tff.TensorType(np.float32, [d]))
     output = process.next(process.initialize(), values)
     # Rounding only: each client's scaled vector moves by < 1 per
     # coordinate in the ring, i.e. < gamma per coordinate after decoding.
-    self.assertAllClose(output.result, np.sum(values, axis=0),
+    self.assertAllClose(output.result,
+                        np.sum(values, axis=0),
                         atol=3 * d**0.5 * mechanism.gamma)
 
 
@@ -149,6 +157,7 @@ processes.release_tff()
 class EntropyInTffTest(tf.test.TestCase):
 
   def test_fresh_in_tff_computations(self):
+
     @tff.tensorflow.computation(np.float32)
     def two_seeds(unused):
       del unused
@@ -168,10 +177,13 @@ class EntropyInTffTest(tf.test.TestCase):
   def test_two_processes_with_the_same_tf_seed_draw_different_noise(self):
     runs = []
     for _ in range(2):
-      result = subprocess.run(
-          [sys.executable, '-c', _SCRIPT], cwd=_ROOT, capture_output=True,
-          text=True, timeout=600, check=True,
-          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
+      result = subprocess.run([sys.executable, '-c', _SCRIPT],
+                              cwd=_ROOT,
+                              capture_output=True,
+                              text=True,
+                              timeout=600,
+                              check=True,
+                              env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
       runs.append(eval(result.stdout.strip().splitlines()[-1]))  # pylint: disable=eval-used  # parses the child's printed repr
     self.assertNotEqual(runs[0], runs[1])
 
@@ -181,8 +193,8 @@ class TfPrivacySamplerTest(tf.test.TestCase, parameterized.TestCase):
   (TF Privacy installs only beside TFF 0.87, on Python 3.11)."""
 
   @parameterized.parameters((0.7, 31), (3.3, 32))
-  def test_tf_privacy_variance_is_that_of_the_rounded_up_scale(self, scale,
-                                                               seed):
+  def test_tf_privacy_variance_is_that_of_the_rounded_up_scale(
+      self, scale, seed):
     # TF Privacy's sampler (as TFF's DDG calls it) needs an integer scale and
     # gets ceil(scale): its variance is ceil(scale)^2, not s ~= scale^2.
     n = 200_000

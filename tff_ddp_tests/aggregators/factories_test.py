@@ -29,8 +29,8 @@ from tff_ddp.encoders import hadamard
 from tff_ddp_tests import ddg_factories
 
 _VECTOR = tff.TensorType(np.float32, [20])
-_NESTED = collections.OrderedDict(
-    a=tff.TensorType(np.float32, [2, 3]), b=tff.TensorType(np.float64, [5]))
+_NESTED = collections.OrderedDict(a=tff.TensorType(np.float32, [2, 3]),
+                                  b=tff.TensorType(np.float64, [5]))
 MECHANISMS = ('ddg', 'cpbm')
 
 
@@ -38,13 +38,18 @@ def _factory(kind, **kwargs):
   """'ddg': the constructor (a Request of the Request's keywords);
   'ddg_tff': `from_tff_arguments`; 'cpbm'."""
   if kind in ('ddg', 'ddg_tff'):
-    args = dict(noise_multiplier=1.0, expected_clients_per_round=3, bits=16,
-                l2_clip=10.0, beta=math.exp(-0.5))
+    args = dict(noise_multiplier=1.0,
+                expected_clients_per_round=3,
+                bits=16,
+                l2_clip=10.0,
+                beta=math.exp(-0.5))
     args.update(kwargs)
     if kind == 'ddg_tff':
       return DiscreteGaussianSumFactory.from_tff_arguments(**args)
     return ddg_factories.make(**args)
-  args = dict(l2_clip=10.0, theta=0.25, num_trials=32,
+  args = dict(l2_clip=10.0,
+              theta=0.25,
+              num_trials=32,
               expected_clients_per_round=3)
   args.update(kwargs)
   return PoissonBinomialSumFactory(**args)
@@ -76,11 +81,12 @@ def _process(mechanism, value_type=_VECTOR, **kwargs):
 
 class ComputationTest(tf.test.TestCase, parameterized.TestCase):
 
-  @parameterized.product(mechanism=MECHANISMS, value_type=['vector',
-                                                           'nested'])
+  @parameterized.product(mechanism=MECHANISMS, value_type=['vector', 'nested'])
   def test_type_signature_and_secure_only(self, mechanism, value_type):
-    value_type = tff.types.to_type(
-        {'vector': _VECTOR, 'nested': _NESTED}[value_type])
+    value_type = tff.types.to_type({
+        'vector': _VECTOR,
+        'nested': _NESTED
+    }[value_type])
     _, process = _process(mechanism, value_type, seed=1)
     self.assertIsInstance(process, tff.templates.AggregationProcess)
     result_type = process.next.type_signature.result.result
@@ -91,20 +97,31 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.parameters(*MECHANISMS)
   def test_measurements_release_only_public_numbers(self, mechanism):
     _, process = _process(mechanism, seed=1)
-    names = {n for n, _ in tff.structure.iter_elements(
-        process.next.type_signature.result.measurements.member)}
-    public = {'ddg': {'l2_clip', 'scale_factor', 'scaled_local_stddev',
-                      'bits', 'output_dimension', 'padded_dim',
-                      'scaled_inflated_l2'},
-              'cpbm': {'l2_clip', 'theta', 'coordinate_bound', 'num_trials',
-                       'modulus', 'output_dimension'}}[mechanism]
-    self.assertEqual(names, public | {'participating_clients',
-                                      'actual_num_clients', 'sum_may_wrap',
-                                      'dp_event'})
+    names = {
+        n for n, _ in tff.structure.iter_elements(
+            process.next.type_signature.result.measurements.member)
+    }
+    public = {
+        'ddg': {
+            'l2_clip', 'scale_factor', 'scaled_local_stddev', 'bits',
+            'output_dimension', 'padded_dim', 'scaled_inflated_l2'
+        },
+        'cpbm': {
+            'l2_clip', 'theta', 'coordinate_bound', 'num_trials', 'modulus',
+            'output_dimension'
+        }
+    }[mechanism]
+    self.assertEqual(
+        names, public | {
+            'participating_clients', 'actual_num_clients', 'sum_may_wrap',
+            'dp_event'
+        })
 
-  @parameterized.product(mechanism=MECHANISMS, case=[
-      ('int', tff.TensorType(np.bool_, [3]), 'integers or floats'),
-      ('unknown_shape', tff.TensorType(np.float32, [None]), 'shape')])
+  @parameterized.product(mechanism=MECHANISMS,
+                         case=[('int', tff.TensorType(np.bool_, [3]),
+                                'integers or floats'),
+                               ('unknown_shape',
+                                tff.TensorType(np.float32, [None]), 'shape')])
   def test_bad_value_type(self, mechanism, case):
     _, value_type, message = case
     with self.assertRaisesRegex(TypeError, message):
@@ -112,25 +129,25 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       ('ddg_encoder', 'ddg', dict(encoder='dense'), ValueError, 'encoder'),
-      ('ddg_options', 'ddg', dict(encoder='hadamard', iterations=3),
-       ValueError, 'kashin'),
+      ('ddg_options', 'ddg', dict(encoder='hadamard',
+                                  iterations=3), ValueError, 'kashin'),
       ('ddg_bits', 'ddg', dict(bits=31), ValueError, 'bits'),
       ('ddg_noise_array', 'ddg', dict(noise_multiplier=np.array([1.0])),
        TypeError, 'noise_multiplier'),
       ('ddg_clients_bool', 'ddg', dict(expected_clients_per_round=True),
        TypeError, 'expected_clients_per_round'),
-      ('ddg_mechanism', 'ddg', dict(mechanism='distributed_gauss'),
-       ValueError, 'distributed_skellam'),
+      ('ddg_mechanism', 'ddg', dict(mechanism='distributed_gauss'), ValueError,
+       'distributed_skellam'),
       ('ddg_rotation', 'ddg_tff', dict(rotation_type='fft'), ValueError,
        'rotation_type'),
-      ('ddg_adaptive_clip_linf', 'ddg', dict(
-          adaptive_clipping=AdaptiveClipping(), linf_clip=1.0),
-       ValueError, 'linf_clip'),
+      ('ddg_adaptive_clip_linf', 'ddg',
+       dict(adaptive_clipping=AdaptiveClipping(),
+            linf_clip=1.0), ValueError, 'linf_clip'),
       # One way per thing: TFF's keywords only through from_tff_arguments,
       # ours only through the constructor; each names the other.
-      ('ddg_tff_auto_clip_linf', 'ddg_tff', dict(auto_l2_clip=True,
-                                                 linf_clip=1.0),
-       TypeError, r"\['linf_clip'\].*Request"),
+      ('ddg_tff_auto_clip_linf', 'ddg_tff',
+       dict(auto_l2_clip=True,
+            linf_clip=1.0), TypeError, r"\['linf_clip'\].*Request"),
       ('ddg_tff_encoder', 'ddg_tff', dict(encoder='kashin'), TypeError,
        r"\['encoder'\].*Request"),
       ('ddg_rotation_type_in_constructor', 'ddg', dict(rotation_type='hd'),
@@ -148,17 +165,16 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
       ('cpbm_overflow', 'cpbm', dict(num_trials=2**29), ValueError,
        'num_trials must be'),
       ('cpbm_divisor', 'cpbm', dict(divisor='l1'), ValueError, 'divisor'),
-      ('cpbm_linf_needs_level', 'cpbm', dict(divisor='linf',
-                                             encoder='hadamard'),
-       ValueError, 'kashin'),
+      ('cpbm_linf_needs_level', 'cpbm', dict(
+          divisor='linf', encoder='hadamard'), ValueError, 'kashin'),
       ('cpbm_tff_keyword', 'cpbm', dict(rotation_type='hd'), TypeError,
        'unexpected keyword'),
       # The cPBM factory's keywords go to the round or to the encoder; an
       # unknown one names both lists.
       ('cpbm_unknown_keyword', 'cpbm', dict(sampling_rate=0.5), TypeError,
        r"\['sampling_rate'\].*'client_sampling_rate'.*'redundancy'"),
-      ('cpbm_round_keyword_checked', 'cpbm', dict(on_wrap='wrap'),
-       ValueError, 'on_wrap'),
+      ('cpbm_round_keyword_checked', 'cpbm', dict(on_wrap='wrap'), ValueError,
+       'on_wrap'),
   )
   def test_bad_arguments(self, mechanism, kwargs, error, message):
     with self.assertRaisesRegex(error, message):
@@ -170,8 +186,8 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.product(
       mechanism=MECHANISMS,
       case=[('huge_clip', dict(l2_clip=1e300), 'largest float32'),
-            ('huge_noise', dict(l2_clip=1.0, noise_multiplier=1e300),
-             'largest float32'),
+            ('huge_noise', dict(l2_clip=1.0,
+                                noise_multiplier=1e300), 'largest float32'),
             ('tiny_clip', dict(l2_clip=1e-300), 'smallest normal float32')])
   def test_output_dtype_range(self, mechanism, case):
     # Before: +-inf or all zeros in the float32 result, silently.
@@ -180,8 +196,10 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
       # cPBM's noise is C / (theta sqrt(m)): C = 1e27 alone fits float32
       # (bound ~5e28), with theta = 1e-12 it does not.
       kwargs = dict(l2_clip=1e27, theta=1e-12)
-      self.assertLess(_factory(mechanism, l2_clip=1e27).mechanism(
-          _VECTOR).output_range()[1], np.finfo(np.float32).max)
+      self.assertLess(
+          _factory(mechanism,
+                   l2_clip=1e27).mechanism(_VECTOR).output_range()[1],
+          np.finfo(np.float32).max)
     factory = _factory(mechanism, **kwargs)
     with self.assertRaisesRegex(ValueError, message):
       factory.create(_VECTOR)
@@ -218,9 +236,8 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
     patterns = np.array(np.meshgrid(*[ends] * d)).reshape(d, -1).T
     largest = 0.0
     for pattern in patterns:
-      decoded, _ = m.server_decode(
-          {'encoded': tf.constant(pattern, tf.int64)},
-          tf.constant(n, tf.int64), seed)
+      decoded, _ = m.server_decode({'encoded': tf.constant(pattern, tf.int64)},
+                                   tf.constant(n, tf.int64), seed)
       largest = max(largest, float(np.max(np.abs(decoded.numpy()))))
     self.assertLessEqual(largest, bound * (1 + 1e-12))
     if encoder in ('hadamard', 'none'):  # gains sqrt(D) and 1 attained
@@ -236,7 +253,10 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
       ('int32', np.int32, None),
   )
   def test_integer_value_types(self, dtype, message):
-    factory = _factory('ddg', encoder='none', granularity=1.0, l2_clip=4.0,
+    factory = _factory('ddg',
+                       encoder='none',
+                       granularity=1.0,
+                       l2_clip=4.0,
                        linf_clip=1.0)
     value_type = tff.TensorType(dtype, [4])
     if message is None:
@@ -248,10 +268,10 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
       factory.create(value_type)
 
   def test_tff_keywords(self):
-    factory = _factory('ddg_tff', mechanism='distributed_dgauss',
+    factory = _factory('ddg_tff',
+                       mechanism='distributed_dgauss',
                        rotation_type='hd')
-    self.assertIsInstance(factory.encoder(_VECTOR),
-                          hadamard.RandomizedHadamard)
+    self.assertIsInstance(factory.encoder(_VECTOR), hadamard.RandomizedHadamard)
     self.assertIn("encoder='hadamard'", repr(factory))
 
   @parameterized.parameters(*MECHANISMS)
@@ -295,8 +315,7 @@ class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(m['participating_clients'], 3)
     self.assertFalse(m['sum_may_wrap'])
     self.assertEqual(output.state['round'], 1)
-    self.assertEqual(accounting.extract_dp_event(m),
-                     factory.dp_event(_VECTOR))
+    self.assertEqual(accounting.extract_dp_event(m), factory.dp_event(_VECTOR))
     bound = _noise_bound(factory, _VECTOR, 3)
     if mechanism == 'ddg':
       clipped = clients[2] * (10.0 / np.linalg.norm(clients[2]))
@@ -317,8 +336,8 @@ class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
   def test_unbiased_over_rounds(self, mechanism):
     # Mean over R rounds of (estimate - sum) over 20 coordinates has stddev
     # <= bound / sqrt(20 R); 5 standard errors.
-    kwargs = dict(seed=3) if mechanism == 'ddg' else dict(
-        seed=3, encoder='hadamard')
+    kwargs = dict(
+        seed=3) if mechanism == 'ddg' else dict(seed=3, encoder='hadamard')
     factory, process = _process(mechanism, **kwargs)
     clients = [np.full(20, 0.5, np.float32) * (i + 1) for i in range(3)]
     state = process.initialize()
@@ -356,10 +375,13 @@ class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
     value_type = tff.TensorType(np.float64, [20])
     # Four clients: the ring is sized for them (a round above its capacity
     # is refused, round_refusal_test.py).
-    kwargs = (dict(noise_multiplier=0.0, bits=24, seed=0,
-                   expected_clients_per_round=4) if mechanism == 'ddg'
-              else dict(seed=0, num_trials=4096, l2_clip=2.0,
-                        encoder='hadamard', expected_clients_per_round=4))
+    kwargs = (dict(
+        noise_multiplier=0.0, bits=24, seed=0, expected_clients_per_round=4)
+              if mechanism == 'ddg' else dict(seed=0,
+                                              num_trials=4096,
+                                              l2_clip=2.0,
+                                              encoder='hadamard',
+                                              expected_clients_per_round=4))
     factory, process = _process(mechanism, value_type, **kwargs)
     good = np.full(20, 0.25)
     bad = good.copy()
@@ -384,8 +406,7 @@ class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
               else dict(seed=0, num_trials=4, expected_clients_per_round=2))
     kwargs['on_wrap'] = 'flag'
     _, process = _process(mechanism, **kwargs)
-    output = process.next(process.initialize(),
-                          [np.zeros(20, np.float32)] * 5)
+    output = process.next(process.initialize(), [np.zeros(20, np.float32)] * 5)
     self.assertTrue(output.measurements['sum_may_wrap'])
     self.assertEqual(output.measurements['participating_clients'], 5)
     self.assertEqual(
@@ -412,9 +433,10 @@ class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
     # about half of them odd.
     value_type = tff.TensorType(np.float64, [64])
     kwargs = (dict(noise_multiplier=5.0, expected_clients_per_round=2)
-              if mechanism == 'ddg' else
-              dict(encoder='hadamard', expected_clients_per_round=2,
-                   num_trials=8, l2_clip=1.0))
+              if mechanism == 'ddg' else dict(encoder='hadamard',
+                                              expected_clients_per_round=2,
+                                              num_trials=8,
+                                              l2_clip=1.0))
     factory = _factory(mechanism, **kwargs)
     mech = factory.mechanism(value_type)
     process = factory.create(value_type)
@@ -424,8 +446,8 @@ class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
     output = process.next(state, [zero, zero])
     round_seed = tf.random.experimental.stateless_fold_in(
         state['public_seed'], state['round'])
-    y = hadamard.RandomizedHadamard(64).encode(
-        tf.constant(output.result), round_seed).numpy()
+    y = hadamard.RandomizedHadamard(64).encode(tf.constant(output.result),
+                                               round_seed).numpy()
     if mechanism == 'ddg':
       integers = np.round(y / mech.gamma)
     else:  # result = decode(C / (m theta) (S - m)): recover S.
@@ -441,7 +463,9 @@ class NoiseSamplerTest(tf.test.TestCase):
     # 'table' by default (its TV on the event), 'exact' on request, for the
     # DDG and the Skellam alike; SkellamSumFactory under its own name too.
     from tff_ddp.aggregators import SkellamSumFactory
-    args = dict(noise_multiplier=1.0, expected_clients_per_round=5, bits=16,
+    args = dict(noise_multiplier=1.0,
+                expected_clients_per_round=5,
+                bits=16,
                 l2_clip=1.0)
     for mechanism in ('distributed_dgauss', 'distributed_skellam'):
       for sampler, tv in (('table', 2.0**-231), ('exact', None)):
@@ -450,10 +474,11 @@ class NoiseSamplerTest(tf.test.TestCase):
         self.assertEqual(factory.mechanism(_VECTOR).noise_sampler, sampler)
         self.assertEqual(factory.dp_event(_VECTOR).sampler_tv_distance, tv)
     self.assertEqual(
-        ddg_factories.make(SkellamSumFactory, noise_sampler='exact', **args)
-        .mechanism(_VECTOR).noise_sampler, 'exact')
+        ddg_factories.make(SkellamSumFactory, noise_sampler='exact',
+                           **args).mechanism(_VECTOR).noise_sampler, 'exact')
     with self.assertRaisesRegex(TypeError, 'mechanism='):
-      ddg_factories.make(SkellamSumFactory, mechanism='distributed_dgauss',
+      ddg_factories.make(SkellamSumFactory,
+                         mechanism='distributed_dgauss',
                          **args)
     with self.assertRaisesRegex(TypeError, 'mechanism='):
       SkellamSumFactory.from_tff_arguments(mechanism='distributed_dgauss',
@@ -474,8 +499,10 @@ class DdgSpecificTest(tf.test.TestCase):
     rng = np.random.default_rng(1)
     # Unit-norm inputs: the representations' norms (<= level) stay inside
     # the clip, so the expected sum is exact.
-    clients = [v / np.linalg.norm(v) for v in
-               (rng.normal(size=20).astype(np.float32) for _ in range(3))]
+    clients = [
+        v / np.linalg.norm(v)
+        for v in (rng.normal(size=20).astype(np.float32) for _ in range(3))
+    ]
     self.assertLess(encoder.level, 10.0)
     output = process.next(process.initialize(), clients)
     m = output.measurements
@@ -491,18 +518,22 @@ class DdgSpecificTest(tf.test.TestCase):
     # no rotation: no rounding, no sensitivity inflation; only the noise
     # separates the result from the sum. Central stddev 0.05.
     value_type = tff.TensorType(np.int32, [8])
-    factory = _factory('ddg', encoder='none', granularity=0.01,
-                       linf_clip=1.0, l2_clip=1.0, noise_multiplier=0.05,
+    factory = _factory('ddg',
+                       encoder='none',
+                       granularity=0.01,
+                       linf_clip=1.0,
+                       l2_clip=1.0,
+                       noise_multiplier=0.05,
                        seed=4)
     mech = factory.mechanism(value_type)
     self.assertTrue(mech.integer_inputs)
     self.assertEqual(mech.norm_threshold, 100**2)
     self.assertAlmostEqual(mech.scale_factor, 100.0)
-    self.assertAlmostEqual(mech.scaled_local_stddev,
-                           0.05 * 100 / math.sqrt(3))
+    self.assertAlmostEqual(mech.scaled_local_stddev, 0.05 * 100 / math.sqrt(3))
     # A float value type is rounded, so the bound is inflated.
-    self.assertGreater(factory.mechanism(
-        tff.TensorType(np.float32, [8])).norm_threshold, 100**2)
+    self.assertGreater(
+        factory.mechanism(tff.TensorType(np.float32, [8])).norm_threshold,
+        100**2)
     process = factory.create(value_type)
     clients = [np.eye(8, dtype=np.int32)[i] for i in (1, 1, 5)]
     output = process.next(process.initialize(), clients)
@@ -515,7 +546,10 @@ class DdgSpecificTest(tf.test.TestCase):
     value_type = tff.TensorType(np.float32, [8])
     # n (c + 1) = 3 * 1001 > 2^12 / 2: refused, with the bits that fit.
     with self.assertRaisesRegex(ValueError, 'bits >= 1[3-9]'):
-      _factory('ddg', encoder='none', granularity=0.001, bits=12,
+      _factory('ddg',
+               encoder='none',
+               granularity=0.001,
+               bits=12,
                noise_multiplier=0.05).mechanism(value_type)
     with self.assertRaisesRegex(ValueError, 'granularity'):
       _factory('ddg', encoder='none', granularity=-1.0)
@@ -531,8 +565,9 @@ class ZeroNoiseTest(tf.test.TestCase):
       with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always')
         factory = factory_class.from_tff_arguments(0.0, 3, 16, 1.0)
-      messages = [str(w.message) for w in caught
-                  if issubclass(w.category, UserWarning)]
+      messages = [
+          str(w.message) for w in caught if issubclass(w.category, UserWarning)
+      ]
       self.assertLen(messages, 1)
       self.assertIn(f'{factory_class.__name__}(noise_multiplier=0)',
                     messages[0])
@@ -542,8 +577,8 @@ class ZeroNoiseTest(tf.test.TestCase):
     with warnings.catch_warnings(record=True) as caught:
       warnings.simplefilter('always')
       DiscreteGaussianSumFactory.from_tff_arguments(1e-3, 3, 16, 1.0)
-    self.assertEmpty([w for w in caught if 'noise_multiplier=0' in
-                      str(w.message)])
+    self.assertEmpty(
+        [w for w in caught if 'noise_multiplier=0' in str(w.message)])
 
 
 @pytest.mark.slow
@@ -551,16 +586,17 @@ class FedAvgIntegrationTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters(*MECHANISMS)
   def test_model_aggregator_in_unweighted_fed_avg(self, mechanism):
+
     def model_fn():
       keras_model = tf.keras.Sequential([
           tf.keras.layers.InputLayer(input_shape=(4,)),
-          tf.keras.layers.Dense(2)])
+          tf.keras.layers.Dense(2)
+      ])
       return tff.learning.models.from_keras_model(
           keras_model,
           input_spec=(tf.TensorSpec([None, 4], tf.float32),
                       tf.TensorSpec([None, 1], tf.int32)),
-          loss=tf.keras.losses.SparseCategoricalCrossentropy(
-              from_logits=True))
+          loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 
     factory = _factory(mechanism, expected_clients_per_round=2, l2_clip=1.0)
     learning_process = tff.learning.algorithms.build_unweighted_fed_avg(

@@ -22,15 +22,27 @@ _CLIENTS = 6
 
 def _factories():
   return {
-      'ddg': aggregators.DiscreteGaussianSumFactory.from_tff_arguments(
-          noise_multiplier=1.0, expected_clients_per_round=_CLIENTS,
-          bits=16, l2_clip=1.0, seed=7),
-      'skellam': aggregators.SkellamSumFactory.from_tff_arguments(
-          noise_multiplier=1.0, expected_clients_per_round=_CLIENTS,
-          bits=16, l2_clip=1.0, seed=8),
-      'cpbm': aggregators.PoissonBinomialSumFactory(
-          l2_clip=1.0, theta=0.2, num_trials=16,
-          expected_clients_per_round=_CLIENTS, seed=9),
+      'ddg':
+          aggregators.DiscreteGaussianSumFactory.from_tff_arguments(
+              noise_multiplier=1.0,
+              expected_clients_per_round=_CLIENTS,
+              bits=16,
+              l2_clip=1.0,
+              seed=7),
+      'skellam':
+          aggregators.SkellamSumFactory.from_tff_arguments(
+              noise_multiplier=1.0,
+              expected_clients_per_round=_CLIENTS,
+              bits=16,
+              l2_clip=1.0,
+              seed=8),
+      'cpbm':
+          aggregators.PoissonBinomialSumFactory(
+              l2_clip=1.0,
+              theta=0.2,
+              num_trials=16,
+              expected_clients_per_round=_CLIENTS,
+              seed=9),
   }
 
 
@@ -38,15 +50,18 @@ def _outside_tff(mechanism, values, round_seed, noise_seeds):
   """docs/core.md's round: the core only, numpy as the secure sum."""
   messages = {key: [] for key in mechanism.secure_moduli()}
   for value, noise_seed in zip(values, noise_seeds):
-    encoded, _ = mechanism.client_encode(
-        tf.constant(value, tf.float64), round_seed, noise_seed)
+    encoded, _ = mechanism.client_encode(tf.constant(value, tf.float64),
+                                         round_seed, noise_seed)
     for key in messages:
       messages[key].append(encoded[key].numpy())
-  summed = {key: tf.constant(np.sum(parts, axis=0) % modulus)
-            for (key, parts), modulus in zip(
-                messages.items(), mechanism.secure_moduli().values())}
-  estimate, _ = mechanism.server_decode(
-      summed, tf.constant(len(values), tf.int64), round_seed)
+  summed = {
+      key: tf.constant(np.sum(parts, axis=0) % modulus)
+      for (key, parts), modulus in zip(messages.items(),
+                                       mechanism.secure_moduli().values())
+  }
+  estimate, _ = mechanism.server_decode(summed,
+                                        tf.constant(len(values), tf.int64),
+                                        round_seed)
   return estimate.numpy(), mechanism.dp_event(len(values))
 
 
@@ -72,7 +87,8 @@ class OutsideTffTest(tf.test.TestCase, parameterized.TestCase):
     noise_seeds = [
         tf.random.experimental.stateless_split(
             protocol._noise_seed(protocol.spec.flatten(v), round_seed), 3)[1]  # pylint: disable=protected-access  # tests a private part
-        for v in values]
+        for v in values
+    ]
     estimate, event = _outside_tff(factory.mechanism(value_type),
                                    values.astype(np.float64), round_seed,
                                    noise_seeds)
@@ -80,8 +96,7 @@ class OutsideTffTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(event, accounting.extract_dp_event(output.measurements))
     # Not vacuous: the round was noisy, and other noise seeds change it.
     self.assertGreater(np.abs(estimate - values.sum(axis=0)).max(), 1e-3)
-    other, _ = _outside_tff(factory.mechanism(value_type),
-                            values.astype(np.float64), round_seed,
-                            [tf.constant([i, 1], tf.int64)
-                             for i in range(_CLIENTS)])
+    other, _ = _outside_tff(
+        factory.mechanism(value_type), values.astype(np.float64), round_seed,
+        [tf.constant([i, 1], tf.int64) for i in range(_CLIENTS)])
     self.assertFalse(np.array_equal(other, estimate))

@@ -45,12 +45,18 @@ KINDS = ('ddg', 'cpbm')
 
 def _factory(kind, **kwargs):
   if kind == 'cpbm':
-    args = dict(l2_clip=1.0, theta=0.25, num_trials=16,
-                expected_clients_per_round=3, seed=0)
+    args = dict(l2_clip=1.0,
+                theta=0.25,
+                num_trials=16,
+                expected_clients_per_round=3,
+                seed=0)
     args.update(kwargs)
     return PoissonBinomialSumFactory(**args)
-  args = dict(noise_multiplier=1.0, expected_clients_per_round=3, bits=16,
-              l2_clip=1.0, seed=0)
+  args = dict(noise_multiplier=1.0,
+              expected_clients_per_round=3,
+              bits=16,
+              l2_clip=1.0,
+              seed=0)
   args.update(kwargs)
   cls = SkellamSumFactory if kind == 'skellam' else DiscreteGaussianSumFactory
   return ddg_factories.make(cls, **args)
@@ -74,20 +80,18 @@ class RefusalTest(tf.test.TestCase, parameterized.TestCase):
   def _check_refusal(self, kind):
     factory = _factory(kind)
     capacity = factory.capacity(_VECTOR).capacity
-    self.assertEqual(capacity,
-                     factory.mechanism(_VECTOR).max_clients())
+    self.assertEqual(capacity, factory.mechanism(_VECTOR).max_clients())
     process = factory.create(_VECTOR)
     n = capacity + 1 if kind != 'cpbm' else capacity + 5
     with self.assertRaises(rounds.RoundRefusedError) as raised:
       process.next(process.initialize(), _clients(n))
     message = str(raised.exception)
     self.assertIsInstance(raised.exception, ValueError)
-    knob = ('max_clients_per_round' if kind == 'cpbm'
-            else 'expected_clients_per_round')
+    knob = ('max_clients_per_round'
+            if kind == 'cpbm' else 'expected_clients_per_round')
     for text in (f'{type(factory).__name__}: {n} clients',
                  f'more than the {capacity} its ring holds',
-                 f'Use {knob} >= {n}', "on_wrap='flag'",
-                 f'num_clients={n}'):
+                 f'Use {knob} >= {n}', "on_wrap='flag'", f'num_clients={n}'):
       self.assertIn(text, message)
     self.assertNotIn('\\', message)  # TF's escaping undone
 
@@ -124,8 +128,11 @@ class RefusalTest(tf.test.TestCase, parameterized.TestCase):
     # With a given gamma the ring's worst case is linear in n, so more bits
     # make room; the message gives the smallest, which we check by building
     # the factory with it (and one bit fewer).
-    kwargs = dict(encoder='none', granularity=0.05, linf_clip=1.0,
-                  expected_clients_per_round=3, bits=12)
+    kwargs = dict(encoder='none',
+                  granularity=0.05,
+                  linf_clip=1.0,
+                  expected_clients_per_round=3,
+                  bits=12)
     factory = _factory('ddg', **kwargs)
     ring = factory.capacity(_VECTOR)
     n = ring.capacity + 1
@@ -133,11 +140,11 @@ class RefusalTest(tf.test.TestCase, parameterized.TestCase):
     need = next(b for b, cap in ring.bits if cap >= n)
     self.assertIn(f'or bits >= {need}', message)
     self.assertGreaterEqual(
-        _factory('ddg', **dict(kwargs, bits=need)).capacity(
-            _VECTOR).capacity, n)
+        _factory('ddg', **dict(kwargs, bits=need)).capacity(_VECTOR).capacity,
+        n)
     self.assertLess(
-        _factory('ddg', **dict(kwargs, bits=need - 1)).capacity(
-            _VECTOR).capacity, n)
+        _factory('ddg', **dict(kwargs,
+                               bits=need - 1)).capacity(_VECTOR).capacity, n)
     # The same text comes out of the TF computation.
     process = factory.create(_VECTOR)
     with self.assertRaises(rounds.RoundRefusedError) as raised:
@@ -165,9 +172,8 @@ class RefusalTest(tf.test.TestCase, parameterized.TestCase):
     factory = _factory('ddg')
     process = factory.create(_VECTOR)
 
-    @tff.federated_computation(
-        process.initialize.type_signature.result,
-        tff.FederatedType(_VECTOR, tff.CLIENTS))
+    @tff.federated_computation(process.initialize.type_signature.result,
+                               tff.FederatedType(_VECTOR, tff.CLIENTS))
     def outer(state, values):
       return process.next(state, values).result
 
@@ -175,8 +181,9 @@ class RefusalTest(tf.test.TestCase, parameterized.TestCase):
       outer(process.initialize(), _clients(5))
     self.assertNotIsInstance(raised.exception, rounds.RoundRefusedError)
     text = str(raised.exception)
-    self.assertIn(rounds.REFUSAL_PREFIX + 'DiscreteGaussianSumFactory: 5 '
-                  'clients', text)
+    self.assertIn(
+        rounds.REFUSAL_PREFIX + 'DiscreteGaussianSumFactory: 5 '
+        'clients', text)
     self.assertEqual(rounds.refusal_message(raised.exception),
                      factory.capacity(_VECTOR).message(5))
 
@@ -186,7 +193,8 @@ class RefusalTest(tf.test.TestCase, parameterized.TestCase):
     # participant count's ring holds 2^30 - 1.
     for kwargs in (dict(count_noise_multiplier=1.0),
                    dict(adaptive_clipping=AdaptiveClipping(),
-                        noise_multiplier=0.5, expected_clients_per_round=20)):
+                        noise_multiplier=0.5,
+                        expected_clients_per_round=20)):
       factory = _factory('ddg', **kwargs)
       protocol = factory.round_protocol(_VECTOR)
       mechanisms = [protocol.mechanism]
@@ -200,9 +208,8 @@ class RefusalTest(tf.test.TestCase, parameterized.TestCase):
           factory.capacity(_VECTOR).capacity,
           min([m.max_clients() for m in mechanisms] + [2**30 - 1]))
 
-  @parameterized.parameters(
-      ('ignore', ValueError), ('RAISE', ValueError), (None, TypeError),
-      (True, TypeError))
+  @parameterized.parameters(('ignore', ValueError), ('RAISE', ValueError),
+                            (None, TypeError), (True, TypeError))
   def test_on_wrap_is_validated(self, value, error):
     for kind in KINDS + ('skellam',):
       with self.assertRaisesRegex(error, 'on_wrap'):
@@ -245,8 +252,7 @@ class EmptyRoundTest(tf.test.TestCase, parameterized.TestCase):
     for accountant in (with_empty, without):
       accountant.compose(accounting.extract_dp_event(first.measurements))
     with_empty.compose(event)
-    self.assertEqual(with_empty.get_epsilon(1e-6),
-                     without.get_epsilon(1e-6))
+    self.assertEqual(with_empty.get_epsilon(1e-6), without.get_epsilon(1e-6))
     self.assertTrue(math.isfinite(without.get_epsilon(1e-6)))
 
   def test_self_sampled_empty_round_is_nothing(self):
@@ -271,7 +277,8 @@ class NoValidClientTest(tf.test.TestCase):
     # an integer scaling, so no rounding): within 6 of it (p < 2e-9);
     # z = 0.2 makes that 6 * 0.2 * sqrt(3) = 2.1 < 3, so 0 and 6 are told
     # apart.
-    factory = _factory('ddg', count_noise_multiplier=0.2,
+    factory = _factory('ddg',
+                       count_noise_multiplier=0.2,
                        expected_clients_per_round=6)
     process = factory.create(_VECTOR)
     bad = []
@@ -303,7 +310,6 @@ class BatchedSumTest(parameterized.TestCase):
       batched(values, 0, 1)
     _, post = batched(values[:capacity], 0, 1)
     self.assertFalse(post['sum_may_wrap'])
-    flagged = simulation.BatchedSum(_factory(kind, on_wrap='flag'),
-                                    value_type)
+    flagged = simulation.BatchedSum(_factory(kind, on_wrap='flag'), value_type)
     _, post = flagged(values, 0, 1)
     self.assertTrue(post['sum_may_wrap'])

@@ -50,14 +50,16 @@ class RoundingMechanism:
   def client_encode(self, x, round_seed, noise_seed):
     del round_seed, noise_seed
     rounded = tf.cast(tf.round(x), tf.int64)
-    return ({'encoded': base.ring_residue(rounded, _MODULUS)},
-            base.flag_vector([tf.reduce_any(x < 0),
-                              tf.reduce_any(tf.abs(x) > 100)]))
+    return ({
+        'encoded': base.ring_residue(rounded, _MODULUS)
+    }, base.flag_vector([tf.reduce_any(x < 0),
+                         tf.reduce_any(tf.abs(x) > 100)]))
 
   def server_decode(self, summed, num_clients, round_seed):
     del round_seed
-    return (tf.cast(base.centre(summed['encoded'], _MODULUS), tf.float64),
-            {'seen': num_clients})
+    return (tf.cast(base.centre(summed['encoded'], _MODULUS), tf.float64), {
+        'seen': num_clients
+    })
 
   def output_range(self):
     # A client keeps |round(x)| < M/2 (wrapped otherwise); the centred sum
@@ -72,7 +74,8 @@ class RoundingMechanism:
 
   def dp_event(self, num_clients=None):
     return events.DistributedDiscreteGaussianDpEvent(
-        l2_sensitivity=1.0, local_stddev=1.0,
+        l2_sensitivity=1.0,
+        local_stddev=1.0,
         num_clients=num_clients or self.expected_clients_per_round,
         dimension=self.dim)
 
@@ -86,20 +89,24 @@ _VECTOR = tff.TensorType(np.float32, [4])
 
 
 def _names(process):
-  return {n for n, _ in tff.structure.iter_elements(
-      process.next.type_signature.result.measurements.member)}
+  return {
+      n for n, _ in tff.structure.iter_elements(
+          process.next.type_signature.result.measurements.member)
+  }
 
 
 class PlacementTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
       ('vector', _VECTOR),
-      ('nested', collections.OrderedDict(
-          a=tff.TensorType(np.float32, [2, 3]),
-          b=tff.TensorType(np.float64, [5]))),
+      ('nested',
+       collections.OrderedDict(a=tff.TensorType(np.float32, [2, 3]),
+                               b=tff.TensorType(np.float64, [5]))),
       ('integers', tff.TensorType(np.int32, [3])),
-      ('struct_type', tff.StructType([tff.TensorType(np.float32, [2]),
-                                      tff.TensorType(np.int64, [1])])),
+      ('struct_type',
+       tff.StructType(
+           [tff.TensorType(np.float32, [2]),
+            tff.TensorType(np.int64, [1])])),
       ('scalar', tff.TensorType(np.float32)),
   )
   def test_types_and_secure_only(self, value_type):
@@ -112,11 +119,14 @@ class PlacementTest(tf.test.TestCase, parameterized.TestCase):
     tff.test.assert_contains_secure_aggregation(process.next)
 
   def test_struct_type_values_run(self):
-    value_type = tff.StructType([tff.TensorType(np.float32, [2]),
-                                 tff.TensorType(np.int64, [1])])
+    value_type = tff.StructType(
+        [tff.TensorType(np.float32, [2]),
+         tff.TensorType(np.int64, [1])])
     process = _factory().create(value_type)
-    values = [[np.array([1.0, 2.0], np.float32), np.array([3], np.int64)],
-              [np.array([-1.0, 0.0], np.float32), np.array([4], np.int64)]]
+    values = [[np.array([1.0, 2.0], np.float32),
+               np.array([3], np.int64)],
+              [np.array([-1.0, 0.0], np.float32),
+               np.array([4], np.int64)]]
     output = process.next(process.initialize(), values)
     self.assertAllClose(output.result[0], [0.0, 2.0])
     self.assertAllEqual(output.result[1], [7])
@@ -138,8 +148,9 @@ class PlacementTest(tf.test.TestCase, parameterized.TestCase):
     # num_clients above the accountant's 2^62 gave an event the accountant
     # then refused (found by the fuzz test).
     factory = _factory()
-    with self.assertRaisesRegex(ValueError, 'num_clients must be an integer '
-                                r'in \[0, 4611686018427387904\]'):
+    with self.assertRaisesRegex(
+        ValueError, 'num_clients must be an integer '
+        r'in \[0, 4611686018427387904\]'):
       factory.dp_event(_VECTOR, 2**63 - 1)
     factory.dp_event(_VECTOR, 2**62)
 
@@ -148,10 +159,12 @@ class PlacementTest(tf.test.TestCase, parameterized.TestCase):
     # elements") or overflowed (found by the fuzz test); counted exactly,
     # they are refused as too large for one client encoding.
     factory = discrete_gaussian.DiscreteGaussianSumFactory.from_tff_arguments(
-        noise_multiplier=1.0, expected_clients_per_round=10, bits=16,
+        noise_multiplier=1.0,
+        expected_clients_per_round=10,
+        bits=16,
         l2_clip=1.0)
-    for shape, dim in (([2**63], 2**63), ([2**64], 2**64),
-                       ([2**32, 2**32], 2**64)):
+    for shape, dim in (([2**63], 2**63), ([2**64], 2**64), ([2**32,
+                                                             2**32], 2**64)):
       with self.assertRaisesRegex(ValueError, f'dim={dim} .*split the value'):
         factory.create(tff.TensorType(np.float32, shape))
 
@@ -162,8 +175,8 @@ class PlacementTest(tf.test.TestCase, parameterized.TestCase):
       ('rate_string', dict(client_sampling_rate='0.5'), TypeError),
       ('count_noise', dict(count_noise_multiplier=-1.0), ValueError),
       ('debug_int', dict(debug_measurements=1), TypeError),
-      ('both', dict(debug_measurements=True, count_noise_multiplier=1.0),
-       ValueError),
+      ('both', dict(debug_measurements=True,
+                    count_noise_multiplier=1.0), ValueError),
       ('entropy', dict(entropy=3), TypeError),
       ('seed', dict(seed=-1), ValueError),
       ('seed_float', dict(seed=1.5), TypeError),
@@ -178,14 +191,16 @@ class PlacementTest(tf.test.TestCase, parameterized.TestCase):
     # The counts' integer scaling 1/sigma must fit 30 bits; a denormal
     # multiplier made it inf (OverflowError, found by the fuzz test).
     for z in (5e-324, 1e-12):
-      with self.assertRaisesRegex(ValueError, 'count_noise_multiplier=.* is '
-                                  'too small.* Use count_noise_multiplier >='):
+      with self.assertRaisesRegex(
+          ValueError, 'count_noise_multiplier=.* is '
+          'too small.* Use count_noise_multiplier >='):
         secure_sum.count_mechanism(('negative', 'large'), z, 10)
     secure_sum.count_mechanism(('negative', 'large'), 1e-6, 10)
     # Too large: the refusal names the count's multiplier, not the ring's
     # bits the user never set (found by the fuzz test).
-    with self.assertRaisesRegex(ValueError, 'count_noise_multiplier=.* is '
-                                'too large.* Use count_noise_multiplier <='):
+    with self.assertRaisesRegex(
+        ValueError, 'count_noise_multiplier=.* is '
+        'too large.* Use count_noise_multiplier <='):
       secure_sum.count_mechanism(('negative', 'large'), 2.0**30, 10)
     secure_sum.count_mechanism(('negative', 'large'), 1e6, 10)
 
@@ -196,9 +211,11 @@ class ReleaseTest(tf.test.TestCase):
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls.clients = [np.array([1.2, -3.0, 0.0, 2.0], np.float32),
-                   np.array([1.0, 1.0, 1.0, 500.0], np.float32),
-                   np.array([0.4, 0.0, 0.0, 0.0], np.float32)]
+    cls.clients = [
+        np.array([1.2, -3.0, 0.0, 2.0], np.float32),
+        np.array([1.0, 1.0, 1.0, 500.0], np.float32),
+        np.array([0.4, 0.0, 0.0, 0.0], np.float32)
+    ]
 
   def test_default_withholds_flags(self):
     factory = _factory()
@@ -256,9 +273,10 @@ class ReleaseTest(tf.test.TestCase):
     self.assertGreaterEqual(counts.local_stddev, 1.0)
     self.assertEqual(event, factory.dp_event(_VECTOR))
     # The noisy counts estimate the true ones (1, 1) within 6 stddevs.
-    self.assertAllClose([m['noised_counts']['negative'],
-                         m['noised_counts']['large']], [1.0, 1.0],
-                        atol=6 * 0.5 * math.sqrt(2) + 1e-9)
+    self.assertAllClose(
+        [m['noised_counts']['negative'], m['noised_counts']['large']],
+        [1.0, 1.0],
+        atol=6 * 0.5 * math.sqrt(2) + 1e-9)
 
 
 class RoundSeedTest(tf.test.TestCase):
@@ -276,16 +294,26 @@ class RoundSeedTest(tf.test.TestCase):
     encoder = registry.make_encoder('kashin', 8, **options)
     for rounds_before in (0, 2):
       for factor, expected in ((1 + 1e-6, 0), (1 - 1e-6, 1)):
-        probe = poisson_binomial.PoissonBinomialSumFactory(
-            1.0, 0.25, 4, 1, seed=7, **options)
+        probe = poisson_binomial.PoissonBinomialSumFactory(1.0,
+                                                           0.25,
+                                                           4,
+                                                           1,
+                                                           seed=7,
+                                                           **options)
         state = probe.create(value_type).initialize()
         state['round'] = np.int64(rounds_before)
-        seed = secure_sum.round_seed(
-            {k: tf.constant(v) for k, v in state.items()})
+        seed = secure_sum.round_seed({
+            k: tf.constant(v) for k, v in state.items()
+        })
         norm = np.linalg.norm(encoder.encode(tf.constant(x), seed))
         with self.assertWarnsRegex(UserWarning, 'NOT differentially'):
           factory = poisson_binomial.PoissonBinomialSumFactory(
-              norm * factor, 0.25, 4, 1, seed=7, debug_measurements=True,
+              norm * factor,
+              0.25,
+              4,
+              1,
+              seed=7,
+              debug_measurements=True,
               **options)
         process = factory.create(value_type)
         m = process.next(state, [x]).measurements
@@ -308,11 +336,11 @@ class ClientPreprocessingTest(tf.test.TestCase):
     with self.assertWarnsRegex(UserWarning, 'tests only'):
       factory = discrete_gaussian.DiscreteGaussianSumFactory.from_tff_arguments(
           1.0, 3, 16, 1.0, seed=11)
-    fused = factory.create_with_client_preprocessing(
-        value_type, np.float32, one_hot)
+    fused = factory.create_with_client_preprocessing(value_type, np.float32,
+                                                     one_hot)
     plain = factory.create(value_type)
-    self.assertEqual(
-        str(fused.next.type_signature.parameter[1]), '{float32}@CLIENTS')
+    self.assertEqual(str(fused.next.type_signature.parameter[1]),
+                     '{float32}@CLIENTS')
     raw = [np.float32(v) for v in (1.0, 5.0, 5.0)]
 
     @tff.tensorflow.computation(np.float32)

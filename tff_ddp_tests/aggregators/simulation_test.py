@@ -19,32 +19,36 @@ class BatchedSumTest(parameterized.TestCase):
   @parameterized.named_parameters(
       ('ddg_hadamard', lambda: DiscreteGaussianSumFactory.from_tff_arguments(
           2.0, 16, 16, 1.0, seed=3)),
-      ('ddg_kashin', lambda: DiscreteGaussianSumFactory(
-          Request(l2_clip=1.0, noise_multiplier=2.0,
-                  expected_clients_per_round=16, bits=18),
-          encoder='kashin', seed=4)),
-      ('cpbm', lambda: PoissonBinomialSumFactory(
-          1.0, 0.2, 64, 16, seed=5)))
+      ('ddg_kashin',
+       lambda: DiscreteGaussianSumFactory(Request(l2_clip=1.0,
+                                                  noise_multiplier=2.0,
+                                                  expected_clients_per_round=16,
+                                                  bits=18),
+                                          encoder='kashin',
+                                          seed=4)),
+      ('cpbm', lambda: PoissonBinomialSumFactory(1.0, 0.2, 64, 16, seed=5)))
   def test_reproduces_the_process_under_the_test_seed(self, make):
     factory = make()
     value_type = tff.StructWithPythonType(
-        [tff.TensorType(np.float32, [7, 3]), tff.TensorType(np.float32, [5])],
-        list)
+        [tff.TensorType(np.float32, [7, 3]),
+         tff.TensorType(np.float32, [5])], list)
     rng = np.random.default_rng(0)
-    values = [[rng.normal(size=(7, 3)).astype(np.float32) * 0.2,
-               rng.normal(size=5).astype(np.float32) * 0.2]
-              for _ in range(11)]
+    values = [[
+        rng.normal(size=(7, 3)).astype(np.float32) * 0.2,
+        rng.normal(size=5).astype(np.float32) * 0.2
+    ] for _ in range(11)]
     process = factory.create(value_type)
     batched = simulation.BatchedSum(factory, value_type)
-    flat = np.stack([np.concatenate([v[0].reshape(-1), v[1]])
-                     for v in values]).astype(np.float64)
+    flat = np.stack([np.concatenate([v[0].reshape(-1), v[1]]) for v in values
+                    ]).astype(np.float64)
     state = process.initialize()
     for round_index in range(2):
       out = process.next(state, values)
       state = out.state
       decoded, post = batched(flat, round_index, factory._seed, 'factory')  # pylint: disable=protected-access  # tests a private part
-      result = np.concatenate([np.asarray(out.result[0]).reshape(-1),
-                               np.asarray(out.result[1])])
+      result = np.concatenate(
+          [np.asarray(out.result[0]).reshape(-1),
+           np.asarray(out.result[1])])
       # The process returns float32 of the same float64 decode.
       np.testing.assert_array_equal(result, decoded.astype(np.float32))
       for key, value in post.items():
@@ -59,14 +63,16 @@ class BatchedSumTest(parameterized.TestCase):
     factory = DiscreteGaussianSumFactory.from_tff_arguments(2.0, 16, 20, 1.0)
     value_type = tff.TensorType(np.float32, [64])
     batched = simulation.BatchedSum(factory, value_type)
-    samples = np.stack([batched(np.zeros((16, 64)), r, 99)[0]
-                        for r in range(40)])
+    samples = np.stack(
+        [batched(np.zeros((16, 64)), r, 99)[0] for r in range(40)])
     variance = samples.var()
     self.assertLess(variance, 4.0 * (1 + 4 * 0.028))
     self.assertGreater(variance, 0.95 * 4.0 * (1 - 4 * 0.028))
     # Different rounds and seeds give different noise.
-    self.assertFalse(np.array_equal(batched(np.zeros((16, 64)), 0, 1)[0],
-                                    batched(np.zeros((16, 64)), 0, 2)[0]))
+    self.assertFalse(
+        np.array_equal(
+            batched(np.zeros((16, 64)), 0, 1)[0],
+            batched(np.zeros((16, 64)), 0, 2)[0]))
 
   @parameterized.named_parameters(
       ('ddg', lambda rate: DiscreteGaussianSumFactory.from_tff_arguments(
@@ -82,8 +88,9 @@ class BatchedSumTest(parameterized.TestCase):
     sampled = simulation.BatchedSum(make(1.0), value_type)
     plain = simulation.BatchedSum(make(None), value_type)
     for round_index in range(2):
-      np.testing.assert_array_equal(sampled(values, round_index, 5)[0],
-                                    plain(values, round_index, 5)[0])
+      np.testing.assert_array_equal(
+          sampled(values, round_index, 5)[0],
+          plain(values, round_index, 5)[0])
 
   def test_self_sampled_sum_has_the_sampling_and_noise_moments(self):
     # N = 200 clients each holding v (|v| = 0.5), rate q = 0.1, central
@@ -96,14 +103,13 @@ class BatchedSumTest(parameterized.TestCase):
     # laws are near-Gaussian here): 4 sd bounds.
     n, q, dim, rounds = 200, 0.1, 8, 300
     # (noise_multiplier 0.5, expected clients n, bits 20, l2_clip 1.)
-    factory = DiscreteGaussianSumFactory.from_tff_arguments(0.5, n, 20, 1.0,
-                                         client_sampling_rate=q)
-    batched = simulation.BatchedSum(factory, tff.TensorType(np.float32,
-                                                            [dim]))
+    factory = DiscreteGaussianSumFactory.from_tff_arguments(
+        0.5, n, 20, 1.0, client_sampling_rate=q)
+    batched = simulation.BatchedSum(factory, tff.TensorType(np.float32, [dim]))
     v = np.zeros(dim)
     v[0] = 0.5
-    sums = np.stack([batched(np.tile(v, (n, 1)), r, 11)[0]
-                     for r in range(rounds)])
+    sums = np.stack(
+        [batched(np.tile(v, (n, 1)), r, 11)[0] for r in range(rounds)])
     along, across = sums[:, 0], sums[:, 1:]
     self.assertLess(abs(along.mean() - 10.0), 4 * math.sqrt(4.75 / rounds))
     self.assertLess(abs(along.var(ddof=1) / 4.75 - 1), 4 * 0.082)
@@ -115,8 +121,12 @@ class BatchedSumTest(parameterized.TestCase):
     with self.assertRaisesRegex(TypeError, 'MechanismSumFactory'):
       simulation.BatchedSum(object(), value_type)
     sampled = simulation.BatchedSum(
-        DiscreteGaussianSumFactory.from_tff_arguments(
-            1.0, 4, 16, 1.0, client_sampling_rate=0.5), value_type)
+        DiscreteGaussianSumFactory.from_tff_arguments(1.0,
+                                                      4,
+                                                      16,
+                                                      1.0,
+                                                      client_sampling_rate=0.5),
+        value_type)
     with self.assertRaisesRegex(ValueError, 'client_sampling_rate'):
       sampled(np.zeros((3, 4)), 0, 1, 'factory')
     batched = simulation.BatchedSum(

@@ -37,19 +37,20 @@ from tff_ddp.accounting import events
 from tff_ddp.aggregators import DiscreteGaussianSumFactory
 
 _STRUCT = [(np.float32, (2, 2)), np.float32]
-_NESTED = collections.OrderedDict(
-    a=[np.float32, [(np.float32, (2, 2, 1))]], b=(np.float32, (3,)))
+_NESTED = collections.OrderedDict(a=[np.float32, [(np.float32, (2, 2, 1))]],
+                                  b=(np.float32, (3,)))
 
 
 def _nested_value(value):
   return collections.OrderedDict(
-      a=[np.array(value, np.float32),
-         [np.full([2, 2, 1], value, np.float32)]],
+      a=[np.array(value, np.float32), [np.full([2, 2, 1], value, np.float32)]],
       b=np.full([3], value, np.float32))
 
 
 def _factory(**kwargs):
-  args = dict(noise_multiplier=0.5, expected_clients_per_round=100, bits=16,
+  args = dict(noise_multiplier=0.5,
+              expected_clients_per_round=100,
+              bits=16,
               l2_clip=0.1)
   args.update(kwargs)
   return DiscreteGaussianSumFactory.from_tff_arguments(**args)
@@ -60,8 +61,7 @@ def _names(struct_type):
 
 
 _TFF_MEASUREMENTS = ('l2_clip', 'scale_factor', 'scaled_inflated_l2',
-                     'scaled_local_stddev', 'actual_num_clients',
-                     'padded_dim')
+                     'scaled_local_stddev', 'actual_num_clients', 'padded_dim')
 
 
 class ComputationTest(tf.test.TestCase, parameterized.TestCase):
@@ -73,28 +73,38 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
     # its **options, with TFF's defaults.
     import inspect
     from tff_ddp.aggregators import discrete_gaussian
-    theirs = list(inspect.signature(
-        tff.aggregators.distributed_dp.DistributedDpSumFactory
-    ).parameters.values())
-    ours = [p for p in inspect.signature(
-        DiscreteGaussianSumFactory.from_tff_arguments).parameters.values()
-            if p.kind is p.POSITIONAL_OR_KEYWORD]
+    theirs = list(
+        inspect.signature(tff.aggregators.distributed_dp.DistributedDpSumFactory
+                         ).parameters.values())
+    ours = [
+        p for p in inspect.signature(
+            DiscreteGaussianSumFactory.from_tff_arguments).parameters.values()
+        if p.kind is p.POSITIONAL_OR_KEYWORD
+    ]
     self.assertEqual([p.name for p in ours], [p.name for p in theirs[:8]])
     for mine, tffs in zip(ours, theirs[:8]):
       if mine.name not in ('mechanism', 'rotation_type'):
         self.assertEqual(mine.default, tffs.default, mine.name)
     self.assertEqual(discrete_gaussian.TFF_ADAPTIVE_KEYWORDS,
                      {p.name: p.default for p in theirs[8:]})
-    every = dict(noise_multiplier=0.5, expected_clients_per_round=100,
-                 bits=16, l2_clip=0.1, modclip_prob=1e-4, beta=0.0,
-                 mechanism='distributed_skellam', rotation_type='dft',
-                 auto_l2_clip=True, auto_l2_target_quantile=0.5,
-                 auto_l2_lr=0.2, auto_l2_clip_count_stddev=None)
+    every = dict(noise_multiplier=0.5,
+                 expected_clients_per_round=100,
+                 bits=16,
+                 l2_clip=0.1,
+                 modclip_prob=1e-4,
+                 beta=0.0,
+                 mechanism='distributed_skellam',
+                 rotation_type='dft',
+                 auto_l2_clip=True,
+                 auto_l2_target_quantile=0.5,
+                 auto_l2_lr=0.2,
+                 auto_l2_clip_count_stddev=None)
     self.assertEqual(set(every), {p.name for p in theirs})
     factory = DiscreteGaussianSumFactory.from_tff_arguments(**every)
     from tff_ddp.mechanisms import base
-    self.assertEqual(factory.mechanism(tff.TensorType(np.float32, [8])).name,
-                     base.Kind.SKELLAM)
+    self.assertEqual(
+        factory.mechanism(tff.TensorType(np.float32, [8])).name,
+        base.Kind.SKELLAM)
 
   @parameterized.product(
       value_type=[np.int64, np.float32, _STRUCT, _NESTED],
@@ -106,10 +116,12 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
     process = factory.create(value_type)
     self.assertIsInstance(process, tff.templates.AggregationProcess)
     next_type = process.next.type_signature
-    self.assertTrue(next_type.parameter.value.is_equivalent_to(
-        tff.FederatedType(value_type, tff.CLIENTS)))
-    self.assertTrue(next_type.result.result.is_equivalent_to(
-        tff.FederatedType(value_type, tff.SERVER)))
+    self.assertTrue(
+        next_type.parameter.value.is_equivalent_to(
+            tff.FederatedType(value_type, tff.CLIENTS)))
+    self.assertTrue(
+        next_type.result.result.is_equivalent_to(
+            tff.FederatedType(value_type, tff.SERVER)))
     measurements = next_type.result.measurements.member
     names = _names(measurements)
     # TFF's measurement names are all there (dtypes: float64 / int64).
@@ -126,27 +138,31 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
     value_type = tff.TensorType(np.float32, [4])
     self.assertEqual(_factory().mechanism(value_type).name,
                      'distributed_discrete_gaussian')
-    self.assertIsInstance(_factory(mechanism='distributed_skellam').dp_event(
-        value_type), events.DistributedSkellamDpEvent)
+    self.assertIsInstance(
+        _factory(mechanism='distributed_skellam').dp_event(value_type),
+        events.DistributedSkellamDpEvent)
     self.assertEqual(
-        repr(_factory(rotation_type='dft').mechanism(
-            tff.TensorType(np.float32, [5])).encoder), 'RandomizedDft(dim=5)')
-    self.assertEqual(_factory(bits=25, expected_clients_per_round=10)
-                     .mechanism(tff.TensorType(np.float32, [4])).bits, 25)
+        repr(
+            _factory(rotation_type='dft').mechanism(
+                tff.TensorType(np.float32, [5])).encoder),
+        'RandomizedDft(dim=5)')
+    self.assertEqual(
+        _factory(bits=25, expected_clients_per_round=10).mechanism(
+            tff.TensorType(np.float32, [4])).bits, 25)
     process = _factory().create(tff.TensorType(np.float32, [4]))
     self.assertEqual(_names(process.initialize.type_signature.result.member),
                      {'round', 'public_seed'})
-    process = _factory(auto_l2_clip=True).create(
-        tff.TensorType(np.float32, [4]))
+    process = _factory(auto_l2_clip=True).create(tff.TensorType(
+        np.float32, [4]))
     self.assertEqual(_names(process.initialize.type_signature.result.member),
                      {'round', 'public_seed', 'l2_clip'})
     self.assertIsInstance(
         _factory(auto_l2_clip=True).dp_event(tff.TensorType(np.float32, [4])),
         dp_accounting.ComposedDpEvent)
 
-  @parameterized.named_parameters(
-      ('negative', -1, ValueError), ('string', 'string', TypeError),
-      ('array', np.array([1.0]), TypeError))
+  @parameterized.named_parameters(('negative', -1, ValueError),
+                                  ('string', 'string', TypeError),
+                                  ('array', np.array([1.0]), TypeError))
   def test_noise_mult_raise_on(self, value, error):
     with self.assertRaises(error):
       _factory(noise_multiplier=value)
@@ -189,9 +205,9 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaises(error):
       _factory(beta=value)
 
-  @parameterized.named_parameters(
-      ('int', -1, TypeError), ('invalid_option', 'gaussian', ValueError),
-      ('struct', ['distributed_dgauss'], TypeError))
+  @parameterized.named_parameters(('int', -1, TypeError),
+                                  ('invalid_option', 'gaussian', ValueError),
+                                  ('struct', ['distributed_dgauss'], TypeError))
   def test_mechanism_raise_on(self, value, error):
     with self.assertRaises(error):
       _factory(mechanism=value)
@@ -220,35 +236,35 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
       self.assertEqual(repr(by_keyword), repr(by_kind))
       self.assertEqual(by_keyword.mechanism(value_type).name, kind)
 
-  @parameterized.named_parameters(
-      ('int', -1, TypeError), ('invalid_option', 'my_flat', ValueError),
-      ('struct', ['hd'], TypeError))
+  @parameterized.named_parameters(('int', -1, TypeError),
+                                  ('invalid_option', 'my_flat', ValueError),
+                                  ('struct', ['hd'], TypeError))
   def test_rotation_type_raise_on(self, value, error):
     with self.assertRaises(error):
       _factory(rotation_type=value)
 
-  @parameterized.named_parameters(
-      ('int', -1, TypeError), ('string', 'string', TypeError),
-      ('struct', [True], TypeError))
+  @parameterized.named_parameters(('int', -1, TypeError),
+                                  ('string', 'string', TypeError),
+                                  ('struct', [True], TypeError))
   def test_auto_l2_clip_raise_on(self, value, error):
     with self.assertRaises(error):
       _factory(auto_l2_clip=value)
 
-  @parameterized.named_parameters(
-      ('string', 'string', TypeError), ('too_large', 1.1, ValueError),
-      ('too_small', -0.1, ValueError))
+  @parameterized.named_parameters(('string', 'string', TypeError),
+                                  ('too_large', 1.1, ValueError),
+                                  ('too_small', -0.1, ValueError))
   def test_auto_l2_target_quantile_raise_on(self, value, error):
     with self.assertRaises(error):
       _factory(auto_l2_clip=True, auto_l2_target_quantile=value)
 
-  @parameterized.named_parameters(
-      ('string', 'string', TypeError), ('zero', 0, ValueError))
+  @parameterized.named_parameters(('string', 'string', TypeError),
+                                  ('zero', 0, ValueError))
   def test_auto_l2_lr_raise_on(self, value, error):
     with self.assertRaises(error):
       _factory(auto_l2_clip=True, auto_l2_lr=value)
 
-  @parameterized.named_parameters(
-      ('string', 'string', TypeError), ('negative', -1, ValueError))
+  @parameterized.named_parameters(('string', 'string', TypeError),
+                                  ('negative', -1, ValueError))
   def test_auto_l2_clip_count_stddev_raise_on(self, value, error):
     with self.assertRaises(error):
       _factory(auto_l2_clip=True, auto_l2_clip_count_stddev=value)
@@ -266,9 +282,8 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
     process = _factory().create(tff.types.to_type([('a', np.int32)]))
     tff.test.assert_not_contains_unsecure_aggregation(process.next)
 
-  @parameterized.named_parameters(
-      ('bool', np.bool_), ('string', np.str_),
-      ('string_nested', [np.str_, [np.str_]]))
+  @parameterized.named_parameters(('bool', np.bool_), ('string', np.str_),
+                                  ('string_nested', [np.str_, [np.str_]]))
   def test_component_tensor_dtypes_raise_on(self, value_type):
     with self.assertRaisesRegex(TypeError, 'must all be integers or floats'):
       _factory().create(tff.types.to_type(value_type))
@@ -278,7 +293,8 @@ class ComputationTest(tf.test.TestCase, parameterized.TestCase):
 class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.product(name=['scalar', 'rank_2', 'struct', 'int64'],
-                         beta=[0.0, math.exp(-0.5)], rotation=['hd', 'dft'],
+                         beta=[0.0, math.exp(-0.5)],
+                         rotation=['hd', 'dft'],
                          mechanism=['distributed_dgauss'])
   def test_sum(self, name, beta, rotation, mechanism):
     self._check_sum(name, beta, rotation, mechanism)
@@ -304,8 +320,11 @@ class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
       expected = _nested_value(-3)
     factory = _factory(noise_multiplier=0,
                        expected_clients_per_round=len(values),
-                       rotation_type=rotation, bits=20, l2_clip=10.0,
-                       beta=beta, mechanism=mechanism)
+                       rotation_type=rotation,
+                       bits=20,
+                       l2_clip=10.0,
+                       beta=beta,
+                       mechanism=mechanism)
     process = factory.create(tff.types.to_type(value_type))
     state = process.initialize()
     for _ in range(2):
@@ -314,18 +333,21 @@ class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
       # Rounding errors only (no noise).
       self.assertAllClose(output.result, expected, atol=1e-3)
 
-  @parameterized.product(rotation=['hd', 'dft'],
-                         mechanism=['distributed_dgauss',
-                                    'distributed_skellam'])
+  @parameterized.product(
+      rotation=['hd', 'dft'],
+      mechanism=['distributed_dgauss', 'distributed_skellam'])
   def test_noisy_sum(self, rotation, mechanism):
     # 12 rounds of two clients, noise multiplier 5, clip 1: the result's
     # stddev is 5 (plus rounding, negligible at 20 bits); the standard error
     # of a stddev estimate from N draws is about sigma / sqrt(2N - 2), so
     # rtol = 4 / sqrt(22) keeps a false failure below 0.01%.
     noise_multiplier, clip, rounds = 5.0, 1.0, 12
-    factory = _factory(l2_clip=clip, noise_multiplier=noise_multiplier,
-                       expected_clients_per_round=2, bits=20,
-                       rotation_type=rotation, mechanism=mechanism)
+    factory = _factory(l2_clip=clip,
+                       noise_multiplier=noise_multiplier,
+                       expected_clients_per_round=2,
+                       bits=20,
+                       rotation_type=rotation,
+                       mechanism=mechanism)
     process = factory.create(tff.TensorType(np.float32))
     state = process.initialize()
     outputs = []
@@ -333,5 +355,7 @@ class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
       output = process.next(state, [1.0, 1.0])
       outputs.append(output.result)
       state = output.state
-    self.assertAllClose(np.std(outputs, ddof=1), noise_multiplier * clip,
-                        rtol=4 / math.sqrt(2 * rounds - 2), atol=0)
+    self.assertAllClose(np.std(outputs, ddof=1),
+                        noise_multiplier * clip,
+                        rtol=4 / math.sqrt(2 * rounds - 2),
+                        atol=0)

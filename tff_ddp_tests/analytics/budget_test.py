@@ -26,10 +26,15 @@ _PROTOCOLS = (('fixed', dict(clip=10.0)), ('normalize', {}))
 def _calibrate(protocol, epsilon, **kwargs):
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter('always')
-    params = fp.frequency_parameters(protocol, epsilon=epsilon, **_ARGS,
+    params = fp.frequency_parameters(protocol,
+                                     epsilon=epsilon,
+                                     **_ARGS,
                                      **kwargs)
-  return params, [w.message for w in caught
-                  if isinstance(w.message, budget.UnderspentBudgetWarning)]
+  return params, [
+      w.message
+      for w in caught
+      if isinstance(w.message, budget.UnderspentBudgetWarning)
+  ]
 
 
 # Each theta grid point a cPBM calibration visits computes the l2-aware RDP
@@ -53,8 +58,11 @@ class UnderspentBudgetTest(parameterized.TestCase):
     self.assertIn(f'num_trials={warning.offer.num_trials}', text)
     # The offer is what the user would get by following it, and it spends
     # the budget (within the integer step of m).
-    offered, again = _calibrate(protocol, 4.0, calibrate='num_trials',
-                                theta=0.25, **kwargs)
+    offered, again = _calibrate(protocol,
+                                4.0,
+                                calibrate='num_trials',
+                                theta=0.25,
+                                **kwargs)
     self.assertEqual(again, [])
     self.assertEqual(offered.num_trials, warning.offer.num_trials)
     self.assertGreater(offered.num_trials, params.num_trials)

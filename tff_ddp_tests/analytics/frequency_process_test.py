@@ -34,8 +34,7 @@ _KW = {
 def _params(protocol, n=16, epsilon=10.0, **kwargs):
   args = dict(_KW[protocol])
   args.update(kwargs)
-  return fp.frequency_parameters(protocol, _D, n, epsilon, 1e-4, seed=9,
-                                 **args)
+  return fp.frequency_parameters(protocol, _D, n, epsilon, 1e-4, seed=9, **args)
 
 
 def _data(n, seed=0, dim=_D):
@@ -48,8 +47,7 @@ def _frequency_state(protocol, state):
 
 
 def _norms(params, f_state, x):
-  seed = secure_sum.round_seed(
-      {k: tf.constant(v) for k, v in f_state.items()})
+  seed = secure_sum.round_seed({k: tf.constant(v) for k, v in f_state.items()})
   y, _ = params.encoder().encode_batch(tf.constant(np.asarray(x, np.float64)),
                                        seed)
   return np.linalg.norm(y.numpy(), axis=1)
@@ -63,12 +61,15 @@ class ParametersTest(parameterized.TestCase):
     # large budget. m = 300 for the phased protocols: under the l2-aware
     # cPBM accounting the default m = 30 reaches theta = 1/4 (its limit)
     # before the budget is spent.
-    p = _params(protocol, **({'num_trials': 300} if protocol in (
-        'two_phase', 'multi_round') else {}))
+    p = _params(
+        protocol,
+        **({
+            'num_trials': 300
+        } if protocol in ('two_phase', 'multi_round') else {}))
     self.assertLessEqual(p.epsilon, 10.0 * (1 + 1e-9))
     self.assertEqual(p.adversary, 'server')
-    self.assertLessEqual(accountant.epsilon(p.event, 1e-4)[0],
-                         10.0 * (1 + 1e-9))
+    self.assertLessEqual(
+        accountant.epsilon(p.event, 1e-4)[0], 10.0 * (1 + 1e-9))
     self.assertIn("against the server; neighbours: one user's data removed",
                   fp.describe(p))
     self.assertEqual(p.output_dim, 16)
@@ -77,13 +78,17 @@ class ParametersTest(parameterized.TestCase):
       self.assertGreater(p.epsilon, 10.0 * (1 - 2e-3))
       self.assertAlmostEqual(
           p.target_quantile,
-          1 - math.sqrt(p.output_dim / (4 * p.num_trials * p.total_clients
-                                        * p.theta**2)), places=12)
+          1 - math.sqrt(p.output_dim /
+                        (4 * p.num_trials * p.total_clients * p.theta**2)),
+          places=12)
 
   def test_budget_fraction_sets_the_ratio(self):
     # m = 300: with m = 30 the frequency part reaches theta = 1/4 (l2-aware
     # accounting) and the split hands its unspendable share to the other.
-    p = _params('two_phase', n=1000, epsilon=1.0, budget_fraction=0.25,
+    p = _params('two_phase',
+                n=1000,
+                epsilon=1.0,
+                budget_fraction=0.25,
                 num_trials=300)
     first, second = p.budget.standalone_epsilons
     self.assertAlmostEqual(first / second, 1 / 3, delta=0.01)
@@ -98,8 +103,8 @@ class ParametersTest(parameterized.TestCase):
     self.assertEqual(_params('multi_round', rounds=5).event, shared.event)
     self.assertFalse(_params('multi_round', rounds=5).disjoint_rounds)
     # Disjoint: the budget is one round's; shared: five rounds composed.
-    self.assertLessEqual(accountant.epsilon(disjoint.round_event, 1e-4)[0],
-                         10.0 * (1 + 1e-9))
+    self.assertLessEqual(
+        accountant.epsilon(disjoint.round_event, 1e-4)[0], 10.0 * (1 + 1e-9))
     self.assertEqual(shared.event.events[0].count, 5)
     self.assertLess(shared.theta, disjoint.theta)
     self.assertEqual(disjoint.total_clients, 16 * 5)
@@ -107,45 +112,55 @@ class ParametersTest(parameterized.TestCase):
   def test_calibrate_num_trials(self):
     p = _params('fixed', n=1000, calibrate='num_trials', theta=0.2)
     self.assertEqual(p.theta, 0.2)
-    more = fp.frequency_parameters('fixed', _D, 1000, 10.0, 1e-4, clip=20.0,
-                                   calibrate='num_trials', theta=0.2,
+    more = fp.frequency_parameters('fixed',
+                                   _D,
+                                   1000,
+                                   10.0,
+                                   1e-4,
+                                   clip=20.0,
+                                   calibrate='num_trials',
+                                   theta=0.2,
                                    num_trials=None)
     self.assertEqual(more.num_trials, p.num_trials)
     # The largest m: one more trial exceeds the budget.
     event = p.factory.dp_event(p.aggregated_type)
-    bigger = type(event)(event.theta, event.num_trials + 1,
-                         event.num_clients, event.dimension)
+    bigger = type(event)(event.theta, event.num_trials + 1, event.num_clients,
+                         event.dimension)
     self.assertGreater(accountant.epsilon(bigger, 1e-4)[0], 10.0)
 
   @parameterized.named_parameters(
       ('protocol', dict(protocol='ocpbm'), ValueError, 'protocol'),
       ('fixed_clip', dict(protocol='fixed'), ValueError, 'needs clip'),
-      ('two_phase_items', dict(protocol='two_phase'), ValueError,
-       'max_items'),
+      ('two_phase_items', dict(protocol='two_phase'), ValueError, 'max_items'),
       ('sample_k', dict(protocol='sample'), ValueError, 'sample_items'),
-      ('unused', dict(protocol='fixed', clip=1.0, max_items=3), ValueError,
-       'max_items does not apply'),
-      ('unused_default', dict(protocol='fixed', clip=1.0, rounds=3),
-       ValueError, 'rounds does not apply'),
+      ('unused', dict(protocol='fixed', clip=1.0,
+                      max_items=3), ValueError, 'max_items does not apply'),
+      ('unused_default', dict(protocol='fixed', clip=1.0,
+                              rounds=3), ValueError, 'rounds does not apply'),
       ('fraction', dict(protocol='two_phase', max_items=3,
                         budget_fraction=1.0), ValueError, 'budget_fraction'),
-      ('theta_and_calibrate', dict(protocol='fixed', clip=1.0, theta=0.1),
-       ValueError, 'theta is what'),
-      ('trials_and_calibrate', dict(protocol='fixed', clip=1.0,
-                                    calibrate='num_trials', theta=0.1,
-                                    num_trials=3), ValueError,
-       'num_trials is what'),
-      ('dtype', dict(protocol='fixed', clip=1.0, value_dtype=np.bool_),
-       TypeError, 'value_dtype'),
-      ('target', dict(protocol='two_phase', max_items=3, target_quantile=1.0),
-       ValueError, 'target_quantile'),
+      ('theta_and_calibrate', dict(protocol='fixed', clip=1.0,
+                                   theta=0.1), ValueError, 'theta is what'),
+      ('trials_and_calibrate',
+       dict(protocol='fixed',
+            clip=1.0,
+            calibrate='num_trials',
+            theta=0.1,
+            num_trials=3), ValueError, 'num_trials is what'),
+      ('dtype', dict(protocol='fixed', clip=1.0,
+                     value_dtype=np.bool_), TypeError, 'value_dtype'),
+      ('target', dict(protocol='two_phase', max_items=3,
+                      target_quantile=1.0), ValueError, 'target_quantile'),
       ('clients', dict(protocol='fixed', clip=1.0,
                        expected_clients_per_round=0), ValueError,
        'expected_clients_per_round'),
   )
   def test_refused(self, override, error, message):
-    args = dict(protocol='fixed', dim=4, expected_clients_per_round=10,
-                epsilon=1.0, delta=1e-5)
+    args = dict(protocol='fixed',
+                dim=4,
+                expected_clients_per_round=10,
+                epsilon=1.0,
+                delta=1e-5)
     args.update(override)
     with self.assertRaisesRegex(error, message):
       fp.frequency_parameters(**args)
@@ -166,10 +181,12 @@ class ProcessTest(parameterized.TestCase):
     self.assertIsInstance(process, tff.templates.MeasuredProcess)
     tff.test.assert_not_contains_unsecure_aggregation(process.next)
     result = process.next.type_signature.result
-    self.assertEqual(result.result, tff.FederatedType(
-        tff.TensorType(np.float64, [_D]), tff.SERVER))
-    names = {n for n, _ in tff.structure.iter_elements(
-        result.measurements.member)}
+    self.assertEqual(
+        result.result,
+        tff.FederatedType(tff.TensorType(np.float64, [_D]), tff.SERVER))
+    names = {
+        n for n, _ in tff.structure.iter_elements(result.measurements.member)
+    }
     self.assertContainsSubset({'dp_event', 'clip', 'within_budget'}, names)
     self.assertNotIn('debug_counts', str(result.measurements))
     x = _data(12)
@@ -189,8 +206,8 @@ class ProcessTest(parameterized.TestCase):
       self.assertEqual(event.dimension, planned.dimension)
     self.assertTrue(m['within_budget'])
     if protocol != 'multi_round':
-      self.assertFalse(process.next(output.state, list(x)).measurements[
-          'within_budget'])
+      self.assertFalse(
+          process.next(output.state, list(x)).measurements['within_budget'])
 
   def test_two_phase_clip_against_numpy_reference(self):
     # C-hat is eq. 1 (nearest CDF value to the target) on the released
@@ -262,8 +279,7 @@ class ProcessTest(parameterized.TestCase):
     bad[0, 0] = np.nan
     out = process.next(process.initialize(), list(bad))
     self.assertTrue(np.all(np.isfinite(out.result)))
-    self.assertEqual(out.measurements['frequency']['participating_clients'],
-                     8)
+    self.assertEqual(out.measurements['frequency']['participating_clients'], 8)
 
 
 @pytest.mark.slow  # builds and runs processes of three protocols
@@ -285,8 +301,7 @@ class RoundStatusTest(parameterized.TestCase):
         refusing.next(refusing.initialize(), x)
       self.assertIn(f'build_frequency_process: {n} clients',
                     str(raised.exception))
-      self.assertIn(f'expected_clients_per_round >= {n}',
-                    str(raised.exception))
+      self.assertIn(f'expected_clients_per_round >= {n}', str(raised.exception))
     flagging = fp.build_frequency_process_from_parameters(p, on_wrap='flag')
     ok = flagging.next(flagging.initialize(), x[:ring.capacity])
     self.assertEqual(ok.measurements['status'], 'ok')
@@ -307,7 +322,12 @@ class RoundStatusTest(parameterized.TestCase):
     with self.assertRaises(rounds_lib.RoundRefusedError):
       comps.estimate_frequencies(state['frequency'], x, 10.0)
     with self.assertRaisesRegex(ValueError, 'on_wrap'):
-      fp.build_frequency_process('fixed', _D, 16, 10.0, 1e-4, clip=20.0,
+      fp.build_frequency_process('fixed',
+                                 _D,
+                                 16,
+                                 10.0,
+                                 1e-4,
+                                 clip=20.0,
                                  on_wrap='ignore')
 
 
@@ -350,8 +370,8 @@ class UnbiasednessTest(parameterized.TestCase):
 
   def _check(self, estimates, expected, clips, p, n):
     rounds = len(estimates)
-    sd = np.sqrt(n * (clips / (p.num_trials * p.theta))**2
-                 * p.num_trials / 4.0)[:, None]
+    sd = np.sqrt(n * (clips / (p.num_trials * p.theta))**2 * p.num_trials /
+                 4.0)[:, None]
     z = ((estimates - expected) / sd).mean(axis=0)
     np.testing.assert_array_less(np.abs(z), 5 / math.sqrt(rounds))
     return sd
@@ -360,9 +380,10 @@ class UnbiasednessTest(parameterized.TestCase):
     n, rounds = 12, 40
     x = _data(n, 3)
     p = _params('fixed', n=n, epsilon=8.0, clip=200.0)
-    est, exp, clips = _round_expectations('fixed', p, fp.build_frequency_process_from_parameters(
-        p), x, rounds)
-    np.testing.assert_allclose(exp, np.tile(x.sum(axis=0), (rounds, 1)),
+    est, exp, clips = _round_expectations(
+        'fixed', p, fp.build_frequency_process_from_parameters(p), x, rounds)
+    np.testing.assert_allclose(exp,
+                               np.tile(x.sum(axis=0), (rounds, 1)),
                                rtol=1e-9)
     self._check(est, exp, clips, p, n)
 
@@ -379,7 +400,9 @@ class UnbiasednessTest(parameterized.TestCase):
     if protocol == 'two_phase':
       kwargs.update(max_items=400, target_quantile=0.5, budget_fraction=0.5)
     if protocol == 'multi_round':
-      kwargs.update(rounds=rounds, clip=60.0, target_quantile=0.5,
+      kwargs.update(rounds=rounds,
+                    clip=60.0,
+                    target_quantile=0.5,
                     indicator_num_trials=30)
     p = _params(protocol, n=n, epsilon=200.0, **kwargs)
     est, exp, clips = _round_expectations(

@@ -25,8 +25,7 @@ from tff_ddp.analytics import frequency_simulation as fs
 from tff_ddp.cli import frequency as frequency_cli
 
 _D = 6
-_SETTING = dict(dim=_D, expected_clients_per_round=16, epsilon=10.0,
-                delta=1e-4)
+_SETTING = dict(dim=_D, expected_clients_per_round=16, epsilon=10.0, delta=1e-4)
 # Each protocol's required arguments (the entry point's small case).
 _OWN = {
     'two_phase': dict(max_items=100),
@@ -77,8 +76,9 @@ class EntryPointTest(parameterized.TestCase):
   """`frequency_parameters(protocol, ...)`: one mapping, today's calls."""
 
   def test_each_name_maps_to_its_class(self):
-    self.assertEqual(fp.PROTOCOLS, ('two_phase', 'multi_round', 'fixed',
-                                    'normalize', 'sample'))
+    self.assertEqual(
+        fp.PROTOCOLS,
+        ('two_phase', 'multi_round', 'fixed', 'normalize', 'sample'))
     for name in fp.PROTOCOLS:
       parameters_class = fp.protocol_class(name)
       self.assertEqual(parameters_class.protocol, name)
@@ -95,27 +95,51 @@ class EntryPointTest(parameterized.TestCase):
     # Every argument the setting takes, and the protocol's own.
     parameters_class = fp.protocol_class(name)
     with RecordingBuilder(parameters_class) as builder:
-      result = fp.frequency_parameters(
-          name, _D, 16, 10.0, 1e-4, calibrate='num_trials', theta=0.2,
-          divisor='linf', adversary='release', value_dtype='int64', seed=3,
-          kashin_options={'redundancy': 2.0}, **_OWN[name])
+      result = fp.frequency_parameters(name,
+                                       _D,
+                                       16,
+                                       10.0,
+                                       1e-4,
+                                       calibrate='num_trials',
+                                       theta=0.2,
+                                       divisor='linf',
+                                       adversary='release',
+                                       value_dtype='int64',
+                                       seed=3,
+                                       kashin_options={'redundancy': 2.0},
+                                       **_OWN[name])
     self.assertIs(result, CALIBRATED)
     (setting, kwargs), = builder.calls
-    self.assertEqual(setting, _setting(
-        calibration=protocols.CalibrateNumTrials(0.2), divisor='linf',
-        adversary='release', value_dtype=np.int64, seed=3,
-        kashin_options={'redundancy': 2.0}))
+    self.assertEqual(
+        setting,
+        _setting(calibration=protocols.CalibrateNumTrials(0.2),
+                 divisor='linf',
+                 adversary='release',
+                 value_dtype=np.int64,
+                 seed=3,
+                 kashin_options={'redundancy': 2.0}))
     self.assertEqual(kwargs, _OWN[name])
 
   def test_none_is_not_given(self):
     # For another protocol's argument, and for an own argument whose
     # default is None.
     with RecordingBuilder(protocols.NormalizeParameters) as builder:
-      fp.frequency_parameters('normalize', _D, 16, 10.0, 1e-4, clip=None,
-                              max_items=None, rounds=None)
+      fp.frequency_parameters('normalize',
+                              _D,
+                              16,
+                              10.0,
+                              1e-4,
+                              clip=None,
+                              max_items=None,
+                              rounds=None)
     self.assertEqual(builder.calls[0][1], {})
     with RecordingBuilder(protocols.MultiRoundParameters) as builder:
-      fp.frequency_parameters('multi_round', _D, 16, 10.0, 1e-4, clip=None,
+      fp.frequency_parameters('multi_round',
+                              _D,
+                              16,
+                              10.0,
+                              1e-4,
+                              clip=None,
                               target_quantile=None)
     self.assertEqual(builder.calls[0][1], {})
 
@@ -125,8 +149,8 @@ class EntryPointTest(parameterized.TestCase):
        r"\('two_phase',\)\)"),
       ('rounds', 'two_phase', dict(max_items=3, rounds=2), ValueError,
        "rounds does not apply to protocol='two_phase'"),
-      ('array', 'fixed', dict(clip=1.0, num_bins=np.array([1, 2])),
-       ValueError, "num_bins does not apply to protocol='fixed'"),
+      ('array', 'fixed', dict(clip=1.0, num_bins=np.array(
+          [1, 2])), ValueError, "num_bins does not apply to protocol='fixed'"),
       ('clip', 'normalize', dict(clip=1.0), ValueError,
        r"clip does not apply to protocol='normalize' \(only to "
        r"\('multi_round', 'fixed'\)\)"),
@@ -180,9 +204,14 @@ class BuilderTest(parameterized.TestCase):
       cls.calibrate(_setting(), **kwargs)
 
   def test_a_builder_equals_the_entry_point(self):
-    direct = protocols.FixedClipParameters.calibrate(
-        _setting(seed=9), clip=20.0)
-    entry = fp.frequency_parameters('fixed', _D, 16, 10.0, 1e-4, seed=9,
+    direct = protocols.FixedClipParameters.calibrate(_setting(seed=9),
+                                                     clip=20.0)
+    entry = fp.frequency_parameters('fixed',
+                                    _D,
+                                    16,
+                                    10.0,
+                                    1e-4,
+                                    seed=9,
                                     clip=20.0)
     self.assertIsInstance(entry, protocols.FixedClipParameters)
     for field in dataclasses.fields(direct):
@@ -195,16 +224,25 @@ class BuilderTest(parameterized.TestCase):
     # No field that applies "depending on the protocol": the phased
     # protocols' clip rule is theirs, a baseline has none of it.
     shared = {f.name for f in dataclasses.fields(fp.FrequencyParameters)}
-    own = {c.protocol: {f.name for f in dataclasses.fields(c)} - shared
-           for c in protocols.protocol_classes()}
-    self.assertEqual(own, {
-        'two_phase': {'target_quantile', 'quantile', 'num_bins',
-                      'upper_bound', 'budget'},
-        'multi_round': {'clip', 'target_quantile', 'indicator_factory',
-                        'indicator_theta', 'indicator_num_trials', 'rounds',
-                        'total_clients', 'disjoint_rounds', 'learning_rate',
-                        'budget'},
-        'fixed': {'clip'}, 'normalize': set(), 'sample': {'sample_items'}})
+    own = {
+        c.protocol: {f.name for f in dataclasses.fields(c)} - shared
+        for c in protocols.protocol_classes()
+    }
+    self.assertEqual(
+        own, {
+            'two_phase': {
+                'target_quantile', 'quantile', 'num_bins', 'upper_bound',
+                'budget'
+            },
+            'multi_round': {
+                'clip', 'target_quantile', 'indicator_factory',
+                'indicator_theta', 'indicator_num_trials', 'rounds',
+                'total_clients', 'disjoint_rounds', 'learning_rate', 'budget'
+            },
+            'fixed': {'clip'},
+            'normalize': set(),
+            'sample': {'sample_items'}
+        })
 
 
 @contextlib.contextmanager
@@ -247,8 +285,9 @@ class NewProtocolTest(parameterized.TestCase):
   def test_entry_point_and_budget(self):
     with _presence_protocol() as presence:
       p = fp.frequency_parameters('presence', _D, 16, 10.0, 1e-4)
-      with self.assertRaisesRegex(ValueError, 'clip does not apply to '
-                                  "protocol='presence'"):
+      with self.assertRaisesRegex(
+          ValueError, 'clip does not apply to '
+          "protocol='presence'"):
         fp.frequency_parameters('presence', _D, 16, 10.0, 1e-4, clip=2.0)
       # A second protocol of the same name is refused.
       with self.assertRaisesRegex(TypeError, "'presence' exists already"):
@@ -256,8 +295,8 @@ class NewProtocolTest(parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, 'protocol must be one of'):
       fp.frequency_parameters('presence', _D, 16, 10.0, 1e-4)
     self.assertIsInstance(p, presence)
-    self.assertLessEqual(accountant.epsilon(p.event, 1e-4)[0],
-                         10.0 * (1 + 1e-9))
+    self.assertLessEqual(
+        accountant.epsilon(p.event, 1e-4)[0], 10.0 * (1 + 1e-9))
     self.assertIn(f'presence: cPBM theta={p.theta:.4f}', fp.describe(p))
     self.assertIn(f'C={math.sqrt(_D):g}', fp.describe(p))
     self.assertEqual(p.ring_capacity().capacity,
@@ -279,8 +318,8 @@ class NewProtocolTest(parameterized.TestCase):
     x = fd.iid(n, _D, 0).astype(np.float32)
     x[0] = 0.0  # a user without data
     present = np.minimum(x, 1.0).astype(np.float64)
-    sd = math.sqrt(n * (p.clip / (p.num_trials * p.theta))**2
-                   * p.num_trials / 4.0)
+    sd = math.sqrt(n * (p.clip / (p.num_trials * p.theta))**2 * p.num_trials /
+                   4.0)
 
     def expected(seed):
       norms = fs.norms_of(fs.representations(p.encoder(), present, seed))
@@ -291,16 +330,13 @@ class NewProtocolTest(parameterized.TestCase):
     state = process.initialize()
     output = process.next(state, list(x))
     self.assertEqual(output.measurements['clip'], p.clip)
-    seed = secure_sum.round_seed({k: tf.constant(v)
-                                  for k, v in state.items()})
-    np.testing.assert_array_less(
-        np.abs(output.result - expected(seed)), 5 * sd)
+    seed = secure_sum.round_seed({k: tf.constant(v) for k, v in state.items()})
+    np.testing.assert_array_less(np.abs(output.result - expected(seed)), 5 * sd)
     # The simulator draws the round's seed first (`fs.fixed`).
     simulated = fs.fixed(p, x, np.random.default_rng(0))
     seed = fs.round_seed(np.random.default_rng(0))
-    np.testing.assert_array_less(
-        np.abs(simulated.estimate - expected(seed)), 5 * sd)
-
+    np.testing.assert_array_less(np.abs(simulated.estimate - expected(seed)),
+                                 5 * sd)
 
 
 class PhaseOneRingTest(parameterized.TestCase):
@@ -329,4 +365,3 @@ class PhaseOneRingTest(parameterized.TestCase):
         hg.Haar(64), 'poisson_binomial', 64,
         qc.QuantileSetting(n, 0.5, 1e-7, bits=protocols.quantile_bits(n)))
     self.assertGreaterEqual(params.ring_capacity().capacity, n)
-

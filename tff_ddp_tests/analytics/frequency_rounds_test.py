@@ -27,8 +27,13 @@ from tff_ddp.utils import rounds
 def _params(protocol, n, dim=20, **kwargs):
   with warnings.catch_warnings():
     warnings.simplefilter('ignore')
-    return fp.frequency_parameters(protocol, dim, n, 4.0, 1e-6,
-                                   num_trials=30, **kwargs)
+    return fp.frequency_parameters(protocol,
+                                   dim,
+                                   n,
+                                   4.0,
+                                   1e-6,
+                                   num_trials=30,
+                                   **kwargs)
 
 
 def _data(n, dim=20, seed=0):
@@ -60,7 +65,8 @@ class RunTest(parameterized.TestCase):
     params = _params('normalize', 1000)
     n = params.ring_capacity().capacity + 1
     with self.assertRaises(rounds.RoundRefusedError):
-      fr.run(params, np.zeros([n, params.dim], np.float32),
+      fr.run(params,
+             np.zeros([n, params.dim], np.float32),
              progress=lambda *a: self.fail('drew'))
 
   def test_multi_round_and_sample_are_not_batched(self):
@@ -73,8 +79,9 @@ class RunTest(parameterized.TestCase):
     # quantile_rounds_test; its calibration alone takes ~10 s.)
     params = _params('normalize', 1000)
     x = _data(1000)
-    runs = [fr.run(params, x, noise_seed=s).estimate
-            for s in (None, None, 3, 3)]
+    runs = [
+        fr.run(params, x, noise_seed=s).estimate for s in (None, None, 3, 3)
+    ]
     self.assertFalse(np.array_equal(runs[0], runs[1]))
     np.testing.assert_array_equal(runs[2], runs[3])
 
@@ -113,8 +120,9 @@ class LawTest(parameterized.TestCase):
     x = _data(n)
     self.assertLess(np.linalg.norm(x, axis=1).max(), 13)
     sd = frequency_cli._noise_sd(params, [(200.0, n)])  # pylint: disable=protected-access  # tests a private part
-    z = np.concatenate([(fr.run(params, x).estimate - x.sum(0)) / sd
-                        for _ in range(reps)])
+    z = np.concatenate([
+        (fr.run(params, x).estimate - x.sum(0)) / sd for _ in range(reps)
+    ])
     self.assertLess(abs(z.mean()), 5 / math.sqrt(z.size))
     self.assertBetween(z.var(), 0.55, 1.5)
 
@@ -123,8 +131,8 @@ class LawTest(parameterized.TestCase):
     params = _params('normalize', n)
     x = _data(n)
     process = fp.build_frequency_process_from_parameters(params)
-    tff_estimate = np.asarray(process.next(process.initialize(),
-                                           list(x)).result)
+    tff_estimate = np.asarray(
+        process.next(process.initialize(), list(x)).result)
     batched = fr.run(params, x).estimate
     sd = frequency_cli._noise_sd(params, [(1.0, n)])  # pylint: disable=protected-access  # tests a private part
     # Normalize's target: sum_i x_i / ||x_i|| (no rescaling).

@@ -29,9 +29,10 @@ def _exact_variance(params, x, clip, seed):
   norms = fs.norms_of(y)
   c0 = mechanism.l2_clip
   factor = np.minimum(c0 / clip, c0 / norms)
-  probs = np.clip(0.5 + mechanism.theta * (y * factor[:, None])
-                  / mechanism.coordinate_bound, mechanism.p_low,
-                  mechanism.p_high)
+  probs = np.clip(
+      0.5 + mechanism.theta *
+      (y * factor[:, None]) / mechanism.coordinate_bound, mechanism.p_low,
+      mechanism.p_high)
   m = mechanism.num_trials
   scale = mechanism.coordinate_bound / (m * mechanism.theta) * clip / c0
   per_k = scale**2 * (m * probs * (1 - probs)).sum(axis=0)
@@ -61,23 +62,29 @@ class PbmSumTest(parameterized.TestCase):
   def test_moments(self, clip, divisor):
     n, reps = 40, 300
     x = fd.iid(n, _D, 0) * 1.0
-    p = fp.frequency_parameters('two_phase', _D, n, 10.0, 1e-4,
-                                max_items=100, divisor=divisor)
+    p = fp.frequency_parameters('two_phase',
+                                _D,
+                                n,
+                                10.0,
+                                1e-4,
+                                max_items=100,
+                                divisor=divisor)
     seed = tf.constant([3, 4], tf.int64)
     variance, norms = _exact_variance(p, x, clip, seed)
     y = fs.representations(p.encoder(), x, seed)
     rng = np.random.default_rng(0)
     expected = fq.expected_sum(x, norms, clip)
-    errors = np.array([fs.pbm_sum(p.mechanism(), y, rng, seed, clip)
-                       - expected for _ in range(reps)])
+    errors = np.array([
+        fs.pbm_sum(p.mechanism(), y, rng, seed, clip) - expected
+        for _ in range(reps)
+    ])
     _z_checks(self, errors, np.tile(variance, (reps, 1)))
     if clip > norms.max():
       np.testing.assert_allclose(expected, x.sum(axis=0))
 
   def test_clip_sweep_shapes(self):
     x = fd.iid(30, _D, 1)
-    p = fp.frequency_parameters('two_phase', _D, 30, 10.0, 1e-4,
-                                max_items=100)
+    p = fp.frequency_parameters('two_phase', _D, 30, 10.0, 1e-4, max_items=100)
     est, norms = fs.clip_sweep(p, x, [5.0, 50.0], np.random.default_rng(1))
     self.assertEqual(est.shape, (2, _D))
     self.assertEqual(norms.shape, (30,))
@@ -94,14 +101,15 @@ class GaussianTest(parameterized.TestCase):
     x = fd.iid(n, _D, 2).astype(float)
     rng = np.random.default_rng(3)
     run = fs.local_gaussian if local else fs.central_gaussian
-    errors = np.array([run(g, x, 100, 64, rng, clip=clip).estimate
-                       - x.sum(axis=0) for _ in range(reps)])
-    sd = clip * g.frequency_noise_multiplier * (
-        2 * math.sqrt(n) if local else 1.0)
+    errors = np.array([
+        run(g, x, 100, 64, rng, clip=clip).estimate - x.sum(axis=0)
+        for _ in range(reps)
+    ])
+    sd = clip * g.frequency_noise_multiplier * (2 *
+                                                math.sqrt(n) if local else 1.0)
     _z_checks(self, errors, np.full(errors.shape, sd**2))
     with self.assertRaisesRegex(ValueError, 'local'):
-      (fs.central_gaussian if local else fs.local_gaussian)(g, x, 100, 64,
-                                                            rng)
+      (fs.central_gaussian if local else fs.local_gaussian)(g, x, 100, 64, rng)
 
 
 def _process_errors(params, x, rounds, clip=None):
@@ -111,8 +119,7 @@ def _process_errors(params, x, rounds, clip=None):
   errors, variances, clips = [], [], []
   for _ in range(rounds):
     f_state = state['frequency'] if params.scaled else state
-    seed = secure_sum.round_seed(
-        {k: tf.constant(v) for k, v in f_state.items()})
+    seed = secure_sum.round_seed({k: tf.constant(v) for k, v in f_state.items()})
     output = process.next(state, list(x.astype(np.float32)))
     c = float(output.measurements['clip']) if clip is None else clip
     variance, norms = _exact_variance(params, x, c, seed)
@@ -137,8 +144,7 @@ class SimulatorVsProcessTest(parameterized.TestCase):
   def test_fixed(self):
     n, rounds = 16, 30
     x = fd.iid(n, _D, 5) * 1.0
-    p = fp.frequency_parameters('fixed', _D, n, 10.0, 1e-4, clip=25.0,
-                                seed=3)
+    p = fp.frequency_parameters('fixed', _D, n, 10.0, 1e-4, clip=25.0, seed=3)
     errors, variances, _ = _process_errors(p, x, rounds)
     ratio_process = _z_checks(self, errors, variances)
     rng = np.random.default_rng(7)
@@ -147,8 +153,9 @@ class SimulatorVsProcessTest(parameterized.TestCase):
       seed = fs.round_seed(rng)
       variance, norms = _exact_variance(p, x, 25.0, seed)
       y = fs.representations(p.encoder(), x, seed)
-      sim_errors.append(fs.pbm_sum(p.mechanism(), y, rng, seed)
-                        - fq.expected_sum(x, norms, 25.0))
+      sim_errors.append(
+          fs.pbm_sum(p.mechanism(), y, rng, seed) -
+          fq.expected_sum(x, norms, 25.0))
       sim_variances.append(variance)
     ratio_sim = _z_checks(self, np.array(sim_errors), np.array(sim_variances))
     self.assertLess(abs(ratio_process - ratio_sim),
@@ -157,8 +164,13 @@ class SimulatorVsProcessTest(parameterized.TestCase):
   def test_two_phase_clip_and_estimate(self):
     n, rounds = 64, 30
     x = (fd.heterogeneous(n, _D, 2) * 1.0)
-    p = fp.frequency_parameters('two_phase', _D, n, 20.0, 1e-4,
-                                max_items=fd.max_items(x), seed=4)
+    p = fp.frequency_parameters('two_phase',
+                                _D,
+                                n,
+                                20.0,
+                                1e-4,
+                                max_items=fd.max_items(x),
+                                seed=4)
     errors, variances, clips = _process_errors(p, x, rounds)
     _z_checks(self, errors, variances)
     rng = np.random.default_rng(8)
@@ -171,8 +183,14 @@ class SimulatorVsProcessTest(parameterized.TestCase):
 
   def test_multi_round_clip_path(self):
     n, rounds, reps = 24, 3, 12
-    p = fp.frequency_parameters('multi_round', _D, n, 20.0, 1e-4,
-                                rounds=rounds, clip=2.0, seed=5)
+    p = fp.frequency_parameters('multi_round',
+                                _D,
+                                n,
+                                20.0,
+                                1e-4,
+                                rounds=rounds,
+                                clip=2.0,
+                                seed=5)
     # The indicator's noise must be independent across clients, as in the
     # simulator. A test seed derives a client's noise from its input, and
     # the indicator's input is +-1: every client above C would draw the same
@@ -180,12 +198,16 @@ class SimulatorVsProcessTest(parameterized.TestCase):
     # (through the clip to [0, 1] and exp) biasing the mean of next_clip.
     # So the indicator draws kernel entropy; its encoder is the identity, so
     # the public seed (fixed below) is irrelevant to it.
-    p = dataclasses.replace(p, indicator_factory=cpbm.PoissonBinomialSumFactory(
-        l2_clip=1.0, theta=p.indicator_theta,
-        num_trials=p.indicator_num_trials, expected_clients_per_round=n,
-        divisor='linf', linf_clip=1.0, encoder='none'))
-    batches = [fd.iid(n, _D, 10 + r).astype(np.float32) for r in
-               range(rounds)]
+    p = dataclasses.replace(p,
+                            indicator_factory=cpbm.PoissonBinomialSumFactory(
+                                l2_clip=1.0,
+                                theta=p.indicator_theta,
+                                num_trials=p.indicator_num_trials,
+                                expected_clients_per_round=n,
+                                divisor='linf',
+                                linf_clip=1.0,
+                                encoder='none'))
+    batches = [fd.iid(n, _D, 10 + r).astype(np.float32) for r in range(rounds)]
     finals = []
     for rep in range(reps):
       process = fp.build_frequency_process_from_parameters(p)
@@ -202,8 +224,8 @@ class SimulatorVsProcessTest(parameterized.TestCase):
     for _ in range(reps):
       rounds_out = fs.multi_round(p, [b * 1.0 for b in batches], rng)
       level = rounds_out[-1].quantile_level
-      sim.append(rounds_out[-1].clip * math.exp(
-          -p.learning_rate * (level - p.target_quantile)))
+      sim.append(rounds_out[-1].clip * math.exp(-p.learning_rate *
+                                                (level - p.target_quantile)))
     finals, sim = np.array(finals), np.array(sim)
     se = math.sqrt((finals.var(ddof=1) + sim.var(ddof=1)) / reps)
     # Fresh noise: (difference of means) / se is ~ Student t with ~2 reps - 2
@@ -219,9 +241,17 @@ class RingCapacityTest(parameterized.TestCase):
 
   @parameterized.parameters('two_phase', 'fixed', 'multi_round')
   def test_refuses_by_default_flags_on_request(self, protocol):
-    kwargs = {'two_phase': dict(max_items=100), 'fixed': dict(clip=20.0),
-              'multi_round': dict(rounds=2)}[protocol]
-    params = fp.frequency_parameters(protocol, _D, 16, 10.0, 1e-4, seed=9,
+    kwargs = {
+        'two_phase': dict(max_items=100),
+        'fixed': dict(clip=20.0),
+        'multi_round': dict(rounds=2)
+    }[protocol]
+    params = fp.frequency_parameters(protocol,
+                                     _D,
+                                     16,
+                                     10.0,
+                                     1e-4,
+                                     seed=9,
                                      **kwargs)
     n = params.ring_capacity().capacity + 1
     x = fd.iid(n, _D, 0)
@@ -232,22 +262,21 @@ class RingCapacityTest(parameterized.TestCase):
         return fs.multi_round(params, [x], rng, on_wrap=on_wrap)[0]
       return getattr(fs, protocol)(params, x, rng, on_wrap=on_wrap)
 
-    with self.assertRaisesRegex(rounds.RoundRefusedError,
-                                f'frequency_simulation.{protocol}: {n} '
-                                'clients'):
+    with self.assertRaisesRegex(
+        rounds.RoundRefusedError, f'frequency_simulation.{protocol}: {n} '
+        'clients'):
       run(x, 'raise')
     self.assertEqual(run(x, 'flag').status, 'sum_may_wrap')
     self.assertNotEqual(run(x[:-1], 'flag').status, 'sum_may_wrap')
     with self.assertRaisesRegex(rounds.RoundRefusedError, 'pbm_sum'):
-      fs.pbm_sum(params.mechanism(), np.zeros([params.mechanism(
-      ).max_clients() + 1, params.output_dim]), np.random.default_rng(0),
-                 fs.round_seed(np.random.default_rng(0)))
+      fs.pbm_sum(
+          params.mechanism(),
+          np.zeros([params.mechanism().max_clients() + 1, params.output_dim]),
+          np.random.default_rng(0), fs.round_seed(np.random.default_rng(0)))
 
 
 class EpsilonTest(parameterized.TestCase):
 
   def test_simulated_configurations_are_the_processes(self):
-    p = fp.frequency_parameters('two_phase', _D, 100, 5.0, 1e-4,
-                                max_items=100)
-    self.assertLessEqual(accountant.epsilon(p.event, 1e-4)[0],
-                         5.0 * (1 + 1e-9))
+    p = fp.frequency_parameters('two_phase', _D, 100, 5.0, 1e-4, max_items=100)
+    self.assertLessEqual(accountant.epsilon(p.event, 1e-4)[0], 5.0 * (1 + 1e-9))

@@ -28,7 +28,8 @@ class TargetTest(parameterized.TestCase):
                             (2048, 10, 10**4, 0.2), (5.0, 30, 10**4, 0.2))
   def test_optimal_quantile_is_eq5(self, dim, m, n, theta):
     expected = 1.0 - np.sqrt(dim / (4.0 * m * n * theta**2))
-    self.assertAlmostEqual(fq.optimal_quantile(dim, m, n, theta), expected,
+    self.assertAlmostEqual(fq.optimal_quantile(dim, m, n, theta),
+                           expected,
                            places=14)
 
   def test_no_interior_optimum_refused(self):
@@ -64,9 +65,10 @@ class ErrorFunctionalTest(parameterized.TestCase):
     out = fq.error_functional(clips, norms, 128, 30, 0.2)
     for c, e in zip(clips, out):
       self.assertAlmostEqual(e, _reference_e(c, norms, s), places=10)
-    np.testing.assert_allclose(
-        fq.expected_l2_error_bound(clips, norms, 128, 30, 0.2, 50),
-        math.sqrt(50) * out, rtol=1e-14)
+    np.testing.assert_allclose(fq.expected_l2_error_bound(
+        clips, norms, 128, 30, 0.2, 50),
+                               math.sqrt(50) * out,
+                               rtol=1e-14)
 
   @parameterized.parameters((1, 0.5), (7, 0.9), (200, 0.95), (1000, 0.999),
                             (64, 0.5))
@@ -86,8 +88,7 @@ class ErrorFunctionalTest(parameterized.TestCase):
         fq.error_functional(np.array([best]), norms, dim, 30, 0.2)[0],
         values.min() + 1e-9)
     # The numpy reference of the same order statistic.
-    self.assertEqual(best, np.quantile(norms, quantile,
-                                       method='inverted_cdf'))
+    self.assertEqual(best, np.quantile(norms, quantile, method='inverted_cdf'))
 
   def test_refusals(self):
     with self.assertRaisesRegex(ValueError, 'norms'):
@@ -115,8 +116,8 @@ class BiasTest(tf.test.TestCase):
     decoded = enc.decode(tf.constant(clipped.sum(axis=0)), seed).numpy()
     self.assertAllClose(decoded, fq.expected_sum(x, norms, clip), rtol=1e-10)
     # Above every norm there is no bias.
-    self.assertAllClose(fq.expected_sum(x, norms, norms.max() * 1.01),
-                        x.sum(axis=0))
+    self.assertAllClose(fq.expected_sum(x, norms,
+                                        norms.max() * 1.01), x.sum(axis=0))
 
   def test_tightened_bound_at_most_published(self):
     rng = np.random.default_rng(1)
@@ -128,9 +129,10 @@ class BiasTest(tf.test.TestCase):
     self.assertTrue(np.all(tight <= published))
     # Its noise term alone is C sqrt(d / (4 m n theta^2)).
     big = norms.max() * 2
-    self.assertAlmostEqual(
-        float(fq.tightened_error_bound(big, x, norms, 30, 0.2)),
-        big * math.sqrt(50 / (4 * 30 * 500 * 0.04)), places=10)
+    self.assertAlmostEqual(float(
+        fq.tightened_error_bound(big, x, norms, 30, 0.2)),
+                           big * math.sqrt(50 / (4 * 30 * 500 * 0.04)),
+                           places=10)
 
   def test_l2_error_is_eq1(self):
     x = np.array([[1.0, 2.0], [3.0, 4.0]])
@@ -166,23 +168,26 @@ class PublishedEpsilonTest(parameterized.TestCase):
     # Section 5.2: eps = 2.8 for d = 50 (delta = 1e-4, m = 30, theta = 0.2,
     # 63 Haar coefficients with m' = 3): Lemma 2 over D = 2d = 100
     # coordinates gives it, over d = 50 it would be 1.9.
-    with_d = fq.published_epsilon(
-        [(0.2, 30, 10**4, 50), (0.2, 3, 10**4, 63)], 1e-4)
-    with_big_d = fq.published_epsilon(
-        [(0.2, 30, 10**4, 100), (0.2, 3, 10**4, 63)], 1e-4)
+    with_d = fq.published_epsilon([(0.2, 30, 10**4, 50), (0.2, 3, 10**4, 63)],
+                                  1e-4)
+    with_big_d = fq.published_epsilon([(0.2, 30, 10**4, 100),
+                                       (0.2, 3, 10**4, 63)], 1e-4)
     self.assertAlmostEqual(with_big_d, 2.8, delta=0.1)
     self.assertLess(with_d, 2.0)
     # App. E.1: MFFE, N = 1000 per round, m = m' = 15, delta = 1e-5: 7.5.
-    mffe = fq.published_epsilon(
-        [(0.2, 15, 1000, 100), (0.2, 15, 1000, 1)], 1e-5)
+    mffe = fq.published_epsilon([(0.2, 15, 1000, 100), (0.2, 15, 1000, 1)],
+                                1e-5)
     self.assertAlmostEqual(mffe, 7.5, delta=0.3)
 
   def test_zero_out_is_smaller(self):
-    ours = accountant.epsilon(dp_accounting.ComposedDpEvent([
-        events.PoissonBinomialDpEvent(0.2, 30, 10**4, 100),
-        events.PoissonBinomialDpEvent(0.2, 3, 10**4, 7)]), 1e-4)[0]
-    self.assertLess(ours, 0.5 * fq.published_epsilon(
-        [(0.2, 30, 10**4, 100), (0.2, 3, 10**4, 63)], 1e-4))
+    ours = accountant.epsilon(
+        dp_accounting.ComposedDpEvent([
+            events.PoissonBinomialDpEvent(0.2, 30, 10**4, 100),
+            events.PoissonBinomialDpEvent(0.2, 3, 10**4, 7)
+        ]), 1e-4)[0]
+    self.assertLess(
+        ours, 0.5 * fq.published_epsilon([(0.2, 30, 10**4, 100),
+                                          (0.2, 3, 10**4, 63)], 1e-4))
 
 
 class DataTest(parameterized.TestCase):
@@ -208,8 +213,9 @@ class DataTest(parameterized.TestCase):
     self.assertLess(abs(sizes.var() / 5100 - 1), 0.2)
     # Dir(p/2): each user concentrates on few items -- the mean norm is far
     # above that of i.i.d. users with the same sizes.
-    self.assertGreater(np.linalg.norm(x, axis=1).mean(),
-                       2 * np.linalg.norm(fd.iid(n, 50, 0), axis=1).mean())
+    self.assertGreater(
+        np.linalg.norm(x, axis=1).mean(),
+        2 * np.linalg.norm(fd.iid(n, 50, 0), axis=1).mean())
     # The population mean still follows p (E p_i = p): every coordinate
     # within 6 of its stddev estimate.
     p = fd.zipf(50)
@@ -255,8 +261,8 @@ def _sum_pmf(probs, m=_M):
   """pmf of sum_i Binomial(m, p_i)."""
   out = np.ones(1)
   for p in probs:
-    out = np.convolve(out, [math.comb(m, k) * p**k * (1 - p)**(m - k)
-                            for k in range(m + 1)])
+    out = np.convolve(
+        out, [math.comb(m, k) * p**k * (1 - p)**(m - k) for k in range(m + 1)])
   return out
 
 
@@ -301,7 +307,8 @@ def _divergence(log_p, log_q):
 def _round_curve(n):
   event = dp_accounting.ComposedDpEvent([
       events.PoissonBinomialDpEvent(_THETA, _M, n, 1),
-      events.PoissonBinomialDpEvent(_THETA, _M, n, 1)])
+      events.PoissonBinomialDpEvent(_THETA, _M, n, 1)
+  ])
   return accountant.RdpAccountant(_ORDERS).curve(event)
 
 
@@ -328,16 +335,16 @@ class CompositionBruteForceTest(parameterized.TestCase):
     one_curve = _round_curve(2)
     exceeded = False
     values = (-3.0, 0.4, 2.0)
-    for v, b, e, f, clip, target in itertools.product(
-        values, (-1.5, 3.0), (0.7, -2.5), (2.0,), (1.0, 2.5), (0.3, 0.9)):
+    for v, b, e, f, clip, target in itertools.product(values, (-1.5, 3.0),
+                                                      (0.7, -2.5), (2.0,),
+                                                      (1.0, 2.5), (0.3, 0.9)):
       # Disjoint, the target in round 1.
       p = _two_rounds([v, b], [e, f], clip, target)
       q = _two_rounds([_ABSENT, b], [e, f], clip, target)
       joint = _divergence(p, q)
       with np.errstate(divide='ignore'):
         first = _divergence(np.log(_round_pmf([v, b], clip).reshape(-1)),
-                            np.log(_round_pmf([_ABSENT, b], clip)
-                                   .reshape(-1)))
+                            np.log(_round_pmf([_ABSENT, b], clip).reshape(-1)))
       np.testing.assert_allclose(joint, first, rtol=1e-9, atol=1e-14)
       np.testing.assert_array_less(joint, one_curve * (1 + 1e-9) + 1e-15)
       # Disjoint, the target in round 2.

@@ -25,8 +25,7 @@ def _levels(num_bins: int) -> int:
 
 def encoding_length(method: str, num_bins: int) -> int:
   """Length of one client's encoding."""
-  return {'flat': num_bins, 'tree': 2 * num_bins - 2, 'haar': num_bins}[
-      method]
+  return {'flat': num_bins, 'tree': 2 * num_bins - 2, 'haar': num_bins}[method]
 
 
 def sensitivities(method: str, num_bins: int):
@@ -38,8 +37,11 @@ def sensitivities(method: str, num_bins: int):
 
 def total_norm(method: str, num_bins: int) -> float:
   """||t||_2 of the estimated-total functional t."""
-  return {'flat': math.sqrt(num_bins), 'tree': math.sqrt(2.0),
-          'haar': 1.0}[method]
+  return {
+      'flat': math.sqrt(num_bins),
+      'tree': math.sqrt(2.0),
+      'haar': 1.0
+  }[method]
 
 
 def _tree_nodes(index, levels):
@@ -61,8 +63,8 @@ def _haar_nodes(index, levels):
   offset = 1
   for l in range(1, levels + 1):
     pos.append(offset + tf.bitwise.right_shift(index, l))
-    left = tf.equal(tf.bitwise.bitwise_and(
-        tf.bitwise.right_shift(index, l - 1), 1), 0)
+    left = tf.equal(
+        tf.bitwise.bitwise_and(tf.bitwise.right_shift(index, l - 1), 1), 0)
     sign.append(tf.where(left, tf.ones_like(index), -tf.ones_like(index)))
     offset += b >> l
   return tf.stack(pos, axis=-1), tf.stack(sign, axis=-1)
@@ -191,8 +193,12 @@ def isotonic(f: tf.Tensor) -> tf.Tensor:
   return tf.reduce_max(masked, axis=0)
 
 
-def estimate_cdf(method: str, noisy_sum, num_bins: int, count: str,
-                 num_clients=None, consistent: bool = False,
+def estimate_cdf(method: str,
+                 noisy_sum,
+                 num_bins: int,
+                 count: str,
+                 num_clients=None,
+                 consistent: bool = False,
                  monotone: bool = False) -> tf.Tensor:
   """CDF estimates at the b right bin edges (float64 [b]): divided by the
   estimated total (count='estimated') or by num_clients ('exact')."""
@@ -200,8 +206,7 @@ def estimate_cdf(method: str, noisy_sum, num_bins: int, count: str,
   noisy_sum = tf.reshape(tf.cast(noisy_sum, tf.float64),
                          [encoding_length(method, b)])
   cum, estimated = _unnormalised_cdf(method, noisy_sum, b, consistent)
-  total = (tf.cast(num_clients, tf.float64) if count == 'exact'
-           else estimated)
+  total = (tf.cast(num_clients, tf.float64) if count == 'exact' else estimated)
   # A total <= 0 (no clients, or noise) leaves nothing to normalise by.
   cdf = cum / tf.where(total > 0, total, tf.ones_like(total))
   if monotone:
@@ -213,6 +218,8 @@ def estimated_total(method: str, noisy_sum, num_bins: int) -> tf.Tensor:
   """The noisy total count read from the noisy sum."""
   b = num_bins
   noisy_sum = tf.cast(noisy_sum, tf.float64)
-  return {'flat': lambda: tf.reduce_sum(noisy_sum),
-          'tree': lambda: noisy_sum[2 * b - 4] + noisy_sum[2 * b - 3],
-          'haar': lambda: noisy_sum[0]}[method]()
+  return {
+      'flat': lambda: tf.reduce_sum(noisy_sum),
+      'tree': lambda: noisy_sum[2 * b - 4] + noisy_sum[2 * b - 3],
+      'haar': lambda: noisy_sum[0]
+  }[method]()

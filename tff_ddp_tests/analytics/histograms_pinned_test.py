@@ -51,8 +51,8 @@ _EPSILON, _DELTA = 1.0, 1e-5
 def _digest(value) -> str:
   array = np.asarray(value)
   dtype = np.int64 if array.dtype.kind in 'iub' else np.float64
-  return hashlib.sha256(np.ascontiguousarray(array, dtype).tobytes()
-                        ).hexdigest()[:16]
+  return hashlib.sha256(np.ascontiguousarray(array,
+                                             dtype).tobytes()).hexdigest()[:16]
 
 
 def _noisy(method):
@@ -79,8 +79,8 @@ def _ddg_round(method, codes):
   params = qc.parameters_for_noise(method, _BINS, _CLIENTS, 1.0, _DELTA)
   noisy = sim.noisy_sum('discrete_gaussian', codes, params, seed=5)
   integers = np.round(noisy * params.scaling)
-  np.testing.assert_array_equal(
-      integers * params.aggregator_mechanism().gamma, noisy)
+  np.testing.assert_array_equal(integers * params.aggregator_mechanism().gamma,
+                                noisy)
   return noisy
 
 
@@ -88,9 +88,11 @@ def _integer_cases():
   """(name, int64 output) of every pinned case."""
   out = []
   for method in hg.METHODS:
-    out.append((f'{method} encode', np.stack([
-        hg.encode(method, tf.constant(i, tf.int64), _BINS).numpy()
-        for i in range(_BINS)])))
+    out.append((f'{method} encode',
+                np.stack([
+                    hg.encode(method, tf.constant(i, tf.int64), _BINS).numpy()
+                    for i in range(_BINS)
+                ])))
   return out
 
 
@@ -122,10 +124,16 @@ _PINNED = {
 # alone (the tightest accountant's is larger) and the
 # DDG's RDP epsilon at noise multiplier 1 (accounted floats: checked within the
 # tolerances `SimulatorParametersTest` derives).
-_THETA = {'flat': 0.0028775517270839624, 'tree': 0.0016614502639920549,
-          'haar': 0.0014388684208816779}
-_DDG_EPSILON = {'flat': 4.728924276256027, 'tree': 4.728924276256029,
-                'haar': 4.728924276256027}
+_THETA = {
+    'flat': 0.0028775517270839624,
+    'tree': 0.0016614502639920549,
+    'haar': 0.0014388684208816779
+}
+_DDG_EPSILON = {
+    'flat': 4.728924276256027,
+    'tree': 4.728924276256029,
+    'haar': 4.728924276256027
+}
 # The integer scaling c the ring allows the DDG at noise multiplier 1.
 _DDG_SCALING = {'flat': 3252, 'tree': 2226, 'haar': 2001}
 
@@ -154,8 +162,9 @@ class PinnedOutputsTest(tf.test.TestCase, parameterized.TestCase):
   def test_estimators_equal_the_function_forms(self, method):
     # The same ops in the same order: the same bits on any one machine.
     def same(got, want, what):
-      self.assertEqual(np.asarray(got, np.float64).tobytes(),
-                       np.asarray(want, np.float64).tobytes(), what)
+      self.assertEqual(
+          np.asarray(got, np.float64).tobytes(),
+          np.asarray(want, np.float64).tobytes(), what)
 
     same(hg.sensitivities(method, _BINS), oracle.sensitivities(method, _BINS),
          'sensitivities')
@@ -167,7 +176,8 @@ class PinnedOutputsTest(tf.test.TestCase, parameterized.TestCase):
     for count in hg.COUNTS:
       for monotone in (False, True):
         for consistent in ((False, True) if method == 'tree' else (False,)):
-          kwargs = dict(num_clients=_N, consistent=consistent,
+          kwargs = dict(num_clients=_N,
+                        consistent=consistent,
                         monotone=monotone)
           same(hg.estimate_cdf(method, h, _BINS, count, **kwargs),
                oracle.estimate_cdf(method, h, _BINS, count, **kwargs),
@@ -182,9 +192,8 @@ class SimulatorParametersTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters(*hg.METHODS)
   def test_cpbm_calibration(self, method):
-    pbm = qc.quantile_parameters(
-        method, 'poisson_binomial', _BINS,
-        qc.QuantileSetting(_CLIENTS, _EPSILON, _DELTA))
+    pbm = qc.quantile_parameters(method, 'poisson_binomial', _BINS,
+                                 qc.QuantileSetting(_CLIENTS, _EPSILON, _DELTA))
     # The trials the ring holds: integer arithmetic.
     self.assertEqual(pbm.num_trials, (2**pbm.bits - 1) // _CLIENTS)
     self.assertEqual(pbm.num_trials, 16383)
@@ -217,9 +226,8 @@ class SimulatorParametersTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.parameters(*hg.METHODS)
   def test_cpbm_round_is_its_closed_form(self, method):
     codes = _codes(method)
-    pbm = qc.quantile_parameters(
-        method, 'poisson_binomial', _BINS,
-        qc.QuantileSetting(_CLIENTS, _EPSILON, _DELTA))
+    pbm = qc.quantile_parameters(method, 'poisson_binomial', _BINS,
+                                 qc.QuantileSetting(_CLIENTS, _EPSILON, _DELTA))
     got = sim.noisy_sum('poisson_binomial', codes, pbm, seed=5)
     # The same draws: per coordinate Binomial(n_v m, p_v) for the clients
     # of value v = -1, 0, 1 (numpy's sampler, in that order), summed mod M;
@@ -228,11 +236,12 @@ class SimulatorParametersTest(tf.test.TestCase, parameterized.TestCase):
     m, n = mechanism.num_trials, len(codes)
     rng = np.random.default_rng(5)
     probs = {-1: mechanism.p_low, 0: 0.5, 1: mechanism.p_high}
-    total = sum(rng.binomial((codes == v).sum(axis=0) * m, probs[v])
-                for v in (-1, 0, 1))
+    total = sum(
+        rng.binomial((codes == v).sum(axis=0) * m, probs[v])
+        for v in (-1, 0, 1))
     self.assertLess(np.max(total), mechanism.modulus)  # no wrap: S itself
-    want = (total - n * m / 2) * (
-        mechanism.coordinate_bound / (m * mechanism.theta))
+    want = (total - n * m / 2) * (mechanism.coordinate_bound /
+                                  (m * mechanism.theta))
     # S - n m / 2 is exact; B / (m theta) two roundings, the product a
     # third, on either side: 6 u relative in all.
     np.testing.assert_allclose(got, want, rtol=6 * 2.0**-53, atol=0)
@@ -254,8 +263,9 @@ class SimulatorParametersTest(tf.test.TestCase, parameterized.TestCase):
     # sqrt(n) per client), accounted here.
     event = ddg.factory.dp_event(ddg.value_type)
     c_scaled = encoding.l2 * ddg.scaling
-    self.assertEqual(event.l2_sensitivity, math.sqrt(math.floor(
-        c_scaled * c_scaled * (1.0 + 2.0**-40))))
+    self.assertEqual(
+        event.l2_sensitivity,
+        math.sqrt(math.floor(c_scaled * c_scaled * (1.0 + 2.0**-40))))
     self.assertAlmostEqual(event.local_stddev,
                            encoding.l2 * ddg.scaling / math.sqrt(_CLIENTS),
                            delta=1e-12 * event.local_stddev)
@@ -263,8 +273,8 @@ class SimulatorParametersTest(tf.test.TestCase, parameterized.TestCase):
                      (_CLIENTS, encoding.length))
     # The calibration reports the tightest bound of that event (its PLD:
     # one coordinate per level, the l0 clip), never above RDP's.
-    self.assertEqual(pld_accountant.epsilon(event, _DELTA, ddg.adversary)[0],
-                     ddg.epsilon)
+    self.assertEqual(
+        pld_accountant.epsilon(event, _DELTA, ddg.adversary)[0], ddg.epsilon)
     rdp = accountant.epsilon(event, _DELTA, ddg.adversary)[0]
     self.assertLessEqual(ddg.epsilon, rdp)
     # RDP against its value: the RDP curves are float formulas (numpy's exp
@@ -272,7 +282,8 @@ class SimulatorParametersTest(tf.test.TestCase, parameterized.TestCase):
     # each order's value within ~1e-13 relative and the minimum over the
     # orders continuous in them; 1e-9 is far wider. (The PLD's pessimistic
     # rounding is a decision per loss: not pinned across machines.)
-    self.assertAlmostEqual(rdp, _DDG_EPSILON[method],
+    self.assertAlmostEqual(rdp,
+                           _DDG_EPSILON[method],
                            delta=1e-9 * _DDG_EPSILON[method])
 
 

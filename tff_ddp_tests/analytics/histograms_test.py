@@ -34,8 +34,8 @@ def _haar_reference(index, b):
   while size <= b:
     for start in range(0, b, size):
       half = size // 2
-      out.append(leaves[start:start + half].sum()
-                 - leaves[start + half:start + size].sum())
+      out.append(leaves[start:start + half].sum() -
+                 leaves[start + half:start + size].sum())
     size *= 2
   return np.array(out)
 
@@ -70,8 +70,8 @@ class EncodingTest(tf.test.TestCase, parameterized.TestCase):
     b = 32
     rng = np.random.default_rng(0)
     idx = rng.integers(0, b, size=200)
-    total = sum(hg.encode('haar', tf.constant(i, tf.int64), b).numpy()
-                for i in idx)
+    total = sum(
+        hg.encode('haar', tf.constant(i, tf.int64), b).numpy() for i in idx)
     leaves = hg.haar_decode_matrix(b) @ total
     self.assertAllClose(leaves, np.bincount(idx, minlength=b), atol=1e-12)
     # And on any coefficient vector: decode(encode-matrix) == identity.
@@ -93,7 +93,11 @@ class EncodingTest(tf.test.TestCase, parameterized.TestCase):
     h = rng.normal(size=2 * b - 2) * 3 + 5
     a = hg.tree_matrix(b)
     leaves, *_ = np.linalg.lstsq(a, h, rcond=None)
-    cdf = hg.estimate_cdf('tree', tf.constant(h), b, 'exact', num_clients=1,
+    cdf = hg.estimate_cdf('tree',
+                          tf.constant(h),
+                          b,
+                          'exact',
+                          num_clients=1,
                           consistent=True)
     self.assertAllClose(cdf, np.cumsum(leaves), rtol=1e-9, atol=1e-9)
 
@@ -104,12 +108,10 @@ class EncodingTest(tf.test.TestCase, parameterized.TestCase):
     haar = rng.normal(size=b) * 4
     flat = rng.normal(size=b) * 4
     cum = np.tril(np.ones((b, b)))
-    for method, h, k in (
-        ('tree', tree, hg.dyadic_prefix_matrix(b)),
-        ('haar', haar, cum @ hg.haar_decode_matrix(b)),
-        ('flat', flat, cum)):
-      cdf = hg.estimate_cdf(method, tf.constant(h), b, 'exact',
-                            num_clients=1)
+    for method, h, k in (('tree', tree, hg.dyadic_prefix_matrix(b)),
+                         ('haar', haar,
+                          cum @ hg.haar_decode_matrix(b)), ('flat', flat, cum)):
+      cdf = hg.estimate_cdf(method, tf.constant(h), b, 'exact', num_clients=1)
       self.assertAllClose(cdf, k @ h, rtol=1e-12, atol=1e-12)
       total = hg.estimated_total(method, tf.constant(h), b)
       self.assertAllClose(total, (k @ h)[-1], rtol=1e-12, atol=1e-12)
@@ -120,27 +122,38 @@ class EncodingTest(tf.test.TestCase, parameterized.TestCase):
     rng = np.random.default_rng(0)
     for method in ('flat', 'tree', 'haar'):
       h = rng.normal(size=hg.encoding_length(method, b))
-      cdf = hg.estimate_cdf(method, tf.constant(h), b, 'estimated',
+      cdf = hg.estimate_cdf(method,
+                            tf.constant(h),
+                            b,
+                            'estimated',
                             consistent=method == 'tree')
       self.assertEqual(cdf.shape, [b])
     with self.assertRaisesRegex(ValueError, 'num_bins'):
       hg.encoding_length('flat', 2**16 + 1)
     with self.assertRaisesRegex(ValueError, 'monotone'):
-      hg.estimate_cdf('flat', tf.zeros([4096]), 4096, 'estimated',
+      hg.estimate_cdf('flat',
+                      tf.zeros([4096]),
+                      4096,
+                      'estimated',
                       monotone=True)
 
-  @parameterized.parameters(
-      *[(m, c, cons) for m in ('flat', 'tree', 'haar')
-        for c in ('estimated', 'exact') for cons in (False, True)
-        if not (cons and m != 'tree')])
+  @parameterized.parameters(*[(m, c, cons)
+                              for m in ('flat', 'tree', 'haar')
+                              for c in ('estimated', 'exact')
+                              for cons in (False, True)
+                              if not (cons and m != 'tree')])
   def test_noise_free_cdf_is_empirical(self, method, count, consistent):
     b = 32
     rng = np.random.default_rng(2)
     values = rng.uniform(0, 10, size=100)
     idx = hg.bin_index(values, 0.0, 10.0, b).numpy()
     total = sum(hg.encode(method, tf.constant(i), b).numpy() for i in idx)
-    cdf = hg.estimate_cdf(method, tf.constant(total, tf.float64), b, count,
-                          num_clients=100, consistent=consistent)
+    cdf = hg.estimate_cdf(method,
+                          tf.constant(total, tf.float64),
+                          b,
+                          count,
+                          num_clients=100,
+                          consistent=consistent)
     self.assertAllClose(cdf, np.cumsum(np.bincount(idx, minlength=b)) / 100)
 
   def test_isotonic_matches_pav(self):
@@ -162,15 +175,22 @@ class EncodingTest(tf.test.TestCase, parameterized.TestCase):
     cdf = tf.constant([0.25, 0.5, 0.75, 1.0], tf.float64)
     self.assertAllClose(hg.quantile_values(cdf, [0.5], 0.0, 4.0, 4), [2.0])
     self.assertAllClose(
-        hg.quantile_values(cdf, [0.5, 0.125, 1.0], 0.0, 4.0, 4,
+        hg.quantile_values(cdf, [0.5, 0.125, 1.0],
+                           0.0,
+                           4.0,
+                           4,
                            interpolate=True), [2.0, 0.5, 4.0])
 
   def test_graph_equals_eager(self):
     total = tf.constant(np.arange(30, dtype=np.float64))
-    fn = tf.function(lambda t: hg.estimate_cdf('tree', t, 16, 'estimated',
-                                               monotone=True))
-    self.assertAllClose(fn(total), hg.estimate_cdf('tree', total, 16,
-                                                   'estimated', monotone=True))
+    fn = tf.function(
+        lambda t: hg.estimate_cdf('tree', t, 16, 'estimated', monotone=True))
+    self.assertAllClose(
+        fn(total), hg.estimate_cdf('tree',
+                                   total,
+                                   16,
+                                   'estimated',
+                                   monotone=True))
 
   def test_edges_end_at_upper_when_the_width_rounds(self):
     # upper - lower = 2^53 + 1 rounds to 2^53 in float64; the last edge is
@@ -198,7 +218,10 @@ class EncodingTest(tf.test.TestCase, parameterized.TestCase):
       hg.estimate_cdf('flat', tf.zeros([4]), 4, 'exact', 3, consistent=True)
     # Flags are booleans, not arrays (found by the fuzz test).
     with self.assertRaisesRegex(TypeError, 'consistent must be True or False'):
-      hg.estimate_cdf('flat', tf.zeros([4]), 4, 'estimated',
+      hg.estimate_cdf('flat',
+                      tf.zeros([4]),
+                      4,
+                      'estimated',
                       consistent=np.array([np.nan, np.nan]))
     with self.assertRaisesRegex(TypeError, 'monotone must be True or False'):
       hg.estimate_cdf('flat', tf.zeros([4]), 4, 'estimated', monotone='yes')
@@ -231,8 +254,9 @@ class ContractTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(hg.METHODS, ('flat', 'tree', 'haar'))
     with self.assertRaisesRegex(ValueError, 'num_bins=16 differs'):
       hg.encoding(hg.Haar(8), 16)
-    with self.assertRaisesRegex(ValueError, r"method must be one of \('flat', "
-                                r"'tree', 'haar', 'hierarchical'\)"):
+    with self.assertRaisesRegex(
+        ValueError, r"method must be one of \('flat', "
+        r"'tree', 'haar', 'hierarchical'\)"):
       hg.encoding('dyadic', 8)
     with self.assertRaisesRegex(TypeError, 'method must be one of'):
       hg.encoding(3, 8)
@@ -318,9 +342,8 @@ class ContractTest(tf.test.TestCase, parameterized.TestCase):
       for check in (self.check_sensitivities, self.check_noise_free_read_out,
                     self.check_read_outs, self.check_consistent):
         check(encoding)
-      params = qc.quantile_parameters(
-          encoding, 'poisson_binomial', 6,
-          qc.QuantileSetting(64, 8.0, 1e-5))
+      params = qc.quantile_parameters(encoding, 'poisson_binomial', 6,
+                                      qc.QuantileSetting(64, 8.0, 1e-5))
       self.assertEqual(params.method, 'mirrored_test_only')
       values = np.random.default_rng(0).uniform(0.0, 6.0, 64)
       codes = sim.encodings(encoding, values, 0.0, 6.0)
@@ -343,8 +366,8 @@ class ContractTest(tf.test.TestCase, parameterized.TestCase):
     """Every bin's encoding touches exactly l0 coordinates with the l1 and
     l2 norms the calibration uses (a zero-out neighbour differs by one such
     encoding)."""
-    codes = np.stack([encoding.encode(i).numpy()
-                      for i in range(encoding.num_bins)])
+    codes = np.stack(
+        [encoding.encode(i).numpy() for i in range(encoding.num_bins)])
     self.assertEqual(codes.shape, (encoding.num_bins, encoding.length))
     l1, l2, l0 = encoding.sensitivities()
     self.assertAllEqual(np.count_nonzero(codes, axis=1), [l0] * len(codes))
@@ -357,33 +380,37 @@ class ContractTest(tf.test.TestCase, parameterized.TestCase):
     b = encoding.num_bins
     codes = np.stack([encoding.encode(i).numpy() for i in range(b)])
     self.assertAllClose(encoding.cdf_matrix() @ codes.T,
-                        np.triu(np.ones((b, b))).T, atol=1e-12)
+                        np.triu(np.ones((b, b))).T,
+                        atol=1e-12)
     self.assertAllClose(codes @ encoding.total_vector(), np.ones(b))
 
   def check_read_outs(self, encoding, traced=True):
     """The structured (TF) read-outs are the dense references."""
     h = np.random.default_rng(4).normal(size=encoding.length) * 3.0
     self.assertAllClose(encoding.cdf(tf.constant(h), 1),
-                        encoding.cdf_matrix() @ h, rtol=1e-12, atol=1e-12)
+                        encoding.cdf_matrix() @ h,
+                        rtol=1e-12,
+                        atol=1e-12)
     self.assertAllClose(encoding.estimated_total(h),
-                        encoding.total_vector() @ h, rtol=1e-12)
+                        encoding.total_vector() @ h,
+                        rtol=1e-12)
     # Normalised by the estimated total, the last cumulative value (when it
     # is positive; else by 1).
     k = encoding.cdf_matrix() @ h
-    self.assertAllClose(encoding.cdf(h), k / (k[-1] if k[-1] > 0 else 1.0),
+    self.assertAllClose(encoding.cdf(h),
+                        k / (k[-1] if k[-1] > 0 else 1.0),
                         rtol=1e-9)
     self.assertAlmostEqual(encoding.total_norm,
                            np.linalg.norm(encoding.total_vector()))
     if traced:
       fn = tf.function(lambda x: encoding.cdf(x, 1, monotone=True))
-      self.assertAllClose(fn(tf.constant(h)),
-                          encoding.cdf(h, 1, monotone=True))
+      self.assertAllClose(fn(tf.constant(h)), encoding.cdf(h, 1, monotone=True))
 
   def check_consistent(self, encoding):
     h = tf.zeros([encoding.length], tf.float64)
     if encoding.has_consistent_estimator:
-      self.assertEqual(encoding.cdf(h, 1, consistent=True).shape,
-                       [encoding.num_bins])
+      self.assertEqual(
+          encoding.cdf(h, 1, consistent=True).shape, [encoding.num_bins])
     else:
       with self.assertRaisesRegex(ValueError, "only applies to method="
                                   "'tree', not"):

@@ -33,8 +33,13 @@ ORDERS = neighbours.ORDERS
 def _indicator_mechanism(theta, m, n):
   # frequency_parameters' indicator: one coordinate, C = 1, divisor linf.
   factory = poisson_binomial.PoissonBinomialSumFactory(
-      l2_clip=1.0, theta=theta, num_trials=m, expected_clients_per_round=n,
-      encoder='none', divisor='linf', linf_clip=1.0)
+      l2_clip=1.0,
+      theta=theta,
+      num_trials=m,
+      expected_clients_per_round=n,
+      encoder='none',
+      divisor='linf',
+      linf_clip=1.0)
   return factory.mechanism(fs._indicator_type())  # pylint: disable=protected-access  # tests a private part
 
 
@@ -42,8 +47,14 @@ def _haar_mechanism(theta, m, n, b):
   # quantile_parameters' cPBM: l2 = sqrt(l0), linf 1, l0 clip.
   _, l2, l0 = hg.sensitivities('haar', b)
   factory = poisson_binomial.PoissonBinomialSumFactory(
-      l2_clip=l2, theta=theta, num_trials=m, expected_clients_per_round=n,
-      encoder='none', divisor='linf', linf_clip=1.0, l0_clip=l0)
+      l2_clip=l2,
+      theta=theta,
+      num_trials=m,
+      expected_clients_per_round=n,
+      encoder='none',
+      divisor='linf',
+      linf_clip=1.0,
+      l0_clip=l0)
   import tensorflow_federated as tff
   return factory.mechanism(tff.TensorType(np.int32, [b]))
 
@@ -51,8 +62,7 @@ def _haar_mechanism(theta, m, n, b):
 def _no_data_norm():
   """||y|| of a user with no items, through the process's Kashin encoder."""
   encoder = registry.make_encoder('kashin', 6)
-  y = encoder.encode(tf.zeros([6], tf.float64),
-                     tf.constant([3, 4], tf.int64))
+  y = encoder.encode(tf.zeros([6], tf.float64), tf.constant([3, 4], tf.int64))
   return float(tf.norm(y))
 
 
@@ -60,13 +70,15 @@ def _bin_values(upper, b):
   """A value in every bin, the edges 0 and upper, and values beyond the
   range (+-inf included: they are values, clipped into the end bins)."""
   width = upper / b
-  return ([0.0, upper, -1e30, 2 * upper, -math.inf, math.inf]
-          + [(j + 0.5) * width for j in range(b)])
+  return ([0.0, upper, -1e30, 2 * upper, -math.inf, math.inf] +
+          [(j + 0.5) * width for j in range(b)])
 
 
 def _encodings(method, values, upper, b):
-  return [quantiles.encode_value(method, tf.constant(v, tf.float32), 0.0,
-                                 upper, b).numpy() for v in values]
+  return [
+      quantiles.encode_value(method, tf.constant(v, tf.float32), 0.0, upper,
+                             b).numpy() for v in values
+  ]
 
 
 class MffeIndicatorTest(parameterized.TestCase):
@@ -105,8 +117,8 @@ class MffeIndicatorTest(parameterized.TestCase):
     zero_out = pbm_rdp.rdp(event, ORDERS, 'zero_out')
     self.assertTrue(neighbours.exceeds(zero_out, brute, 2.0),
                     (brute / zero_out))
-    neighbours.assert_covers(pbm_rdp.rdp(event, ORDERS, 'replace_one'),
-                             brute, 'paper indicator, replace-one')
+    neighbours.assert_covers(pbm_rdp.rdp(event, ORDERS, 'replace_one'), brute,
+                             'paper indicator, replace-one')
 
 
 class HaarPhaseOneTest(parameterized.TestCase):
@@ -124,8 +136,7 @@ class HaarPhaseOneTest(parameterized.TestCase):
     upper = 10.0
     mechanism = _haar_mechanism(theta, m, n, b)
     messages = _encodings('haar', _bin_values(upper, b), upper, b)
-    neighbour = _encodings('haar', [float(fp.norm_message(0.0))], upper,
-                           b)[0]
+    neighbour = _encodings('haar', [float(fp.norm_message(0.0))], upper, b)[0]
     brute = neighbours.worst_cpbm_rdp(mechanism, messages, neighbour, n)
     curve = pbm_rdp.rdp(mechanism.dp_event(n), ORDERS, 'zero_out')
     neighbours.assert_covers(curve, brute, f'Haar n={n} m={m} b={b}')
@@ -145,8 +156,8 @@ class HaarPhaseOneTest(parameterized.TestCase):
     zero_out = pbm_rdp.rdp(event, ORDERS, 'zero_out')
     self.assertTrue(neighbours.exceeds(zero_out, brute, 1.9),
                     (brute / zero_out))
-    neighbours.assert_covers(pbm_rdp.rdp(event, ORDERS, 'replace_one'),
-                             brute, 'old phase 1, replace-one')
+    neighbours.assert_covers(pbm_rdp.rdp(event, ORDERS, 'replace_one'), brute,
+                             'old phase 1, replace-one')
 
 
 class QuantileProcessTest(parameterized.TestCase):

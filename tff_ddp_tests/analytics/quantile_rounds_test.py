@@ -59,9 +59,11 @@ class ClientMessageTest(parameterized.TestCase):
     messages = qr._messages(params.encoding)  # pylint: disable=protected-access  # tests a private part
     c = params.scaling
     for k in range(messages.shape[0]):
-      outs = [mechanism.client_rounded(
-          messages[k], tf.constant([0, 0], tf.int64),
-          tf.constant(s, tf.int64))[0].numpy() for s in ([1, 2], [9, 7])]
+      outs = [
+          mechanism.client_rounded(messages[k], tf.constant([0, 0], tf.int64),
+                                   tf.constant(s, tf.int64))[0].numpy()
+          for s in ([1, 2], [9, 7])
+      ]
       np.testing.assert_array_equal(outs[0], outs[1])
       np.testing.assert_array_equal(outs[0],
                                     c * messages[k].numpy().astype(np.int64))
@@ -78,10 +80,13 @@ class ClientMessageTest(parameterized.TestCase):
       # same noise seed its draws are sample_binomial's of them.
       z, _ = mechanism.client_encode(messages[k], seed,
                                      tf.constant([5, 6], tf.int64))
-      np.testing.assert_array_equal(z['encoded'], binomial.sample_binomial(
-          probs, mechanism.num_trials, tf.constant([5, 6], tf.int64)))
-      self.assertTrue(set(np.asarray(probs).tolist()) <= {
-          mechanism.p_low, 0.5, mechanism.p_high})
+      np.testing.assert_array_equal(
+          z['encoded'],
+          binomial.sample_binomial(probs, mechanism.num_trials,
+                                   tf.constant([5, 6], tf.int64)))
+      self.assertTrue(
+          set(np.asarray(probs).tolist()) <=
+          {mechanism.p_low, 0.5, mechanism.p_high})
 
   def test_bin_counts_are_the_processes_bins(self):
     encoding = hg.encoding('flat', 8)
@@ -98,7 +103,9 @@ class RoundTest(parameterized.TestCase):
     params, options = _setup('tree', 'discrete_gaussian', 500)
     capacity = params.ring_capacity().capacity
     with self.assertRaises(rounds.RoundRefusedError):
-      qr.run_round(params, options, np.zeros(capacity + 1),
+      qr.run_round(params,
+                   options,
+                   np.zeros(capacity + 1),
                    progress=lambda *a: self.fail('drew'))
 
   @parameterized.product(mechanism=qc.MECHANISMS)
@@ -107,8 +114,10 @@ class RoundTest(parameterized.TestCase):
     values = _values(3000)
     # The whole CDF (b = 8 values, each from several noisy coordinates):
     # one coordinate's discrete noise alone may repeat (it did: p ~ 1e-3).
-    cdfs = [qr.run_round(params, options, values, noise_seed=s).cdf
-            for s in (None, None, 7, 7)]
+    cdfs = [
+        qr.run_round(params, options, values, noise_seed=s).cdf
+        for s in (None, None, 7, 7)
+    ]
     self.assertFalse(np.array_equal(cdfs[0], cdfs[1]))
     np.testing.assert_array_equal(cdfs[2], cdfs[3])
 
@@ -147,8 +156,9 @@ class AgainstTffTest(parameterized.TestCase):
     # messages (a bin's) share their noise seed, not the deployed law.
     params, options = _setup('tree', mechanism, n)
     values = _values(n)
-    process = q.build_quantile_process_from_parameters(
-        params, 0.0, 10.0, _LEVELS, options.estimation)
+    process = q.build_quantile_process_from_parameters(params, 0.0, 10.0,
+                                                       _LEVELS,
+                                                       options.estimation)
     tff_out = process.next(process.initialize(),
                            list(values.astype(np.float32)))
     batched = qr.run_round(params, options, values)
@@ -158,7 +168,8 @@ class AgainstTffTest(parameterized.TestCase):
                   batched.noisy_total):
       self.assertLess(abs(total - (n - 1)) / stddev, 5.0)
     width = 10.0 / 8
-    np.testing.assert_allclose(batched.result, tff_out.result,
+    np.testing.assert_allclose(batched.result,
+                               tff_out.result,
                                atol=width + 1e-9)
 
 
@@ -167,7 +178,9 @@ class ProgressLinesTest(parameterized.TestCase):
   def test_lines_are_rate_limited_and_close_their_step(self):
     now = [0.0]
     out = io.StringIO()
-    progress = common.ProgressLines('quantiles', every=5.0, stream=out,
+    progress = common.ProgressLines('quantiles',
+                                    every=5.0,
+                                    stream=out,
                                     clock=lambda: now[0])
     progress('tree', 10, 100)  # t = 0: nothing yet
     now[0] = 6.0
@@ -178,4 +191,5 @@ class ProgressLinesTest(parameterized.TestCase):
     progress('haar', 100, 100)  # a short step: nothing
     self.assertEqual(out.getvalue().splitlines(), [
         'tff-ddp quantiles: tree: 50 of 100 clients, 6 s',
-        'tff-ddp quantiles: tree: 100 of 100 clients, 7 s'])
+        'tff-ddp quantiles: tree: 100 of 100 clients, 7 s'
+    ])

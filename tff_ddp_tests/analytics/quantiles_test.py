@@ -36,8 +36,8 @@ class ParametersTest(parameterized.TestCase):
 
   @parameterized.product(method=hg.METHODS, eps=(1.0, 5.0), n=(128, 512))
   def test_ddg_meets_budget_and_ring_bound(self, method, eps, n):
-    p = q.quantile_parameters(
-        method, 'discrete_gaussian', 32, q.QuantileSetting(n, eps, 1e-5))
+    p = q.quantile_parameters(method, 'discrete_gaussian', 32,
+                              q.QuantileSetting(n, eps, 1e-5))
     self.assertLessEqual(p.epsilon, eps * (1 + 1e-9))
     self.assertGreaterEqual(p.scaling, 1)
     # The factory's own event, re-accounted here, meets the target.
@@ -48,23 +48,24 @@ class ParametersTest(parameterized.TestCase):
     mechanism = p.aggregator_mechanism()
     self.assertTrue(mechanism.integer_inputs)
     self.assertAlmostEqual(event.l2_sensitivity,
-                           p.scaling * p.l2_sensitivity, places=6)
+                           p.scaling * p.l2_sensitivity,
+                           places=6)
     # Wrap-around condition of Theorems 1-2 with the calibrated noise.
     sigma = ddg.local_stddev(p.noise_multiplier, p.l2_sensitivity * p.scaling,
                              n)
     self.assertAlmostEqual(sigma, mechanism.scaled_local_stddev)
-    self.assertLessEqual(
-        qc.ring_needs(p.encoding, p.scaling, sigma, n, 1e-5), 2**18)
+    self.assertLessEqual(qc.ring_needs(p.encoding, p.scaling, sigma, n, 1e-5),
+                         2**18)
     # c is (nearly) the largest that fits: 10% more would not.
     bigger = int(p.scaling * 1.1) + 1
     self.assertGreater(
-        qc.ring_needs(p.encoding, bigger, sigma * bigger / p.scaling, n,
-                      1e-5), 2**18)
+        qc.ring_needs(p.encoding, bigger, sigma * bigger / p.scaling, n, 1e-5),
+        2**18)
 
   @parameterized.parameters(*hg.METHODS)
   def test_pbm_event_counts_only_sensitive_coordinates(self, method):
-    p = q.quantile_parameters(
-        method, 'poisson_binomial', 32, q.QuantileSetting(128, 2.0, 1e-5))
+    p = q.quantile_parameters(method, 'poisson_binomial', 32,
+                              q.QuantileSetting(128, 2.0, 1e-5))
     event = p.factory.dp_event(p.value_type)
     self.assertEqual(event.dimension, hg.sensitivities(method, 32)[2])
     self.assertEqual(p.num_trials, (2**18 - 1) // 128)
@@ -80,30 +81,28 @@ class ParametersTest(parameterized.TestCase):
     self.assertEqual((p.num_trials, event.num_trials), (3, 3))
     self.assertLessEqual(_epsilon(event, 1e-4), 0.05 * (1 + 1e-6))
     self.assertGreater(_epsilon(event, 1e-4), 0.05 * (1 - 2e-3))
-    ring = q.quantile_parameters(
-        'haar', 'poisson_binomial', 64,
-        q.QuantileSetting(10000, 0.05, 1e-4))
+    ring = q.quantile_parameters('haar', 'poisson_binomial', 64,
+                                 q.QuantileSetting(10000, 0.05, 1e-4))
     self.assertEqual(ring.num_trials, (2**18 - 1) // 10000)
     self.assertLess(ring.theta, p.theta)  # more trials, less bias per trial
     with self.assertRaisesRegex(ValueError, r'num_trials <= 26 or bits >= 19'):
-      q.quantile_parameters(
-          'haar', 'poisson_binomial', 64,
-          q.QuantileSetting(10000, 0.3, 1e-4, num_trials=27))
+      q.quantile_parameters('haar', 'poisson_binomial', 64,
+                            q.QuantileSetting(10000, 0.3, 1e-4, num_trials=27))
     with self.assertRaisesRegex(ValueError, 'poisson_binomial'):
-      q.quantile_parameters(
-          'haar', 'discrete_gaussian', 64,
-          q.QuantileSetting(100, 0.3, 1e-4, num_trials=3))
+      q.quantile_parameters('haar', 'discrete_gaussian', 64,
+                            q.QuantileSetting(100, 0.3, 1e-4, num_trials=3))
     with self.assertRaisesRegex(ValueError, 'num_trials'):
-      q.quantile_parameters(
-          'haar', 'poisson_binomial', 64,
-          q.QuantileSetting(100, 0.3, 1e-4, num_trials=0))
+      q.quantile_parameters('haar', 'poisson_binomial', 64,
+                            q.QuantileSetting(100, 0.3, 1e-4, num_trials=0))
 
   def test_build_from_parameters_is_the_same_process(self):
-    p = q.quantile_parameters(
-        'flat', 'poisson_binomial', 32,
-        q.QuantileSetting(16, 1.0, 1e-5, seed=11))
-    built = q.build_quantile_process_from_parameters(
-        p, 0.0, 10.0, _QUANTILES, rounds=1)
+    p = q.quantile_parameters('flat', 'poisson_binomial', 32,
+                              q.QuantileSetting(16, 1.0, 1e-5, seed=11))
+    built = q.build_quantile_process_from_parameters(p,
+                                                     0.0,
+                                                     10.0,
+                                                     _QUANTILES,
+                                                     rounds=1)
     direct = _process('flat', 'poisson_binomial', 16)
     self.assertEqual(str(built.next.type_signature),
                      str(direct.next.type_signature))
@@ -118,21 +117,20 @@ class ParametersTest(parameterized.TestCase):
           p, 0.0, 10.0, _QUANTILES, q.QuantileEstimation(consistent_tree=True))
 
   def test_hierarchical_is_tree(self):
-    a = q.quantile_parameters(
-        'hierarchical', 'discrete_gaussian', 32,
-        q.QuantileSetting(128, 2.0, 1e-5))
-    b = q.quantile_parameters(
-        'tree', 'discrete_gaussian', 32, q.QuantileSetting(128, 2.0, 1e-5))
+    a = q.quantile_parameters('hierarchical', 'discrete_gaussian', 32,
+                              q.QuantileSetting(128, 2.0, 1e-5))
+    b = q.quantile_parameters('tree', 'discrete_gaussian', 32,
+                              q.QuantileSetting(128, 2.0, 1e-5))
     self.assertEqual((a.method, a.scaling, a.noise_multiplier),
                      (b.method, b.scaling, b.noise_multiplier))
     process = _process('hierarchical', 'discrete_gaussian', 16)
-    self.assertEqual(process.next.type_signature.result.measurements.member[
-        'cdf'], tff.TensorType(np.float64, [32]))
+    self.assertEqual(
+        process.next.type_signature.result.measurements.member['cdf'],
+        tff.TensorType(np.float64, [32]))
 
   def test_release_adversary_and_many_trials(self):
-    server = q.quantile_parameters(
-        'flat', 'discrete_gaussian', 32,
-        q.QuantileSetting(128, 2.0, 1e-5))
+    server = q.quantile_parameters('flat', 'discrete_gaussian', 32,
+                                   q.QuantileSetting(128, 2.0, 1e-5))
     release = q.quantile_parameters(
         'flat', 'discrete_gaussian', 32,
         q.QuantileSetting(128, 2.0, 1e-5, adversary='release'))
@@ -141,34 +139,28 @@ class ParametersTest(parameterized.TestCase):
     self.assertEqual(release.adversary, 'release')
     # 30 bits for 4 clients: the ring would allow 2^28 trials; the sampler's
     # limit caps them.
-    wide = q.quantile_parameters(
-        'flat', 'poisson_binomial', 32,
-        q.QuantileSetting(4, 1.0, 1e-5, bits=30))
+    wide = q.quantile_parameters('flat', 'poisson_binomial', 32,
+                                 q.QuantileSetting(4, 1.0, 1e-5, bits=30))
     self.assertEqual(wide.num_trials, 2**20)
 
   def test_more_rounds_cost_more_noise(self):
-    one = q.quantile_parameters(
-        'flat', 'discrete_gaussian', 32,
-        q.QuantileSetting(128, 2.0, 1e-5))
-    ten = q.quantile_parameters(
-        'flat', 'discrete_gaussian', 32,
-        q.QuantileSetting(128, 2.0, 1e-5, rounds=10))
+    one = q.quantile_parameters('flat', 'discrete_gaussian', 32,
+                                q.QuantileSetting(128, 2.0, 1e-5))
+    ten = q.quantile_parameters('flat', 'discrete_gaussian', 32,
+                                q.QuantileSetting(128, 2.0, 1e-5, rounds=10))
     self.assertGreater(ten.noise_multiplier, 2 * one.noise_multiplier)
 
   def test_small_ring_refused_with_bits_that_work(self):
     with self.assertRaisesRegex(ValueError, r'bits >= (\d+)') as cm:
-      q.quantile_parameters(
-          'flat', 'discrete_gaussian', 32,
-          q.QuantileSetting(512, 1.0, 1e-5, bits=8))
-    need = int(cm.exception.args[0].split('bits >= ')[1].split()[0]
-               .rstrip(';.'))
-    q.quantile_parameters(
-        'flat', 'discrete_gaussian', 32,
-        q.QuantileSetting(512, 1.0, 1e-5, bits=need))
+      q.quantile_parameters('flat', 'discrete_gaussian', 32,
+                            q.QuantileSetting(512, 1.0, 1e-5, bits=8))
+    need = int(
+        cm.exception.args[0].split('bits >= ')[1].split()[0].rstrip(';.'))
+    q.quantile_parameters('flat', 'discrete_gaussian', 32,
+                          q.QuantileSetting(512, 1.0, 1e-5, bits=need))
     with self.assertRaisesRegex(ValueError, 'bits >= 9'):
-      q.quantile_parameters(
-          'flat', 'poisson_binomial', 32,
-          q.QuantileSetting(300, 1.0, 1e-5, bits=8))
+      q.quantile_parameters('flat', 'poisson_binomial', 32,
+                            q.QuantileSetting(300, 1.0, 1e-5, bits=8))
 
   @parameterized.named_parameters(
       ('method', dict(method='median'), 'method'),
@@ -189,9 +181,15 @@ class ParametersTest(parameterized.TestCase):
       ('epsilon', dict(epsilon=-1.0), 'epsilon'),
   )
   def test_refused(self, override, message):
-    args = dict(method='flat', mechanism='discrete_gaussian', lower_bound=0.0,
-                upper_bound=10.0, num_bins=32, quantiles=[0.5],
-                expected_clients_per_round=16, epsilon=1.0, delta=1e-5)
+    args = dict(method='flat',
+                mechanism='discrete_gaussian',
+                lower_bound=0.0,
+                upper_bound=10.0,
+                num_bins=32,
+                quantiles=[0.5],
+                expected_clients_per_round=16,
+                epsilon=1.0,
+                delta=1e-5)
     args.update(override)
     with self.assertRaisesRegex(ValueError, message):
       _build_flat(**args)
@@ -201,12 +199,18 @@ class ParametersTest(parameterized.TestCase):
       ('quantiles_string', dict(quantiles='0.5'), 'quantiles'),
       ('clients_bool', dict(expected_clients_per_round=True),
        'expected_clients_per_round'),
-      ('consistent_int', dict(method='tree', consistent_tree=1),
-       'consistent_tree'))
+      ('consistent_int', dict(method='tree',
+                              consistent_tree=1), 'consistent_tree'))
   def test_refused_types(self, override, message):
-    args = dict(method='flat', mechanism='discrete_gaussian', lower_bound=0.0,
-                upper_bound=10.0, num_bins=32, quantiles=[0.5],
-                expected_clients_per_round=16, epsilon=1.0, delta=1e-5)
+    args = dict(method='flat',
+                mechanism='discrete_gaussian',
+                lower_bound=0.0,
+                upper_bound=10.0,
+                num_bins=32,
+                quantiles=[0.5],
+                expected_clients_per_round=16,
+                epsilon=1.0,
+                delta=1e-5)
     args.update(override)
     with self.assertRaisesRegex(TypeError, message):
       _build_flat(**args)
@@ -215,24 +219,23 @@ class ParametersTest(parameterized.TestCase):
     process = q.build_quantile_process(
         'haar', 'discrete_gaussian', 0.0, 1.0, 2**14, [0.5],
         q.QuantileSetting(64, 1.0, 1e-5, bits=30))
-    self.assertEqual(process.next.type_signature.result.measurements.member[
-        'cdf'], tff.TensorType(np.float64, [2**14]))
+    self.assertEqual(
+        process.next.type_signature.result.measurements.member['cdf'],
+        tff.TensorType(np.float64, [2**14]))
     with self.assertRaisesRegex(ValueError, 'O\\(b\\^2\\)'):
-      q.build_quantile_process(
-          'flat', 'discrete_gaussian', 0.0, 1.0, 4096, [0.5],
-          q.QuantileSetting(64, 1.0, 1e-5),
-          q.QuantileEstimation(estimator='monotone'))
+      q.build_quantile_process('flat', 'discrete_gaussian', 0.0, 1.0, 4096,
+                               [0.5], q.QuantileSetting(64, 1.0, 1e-5),
+                               q.QuantileEstimation(estimator='monotone'))
 
   def test_estimator_is_a_member_given_as_string_or_member(self):
     by_name = q.QuantileEstimation(estimator='interpolate')
     self.assertIs(by_name.estimator, q.Estimator.INTERPOLATE)
-    self.assertEqual(by_name, q.QuantileEstimation(
-        estimator=q.Estimator.INTERPOLATE))
-    self.assertEqual(
-        [(q.QuantileEstimation(estimator=e).monotone,
-          q.QuantileEstimation(estimator=e).interpolate)
-         for e in q.ESTIMATORS],
-        [(False, False), (True, False), (True, True)])
+    self.assertEqual(by_name,
+                     q.QuantileEstimation(estimator=q.Estimator.INTERPOLATE))
+    self.assertEqual([(q.QuantileEstimation(estimator=e).monotone,
+                       q.QuantileEstimation(estimator=e).interpolate)
+                      for e in q.ESTIMATORS], [(False, False), (True, False),
+                                               (True, True)])
     with self.assertRaisesRegex(
         ValueError, r"estimator must be one of \('paper', 'monotone', "
         r"'interpolate'\), got 'median'"):
@@ -254,40 +257,41 @@ class ParametersForNoiseTest(parameterized.TestCase):
     # reciprocal round-trips (exact_scaling) would not, up to the factory's
     # rounding term (n per coordinate) that can step c down once more.
     sigma = mechanism.scaled_local_stddev
-    self.assertLessEqual(qc.ring_needs(p.encoding, p.scaling, sigma, n,
-                                       1e-5), 2**18)
+    self.assertLessEqual(qc.ring_needs(p.encoding, p.scaling, sigma, n, 1e-5),
+                         2**18)
     bigger = p.scaling + 1
     while 1.0 / (1.0 / bigger) != bigger:
       bigger += 1
-    self.assertGreater(qc.ring_needs(p.encoding, bigger,
-                                     sigma * bigger / p.scaling, n, 1e-5),
-                       2**18 - 2 * n)
+    self.assertGreater(
+        qc.ring_needs(p.encoding, bigger, sigma * bigger / p.scaling, n, 1e-5),
+        2**18 - 2 * n)
     # Exactly: at the next such scaling either Theorems 1-2 fail or the
     # DDG factory refuses the granularity (its own ring check, which
     # `largest_scaling` asks of the mechanism instead of probing).
     try:
       ddg_factory.DiscreteGaussianSumFactory(
-          ddg_factory.Request(
-              l2_clip=p.l2_sensitivity, noise_multiplier=z,
-              expected_clients_per_round=n, bits=18,
-              granularity=1.0 / bigger, linf_clip=1.0),
+          ddg_factory.Request(l2_clip=p.l2_sensitivity,
+                              noise_multiplier=z,
+                              expected_clients_per_round=n,
+                              bits=18,
+                              granularity=1.0 / bigger,
+                              linf_clip=1.0),
           encoder='none').dp_event(p.value_type)
       refused = ''
     except ValueError as e:
       refused = str(e)
     self.assertTrue(
-        qc.ring_needs(p.encoding, bigger, sigma * bigger / p.scaling, n,
-                      1e-5) > 2**18 or 'granularity' in refused, refused)
+        qc.ring_needs(p.encoding, bigger, sigma * bigger / p.scaling, n, 1e-5)
+        > 2**18 or 'granularity' in refused, refused)
     self.assertEqual(qc.exact_scaling(49), 48)
     self.assertEqual(qc.exact_scaling(50), 50)
     # epsilon describes one unsampled round.
-    self.assertAlmostEqual(p.epsilon, _epsilon(
-        p.factory.dp_event(p.value_type), 1e-5))
+    self.assertAlmostEqual(p.epsilon,
+                           _epsilon(p.factory.dp_event(p.value_type), 1e-5))
 
   def test_agrees_with_the_calibrated_parameters(self):
-    calibrated = q.quantile_parameters(
-        'tree', 'discrete_gaussian', 16,
-        q.QuantileSetting(100, 2.0, 1e-5))
+    calibrated = q.quantile_parameters('tree', 'discrete_gaussian', 16,
+                                       q.QuantileSetting(100, 2.0, 1e-5))
     fixed = qc.parameters_for_noise('tree', 16, 100,
                                     calibrated.noise_multiplier, 1e-5)
     self.assertGreaterEqual(fixed.scaling, calibrated.scaling)
@@ -312,10 +316,9 @@ class ParametersForNoiseTest(parameterized.TestCase):
 
 
 def _process(method, mechanism, n, epsilon=1.0, **estimation):
-  return q.build_quantile_process(
-      method, mechanism, 0.0, 10.0, 32, _QUANTILES,
-      q.QuantileSetting(n, epsilon, 1e-5, seed=11),
-      q.QuantileEstimation(**estimation))
+  return q.build_quantile_process(method, mechanism, 0.0, 10.0, 32, _QUANTILES,
+                                  q.QuantileSetting(n, epsilon, 1e-5, seed=11),
+                                  q.QuantileEstimation(**estimation))
 
 
 _SETTING_FIELDS = ('expected_clients_per_round', 'epsilon', 'delta', 'bits',
@@ -329,9 +332,10 @@ def _build_flat(method, mechanism, lower_bound, upper_bound, num_bins,
   the rest into `QuantileEstimation`, each refused by the object's own
   validation or by the builder."""
   setting = {k: fields.pop(k) for k in _SETTING_FIELDS if k in fields}
-  return q.build_quantile_process(
-      method, mechanism, lower_bound, upper_bound, num_bins, quantiles,
-      q.QuantileSetting(**setting), q.QuantileEstimation(**fields))
+  return q.build_quantile_process(method, mechanism, lower_bound, upper_bound,
+                                  num_bins, quantiles,
+                                  q.QuantileSetting(**setting),
+                                  q.QuantileEstimation(**fields))
 
 
 @pytest.mark.slow  # end to end / statistical: `make test` runs it
@@ -356,10 +360,12 @@ class TypeTest(parameterized.TestCase):
     self.assertEqual(event_type['num_clients'], tff.TensorType(np.int64))
     # Nothing about the clients beyond the public count and the noisy
     # output: no per-client counts.
-    names = {n for n, _ in tff.structure.iter_elements(
-        result.measurements.member['aggregator'])}
-    self.assertFalse({'nonfinite_clients', 'clipped_clients',
-                      'debug_counts'} & names)
+    names = {
+        n for n, _ in tff.structure.iter_elements(
+            result.measurements.member['aggregator'])
+    }
+    self.assertFalse({'nonfinite_clients', 'clipped_clients', 'debug_counts'} &
+                     names)
 
 
 def _bins(values, num_bins=32):
@@ -368,8 +374,7 @@ def _bins(values, num_bins=32):
 
 
 def _true_cdf(values, num_bins=32):
-  return np.cumsum(np.bincount(_bins(values), minlength=num_bins)) / len(
-      values)
+  return np.cumsum(np.bincount(_bins(values), minlength=num_bins)) / len(values)
 
 
 def _noise_stddev(params, mechanism, n, groups):
@@ -399,14 +404,12 @@ class ExecutionTest(parameterized.TestCase):
     np.testing.assert_allclose(a, b)
 
   @parameterized.product(method=hg.METHODS, mechanism=q.MECHANISMS)
-  def test_cdf_within_noise_bound_and_estimates_follow(self, method,
-                                                       mechanism):
+  def test_cdf_within_noise_bound_and_estimates_follow(self, method, mechanism):
     n = 64
     values = np.random.default_rng(3).uniform(0, 10, n).astype(np.float32)
     process = _process(method, mechanism, n, epsilon=8.0, count='exact')
-    params = q.quantile_parameters(
-        method, mechanism, 32,
-        q.QuantileSetting(n, 8.0, 1e-5, seed=11))
+    params = q.quantile_parameters(method, mechanism, 32,
+                                   q.QuantileSetting(n, 8.0, 1e-5, seed=11))
     out = process.next(process.initialize(), list(values))
     cdf = np.asarray(out.measurements['cdf'])
     # Each CDF value is (a linear map K of the noisy encoding) / n, with
@@ -419,8 +422,8 @@ class ExecutionTest(parameterized.TestCase):
     bound = 6 * s * np.linalg.norm(k, axis=1) / n
     np.testing.assert_array_less(np.abs(cdf - _true_cdf(values)), bound)
     # The estimates are eq. 1 applied to that CDF, in the requested order.
-    expected = hg.edges(0.0, 10.0, 32)[
-        [int(np.argmin(np.abs(cdf - p))) for p in _QUANTILES]]
+    expected = hg.edges(
+        0.0, 10.0, 32)[[int(np.argmin(np.abs(cdf - p))) for p in _QUANTILES]]
     np.testing.assert_allclose(out.result, expected)
     agg = out.measurements['aggregator']
     self.assertEqual(agg['participating_clients'], n)
@@ -439,10 +442,13 @@ class ExecutionTest(parameterized.TestCase):
     values = [np.nan, np.inf, -np.inf] + [-50.0] * 10 + [99.0] * 11
     # The test seed gives clients with equal encodings equal noise (groups
     # of 10 and 11 here); epsilon 30 keeps that correlated noise small.
-    process = _process('flat', mechanism, n, epsilon=30.0, count='exact',
+    process = _process('flat',
+                       mechanism,
+                       n,
+                       epsilon=30.0,
+                       count='exact',
                        min_total_stddevs=0.0)
-    out = process.next(process.initialize(),
-                       [np.float32(v) for v in values])
+    out = process.next(process.initialize(), [np.float32(v) for v in values])
     agg = out.measurements['aggregator']
     self.assertEqual(agg['participating_clients'], n)
     # Out-of-range values are clipped into the end bins, not dropped, and
@@ -450,8 +456,8 @@ class ExecutionTest(parameterized.TestCase):
     # the public count n but in no bin: CDF ~ 11/24 from the first bin on,
     # 23/24 at the last.
     cdf = np.asarray(out.measurements['cdf'])
-    params = q.quantile_parameters(
-        'flat', mechanism, 32, q.QuantileSetting(n, 30.0, 1e-5))
+    params = q.quantile_parameters('flat', mechanism, 32,
+                                   q.QuantileSetting(n, 30.0, 1e-5))
     # Groups of identical encodings: 1 NaN (zeros), 11 in bin 0, 12 in bin
     # 31 (see _noise_stddev).
     s = _noise_stddev(params, mechanism, n, [1, 11, 12])
@@ -465,24 +471,20 @@ class ExecutionTest(parameterized.TestCase):
 
   def test_from_parameters_is_the_same_process_without_a_budget(self):
     n = 48
-    values = list(np.random.default_rng(9).uniform(0, 10, n).astype(
-        np.float32))
-    params = q.quantile_parameters(
-        'tree', 'discrete_gaussian', 32,
-        q.QuantileSetting(n, 4.0, 1e-5, seed=11))
+    values = list(np.random.default_rng(9).uniform(0, 10, n).astype(np.float32))
+    params = q.quantile_parameters('tree', 'discrete_gaussian', 32,
+                                   q.QuantileSetting(n, 4.0, 1e-5, seed=11))
     calibrated = q.build_quantile_process(
         'tree', 'discrete_gaussian', 0.0, 10.0, 32, _QUANTILES,
         q.QuantileSetting(n, 4.0, 1e-5, seed=11),
         q.QuantileEstimation(count='exact'))
     given = q.build_quantile_process_from_parameters(
-        params, 0.0, 10.0, _QUANTILES,
-        q.QuantileEstimation(count='exact'))
+        params, 0.0, 10.0, _QUANTILES, q.QuantileEstimation(count='exact'))
     a = calibrated.next(calibrated.initialize(), values)
     b = given.next(given.initialize(), values)
     # Same aggregator, same test seed: the same noisy output.
     np.testing.assert_array_equal(a.result, b.result)
-    np.testing.assert_array_equal(a.measurements['cdf'],
-                                  b.measurements['cdf'])
+    np.testing.assert_array_equal(a.measurements['cdf'], b.measurements['cdf'])
     self.assertIn('within_budget', a.measurements)
     self.assertNotIn('within_budget', b.measurements)
 
@@ -532,15 +534,24 @@ class ExecutionTest(parameterized.TestCase):
     n = 64
     values = list(np.random.default_rng(5).chisquare(4, n).astype(np.float32))
     for estimator in q.ESTIMATORS:
-      process = _process('tree', 'discrete_gaussian', n, epsilon=4.0,
-                         estimator=estimator, consistent_tree=True)
+      process = _process('tree',
+                         'discrete_gaussian',
+                         n,
+                         epsilon=4.0,
+                         estimator=estimator,
+                         consistent_tree=True)
       out = process.next(process.initialize(), values)
       cdf = np.asarray(out.measurements['cdf'])
       self.assertTrue(np.all((out.result >= 0) & (out.result <= 10)))
       # Every estimator is the histogram math applied to its reported CDF.
-      self.assertAllClose(out.result, hg.quantile_values(
-          cdf, _QUANTILES, 0.0, 10.0, 32,
-          interpolate=estimator == 'interpolate'))
+      self.assertAllClose(
+          out.result,
+          hg.quantile_values(cdf,
+                             _QUANTILES,
+                             0.0,
+                             10.0,
+                             32,
+                             interpolate=estimator == 'interpolate'))
       if estimator != 'paper':  # a projected CDF is monotone in [0, 1]
         self.assertTrue(np.all(np.diff(out.result) >= 0))
         self.assertTrue(np.all(np.diff(cdf) >= -1e-12))
@@ -551,8 +562,8 @@ class EncodeValueTest(parameterized.TestCase):
   """Each client's message: +-inf are values (end bins), NaN is none."""
 
   @parameterized.product(method=hg.METHODS, num_bins=(2, 8))
-  def test_infinities_go_to_the_end_bins_nan_to_zeros(self, method,
-                                                      num_bins):
+  def test_infinities_go_to_the_end_bins_nan_to_zeros(self, method, num_bins):
+
     def encode(v):
       return q.encode_value(method, tf.constant(v, tf.float32), 0.0, 10.0,
                             num_bins).numpy()
@@ -582,25 +593,27 @@ class RingCapacityTest(parameterized.TestCase):
         q.QuantileSetting(20, 2.0, 1e-6, seed=3),
         q.QuantileEstimation(estimator='interpolate'))
     values = np.random.default_rng(0).lognormal(size=2000).astype(np.float32)
-    capacity = q.quantile_parameters(
-        'flat', 'discrete_gaussian', 32,
-        q.QuantileSetting(20, 2.0, 1e-6)).ring_capacity()
+    capacity = q.quantile_parameters('flat', 'discrete_gaussian', 32,
+                                     q.QuantileSetting(20, 2.0,
+                                                       1e-6)).ring_capacity()
     self.assertLess(capacity.capacity, 2000)
     with self.assertRaises(rounds.RoundRefusedError) as raised:
       process.next(process.initialize(), list(values))
     message = str(raised.exception)
     self.assertIn('build_quantile_process: 2000 clients', message)
-    self.assertIn(f'more than the {capacity.capacity} its ring holds',
-                  message)
+    self.assertIn(f'more than the {capacity.capacity} its ring holds', message)
     self.assertIn('expected_clients_per_round >= 2000', message)
 
   @parameterized.parameters(*q.MECHANISMS)
   def test_flag_never_says_ok(self, mechanism):
-    params = q.quantile_parameters(
-        'flat', mechanism, 32, q.QuantileSetting(8, 8.0, 1e-5, seed=5))
+    params = q.quantile_parameters('flat', mechanism, 32,
+                                   q.QuantileSetting(8, 8.0, 1e-5, seed=5))
     capacity = params.ring_capacity().capacity
-    process = q.build_quantile_process_from_parameters(
-        params, 0.0, 10.0, _QUANTILES, on_wrap='flag')
+    process = q.build_quantile_process_from_parameters(params,
+                                                       0.0,
+                                                       10.0,
+                                                       _QUANTILES,
+                                                       on_wrap='flag')
     values = [np.float32(5.0)] * (capacity + 1)
     out = process.next(process.initialize(), values)
     self.assertEqual(out.measurements['status'], 'sum_may_wrap')
@@ -611,21 +624,22 @@ class RingCapacityTest(parameterized.TestCase):
     self.assertIsInstance(out.measurements['status'], str)
 
 
-
 class SimulatorCapacityTest(parameterized.TestCase):
 
   def test_simulator_refuses_like_the_process(self):
-    params = q.quantile_parameters(
-        'flat', 'poisson_binomial', 32,
-        q.QuantileSetting(8, 8.0, 1e-5))
+    params = q.quantile_parameters('flat', 'poisson_binomial', 32,
+                                   q.QuantileSetting(8, 8.0, 1e-5))
     capacity = params.ring_capacity().capacity
-    codes = simulation.encodings('flat', [5.0] * (capacity + 1), 0.0, 10.0,
-                                 32)
+    codes = simulation.encodings('flat', [5.0] * (capacity + 1), 0.0, 10.0, 32)
     with self.assertRaisesRegex(rounds.RoundRefusedError,
                                 f'{capacity + 1} clients'):
       simulation.noisy_sum('poisson_binomial', codes, params)
     simulation.noisy_sum('poisson_binomial', codes, params, on_wrap='flag')
     with self.assertRaisesRegex(ValueError, 'on_wrap'):
-      q.build_quantile_process(
-          'flat', 'poisson_binomial', 0.0, 1.0, 4, [0.5],
-          q.QuantileSetting(8, 1.0, 1e-5), on_wrap='warn')
+      q.build_quantile_process('flat',
+                               'poisson_binomial',
+                               0.0,
+                               1.0,
+                               4, [0.5],
+                               q.QuantileSetting(8, 1.0, 1e-5),
+                               on_wrap='warn')

@@ -51,10 +51,12 @@ class MomentsTest(parameterized.TestCase):
   @parameterized.parameters(*hg.METHODS)
   def test_discrete_gaussian(self, method):
     codes = _codes(method)
-    p = q.quantile_parameters(
-        method, 'discrete_gaussian', 16, q.QuantileSetting(32, 2.0, 1e-5))
-    errors = np.array([sim.noisy_sum('discrete_gaussian', codes, p, seed=s)
-                       - codes.sum(0) for s in range(_REPS)])
+    p = q.quantile_parameters(method, 'discrete_gaussian', 16,
+                              q.QuantileSetting(32, 2.0, 1e-5))
+    errors = np.array([
+        sim.noisy_sum('discrete_gaussian', codes, p, seed=s) - codes.sum(0)
+        for s in range(_REPS)
+    ])
     # Sum of n iid N_Z(0, sigma^2) over c^2: variance n sigma^2 / c^2
     # = (z l2)^2 (the discrete Gaussian's variance equals sigma^2 up to
     # e^{-2 pi^2 sigma^2}, nothing here).
@@ -64,17 +66,18 @@ class MomentsTest(parameterized.TestCase):
   @parameterized.parameters(*hg.METHODS)
   def test_poisson_binomial(self, method):
     codes = _codes(method)
-    p = q.quantile_parameters(
-        method, 'poisson_binomial', 16, q.QuantileSetting(32, 2.0, 1e-5))
+    p = q.quantile_parameters(method, 'poisson_binomial', 16,
+                              q.QuantileSetting(32, 2.0, 1e-5))
     fp = p.aggregator_mechanism()
-    errors = np.array([sim.noisy_sum('poisson_binomial', codes, p, seed=s)
-                       - codes.sum(0) for s in range(_REPS)])
+    errors = np.array([
+        sim.noisy_sum('poisson_binomial', codes, p, seed=s) - codes.sum(0)
+        for s in range(_REPS)
+    ])
     # Exact: sum over clients of m p (1 - p) per coordinate, scaled by
     # (B / (m theta))^2; the mean is exact only up to p_high = 1/2 + theta
     # rounded down by < 1 ulp, far below the tolerance.
     m, scale = p.num_trials, fp.coordinate_bound / (p.num_trials * fp.theta)
-    prob = np.where(codes == 1, fp.p_high,
-                    np.where(codes == -1, fp.p_low, 0.5))
+    prob = np.where(codes == 1, fp.p_high, np.where(codes == -1, fp.p_low, 0.5))
     variance = (m * prob * (1 - prob)).sum(axis=0) * scale**2
     _check_moments(self, errors, variance)
     self.assertLessEqual(variance.max(), sim.noise_stddev(p, 32)**2)
@@ -82,9 +85,11 @@ class MomentsTest(parameterized.TestCase):
   def test_central(self):
     codes = _codes('tree')
     l2 = hg.sensitivities('tree', 16)[1]
-    errors = np.array([sim.noisy_sum('central', codes, central_z=2.0,
-                                     l2_sensitivity=l2, seed=s)
-                       - codes.sum(0) for s in range(_REPS)])
+    errors = np.array([
+        sim.noisy_sum(
+            'central', codes, central_z=2.0, l2_sensitivity=l2, seed=s) -
+        codes.sum(0) for s in range(_REPS)
+    ])
     _check_moments(self, errors, np.full(codes.shape[1], (2.0 * l2)**2))
 
   def test_unknown_setting(self):
@@ -95,10 +100,12 @@ class MomentsTest(parameterized.TestCase):
 
   def test_setting_given_as_string_or_member(self):
     codes = _codes('flat')
-    by_name, by_member = (
-        sim.noisy_sum(setting, codes, central_z=2.0, l2_sensitivity=1.0,
-                      seed=3)
-        for setting in ('central', sim.Setting.CENTRAL))
+    by_name, by_member = (sim.noisy_sum(setting,
+                                        codes,
+                                        central_z=2.0,
+                                        l2_sensitivity=1.0,
+                                        seed=3)
+                          for setting in ('central', sim.Setting.CENTRAL))
     np.testing.assert_array_equal(by_name, by_member)
 
 
@@ -118,8 +125,8 @@ class SimulatorVsProcessTest(parameterized.TestCase):
   def test_same_noise_law(self, mechanism):
     n, b, rounds = 16, 16, 30
     values = (np.arange(n) + 0.5) * (10.0 / n)  # one client per bin
-    params = q.quantile_parameters(
-        'flat', mechanism, b, q.QuantileSetting(n, 2.0, 1e-5, seed=5))
+    params = q.quantile_parameters('flat', mechanism, b,
+                                   q.QuantileSetting(n, 2.0, 1e-5, seed=5))
     codes = sim.encodings('flat', values, 0.0, 10.0, b)
     truth = codes.sum(axis=0)
     stddev = params.noise_stddev(n)
@@ -130,8 +137,7 @@ class SimulatorVsProcessTest(parameterized.TestCase):
       output = aggregator.next(state, list(codes.astype(np.int32)))
       state = output.state
       process_errors.append(np.asarray(output.result, np.float64) - truth)
-      sim_errors.append(sim.noisy_sum(mechanism, codes, params, seed=r)
-                        - truth)
+      sim_errors.append(sim.noisy_sum(mechanism, codes, params, seed=r) - truth)
     ratios = []
     for errors in (process_errors, sim_errors):
       z = np.asarray(errors) / stddev

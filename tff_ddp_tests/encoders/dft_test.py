@@ -20,7 +20,7 @@ def _reference(x, seed):
   padded[:d] = x
   n = len(padded) // 2
   k = dft.random_phases(n, seed).numpy()
-  z = (padded[0::2] + 1j * padded[1::2]) * (1j ** k)
+  z = (padded[0::2] + 1j * padded[1::2]) * (1j**k)
   w = np.fft.fft(z) / math.sqrt(n)
   return np.concatenate([w.real, w.imag])
 
@@ -35,7 +35,9 @@ class DftTest(tf.test.TestCase, parameterized.TestCase):
     y = enc.encode(tf.constant(x), _SEED).numpy()
     self.assertAllClose(y, _reference(x, _SEED), rtol=0, atol=1e-12)
     self.assertAllClose(np.linalg.norm(y), np.linalg.norm(x), rtol=1e-13)
-    self.assertAllClose(enc.decode(tf.constant(y), _SEED), x, rtol=0,
+    self.assertAllClose(enc.decode(tf.constant(y), _SEED),
+                        x,
+                        rtol=0,
                         atol=1e-12)
     residual = enc.encode_with_residual(tf.constant(x), _SEED)[1]
     self.assertEqual(float(residual), 0.0)
@@ -44,8 +46,8 @@ class DftTest(tf.test.TestCase, parameterized.TestCase):
     # The point of the DFT: 2^k + 1 pads to 2^k + 2 (Hadamard: 2^(k+1)).
     for k in (4, 10, 16):
       self.assertEqual(dft.RandomizedDft(2**k + 1).output_dim, 2**k + 2)
-      self.assertEqual(make_encoder('hadamard', 2**k + 1).output_dim,
-                       2**(k + 1))
+      self.assertEqual(
+          make_encoder('hadamard', 2**k + 1).output_dim, 2**(k + 1))
 
   def test_worked_example_phases_are_exact(self):
     # x = (3, 4): one complex number 3 + 4i times i^k, k in {0, 1, 2, 3}.
@@ -103,8 +105,10 @@ class CoordinateVarianceTest(tf.test.TestCase, parameterized.TestCase):
       x[:d // 2] = np.random.default_rng(5).normal(size=d // 2)
     enc = dft.RandomizedDft(d)
     encode = tf.function(enc.encode)
-    y = np.stack([encode(tf.constant(x), tf.constant([s, 99], tf.int64))
-                  .numpy() for s in range(draws)])
+    y = np.stack([
+        encode(tf.constant(x), tf.constant([s, 99], tf.int64)).numpy()
+        for s in range(draws)
+    ])
     # E y_m = 0 (the phase is symmetric), so E y_m^2 is the variance; its
     # estimate is a mean of `draws` i.i.d. squares, standard error
     # sd(y_m^2) / sqrt(draws) (for e_0: y_m^2 is 1/N or 0 with probability

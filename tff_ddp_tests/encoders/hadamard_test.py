@@ -35,15 +35,18 @@ class FastWalshHadamardTest(tf.test.TestCase, parameterized.TestCase):
   def test_matches_dense_orthonormal_hadamard(self, d):
     x = np.random.default_rng(d).normal(size=d)
     dense = scipy.linalg.hadamard(d) / np.sqrt(d)
-    self.assertAllClose(
-        hadamard.fast_walsh_hadamard(tf.constant(x)), dense @ x,
-        rtol=1e-12, atol=1e-12)
+    self.assertAllClose(hadamard.fast_walsh_hadamard(tf.constant(x)),
+                        dense @ x,
+                        rtol=1e-12,
+                        atol=1e-12)
 
   def test_is_involution(self):
     x = tf.constant(np.random.default_rng(0).normal(size=64))
-    self.assertAllClose(
-        hadamard.fast_walsh_hadamard(hadamard.fast_walsh_hadamard(x)), x,
-        rtol=1e-12, atol=1e-12)
+    self.assertAllClose(hadamard.fast_walsh_hadamard(
+        hadamard.fast_walsh_hadamard(x)),
+                        x,
+                        rtol=1e-12,
+                        atol=1e-12)
 
   def test_rejects_non_power_of_two(self):
     with self.assertRaisesRegex(ValueError, 'power of two'):
@@ -57,9 +60,11 @@ class FastWalshHadamardTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(out.shape, (3, 2, d))
     self.assertAllClose(out, x @ dense.T, rtol=1e-12, atol=1e-12)
     # Unknown batch size (graph mode): the shape comes back at run time.
-    fn = tf.function(hadamard.fast_walsh_hadamard, input_signature=[
-        tf.TensorSpec([None, d], tf.float64)])
-    self.assertAllClose(fn(tf.constant(x[0])), x[0] @ dense.T, rtol=1e-12,
+    fn = tf.function(hadamard.fast_walsh_hadamard,
+                     input_signature=[tf.TensorSpec([None, d], tf.float64)])
+    self.assertAllClose(fn(tf.constant(x[0])),
+                        x[0] @ dense.T,
+                        rtol=1e-12,
                         atol=1e-12)
 
 
@@ -88,9 +93,12 @@ class RandomizedHadamardTest(tf.test.TestCase, parameterized.TestCase):
     # Sign 8i + j is +1 iff bit j of byte i is set, the bytes being
     # uniform Philox draws on [0, 256) (so the signs are iid uniform).
     seed = tf.constant([7, 8], tf.int64)
-    values = tf.random.stateless_uniform(
-        [-(-dim // 8)], seed=seed, minval=0, maxval=256,
-        dtype=tf.int32).numpy().astype(np.uint8)
+    values = tf.random.stateless_uniform([-(-dim // 8)],
+                                         seed=seed,
+                                         minval=0,
+                                         maxval=256,
+                                         dtype=tf.int32).numpy().astype(
+                                             np.uint8)
     bits = np.unpackbits(values, bitorder='little')[:dim]
     self.assertAllEqual(hadamard.random_signs(dim, seed), 2.0 * bits - 1)
     scaled = hadamard.random_signs(dim, seed, tf.float32, 0.25)
@@ -121,20 +129,20 @@ class Float32BoundTest(tf.test.TestCase, parameterized.TestCase):
     column = signs * scipy.linalg.hadamard(d)[:, 1 % d] / np.sqrt(d)
     rng = np.random.default_rng(d)
     bound = rotation.float32_error
-    for x in (rng.normal(size=d) * 1e5, rng.uniform(size=d), spike,
-              np.ones(d), column * 123.25, rng.standard_cauchy(size=d)):
+    for x in (rng.normal(size=d) * 1e5, rng.uniform(size=d), spike, np.ones(d),
+              column * 123.25, rng.standard_cauchy(size=d)):
       x32 = np.float32(x)
       exact = rotation.encode(tf.constant(x32, tf.float64), seed).numpy()
       got = rotation.encode(tf.constant(x32), seed).numpy()
       self.assertEqual(got.dtype, np.float32)
       err = np.linalg.norm(got.astype(np.float64) - exact)
-      self.assertLessEqual(err, bound * np.linalg.norm(
-          x32.astype(np.float64)))
+      self.assertLessEqual(err, bound * np.linalg.norm(x32.astype(np.float64)))
 
   def test_bound_formula(self):
     # (1 + u)^3 (1 + 4 * 15u / (1 - 15u))^5 - 1 at d = 2^20, u = 2^-24.
     u = 2.0**-24
     expected = (1 + u)**3 * (1 + 4 * 15 * u / (1 - 15 * u))**5 - 1
     self.assertAlmostEqual(hadamard.float32_error_bound(2**20) / expected,
-                           1.0, delta=1e-6)
+                           1.0,
+                           delta=1e-6)
     self.assertGreater(hadamard.float32_error_bound(2**20), expected)

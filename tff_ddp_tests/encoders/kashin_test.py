@@ -21,8 +21,13 @@ def _inputs(d, rng):
   onehot[d // 3] = 1.0
   spiky = rng.normal(size=d) * 1e-3
   spiky[:max(1, d // 50)] = 10.0
-  return {'gaussian': rng.normal(size=d), 'onehot': onehot, 'spiky': spiky,
-          'constant': np.ones(d), 'tiny': rng.normal(size=d) * 1e-200}
+  return {
+      'gaussian': rng.normal(size=d),
+      'onehot': onehot,
+      'spiky': spiky,
+      'constant': np.ones(d),
+      'tiny': rng.normal(size=d) * 1e-200
+  }
 
 
 def _norm(v):
@@ -36,8 +41,8 @@ def _level(y, x, output_dim):
 
 class FrameTest(tf.test.TestCase, parameterized.TestCase):
 
-  @parameterized.parameters((1, 'hadamard'), (5, 'hadamard'),
-                            (12, 'dense'), (64, 'hadamard'), (33, 'dense'))
+  @parameterized.parameters((1, 'hadamard'), (5, 'hadamard'), (12, 'dense'),
+                            (64, 'hadamard'), (33, 'dense'))
   def test_rows_orthonormal(self, d, frame):
     enc = KashinEncoder(d, frame=frame)
     u = enc.frame_matrix(_SEED).numpy()
@@ -61,14 +66,17 @@ class FrameTest(tf.test.TestCase, parameterized.TestCase):
     enc = KashinEncoder(d)
     big = enc.output_dim
     signs = hadamard.random_signs(
-        big, tf.random.experimental.stateless_fold_in(
-            _SEED, tf.constant(0, tf.int64))).numpy()
+        big,
+        tf.random.experimental.stateless_fold_in(_SEED, tf.constant(
+            0, tf.int64))).numpy()
     row_signs = hadamard.random_signs(
-        d, tf.random.experimental.stateless_fold_in(
-            _SEED, tf.constant(3, tf.int64))).numpy()
-    keys = tf.random.stateless_uniform(
-        [big], tf.random.experimental.stateless_fold_in(
-            _SEED, tf.constant(1, tf.int64)), dtype=tf.float64).numpy()
+        d,
+        tf.random.experimental.stateless_fold_in(_SEED, tf.constant(
+            3, tf.int64))).numpy()
+    keys = tf.random.stateless_uniform([big],
+                                       tf.random.experimental.stateless_fold_in(
+                                           _SEED, tf.constant(1, tf.int64)),
+                                       dtype=tf.float64).numpy()
     rows = np.argsort(keys, kind='stable')[:d]
     h = scipy.linalg.hadamard(big) / math.sqrt(big)
     expected = row_signs[:, None] * (h @ np.diag(signs))[rows]
@@ -96,10 +104,9 @@ class FrameTest(tf.test.TestCase, parameterized.TestCase):
 @pytest.mark.slow  # end to end / statistical: `make test` runs it
 class RepresentationTest(tf.test.TestCase, parameterized.TestCase):
 
-  @parameterized.parameters((1, 'hadamard'), (2, 'hadamard'),
-                            (3, 'hadamard'), (100, 'hadamard'),
-                            (1000, 'hadamard'), (1024, 'hadamard'),
-                            (100, 'dense'), (300, 'dense'))
+  @parameterized.parameters((1, 'hadamard'), (2, 'hadamard'), (3, 'hadamard'),
+                            (100, 'hadamard'), (1000, 'hadamard'),
+                            (1024, 'hadamard'), (100, 'dense'), (300, 'dense'))
   def test_round_trip_and_level(self, d, frame):
     enc = KashinEncoder(d, frame=frame)
     fn = tf.function(enc.encode_with_residual)
@@ -110,11 +117,12 @@ class RepresentationTest(tf.test.TestCase, parameterized.TestCase):
         y = y.numpy()
         self.assertLessEqual(_level(y, x, enc.output_dim), enc.level, name)
         self.assertLess(residual.numpy(), 1e-9 * _norm(x), name)
-        self.assertAllClose(enc.decode(tf.constant(y), seed), x,
-                            rtol=1e-9, atol=1e-12 * _norm(x))
+        self.assertAllClose(enc.decode(tf.constant(y), seed),
+                            x,
+                            rtol=1e-9,
+                            atol=1e-12 * _norm(x))
         # ||y||_2 >= ||x||_2: U is a contraction.
-        self.assertGreaterEqual(_norm(y),
-                                (1 - 1e-12) * _norm(x))
+        self.assertGreaterEqual(_norm(y), (1 - 1e-12) * _norm(x))
 
   def test_level_enforced_on_adversarial_inputs(self):
     # The frame is public: an adversary can pick x = a frame column (the
@@ -122,8 +130,8 @@ class RepresentationTest(tf.test.TestCase, parameterized.TestCase):
     # With one step and a tiny delta nothing converges; the level must
     # still hold and the residual must be reported.
     d = 64
-    for enc in (KashinEncoder(d), KashinEncoder(d, iterations=1, delta=1.0,
-                                                eta=0.9),
+    for enc in (KashinEncoder(d),
+                KashinEncoder(d, iterations=1, delta=1.0, eta=0.9),
                 KashinEncoder(d, redundancy=0.01, iterations=2)):
       u = enc.frame_matrix(_SEED).numpy()
       candidates = [u[:, k] for k in range(0, enc.output_dim, 7)]
@@ -133,7 +141,8 @@ class RepresentationTest(tf.test.TestCase, parameterized.TestCase):
       for x in candidates:
         y, residual = enc.encode_with_residual(tf.constant(x), _SEED)
         self.assertLessEqual(_level(y.numpy(), x, enc.output_dim), enc.level)
-        self.assertAllClose(np.linalg.norm(x - u @ y.numpy()), residual,
+        self.assertAllClose(np.linalg.norm(x - u @ y.numpy()),
+                            residual,
                             atol=1e-9)
 
   def test_one_step_small_delta_keeps_level_reports_residual(self):
@@ -157,15 +166,20 @@ class RepresentationTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(residual.shape, (len(rows),))
     for i, row in enumerate(rows):
       one, one_residual = enc.encode_with_residual(tf.constant(row), _SEED)
-      self.assertAllClose(y[i], one, rtol=1e-12,
+      self.assertAllClose(y[i],
+                          one,
+                          rtol=1e-12,
                           atol=1e-12 * max(_norm(row), 1e-300))
-      self.assertAllClose(residual[i], one_residual,
+      self.assertAllClose(residual[i],
+                          one_residual,
                           atol=1e-12 * max(_norm(row), 1e-300))
     # Graph mode with an unknown batch size.
-    fn = tf.function(enc.encode_batch, input_signature=[
-        tf.TensorSpec([None, d], tf.float64), tf.TensorSpec([2], tf.int64)])
-    self.assertAllClose(fn(tf.constant(x), _SEED)[0], y, rtol=1e-12,
-                        atol=1e-12)
+    fn = tf.function(enc.encode_batch,
+                     input_signature=[
+                         tf.TensorSpec([None, d], tf.float64),
+                         tf.TensorSpec([2], tf.int64)
+                     ])
+    self.assertAllClose(fn(tf.constant(x), _SEED)[0], y, rtol=1e-12, atol=1e-12)
 
   def test_batch_bad_dtype(self):
     with self.assertRaisesRegex(TypeError, 'float'):
@@ -193,7 +207,8 @@ class RepresentationTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(eager, graph, rtol=1e-12, atol=1e-12)
     self.assertAllClose(enc.decode(eager, _SEED),
                         tf.function(enc.decode)(eager, _SEED),
-                        rtol=1e-12, atol=1e-12)
+                        rtol=1e-12,
+                        atol=1e-12)
 
   def test_eager_equals_traced(self):
     # An eager call runs the encoder's cached tf.function, so eager and
@@ -204,19 +219,23 @@ class RepresentationTest(tf.test.TestCase, parameterized.TestCase):
     traced, traced_residual = tf.function(enc.encode_with_residual)(x, _SEED)
     self.assertAllEqual(eager.numpy(), traced.numpy())
     self.assertEqual(eager_residual.numpy(), traced_residual.numpy())
-    self.assertAllEqual(enc.decode(eager, _SEED).numpy(),
-                        tf.function(enc.decode)(eager, _SEED).numpy())
+    self.assertAllEqual(
+        enc.decode(eager, _SEED).numpy(),
+        tf.function(enc.decode)(eager, _SEED).numpy())
     batch = tf.stack([x, 2.0 * x])
-    self.assertAllEqual(enc.encode_batch(batch, _SEED)[0].numpy(),
-                        tf.function(enc.encode_batch)(batch, _SEED)[0].numpy())
+    self.assertAllEqual(
+        enc.encode_batch(batch, _SEED)[0].numpy(),
+        tf.function(enc.encode_batch)(batch, _SEED)[0].numpy())
     # Another seed (value and dtype) and batch size reuse or retrace
     # correctly: each call still equals its traced counterpart.
     other = tf.constant([5, 7], tf.int32)
-    self.assertAllEqual(enc.encode(x, other).numpy(),
-                        tf.function(enc.encode)(x, other).numpy())
+    self.assertAllEqual(
+        enc.encode(x, other).numpy(),
+        tf.function(enc.encode)(x, other).numpy())
     self.assertNotAllClose(enc.encode(x, other), eager)
-    self.assertEqual(enc.encode_batch(tf.stack([x] * 3), _SEED)[0].shape,
-                     [3, enc.output_dim])
+    self.assertEqual(
+        enc.encode_batch(tf.stack([x] * 3), _SEED)[0].shape,
+        [3, enc.output_dim])
 
   @parameterized.named_parameters(
       ('dim', dict(dim=0), 'dim'),
@@ -229,16 +248,15 @@ class RepresentationTest(tf.test.TestCase, parameterized.TestCase):
       ('iterations_many', dict(dim=4, iterations=10**6), 'iterations'),
       ('frame', dict(dim=4, frame='random'), 'frame'),
       ('dense_too_big', dict(dim=5000, frame='dense'), 'hadamard'),
-      ('dense_entries', dict(dim=4096, frame='dense', redundancy=100.0),
-       'entries'),
+      ('dense_entries', dict(dim=4096, frame='dense',
+                             redundancy=100.0), 'entries'),
   )
   def test_bad_arguments(self, kwargs, message):
     with self.assertRaisesRegex(ValueError, message):
       KashinEncoder(**kwargs)
 
   @parameterized.named_parameters(
-      ('dim_float', dict(dim=2.0), 'dim'),
-      ('dim_bool', dict(dim=True), 'dim'),
+      ('dim_float', dict(dim=2.0), 'dim'), ('dim_bool', dict(dim=True), 'dim'),
       ('eta_string', dict(dim=4, eta='0.5'), 'eta'),
       ('frame_type', dict(dim=4, frame=None), 'frame'))
   def test_bad_argument_types(self, kwargs, message):

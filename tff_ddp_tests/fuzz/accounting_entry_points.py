@@ -25,14 +25,13 @@ from tff_ddp_tests.fuzz import strategies as fz
 
 NeighborRel = dp_accounting.NeighboringRelation
 _ORDERS = [1.5, 2.0, 3.0, 8.0, 64.0]
-_EVENT_NAMES = (
-    'event', 'Event', 'noise_multiplier', 'l2_sensitivity', 'local_stddev',
-    'num_clients', 'dimension', 'l1_sensitivity', 'sampler_tv_distance',
-    'theta', 'num_trials', 'replace_one_dimension', 'sampling_probability',
-    'sample_size', 'population_size', 'count', 'target_delta',
-    'target_epsilon', 'orders', 'adversary', 'neighboring_relation')
-_UNSUPPORTED = (TypeError, ValueError,
-                dp_accounting.UnsupportedEventError)
+_EVENT_NAMES = ('event', 'Event', 'noise_multiplier', 'l2_sensitivity',
+                'local_stddev', 'num_clients', 'dimension', 'l1_sensitivity',
+                'sampler_tv_distance', 'theta', 'num_trials',
+                'replace_one_dimension', 'sampling_probability', 'sample_size',
+                'population_size', 'count', 'target_delta', 'target_epsilon',
+                'orders', 'adversary', 'neighboring_relation')
+_UNSUPPORTED = (TypeError, ValueError, dp_accounting.UnsupportedEventError)
 
 
 def _mixed(valid):
@@ -49,8 +48,10 @@ def _leaf_events():
   return st.one_of(
       st.builds(dp_accounting.GaussianDpEvent, _mixed(st.floats(0.0, 100.0))),
       st.builds(events.DistributedDiscreteGaussianDpEvent,
-                l2_sensitivity=_REALS, local_stddev=_REALS,
-                num_clients=_COUNTS, dimension=_COUNTS,
+                l2_sensitivity=_REALS,
+                local_stddev=_REALS,
+                num_clients=_COUNTS,
+                dimension=_COUNTS,
                 l1_sensitivity=st.one_of(st.none(), _REALS),
                 sampler_tv_distance=st.one_of(st.none(), _PROBABILITIES)),
       st.builds(events.PoissonBinomialDpEvent,
@@ -122,10 +123,11 @@ def _check_compose(kwargs, result):
 
 def _composed_accountant(adversary='server'):
   acc = accountant.RdpAccountant(adversary=adversary)
-  acc.compose(dp_accounting.PoissonSampledDpEvent(
-      0.01, events.DistributedDiscreteGaussianDpEvent(10.0, 5.0, 100, 64,
-                                                       sampler_tv_distance=
-                                                       2.0**-108)), 100)
+  acc.compose(
+      dp_accounting.PoissonSampledDpEvent(
+          0.01,
+          events.DistributedDiscreteGaussianDpEvent(
+              10.0, 5.0, 100, 64, sampler_tv_distance=2.0**-108)), 100)
   return acc
 
 
@@ -136,24 +138,23 @@ def _check_get_epsilon(kwargs, eps):
   delta = float(kwargs['target_delta'])
   larger = min(0.5 * (delta + 1.0), 2 * delta)
   return fz.first_error(
-      fz.epsilon_ok(eps),
-      None if _ACCOUNTANT.get_epsilon(larger) <= eps else
+      fz.epsilon_ok(eps), None if _ACCOUNTANT.get_epsilon(larger) <= eps else
       f'epsilon grows with delta ({larger})')
 
 
 def _check_get_delta(kwargs, delta):
   eps = float(kwargs['target_epsilon'])
   return fz.first_error(
-      fz.delta_ok(delta),
-      None if _ACCOUNTANT.get_delta(eps + 1.0) <= delta else
+      fz.delta_ok(delta), None if _ACCOUNTANT.get_delta(eps + 1.0) <= delta else
       'delta grows with epsilon')
 
 
-def _curve_checker(
-    length_of=lambda kwargs: int(np.size(np.asarray(kwargs['orders'],
-                                                    dtype=object)))):
+def _curve_checker(length_of=lambda kwargs: int(
+    np.size(np.asarray(kwargs['orders'], dtype=object)))):
+
   def check(kwargs, curve):
     return fz.curve_ok(curve, length_of(kwargs))
+
   return check
 
 
@@ -164,9 +165,9 @@ def _gaussian_rdp(orders):
 def _check_subsampled(kwargs, curve):
   orders = np.reshape(np.asarray(kwargs['orders'], dtype=np.float64), [-1])
   return fz.first_error(
-      fz.curve_ok(curve, len(orders)),
-      None if np.all(curve <= _gaussian_rdp(orders) * (1 + 1e-9)) else
-      'subsampled curve above the unsampled one')
+      fz.curve_ok(curve, len(orders)), None if np.all(
+          curve <= _gaussian_rdp(orders) *
+          (1 + 1e-9)) else 'subsampled curve above the unsampled one')
 
 
 def _check_tau(kwargs, t):
@@ -197,18 +198,20 @@ def _check_calibrate(kwargs, result):
 _RELEASES = {
     'gaussian': dp_accounting.GaussianDpEvent,
     'ddg': lambda s: ddg_mechanism.release_event(100.0, s, 10, 64),
-    'skellam': lambda s: events.DistributedSkellamDpEvent(100.0, s * s, 10,
-                                                          64),
+    'skellam': lambda s: events.DistributedSkellamDpEvent(100.0, s * s, 10, 64),
     'cpbm theta': lambda t: events.PoissonBinomialDpEvent(t, 16, 10, 8),
     'cpbm trials': lambda m: events.PoissonBinomialDpEvent(0.1, m, 10, 8),
 }
 _NOISE_MULTIPLIER = calibration.Parameter.noise('noise_multiplier')
 _PARAMETERS = {
-    'noise_multiplier': _NOISE_MULTIPLIER,
-    'local_stddev': calibration.Parameter.noise('local_stddev', 0.5),
-    'theta': calibration.Parameter.signal('theta', 2.0**-40, 0.25),
-    'num_trials': calibration.Parameter.signal('num_trials', 1, 2**31 - 1,
-                                               discrete=True),
+    'noise_multiplier':
+        _NOISE_MULTIPLIER,
+    'local_stddev':
+        calibration.Parameter.noise('local_stddev', 0.5),
+    'theta':
+        calibration.Parameter.signal('theta', 2.0**-40, 0.25),
+    'num_trials':
+        calibration.Parameter.signal('num_trials', 1, 2**31 - 1, discrete=True),
 }
 
 
@@ -221,8 +224,7 @@ def _calibrate_rounds(make_event, rounds, sampling, rate, **kwargs):
                                                     rate)
     calibration.rounds_event(dp_accounting.NoOpDpEvent(), rounds, sampling,
                              rate)  # argument errors now, as the callers do
-  return calibration.calibrate(accountant.RdpAccountant, make_event,
-                               **kwargs)
+  return calibration.calibrate(accountant.RdpAccountant, make_event, **kwargs)
 
 
 def _check_event(kwargs, event):
@@ -232,21 +234,29 @@ def _check_event(kwargs, event):
 
 
 def _curve_kwargs(event_cls, fields):
+
   def call(relation='zero_out', orders=tuple(_ORDERS), **kwargs):
     return fields(event_cls(**kwargs), orders, relation)
+
   return call
 
 
-_DDG_FIELDS = dict(l2_sensitivity=10.0, local_stddev=5.0, num_clients=100,
+_DDG_FIELDS = dict(l2_sensitivity=10.0,
+                   local_stddev=5.0,
+                   num_clients=100,
                    dimension=64)
 _PBM_FIELDS = dict(theta=0.1, num_trials=16, num_clients=100, dimension=64)
 _MEASUREMENTS = st.recursive(
-    st.one_of(fz.any_value(), st.builds(
-        event_io.event_structure, _leaf_events().filter(
-            lambda e: not isinstance(e, dp_accounting.LaplaceDpEvent)))),
-    lambda inner: st.dictionaries(
-        st.sampled_from(['dp_event', 'module_name', 'class_name', 'a',
-                         'noise_multiplier']), inner, max_size=3),
+    st.one_of(
+        fz.any_value(),
+        st.builds(
+            event_io.event_structure,
+            _leaf_events().filter(
+                lambda e: not isinstance(e, dp_accounting.LaplaceDpEvent)))),
+    lambda inner: st.dictionaries(st.sampled_from(
+        ['dp_event', 'module_name', 'class_name', 'a', 'noise_multiplier']),
+                                  inner,
+                                  max_size=3),
     max_leaves=4)
 
 ENTRY_POINTS = [
@@ -267,103 +277,118 @@ ENTRY_POINTS = [
         name='accounting.epsilon',
         call=accountant.epsilon,
         baseline=dict(event=dp_accounting.GaussianDpEvent(1.0),
-                      target_delta=1e-5, adversary='server',
+                      target_delta=1e-5,
+                      adversary='server',
                       neighboring_relation=NeighborRel.ADD_OR_REMOVE_ONE,
                       orders=None),
         check=_check_epsilon,
-        hints=dict(event=dp_events(), target_delta=fz.floats(),
+        hints=dict(event=dp_events(),
+                   target_delta=fz.floats(),
                    neighboring_relation=RELATIONS,
                    orders=st.lists(st.floats(1.0, 2.0**17), max_size=3)),
-        names=_EVENT_NAMES, error_types=_UNSUPPORTED, max_examples=20,
+        names=_EVENT_NAMES,
+        error_types=_UNSUPPORTED,
+        max_examples=20,
         examples=[
-            ('DDG 1e9 clients', dict(
-                event=events.DistributedDiscreteGaussianDpEvent(
-                    10.0, 10.0, 10**9, 100)), 'documented'),
-            ('DDG 1e9 clients (float)', dict(
-                event=events.DistributedDiscreteGaussianDpEvent(
-                    10.0, 10.0, 1e9, 100)), 'clear_error'),
-            ('cPBM 1e7 clients', dict(
-                event=events.PoissonBinomialDpEvent(0.1, 16, 10**7, 100)),
+            ('DDG 1e9 clients',
+             dict(event=events.DistributedDiscreteGaussianDpEvent(
+                 10.0, 10.0, 10**9, 100)), 'documented'),
+            ('DDG 1e9 clients (float)',
+             dict(event=events.DistributedDiscreteGaussianDpEvent(
+                 10.0, 10.0, 1e9, 100)), 'clear_error'),
+            ('cPBM 1e7 clients',
+             dict(event=events.PoissonBinomialDpEvent(0.1, 16, 10**7, 100)),
              'documented'),
-            ('cPBM theta 1e-300', dict(
-                event=events.PoissonBinomialDpEvent(1e-300, 16, 10, 100)),
+            ('cPBM theta 1e-300',
+             dict(event=events.PoissonBinomialDpEvent(1e-300, 16, 10, 100)),
              'documented'),
-            ('Gaussian nan', dict(
-                event=dp_accounting.GaussianDpEvent(math.nan)),
+            ('Gaussian nan',
+             dict(event=dp_accounting.GaussianDpEvent(math.nan)),
              'clear_error'),
-            ('Poisson rate nan', dict(
-                event=dp_accounting.PoissonSampledDpEvent(
-                    math.nan, dp_accounting.GaussianDpEvent(1.0))),
-             'clear_error'),
-            ('count -3', dict(event=dp_accounting.SelfComposedDpEvent(
-                dp_accounting.GaussianDpEvent(1.0), -3)), 'clear_error'),
+            ('Poisson rate nan',
+             dict(event=dp_accounting.PoissonSampledDpEvent(
+                 math.nan, dp_accounting.GaussianDpEvent(1.0))), 'clear_error'),
+            ('count -3',
+             dict(event=dp_accounting.SelfComposedDpEvent(
+                 dp_accounting.GaussianDpEvent(1.0), -3)), 'clear_error'),
         ]),
-    fz.EntryPoint(
-        name='accounting.RdpAccountant.compose',
-        call=_compose,
-        baseline=dict(event=dp_accounting.GaussianDpEvent(1.0), count=1,
-                      target_delta=1e-5, adversary='server'),
-        check=_check_compose,
-        hints=dict(event=dp_events(),
-                   count=_mixed(st.integers(0, 10**9)),
-                   adversary=st.sampled_from(['server', 'release'])),
-        fuzzed=('event', 'count'), names=_EVENT_NAMES,
-        error_types=_UNSUPPORTED, max_examples=20,
-        examples=[('count 2.5', dict(count=2.5), 'clear_error'),
-                  ('event str', dict(event='x'), 'clear_error')]),
+    fz.EntryPoint(name='accounting.RdpAccountant.compose',
+                  call=_compose,
+                  baseline=dict(event=dp_accounting.GaussianDpEvent(1.0),
+                                count=1,
+                                target_delta=1e-5,
+                                adversary='server'),
+                  check=_check_compose,
+                  hints=dict(event=dp_events(),
+                             count=_mixed(st.integers(0, 10**9)),
+                             adversary=st.sampled_from(['server', 'release'])),
+                  fuzzed=('event', 'count'),
+                  names=_EVENT_NAMES,
+                  error_types=_UNSUPPORTED,
+                  max_examples=20,
+                  examples=[('count 2.5', dict(count=2.5), 'clear_error'),
+                            ('event str', dict(event='x'), 'clear_error')]),
     fz.EntryPoint(
         name='accounting.RdpAccountant.get_epsilon',
         call=_ACCOUNTANT.get_epsilon,
-        baseline=dict(target_delta=1e-5), check=_check_get_epsilon,
+        baseline=dict(target_delta=1e-5),
+        check=_check_get_epsilon,
         hints=dict(target_delta=st.one_of(fz.floats(), st.floats(0.0, 1.0))),
         examples=[('nan', dict(target_delta=math.nan), 'clear_error')]),
     fz.EntryPoint(
         name='accounting.RdpAccountant.get_delta',
         call=_ACCOUNTANT.get_delta,
-        baseline=dict(target_epsilon=1.0), check=_check_get_delta,
-        hints=dict(target_epsilon=st.one_of(fz.floats(),
-                                            st.floats(0.0, 1e3))),
+        baseline=dict(target_epsilon=1.0),
+        check=_check_get_delta,
+        hints=dict(target_epsilon=st.one_of(fz.floats(), st.floats(0.0, 1e3))),
         examples=[('nan', dict(target_epsilon=math.nan), 'clear_error'),
                   ('negative', dict(target_epsilon=-1.0), 'clear_error')]),
-    fz.EntryPoint(
-        name='accounting.ddg_rdp.rdp',
-        call=_curve_kwargs(events.DistributedDiscreteGaussianDpEvent,
-                           ddg_rdp.rdp),
-        baseline=dict(_DDG_FIELDS, orders=_ORDERS, relation='zero_out'),
-        check=_curve_checker(),
-        hints=dict(l2_sensitivity=fz.floats(), local_stddev=fz.floats(),
-                   num_clients=fz.ints(), dimension=fz.ints(),
-                   l1_sensitivity=fz.floats(),
-                   sampler_tv_distance=fz.floats(),
-                   orders=st.lists(fz.floats(), max_size=3),
-                   relation=st.sampled_from(['zero_out', 'replace_one',
-                                             'add_remove']))),
-    fz.EntryPoint(
-        name='accounting.ddg_rdp.tau',
-        call=ddg_rdp.tau,
-        baseline=dict(local_stddev=1.0, num_clients=100), check=_check_tau,
-        hints=dict(local_stddev=fz.floats(), num_clients=fz.ints())),
+    fz.EntryPoint(name='accounting.ddg_rdp.rdp',
+                  call=_curve_kwargs(events.DistributedDiscreteGaussianDpEvent,
+                                     ddg_rdp.rdp),
+                  baseline=dict(_DDG_FIELDS,
+                                orders=_ORDERS,
+                                relation='zero_out'),
+                  check=_curve_checker(),
+                  hints=dict(l2_sensitivity=fz.floats(),
+                             local_stddev=fz.floats(),
+                             num_clients=fz.ints(),
+                             dimension=fz.ints(),
+                             l1_sensitivity=fz.floats(),
+                             sampler_tv_distance=fz.floats(),
+                             orders=st.lists(fz.floats(), max_size=3),
+                             relation=st.sampled_from(
+                                 ['zero_out', 'replace_one', 'add_remove']))),
+    fz.EntryPoint(name='accounting.ddg_rdp.tau',
+                  call=ddg_rdp.tau,
+                  baseline=dict(local_stddev=1.0, num_clients=100),
+                  check=_check_tau,
+                  hints=dict(local_stddev=fz.floats(), num_clients=fz.ints())),
     fz.EntryPoint(
         name='accounting.pbm_rdp.rdp',
         call=_curve_kwargs(events.PoissonBinomialDpEvent, pbm_rdp.rdp),
         baseline=dict(_PBM_FIELDS, orders=_ORDERS, relation='zero_out'),
         check=_curve_checker(),
-        hints=dict(theta=fz.floats(), num_trials=fz.ints(),
+        hints=dict(theta=fz.floats(),
+                   num_trials=fz.ints(),
                    num_clients=st.one_of(st.integers(1, 10**6), fz.ints()),
-                   dimension=fz.ints(), replace_one_dimension=fz.ints(),
+                   dimension=fz.ints(),
+                   replace_one_dimension=fz.ints(),
                    orders=st.lists(fz.floats(), max_size=3),
                    relation=st.sampled_from(['zero_out', 'replace_one'])),
         max_examples=20),
-    fz.EntryPoint(
-        name='accounting.pbm_rdp.per_trial_rdp',
-        call=pbm_rdp.per_trial_rdp,
-        baseline=dict(theta=0.1, num_clients=100, orders=_ORDERS,
-                      relation='zero_out'),
-        check=_curve_checker(),
-        hints=dict(theta=fz.floats(),
-                   num_clients=st.one_of(st.integers(1, 10**6), fz.ints()),
-                   orders=st.lists(fz.floats(), max_size=3)),
-        max_examples=20),
+    fz.EntryPoint(name='accounting.pbm_rdp.per_trial_rdp',
+                  call=pbm_rdp.per_trial_rdp,
+                  baseline=dict(theta=0.1,
+                                num_clients=100,
+                                orders=_ORDERS,
+                                relation='zero_out'),
+                  check=_curve_checker(),
+                  hints=dict(theta=fz.floats(),
+                             num_clients=st.one_of(st.integers(1, 10**6),
+                                                   fz.ints()),
+                             orders=st.lists(fz.floats(), max_size=3)),
+                  max_examples=20),
     fz.EntryPoint(
         name='accounting.subsampling.poisson_rdp',
         call=lambda **kw: subsampling.poisson_rdp(_gaussian_rdp, **kw),
@@ -372,14 +397,17 @@ ENTRY_POINTS = [
         hints=dict(sampling_probability=st.one_of(fz.floats(),
                                                   st.floats(0.0, 1.0)),
                    orders=st.lists(st.floats(1.0, 64.0), max_size=3))),
-    fz.EntryPoint(
-        name='accounting.subsampling.without_replacement_rdp',
-        call=lambda **kw: subsampling.without_replacement_rdp(
-            _gaussian_rdp, **kw),
-        baseline=dict(sample_size=10, population_size=1000, orders=_ORDERS),
-        check=_check_subsampled,
-        hints=dict(sample_size=fz.ints(), population_size=fz.ints(),
-                   orders=st.lists(st.floats(1.0, 64.0), max_size=3))),
+    fz.EntryPoint(name='accounting.subsampling.without_replacement_rdp',
+                  call=lambda **kw: subsampling.without_replacement_rdp(
+                      _gaussian_rdp, **kw),
+                  baseline=dict(sample_size=10,
+                                population_size=1000,
+                                orders=_ORDERS),
+                  check=_check_subsampled,
+                  hints=dict(sample_size=fz.ints(),
+                             population_size=fz.ints(),
+                             orders=st.lists(st.floats(1.0, 64.0),
+                                             max_size=3))),
     fz.EntryPoint(
         name='accounting.subsampling.known_sample_rdp',
         call=lambda **kw: subsampling.known_sample_rdp(_gaussian_rdp, **kw),
@@ -388,106 +416,133 @@ ENTRY_POINTS = [
         hints=dict(sampling_probability=st.one_of(fz.floats(),
                                                   st.floats(0.0, 1.0)),
                    orders=st.lists(fz.floats(), max_size=3))),
-    fz.EntryPoint(
-        name='accounting.conversions.rdp_to_epsilon',
-        call=conversions.rdp_to_epsilon,
-        baseline=dict(orders=[2.0, 8.0], rdp=[0.1, 0.5], target_delta=1e-5),
-        check=lambda kw, r: fz.epsilon_ok(r[0]),
-        hints=dict(rdp=st.lists(fz.floats(), min_size=2, max_size=2),
-                   orders=st.lists(fz.floats(), min_size=2, max_size=2),
-                   target_delta=fz.floats())),
-    fz.EntryPoint(
-        name='accounting.conversions.rdp_to_delta',
-        call=conversions.rdp_to_delta,
-        baseline=dict(orders=[2.0, 8.0], rdp=[0.1, 0.5], target_epsilon=1.0),
-        check=lambda kw, r: fz.delta_ok(r[0]),
-        hints=dict(rdp=st.lists(fz.floats(), min_size=2, max_size=2),
-                   orders=st.lists(fz.floats(), min_size=2, max_size=2),
-                   target_epsilon=fz.floats())),
-    fz.EntryPoint(
-        name='accounting.conversions.zcdp_to_approx_dp',
-        call=conversions.zcdp_to_approx_dp,
-        baseline=dict(rho=0.5, target_delta=1e-5),
-        check=lambda kw, eps: fz.epsilon_ok(eps),
-        hints=dict(rho=fz.floats(), target_delta=fz.floats())),
-    fz.EntryPoint(
-        name='accounting.conversions.zcdp_to_delta',
-        call=conversions.zcdp_to_delta,
-        baseline=dict(rho=0.5, target_epsilon=1.0),
-        check=lambda kw, d: fz.delta_ok(d),
-        hints=dict(rho=fz.floats(), target_epsilon=fz.floats())),
-    fz.EntryPoint(
-        name='accounting.conversions.approx_dp_to_zcdp',
-        call=conversions.approx_dp_to_zcdp,
-        baseline=dict(target_epsilon=1.0, target_delta=1e-5),
-        check=_check_rho,
-        hints=dict(target_epsilon=fz.floats(), target_delta=fz.floats()),
-        examples=[('epsilon 1e300', dict(target_epsilon=1e300),
-                   'documented'),
-                  ('epsilon 5e-324', dict(target_epsilon=5e-324),
-                   'documented')]),
-    fz.EntryPoint(
-        name='mechanisms.distributed_discrete_gaussian.release_event',
-        call=ddg_mechanism.release_event,
-        baseline=dict(l2_sensitivity=10.0, local_stddev=5.0, num_clients=10,
-                      dimension=8),
-        check=_check_event,
-        hints=dict(l2_sensitivity=fz.floats(), local_stddev=fz.floats(),
-                   num_clients=fz.ints(), dimension=fz.ints(),
-                   l1_sensitivity=fz.floats(),
-                   noise_sampler=st.sampled_from(['table', 'exact', 'fast'])),
-        examples=[
-            ('below Theorem 9', dict(local_stddev=0.25), 'clear_error'),
-            ('unknown sampler', dict(noise_sampler='fast'), 'clear_error'),
-        ]),
+    fz.EntryPoint(name='accounting.conversions.rdp_to_epsilon',
+                  call=conversions.rdp_to_epsilon,
+                  baseline=dict(orders=[2.0, 8.0],
+                                rdp=[0.1, 0.5],
+                                target_delta=1e-5),
+                  check=lambda kw, r: fz.epsilon_ok(r[0]),
+                  hints=dict(rdp=st.lists(fz.floats(), min_size=2, max_size=2),
+                             orders=st.lists(fz.floats(),
+                                             min_size=2,
+                                             max_size=2),
+                             target_delta=fz.floats())),
+    fz.EntryPoint(name='accounting.conversions.rdp_to_delta',
+                  call=conversions.rdp_to_delta,
+                  baseline=dict(orders=[2.0, 8.0],
+                                rdp=[0.1, 0.5],
+                                target_epsilon=1.0),
+                  check=lambda kw, r: fz.delta_ok(r[0]),
+                  hints=dict(rdp=st.lists(fz.floats(), min_size=2, max_size=2),
+                             orders=st.lists(fz.floats(),
+                                             min_size=2,
+                                             max_size=2),
+                             target_epsilon=fz.floats())),
+    fz.EntryPoint(name='accounting.conversions.zcdp_to_approx_dp',
+                  call=conversions.zcdp_to_approx_dp,
+                  baseline=dict(rho=0.5, target_delta=1e-5),
+                  check=lambda kw, eps: fz.epsilon_ok(eps),
+                  hints=dict(rho=fz.floats(), target_delta=fz.floats())),
+    fz.EntryPoint(name='accounting.conversions.zcdp_to_delta',
+                  call=conversions.zcdp_to_delta,
+                  baseline=dict(rho=0.5, target_epsilon=1.0),
+                  check=lambda kw, d: fz.delta_ok(d),
+                  hints=dict(rho=fz.floats(), target_epsilon=fz.floats())),
+    fz.EntryPoint(name='accounting.conversions.approx_dp_to_zcdp',
+                  call=conversions.approx_dp_to_zcdp,
+                  baseline=dict(target_epsilon=1.0, target_delta=1e-5),
+                  check=_check_rho,
+                  hints=dict(target_epsilon=fz.floats(),
+                             target_delta=fz.floats()),
+                  examples=[('epsilon 1e300', dict(target_epsilon=1e300),
+                             'documented'),
+                            ('epsilon 5e-324', dict(target_epsilon=5e-324),
+                             'documented')]),
+    fz.EntryPoint(name='mechanisms.distributed_discrete_gaussian.release_event',
+                  call=ddg_mechanism.release_event,
+                  baseline=dict(l2_sensitivity=10.0,
+                                local_stddev=5.0,
+                                num_clients=10,
+                                dimension=8),
+                  check=_check_event,
+                  hints=dict(l2_sensitivity=fz.floats(),
+                             local_stddev=fz.floats(),
+                             num_clients=fz.ints(),
+                             dimension=fz.ints(),
+                             l1_sensitivity=fz.floats(),
+                             noise_sampler=st.sampled_from(
+                                 ['table', 'exact', 'fast'])),
+                  examples=[
+                      ('below Theorem 9', dict(local_stddev=0.25),
+                       'clear_error'),
+                      ('unknown sampler', dict(noise_sampler='fast'),
+                       'clear_error'),
+                  ]),
     fz.EntryPoint(
         name='accounting.calibration.rounds_event',
         call=calibration.rounds_event,
-        baseline=dict(event=dp_accounting.GaussianDpEvent(1.0), rounds=10,
-                      sampling='poisson', rate=0.01, sample_size=None,
-                      population=None),
+        baseline=dict(
+            event=dp_accounting.GaussianDpEvent(1.0),
+            rounds=10,
+            sampling='poisson',
+            rate=0.01,
+            sample_size=None,
+            population=None),
         check=_check_event,
-        hints=dict(rounds=fz.ints(), sampling=st.sampled_from(
-            list(calibration.SAMPLINGS) + ['random']),
-                   rate=fz.floats(), sample_size=fz.ints(),
-                   population=fz.ints())),
-    fz.EntryPoint(
-        name='accounting.calibration.calibrate',
-        call=_calibrate_rounds,
-        baseline=dict(make_event=dp_accounting.GaussianDpEvent,
-                      parameter=_NOISE_MULTIPLIER, target_epsilon=1.0,
-                      target_delta=1e-5, rounds=1, sampling='none',
-                      rate=None),
-        check=_check_calibrate,
-        hints=dict(target_epsilon=fz.floats(), target_delta=fz.floats(),
-                   rounds=st.one_of(st.integers(1, 10**6), fz.ints()),
-                   sampling=st.sampled_from(['none', 'poisson', 'self']),
-                   rate=st.one_of(fz.floats(), st.floats(0.0, 1.0)),
-                   make_event=st.sampled_from(list(_RELEASES.values())),
-                   parameter=st.sampled_from(list(_PARAMETERS.values()))),
-        max_examples=20,
-        examples=[
-            ('unreachable cPBM', dict(
-                make_event=lambda t: events.PoissonBinomialDpEvent(
-                    t, 16, 2, 10**6), parameter=_PARAMETERS['theta'],
-                target_epsilon=1e-3, target_delta=1e-10, rounds=10**6),
-             'clear_error'),
-            ('unreachable Gaussian', dict(
-                target_epsilon=1e-9, target_delta=1e-10, rounds=10**9),
-             'clear_error'),
-            ('DDG unreachable (brentq signs)', dict(
-                make_event=lambda s: ddg_mechanism.release_event(
-                    1e6, s, 2, 10**6),
-                parameter=_PARAMETERS['local_stddev'],
-                target_epsilon=1e-6, target_delta=1e-10), 'clear_error'),
-            ('a mechanism name where the event belongs',
-             dict(make_event='ddg'), 'clear_error'),
-        ]),
+        hints=dict(
+            rounds=fz.ints(),
+            sampling=st.sampled_from(list(calibration.SAMPLINGS) + ['random']),
+            rate=fz.floats(),
+            sample_size=fz.ints(),
+            population=fz.ints())),
+    fz.EntryPoint(name='accounting.calibration.calibrate',
+                  call=_calibrate_rounds,
+                  baseline=dict(make_event=dp_accounting.GaussianDpEvent,
+                                parameter=_NOISE_MULTIPLIER,
+                                target_epsilon=1.0,
+                                target_delta=1e-5,
+                                rounds=1,
+                                sampling='none',
+                                rate=None),
+                  check=_check_calibrate,
+                  hints=dict(
+                      target_epsilon=fz.floats(),
+                      target_delta=fz.floats(),
+                      rounds=st.one_of(st.integers(1, 10**6), fz.ints()),
+                      sampling=st.sampled_from(['none', 'poisson', 'self']),
+                      rate=st.one_of(fz.floats(), st.floats(0.0, 1.0)),
+                      make_event=st.sampled_from(list(_RELEASES.values())),
+                      parameter=st.sampled_from(list(_PARAMETERS.values()))),
+                  max_examples=20,
+                  examples=[
+                      ('unreachable cPBM',
+                       dict(make_event=lambda t: events.PoissonBinomialDpEvent(
+                           t, 16, 2, 10**6),
+                            parameter=_PARAMETERS['theta'],
+                            target_epsilon=1e-3,
+                            target_delta=1e-10,
+                            rounds=10**6), 'clear_error'),
+                      ('unreachable Gaussian',
+                       dict(target_epsilon=1e-9,
+                            target_delta=1e-10,
+                            rounds=10**9), 'clear_error'),
+                      ('DDG unreachable (brentq signs)',
+                       dict(make_event=lambda s: ddg_mechanism.release_event(
+                           1e6, s, 2, 10**6),
+                            parameter=_PARAMETERS['local_stddev'],
+                            target_epsilon=1e-6,
+                            target_delta=1e-10), 'clear_error'),
+                      ('a mechanism name where the event belongs',
+                       dict(make_event='ddg'), 'clear_error'),
+                  ]),
     fz.EntryPoint(
         name='accounting.event_io.extract_dp_event',
         call=event_io.extract_dp_event,
-        baseline=dict(measurements={'dp_event': event_io.event_structure(
-            dp_accounting.GaussianDpEvent(1.0))}),
+        baseline=dict(
+            measurements={
+                'dp_event':
+                    event_io.event_structure(dp_accounting.GaussianDpEvent(1.0))
+            }),
         check=_check_event,
         hints=dict(measurements=_MEASUREMENTS),
         names=('measurements', 'dp_event', 'event', 'Event', 'field')),

@@ -46,9 +46,10 @@ def _main(argv):
   """(status, stdout) of cli.main(argv); status 2 with one line -> error."""
   out, err = io.StringIO(), io.StringIO()
   with mock.patch.object(tff.backends.test,
-                         'set_sync_test_cpp_execution_context', _refuse_tff
-                         ), mock.patch.object(learning_processes, '_trace',
-                                              lambda *a, **k: _refuse_tff()):
+                         'set_sync_test_cpp_execution_context',
+                         _refuse_tff), mock.patch.object(
+                             learning_processes, '_trace',
+                             lambda *a, **k: _refuse_tff()):
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
       try:
         status = cli.main(argv)
@@ -73,40 +74,45 @@ def _main(argv):
 # left to cli_test and cli_data_files_test: generated text would write or
 # read files in the working directory.
 _FLAGS = {
-    'privacy': ('--mechanism', '--noise-multiplier', '--bits', '--l2-clip',
-                '--beta', '--modclip-prob', '--l2-sensitivity',
-                '--l1-sensitivity', '--local-stddev', '--noise-sampler',
-                '--theta', '--num-trials', '--num-clients', '--dimension',
-                '--rounds', '--sampling', '--rate', '--population',
-                '--clients-per-round', '--delta', '--adversary',
-                '--target-epsilon', '--calibrate'),
-    'demo': ('--clients', '--dim', '--rounds', '--bits',
-             '--noise-multiplier', '--l2-clip', '--delta', '--seed'),
-    'quantiles': ('--methods', '--mechanisms', '--clients', '--bins',
-                  '--epsilon', '--delta', '--distribution', '--lower',
-                  '--upper', '--repetitions', '--quantiles', '--bits',
-                  '--seed', '--noise-seed'),
+    'privacy':
+        ('--mechanism', '--noise-multiplier', '--bits', '--l2-clip', '--beta',
+         '--modclip-prob', '--l2-sensitivity', '--l1-sensitivity',
+         '--local-stddev', '--noise-sampler', '--theta', '--num-trials',
+         '--num-clients', '--dimension', '--rounds', '--sampling', '--rate',
+         '--population', '--clients-per-round', '--delta', '--adversary',
+         '--target-epsilon', '--calibrate'),
+    'demo': ('--clients', '--dim', '--rounds', '--bits', '--noise-multiplier',
+             '--l2-clip', '--delta', '--seed'),
+    'quantiles':
+        ('--methods', '--mechanisms', '--clients', '--bins', '--epsilon',
+         '--delta', '--distribution', '--lower', '--upper', '--repetitions',
+         '--quantiles', '--bits', '--seed', '--noise-seed'),
 }
 _CHOICES = {
     '--mechanism': ['gaussian', 'ddg', 'skellam', 'cpbm', 'laplace'],
     '--noise-sampler': ['table', 'exact', 'x'],
     '--sampling': ['none', 'poisson', 'without-replacement', 'self', 'x'],
     '--adversary': ['server', 'release', 'both'],
-    '--calibrate': ['noise_multiplier', 'local_stddev', 'theta',
-                    'num_trials', 'x'],
+    '--calibrate': [
+        'noise_multiplier', 'local_stddev', 'theta', 'num_trials', 'x'
+    ],
     '--methods': ['flat', 'tree', 'haar', 'hierarchical', 'x'],
     '--mechanisms': ['discrete_gaussian', 'poisson_binomial', 'x'],
     '--distribution': ['uniform', 'chi2', 'x'],
 }
-_NAMES = tuple(sorted({f for flags in _FLAGS.values() for f in flags}
-                      | {f[2:].replace('-', '_')
-                         for flags in _FLAGS.values() for f in flags}
-                      | {'--bogus', 'command', 'epsilon', 'target_epsilon',
-                         'upper', 'clients', 'l2_clip', 'noise_multiplier'}))
+_NAMES = tuple(
+    sorted(
+        {f for flags in _FLAGS.values() for f in flags} |
+        {f[2:].replace('-', '_') for flags in _FLAGS.values() for f in flags} |
+        {
+            '--bogus', 'command', 'epsilon', 'target_epsilon', 'upper',
+            'clients', 'l2_clip', 'noise_multiplier'
+        }))
 
 
 def _numbers():
-  return st.one_of(fz.floats().map(repr), fz.ints().map(str),
+  return st.one_of(fz.floats().map(repr),
+                   fz.ints().map(str),
                    st.sampled_from(['1', '0.5', '10', '1e-5', '16', '2']))
 
 
@@ -120,8 +126,8 @@ def _value(flag):
 
 @st.composite
 def argvs(draw):
-  command = draw(st.sampled_from(['privacy', 'privacy', 'demo', 'quantiles',
-                                  'nothing']))
+  command = draw(
+      st.sampled_from(['privacy', 'privacy', 'demo', 'quantiles', 'nothing']))
   flags = _FLAGS.get(command, ('--bogus',))
   argv = [command]
   if command == 'privacy':
@@ -130,8 +136,7 @@ def argvs(draw):
       argv += ['--delta', draw(_value('--delta'))]
   if command == 'demo':  # small and fast unless a flag says otherwise
     argv += ['--clients', '4', '--dim', '8', '--rounds', '1']
-  for flag in draw(st.lists(st.sampled_from(flags + ('--bogus',)),
-                            max_size=4)):
+  for flag in draw(st.lists(st.sampled_from(flags + ('--bogus',)), max_size=4)):
     argv += [flag, draw(_value(flag))]
   return dict(argv=argv)
 
@@ -160,8 +165,8 @@ def _check(kwargs, result):
     if not (clip >= 1e-30 and clip * max(clients, z, 1) <= 1e30):
       return 'would run with float32 data/sums out of range'
   if argv[0] == 'quantiles' and not (
-      math.isfinite(_flag_value(argv, '--upper', 10.0))
-      and math.isfinite(_flag_value(argv, '--lower', 0.0))):
+      math.isfinite(_flag_value(argv, '--upper', 10.0)) and
+      math.isfinite(_flag_value(argv, '--lower', 0.0))):
     return 'would run with a non-finite range'
   return None
 
@@ -169,50 +174,68 @@ def _check(kwargs, result):
 _P = ['privacy', '--delta', '1e-5']
 ENTRY_POINTS = [
     fz.EntryPoint(
-        name='cli.main', call=_main, baseline=dict(argv=['privacy']),
-        check=_check, cases=argvs(), names=_NAMES, max_examples=25,
+        name='cli.main',
+        call=_main,
+        baseline=dict(argv=['privacy']),
+        check=_check,
+        cases=argvs(),
+        names=_NAMES,
+        max_examples=25,
         budget=20.0,
         examples=[
-            ('flag of another mechanism', dict(argv=_P + [
-                '--mechanism', 'ddg', '--theta', '0.1']), 'clear_error'),
-            ('demo --l2-clip 1e300', dict(argv=[
-                'demo', '--l2-clip', '1e300']), 'clear_error'),
-            ('demo --l2-clip 1e300 --noise-multiplier 1e300', dict(argv=[
-                'demo', '--l2-clip', '1e300', '--noise-multiplier',
-                '1e300']), 'clear_error'),
-            ('quantiles cPBM bits 30, 4 clients', dict(argv=[
-                'quantiles', '--mechanisms', 'poisson_binomial', '--bits',
-                '30', '--clients', '4']), 'documented'),
-            ('privacy unreachable target', dict(argv=_P + [
-                '--mechanism', 'cpbm', '--num-clients', '10', '--dimension',
-                '4', '--target-epsilon', '1e-9', '--calibrate',
-                'num_trials', '--theta', '0.25']), 'clear_error'),
-            ('privacy ddg 1e9 clients', dict(argv=_P + [
-                '--mechanism', 'ddg', '--l2-sensitivity', '10',
-                '--local-stddev', '10', '--num-clients', '1000000000',
-                '--dimension', '100']), 'documented'),
+            ('flag of another mechanism',
+             dict(argv=_P + ['--mechanism', 'ddg', '--theta', '0.1']),
+             'clear_error'),
+            ('demo --l2-clip 1e300', dict(argv=['demo', '--l2-clip', '1e300']),
+             'clear_error'),
+            ('demo --l2-clip 1e300 --noise-multiplier 1e300',
+             dict(argv=[
+                 'demo', '--l2-clip', '1e300', '--noise-multiplier', '1e300'
+             ]), 'clear_error'),
+            ('quantiles cPBM bits 30, 4 clients',
+             dict(argv=[
+                 'quantiles', '--mechanisms', 'poisson_binomial', '--bits',
+                 '30', '--clients', '4'
+             ]), 'documented'),
+            ('privacy unreachable target',
+             dict(argv=_P + [
+                 '--mechanism', 'cpbm', '--num-clients', '10', '--dimension',
+                 '4', '--target-epsilon', '1e-9', '--calibrate', 'num_trials',
+                 '--theta', '0.25'
+             ]), 'clear_error'),
+            ('privacy ddg 1e9 clients',
+             dict(argv=_P + [
+                 '--mechanism', 'ddg', '--l2-sensitivity', '10',
+                 '--local-stddev', '10', '--num-clients', '1000000000',
+                 '--dimension', '100'
+             ]), 'documented'),
             # z is the factory's (relative to the clip),
             # with its --bits; without them the command refuses.
-            ('privacy ddg factory z and bits', dict(argv=_P + [
-                '--mechanism', 'ddg', '--noise-multiplier', '3', '--bits',
-                '12', '--num-clients', '20', '--dimension', '10000']),
-             'documented'),
-            ('privacy skellam factory z, exact sampler', dict(argv=_P + [
-                '--mechanism', 'skellam', '--noise-multiplier', '1.2',
-                '--bits', '16', '--num-clients', '20', '--dimension',
-                '1000', '--noise-sampler', 'exact']), 'documented'),
-            ('privacy ddg z without bits', dict(argv=_P + [
-                '--mechanism', 'ddg', '--noise-multiplier', '3',
-                '--num-clients', '20', '--dimension', '10000']),
-             'clear_error'),
+            ('privacy ddg factory z and bits',
+             dict(argv=_P + [
+                 '--mechanism', 'ddg', '--noise-multiplier', '3', '--bits',
+                 '12', '--num-clients', '20', '--dimension', '10000'
+             ]), 'documented'),
+            ('privacy skellam factory z, exact sampler',
+             dict(argv=_P + [
+                 '--mechanism', 'skellam', '--noise-multiplier', '1.2',
+                 '--bits', '16', '--num-clients', '20', '--dimension', '1000',
+                 '--noise-sampler', 'exact'
+             ]), 'documented'),
+            ('privacy ddg z without bits',
+             dict(argv=_P + [
+                 '--mechanism', 'ddg', '--noise-multiplier', '3',
+                 '--num-clients', '20', '--dimension', '10000'
+             ]), 'clear_error'),
             ('quantiles --noise-seed (reproducible, not private)',
              dict(argv=['quantiles', '--noise-seed', '3']), 'documented'),
-            ('privacy delta nan', dict(argv=[
-                'privacy', '--mechanism', 'gaussian', '--noise-multiplier',
-                '1', '--delta', 'nan']), 'clear_error'),
+            ('privacy delta nan',
+             dict(argv=[
+                 'privacy', '--mechanism', 'gaussian', '--noise-multiplier',
+                 '1', '--delta', 'nan'
+             ]), 'clear_error'),
         ]),
 ]
-
 
 # ----------------------------------------------------------------------------
 # frequency and superquantile.
@@ -222,15 +245,15 @@ _NEW_FLAGS = {
                   '--delta', '--num-trials', '--bins', '--budget-fraction',
                   '--clip', '--sample-items', '--rounds', '--max-items',
                   '--disjoint-rounds', '--divisor', '--seed'),
-    'superquantile': ('--algorithm', '--rounds', '--clients',
-                      '--tail-fraction', '--epsilon', '--delta',
-                      '--budget-ratio', '--clip', '--loss-bound', '--bins',
-                      '--histogram', '--adversary', '--no-privacy',
-                      '--learning-rate', '--seed'),
+    'superquantile': ('--algorithm', '--rounds', '--clients', '--tail-fraction',
+                      '--epsilon', '--delta', '--budget-ratio', '--clip',
+                      '--loss-bound', '--bins', '--histogram', '--adversary',
+                      '--no-privacy', '--learning-rate', '--seed'),
 }
 _NEW_CHOICES = {
-    '--protocols': ['two_phase', 'multi_round', 'fixed', 'normalize',
-                    'sample', 'x'],
+    '--protocols': [
+        'two_phase', 'multi_round', 'fixed', 'normalize', 'sample', 'x'
+    ],
     '--data': ['iid', 'heterogeneous', 'docstrings', 'x'],
     '--divisor': ['l2', 'linf', 'x'],
     '--algorithm': ['deltafl', 'fedavg', 'x'],
@@ -238,18 +261,23 @@ _NEW_CHOICES = {
     '--adversary': ['server', 'release', 'both'],
 }
 _NO_VALUE = ('--no-privacy', '--disjoint-rounds')
-_NEW_NAMES = tuple(sorted(
-    {f for flags in _NEW_FLAGS.values() for f in flags}
-    | {f[2:].replace('-', '_') for flags in _NEW_FLAGS.values()
-       for f in flags}
-    # the library's names of what the flags set, and the quantities its
-    # refusals are about
-    | {'--bogus', 'command', 'dim', 'clients', 'num_clients', 'rounds',
-       'target_epsilon', 'target_delta', 'l2_clip', 'num_bins', 'theta',
-       'max_items', 'budget_fraction', 'sample_items', 'tail_fraction',
-       'loss_upper_bound', 'learning_rate', 'noise_multiplier', 'method',
-       'histogram', 'population', 'clients_per_round', 'num_trials',
-       'epsilon', 'delta', 'expected_clients_per_round'}))
+_NEW_NAMES = tuple(
+    sorted(
+        {f for flags in _NEW_FLAGS.values() for f in flags} | {
+            f[2:].replace('-', '_')
+            for flags in _NEW_FLAGS.values()
+            for f in flags
+        }
+        # the library's names of what the flags set, and the quantities its
+        # refusals are about
+        | {
+            '--bogus', 'command', 'dim', 'clients', 'num_clients', 'rounds',
+            'target_epsilon', 'target_delta', 'l2_clip', 'num_bins', 'theta',
+            'max_items', 'budget_fraction', 'sample_items', 'tail_fraction',
+            'loss_upper_bound', 'learning_rate', 'noise_multiplier', 'method',
+            'histogram', 'population', 'clients_per_round', 'num_trials',
+            'epsilon', 'delta', 'expected_clients_per_round'
+        }))
 
 
 def _new_value(flag):
@@ -268,8 +296,9 @@ def new_argvs(draw):
     argv += ['--dim', '8']
   else:
     argv += ['--rounds', '2', '--clients', '20']
-  for flag in draw(st.lists(st.sampled_from(_NEW_FLAGS[command] +
-                                            ('--bogus',)), max_size=4)):
+  for flag in draw(
+      st.lists(st.sampled_from(_NEW_FLAGS[command] + ('--bogus',)),
+               max_size=4)):
     argv += [flag] if flag in _NO_VALUE else [flag, draw(_new_value(flag))]
   return dict(argv=argv)
 
@@ -281,30 +310,37 @@ def _check_new(kwargs, result):
 
 NEW_ENTRY_POINTS = [
     fz.EntryPoint(
-        name='cli.main (frequency, superquantile)', call=_main,
-        baseline=dict(argv=['frequency', '--dim', '8']), check=_check_new,
-        cases=new_argvs(), names=_NEW_NAMES, max_examples=6, budget=20.0,
+        name='cli.main (frequency, superquantile)',
+        call=_main,
+        baseline=dict(argv=['frequency', '--dim', '8']),
+        check=_check_new,
+        cases=new_argvs(),
+        names=_NEW_NAMES,
+        max_examples=6,
+        budget=20.0,
         examples=[
             ('frequency --rounds (default 4) checked without multi_round',
-             dict(argv=['frequency', '--clients', '3', '--dim', '8',
-                        '--protocols', 'fixed', '--clip', '1']),
-             'documented'),
+             dict(argv=[
+                 'frequency', '--clients', '3', '--dim', '8', '--protocols',
+                 'fixed', '--clip', '1'
+             ]), 'documented'),
             ('frequency 10^6 clients x 4096 items (a 49 GB dataset)',
-             dict(argv=['frequency', '--clients', '1000000', '--dim',
-                        '4096']), 'clear_error'),
+             dict(argv=['frequency', '--clients', '1000000', '--dim', '4096']),
+             'clear_error'),
             # The rounds compose unless the user states
             # the assumption.
-            ('frequency multi_round --disjoint-rounds', dict(argv=[
-                'frequency', '--dim', '8', '--protocols', 'multi_round',
-                '--disjoint-rounds', '--rounds', '2', '--clients', '100']),
-             'documented'),
-            ('frequency fixed without --clip', dict(argv=[
-                'frequency', '--protocols', 'fixed']), 'clear_error'),
+            ('frequency multi_round --disjoint-rounds',
+             dict(argv=[
+                 'frequency', '--dim', '8', '--protocols', 'multi_round',
+                 '--disjoint-rounds', '--rounds', '2', '--clients', '100'
+             ]), 'documented'),
+            ('frequency fixed without --clip',
+             dict(argv=['frequency', '--protocols', 'fixed']), 'clear_error'),
             ('superquantile --clip 1e300 (float32 updates of +-inf)',
-             dict(argv=['superquantile', '--rounds', '2', '--clip',
-                        '1e300']), 'clear_error'),
-            ('superquantile --no-privacy', dict(argv=[
-                'superquantile', '--no-privacy', '--rounds', '1']),
+             dict(argv=['superquantile', '--rounds', '2', '--clip', '1e300']),
+             'clear_error'),
+            ('superquantile --no-privacy',
+             dict(argv=['superquantile', '--no-privacy', '--rounds', '1']),
              'documented'),
         ]),
 ]

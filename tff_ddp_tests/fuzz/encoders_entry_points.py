@@ -41,9 +41,11 @@ def _check_hadamard(kwargs, encoder):
 
 
 def _check_make_encoder(kwargs, encoder):
-  expected = {'hadamard': hadamard.RandomizedHadamard,
-              'kashin': kashin.KashinEncoder,
-              'none': registry.Identity}[kwargs['name']]
+  expected = {
+      'hadamard': hadamard.RandomizedHadamard,
+      'kashin': kashin.KashinEncoder,
+      'none': registry.Identity
+  }[kwargs['name']]
   if not isinstance(encoder, expected):
     return f'{type(encoder).__name__} for {kwargs["name"]!r}'
   if encoder.dim != int(kwargs['dim']):
@@ -53,8 +55,8 @@ def _check_make_encoder(kwargs, encoder):
 
 def _check_output_dimension(kwargs, d):
   dim, redundancy = kwargs['dim'], float(kwargs['redundancy'])
-  if not (_is_power_of_two(d) and d > dim and d >= dim * (1 + redundancy)
-          and d <= hadamard.MAX_OUTPUT_DIM):
+  if not (_is_power_of_two(d) and d > dim and d >= dim *
+          (1 + redundancy) and d <= hadamard.MAX_OUTPUT_DIM):
     return f'{d} for dim {dim}, redundancy {redundancy}'
   return None
 
@@ -72,37 +74,47 @@ ENTRY_POINTS = [
     fz.EntryPoint(
         name='encoders.KashinEncoder',
         call=kashin.KashinEncoder,
-        baseline=dict(dim=8, redundancy=1.0, eta=0.5, delta=0.8,
-                      iterations=8, frame='hadamard'),
+        baseline=dict(dim=8,
+                      redundancy=1.0,
+                      eta=0.5,
+                      delta=0.8,
+                      iterations=8,
+                      frame='hadamard'),
         check=_check_kashin,
-        hints=dict(dim=_DIMS, redundancy=fz.floats(),
-                   eta=st.floats(0.0, 1.0), delta=st.floats(0.0, 1.0),
+        hints=dict(dim=_DIMS,
+                   redundancy=fz.floats(),
+                   eta=st.floats(0.0, 1.0),
+                   delta=st.floats(0.0, 1.0),
                    iterations=st.one_of(st.integers(-1, 101), fz.ints()),
                    frame=st.sampled_from(['hadamard', 'dense', 'dft'])),
         examples=[
             ('redundancy 1e9', dict(dim=4, redundancy=1e9), 'clear_error'),
-            ('redundancy inf', dict(dim=4, redundancy=math.inf),
-             'clear_error'),
-            ('dense 4096 x 8192', dict(dim=4096, frame='dense'),
-             'documented'),
+            ('redundancy inf', dict(dim=4, redundancy=math.inf), 'clear_error'),
+            ('dense 4096 x 8192', dict(dim=4096, frame='dense'), 'documented'),
             ('dense 4096 x 32768', dict(dim=4096, redundancy=4.0,
                                         frame='dense'), 'clear_error'),
             ('dense 1e6', dict(dim=10**6, frame='dense'), 'clear_error'),
         ]),
-    fz.EntryPoint(
-        name='encoders.RandomizedHadamard',
-        call=hadamard.RandomizedHadamard,
-        baseline=dict(dim=8), check=_check_hadamard, hints=dict(dim=_DIMS),
-        examples=[('dim 2^26 + 1', dict(dim=2**26 + 1), 'clear_error')]),
+    fz.EntryPoint(name='encoders.RandomizedHadamard',
+                  call=hadamard.RandomizedHadamard,
+                  baseline=dict(dim=8),
+                  check=_check_hadamard,
+                  hints=dict(dim=_DIMS),
+                  examples=[('dim 2^26 + 1', dict(dim=2**26 + 1), 'clear_error')
+                           ]),
     fz.EntryPoint(
         name='encoders.make_encoder',
         call=lambda name, dim, **options: registry.make_encoder(
             name, dim, **options),
-        baseline=dict(name='kashin', dim=8),
+        baseline=dict(name='kashin',
+                      dim=8),
         check=_check_make_encoder,
         hints=dict(name=st.sampled_from(['hadamard', 'kashin', 'none', 'hd']),
-                   dim=_DIMS, redundancy=fz.floats(), eta=fz.floats(),
-                   iterations=fz.ints(), rotation_type=st.just('hd')),
+                   dim=_DIMS,
+                   redundancy=fz.floats(),
+                   eta=fz.floats(),
+                   iterations=fz.ints(),
+                   rotation_type=st.just('hd')),
         names=('name', 'encoder', 'dim', 'redundancy', 'eta', 'iterations',
                'rotation_type', 'keyword'),
         examples=[
@@ -111,17 +123,18 @@ ENTRY_POINTS = [
             ('Kashin option on none', dict(name='none', dim=3,
                                            redundancy=2.0), 'clear_error'),
         ]),
-    fz.EntryPoint(
-        name='encoders.kashin.output_dimension',
-        call=kashin.output_dimension,
-        baseline=dict(dim=8, redundancy=1.0),
-        check=_check_output_dimension,
-        hints=dict(dim=_DIMS, redundancy=fz.floats()),
-        examples=[('redundancy nan', dict(dim=8, redundancy=math.nan),
-                   'clear_error'),
-                  ('dim -1', dict(dim=-1, redundancy=1.0), 'clear_error')]),
-    fz.EntryPoint(
-        name='encoders.hadamard.padded_dimension',
-        call=hadamard.padded_dimension,
-        baseline=dict(dim=8), check=_check_padded, hints=dict(dim=_DIMS)),
+    fz.EntryPoint(name='encoders.kashin.output_dimension',
+                  call=kashin.output_dimension,
+                  baseline=dict(dim=8, redundancy=1.0),
+                  check=_check_output_dimension,
+                  hints=dict(dim=_DIMS, redundancy=fz.floats()),
+                  examples=[('redundancy nan', dict(dim=8, redundancy=math.nan),
+                             'clear_error'),
+                            ('dim -1', dict(dim=-1,
+                                            redundancy=1.0), 'clear_error')]),
+    fz.EntryPoint(name='encoders.hadamard.padded_dimension',
+                  call=hadamard.padded_dimension,
+                  baseline=dict(dim=8),
+                  check=_check_padded,
+                  hints=dict(dim=_DIMS)),
 ]

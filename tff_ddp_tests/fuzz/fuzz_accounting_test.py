@@ -14,7 +14,6 @@ from tff_ddp_tests.fuzz import strategies as fz
 from tff_ddp_tests.fuzz.accounting_entry_points import ENTRY_POINTS
 from tff_ddp_tests.fuzz.accounting_entry_points import RELATIONS as _RELATIONS
 
-
 FuzzAccountingTest, SlowFuzzAccountingTest = fz.test_classes(
     'Accounting', ENTRY_POINTS, __name__)
 
@@ -36,26 +35,30 @@ def valid_event_trees():
                 num_clients=st.integers(1, 200),
                 dimension=st.integers(1, 10**4)),
       st.builds(events.PoissonBinomialDpEvent,
-                theta=st.floats(0.01, 0.25), num_trials=st.integers(1, 64),
+                theta=st.floats(0.01, 0.25),
+                num_trials=st.integers(1, 64),
                 num_clients=st.integers(1, 200),
                 dimension=st.integers(1, 1000)),
       st.just(dp_accounting.NoOpDpEvent()))
   rates = st.floats(0.0, 1.0)
 
   def cohort(inner):
-    return st.integers(1, 2000).flatmap(lambda n: st.builds(
-        dp_accounting.SampledWithoutReplacementDpEvent, st.just(n),
-        st.integers(0, n), inner))
+    return st.integers(1, 2000).flatmap(
+        lambda n: st.builds(dp_accounting.SampledWithoutReplacementDpEvent,
+                            st.just(n), st.integers(0, n), inner))
 
-  return st.recursive(leaves, lambda inner: st.one_of(
-      st.builds(dp_accounting.PoissonSampledDpEvent, rates, inner),
-      st.builds(events.SelfSampledDpEvent, rates, inner),
-      cohort(inner),
-      # count >= 1: dp-accounting's ledger refuses 0 at any depth.
-      st.builds(dp_accounting.SelfComposedDpEvent, inner,
-                st.integers(1, 1000)),
-      st.builds(dp_accounting.ComposedDpEvent,
-                st.lists(inner, min_size=1, max_size=3))), max_leaves=5)
+  return st.recursive(
+      leaves,
+      lambda inner: st.one_of(
+          st.builds(dp_accounting.PoissonSampledDpEvent, rates, inner),
+          st.builds(events.SelfSampledDpEvent, rates, inner),
+          cohort(inner),
+          # count >= 1: dp-accounting's ledger refuses 0 at any depth.
+          st.builds(dp_accounting.SelfComposedDpEvent, inner,
+                    st.integers(1, 1000)),
+          st.builds(dp_accounting.ComposedDpEvent,
+                    st.lists(inner, min_size=1, max_size=3))),
+      max_leaves=5)
 
 
 class ReleaseNeverAboveServerTest(parameterized.TestCase):
@@ -66,7 +69,8 @@ class ReleaseNeverAboveServerTest(parameterized.TestCase):
   among them)."""
 
   @hypothesis.settings(hypothesis.settings.get_profile(fz.PROFILE),
-                       max_examples=60, deadline=None)
+                       max_examples=60,
+                       deadline=None)
   @hypothesis.given(event=valid_event_trees(), relation=_RELATIONS)
   def test_release_never_above_server(self, event, relation):
     orders = [1.5, 2.0, 3.0, 8.0, 32.0]
@@ -77,5 +81,4 @@ class ReleaseNeverAboveServerTest(parameterized.TestCase):
     self.assertTrue(np.all(release.rdp <= server.rdp * (1 + 1e-12)),
                     (release.rdp, server.rdp))
     self.assertEqual(release.sampler_tv_mass, server.sampler_tv_mass)
-    self.assertLessEqual(release.get_epsilon(1e-6),
-                         server.get_epsilon(1e-6))
+    self.assertLessEqual(release.get_epsilon(1e-6), server.get_epsilon(1e-6))

@@ -4,6 +4,5 @@
 from tff_ddp_tests.fuzz import strategies as fz
 from tff_ddp_tests.fuzz.aggregators_entry_points import ENTRY_POINTS
 
-
 FuzzAggregatorsTest, SlowFuzzAggregatorsTest = fz.test_classes(
     'Aggregators', ENTRY_POINTS, __name__)

@@ -3,6 +3,5 @@
 from tff_ddp_tests.fuzz import strategies as fz
 from tff_ddp_tests.fuzz.analytics_entry_points import ENTRY_POINTS
 
-
 FuzzAnalyticsTest, SlowFuzzAnalyticsTest = fz.test_classes(
     'Analytics', ENTRY_POINTS, __name__)

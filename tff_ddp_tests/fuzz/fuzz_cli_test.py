@@ -3,5 +3,4 @@
 from tff_ddp_tests.fuzz import strategies as fz
 from tff_ddp_tests.fuzz.cli_entry_points import ENTRY_POINTS
 
-
 FuzzCliTest, SlowFuzzCliTest = fz.test_classes('Cli', ENTRY_POINTS, __name__)

@@ -3,6 +3,5 @@
 from tff_ddp_tests.fuzz import strategies as fz
 from tff_ddp_tests.fuzz.encoders_entry_points import ENTRY_POINTS
 
-
 FuzzEncodersTest, SlowFuzzEncodersTest = fz.test_classes(
     'Encoders', ENTRY_POINTS, __name__)

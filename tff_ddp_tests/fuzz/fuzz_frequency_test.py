@@ -4,6 +4,5 @@
 from tff_ddp_tests.fuzz import strategies as fz
 from tff_ddp_tests.fuzz.frequency_entry_points import ENTRY_POINTS
 
-
 FuzzFrequencyTest, SlowFuzzFrequencyTest = fz.test_classes(
     'Frequency', ENTRY_POINTS, __name__)

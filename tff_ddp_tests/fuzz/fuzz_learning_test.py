@@ -4,6 +4,5 @@
 from tff_ddp_tests.fuzz import strategies as fz
 from tff_ddp_tests.fuzz.learning_entry_points import ENTRY_POINTS
 
-
 FuzzLearningTest, SlowFuzzLearningTest = fz.test_classes(
     'Learning', ENTRY_POINTS, __name__)

@@ -4,6 +4,5 @@
 from tff_ddp_tests.fuzz import strategies as fz
 from tff_ddp_tests.fuzz.mechanisms_entry_points import ENTRY_POINTS
 
-
 FuzzMechanismsTest, SlowFuzzMechanismsTest = fz.test_classes(
     'Mechanisms', ENTRY_POINTS, __name__)

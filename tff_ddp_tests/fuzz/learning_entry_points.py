@@ -23,13 +23,15 @@ from tff_ddp.learning import weighting
 from tff_ddp_tests.fuzz import strategies as fz
 
 _VALUE_TYPE = tff.TensorType(np.float32, [10])
-_CONFIG = dict(clients_per_round=10, l2_clip=1.0, noise_multiplier=1.0,
-               quantile_noise_multiplier=1.0, population=100)
+_CONFIG = dict(clients_per_round=10,
+               l2_clip=1.0,
+               noise_multiplier=1.0,
+               quantile_noise_multiplier=1.0,
+               population=100)
 
 
 def _model_fn():
-  return tasks.keras_model_fn(lambda: tasks.linear_keras_model((4,), 2),
-                              (4,))()
+  return tasks.keras_model_fn(lambda: tasks.linear_keras_model((4,), 2), (4,))()
 
 
 def _sgd():
@@ -61,11 +63,11 @@ def _check_config(kwargs, config):
   if (config.sampling == 'none') != (config.population is None):
     problems.append(f'sampling {config.sampling} population '
                     f'{config.population}')
-  if config.population is not None and (
-      config.population < config.clients_per_round):
+  if config.population is not None and (config.population
+                                        < config.clients_per_round):
     problems.append(f'population {config.population}')
-  if (config.sampling == 'self' and config.has_quantile
-      and config.count != 'estimated'):
+  if (config.sampling == 'self' and config.has_quantile and
+      config.count != 'estimated'):
     problems.append('self-sampling with a count the server cannot know')
   if config.max_clients < config.clients_in_sum:
     problems.append(f'max_clients {config.max_clients} < the clients in '
@@ -106,8 +108,8 @@ def _check_calibrated(kwargs, result):
   if result.rounds != int(kwargs['rounds']):
     problems.append(f'rounds {result.rounds}')
   config = result.config
-  if not (math.isfinite(config.noise_multiplier)
-          and config.noise_multiplier > 0):
+  if not (math.isfinite(config.noise_multiplier) and
+          config.noise_multiplier > 0):
     problems.append(f'noise_multiplier {config.noise_multiplier}')
   if config.has_quantile != (kwargs.get('budget_ratio') is not None):
     problems.append('a histogram noise without a budget_ratio (or none '
@@ -121,32 +123,39 @@ def _check_calibrated(kwargs, result):
 _HISTOGRAMS = st.sampled_from(['flat', 'tree', 'haar', 'hierarchical', 'x'])
 _CONFIG_HINTS = dict(
     clients_per_round=st.one_of(st.integers(1, 1000), fz.ints()),
-    l2_clip=fz.floats(), noise_multiplier=fz.floats(),
+    l2_clip=fz.floats(),
+    noise_multiplier=fz.floats(),
     quantile_noise_multiplier=st.one_of(st.none(), fz.floats()),
     loss_upper_bound=fz.floats(),
     num_bins=st.one_of(st.sampled_from([2, 16, 17, 64, 2**16, 2**17]),
                        fz.ints()),
-    histogram=_HISTOGRAMS, count=st.sampled_from(['exact', 'estimated', 'x']),
+    histogram=_HISTOGRAMS,
+    count=st.sampled_from(['exact', 'estimated', 'x']),
     tail_count=st.sampled_from(['expected', 'histogram', 'x']),
     bits=st.one_of(st.integers(0, 31), fz.ints()),
     quantile_bits=st.one_of(st.integers(0, 31), fz.ints()),
     delta=fz.floats(),
-    sampling=st.sampled_from(['none', 'poisson', 'without-replacement',
-                              'self', 'x']),
+    sampling=st.sampled_from(
+        ['none', 'poisson', 'without-replacement', 'self', 'x']),
     population=st.one_of(st.none(), st.integers(1, 10**4), fz.ints()),
     adversary=st.sampled_from(['server', 'release', 'both']),
     max_clients=st.one_of(st.none(), st.integers(1, 100), fz.ints()),
     encoder=st.sampled_from(['hadamard', 'kashin', 'none', 'x']),
     seed=st.one_of(st.none(), fz.ints()))
 _VALUE_TYPES = st.sampled_from([
-    _VALUE_TYPE, tff.TensorType(np.float64, [3, 2]),
-    tff.TensorType(np.int32, [4]), tff.TensorType(np.float32, [None]),
-    tff.TensorType(np.bool_, [2]), np.float32, _model_fn, print, float])
+    _VALUE_TYPE,
+    tff.TensorType(np.float64, [3, 2]),
+    tff.TensorType(np.int32, [4]),
+    tff.TensorType(np.float32, [None]),
+    tff.TensorType(np.bool_, [2]), np.float32, _model_fn, print, float
+])
 
 ENTRY_POINTS = [
     fz.EntryPoint(
-        name='learning.PrivacyConfig', call=pv.PrivacyConfig,
-        baseline=dict(_CONFIG), check=_check_config,
+        name='learning.PrivacyConfig',
+        call=pv.PrivacyConfig,
+        baseline=dict(_CONFIG),
+        check=_check_config,
         hints=dict(_CONFIG_HINTS),
         names=tuple(_CONFIG_HINTS),
         examples=[
@@ -156,40 +165,46 @@ ENTRY_POINTS = [
              'reported epsilon inf)', dict(max_clients=5), 'clear_error'),
             ('sampling none with a population', dict(sampling='none'),
              'clear_error'),
-            ('sampling none', dict(sampling='none', population=None),
-             'documented'),
+            ('sampling none', dict(sampling='none',
+                                   population=None), 'documented'),
         ]),
+    fz.EntryPoint(name='learning.PrivacyConfig.epsilon',
+                  call=_config_epsilon,
+                  baseline=dict(value_type=_VALUE_TYPE, rounds=5),
+                  check=_check_epsilon,
+                  hints=dict(value_type=_VALUE_TYPES,
+                             rounds=st.one_of(st.integers(1, 1000), fz.ints())),
+                  max_examples=10,
+                  budget=20.0),
     fz.EntryPoint(
-        name='learning.PrivacyConfig.epsilon', call=_config_epsilon,
-        baseline=dict(value_type=_VALUE_TYPE, rounds=5),
-        check=_check_epsilon,
-        hints=dict(value_type=_VALUE_TYPES,
-                   rounds=st.one_of(st.integers(1, 1000), fz.ints())),
-        max_examples=10, budget=20.0),
-    fz.EntryPoint(
-        name='learning.calibrate', call=pv.calibrate,
-        baseline=dict(value_type=_VALUE_TYPE, target_epsilon=2.0,
-                      target_delta=1e-5, rounds=5, clients_per_round=10,
-                      l2_clip=1.0, budget_ratio=0.25, population=100),
+        name='learning.calibrate',
+        call=pv.calibrate,
+        baseline=dict(value_type=_VALUE_TYPE,
+                      target_epsilon=2.0,
+                      target_delta=1e-5,
+                      rounds=5,
+                      clients_per_round=10,
+                      l2_clip=1.0,
+                      budget_ratio=0.25,
+                      population=100),
         check=_check_calibrated,
         hints=dict(value_type=_VALUE_TYPES,
-                   target_epsilon=st.one_of(st.floats(0.1, 50),
-                                            fz.floats()),
+                   target_epsilon=st.one_of(st.floats(0.1, 50), fz.floats()),
                    target_delta=fz.floats(),
                    rounds=st.one_of(st.integers(1, 100), fz.ints()),
-                   clients_per_round=st.one_of(st.integers(1, 100),
-                                               fz.ints()),
+                   clients_per_round=st.one_of(st.integers(1, 100), fz.ints()),
                    l2_clip=fz.floats(),
                    budget_ratio=st.one_of(st.none(), st.floats(0.01, 10),
                                           fz.floats()),
                    population=st.one_of(st.none(), st.integers(1, 10**4)),
-                   sampling=st.sampled_from(['none', 'poisson',
-                                             'without-replacement', 'x']),
+                   sampling=st.sampled_from(
+                       ['none', 'poisson', 'without-replacement', 'x']),
                    adversary=st.sampled_from(['server', 'release', 'x'])),
         names=('value_type', 'target_epsilon', 'target_delta', 'rounds',
                'clients_per_round', 'l2_clip', 'budget_ratio', 'population',
                'sampling', 'adversary', 'noise_multiplier'),
-        max_examples=10, budget=30.0,
+        max_examples=10,
+        budget=30.0,
         examples=[
             ("target_delta nan (the message named 'delta')",
              dict(target_delta=math.nan), 'clear_error'),
@@ -211,9 +226,11 @@ def _traced(model_fn, client_optimizer, server_optimizer, spec, data_type,
 
 
 def _validated(build):
+
   def call(*args, **kwargs):
     with mock.patch.object(pr, '_trace', _traced):
       return build(*args, **kwargs)
+
   return call
 
 
@@ -221,9 +238,11 @@ def _traced_parts(result):
   if not (isinstance(result, tuple) and result[0] == 'traced'):
     return None, f'{result!r:.100}'
   _, spec, client, server, _ = result
-  problems = [f'{name} {opt!r}' for name, opt in (('client', client),
-                                                   ('server', server))
-              if not isinstance(opt, tff.learning.optimizers.Optimizer)]
+  problems = [
+      f'{name} {opt!r}' for name, opt in (('client', client), ('server',
+                                                               server))
+      if not isinstance(opt, tff.learning.optimizers.Optimizer)
+  ]
   return spec, '; '.join(problems) or None
 
 
@@ -254,13 +273,11 @@ def _check_superquantile(kwargs, result):
     problems.append(f'spec {spec}')
   if spec.privacy is not privacy:
     problems.append('privacy replaced')
-  if privacy is not None and not (privacy.has_quantile
-                                  and not objective.exact):
+  if privacy is not None and not (privacy.has_quantile and not objective.exact):
     problems.append('DP-Delta-FL without a histogram or with exact '
                     'reweighting')
   return fz.first_error('; '.join(problems) or None,
-                        _check_privacy_range(spec.privacy,
-                                             result[4].trainable))
+                        _check_privacy_range(spec.privacy, result[4].trainable))
 
 
 def _check_dp_fedavg(kwargs, result):
@@ -274,9 +291,13 @@ def _check_dp_fedavg(kwargs, result):
   return _check_privacy_range(privacy, result[4].trainable)
 
 
-_NEEDS = {'fedavg_sub': ('tail_fraction',), 'superquantile':
-          ('tail_fraction',), 'fedprox': ('proximal_strength',),
-          'qffl': ('q', 'lipschitz'), 'tilted': ('tilt',)}
+_NEEDS = {
+    'fedavg_sub': ('tail_fraction',),
+    'superquantile': ('tail_fraction',),
+    'fedprox': ('proximal_strength',),
+    'qffl': ('q', 'lipschitz'),
+    'tilted': ('tilt',)
+}
 
 
 def _check_baseline(kwargs, result):
@@ -286,13 +307,12 @@ def _check_baseline(kwargs, result):
   objective = kwargs['objective']
   if spec.objective.name != objective or spec.privacy is not None:
     return f'spec {spec}'
-  for name in ('tail_fraction', 'proximal_strength', 'q', 'lipschitz',
-               'tilt'):
+  for name in ('tail_fraction', 'proximal_strength', 'q', 'lipschitz', 'tilt'):
     given = kwargs.get(name)
     value = getattr(spec.objective, name, None)
     if name in _NEEDS.get(objective, ()):
-      if not (fz.is_real(value) and math.isfinite(value) and value > 0
-              and value == float(given)):
+      if not (fz.is_real(value) and math.isfinite(value) and value > 0 and
+              value == float(given)):
         return f'{name} {value!r} for {given!r}'
     elif given is not None:
       return f'{name} {given!r} accepted for {objective}'
@@ -306,11 +326,12 @@ def _privacy_configs():
   """Valid, invalid-for-the-builder and out-of-range configurations."""
   global _DP
   if _DP is None:
-    _DP = dict(
-        deltafl=_config(), fedavg=_config(quantile_noise_multiplier=None),
-        huge_clip=_config(l2_clip=1e300), tiny_clip=_config(l2_clip=1e-300),
-        huge_noise=_config(noise_multiplier=1e300,
-                           quantile_noise_multiplier=None))
+    _DP = dict(deltafl=_config(),
+               fedavg=_config(quantile_noise_multiplier=None),
+               huge_clip=_config(l2_clip=1e300),
+               tiny_clip=_config(l2_clip=1e-300),
+               huge_noise=_config(noise_multiplier=1e300,
+                                  quantile_noise_multiplier=None))
   return _DP
 
 
@@ -326,27 +347,37 @@ class _Privacy:
 
 
 def _resolve(kwargs):
-  return {k: (_privacy_configs()[v.name] if isinstance(v, _Privacy) else v)
-          for k, v in kwargs.items()}
+  return {
+      k: (_privacy_configs()[v.name] if isinstance(v, _Privacy) else v)
+      for k, v in kwargs.items()
+  }
 
 
 def _resolving(build, check):
+
   def call(**kwargs):
     return _validated(build)(**_resolve(kwargs))
 
   def checked(kwargs, result):
     return check(_resolve(kwargs), result)
+
   return call, checked
 
 
-_PRIVACY = st.one_of(st.sampled_from(
-    [_Privacy(n) for n in ('deltafl', 'fedavg', 'huge_clip', 'tiny_clip',
-                           'huge_noise')]), st.none())
+_PRIVACY = st.one_of(
+    st.sampled_from([
+        _Privacy(n)
+        for n in ('deltafl', 'fedavg', 'huge_clip', 'tiny_clip', 'huge_noise')
+    ]), st.none())
 _OPTIMIZERS = st.one_of(
-    st.sampled_from([_sgd(), tff.learning.optimizers.build_adam(0.01),
-                     _sgd, 'sgd', None, 0, '', []]), fz.any_value())
-_MODEL_FNS = st.one_of(st.just(_model_fn), st.sampled_from(
-    [tasks.linear_keras_model, lambda: None, lambda: _model_fn]))
+    st.sampled_from([
+        _sgd(),
+        tff.learning.optimizers.build_adam(0.01), _sgd, 'sgd', None, 0, '', []
+    ]), fz.any_value())
+_MODEL_FNS = st.one_of(
+    st.just(_model_fn),
+    st.sampled_from([tasks.linear_keras_model, lambda: None,
+                     lambda: _model_fn]))
 _BUILD_NAMES = ('model_fn', 'tail_fraction', 'client_optimizer_fn',
                 'server_optimizer_fn', 'privacy', 'reweighting', 'l2_clip',
                 'quantile_noise_multiplier', 'objective', 'proximal_strength',
@@ -354,22 +385,28 @@ _BUILD_NAMES = ('model_fn', 'tail_fraction', 'client_optimizer_fn',
 
 _superquantile, _superquantile_check = _resolving(pr.build_superquantile_fl,
                                                   _check_superquantile)
-_dp_fedavg, _dp_fedavg_check = _resolving(pr.build_dp_fedavg,
-                                          _check_dp_fedavg)
+_dp_fedavg, _dp_fedavg_check = _resolving(pr.build_dp_fedavg, _check_dp_fedavg)
 
 BUILD_ENTRY_POINTS = [
     fz.EntryPoint(
         name='learning.build_superquantile_fl (validation)',
-        call=_superquantile, check=_superquantile_check,
-        baseline=dict(model_fn=_model_fn, tail_fraction=0.5,
-                      client_optimizer_fn=_sgd(), server_optimizer_fn=None,
-                      privacy=_Privacy('deltafl'), reweighting='threshold'),
+        call=_superquantile,
+        check=_superquantile_check,
+        baseline=dict(model_fn=_model_fn,
+                      tail_fraction=0.5,
+                      client_optimizer_fn=_sgd(),
+                      server_optimizer_fn=None,
+                      privacy=_Privacy('deltafl'),
+                      reweighting='threshold'),
         hints=dict(model_fn=_MODEL_FNS,
                    tail_fraction=st.one_of(st.floats(0, 1), fz.floats()),
                    client_optimizer_fn=_OPTIMIZERS,
-                   server_optimizer_fn=_OPTIMIZERS, privacy=_PRIVACY,
+                   server_optimizer_fn=_OPTIMIZERS,
+                   privacy=_PRIVACY,
                    reweighting=st.sampled_from(['threshold', 'exact', 'x'])),
-        names=_BUILD_NAMES, max_examples=20, budget=20.0,
+        names=_BUILD_NAMES,
+        max_examples=20,
+        budget=20.0,
         examples=[
             ('l2_clip 1e300 on float32 weights (the update was +-inf)',
              dict(privacy=_Privacy('huge_clip')), 'clear_error'),
@@ -380,44 +417,56 @@ BUILD_ENTRY_POINTS = [
             ("server optimizer '' (silently the default SGD)",
              dict(server_optimizer_fn=''), 'clear_error'),
             ('server optimizer array (ambiguous truth value)',
-             dict(server_optimizer_fn=np.array([1.0, 2.0])),
-             'clear_error'),
-            ('non-private exact', dict(privacy=None, reweighting='exact'),
-             'documented'),
+             dict(server_optimizer_fn=np.array([1.0, 2.0])), 'clear_error'),
+            ('non-private exact', dict(privacy=None,
+                                       reweighting='exact'), 'documented'),
         ]),
-    fz.EntryPoint(
-        name='learning.build_dp_fedavg (validation)',
-        call=_dp_fedavg, check=_dp_fedavg_check,
-        baseline=dict(model_fn=_model_fn, client_optimizer_fn=_sgd(),
-                      server_optimizer_fn=None, privacy=_Privacy('fedavg')),
-        hints=dict(model_fn=_MODEL_FNS, client_optimizer_fn=_OPTIMIZERS,
-                   server_optimizer_fn=_OPTIMIZERS, privacy=_PRIVACY),
-        names=_BUILD_NAMES, max_examples=15, budget=20.0,
-        examples=[
-            ('noise 1e300 on float32 weights (the update was +-inf)',
-             dict(privacy=_Privacy('huge_noise')), 'clear_error'),
-        ]),
+    fz.EntryPoint(name='learning.build_dp_fedavg (validation)',
+                  call=_dp_fedavg,
+                  check=_dp_fedavg_check,
+                  baseline=dict(model_fn=_model_fn,
+                                client_optimizer_fn=_sgd(),
+                                server_optimizer_fn=None,
+                                privacy=_Privacy('fedavg')),
+                  hints=dict(model_fn=_MODEL_FNS,
+                             client_optimizer_fn=_OPTIMIZERS,
+                             server_optimizer_fn=_OPTIMIZERS,
+                             privacy=_PRIVACY),
+                  names=_BUILD_NAMES,
+                  max_examples=15,
+                  budget=20.0,
+                  examples=[
+                      ('noise 1e300 on float32 weights (the update was +-inf)',
+                       dict(privacy=_Privacy('huge_noise')), 'clear_error'),
+                  ]),
     fz.EntryPoint(
         name='learning.build_baseline (validation)',
-        call=_validated(pr.build_baseline), check=_check_baseline,
-        baseline=dict(objective='qffl', model_fn=_model_fn,
-                      client_optimizer_fn=_sgd(), q=1.0, lipschitz=10.0),
-        hints=dict(objective=st.sampled_from(list(weighting.OBJECTIVES)
-                                             + ['x']),
-                   model_fn=_MODEL_FNS, client_optimizer_fn=_OPTIMIZERS,
-                   server_optimizer_fn=_OPTIMIZERS,
-                   tail_fraction=st.one_of(st.none(), fz.floats()),
-                   proximal_strength=st.one_of(st.none(), fz.floats()),
-                   q=st.one_of(st.none(), fz.floats()),
-                   lipschitz=st.one_of(st.none(), fz.floats()),
-                   tilt=st.one_of(st.none(), fz.floats()),
-                   seed=st.one_of(st.none(), fz.ints())),
-        names=_BUILD_NAMES, max_examples=20, budget=20.0,
+        call=_validated(pr.build_baseline),
+        check=_check_baseline,
+        baseline=dict(objective='qffl',
+                      model_fn=_model_fn,
+                      client_optimizer_fn=_sgd(),
+                      q=1.0,
+                      lipschitz=10.0),
+        hints=dict(
+            objective=st.sampled_from(list(weighting.OBJECTIVES) + ['x']),
+            model_fn=_MODEL_FNS,
+            client_optimizer_fn=_OPTIMIZERS,
+            server_optimizer_fn=_OPTIMIZERS,
+            tail_fraction=st.one_of(st.none(), fz.floats()),
+            proximal_strength=st.one_of(st.none(), fz.floats()),
+            q=st.one_of(st.none(), fz.floats()),
+            lipschitz=st.one_of(st.none(), fz.floats()),
+            tilt=st.one_of(st.none(), fz.floats()),
+            seed=st.one_of(st.none(), fz.ints())),
+        names=_BUILD_NAMES,
+        max_examples=20,
+        budget=20.0,
         examples=[
-            ('fedavg', dict(objective='fedavg', q=None, lipschitz=None),
-             'documented'),
-            ('tilted without tilt', dict(objective='tilted', q=None,
-                                         lipschitz=None), 'clear_error'),
+            ('fedavg', dict(objective='fedavg', q=None,
+                            lipschitz=None), 'documented'),
+            ('tilted without tilt',
+             dict(objective='tilted', q=None, lipschitz=None), 'clear_error'),
         ]),
 ]
 

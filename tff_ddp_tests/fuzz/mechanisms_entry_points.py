@@ -59,8 +59,8 @@ def _check_pbm(kwargs, m):
     return 'the sum can wrap the ring'
   if not 1 <= m.num_trials <= pbm.MAX_NUM_TRIALS:
     return f'num_trials {m.num_trials}'
-  if not (0.25 <= m.p_low <= 0.5 <= m.p_high <= 0.75
-          and m.p_high - 0.5 <= m.theta):
+  if not (0.25 <= m.p_low <= 0.5 <= m.p_high <= 0.75 and
+          m.p_high - 0.5 <= m.theta):
     return f'probabilities {m.p_low}, {m.p_high} for theta {m.theta}'
   if not (math.isfinite(m.coordinate_bound) and m.coordinate_bound > 0):
     return f'coordinate bound {m.coordinate_bound!r}'
@@ -78,8 +78,9 @@ def _int_list(shape):
     return shape.as_list()
   if not isinstance(shape, (list, tuple)):
     return None
-  if any(isinstance(d, (bool, np.bool_))
-         or not isinstance(d, (int, np.integer)) for d in shape):
+  if any(
+      isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer))
+      for d in shape):
     return None
   return [int(d) for d in shape]
 
@@ -88,8 +89,9 @@ def _valid_seed(seed) -> bool:
   if isinstance(seed, (tf.Tensor, np.ndarray)):
     return seed.dtype in (tf.int32, tf.int64, np.int32, np.int64)
   return isinstance(seed, (list, tuple)) and len(seed) == 2 and all(
-      isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_))
-      and -2**63 <= int(s) < 2**63 for s in seed)
+      isinstance(s, (int, np.integer)) and
+      not isinstance(s, (bool, np.bool_)) and -2**63 <= int(s) < 2**63
+      for s in seed)
 
 
 def _check_samples(kwargs, out, bound):
@@ -131,8 +133,8 @@ def _check_binomial(kwargs, out):
   values = out.numpy()
   if out.dtype != tf.int64 or values.shape != probs.shape:
     return f'dtype {out.dtype} shape {values.shape} for {probs.shape}'
-  if values.size and not (values.min() >= 0
-                          and values.max() <= int(kwargs['num_trials'])):
+  if values.size and not (values.min() >= 0 and
+                          values.max() <= int(kwargs['num_trials'])):
     return f'values outside [0, num_trials]: {values}'
   return None
 
@@ -140,7 +142,8 @@ def _check_binomial(kwargs, out):
 def _ddg_parameters(dim, integer_inputs=False, **request):
   """ddg.compute_parameters with the request's fields fuzzed flat (each
   validated where `ddg.Request` is built)."""
-  return ddg.compute_parameters(dim, ddg.Request(**request),
+  return ddg.compute_parameters(dim,
+                                ddg.Request(**request),
                                 integer_inputs=integer_inputs)
 
 
@@ -153,133 +156,184 @@ _PROBABILITIES = st.floats(0.0, 1.0)
 _SIZES = st.one_of(st.integers(-2, 40), fz.ints())
 
 ENTRY_POINTS = [
-    fz.EntryPoint(
-        name='mechanisms.ddg.compute_parameters',
-        call=_ddg_parameters,
-        baseline=dict(dim=8, l2_clip=1.0, noise_multiplier=1.0,
-                      expected_clients_per_round=10, bits=16,
-                      modclip_prob=1e-4, beta=0.0, granularity=None,
-                      linf_clip=None, integer_inputs=False,
-                      noise_sampler='table'),
-        check=_check_ddg,
-        hints=dict(dim=st.integers(1, 2**27), l2_clip=fz.floats(),
-                   noise_multiplier=fz.floats(), bits=_SIZES,
-                   expected_clients_per_round=_SIZES,
-                   modclip_prob=_PROBABILITIES, beta=_PROBABILITIES,
-                   granularity=fz.floats(), linf_clip=fz.floats()),
-        examples=[
-            ('l2_clip 1e300', dict(
-                dim=8, l2_clip=1e300, noise_multiplier=1.0,
-                expected_clients_per_round=10, bits=16), 'documented'),
-            ('l2_clip and noise 1e300', dict(
-                dim=8, l2_clip=1e300, noise_multiplier=1e300,
-                expected_clients_per_round=10, bits=16), 'clear_error'),
-            ('noise 1e-300', dict(
-                dim=8, l2_clip=1.0, noise_multiplier=1e-300,
-                expected_clients_per_round=10, bits=16), 'clear_error'),
-            ('clients True', dict(
-                dim=8, l2_clip=1.0, noise_multiplier=1.0,
-                expected_clients_per_round=True, bits=16), 'clear_error'),
-            ('numpy ints', dict(
-                dim=np.int64(8), l2_clip=np.float32(1.0),
-                noise_multiplier=1.0,
-                expected_clients_per_round=np.int64(10),
-                bits=np.int32(16)), 'documented'),
-        ]),
-    fz.EntryPoint(
-        name='mechanisms.pbm.compute_parameters',
-        call=_pbm_parameters,
-        baseline=dict(dim=8, l2_clip=1.0, theta=0.1, num_trials=16,
-                      expected_clients_per_round=10,
-                      max_clients_per_round=None, divisor='l2',
-                      linf_clip=None, l0_clip=None),
-        check=_check_pbm,
-        hints=dict(dim=st.integers(1, 2**27), l2_clip=fz.floats(),
-                   theta=fz.floats(), num_trials=_SIZES,
-                   expected_clients_per_round=_SIZES,
-                   max_clients_per_round=_SIZES, linf_clip=fz.floats(),
-                   l0_clip=_SIZES),
-        examples=[
-            ('num_trials 10**12', dict(
-                dim=8, l2_clip=1.0, theta=0.1, num_trials=10**12,
-                expected_clients_per_round=4), 'clear_error'),
-            ('num_trials MAX_NUM_TRIALS', dict(
-                dim=8, l2_clip=1.0, theta=0.1,
-                num_trials=pbm.MAX_NUM_TRIALS,
-                expected_clients_per_round=4), 'documented'),
-            ('theta 1e-300', dict(
-                dim=8, l2_clip=1.0, theta=1e-300, num_trials=16,
-                expected_clients_per_round=4), 'clear_error'),
-            ('clients True', dict(
-                dim=8, l2_clip=1.0, theta=0.1, num_trials=16,
-                expected_clients_per_round=True), 'clear_error'),
-            ('clients 2^30', dict(
-                dim=8, l2_clip=1.0, theta=0.1, num_trials=1,
-                expected_clients_per_round=base.MAX_MODULUS), 'clear_error'),
-        ]),
-    fz.EntryPoint(
-        name='mechanisms.sample_discrete_gaussian',
-        call=discrete_gaussian.sample_discrete_gaussian,
-        baseline=dict(shape=[3], scale=2.0, seed=[1, 2]),
-        check=_check_exact_samples,
-        hints=dict(shape=fz.shapes(), seed=fz.seeds(),
-                   scale=st.one_of(fz.floats(), st.floats(0.0, 2.0**25))),
-        max_examples=15,
-        examples=[
-            ('shape [2.5]', dict(shape=[2.5], scale=1.0, seed=[1, 2]),
-             'clear_error'),
-            ('float seed', dict(shape=[2], scale=1.0, seed=[1.5, 2.0]),
-             'clear_error'),
-            ('scalar seed', dict(shape=[2], scale=1.0, seed=1.5),
-             'clear_error'),
-            ('seed of 3', dict(shape=[2], scale=1.0, seed=[1, 2, 3]),
-             'clear_error'),
-            ('negative dim', dict(shape=[-1], scale=1.0, seed=[1, 2]),
-             'clear_error'),
-            ('string shape', dict(shape='ab', scale=1.0, seed=[1, 2]),
-             'clear_error'),
-            ('10**12 samples', dict(shape=[10**12], scale=1.0, seed=[1, 2]),
-             'clear_error'),
-            ('numpy dims', dict(shape=[np.int64(2)], scale=1.0,
-                                seed=np.array([1, 2])), 'documented'),
-        ]),
+    fz.EntryPoint(name='mechanisms.ddg.compute_parameters',
+                  call=_ddg_parameters,
+                  baseline=dict(dim=8,
+                                l2_clip=1.0,
+                                noise_multiplier=1.0,
+                                expected_clients_per_round=10,
+                                bits=16,
+                                modclip_prob=1e-4,
+                                beta=0.0,
+                                granularity=None,
+                                linf_clip=None,
+                                integer_inputs=False,
+                                noise_sampler='table'),
+                  check=_check_ddg,
+                  hints=dict(dim=st.integers(1, 2**27),
+                             l2_clip=fz.floats(),
+                             noise_multiplier=fz.floats(),
+                             bits=_SIZES,
+                             expected_clients_per_round=_SIZES,
+                             modclip_prob=_PROBABILITIES,
+                             beta=_PROBABILITIES,
+                             granularity=fz.floats(),
+                             linf_clip=fz.floats()),
+                  examples=[
+                      ('l2_clip 1e300',
+                       dict(dim=8,
+                            l2_clip=1e300,
+                            noise_multiplier=1.0,
+                            expected_clients_per_round=10,
+                            bits=16), 'documented'),
+                      ('l2_clip and noise 1e300',
+                       dict(dim=8,
+                            l2_clip=1e300,
+                            noise_multiplier=1e300,
+                            expected_clients_per_round=10,
+                            bits=16), 'clear_error'),
+                      ('noise 1e-300',
+                       dict(dim=8,
+                            l2_clip=1.0,
+                            noise_multiplier=1e-300,
+                            expected_clients_per_round=10,
+                            bits=16), 'clear_error'),
+                      ('clients True',
+                       dict(dim=8,
+                            l2_clip=1.0,
+                            noise_multiplier=1.0,
+                            expected_clients_per_round=True,
+                            bits=16), 'clear_error'),
+                      ('numpy ints',
+                       dict(dim=np.int64(8),
+                            l2_clip=np.float32(1.0),
+                            noise_multiplier=1.0,
+                            expected_clients_per_round=np.int64(10),
+                            bits=np.int32(16)), 'documented'),
+                  ]),
+    fz.EntryPoint(name='mechanisms.pbm.compute_parameters',
+                  call=_pbm_parameters,
+                  baseline=dict(dim=8,
+                                l2_clip=1.0,
+                                theta=0.1,
+                                num_trials=16,
+                                expected_clients_per_round=10,
+                                max_clients_per_round=None,
+                                divisor='l2',
+                                linf_clip=None,
+                                l0_clip=None),
+                  check=_check_pbm,
+                  hints=dict(dim=st.integers(1, 2**27),
+                             l2_clip=fz.floats(),
+                             theta=fz.floats(),
+                             num_trials=_SIZES,
+                             expected_clients_per_round=_SIZES,
+                             max_clients_per_round=_SIZES,
+                             linf_clip=fz.floats(),
+                             l0_clip=_SIZES),
+                  examples=[
+                      ('num_trials 10**12',
+                       dict(dim=8,
+                            l2_clip=1.0,
+                            theta=0.1,
+                            num_trials=10**12,
+                            expected_clients_per_round=4), 'clear_error'),
+                      ('num_trials MAX_NUM_TRIALS',
+                       dict(dim=8,
+                            l2_clip=1.0,
+                            theta=0.1,
+                            num_trials=pbm.MAX_NUM_TRIALS,
+                            expected_clients_per_round=4), 'documented'),
+                      ('theta 1e-300',
+                       dict(dim=8,
+                            l2_clip=1.0,
+                            theta=1e-300,
+                            num_trials=16,
+                            expected_clients_per_round=4), 'clear_error'),
+                      ('clients True',
+                       dict(dim=8,
+                            l2_clip=1.0,
+                            theta=0.1,
+                            num_trials=16,
+                            expected_clients_per_round=True), 'clear_error'),
+                      ('clients 2^30',
+                       dict(dim=8,
+                            l2_clip=1.0,
+                            theta=0.1,
+                            num_trials=1,
+                            expected_clients_per_round=base.MAX_MODULUS),
+                       'clear_error'),
+                  ]),
+    fz.EntryPoint(name='mechanisms.sample_discrete_gaussian',
+                  call=discrete_gaussian.sample_discrete_gaussian,
+                  baseline=dict(shape=[3], scale=2.0, seed=[1, 2]),
+                  check=_check_exact_samples,
+                  hints=dict(shape=fz.shapes(),
+                             seed=fz.seeds(),
+                             scale=st.one_of(fz.floats(),
+                                             st.floats(0.0, 2.0**25))),
+                  max_examples=15,
+                  examples=[
+                      ('shape [2.5]', dict(shape=[2.5], scale=1.0,
+                                           seed=[1, 2]), 'clear_error'),
+                      ('float seed', dict(shape=[2], scale=1.0,
+                                          seed=[1.5, 2.0]), 'clear_error'),
+                      ('scalar seed', dict(shape=[2], scale=1.0,
+                                           seed=1.5), 'clear_error'),
+                      ('seed of 3', dict(shape=[2], scale=1.0,
+                                         seed=[1, 2, 3]), 'clear_error'),
+                      ('negative dim', dict(shape=[-1], scale=1.0,
+                                            seed=[1, 2]), 'clear_error'),
+                      ('string shape', dict(shape='ab', scale=1.0,
+                                            seed=[1, 2]), 'clear_error'),
+                      ('10**12 samples',
+                       dict(shape=[10**12], scale=1.0,
+                            seed=[1, 2]), 'clear_error'),
+                      ('numpy dims',
+                       dict(shape=[np.int64(2)],
+                            scale=1.0,
+                            seed=np.array([1, 2])), 'documented'),
+                  ]),
     fz.EntryPoint(
         name='mechanisms.sample_discrete_gaussian_table',
         call=discrete_gaussian_table.sample_discrete_gaussian_table,
         baseline=dict(shape=[3], scale=2.0, seed=[1, 2]),
         check=_check_table_samples,
         # Scales from a few values: each new scale builds an alias table.
-        hints=dict(shape=fz.shapes(), seed=fz.seeds(),
-                   scale=st.one_of(fz.floats(), st.sampled_from(
-                       [0.0, 0.3, 1.0, 7.5, 100.0, 10000.0]))),
+        hints=dict(shape=fz.shapes(),
+                   seed=fz.seeds(),
+                   scale=st.one_of(
+                       fz.floats(),
+                       st.sampled_from([0.0, 0.3, 1.0, 7.5, 100.0, 10000.0]))),
         max_examples=15,
         examples=[
-            ('shape [2.5]', dict(shape=[2.5], scale=1.0, seed=[1, 2]),
-             'clear_error'),
-            ('float seed', dict(shape=[2], scale=1.0, seed=[1.5, 2.0]),
-             'clear_error'),
-            ('10**12 samples', dict(shape=[10**12], scale=1.0, seed=[1, 2]),
-             'clear_error'),
+            ('shape [2.5]', dict(shape=[2.5], scale=1.0,
+                                 seed=[1, 2]), 'clear_error'),
+            ('float seed', dict(shape=[2], scale=1.0,
+                                seed=[1.5, 2.0]), 'clear_error'),
+            ('10**12 samples', dict(shape=[10**12], scale=1.0,
+                                    seed=[1, 2]), 'clear_error'),
         ]),
     fz.EntryPoint(
         name='mechanisms.binomial.sample_binomial',
         call=binomial.sample_binomial,
-        baseline=dict(probs=[0.3, 0.6], num_trials=16, seed=[1, 2]),
+        baseline=dict(probs=[0.3, 0.6], num_trials=16,
+                      seed=[1, 2]),
         check=_check_binomial,
-        hints=dict(
-            probs=st.one_of(st.lists(fz.floats(), max_size=3),
-                            st.lists(st.floats(0.25, 0.75), max_size=3)),
-            num_trials=st.one_of(st.integers(1, 2**30), fz.ints()),
-            seed=fz.seeds()),
+        hints=dict(probs=st.one_of(st.lists(fz.floats(), max_size=3),
+                                   st.lists(st.floats(0.25, 0.75), max_size=3)),
+                   num_trials=st.one_of(st.integers(1, 2**30), fz.ints()),
+                   seed=fz.seeds()),
         max_examples=15,
         examples=[
             ('float seed', dict(probs=[0.5], num_trials=16,
                                 seed=[1.5, 2.0]), 'clear_error'),
             ('num_trials 2^30', dict(probs=[0.5], num_trials=2**30,
                                      seed=[1, 2]), 'documented'),
-            ('num_trials 2^30 + 1', dict(probs=[0.5], num_trials=2**30 + 1,
-                                         seed=[1, 2]), 'clear_error'),
-            ('nan prob', dict(probs=[math.nan], num_trials=4, seed=[1, 2]),
-             'clear_error'),
+            ('num_trials 2^30 + 1',
+             dict(probs=[0.5], num_trials=2**30 + 1, seed=[1,
+                                                           2]), 'clear_error'),
+            ('nan prob', dict(probs=[math.nan], num_trials=4,
+                              seed=[1, 2]), 'clear_error'),
         ]),
 ]

@@ -95,7 +95,8 @@ hypothesis.settings.register_profile(
     suppress_health_check=list(hypothesis.HealthCheck),
 )
 hypothesis.settings.register_profile(
-    PROFILE_SLOW, parent=hypothesis.settings.get_profile(PROFILE),
+    PROFILE_SLOW,
+    parent=hypothesis.settings.get_profile(PROFILE),
     max_examples=MAX_EXAMPLES * SLOW_FACTOR)
 
 ACCEPTED = ('clear_error', 'documented')
@@ -105,19 +106,18 @@ KINDS = ('clear_error', 'documented', 'unclear_error', 'hang', 'memory',
 # ----------------------------------------------------------------------------
 # Value strategies.
 
-SPECIAL_FLOATS = (
-    math.nan, math.inf, -math.inf, 0.0, -0.0, 5e-324, -5e-324,
-    2.2250738585072014e-308, 1e-300, 1e-30, 1e-12, 0.5, 1.0, 2.5, -1.0,
-    1e9, 1e30, 1e200, 1e300, 1.7976931348623157e308, -1e300)
+SPECIAL_FLOATS = (math.nan, math.inf, -math.inf, 0.0, -0.0, 5e-324, -5e-324,
+                  2.2250738585072014e-308, 1e-300, 1e-30, 1e-12, 0.5, 1.0, 2.5,
+                  -1.0, 1e9, 1e30, 1e200, 1e300, 1.7976931348623157e308, -1e300)
 SPECIAL_INTS = (0, 1, -1, 2, 3, 2**20, 2**30, 2**31 - 1, 2**31, 2**53 + 1,
                 2**63 - 1, 2**63, 2**64, -2**63, 10**9, 10**12, 10**30)
 
 
 def floats() -> st.SearchStrategy:
   """Python floats over the whole float64 range, specials first."""
-  return st.one_of(st.sampled_from(SPECIAL_FLOATS),
-                   st.floats(allow_nan=True, allow_infinity=True,
-                             allow_subnormal=True))
+  return st.one_of(
+      st.sampled_from(SPECIAL_FLOATS),
+      st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=True))
 
 
 def ints() -> st.SearchStrategy:
@@ -129,10 +129,11 @@ def ints() -> st.SearchStrategy:
 def numpy_scalars() -> st.SearchStrategy:
   return st.one_of(
       floats().map(np.float64),
-      st.floats(width=32, allow_nan=True, allow_infinity=True,
+      st.floats(width=32,
+                allow_nan=True,
+                allow_infinity=True,
                 allow_subnormal=True).map(np.float32),
-      st.floats(width=16, allow_nan=True, allow_infinity=True).map(
-          np.float16),
+      st.floats(width=16, allow_nan=True, allow_infinity=True).map(np.float16),
       st.integers(-2**63, 2**63 - 1).map(np.int64),
       st.integers(-2**31, 2**31 - 1).map(np.int32),
       st.integers(0, 255).map(np.uint8),
@@ -149,25 +150,24 @@ def arrays() -> st.SearchStrategy:
   return st.one_of(
       scalars().map(np.array),
       st.lists(st.one_of(floats(), st.integers(-2**63, 2**63 - 1)),
-               min_size=0, max_size=4).map(np.array),
+               min_size=0,
+               max_size=4).map(np.array),
   )
 
 
 def junk() -> st.SearchStrategy:
   """Things that are not numbers at all."""
-  return st.one_of(
-      st.none(), st.text(max_size=8), st.binary(max_size=4),
-      st.complex_numbers(max_magnitude=1e10),
-      st.just(object()), st.just(float), st.just(np.float32),
-      st.just(print), st.sampled_from(['1.0', 'nan', '', 'inf', 'none']))
+  return st.one_of(st.none(), st.text(max_size=8), st.binary(max_size=4),
+                   st.complex_numbers(max_magnitude=1e10), st.just(object()),
+                   st.just(float), st.just(np.float32), st.just(print),
+                   st.sampled_from(['1.0', 'nan', '', 'inf', 'none']))
 
 
 def structures() -> st.SearchStrategy:
   leaf = st.one_of(scalars(), junk())
-  return st.one_of(
-      st.lists(leaf, max_size=4), st.tuples(leaf, leaf),
-      st.dictionaries(st.text(max_size=4), leaf, max_size=3),
-      st.sets(st.integers(-3, 3), max_size=3))
+  return st.one_of(st.lists(leaf, max_size=4), st.tuples(leaf, leaf),
+                   st.dictionaries(st.text(max_size=4), leaf, max_size=3),
+                   st.sets(st.integers(-3, 3), max_size=3))
 
 
 def any_value() -> st.SearchStrategy:
@@ -177,17 +177,18 @@ def any_value() -> st.SearchStrategy:
 
 def seeds() -> st.SearchStrategy:
   """Sampler seeds: mostly pairs (of ints, floats, junk), or anything."""
-  return st.one_of(st.tuples(ints(), ints()).map(list),
-                   st.tuples(floats(), floats()).map(list),
-                   st.lists(ints(), max_size=4), any_value())
+  return st.one_of(
+      st.tuples(ints(), ints()).map(list),
+      st.tuples(floats(), floats()).map(list), st.lists(ints(), max_size=4),
+      any_value())
 
 
 def shapes() -> st.SearchStrategy:
   """Output shapes: short lists of small, negative, float or huge dims."""
-  dim = st.one_of(st.integers(0, 4), st.integers(0, 4).map(np.int64),
-                  ints(), floats(), st.booleans())
-  return st.one_of(st.lists(dim, max_size=3), st.tuples(dim),
-                   any_value())
+  dim = st.one_of(st.integers(0, 4),
+                  st.integers(0, 4).map(np.int64), ints(), floats(),
+                  st.booleans())
+  return st.one_of(st.lists(dim, max_size=3), st.tuples(dim), any_value())
 
 
 # ----------------------------------------------------------------------------
@@ -226,14 +227,15 @@ class EntryPoint:
   call: Callable[..., Any]
   baseline: Dict[str, Any]
   check: Callable[[Dict[str, Any], Any], Optional[str]]
-  hints: Dict[str, st.SearchStrategy] = dataclasses.field(
-      default_factory=dict)
+  hints: Dict[str, st.SearchStrategy] = dataclasses.field(default_factory=dict)
   fuzzed: Optional[Sequence[str]] = None
   names: Optional[Sequence[str]] = None
-  examples: List[Tuple[str, Dict[str, Any], Optional[str]]] = (
-      dataclasses.field(default_factory=list))
-  slow_examples: List[Tuple[str, Dict[str, Any], Optional[str]]] = (
-      dataclasses.field(default_factory=list))
+  examples: List[Tuple[str, Dict[str, Any],
+                       Optional[str]]] = (dataclasses.field(
+                           default_factory=list))
+  slow_examples: List[Tuple[str, Dict[str, Any],
+                            Optional[str]]] = (dataclasses.field(
+                                default_factory=list))
   max_examples: int = MAX_EXAMPLES
   budget: float = TIME_BUDGET
   wait_budget: Optional[float] = None
@@ -263,11 +265,11 @@ class EntryPoint:
 @st.composite
 def _mutations(draw, entry: EntryPoint):
   kwargs = dict(entry.baseline)
-  names = list(entry.fuzzed if entry.fuzzed is not None else
-               sorted(set(entry.baseline) | set(entry.hints)))
+  names = list(entry.fuzzed if entry.fuzzed is not None else sorted(
+      set(entry.baseline) | set(entry.hints)))
   count = draw(st.integers(1, min(2, len(names))))
-  chosen = draw(st.lists(st.sampled_from(names), min_size=1,
-                         max_size=count, unique=True))
+  chosen = draw(
+      st.lists(st.sampled_from(names), min_size=1, max_size=count, unique=True))
   for name in chosen:
     hint = entry.hints.get(name)
     if hint is None:
@@ -312,16 +314,17 @@ def _peak_rss_bytes() -> int:
 
 def names_argument(message: str, names: Sequence[str]) -> bool:
   """Whether `message` contains one of `names` as a whole word."""
-  return any(re.search(rf'(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])',
-                       message) for name in names)
+  return any(
+      re.search(rf'(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])', message)
+      for name in names)
 
 
 def classify(entry: EntryPoint, kwargs: Dict[str, Any]) -> Outcome:
   """Calls entry.call(**kwargs) within the budgets; classifies the outcome."""
   names = entry.argument_names()
   rss = _peak_rss_bytes()
-  previous = (signal.signal(signal.SIGPROF, _alarm),
-              signal.signal(signal.SIGALRM, _alarm))
+  previous = (signal.signal(signal.SIGPROF,
+                            _alarm), signal.signal(signal.SIGALRM, _alarm))
   # The timers stop pure-Python loops; a TF kernel returns first. The CPU
   # timer (ITIMER_PROF: this process's user+sys time) at twice the budget,
   # so that a call merely over budget is measured, not interrupted; the wall
@@ -347,10 +350,11 @@ def classify(entry: EntryPoint, kwargs: Dict[str, Any]) -> Outcome:
   seconds = time.process_time() - cpu_start
   wall = time.perf_counter() - start
   grown = _peak_rss_bytes() - rss
-  if (isinstance(error, _Timeout) or seconds > entry.budget
-      or wall > entry.wall_limit):
-    return Outcome('hang', f'over the {entry.budget} s CPU budget '
-                   f'({wall:.1f} s wall)', seconds)
+  if (isinstance(error, _Timeout) or seconds > entry.budget or
+      wall > entry.wall_limit):
+    return Outcome(
+        'hang', f'over the {entry.budget} s CPU budget '
+        f'({wall:.1f} s wall)', seconds)
   if grown > MEMORY_BUDGET:
     return Outcome('memory', f'peak RSS grew by {grown / 2**20:.0f} MiB',
                    seconds)
@@ -374,7 +378,9 @@ def _describe(kwargs) -> str:
   return ', '.join(f'{k}={v!r:.100}' for k, v in kwargs.items())
 
 
-def run_generated(entry: EntryPoint, on_outcome: Callable, slow=False,
+def run_generated(entry: EntryPoint,
+                  on_outcome: Callable,
+                  slow=False,
                   max_examples: Optional[int] = None):
   """Runs the derandomized cases of `entry`; `on_outcome(kwargs, outcome)`
   is called for each (it raises to fail a test)."""
@@ -410,8 +416,8 @@ def example_kwargs(entry: EntryPoint, kwargs):
 def assert_examples(entry: EntryPoint, slow=False):
   """The hand-written regressions of one entry point (its slow ones when
   `slow`)."""
-  for label, kwargs, expected in (entry.slow_examples if slow
-                                  else entry.examples):
+  for label, kwargs, expected in (entry.slow_examples
+                                  if slow else entry.examples):
     kwargs = example_kwargs(entry, kwargs)
     outcome = classify(entry, kwargs)
     assert outcome.kind in ACCEPTED, (
@@ -436,8 +442,8 @@ def test_classes(name: str, entry_points: Sequence[EntryPoint], module: str):
     def test_generated(self, entry):
       assert_generated(entry)
 
-    @parameterized.named_parameters((e.test_name, e) for e in entry_points
-                                    if e.examples)
+    @parameterized.named_parameters(
+        (e.test_name, e) for e in entry_points if e.examples)
     def test_handwritten(self, entry):
       assert_examples(entry)
 
@@ -449,8 +455,8 @@ def test_classes(name: str, entry_points: Sequence[EntryPoint], module: str):
 
     if any(e.slow_examples for e in entry_points):  # none: no such test
 
-      @parameterized.named_parameters((e.test_name, e) for e in entry_points
-                                      if e.slow_examples)
+      @parameterized.named_parameters(
+          (e.test_name, e) for e in entry_points if e.slow_examples)
       def test_handwritten(self, entry):
         assert_examples(entry, slow=True)
 
@@ -465,8 +471,8 @@ def test_classes(name: str, entry_points: Sequence[EntryPoint], module: str):
 
 
 def is_real(x) -> bool:
-  return isinstance(x, (int, float, np.integer, np.floating)) and not (
-      isinstance(x, (bool, np.bool_)))
+  return isinstance(x, (int, float, np.integer,
+                        np.floating)) and not (isinstance(x, (bool, np.bool_)))
 
 
 def epsilon_ok(eps) -> Optional[str]:

@@ -14,8 +14,11 @@ from tff_ddp_tests.fuzz import strategies as fz
 
 def _entry(call, wait_budget=600.0):
   """An entry point of a 0.1 s CPU budget; `wait_budget` wall seconds."""
-  return fz.EntryPoint(name='f', call=call, baseline={},
-                       check=lambda kwargs, result: None, budget=0.1,
+  return fz.EntryPoint(name='f',
+                       call=call,
+                       baseline={},
+                       check=lambda kwargs, result: None,
+                       budget=0.1,
                        wait_budget=wait_budget)
 
 
@@ -63,7 +66,6 @@ class ClassifyTest(absltest.TestCase):
     # time.sleep is interrupted by the wall timer at the 1 s wait budget;
     # under the sleep's 600 s means it was stopped, not finished.
     start = time.monotonic()
-    outcome = fz.classify(_entry(lambda: time.sleep(600), wait_budget=1.0),
-                          {})
+    outcome = fz.classify(_entry(lambda: time.sleep(600), wait_budget=1.0), {})
     self.assertEqual(outcome.kind, 'hang', msg=str(outcome))
     self.assertLess(time.monotonic() - start, 600.0)

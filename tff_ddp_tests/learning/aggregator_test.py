@@ -38,10 +38,11 @@ class DdpSecureAggregatorTest(tf.test.TestCase):
     # TFF's parameters in TFF's order, then our keyword-only `mechanism`
     # and `adaptive_clipping` (the object TFF's fixed
     # configuration is an instance of).
-    self.assertEqual(list(ours.parameters)[:len(theirs.parameters)],
-                     list(theirs.parameters))
-    self.assertEqual(list(ours.parameters)[len(theirs.parameters):],
-                     ['mechanism', 'adaptive_clipping'])
+    self.assertEqual(
+        list(ours.parameters)[:len(theirs.parameters)], list(theirs.parameters))
+    self.assertEqual(
+        list(ours.parameters)[len(theirs.parameters):],
+        ['mechanism', 'adaptive_clipping'])
     for extra in ('mechanism', 'adaptive_clipping'):
       self.assertEqual(ours.parameters[extra].kind,
                        inspect.Parameter.KEYWORD_ONLY)
@@ -58,8 +59,7 @@ class DdpSecureAggregatorTest(tf.test.TestCase):
     mechanism = factory.mechanism(tff.TensorType(np.float32, [8]))
     self.assertEqual(mechanism.bits, 20)
     # TFF's noise split with count stddev 0.05 * 100 = 5.
-    self.assertAllClose(mechanism.noise_multiplier,
-                        (1.0 - (2 * 5.0)**-2) ** -0.5)
+    self.assertAllClose(mechanism.noise_multiplier, (1.0 - (2 * 5.0)**-2)**-0.5)
     self.assertIn('zeroing=True', repr(factory))
 
   def test_zeroing_clip_and_mean(self):
@@ -79,16 +79,18 @@ class DdpSecureAggregatorTest(tf.test.TestCase):
 
   def test_without_zeroing_the_large_update_is_clipped(self):
     process = _exact(zeroing=False).create(tff.TensorType(np.float32, [4]))
-    output = process.next(process.initialize(),
-                          [_vector(0.05), _vector(0.5), _vector(100.0)])
+    output = process.next(
+        process.initialize(),
+        [_vector(0.05), _vector(0.5),
+         _vector(100.0)])
     self.assertAllClose(output.result, _vector(0.25 / 3), atol=1e-5)
     # One of three below: C <- 0.1 exp(-0.2 (1/3 - 1/2)).
-    self.assertAllClose(output.state['l2_clip'],
-                        0.1 * math.exp(0.2 / 6))
+    self.assertAllClose(output.state['l2_clip'], 0.1 * math.exp(0.2 / 6))
 
   def test_skellam_sum_is_accounted(self):
-    factory = learning.ddp_secure_aggregator(
-        1.0, 100, mechanism='distributed_skellam')
+    factory = learning.ddp_secure_aggregator(1.0,
+                                             100,
+                                             mechanism='distributed_skellam')
     value_type = tff.TensorType(np.float32, [4])
     self.assertEqual(factory.mechanism(value_type).name, 'distributed_skellam')
     event = factory.dp_event(value_type)
@@ -103,14 +105,18 @@ class DdpSecureAggregatorTest(tf.test.TestCase):
   def test_refusals(self):
     with self.assertRaisesRegex(ValueError, 'rotation_type'):
       learning.ddp_secure_aggregator(1.0, 100, rotation_type='fft')
-    self.assertEqual(repr(learning.ddp_secure_aggregator(
-        1.0, 100, rotation_type='dft').mechanism(
-            tff.TensorType(np.float32, [3])).encoder), 'RandomizedDft(dim=3)')
+    self.assertEqual(
+        repr(
+            learning.ddp_secure_aggregator(1.0, 100,
+                                           rotation_type='dft').mechanism(
+                                               tff.TensorType(np.float32,
+                                                              [3])).encoder),
+        'RandomizedDft(dim=3)')
     with self.assertRaisesRegex(TypeError, 'zeroing'):
       learning.ddp_secure_aggregator(1.0, 100, zeroing='yes')
     with self.assertRaisesRegex(TypeError, 'floating point'):
-      learning.ddp_secure_aggregator(1.0, 100).create(
-          tff.TensorType(np.int32, [4]))
+      learning.ddp_secure_aggregator(1.0,
+                                     100).create(tff.TensorType(np.int32, [4]))
 
 
 class MessagesTest(tf.test.TestCase):
@@ -136,7 +142,8 @@ class MessagesTest(tf.test.TestCase):
       # The suggested fixes are the boundary: z < 0.1 n passes.
       learning.ddp_secure_aggregator(0.49, 5)
     # The factory that has the parameter offers it as a third fix.
-    with self.assertRaisesRegex(ValueError, r'auto_l2_clip_count_stddev > 0\.5'):
+    with self.assertRaisesRegex(ValueError,
+                                r'auto_l2_clip_count_stddev > 0\.5'):
       discrete_gaussian.DiscreteGaussianSumFactory.from_tff_arguments(
           1.0, 5, 16, 1.0, auto_l2_clip=True)
 
@@ -151,8 +158,9 @@ class MessagesTest(tf.test.TestCase):
     with warnings.catch_warnings(record=True) as caught:
       warnings.simplefilter('always')
       factory = learning.ddp_secure_aggregator(0.0, 5)
-    messages = [str(w.message) for w in caught
-                if issubclass(w.category, UserWarning)]
+    messages = [
+        str(w.message) for w in caught if issubclass(w.category, UserWarning)
+    ]
     self.assertLen(messages, 1)
     self.assertIn('ddp_secure_aggregator(noise_multiplier=0)', messages[0])
     self.assertIn('NOT differentially private', messages[0])
@@ -166,21 +174,23 @@ class MessagesTest(tf.test.TestCase):
 class FedAvgTest(tf.test.TestCase):
 
   def test_model_aggregator_of_unweighted_fed_avg(self):
+
     def model_fn():
       keras_model = tf.keras.Sequential([
           tf.keras.layers.InputLayer(input_shape=(4,)),
-          tf.keras.layers.Dense(2)])
+          tf.keras.layers.Dense(2)
+      ])
       return tff.learning.models.from_keras_model(
           keras_model,
           input_spec=(tf.TensorSpec([None, 4], tf.float32),
                       tf.TensorSpec([None, 1], tf.int32)),
-          loss=tf.keras.losses.SparseCategoricalCrossentropy(
-              from_logits=True))
+          loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 
     # Count stddev 0.05 * 4 = 0.2 > noise_multiplier / 2.
     factory = learning.ddp_secure_aggregator(0.3, 4)
     process = tff.learning.algorithms.build_unweighted_fed_avg(
-        model_fn, client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.1),
+        model_fn,
+        client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.1),
         model_aggregator=factory)
     data = tf.data.Dataset.from_tensor_slices(
         (np.ones([4, 4], np.float32), np.zeros([4, 1], np.int32))).batch(2)

@@ -40,11 +40,13 @@ class GeneratedDatabasesTest(tf.test.TestCase):
 
   def test_emnist_through_tffs_loader(self):
     folder = _folder(self)
-    generated_databases.write_emnist(folder, num_clients=3,
-                                     train_examples=4, test_examples=2,
+    generated_databases.write_emnist(folder,
+                                     num_clients=3,
+                                     train_examples=4,
+                                     test_examples=2,
                                      seed=5)
-    train, test = tff.simulation.datasets.emnist.load_data(
-        only_digits=False, cache_dir=folder)
+    train, test = tff.simulation.datasets.emnist.load_data(only_digits=False,
+                                                           cache_dir=folder)
     expected = _rows_by_client(generated_databases.emnist_rows(3, 4, 2, 5))
     self.assertLen(train.client_ids, 3)
     self.assertEqual(train.client_ids, test.client_ids)
@@ -52,8 +54,9 @@ class GeneratedDatabasesTest(tf.test.TestCase):
     for split, data in (('all_train', train), ('all_test', test)):
       for client in data.client_ids:
         got = list(data.create_tf_dataset_for_client(client))
-        written = [tf.train.Example.FromString(b) for b in
-                   expected[(split, client)]]
+        written = [
+            tf.train.Example.FromString(b) for b in expected[(split, client)]
+        ]
         self.assertLen(got, len(written))
         for element, example in zip(got, written):
           feature = example.features.feature
@@ -65,20 +68,27 @@ class GeneratedDatabasesTest(tf.test.TestCase):
           self.assertEqual(element['pixels'].shape, (28, 28))
           self.assertBetween(float(element['pixels'].numpy().min()), 0, 1)
     # The digits splits hold exactly the digit examples.
-    digits_train, _ = tff.simulation.datasets.emnist.load_data(
-        only_digits=True, cache_dir=folder)
+    digits_train, _ = tff.simulation.datasets.emnist.load_data(only_digits=True,
+                                                               cache_dir=folder)
     for client in digits_train.client_ids:
-      labels = [int(e['label']) for e in
-                digits_train.create_tf_dataset_for_client(client)]
-      all_labels = [int(e['label']) for e in
-                    train.create_tf_dataset_for_client(client)]
+      labels = [
+          int(e['label'])
+          for e in digits_train.create_tf_dataset_for_client(client)
+      ]
+      all_labels = [
+          int(e['label']) for e in train.create_tf_dataset_for_client(client)
+      ]
       self.assertEqual(labels, [l for l in all_labels if l < 10])
 
   def test_stackoverflow_through_tffs_loader(self):
     folder = _folder(self)
-    generated_databases.write_stackoverflow(
-        folder, num_clients=3, train_sentences=4, test_sentences=2,
-        heldout_clients=1, vocabulary_size=30, seed=2)
+    generated_databases.write_stackoverflow(folder,
+                                            num_clients=3,
+                                            train_sentences=4,
+                                            test_sentences=2,
+                                            heldout_clients=1,
+                                            vocabulary_size=30,
+                                            seed=2)
     train, heldout, test = tff.simulation.datasets.stackoverflow.load_data(
         cache_dir=folder)
     self.assertLen(train.client_ids, 3)
@@ -89,13 +99,13 @@ class GeneratedDatabasesTest(tf.test.TestCase):
         generated_databases.stackoverflow_rows(3, 4, 2, 1, 30, 2))
     for client in train.client_ids:
       got = list(train.create_tf_dataset_for_client(client))
-      written = [tf.train.Example.FromString(b)
-                 for b in expected[('train', client)]]
+      written = [
+          tf.train.Example.FromString(b) for b in expected[('train', client)]
+      ]
       self.assertLen(got, 4)
       for element, example in zip(got, written):
-        self.assertEqual(
-            element['tokens'].numpy(),
-            example.features.feature['tokens'].bytes_list.value[0])
+        self.assertEqual(element['tokens'].numpy(),
+                         example.features.feature['tokens'].bytes_list.value[0])
         self.assertIn(element['type'].numpy(), (b'question', b'answer'))
         self.assertEqual(element['score'].dtype, tf.int64)
 
@@ -103,11 +113,14 @@ class GeneratedDatabasesTest(tf.test.TestCase):
     folder = _folder(self)
     path = generated_databases.write_emnist(folder, 2, 3, 1)
     with sqlite3.connect(path) as connection:
-      metadata = sorted(connection.execute(
-          'SELECT client_id, split_name, num_examples FROM client_metadata'))
-      counted = sorted(connection.execute(
-          'SELECT client_id, split_name, COUNT(*) FROM examples '
-          'GROUP BY client_id, split_name'))
+      metadata = sorted(
+          connection.execute(
+              'SELECT client_id, split_name, num_examples FROM client_metadata')
+      )
+      counted = sorted(
+          connection.execute(
+              'SELECT client_id, split_name, COUNT(*) FROM examples '
+              'GROUP BY client_id, split_name'))
     self.assertEqual(metadata, counted)
     self.assertEqual(databases.check(databases.EMNIST, folder), path)
 
@@ -126,10 +139,10 @@ class ClientIndexTest(tf.test.TestCase):
       connection.execute(statement)
     self.assertTrue(databases.has_client_index(path))
     # TFF's loader reads it as before.
-    train, _ = tff.simulation.datasets.emnist.load_data(
-        only_digits=False, cache_dir=folder)
-    self.assertLen(list(train.create_tf_dataset_for_client(
-        train.client_ids[0])), 2)
+    train, _ = tff.simulation.datasets.emnist.load_data(only_digits=False,
+                                                        cache_dir=folder)
+    self.assertLen(
+        list(train.create_tf_dataset_for_client(train.client_ids[0])), 2)
 
 
 class CheckTest(parameterized.TestCase):
@@ -165,9 +178,10 @@ class CheckTest(parameterized.TestCase):
       f.write(b'not a database' * 100)
     with self.assertRaises(databases.DatabaseError) as raised:
       databases.check(databases.EMNIST, folder)
-    self.assert_one_line(raised.exception, 'not an SQLite database',
-                         'client_metadata(client_id, split_name, '
-                         'num_examples)')
+    self.assert_one_line(
+        raised.exception, 'not an SQLite database',
+        'client_metadata(client_id, split_name, '
+        'num_examples)')
 
   @parameterized.named_parameters(
       ('no_metadata_table', 'DROP TABLE client_metadata',
@@ -237,19 +251,22 @@ class CheckTest(parameterized.TestCase):
         example = tf.train.Example.FromString(blob)
         example.features.feature['label'].int64_list.value[0] = 70
         blob = example.SerializeToString()
-      connection.execute('UPDATE examples SET serialized_example_proto = ? '
-                         'WHERE rowid = ?', (blob, rowid))
+      connection.execute(
+          'UPDATE examples SET serialized_example_proto = ? '
+          'WHERE rowid = ?', (blob, rowid))
     with self.assertRaises(databases.DatabaseError) as raised:
       databases.check(databases.EMNIST, folder)
-    self.assert_one_line(raised.exception, f'row {rowid}', path,
-                         *(('not a serialized',) if fault == 'damaged' else
-                           ("feature 'label'", 'is 70, outside the 0..61')))
+    self.assert_one_line(
+        raised.exception, f'row {rowid}', path,
+        *(('not a serialized',) if fault == 'damaged' else
+          ("feature 'label'", 'is 70, outside the 0..61')))
 
   def test_blob_that_is_not_an_example(self):
     folder = self._folder()
     path = databases.EMNIST.path(folder)
-    rows = [(split, 'f0', b'\xff\xfe garbage') for split in
-            databases.EMNIST.splits]
+    rows = [
+        (split, 'f0', b'\xff\xfe garbage') for split in databases.EMNIST.splits
+    ]
     generated_databases._write(path, iter(rows))  # pylint: disable=protected-access  # tests a private part
     with self.assertRaises(databases.DatabaseError) as raised:
       databases.check(databases.EMNIST, folder)

@@ -28,11 +28,13 @@ def _model_fn():
   keras_model = tf.keras.Sequential([
       tf.keras.layers.InputLayer(input_shape=(_FEATURES,)),
       tf.keras.layers.Dense(
-          2, kernel_initializer=tf.keras.initializers.Constant(_W0))])
+          2, kernel_initializer=tf.keras.initializers.Constant(_W0))
+  ])
   return tff.learning.models.from_keras_model(
       keras_model,
-      input_spec=(tf.TensorSpec([None, _FEATURES], tf.float32),
-                  tf.TensorSpec([None, 1], tf.int32)),
+      input_spec=(tf.TensorSpec([None, _FEATURES],
+                                tf.float32), tf.TensorSpec([None, 1],
+                                                           tf.int32)),
       loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 
 
@@ -57,8 +59,7 @@ def _quiet(fn, *args, **kwargs):
 
 # Keras' unfinalized metrics of this model: loss = [sum of batch losses x
 # batch size, examples], num_examples, num_batches: k = 4 coordinates.
-_BOUNDS = collections.OrderedDict(loss=[30.0, 6], num_examples=6,
-                                  num_batches=3)
+_BOUNDS = collections.OrderedDict(loss=[30.0, 6], num_examples=6, num_batches=3)
 _K = 4
 
 
@@ -79,7 +80,8 @@ class ArgumentsTest(tf.test.TestCase):
         (dict(bits=40), ValueError, 'bits'),
     ]
     for change, error, message in cases:
-      args = dict(noise_multiplier=1.0, expected_clients_per_round=4,
+      args = dict(noise_multiplier=1.0,
+                  expected_clients_per_round=4,
                   metric_bounds=_BOUNDS)
       args.update(change)
       with self.assertRaisesRegex(error, message, msg=str(change)):
@@ -111,25 +113,31 @@ def _unfinalized_type():
   with tf.Graph().as_default():
     model = _model_fn()
     metrics = model.report_local_unfinalized_metrics()
-    return tff.types.tensorflow_to_type(tf.nest.map_structure(
-        lambda t: tf.TensorSpec(t.shape, t.dtype), metrics))
+    return tff.types.tensorflow_to_type(
+        tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype),
+                              metrics))
 
 
 class LayoutTest(tf.test.TestCase):
 
   def test_normalise_and_restore_invert_each_other(self):
     layout = metrics_lib._Layout(  # pylint: disable=protected-access  # tests a private part
-        tff.types.to_type(collections.OrderedDict(
-            loss=[np.float32, np.float32], num_examples=[np.int64],
-            num_batches=[np.int64])),
+        tff.types.to_type(
+            collections.OrderedDict(loss=[np.float32, np.float32],
+                                    num_examples=[np.int64],
+                                    num_batches=[np.int64])),
         metrics_lib._metric_bounds(  # pylint: disable=protected-access  # tests a private part
-            {'loss': [30.0, 6], 'num_examples': 6}), _finalizers())
+            {
+                'loss': [30.0, 6],
+                'num_examples': 6
+            }),
+        _finalizers())
     self.assertEqual(layout.dim, 3)  # num_batches withheld
     np.testing.assert_array_equal(layout.bounds, [30.0, 6.0, 6.0])
-    metrics = collections.OrderedDict(
-        loss=[tf.constant(4.5), tf.constant(3.0)],
-        num_examples=[tf.constant(3, tf.int64)],
-        num_batches=[tf.constant(2, tf.int64)])
+    metrics = collections.OrderedDict(loss=[tf.constant(4.5),
+                                            tf.constant(3.0)],
+                                      num_examples=[tf.constant(3, tf.int64)],
+                                      num_batches=[tf.constant(2, tf.int64)])
     flat = layout.normalise(metrics)
     np.testing.assert_allclose(flat, [0.15, 0.5, 0.5])
     restored = layout.restore(flat)
@@ -147,7 +155,8 @@ class EmptyClientTest(tf.test.TestCase):
     dataset reports all-zero unfinalized Keras metrics."""
     from tensorflow_federated.python.learning.templates import model_delta_client_work
     update = model_delta_client_work.build_model_delta_update_with_tff_optimizer(
-        _model_fn, weighting=tff.learning.ClientWeighting.UNIFORM,
+        _model_fn,
+        weighting=tff.learning.ClientWeighting.UNIFORM,
         loop_implementation=tff.learning.LoopImplementation.DATASET_REDUCE)
     weights = tff.learning.models.ModelWeights(
         trainable=[tf.constant(_W0), tf.zeros([2])], non_trainable=[])
@@ -171,7 +180,8 @@ def _run_alone(metrics_aggregator, client_metrics):
 def _client_metrics(loss_sum, examples, batches):
   return collections.OrderedDict(
       loss=[np.float32(loss_sum), np.float32(examples)],
-      num_examples=[np.int64(examples)], num_batches=[np.int64(batches)])
+      num_examples=[np.int64(examples)],
+      num_batches=[np.int64(batches)])
 
 
 class AggregatorsTest(tf.test.TestCase):
@@ -190,16 +200,18 @@ class AggregatorsTest(tf.test.TestCase):
     z sqrt(k) b (z = 1, k = 4: 2 b) plus the DDG's conditional rounding,
     at most gamma per client (gamma ~ 1e-5 b here); 6 stddevs. The seed
     fixes the draw."""
-    clients = [_client_metrics(4.0, 6, 3), _client_metrics(3.0, 5, 3),
-               _client_metrics(6.0, 6, 3)]
+    clients = [
+        _client_metrics(4.0, 6, 3),
+        _client_metrics(3.0, 5, 3),
+        _client_metrics(6.0, 6, 3)
+    ]
     noised = _quiet(learning.noised_metrics, 1.0, 3, _BOUNDS, seed=5)
     out = _run_alone(noised, clients)
     sd = noised.noise_stddevs(_K)
     self.assertLess(abs(out['num_examples'] - 17), 6 * sd['num_examples'][0])
     self.assertLess(abs(out['num_batches'] - 9), 6 * sd['num_batches'][0])
     self.assertNotEqual(out['num_examples'], 17)  # not the exact count
-    self.assertEqual(out['secure_sum_measurements']['participating_clients'],
-                     3)
+    self.assertEqual(out['secure_sum_measurements']['participating_clients'], 3)
     event = accounting.extract_dp_event(out)
     self.assertEqual(event, noised.dp_event(_K, num_clients=3))
     self.assertIsInstance(event, accounting.DistributedDiscreteGaussianDpEvent)
@@ -218,9 +230,11 @@ class RoundDpEventTest(tf.test.TestCase):
   """round_dp_event on the layouts of TFF's and tff_ddp's processes."""
 
   def _event(self, event):
+
     @tff.tensorflow.computation
     def measured():
       return event_io.event_structure(event)
+
     return measured()
 
   def test_exact_client_metrics_are_refused(self):
@@ -296,8 +310,13 @@ class FedAvgNeighboursTest(tf.test.TestCase):
   (its examples removed; it still takes part, as the server sees)."""
 
   def _build(self, metrics_aggregator):
-    model_aggregator = _quiet(aggregator.DdpMeanFactory, 0.3, 4, 20, True,
-                              'hd', seed=11)
+    model_aggregator = _quiet(aggregator.DdpMeanFactory,
+                              0.3,
+                              4,
+                              20,
+                              True,
+                              'hd',
+                              seed=11)
     return tff.learning.algorithms.build_unweighted_fed_avg(
         _model_fn,
         client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.1),
@@ -305,8 +324,8 @@ class FedAvgNeighboursTest(tf.test.TestCase):
         metrics_aggregator=metrics_aggregator)
 
   def _rounds(self, process, last_client_examples, rounds):
-    data = [_dataset(c, 6) for c in range(3)] + [
-        _dataset(3, last_client_examples)]
+    data = [_dataset(c, 6) for c in range(3)
+           ] + [_dataset(3, last_client_examples)]
     state, outputs = process.initialize(), []
     for _ in range(rounds):
       output = process.next(state, data)
@@ -328,10 +347,14 @@ class FedAvgNeighboursTest(tf.test.TestCase):
         exact[path] = (_leaves(whole.metrics, '/metrics')[path],
                        _leaves(removed.metrics, '/metrics')[path])
     self.assertEqual(
-        {p: tuple(int(v) for v in pair) for p, pair in exact.items()
-         if not p.endswith('loss')},
-        {'/metrics/client_work/train/num_examples': (24, 18),
-         '/metrics/client_work/train/num_batches': (12, 9)})
+        {
+            p: tuple(int(v) for v in pair)
+            for p, pair in exact.items()
+            if not p.endswith('loss')
+        }, {
+            '/metrics/client_work/train/num_examples': (24, 18),
+            '/metrics/client_work/train/num_batches': (12, 9)
+        })
     self.assertIn('/metrics/client_work/train/loss', exact)
     with self.assertRaisesRegex(ValueError, 'num_examples'):
       learning.round_dp_event(whole.metrics)
@@ -347,27 +370,33 @@ class FedAvgNeighboursTest(tf.test.TestCase):
     accountant = accounting.RdpAccountant(adversary='server')
     for t in range(2):
       a, b = ours[0][t], ours[1][t]
-      differing = _differing({'metrics': a.metrics, 'state': a.state},
-                             {'metrics': b.metrics, 'state': b.state})
+      differing = _differing({
+          'metrics': a.metrics,
+          'state': a.state
+      }, {
+          'metrics': b.metrics,
+          'state': b.state
+      })
       self.assertNotEmpty(differing)
       for path in differing:
         self.assertTrue(path.startswith(_NOISED), f'round {t}: {path}')
       # No exact pair of the control's reaches the server (its first
       # round ran the same clients from the same model).
-      leaves = (_leaves(a.metrics, '/metrics'),
-                _leaves(b.metrics, '/metrics'))
+      leaves = (_leaves(a.metrics, '/metrics'), _leaves(b.metrics, '/metrics'))
       for path in leaves[0]:
         for pair in exact.values():
           self.assertFalse(
-              np.array_equal(leaves[0][path], pair[0])
-              and np.array_equal(leaves[1][path], pair[1]),
+              np.array_equal(leaves[0][path], pair[0]) and
+              np.array_equal(leaves[1][path], pair[1]),
               f'round {t}: {path} is the exact {pair}')
       # One event per round: the noised metrics' and the model's.
       event = learning.round_dp_event(a.metrics)
       self.assertEqual(event, learning.round_dp_event(b.metrics))
-      self.assertEqual(event, dp_accounting.ComposedDpEvent([
-          noised.dp_event(_K, num_clients=4),
-          process_event(a.metrics)]))
+      self.assertEqual(
+          event,
+          dp_accounting.ComposedDpEvent(
+              [noised.dp_event(_K, num_clients=4),
+               process_event(a.metrics)]))
       accountant.compose(event)
     # The metrics' cost is counted: more than the model's alone.
     model_only = accounting.RdpAccountant(adversary='server')
@@ -398,12 +427,17 @@ class OtherBuildersTest(tf.test.TestCase):
         learning.ddp_secure_aggregator(0.3, 4))
     sgd = tff.learning.optimizers.build_sgdm(0.1)
     builds = {
-        'NUM_EXAMPLES': lambda: tff.learning.algorithms.build_weighted_fed_avg(
-            _model_fn, client_optimizer_fn=sgd, model_aggregator=weighted,
-            metrics_aggregator=learning.withhold_metrics),
-        "example counts": lambda: tff.learning.algorithms.build_fed_sgd(
-            _model_fn, model_aggregator=weighted,
-            metrics_aggregator=learning.withhold_metrics),
+        'NUM_EXAMPLES':
+            lambda: tff.learning.algorithms.build_weighted_fed_avg(
+                _model_fn,
+                client_optimizer_fn=sgd,
+                model_aggregator=weighted,
+                metrics_aggregator=learning.withhold_metrics),
+        "example counts":
+            lambda: tff.learning.algorithms.build_fed_sgd(
+                _model_fn,
+                model_aggregator=weighted,
+                metrics_aggregator=learning.withhold_metrics),
     }
     for how, build in builds.items():
       with self.subTest(how), self.assertRaises(ValueError) as raised:
@@ -425,8 +459,9 @@ class OtherBuildersTest(tf.test.TestCase):
     with self.assertRaisesRegex(TypeError, 'UnweightedAggregationFactory'):
       learning.as_uniform_weighted_aggregator(tff.aggregators.MeanFactory())
     self.assertEqual(
-        repr(learning.as_uniform_weighted_aggregator(
-            learning.ddp_secure_aggregator(0.3, 4))),
+        repr(
+            learning.as_uniform_weighted_aggregator(
+                learning.ddp_secure_aggregator(0.3, 4))),
         'as_uniform_weighted_aggregator(ddp_secure_aggregator('
         'noise_multiplier=0.3, expected_clients_per_round=4, bits=20, '
         "zeroing=True, rotation_type='hd'))")
@@ -445,9 +480,9 @@ class OtherBuildersTest(tf.test.TestCase):
         model_aggregator=weighted,
         metrics_aggregator=learning.withhold_metrics)
     fed_sgd = tff.learning.algorithms.build_fed_sgd(
-        _model_fn, model_aggregator=(
-            learning.as_uniform_weighted_aggregator(
-                learning.ddp_secure_aggregator(0.3, 4))),
+        _model_fn,
+        model_aggregator=(learning.as_uniform_weighted_aggregator(
+            learning.ddp_secure_aggregator(0.3, 4))),
         metrics_aggregator=learning.withhold_metrics)
     for process in (fed_avg, fed_sgd):
       tff.test.assert_not_contains_unsecure_aggregation(process.next)

@@ -27,36 +27,42 @@ from tff_ddp.learning import processes
 from tff_ddp.learning import tasks
 from tff_ddp_tests import neighbours
 
-_MODEL = tasks.keras_model_fn(lambda: tasks.linear_keras_model((1,), 2),
-                              (1,))
+_MODEL = tasks.keras_model_fn(lambda: tasks.linear_keras_model((1,), 2), (1,))
 
 
 def _dataset(num_examples):
-  return tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
-      x=np.ones([num_examples, 1], np.float32),
-      y=np.zeros([num_examples], np.int32))).batch(2)
+  return tf.data.Dataset.from_tensor_slices(
+      collections.OrderedDict(x=np.ones([num_examples, 1], np.float32),
+                              y=np.zeros([num_examples], np.int32))).batch(2)
 
 
 def _client_output(num_examples):
   update_fn = processes._client_update_fn(  # pylint: disable=protected-access  # tests a private part
       _MODEL, tff.learning.optimizers.build_sgdm(learning_rate=0.5), 0.0)
   weights = tff.learning.models.ModelWeights(
-      trainable=[tf.constant([[1.0, -1.0]]), tf.zeros([2])],
-      non_trainable=[])
+      trainable=[tf.constant([[1.0, -1.0]]),
+                 tf.zeros([2])], non_trainable=[])
   return update_fn(weights, _dataset(num_examples))
 
 
 def _config(histogram, num_bins):
-  return privacy_lib.PrivacyConfig(
-      clients_per_round=10, l2_clip=0.5, noise_multiplier=2.0,
-      quantile_noise_multiplier=2.0, population=100, delta=1e-4,
-      histogram=histogram, num_bins=num_bins, loss_upper_bound=4.0)
+  return privacy_lib.PrivacyConfig(clients_per_round=10,
+                                   l2_clip=0.5,
+                                   noise_multiplier=2.0,
+                                   quantile_noise_multiplier=2.0,
+                                   population=100,
+                                   delta=1e-4,
+                                   histogram=histogram,
+                                   num_bins=num_bins,
+                                   loss_upper_bound=4.0)
 
 
 def _messages(config, losses):
-  return [quantiles.encode_value(
-      config.histogram, tf.constant(v, tf.float32), 0.0,
-      config.loss_upper_bound, config.num_bins).numpy() for v in losses]
+  return [
+      quantiles.encode_value(config.histogram, tf.constant(v, tf.float32), 0.0,
+                             config.loss_upper_bound, config.num_bins).numpy()
+      for v in losses
+  ]
 
 
 class DeltaFlNeighbourTest(parameterized.TestCase):
@@ -79,8 +85,7 @@ class DeltaFlNeighbourTest(parameterized.TestCase):
     # A loss of exactly 0 of a client with data is an ordinary bin.
     self.assertEqual(float(processes.private_loss(0.0, 3)), 0.0)
 
-  @parameterized.product(histogram=['flat', 'tree', 'haar'],
-                         num_bins=[2, 4, 8])
+  @parameterized.product(histogram=['flat', 'tree', 'haar'], num_bins=[2, 4, 8])
   def test_histogram_pairs_within_the_accounted_sensitivity(
       self, histogram, num_bins):
     config = _config(histogram, num_bins)
@@ -106,7 +111,6 @@ class DeltaFlNeighbourTest(parameterized.TestCase):
     old, top = _messages(config, [0.0, config.loss_upper_bound])
     _, l2 = neighbours.max_distances([top], old)
     self.assertGreater(l2**2, 1.9 * params.l2_sensitivity**2)
-
 
   def test_describe_states_the_relation(self):
     text = _config('tree', 8).describe()

@@ -48,11 +48,10 @@ class ModelsTest(tf.test.TestCase):
          emnist.client_batch_size, emnist.clip, emnist.client_learning_rate,
          emnist.server_learning_rate, emnist.server_momentum),
         (1500, 100, 1, 20, 0.03, 0.032, 1.0, 0.9))
-    self.assertEqual(
-        (so.rounds, so.clients_per_round, so.client_epochs,
-         so.client_batch_size, so.clip, so.client_learning_rate,
-         so.server_learning_rate, so.server_momentum),
-        (1600, 100, 1, 16, 0.3, 0.5, 1.0, 0.9))
+    self.assertEqual((so.rounds, so.clients_per_round, so.client_epochs,
+                      so.client_batch_size, so.clip, so.client_learning_rate,
+                      so.server_learning_rate, so.server_momentum),
+                     (1600, 100, 1, 16, 0.3, 0.5, 1.0, 0.9))
     self.assertEqual(emnist.delta(3400), 1 / 3400)
     self.assertEqual(so.delta(342477), 1e-6)
 
@@ -71,8 +70,8 @@ class VocabularyTest(tf.test.TestCase):
     self.assertEqual(vocabulary.words, ('the', 'to', 'of'))
     self.assertIn('the epsilon covers it only if that file is public',
                   vocabulary.source)
-    self.assertEqual(paper_tasks.read_vocabulary(path, 100).words,
-                     ('the', 'to', 'of', 'a'))
+    self.assertEqual(
+        paper_tasks.read_vocabulary(path, 100).words, ('the', 'to', 'of', 'a'))
 
   def test_bad_files(self):
     for text, message in (('a 1\na 2\n', 'repeats a word'),
@@ -88,8 +87,11 @@ class VocabularyTest(tf.test.TestCase):
     # Brute force through TFF's loader: the number of training users whose
     # sentences contain each word.
     folder = _folder(self)
-    path = generated_databases.write_stackoverflow(
-        folder, num_clients=5, train_sentences=6, vocabulary_size=40, seed=3)
+    path = generated_databases.write_stackoverflow(folder,
+                                                   num_clients=5,
+                                                   train_sentences=6,
+                                                   vocabulary_size=40,
+                                                   seed=3)
     train, _, _ = tff.simulation.datasets.stackoverflow.load_data(
         cache_dir=folder)
     users = collections.Counter()
@@ -105,22 +107,27 @@ class VocabularyTest(tf.test.TestCase):
     self.assertEqual(vocabulary.words, tuple(w for w, _ in ranked))
     self.assertIn('NOT covered by the epsilon', vocabulary.source)
     # The saved file reads back as the same vocabulary.
-    self.assertEqual(paper_tasks.read_vocabulary(out, 7).digest,
-                     vocabulary.digest)
+    self.assertEqual(
+        paper_tasks.read_vocabulary(out, 7).digest, vocabulary.digest)
 
 
 class DataTest(tf.test.TestCase):
 
   def test_emnist_batches_and_accuracy(self):
     folder = _folder(self)
-    generated_databases.write_emnist(folder, num_clients=3,
-                                     train_examples=7, test_examples=5)
+    generated_databases.write_emnist(folder,
+                                     num_clients=3,
+                                     train_examples=7,
+                                     test_examples=5)
     task = paper_tasks.EMNIST_TASK
-    data = task.load(folder, batch_size=4, epochs=1, max_examples=None,
+    data = task.load(folder,
+                     batch_size=4,
+                     epochs=1,
+                     max_examples=None,
                      vocabulary=None)
     self.assertEqual(data.population, 3)
-    batches = list(data.train.create_tf_dataset_for_client(
-        data.train.client_ids[0]))
+    batches = list(
+        data.train.create_tf_dataset_for_client(data.train.client_ids[0]))
     # TFF's character-recognition preprocessing: (x [b, 28, 28, 1], y [b]),
     # batches of 4 then the rest (its parallel map may reorder them).
     self.assertEqual(sorted(tuple(x.shape) for x, _ in batches),

@@ -13,13 +13,18 @@ from tff_ddp.accounting import pld_accountant
 from tff_ddp.analytics import histograms as hg
 from tff_ddp.learning import privacy
 
-UPDATE = tff.StructWithPythonType([tff.TensorType(np.float32, [20, 10]),
-                                   tff.TensorType(np.float32, [10])], list)
+UPDATE = tff.StructWithPythonType(
+    [tff.TensorType(np.float32, [20, 10]),
+     tff.TensorType(np.float32, [10])], list)
 
 
 def _config(**kwargs):
-  args = dict(clients_per_round=100, l2_clip=0.1, noise_multiplier=5.0,
-              quantile_noise_multiplier=10.0, population=2500, delta=4e-4)
+  args = dict(clients_per_round=100,
+              l2_clip=0.1,
+              noise_multiplier=5.0,
+              quantile_noise_multiplier=10.0,
+              population=2500,
+              delta=4e-4)
   args.update(kwargs)
   return privacy.PrivacyConfig(**args)
 
@@ -30,13 +35,12 @@ class ConfigTest(parameterized.TestCase):
     config = _config()
     event = config.round_event(UPDATE, 37)
     self.assertIsInstance(event, dp_accounting.SampledWithoutReplacementDpEvent)
-    self.assertEqual((event.source_dataset_size, event.sample_size),
-                     (2500, 37))
+    self.assertEqual((event.source_dataset_size, event.sample_size), (2500, 37))
     histogram, update = event.event.events
     # The histogram: tree encoding of 16 bins, sensitivity c sqrt(log2 b).
     quantile = config.quantile_parameters()
-    self.assertEqual(histogram, quantile.factory.dp_event(
-        quantile.value_type, 37))
+    self.assertEqual(histogram,
+                     quantile.factory.dp_event(quantile.value_type, 37))
     self.assertAlmostEqual(histogram.l2_sensitivity,
                            quantile.scaling * math.sqrt(4))
     self.assertEqual(histogram.dimension, hg.encoding_length('tree', 16))
@@ -65,8 +69,7 @@ class ConfigTest(parameterized.TestCase):
     config = _config(sampling='self', count='estimated')
     self.assertEqual(config.clients_in_sum, 2500)
     self.assertAlmostEqual(config.sampling_rate, 0.04)
-    self.assertAlmostEqual(config.expected_contributors(2500), 100.0,
-                           places=9)
+    self.assertAlmostEqual(config.expected_contributors(2500), 100.0, places=9)
     event = config.round_event(UPDATE)
     self.assertIsInstance(event, dp_accounting.ComposedDpEvent)
     histogram, update = event.events
@@ -91,8 +94,8 @@ class ConfigTest(parameterized.TestCase):
   def test_epsilon_is_the_accountants(self):
     config = _config()
     expected = accountant.epsilon(
-        dp_accounting.SelfComposedDpEvent(config.round_event(UPDATE), 50),
-        4e-4, 'server')[0]
+        dp_accounting.SelfComposedDpEvent(config.round_event(UPDATE), 50), 4e-4,
+        'server')[0]
     self.assertAlmostEqual(config.epsilon(UPDATE, 50), expected)
     release = _config(adversary='release')
     self.assertNotAlmostEqual(release.epsilon(UPDATE, 50), expected)
@@ -102,13 +105,14 @@ class ConfigTest(parameterized.TestCase):
     # zCDP; sigma_w = z_w C, so the update's rho is 1/(2 z_w^2) -- not
     # sigma^2/(2C^2) as printed. Plus the histogram's 1/(2 z_q^2).
     config = _config(noise_multiplier=4.0, quantile_noise_multiplier=8.0)
-    self.assertAlmostEqual(privacy.zcdp_per_round(config),
-                           1 / 32 + 1 / 128)
+    self.assertAlmostEqual(privacy.zcdp_per_round(config), 1 / 32 + 1 / 128)
     # The accountant's curve of one unsampled round is at least that
     # Gaussian bound at every order (the DDG pays for rounding and the
     # discrete sum) and close to it.
-    unsampled = _config(noise_multiplier=4.0, quantile_noise_multiplier=8.0,
-                        sampling='none', population=None)
+    unsampled = _config(noise_multiplier=4.0,
+                        quantile_noise_multiplier=8.0,
+                        sampling='none',
+                        population=None)
     acc = accountant.RdpAccountant()
     curve = acc.curve(unsampled.round_event(UPDATE))
     gaussian = acc.orders * privacy.zcdp_per_round(unsampled)
@@ -127,13 +131,12 @@ class ConfigTest(parameterized.TestCase):
       ('small_population', dict(population=50), ValueError, 'population'),
       ('adversary', dict(adversary='analyst'), ValueError, 'adversary'),
       ('bits_type', dict(bits=20.0), TypeError, 'bits'),
-      ('none_with_population', dict(sampling='none'), ValueError,
-       'population'),
+      ('none_with_population', dict(sampling='none'), ValueError, 'population'),
       ('self_exact_count', dict(sampling='self'), ValueError,
        "count='estimated'"),
-      ('self_no_population', dict(sampling='self', population=None,
-                                  count='estimated'), ValueError,
-       'population'))
+      ('self_no_population',
+       dict(sampling='self', population=None,
+            count='estimated'), ValueError, 'population'))
   def test_refused(self, override, error, message):
     with self.assertRaisesRegex(error, message):
       _config(**override)
@@ -143,8 +146,14 @@ class CalibrateTest(parameterized.TestCase):
 
   @parameterized.parameters((None,), (0.25,), (0.75,))
   def test_meets_target_with_the_budget_ratio(self, ratio):
-    result = privacy.calibrate(UPDATE, 5.0, 4e-4, 200, 100, 0.1,
-                               budget_ratio=ratio, population=2500)
+    result = privacy.calibrate(UPDATE,
+                               5.0,
+                               4e-4,
+                               200,
+                               100,
+                               0.1,
+                               budget_ratio=ratio,
+                               population=2500)
     config = result.config
     self.assertLessEqual(result.epsilon, 5.0)
     self.assertGreater(result.epsilon, 5.0 * (1 - 2e-3))
@@ -157,8 +166,14 @@ class CalibrateTest(parameterized.TestCase):
                              config.noise_multiplier / math.sqrt(ratio))
 
   def test_final_epsilon_of_the_calibrated_rounds(self):
-    result = privacy.calibrate(UPDATE, 5.0, 4e-4, 200, 100, 0.1,
-                               budget_ratio=0.25, population=2500)
+    result = privacy.calibrate(UPDATE,
+                               5.0,
+                               4e-4,
+                               200,
+                               100,
+                               0.1,
+                               budget_ratio=0.25,
+                               population=2500)
     config = result.config
     # The rounds' events as the process reports them (the measured n).
     rounds = [config.round_event(UPDATE, 100) for _ in range(200)]
@@ -173,16 +188,30 @@ class CalibrateTest(parameterized.TestCase):
     self.assertEqual(final.bound, result.bound)
     self.assertAlmostEqual(final.epsilon, result.epsilon, places=9)
     self.assertEqual(final.adversary, 'server')
-    self.assertTrue(final.description.startswith(
-        'against the server, zero-out neighbours; bound: '), final.description)
+    self.assertTrue(
+        final.description.startswith(
+            'against the server, zero-out neighbours; bound: '),
+        final.description)
     with self.assertRaisesRegex(TypeError, 'round_dp_event'):
       privacy.final_epsilon([1.0], config)
 
   def test_more_budget_to_the_quantile_costs_update_noise(self):
-    small = privacy.calibrate(UPDATE, 5.0, 4e-4, 200, 100, 0.1,
-                              budget_ratio=0.1, population=2500)
-    large = privacy.calibrate(UPDATE, 5.0, 4e-4, 200, 100, 0.1,
-                              budget_ratio=0.75, population=2500)
+    small = privacy.calibrate(UPDATE,
+                              5.0,
+                              4e-4,
+                              200,
+                              100,
+                              0.1,
+                              budget_ratio=0.1,
+                              population=2500)
+    large = privacy.calibrate(UPDATE,
+                              5.0,
+                              4e-4,
+                              200,
+                              100,
+                              0.1,
+                              budget_ratio=0.75,
+                              population=2500)
     self.assertLess(small.config.noise_multiplier,
                     large.config.noise_multiplier)
     self.assertGreater(small.config.quantile_noise_multiplier,
@@ -190,8 +219,20 @@ class CalibrateTest(parameterized.TestCase):
 
   def test_refused(self):
     with self.assertRaisesRegex(ValueError, 'set by the calibration'):
-      privacy.calibrate(UPDATE, 5.0, 4e-4, 10, 100, 0.1, population=2500,
+      privacy.calibrate(UPDATE,
+                        5.0,
+                        4e-4,
+                        10,
+                        100,
+                        0.1,
+                        population=2500,
                         noise_multiplier=3.0)
     with self.assertRaisesRegex(ValueError, 'budget_ratio'):
-      privacy.calibrate(UPDATE, 5.0, 4e-4, 10, 100, 0.1, budget_ratio=0.0,
+      privacy.calibrate(UPDATE,
+                        5.0,
+                        4e-4,
+                        10,
+                        100,
+                        0.1,
+                        budget_ratio=0.0,
                         population=2500)

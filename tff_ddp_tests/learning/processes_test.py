@@ -24,16 +24,16 @@ from tff_ddp.utils import rounds
 # The known-loss model: one feature, two classes, logits x (1, -1) with the
 # weights W = [[1, -1]], b = 0. A client holding the single example (x, 0)
 # has loss log(1 + exp(-2x)), so x = -log(exp(F) - 1) / 2 gives it loss F.
-_KNOWN = tasks.keras_model_fn(lambda: tasks.linear_keras_model((1,), 2),
-                              (1,))
+_KNOWN = tasks.keras_model_fn(lambda: tasks.linear_keras_model((1,), 2), (1,))
 _W = np.array([[1.0, -1.0]], np.float32)
 
 
 def _client(loss, repeat=1):
   x = -0.5 * math.log(math.expm1(loss))
-  return tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
-      x=np.array([[x]], np.float32), y=np.array([0], np.int32))).repeat(
-          repeat).batch(1)
+  return tf.data.Dataset.from_tensor_slices(
+      collections.OrderedDict(x=np.array([[x]], np.float32),
+                              y=np.array([0],
+                                         np.int32))).repeat(repeat).batch(1)
 
 
 def _known_updates(losses, lr):
@@ -46,8 +46,11 @@ def _known_updates(losses, lr):
 
 def _with_known_weights(process):
   state = process.initialize()
-  return process.set_model_weights(state, tff.learning.models.ModelWeights(
-      trainable=[_W, np.zeros(2, np.float32)], non_trainable=[]))
+  return process.set_model_weights(
+      state,
+      tff.learning.models.ModelWeights(trainable=[_W,
+                                                  np.zeros(2, np.float32)],
+                                       non_trainable=[]))
 
 
 def _sgd(lr):
@@ -58,15 +61,24 @@ def _sgd(lr):
 class TypeTest(parameterized.TestCase):
 
   def test_private_processes_use_only_secure_aggregation(self):
-    config = privacy_lib.PrivacyConfig(
-        clients_per_round=8, l2_clip=1.0, noise_multiplier=1.0,
-        quantile_noise_multiplier=2.0, population=100, delta=1e-3)
-    deltafl = processes.build_superquantile_fl(_KNOWN, 0.5, _sgd(0.1),
+    config = privacy_lib.PrivacyConfig(clients_per_round=8,
+                                       l2_clip=1.0,
+                                       noise_multiplier=1.0,
+                                       quantile_noise_multiplier=2.0,
+                                       population=100,
+                                       delta=1e-3)
+    deltafl = processes.build_superquantile_fl(_KNOWN,
+                                               0.5,
+                                               _sgd(0.1),
                                                privacy=config)
-    fedavg = processes.build_dp_fedavg(
-        _KNOWN, _sgd(0.1), privacy=privacy_lib.PrivacyConfig(
-            clients_per_round=8, l2_clip=1.0, noise_multiplier=1.0,
-            population=100, delta=1e-3))
+    fedavg = processes.build_dp_fedavg(_KNOWN,
+                                       _sgd(0.1),
+                                       privacy=privacy_lib.PrivacyConfig(
+                                           clients_per_round=8,
+                                           l2_clip=1.0,
+                                           noise_multiplier=1.0,
+                                           population=100,
+                                           delta=1e-3))
     for process in (deltafl, fedavg):
       self.assertIsInstance(process, tff.learning.templates.LearningProcess)
       # The model update path, and everything else of the round.
@@ -74,8 +86,8 @@ class TypeTest(parameterized.TestCase):
       metrics = process.next.type_signature.result.metrics.member
       self.assertEqual(metrics.privacy.epsilon, tff.TensorType(np.float64))
       self.assertEqual(metrics.privacy.adversary, tff.TensorType(np.str_))
-      self.assertEqual(
-          metrics.aggregator.participating_clients, tff.TensorType(np.int64))
+      self.assertEqual(metrics.aggregator.participating_clients,
+                       tff.TensorType(np.int64))
       state = process.next.type_signature.result.state.member
       self.assertEqual(process.get_model_weights.type_signature.result,
                        state.global_model_weights)
@@ -88,18 +100,23 @@ class TypeTest(parameterized.TestCase):
       tff.test.assert_not_contains_unsecure_aggregation(plain.next)
 
   def test_refused(self):
-    config = privacy_lib.PrivacyConfig(
-        clients_per_round=8, l2_clip=1.0, noise_multiplier=1.0,
-        population=100)
+    config = privacy_lib.PrivacyConfig(clients_per_round=8,
+                                       l2_clip=1.0,
+                                       noise_multiplier=1.0,
+                                       population=100)
     with self.assertRaisesRegex(ValueError, 'quantile_noise_multiplier'):
-      processes.build_superquantile_fl(_KNOWN, 0.5, _sgd(0.1),
-                                       privacy=config)
+      processes.build_superquantile_fl(_KNOWN, 0.5, _sgd(0.1), privacy=config)
     with self.assertRaisesRegex(ValueError, 'non-private only'):
-      processes.build_superquantile_fl(
-          _KNOWN, 0.5, _sgd(0.1), reweighting='exact',
-          privacy=privacy_lib.PrivacyConfig(
-              clients_per_round=8, l2_clip=1.0, noise_multiplier=1.0,
-              quantile_noise_multiplier=1.0, population=100))
+      processes.build_superquantile_fl(_KNOWN,
+                                       0.5,
+                                       _sgd(0.1),
+                                       reweighting='exact',
+                                       privacy=privacy_lib.PrivacyConfig(
+                                           clients_per_round=8,
+                                           l2_clip=1.0,
+                                           noise_multiplier=1.0,
+                                           quantile_noise_multiplier=1.0,
+                                           population=100))
     with self.assertRaisesRegex(TypeError, 'Optimizer'):
       processes.build_superquantile_fl(_KNOWN, 0.5, lambda: None)
     with self.assertRaisesRegex(TypeError, 'PrivacyConfig'):
@@ -120,10 +137,15 @@ class PrivateTailTest(parameterized.TestCase):
     n, theta, upper, bins, lr, clip = 40, 0.25, 2.0, 16, 1.0, 10.0
     z_w, z_q = 0.05, 0.5
     losses = np.random.default_rng(7).uniform(0.05, 1.95, n)
-    config = privacy_lib.PrivacyConfig(
-        clients_per_round=n, l2_clip=clip, noise_multiplier=z_w,
-        quantile_noise_multiplier=z_q, loss_upper_bound=upper,
-        num_bins=bins, population=400, delta=1e-4, seed=None)
+    config = privacy_lib.PrivacyConfig(clients_per_round=n,
+                                       l2_clip=clip,
+                                       noise_multiplier=z_w,
+                                       quantile_noise_multiplier=z_q,
+                                       loss_upper_bound=upper,
+                                       num_bins=bins,
+                                       population=400,
+                                       delta=1e-4,
+                                       seed=None)
     # seed=None: every client draws its noise from its own secret seed, the
     # production law the 6-stddev bounds below are derived for. A fixed test
     # seed makes a client's noise a function of (seed, its message), so the
@@ -131,7 +153,9 @@ class PrivateTailTest(parameterized.TestCase):
     # draw the SAME noise: stddev 30 sigma instead of sqrt(30) sigma in the
     # sum (measured: about 0.24 instead of 0.05 per coordinate of the mean).
     # Random here, the bounds fail with probability < 1e-8 in all.
-    process = processes.build_superquantile_fl(_KNOWN, theta, _sgd(lr),
+    process = processes.build_superquantile_fl(_KNOWN,
+                                               theta,
+                                               _sgd(lr),
                                                privacy=config)
     state = _with_known_weights(process)
     out = process.next(state, [_client(f) for f in losses])
@@ -141,9 +165,10 @@ class PrivateTailTest(parameterized.TestCase):
     # 0.05. Every bin whose true CDF is within 6 * 0.05 of 1 - theta (plus
     # the eq. 1 slack of one bin's mass) is acceptable; the true eq. 1 bin
     # must be among them (6 stddevs: false failure < 2e-9).
-    true_cdf = np.cumsum(np.bincount(
-        np.clip(np.floor(losses / (upper / bins)), 0, bins - 1).astype(int),
-        minlength=bins)) / n
+    true_cdf = np.cumsum(
+        np.bincount(np.clip(np.floor(losses /
+                                     (upper / bins)), 0, bins - 1).astype(int),
+                    minlength=bins)) / n
     k = int(tail['bin'])
     self.assertLessEqual(abs(true_cdf[k] - (1 - theta)),
                          np.min(np.abs(true_cdf - (1 - theta))) + 12 * 0.05)
@@ -151,8 +176,11 @@ class PrivateTailTest(parameterized.TestCase):
     self.assertFalse(tail['fallback'])
     # The threshold is the quantile process's own estimate (eq. 1 on its
     # released CDF).
-    self.assertAlmostEqual(tail['threshold'], float(hg.quantile_values(
-        tail['quantile']['cdf'], [1 - theta], 0.0, upper, bins)[0]))
+    self.assertAlmostEqual(
+        tail['threshold'],
+        float(
+            hg.quantile_values(tail['quantile']['cdf'], [1 - theta], 0.0, upper,
+                               bins)[0]))
     # The update: the clients with loss >= Q, divided by theta n, plus the
     # update sum's noise: stddev z_w C per coordinate of the sum (the DDG's
     # central noise; rounding adds <= gamma/2 per client, included in the 6
@@ -165,8 +193,8 @@ class PrivateTailTest(parameterized.TestCase):
     expected_b = -ub[in_tail].sum(0) / (theta * n)
     weights = process.get_model_weights(out.state)
     bound = 6 * z_w * clip / (theta * n)
-    np.testing.assert_array_less(
-        np.abs(weights.trainable[0][0] - expected_w), bound)
+    np.testing.assert_array_less(np.abs(weights.trainable[0][0] - expected_w),
+                                 bound)
     np.testing.assert_array_less(np.abs(weights.trainable[1] - expected_b),
                                  bound)
     self.assertEqual(tail['tail_count'], theta * n)
@@ -185,17 +213,19 @@ class PrivateTailTest(parameterized.TestCase):
     acc.compose(config.round_event(update_type, n))
     acc.compose(config.round_event(update_type, 30))
     self.assertAlmostEqual(out2.metrics['privacy']['epsilon'],
-                           acc.get_epsilon(1e-4), places=9)
-    self.assertAlmostEqual(
-        out2.metrics['privacy']['round_epsilon'],
-        accounting.epsilon(config.round_event(update_type, 30), 1e-4)[0],
-        places=9)
+                           acc.get_epsilon(1e-4),
+                           places=9)
+    self.assertAlmostEqual(out2.metrics['privacy']['round_epsilon'],
+                           accounting.epsilon(
+                               config.round_event(update_type, 30), 1e-4)[0],
+                           places=9)
     self.assertEqual(out2.metrics['privacy']['adversary'], b'server')
     # The private loss estimate: the mean clipped loss at bin centres,
     # within the same CDF noise (each F_j <= 0.05 stddev; the mean is a
     # combination of 16 of them with weights <= 2/16: <= 6 * 0.05 * 2).
-    self.assertLess(abs(out.metrics['client_work']['train']['loss'] -
-                        losses.mean()), 6 * 0.05 * 2 + upper / bins)
+    self.assertLess(
+        abs(out.metrics['client_work']['train']['loss'] - losses.mean()),
+        6 * 0.05 * 2 + upper / bins)
 
   def test_self_sampling_divides_by_the_expected_count(self):
     # sampling='self': all N = 40 clients in the sums, each keeps its update
@@ -207,9 +237,13 @@ class PrivateTailTest(parameterized.TestCase):
     # coordinate.
     big_n, n, lr, clip, z_w = 40, 10, 1.0, 10.0, 0.005
     losses = 0.5 + 1e-6 * np.arange(big_n)
-    config = privacy_lib.PrivacyConfig(
-        clients_per_round=n, l2_clip=clip, noise_multiplier=z_w,
-        population=big_n, sampling='self', delta=1e-4, seed=3)
+    config = privacy_lib.PrivacyConfig(clients_per_round=n,
+                                       l2_clip=clip,
+                                       noise_multiplier=z_w,
+                                       population=big_n,
+                                       sampling='self',
+                                       delta=1e-4,
+                                       seed=3)
     process = processes.build_dp_fedavg(_KNOWN, _sgd(lr), privacy=config)
     state = _with_known_weights(process)
     out = process.next(state, [_client(f) for f in losses])
@@ -217,8 +251,8 @@ class PrivateTailTest(parameterized.TestCase):
     uk, ub = _known_updates(losses, lr)
     divisor = config.expected_contributors(big_n)
     self.assertAlmostEqual(divisor, n, places=9)
-    step = np.concatenate([_W[0] - weights.trainable[0][0],
-                           -weights.trainable[1]])
+    step = np.concatenate(
+        [_W[0] - weights.trainable[0][0], -weights.trainable[1]])
     u = np.concatenate([uk.mean(0), ub.mean(0)])
     kept = step * divisor / u
     sd = z_w * clip / np.abs(u)
@@ -233,7 +267,8 @@ class PrivateTailTest(parameterized.TestCase):
     self.assertIsInstance(event, accounting.SelfSampledDpEvent)
     self.assertEqual(accounting.extract_dp_event(out.metrics), event)
     self.assertAlmostEqual(out.metrics['privacy']['epsilon'],
-                           config.epsilon(update_type, 1), places=9)
+                           config.epsilon(update_type, 1),
+                           places=9)
 
   def test_self_sampled_delta_fl_round(self):
     # DP-Delta-FL with sampling='self': the histogram and the update each
@@ -241,12 +276,20 @@ class PrivateTailTest(parameterized.TestCase):
     # total, the divisor theta q N.
     big_n, n, theta = 40, 20, 0.25
     losses = np.random.default_rng(3).uniform(0.05, 1.95, big_n)
-    config = privacy_lib.PrivacyConfig(
-        clients_per_round=n, l2_clip=10.0, noise_multiplier=2.0,
-        quantile_noise_multiplier=0.5, loss_upper_bound=2.0, num_bins=16,
-        count='estimated', population=big_n, sampling='self', delta=1e-4,
-        seed=4)
-    process = processes.build_superquantile_fl(_KNOWN, theta, _sgd(1.0),
+    config = privacy_lib.PrivacyConfig(clients_per_round=n,
+                                       l2_clip=10.0,
+                                       noise_multiplier=2.0,
+                                       quantile_noise_multiplier=0.5,
+                                       loss_upper_bound=2.0,
+                                       num_bins=16,
+                                       count='estimated',
+                                       population=big_n,
+                                       sampling='self',
+                                       delta=1e-4,
+                                       seed=4)
+    process = processes.build_superquantile_fl(_KNOWN,
+                                               theta,
+                                               _sgd(1.0),
                                                privacy=config)
     out = process.next(_with_known_weights(process),
                        [_client(f) for f in losses])
@@ -257,10 +300,11 @@ class PrivateTailTest(parameterized.TestCase):
         'global_model_weights'].trainable
     event = accounting.extract_dp_event(out.metrics['privacy'])
     self.assertEqual(event, config.round_event(update_type, big_n))
-    self.assertTrue(all(isinstance(e, accounting.SelfSampledDpEvent)
-                        for e in event.events))
+    self.assertTrue(
+        all(isinstance(e, accounting.SelfSampledDpEvent) for e in event.events))
     self.assertAlmostEqual(out.metrics['privacy']['epsilon'],
-                           config.epsilon(update_type, 1), places=9)
+                           config.epsilon(update_type, 1),
+                           places=9)
     self.assertTrue(math.isfinite(out.metrics['privacy']['epsilon']))
 
   def test_more_clients_than_the_ring_holds_are_refused(self):
@@ -268,9 +312,12 @@ class PrivateTailTest(parameterized.TestCase):
     # tabulated accountant's end): a round of 5 used to apply an update
     # decoded from a sum that may have wrapped and report epsilon inf; the
     # aggregator now refuses it, and the state passed in is unchanged.
-    config = privacy_lib.PrivacyConfig(
-        clients_per_round=4, l2_clip=1.0, noise_multiplier=1.0,
-        population=100, delta=1e-3, seed=1)
+    config = privacy_lib.PrivacyConfig(clients_per_round=4,
+                                       l2_clip=1.0,
+                                       noise_multiplier=1.0,
+                                       population=100,
+                                       delta=1e-3,
+                                       seed=1)
     process = processes.build_dp_fedavg(_KNOWN, _sgd(0.1), privacy=config)
     state = process.initialize()
     out = process.next(state, [_client(0.5)] * 4)
@@ -293,58 +340,71 @@ class NonPrivateTest(parameterized.TestCase):
     state = _with_known_weights(process)
     out = process.next(state, [_client(f, repeat) for f in losses])
     w = process.get_model_weights(out.state)
-    return out.metrics, np.concatenate([
-        np.asarray(w.trainable[0])[0], np.asarray(w.trainable[1])])
+    return out.metrics, np.concatenate(
+        [np.asarray(w.trainable[0])[0],
+         np.asarray(w.trainable[1])])
 
   def _expected(self, a, h, uk, ub):
     agg = (a[:, None] * np.concatenate([uk, ub], 1)).sum(0) / h.sum()
     return np.concatenate([_W[0], [0.0, 0.0]]) - agg
 
-  @parameterized.parameters(('exact', 0.3), ('threshold', 0.3),
-                            ('exact', 0.5))
+  @parameterized.parameters(('exact', 0.3), ('threshold', 0.3), ('exact', 0.5))
   def test_superquantile(self, reweighting, theta):
     losses = np.array([0.3, 1.2, 0.8, 0.5, 1.7, 0.9, 0.2, 1.1, 0.6, 1.4])
-    process = processes.build_superquantile_fl(
-        _KNOWN, theta, _sgd(0.5), reweighting=reweighting)
+    process = processes.build_superquantile_fl(_KNOWN,
+                                               theta,
+                                               _sgd(0.5),
+                                               reweighting=reweighting)
     metrics, w = self._run(process, losses)
-    pi = (weighting.superquantile_weights(losses, theta)
-          if reweighting == 'exact' else
-          weighting.threshold_weights(losses, theta))
+    pi = (weighting.superquantile_weights(losses, theta) if reweighting
+          == 'exact' else weighting.threshold_weights(losses, theta))
     uk, ub = _known_updates(losses, 0.5)
     np.testing.assert_allclose(w, self._expected(pi, pi, uk, ub), atol=1e-5)
     self.assertAlmostEqual(metrics['client_work']['train']['loss'],
-                           losses.mean(), places=5)
+                           losses.mean(),
+                           places=5)
     self.assertEqual(metrics['client_work']['tail']['tail_count'],
                      np.sum(pi > 1e-12))
     self.assertEqual(metrics['privacy']['epsilon'], math.inf)
     if reweighting == 'exact' and theta == 0.3:
       # theta n = 3: no fractional weight; threshold at the 4th largest.
       self.assertAlmostEqual(metrics['client_work']['tail']['threshold'],
-                             1.1, places=5)
+                             1.1,
+                             places=5)
 
   def test_qffl_tilted_fedavg(self):
     losses = np.array([0.3, 1.2, 0.8, 0.5, 1.7])
     uk, ub = _known_updates(losses, 0.5)
     sq = (uk**2).sum(1) + (ub**2).sum(1)
     cases = {
-        'qffl': (processes.build_baseline('qffl', _KNOWN, _sgd(0.5), q=2.0,
+        'qffl': (processes.build_baseline('qffl',
+                                          _KNOWN,
+                                          _sgd(0.5),
+                                          q=2.0,
                                           lipschitz=2.0),
                  weighting.qffl_scalars(losses, sq, 2.0, 2.0)),
-        'tilted': (processes.build_baseline('tilted', _KNOWN, _sgd(0.5),
+        'tilted': (processes.build_baseline('tilted',
+                                            _KNOWN,
+                                            _sgd(0.5),
                                             tilt=3.0),
                    (weighting.tilted_weights(losses, 3.0),) * 2),
-        'fedavg': (processes.build_baseline('fedavg', _KNOWN, _sgd(0.5)),
-                   (np.ones(5), np.ones(5))),
+        'fedavg': (processes.build_baseline('fedavg',
+                                            _KNOWN, _sgd(0.5)), (np.ones(5),
+                                                                 np.ones(5))),
     }
     for name, (process, (a, h)) in cases.items():
       _, w = self._run(process, losses)
-      np.testing.assert_allclose(w, self._expected(a, h, uk, ub), atol=1e-5,
+      np.testing.assert_allclose(w,
+                                 self._expected(a, h, uk, ub),
+                                 atol=1e-5,
                                  err_msg=name)
 
   def test_fedprox_two_local_steps(self):
     losses = np.array([0.3, 1.2, 0.8])
     mu, lr = 0.7, 0.5
-    process = processes.build_baseline('fedprox', _KNOWN, _sgd(lr),
+    process = processes.build_baseline('fedprox',
+                                       _KNOWN,
+                                       _sgd(lr),
                                        proximal_strength=mu)
     _, w = self._run(process, losses, repeat=2)
     # Two steps of w <- w - lr (grad + mu (w - w0)) per client, in numpy.
@@ -358,24 +418,28 @@ class NonPrivateTest(parameterized.TestCase):
         p = np.exp(logits - logits.max())
         p /= p.sum()
         g = p - np.array([1.0, 0.0])
-        k, b = (k - lr * (xi * g + mu * (k - k0)),
-                b - lr * (g + mu * (b - b0)))
+        k, b = (k - lr * (xi * g + mu * (k - k0)), b - lr * (g + mu * (b - b0)))
       updates.append(np.concatenate([k0 - k, b0 - b]))
     expected = np.concatenate([_W[0], [0.0, 0.0]]) - np.mean(updates, 0)
     np.testing.assert_allclose(w, expected, atol=1e-5)
 
   def test_fedavg_sub_weights_a_random_subset(self):
     losses = np.linspace(0.2, 1.8, 10)
-    process = processes.build_baseline('fedavg_sub', _KNOWN, _sgd(0.5),
-                                       tail_fraction=0.3, seed=3)
+    process = processes.build_baseline('fedavg_sub',
+                                       _KNOWN,
+                                       _sgd(0.5),
+                                       tail_fraction=0.3,
+                                       seed=3)
     _, w = self._run(process, losses)
     uk, ub = _known_updates(losses, 0.5)
     u = np.concatenate([uk, ub], 1)
     step = np.concatenate([_W[0], [0.0, 0.0]]) - w
     # Some subset of exactly ceil(3) = 3 clients, averaged.
     import itertools
-    matches = [s for s in itertools.combinations(range(10), 3)
-               if np.allclose(u[list(s)].mean(0), step, atol=1e-5)]
+    matches = [
+        s for s in itertools.combinations(range(10), 3)
+        if np.allclose(u[list(s)].mean(0), step, atol=1e-5)
+    ]
     self.assertLen(matches, 1)
 
   def test_matches_the_simulator_on_b3(self):
@@ -385,16 +449,16 @@ class NonPrivateTest(parameterized.TestCase):
     cohorts = [rng.choice(2500, 12, replace=False) for _ in range(3)]
     for objective, theta in (('fedavg', None), ('superquantile', 0.3)):
       if objective == 'fedavg':
-        process = processes.build_baseline('fedavg', task.model_fn(),
-                                           _sgd(0.1))
+        process = processes.build_baseline('fedavg', task.model_fn(), _sgd(0.1))
       else:
-        process = processes.build_superquantile_fl(
-            task.model_fn(), theta, _sgd(0.1), reweighting='exact')
+        process = processes.build_superquantile_fl(task.model_fn(),
+                                                   theta,
+                                                   _sgd(0.1),
+                                                   reweighting='exact')
       state = process.initialize()
       for cohort in cohorts:
         state = process.next(state, task.train.datasets(cohort)).state
       w = process.get_model_weights(state)
-      expected = sim.run(objective, 3, 12, 0, theta, 'exact',
-                         cohorts=cohorts)
+      expected = sim.run(objective, 3, 12, 0, theta, 'exact', cohorts=cohorts)
       np.testing.assert_allclose(w.trainable[0], expected.kernel, atol=2e-5)
       np.testing.assert_allclose(w.trainable[1], expected.bias, atol=2e-5)

@@ -18,7 +18,6 @@ from tff_ddp import learning
 from tff_ddp.learning import tasks
 from tff_ddp.utils import rounds
 
-
 _MODEL_FN = tasks.keras_model_fn(lambda: tasks.linear_keras_model((4,), 2),
                                  (4,))
 _CLIENTS = tasks.ClientArrays(np.ones([3, 4, 4], np.float32),
@@ -29,8 +28,8 @@ _CLIENTS = tasks.ClientArrays(np.ones([3, 4, 4], np.float32),
 class FedAvgRefusalTest(tf.test.TestCase):
 
   def test_too_many_clients_stop_the_round_with_the_reason(self):
-    aggregator = learning.ddp_secure_aggregator(
-        noise_multiplier=0.1, expected_clients_per_round=2)
+    aggregator = learning.ddp_secure_aggregator(noise_multiplier=0.1,
+                                                expected_clients_per_round=2)
     process = tff.learning.algorithms.build_unweighted_fed_avg(
         _MODEL_FN,
         client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.1),
@@ -45,5 +44,4 @@ class FedAvgRefusalTest(tf.test.TestCase):
     self.assertIn('expected_clients_per_round >= 3', message)
     # The state passed in still runs a round of the size it was built for.
     output = process.next(state, _CLIENTS.datasets(range(2), batch_size=2))
-    self.assertEqual(output.metrics['aggregator']['participating_clients'],
-                     2)
+    self.assertEqual(output.metrics['aggregator']['participating_clients'], 2)

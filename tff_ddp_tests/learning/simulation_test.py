@@ -24,8 +24,8 @@ class SimulationTest(tf.test.TestCase):
     kernel = rng.normal(size=(20, 10)) * 0.1
     bias = rng.normal(size=10) * 0.1
     x, y = self.task.train.x[:3].astype(np.float64), self.task.train.y[:3]
-    loss, uk, ub = simulation.softmax_loss_and_update(kernel, bias, x, y,
-                                                      0.1, 2)
+    loss, uk, ub = simulation.softmax_loss_and_update(kernel, bias, x, y, 0.1,
+                                                      2)
     for i in range(3):
       k = tf.Variable(kernel)
       b = tf.Variable(bias)
@@ -50,24 +50,26 @@ class SimulationTest(tf.test.TestCase):
     # parameter's, rounding adds < gamma^2/4 per client: negligible).
     n, clip, z = 50, 0.05, 2.0
     cohort = np.arange(n)
-    config = privacy_lib.PrivacyConfig(clients_per_round=n, l2_clip=clip,
-                                       noise_multiplier=z, population=2500)
+    config = privacy_lib.PrivacyConfig(clients_per_round=n,
+                                       l2_clip=clip,
+                                       noise_multiplier=z,
+                                       population=2500)
     _, uk, ub = simulation.softmax_loss_and_update(
-        np.zeros((20, 10)), np.zeros(10), self.task.train.x[cohort].astype(
-            np.float64), self.task.train.y[cohort], 0.1, 1)
+        np.zeros((20, 10)), np.zeros(10),
+        self.task.train.x[cohort].astype(np.float64), self.task.train.y[cohort],
+        0.1, 1)
     u = np.concatenate([uk.reshape(n, -1), ub], 1)
     norms = np.linalg.norm(u, axis=1)
     clipped = u * np.minimum(1, clip / norms)[:, None]
     steps = []
     for seed in range(30):
-      out = self.sim.run('fedavg', 1, n, seed, privacy=config,
-                         cohorts=[cohort])
+      out = self.sim.run('fedavg', 1, n, seed, privacy=config, cohorts=[cohort])
       steps.append(-np.concatenate([out.kernel.reshape(-1), out.bias]))
     steps = np.array(steps)
     noise = steps - clipped.mean(0)
     sigma = z * clip / n
-    self.assertLess(abs(noise.var() / sigma**2 - 1), 4 * np.sqrt(2 / 6300)
-                    + 0.01)
+    self.assertLess(abs(noise.var() / sigma**2 - 1),
+                    4 * np.sqrt(2 / 6300) + 0.01)
     self.assertLess(np.abs(noise.mean(0)).max(), 6 * sigma / np.sqrt(30))
 
   def test_self_sampled_dp_fedavg_round(self):
@@ -78,30 +80,39 @@ class SimulationTest(tf.test.TestCase):
     # Standardised, 210 coordinates x 20 draws: the mean square is within
     # 4 * sqrt(2 / 4200) of 1 (near-Gaussian: 2500 coins and the noise).
     big_n, n, clip, z, draws = 2500, 100, 0.05, 2.0, 20
-    config = privacy_lib.PrivacyConfig(
-        clients_per_round=n, l2_clip=clip, noise_multiplier=z,
-        population=big_n, sampling='self')
+    config = privacy_lib.PrivacyConfig(clients_per_round=n,
+                                       l2_clip=clip,
+                                       noise_multiplier=z,
+                                       population=big_n,
+                                       sampling='self')
     q = config.expected_contributors(1.0)
     _, uk, ub = simulation.softmax_loss_and_update(
-        np.zeros((20, 10)), np.zeros(10),
-        self.task.train.x.astype(np.float64), self.task.train.y, 0.1, 1)
+        np.zeros((20, 10)), np.zeros(10), self.task.train.x.astype(np.float64),
+        self.task.train.y, 0.1, 1)
     u = np.concatenate([uk.reshape(big_n, -1), ub], 1)
     clipped = u * np.minimum(1, clip / np.linalg.norm(u, axis=1))[:, None]
     steps = np.array([
-        -np.concatenate([out.kernel.reshape(-1), out.bias]) for out in (
-            self.sim.run('fedavg', 1, n, seed, privacy=config)
-            for seed in range(draws))])
-    variance = ((q * (1 - q) * (clipped**2).sum(0) + (z * clip)**2)
-                / (q * big_n)**2)
+        -np.concatenate([out.kernel.reshape(-1), out.bias])
+        for out in (self.sim.run('fedavg', 1, n, seed, privacy=config)
+                    for seed in range(draws))
+    ])
+    variance = ((q * (1 - q) * (clipped**2).sum(0) + (z * clip)**2) /
+                (q * big_n)**2)
     standard = (steps - clipped.mean(0)) / np.sqrt(variance)
     self.assertLess(abs((standard**2).mean() - 1), 4 * np.sqrt(2 / 4200))
     self.assertLess(np.abs(standard.mean(0)).max(), 6 / np.sqrt(draws))
     with self.assertRaisesRegex(ValueError, 'no cohorts'):
       self.sim.run('fedavg', 1, n, 0, privacy=config, cohorts=[[0, 1]])
     with self.assertRaisesRegex(ValueError, 'population'):
-      self.sim.run('fedavg', 1, n, 0, privacy=privacy_lib.PrivacyConfig(
-          clients_per_round=n, l2_clip=clip, noise_multiplier=z,
-          population=3000, sampling='self'))
+      self.sim.run('fedavg',
+                   1,
+                   n,
+                   0,
+                   privacy=privacy_lib.PrivacyConfig(clients_per_round=n,
+                                                     l2_clip=clip,
+                                                     noise_multiplier=z,
+                                                     population=3000,
+                                                     sampling='self'))
 
   def test_private_tail_with_negligible_noise_is_the_bin_rule(self):
     # z_q = 1e-2 (the least the 18-bit ring allows: the scaled local noise
@@ -112,10 +123,13 @@ class SimulationTest(tf.test.TestCase):
     # theta n.
     rng = np.random.default_rng(4)
     kernel = rng.normal(size=(20, 10)) * 0.05
-    config = privacy_lib.PrivacyConfig(
-        clients_per_round=100, l2_clip=1.0, noise_multiplier=1.0,
-        quantile_noise_multiplier=1e-2, loss_upper_bound=4.0, num_bins=32,
-        population=2500)
+    config = privacy_lib.PrivacyConfig(clients_per_round=100,
+                                       l2_clip=1.0,
+                                       noise_multiplier=1.0,
+                                       quantile_noise_multiplier=1e-2,
+                                       loss_upper_bound=4.0,
+                                       num_bins=32,
+                                       population=2500)
     reader = simulation._tail_reader(config, 0.25)  # pylint: disable=protected-access  # tests a private part
     losses, _, _ = simulation.softmax_loss_and_update(
         kernel, np.zeros(10), self.task.train.x[:100].astype(np.float64),
@@ -128,5 +142,5 @@ class SimulationTest(tf.test.TestCase):
     self.assertEqual(tail['bin'], k)
     np.testing.assert_array_equal(mask, (bins > k).astype(float))
     self.assertEqual(tail['tail_count'], 25.0)
-    self.assertAllEqual(mask.astype(bool), weighting.in_tail(
-        losses, k, 4.0, 32))
+    self.assertAllEqual(mask.astype(bool),
+                        weighting.in_tail(losses, k, 4.0, 32))

@@ -28,16 +28,24 @@ class B3Test(tf.test.TestCase):
     self.assertEqual(task.test.y.shape, (500, 100))
     # Every example is a row of the paper's make_classification call, used
     # once across all clients.
-    x, y = datasets.make_classification(
-        n_samples=int(5e5), n_features=20, n_informative=15, n_redundant=2,
-        n_repeated=0, n_classes=10, n_clusters_per_class=1, class_sep=5.0,
-        hypercube=False, random_state=2345)
-    rows = {tuple(r): label for r, label in zip(
-        x.astype(np.float32)[:, :3].tolist(), y)}
-    used = np.concatenate([s.x.reshape(-1, 20) for s in (
-        task.train, task.validation, task.test)])
-    labels = np.concatenate([s.y.reshape(-1) for s in (
-        task.train, task.validation, task.test)])
+    x, y = datasets.make_classification(n_samples=int(5e5),
+                                        n_features=20,
+                                        n_informative=15,
+                                        n_redundant=2,
+                                        n_repeated=0,
+                                        n_classes=10,
+                                        n_clusters_per_class=1,
+                                        class_sep=5.0,
+                                        hypercube=False,
+                                        random_state=2345)
+    rows = {
+        tuple(r): label
+        for r, label in zip(x.astype(np.float32)[:, :3].tolist(), y)
+    }
+    used = np.concatenate(
+        [s.x.reshape(-1, 20) for s in (task.train, task.validation, task.test)])
+    labels = np.concatenate(
+        [s.y.reshape(-1) for s in (task.train, task.validation, task.test)])
     self.assertLen(np.unique(used[:, :3], axis=0), 350000)
     for r, label in zip(used[::997, :3].tolist(), labels[::997]):
       self.assertEqual(rows[tuple(r)], label)
@@ -59,8 +67,7 @@ class B3Test(tf.test.TestCase):
     self.assertEqual(elements[0]['pixels'].shape, (20,))
     self.assertEqual(elements[0]['label'].dtype, tf.int32)
     batch = next(iter(self.task.train.datasets([3])[0]))
-    self.assertAllClose(batch['x'], np.stack([e['pixels'] for e in
-                                              elements]))
+    self.assertAllClose(batch['x'], np.stack([e['pixels'] for e in elements]))
     model = self.task.model_fn()()
     self.assertEqual(model.input_spec['x'].shape.as_list(), [None, 20])
 
@@ -69,8 +76,8 @@ class DigitsTest(tf.test.TestCase):
 
   def test_splits_and_convnet(self):
     task = tasks.digits_task(client_size=16)
-    total = sum(s.num_clients * 16 for s in (task.train, task.validation,
-                                              task.test))
+    total = sum(
+        s.num_clients * 16 for s in (task.train, task.validation, task.test))
     self.assertLessEqual(total, 1797)
     self.assertGreater(task.train.num_clients, 50)
     self.assertGreater(task.test.num_clients, 15)
@@ -81,8 +88,8 @@ class DigitsTest(tf.test.TestCase):
     self.assertEqual(element['pixels'].shape, (4, 8, 8))
     self.assertEqual(set(element), {'pixels', 'label'})
     mapped = tasks.as_model_input(data)
-    self.assertEqual(set(next(iter(mapped.create_tf_dataset_for_client(
-        '0')))), {'x', 'y'})
+    self.assertEqual(set(next(iter(mapped.create_tf_dataset_for_client('0')))),
+                     {'x', 'y'})
     model = task.keras_model()
     self.assertEqual(model(np.zeros((2, 8, 8), np.float32)).shape, (2, 10))
 

@@ -17,9 +17,11 @@ def _lp_superquantile(losses, theta):
   """max_pi sum pi_i F_i over {sum pi = 1, 0 <= pi_i <= 1/(theta n)} by
   scipy's LP solver: the dual representation (eq. 7) directly."""
   n = len(losses)
-  result = optimize.linprog(
-      -np.asarray(losses), A_eq=np.ones((1, n)), b_eq=[1.0],
-      bounds=[(0.0, 1.0 / (theta * n))] * n, method='highs')
+  result = optimize.linprog(-np.asarray(losses),
+                            A_eq=np.ones((1, n)),
+                            b_eq=[1.0],
+                            bounds=[(0.0, 1.0 / (theta * n))] * n,
+                            method='highs')
   assert result.success
   return -result.fun
 
@@ -40,8 +42,8 @@ def _closed_form(losses, theta):
 
 class SuperquantileWeightsTest(parameterized.TestCase):
 
-  @parameterized.product(n=(1, 7, 10, 100), theta=(0.05, 0.25, 0.3, 0.5,
-                                                   0.8, 1.0))
+  @parameterized.product(n=(1, 7, 10, 100),
+                         theta=(0.05, 0.25, 0.3, 0.5, 0.8, 1.0))
   def test_numpy_reference_is_lp_optimum_and_closed_form(self, n, theta):
     losses = np.random.default_rng(n).exponential(size=n)
     pi = weighting.superquantile_weights(losses, theta)
@@ -50,7 +52,8 @@ class SuperquantileWeightsTest(parameterized.TestCase):
     self.assertTrue(np.all(pi >= 0))
     self.assertTrue(np.all(pi <= 1.0 / (theta * n) + 1e-12))
     # Optimal: the LP's value (the superquantile, eq. 7).
-    self.assertAlmostEqual(pi @ losses, _lp_superquantile(losses, theta),
+    self.assertAlmostEqual(pi @ losses,
+                           _lp_superquantile(losses, theta),
                            places=7)
     # Distinct losses: the closed form, including the fractional weight.
     np.testing.assert_allclose(pi, _closed_form(losses, theta), atol=1e-12)
@@ -104,11 +107,14 @@ class TensorFlowWeightsTest(tf.test.TestCase, parameterized.TestCase):
   def _tf_weights(self, losses, theta, exact):
     tau, above, at = weighting.tail_parameters(tf.constant(losses), theta,
                                                exact)
-    return np.array([float(weighting.client_tail_weight(x, tau, above, at))
-                     for x in losses])
+    return np.array([
+        float(weighting.client_tail_weight(x, tau, above, at)) for x in losses
+    ])
 
-  @parameterized.product(n=(1, 2, 9, 50), theta=(0.1, 0.25, 0.5, 0.8, 1.0),
-                         exact=(True, False), ties=(False, True))
+  @parameterized.product(n=(1, 2, 9, 50),
+                         theta=(0.1, 0.25, 0.5, 0.8, 1.0),
+                         exact=(True, False),
+                         ties=(False, True))
   def test_server_parameters_reproduce_the_references(self, n, theta, exact,
                                                       ties):
     rng = np.random.default_rng(100 * n + int(10 * theta))
@@ -116,16 +122,16 @@ class TensorFlowWeightsTest(tf.test.TestCase, parameterized.TestCase):
     if ties:
       losses = np.round(losses * 2) / 2  # many ties
     pi = self._tf_weights(losses, theta, exact)
-    reference = (weighting.superquantile_weights(losses, theta) if exact
-                 else weighting.threshold_weights(losses, theta))
+    reference = (weighting.superquantile_weights(losses, theta)
+                 if exact else weighting.threshold_weights(losses, theta))
     np.testing.assert_allclose(pi, reference, atol=1e-12)
 
   def test_no_clients(self):
-    tau, above, at = weighting.tail_parameters(tf.zeros([0], tf.float64),
-                                               0.5, True)
+    tau, above, at = weighting.tail_parameters(tf.zeros([0], tf.float64), 0.5,
+                                               True)
     self.assertEqual(float(tau), math.inf)
-    self.assertEqual(float(weighting.client_tail_weight(3.0, tau, above,
-                                                        at)), 0.0)
+    self.assertEqual(float(weighting.client_tail_weight(3.0, tau, above, at)),
+                     0.0)
 
   def test_qffl_scalars(self):
     losses = np.array([0.5, 1.0, 2.0])
@@ -145,8 +151,14 @@ class PrivateTailTest(tf.test.TestCase, parameterized.TestCase):
     # 8 bins on [0, 2]: edges 0.25, 0.5, ..., 2. 100 clients, CDF crossing
     # 1/2 at bin 3 (F = 0.48) and 4 (F = 0.6): eq. 1 picks bin 3.
     cdf = np.array([0.1, 0.2, 0.3, 0.48, 0.6, 0.8, 0.9, 1.0])
-    out = weighting.private_tail(cdf, 100.0, 100, 0.5, 2.0, 8,
-                                 exact_count=True, histogram_tail_count=True)
+    out = weighting.private_tail(cdf,
+                                 100.0,
+                                 100,
+                                 0.5,
+                                 2.0,
+                                 8,
+                                 exact_count=True,
+                                 histogram_tail_count=True)
     self.assertEqual(int(out['bin']), 3)
     self.assertAllClose(out['threshold'], 1.0)  # right edge of bin 3
     self.assertAllClose(out['histogram_tail_count'], 52.0)
@@ -155,37 +167,60 @@ class PrivateTailTest(tf.test.TestCase, parameterized.TestCase):
     mass = np.diff(np.concatenate([[0.0], cdf]))
     self.assertAllClose(out['loss'], mass @ centres)
     self.assertFalse(bool(out['fallback']))
-    expected = weighting.private_tail(cdf, 100.0, 100, 0.5, 2.0, 8,
+    expected = weighting.private_tail(cdf,
+                                      100.0,
+                                      100,
+                                      0.5,
+                                      2.0,
+                                      8,
                                       exact_count=True,
                                       histogram_tail_count=False)
     self.assertAllClose(expected['tail_count'], 50.0)  # theta n
 
   def test_estimated_count_and_clipping(self):
     cdf = np.array([0.9, 0.95, 0.97, 1.0])
-    out = weighting.private_tail(cdf, 40.0, 100, 0.25, 1.0, 4,
-                                 exact_count=False, histogram_tail_count=True)
+    out = weighting.private_tail(cdf,
+                                 40.0,
+                                 100,
+                                 0.25,
+                                 1.0,
+                                 4,
+                                 exact_count=False,
+                                 histogram_tail_count=True)
     self.assertEqual(int(out['bin']), 0)  # |0.9 - 0.75| < |0.95 - 0.75|
     self.assertAllClose(out['histogram_tail_count'], 40.0 * 0.1)
     # A negative noisy count is clipped to 1 (never divide by <= 0).
-    out = weighting.private_tail(np.array([0.9, 0.95, 1.2, 1.3]), -5.0, 100,
-                                 0.25, 1.0, 4, exact_count=False,
+    out = weighting.private_tail(np.array([0.9, 0.95, 1.2, 1.3]),
+                                 -5.0,
+                                 100,
+                                 0.25,
+                                 1.0,
+                                 4,
+                                 exact_count=False,
                                  histogram_tail_count=True)
     self.assertAllClose(out['histogram_tail_count'], 1.0)
 
   def test_unusable_histogram_falls_back_to_everyone(self):
-    out = weighting.private_tail(np.full(4, np.nan), 0.0, 30, 0.5, 1.0, 4,
-                                 exact_count=True, histogram_tail_count=False)
+    out = weighting.private_tail(np.full(4, np.nan),
+                                 0.0,
+                                 30,
+                                 0.5,
+                                 1.0,
+                                 4,
+                                 exact_count=True,
+                                 histogram_tail_count=False)
     # The choices are resolved by PrivacyConfig; their names are refused.
     with self.assertRaisesRegex(TypeError, 'exact_count must be True or '
                                 'False'):
-      weighting.private_tail(np.full(4, np.nan), 0.0, 30, 0.5, 1.0, 4,
-                             'exact', 'expected')
+      weighting.private_tail(np.full(4, np.nan), 0.0, 30, 0.5, 1.0, 4, 'exact',
+                             'expected')
     self.assertEqual(int(out['bin']), -1)
     self.assertTrue(bool(out['fallback']))
     self.assertAllClose(out['tail_count'], 30.0)  # n, not theta n
-    self.assertTrue(np.all(weighting.in_tail(
-        np.array([np.nan, 0.0, 5.0]), -1, 1.0, 4).numpy() == [True, True,
-                                                             True]))
+    self.assertTrue(
+        np.all(
+            weighting.in_tail(np.array([np.nan, 0.0, 5.0]), -1, 1.0, 4).numpy()
+            == [True, True, True]))
 
   def test_in_tail_rule(self):
     # 4 bins on [0, 1], k = 1: the tail is loss >= 0.5 (bins 2, 3), and
@@ -194,5 +229,4 @@ class PrivateTailTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllEqual(weighting.in_tail(losses, 1, 1.0, 4),
                         [False, False, True, True, True, True, True, False])
     self.assertAllEqual(weighting.in_tail(losses, 3, 1.0, 4),
-                        [False, False, False, False, False, True, True,
-                         False])
+                        [False, False, False, False, False, True, True, False])

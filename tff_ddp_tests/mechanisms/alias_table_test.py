@@ -24,9 +24,9 @@ _decode = table_reference.decode
 
 class BuildTest(parameterized.TestCase):
 
-  @parameterized.parameters(
-      ([1],), ([1, 2, 1],), ([3, 0, 5, 0, 3],), ([7] * 9,),
-      ([1, 10**30, 2**200 + 3, 10**30, 1],), (list(range(1, 202)),))
+  @parameterized.parameters(([1],), ([1, 2, 1],), ([3, 0, 5, 0, 3],),
+                            ([7] * 9,), ([1, 10**30, 2**200 + 3, 10**30, 1],),
+                            (list(range(1, 202)),))
   def test_table_realises_the_largest_remainder_weights(self, lower):
     tail = fractions.Fraction(1, 2**240)
     table = core.build(fractions.Fraction(1), lower, 0, tail)
@@ -41,10 +41,11 @@ class BuildTest(parameterized.TestCase):
     q = fractions.Fraction(0)
     for x, a in zip(range(-t, t + 1), lower):
       # Within one unit of W a / A (step 1), zero outside the support.
-      self.assertLess(abs(weights.get(x, 0) - fractions.Fraction(_W * a,
-                                                                 big_a)), 1)
-      q += abs(fractions.Fraction(weights.get(x, 0), _W)
-               - fractions.Fraction(a, big_a))
+      self.assertLess(
+          abs(weights.get(x, 0) - fractions.Fraction(_W * a, big_a)), 1)
+      q += abs(
+          fractions.Fraction(weights.get(x, 0), _W) -
+          fractions.Fraction(a, big_a))
     self.assertEqual({x for x, w in weights.items() if w},
                      {x for x, a in zip(range(-t, t + 1), lower) if a})
     # gap 0: rho = 0, so the certificate is Q / 2 + tail exactly.
@@ -58,9 +59,9 @@ class BuildTest(parameterized.TestCase):
     table = core.build(fractions.Fraction(1), lower, gap, fractions.Fraction(0))
     big_a = sum(lower)
     weights = _decode(table)
-    q = sum(abs(fractions.Fraction(weights[x], _W)
-                - fractions.Fraction(a, big_a))
-            for x, a in zip((-1, 0, 1), lower))
+    q = sum(
+        abs(fractions.Fraction(weights[x], _W) - fractions.Fraction(a, big_a))
+        for x, a in zip((-1, 0, 1), lower))
     self.assertEqual(table.tv_bound,
                      (q + fractions.Fraction(2 * gap, big_a)) / 2)
 
@@ -104,11 +105,14 @@ class TrimmedLowTest(tf.test.TestCase, parameterized.TestCase):
 
   def _assert_same_outputs(self, table, k, seed):
     b = table.log2_columns
-    full = dataclasses.replace(table, low=np.concatenate(
-        [table.low, np.zeros([2**b - len(table.low), core.LOW_WORDS],
-                             np.int64)]))
-    cols, u_tops, ties, us = table_reference.crafted_draws(table, k,
-                                            np.random.default_rng(seed))
+    full = dataclasses.replace(
+        table,
+        low=np.concatenate([
+            table.low,
+            np.zeros([2**b - len(table.low), core.LOW_WORDS], np.int64)
+        ]))
+    cols, u_tops, ties, us = table_reference.crafted_draws(
+        table, k, np.random.default_rng(seed))
     expected = []
     for j, u in zip(cols, us):
       alias = int(table.packed[j]) % 2**b
@@ -119,20 +123,20 @@ class TrimmedLowTest(tf.test.TestCase, parameterized.TestCase):
     for unconditional in (False, True):
       for first_level in levels:
         outputs = [
-            core.lookup(t, tf.constant(cols, tf.int64),
+            core.lookup(t,
+                        tf.constant(cols, tf.int64),
                         tf.constant(u_tops, tf.int64),
-                        lambda: tf.constant(ties, tf.int64), top_bits=k,
+                        lambda: tf.constant(ties, tf.int64),
+                        top_bits=k,
                         unconditional_ties=unconditional,
-                        first_level=first_level).numpy()
-            for t in (table, full)]
+                        first_level=first_level).numpy() for t in (table, full)
+        ]
         np.testing.assert_array_equal(outputs[0], outputs[1])
         np.testing.assert_array_equal(outputs[0], expected)
 
-  @parameterized.product(
-      lower=([3, 0, 5, 0, 3], list(range(1, 202)), [1] * 9),
-      top_bits=(None, 3, 'first'))
-  def test_built_tables_keep_k_rows_and_the_full_outputs(self, lower,
-                                                         top_bits):
+  @parameterized.product(lower=([3, 0, 5, 0, 3], list(range(1, 202)), [1] * 9),
+                         top_bits=(None, 3, 'first'))
+  def test_built_tables_keep_k_rows_and_the_full_outputs(self, lower, top_bits):
     # K = 5, 201, 9 points in 8, 256, 16 columns: 3 to 55 columns beyond
     # K, each tied at every level of U; k = 3 top bits leaves a mid field.
     table = core.build(fractions.Fraction(1), lower, 0,
@@ -151,11 +155,15 @@ class TrimmedLowTest(tf.test.TestCase, parameterized.TestCase):
     # comparison's every level, whichever of top / mid / low decides).
     rng = np.random.default_rng(11)
     b, rows = 4, 6
-    table = core.AliasTable(
-        law=fractions.Fraction(1), t=3, log2_columns=b,
-        packed=rng.integers(0, 2**63, 2**b, dtype=np.int64),
-        low=rng.integers(0, 2**63, [rows, core.LOW_WORDS], dtype=np.int64),
-        tv_bound=fractions.Fraction(0), build_seconds=0.0)
+    table = core.AliasTable(law=fractions.Fraction(1),
+                            t=3,
+                            log2_columns=b,
+                            packed=rng.integers(0, 2**63, 2**b, dtype=np.int64),
+                            low=rng.integers(0,
+                                             2**63, [rows, core.LOW_WORDS],
+                                             dtype=np.int64),
+                            tv_bound=fractions.Fraction(0),
+                            build_seconds=0.0)
     k = 63 - b if top_bits is None else top_bits
     self._assert_same_outputs(table, k, seed=12)
 
@@ -163,11 +171,12 @@ class TrimmedLowTest(tf.test.TestCase, parameterized.TestCase):
     table = core.build(fractions.Fraction(1), [3, 0, 5, 0, 3], 0,
                        fractions.Fraction(1, 2**240))
     b = table.log2_columns
-    full = np.concatenate([table.low, np.zeros(
-        [2**b - len(table.low), core.LOW_WORDS], np.int64)])
+    full = np.concatenate([
+        table.low,
+        np.zeros([2**b - len(table.low), core.LOW_WORDS], np.int64)
+    ])
     self.assertEqual(core.column_weights(table.packed, table.low, b),
                      core.column_weights(table.packed, full, b))
-
 
 
 class FirstLevelTest(tf.test.TestCase):

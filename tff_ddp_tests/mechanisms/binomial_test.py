@@ -64,11 +64,12 @@ def _sampler(m, force_exact=False):
   """One traced function per (m, force_exact), shared by all tests."""
   key = (m, force_exact)
   if key not in _SAMPLERS:
-    _SAMPLERS[key] = tf.function(
-        lambda p, s: binomial.sample_binomial(p, m, s,
-                                              _force_exact=force_exact),
-        input_signature=[tf.TensorSpec([None], tf.float64),
-                         tf.TensorSpec([2], tf.int64)])
+    _SAMPLERS[key] = tf.function(lambda p, s: binomial.sample_binomial(
+        p, m, s, _force_exact=force_exact),
+                                 input_signature=[
+                                     tf.TensorSpec([None], tf.float64),
+                                     tf.TensorSpec([2], tf.int64)
+                                 ])
   return _SAMPLERS[key]
 
 
@@ -77,8 +78,8 @@ class _BlocksMixin:
 
   def _check_blocks(self, m, n, seed, probs=PROBS, force_exact=False):
     p_vec = np.repeat(np.array(probs, np.float64), n)
-    draws = _sampler(m, force_exact)(
-        tf.constant(p_vec), tf.constant(seed, tf.int64)).numpy()
+    draws = _sampler(m, force_exact)(tf.constant(p_vec),
+                                     tf.constant(seed, tf.int64)).numpy()
     self.assertEqual(draws.dtype, np.int64)
     self.assertAllInRange(draws, 0, m)
     for i, p in enumerate(probs):
@@ -98,8 +99,7 @@ class _BlocksMixin:
 
 
 @pytest.mark.slow  # end to end / statistical: `make test` runs it
-class DistributionTest(_BlocksMixin, tf.test.TestCase,
-                       parameterized.TestCase):
+class DistributionTest(_BlocksMixin, tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters((1, 4000), (7, 4000), (256, 6000))
   def test_small_and_medium(self, m, n):
@@ -144,8 +144,10 @@ class DistributionSlowTest(_BlocksMixin, tf.test.TestCase,
     new = binomial.sample_binomial(probs, m, [1, 16]).numpy()
     old = poisson_binomial.sample_binomial(probs, m, [1, 16]).numpy()
     for half in (slice(0, n // 2), slice(n // 2, n)):
-      table = np.stack([np.bincount(new[half], minlength=m + 1),
-                        np.bincount(old[half], minlength=m + 1)])
+      table = np.stack([
+          np.bincount(new[half], minlength=m + 1),
+          np.bincount(old[half], minlength=m + 1)
+      ])
       # Pool sparse columns so every expected cell count is >= 10.
       cols, acc = [], np.zeros(2)
       for col in table.T:
@@ -200,9 +202,8 @@ class ExactnessMachineryTest(tf.test.TestCase, parameterized.TestCase):
       gs = [(x if x >= 0 else -1 - x) // prm.width for x in ds]
       consts = binomial._element_constants(
           tf.constant([big_p] * len(ds), tf.int64), m)
-      log_a, err = binomial._log_accept(
-          consts, tf.constant(ds, tf.int64), tf.constant(gs, tf.int64), prm,
-          table)
+      log_a, err = binomial._log_accept(consts, tf.constant(ds, tf.int64),
+                                        tf.constant(gs, tf.int64), prm, table)
       for d, g, la, e in zip(ds, gs, log_a.numpy(), err.numpy()):
         exact = self._exact_log_accept(m, big_p, d, g, prm.k_num)
         self.assertLessEqual(exact, 0, f'a(D) > 1 at m={m} p={p} D={d}')
@@ -229,10 +230,14 @@ class ExactnessMachineryTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(got, np.log(x), rtol=0, atol=1e-13)
     z = np.concatenate([np.linspace(-0.999, 5, 801), [-0.5, 0.5, 1e-12]])
     self.assertAllClose(binomial._log1p(tf.constant(z)).numpy(),
-                        np.log1p(z), rtol=1e-14, atol=1e-16)
+                        np.log1p(z),
+                        rtol=1e-14,
+                        atol=1e-16)
     phi = (1 + z) * np.log1p(z) - z
-    self.assertAllClose(binomial._phi(tf.constant(z)).numpy(), phi,
-                        rtol=1e-12, atol=1e-16)
+    self.assertAllClose(binomial._phi(tf.constant(z)).numpy(),
+                        phi,
+                        rtol=1e-12,
+                        atol=1e-16)
 
   def test_big_integers(self):
     rng = np.random.default_rng(3)
@@ -243,16 +248,18 @@ class ExactnessMachineryTest(tf.test.TestCase, parameterized.TestCase):
     for v in (2**62 - 1, 12345, 2**30 + 7, 3 * 2**52 + 1):
       t = binomial._bn_mul(t, tf.constant(v, tf.int64))
       py *= v
-    t = binomial._bn_normalize(binomial._bn_mul_pow2(t, 37) - binomial._bn_mul(
-        tf.constant([5] + [0] * 11, tf.int64), tf.constant(2**40, tf.int64)))
+    t = binomial._bn_normalize(
+        binomial._bn_mul_pow2(t, 37) -
+        binomial._bn_mul(tf.constant([5] + [0] * 11, tf.int64),
+                         tf.constant(2**40, tf.int64)))
     py = py * 2**37 - 5 * 2**40
     value = sum(int(v) << (24 * i) for i, v in enumerate(t.numpy()))
     self.assertEqual(value, py)
     self.assertEqual(int(binomial._bn_sign(t)), 1)
     neg = binomial._bn_normalize(-t)
     self.assertEqual(int(binomial._bn_sign(neg)), -1)
-    self.assertEqual(sum(int(v) << (24 * i) for i, v in enumerate(
-        neg.numpy())), -py)
+    self.assertEqual(sum(int(v) << (24 * i) for i, v in enumerate(neg.numpy())),
+                     -py)
 
   def test_exact_accept_matches_rational_comparison(self):
     # Decided-by-w cases: V in [w, w+1)/2^52 entirely below / above a(D).
@@ -264,11 +271,13 @@ class ExactnessMachineryTest(tf.test.TestCase, parameterized.TestCase):
       g = (d if d >= 0 else -1 - d) // prm.width
       a = math.exp(float(self._exact_log_accept(m, big_p, d, g, prm.k_num)))
       for w, want in ((int(a * 2**52) - 2, True), (int(a * 2**52) + 2, False)):
-        got = binomial._exact_accept(
-            tf.constant(mode, tf.int64), tf.constant(m - mode, tf.int64),
-            tf.constant(d, tf.int64), tf.constant(g, tf.int64),
-            tf.constant(big_p, tf.int64), tf.constant(w, tf.int64),
-            prm.k_num, tf.constant([1, 2], tf.int64))
+        got = binomial._exact_accept(tf.constant(mode, tf.int64),
+                                     tf.constant(m - mode, tf.int64),
+                                     tf.constant(d, tf.int64),
+                                     tf.constant(g, tf.int64),
+                                     tf.constant(big_p, tf.int64),
+                                     tf.constant(w, tf.int64), prm.k_num,
+                                     tf.constant([1, 2], tf.int64))
         self.assertEqual(bool(got), want, f'd={d} w={w}')
 
 
@@ -290,17 +299,19 @@ class PinnedDrawsTest(tf.test.TestCase):
   probabilities are correctly rounded element-wise."""
 
   def test_draws_are_pinned(self):
-    digest = lambda x: hashlib.sha256(
-        np.asarray(x, np.int64).tobytes()).hexdigest()[:16]
+    digest = lambda x: hashlib.sha256(np.asarray(x, np.int64).tobytes()
+                                     ).hexdigest()[:16]
     probs = np.linspace(0.25, 0.75, 500)
     for trials, want in ((1, '694e23bf0ee398a6'), (16, '50326a3b388c8877'),
-                         (1000, '8fdc786bf88ad515'),
-                         (2**20, '68ba11d7abdced66')):
-      self.assertEqual(digest(binomial.sample_binomial(probs, trials,
-                                                       [7, 8])), want, trials)
-    self.assertEqual(digest(binomial.sample_binomial(
-        np.linspace(0.25, 0.75, 20), 50, [1, 1], _force_exact=True)),
-                     '7e14ff83b19d3204')
+                         (1000, '8fdc786bf88ad515'), (2**20,
+                                                      '68ba11d7abdced66')):
+      self.assertEqual(digest(binomial.sample_binomial(probs, trials, [7, 8])),
+                       want, trials)
+    self.assertEqual(
+        digest(
+            binomial.sample_binomial(np.linspace(0.25, 0.75, 20),
+                                     50, [1, 1],
+                                     _force_exact=True)), '7e14ff83b19d3204')
 
 
 class ContractTest(tf.test.TestCase, parameterized.TestCase):

@@ -31,16 +31,19 @@ def _ddg_configurations():
     out.append((f'heuristic z={z} d={d} n={n} b={bits}',
                 ddg.compute_parameters(d, ddg.Request(1.0, z, n, bits))))
   for c, n, bits in ((4, 5, 16), (100, 20, 18), (1, 1, 8)):
-    out.append((f'granularity c={c} n={n} b={bits}', ddg.compute_parameters(
-        6,
-        ddg.Request(
-            l2_clip=math.sqrt(3.0), noise_multiplier=1.0,
-            expected_clients_per_round=n, bits=bits, granularity=1.0 / c,
-            linf_clip=1.0),
-        encoder=registry.Identity(6),
-        integer_inputs=True)))
-  out.append(('skellam', skellam.compute_parameters(
-      64, skellam.Request(1.0, 1.0, 10, 16))))
+    out.append((f'granularity c={c} n={n} b={bits}',
+                ddg.compute_parameters(6,
+                                       ddg.Request(l2_clip=math.sqrt(3.0),
+                                                   noise_multiplier=1.0,
+                                                   expected_clients_per_round=n,
+                                                   bits=bits,
+                                                   granularity=1.0 / c,
+                                                   linf_clip=1.0),
+                                       encoder=registry.Identity(6),
+                                       integer_inputs=True)))
+  out.append(('skellam',
+              skellam.compute_parameters(64, skellam.Request(1.0, 1.0, 10,
+                                                             16))))
   return out
 
 
@@ -75,11 +78,10 @@ class DiscreteGaussianCapacityTest(parameterized.TestCase):
     for name, mechanism in _ddg_configurations():
       cap = mechanism.max_clients()
       half = mechanism.modulus / 2.0
-      self.assertGreaterEqual(cap, mechanism.expected_clients_per_round,
-                              name)
+      self.assertGreaterEqual(cap, mechanism.expected_clients_per_round, name)
       for n in range(max(1, cap - 50), cap + 4):
-        self.assertEqual(mechanism.wrap_statistic(n) >= half, n > cap,
-                         (name, n))
+        self.assertEqual(
+            mechanism.wrap_statistic(n) >= half, n > cap, (name, n))
 
   def test_sum_may_wrap_says_the_same(self):
     for name, mechanism in _ddg_configurations():
@@ -97,14 +99,18 @@ class DiscreteGaussianCapacityTest(parameterized.TestCase):
   def test_given_granularity_grows_with_the_ring(self):
     # The worst case n (B/gamma + 1) + 1 + k sqrt(n) sigma/gamma < M/2:
     # with c = 4, B = 1 it is about 5 n, so doubling M about doubles n.
-    caps = [ddg.compute_parameters(
-        6,
-        ddg.Request(
-            l2_clip=math.sqrt(3.0), noise_multiplier=1.0,
-            expected_clients_per_round=5, bits=bits, granularity=0.25,
-            linf_clip=1.0),
-        encoder=registry.Identity(6), integer_inputs=True).max_clients()
-            for bits in (12, 13, 14)]
+    caps = [
+        ddg.compute_parameters(6,
+                               ddg.Request(l2_clip=math.sqrt(3.0),
+                                           noise_multiplier=1.0,
+                                           expected_clients_per_round=5,
+                                           bits=bits,
+                                           granularity=0.25,
+                                           linf_clip=1.0),
+                               encoder=registry.Identity(6),
+                               integer_inputs=True).max_clients()
+        for bits in (12, 13, 14)
+    ]
     self.assertLess(caps[0], caps[1])
     self.assertLess(caps[1], caps[2])
     self.assertAlmostEqual(caps[2] / caps[1], 2.0, delta=0.1)
@@ -116,16 +122,16 @@ class PoissonBinomialCapacityTest(parameterized.TestCase):
   def test_max_clients_is_n_m_below_the_modulus(self, n, m):
     mechanism = pbm.compute_parameters(
         4,
-        pbm.Request(
-            l2_clip=1.0, theta=0.25, num_trials=m,
-            expected_clients_per_round=n))
+        pbm.Request(l2_clip=1.0,
+                    theta=0.25,
+                    num_trials=m,
+                    expected_clients_per_round=n))
     cap = mechanism.max_clients()
     self.assertGreaterEqual(cap, mechanism.max_clients_per_round)
     for k in (cap - 1, cap, cap + 1):
       self.assertEqual(k * m >= mechanism.modulus, k > cap)
       zeros = {'encoded': tf.zeros([mechanism.output_dim], tf.int64)}
-      _, post = mechanism.server_decode(zeros, tf.constant(k, tf.int64),
-                                        _SEED)
+      _, post = mechanism.server_decode(zeros, tf.constant(k, tf.int64), _SEED)
       self.assertEqual(bool(post['sum_may_wrap']), k > cap, k)
 
 
@@ -135,9 +141,11 @@ class EmptyRoundEventTest(parameterized.TestCase):
     mechanisms = [m for _, m in _ddg_configurations()] + [
         pbm.compute_parameters(
             4,
-            pbm.Request(
-                l2_clip=1.0, theta=0.1, num_trials=4,
-                expected_clients_per_round=3))]
+            pbm.Request(l2_clip=1.0,
+                        theta=0.1,
+                        num_trials=4,
+                        expected_clients_per_round=3))
+    ]
     for mechanism in mechanisms:
       self.assertEqual(mechanism.dp_event(0), dp_accounting.NoOpDpEvent())
       self.assertNotEqual(mechanism.dp_event(1), dp_accounting.NoOpDpEvent())

@@ -55,8 +55,10 @@ def _reference_pmf(s: fractions.Fraction, half_width: int):
   """
   with mpmath.workdps(130):
     s_mp = mpmath.mpf(s.numerator) / s.denominator
-    e = {x: mpmath.exp(-mpmath.mpf(x * x) / (2 * s_mp))
-         for x in range(-half_width, half_width + 1)}
+    e = {
+        x: mpmath.exp(-mpmath.mpf(x * x) / (2 * s_mp))
+        for x in range(-half_width, half_width + 1)
+    }
     z = mpmath.fsum(e.values())
     return {x: v / z for x, v in e.items()}
 
@@ -154,8 +156,7 @@ class TableTest(tf.test.TestCase, parameterized.TestCase):
         self.assertLessEqual(lo[x], exact)
         self.assertGreaterEqual(hi[x], exact)
 
-  @parameterized.parameters(1e-6, 0.01, 0.3, 0.7, 1.0, 3.3, 50.0, 785.0,
-                            4000.0)
+  @parameterized.parameters(1e-6, 0.01, 0.3, 0.7, 1.0, 3.3, 50.0, 785.0, 4000.0)
   def test_tv_bound_below_the_constant(self, scale):
     bound = dt.tv_distance_bound(scale)
     self.assertGreater(bound, 0.0)
@@ -200,12 +201,15 @@ class TableTest(tf.test.TestCase, parameterized.TestCase):
     k = 63 - b if top_bits is None else top_bits
     cols, u_tops, ties, us = table_reference.crafted_draws(
         table, k, np.random.default_rng(5))
-    expected = [(j if u < _threshold(table, j)
-                 else int(table.packed[j]) % 2**b) - table.t
-                for j, u in zip(cols, us)]
-    out = core.lookup(table, tf.constant(cols, tf.int64),
+    expected = [
+        (j if u < _threshold(table, j) else int(table.packed[j]) % 2**b) -
+        table.t for j, u in zip(cols, us)
+    ]
+    out = core.lookup(table,
+                      tf.constant(cols, tf.int64),
                       tf.constant(u_tops, tf.int64),
-                      lambda: tf.constant(ties, tf.int64), top_bits=k,
+                      lambda: tf.constant(ties, tf.int64),
+                      top_bits=k,
                       unconditional_ties=unconditional).numpy()
     np.testing.assert_array_equal(out, expected)
 
@@ -256,6 +260,7 @@ class TableTest(tf.test.TestCase, parameterized.TestCase):
     @tf.function(input_signature=[tf.TensorSpec([], tf.int32)])
     def dynamic(count):  # no static count: the tf.cond path
       return core.sample(count, table, seed)
+
     np.testing.assert_array_equal(dynamic(tf.constant(n)).numpy(), direct)
 
 
@@ -307,7 +312,6 @@ class StatisticalTest(tf.test.TestCase, parameterized.TestCase):
     self.assertLess(abs(np.var(x) - var), _Z * math.sqrt((m4 - var**2) / n))
 
 
-
 class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_dtype_and_shapes(self):
@@ -331,26 +335,28 @@ class ExecutionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllEqual(
         a, dt.sample_discrete_gaussian_table([4000], 123.4, [3, 4]))
     self.assertAllEqual(
-        a, dt.sample_discrete_gaussian_table([4000], 123.4,
-                                             tf.constant([3, 4], tf.int32)))
+        a,
+        dt.sample_discrete_gaussian_table([4000], 123.4,
+                                          tf.constant([3, 4], tf.int32)))
     for other in ([3, 5], [4, 4]):
       b = fn(tf.constant(other, tf.int64)).numpy()
       self.assertGreater(np.mean(a != b), 0.9)
       self.assertLess(abs(np.corrcoef(a, b)[0, 1]), 5 / math.sqrt(a.size))
 
   def test_dynamic_shape_in_tf_function(self):
-    fn = tf.function(lambda shape, seed: dt.sample_discrete_gaussian_table(
-        shape, 3.3, seed))
+    fn = tf.function(
+        lambda shape, seed: dt.sample_discrete_gaussian_table(shape, 3.3, seed))
     x = fn(tf.constant([6, 7], tf.int64), tf.constant([1, 2], tf.int64))
     self.assertEqual(x.shape, (6, 7))
-    self.assertAllEqual(
-        x, dt.sample_discrete_gaussian_table([6, 7], 3.3, [1, 2]))
+    self.assertAllEqual(x, dt.sample_discrete_gaussian_table([6, 7], 3.3,
+                                                             [1, 2]))
 
 
 class ArgumentTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(
-      ('negative', -1.0, r'scale must be finite and in \[0, 29171\.\d+\].*-1\.0'),
+      ('negative', -1.0,
+       r'scale must be finite and in \[0, 29171\.\d+\].*-1\.0'),
       ('nan', float('nan'), 'scale must be finite.*nan'),
       ('inf', float('inf'), 'scale must be finite.*inf'),
       ('above_cap', 50000.0, r'scale.*50000\.0.*1048576 = 2\^20'),
@@ -361,21 +367,21 @@ class ArgumentTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, 'scale'):
       dt.tv_distance_bound(scale)
 
-  @parameterized.named_parameters(
-      ('string', '3.0'), ('none', None), ('bool', True),
-      ('complex', 1j), ('vector', [1.0]))
+  @parameterized.named_parameters(('string', '3.0'), ('none', None),
+                                  ('bool', True), ('complex', 1j),
+                                  ('vector', [1.0]))
   def test_bad_scale_type(self, scale):
     with self.assertRaisesRegex(TypeError, 'scale must be a real number'):
       dt.sample_discrete_gaussian_table([3], scale, [1, 2])
 
   def test_non_constant_scale_tensor(self):
-    fn = tf.function(lambda scale: dt.sample_discrete_gaussian_table(
-        [3], scale, [1, 2]))
+    fn = tf.function(
+        lambda scale: dt.sample_discrete_gaussian_table([3], scale, [1, 2]))
     with self.assertRaisesRegex(TypeError, 'non-constant tensor'):
       fn(tf.constant(2.0))
     self.assertEqual(
-        dt.sample_discrete_gaussian_table([3], tf.constant(2.0),
-                                          [1, 2]).shape, (3,))
+        dt.sample_discrete_gaussian_table([3], tf.constant(2.0), [1, 2]).shape,
+        (3,))
 
   @parameterized.named_parameters(
       ('negative', [2, -1], ValueError, 'shape entries must be >= 0, got -1'),

@@ -28,7 +28,7 @@ def _exact_pmf(s):
   """Support and normalised pmf of N_Z(0, s) (float64; for moderate s)."""
   half = int(math.ceil(14 * math.sqrt(s))) + 5
   x = np.arange(-half, half + 1)
-  logw = -(x.astype(np.float64) ** 2) / (2 * s)
+  logw = -(x.astype(np.float64)**2) / (2 * s)
   w = np.exp(logw - logw.max())
   return x, w / w.sum()
 
@@ -49,7 +49,7 @@ def _pooled_chi_square(counts, expected, min_expected=5.0):
     exp_bins[-1] += acc_e
   obs_bins, exp_bins = np.array(obs_bins), np.array(exp_bins)
   assert len(obs_bins) >= 2
-  stat = np.sum((obs_bins - exp_bins) ** 2 / exp_bins)
+  stat = np.sum((obs_bins - exp_bins)**2 / exp_bins)
   return stats.chi2.sf(stat, len(obs_bins) - 1), len(obs_bins)
 
 
@@ -64,14 +64,12 @@ class DiscreteGaussianTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(y.shape, (4,))
     z = dg.sample_discrete_gaussian(tf.constant([2, 3]), 2.5, [1, 2])
     self.assertEqual(z.shape, (2, 3))
-    self.assertEqual(dg.sample_discrete_gaussian([0], 2.5, [1, 2]).shape,
-                     (0,))
+    self.assertEqual(dg.sample_discrete_gaussian([0], 2.5, [1, 2]).shape, (0,))
 
   def test_deterministic_for_fixed_seed(self):
     a = dg.sample_discrete_gaussian([1000], 7.3, [5, 6])
     b = dg.sample_discrete_gaussian([1000], 7.3, tf.constant([5, 6]))
-    c = dg.sample_discrete_gaussian([1000], 7.3,
-                                    tf.constant([5, 6], tf.int64))
+    c = dg.sample_discrete_gaussian([1000], 7.3, tf.constant([5, 6], tf.int64))
     self.assertAllEqual(a, b)
     self.assertAllEqual(a, c)
 
@@ -130,7 +128,7 @@ class DiscreteGaussianTest(tf.test.TestCase, parameterized.TestCase):
                             2.0**20 + 0.5, 1e7, 2.0**24, 2.0**25)
   def test_variance_parameter_rounds_up_tightly(self, scale):
     s = dg.discrete_gaussian_variance_parameter(scale)
-    sigma2 = fractions.Fraction(scale) ** 2
+    sigma2 = fractions.Fraction(scale)**2
     self.assertIsInstance(s, fractions.Fraction)
     self.assertGreaterEqual(s, sigma2)
     self.assertEqual(s.denominator & (s.denominator - 1), 0)  # power of two
@@ -140,7 +138,7 @@ class DiscreteGaussianTest(tf.test.TestCase, parameterized.TestCase):
                     fractions.Fraction(1, 2**40) / min(1, sigma2))
     # Not rounding sigma up to an integer.
     if scale != int(scale):
-      self.assertLess(s, fractions.Fraction(math.ceil(scale)) ** 2)
+      self.assertLess(s, fractions.Fraction(math.ceil(scale))**2)
 
   def test_variance_parameter_exact_when_representable(self):
     self.assertEqual(dg.discrete_gaussian_variance_parameter(3),
@@ -173,8 +171,8 @@ class DiscreteGaussianTest(tf.test.TestCase, parameterized.TestCase):
                      fractions.Fraction(1, 4**prm.k) / (2 * s))
     # Truncation: 2 exp(-x_max^2 / (2 s)) < exp(-1000).
     self.assertGreaterEqual(prm.x_max**2, 2 * 1001 * s)
-    self.assertLess(math.log(2) - float(fractions.Fraction(prm.x_max**2) /
-                                        (2 * s)), -1000)
+    self.assertLess(
+        math.log(2) - float(fractions.Fraction(prm.x_max**2) / (2 * s)), -1000)
     # V >= v_cap forces |Y| > x_max; no int64 overflow anywhere.
     self.assertGreaterEqual(prm.a * prm.v_cap, (prm.x_max + 1) * prm.b)
     z_max = max(prm.m, prm.x_max * 2**prm.k - prm.m)
@@ -197,13 +195,13 @@ def _moments_check(test, x, s, var, m4):
   mean_se = math.sqrt(var / n)
   test.assertLess(abs(np.mean(x)), 5 * mean_se)
   var_se = math.sqrt((m4 - var**2) / n)
-  test.assertLess(abs(np.var(x) - var), 5 * var_se,
+  test.assertLess(abs(np.var(x) - var),
+                  5 * var_se,
                   msg=f'variance {np.var(x)} vs exact {var} (s = {s})')
 
 
 @pytest.mark.slow
-class DiscreteGaussianStatisticalTest(tf.test.TestCase,
-                                      parameterized.TestCase):
+class DiscreteGaussianStatisticalTest(tf.test.TestCase, parameterized.TestCase):
   # With fixed seeds these tests are deterministic; p > 1e-3 and the
   # 5-standard-error tolerances are significance levels, not tuned values.
 
@@ -217,8 +215,8 @@ class DiscreteGaussianStatisticalTest(tf.test.TestCase,
     p_value, num_bins = _pooled_chi_square(counts, pmf * x.size)
     self.assertGreater(num_bins, 2)
     self.assertGreater(p_value, 1e-3)
-    var = float(np.sum(pmf * support.astype(np.float64) ** 2))
-    m4 = float(np.sum(pmf * support.astype(np.float64) ** 4))
+    var = float(np.sum(pmf * support.astype(np.float64)**2))
+    m4 = float(np.sum(pmf * support.astype(np.float64)**4))
     _moments_check(self, x, s, var, m4)
 
   @parameterized.parameters((1000.3, 21), (2.0**20 + 0.5, 22))
@@ -231,8 +229,8 @@ class DiscreteGaussianStatisticalTest(tf.test.TestCase,
       # ~50 (nearly) equiprobable bins with integer edges.
       edges = support[np.searchsorted(cdf, np.arange(1, 50) / 50.0)]
       bin_cdf = cdf[np.searchsorted(support, edges)]
-      var = float(np.sum(pmf * support.astype(np.float64) ** 2))
-      m4 = float(np.sum(pmf * support.astype(np.float64) ** 4))
+      var = float(np.sum(pmf * support.astype(np.float64)**2))
+      m4 = float(np.sum(pmf * support.astype(np.float64)**4))
     else:
       # For s > 1e7 summing the pmf over ~14 sqrt(s) points is too big; the
       # discrete Gaussian CDF is then the midpoint normal CDF
@@ -271,13 +269,13 @@ class DiscreteGaussianStatisticalTest(tf.test.TestCase,
 
   def test_bernoulli_exp_minus_one_and_geometric(self):
     n = 200_000
-    bits = tf.function(lambda s: dg._bern_exp_minus_one(n, s))(
-        tf.constant([42, 0], tf.int64)).numpy()
+    bits = tf.function(lambda s: dg._bern_exp_minus_one(n, s))(tf.constant(
+        [42, 0], tf.int64)).numpy()
     p = math.exp(-1)
     self.assertLess(abs(np.mean(bits) - p), 5 * math.sqrt(p * (1 - p) / n))
     g = tf.function(lambda s: dg._capped_geometric_exp_minus_one(
-        tf.fill([n], tf.constant(50, tf.int64)), s))(
-            tf.constant([43, 0], tf.int64)).numpy()
+        tf.fill([n], tf.constant(50, tf.int64)), s))(tf.constant(
+            [43, 0], tf.int64)).numpy()
     # P(G = v) = e^-v (1 - e^-1).
     values = np.arange(0, 9)
     expected = np.exp(-values) * (1 - math.exp(-1)) * n

@@ -14,16 +14,21 @@ from tff_ddp.mechanisms import distributed_skellam
 from tff_ddp.mechanisms import rounding
 
 
-
 def _compute(module, dim, encoder=None, integer_inputs=False, **request):
   """module.compute_parameters with the request's fields given flat."""
-  return module.compute_parameters(dim, module.Request(**request),
+  return module.compute_parameters(dim,
+                                   module.Request(**request),
                                    encoder=encoder,
                                    integer_inputs=integer_inputs)
 
+
 def _params(**kwargs):
-  args = dict(dim=100, l2_clip=1.0, noise_multiplier=1.0,
-              expected_clients_per_round=10, bits=16, modclip_prob=1e-4,
+  args = dict(dim=100,
+              l2_clip=1.0,
+              noise_multiplier=1.0,
+              expected_clients_per_round=10,
+              bits=16,
+              modclip_prob=1e-4,
               beta=math.exp(-0.5))
   args.update(kwargs)
   return _compute(ddg, **args)
@@ -37,6 +42,7 @@ def _params(**kwargs):
 # bits vary between machines (and between numpy and TF): the reference
 # checks TF's against its own float64 ones within a bound (float32: the
 # proved one) and rounds TF's x'' (the rounding is exact given x'').
+
 
 def _np_fwht(x):
   """Orthonormal Walsh-Hadamard as a dense matrix product (an independent
@@ -82,17 +88,16 @@ def reference_client(p, words, noise, rotated):
 
 def reference_server(zbar, p, signs):
   z = np.mod(np.asarray(zbar, np.int64), p.modulus)
-  z = np.where(z > p.modulus // 2, z - p.modulus, z)      # centre the ring
+  z = np.where(z > p.modulus // 2, z - p.modulus, z)  # centre the ring
   return (p.gamma * signs * _np_fwht(z.astype(np.float64)))[:p.dim]
 
 
 class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
 
-  @parameterized.named_parameters(
-      ("hadamard_padded", 100, 1.0, 'table', True),
-      ("power_of_two", 64, 0.5, 'exact', True),
-      ('no_noise', 30, 0.0, 'table', False),
-      ('huge_coordinate', 16, 1.0, 'table', True))
+  @parameterized.named_parameters(("hadamard_padded", 100, 1.0, 'table', True),
+                                  ("power_of_two", 64, 0.5, 'exact', True),
+                                  ('no_noise', 30, 0.0, 'table', False),
+                                  ('huge_coordinate', 16, 1.0, 'table', True))
   def test_client_and_server_match_reference_exactly(self, dim, noise_mult,
                                                      sampler, float32):
     p = _params(dim=dim, noise_multiplier=noise_mult, noise_sampler=sampler)
@@ -111,8 +116,8 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
       encoded, flags = p.client_encode(tf.constant(x), rotation_seed,
                                        noise_seed)
       round_seed, sampling_seed = ddg.client_subseeds(noise_seed)
-      words = lambda a, s=round_seed: rounding.rounding_words(
-          [p.output_dim], s, a).numpy()
+      words = lambda a, s=round_seed: rounding.rounding_words([p.output_dim], s,
+                                                              a).numpy()
       noise = p.sample_noise(sampling_seed).numpy() if noise_mult > 0 else 0
       scaled = reference_scale(x, p)
       tf_scaled = p.clip_and_scale(tf.constant(x))[0]
@@ -128,8 +133,8 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
         # The cast (in the bound) plus the rotation's bound.
         self.assertLessEqual(
             np.linalg.norm(rotated - exact),
-            p.encoder.float32_error * np.linalg.norm(scaled)
-            + hadamard.float32_flush_error(p.output_dim))
+            p.encoder.float32_error * np.linalg.norm(scaled) +
+            hadamard.float32_flush_error(p.output_dim))
         # The premise of the rounding analysis: ||x''|| <= c / gamma.
         self.assertLessEqual(np.linalg.norm(rotated.astype(np.float64)),
                              p.scaled_l2_clip)
@@ -145,15 +150,17 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
       expected = reference_client(p, words, noise, rotated)
       self.assertEqual(encoded['encoded'].dtype, tf.int64)
       self.assertAllEqual(encoded['encoded'].numpy(), expected)
-      clipped = int(np.linalg.norm(x / np.abs(x).max()) * np.abs(x).max()
-                    > p.l2_clip)
+      clipped = int(
+          np.linalg.norm(x / np.abs(x).max()) * np.abs(x).max() > p.l2_clip)
       self.assertAllEqual(flags.numpy(), [0, clipped, 0])
       total = np.mod(total + expected, p.modulus)
     decoded, post = p.server_decode({'encoded': tf.constant(total)},
                                     tf.constant(3, tf.int64), rotation_seed)
     # The integer messages agree exactly; the decoded floats to rounding.
-    self.assertAllClose(decoded.numpy(), reference_server(total, p, signs),
-                        rtol=1e-12, atol=1e-12 * p.gamma * p.modulus)
+    self.assertAllClose(decoded.numpy(),
+                        reference_server(total, p, signs),
+                        rtol=1e-12,
+                        atol=1e-12 * p.gamma * p.modulus)
     self.assertFalse(post['sum_may_wrap'])
 
   def test_int32_path_at_the_largest_scaled_clip(self):
@@ -164,9 +171,10 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
     # sum would overflow where the int64 reference does not).
     p = ddg.compute_parameters(
         64,
-        ddg.Request(
-            l2_clip=1.0, noise_multiplier=0.03, expected_clients_per_round=1,
-            bits=30))
+        ddg.Request(l2_clip=1.0,
+                    noise_multiplier=0.03,
+                    expected_clients_per_round=1,
+                    bits=30))
     self.assertTrue(p.float32_rotation)
     self.assertGreater(p.scaled_l2_clip, 0.999 * 2**30)
     seed = tf.constant([3, 1], tf.int64)
@@ -179,34 +187,38 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
                                  seed).numpy()
       self.assertGreater(np.abs(rotated).max(), 0.998 * 2**30)
       round_seed, sampling_seed = ddg.client_subseeds(noise_seed)
-      words = lambda a, s=round_seed: rounding.rounding_words(
-          [64], s, a).numpy()
+      words = lambda a, s=round_seed: rounding.rounding_words([64], s, a).numpy(
+      )
       noise = p.sample_noise(sampling_seed).numpy()
-      self.assertAllEqual(encoded['encoded'], reference_client(
-          p, words, noise, rotated))
+      self.assertAllEqual(encoded['encoded'],
+                          reference_client(p, words, noise, rotated))
       self.assertAllEqual(flags, [0, 0, 0])
 
   def test_float32_rotation_only_where_it_costs_nothing(self):
     self.assertTrue(_params().float32_rotation)  # Hadamard with noise
     self.assertFalse(_params(noise_multiplier=0.0).float32_rotation)
     for name in ('kashin', 'dft', 'none'):
-      self.assertFalse(_params(dim=12, encoder=registry.make_encoder(
-          name, 12)).float32_rotation, name)
+      self.assertFalse(
+          _params(dim=12, encoder=registry.make_encoder(name,
+                                                        12)).float32_rotation,
+          name)
     # c/gamma >= 2^30: rounded values might not fit int32.
     big = ddg.compute_parameters(
         64,
-        ddg.Request(
-            l2_clip=1.0, noise_multiplier=0.01, expected_clients_per_round=1,
-            bits=30))
+        ddg.Request(l2_clip=1.0,
+                    noise_multiplier=0.01,
+                    expected_clients_per_round=1,
+                    bits=30))
     self.assertGreater(big.scaled_l2_clip, 2**30)
     self.assertFalse(big.float32_rotation)
     # n 2 eps c/gamma vs 2^-10 sqrt(n D) sigma/gamma: 0.55 of it at 100
     # clients (float32), 1.10 at 200 (float64).
     small, many = (ddg.compute_parameters(
         4,
-        ddg.Request(
-            l2_clip=1.0, noise_multiplier=0.1, expected_clients_per_round=n,
-            bits=20)) for n in (100, 200))
+        ddg.Request(l2_clip=1.0,
+                    noise_multiplier=0.1,
+                    expected_clients_per_round=n,
+                    bits=20)) for n in (100, 200))
     self.assertTrue(small.float32_rotation)
     self.assertFalse(many.float32_rotation)
 
@@ -224,9 +236,9 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
     spike = np.zeros(1000)
     spike[3] = -1e6
     seed = tf.constant([2, 9], tf.int64)
-    for i, x in enumerate((rng.normal(size=1000) * 1e-3,
-                           rng.normal(size=1000) * 10.0, spike,
-                           rng.standard_cauchy(size=1000) * 1e20)):
+    for i, x in enumerate(
+        (rng.normal(size=1000) * 1e-3, rng.normal(size=1000) * 10.0, spike,
+         rng.standard_cauchy(size=1000) * 1e20)):
       noise_seed = tf.constant([i, 4], tf.int64)
       encoded, flags = p.client_encode(tf.constant(x), seed, noise_seed)
       noise = p.sample_noise(ddg.client_subseeds(noise_seed)[1]).numpy()
@@ -249,8 +261,9 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
               rng.standard_cauchy(size=1000)):
       x = x / np.linalg.norm(x) * p.l2_clip * (1 + rng.uniform())
       for seed in range(3):
-        rotated = p.encoder.encode(p.clip_and_scale(tf.constant(x))[0],
-                                   tf.constant([seed, 5], tf.int64))
+        rotated = p.encoder.encode(
+            p.clip_and_scale(tf.constant(x))[0], tf.constant([seed, 5],
+                                                             tf.int64))
         squares = np.square(rotated.numpy().astype(np.float64))
         self.assertLessEqual(math.fsum(squares), p.scaled_l2_clip**2)
 
@@ -261,8 +274,7 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
                                      tf.constant([3, 4], tf.int64))
     self.assertAllEqual(encoded['encoded'], np.zeros(p.output_dim))
     self.assertAllEqual(flags, [1, 0, 0])
-    self.assertEqual(p.flag_names, ('nonfinite', 'clipped',
-                                    'rounding_failed'))
+    self.assertEqual(p.flag_names, ('nonfinite', 'clipped', 'rounding_failed'))
 
   @parameterized.named_parameters(
       ('hadamard', {}), ('kashin', dict(encoder='kashin')),
@@ -277,8 +289,12 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
       kwargs['encoder'] = registry.make_encoder(kwargs['encoder'], 12)
     if mechanism == 'skellam':
       p = _compute(distributed_skellam,
-          dim=12, l2_clip=1.0, noise_multiplier=1.0,
-          expected_clients_per_round=10, bits=16, **kwargs)
+                   dim=12,
+                   l2_clip=1.0,
+                   noise_multiplier=1.0,
+                   expected_clients_per_round=10,
+                   bits=16,
+                   **kwargs)
     else:
       p = _params(dim=12, **kwargs)
     for seed in range(3):
@@ -287,8 +303,9 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
                                        tf.constant([1, 2], tf.int64),
                                        noise_seed)
       _, sampling_seed = ddg.client_subseeds(noise_seed)
-      self.assertAllEqual(encoded['encoded'], np.mod(
-          p.sample_noise(sampling_seed).numpy(), p.modulus))
+      self.assertAllEqual(
+          encoded['encoded'],
+          np.mod(p.sample_noise(sampling_seed).numpy(), p.modulus))
       self.assertAllEqual(flags, [0, 0, 0])
     self.assertAllEqual(p.sum_of_zero_inputs(0, noise_seed),
                         np.zeros(p.output_dim))
@@ -300,14 +317,17 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
     # stddev; the discrete Gaussian's variance is within 1e-9 of s^2 at
     # s >= 1). Over D = 128 coordinates x 40 draws the sample variance has
     # relative stddev sqrt(2 / 5120) = 0.020: 4 sd.
-    p = _params(dim=128, noise_multiplier=2.0, expected_clients_per_round=4,
+    p = _params(dim=128,
+                noise_multiplier=2.0,
+                expected_clients_per_round=4,
                 bits=16)
     self.assertEqual(p.noise_sampler, 'table')
     k = 9
     draw = tf.function(lambda seed: p.sum_of_zero_inputs(k, seed))
-    draws = np.stack([base_centre(
-        draw(tf.constant([r, 1], tf.int64)).numpy(), p.modulus)
-                      for r in range(40)])
+    draws = np.stack([
+        base_centre(draw(tf.constant([r, 1], tf.int64)).numpy(), p.modulus)
+        for r in range(40)
+    ])
     expected = k * p.scaled_local_stddev**2
     self.assertLess(abs(draws.var() / expected - 1.0), 4 * 0.020)
     self.assertLess(abs(draws.mean()), 4 * math.sqrt(expected / draws.size))
@@ -317,61 +337,86 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
     # Identity encoder, scaling 4: a vector with three non-zero
     # coordinates keeps its two largest (flagged clipped); one with two is
     # sent as it is. The event says a client moves at most 2 coordinates.
-    p = _compute(module, 5, encoder=registry.Identity(5),
-                 integer_inputs=True, l2_clip=3.0, noise_multiplier=0.0,
-                 expected_clients_per_round=4, bits=16, granularity=0.25,
-                 linf_clip=2.0, l0_clip=2)
+    p = _compute(module,
+                 5,
+                 encoder=registry.Identity(5),
+                 integer_inputs=True,
+                 l2_clip=3.0,
+                 noise_multiplier=0.0,
+                 expected_clients_per_round=4,
+                 bits=16,
+                 granularity=0.25,
+                 linf_clip=2.0,
+                 l0_clip=2)
     seeds = (tf.constant([1, 2], tf.int64), tf.constant([3, 4], tf.int64))
     encoded, flags = p.client_encode(
         tf.constant([1.0, 0.0, -2.0, 0.5, 0.0], tf.float64), *seeds)
-    self.assertAllEqual(encoded['encoded'],
-                        np.mod([4, 0, -8, 0, 0], p.modulus))
+    self.assertAllEqual(encoded['encoded'], np.mod([4, 0, -8, 0, 0], p.modulus))
     self.assertAllEqual(flags, [0, 1, 0])
     encoded, flags = p.client_encode(
         tf.constant([0.0, 1.0, 0.0, 0.0, -1.0], tf.float64), *seeds)
-    self.assertAllEqual(encoded['encoded'],
-                        np.mod([0, 4, 0, 0, -4], p.modulus))
+    self.assertAllEqual(encoded['encoded'], np.mod([0, 4, 0, 0, -4], p.modulus))
     self.assertAllEqual(flags, [0, 0, 0])
-    noisy = _compute(module, 5, encoder=registry.Identity(5),
-                     integer_inputs=True, l2_clip=3.0, noise_multiplier=1.0,
-                     expected_clients_per_round=4, bits=16,
-                     granularity=0.25, linf_clip=2.0, l0_clip=2)
+    noisy = _compute(module,
+                     5,
+                     encoder=registry.Identity(5),
+                     integer_inputs=True,
+                     l2_clip=3.0,
+                     noise_multiplier=1.0,
+                     expected_clients_per_round=4,
+                     bits=16,
+                     granularity=0.25,
+                     linf_clip=2.0,
+                     l0_clip=2)
     self.assertEqual(noisy.dp_event().l0_sensitivity, 2)
     # An l0 clip of the whole dimension bounds nothing.
-    whole = _compute(module, 5, encoder=registry.Identity(5),
-                     integer_inputs=True, l2_clip=3.0, noise_multiplier=1.0,
-                     expected_clients_per_round=4, bits=16,
-                     granularity=0.25, linf_clip=2.0, l0_clip=5)
+    whole = _compute(module,
+                     5,
+                     encoder=registry.Identity(5),
+                     integer_inputs=True,
+                     l2_clip=3.0,
+                     noise_multiplier=1.0,
+                     expected_clients_per_round=4,
+                     bits=16,
+                     granularity=0.25,
+                     linf_clip=2.0,
+                     l0_clip=5)
     self.assertIsNone(whole.dp_event().l0_sensitivity)
     with self.assertRaisesRegex(ValueError, 'l0_clip'):
-      module.Request(l2_clip=1.0, noise_multiplier=1.0,
-                     expected_clients_per_round=4, bits=16, l0_clip=0)
+      module.Request(l2_clip=1.0,
+                     noise_multiplier=1.0,
+                     expected_clients_per_round=4,
+                     bits=16,
+                     l0_clip=0)
 
   def test_integer_inputs_are_not_rounded_and_not_inflated(self):
     # Identity encoder, scaling c = 4: an integer vector of norm <= l2_clip
     # is sent exactly (times c) and the sensitivity is c * l2_clip itself.
-    p = ddg.compute_parameters(
-        5,
-        ddg.Request(
-            l2_clip=math.sqrt(3.0), noise_multiplier=0.0,
-            expected_clients_per_round=4, bits=16, granularity=0.25,
-            linf_clip=1.0),
-        encoder=registry.Identity(5), integer_inputs=True)
+    p = ddg.compute_parameters(5,
+                               ddg.Request(l2_clip=math.sqrt(3.0),
+                                           noise_multiplier=0.0,
+                                           expected_clients_per_round=4,
+                                           bits=16,
+                                           granularity=0.25,
+                                           linf_clip=1.0),
+                               encoder=registry.Identity(5),
+                               integer_inputs=True)
     self.assertEqual(p.norm_threshold, 16 * 3)
     self.assertAlmostEqual(p.l2_sensitivity, 4 * math.sqrt(3.0))
     x = tf.constant([1.0, 0.0, -1.0, 1.0, 0.0], tf.float64)
     encoded, flags = p.client_encode(x, tf.constant([1, 2], tf.int64),
                                      tf.constant([3, 4], tf.int64))
-    self.assertAllEqual(encoded['encoded'],
-                        np.mod([4, 0, -4, 4, 0], p.modulus))
+    self.assertAllEqual(encoded['encoded'], np.mod([4, 0, -4, 4, 0], p.modulus))
     self.assertAllEqual(flags, [0, 0, 0])
     with self.assertRaisesRegex(ValueError, 'integer_inputs'):
-      ddg.compute_parameters(
-          5,
-          ddg.Request(
-              l2_clip=1.0, noise_multiplier=0.0, expected_clients_per_round=4,
-              bits=16, granularity=0.3),
-          encoder=registry.Identity(5), integer_inputs=True)
+      ddg.compute_parameters(5,
+                             ddg.Request(l2_clip=1.0,
+                                         noise_multiplier=0.0,
+                                         expected_clients_per_round=4,
+                                         bits=16,
+                                         granularity=0.3),
+                             encoder=registry.Identity(5),
+                             integer_inputs=True)
 
   def test_more_clients_than_the_ring_was_sized_for_may_wrap(self):
     p = _params(dim=64)
@@ -385,16 +430,18 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
     # With no noise, only rounding (|error| < 1 per coordinate per client in
     # integer units, i.e. gamma * sqrt(d n) in l2) separates the estimate
     # from the sum.
-    p = _params(dim=300, noise_multiplier=0.0, bits=24,
+    p = _params(dim=300,
+                noise_multiplier=0.0,
+                bits=24,
                 expected_clients_per_round=5)
     rng = np.random.default_rng(1)
     xs = [rng.normal(size=300) / 30 for _ in range(5)]
     seed = tf.constant([5, 6], tf.int64)
-    total = sum(p.client_encode(tf.constant(x), seed,
-                                tf.constant([i, 0], tf.int64))[0]['encoded']
-                for i, x in enumerate(xs))
-    decoded, _ = p.server_decode({'encoded': total},
-                                 tf.constant(5, tf.int64), seed)
+    total = sum(
+        p.client_encode(tf.constant(x), seed, tf.constant([i, 0], tf.int64))[0]
+        ['encoded'] for i, x in enumerate(xs))
+    decoded, _ = p.server_decode({'encoded': total}, tf.constant(5, tf.int64),
+                                 seed)
     error = np.linalg.norm(decoded.numpy() - np.sum(xs, axis=0))
     self.assertLess(error, p.gamma * math.sqrt(p.output_dim * 5))
 
@@ -414,19 +461,22 @@ class ParametersTest(parameterized.TestCase):
     p = _params()
     sum_stddev = ddg.sum_stddev(p.scaled_l2_clip, p.scaled_local_stddev,
                                 p.expected_clients_per_round, p.output_dim)
-    self.assertAlmostEqual(2 * p.k_stddevs * sum_stddev / 2**p.bits, 1.0,
+    self.assertAlmostEqual(2 * p.k_stddevs * sum_stddev / 2**p.bits,
+                           1.0,
                            places=9)
     self.assertAlmostEqual(p.k_stddevs, 3.890591886, places=6)
 
   def test_sensitivity_is_the_integer_threshold(self):
     p = _params()
     self.assertEqual(p.l2_sensitivity, math.sqrt(p.norm_threshold))
-    self.assertLessEqual(p.l2_sensitivity**2,
-                         rounding.rounded_l2_norm_bound_squared(
-                             p.scaled_l2_clip, p.output_dim, p.beta))
+    self.assertLessEqual(
+        p.l2_sensitivity**2,
+        rounding.rounded_l2_norm_bound_squared(p.scaled_l2_clip, p.output_dim,
+                                               p.beta))
 
   def test_local_noise_split(self):
-    p = _params(noise_multiplier=2.0, l2_clip=3.0,
+    p = _params(noise_multiplier=2.0,
+                l2_clip=3.0,
                 expected_clients_per_round=16)
     self.assertAlmostEqual(p.local_stddev, 2.0 * 3.0 / 4.0)
     self.assertAlmostEqual(p.scaled_local_stddev, p.local_stddev / p.gamma)
@@ -442,8 +492,8 @@ class ParametersTest(parameterized.TestCase):
       ('bits_high', dict(bits=31), 'bits must be'),
       ('clip', dict(l2_clip=0.0), 'l2_clip'),
       ('clip_nan', dict(l2_clip=float('nan')), 'l2_clip'),
-      ('clip_huge', dict(l2_clip=1e300, noise_multiplier=1e300),
-       'float64 range'),
+      ('clip_huge', dict(l2_clip=1e300,
+                         noise_multiplier=1e300), 'float64 range'),
       ('noise', dict(noise_multiplier=-1.0), 'noise_multiplier'),
       ('clients', dict(expected_clients_per_round=0),
        'expected_clients_per_round'),
@@ -466,8 +516,7 @@ class ParametersTest(parameterized.TestCase):
        'expected_clients_per_round'),
       ('clip_string', dict(l2_clip='1'), 'l2_clip'),
       ('noise_array', dict(noise_multiplier=np.array([1.0])),
-       'noise_multiplier'),
-      ('sampler', dict(noise_sampler=3), 'noise_sampler'))
+       'noise_multiplier'), ('sampler', dict(noise_sampler=3), 'noise_sampler'))
   def test_refuses_wrong_types(self, kwargs, message):
     with self.assertRaisesRegex(TypeError, message):
       _params(**kwargs)
@@ -475,9 +524,8 @@ class ParametersTest(parameterized.TestCase):
   def test_noise_sampler_is_a_member_given_as_string_or_member(self):
     by_name = ddg.Request(1.0, 1.0, 10, 16, noise_sampler='exact')
     self.assertIs(by_name.noise_sampler, ddg.Sampler.EXACT)
-    self.assertEqual(by_name,
-                     ddg.Request(1.0, 1.0, 10, 16,
-                                 noise_sampler=ddg.Sampler.EXACT))
+    self.assertEqual(
+        by_name, ddg.Request(1.0, 1.0, 10, 16, noise_sampler=ddg.Sampler.EXACT))
     self.assertIs(_params().noise_sampler, ddg.Sampler.TABLE)
     with self.assertRaisesRegex(
         ValueError, r"noise_sampler must be one of \('table', 'exact'\), "
@@ -485,7 +533,8 @@ class ParametersTest(parameterized.TestCase):
       ddg.Request(1.0, 1.0, 10, 16, noise_sampler='fast')
 
   def test_numpy_scalars_are_accepted(self):
-    p = _params(dim=np.int64(100), bits=np.int32(16),
+    p = _params(dim=np.int64(100),
+                bits=np.int32(16),
                 expected_clients_per_round=np.int64(10),
                 l2_clip=np.float32(1.0))
     self.assertEqual(p.bits, 16)
@@ -496,6 +545,6 @@ class ParametersTest(parameterized.TestCase):
       _params(bits=4, expected_clients_per_round=10)
     import re
     suggested = int(re.search(r'Use bits >= (\d+)', str(cm.exception))[1])
-    self.assertGreaterEqual(_params(bits=suggested,
-                                    expected_clients_per_round=10)
-                            .scaled_local_stddev, 0.5)
+    self.assertGreaterEqual(
+        _params(bits=suggested,
+                expected_clients_per_round=10).scaled_local_stddev, 0.5)

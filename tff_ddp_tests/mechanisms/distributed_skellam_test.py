@@ -22,16 +22,21 @@ from tff_ddp.mechanisms import poisson
 Z = 5.0
 
 
-
 def _compute(module, dim, encoder=None, integer_inputs=False, **request):
   """module.compute_parameters with the request's fields given flat."""
-  return module.compute_parameters(dim, module.Request(**request),
+  return module.compute_parameters(dim,
+                                   module.Request(**request),
                                    encoder=encoder,
                                    integer_inputs=integer_inputs)
 
+
 def _args(**kwargs):
-  args = dict(dim=100, l2_clip=1.0, noise_multiplier=1.0,
-              expected_clients_per_round=10, bits=16, modclip_prob=1e-4,
+  args = dict(dim=100,
+              l2_clip=1.0,
+              noise_multiplier=1.0,
+              expected_clients_per_round=10,
+              bits=16,
+              modclip_prob=1e-4,
               beta=math.exp(-0.5))
   args.update(kwargs)
   return args
@@ -64,8 +69,9 @@ class ParametersTest(parameterized.TestCase):
         mech.dp_event()).get_epsilon(1e-5)
     self.assertTrue(math.isfinite(eps) and eps > 0)
     self.assertEqual(
-        type(_compute(skellam, **_args(noise_multiplier=0))
-             .dp_event()).__name__, 'NonPrivateDpEvent')
+        type(_compute(skellam,
+                      **_args(noise_multiplier=0)).dp_event()).__name__,
+        'NonPrivateDpEvent')
 
   def test_small_scaled_noise_is_allowed(self):
     # The DDG refuses sigma/gamma < 1/2 (its Theorem 9); the Skellam bound
@@ -78,8 +84,11 @@ class ParametersTest(parameterized.TestCase):
 
   def test_refuses_noise_beyond_the_sampler(self):
     with self.assertRaisesRegex(ValueError, 'sampler range.*fewer bits'):
-      _compute(skellam, **_args(
-          bits=30, expected_clients_per_round=1, noise_multiplier=1000.0))
+      _compute(
+          skellam,
+          **_args(bits=30,
+                  expected_clients_per_round=1,
+                  noise_multiplier=1000.0))
 
   def test_public_measurements_report_the_drawn_stddev(self):
     mech = _compute(skellam, **_args())
@@ -105,13 +114,15 @@ class SamplerTest(parameterized.TestCase):
     # scaled_local_stddev = sqrt(2 mu)) is the mechanism's, up to the float
     # rounding of sqrt(2 mu)^2.
     for mech in (table, exact):
-      event = skellam.release_event(
-          mech.l2_sensitivity, math.sqrt(mech.local_variance), 10,
-          mech.output_dim, noise_sampler=mech.noise_sampler)
-      self.assertAlmostEqual(event.local_variance / mech.local_variance, 1.0,
+      event = skellam.release_event(mech.l2_sensitivity,
+                                    math.sqrt(mech.local_variance),
+                                    10,
+                                    mech.output_dim,
+                                    noise_sampler=mech.noise_sampler)
+      self.assertAlmostEqual(event.local_variance / mech.local_variance,
+                             1.0,
                              places=14)
-      self.assertEqual(attr.evolve(event,
-                                   local_variance=mech.local_variance),
+      self.assertEqual(attr.evolve(event, local_variance=mech.local_variance),
                        mech.dp_event())
     with self.assertRaisesRegex(ValueError, 'noise_sampler'):
       _compute(skellam, **_args(), noise_sampler='fast')
@@ -139,8 +150,7 @@ class SamplerTest(parameterized.TestCase):
     seed = tf.constant([3, 5], tf.int64)
     for sampler, fn in (('table', skellam_table.sample_skellam_table),
                         ('exact', poisson.sample_skellam)):
-      mech = _compute(skellam, **_args(dim=16),
-                                        noise_sampler=sampler)
+      mech = _compute(skellam, **_args(dim=16), noise_sampler=sampler)
       np.testing.assert_array_equal(
           mech.sample_noise(seed).numpy(),
           fn([mech.output_dim], mech.poisson_mean, seed).numpy())
@@ -155,8 +165,12 @@ class NoiseTest(tf.test.TestCase):
     # n gamma^2 / 4. Over D * rounds coordinates its mean and variance are
     # checked to Z standard errors.
     n, dim, rounds = 10, 64, 20
-    mech = _compute(skellam, **_args(
-        dim=dim, expected_clients_per_round=n, bits=20, noise_multiplier=2.0))
+    mech = _compute(
+        skellam,
+        **_args(dim=dim,
+                expected_clients_per_round=n,
+                bits=20,
+                noise_multiplier=2.0))
     x = np.linspace(-1, 1, dim) / np.sqrt(dim) * 0.9
     # Traced once (eager == traced is poisson_test's): eager op-by-op calls
     # of the exact sampler made this test take minutes.
@@ -166,8 +180,8 @@ class NoiseTest(tf.test.TestCase):
       round_seed = tf.constant([r, 1], tf.int64)
       summed = tf.zeros([mech.output_dim], tf.int64)
       for i in range(n):
-        enc, flags = encode(
-            tf.constant(x), round_seed, tf.constant([r, 100 + i], tf.int64))
+        enc, flags = encode(tf.constant(x), round_seed,
+                            tf.constant([r, 100 + i], tf.int64))
         self.assertAllEqual(flags, [0, 0, 0])
         summed = (summed + enc['encoded']) % mech.modulus
       est, meas = mech.server_decode({'encoded': summed},
@@ -177,8 +191,7 @@ class NoiseTest(tf.test.TestCase):
     errors = np.concatenate(errors)
     noise_var = n * mech.local_variance * mech.gamma**2
     upper_var = noise_var + n * mech.gamma**2 / 4
-    self.assertLess(abs(errors.mean()),
-                    Z * math.sqrt(upper_var / errors.size))
+    self.assertLess(abs(errors.mean()), Z * math.sqrt(upper_var / errors.size))
     self.assertAllClose(mech.noise_stddev(n)**2, noise_var)
     # The sample variance lies within Z standard errors of [noise, upper]
     # (Gaussian-like fourth moment: sd of s^2 ~ var sqrt(2 / N)).

@@ -116,8 +116,8 @@ def _l1(a) -> float:
   """sum |a_j| rounded up: float64 sums of D terms >= 0 are within
   gamma_D (Higham eq. (4.4)). Over the last axis, per row."""
   d = np.shape(a)[-1]
-  return np.sum(np.abs(np.asarray(a, np.float64)), axis=-1) * (
-      1.0 + _gamma(d, _UNIT[np.float64]))
+  return np.sum(np.abs(np.asarray(a, np.float64)),
+                axis=-1) * (1.0 + _gamma(d, _UNIT[np.float64]))
 
 
 def _butterfly(x) -> np.ndarray:
@@ -129,8 +129,8 @@ def _butterfly(x) -> np.ndarray:
   shape, d, h = y.shape, y.shape[-1], 1
   while h < d:
     y = y.reshape(shape[:-1] + (d // (2 * h), 2, h))
-    y = np.stack([y[..., 0, :] + y[..., 1, :],
-                  y[..., 0, :] - y[..., 1, :]], axis=-2)
+    y = np.stack([y[..., 0, :] + y[..., 1, :], y[..., 0, :] - y[..., 1, :]],
+                 axis=-2)
     h *= 2
   return y.reshape(shape)
 
@@ -144,9 +144,8 @@ def _rotation_tolerance(a, dtype, scalar_tf, scalar_ref, scale=1.0):
   may lose less than the smallest normal number."""
   a = np.asarray(a)
   d = a.shape[-1]
-  error = (_transform_error(_block_roundings(d), scalar_tf, _UNIT[dtype])
-           + _transform_error(d.bit_length() - 1, scalar_ref,
-                              _UNIT[np.float64]))
+  error = (_transform_error(_block_roundings(d), scalar_tf, _UNIT[dtype]) +
+           _transform_error(d.bit_length() - 1, scalar_ref, _UNIT[np.float64]))
   bound = error * _l1(a) / math.sqrt(d) * (1.0 + 4 * _UNIT[np.float64])
   return (bound + 2 * d * _TINY[dtype]) * abs(scale)
 
@@ -165,6 +164,7 @@ def _assert_within(test, got, want, tolerance, what):
 
 # --- The Walsh-Hadamard transform.
 
+
 def _tensordot_fwht(x):
   """`hadamard.fast_walsh_hadamard` in the form the matmul chain replaced:
   one `tensordot` per Sylvester block (scipy's Sylvester matrices), the
@@ -179,7 +179,8 @@ def _tensordot_fwht(x):
     k -= step
   y = tf.reshape(x, [-1] + (dims or [1]))
   for m in dims:
-    y = tf.tensordot(y, tf.constant(scipy.linalg.hadamard(m), x.dtype),
+    y = tf.tensordot(y,
+                     tf.constant(scipy.linalg.hadamard(m), x.dtype),
                      axes=[[1], [0]])
   shape = [d] if x.shape.rank == 1 else x.shape.as_list()
   return tf.reshape(y, shape) / tf.constant(math.sqrt(d), dtype=x.dtype)
@@ -193,12 +194,13 @@ def _fwht_cases():
       cases[f'{d}_{dtype.__name__}'] = _normal(d, [d], 7.0).astype(dtype)
   for shape in ((3, 256), (2, 3, 32), (5, 1)):
     for dtype in (np.float64, np.float32):
-      cases[f'batch_{"x".join(map(str, shape))}_{dtype.__name__}'] = (
-          _normal(len(shape), shape).astype(dtype))
+      cases[f'batch_{"x".join(map(str, shape))}_{dtype.__name__}'] = (_normal(
+          len(shape), shape).astype(dtype))
   return cases
 
 
 # --- The clip.
+
 
 def _select_clip(v, clip):
   """`tensors.clip_to_norm` in the form it replaced (|v| copied for the
@@ -247,54 +249,70 @@ def _clip_error(d, u, extra=0):
 def _assert_decided(test, norm, clip, d, what):
   """The clip decision is the same for the exact and any computed norm:
   they are within gamma_(d+4) (`_clip_error`, and clip / big rounded)."""
-  test.assertGreater(abs(float(norm) - clip),
-                     2 * _gamma(d + 4, _UNIT[np.float64]) * max(
-                         float(norm), clip), f'{what}: undecided clip')
+  test.assertGreater(
+      abs(float(norm) - clip),
+      2 * _gamma(d + 4, _UNIT[np.float64]) * max(float(norm), clip),
+      f'{what}: undecided clip')
 
 
 # --- The mechanisms.
 
+
 def _compute(module, dim, encoder=None, integer_inputs=False, **request):
   """module.compute_parameters with the request's fields given flat."""
-  return module.compute_parameters(dim, module.Request(**request),
+  return module.compute_parameters(dim,
+                                   module.Request(**request),
                                    encoder=encoder,
                                    integer_inputs=integer_inputs)
 
 
 def _params(**kwargs):
-  args = dict(dim=100, l2_clip=1.0, noise_multiplier=1.0,
-              expected_clients_per_round=10, bits=16, modclip_prob=1e-4,
+  args = dict(dim=100,
+              l2_clip=1.0,
+              noise_multiplier=1.0,
+              expected_clients_per_round=10,
+              bits=16,
+              modclip_prob=1e-4,
               beta=math.exp(-0.5))
   args.update(kwargs)
   return _compute(ddg, **args)
 
 
 _MECHANISMS = {
-    'padded_table': lambda: _params(),
-    'power_of_two_exact': lambda: _params(dim=64, noise_multiplier=0.5,
-                                          noise_sampler='exact'),
-    'no_noise_beta0': lambda: _params(dim=30, noise_multiplier=0.0,
-                                      beta=0.0),
-    'bits30_beta0': lambda: _params(dim=40, bits=30, beta=0.0,
-                                    expected_clients_per_round=50),
-    'linf_granularity': lambda: _params(
-        dim=24, encoder=registry.Identity(24), granularity=0.01,
-        linf_clip=0.3, bits=20),
-    'integer_inputs': lambda: ddg.compute_parameters(
-        5,
-        ddg.Request(
-            l2_clip=math.sqrt(3.0), noise_multiplier=1.0,
-            expected_clients_per_round=4, bits=16, granularity=0.25,
-            linf_clip=1.0),
-        encoder=registry.Identity(5),
-        integer_inputs=True),
-    'kashin': lambda: _params(dim=12,
-                              encoder=registry.make_encoder('kashin', 12)),
-    'skellam': lambda: distributed_skellam.compute_parameters(
-        20,
-        distributed_skellam.Request(
-            l2_clip=1.0, noise_multiplier=1.0, expected_clients_per_round=10,
-            bits=16)),
+    'padded_table':
+        lambda: _params(),
+    'power_of_two_exact':
+        lambda: _params(dim=64, noise_multiplier=0.5, noise_sampler='exact'),
+    'no_noise_beta0':
+        lambda: _params(dim=30, noise_multiplier=0.0, beta=0.0),
+    'bits30_beta0':
+        lambda: _params(
+            dim=40, bits=30, beta=0.0, expected_clients_per_round=50),
+    'linf_granularity':
+        lambda: _params(dim=24,
+                        encoder=registry.Identity(24),
+                        granularity=0.01,
+                        linf_clip=0.3,
+                        bits=20),
+    'integer_inputs':
+        lambda: ddg.compute_parameters(5,
+                                       ddg.Request(l2_clip=math.sqrt(3.0),
+                                                   noise_multiplier=1.0,
+                                                   expected_clients_per_round=4,
+                                                   bits=16,
+                                                   granularity=0.25,
+                                                   linf_clip=1.0),
+                                       encoder=registry.Identity(5),
+                                       integer_inputs=True),
+    'kashin':
+        lambda: _params(dim=12, encoder=registry.make_encoder('kashin', 12)),
+    'skellam':
+        lambda: distributed_skellam.compute_parameters(
+            20,
+            distributed_skellam.Request(l2_clip=1.0,
+                                        noise_multiplier=1.0,
+                                        expected_clients_per_round=10,
+                                        bits=16)),
 }
 
 # What each mechanism decides exactly (its path, its sampler, its ring),
@@ -306,22 +324,27 @@ _MECHANISMS = {
 _Expected = collections.namedtuple(
     '_Expected', 'float32_rotation sampler output_dim bits gamma scale')
 _PARAMETERS = {
-    'padded_table': _Expected(True, 'table', 128, 16, 0.00015846311473826695,
-                              1995.5922647308203),
-    'power_of_two_exact': _Expected(True, 'exact', 64, 16,
-                                    0.00015984709834922909, 989.1570422065251),
-    'no_noise_beta0': _Expected(False, 'table', 32, 16,
-                                0.00020988952287214515, 0.0),
-    'bits30_beta0': _Expected(True, 'exact', 64, 30, 4.5868530412291965e-08,
-                              3083189.170573711),
-    'linf_granularity': _Expected(False, 'table', 24, 20, 0.01,
-                                  31.622776601683793),
-    'integer_inputs': _Expected(False, 'table', 5, 16, 0.25,
-                                3.4641016151377544),
-    'kashin': _Expected(False, 'table', 32, 16, 0.00024114470259820284,
-                        1311.361031818887),
-    'skellam': _Expected(True, 'table', 32, 16, 0.00024114470259820284,
-                         859833.8778867722),
+    'padded_table':
+        _Expected(True, 'table', 128, 16, 0.00015846311473826695,
+                  1995.5922647308203),
+    'power_of_two_exact':
+        _Expected(True, 'exact', 64, 16, 0.00015984709834922909,
+                  989.1570422065251),
+    'no_noise_beta0':
+        _Expected(False, 'table', 32, 16, 0.00020988952287214515, 0.0),
+    'bits30_beta0':
+        _Expected(True, 'exact', 64, 30, 4.5868530412291965e-08,
+                  3083189.170573711),
+    'linf_granularity':
+        _Expected(False, 'table', 24, 20, 0.01, 31.622776601683793),
+    'integer_inputs':
+        _Expected(False, 'table', 5, 16, 0.25, 3.4641016151377544),
+    'kashin':
+        _Expected(False, 'table', 32, 16, 0.00024114470259820284,
+                  1311.361031818887),
+    'skellam':
+        _Expected(True, 'table', 32, 16, 0.00024114470259820284,
+                  859833.8778867722),
 }
 
 _SAMPLERS = {
@@ -345,8 +368,11 @@ def _inputs(p):
   huge[d // 2] = 1e200
   nonfinite = _normal(d + 2, [d])
   nonfinite[-1] = np.nan
-  xs = [_normal(d, [d], 0.01), _normal(d, [d], 5.0), huge, nonfinite,
-        np.zeros(d)]
+  xs = [
+      _normal(d, [d], 0.01),
+      _normal(d, [d], 5.0), huge, nonfinite,
+      np.zeros(d)
+  ]
   if p.integer_inputs:
     xs += [np.array([1.0, 0.0, -1.0, 1.0, 0.0]), np.array([1.0] * 5)]
   return xs
@@ -370,9 +396,12 @@ def _coins(seed, attempt, size):
   """The 32-bit words of a rounding attempt: Philox under fold_in(seed,
   attempt), drawn here without the mechanism's code."""
   return tf.random.stateless_uniform(
-      [size], seed=tf.random.experimental.stateless_fold_in(
+      [size],
+      seed=tf.random.experimental.stateless_fold_in(
           seed, tf.constant(attempt, tf.int64)),
-      dtype=tf.int32, minval=None, maxval=None).numpy()
+      dtype=tf.int32,
+      minval=None,
+      maxval=None).numpy()
 
 
 def _reference_round(x, threshold, seed, max_attempts):
@@ -421,8 +450,8 @@ def _reference_scale(x, p):
   if p.integer_inputs:
     scale = _LONG(round(1.0 / p.gamma))
   elif p.float32_rotation:
-    scale = (_LONG(1.0) / _LONG(p.gamma)) * (
-        1 - 2 * _LONG(p.encoder.float32_error))
+    scale = (_LONG(1.0) / _LONG(p.gamma)) * (1 -
+                                             2 * _LONG(p.encoder.float32_error))
   else:
     scale = _LONG(1.0) / _LONG(p.gamma)
   return (clipped_x * scale, finite, bool(norm > p.l2_clip) or beyond, norm)
@@ -447,8 +476,8 @@ def _kashin_error(d_out, levels, eps_analysis, eps_synthesis, eps_level, u,
   iteration per step, and `levels` its levels m_j."""
   e_r = e_y = e_any = 0.0
   for (r_norm, t_norm, y_next, r_next), m in zip(norms, levels):
-    e_t = e_r + eps_analysis * (r_norm + e_r) + math.sqrt(d_out) * (
-        eps_level * m)
+    e_t = e_r + eps_analysis * (r_norm + e_r) + math.sqrt(d_out) * (eps_level *
+                                                                    m)
     e_y = e_y + e_t + u * (y_next + e_y + e_t)
     s = eps_synthesis * (t_norm + e_t)
     e_r = e_r + e_t + s + u * (r_next + e_r + e_t + s)
@@ -506,10 +535,11 @@ def _kashin_reference(encoder, frame, x):
   # far above its relative error, ~1e-17.)
   slack = 1.0 + 1e-12
   levels = [m * slack for m in levels]
-  ref, ref_any = _kashin_error(
-      d_out, levels, _gamma(d + 2, u_long) * math.sqrt(d),
-      _gamma(d_out + 2, u_long) * math.sqrt(d), _gamma(d + 4, u_long),
-      u_long, [[v * slack for v in step] for step in steps])
+  ref, ref_any = _kashin_error(d_out, levels,
+                               _gamma(d + 2, u_long) * math.sqrt(d),
+                               _gamma(d_out + 2, u_long) * math.sqrt(d),
+                               _gamma(d + 4, u_long), u_long,
+                               [[v * slack for v in step] for step in steps])
   # The exact iteration's norms, bounded by this reference's.
   exact = [[(v + ref_any) * slack for v in step] for step in steps]
   # TF in float64: analysis and synthesis are one `fast_walsh_hadamard`
@@ -524,6 +554,7 @@ def _kashin_reference(encoder, frame, x):
 
 
 # --- The seeded noise.
+
 
 @dataclasses.dataclass
 class _Draw:
@@ -548,8 +579,7 @@ def _recording(p):
     sampler = _SAMPLERS[(type(p), kind)]
 
   def record(shape, scale, seed):
-    draws.append(_Draw(np.asarray(shape).tolist(), scale,
-                       np.asarray(seed)))
+    draws.append(_Draw(np.asarray(shape).tolist(), scale, np.asarray(seed)))
     out = sampler(shape, scale, seed)
     draws[-1].output = out.numpy()
     return out
@@ -563,16 +593,18 @@ def _recording(p):
 
   with contextlib.ExitStack() as stack:
     if isinstance(p, distributed_skellam.DistributedSkellam):
-      stack.enter_context(mock.patch.dict(
-          distributed_skellam._SAMPLE, {kind: record}))  # pylint: disable=protected-access  # tests a private part
+      stack.enter_context(
+          mock.patch.dict(distributed_skellam._SAMPLE, {kind: record}))  # pylint: disable=protected-access  # tests a private part
     elif kind == 'table':
-      stack.enter_context(mock.patch.object(
-          discrete_gaussian_table, 'sample_discrete_gaussian_table', record))
+      stack.enter_context(
+          mock.patch.object(discrete_gaussian_table,
+                            'sample_discrete_gaussian_table', record))
     else:
-      stack.enter_context(mock.patch.object(
-          discrete_gaussian, 'sample_discrete_gaussian', record))
-      stack.enter_context(mock.patch.object(
-          discrete_gaussian, '_round', round_batch))
+      stack.enter_context(
+          mock.patch.object(discrete_gaussian, 'sample_discrete_gaussian',
+                            record))
+      stack.enter_context(
+          mock.patch.object(discrete_gaussian, '_round', round_batch))
     yield draws
 
 
@@ -586,16 +618,17 @@ def _batch_sizes(draw, factor):
 
   def moved(sigma):
     prm = real(sigma)
-    return dataclasses.replace(
-        prm, success_prob=min(1.0, prm.success_prob * factor))
+    return dataclasses.replace(prm,
+                               success_prob=min(1.0, prm.success_prob * factor))
 
   def replay(num_candidates, prm, seed):
     del prm, seed
     sizes.append(int(num_candidates))
     return tf.zeros([next(yields)], tf.int64)
 
-  with mock.patch.object(discrete_gaussian, '_params', moved), (
-      mock.patch.object(discrete_gaussian, '_round', replay)):
+  with mock.patch.object(discrete_gaussian, '_params',
+                         moved), (mock.patch.object(discrete_gaussian, '_round',
+                                                    replay)):
     discrete_gaussian.sample_discrete_gaussian(draw.shape, draw.scale,
                                                tf.constant(draw.seed))
   return sizes
@@ -608,33 +641,41 @@ def _mechanism_noise_draws(name, p):
   expected = _PARAMETERS[name]
   sampler = _SAMPLERS[(type(p), expected.sampler)]
   d_out, scale = expected.output_dim, expected.scale
-  draws = [sampler([d_out], scale, _subseeds(_noise_seed(i))[1])
-           for i in range(len(_inputs(p)))]
+  draws = [
+      sampler([d_out], scale,
+              _subseeds(_noise_seed(i))[1]) for i in range(len(_inputs(p)))
+  ]
   return draws + [sampler([3, d_out], scale, _seed(1, 2))]
 
 
 # --- Pins: outputs a seed defines on every machine.
 
+
 def _ring_cases():
   values = np.concatenate([
       np.arange(-70, 70), [2**62, -2**62, 2**63 - 1, -2**63, 2**31, -2**31],
-      np.random.default_rng(0).integers(-2**62, 2**62, 500)]).astype(np.int64)
+      np.random.default_rng(0).integers(-2**62, 2**62, 500)
+  ]).astype(np.int64)
   cases = {}
   for modulus in (2, 8, 2**16, 2**30, 3, 1000, 2**30 - 1):
-    cases[f'ring_residue_{modulus}'] = (
-        lambda m=modulus: [base.ring_residue(tf.constant(values), m),
-                           base.ring_residue(
-                               tf.constant(values.astype(np.int32)[:140]), m),
-                           base.centre(tf.constant(values), m)])
+    cases[f'ring_residue_{modulus}'] = (lambda m=modulus: [
+        base.ring_residue(tf.constant(values), m),
+        base.ring_residue(tf.constant(values.astype(np.int32)[:140]), m),
+        base.centre(tf.constant(values), m)
+    ])
   return cases
 
 
 def _sign_cases():
   # +-1 gathered from a constant table by Philox bytes: exact in either
   # dtype.
-  return {'random_signs_1000': lambda: [
-      hadamard.random_signs(1000, _seed(4, 5)),
-      hadamard.random_signs(1000, _seed(4, 5), tf.float32)]}
+  return {
+      'random_signs_1000':
+          lambda: [
+              hadamard.random_signs(1000, _seed(4, 5)),
+              hadamard.random_signs(1000, _seed(4, 5), tf.float32)
+          ]
+  }
 
 
 def _rounding_cases():
@@ -645,10 +686,10 @@ def _rounding_cases():
   x = _normal(3, [256], 3.0)
   norm_sq = math.fsum(v * v for v in x)
   for name, threshold in (('easy', int(norm_sq + 256)),
-                          ('retries', int(norm_sq + 256 / 6)),
-                          ('impossible', 1)):
-    cases[f'conditional_round_{name}'] = (
-        lambda t=threshold: list(rounding.conditional_randomized_round(
+                          ('retries', int(norm_sq + 256 / 6)), ('impossible',
+                                                                1)):
+    cases[f'conditional_round_{name}'] = (lambda t=threshold: list(
+        rounding.conditional_randomized_round(
             tf.constant(x), t, _seed(3, 7), max_attempts=50)))
   return cases
 
@@ -697,8 +738,10 @@ class PinnedBitsTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_every_case_is_pinned(self):
     self.assertEqual(sorted(CASES), sorted(PINS))
-    self.assertEqual(sorted(_NOISE_PINS), sorted(
-        name for name, expected in _PARAMETERS.items() if expected.scale))
+    self.assertEqual(
+        sorted(_NOISE_PINS),
+        sorted(
+            name for name, expected in _PARAMETERS.items() if expected.scale))
 
   @parameterized.named_parameters((name, name) for name in sorted(CASES))
   def test_outputs_are_bit_identical(self, name):
@@ -734,7 +777,8 @@ class WalshHadamardTest(tf.test.TestCase, parameterized.TestCase):
     # their products (one); numpy's division by fl(sqrt(D)): two.
     padded = np.pad(x, (0, d - dim))
     y = enc.encode(tf.constant(x), seed).numpy()
-    _assert_within(self, y, _butterfly(pattern * padded) / math.sqrt(d),
+    _assert_within(self, y,
+                   _butterfly(pattern * padded) / math.sqrt(d),
                    _rotation_tolerance(padded, np.float64, 3, 2), 'encode')
     back = enc.decode(tf.constant(y), seed).numpy()
     _assert_within(self, back, (pattern * _butterfly(y) / math.sqrt(d))[:dim],
@@ -759,8 +803,10 @@ class ClipTest(tf.test.TestCase, parameterized.TestCase):
     rel = _clip_error(x.size, _UNIT[np.float64]) + _clip_error(
         x.size, _UNIT[_LONG])
     # Subnormal inputs and results are flushed: 2 operations a coordinate.
-    _assert_within(self, got, reference, rel * np.abs(reference).astype(
-        np.float64) * (1.0 + 2 * rel) + 2 * _TINY[np.float64], 'clip')
+    _assert_within(
+        self, got, reference,
+        rel * np.abs(reference).astype(np.float64) * (1.0 + 2 * rel) +
+        2 * _TINY[np.float64], 'clip')
 
 
 class ClientEncodeTest(tf.test.TestCase, parameterized.TestCase):
@@ -772,12 +818,12 @@ class ClientEncodeTest(tf.test.TestCase, parameterized.TestCase):
   def _check_parameters(self, name, p):
     want = _PARAMETERS[name]
     self.assertEqual(
-        (p.float32_rotation, p.noise_sampler, p.output_dim, p.bits,
-         p.modulus),
-        (want.float32_rotation, want.sampler, want.output_dim, want.bits,
-         2**want.bits))
+        (p.float32_rotation, p.noise_sampler, p.output_dim, p.bits, p.modulus),
+        (want.float32_rotation, want.sampler, want.output_dim, want.bits, 2**
+         want.bits))
     self.assertAllClose([p.gamma, _scale_of(p)], [want.gamma, want.scale],
-                        rtol=1e-12, atol=0.0)
+                        rtol=1e-12,
+                        atol=0.0)
     c = p.l2_clip / p.gamma
     self.assertEqual(p.scaled_l2_clip, c)
     # T of Theorem 5 (3), or floor(c^2 (1 + 2^-40)) for integer inputs: the
@@ -788,8 +834,9 @@ class ClientEncodeTest(tf.test.TestCase, parameterized.TestCase):
       d = p.output_dim
       bound = (c + math.sqrt(d)) * (c + math.sqrt(d))
       if p.beta > 0:
-        bound = min(bound, c * c + d / 4.0 + math.sqrt(
-            2.0 * math.log(1.0 / p.beta)) * (c + math.sqrt(d) / 2.0))
+        bound = min(
+            bound, c * c + d / 4.0 + math.sqrt(2.0 * math.log(1.0 / p.beta)) *
+            (c + math.sqrt(d) / 2.0))
     self.assertEqual(p.norm_threshold, math.floor(bound))
 
   def _check_rotation(self, p, scaled, rotated, seed, frame):
@@ -803,10 +850,10 @@ class ClientEncodeTest(tf.test.TestCase, parameterized.TestCase):
       pattern = np.sign(hadamard.random_signs(d_out, seed).numpy())
       # TF: signs +-fl(1/fl(sqrt(D))) (two roundings, and for float32 a
       # third) and their product with x': four; numpy's division: two.
-      _assert_within(
-          self, rotated, _butterfly(pattern * x) / math.sqrt(d_out),
-          _rotation_tolerance(x, scaled.dtype.as_numpy_dtype, 4, 2),
-          'rotation')
+      _assert_within(self, rotated,
+                     _butterfly(pattern * x) / math.sqrt(d_out),
+                     _rotation_tolerance(x, scaled.dtype.as_numpy_dtype, 4, 2),
+                     'rotation')
     else:
       reference, bound = _kashin_reference(p.encoder, frame, x)
       self.assertLessEqual(
@@ -835,11 +882,11 @@ class ClientEncodeTest(tf.test.TestCase, parameterized.TestCase):
       u, d, d_out = _UNIT[np.float64], p.dim, p.output_dim
       # TF: one synthesis (`_wht_l2_error`) and gamma's product; the
       # reference: D-term sums and U's entries (`_kashin_reference`).
-      bound = ((1 + _wht_l2_error(d_out, u)) * (1 + u) - 1 + (
-          _gamma(d_out + 3, _UNIT[_LONG]) * math.sqrt(d))) * float(
-              np.sqrt(np.sum(z * z))) * p.gamma * (1 + 1e-12)
-      self.assertLessEqual(
-          float(np.sqrt(np.sum((decoded - reference)**2))), bound)
+      bound = ((1 + _wht_l2_error(d_out, u)) * (1 + u) - 1 +
+               (_gamma(d_out + 3, _UNIT[_LONG]) * math.sqrt(d))) * float(
+                   np.sqrt(np.sum(z * z))) * p.gamma * (1 + 1e-12)
+      self.assertLessEqual(float(np.sqrt(np.sum((decoded - reference)**2))),
+                           bound)
 
   def _check_noise(self, name, p, draws):
     """The recorded draws are the pinned ones (drawn again at the written
@@ -848,9 +895,11 @@ class ClientEncodeTest(tf.test.TestCase, parameterized.TestCase):
     scale = _PARAMETERS[name].scale
     outputs = [draw.output for draw in draws]
     if _scale_of(p) != scale:
-      outputs = [_SAMPLERS[(type(p), p.noise_sampler)](
-          draw.shape, scale, tf.constant(draw.seed)).numpy()
-                 for draw in draws]
+      outputs = [
+          _SAMPLERS[(type(p), p.noise_sampler)](draw.shape, scale,
+                                                tf.constant(draw.seed)).numpy()
+          for draw in draws
+      ]
     self.assertEqual(_digest(*outputs), _NOISE_PINS[name])
     if (type(p) is ddg.DistributedDiscreteGaussian  # pylint: disable=unidiomatic-typecheck  # the exact type, subclasses excluded
         and p.noise_sampler == 'exact'):
@@ -871,8 +920,8 @@ class ClientEncodeTest(tf.test.TestCase, parameterized.TestCase):
     p = _MECHANISMS[name]()
     self._check_parameters(name, p)
     round_seed = _seed(*_ROUND_SEED)
-    frame = (_exact_frame(p.encoder, round_seed) if not p.encoder.is_isometry
-             else None)
+    frame = (_exact_frame(p.encoder, round_seed)
+             if not p.encoder.is_isometry else None)
     total = np.zeros(p.output_dim, np.int64)
     rotations = []
     real_encode = p.encoder.encode
@@ -881,8 +930,7 @@ class ClientEncodeTest(tf.test.TestCase, parameterized.TestCase):
       rotations.append((x, real_encode(x, seed)))
       return rotations[-1][1]
 
-    with _recording(p) as draws, mock.patch.object(p.encoder, 'encode',
-                                                   encode):
+    with _recording(p) as draws, mock.patch.object(p.encoder, 'encode', encode):
       for i, x in enumerate(_inputs(p)):
         encoded, flags = p.client_encode(tf.constant(x), round_seed,
                                          _noise_seed(i))
@@ -916,9 +964,9 @@ class ClientEncodeTest(tf.test.TestCase, parameterized.TestCase):
         rel = (1 + _clip_error(p.dim, _UNIT[np.float64], 4)) * (1 + u) - 1
         rel += _clip_error(p.dim, _UNIT[_LONG], 5)
         _assert_within(
-            self, scaled, want, rel * np.abs(want).astype(np.float64) * (
-                1 + 2 * rel) + _TINY[scaled.dtype.as_numpy_dtype],
-            f'x\' of input {i}')
+            self, scaled, want,
+            rel * np.abs(want).astype(np.float64) * (1 + 2 * rel) +
+            _TINY[scaled.dtype.as_numpy_dtype], f'x\' of input {i}')
         self._check_rotation(p, scaled, rotated, round_seed, frame)
         if not p.encoder.is_isometry:
           # The clip of the output is `tensors.clip_to_norm` (ClipTest).
@@ -932,13 +980,12 @@ class ClientEncodeTest(tf.test.TestCase, parameterized.TestCase):
             self.assertEqual(bool(more), bool(norm > p.scaled_l2_clip))
           clipped |= more
         # The integer stage: exact, given this machine's rotated vector.
-        rounded, _, ok = _reference_round(
-            rotated.numpy(), p.norm_threshold, rounding_seed,
-            rounding.MAX_ROUNDING_ATTEMPTS)
+        rounded, _, ok = _reference_round(rotated.numpy(), p.norm_threshold,
+                                          rounding_seed,
+                                          rounding.MAX_ROUNDING_ATTEMPTS)
         self.assertEqual(encoded.dtype, np.int64)
         self.assertAllEqual(encoded, np.mod(rounded + noise, p.modulus))
-        self.assertAllEqual(flags,
-                            [int(not finite), int(clipped), int(not ok)])
+        self.assertAllEqual(flags, [int(not finite), int(clipped), int(not ok)])
         total = np.mod(total + encoded, p.modulus)
       zeros = p.sum_of_zero_inputs(3, _seed(1, 2)).numpy()
     self._check_decode(p, total, round_seed, frame)
@@ -947,8 +994,9 @@ class ClientEncodeTest(tf.test.TestCase, parameterized.TestCase):
       self.assertEqual((shares.shape, shares.scale),
                        ([3, p.output_dim], _scale_of(p)))
       self.assertAllEqual(shares.seed, _seed(1, 2))
-      self.assertAllEqual(zeros, np.mod(np.sum(np.mod(
-          shares.output, p.modulus), axis=0), p.modulus))
+      self.assertAllEqual(
+          zeros,
+          np.mod(np.sum(np.mod(shares.output, p.modulus), axis=0), p.modulus))
       self._check_noise(name, p, draws)
     else:
       self.assertEmpty(draws)

@@ -32,8 +32,7 @@ class PaddingEncoder:
 
   def encode(self, x, seed):
     del seed
-    return tf.pad(tf.reshape(x, [self.dim]),
-                  [[0, self.output_dim - self.dim]])
+    return tf.pad(tf.reshape(x, [self.dim]), [[0, self.output_dim - self.dim]])
 
   def decode(self, y, seed):
     del seed
@@ -41,7 +40,10 @@ class PaddingEncoder:
 
 
 def _params(output_dim=None, level=None, **kwargs):
-  args = dict(dim=8, l2_clip=1.0, theta=0.25, num_trials=16,
+  args = dict(dim=8,
+              l2_clip=1.0,
+              theta=0.25,
+              num_trials=16,
               expected_clients_per_round=10)
   args.update(kwargs)
   encoder = PaddingEncoder(args['dim'], output_dim, level)
@@ -55,8 +57,8 @@ class ParametersTest(parameterized.TestCase):
   def test_probability_bounds_are_exact_and_inside(self, theta):
     low, high = pbm.probability_bounds(theta)
     exact = fractions.Fraction(theta)
-    self.assertLessEqual(fractions.Fraction(high), fractions.Fraction(1, 2) +
-                         exact)
+    self.assertLessEqual(fractions.Fraction(high),
+                         fractions.Fraction(1, 2) + exact)
     self.assertGreaterEqual(fractions.Fraction(low),
                             fractions.Fraction(1, 2) - exact)
     self.assertEqual(fractions.Fraction(low) + fractions.Fraction(high), 1)
@@ -67,16 +69,17 @@ class ParametersTest(parameterized.TestCase):
     p = _params(num_trials=16, expected_clients_per_round=10)
     self.assertEqual(p.bits, 8)  # 2^8 = 256 > 160
     self.assertGreater(p.modulus, 10 * 16)
-    self.assertEqual(_params(num_trials=3,
-                             expected_clients_per_round=5).modulus, 16)
+    self.assertEqual(
+        _params(num_trials=3, expected_clients_per_round=5).modulus, 16)
     p = _params(max_clients_per_round=100)
     self.assertGreater(p.modulus, 100 * 16)
 
   def test_dp_event(self):
     p = _params(theta=0.25, output_dim=32, dim=20)
     event = p.dp_event()
-    self.assertEqual((event.theta, event.num_trials, event.num_clients,
-                      event.dimension), (0.25, 16, 10, 32))
+    self.assertEqual(
+        (event.theta, event.num_trials, event.num_clients, event.dimension),
+        (0.25, 16, 10, 32))
     self.assertEqual(p.dp_event(num_clients=7).num_clients, 7)
     self.assertLessEqual(_params(theta=0.1).dp_event().theta, 0.1)
 
@@ -91,8 +94,8 @@ class ParametersTest(parameterized.TestCase):
        'expected_clients_per_round'),
       ('max_clients', dict(max_clients_per_round=5), 'max_clients_per_round'),
       ('theta_tiny', dict(theta=1e-300), 'theta'),
-      ('ring', dict(num_trials=2**15, expected_clients_per_round=2**15),
-       r'num_trials must be an integer in \[1, 32767\]'),
+      ('ring', dict(num_trials=2**15, expected_clients_per_round=2**
+                    15), r'num_trials must be an integer in \[1, 32767\]'),
       ('sampler_cost', dict(num_trials=2**21),
        r'num_trials must be an integer in \[1, 1048576\]'),
   )
@@ -135,8 +138,8 @@ class SampleBinomialTest(tf.test.TestCase, parameterized.TestCase):
     # Chi-square test at level 1e-4 on 40k draws (fixed seed): a correct
     # sampler fails with probability 1e-4; a bias of ~1% in p is caught.
     n = 40000
-    draws = pbm.sample_binomial(
-        tf.fill([n], tf.constant(p, tf.float64)), m, [7, m]).numpy()
+    draws = pbm.sample_binomial(tf.fill([n], tf.constant(p, tf.float64)), m,
+                                [7, m]).numpy()
     self.assertEqual(draws.dtype, np.int64)
     self.assertTrue(np.all((draws >= 0) & (draws <= m)))
     observed = np.bincount(draws, minlength=m + 1)
@@ -184,8 +187,8 @@ def reference_client(x, p, seed):
   if p.l0_clip is not None and np.count_nonzero(x) > p.l0_clip:
     keep = np.argsort(-np.abs(x), kind='stable')[:p.l0_clip]
     x = np.where(np.isin(np.arange(len(x)), keep), x, 0.0)
-  y = tensors.clip_to_norm(
-      tf.pad(tf.constant(x), [[0, p.output_dim - p.dim]]), p.l2_clip)[0]
+  y = tensors.clip_to_norm(tf.pad(tf.constant(x), [[0, p.output_dim - p.dim]]),
+                           p.l2_clip)[0]
   y = y.numpy()
   probs = np.clip(0.5 + p.theta * np.clip(y / p.coordinate_bound, -1, 1),
                   p.p_low, p.p_high)
@@ -223,13 +226,18 @@ class ClientServerTest(tf.test.TestCase, parameterized.TestCase):
   def test_linf_scaling_matches_reference_and_counts_beyond_bound(self):
     # B = K C / sqrt(D) = 2 * 2 / sqrt(4) = 2 would equal C; K = 1.5 gives
     # B = 1.5 < C = 2.
-    p = _params(dim=4, l2_clip=2.0, theta=0.2, num_trials=9, divisor='linf',
+    p = _params(dim=4,
+                l2_clip=2.0,
+                theta=0.2,
+                num_trials=9,
+                divisor='linf',
                 level=1.5)
     self.assertAlmostEqual(p.coordinate_bound, 1.5)
     self.assertEqual(p.divisor, 'linf')
     seed = tf.constant([3, 5], tf.int64)
-    for x, clipped in ((np.array([0.5, -0.5, 0.25, 1.0]), False),
-                       (np.array([1.8, 0.0, 0.0, 0.0]), True)):
+    for x, clipped in ((np.array([0.5, -0.5, 0.25,
+                                  1.0]), False), (np.array([1.8, 0.0, 0.0,
+                                                            0.0]), True)):
       z, flags = _encode(p, x, seed)
       self.assertAllEqual(z, reference_client(x, p, seed))
       self.assertEqual(flags.numpy()[1], int(clipped))
@@ -251,8 +259,13 @@ class ClientServerTest(tf.test.TestCase, parameterized.TestCase):
       _params(linf_clip=0.5)
 
   def test_l0_clip_keeps_largest_and_shrinks_event(self):
-    p = _params(dim=6, l2_clip=2.0, theta=0.2, num_trials=9,
-                divisor='linf', linf_clip=1.0, l0_clip=2)
+    p = _params(dim=6,
+                l2_clip=2.0,
+                theta=0.2,
+                num_trials=9,
+                divisor='linf',
+                linf_clip=1.0,
+                l0_clip=2)
     self.assertEqual(p.sensitive_coordinates, 2)
     self.assertEqual(p.dp_event().dimension, 2)
     self.assertEqual(p.dp_event().replace_one_dimension, 4)  # disjoint sets
@@ -287,7 +300,10 @@ class ClientServerTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(p.recover_sum(9 % 8, 4).numpy(), 9)
 
   def test_docstring_example(self):
-    p = _params(dim=1, l2_clip=1.0, theta=0.25, num_trials=4,
+    p = _params(dim=1,
+                l2_clip=1.0,
+                theta=0.25,
+                num_trials=4,
                 expected_clients_per_round=2)
     # S = 4.5 is not an integer; S = 5 and 4 average to it.
     estimates = [_decode(p, [s], 2)[0].numpy()[0] for s in (4, 5)]
@@ -297,22 +313,22 @@ class ClientServerTest(tf.test.TestCase, parameterized.TestCase):
     # theta = 1/4 and m large: the estimate concentrates on the clipped sum.
     d = 12
     encoder = hadamard.RandomizedHadamard(d)
-    p = pbm.compute_parameters(
-        d,
-        pbm.Request(
-            l2_clip=1.0, theta=0.25, num_trials=2**14,
-            expected_clients_per_round=4),
-        encoder=encoder)
+    p = pbm.compute_parameters(d,
+                               pbm.Request(l2_clip=1.0,
+                                           theta=0.25,
+                                           num_trials=2**14,
+                                           expected_clients_per_round=4),
+                               encoder=encoder)
     seed = tf.constant([5, 6], tf.int64)
-    encode = tf.function(lambda x, s: p.client_encode(x, seed, s)[0][
-        'encoded'])
+    encode = tf.function(lambda x, s: p.client_encode(x, seed, s)[0]['encoded'])
     rng = np.random.default_rng(1)
     xs = [rng.normal(size=d) * 0.2 for _ in range(4)]
     total = np.zeros(16, np.int64)
     for i, x in enumerate(xs):
       total += encode(tf.constant(x), tf.constant([i, 1], tf.int64)).numpy()
-    estimate, post = p.server_decode({'encoded': tf.constant(
-        total % p.modulus)}, tf.constant(4, tf.int64), seed)
+    estimate, post = p.server_decode(
+        {'encoded': tf.constant(total % p.modulus)}, tf.constant(4, tf.int64),
+        seed)
     self.assertFalse(post['sum_may_wrap'])
     truth = sum(x * min(1.0, 1.0 / np.linalg.norm(x)) for x in xs)
     bound = p.noise_stddev(4)  # per rotated coordinate, and per x coord
@@ -329,8 +345,13 @@ class ClientServerTest(tf.test.TestCase, parameterized.TestCase):
     rounds = 400
     # 'linf': level 2 gives B = 2 C / sqrt(16) = C / 2.
     level = 2.0 if divisor == 'linf' else None
-    p = _params(dim=d, l2_clip=c, theta=theta, num_trials=m,
-                expected_clients_per_round=n, divisor=divisor, level=level)
+    p = _params(dim=d,
+                l2_clip=c,
+                theta=theta,
+                num_trials=m,
+                expected_clients_per_round=n,
+                divisor=divisor,
+                level=level)
     b = p.coordinate_bound
     rng = np.random.default_rng(2)
     xs = rng.uniform(-b, b, size=(n, d))
@@ -338,8 +359,9 @@ class ClientServerTest(tf.test.TestCase, parameterized.TestCase):
     encode = tf.function(lambda x, s: p.client_encode(x, s, s)[0]['encoded'])
     estimates = np.zeros((rounds, d))
     for r in range(rounds):
-      total = sum(encode(tf.constant(x), tf.constant([r, i], tf.int64))
-                  for i, x in enumerate(xs))
+      total = sum(
+          encode(tf.constant(x), tf.constant([r, i], tf.int64))
+          for i, x in enumerate(xs))
       estimates[r] = _decode(p, total % p.modulus, n)[0].numpy()
     probs = 0.5 + theta * xs / b
     exact_var = (b / (m * theta))**2 * np.sum(m * probs * (1 - probs), axis=0)

@@ -106,8 +106,10 @@ class HostConstantsTest(tf.test.TestCase, parameterized.TestCase):
       for step in range(0, stop + 1):
         d = sign * step
         if step > 0:
-          r = ctx.multiply(r, ctx.divide(mu, prm.mode + d) if sign > 0
-                           else ctx.divide(prm.mode + d + 1, mu))
+          r = ctx.multiply(
+              r,
+              ctx.divide(mu, prm.mode +
+                         d) if sign > 0 else ctx.divide(prm.mode + d + 1, mu))
         t = d if d >= 0 else -1 - d
         value = ctx.multiply(r, 2**(t // width))
         worst = max(worst, value)
@@ -175,8 +177,7 @@ class ExactnessMachineryTest(tf.test.TestCase, parameterized.TestCase):
     table = tf.constant(binomial._log_factorial_table())
     sd = math.sqrt(mean)
     rng = np.random.default_rng(int(mean * 10))
-    ds = {0, 1, -1, -prm.mode, -prm.mode + 255, -prm.mode + 256,
-          3 * prm.width}
+    ds = {0, 1, -1, -prm.mode, -prm.mode + 255, -prm.mode + 256, 3 * prm.width}
     ds |= {int(x) for x in rng.normal(0, 3 * sd, 12).round()}
     ds = sorted(x for x in ds if -prm.mode <= x and abs(x) <= 4000)
     gs = [min((x if x >= 0 else -1 - x) // prm.width, 63) for x in ds]
@@ -196,9 +197,10 @@ class ExactnessMachineryTest(tf.test.TestCase, parameterized.TestCase):
         num, den = _exact_ratio(prm, d)
         w0 = (num << (g + 20 + 52)) // (den * prm.k_num)  # floor(a 2^52)
         for w, want in ((w0 - 2, True), (w0 + 2, False)):
-          got = poisson._exact_accept(
-              tf.constant(d, tf.int64), tf.constant(g, tf.int64),
-              tf.constant(w, tf.int64), prm, tf.constant([1, 2], tf.int64))
+          got = poisson._exact_accept(tf.constant(d, tf.int64),
+                                      tf.constant(g, tf.int64),
+                                      tf.constant(w, tf.int64), prm,
+                                      tf.constant([1, 2], tf.int64))
           self.assertEqual(bool(got), want, f'mean={mean} d={d} w={w}')
 
 
@@ -208,11 +210,12 @@ _SAMPLERS = {}
 def _sampler(mean, force_exact=False):
   key = (mean, force_exact)
   if key not in _SAMPLERS:
-    _SAMPLERS[key] = tf.function(
-        lambda n, s: poisson.sample_poisson(
-            tf.reshape(n, [1]), mean, s, _force_exact=force_exact),
-        input_signature=[tf.TensorSpec([], tf.int64),
-                         tf.TensorSpec([2], tf.int64)])
+    _SAMPLERS[key] = tf.function(lambda n, s: poisson.sample_poisson(
+        tf.reshape(n, [1]), mean, s, _force_exact=force_exact),
+                                 input_signature=[
+                                     tf.TensorSpec([], tf.int64),
+                                     tf.TensorSpec([2], tf.int64)
+                                 ])
   return _SAMPLERS[key]
 
 
@@ -221,8 +224,8 @@ class DistributionTest(tf.test.TestCase, parameterized.TestCase):
 
   def _check(self, mean, n, seed, force_exact=False):
     mu = poisson.sampled_mean(mean)
-    x = _sampler(mean, force_exact)(
-        tf.constant(n, tf.int64), tf.constant(seed, tf.int64)).numpy()
+    x = _sampler(mean, force_exact)(tf.constant(n, tf.int64),
+                                    tf.constant(seed, tf.int64)).numpy()
     self.assertEqual(x.dtype, np.int64)
     self.assertAllGreaterEqual(x, 0)
     stat, df, critical = _chi_square(x, mu)
@@ -291,17 +294,18 @@ class PinnedDrawsTest(tf.test.TestCase):
 
   def test_draws_are_pinned(self):
     for mean, digest in ((0.3, '5a239e6634ecd007'), (7.5, '6e5aea4ba5e2497d'),
-                         (600.0, '1f12015d7a914aac'),
-                         (1e5, '0bbd9fe346722a27'),
+                         (600.0, '1f12015d7a914aac'), (1e5, '0bbd9fe346722a27'),
                          (1.5 * 2**30, '89c160b3b0f8afbb')):
-      self.assertEqual(self._digest(poisson.sample_poisson([3000], mean,
-                                                           [5, 9])), digest,
-                       mean)
-    self.assertEqual(self._digest(poisson.sample_skellam([2000], 12.25,
-                                                         [1, 2])),
-                     'ff69ddc3e075e584')
-    self.assertEqual(self._digest(poisson.sample_poisson(
-        [50], 40.0, [3, 4], _force_exact=True)), '5fd8d9ebfc99db0a')
+      self.assertEqual(
+          self._digest(poisson.sample_poisson([3000], mean, [5, 9])), digest,
+          mean)
+    self.assertEqual(
+        self._digest(poisson.sample_skellam([2000], 12.25, [1, 2])),
+        'ff69ddc3e075e584')
+    self.assertEqual(
+        self._digest(
+            poisson.sample_poisson([50], 40.0, [3, 4], _force_exact=True)),
+        '5fd8d9ebfc99db0a')
 
 
 @pytest.mark.slow
@@ -310,15 +314,14 @@ class ContractTest(tf.test.TestCase):
   def test_same_seed_same_output_eager_and_traced(self):
     fn = _sampler(600.0)
     a = fn(tf.constant(500, tf.int64), tf.constant([1, 2], tf.int64))
-    self.assertAllEqual(a, fn(tf.constant(500, tf.int64),
-                              tf.constant([1, 2], tf.int64)))
-    self.assertNotAllEqual(a, fn(tf.constant(500, tf.int64),
-                                 tf.constant([1, 3], tf.int64)))
+    self.assertAllEqual(
+        a, fn(tf.constant(500, tf.int64), tf.constant([1, 2], tf.int64)))
+    self.assertNotAllEqual(
+        a, fn(tf.constant(500, tf.int64), tf.constant([1, 3], tf.int64)))
     self.assertAllEqual(poisson.sample_poisson([500], 600.0, [1, 2]), a)
 
   def test_shapes(self):
     self.assertEqual(poisson.sample_poisson([], 3.0, [0, 1]).shape, [])
-    self.assertEqual(poisson.sample_poisson([2, 0], 3.0, [0, 1]).shape,
-                     [2, 0])
-    self.assertEqual(poisson.sample_skellam([2, 3], 3.0, [0, 1]).dtype,
-                     tf.int64)
+    self.assertEqual(poisson.sample_poisson([2, 0], 3.0, [0, 1]).shape, [2, 0])
+    self.assertEqual(
+        poisson.sample_skellam([2, 3], 3.0, [0, 1]).dtype, tf.int64)

@@ -13,8 +13,8 @@ class RandomizedRoundTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_rounds_to_a_neighbouring_integer(self):
     x = tf.constant(np.random.default_rng(0).uniform(-50, 50, size=1000))
-    r = rounding.randomized_round(x, rounding.rounding_uniforms(
-        [1000], tf.constant([1, 2], tf.int64), 0))
+    r = rounding.randomized_round(
+        x, rounding.rounding_uniforms([1000], tf.constant([1, 2], tf.int64), 0))
     self.assertEqual(r.dtype, tf.int64)
     self.assertAllLess(np.abs(r.numpy() - x.numpy()), 1.0)
 
@@ -46,8 +46,7 @@ class ConditionalRoundTest(tf.test.TestCase, parameterized.TestCase):
     r, attempts, ok = rounding.conditional_randomized_round(
         tf.constant(x), threshold, tf.constant([seed, 7], tf.int64))
     self.assertTrue(ok)
-    self.assertLessEqual(int(np.sum(r.numpy().astype(np.int64)**2)),
-                         threshold)
+    self.assertLessEqual(int(np.sum(r.numpy().astype(np.int64)**2)), threshold)
     self.assertGreaterEqual(int(attempts), 1)
 
   def test_int32_norm_check_is_exact_in_int64(self):
@@ -60,8 +59,11 @@ class ConditionalRoundTest(tf.test.TestCase, parameterized.TestCase):
     v = 2**30 - 64
     x = tf.constant([v, -v, 0], tf.float32)
     exact = 2 * v * v
-    r, _, ok = rounding.conditional_randomized_round(
-        x, exact - 1, tf.constant([1, 1], tf.int64), max_attempts=3)
+    r, _, ok = rounding.conditional_randomized_round(x,
+                                                     exact - 1,
+                                                     tf.constant([1, 1],
+                                                                 tf.int64),
+                                                     max_attempts=3)
     self.assertFalse(ok)
     self.assertAllEqual(r, [0, 0, 0])
     r, attempts, ok = rounding.conditional_randomized_round(
@@ -88,8 +90,8 @@ def _exact_fraction(x) -> fractions.Fraction:
 
 class RoundWithWordsTest(tf.test.TestCase, parameterized.TestCase):
 
-  @parameterized.parameters((np.float32, 6), (np.float32, 11),
-                            (np.float64, 6), (np.float64, 11))
+  @parameterized.parameters((np.float32, 6), (np.float32, 11), (np.float64, 6),
+                            (np.float64, 11))
   def test_law_over_every_word(self, dtype, bits):
     # Feeding every k-bit word once gives P(up) exactly: the number of
     # words that round up, over 2^k. The module's claim: P(up) =
@@ -98,25 +100,28 @@ class RoundWithWordsTest(tf.test.TestCase, parameterized.TestCase):
     # (fl(frac) exact for |x| >= 1, within u/2 below), u the unit roundoff.
     rng = np.random.default_rng(bits)
     xs = np.concatenate([
-        rng.uniform(-3, 3, 40), rng.normal(size=20) * 1e4,
-        -rng.uniform(0, 1, 20), -(2.0**-np.arange(20, 60, 8)),
-        np.arange(-4, 5) / 4.0, [0.0]]).astype(dtype)
+        rng.uniform(-3, 3, 40),
+        rng.normal(size=20) * 1e4, -rng.uniform(0, 1, 20),
+        -(2.0**-np.arange(20, 60, 8)),
+        np.arange(-4, 5) / 4.0, [0.0]
+    ]).astype(dtype)
     words = np.arange(2**bits, dtype=np.int32) | (5 << bits)  # high bits set
     ups = rounding.round_with_words(
         tf.constant(np.repeat(xs[:, None], 2**bits, 1)),
         tf.constant(np.tile(words, (len(xs), 1))), bits).numpy()
     floors = np.floor(xs).astype(np.int64)
     up_count = (ups - floors[:, None]).sum(1)
-    self.assertTrue(np.all((ups == floors[:, None])
-                           | (ups == floors[:, None] + 1)))
+    self.assertTrue(
+        np.all((ups == floors[:, None]) | (ups == floors[:, None] + 1)))
     u = float(np.finfo(dtype).eps) / 2
     for x, count in zip(xs, up_count):
       fl_frac = fractions.Fraction(float(x - np.floor(x)))
       self.assertEqual(count, -(-fl_frac * 2**bits // 1), x)  # ceil
       bias = fractions.Fraction(int(count), 2**bits) - _exact_fraction(x)
       self.assertGreaterEqual(bias, -fractions.Fraction(u) / 2, x)
-      self.assertLess(bias, fractions.Fraction(1, 2**bits)
-                      + fractions.Fraction(u) / 2, x)
+      self.assertLess(
+          bias,
+          fractions.Fraction(1, 2**bits) + fractions.Fraction(u) / 2, x)
 
   @parameterized.parameters(np.float32, np.float64)
   def test_default_bits_compare_exactly_at_the_boundary(self, dtype):
@@ -127,8 +132,8 @@ class RoundWithWordsTest(tf.test.TestCase, parameterized.TestCase):
     x = (j / 2.0**k).astype(dtype)
     self.assertAllEqual(x, j / 2.0**k)  # representable
     for offset, expected in ((-1, 1), (0, 0)):
-      out = rounding.round_with_words(tf.constant(x), tf.constant(
-          (j + offset).astype(np.int32)))
+      out = rounding.round_with_words(
+          tf.constant(x), tf.constant((j + offset).astype(np.int32)))
       self.assertAllEqual(out, [expected] * 3)
     self.assertEqual(out.dtype, rounding.integer_dtype(tf.as_dtype(dtype)))
 
@@ -141,8 +146,11 @@ class RoundWithWordsTest(tf.test.TestCase, parameterized.TestCase):
     # Attempt 0 rounds with the caller's words (and only they decide it):
     # with an easy threshold the output is exactly round_with_words of them.
     x = tf.constant(np.random.default_rng(4).normal(size=64) * 3, tf.float32)
-    words = tf.random.stateless_uniform([64], seed=[5, 6], dtype=tf.int32,
-                                        minval=None, maxval=None)
+    words = tf.random.stateless_uniform([64],
+                                        seed=[5, 6],
+                                        dtype=tf.int32,
+                                        minval=None,
+                                        maxval=None)
     r, attempts, ok = rounding.conditional_randomized_round(
         x, 10**9, tf.constant([1, 2], tf.int64), first_words=words)
     self.assertTrue(ok)

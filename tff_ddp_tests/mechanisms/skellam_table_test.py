@@ -153,6 +153,7 @@ class TableTest(tf.test.TestCase, parameterized.TestCase):
       for i in range(min(j, mode) + 1, max(j, mode) + 1):
         r *= (mu / i) if j > mode else (i / mu)
       return r
+
     n = len(lo)
     for i in sorted({0, 1, n // 4, mode - low_end, n // 2, n - 2, n - 1}):
       exact = ratio(low_end + i) * 2**f
@@ -173,8 +174,11 @@ class TableTest(tf.test.TestCase, parameterized.TestCase):
       lo = [int(v) for v in rng.integers(0, 2**62, n)]
       lo = [v * 2**226 + 12345 for v in lo]  # up to 2^288, as the module's
       got = st._autocorrelation(lo, t)
-      want = [sum(lo[i] * lo[i + k] for i in range(n - k)) if k < n else 0
-              for k in range(t + 1)]
+      want = [
+          sum(lo[i] * lo[i + k]
+              for i in range(n - k)) if k < n else 0
+          for k in range(t + 1)
+      ]
       self.assertEqual(got, want)
 
   def test_cap(self):
@@ -182,17 +186,19 @@ class TableTest(tf.test.TestCase, parameterized.TestCase):
     self.assertBetween(top, 4.0e8, 4.5e8)
     self.assertTrue(st.fits(top))
     self.assertFalse(st.fits(top + 2.0**-20))
-    with self.assertRaisesRegex(ValueError, 'max_supported_mean.*2\\^20.*'
-                                'poisson.sample_skellam'):
+    with self.assertRaisesRegex(
+        ValueError, 'max_supported_mean.*2\\^20.*'
+        'poisson.sample_skellam'):
       st.sample_skellam_table([2], 1.5 * 2**30, [1, 2])
     # The mechanism's default sampler is exact there (and in the chunked
     # range), the table below.
-    self.assertEqual(distributed_skellam.resolve_noise_sampler(
-        'table', 1.5 * 2**30), 'exact')
-    self.assertEqual(distributed_skellam.resolve_noise_sampler(
-        'table', top), 'table')
-    self.assertEqual(distributed_skellam.resolve_noise_sampler(
-        'exact', 3.0), 'exact')
+    self.assertEqual(
+        distributed_skellam.resolve_noise_sampler('table', 1.5 * 2**30),
+        'exact')
+    self.assertEqual(distributed_skellam.resolve_noise_sampler('table', top),
+                     'table')
+    self.assertEqual(distributed_skellam.resolve_noise_sampler('exact', 3.0),
+                     'exact')
 
 
 class StatisticalTest(tf.test.TestCase, parameterized.TestCase):
@@ -203,8 +209,7 @@ class StatisticalTest(tf.test.TestCase, parameterized.TestCase):
     for df in (4, 20, 49):
       n = _sample_size(df)
       crit = scipy.stats.chi2.isf(ALPHA, df)
-      self.assertGreaterEqual(scipy.stats.ncx2.sf(crit, df, n * EFFECT),
-                              POWER)
+      self.assertGreaterEqual(scipy.stats.ncx2.sf(crit, df, n * EFFECT), POWER)
       self.assertLess(scipy.stats.ncx2.sf(crit, df, n * EFFECT / 10), POWER)
 
   @parameterized.parameters((0.3, 1), (12.25, 2), (600.0, 3), (3e5, 4))
@@ -222,8 +227,8 @@ class StatisticalTest(tf.test.TestCase, parameterized.TestCase):
     # mu = 1.5 * 2^30 > 2^30: beyond the table, the mechanism's default
     # runs the exact sampler (two chunks per Poisson); the same test.
     mean = 1.5 * 2**30
-    self.assertEqual(
-        distributed_skellam.resolve_noise_sampler('table', mean), 'exact')
+    self.assertEqual(distributed_skellam.resolve_noise_sampler('table', mean),
+                     'exact')
     mu = poisson.sampled_mean(mean)
     _, df, _ = _chi_square(np.zeros(1, np.int64), mu)
     n = _sample_size(df)
@@ -235,8 +240,8 @@ class StatisticalTest(tf.test.TestCase, parameterized.TestCase):
 class ExecutionTest(tf.test.TestCase):
 
   def test_same_seed_same_draws_eager_and_traced(self):
-    fn = tf.function(lambda seed: st.sample_skellam_table([3, 500], 600.0,
-                                                          seed))
+    fn = tf.function(
+        lambda seed: st.sample_skellam_table([3, 500], 600.0, seed))
     a = fn(tf.constant([1, 2], tf.int64)).numpy()
     self.assertEqual(a.shape, (3, 500))
     self.assertEqual(a.dtype, np.int64)

@@ -48,14 +48,13 @@ def crafted_draws(table, k, rng):
     if k >= 31 - b:  # the first level's 31 - b bits tie, the rest random
       digits = [int(rng.integers(0, 2**size)) for size in sizes]
       low_bits = k - (31 - b)
-      digits[0] = ((t_digits[0] >> low_bits) << low_bits) | (
-          digits[0] % 2**low_bits)
+      digits[0] = (
+          (t_digits[0] >> low_bits) << low_bits) | (digits[0] % 2**low_bits)
       cases.append(digits)
     for level in range(5):
       for delta in (-1, 0, 1):
         digits = list(t_digits)
-        digits[level] = min(max(digits[level] + delta, 0),
-                            2**sizes[level] - 1)
+        digits[level] = min(max(digits[level] + delta, 0), 2**sizes[level] - 1)
         for i in range(level + 1, 5):
           digits[i] = int(rng.integers(0, 2**sizes[i]))
         cases.append(digits)

@@ -18,7 +18,9 @@ class RealTest(parameterized.TestCase):
     self.assertEqual(out, float(np.asarray(value)))
 
   @parameterized.parameters(('1',), (None,), (True,), (np.bool_(True),),
-                            ([1.0],), (np.array([1.0]),), ({'x': 1},), (1j,))
+                            ([1.0],), (np.array([1.0]),), ({
+                                'x': 1
+                            },), (1j,))
   def test_wrong_types(self, value):
     with self.assertRaisesRegex(TypeError, 'x must be'):
       checks.real(value, 'x')
@@ -27,8 +29,7 @@ class RealTest(parameterized.TestCase):
   def test_non_finite(self, value):
     with self.assertRaisesRegex(ValueError, 'x must be a finite number'):
       checks.real(value, 'x')
-    self.assertEqual(checks.real(float('inf'), 'x', allow_inf=True),
-                     math.inf)
+    self.assertEqual(checks.real(float('inf'), 'x', allow_inf=True), math.inf)
 
   def test_ranges_and_messages(self):
     with self.assertRaisesRegex(ValueError,
@@ -75,8 +76,9 @@ class OtherTest(parameterized.TestCase):
 
   def test_choice(self):
     self.assertEqual(checks.choice('a', 'mode', ('a', 'b')), 'a')
-    with self.assertRaisesRegex(ValueError, r"mode must be one of \('a', "
-                                r"'b'\), got 'c'"):
+    with self.assertRaisesRegex(
+        ValueError, r"mode must be one of \('a', "
+        r"'b'\), got 'c'"):
       checks.choice('c', 'mode', ('a', 'b'))
     with self.assertRaisesRegex(TypeError, 'mode must be one of'):
       checks.choice(1, 'mode', ('a', 'b'))
@@ -92,10 +94,10 @@ class OtherTest(parameterized.TestCase):
 
     self.assertIs(checks.member('a', 'mode', Mode), Mode.A)
     self.assertIs(checks.member(Mode.B, 'mode', Mode), Mode.B)
-    self.assertIs(checks.member('bee', 'mode', Mode, {'bee': Mode.B}),
-                  Mode.B)
-    with self.assertRaisesRegex(ValueError, r"mode must be one of \('a', "
-                                r"'b', 'bee'\), got 'c'"):
+    self.assertIs(checks.member('bee', 'mode', Mode, {'bee': Mode.B}), Mode.B)
+    with self.assertRaisesRegex(
+        ValueError, r"mode must be one of \('a', "
+        r"'b', 'bee'\), got 'c'"):
       checks.member('c', 'mode', Mode, {'bee': Mode.B})
     with self.assertRaisesRegex(TypeError, 'mode must be one of'):
       checks.member(1, 'mode', Mode)

@@ -10,8 +10,9 @@ import tensorflow as tf
 
 from tff_ddp.utils import entropy
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+_ROOT = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 
 class EntropyTest(tf.test.TestCase):
 

@@ -10,8 +10,8 @@ import tensorflow as tf
 
 from tff_ddp.utils import processes
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+_ROOT = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _ignore_sigint():
@@ -24,7 +24,8 @@ class TerminateTest(tf.test.TestCase):
 
   def test_ends_a_child_that_ignores_sigint(self):
     child = subprocess.Popen(  # pylint: disable=subprocess-popen-preexec-fn  # the child needs its own session
-        ['sleep', '60'], preexec_fn=_ignore_sigint)
+        ['sleep', '60'],
+        preexec_fn=_ignore_sigint)
     try:
       self.assertIn(child.pid, processes.descendant_pids())
       # (Not end_descendants: that would also end this session's workers.)
@@ -86,10 +87,15 @@ class StackLimitTest(tf.test.TestCase):
 
   def test_raises_the_limit_that_workers_inherit(self):
     # Started with the usual 8 MiB soft limit (a shell's `ulimit -s 8192`).
-    out = subprocess.run(
-        ['sh', '-c', f'ulimit -S -s 8192 && exec {sys.executable} -c "$0"',
-         _STACK_SCRIPT], capture_output=True, text=True, check=True,
-        cwd=_ROOT, env=dict(os.environ, PYTHONPATH=_ROOT)).stdout.split()
+    out = subprocess.run([
+        'sh', '-c', f'ulimit -S -s 8192 && exec {sys.executable} -c "$0"',
+        _STACK_SCRIPT
+    ],
+                         capture_output=True,
+                         text=True,
+                         check=True,
+                         cwd=_ROOT,
+                         env=dict(os.environ, PYTHONPATH=_ROOT)).stdout.split()
     soft, again, child = int(out[0]), int(out[1]), out[2]
     self.assertEqual(soft, processes.WORKER_STACK_BYTES)
     self.assertEqual(again, soft)
@@ -140,16 +146,21 @@ class BackgroundScriptTest(tf.test.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.result = subprocess.run(  # pylint: disable=subprocess-run-check  # the test reads the exit status
-        ['sh', '-c', f'ulimit -S -s 8192 && exec {sys.executable} -c "$0"',
-         _BACKGROUND_SCRIPT], preexec_fn=_ignore_sigint,
-        capture_output=True, text=True, timeout=300, cwd=_ROOT,
+        [
+            'sh', '-c', f'ulimit -S -s 8192 && exec {sys.executable} -c "$0"',
+            _BACKGROUND_SCRIPT
+        ],
+        preexec_fn=_ignore_sigint,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=_ROOT,
         env=dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL='3'))
 
   def _lines(self, prefix):
     self.assertEqual(self.result.returncode, 0,
                      self.result.stdout + self.result.stderr[-3000:])
-    return [l for l in self.result.stdout.splitlines()
-            if l.startswith(prefix)]
+    return [l for l in self.result.stdout.splitlines() if l.startswith(prefix)]
 
   def test_context_switch_with_sigint_ignored_does_not_hang(self):
     # tff.backends.test.set_sync_test_cpp_execution_context() in place of

@@ -43,16 +43,18 @@ class RefusalMessageTest(tf.test.TestCase):
     text = "F: 5 clients, use x >= 5 or on_wrap='flag' [sic] \"q\"."
     escaped = text.replace("'", "\\'").replace('"', '\\"')
     error = RuntimeError(
-        'details = "Failed to run computation: assertion failed: ['
-        + rounds.REFUSAL_PREFIX + escaped + ']\n\t [[{{node Assert}}]]"')
+        'details = "Failed to run computation: assertion failed: [' +
+        rounds.REFUSAL_PREFIX + escaped + ']\n\t [[{{node Assert}}]]"')
     self.assertEqual(rounds.refusal_message(error), text)
     self.assertIsNone(rounds.refusal_message(RuntimeError('other')))
 
   def test_refusal_check_fails_the_tf_computation(self):
+
     @tf.function
     def guarded(n):
-      check = rounds.refusal_check(n <= 3, tf.strings.join(
-          ['too many: ', tf.strings.as_string(n)]))
+      check = rounds.refusal_check(
+          n <= 3, tf.strings.join(['too many: ',
+                                   tf.strings.as_string(n)]))
       with tf.control_dependencies([check]):
         return tf.identity(n)
 
@@ -73,10 +75,11 @@ class UserFacingTest(tf.test.TestCase):
           n <= 3, tf.strings.join(['n=', tf.strings.as_string(n)]))
       with tf.control_dependencies([check]):
         n = tf.identity(n)
-      return collections.OrderedDict(
-          n=n, status=tf.constant('ok'),
-          inner=collections.OrderedDict(status=tf.constant('too_few_values'),
-                                        name=tf.constant('bytes stay')))
+      return collections.OrderedDict(n=n,
+                                     status=tf.constant('ok'),
+                                     inner=collections.OrderedDict(
+                                         status=tf.constant('too_few_values'),
+                                         name=tf.constant('bytes stay')))
 
     @tff.federated_computation(tff.FederatedType(np.int32, tff.CLIENTS))
     def run(values):
@@ -122,12 +125,12 @@ class UserFacingTest(tf.test.TestCase):
 
   def test_processes_keep_their_kind(self):
     process = tff.templates.MeasuredProcess(
-        tff.federated_computation(
-            lambda: tff.federated_value(0, tff.SERVER)),
+        tff.federated_computation(lambda: tff.federated_value(0, tff.SERVER)),
         tff.federated_computation(
             lambda s: tff.templates.MeasuredProcessOutput(
-                s, s, tff.federated_value(
-                    collections.OrderedDict(status='ok'), tff.SERVER)),
+                s, s,
+                tff.federated_value(collections.OrderedDict(status='ok'), tff.
+                                    SERVER)),
             tff.FederatedType(np.int32, tff.SERVER)))
     wrapped = rounds.user_facing_process(process)
     self.assertIsInstance(wrapped, tff.templates.MeasuredProcess)

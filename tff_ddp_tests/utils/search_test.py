@@ -30,6 +30,5 @@ class BoundaryTest(parameterized.TestCase):
     # so with the tolerance below one step the boundary is the threshold.
     for k in range(1, 64):
       threshold = k / 64
-      result = search.boundary(lambda x, t=threshold: x <= t, 0.0, 1.0,
-                               1 / 128)
+      result = search.boundary(lambda x, t=threshold: x <= t, 0.0, 1.0, 1 / 128)
       self.assertEqual(result, threshold)

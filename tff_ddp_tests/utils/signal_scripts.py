@@ -21,8 +21,8 @@ import time
 
 from tff_ddp.utils import processes
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+ROOT = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # What a user writes (README's first example, in a loop).
 SCRIPT = '''
@@ -49,13 +49,17 @@ SENT_TO_GROUP = {'SIGINT': True, 'SIGTERM': False, 'SIGHUP': False}
 # (after round 3 is printed, or the worker has run for 3 s).
 PHASES = ('import', 'worker start-up', 'rounds')
 # `tff-ddp demo`, long enough to be interrupted.
-DEMO = ['-m', 'tff_ddp.cli', 'demo', '--clients', '10', '--dim', '64',
-        '--rounds', '10000', '--bits', '16']
+DEMO = [
+    '-m', 'tff_ddp.cli', 'demo', '--clients', '10', '--dim', '64', '--rounds',
+    '10000', '--bits', '16'
+]
 
 
 def _worker_children(pid):
-  return [p for p in processes.descendant_pids(pid)
-          if processes._command(p) == processes.WORKER_COMMAND]  # pylint: disable=protected-access  # tests a private part
+  return [
+      p for p in processes.descendant_pids(pid)
+      if processes._command(p) == processes.WORKER_COMMAND
+  ]  # pylint: disable=protected-access  # tests a private part
 
 
 def _signals_as_in_a_terminal():
@@ -71,18 +75,24 @@ def _signals_as_in_a_terminal():
     signal.signal(signum, signal.SIG_DFL)
 
 
-def run_and_signal(signame: str, phase: str, timeout: float = 900.0,
+def run_and_signal(signame: str,
+                   phase: str,
+                   timeout: float = 900.0,
                    argv=('-c', SCRIPT)):
   """Runs `python argv` (SCRIPT), sends `signame` at `phase`; returns (what
   happened, the processes of its session left, its exit status, whether
   its output pipe closed)."""
   started = time.monotonic()
   worker_since = None
-  child = subprocess.Popen(
-      [sys.executable, *argv], cwd=ROOT, stdout=subprocess.PIPE,
-      stderr=subprocess.DEVNULL, start_new_session=True,
-      preexec_fn=_signals_as_in_a_terminal,
-      env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL='3'))
+  child = subprocess.Popen([sys.executable, *argv],
+                           cwd=ROOT,
+                           stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL,
+                           start_new_session=True,
+                           preexec_fn=_signals_as_in_a_terminal,
+                           env=dict(os.environ,
+                                    PYTHONPATH=ROOT,
+                                    TF_CPP_MIN_LOG_LEVEL='3'))
   lines = []
   closed = threading.Event()
 
@@ -103,8 +113,9 @@ def run_and_signal(signame: str, phase: str, timeout: float = 900.0,
     else:
       if worker_since is None and _worker_children(child.pid):
         worker_since = time.monotonic()
-      ready = (any(l.startswith('round 3') for l in lines) or (
-          worker_since is not None and time.monotonic() - worker_since > 3))
+      ready = (any(l.startswith('round 3') for l in lines) or
+               (worker_since is not None and
+                time.monotonic() - worker_since > 3))
     if ready:
       sent = time.monotonic()
       signum = getattr(signal, signame)
@@ -182,7 +193,11 @@ for mode in ('none', 'main', 'each'):
 
 def run_threads_script(timeout: float) -> subprocess.CompletedProcess:
   """Runs THREADS_SCRIPT in a Python of its own; its output is text."""
-  return subprocess.run(
-      [sys.executable, '-c', THREADS_SCRIPT], cwd=ROOT,
-      capture_output=True, text=True, timeout=timeout,
-      env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL='3'))
+  return subprocess.run([sys.executable, '-c', THREADS_SCRIPT],
+                        cwd=ROOT,
+                        capture_output=True,
+                        text=True,
+                        timeout=timeout,
+                        env=dict(os.environ,
+                                 PYTHONPATH=ROOT,
+                                 TF_CPP_MIN_LOG_LEVEL='3'))

@@ -23,9 +23,9 @@ class SignalTest(parameterized.TestCase):
 
   # Each signal once, start-up where the orphan race was; the full matrix
   # (every signal at every phase) is benchmarks/bad_inputs.py's.
-  @parameterized.parameters(
-      ('SIGINT', 'worker start-up'), ('SIGTERM', 'worker start-up'),
-      ('SIGHUP', 'rounds'))
+  @parameterized.parameters(('SIGINT', 'worker start-up'),
+                            ('SIGTERM', 'worker start-up'),
+                            ('SIGHUP', 'rounds'))
   def test_signal_ends_the_run_and_its_workers(self, signame, phase):
     what, left, status, closed = signal_scripts.run_and_signal(signame, phase)
     self.assertStartsWith(what, 'sent')

@@ -19,5 +19,5 @@ class StackTest(absltest.TestCase):
     self.assertIn(f'python {platform.python_version()},', line)
     for name in ('tensorflow', 'numpy', 'dp-accounting'):
       version = importlib.metadata.version(name)
-      self.assertIsNotNone(re.search(rf'\b{name} {re.escape(version)}\b',
-                                     line), (name, line))
+      self.assertIsNotNone(re.search(rf'\b{name} {re.escape(version)}\b', line),
+                           (name, line))

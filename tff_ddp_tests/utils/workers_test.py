@@ -31,8 +31,10 @@ def _secure_modular_sum(values):
 def _client_values():
   rng = np.random.default_rng(7)
   # Sum over 6 clients exceeds the modulus: the residue is checked too.
-  return [rng.integers(0, _MODULUS, size=5).astype(np.int32)
-          for _ in range(_NUM_CLIENTS)]
+  return [
+      rng.integers(0, _MODULUS, size=5).astype(np.int32)
+      for _ in range(_NUM_CLIENTS)
+  ]
 
 
 def _alive(pid):
@@ -45,7 +47,7 @@ class LocalWorkersTest(tf.test.TestCase):
   def test_secure_modular_sum_matches_single_process(self):
     values = _client_values()
     expected = np.sum(np.array(values, np.int64), axis=0) % _MODULUS
-    single = _secure_modular_sum(values)   # default (test) context
+    single = _secure_modular_sum(values)  # default (test) context
     with workers.local_workers(num_workers=2) as w:
       self.assertLen(w.pids, 2)
       self.assertTrue(all(t.startswith('127.0.0.1:') for t in w.targets))
@@ -68,24 +70,30 @@ class LocalWorkersTest(tf.test.TestCase):
       multi = process.next(process.initialize(), values)
       pids = w.pids
     self.assertAllEqual(multi.result, single.result)
-    self.assertAllEqual(
-        multi.result, np.sum(np.array(values, np.int64), 0) % _MODULUS)
+    self.assertAllEqual(multi.result,
+                        np.sum(np.array(values, np.int64), 0) % _MODULUS)
     self.assertFalse([p for p in pids if _alive(p)])
 
   @pytest.mark.slow
   def test_discrete_gaussian_process_matches_single_process(self):
     value_type = tff.TensorType(np.float32, [8])
     rng = np.random.default_rng(3)
-    values = [rng.normal(size=8).astype(np.float32)
-              for _ in range(_NUM_CLIENTS)]
+    values = [
+        rng.normal(size=8).astype(np.float32) for _ in range(_NUM_CLIENTS)
+    ]
     with warnings.catch_warnings():
       warnings.simplefilter('ignore')  # the test-seed warning
       seeded = DiscreteGaussianSumFactory.from_tff_arguments(
-          noise_multiplier=0.0, expected_clients_per_round=_NUM_CLIENTS,
-          bits=16, l2_clip=10.0, seed=11).create(value_type)
+          noise_multiplier=0.0,
+          expected_clients_per_round=_NUM_CLIENTS,
+          bits=16,
+          l2_clip=10.0,
+          seed=11).create(value_type)
     unseeded = DiscreteGaussianSumFactory.from_tff_arguments(
-        noise_multiplier=0.0, expected_clients_per_round=_NUM_CLIENTS,
-        bits=16, l2_clip=10.0).create(value_type)
+        noise_multiplier=0.0,
+        expected_clients_per_round=_NUM_CLIENTS,
+        bits=16,
+        l2_clip=10.0).create(value_type)
     single = seeded.next(seeded.initialize(), values)
     with workers.local_workers(num_workers=2) as w:
       multi = seeded.next(seeded.initialize(), values)
@@ -96,10 +104,9 @@ class LocalWorkersTest(tf.test.TestCase):
     self.assertAllEqual(multi.result, single.result)
     tf.nest.map_structure(self.assertAllEqual, dict(multi.state),
                           dict(single.state))
-    tf.nest.map_structure(self.assertAllEqual,
-                          dict(multi.measurements), dict(single.measurements))
-    self.assertEqual(multi.measurements['participating_clients'],
-                     _NUM_CLIENTS)
+    tf.nest.map_structure(self.assertAllEqual, dict(multi.measurements),
+                          dict(single.measurements))
+    self.assertEqual(multi.measurements['participating_clients'], _NUM_CLIENTS)
     # OS-entropy seeds, no noise: only the rounding error remains.
     self.assertAllClose(fresh.result, np.sum(values, axis=0), atol=0.05)
     self.assertFalse([p for p in pids if _alive(p)])
