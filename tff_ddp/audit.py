@@ -26,6 +26,7 @@ import scipy.special
 
 from tff_ddp.accounting import accountant as accountant_lib
 from tff_ddp.accounting import event_io
+from tff_ddp.accounting import pld_accountant
 from tff_ddp.utils import checks
 
 # Shrinkage of the within-class correlation matrix towards the identity for
@@ -283,8 +284,9 @@ class AuditResult:
       thresholds.
     epsilon_estimate: the same formula on the point rates (no confidence;
       inf when a rate is 0).
-    accountant_epsilon: the accountant's epsilon of the round at `delta`
-      against `adversary`, zero-out neighbours (max over `events`).
+    accountant_epsilon: the tightest accountant's epsilon of the round (PLD or
+      RDP, `pld_accountant.epsilon`) at `delta` against `adversary`,
+      zero-out neighbours (max over `events`).
     adversary: 'server' or 'release'.
     events: the distinct DP events the runs reported.
     selection_scores: candidate name -> its best eps_lb on the selection
@@ -655,7 +657,7 @@ def _evaluate(ran: _Runs, best, scores, selection, delta, level, target,
   estimate = epsilon_lower_bound(false_pos[i] / evaluation,
                                  false_neg[i] / evaluation, delta)
   accountant_eps = max(
-      accountant_lib.epsilon(event, delta, options.adversary)[0]
+      pld_accountant.epsilon(event, delta, options.adversary)[0]
       for event in ran.events)
   return AuditResult(runs=runs,
                      selection_runs=selection,
