@@ -129,15 +129,14 @@ class _Distributed(Mechanism):
     options = {}
     if config.noise_sampler is not None:
       options['noise_sampler'] = config.noise_sampler
-    return getattr(aggregators, self._factory_name)(
-        aggregators.Request(
-            l2_clip=config.clip,
-            noise_multiplier=config.noise_multiplier,
-            expected_clients_per_round=config.clients_per_round,
-            bits=config.bits,
-            modclip_prob=modclip_probability(config.k_stddevs),
-            beta=BETA,
-            **options))
+    return getattr(aggregators, self._factory_name)(aggregators.Request(
+        l2_clip=config.clip,
+        noise_multiplier=config.noise_multiplier,
+        expected_clients_per_round=config.clients_per_round,
+        bits=config.bits,
+        modclip_prob=modclip_probability(config.k_stddevs),
+        beta=BETA,
+        **options))
 
   def aggregator(self, config):
     import tensorflow_federated as tff
