@@ -337,17 +337,20 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
     # Identity encoder, scaling 4: a vector with three non-zero
     # coordinates keeps its two largest (flagged clipped); one with two is
     # sent as it is. The event says a client moves at most 2 coordinates.
-    p = _compute(module,
-                 5,
-                 encoder=registry.Identity(5),
-                 integer_inputs=True,
-                 l2_clip=3.0,
-                 noise_multiplier=0.0,
-                 expected_clients_per_round=4,
-                 bits=16,
-                 granularity=0.25,
-                 linf_clip=2.0,
-                 l0_clip=2)
+    def build(noise_multiplier, l0_clip):
+      return _compute(module,
+                      5,
+                      encoder=registry.Identity(5),
+                      integer_inputs=True,
+                      l2_clip=3.0,
+                      noise_multiplier=noise_multiplier,
+                      expected_clients_per_round=4,
+                      bits=16,
+                      granularity=0.25,
+                      linf_clip=2.0,
+                      l0_clip=l0_clip)
+
+    p = build(0.0, 2)
     seeds = (tf.constant([1, 2], tf.int64), tf.constant([3, 4], tf.int64))
     encoded, flags = p.client_encode(
         tf.constant([1.0, 0.0, -2.0, 0.5, 0.0], tf.float64), *seeds)
@@ -357,31 +360,9 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
         tf.constant([0.0, 1.0, 0.0, 0.0, -1.0], tf.float64), *seeds)
     self.assertAllEqual(encoded['encoded'], np.mod([0, 4, 0, 0, -4], p.modulus))
     self.assertAllEqual(flags, [0, 0, 0])
-    noisy = _compute(module,
-                     5,
-                     encoder=registry.Identity(5),
-                     integer_inputs=True,
-                     l2_clip=3.0,
-                     noise_multiplier=1.0,
-                     expected_clients_per_round=4,
-                     bits=16,
-                     granularity=0.25,
-                     linf_clip=2.0,
-                     l0_clip=2)
-    self.assertEqual(noisy.dp_event().l0_sensitivity, 2)
+    self.assertEqual(build(1.0, 2).dp_event().l0_sensitivity, 2)
     # An l0 clip of the whole dimension bounds nothing.
-    whole = _compute(module,
-                     5,
-                     encoder=registry.Identity(5),
-                     integer_inputs=True,
-                     l2_clip=3.0,
-                     noise_multiplier=1.0,
-                     expected_clients_per_round=4,
-                     bits=16,
-                     granularity=0.25,
-                     linf_clip=2.0,
-                     l0_clip=5)
-    self.assertIsNone(whole.dp_event().l0_sensitivity)
+    self.assertIsNone(build(1.0, 5).dp_event().l0_sensitivity)
     with self.assertRaisesRegex(ValueError, 'l0_clip'):
       module.Request(l2_clip=1.0,
                      noise_multiplier=1.0,
