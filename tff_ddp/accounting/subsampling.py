@@ -131,9 +131,10 @@ def known_sample_rdp(rdp_fn: RdpFunction, sampling_probability: float,
   """RDP at `orders` of a round whose sample the adversary sees.
 
   (1/(alpha - 1)) log(1 - q + q exp((alpha - 1) eps(alpha))), computed in log
-  space (module docstring). `rdp_fn` is the base mechanism's curve under the
-  relation in use; q is the probability that the client is in the sample
-  (the sampling rate, or sample_size / population without replacement).
+  space (derived in docs/notes/rdp_accountant.md, `known_sample_rdp`).
+  `rdp_fn` is the base mechanism's curve under the relation in use; q is the
+  probability that the client is in the sample (the sampling rate, or
+  sample_size / population without replacement).
   """
   q = checks.probability(sampling_probability,
                          'sampling_probability',
