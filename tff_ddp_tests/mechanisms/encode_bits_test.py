@@ -446,7 +446,7 @@ def _reference_scale(x, p):
       clipped_x, _ = _clip_reference(x, p.l2_clip)
   # x' = x clipped, times 1/gamma; on the float32 path times (1 - 2 eps)
   # too, eps the rotation's proved error; the integer 1/gamma for integer
-  # inputs (the ddg module docstring).
+  # inputs (docs/notes/ddg_encode.md, "Precision"; the DDG's `input_scale`).
   if p.integer_inputs:
     scale = _LONG(round(1.0 / p.gamma))
   elif p.float32_rotation:
