@@ -25,7 +25,8 @@ from tff_ddp.utils import checks
 
 # Evaluate the divergence matrix in blocks of at most this many entries.
 _BLOCK_ENTRIES = 1 << 22
-# Likelihood ratios of every pair here are at most this (see module doc).
+# Likelihood ratios of every pair here are at most this (one Bernoulli
+# moves, p <= 3/4; docs/notes/cpbm_accounting.md, "Work is bounded").
 _RATIO_BOUND = 3.0
 # The window is chosen so that the bounded tail term is below exp(-this).
 _TAIL_LOG = 745.0
@@ -173,8 +174,8 @@ def worst_case_pair(theta: float,
 
   P = Ber(1/2 - theta) + Bin(n', 1/2 + theta), Q = Bin(n' + 1, 1/2 + theta),
   n' = ceil((n - 1)/2), on the points `k` (default the support 0..n' + 1).
-  The other term of Lemma 2 is D(Q || P) by the bit-flip symmetry (module
-  docstring).
+  The other term of Lemma 2 is D(Q || P) by the bit-flip symmetry
+  (docs/notes/cpbm_accounting.md, the reduction's steps 2-3).
   """
   n_prime = _n_prime(num_clients)
   p = 0.5 + theta

@@ -99,8 +99,9 @@ def poisson_rdp(rdp_fn: RdpFunction, sampling_probability: float,
     rdp_fn: maps an array of orders to the base mechanism's RDP there; it is
       called at every integer order 2..ceil(max(orders)) and at `orders`.
     sampling_probability: q in [0, 1].
-    orders: orders > 1; fractional ones are handled as in the module
-      docstring.
+    orders: orders > 1; fractional ones by interpolating the cumulant
+      between integers (WBK19 Corollary 10; docs/notes/rdp_accountant.md,
+      "Fractional orders").
 
   Returns:
     min(Zhu-Wang bound, unsampled curve) per order.

@@ -49,8 +49,9 @@ _SCALE_FACTOR = 'scale_factor'
 
 
 class OnWrap(enum.StrEnum):
-  """What a round with more clients than its ring holds does (module
-  docstring): RAISE refuses it, FLAG returns it with sum_may_wrap=True."""
+  """What a round with more clients than its ring holds does
+  (docs/notes/secure_sum.md, "Capacity"): RAISE refuses it, FLAG returns it
+  with sum_may_wrap=True."""
 
   RAISE = 'raise'
   FLAG = 'flag'

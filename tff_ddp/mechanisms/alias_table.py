@@ -114,7 +114,9 @@ def columns_bits(t: int) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class AliasTable:
-  """An alias table over [-t, t] and its exact certificate (module doc).
+  """An alias table over [-t, t] and its exact certificate.
+
+  Layout and proof: docs/notes/certified_tables.md, section on alias_table.py.
 
   Attributes:
     law: the law's parameter (a Fraction: s for N_Z(0, s), mu for the
@@ -123,8 +125,8 @@ class AliasTable:
     log2_columns: b; the table has 2^b columns.
     packed: int64[2^b], (top << b) | alias index.
     low: int64[K, 3] (K = 2t + 1), the three low 63-bit words of the
-      thresholds of columns j < K; those of columns j >= K are 0 (module
-      docstring, step 3) and not stored.
+      thresholds of columns j < K; those of columns j >= K are 0
+      (docs/notes/certified_tables.md, CONSTRUCTION step 3) and not stored.
     tv_bound: exact rational upper bound on TV(p_hat, p), < 2^-231.
     build_seconds: wall-clock seconds of the build (informational).
   """

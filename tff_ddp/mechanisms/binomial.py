@@ -561,7 +561,9 @@ def _log_accept(consts, d, g, prm, table):
 
 @dataclasses.dataclass(frozen=True)
 class Proposal:
-  """One rejection round's words for the candidates `idx` (module doc).
+  """One rejection round's words for the candidates `idx`.
+
+  Steps 2 and 4 of the algorithm in docs/notes/exact_samplers.md.
 
   it_seed: the round's seed; v_prefix: the first 52 bits of V; right: the
   fair side bit; u_word: 62 uniform bits for U (with u_ok: below the

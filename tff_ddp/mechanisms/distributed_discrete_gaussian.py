@@ -793,9 +793,10 @@ def _scaled(bits, l2_clip, z, n, output_dim, k, granularity):
 
 def _float32_rotation(encoder, z, n, output_dim, scaled: _Scaled,
                       integer_inputs: bool) -> bool:
-  """Whether x' and x'' are float32 and the integers int32 (module
-  docstring): an encoder with a float32 error bound eps, noise on,
-  1 <= c/gamma < 2^30, and n 2 eps c/gamma <= 2^-10 sqrt(n D) sigma/gamma."""
+  """Whether x' and x'' are float32 and the integers int32
+  (docs/notes/ddg_encode.md, "Precision"): an encoder with a float32 error
+  bound eps, noise on, 1 <= c/gamma < 2^30, and
+  n 2 eps c/gamma <= 2^-10 sqrt(n D) sigma/gamma."""
   eps = getattr(encoder, 'float32_error', None)
   if eps is None or z == 0 or integer_inputs or not (1.0 <= scaled.scaled_clip <
                                                      _FLOAT32_MAX_SCALED_CLIP):

@@ -460,8 +460,8 @@ def _reference_scale(x, p):
 def _kashin_error(d_out, levels, eps_analysis, eps_synthesis, eps_level, u,
                   norms):
   """Bounds on ||y^ - y||_2 and on every ||r^_j - r_j||_2, ||t^_j - t_j||_2
-  of a computed Kashin iteration (kashin module
-  docstring: t = clip(U^T r, +-m_j), y += t, r -= U t), y the exact
+  of a computed Kashin iteration (docs/notes/kashin_encoder.md,
+  "Algorithm": t = clip(U^T r, +-m_j), y += t, r -= U t), y the exact
   iteration on the same x, D = d_out.
 
   A computed analysis is within eps_analysis ||v|| of U^T v (l2), a
