@@ -344,7 +344,8 @@ class PldCurve(Curve):
     hi_a = hi_r if symmetric else self._upper(self._add)
     # P(loss < -t) <= e^{-t} Q(loss < -t), and Q(loss < -t) is the add
     # direction's mass above t: the remove losses below -hi_add carry at
-    # most the add curve's tail (module docstring of `to_pld`).
+    # most the add curve's tail, which beyond hi_add is within 1e-18 of
+    # its infinity mass (`_upper`).
     self._ranges = ((-hi_a, hi_r), (-hi_r, hi_a))
 
   @staticmethod
