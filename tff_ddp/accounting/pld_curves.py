@@ -153,8 +153,9 @@ class Family(Curve):
     pairs: [(log P, log Q)] on common supports (one pair per admissible
       input; the maximum of their curves bounds every mixture of them by
       joint convexity of H).
-    log_hi, log_lo: log c_hi, log c_lo of the module docstring (the
-      computed PMFs' pointwise error factors).
+    log_hi, log_lo: log c_hi, log c_lo (the computed PMFs' pointwise error
+      factors: P <= c_hi P_c + D, Q >= c_lo Q_c; docs/notes/pld_accountant.md,
+      "Exact pairs").
     missing: m, mass the computed P may miss.
     symmetric: the pairs' add curves equal their remove curves (e.g. a
       shift of a symmetric law).
@@ -416,8 +417,9 @@ def direction_pmf(curve_fn, lo: float, hi: float, interval: float):
   """The pessimistic connect-the-dots PLD PMF of one direction.
 
   `curve_fn(eps)` >= H(eps); the grid is k h for ceil(lo/h) - 1 <= k <=
-  floor(hi/h) + 1. Module docstring: non-increasing, hull with the point
-  (gamma = 0, H = 1), Algorithm 1 of Doroshenko et al. on the vertices.
+  floor(hi/h) + 1. As in docs/notes/pld_accountant.md, `to_pld`:
+  non-increasing, hull with the point (gamma = 0, H = 1), Algorithm 1 of
+  Doroshenko et al. on the vertices.
   """
   # Losses above _MAX_LOSS become infinity mass (U there is at most the
   # curve's value at the grid's end), and the grid spans at most _MAX_RANGE

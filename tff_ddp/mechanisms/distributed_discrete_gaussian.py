@@ -49,8 +49,9 @@ _INTEGER_SLACK = 2.0**-40
 # Relative tolerance of the ring check for the number of clients the ring was
 # sized for (the heuristic makes k * sum_stddev == M / 2 exactly).
 _RING_TOLERANCE = 1e-9
-# The float32 path (module docstring) needs c/gamma below this, so that
-# rounded coordinates (<= c/gamma + 1) and ring residues fit int32.
+# The float32 path (docs/notes/ddg_encode.md, "Precision") needs c/gamma below
+# this, so that rounded coordinates (<= c/gamma + 1) and ring residues fit
+# int32.
 _FLOAT32_MAX_SCALED_CLIP = 2.0**30
 # ... and its l2 error over n clients at most this fraction of their noise.
 _FLOAT32_NOISE_FRACTION = 2.0**-10
@@ -308,7 +309,8 @@ class DistributedDiscreteGaussian:
   scaled_l2_clip (c/gamma), scaled_local_stddev (sigma/gamma), norm_threshold
   (T, the exact integer bound on ||x~||_2^2 checked by the client),
   l2_sensitivity (sqrt(T)). float32_rotation: x' and x'' in float32 and the
-  integers in int32 (module docstring), else float64 and int64.
+  integers in int32 (why that is safe: docs/notes/ddg_encode.md,
+  "Precision"), else float64 and int64.
   """
 
   encoder: encoders_base.Encoder
@@ -591,9 +593,9 @@ class DistributedDiscreteGaussian:
 
   @property
   def input_scale(self) -> float:
-    """The factor from a clipped input to x': 1/gamma, times (1 - 2 eps)
-    on the float32 path (module docstring); exactly the integer 1/gamma
-    for integer inputs."""
+    """The factor from a clipped input to x': 1/gamma, times (1 - 2 eps) on the
+    float32 path (docs/notes/ddg_encode.md, "Precision"); exactly the integer
+    1/gamma for integer inputs."""
     if self.integer_inputs:
       return float(round(1.0 / self.gamma))
     scale = 1.0 / self.gamma
@@ -693,7 +695,8 @@ class DistributedDiscreteGaussian:
     """(rounded + noise) mod M, int64 in [0, M); `noise` None: no noise.
 
     int32 `rounded` (the float32 path): the noise's residue and the sum
-    are formed in uint32, exact mod M (module docstring); int64: in int64.
+    are formed in uint32, exact mod M (2^32 is a multiple of M; see
+    docs/notes/ddg_encode.md, "Precision"); int64: in int64.
     """
     if noise is None:
       return base.ring_residue(rounded, self.modulus)
@@ -820,9 +823,10 @@ def _scaled(bits, l2_clip, z, n, output_dim, k, granularity):
 
 def _float32_rotation(encoder, z, n, output_dim, scaled: _Scaled,
                       integer_inputs: bool) -> bool:
-  """Whether x' and x'' are float32 and the integers int32 (module
-  docstring): an encoder with a float32 error bound eps, noise on,
-  1 <= c/gamma < 2^30, and n 2 eps c/gamma <= 2^-10 sqrt(n D) sigma/gamma."""
+  """Whether x' and x'' are float32 and the integers int32
+  (docs/notes/ddg_encode.md, "Precision"): an encoder with a float32 error
+  bound eps, noise on, 1 <= c/gamma < 2^30, and
+  n 2 eps c/gamma <= 2^-10 sqrt(n D) sigma/gamma."""
   eps = getattr(encoder, 'float32_error', None)
   if eps is None or z == 0 or integer_inputs or not (1.0 <= scaled.scaled_clip <
                                                      _FLOAT32_MAX_SCALED_CLIP):

@@ -223,11 +223,11 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
     self.assertFalse(many.float32_rotation)
 
   def test_float32_path_releases_at_most_the_claimed_sensitivity(self):
-    # The privacy argument of the float32 path (module docstring): whatever
-    # the float32 rotation computed, the integer vector a client adds its
-    # noise to has ||x~||^2 <= T, the squared sensitivity the event claims.
-    # Recovered here from the output (z - y mod M, centred) for inputs at,
-    # beyond and far beyond the clip, spikes and heavy tails.
+    # The privacy argument of the float32 path (docs/notes/ddg_encode.md,
+    # "Precision"): whatever the float32 rotation computed, the integer vector a
+    # client adds its noise to has ||x~||^2 <= T, the squared sensitivity the
+    # event claims. Recovered here from the output (z - y mod M, centred) for
+    # inputs at, beyond and far beyond the clip, spikes and heavy tails.
     p = _params(dim=1000, bits=20, expected_clients_per_round=5)
     self.assertTrue(p.float32_rotation)
     self.assertEqual(p.l2_sensitivity, math.sqrt(p.norm_threshold))
