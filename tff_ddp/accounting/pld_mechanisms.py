@@ -152,9 +152,12 @@ def shift_curve(noise, shift: int) -> pld_curves.Curve:
 
 def integer_shift(event, relation) -> int:
   """V (zero-out) or 2V (replace-one): the largest coordinate shift of one
-  client, V = floor(min(Delta_2, Delta_1)) (inputs are integers)."""
+  client, V = floor(min(Delta_2, Delta_1, Delta_inf)) (inputs are integers;
+  Delta_inf the event's `linf_sensitivity`, if any)."""
+  linf = event.linf_sensitivity
   v = math.floor(
-      min(float(event.l2_sensitivity), ddg_rdp.l1_sensitivity(event)) + 1e-9)
+      min(float(event.l2_sensitivity), ddg_rdp.l1_sensitivity(event),
+          math.inf if linf is None else float(linf)) + 1e-9)
   return 2 * v if events.as_relation(relation) is (
       events.Relation.REPLACE_ONE) else v
 

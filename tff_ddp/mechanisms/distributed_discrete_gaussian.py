@@ -27,6 +27,7 @@ import tensorflow as tf
 from tff_ddp.accounting import events
 from tff_ddp.encoders import base as encoders_base
 from tff_ddp.encoders import hadamard
+from tff_ddp.encoders import registry
 from tff_ddp.mechanisms import base
 from tff_ddp.mechanisms import discrete_gaussian
 from tff_ddp.mechanisms import discrete_gaussian_table
@@ -242,7 +243,9 @@ class Request:
       k sqrt(n) sigma/gamma < M/2, with B = linf_clip (or l2_clip) the
       largest input coordinate, +1 per client for rounding.
     linf_clip: clip every input coordinate to [-linf_clip, linf_clip] as
-      well (before the l2 clip); meant for encoder 'none'.
+      well (before the l2 clip); meant for encoder 'none', with which the
+      event carries the scaled bound (`linf_sensitivity`) and the privacy
+      loss distribution shifts each coordinate by at most that much.
     noise_sampler: a `Sampler`, given as it or its value: 'table' (the
       default: an alias-table sampler built by
       `alias_table`, per-sample TV distance < 2^-231 from the ideal noise,
@@ -396,7 +399,28 @@ class DistributedDiscreteGaussian:
         num_clients=n,
         dimension=self.output_dim,
         sampler_tv_distance=self.sampler_tv_distance or None,
-        l0_sensitivity=self.l0_sensitivity)
+        l0_sensitivity=self.l0_sensitivity,
+        linf_sensitivity=self.linf_sensitivity)
+
+  def _scaled_linf_bound(self) -> Optional[float]:
+    """B = linf_clip * `input_scale` in the dtype the client rounds in, the
+    bound `client_rounded` clamps every scaled coordinate to; None unless
+    the encoder is the identity and `linf_clip` is set (a rotation mixes
+    coordinates: its outputs have no per-coordinate bound)."""
+    if self.linf_clip is None or not isinstance(self.encoder,
+                                                registry.Identity):
+      return None
+    bound = self.linf_clip * self.input_scale
+    return float(np.float32(bound)) if self.float32_rotation else bound
+
+  @property
+  def linf_sensitivity(self) -> Optional[int]:
+    """The event's bound on every coordinate of a client's rounded vector:
+    ceil(B) (`_scaled_linf_bound`). A coordinate in [-B, B] rounds to its
+    floor or its ceiling, never past ceil(B) in magnitude. None without an
+    l_inf clip through the identity encoder."""
+    bound = self._scaled_linf_bound()
+    return None if bound is None else math.ceil(bound)
 
   @property
   def l0_sensitivity(self) -> Optional[int]:
@@ -615,6 +639,12 @@ class DistributedDiscreteGaussian:
       # most l0 non-zero coordinates too.
       encoded, more = tensors.keep_largest(encoded, l0)
       clipped |= more
+    bound = self._scaled_linf_bound()
+    if bound is not None:
+      # x' is within ulps of [-B, B] (clipped, then scaled in float); the
+      # clamp makes the event's `linf_sensitivity` hold exactly.
+      encoded = tf.clip_by_value(encoded, tf.constant(-bound, encoded.dtype),
+                                 tf.constant(bound, encoded.dtype))
     rounded, _, ok = rounding.conditional_randomized_round(
         encoded, self.norm_threshold, rounding_seed)
     return rounded, base.flag_vector(
