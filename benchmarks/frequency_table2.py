@@ -3,9 +3,9 @@
 n = 10^4 users, d in {50, 100}, delta = 1e-4, on the paper's i.i.d. and
 heterogeneous data and on the docstring stand-in (the paper's Foursquare
 and Sentiment140 cannot be downloaded; see
-`tff_ddp.analytics.frequency_data`). l2 error of eq. 1, mean ± std over
+`tff_ddp.analytics.frequency.data`). l2 error of eq. 1, mean ± std over
 --runs runs (fresh data seed, frame and noise per run), sampled with
-`tff_ddp.analytics.frequency_simulation` (checked against the TFF process in
+`tff_ddp.analytics.frequency.simulation` (checked against the TFF process in
 its tests).
 
 Every epsilon here is against the server that runs the protocol (it sees
@@ -24,7 +24,7 @@ ring's m' and 1/11 of the standalone epsilons (the library's defaults); and
 OcPBM with the l_inf divisor (`divisor='linf'`, same privacy, D / K^2 less
 variance; the target quantile follows).
 
-Methods (definitions: `tff_ddp.analytics.frequency`): CDP / LDP (Gaussian,
+Methods (definitions: `tff_ddp.analytics.frequency.clipping`): CDP / LDP (Gaussian,
 trusted server / local noise, at the paper's epsilon), Best C* (cPBM with
 the eq. 5 clip computed without noise), OcPBM (TFFE), C_median (TFFE with
 target 1/2), Normalize, Sample(one), Sample(0.25).
@@ -70,8 +70,8 @@ PAPER = {  # Table 2 of the paper: mean (std) over 5 runs
 
 def run_methods(methods, block, x, d, rng, cache):
   """{method: error} of one run on counts x."""
-  from tff_ddp.analytics import frequency as fq
-  from tff_ddp.analytics import frequency_simulation as fs
+  from tff_ddp.analytics.frequency import clipping as fq
+  from tff_ddp.analytics.frequency import simulation as fs
   out = {}
   tffe = cache[block, 'two_phase']
   for method in methods:
@@ -104,8 +104,8 @@ def run_methods(methods, block, x, d, rng, cache):
 
 def configure(d, x_max_items, log):
   """Parameters of both blocks for one (dataset, d)."""
-  from tff_ddp.analytics import frequency_process as fp
-  from tff_ddp.analytics import frequency_simulation as fs
+  from tff_ddp.analytics.frequency import process as fp
+  from tff_ddp.analytics.frequency import simulation as fs
   eps = EPSILON[d]
   k_frac = max(1, int(0.25 * x_max_items))
   cache = {'max_items': x_max_items}
@@ -175,7 +175,7 @@ def _errors(method):
 def run(runs=5, datasets=DATASETS, dims=(50, 100)):
   """Blocks A and B: one row per (dataset, d), the l2 errors of each
   method; the paper's rows and the ratios in block A."""
-  from tff_ddp.analytics import frequency_data as fd
+  from tff_ddp.analytics.frequency import data as fd
   log = lambda text: print(text, flush=True)
   results = {}
   for name in datasets:
@@ -249,5 +249,5 @@ if __name__ == '__main__':
   harness.main(run,
                __doc__,
                runs='runs (data seeds) per dataset and d',
-               datasets='the datasets, of frequency_data.DATASETS',
+               datasets='the datasets, of frequency.data.DATASETS',
                dims='d, the items')

@@ -23,7 +23,7 @@ recorded configuration:
   -- the old accounted value, now true.
 
 `--simulate` adds MFFE's three indicator encodings at equal epsilon on the
-distribution-exact simulator (`frequency_simulation.multi_round`):
+distribution-exact simulator (`frequency.simulation.multi_round`):
 'signed' (the new: +-1 with data, 0 without), 'binary' ({0, 1} at the same
 theta'), 'paper' (+-1, no data -1, theta' recalibrated so that the round
 with the indicator on the replace-one curve has the old accounted
@@ -86,7 +86,7 @@ def old_haar_rdp(event, num_bins):
 
 def frequency_rows():
   import tensorflow_federated as tff
-  from tff_ddp.analytics import frequency_process as fp
+  from tff_ddp.analytics.frequency import process as fp
   rows = []
 
   def tffe(name, params):
@@ -251,8 +251,8 @@ def _paper_indicator(params, target, delta):
 
 
 def simulate(runs, rounds, datasets):
-  from tff_ddp.analytics import frequency as fq
-  from tff_ddp.analytics import frequency_simulation as fs
+  from tff_ddp.analytics.frequency import clipping as fq
+  from tff_ddp.analytics.frequency import simulation as fs
   per_round, d = 1000, 50
   params, _, _ = F.at_paper_parameters('multi_round',
                                        d,
@@ -308,12 +308,12 @@ def simulate(runs, rounds, datasets):
 
 def tffe_paired(runs, datasets):
   """TFFE (Table 2 block A, d = 50, n = 10^4): the old phase 1 (no data in
-  bin 0), the new (no data in no bin; `frequency_simulation.quantile_phase`)
+  bin 0), the new (no data in no bin; `frequency.simulation.quantile_phase`)
   and the new with the missing mass counted at norm 0 (not chosen), on the
   same data, frame and phase-1 noise seed; phase 2 with the same noise
   stream."""
-  from tff_ddp.analytics import frequency as fq
-  from tff_ddp.analytics import frequency_simulation as fs
+  from tff_ddp.analytics.frequency import clipping as fq
+  from tff_ddp.analytics.frequency import simulation as fs
   from tff_ddp.analytics import histograms as hg
   from tff_ddp.analytics import simulation
   n, d = 10**4, 50

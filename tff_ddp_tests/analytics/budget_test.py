@@ -17,7 +17,7 @@ from absl.testing import parameterized
 import pytest
 
 from tff_ddp.analytics import budget
-from tff_ddp.analytics import frequency_process as fp
+from tff_ddp.analytics.frequency import process as fp
 
 _ARGS = dict(dim=20, expected_clients_per_round=100, delta=1e-5)
 _PROTOCOLS = (('fixed', dict(clip=10.0)), ('normalize', {}))

@@ -14,10 +14,10 @@ import tensorflow_federated as tff
 from tff_ddp import accounting
 from tff_ddp.accounting import accountant
 from tff_ddp.aggregators import secure_sum
-from tff_ddp.analytics import frequency as fq
-from tff_ddp.analytics import frequency_computations as fc
-from tff_ddp.analytics import frequency_data as fd
-from tff_ddp.analytics import frequency_process as fp
+from tff_ddp.analytics.frequency import clipping as fq
+from tff_ddp.analytics.frequency import computations as fc
+from tff_ddp.analytics.frequency import data as fd
+from tff_ddp.analytics.frequency import process as fp
 from tff_ddp.analytics import histograms as hg
 from tff_ddp.utils import rounds as rounds_lib
 

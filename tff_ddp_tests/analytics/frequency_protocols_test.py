@@ -17,11 +17,11 @@ import tensorflow_federated as tff
 
 from tff_ddp.accounting import accountant
 from tff_ddp.aggregators import secure_sum
-from tff_ddp.analytics import frequency as fq
-from tff_ddp.analytics import frequency_data as fd
-from tff_ddp.analytics import frequency_process as fp
-from tff_ddp.analytics import frequency_protocols as protocols
-from tff_ddp.analytics import frequency_simulation as fs
+from tff_ddp.analytics.frequency import clipping as fq
+from tff_ddp.analytics.frequency import data as fd
+from tff_ddp.analytics.frequency import process as fp
+from tff_ddp.analytics.frequency import protocols as protocols
+from tff_ddp.analytics.frequency import simulation as fs
 from tff_ddp.cli import frequency as frequency_cli
 
 _D = 6
@@ -280,7 +280,7 @@ def _presence_protocol():
 
 
 class NewProtocolTest(parameterized.TestCase):
-  """The checklist of `frequency_protocols`: one class, nothing else."""
+  """The checklist of `frequency.protocols`: one class, nothing else."""
 
   def test_entry_point_and_budget(self):
     with _presence_protocol() as presence:

@@ -11,10 +11,10 @@ import tensorflow as tf
 from tff_ddp.accounting import accountant
 from tff_ddp.aggregators import poisson_binomial as cpbm
 from tff_ddp.aggregators import secure_sum
-from tff_ddp.analytics import frequency as fq
-from tff_ddp.analytics import frequency_data as fd
-from tff_ddp.analytics import frequency_process as fp
-from tff_ddp.analytics import frequency_simulation as fs
+from tff_ddp.analytics.frequency import clipping as fq
+from tff_ddp.analytics.frequency import data as fd
+from tff_ddp.analytics.frequency import process as fp
+from tff_ddp.analytics.frequency import simulation as fs
 from tff_ddp.utils import rounds
 
 _D = 6
@@ -263,7 +263,7 @@ class RingCapacityTest(parameterized.TestCase):
       return getattr(fs, protocol)(params, x, rng, on_wrap=on_wrap)
 
     with self.assertRaisesRegex(
-        rounds.RoundRefusedError, f'frequency_simulation.{protocol}: {n} '
+        rounds.RoundRefusedError, f'frequency.simulation.{protocol}: {n} '
         'clients'):
       run(x, 'raise')
     self.assertEqual(run(x, 'flag').status, 'sum_may_wrap')

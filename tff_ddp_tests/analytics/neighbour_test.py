@@ -20,8 +20,8 @@ import tensorflow as tf
 
 from tff_ddp.accounting import pbm_rdp
 from tff_ddp.aggregators import poisson_binomial
-from tff_ddp.analytics import frequency_process as fp
-from tff_ddp.analytics import frequency_simulation as fs
+from tff_ddp.analytics.frequency import process as fp
+from tff_ddp.analytics.frequency import simulation as fs
 from tff_ddp.analytics import histograms as hg
 from tff_ddp.analytics import quantiles
 from tff_ddp.encoders import registry

@@ -1,6 +1,6 @@
 """Frequency releases over many clients without TFF's per-client calls.
 
-`tff_ddp.analytics.frequency_process` runs each user as TFF calls (~2 ms
+`tff_ddp.analytics.frequency.process` runs each user as TFF calls (~2 ms
 for d = 100: 10^5 users take minutes). This module runs the same rounds of
 'two_phase' (TFFE), 'normalize' and 'fixed' in batches of clients, with the
 protocols' and the mechanisms' own pieces, so the releases have the
@@ -34,8 +34,8 @@ from typing import Callable, Optional
 import numpy as np
 import tensorflow as tf
 
-from tff_ddp.analytics import frequency_computations as computations
-from tff_ddp.analytics import frequency_protocols as protocols
+from tff_ddp.analytics.frequency import computations
+from tff_ddp.analytics.frequency import protocols
 from tff_ddp.analytics import quantile_rounds
 from tff_ddp.mechanisms import binomial
 from tff_ddp.utils import entropy

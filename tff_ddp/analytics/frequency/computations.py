@@ -1,10 +1,10 @@
-"""The TFF computations of the frequency protocols (`frequency_protocols`).
+"""The TFF computations of the frequency protocols (`frequency.protocols`).
 
 "Bounding Contribution Optimally for Federated Frequency Estimation under
 User-level Distributed Differential Privacy" (the federated frequency
 estimation paper): Algorithm 6 (TFFE), Algorithm 7 (MFFE), Algorithm 3
 (one cPBM release). Each builder takes a protocol's parameters (duck-typed:
-this module does not import `frequency_protocols`, whose classes call it)
+this module does not import `frequency.protocols`, whose classes call it)
 and returns a `MeasuredProcess` (or TFFE's phases); the pieces are the
 library's, composed:
 
@@ -286,7 +286,7 @@ def two_phase_process(params, on_wrap):
 
 
 def two_phase_computations(params, on_wrap) -> TwoPhaseComputations:
-  """TFFE's phases as user-facing computations (`frequency_process.
+  """TFFE's phases as user-facing computations (`frequency.process.
   two_phase_computations`)."""
   return TwoPhaseComputations(
       *[rounds_lib.user_facing(c) for c in _two_phase(params, on_wrap)])

@@ -1,6 +1,6 @@
 """Distribution-exact simulation of the frequency protocols (for sweeps).
 
-`frequency_process` runs every client through TFF: ~30 s for a TFFE run
+`frequency.process` runs every client through TFF: ~30 s for a TFFE run
 with 10^4 clients and d = 100. Tables 1-3 of the federated frequency
 estimation paper need hundreds of runs (quantile sweeps, 5 repetitions,
 10^5 users), so this module samples the same outputs from their closed
@@ -47,8 +47,8 @@ import tensorflow as tf
 
 from tff_ddp.accounting import calibration
 from tff_ddp.aggregators import secure_sum
-from tff_ddp.analytics import frequency as fq
-from tff_ddp.analytics import frequency_protocols as protocols
+from tff_ddp.analytics.frequency import clipping as fq
+from tff_ddp.analytics.frequency import protocols
 from tff_ddp.analytics import histograms as hg
 from tff_ddp.analytics import simulation
 from tff_ddp.utils import checks
@@ -115,7 +115,7 @@ def pbm_sum(mechanism,
   if secure_sum.check_on_wrap(on_wrap) is secure_sum.OnWrap.RAISE:
     secure_sum.RingCapacity(
         capacity=mechanism.max_clients(),
-        owner='frequency_simulation.pbm_sum',
+        owner='frequency.simulation.pbm_sum',
         sized_for=('expected_clients_per_round='
                    f'{mechanism.expected_clients_per_round}')).check(y.shape[0])
   c0 = float(mechanism.l2_clip)
@@ -154,7 +154,7 @@ def quantile_phase(qparams,
   b = encoding.num_bins
   codes = simulation.encodings(encoding, values, 0.0, upper)
   # A user without data (norm 0) sends the zero message
-  # (`frequency_process.norm_message`).
+  # (`frequency.process.norm_message`).
   codes = np.where((values > 0)[:, None], codes, 0)
   noisy = simulation.noisy_sum('poisson_binomial',
                                codes,
@@ -190,7 +190,7 @@ def two_phase(params,
               rng,
               target: Optional[float] = None,
               on_wrap: str = 'raise') -> Round:
-  """One TFFE run (`frequency_process` 'two_phase') on counts x [n, d]."""
+  """One TFFE run (`frequency.process` 'two_phase') on counts x [n, d]."""
   _check(params, protocols.TwoPhaseParameters)
   wraps = _wraps(params, 'two_phase', len(x), on_wrap)
   seed = round_seed(rng)
@@ -272,7 +272,7 @@ class IndicatorEncoding:
     return (total / num_clients - self.below) / (1.0 - self.below)
 
 
-# 'signed': the process's (`frequency_computations.indicator_message`): +1
+# 'signed': the process's (`frequency.computations.indicator_message`): +1
 # above C, -1 at or below, 0 without data (norm 0). 'paper': the paper's
 # +-1 (no data sends -1: replace-one pairs). 'binary': 1 above C, else 0
 # (zero-out pairs, the fraction above is S / n). The last two exist to
@@ -304,7 +304,7 @@ def multi_round(params,
                 indicator_encoding: str = 'signed',
                 indicator=None,
                 on_wrap: str = 'raise') -> List[Round]:
-  """MFFE (`frequency_process` 'multi_round') over the given batches.
+  """MFFE (`frequency.process` 'multi_round') over the given batches.
 
   Returns one Round per batch with the *running* estimate of the sum of
   all batches so far, the clip used and the estimated quantile level.
@@ -350,7 +350,7 @@ def _indicator_type():
 def _wraps(params, function, num_clients, on_wrap) -> bool:
   """Whether a round of `num_clients` exceeds the process's rings; under
   on_wrap='raise' such a round is refused (RoundRefusedError)."""
-  ring = params.ring_capacity(owner=f'frequency_simulation.{function}')
+  ring = params.ring_capacity(owner=f'frequency.simulation.{function}')
   if secure_sum.check_on_wrap(on_wrap) is secure_sum.OnWrap.RAISE:
     ring.check(num_clients)
   return bool(ring.may_wrap(num_clients))
@@ -451,7 +451,7 @@ def central_gaussian(gparams,
                      rng,
                      target=None,
                      clip=None) -> Round:
-  """The CDP baseline (module docstring of `frequency`): one run."""
+  """The CDP baseline (module docstring of `frequency.clipping`): one run."""
   if gparams.local:
     raise ValueError('central_gaussian needs gaussian_parameters(local='
                      'False).')

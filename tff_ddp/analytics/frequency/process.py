@@ -8,7 +8,7 @@ quantile by the Haar histogram, then OcPBM), Algorithm 7 and App. D (MFFE),
 Section 5.2 (baselines). The public entry points: `frequency_parameters(
 protocol, ...)` and `build_frequency_process(protocol=...)` for 'two_phase',
 'multi_round', 'fixed', 'normalize', 'sample' (PROTOCOLS, NEIGHBOURS);
-the math is `frequency`, the protocol classes `frequency_protocols`.
+the math is `frequency.clipping`, the protocol classes `frequency.protocols`.
 
 The protocols, the neighbouring relation, the accounting (`disjoint_rounds`)
 and what a round releases: docs/notes/frequency_protocols.md.
@@ -22,8 +22,8 @@ import tensorflow_federated as tff
 
 from tff_ddp.aggregators import secure_sum
 from tff_ddp.analytics import budget
-from tff_ddp.analytics import frequency_computations as computations
-from tff_ddp.analytics import frequency_protocols as protocols
+from tff_ddp.analytics.frequency import computations
+from tff_ddp.analytics.frequency import protocols
 
 FrequencyParameters = protocols.FrequencyParameters
 TwoPhaseComputations = computations.TwoPhaseComputations

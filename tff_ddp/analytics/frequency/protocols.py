@@ -29,8 +29,8 @@ from tff_ddp.accounting import accountant
 from tff_ddp.accounting import calibration as calibration_lib
 from tff_ddp.aggregators import calibrated
 from tff_ddp.aggregators import secure_sum
-from tff_ddp.analytics import frequency as fq
-from tff_ddp.analytics import frequency_computations as computations
+from tff_ddp.analytics.frequency import clipping as fq
+from tff_ddp.analytics.frequency import computations
 from tff_ddp.analytics import histograms as hg
 from tff_ddp.analytics import quantile_calibration as qc
 from tff_ddp.encoders import registry
@@ -40,7 +40,7 @@ from tff_ddp.utils import checks
 from tff_ddp.utils import entropy as entropy_lib
 from tff_ddp.utils import tensors
 
-# The neighbouring relation every epsilon here is for (`frequency_process`).
+# The neighbouring relation every epsilon here is for (`frequency.process`).
 NEIGHBOURS = ("neighbours: one user's data removed (it still takes part in "
               'the secure sums with no items and its noise shares)')
 DTYPES = (np.float32, np.float64, np.int32, np.int64)
@@ -201,10 +201,10 @@ class FrequencySetting:
     dim: d >= 1, the items.
     expected_clients_per_round: n (N per round for MFFE); the rings are
       sized for it.
-    epsilon, delta: the budget (what it covers: `frequency_process`),
+    epsilon, delta: the budget (what it covers: `frequency.process`),
       against `adversary`, for the relation NEIGHBOURS.
     calibration: `CalibrateTheta` (default, m = 30) or `CalibrateNumTrials`.
-    divisor: 'l2' (Algorithm 3) or 'linf' (module doc of `frequency`), a
+    divisor: 'l2' (Algorithm 3) or 'linf' (module doc of `frequency.clipping`), a
       `poisson_binomial.Divisor` once built.
     adversary: 'server' or 'release', an `Adversary` once built.
     value_dtype: the clients' dtype (float32, float64, int32, int64).
@@ -303,7 +303,7 @@ class FrequencySetting:
             budget_fraction: float,
             frequency_rounds: int = 1) -> calibration_lib.SplitBudget:
     """The budget split between a first release (calibrator `first`) and
-    the frequency release at clip 1 on scaled inputs (`frequency_
+    the frequency release at clip 1 on scaled inputs (`frequency.
     computations`): standalone epsilons in the ratio rho : 1 - rho."""
     return calibration_lib.split_budget(
         [first, self.frequency_calibrator(1.0, frequency_rounds)],
@@ -354,7 +354,7 @@ class FrequencyParameters(abc.ABC):
     theta, num_trials: its cPBM parameters.
     divisor: 'l2' or 'linf'.
     output_dim, level: D and K of its Kashin encoder.
-    effective_dim: D_eff of `frequency.effective_dimension`.
+    effective_dim: D_eff of `frequency.clipping.effective_dimension`.
     epsilon: epsilon of `event` at `delta` against `adversary`, for the
       relation NEIGHBOURS (<= the target).
     delta, adversary: the budget's.
@@ -380,7 +380,7 @@ class FrequencyParameters(abc.ABC):
 
   protocol: ClassVar[str]  # the public name, mapped to the class once
   # Whether clients send x / C to an aggregator with clip 1 (a clip chosen
-  # by the server: `frequency_computations`).
+  # by the server: `frequency.computations`).
   scaled: ClassVar[bool] = False
 
   def __init_subclass__(cls, **kwargs):
@@ -439,7 +439,7 @@ class FrequencyParameters(abc.ABC):
 
   def simulated_values(self, x: np.ndarray, rng) -> np.ndarray:
     """What the clients release the frequencies of, in numpy (for
-    `frequency_simulation`): x itself unless the protocol says otherwise."""
+    `frequency.simulation`): x itself unless the protocol says otherwise."""
     del rng
     return x
 
@@ -470,7 +470,7 @@ class TwoPhaseParameters(FrequencyParameters):
   the Kashin level, since ||y|| <= K ||x||_2 <= K ||x||_1) estimates its
   `target_quantile` (default eq. 5's 1 - sqrt(D / (4 m n theta^2)),
   Algorithm 5 normalising by the public count n; a user without data
-  (||y_i|| = 0) sends no bin, `frequency_computations.norm_message`) ->
+  (||y_i|| = 0) sends no bin, `frequency.computations.norm_message`) ->
   C-hat. If the quantile round fails (status not 'ok': too few clients)
   C-hat = B. Phase 2: OcPBM (Section 3.3) with C = C-hat. Event:
   Composed([phase 1, phase 2]) with the measured client counts
@@ -598,7 +598,7 @@ class MultiRoundParameters(FrequencyParameters):
   Each `next(state, x)` is one round on a batch of N clients with the
   current C^(r): OcPBM of x_i / C^(r) and a cPBM (C = 1, theta', m') of
   the indicator s_i = +1 if ||y_i|| > C^(r), -1 if 0 < ||y_i|| <= C^(r),
-  and 0 for a user without data (`frequency_computations.
+  and 0 for a user without data (`frequency.computations.
   indicator_message`). The paper's +-1 sends -1 for no data, and its pair
   with +1 is replace-one (4x the RDP of the zero-out pair it was costed
   as); with 0 for no data every pair is zero-out, and users with data send
@@ -619,7 +619,7 @@ class MultiRoundParameters(FrequencyParameters):
   rounds, which holds whoever takes part in which rounds. True is the
   paper's assumption (App. D: every user takes part in one round only; the
   whole run is then as private as one round by parallel composition,
-  `frequency_process`), which the library cannot check: a user in two
+  `frequency.process`), which the library cannot check: a user in two
   rounds voids it, and the epsilon of users who repeat is that of the
   composed rounds, several times the one-round figure. Opt in only when
   the batches are disjoint by construction.
@@ -835,7 +835,7 @@ class FixedClipParameters(SingleReleaseParameters):
 @dataclasses.dataclass(frozen=True)
 class NormalizeParameters(SingleReleaseParameters):
   """Table 2's Normalize: x / ||x||_2 through cPBM with C = 1, no rescaling
-  (`frequency`'s module docstring: the only reading that gives the paper's
+  (`frequency.clipping`'s module docstring: the only reading that gives the paper's
   numbers)."""
 
   protocol: ClassVar[str] = 'normalize'
