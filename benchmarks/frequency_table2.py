@@ -71,13 +71,15 @@ PAPER = {  # Table 2 of the paper: mean (std) over 5 runs
 def run_methods(methods, block, x, d, rng, cache):
   """{method: error} of one run on counts x."""
   from tff_ddp.analytics.frequency import clipping as fq
+  from tff_ddp.analytics.frequency import gaussian
   from tff_ddp.analytics.frequency import simulation as fs
+  from tff_ddp.analytics.frequency import two_phase
   out = {}
   tffe = cache[block, 'two_phase']
   for method in methods:
     if method in ('CDP', 'LDP'):
       g = cache['gaussian', method]
-      run = fs.central_gaussian if method == 'CDP' else fs.local_gaussian
+      run = gaussian.central_gaussian if method == 'CDP' else gaussian.local_gaussian
       r = run(g, x, cache['max_items'], 64, rng)
     elif method == 'Best C*':
       seed = fs.round_seed(rng)
@@ -87,11 +89,11 @@ def run_methods(methods, block, x, d, rng, cache):
       r = fs.Round(fs.pbm_sum(tffe.mechanism(), y, rng, seed, clip, norms),
                    clip)
     elif method == 'OcPBM':
-      r = fs.two_phase(tffe, x, rng)
+      r = two_phase.simulate(tffe, x, rng)
     elif method == 'OcPBM linf':
-      r = fs.two_phase(cache[block, 'linf'], x, rng)
+      r = two_phase.simulate(cache[block, 'linf'], x, rng)
     elif method == 'C_median':
-      r = fs.two_phase(tffe, x, rng, target=0.5)
+      r = two_phase.simulate(tffe, x, rng, target=0.5)
     elif method == 'Normalize':
       r = fs.fixed(cache[block, 'normalize'], x, rng)
     elif method == 'Sample(one)':
@@ -104,8 +106,8 @@ def run_methods(methods, block, x, d, rng, cache):
 
 def configure(d, x_max_items, log):
   """Parameters of both blocks for one (dataset, d)."""
+  from tff_ddp.analytics.frequency import gaussian
   from tff_ddp.analytics.frequency import process as fp
-  from tff_ddp.analytics.frequency import simulation as fs
   eps = EPSILON[d]
   k_frac = max(1, int(0.25 * x_max_items))
   cache = {'max_items': x_max_items}
@@ -142,7 +144,8 @@ def configure(d, x_max_items, log):
                                               max_items=x_max_items,
                                               divisor=divisor)
   for name in ('CDP', 'LDP'):
-    cache['gaussian', name] = fs.gaussian_parameters(eps, DELTA, name == 'LDP')
+    cache['gaussian',
+          name] = gaussian.gaussian_parameters(eps, DELTA, name == 'LDP')
   b = cache['B', 'two_phase']
   log(f'  A (paper\'s theta = 0.2, m = 30, theta\' = '
       f'{tffe.quantile.theta:.3f}, m\' = 3): epsilon ours {ours:.3f} '

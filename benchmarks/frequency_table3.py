@@ -17,7 +17,7 @@ C^(r+1) = C^(r) exp(-eta (gamma-hat - gamma*)), eta = 1, C^(1) = 1
 (App. E.1). The parameters come from `frequency.process.frequency_parameters`
 ('multi_round', N per round, R rounds; theta' calibrated to the paper's
 split, see `_frequency.at_paper_parameters`), the runs from the
-distribution-exact simulator `frequency.simulation.multi_round` (checked
+distribution-exact simulator `frequency.multi_round.simulate` (checked
 against the TFF process in its tests). Columns (l2 error of eq. 1 of the
 final estimate of sum_i x_i over all rounds):
 
@@ -114,6 +114,7 @@ def configure(d, initial_clip=INITIAL_CLIP):
 def one_run(params, targets, x, rng):
   """{method: (error, final clip, its level among all norms)}, C*."""
   from tff_ddp.analytics.frequency import clipping as fq
+  from tff_ddp.analytics.frequency import multi_round
   from tff_ddp.analytics.frequency import simulation as fs
   batches = [x[i:i + PER_ROUND] for i in range(0, len(x), PER_ROUND)]
   norms = fs.norms_of(
@@ -122,9 +123,12 @@ def one_run(params, targets, x, rng):
   out = {}
   for method in METHODS:
     if method == 'Best C*':
-      rounds = fs.multi_round(params, batches, rng, clip=c_star)
+      rounds = multi_round.simulate(params, batches, rng, clip=c_star)
     else:
-      rounds = fs.multi_round(params, batches, rng, target=targets[method])
+      rounds = multi_round.simulate(params,
+                                    batches,
+                                    rng,
+                                    target=targets[method])
     last = rounds[-1].clip
     # The clipping bias of the clips used, ||sum_i x_i (1 - min(1,
     # C^(r(i)) / ||y_i||))|| / n, with the norms of the one frame (each

@@ -62,7 +62,7 @@ def _spending_calibration(offer, spent):
 
 def warn_if_underspent(params, setting, offer, owner: str) -> None:
   """Warns (`UnderspentBudgetWarning`) when `params`, calibrated for
-  `setting` (a `frequency.protocols.FrequencySetting`), spend less than
+  `setting` (a `frequency.setting.FrequencySetting`), spend less than
   SPENT_FRACTION of its epsilon.
 
   Args:

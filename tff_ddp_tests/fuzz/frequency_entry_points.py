@@ -9,6 +9,7 @@ Each `EntryPoint` of ENTRY_POINTS is a test of fuzz_frequency_test.py and a row
 of benchmarks/bad_inputs.py.
 """
 
+import contextlib
 import math
 from unittest import mock
 
@@ -16,8 +17,10 @@ from hypothesis import strategies as st
 import numpy as np
 
 from tff_ddp.analytics.frequency import clipping as fq
-from tff_ddp.analytics.frequency import computations as fc
+from tff_ddp.analytics.frequency import multi_round
 from tff_ddp.analytics.frequency import process as fp
+from tff_ddp.analytics.frequency import single_release
+from tff_ddp.analytics.frequency import two_phase
 from tff_ddp_tests.fuzz import strategies as fz
 
 # ----------------------------------------------------------------------------
@@ -531,11 +534,12 @@ def _traced(params, on_wrap):
   return ('traced', params)
 
 
+@contextlib.contextmanager
 def _no_tracing():
-  return mock.patch.multiple(fc,
-                             two_phase_process=_traced,
-                             multi_round_process=_traced,
-                             single_release_process=_traced)
+  with mock.patch.object(two_phase, 'two_phase_process', _traced), \
+      mock.patch.object(multi_round, 'multi_round_process', _traced), \
+      mock.patch.object(single_release, 'single_release_process', _traced):
+    yield
 
 
 def _validated_process(**kwargs):

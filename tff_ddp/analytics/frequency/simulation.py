@@ -29,28 +29,21 @@ expected_clients_per_round) are refused like the process's (`on_wrap=
 'raise'`, the default: `RoundRefusedError` before anything is drawn) or
 returned with status 'sum_may_wrap' (`on_wrap='flag'`), never 'ok'.
 
-What is not simulated: non-finite client values, and clients sharing noise
-seeds (only under a test seed). `frequency_simulation_test` checks the
-simulator against the TFF process on small cases.
-
-The central and local Gaussian baselines (`central_gaussian`,
-`local_gaussian`) exist only here: they need a trusted server or no secure
-sum, so there is no distributed-DP process to run.
+The protocols' simulations are in their modules (`two_phase.simulate`,
+`multi_round.simulate`; the single-release ones are `fixed`), the Gaussian
+baselines in `gaussian`. What is not simulated: non-finite client values,
+and clients sharing noise seeds (only under a test seed).
+`frequency_simulation_test` checks the simulator against the TFF process
+on small cases.
 """
 
 import dataclasses
-import math
-from typing import List, Optional, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-from tff_ddp.accounting import calibration
 from tff_ddp.aggregators import secure_sum
-from tff_ddp.analytics.frequency import clipping as fq
-from tff_ddp.analytics.frequency import protocols
-from tff_ddp.analytics import histograms as hg
-from tff_ddp.analytics import simulation
 from tff_ddp.utils import checks
 
 # Rows per binomial batch (bounds the memory at ~8 rows x D x 16 bytes).
@@ -137,45 +130,6 @@ def pbm_sum(mechanism,
   return decoded.numpy() * (clip / c0)
 
 
-def quantile_phase(qparams,
-                   norms,
-                   upper: float,
-                   target: float,
-                   rng,
-                   count: str = 'exact',
-                   min_total_stddevs: float = 2.0,
-                   on_wrap: str = 'raise'):
-  """(C-hat or None, status) of TFFE's phase 1 on the clients' norms
-  (status 'sum_may_wrap' and no C-hat for a round above the ring's
-  capacity under on_wrap='flag'; refused under 'raise')."""
-  values = np.asarray(norms, np.float32).astype(np.float64)
-  n = values.size
-  encoding = qparams.encoding
-  b = encoding.num_bins
-  codes = simulation.encodings(encoding, values, 0.0, upper)
-  # A user without data (norm 0) sends the zero message
-  # (`frequency.process.norm_message`).
-  codes = np.where((values > 0)[:, None], codes, 0)
-  noisy = simulation.noisy_sum('poisson_binomial',
-                               codes,
-                               qparams,
-                               seed=int(rng.integers(0, 2**62)),
-                               on_wrap=on_wrap)
-  if n > 0 and qparams.ring_capacity().may_wrap(n):
-    return None, 'sum_may_wrap'  # the process's fallback: C-hat = B
-  cdf = encoding.cdf(noisy, n if hg.exact_count(count) else None)
-  total = float(encoding.estimated_total(noisy))
-  # The process's status rule (quantiles.py, server_estimate).
-  stddev = (qparams.aggregator_mechanism().noise_stddev(1) *
-            encoding.total_norm * math.sqrt(n))
-  if n == 0:
-    return None, 'no_clients'
-  if total < min_total_stddevs * stddev or total <= 0:
-    return None, 'too_few_values'
-  value = float(hg.quantile_values(cdf, [target], 0.0, upper, b).numpy()[0])
-  return value, 'ok'
-
-
 @dataclasses.dataclass
 class Round:
   """One simulated release: the estimate of sum_i x_i and its clip."""
@@ -183,36 +137,6 @@ class Round:
   clip: float
   status: str = 'ok'
   quantile_level: Optional[float] = None
-
-
-def two_phase(params,
-              x,
-              rng,
-              target: Optional[float] = None,
-              on_wrap: str = 'raise') -> Round:
-  """One TFFE run (`frequency.process` 'two_phase') on counts x [n, d]."""
-  _check(params, protocols.TwoPhaseParameters)
-  wraps = _wraps(params, 'two_phase', len(x), on_wrap)
-  seed = round_seed(rng)
-  y = representations(params.encoder(), x, seed)
-  norms = norms_of(y)
-  target = params.target_quantile if target is None else target
-  clip, status = quantile_phase(params.quantile,
-                                norms,
-                                params.upper_bound,
-                                target,
-                                rng,
-                                on_wrap='flag')
-  if clip is None:
-    clip = params.upper_bound
-  estimate = pbm_sum(params.mechanism(),
-                     y,
-                     rng,
-                     seed,
-                     clip,
-                     norms,
-                     on_wrap='flag')
-  return Round(estimate, clip, 'sum_may_wrap' if wraps else status)
 
 
 def fixed(params,
@@ -229,7 +153,7 @@ def fixed(params,
   if clip is None and params.scaled:
     raise ValueError(f'protocol={params.protocol!r} has no fixed clip; give '
                      'clip.')
-  wraps = _wraps(params, 'fixed', len(x), on_wrap)
+  wraps = ring_wraps(params, 'frequency.simulation.fixed', len(x), on_wrap)
   seed = round_seed(rng)
   y = representations(params.encoder(), x, seed)
   clip = params.clip if clip is None else clip
@@ -240,7 +164,7 @@ def fixed(params,
 def clip_sweep(params, x, clips: Sequence[float], rng):
   """One run per clip with one frame: (estimates [k, d], norms [n]);
   more clients than the rings hold are refused (`RoundRefusedError`)."""
-  _wraps(params, 'clip_sweep', len(x), 'raise')
+  ring_wraps(params, 'frequency.simulation.clip_sweep', len(x), 'raise')
   seed = round_seed(rng)
   y = representations(params.encoder(), x, seed)
   norms = norms_of(y)
@@ -250,225 +174,18 @@ def clip_sweep(params, x, clips: Sequence[float], rng):
   return np.array(out), norms
 
 
-@dataclasses.dataclass(frozen=True)
-class IndicatorEncoding:
-  """A message for MFFE's indicator: 1 above the clip C, `below` at or
-  below it, `no_data` for a user without data (norm 0; None: by its norm,
-  like the others). The fraction above C of a decoded sum S over n clients
-  is (S / n - below) / (1 - below).
-  """
-
-  below: float
-  no_data: Optional[float]
-
-  def messages(self, norms, clip: float) -> np.ndarray:
-    norms = np.asarray(norms, np.float64)
-    sent = np.where(norms > clip, 1.0, self.below)
-    if self.no_data is None:
-      return sent
-    return np.where(norms > 0, sent, self.no_data)
-
-  def fraction_above(self, total: float, num_clients: int) -> float:
-    return (total / num_clients - self.below) / (1.0 - self.below)
-
-
-# 'signed': the process's (`frequency.computations.indicator_message`): +1
-# above C, -1 at or below, 0 without data (norm 0). 'paper': the paper's
-# +-1 (no data sends -1: replace-one pairs). 'binary': 1 above C, else 0
-# (zero-out pairs, the fraction above is S / n). The last two exist to
-# measure the alternatives (docs/notes/neighbouring_relation.md).
-INDICATOR_ENCODINGS = {
-    'signed': IndicatorEncoding(below=-1.0, no_data=0.0),
-    'paper': IndicatorEncoding(below=-1.0, no_data=None),
-    'binary': IndicatorEncoding(below=0.0, no_data=None),
-}
-
-
-def _indicator_encoding(encoding: str) -> IndicatorEncoding:
-  return INDICATOR_ENCODINGS[checks.choice(encoding, 'encoding',
-                                           tuple(INDICATOR_ENCODINGS))]
-
-
-def indicator_messages(norms,
-                       clip: float,
-                       encoding: str = 'signed') -> np.ndarray:
-  """MFFE's indicator per client (numpy), in one of INDICATOR_ENCODINGS."""
-  return _indicator_encoding(encoding).messages(norms, clip)
-
-
-def multi_round(params,
-                batches: Sequence[np.ndarray],
-                rng,
-                target: Optional[float] = None,
-                clip: Optional[float] = None,
-                indicator_encoding: str = 'signed',
-                indicator=None,
-                on_wrap: str = 'raise') -> List[Round]:
-  """MFFE (`frequency.process` 'multi_round') over the given batches.
-
-  Returns one Round per batch with the *running* estimate of the sum of
-  all batches so far, the clip used and the estimated quantile level.
-  `clip` (a fixed C for every round, e.g. the hindsight C*) disables the
-  update. `indicator_encoding` (`indicator_messages`) and `indicator` (a
-  cPBM mechanism replacing the params' indicator, e.g. recalibrated) are
-  for measuring alternatives.
-  """
-  _check(params, protocols.MultiRoundParameters)
-  encoding = _indicator_encoding(indicator_encoding)
-  target = params.target_quantile if target is None else target
-  current = params.clip if clip is None else clip
-  if indicator is None:
-    indicator = params.indicator_factory.mechanism(_indicator_type())
-  encoder = params.encoder()
-  mechanism = params.mechanism()
-  running = np.zeros(params.dim)
-  out = []
-  for x in batches:
-    wraps = _wraps(params, 'multi_round', len(x), on_wrap)
-    seed = round_seed(rng)
-    y = representations(encoder, x, seed)
-    norms = norms_of(y)
-    running = running + pbm_sum(
-        mechanism, y, rng, seed, current, norms, on_wrap='flag')
-    signs = encoding.messages(norms, current)
-    s = pbm_sum(indicator, signs[:, None], rng, seed, on_wrap='flag')[0]
-    above = encoding.fraction_above(s, len(signs))
-    level = 1.0 - float(np.clip(above, 0.0, 1.0))
-    out.append(
-        Round(running.copy(), current, 'sum_may_wrap' if wraps else 'ok',
-              level))
-    if clip is None:
-      current = current * math.exp(-params.learning_rate * (level - target))
-  return out
-
-
-def _indicator_type():
-  import tensorflow_federated as tff
-  return tff.TensorType(np.float64, [1])
-
-
-def _wraps(params, function, num_clients, on_wrap) -> bool:
+def ring_wraps(params, owner, num_clients, on_wrap) -> bool:
   """Whether a round of `num_clients` exceeds the process's rings; under
   on_wrap='raise' such a round is refused (RoundRefusedError)."""
-  ring = params.ring_capacity(owner=f'frequency.simulation.{function}')
+  ring = params.ring_capacity(owner=owner)
   if secure_sum.check_on_wrap(on_wrap) is secure_sum.OnWrap.RAISE:
     ring.check(num_clients)
   return bool(ring.may_wrap(num_clients))
 
 
-def _check(params, parameters_class):
+def check_protocol(params, parameters_class):
   if not isinstance(params, parameters_class):
     raise ValueError(f'needs the parameters of protocol='
                      f'{parameters_class.protocol!r}, got '
                      f'{getattr(params, "protocol", type(params).__name__)!r}'
                      '.')
-
-
-# ---------------------------------------------------------------------------
-# Gaussian baselines (trusted server, or local noise).
-
-
-@dataclasses.dataclass(frozen=True)
-class GaussianParameters:
-  """The Gaussian baselines' calibration: z of each release."""
-  local: bool
-  quantile_noise_multiplier: float
-  frequency_noise_multiplier: float
-  epsilon: float
-  delta: float
-  adversary: str
-
-
-def gaussian_parameters(
-    epsilon: float,
-    delta: float,
-    local: bool,
-    budget_fraction: float = 1.0 / 11.0) -> GaussianParameters:
-  """z of the quantile and frequency releases, split as TFFE's budget.
-
-  Central: against readers of the release ('release'), Gaussian events of
-  the zero-out (= add/remove) sensitivity. Local: each user's own release
-  must be (epsilon, delta)-DP for any change of its input, so the noise
-  multipliers are relative to the replace-one sensitivity (the
-  diameters 2 C and 2 sqrt(b + 1)); the same z calibration, used by the
-  callers with those sensitivities.
-  """
-  local = checks.boolean(local, 'local')
-
-  def calibrator(eps):
-    result = calibration.calibrate_gaussian(eps, delta, adversary='release')
-    return result, result.event
-
-  split = calibration.split_budget([calibrator, calibrator],
-                                   [budget_fraction, 1.0 - budget_fraction],
-                                   epsilon,
-                                   delta,
-                                   adversary='release')
-  return GaussianParameters(local=local,
-                            quantile_noise_multiplier=split.results[0].value,
-                            frequency_noise_multiplier=split.results[1].value,
-                            epsilon=split.epsilon,
-                            delta=delta,
-                            adversary='release')
-
-
-def _gaussian_round(gparams,
-                    x,
-                    max_items,
-                    num_bins,
-                    rng,
-                    target=None,
-                    clip=None):
-  x = np.asarray(x, np.float64)
-  n, d = x.shape
-  norms = np.linalg.norm(x, axis=1)
-  factor = 2.0 if gparams.local else 1.0  # replace-one diameter
-  noises = n if gparams.local else 1
-  r = factor * gparams.frequency_noise_multiplier
-  if clip is None:
-    target = (fq.gaussian_quantile(r, d, n, noises)
-              if target is None else target)
-    encoding = hg.Haar(num_bins)
-    codes = simulation.encodings(encoding, norms.astype(np.float32), 0.0,
-                                 float(max_items))
-    sigma = factor * gparams.quantile_noise_multiplier * encoding.l2
-    noisy = codes.sum(axis=0) + rng.normal(scale=sigma * math.sqrt(noises),
-                                           size=codes.shape[1])
-    cdf = encoding.cdf(noisy, n)
-    clip = float(
-        hg.quantile_values(cdf, [target], 0.0, float(max_items),
-                           num_bins).numpy()[0])
-  clipped = x * np.minimum(1.0, clip / np.where(norms > 0, norms, 1.0))[:, None]
-  estimate = clipped.sum(axis=0) + rng.normal(
-      scale=r * clip * math.sqrt(noises), size=d)
-  return Round(estimate, clip)
-
-
-def central_gaussian(gparams,
-                     x,
-                     max_items,
-                     num_bins,
-                     rng,
-                     target=None,
-                     clip=None) -> Round:
-  """The CDP baseline (module docstring of `frequency.clipping`): one run."""
-  if gparams.local:
-    raise ValueError('central_gaussian needs gaussian_parameters(local='
-                     'False).')
-  return _gaussian_round(gparams, x, max_items, num_bins, rng, target, clip)
-
-
-def local_gaussian(gparams,
-                   x,
-                   max_items,
-                   num_bins,
-                   rng,
-                   target=None,
-                   clip=None) -> Round:
-  """The LDP baseline: the sum of n local Gaussian releases (one run).
-
-  The sum of n independent N(0, s^2) is N(0, n s^2): drawn once.
-  """
-  if not gparams.local:
-    raise ValueError('local_gaussian needs gaussian_parameters(local=True).')
-  return _gaussian_round(gparams, x, max_items, num_bins, rng, target, clip)
