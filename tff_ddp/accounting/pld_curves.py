@@ -15,7 +15,7 @@ Why each step only overstates delta: docs/notes/pld_accountant.md.
 
 import abc
 import math
-from typing import Optional, Sequence, Tuple
+from typing import Tuple
 
 import numpy as np
 from dp_accounting.pld import pld_pmf
@@ -465,8 +465,3 @@ def shift_pair(log_f: np.ndarray, shift: int):
   """(log P, log Q) = (f(. - shift), f) on the union of their supports."""
   pad = np.full(shift, -np.inf)
   return (np.concatenate([pad, log_f]), np.concatenate([log_f, pad]))
-
-
-def optional_min(values: Sequence[Optional[float]]) -> Optional[float]:
-  vals = [v for v in values if v is not None]
-  return min(vals) if vals else None
