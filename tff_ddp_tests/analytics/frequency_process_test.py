@@ -30,11 +30,44 @@ _KW = {
     'sample': dict(sample_items=4),
 }
 
+# Calibrations and TFF processes built once per module: several tests ask
+# for the same parameters (`_params('two_phase')` four times, the
+# multi-round default three times in one test), each a cPBM calibration
+# with the certified constants and the PLD, and the processes of those
+# parameters are traced once (a process is stateless: its state is passed
+# in). Each test still checks its property on what it is handed.
+_PARAMS = {}
+_PROCESSES = {}
+
 
 def _params(protocol, n=16, epsilon=10.0, **kwargs):
-  args = dict(_KW[protocol])
-  args.update(kwargs)
-  return fp.frequency_parameters(protocol, _D, n, epsilon, 1e-4, seed=9, **args)
+  key = (protocol, n, epsilon, tuple(sorted(kwargs.items())))
+  if key not in _PARAMS:
+    args = dict(_KW[protocol])
+    args.update(kwargs)
+    _PARAMS[key] = fp.frequency_parameters(protocol,
+                                           _D,
+                                           n,
+                                           epsilon,
+                                           1e-4,
+                                           seed=9,
+                                           **args)
+  return _PARAMS[key]
+
+
+def _process(protocol, on_wrap='raise'):
+  """The process of `_params(protocol)` (traced once per module)."""
+  if (protocol, on_wrap) not in _PROCESSES:
+    _PROCESSES[protocol, on_wrap] = fp.build_frequency_process_from_parameters(
+        _params(protocol), on_wrap=on_wrap)
+  return _PROCESSES[protocol, on_wrap]
+
+
+def _two_phase_computations():
+  """`fp.two_phase_computations(_params('two_phase'))`, traced once."""
+  if 'computations' not in _PROCESSES:
+    _PROCESSES['computations'] = fp.two_phase_computations(_params('two_phase'))
+  return _PROCESSES['computations']
 
 
 def _data(n, seed=0, dim=_D):
@@ -177,7 +210,7 @@ class ProcessTest(parameterized.TestCase):
   @parameterized.parameters(*fp.PROTOCOLS)
   def test_secure_only_types_and_events(self, protocol):
     p = _params(protocol)
-    process = fp.build_frequency_process_from_parameters(p)
+    process = _process(protocol)
     self.assertIsInstance(process, tff.templates.MeasuredProcess)
     tff.test.assert_not_contains_unsecure_aggregation(process.next)
     result = process.next.type_signature.result
@@ -238,8 +271,7 @@ class ProcessTest(parameterized.TestCase):
     self.assertLess(abs(c_star - edges[j]), 2 * p.upper_bound / p.num_bins)
 
   def test_two_phase_computations_equal_next(self):
-    p = _params('two_phase')
-    comps = fp.two_phase_computations(p)
+    comps = _two_phase_computations()
     x = list(_data(10))
     state = comps.initialize()
     q_state, clip, phase_one = comps.estimate_clip(state, x)
@@ -256,7 +288,7 @@ class ProcessTest(parameterized.TestCase):
 
   def test_sample_client_step(self):
     p = _params('sample')
-    process = fp.build_frequency_process_from_parameters(p)
+    process = _process('sample')
     del process
     seed_type = tff.TensorType(np.int64, [2])
     sample = single_release.client_step(p, seed_type)
@@ -271,9 +303,9 @@ class ProcessTest(parameterized.TestCase):
     # The zero-out neighbour of the accounting: a non-finite client sends
     # zeros to every secure sum; with the test seed (noise from the input's
     # fingerprint) the other clients' draws are unchanged, so only its
-    # Binomial(m, 1/2) draws differ.
-    p = _params('multi_round', n=8)
-    process = fp.build_frequency_process_from_parameters(p)
+    # Binomial(m, 1/2) draws differ. The module's multi-round process (16
+    # expected clients; 8 take part: a round may have fewer).
+    process = _process('multi_round')
     x = _data(8)
     bad = x.copy()
     bad[0, 0] = np.nan
@@ -296,13 +328,13 @@ class RoundStatusTest(parameterized.TestCase):
     n = ring.capacity + 1
     x = list(_data(n))
     if protocol != 'two_phase':  # (its phases refuse: the test below)
-      refusing = fp.build_frequency_process_from_parameters(p)
+      refusing = _process(protocol)
       with self.assertRaises(rounds_lib.RoundRefusedError) as raised:
         refusing.next(refusing.initialize(), x)
       self.assertIn(f'build_frequency_process: {n} clients',
                     str(raised.exception))
       self.assertIn(f'expected_clients_per_round >= {n}', str(raised.exception))
-    flagging = fp.build_frequency_process_from_parameters(p, on_wrap='flag')
+    flagging = _process(protocol, on_wrap='flag')
     ok = flagging.next(flagging.initialize(), x[:ring.capacity])
     self.assertEqual(ok.measurements['status'], 'ok')
     flagged = flagging.next(flagging.initialize(), x)
@@ -314,7 +346,7 @@ class RoundStatusTest(parameterized.TestCase):
 
   def test_two_phase_computations_refuse_in_each_phase(self):
     p = _params('two_phase')
-    comps = fp.two_phase_computations(p)
+    comps = _two_phase_computations()
     x = list(_data(p.ring_capacity().capacity + 1))
     state = comps.initialize()
     with self.assertRaises(rounds_lib.RoundRefusedError):

@@ -213,8 +213,10 @@ class SimulatorVsProcessTest(parameterized.TestCase):
                                 encoder='none'))
     batches = [fd.iid(n, _D, 10 + r).astype(np.float32) for r in range(rounds)]
     finals = []
+    # One process for the repetitions: it keeps nothing between calls (the
+    # state is passed in, reset by initialize() and given its seeds below).
+    process = fp.build_frequency_process_from_parameters(p)
     for rep in range(reps):
-      process = fp.build_frequency_process_from_parameters(p)
       state = process.initialize()
       # New public randomness per repetition (the test seed fixes it).
       state['frequency']['public_seed'] = np.array([rep, 77], np.int64)
