@@ -10,7 +10,7 @@ heavy-tailed lognormal, clipped to [0, 10] -- with the paper's fixed cPBM
 parameters (not calibrated; the script prints the epsilon they give at
 delta = 1e-5 by our accountant: Lemma 2 as published, our zero-out curve,
 and the zero-out curve over the touched coordinates only) and n clients. Rounds are sampled with
-`tff_ddp.analytics.simulation`; mean over --runs runs.
+`tff_ddp.analytics.quantiles.simulation`; mean over --runs runs.
 
   .venv/bin/python benchmarks/quantiles_table5.py [--runs 50] [--clients 1000]
 """
@@ -36,9 +36,9 @@ def run(runs=50, clients=1000):
   import dp_accounting
   from tff_ddp.accounting import accountant as acc_lib
   from tff_ddp.aggregators import poisson_binomial
-  from tff_ddp.analytics import histograms as hg
-  from tff_ddp.analytics import quantile_calibration as qc
-  from tff_ddp.analytics import simulation as sim
+  from tff_ddp.analytics.quantiles import calibration as qc
+  from tff_ddp.analytics.quantiles import encodings as hg
+  from tff_ddp.analytics.quantiles import simulation as sim
   n = clients
   width = 10.0 / BINS
   params, eps = {}, {}

@@ -98,7 +98,7 @@ CEILINGS = {
     'benchmarks/RESULTS.md lines': 619,
     'README.md lines': 300,
     'library lines (tff_ddp/)': 29100,
-    'periphery lines (scripts/, BUILD files, build_test)': 7460,
+    'periphery lines (scripts/, BUILD files, build_test)': 7470,
     'checks.choice calls (outside cli/)': 19,
     'version strings': 1,
 }

@@ -31,8 +31,8 @@ from tff_ddp.aggregators import calibrated
 from tff_ddp.aggregators import secure_sum
 from tff_ddp.analytics import frequency as fq
 from tff_ddp.analytics import frequency_computations as computations
-from tff_ddp.analytics import histograms as hg
-from tff_ddp.analytics import quantile_calibration as qc
+from tff_ddp.analytics.quantiles import calibration as qc
+from tff_ddp.analytics.quantiles import encodings as hg
 from tff_ddp.encoders import registry
 from tff_ddp.mechanisms import base
 from tff_ddp.mechanisms import poisson_binomial as pbm

@@ -18,7 +18,7 @@ from tff_ddp.analytics import frequency as fq
 from tff_ddp.analytics import frequency_computations as fc
 from tff_ddp.analytics import frequency_data as fd
 from tff_ddp.analytics import frequency_process as fp
-from tff_ddp.analytics import histograms as hg
+from tff_ddp.analytics.quantiles import encodings as hg
 from tff_ddp.utils import rounds as rounds_lib
 
 _D = 6

@@ -36,9 +36,9 @@ import tensorflow as tf
 
 from tff_ddp.accounting import accountant
 from tff_ddp.accounting import pld_accountant
-from tff_ddp.analytics import histograms as hg
-from tff_ddp.analytics import quantile_calibration as qc
-from tff_ddp.analytics import simulation as sim
+from tff_ddp.analytics.quantiles import calibration as qc
+from tff_ddp.analytics.quantiles import encodings as hg
+from tff_ddp.analytics.quantiles import simulation as sim
 from tff_ddp.mechanisms import poisson_binomial as pbm_mechanism
 from tff_ddp_tests.analytics import histograms_oracle as oracle
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tff_ddp.analytics import histograms as hg
-from tff_ddp.analytics import quantile_calibration as qc
-from tff_ddp.analytics import simulation as sim
+from tff_ddp.analytics.quantiles import calibration as qc
+from tff_ddp.analytics.quantiles import encodings as hg
+from tff_ddp.analytics.quantiles import simulation as sim
 
 
 def _pav(y):
@@ -236,7 +236,7 @@ def _registered():
 
 
 class ContractTest(tf.test.TestCase, parameterized.TestCase):
-  """What every `histograms.Encoding` promises, checked for each class
+  """What every `encodings.Encoding` promises, checked for each class
   defined (so a new method is checked by defining it)."""
 
   def test_resolved_once_into_its_class(self):
@@ -295,7 +295,7 @@ class ContractTest(tf.test.TestCase, parameterized.TestCase):
       self.check_consistent(encoding)
 
   def test_a_new_method_is_one_class(self):
-    """The class checklist of `histograms.Encoding`, followed for a toy
+    """The class checklist of `encodings.Encoding`, followed for a toy
     method (the one-hot of the mirrored bin), is all the package needs: the
     name resolves, the contract holds, and the calibration and the
     simulator take it."""

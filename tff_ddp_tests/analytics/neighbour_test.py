@@ -22,8 +22,8 @@ from tff_ddp.accounting import pbm_rdp
 from tff_ddp.aggregators import poisson_binomial
 from tff_ddp.analytics import frequency_process as fp
 from tff_ddp.analytics import frequency_simulation as fs
-from tff_ddp.analytics import histograms as hg
-from tff_ddp.analytics import quantiles
+from tff_ddp.analytics.quantiles import encodings as hg
+from tff_ddp.analytics.quantiles import process as quantiles
 from tff_ddp.encoders import registry
 from tff_ddp_tests import neighbours
 

@@ -13,10 +13,10 @@ from tff_ddp import accounting
 from tff_ddp.accounting import events
 from tff_ddp.accounting import pld_accountant
 from tff_ddp.aggregators import discrete_gaussian as ddg_factory
-from tff_ddp.analytics import histograms as hg
-from tff_ddp.analytics import quantile_calibration as qc
-from tff_ddp.analytics import quantiles as q
-from tff_ddp.analytics import simulation
+from tff_ddp.analytics.quantiles import calibration as qc
+from tff_ddp.analytics.quantiles import encodings as hg
+from tff_ddp.analytics.quantiles import process as q
+from tff_ddp.analytics.quantiles import simulation
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
 from tff_ddp.utils import rounds
 
@@ -310,7 +310,7 @@ class ParametersForNoiseTest(parameterized.TestCase):
     with self.assertRaisesRegex(TypeError, 'parameters'):
       q.build_quantile_process_from_parameters({}, 0.0, 1.0, [0.5])
     # The ring helpers take the resolved encoding, and say so.
-    with self.assertRaisesRegex(TypeError, r'histograms.encoding\(method, '
+    with self.assertRaisesRegex(TypeError, r'encodings.encoding\(method, '
                                 'num_bins\)'):
       qc.largest_scaling('flat', 100, 1.0, 1e-5, 18)
 

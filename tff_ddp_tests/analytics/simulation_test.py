@@ -6,9 +6,9 @@ from absl.testing import parameterized
 import numpy as np
 import pytest
 
-from tff_ddp.analytics import histograms as hg
-from tff_ddp.analytics import quantiles as q
-from tff_ddp.analytics import simulation as sim
+from tff_ddp.analytics.quantiles import encodings as hg
+from tff_ddp.analytics.quantiles import process as q
+from tff_ddp.analytics.quantiles import simulation as sim
 
 _REPS = 300
 

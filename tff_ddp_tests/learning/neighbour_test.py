@@ -20,8 +20,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_ddp.analytics import histograms as hg
-from tff_ddp.analytics import quantiles
+from tff_ddp.analytics.quantiles import encodings as hg
+from tff_ddp.analytics.quantiles import process as quantiles
 from tff_ddp.learning import privacy as privacy_lib
 from tff_ddp.learning import processes
 from tff_ddp.learning import tasks

@@ -10,7 +10,7 @@ import tensorflow_federated as tff
 from tff_ddp.accounting import accountant
 from tff_ddp.accounting import events
 from tff_ddp.accounting import pld_accountant
-from tff_ddp.analytics import histograms as hg
+from tff_ddp.analytics.quantiles import encodings as hg
 from tff_ddp.learning import privacy
 
 UPDATE = tff.StructWithPythonType(
