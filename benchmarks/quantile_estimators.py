@@ -63,13 +63,10 @@ def run(runs=20, epsilons=(1.0, 2.0, 5.0)):
         if opts['consistent'] and not encoding.has_consistent_estimator:
           continue
         # Each with the count its paper uses (flat: estimated, else n).
-        cdf = hg.estimate_cdf(encoding,
-                              noisy,
-                              b,
-                              encoding.paper_count,
-                              num_clients=n,
-                              consistent=opts['consistent'],
-                              monotone=opts['monotone'])
+        cdf = encoding.cdf(noisy,
+                           n if hg.exact_count(encoding.paper_count) else None,
+                           consistent=opts['consistent'],
+                           monotone=opts['monotone'])
         est = hg.quantile_values(cdf,
                                  QUANTILES,
                                  0.0,

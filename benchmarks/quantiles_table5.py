@@ -94,16 +94,13 @@ def run(runs=50, clients=1000):
         # Each with the count its paper uses (flat: estimated; Haar: n).
         method, count = encoding.name, encoding.paper_count
         codes = sim.encodings(encoding, values, 0.0, 10.0)
-        clean = hg.estimate_cdf(encoding,
-                                codes.sum(0).astype(np.float64),
-                                BINS,
-                                count,
-                                num_clients=n)
+        n_or_none = n if hg.exact_count(count) else None
+        clean = encoding.cdf(codes.sum(0).astype(np.float64), n_or_none)
         noisy = sim.noisy_sum('poisson_binomial',
                               codes,
                               params[method],
                               seed=run_index * 7 + offset)
-        cdf = hg.estimate_cdf(encoding, noisy, BINS, count, num_clients=n)
+        cdf = encoding.cdf(noisy, n_or_none)
         ref = hg.quantile_values(clean, QUANTILES, 0.0, 10.0, BINS).numpy()
         est = hg.quantile_values(cdf, QUANTILES, 0.0, 10.0, BINS).numpy()
         errors.setdefault((dist, method),

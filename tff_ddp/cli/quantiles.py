@@ -232,11 +232,7 @@ def run(
           central_z=z_central,
           l2_sensitivity=encoding.l2,
           seed=None if noise_seed is None else [noise_seed, r])
-      cdf = hg.estimate_cdf(encoding,
-                            noisy,
-                            num_bins,
-                            count,
-                            num_clients=num_clients)
+      cdf = encoding.cdf(noisy, num_clients if hg.exact_count(count) else None)
       errors.append(
           _worst(cdf, dataset, quantiles, lower_bound, upper_bound, num_bins))
     rows.append(

@@ -67,7 +67,8 @@ class ParametersTest(parameterized.TestCase):
     p = q.quantile_parameters(method, 'poisson_binomial', 32,
                               q.QuantileSetting(128, 2.0, 1e-5))
     event = p.factory.dp_event(p.value_type)
-    self.assertEqual(event.dimension, hg.sensitivities(method, 32)[2])
+    self.assertEqual(event.dimension,
+                     hg.encoding(method, 32).sensitivities()[2])
     self.assertEqual(p.num_trials, (2**18 - 1) // 128)
     self.assertLessEqual(_epsilon(event, 1e-5), 2.0 * (1 + 1e-6))
 

@@ -24,6 +24,28 @@ _BINS = st.one_of(st.integers(-1, 70),
                   st.sampled_from([2**16, 2**16 + 1, 100000]), fz.ints())
 
 
+def _encoding_length(method, num_bins):
+  """The length of the encoding a user's name gives, resolved once at the
+  edge (`encoding`), as every caller does."""
+  return hg.encoding(method, num_bins).length
+
+
+def _cdf(method,
+         noisy_sum,
+         num_bins,
+         count,
+         num_clients=None,
+         consistent=False,
+         monotone=False):
+  """`Encoding.cdf` of the encoding a user's name gives, with the `count`
+  option resolved as the callers resolve it (`exact_count`)."""
+  return hg.encoding(method, num_bins).cdf(
+      noisy_sum,
+      num_clients if hg.exact_count(count) else None,
+      consistent=consistent,
+      monotone=monotone)
+
+
 def _check_length(kwargs, n):
   b = int(kwargs['num_bins'])
   method = hg.canonical_method(kwargs['method'])
@@ -138,8 +160,8 @@ _PROCESS = dict(method='flat',
                 delta=1e-5)
 
 ENTRY_POINTS = [
-    fz.EntryPoint(name='analytics.quantiles.encodings.encoding_length',
-                  call=hg.encoding_length,
+    fz.EntryPoint(name='analytics.quantiles.encodings.Encoding.length',
+                  call=_encoding_length,
                   baseline=dict(method='tree', num_bins=16),
                   check=_check_length,
                   hints=dict(method=_METHODS, num_bins=_BINS)),
@@ -161,8 +183,8 @@ ENTRY_POINTS = [
                   examples=[('num_bins 10**12', dict(num_bins=10**12),
                              'clear_error'),
                             ('string bound', dict(upper='1'), 'clear_error')]),
-    fz.EntryPoint(name='analytics.quantiles.encodings.estimate_cdf',
-                  call=hg.estimate_cdf,
+    fz.EntryPoint(name='analytics.quantiles.encodings.Encoding.cdf',
+                  call=_cdf,
                   baseline=dict(method='flat',
                                 noisy_sum=[1.0, 2.0, 3.0, 4.0],
                                 num_bins=4,

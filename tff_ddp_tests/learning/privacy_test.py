@@ -43,7 +43,7 @@ class ConfigTest(parameterized.TestCase):
                      quantile.factory.dp_event(quantile.value_type, 37))
     self.assertAlmostEqual(histogram.l2_sensitivity,
                            quantile.scaling * math.sqrt(4))
-    self.assertEqual(histogram.dimension, hg.encoding_length('tree', 16))
+    self.assertEqual(histogram.dimension, hg.encoding('tree', 16).length)
     # The update: the DDG factory's event over the padded model (256).
     self.assertEqual(update, config.update_factory().dp_event(UPDATE, 37))
     self.assertEqual(update.dimension, 256)
