@@ -99,8 +99,8 @@ def at_paper_parameters(protocol,
 
   Returns (params, our_epsilon, published_epsilon).
   """
-  from tff_ddp.analytics import frequency as fq
-  from tff_ddp.analytics import frequency_process as fp
+  from tff_ddp.analytics.frequency import clipping as fq
+  from tff_ddp.analytics.frequency import process as fp
   big_d = output_dim(d)
   freq = frequency_event(theta, m, n, d, kwargs.get('divisor', 'l2'))
   margin = 1 + 1e-4  # calibration stops <= 0.1% below its target
@@ -167,7 +167,7 @@ def cell(values, digits=2):
 
 
 def dataset(name, n, d, seed):
-  from tff_ddp.analytics import frequency_data as fd
+  from tff_ddp.analytics.frequency import data as fd
   return fd.load(name, n, d, seed)
 
 

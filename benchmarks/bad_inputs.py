@@ -348,9 +348,9 @@ def zero_noise():
 
 
 def unspent_budget():
-  from tff_ddp.analytics import frequency_process
-  params, _, texts = _call(lambda: frequency_process.frequency_parameters(
-      'normalize', 20, 500, 2.0, 1e-5))
+  from tff_ddp.analytics.frequency import process as fp
+  params, _, texts = _call(
+      lambda: fp.frequency_parameters('normalize', 20, 500, 2.0, 1e-5))
   return (f'theta {params.theta}, epsilon {params.epsilon:.3f} of 2; '
           f'warning: ...{texts[0][-150:] if texts else "none"}',
           len(texts) == 1 and "calibrate='num_trials'" in texts[0])

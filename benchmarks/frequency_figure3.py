@@ -8,9 +8,9 @@ d = 50, theta = 0.2, m = 30, "running the experiments three times and
 taking the average"; App. E's Figure 6 repeats it on the other datasets.
 
 Here, per dataset (the paper's i.i.d. and heterogeneous data, and the
-docstring stand-in for its real-world data; `frequency_data`), the data
+docstring stand-in for its real-world data; `frequency.data`), the data
 fixed (seed 0) and --runs runs (a fresh Kashin frame and fresh noise per
-run, one frame for all clips of a run: `frequency_simulation.clip_sweep`,
+run, one frame for all clips of a run: `frequency.simulation.clip_sweep`,
 the distribution-exact simulator of the library's cPBM with the clip
 applied by scaling, as the processes do), at --points clips on a
 geometric grid from 1/40 of the median norm to 1.5 times the largest norm,
@@ -20,10 +20,10 @@ of the norms (computed without noise; grid and C* from one extra frame):
   measured    the mean (and std) over runs of the l2 error at C
   Theorem 1   sqrt(d) E(C; D), E(C; D) = (1/n) sum_i (||y_i|| - C)_+ + C
               sqrt(D / (4 m n theta^2)) -- the bound as published
-              (`frequency.expected_l2_error_bound`; its sqrt(d) is not
-              needed, see `tff_ddp.analytics.frequency`)
+              (`frequency.clipping.expected_l2_error_bound`; its sqrt(d) is not
+              needed, see `tff_ddp.analytics.frequency.clipping`)
   tightened   sqrt(||bias||^2 + d C^2 / (4 m n theta^2)) with the exact
-              bias of the clipped mean (`frequency.tightened_error_bound`)
+              bias of the clipped mean (`frequency.clipping.tightened_error_bound`)
 
 both evaluated on each run's representation norms and averaged over runs
 (the bounds bound the expectation over the noise for a given frame). The
@@ -72,8 +72,8 @@ def grid(norms, points):
 
 def sweep(name, runs, points, rng):
   """Measured errors and both bounds at each clip, for one dataset."""
-  from tff_ddp.analytics import frequency as fq
-  from tff_ddp.analytics import frequency_simulation as fs
+  from tff_ddp.analytics.frequency import clipping as fq
+  from tff_ddp.analytics.frequency import simulation as fs
   x = F.dataset(name, N, D_ITEMS, 0)
   params, ours, published = F.at_paper_parameters('fixed',
                                                   D_ITEMS,
@@ -223,4 +223,4 @@ if __name__ == '__main__':
                __doc__,
                runs='runs per dataset (fresh frame and noise)',
                points='clips on the geometric grid',
-               datasets='the datasets, of frequency_data.DATASETS')
+               datasets='the datasets, of frequency.data.DATASETS')

@@ -9,7 +9,7 @@ Optimally for Federated Frequency Estimation under User-level Distributed
 Differential Privacy": phase 1, the Haar quantile of the clients' Kashin
 norms -> C-hat; phase 2, cPBM with C = C-hat; two secure sums) in TFF's C++
 test execution context, on the paper's i.i.d. synthetic data
-(`tff_ddp.analytics.frequency_data.iid`: each user draws 100 items from
+(`tff_ddp.analytics.frequency.data.iid`: each user draws 100 items from
 p_j ~ 1/j over [d]), calibrated to (--epsilon, --delta) against the server
 (zero-out neighbours) with m = 30 and 64 Haar bins (the paper's Table 2).
 
@@ -51,9 +51,9 @@ def run(ns=(1000, 3000, 10000),
     raise harness.UsageError(f'--ns {" ".join(map(str, ns))} --dim {dim}: '
                              'both must be positive')
 
-  from tff_ddp.analytics import frequency as fq
-  from tff_ddp.analytics import frequency_data as fd
-  from tff_ddp.analytics import frequency_process as fp
+  from tff_ddp.analytics.frequency import clipping as fq
+  from tff_ddp.analytics.frequency import data as fd
+  from tff_ddp.analytics.frequency import process as fp
 
   table = harness.Table(
       [('n', 'n', 'd'), ('build', 'build s', '.2f'), ('run', 'run s', '.2f'),

@@ -15,7 +15,7 @@ that runs the protocol, user-level: ours with zero-out neighbours (our
 accountant), Lemma 2's with replace-one as printed.
 The l2 error of eq. 1 (||mean - estimate||),
 mean over --runs runs (fresh Kashin frame and noise; the data fixed, seed 0),
-sampled with `tff_ddp.analytics.frequency_simulation` (checked against the
+sampled with `tff_ddp.analytics.frequency.simulation` (checked against the
 TFF process in its tests). Our Kashin frame has D = the power of two >= 2d
 (128 for d = 50, 2048 for d = 1000) where the paper's has D = 2d.
 
@@ -49,8 +49,8 @@ DELTA = 1e-4
 def run(runs=10, heavy_runs=2):
   """Table 1 (rows ours, ±, paper, ratio per setting), then OcPBM at the
   previous accountant's epsilon."""
-  from tff_ddp.analytics import frequency as fq
-  from tff_ddp.analytics import frequency_simulation as fs
+  from tff_ddp.analytics.frequency import clipping as fq
+  from tff_ddp.analytics.frequency import simulation as fs
   clips = ['C*'] + [f'{q:.2f}' for q in QUANTILES]
   table = harness.Table(
       [('setting', 'setting', 's'), ('row', '', 's')] +
@@ -140,7 +140,7 @@ def _at_previous_epsilon(fq, fs, x, n, d, m, runs, big_d, paper_error):
   """(eps, m, OcPBM error, error at the paper's m): the same clip rule at
   the epsilon the Lemma-2-only accountant gave the paper's (theta, m)."""
   from tff_ddp.accounting import events
-  from tff_ddp.analytics import frequency_process as fp
+  from tff_ddp.analytics.frequency import process as fp
   previous = F.epsilon_of([events.PoissonBinomialDpEvent(THETA, m, n, big_d)],
                           DELTA)
   params = fp.frequency_parameters('fixed',

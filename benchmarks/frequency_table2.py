@@ -3,9 +3,9 @@
 n = 10^4 users, d in {50, 100}, delta = 1e-4, on the paper's i.i.d. and
 heterogeneous data and on the docstring stand-in (the paper's Foursquare
 and Sentiment140 cannot be downloaded; see
-`tff_ddp.analytics.frequency_data`). l2 error of eq. 1, mean ± std over
+`tff_ddp.analytics.frequency.data`). l2 error of eq. 1, mean ± std over
 --runs runs (fresh data seed, frame and noise per run), sampled with
-`tff_ddp.analytics.frequency_simulation` (checked against the TFF process in
+`tff_ddp.analytics.frequency.simulation` (checked against the TFF process in
 its tests).
 
 Every epsilon here is against the server that runs the protocol (it sees
@@ -24,7 +24,7 @@ ring's m' and 1/11 of the standalone epsilons (the library's defaults); and
 OcPBM with the l_inf divisor (`divisor='linf'`, same privacy, D / K^2 less
 variance; the target quantile follows).
 
-Methods (definitions: `tff_ddp.analytics.frequency`): CDP / LDP (Gaussian,
+Methods (definitions: `tff_ddp.analytics.frequency.clipping`): CDP / LDP (Gaussian,
 trusted server / local noise, at the paper's epsilon), Best C* (cPBM with
 the eq. 5 clip computed without noise), OcPBM (TFFE), C_median (TFFE with
 target 1/2), Normalize, Sample(one), Sample(0.25).
@@ -70,14 +70,16 @@ PAPER = {  # Table 2 of the paper: mean (std) over 5 runs
 
 def run_methods(methods, block, x, d, rng, cache):
   """{method: error} of one run on counts x."""
-  from tff_ddp.analytics import frequency as fq
-  from tff_ddp.analytics import frequency_simulation as fs
+  from tff_ddp.analytics.frequency import clipping as fq
+  from tff_ddp.analytics.frequency import gaussian
+  from tff_ddp.analytics.frequency import simulation as fs
+  from tff_ddp.analytics.frequency import two_phase
   out = {}
   tffe = cache[block, 'two_phase']
   for method in methods:
     if method in ('CDP', 'LDP'):
       g = cache['gaussian', method]
-      run = fs.central_gaussian if method == 'CDP' else fs.local_gaussian
+      run = gaussian.central_gaussian if method == 'CDP' else gaussian.local_gaussian
       r = run(g, x, cache['max_items'], 64, rng)
     elif method == 'Best C*':
       seed = fs.round_seed(rng)
@@ -87,11 +89,11 @@ def run_methods(methods, block, x, d, rng, cache):
       r = fs.Round(fs.pbm_sum(tffe.mechanism(), y, rng, seed, clip, norms),
                    clip)
     elif method == 'OcPBM':
-      r = fs.two_phase(tffe, x, rng)
+      r = two_phase.simulate(tffe, x, rng)
     elif method == 'OcPBM linf':
-      r = fs.two_phase(cache[block, 'linf'], x, rng)
+      r = two_phase.simulate(cache[block, 'linf'], x, rng)
     elif method == 'C_median':
-      r = fs.two_phase(tffe, x, rng, target=0.5)
+      r = two_phase.simulate(tffe, x, rng, target=0.5)
     elif method == 'Normalize':
       r = fs.fixed(cache[block, 'normalize'], x, rng)
     elif method == 'Sample(one)':
@@ -104,8 +106,8 @@ def run_methods(methods, block, x, d, rng, cache):
 
 def configure(d, x_max_items, log):
   """Parameters of both blocks for one (dataset, d)."""
-  from tff_ddp.analytics import frequency_process as fp
-  from tff_ddp.analytics import frequency_simulation as fs
+  from tff_ddp.analytics.frequency import gaussian
+  from tff_ddp.analytics.frequency import process as fp
   eps = EPSILON[d]
   k_frac = max(1, int(0.25 * x_max_items))
   cache = {'max_items': x_max_items}
@@ -142,7 +144,8 @@ def configure(d, x_max_items, log):
                                               max_items=x_max_items,
                                               divisor=divisor)
   for name in ('CDP', 'LDP'):
-    cache['gaussian', name] = fs.gaussian_parameters(eps, DELTA, name == 'LDP')
+    cache['gaussian',
+          name] = gaussian.gaussian_parameters(eps, DELTA, name == 'LDP')
   b = cache['B', 'two_phase']
   log(f'  A (paper\'s theta = 0.2, m = 30, theta\' = '
       f'{tffe.quantile.theta:.3f}, m\' = 3): epsilon ours {ours:.3f} '
@@ -175,7 +178,7 @@ def _errors(method):
 def run(runs=5, datasets=DATASETS, dims=(50, 100)):
   """Blocks A and B: one row per (dataset, d), the l2 errors of each
   method; the paper's rows and the ratios in block A."""
-  from tff_ddp.analytics import frequency_data as fd
+  from tff_ddp.analytics.frequency import data as fd
   log = lambda text: print(text, flush=True)
   results = {}
   for name in datasets:
@@ -249,5 +252,5 @@ if __name__ == '__main__':
   harness.main(run,
                __doc__,
                runs='runs (data seeds) per dataset and d',
-               datasets='the datasets, of frequency_data.DATASETS',
+               datasets='the datasets, of frequency.data.DATASETS',
                dims='d, the items')

@@ -9,15 +9,15 @@ n = 10^5 users in R = 100 rounds of N = 1000 (App. E.1 gives n; N = 1000 is
 the per-round number of its MFFE experiments, "we fix N = 1000 and other
 parameters set to be equal to the MFFE experiments presented previously"),
 d in {50, 100}, the paper's i.i.d. and heterogeneous data
-(`frequency_data`; the docstring stand-in with --datasets docstrings if it
+(`frequency.data`; the docstring stand-in with --datasets docstrings if it
 has 10^5 users, no paper row). Each round: OcPBM of the batch with the
 current clip C^(r) (cPBM theta = 0.2, m = 15), and the indicator
 ||y_i|| > C^(r) through a one-coordinate cPBM with theta' = theta, m' = 15;
 C^(r+1) = C^(r) exp(-eta (gamma-hat - gamma*)), eta = 1, C^(1) = 1
-(App. E.1). The parameters come from `frequency_process.frequency_parameters`
+(App. E.1). The parameters come from `frequency.process.frequency_parameters`
 ('multi_round', N per round, R rounds; theta' calibrated to the paper's
 split, see `_frequency.at_paper_parameters`), the runs from the
-distribution-exact simulator `frequency_simulation.multi_round` (checked
+distribution-exact simulator `frequency.multi_round.simulate` (checked
 against the TFF process in its tests). Columns (l2 error of eq. 1 of the
 final estimate of sum_i x_i over all rounds):
 
@@ -38,7 +38,7 @@ the whole run is as private as one round (parallel composition, App. D:
 construction here). "ours": our accountant,
 zero-out neighbours, the round's two releases composed (N = 1000 users
 each); "Lemma 2": the paper's Lemma 2 as printed (replace-one, m D and
-m' 1 coordinates; `frequency.published_epsilon`), with our D (128 / 256)
+m' 1 coordinates; `frequency.clipping.published_epsilon`), with our D (128 / 256)
 and with the paper's D = 2d. The paper reports 7.5 (d = 50) and 10.7
 (d = 100).
 
@@ -87,7 +87,7 @@ PAPER = {  # Table 3: mean ± std over 5 runs
 
 def configure(d, initial_clip=INITIAL_CLIP):
   """(params, targets by method, epsilons) for one d."""
-  from tff_ddp.analytics import frequency as fq
+  from tff_ddp.analytics.frequency import clipping as fq
   params, ours, published = F.at_paper_parameters('multi_round',
                                                   d,
                                                   PER_ROUND,
@@ -113,8 +113,9 @@ def configure(d, initial_clip=INITIAL_CLIP):
 
 def one_run(params, targets, x, rng):
   """{method: (error, final clip, its level among all norms)}, C*."""
-  from tff_ddp.analytics import frequency as fq
-  from tff_ddp.analytics import frequency_simulation as fs
+  from tff_ddp.analytics.frequency import clipping as fq
+  from tff_ddp.analytics.frequency import multi_round
+  from tff_ddp.analytics.frequency import simulation as fs
   batches = [x[i:i + PER_ROUND] for i in range(0, len(x), PER_ROUND)]
   norms = fs.norms_of(
       fs.representations(params.encoder(), x, fs.round_seed(rng)))
@@ -122,9 +123,12 @@ def one_run(params, targets, x, rng):
   out = {}
   for method in METHODS:
     if method == 'Best C*':
-      rounds = fs.multi_round(params, batches, rng, clip=c_star)
+      rounds = multi_round.simulate(params, batches, rng, clip=c_star)
     else:
-      rounds = fs.multi_round(params, batches, rng, target=targets[method])
+      rounds = multi_round.simulate(params,
+                                    batches,
+                                    rng,
+                                    target=targets[method])
     last = rounds[-1].clip
     # The clipping bias of the clips used, ||sum_i x_i (1 - min(1,
     # C^(r(i)) / ||y_i||))|| / n, with the norms of the one frame (each
@@ -262,7 +266,7 @@ if __name__ == '__main__':
   harness.main(run,
                __doc__,
                runs='runs (data seeds) per dataset and d',
-               datasets='the datasets, of frequency_data.DATASETS',
+               datasets='the datasets, of frequency.data.DATASETS',
                dims='d, the items',
                initial_clip='C^(1) of the online methods (the paper: 1; the '
                'paper rows and ratios are for C^(1) = 1 only)')

@@ -186,19 +186,19 @@ def speed(quick):
   # cPBM quantile phase and a cPBM frequency phase, each step calibrating
   # both (the l2-aware cPBM RDP's constants, ~30 s of CPU per new theta,
   # dominate either way).
-  from tff_ddp.analytics import frequency_process
+  from tff_ddp.analytics.frequency import process as fp
   for label, make in (('tightest', pld_accountant.tightest), ('RDP', rdp_only)):
     pld_accountant.tightest = make
     pld_accountant._STATES.clear()  # pylint: disable=protected-access  # resets private state between cases
     pbm_rdp._kappa.cache_clear()  # pylint: disable=protected-access  # resets private state between cases
     try:
-      params, wall, cpu = _timed(lambda: frequency_process.frequency_parameters(
-          'two_phase',
-          dim=20,
-          expected_clients_per_round=500,
-          epsilon=4.0,
-          delta=1e-5,
-          max_items=100))
+      params, wall, cpu = _timed(
+          lambda: fp.frequency_parameters('two_phase',
+                                          dim=20,
+                                          expected_clients_per_round=500,
+                                          epsilon=4.0,
+                                          delta=1e-5,
+                                          max_items=100))
     finally:
       pld_accountant.tightest = tightest_default
     print(f'| frequency two_phase d 20 n 500 eps 4 ({label}) | {wall:.1f} '

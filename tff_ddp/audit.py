@@ -45,8 +45,9 @@ _NAN_KINDS = 'fc'
 
 
 class State(enum.StrEnum):
-  """Where each run starts (module docstring, step 1): FRESH, from
-  `process.initialize()`; CHAINED, from the same dataset's previous run."""
+  """Where each run starts (docs/notes/privacy_audit.md, protocol step 1):
+  FRESH, from `process.initialize()`; CHAINED, from the same dataset's previous
+  run."""
 
   FRESH = 'fresh'
   CHAINED = 'chained'
@@ -113,8 +114,9 @@ def epsilon_lower_bound(fpr_upper, fnr_upper, delta):
   """max(0, log((1-delta-FNR_ub)/FPR_ub), log((1-delta-FPR_ub)/FNR_ub)).
 
   The epsilon that a test with these (upper bounds on its) error rates
-  proves for a pair at `delta` (module docstring). A term whose numerator is
-  <= 0 proves nothing; a zero rate bound (only with infinite runs) gives inf.
+  proves for a pair at `delta` (derived in docs/notes/privacy_audit.md, "The
+  bound"). A term whose numerator is <= 0 proves nothing; a zero rate bound
+  (only with infinite runs) gives inf.
 
   Args:
     fpr_upper, fnr_upper: rates in [0, 1] (scalars or broadcastable arrays).
@@ -158,7 +160,7 @@ def zero_out(dataset: Sequence[Any],
 
   Same shape and dtype as the client's value. `fill=0` for the sum
   aggregators; `fill=np.nan` for the quantile process (a non-finite value
-  has the zero encoding; module docstring).
+  has the zero encoding; docs/notes/privacy_audit.md, "Neighbours").
   """
   clients = list(dataset)
   index = checks.integer(index, 'index', 0, len(clients) - 1)
@@ -232,7 +234,9 @@ def _flatten(value, path: str, features: Dict[str, float]) -> None:
 
 
 def flatten_release(result, measurements) -> Dict[str, float]:
-  """Every scalar a round releases, by name (module docstring, step 2).
+  """Every scalar a round releases, by name.
+
+  As step 2 (features) of the protocol in docs/notes/privacy_audit.md.
 
   Args:
     result: the round's result (tensor, nested structure).
@@ -280,8 +284,8 @@ class AuditResult:
     false_negatives: dataset runs the test called "neighbour".
     fpr, fnr: those counts over evaluation_runs.
     fpr_upper, fnr_upper: their Clopper-Pearson upper bounds at bound_level.
-    epsilon_lower_bound: eps_lb (module docstring), maximized over the K
-      thresholds.
+    epsilon_lower_bound: eps_lb (docs/notes/privacy_audit.md, "The bound"),
+      maximized over the K thresholds.
     epsilon_estimate: the same formula on the point rates (no confidence;
       inf when a rate is 0).
     accountant_epsilon: the tightest accountant's epsilon of the round (PLD or
@@ -429,7 +433,8 @@ class AuditOptions:
     adversary: of the accountant's epsilon ('server', the default, or
       'release').
     state: 'fresh' (default: `process.initialize()` before every run) or
-      'chained' (each dataset's runs continue one state; module docstring).
+      'chained' (each dataset's runs continue one state;
+      docs/notes/privacy_audit.md, protocol step 1).
   """
 
   statistics: Optional[Mapping[str, Callable[[Any, Any], float]]] = None
@@ -492,7 +497,7 @@ def audit(
 ) -> AuditResult:
   """Audits one round of `process` on the pair (dataset, neighbour).
 
-  See the module docstring for the protocol, the bound and its confidence.
+  The protocol, the bound and its confidence: docs/notes/privacy_audit.md.
 
   Args:
     process: a TFF process with `initialize()` and `next(state, clients)`

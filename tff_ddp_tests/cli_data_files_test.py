@@ -297,10 +297,10 @@ class SameReportTest(parameterized.TestCase):
     self.assertEqual(synthetic[3], mine[3])  # true (sample)
 
   def test_frequency(self):
-    from tff_ddp.analytics import frequency_data
+    from tff_ddp.analytics.frequency import data as fd
     common_args = ['frequency', '--protocols', 'normalize']
     synthetic = _report(common_args + ['--clients', '30', '--dim', '8'])
-    x = frequency_data.load('iid', 30, 8, 0).astype(int)
+    x = fd.load('iid', 30, 8, 0).astype(int)
     self.assertTrue(np.all(x.sum(axis=0) > 0))  # every item is in the file
     with tempfile.TemporaryDirectory() as tmp:
       path = _write(

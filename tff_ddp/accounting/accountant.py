@@ -39,12 +39,13 @@ _ZERO_OUT = (NeighborRel.ADD_OR_REMOVE_ONE, NeighborRel.REPLACE_SPECIAL)
 
 
 class Adversary(enum.StrEnum):
-  """Whom an epsilon holds against (module docstring).
+  """Whom an epsilon holds against.
 
   SERVER: the party that runs the protocol (sees who is in each secure sum,
   knows any sample it drew). RELEASE: whoever sees only what the server
   publishes. A str (`Adversary.SERVER == 'server'`), so results compare
-  with the names users pass; `as_adversary` resolves a name once.
+  with the names users pass; `as_adversary` resolves a name once. In full:
+  docs/notes/rdp_accountant.md, "Adversaries".
   """
 
   SERVER = 'server'
@@ -107,9 +108,9 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
         0.01, factory.dp_event(value_type)), 1000)
     accountant.get_epsilon(target_delta=1e-6)
 
-  See the module docstring for what every event costs. Curves are cached per
-  (event, relation, adversary), so composing many identical rounds one by one
-  costs one evaluation.
+  What every event costs: docs/notes/rdp_accountant.md, table "What each
+  event costs". Curves are cached per (event, relation, adversary), so
+  composing many identical rounds one by one costs one evaluation.
   """
 
   def __init__(
@@ -146,7 +147,8 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
   @property
   def sampler_tv_mass(self) -> float:
     """N eta: total-variation distance of all composed releases' noise from
-    the ideal samplers' (module docstring)."""
+    the ideal samplers' (docs/notes/rdp_accountant.md, "Approximate
+    samplers")."""
     return self._tv_mass
 
   def describe(self) -> str:
@@ -344,7 +346,7 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
 
     Every bound is a valid RDP curve of the same pair of output laws
     (this adversary, this relation) at every order, so their pointwise
-    minimum is one too (module docstring, "One curve per event").
+    minimum is one too (docs/notes/rdp_accountant.md, "One curve per event").
     """
     curve = self._known_sample(q, event, relation)
     for bound in other_bounds:

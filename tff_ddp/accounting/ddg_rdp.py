@@ -102,6 +102,8 @@ def check_sum_event(event, event_type, noise_field: str, noise_check):
     checks.real(event.sampler_tv_distance, 'sampler_tv_distance', 0.0, 1.0)
   checks.optional_integer(getattr(event, 'l0_sensitivity', None),
                           'l0_sensitivity', 1, events.MAX_EVENT_INTEGER)
+  if event.linf_sensitivity is not None:
+    checks.nonnegative(event.linf_sensitivity, 'linf_sensitivity')
   return event
 
 

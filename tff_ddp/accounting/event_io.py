@@ -92,7 +92,8 @@ def explicit(event: dp_accounting.DpEvent) -> dp_accounting.DpEvent:
   For carriers that cannot hold None (TF Privacy's DPQuery events travel as
   tensors): DDG's and Skellam's l1 bound becomes
   `ddg_rdp.l1_sensitivity(event)`, their sampler distance 0 (exact),
-  their l0 bound the dimension (every coordinate may move);
+  their l0 bound the dimension (every coordinate may move), their l_inf
+  bound Delta_2 (no tighter bound);
   cPBM's replace-one dimension its `dimension`,
   its l2 bound inf.
   Nested events (composed, sampled) are made explicit too; the accountant's
@@ -102,12 +103,13 @@ def explicit(event: dp_accounting.DpEvent) -> dp_accounting.DpEvent:
   from tff_ddp.accounting import events
   if isinstance(event, (events.DistributedDiscreteGaussianDpEvent,
                         events.DistributedSkellamDpEvent)):
-    return attr.evolve(event,
-                       l1_sensitivity=float(ddg_rdp.l1_sensitivity(event)),
-                       sampler_tv_distance=float(event.sampler_tv_distance or
-                                                 0.0),
-                       l0_sensitivity=int(event.l0_sensitivity or
-                                          event.dimension))
+    return attr.evolve(
+        event,
+        l1_sensitivity=float(ddg_rdp.l1_sensitivity(event)),
+        sampler_tv_distance=float(event.sampler_tv_distance or 0.0),
+        l0_sensitivity=int(event.l0_sensitivity or event.dimension),
+        linf_sensitivity=float(event.l2_sensitivity if event.linf_sensitivity is
+                               None else event.linf_sensitivity))
   if isinstance(event, events.PoissonBinomialDpEvent):
     if event.replace_one_dimension is None:
       event = attr.evolve(event, replace_one_dimension=event.dimension)

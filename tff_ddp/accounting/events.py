@@ -101,6 +101,11 @@ class DistributedDiscreteGaussianDpEvent(dp_accounting.DpEvent):
       of one client's integer vector (an l0 clip): zero-out neighbours
       differ in at most k coordinates, replace-one neighbours in 2k. None:
       any of `dimension`.
+    linf_sensitivity: Optional bound on every coordinate of one client's
+      integer vector (an l_inf clip with the identity encoder). The privacy
+      loss distribution then shifts each moved coordinate by at most
+      floor(min(Delta_2, Delta_1, linf_sensitivity)). None: no bound beyond
+      Delta_2 and Delta_1.
   """
 
   l2_sensitivity: float = attr.ib()
@@ -110,6 +115,7 @@ class DistributedDiscreteGaussianDpEvent(dp_accounting.DpEvent):
   l1_sensitivity: Optional[float] = attr.ib(default=None)
   sampler_tv_distance: Optional[float] = attr.ib(default=None)
   l0_sensitivity: Optional[int] = attr.ib(default=None)
+  linf_sensitivity: Optional[float] = attr.ib(default=None)
 
 
 @attr.s(frozen=True)
@@ -142,6 +148,8 @@ class DistributedSkellamDpEvent(dp_accounting.DpEvent):
       sampler.
     l0_sensitivity: optional bound on one client's non-zero coordinates,
       as for the DDG.
+    linf_sensitivity: optional bound on every coordinate of one client's
+      integer vector, as for the DDG.
   """
 
   l2_sensitivity: float = attr.ib()
@@ -151,6 +159,7 @@ class DistributedSkellamDpEvent(dp_accounting.DpEvent):
   l1_sensitivity: Optional[float] = attr.ib(default=None)
   sampler_tv_distance: Optional[float] = attr.ib(default=None)
   l0_sensitivity: Optional[int] = attr.ib(default=None)
+  linf_sensitivity: Optional[float] = attr.ib(default=None)
 
 
 @attr.s(frozen=True)

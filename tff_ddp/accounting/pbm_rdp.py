@@ -25,11 +25,13 @@ from tff_ddp.utils import checks
 
 # Evaluate the divergence matrix in blocks of at most this many entries.
 _BLOCK_ENTRIES = 1 << 22
-# Likelihood ratios of every pair here are at most this (see module doc).
+# Likelihood ratios of every pair here are at most this (one Bernoulli
+# moves, p <= 3/4; docs/notes/cpbm_accounting.md, "Work is bounded").
 _RATIO_BOUND = 3.0
 # The window is chosen so that the bounded tail term is below exp(-this).
 _TAIL_LOG = 745.0
-# Above this many clients the curve of this many is used (module docstring):
+# Above this many clients the curve of this many is used
+# (docs/notes/cpbm_accounting.md, "Work is bounded"):
 # it keeps one curve to a window of ~10^5 points, about a second.
 MAX_EXACT_CLIENTS = 2**22
 # theta's range: Lemma 2 holds for theta in (0, 1/4]; below MIN_THETA,
@@ -137,7 +139,8 @@ def _window(n_prime: int, p: float,
   """(support points, tail mass bound) for pairs built on Bin(n', p).
 
   Whole support 0..n'+1 when it is small; otherwise the points within
-  W of the mean n' p (W from the module docstring) and the Hoeffding bound
+  W of the mean n' p (W from docs/notes/cpbm_accounting.md, "Work is
+  bounded") and the Hoeffding bound
   2 exp(-2 W^2 / (n' + 1)) on the mass of either distribution outside
   (each is Bin(n', p) shifted by at most one).
   """
@@ -171,8 +174,8 @@ def worst_case_pair(theta: float,
 
   P = Ber(1/2 - theta) + Bin(n', 1/2 + theta), Q = Bin(n' + 1, 1/2 + theta),
   n' = ceil((n - 1)/2), on the points `k` (default the support 0..n' + 1).
-  The other term of Lemma 2 is D(Q || P) by the bit-flip symmetry (module
-  docstring).
+  The other term of Lemma 2 is D(Q || P) by the bit-flip symmetry
+  (docs/notes/cpbm_accounting.md, the reduction's steps 2-3).
   """
   n_prime = _n_prime(num_clients)
   p = 0.5 + theta
@@ -218,7 +221,7 @@ def per_trial_rdp(
 
   'replace_one': max of the two divergences of Lemma 2; 'zero_out': max
   over the pairs of `zero_out_pairs`, both directions. Bounded work for any
-  number of clients (module docstring).
+  number of clients (docs/notes/cpbm_accounting.md, "Work is bounded").
   """
   theta = checks.real(theta, 'theta', 0.0, MAX_THETA, low_open=True)
   num_clients = checks.integer(num_clients, 'num_clients', 1)
@@ -252,7 +255,8 @@ def rdp(
   """RDP curve of one cPBM release: m d times the one-trial bound.
 
   eps(alpha) = m d times `per_trial_rdp` of `relation`, computed exactly
-  from the PMFs (see the module docstring for the reduction). 'zero_out'
+  from the PMFs (the reduction: docs/notes/cpbm_accounting.md, section on
+  pbm_rdp.py). 'zero_out'
   (the default, over `event.dimension` coordinates) is our tighter curve for
   zero-out neighbours; 'replace_one' is Lemma 2 as published, over
   `event.replace_one_dimension` coordinates when set, and bounds both
@@ -704,20 +708,21 @@ def l2_rdp(
   sum_k s_k^2 <= theta^2 L^2 for zero-out and <= theta^2 (2 L)^2 for
   replace-one, where s_k = |u_k - v_k| <= s_max.
 
-  1. Given every client's vector, the D coordinates are independent and a
-     Renyi divergence of a product is the sum of the coordinates'
-     divergences; each coordinate's m trials released one by one are more
-     revealing (step 1 of the module docstring). So the round costs at most
-     m sum_k F(u_k, v_k), F the one-trial divergence (either direction) of
-     the sum over clients of one Bernoulli each, worst case over the other
+  1. Given every client's vector, the D coordinates are independent and a Renyi
+     divergence of a product is the sum of the coordinates' divergences; each
+     coordinate's m trials released one by one are more revealing (step 1 of the
+     reduction in docs/notes/cpbm_accounting.md). So the round costs at most
+     m sum_k F(u_k, v_k), F the one-trial divergence (either direction) of the
+     sum over clients of one Bernoulli each, worst case over the other
      clients' probabilities in [1/2 - theta, 1/2 + theta].
-  2. The other clients, as for Lemma 2 (module docstring, step 2): each
-     other probability is a mixture of the extremes and exp((alpha - 1)
-     D_alpha) is jointly convex, so the others sit at the extremes; the
-     bit flip Z -> n - Z maps (u, v, others) to (-u, -v, flipped others),
-     so we may take the majority at 1/2 + theta, and dropping the minority
-     is post-processing: F(u, v) <= D_alpha(P_u || P_v), P_u = Ber(1/2 + u)
-     + Bin(n', 1/2 + theta), over the pairs (u, v) and (-u, -v).
+  2. The other clients, as for Lemma 2 (docs/notes/cpbm_accounting.md, the
+     reduction's step 2): each other probability is a mixture of the extremes
+     and exp((alpha - 1) D_alpha) is jointly convex, so the others sit at the
+     extremes; the bit flip Z -> n - Z maps (u, v, others) to (-u, -v, flipped
+     others), so we may take the majority at 1/2 + theta, and dropping the
+     minority is post-processing: F(u, v) <= D_alpha(P_u || P_v),
+     P_u = Ber(1/2 + u) + Bin(n', 1/2 + theta), over the pairs (u, v) and
+     (-u, -v).
      Second reduction (`_kappa_revealed`, up to L2_REVEAL_MAX_CLIENTS
      clients, orders up to L2_REVEAL_MAX_ORDER, theta at least
      L2_REVEAL_MIN_THETA): each other Bernoulli is

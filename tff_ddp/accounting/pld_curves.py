@@ -15,7 +15,7 @@ Why each step only overstates delta: docs/notes/pld_accountant.md.
 
 import abc
 import math
-from typing import Optional, Sequence, Tuple
+from typing import Tuple
 
 import numpy as np
 from dp_accounting.pld import pld_pmf
@@ -153,8 +153,9 @@ class Family(Curve):
     pairs: [(log P, log Q)] on common supports (one pair per admissible
       input; the maximum of their curves bounds every mixture of them by
       joint convexity of H).
-    log_hi, log_lo: log c_hi, log c_lo of the module docstring (the
-      computed PMFs' pointwise error factors).
+    log_hi, log_lo: log c_hi, log c_lo (the computed PMFs' pointwise error
+      factors: P <= c_hi P_c + D, Q >= c_lo Q_c; docs/notes/pld_accountant.md,
+      "Exact pairs").
     missing: m, mass the computed P may miss.
     symmetric: the pairs' add curves equal their remove curves (e.g. a
       shift of a symmetric law).
@@ -343,7 +344,8 @@ class PldCurve(Curve):
     hi_a = hi_r if symmetric else self._upper(self._add)
     # P(loss < -t) <= e^{-t} Q(loss < -t), and Q(loss < -t) is the add
     # direction's mass above t: the remove losses below -hi_add carry at
-    # most the add curve's tail (module docstring of `to_pld`).
+    # most the add curve's tail, which beyond hi_add is within 1e-18 of
+    # its infinity mass (`_upper`).
     self._ranges = ((-hi_a, hi_r), (-hi_r, hi_a))
 
   @staticmethod
@@ -416,8 +418,9 @@ def direction_pmf(curve_fn, lo: float, hi: float, interval: float):
   """The pessimistic connect-the-dots PLD PMF of one direction.
 
   `curve_fn(eps)` >= H(eps); the grid is k h for ceil(lo/h) - 1 <= k <=
-  floor(hi/h) + 1. Module docstring: non-increasing, hull with the point
-  (gamma = 0, H = 1), Algorithm 1 of Doroshenko et al. on the vertices.
+  floor(hi/h) + 1. As in docs/notes/pld_accountant.md, `to_pld`:
+  non-increasing, hull with the point (gamma = 0, H = 1), Algorithm 1 of
+  Doroshenko et al. on the vertices.
   """
   # Losses above _MAX_LOSS become infinity mass (U there is at most the
   # curve's value at the grid's end), and the grid spans at most _MAX_RANGE
@@ -462,8 +465,3 @@ def shift_pair(log_f: np.ndarray, shift: int):
   """(log P, log Q) = (f(. - shift), f) on the union of their supports."""
   pad = np.full(shift, -np.inf)
   return (np.concatenate([pad, log_f]), np.concatenate([log_f, pad]))
-
-
-def optional_min(values: Sequence[Optional[float]]) -> Optional[float]:
-  vals = [v for v in values if v is not None]
-  return min(vals) if vals else None

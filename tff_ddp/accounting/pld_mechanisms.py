@@ -152,9 +152,12 @@ def shift_curve(noise, shift: int) -> pld_curves.Curve:
 
 def integer_shift(event, relation) -> int:
   """V (zero-out) or 2V (replace-one): the largest coordinate shift of one
-  client, V = floor(min(Delta_2, Delta_1)) (inputs are integers)."""
+  client, V = floor(min(Delta_2, Delta_1, Delta_inf)) (inputs are integers;
+  Delta_inf the event's `linf_sensitivity`, if any)."""
+  linf = event.linf_sensitivity
   v = math.floor(
-      min(float(event.l2_sensitivity), ddg_rdp.l1_sensitivity(event)) + 1e-9)
+      min(float(event.l2_sensitivity), ddg_rdp.l1_sensitivity(event),
+          math.inf if linf is None else float(linf)) + 1e-9)
   return 2 * v if events.as_relation(relation) is (
       events.Relation.REPLACE_ONE) else v
 
@@ -205,8 +208,8 @@ def theta_grid_point(theta: float) -> float:
 
 def cpbm_trial_family(theta: float, num_clients: int,
                       replace_one: bool) -> pld_curves.Curve:
-  """The per-trial worst-case family of the module docstring, at
-  `theta_grid_point(theta)`."""
+  """The per-trial worst-case family (docs/notes/pld_accountant.md, "cPBM,
+  per Bernoulli trial"), at `theta_grid_point(theta)`."""
   return _cpbm_trial_family(theta_grid_point(theta), int(num_clients),
                             bool(replace_one))
 
@@ -232,7 +235,8 @@ def _cpbm_trial_family(theta, num_clients, replace_one):
 @functools.lru_cache(maxsize=64)
 def fair_coin_curve(theta: float, num_clients: int,
                     replace_one: bool) -> pld_curves.Curve:
-  """The fair-coin bound of the module docstring, one trial."""
+  """The fair-coin bound, one trial (docs/notes/pld_accountant.md, "Fair
+  coins")."""
   others = num_clients - 1
   fair = 1.0 - 2.0 * theta
   p_plus, p_minus = 0.5 + theta, 0.5 - theta

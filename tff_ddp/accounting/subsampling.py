@@ -99,8 +99,9 @@ def poisson_rdp(rdp_fn: RdpFunction, sampling_probability: float,
     rdp_fn: maps an array of orders to the base mechanism's RDP there; it is
       called at every integer order 2..ceil(max(orders)) and at `orders`.
     sampling_probability: q in [0, 1].
-    orders: orders > 1; fractional ones are handled as in the module
-      docstring.
+    orders: orders > 1; fractional ones by interpolating the cumulant
+      between integers (WBK19 Corollary 10; docs/notes/rdp_accountant.md,
+      "Fractional orders").
 
   Returns:
     min(Zhu-Wang bound, unsampled curve) per order.
@@ -131,9 +132,10 @@ def known_sample_rdp(rdp_fn: RdpFunction, sampling_probability: float,
   """RDP at `orders` of a round whose sample the adversary sees.
 
   (1/(alpha - 1)) log(1 - q + q exp((alpha - 1) eps(alpha))), computed in log
-  space (module docstring). `rdp_fn` is the base mechanism's curve under the
-  relation in use; q is the probability that the client is in the sample
-  (the sampling rate, or sample_size / population without replacement).
+  space (derived in docs/notes/rdp_accountant.md, `known_sample_rdp`).
+  `rdp_fn` is the base mechanism's curve under the relation in use; q is the
+  probability that the client is in the sample (the sampling rate, or
+  sample_size / population without replacement).
   """
   q = checks.probability(sampling_probability,
                          'sampling_probability',

@@ -139,7 +139,9 @@ class AdaptiveClip:
 
 def value_noise_multiplier(noise_multiplier: float,
                            count_stddev: float) -> float:
-  """z_v with z_v^-2 + (2 sigma_b)^-2 = z^-2 (TFF's split; module doc).
+  """z_v with z_v^-2 + (2 sigma_b)^-2 = z^-2 (TFF's split).
+
+  Why: docs/notes/adaptive_clipping.md, "Noise split".
 
   0 when z = 0; z itself when sigma_b = 0 (no split: the indicator is then
   not private). Raises ValueError when sigma_b <= z / 2 > 0, as TFF does.
@@ -315,8 +317,9 @@ def client_split(config: AdaptiveClip, flat: tf.Tensor, clip: tf.Tensor):
   """(value / C_t with zeroed clients' zeroed, 2 b as float64 [1]).
 
   A non-finite value is passed on (the mechanism zeroes and flags it) and
-  its indicator is 0; so is a zero value's (the zero-out neighbour: module
-  docstring) and a zeroed client's.
+  its indicator is 0; so is a zero value's (the zero-out neighbour:
+  docs/notes/adaptive_clipping.md, "A zero value must send the null message
+  too") and a zeroed client's.
   """
   clip = tf.cast(clip, tf.float64)
   finite = tf.reduce_all(tf.math.is_finite(flat))
@@ -336,7 +339,10 @@ def client_split(config: AdaptiveClip, flat: tf.Tensor, clip: tf.Tensor):
 
 def next_clip(config: AdaptiveClip, clip: tf.Tensor, noisy_sum_2b: tf.Tensor,
               num_clients: tf.Tensor):
-  """(b_bar, C_t+1) from the decoded noisy sum of 2 b (module doc)."""
+  """(b_bar, C_t+1) from the decoded noisy sum of 2 b.
+
+  The update: docs/notes/adaptive_clipping.md, section on adaptive_clip.py.
+  """
   clip = tf.cast(clip, tf.float64)
   n = tf.maximum(tf.cast(num_clients, tf.float64), 1.0)
   below = tf.clip_by_value(

@@ -49,8 +49,9 @@ _SCALE_FACTOR = 'scale_factor'
 
 
 class OnWrap(enum.StrEnum):
-  """What a round with more clients than its ring holds does (module
-  docstring): RAISE refuses it, FLAG returns it with sum_may_wrap=True."""
+  """What a round with more clients than its ring holds does
+  (docs/notes/secure_sum.md, "Capacity"): RAISE refuses it, FLAG returns it
+  with sum_may_wrap=True."""
 
   RAISE = 'raise'
   FLAG = 'flag'
@@ -383,7 +384,7 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
       adaptive_clip: Optional[adaptive_lib.AdaptiveClip] = None,
       on_wrap: str = OnWrap.RAISE,
   ):
-    """Stores the configuration (see the module docstring).
+    """Stores the configuration (the round: docs/notes/secure_sum.md).
 
     Args:
       make_mechanism: ValueSpec -> Mechanism (validates at `create`).
@@ -397,7 +398,9 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
       entropy: a callable returning a shape-[2] int64 tensor of device
         entropy for the noise seeds (production runtimes); default: kernel
         entropy (`tff_ddp.utils.entropy.os_entropy_seed`).
-      seed: tests only (see the module docstring).
+      seed: tests only: noise from (seed, round, a fingerprint of the
+        client's input), so equal inputs get equal noise
+        (docs/notes/secure_sum.md, "Noise seeds").
       name: for messages.
       adaptive_clip: private adaptive clipping
         (`tff_ddp.aggregators.adaptive_clip`): `make_mechanism` then builds
@@ -407,7 +410,7 @@ class MechanismSumFactory(tff.aggregators.UnweightedAggregationFactory):
         holds (`capacity`): 'raise' (the default) refuses it with
         `RoundRefusedError` from inside the server computation, the state
         untouched; 'flag' returns the result with `sum_may_wrap=True`
-        (module docstring).
+        (docs/notes/secure_sum.md, "Capacity").
     """
     if not callable(make_mechanism):
       raise TypeError(f'make_mechanism must be callable, got '
@@ -861,7 +864,7 @@ class _Preprocess:
 
 
 def _build(protocol: RoundProtocol, preprocess: Optional[_Preprocess] = None):
-  """The AggregationProcess (see the module docstring)."""
+  """The AggregationProcess (its round: docs/notes/secure_sum.md)."""
   input_type = (protocol.spec.value_type
                 if preprocess is None else preprocess.input_type)
 

@@ -6,18 +6,18 @@ from tff_ddp.utils import requires
 requires.require_tff('tff_ddp.analytics')
 
 # pylint: disable=wrong-import-position  # after require_tff's clear error
-from tff_ddp.analytics.frequency_process import build_frequency_process
-from tff_ddp.analytics.frequency_process import build_frequency_process_from_parameters
-from tff_ddp.analytics.frequency_process import frequency_parameters
-from tff_ddp.analytics.frequency_process import FrequencyParameters
-from tff_ddp.analytics.frequency_protocols import CalibrateNumTrials
-from tff_ddp.analytics.frequency_protocols import CalibrateTheta
-from tff_ddp.analytics.frequency_protocols import FixedClipParameters
-from tff_ddp.analytics.frequency_protocols import FrequencySetting
-from tff_ddp.analytics.frequency_protocols import MultiRoundParameters
-from tff_ddp.analytics.frequency_protocols import NormalizeParameters
-from tff_ddp.analytics.frequency_protocols import SampleParameters
-from tff_ddp.analytics.frequency_protocols import TwoPhaseParameters
+from tff_ddp.analytics.frequency import build_frequency_process
+from tff_ddp.analytics.frequency import build_frequency_process_from_parameters
+from tff_ddp.analytics.frequency import frequency_parameters
+from tff_ddp.analytics.frequency import FrequencyParameters
+from tff_ddp.analytics.frequency import CalibrateNumTrials
+from tff_ddp.analytics.frequency import CalibrateTheta
+from tff_ddp.analytics.frequency import FixedClipParameters
+from tff_ddp.analytics.frequency import FrequencySetting
+from tff_ddp.analytics.frequency import MultiRoundParameters
+from tff_ddp.analytics.frequency import NormalizeParameters
+from tff_ddp.analytics.frequency import SampleParameters
+from tff_ddp.analytics.frequency import TwoPhaseParameters
 from tff_ddp.analytics.quantiles import build_quantile_process
 from tff_ddp.analytics.quantiles import build_quantile_process_from_parameters
 from tff_ddp.analytics.quantiles import parameters_for_noise

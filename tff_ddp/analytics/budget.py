@@ -11,7 +11,7 @@ noise than the budget requires, and nothing used to say so. Calibrating the
 trials at theta = 1/4 instead (`calibrate='num_trials', theta=0.25`) spends
 the budget (in integer steps of m), with less noise.
 
-`frequency_process.frequency_parameters` calls `warn_if_underspent` on its
+`frequency.process.frequency_parameters` calls `warn_if_underspent` on its
 result, so that such a result comes with an `UnderspentBudgetWarning`
 naming what was spent, what was asked, and the calibration that spends it
 (computed, with its m and epsilon). Nothing changes in the result: a user
@@ -62,7 +62,7 @@ def _spending_calibration(offer, spent):
 
 def warn_if_underspent(params, setting, offer, owner: str) -> None:
   """Warns (`UnderspentBudgetWarning`) when `params`, calibrated for
-  `setting` (a `frequency_protocols.FrequencySetting`), spend less than
+  `setting` (a `frequency.setting.FrequencySetting`), spend less than
   SPENT_FRACTION of its epsilon.
 
   Args:

@@ -11,7 +11,7 @@ one round's by the assumption that no user is in two batches), fixed
 (cPBM at --clip), normalize and sample (the paper's baselines). Data: iid
 and heterogeneous are the paper's synthetic datasets; docstrings is the
 real-text stand-in (word counts of installed packages' docstrings), see
-`tff_ddp.analytics.frequency_data`; --items FILE reads yours (lines
+`tff_ddp.analytics.frequency.data`; --items FILE reads yours (lines
 `client_id,item`: a client's items are its lines) over the public item
 domain of --domain FILE. Every bound the protocols use is stated (--domain,
 --max-items), never read from the data. The l2 error
@@ -38,7 +38,7 @@ MAX_ENTRIES = 2**26
 # d, the items: --dim's limit, and that of the distinct items of --items.
 MAX_DIM = 4096
 # How the protocols run (--engine): 'tff', TFF's processes, calls per
-# client; 'batched', `tff_ddp.analytics.frequency_rounds` for two_phase,
+# client; 'batched', `tff_ddp.analytics.frequency.rounds` for two_phase,
 # normalize and fixed (the same client and server code in batches, the
 # processes' distribution; multi_round and sample stay on TFF); 'auto',
 # TFF up to AUTO_TFF_CLIENTS users, batched above.
@@ -73,7 +73,7 @@ def _noise_sd(params, clips_and_clients) -> float:
 
 
 def _run_two_phase(params, x, progress):
-  from tff_ddp.analytics import frequency_process as fp
+  from tff_ddp.analytics.frequency import process as fp
   comps = fp.two_phase_computations(params)
   clients = list(x)
   state = comps.initialize()
@@ -91,7 +91,7 @@ def _run_two_phase(params, x, progress):
 
 
 def _run_multi_round(params, x, rounds, progress):
-  from tff_ddp.analytics import frequency_process as fp
+  from tff_ddp.analytics.frequency import process as fp
   process = fp.build_frequency_process_from_parameters(params)
   state = process.initialize()
   batches = np.array_split(x, rounds)
@@ -107,7 +107,7 @@ def _run_multi_round(params, x, rounds, progress):
 
 
 def _run_single(params, x, progress):
-  from tff_ddp.analytics import frequency_process as fp
+  from tff_ddp.analytics.frequency import process as fp
   process = fp.build_frequency_process_from_parameters(params)
   output = None
   for _ in progress((0,), params.protocol):
@@ -151,7 +151,7 @@ def run(
   its phase-1 histogram). It is stated, never read from the data (the
   largest user's count differs between neighbouring datasets): needed with
   `counts` and with synthetic data other than 'iid', whose users hold
-  exactly `frequency_data.ITEMS_PER_USER` items by construction.
+  exactly `frequency.data.ITEMS_PER_USER` items by construction.
 
   `items` names the columns (default: 0 .. d-1). The report prints the
   estimated counts of the first items; `output` (CSV, or JSON for .json)
@@ -169,9 +169,9 @@ def run(
     if path is not None:
       outputs.check_path(path, flag)
   from tff_ddp.analytics import budget
-  from tff_ddp.analytics import frequency as fq
-  from tff_ddp.analytics import frequency_data as fd
-  from tff_ddp.analytics import frequency_process as fp
+  from tff_ddp.analytics.frequency import clipping as fq
+  from tff_ddp.analytics.frequency import data as fd
+  from tff_ddp.analytics.frequency import process as fp
   if counts is not None:
     num_clients, dim = np.shape(counts)
     data = source or 'items'
@@ -237,7 +237,7 @@ def run(
         for w in caught
         if isinstance(w.message, budget.UnderspentBudgetWarning)
     ]
-  from tff_ddp.analytics import frequency_rounds as fr
+  from tff_ddp.analytics.frequency import rounds as fr
   batched = {
       p for p in protocols if p in fr.PROTOCOLS and (engine == 'batched' or (
           engine == 'auto' and num_clients > AUTO_TFF_CLIENTS))
@@ -378,7 +378,7 @@ def _underspent_note(warning) -> str:
 
 def _norms(params, x):
   import tensorflow as tf
-  from tff_ddp.analytics import frequency_simulation as fs
+  from tff_ddp.analytics.frequency import simulation as fs
   y = fs.representations(params.encoder(), x, tf.constant([0, 1], tf.int64))
   return fs.norms_of(y)
 

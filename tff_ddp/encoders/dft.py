@@ -47,12 +47,13 @@ def _rotate(re, im, k, inverse):
 
 
 class RandomizedDft:
-  """x -> (Re, Im) of F diag(i^k) z(x) / sqrt(N) and back (module doc).
+  """x -> (Re, Im) of F diag(i^k) z(x) / sqrt(N) and back.
 
   An isometry (`is_isometry`), with no guaranteed l_inf level (`level` is
   None): each output coordinate is sub-Gaussian with variance proxy
-  ||x||^2 / output_dim (module docstring), so it is small with high
-  probability only, as for the randomized Hadamard.
+  ||x||^2 / output_dim, so it is small with high probability only, as for
+  the randomized Hadamard. The map, its inverse and that proof:
+  docs/notes/dft_rotation.md ("Why complex phases").
 
   Attributes:
     dim: input dimension.

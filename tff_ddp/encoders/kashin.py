@@ -259,7 +259,11 @@ class KashinEncoder:
     return x
 
   def _encode_rows(self, x, seed):
-    """The algorithm of the module docstring on each row of x [n, dim]."""
+    """The algorithm on each row of x [n, dim].
+
+    Lyubarskii & Vershynin's, with the last step's budget enforcing the
+    level: docs/notes/kashin_encoder.md, "Algorithm".
+    """
     analysis, synthesis = self._frame_ops(seed, x.dtype)
     unit = _norm(x, axis=-1)[:, tf.newaxis] / tf.constant(
         math.sqrt(self.output_dim), x.dtype)

@@ -52,7 +52,11 @@ class _MeanProtocol(secure_sum.RoundProtocol):
 
 
 class DdpMeanFactory(discrete_gaussian.DiscreteGaussianSumFactory):
-  """The factory `ddp_secure_aggregator` returns (module docstring)."""
+  """The factory `ddp_secure_aggregator` returns.
+
+  What it does and how it differs from TFF's: docs/notes/tff_integration.md,
+  section on aggregator.py.
+  """
 
   # Messages name ddp_secure_aggregator's parameters (it has no count
   # stddev: TFF's default 0.05 * expected_clients_per_round always).
@@ -235,9 +239,10 @@ def ddp_secure_aggregator(
 ) -> DdpMeanFactory:
   """DP-FedAvg's aggregator: zeroing, private adaptive clip, DDG sum, mean.
 
-  TFF's `tff.learning.ddp_secure_aggregator` signature and defaults; see the
-  module docstring for what differs (the DDG by default instead of the
-  Skellam, a private and accounted clip, a public zeroing threshold).
+  TFF's `tff.learning.ddp_secure_aggregator` signature and defaults; see
+  docs/notes/tff_integration.md (section on aggregator.py) for what differs
+  (the DDG by default instead of the Skellam, a private and accounted clip, a
+  public zeroing threshold).
 
   Args:
     noise_multiplier: noise stddev / clip of value and clip count together

@@ -291,7 +291,8 @@ def noised_metrics(
 
   Args:
     noise_multiplier: z > 0, the noise stddev of the sum over the l2 bound
-      sqrt(k) of the k normalised coordinates (module docstring).
+      sqrt(k) of the k normalised coordinates (docs/notes/tff_integration.md,
+      "How a client's metrics are bounded").
     expected_clients_per_round: clients per round whose noise shares form
       the central noise, >= 1 (as for the model aggregator).
     metric_bounds: metric name -> the bound of each coordinate of its

@@ -31,16 +31,11 @@ Data comes from TFF's loaders (`tff.simulation.datasets.emnist.load_data`,
 preprocessing (`tff.simulation.baselines`' EMNIST character recognition and
 Stack Overflow word prediction: shuffle, repeat, take, batch, map).
 
-Stack Overflow's vocabulary. TFF's `stackoverflow.load_word_counts` fetches
-`stackoverflow.word_count.tar.bz2` through `tf.keras.utils.get_file` and
-checks a fixed sha256, so it cannot be served from a local copy made any
-other way; the vocabulary is read from a file the user names (TFF's
-`stackoverflow.word_count`, or any file with one word per line, optionally
-followed by a count; the first `vocab_size` words) or built from the
-training split (`build_vocabulary`: the words used by the most users, as
-TFF's file counts them). Either way it is a function of the training data
-unless the file is public: the epsilon of the training run does not cover
-it, and `Vocabulary.source` says so.
+Stack Overflow's vocabulary is read from a file the user names (TFF's
+`stackoverflow.word_count`, which `load_word_counts` can only fetch
+online, or any file of one word per line) or built from the training split
+(`build_vocabulary`); unless the file is public it is a function of the
+training data that the run's epsilon does not cover (`Vocabulary.source`).
 """
 
 import collections

@@ -37,7 +37,8 @@ from tff_ddp.utils import checks
 
 SAMPLINGS = calibration.SAMPLINGS
 Sampling = calibration.Sampling
-# The neighbouring relation every epsilon here is for (module docstring).
+# The neighbouring relation every epsilon here is for (docs/notes/deltafl.md,
+# "Neighbouring relation").
 NEIGHBOURS = ("neighbours: one client's examples removed (it still takes "
               'part, sends no loss bin and a zero update, and adds its noise '
               'shares)')
@@ -68,7 +69,8 @@ class PrivacyConfig:
       'estimated' (by the noisy total; required with sampling='self', where
       the number of clients that kept their data is hidden).
     tail_count: what the update sum is divided by: 'expected' (theta n)
-      or 'histogram' (the private tail count); see the module docstring.
+      or 'histogram' (the private tail count); see docs/notes/deltafl.md,
+      "Corrections to the paper's Claim 13 / Claim 20".
     bits, quantile_bits: the two secure sums' rings 2^bits. 18 keeps the
       update's scaled noise (at most ~2^bits / (2 k sqrt(n)), k ~ 3.9) in
       the alias-table sampler's range for n >= ~10: above it the exact

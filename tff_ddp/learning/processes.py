@@ -69,7 +69,8 @@ def build_superquantile_fl(
       DP-Delta-FL always thresholds at the DP quantile (Algorithm 4).
 
   Returns:
-    A `tff.learning.templates.LearningProcess` (see the module docstring).
+    A `tff.learning.templates.LearningProcess` (its round, state and
+    metrics: docs/notes/deltafl.md, section on processes.py).
   """
   theta = weighting.check_tail_fraction(tail_fraction)
   exact = checks.member(reweighting, 'reweighting',
@@ -496,7 +497,7 @@ def _unzip4(value):
 
 
 def _private_parts(spec, client_train, update_type):
-  """DP-Delta-FL and DP-FedAvg (see the module docstring)."""
+  """DP-Delta-FL and DP-FedAvg (docs/notes/deltafl.md, steps 2a-2c)."""
   config = spec.privacy
   client_out_type = client_train.type_signature.result
   aggregator = config.update_factory().create(update_type)
@@ -612,7 +613,7 @@ def _accounting(config, update_type, quantile):
 
 
 class _PrivateTail:
-  """DP-Delta-FL's steps 2a-2c (module docstring): the losses' quantile
+  """DP-Delta-FL's steps 2a-2c (docs/notes/deltafl.md): the losses' quantile
   process, the tail read from its noisy CDF, the tail's update and its
   division by the private tail count."""
 

@@ -23,14 +23,10 @@ Each object builds the `model_aggregator` of
 a round released (`round_event`; `tff_ddp.learning.round_dp_event`, which
 refuses exact client metrics) and says what each adversary's epsilon means.
 `Ledger` composes every round's event, wrapped in
-`SampledWithoutReplacementDpEvent(N, n, .)` (a cohort of n of the N
-training clients each round), in one `tff_ddp.accounting.RdpAccountant`
-per adversary (`Ledger.epsilon`: the running epsilon of each round, an RDP
-upper bound), and at the end of a run composes the same events with the
-tightest accountant (`Ledger.tightest`:
-`tff_ddp.accounting.pld_accountant.tightest`, the smaller of the privacy
-loss distribution bound and RDP, named), the accountant `--target-epsilon`
-calibrates with:
+`SampledWithoutReplacementDpEvent(N, n, .)` (a cohort of n of N clients),
+per adversary: RDP for the running epsilon (`Ledger.epsilon`), the
+tightest accountant (PLD or RDP, named; what `--target-epsilon` calibrates
+with) at the end (`Ledger.tightest`):
 
 * the **server** runs the protocol and draws the cohorts: it knows who
   took part, so only the known-sample mixture applies -- the amplification

@@ -114,7 +114,9 @@ def columns_bits(t: int) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class AliasTable:
-  """An alias table over [-t, t] and its exact certificate (module doc).
+  """An alias table over [-t, t] and its exact certificate.
+
+  Layout and proof: docs/notes/certified_tables.md, section on alias_table.py.
 
   Attributes:
     law: the law's parameter (a Fraction: s for N_Z(0, s), mu for the
@@ -123,8 +125,8 @@ class AliasTable:
     log2_columns: b; the table has 2^b columns.
     packed: int64[2^b], (top << b) | alias index.
     low: int64[K, 3] (K = 2t + 1), the three low 63-bit words of the
-      thresholds of columns j < K; those of columns j >= K are 0 (module
-      docstring, step 3) and not stored.
+      thresholds of columns j < K; those of columns j >= K are 0
+      (docs/notes/certified_tables.md, CONSTRUCTION step 3) and not stored.
     tv_bound: exact rational upper bound on TV(p_hat, p), < 2^-231.
     build_seconds: wall-clock seconds of the build (informational).
   """
@@ -143,7 +145,8 @@ class AliasTable:
   @functools.cached_property
   def first_level(self) -> np.ndarray:
     """int32[2^b]: (top 31 - b bits of t(j)) << b | alias(j), i.e. packed[j]
-    >> 32 with its low b bits replaced by alias(j) (module docstring)."""
+    >> 32 with its low b bits replaced by alias(j)
+    (docs/notes/certified_tables.md, SAMPLING: "first level")."""
     b = self.log2_columns
     col_mask = (1 << b) - 1
     first = (((self.packed >> 32) & ~np.int64(col_mask)) |
@@ -223,7 +226,8 @@ def column_weights(packed: np.ndarray, low: np.ndarray, log2_columns: int):
   low[j, 1] 2^63 + low[j, 2] of its capacity C = 2^(252 - b) and gives
   C - t(j) to alias(j) = packed[j] & (2^b - 1); entry j of the result,
   divided by 2^252, is P(output = j - t). Rows j >= len(low) are read as
-  zero words (module docstring, step 3), as `lookup` reads them.
+  zero words (docs/notes/certified_tables.md, CONSTRUCTION step 3), as
+  `lookup` reads them.
   """
   b = log2_columns
   m = 1 << b
@@ -254,7 +258,8 @@ def build(law: fractions.Fraction, lower: Sequence[int], gap: int,
   Args:
     law: the law's parameter (recorded on the table).
     lower: a(x) for x = -t..t (odd length 2t + 1 <= 2^20), integers >= 0
-      with a(x) <= c p(x) for one c > 0 (module docstring (a)).
+      with a(x) <= c p(x) for one c > 0 (docs/notes/certified_tables.md,
+      WHAT THE CALLER PROVES (a)).
     gap: an integer >= sum_x (c p(x) - a(x)).
     tail: a rational >= P_p(|X| > t), < 2^-232.
 
@@ -331,8 +336,9 @@ def fold(seed, data: int) -> tf.Tensor:
 
 
 # A table of 2^b columns with b >= this is read through its first level
-# (`lookup`, module docstring): its 2^b int64 `packed` entries (2 MiB and
-# up) no longer fit the L2 cache, and the random gather dominates the draw.
+# (`lookup`; docs/notes/certified_tables.md, SAMPLING): its 2^b int64 `packed`
+# entries (2 MiB and up) no longer fit the L2 cache, and the random gather
+# dominates the draw.
 FIRST_LEVEL_MIN_BITS = 18
 
 
@@ -344,7 +350,9 @@ def lookup(table: AliasTable,
            top_bits=None,
            unconditional_ties: bool = False,
            first_level=None) -> tf.Tensor:
-  """The table's outputs j - t or alias(j) - t (module docstring, SAMPLING).
+  """The table's outputs j - t or alias(j) - t.
+
+  As in docs/notes/certified_tables.md, SAMPLING.
 
   Args:
     table: the `AliasTable`.
@@ -406,7 +414,9 @@ def _exact_lookup(table: AliasTable, column, u_top, tie_words, k: int,
 
   def resolve_ties():
     extra = tie_words()
-    if rows < (1 << b):  # `low` holds rows j < K only (module docstring)
+    # `low` holds rows j < K only (docs/notes/certified_tables.md,
+    # CONSTRUCTION step 3)
+    if rows < (1 << b):
       t_low = tf.gather(tf.constant(table.low),
                         tf.minimum(column, tf.constant(rows - 1, tf.int64)))
     else:

@@ -39,7 +39,8 @@ _V_BITS = 52  # bits of V used by the fast decision (w + 1 <= 2^52 exact)
 _V_MASK = (1 << _V_BITS) - 1
 _K_SHIFT = 20  # K = K_num / 2^20
 _TABLE_SIZE = 256  # ln n! from a host table below this
-# Relative safety margin of the float64 evaluation (see module docstring).
+# Relative safety margin of the float64 evaluation
+# (docs/notes/exact_samplers.md, "Rounding error").
 _ERR_FACTOR = 2.0**-40
 _LN2 = math.log(2.0)
 _HALF_LN_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -560,7 +561,9 @@ def _log_accept(consts, d, g, prm, table):
 
 @dataclasses.dataclass(frozen=True)
 class Proposal:
-  """One rejection round's words for the candidates `idx` (module doc).
+  """One rejection round's words for the candidates `idx`.
+
+  Steps 2 and 4 of the algorithm in docs/notes/exact_samplers.md.
 
   it_seed: the round's seed; v_prefix: the first 52 bits of V; right: the
   fair side bit; u_word: 62 uniform bits for U (with u_ok: below the
@@ -702,8 +705,8 @@ def sample_binomial(probs, num_trials: int, seed, *, _force_exact=False):
   """Exact Binomial(num_trials, p) per element of `probs`, as int64.
 
   Same contract as `poisson_binomial.sample_binomial`, with expected cost
-  independent of num_trials (see the module docstring for the algorithm,
-  the exactness argument, cost and memory).
+  independent of num_trials (see docs/notes/exact_samplers.md, section on
+  binomial.py, for the algorithm, the exactness argument, cost and memory).
 
   Args:
     probs: float tensor (any shape) of probabilities in [1/4, 3/4]; float16/

@@ -117,7 +117,11 @@ def _cached_table(s: fractions.Fraction) -> AliasTable:
 
 
 def alias_table(scale) -> AliasTable:
-  """The (cached) alias table for `scale` > 0; see the module docstring."""
+  """The (cached) alias table for `scale` > 0.
+
+  Its brackets, truncation and TV proof: docs/notes/certified_tables.md,
+  section on discrete_gaussian_table.py.
+  """
   sigma = _validate_scale(scale)
   if sigma == 0:
     raise ValueError('scale must be > 0 for alias_table, got 0 (scale 0 '
@@ -135,7 +139,8 @@ def tv_distance_bound(scale) -> float:
   """Proved upper bound on TV(output law, N_Z(0, s)) per sample.
 
   s = `discrete_gaussian.discrete_gaussian_variance_parameter(scale)`. The
-  bound is 1/2 (Q + rho) + tail of the module docstring's proof, computed
+  bound is 1/2 (Q + rho) + tail of the proof in docs/notes/certified_tables.md
+  (PROOF OF THE TV BOUND, section on discrete_gaussian_table.py), computed
   exactly from the built table and rounded up to a float; it is < 2^-231
   for every supported scale and 0 for scale 0. n independent samples (e.g.
   clients x dimension x rounds) are within n times it of N_Z(0, s)^n (TV is
@@ -192,7 +197,8 @@ def sample_discrete_gaussian_table(shape: Union[Sequence[int], tf.TensorShape,
   s = `discrete_gaussian.discrete_gaussian_variance_parameter(scale)` (scale^2
   rounded up to a multiple of 2^-q, the exact sampler's s). Each sample's law
   p_hat is within `tv_distance_bound(scale)` (< 2^-231) of N_Z(0, s) in total
-  variation (proof: module docstring); p_hat is supported on [-T, T] with
+  variation (proof: docs/notes/certified_tables.md, PROOF OF THE TV BOUND);
+  p_hat is supported on [-T, T] with
   T + 1 = ceil(sqrt(2 s * 233 * 0.69314718055994530942)) ~= 17.97 scale.
 
   Walker/Vose alias method over 2^b <= 2^20 columns with 252-bit integer

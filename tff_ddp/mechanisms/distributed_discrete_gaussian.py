@@ -27,6 +27,7 @@ import tensorflow as tf
 from tff_ddp.accounting import events
 from tff_ddp.encoders import base as encoders_base
 from tff_ddp.encoders import hadamard
+from tff_ddp.encoders import registry
 from tff_ddp.mechanisms import base
 from tff_ddp.mechanisms import discrete_gaussian
 from tff_ddp.mechanisms import discrete_gaussian_table
@@ -48,8 +49,9 @@ _INTEGER_SLACK = 2.0**-40
 # Relative tolerance of the ring check for the number of clients the ring was
 # sized for (the heuristic makes k * sum_stddev == M / 2 exactly).
 _RING_TOLERANCE = 1e-9
-# The float32 path (module docstring) needs c/gamma below this, so that
-# rounded coordinates (<= c/gamma + 1) and ring residues fit int32.
+# The float32 path (docs/notes/ddg_encode.md, "Precision") needs c/gamma below
+# this, so that rounded coordinates (<= c/gamma + 1) and ring residues fit
+# int32.
 _FLOAT32_MAX_SCALED_CLIP = 2.0**30
 # ... and its l2 error over n clients at most this fraction of their noise.
 _FLOAT32_NOISE_FRACTION = 2.0**-10
@@ -241,7 +243,9 @@ class Request:
       k sqrt(n) sigma/gamma < M/2, with B = linf_clip (or l2_clip) the
       largest input coordinate, +1 per client for rounding.
     linf_clip: clip every input coordinate to [-linf_clip, linf_clip] as
-      well (before the l2 clip); meant for encoder 'none'.
+      well (before the l2 clip); meant for encoder 'none', with which the
+      event carries the scaled bound (`linf_sensitivity`) and the privacy
+      loss distribution shifts each coordinate by at most that much.
     noise_sampler: a `Sampler`, given as it or its value: 'table' (the
       default: an alias-table sampler built by
       `alias_table`, per-sample TV distance < 2^-231 from the ideal noise,
@@ -305,7 +309,8 @@ class DistributedDiscreteGaussian:
   scaled_l2_clip (c/gamma), scaled_local_stddev (sigma/gamma), norm_threshold
   (T, the exact integer bound on ||x~||_2^2 checked by the client),
   l2_sensitivity (sqrt(T)). float32_rotation: x' and x'' in float32 and the
-  integers in int32 (module docstring), else float64 and int64.
+  integers in int32 (why that is safe: docs/notes/ddg_encode.md,
+  "Precision"), else float64 and int64.
   """
 
   encoder: encoders_base.Encoder
@@ -394,7 +399,28 @@ class DistributedDiscreteGaussian:
         num_clients=n,
         dimension=self.output_dim,
         sampler_tv_distance=self.sampler_tv_distance or None,
-        l0_sensitivity=self.l0_sensitivity)
+        l0_sensitivity=self.l0_sensitivity,
+        linf_sensitivity=self.linf_sensitivity)
+
+  def _scaled_linf_bound(self) -> Optional[float]:
+    """B = linf_clip * `input_scale` in the dtype the client rounds in, the
+    bound `client_rounded` clamps every scaled coordinate to; None unless
+    the encoder is the identity and `linf_clip` is set (a rotation mixes
+    coordinates: its outputs have no per-coordinate bound)."""
+    if self.linf_clip is None or not isinstance(self.encoder,
+                                                registry.Identity):
+      return None
+    bound = self.linf_clip * self.input_scale
+    return float(np.float32(bound)) if self.float32_rotation else bound
+
+  @property
+  def linf_sensitivity(self) -> Optional[int]:
+    """The event's bound on every coordinate of a client's rounded vector:
+    ceil(B) (`_scaled_linf_bound`). A coordinate in [-B, B] rounds to its
+    floor or its ceiling, never past ceil(B) in magnitude. None without an
+    l_inf clip through the identity encoder."""
+    bound = self._scaled_linf_bound()
+    return None if bound is None else math.ceil(bound)
 
   @property
   def l0_sensitivity(self) -> Optional[int]:
@@ -567,9 +593,9 @@ class DistributedDiscreteGaussian:
 
   @property
   def input_scale(self) -> float:
-    """The factor from a clipped input to x': 1/gamma, times (1 - 2 eps)
-    on the float32 path (module docstring); exactly the integer 1/gamma
-    for integer inputs."""
+    """The factor from a clipped input to x': 1/gamma, times (1 - 2 eps) on the
+    float32 path (docs/notes/ddg_encode.md, "Precision"); exactly the integer
+    1/gamma for integer inputs."""
     if self.integer_inputs:
       return float(round(1.0 / self.gamma))
     scale = 1.0 / self.gamma
@@ -613,6 +639,12 @@ class DistributedDiscreteGaussian:
       # most l0 non-zero coordinates too.
       encoded, more = tensors.keep_largest(encoded, l0)
       clipped |= more
+    bound = self._scaled_linf_bound()
+    if bound is not None:
+      # x' is within ulps of [-B, B] (clipped, then scaled in float); the
+      # clamp makes the event's `linf_sensitivity` hold exactly.
+      encoded = tf.clip_by_value(encoded, tf.constant(-bound, encoded.dtype),
+                                 tf.constant(bound, encoded.dtype))
     rounded, _, ok = rounding.conditional_randomized_round(
         encoded, self.norm_threshold, rounding_seed)
     return rounded, base.flag_vector(
@@ -663,7 +695,8 @@ class DistributedDiscreteGaussian:
     """(rounded + noise) mod M, int64 in [0, M); `noise` None: no noise.
 
     int32 `rounded` (the float32 path): the noise's residue and the sum
-    are formed in uint32, exact mod M (module docstring); int64: in int64.
+    are formed in uint32, exact mod M (2^32 is a multiple of M; see
+    docs/notes/ddg_encode.md, "Precision"); int64: in int64.
     """
     if noise is None:
       return base.ring_residue(rounded, self.modulus)
@@ -790,9 +823,10 @@ def _scaled(bits, l2_clip, z, n, output_dim, k, granularity):
 
 def _float32_rotation(encoder, z, n, output_dim, scaled: _Scaled,
                       integer_inputs: bool) -> bool:
-  """Whether x' and x'' are float32 and the integers int32 (module
-  docstring): an encoder with a float32 error bound eps, noise on,
-  1 <= c/gamma < 2^30, and n 2 eps c/gamma <= 2^-10 sqrt(n D) sigma/gamma."""
+  """Whether x' and x'' are float32 and the integers int32
+  (docs/notes/ddg_encode.md, "Precision"): an encoder with a float32 error
+  bound eps, noise on, 1 <= c/gamma < 2^30, and
+  n 2 eps c/gamma <= 2^-10 sqrt(n D) sigma/gamma."""
   eps = getattr(encoder, 'float32_error', None)
   if eps is None or z == 0 or integer_inputs or not (1.0 <= scaled.scaled_clip <
                                                      _FLOAT32_MAX_SCALED_CLIP):

@@ -151,7 +151,8 @@ class DistributedSkellam(ddg.DistributedDiscreteGaussian):
         num_clients=n,
         dimension=self.output_dim,
         sampler_tv_distance=self.sampler_tv_distance or None,
-        l0_sensitivity=self.l0_sensitivity)
+        l0_sensitivity=self.l0_sensitivity,
+        linf_sensitivity=self.linf_sensitivity)
 
 
 # The DDG's arguments, checks and errors (with `noise_sampler` choosing the

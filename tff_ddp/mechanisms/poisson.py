@@ -93,7 +93,11 @@ def sampled_mean(mean) -> float:
 
 
 def _ln_k_bound(mu: fractions.Fraction, width: int) -> decimal.Decimal:
-  """ln K for mean mu and block width L (module docstring), 60 digits."""
+  """ln K for mean mu and block width L, 60 digits.
+
+  K, L and the bound: docs/notes/exact_samplers.md, section on poisson.py,
+  "Envelope proof (K)".
+  """
   dmu = decimal.Decimal(mu.numerator) / decimal.Decimal(mu.denominator)
   b = decimal.Decimal(2).ln() / width
   beta = b.exp() - 1
@@ -210,7 +214,11 @@ def _log_accept(d, g_eff, prm, table):
 
 @_no_autograph
 def _exact_accept(d, g_eff, w, prm, seed):
-  """Exact test V < a(D) for one candidate (module docstring, step 4)."""
+  """Exact test V < a(D) for one candidate.
+
+  Step 4 of the algorithm in docs/notes/exact_samplers.md, section on
+  poisson.py.
+  """
   one = tf.constant(1, tf.int64)
   zero = tf.constant(0, tf.int64)
   big_p = tf.constant(prm.mean_num, tf.int64)

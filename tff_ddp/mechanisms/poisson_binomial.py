@@ -50,8 +50,9 @@ INEXACT_RELATIVE_RESIDUAL = 1e-6
 
 
 class Divisor(enum.StrEnum):
-  """What Algorithm 3 divides a representation coordinate by (module
-  docstring): L2 the clip C (as published), LINF the coordinate bound B."""
+  """What Algorithm 3 divides a representation coordinate by: L2 the clip C
+  (as published), LINF the coordinate bound B (docs/notes/cpbm_accounting.md,
+  "The divisor")."""
 
   L2 = 'l2'
   LINF = 'linf'
@@ -318,9 +319,9 @@ class Request:
       flagged in the measurements).
     divisor: a `Divisor`, given as it or its value: 'l2' (Algorithm 3:
       p = 1/2 + theta y / C) or 'linf'
-      (p = 1/2 + theta y / B with B = level C / sqrt(D); see the module
-      docstring). Same privacy; 'linf' needs an encoder with a level
-      (Kashin) or `linf_clip`.
+      (p = 1/2 + theta y / B with B = level C / sqrt(D); see
+      docs/notes/cpbm_accounting.md, "The divisor"). Same privacy; 'linf'
+      needs an encoder with a level (Kashin) or `linf_clip`.
     linf_clip: for 'linf', B itself (any encoder; e.g. 1 for Haar
       coefficients in {-1, 0, 1}); coordinates beyond it are clipped.
     l0_clip: optional k >= 1: a client keeps only its k largest-magnitude

@@ -76,9 +76,10 @@ def round_with_words(x: tf.Tensor, words: tf.Tensor, bits=None) -> tf.Tensor:
   """Randomized rounding of float `x` with the low `bits` bits of `words`.
 
   floor(x) + [r < (x - floor(x)) 2^bits], r = words & (2^bits - 1): P(up)
-  = ceil(frac 2^bits) / 2^bits (module docstring). `bits` defaults to
-  `ROUNDING_BITS[x.dtype]`. Returns `integer_dtype(x.dtype)`; float32 x must
-  have |x| < 2^31 - 1 (the mechanisms check it at construction).
+  = ceil(frac 2^bits) / 2^bits (module docstring, "Random bits"). `bits`
+  defaults to `ROUNDING_BITS[x.dtype]`. Returns `integer_dtype(x.dtype)`;
+  float32 x must have |x| < 2^31 - 1 (the mechanisms check it at
+  construction).
   """
   bits = ROUNDING_BITS[x.dtype] if bits is None else int(bits)
   if not 1 <= bits <= ROUNDING_BITS[x.dtype]:

@@ -204,7 +204,8 @@ def tv_distance_bound(mean) -> float:
   """Proved upper bound on TV(output law, Skellam(mu)) per sample, < 2^-231.
 
   mu = `poisson.sampled_mean(mean)`; (Q + rho) / 2 + tail of the built
-  table, rounded up to a float (module docstring).
+  table, rounded up to a float (the proof: docs/notes/certified_tables.md,
+  section on skellam_table.py).
   """
   return core.round_up_float(alias_table(mean).tv_bound)
 

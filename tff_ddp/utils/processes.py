@@ -25,7 +25,8 @@ import time
 from typing import Callable, List, Optional
 
 # Default thread stack of the worker_binary processes started after
-# `raise_worker_stack_limit()` (see the module docstring).
+# `raise_worker_stack_limit()`: address space reserved, not used (why:
+# docs/notes/worker_crashes.md, "Large calls").
 WORKER_STACK_BYTES = 256 * 2**20
 # The command name of TFF's worker processes.
 WORKER_COMMAND = 'worker_binary'
@@ -192,7 +193,11 @@ class WorkerEndingError(RuntimeError):
 
 
 class WorkerExitedError(RuntimeError):
-  """TFF's worker exited before it was ready (module docstring)."""
+  """TFF's worker exited before it was ready.
+
+  Raised from TFF's readiness poll, which would otherwise wait for ever
+  (docs/notes/worker_crashes.md, "A worker that dies before it is ready").
+  """
 
 
 # The worker each thread started last: the one its `get_stub` waits for.
@@ -209,8 +214,9 @@ class _WorkerPopenMeta(type):
 
 
 class WorkerPopen(subprocess.Popen, metaclass=_WorkerPopenMeta):
-  """`subprocess.Popen` for TFF's workers (module docstring): records the
-  pid, refuses to start while the process ends, bounds `wait()`."""
+  """`subprocess.Popen` for TFF's workers (docs/notes/worker_crashes.md,
+  "Signals and the end of a run"): records the pid, refuses to start while
+  the process ends, bounds `wait()`."""
 
   def __init__(self, *args, **kwargs):
     with _STARTS:

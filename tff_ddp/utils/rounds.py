@@ -213,7 +213,8 @@ def _clip_state_mismatch(type_signature, args):
 class UserFacingComputation(computation_impl.ConcreteComputation):
   """A computation whose Python calls raise RoundRefusedError for refusals,
   MissingContextError without a context that runs secure sums, and return
-  statuses as `Status` (module docstring)."""
+  statuses as `Status` (module docstring; each case:
+  docs/notes/secure_sum.md, section on rounds.py)."""
 
   def __call__(self, *args, **kwargs):
     try:

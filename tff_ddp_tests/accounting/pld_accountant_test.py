@@ -207,6 +207,46 @@ class ExactTest(parameterized.TestCase):
     loose.compose(events.DistributedDiscreteGaussianDpEvent(2.0, sigma, n, d))
     self.assertGreater(loose.get_epsilon(1e-6), acc.get_epsilon(1e-6))
 
+  def test_ddg_linf_bound(self):
+    # l_inf 1, l2 2 in 3 coordinates: a client's vector is in {-1, 0, 1}^3
+    # (every such vector has l2 <= sqrt(3) <= 2); each against zero
+    # (zero-out). The accountant composes three coordinates shifted by 1,
+    # where l2 alone would shift each by 2.
+    sigma, n, d = 0.8, 2, 3
+    acc = pld_accountant.PldAccountant(use_rdp=False)
+    acc.compose(
+        events.DistributedDiscreteGaussianDpEvent(2.0,
+                                                  sigma,
+                                                  n,
+                                                  d,
+                                                  linf_sensitivity=1))
+    law = noise_sum(dg_pmf(sigma, width=10), n)
+
+    def joint(x):
+      out = np.ones(1)
+      for v in x:
+        out = np.outer(out, shifted(law, v, 1)).ravel()
+      return out
+
+    zero = joint(np.zeros(d, int))
+    worst = np.zeros(EPSILONS.shape)
+    for x in itertools.product((-1, 0, 1), repeat=d):
+      worst = np.maximum(worst, exact_delta(joint(x), zero, EPSILONS))
+    self.assertAbove(pld_delta(acc, EPSILONS), worst, 'ddg linf')
+    # The same as three one-coordinate releases of shift 1.
+    single = pld_accountant.PldAccountant(use_rdp=False)
+    for _ in range(d):
+      single.compose(events.DistributedDiscreteGaussianDpEvent(
+          1.0, sigma, n, 1))
+    self.assertAlmostEqual(acc.get_epsilon(1e-6),
+                           single.get_epsilon(1e-6),
+                           delta=1e-9)
+    # Without the l_inf bound the coordinate-wise PLD has no case (shift 2
+    # in 3 coordinates) and the tightest bound is RDP's, larger.
+    loose = pld_accountant.tightest()
+    loose.compose(events.DistributedDiscreteGaussianDpEvent(2.0, sigma, n, d))
+    self.assertGreater(loose.get_epsilon(1e-6), acc.get_epsilon(1e-6))
+
   @parameterized.parameters((2.0, 1), (6.0, 2), (0.8, 1))
   def test_skellam_never_below_exact(self, variance, shift):
     acc = pld_accountant.PldAccountant(use_rdp=False)

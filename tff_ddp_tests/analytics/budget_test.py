@@ -17,7 +17,8 @@ from absl.testing import parameterized
 import pytest
 
 from tff_ddp.analytics import budget
-from tff_ddp.analytics import frequency_process as fp
+from tff_ddp.analytics.frequency import process as fp
+from tff_ddp.analytics.frequency import setting as setting_lib
 
 _ARGS = dict(dim=20, expected_clients_per_round=100, delta=1e-5)
 _PROTOCOLS = (('fixed', dict(clip=10.0)), ('normalize', {}))
@@ -68,8 +69,8 @@ class UnderspentBudgetTest(parameterized.TestCase):
     self.assertGreater(offered.num_trials, params.num_trials)
     self.assertBetween(offered.epsilon, budget.SPENT_FRACTION * 4.0, 4.0)
     # Nothing else changes: the result is the protocol's own calibration's.
-    setting = fp.protocols.FrequencySetting(epsilon=4.0, **_ARGS)
-    plain = fp.protocols.protocol_class(protocol).calibrate(setting, **kwargs)
+    setting = setting_lib.FrequencySetting(epsilon=4.0, **_ARGS)
+    plain = setting_lib.protocol_class(protocol).calibrate(setting, **kwargs)
     self.assertEqual((plain.theta, plain.num_trials, plain.epsilon),
                      (params.theta, params.num_trials, params.epsilon))
 

@@ -14,10 +14,10 @@ import tensorflow_federated as tff
 from tff_ddp import accounting
 from tff_ddp.accounting import accountant
 from tff_ddp.aggregators import secure_sum
-from tff_ddp.analytics import frequency as fq
-from tff_ddp.analytics import frequency_computations as fc
-from tff_ddp.analytics import frequency_data as fd
-from tff_ddp.analytics import frequency_process as fp
+from tff_ddp.analytics.frequency import clipping as fq
+from tff_ddp.analytics.frequency import data as fd
+from tff_ddp.analytics.frequency import process as fp
+from tff_ddp.analytics.frequency import single_release
 from tff_ddp.analytics.quantiles import encodings as hg
 from tff_ddp.utils import rounds as rounds_lib
 
@@ -259,7 +259,7 @@ class ProcessTest(parameterized.TestCase):
     process = fp.build_frequency_process_from_parameters(p)
     del process
     seed_type = tff.TensorType(np.int64, [2])
-    sample = fc.client_step(p, seed_type)
+    sample = single_release.client_step(p, seed_type)
     rng = np.random.default_rng(0)
     for _ in range(20):
       x = rng.poisson(1.0, size=_D).astype(np.float32)

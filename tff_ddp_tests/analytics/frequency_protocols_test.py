@@ -17,11 +17,14 @@ import tensorflow_federated as tff
 
 from tff_ddp.accounting import accountant
 from tff_ddp.aggregators import secure_sum
-from tff_ddp.analytics import frequency as fq
-from tff_ddp.analytics import frequency_data as fd
-from tff_ddp.analytics import frequency_process as fp
-from tff_ddp.analytics import frequency_protocols as protocols
-from tff_ddp.analytics import frequency_simulation as fs
+from tff_ddp.analytics.frequency import clipping as fq
+from tff_ddp.analytics.frequency import data as fd
+from tff_ddp.analytics.frequency import process as fp
+from tff_ddp.analytics.frequency import multi_round
+from tff_ddp.analytics.frequency import setting as setting_lib
+from tff_ddp.analytics.frequency import single_release
+from tff_ddp.analytics.frequency import simulation as fs
+from tff_ddp.analytics.frequency import two_phase
 from tff_ddp.cli import frequency as frequency_cli
 
 _D = 6
@@ -37,7 +40,7 @@ _OWN = {
 
 
 def _setting(**kwargs):
-  return protocols.FrequencySetting(**dict(_SETTING, **kwargs))
+  return setting_lib.FrequencySetting(**dict(_SETTING, **kwargs))
 
 
 # What the stand-in builder returns: it spends the whole budget, so the
@@ -112,7 +115,7 @@ class EntryPointTest(parameterized.TestCase):
     (setting, kwargs), = builder.calls
     self.assertEqual(
         setting,
-        _setting(calibration=protocols.CalibrateNumTrials(0.2),
+        _setting(calibration=setting_lib.CalibrateNumTrials(0.2),
                  divisor='linf',
                  adversary='release',
                  value_dtype=np.int64,
@@ -123,7 +126,7 @@ class EntryPointTest(parameterized.TestCase):
   def test_none_is_not_given(self):
     # For another protocol's argument, and for an own argument whose
     # default is None.
-    with RecordingBuilder(protocols.NormalizeParameters) as builder:
+    with RecordingBuilder(single_release.NormalizeParameters) as builder:
       fp.frequency_parameters('normalize',
                               _D,
                               16,
@@ -133,7 +136,7 @@ class EntryPointTest(parameterized.TestCase):
                               max_items=None,
                               rounds=None)
     self.assertEqual(builder.calls[0][1], {})
-    with RecordingBuilder(protocols.MultiRoundParameters) as builder:
+    with RecordingBuilder(multi_round.MultiRoundParameters) as builder:
       fp.frequency_parameters('multi_round',
                               _D,
                               16,
@@ -166,25 +169,25 @@ class EntryPointTest(parameterized.TestCase):
       ('own_none', 'multi_round', dict(rounds=None), TypeError, 'rounds'),
   )
   def test_refused_before_calibrating(self, name, kwargs, error, message):
-    with mock.patch.object(protocols.FrequencySetting, 'split',
+    with mock.patch.object(setting_lib.FrequencySetting, 'split',
                            side_effect=AssertionError('calibrated')), \
-        mock.patch.object(protocols.FrequencySetting, 'frequency_calibrator',
+        mock.patch.object(setting_lib.FrequencySetting, 'frequency_calibrator',
                           side_effect=AssertionError('calibrated')):
       with self.assertRaisesRegex(error, message):
         fp.frequency_parameters(name, _D, 16, 10.0, 1e-4, **kwargs)
 
   def test_calibration_is_resolved_into_an_object(self):
-    self.assertEqual(protocols.calibration_from_arguments(),
-                     protocols.CalibrateTheta(fp.DEFAULT_NUM_TRIALS))
-    self.assertEqual(protocols.calibration_from_arguments('theta', 7),
-                     protocols.CalibrateTheta(7))
+    self.assertEqual(setting_lib.calibration_from_arguments(),
+                     setting_lib.CalibrateTheta(fp.DEFAULT_NUM_TRIALS))
+    self.assertEqual(setting_lib.calibration_from_arguments('theta', 7),
+                     setting_lib.CalibrateTheta(7))
     self.assertEqual(
-        protocols.calibration_from_arguments('num_trials', theta=0.1),
-        protocols.CalibrateNumTrials(0.1))
+        setting_lib.calibration_from_arguments('num_trials', theta=0.1),
+        setting_lib.CalibrateNumTrials(0.1))
     with self.assertRaisesRegex(ValueError, 'calibrate must be one of'):
-      protocols.calibration_from_arguments('m')
+      setting_lib.calibration_from_arguments('m')
     with self.assertRaisesRegex(ValueError, 'theta must be'):
-      protocols.CalibrateNumTrials(0.3)
+      setting_lib.CalibrateNumTrials(0.3)
     with self.assertRaisesRegex(TypeError, 'calibration must be'):
       _setting(calibration='theta')
 
@@ -193,19 +196,19 @@ class BuilderTest(parameterized.TestCase):
   """A builder takes its protocol's arguments and no other."""
 
   @parameterized.parameters(
-      (protocols.FixedClipParameters, dict(clip=1.0, max_items=3)),
-      (protocols.NormalizeParameters, dict(clip=1.0)),
-      (protocols.SampleParameters, dict(sample_items=2, rounds=1)),
-      (protocols.TwoPhaseParameters, dict(max_items=3, learning_rate=1.0)),
-      (protocols.MultiRoundParameters, dict(num_bins=64)),
+      (single_release.FixedClipParameters, dict(clip=1.0, max_items=3)),
+      (single_release.NormalizeParameters, dict(clip=1.0)),
+      (single_release.SampleParameters, dict(sample_items=2, rounds=1)),
+      (two_phase.TwoPhaseParameters, dict(max_items=3, learning_rate=1.0)),
+      (multi_round.MultiRoundParameters, dict(num_bins=64)),
   )
   def test_another_protocols_argument_is_pythons_error(self, cls, kwargs):
     with self.assertRaisesRegex(TypeError, 'unexpected keyword argument'):
       cls.calibrate(_setting(), **kwargs)
 
   def test_a_builder_equals_the_entry_point(self):
-    direct = protocols.FixedClipParameters.calibrate(_setting(seed=9),
-                                                     clip=20.0)
+    direct = single_release.FixedClipParameters.calibrate(_setting(seed=9),
+                                                          clip=20.0)
     entry = fp.frequency_parameters('fixed',
                                     _D,
                                     16,
@@ -213,7 +216,7 @@ class BuilderTest(parameterized.TestCase):
                                     1e-4,
                                     seed=9,
                                     clip=20.0)
-    self.assertIsInstance(entry, protocols.FixedClipParameters)
+    self.assertIsInstance(entry, single_release.FixedClipParameters)
     for field in dataclasses.fields(direct):
       if field.name != 'factory':  # (objects without __eq__)
         self.assertEqual(getattr(direct, field.name),
@@ -226,7 +229,7 @@ class BuilderTest(parameterized.TestCase):
     shared = {f.name for f in dataclasses.fields(fp.FrequencyParameters)}
     own = {
         c.protocol: {f.name for f in dataclasses.fields(c)} - shared
-        for c in protocols.protocol_classes()
+        for c in setting_lib.protocol_classes()
     }
     self.assertEqual(
         own, {
@@ -252,7 +255,7 @@ def _presence_protocol():
   (min(x, 1)), cPBM at C = sqrt(d)."""
 
   @dataclasses.dataclass(frozen=True)
-  class PresenceParameters(protocols.SingleReleaseParameters):
+  class PresenceParameters(single_release.SingleReleaseParameters):
     """Which items a user holds, at C = sqrt(d) (test only)."""
 
     protocol = 'presence'
@@ -276,11 +279,11 @@ def _presence_protocol():
   try:
     yield PresenceParameters
   finally:
-    protocols._CLASSES.pop('presence', None)  # pylint: disable=protected-access  # unregisters the test class
+    setting_lib._CLASSES.pop('presence', None)  # pylint: disable=protected-access  # unregisters the test class
 
 
 class NewProtocolTest(parameterized.TestCase):
-  """The checklist of `frequency_protocols`: one class, nothing else."""
+  """The checklist of `frequency.setting`: one class, nothing else."""
 
   def test_entry_point_and_budget(self):
     with _presence_protocol() as presence:
@@ -344,13 +347,13 @@ class PhaseOneRingTest(parameterized.TestCase):
   fixed 2^18 refuses 2^18 or more users ("use bits >= 19")."""
 
   def test_the_least_bits_that_hold_one_trial_per_user(self):
-    self.assertEqual(protocols.quantile_bits(1000), 18)
-    self.assertEqual(protocols.quantile_bits(2**18 - 1), 18)
-    self.assertEqual(protocols.quantile_bits(2**18), 19)
-    self.assertEqual(protocols.quantile_bits(300000), 19)
-    self.assertEqual(protocols.quantile_bits(10**6), 20)
+    self.assertEqual(two_phase.quantile_bits(1000), 18)
+    self.assertEqual(two_phase.quantile_bits(2**18 - 1), 18)
+    self.assertEqual(two_phase.quantile_bits(2**18), 19)
+    self.assertEqual(two_phase.quantile_bits(300000), 19)
+    self.assertEqual(two_phase.quantile_bits(10**6), 20)
     for n in (2**18, 300000, 10**6):
-      bits = protocols.quantile_bits(n)
+      bits = two_phase.quantile_bits(n)
       self.assertGreater(2**bits, n)  # m = 1 fits: n m < 2^bits
       self.assertLessEqual(2**(bits - 1), n)  # and one bit less does not
 
@@ -363,5 +366,5 @@ class PhaseOneRingTest(parameterized.TestCase):
                              qc.QuantileSetting(n, 0.5, 1e-7, bits=18))
     params = qc.quantile_parameters(
         hg.Haar(64), 'poisson_binomial', 64,
-        qc.QuantileSetting(n, 0.5, 1e-7, bits=protocols.quantile_bits(n)))
+        qc.QuantileSetting(n, 0.5, 1e-7, bits=two_phase.quantile_bits(n)))
     self.assertGreaterEqual(params.ring_capacity().capacity, n)

@@ -1,4 +1,4 @@
-"""Tests of the batched frequency releases (`frequency_rounds`).
+"""Tests of the batched frequency releases (`frequency.rounds`).
 
 The clients' probabilities are checked bit for bit against the client
 code; the refusal comes before any draw; the noise is fresh unless
@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tff_ddp.analytics import frequency_process as fp
-from tff_ddp.analytics import frequency_rounds as fr
+from tff_ddp.analytics.frequency import process as fp
+from tff_ddp.analytics.frequency import rounds as fr
 from tff_ddp.cli import frequency as frequency_cli
 from tff_ddp.utils import rounds
 

@@ -11,10 +11,13 @@ import tensorflow as tf
 from tff_ddp.accounting import accountant
 from tff_ddp.aggregators import poisson_binomial as cpbm
 from tff_ddp.aggregators import secure_sum
-from tff_ddp.analytics import frequency as fq
-from tff_ddp.analytics import frequency_data as fd
-from tff_ddp.analytics import frequency_process as fp
-from tff_ddp.analytics import frequency_simulation as fs
+from tff_ddp.analytics.frequency import clipping as fq
+from tff_ddp.analytics.frequency import data as fd
+from tff_ddp.analytics.frequency import process as fp
+from tff_ddp.analytics.frequency import gaussian
+from tff_ddp.analytics.frequency import multi_round
+from tff_ddp.analytics.frequency import simulation as fs
+from tff_ddp.analytics.frequency import two_phase
 from tff_ddp.utils import rounds
 
 _D = 6
@@ -94,13 +97,13 @@ class GaussianTest(parameterized.TestCase):
 
   @parameterized.parameters(False, True)
   def test_moments_and_budget(self, local):
-    g = fs.gaussian_parameters(2.0, 1e-5, local)
+    g = gaussian.gaussian_parameters(2.0, 1e-5, local)
     self.assertLessEqual(g.epsilon, 2.0 * (1 + 1e-9))
     self.assertGreater(g.epsilon, 2.0 * (1 - 2e-3))
     n, reps, clip = 50, 400, 1e3
     x = fd.iid(n, _D, 2).astype(float)
     rng = np.random.default_rng(3)
-    run = fs.local_gaussian if local else fs.central_gaussian
+    run = gaussian.local_gaussian if local else gaussian.central_gaussian
     errors = np.array([
         run(g, x, 100, 64, rng, clip=clip).estimate - x.sum(axis=0)
         for _ in range(reps)
@@ -108,8 +111,9 @@ class GaussianTest(parameterized.TestCase):
     sd = clip * g.frequency_noise_multiplier * (2 *
                                                 math.sqrt(n) if local else 1.0)
     _z_checks(self, errors, np.full(errors.shape, sd**2))
+    wrong = gaussian.central_gaussian if local else gaussian.local_gaussian
     with self.assertRaisesRegex(ValueError, 'local'):
-      (fs.central_gaussian if local else fs.local_gaussian)(g, x, 100, 64, rng)
+      wrong(g, x, 100, 64, rng)
 
 
 def _process_errors(params, x, rounds, clip=None):
@@ -174,7 +178,7 @@ class SimulatorVsProcessTest(parameterized.TestCase):
     errors, variances, clips = _process_errors(p, x, rounds)
     _z_checks(self, errors, variances)
     rng = np.random.default_rng(8)
-    sim = [fs.two_phase(p, x, rng) for _ in range(rounds)]
+    sim = [two_phase.simulate(p, x, rng) for _ in range(rounds)]
     sim_clips = np.array([r.clip for r in sim])
     se = math.sqrt((clips.var(ddof=1) + sim_clips.var(ddof=1)) / rounds)
     self.assertLessEqual(abs(clips.mean() - sim_clips.mean()),
@@ -222,7 +226,7 @@ class SimulatorVsProcessTest(parameterized.TestCase):
     rng = np.random.default_rng(9)
     sim = []
     for _ in range(reps):
-      rounds_out = fs.multi_round(p, [b * 1.0 for b in batches], rng)
+      rounds_out = multi_round.simulate(p, [b * 1.0 for b in batches], rng)
       level = rounds_out[-1].quantile_level
       sim.append(rounds_out[-1].clip * math.exp(-p.learning_rate *
                                                 (level - p.target_quantile)))
@@ -259,12 +263,18 @@ class RingCapacityTest(parameterized.TestCase):
     def run(x, on_wrap):
       rng = np.random.default_rng(1)
       if protocol == 'multi_round':
-        return fs.multi_round(params, [x], rng, on_wrap=on_wrap)[0]
-      return getattr(fs, protocol)(params, x, rng, on_wrap=on_wrap)
+        return multi_round.simulate(params, [x], rng, on_wrap=on_wrap)[0]
+      if protocol == 'two_phase':
+        return two_phase.simulate(params, x, rng, on_wrap=on_wrap)
+      return fs.fixed(params, x, rng, on_wrap=on_wrap)
 
-    with self.assertRaisesRegex(
-        rounds.RoundRefusedError, f'frequency_simulation.{protocol}: {n} '
-        'clients'):
+    owner = {
+        'two_phase': 'two_phase.simulate',
+        'fixed': 'simulation.fixed',
+        'multi_round': 'multi_round.simulate'
+    }[protocol]
+    with self.assertRaisesRegex(rounds.RoundRefusedError,
+                                f'frequency.{owner}: {n} clients'):
       run(x, 'raise')
     self.assertEqual(run(x, 'flag').status, 'sum_may_wrap')
     self.assertNotEqual(run(x[:-1], 'flag').status, 'sum_may_wrap')

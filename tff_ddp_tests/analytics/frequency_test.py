@@ -12,8 +12,8 @@ import tensorflow as tf
 from tff_ddp.accounting import accountant
 from tff_ddp.accounting import events
 from tff_ddp.accounting import pbm_rdp
-from tff_ddp.analytics import frequency as fq
-from tff_ddp.analytics import frequency_data as fd
+from tff_ddp.analytics.frequency import clipping as fq
+from tff_ddp.analytics.frequency import data as fd
 from tff_ddp.encoders import KashinEncoder
 
 

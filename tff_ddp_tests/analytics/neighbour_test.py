@@ -20,8 +20,9 @@ import tensorflow as tf
 
 from tff_ddp.accounting import pbm_rdp
 from tff_ddp.aggregators import poisson_binomial
-from tff_ddp.analytics import frequency_process as fp
-from tff_ddp.analytics import frequency_simulation as fs
+from tff_ddp.analytics.frequency import process as fp
+from tff_ddp.analytics.frequency import multi_round
+from tff_ddp.analytics.frequency import simulation as fs
 from tff_ddp.analytics.quantiles import encodings as hg
 from tff_ddp.analytics.quantiles import process as quantiles
 from tff_ddp.encoders import registry
@@ -40,7 +41,7 @@ def _indicator_mechanism(theta, m, n):
       encoder='none',
       divisor='linf',
       linf_clip=1.0)
-  return factory.mechanism(fs._indicator_type())  # pylint: disable=protected-access  # tests a private part
+  return factory.mechanism(multi_round._indicator_type())  # pylint: disable=protected-access  # tests a private part
 
 
 def _haar_mechanism(theta, m, n, b):
@@ -87,7 +88,8 @@ class MffeIndicatorTest(parameterized.TestCase):
     norm = _no_data_norm()
     self.assertEqual(norm, 0.0)
     self.assertEqual(float(fp.indicator_message(norm, 1.5)), 0.0)
-    np.testing.assert_array_equal(fs.indicator_messages([norm], 1.5), [0.0])
+    np.testing.assert_array_equal(multi_round.indicator_messages([norm], 1.5),
+                                  [0.0])
 
   @parameterized.product(n=[1, 2, 3], m=[1, 2, 3], theta=[0.05, 0.25])
   def test_zero_out_curve_covers_every_pair(self, n, m, theta):
@@ -110,7 +112,7 @@ class MffeIndicatorTest(parameterized.TestCase):
     theta = 0.05
     mechanism = _indicator_mechanism(theta, m, n)
     clip = 1.5
-    paper = fs.indicator_messages([0.0, 2.0], clip, 'paper')
+    paper = multi_round.indicator_messages([0.0, 2.0], clip, 'paper')
     self.assertEqual(paper.tolist(), [-1.0, 1.0])
     brute = neighbours.worst_cpbm_rdp(mechanism, [[paper[1]]], [paper[0]], n)
     event = mechanism.dp_event(n)

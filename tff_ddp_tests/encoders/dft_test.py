@@ -14,7 +14,7 @@ _SEED = tf.constant([11, 12], tf.int64)
 
 
 def _reference(x, seed):
-  """numpy's FFT of the phased pairs: the map of the module docstring."""
+  """numpy's FFT of the phased pairs: the map of docs/notes/dft_rotation.md."""
   d = len(x)
   padded = np.zeros(dft.padded_dimension(d))
   padded[:d] = x
@@ -91,9 +91,10 @@ class DftTest(tf.test.TestCase, parameterized.TestCase):
 
 @pytest.mark.slow  # statistical: `make test` runs it
 class CoordinateVarianceTest(tf.test.TestCase, parameterized.TestCase):
-  """Every output coordinate has variance ||x||^2 / D over the public seed,
-  for every input (module docstring), also inputs concentrated on the first
-  coordinates, where real +-1 signs give 2 ||x||^2 / D."""
+  """Every output coordinate has variance ||x||^2 / D over the public seed, for
+  every input (docs/notes/dft_rotation.md, "Why complex phases"), also inputs
+  concentrated on the first coordinates, where real +-1 signs give
+  2 ||x||^2 / D."""
 
   @parameterized.named_parameters(('e0', 'e0'), ('first_half', 'half'))
   def test_variance_is_norm_squared_over_d(self, kind):

@@ -1,5 +1,5 @@
 """The fuzz entry points of federated frequency estimation: the math of
-`tff_ddp.analytics.frequency` (each result against a plain-Python reference
+`tff_ddp.analytics.frequency.clipping` (each result against a plain-Python reference
 of its docstring's formula) and the validation of `frequency_parameters`,
 `build_frequency_process` and `build_frequency_process_from_parameters`
 before any TFF tracing (the processes themselves are covered by
@@ -9,15 +9,18 @@ Each `EntryPoint` of ENTRY_POINTS is a test of fuzz_frequency_test.py and a row
 of benchmarks/bad_inputs.py.
 """
 
+import contextlib
 import math
 from unittest import mock
 
 from hypothesis import strategies as st
 import numpy as np
 
-from tff_ddp.analytics import frequency as fq
-from tff_ddp.analytics import frequency_computations as fc
-from tff_ddp.analytics import frequency_process as fp
+from tff_ddp.analytics.frequency import clipping as fq
+from tff_ddp.analytics.frequency import multi_round
+from tff_ddp.analytics.frequency import process as fp
+from tff_ddp.analytics.frequency import single_release
+from tff_ddp.analytics.frequency import two_phase
 from tff_ddp_tests.fuzz import strategies as fz
 
 # ----------------------------------------------------------------------------
@@ -257,7 +260,7 @@ _X = [[1.0, 2.0], [3.0, 0.0], [0.0, 5.0]]
 _X_NORMS = [2.3, 3.1, 5.2]
 
 MATH_ENTRY_POINTS = [
-    fz.EntryPoint(name='analytics.frequency.effective_dimension',
+    fz.EntryPoint(name='analytics.frequency.clipping.effective_dimension',
                   call=fq.effective_dimension,
                   baseline=dict(output_dim=100, divisor='linf', level=3.0),
                   check=_check_effective_dimension,
@@ -272,7 +275,7 @@ MATH_ENTRY_POINTS = [
                       ('output_dim 10**400', dict(output_dim=10**400),
                        'clear_error'),
                   ]),
-    fz.EntryPoint(name='analytics.frequency.noise_scale',
+    fz.EntryPoint(name='analytics.frequency.clipping.noise_scale',
                   call=fq.noise_scale,
                   baseline=dict(effective_dim=100.0,
                                 num_trials=30,
@@ -293,7 +296,7 @@ MATH_ENTRY_POINTS = [
                             num_clients=10**400), 'clear_error'),
                       ('theta 1e-150', dict(theta=1e-150), 'documented'),
                   ]),
-    fz.EntryPoint(name='analytics.frequency.optimal_quantile',
+    fz.EntryPoint(name='analytics.frequency.clipping.optimal_quantile',
                   call=fq.optimal_quantile,
                   baseline=dict(effective_dim=100.0,
                                 num_trials=30,
@@ -307,7 +310,7 @@ MATH_ENTRY_POINTS = [
                   examples=[('s >= 1', dict(num_clients=1), 'clear_error'),
                             ('theta 5e-324', dict(theta=5e-324), 'clear_error')
                            ]),
-    fz.EntryPoint(name='analytics.frequency.gaussian_quantile',
+    fz.EntryPoint(name='analytics.frequency.clipping.gaussian_quantile',
                   call=fq.gaussian_quantile,
                   baseline=dict(stddev_per_clip=2.0,
                                 dim=50,
@@ -327,7 +330,7 @@ MATH_ENTRY_POINTS = [
                             num_clients=100), 'clear_error'),
                   ]),
     fz.EntryPoint(
-        name='analytics.frequency.error_functional',
+        name='analytics.frequency.clipping.error_functional',
         call=fq.error_functional,
         baseline=dict(clip=[0.0, 1.0, 5.0],
                       norms=[0.5, 2.0, 3.0, 10.0],
@@ -353,7 +356,7 @@ MATH_ENTRY_POINTS = [
              dict(norms=[1e308, 1e308], clip=0.0), 'documented'),
             ('clip 0-d array', dict(clip=np.array(2.0)), 'documented'),
         ]),
-    fz.EntryPoint(name='analytics.frequency.expected_l2_error_bound',
+    fz.EntryPoint(name='analytics.frequency.clipping.expected_l2_error_bound',
                   call=fq.expected_l2_error_bound,
                   baseline=dict(clip=[0.0, 1.0, 5.0],
                                 norms=[0.5, 2.0, 3.0, 10.0],
@@ -367,7 +370,7 @@ MATH_ENTRY_POINTS = [
                              dim=_COUNTS,
                              theta=_THETAS),
                   max_examples=15),
-    fz.EntryPoint(name='analytics.frequency.clip_factors',
+    fz.EntryPoint(name='analytics.frequency.clipping.clip_factors',
                   call=fq.clip_factors,
                   baseline=dict(norms=[0.0, 1.0, 4.0], clip=2.0),
                   check=_check_clip_factors,
@@ -375,7 +378,7 @@ MATH_ENTRY_POINTS = [
                   max_examples=15,
                   examples=[('a zero norm with C < 1 (the factor was C, not 1)',
                              dict(clip=0.5), 'documented')]),
-    fz.EntryPoint(name='analytics.frequency.expected_sum',
+    fz.EntryPoint(name='analytics.frequency.clipping.expected_sum',
                   call=fq.expected_sum,
                   baseline=dict(x=_X, norms=_X_NORMS, clip=3.0),
                   check=_check_expected_sum,
@@ -387,7 +390,7 @@ MATH_ENTRY_POINTS = [
                        'clear_error'),
                       ('x nan', dict(x=[[math.nan, 1.0]] * 3), 'clear_error'),
                   ]),
-    fz.EntryPoint(name='analytics.frequency.tightened_error_bound',
+    fz.EntryPoint(name='analytics.frequency.clipping.tightened_error_bound',
                   call=fq.tightened_error_bound,
                   baseline=dict(clip=[1.0, 4.0],
                                 x=_X,
@@ -410,13 +413,13 @@ MATH_ENTRY_POINTS = [
                       ('norms != rows of x (broadcast silently)',
                        dict(norms=[1.0, 2.0]), 'clear_error'),
                   ]),
-    fz.EntryPoint(name='analytics.frequency.optimal_clip',
+    fz.EntryPoint(name='analytics.frequency.clipping.optimal_clip',
                   call=fq.optimal_clip,
                   baseline=dict(norms=[3.0, 1.0, 2.0], quantile=0.5),
                   check=_check_optimal_clip,
                   hints=dict(norms=_NORMS,
                              quantile=st.one_of(st.floats(0, 1), fz.floats()))),
-    fz.EntryPoint(name='analytics.frequency.l2_error',
+    fz.EntryPoint(name='analytics.frequency.clipping.l2_error',
                   call=fq.l2_error,
                   baseline=dict(estimated_sum=[4.0, 7.0],
                                 x=[[1.0, 2.0], [3.0, 4.0]]),
@@ -436,7 +439,7 @@ MATH_ENTRY_POINTS = [
                       ('estimate nan (was nan)',
                        dict(estimated_sum=[math.nan, 1.0]), 'clear_error'),
                   ]),
-    fz.EntryPoint(name='analytics.frequency.sample_items',
+    fz.EntryPoint(name='analytics.frequency.clipping.sample_items',
                   call=fq.sample_items,
                   baseline=dict(x=[[5, 0, 3], [1, 0, 0], [0, 0, 0]],
                                 k=2,
@@ -462,7 +465,7 @@ MATH_ENTRY_POINTS = [
                       ('integral floats', dict(x=[[5.0, 0.0, 3.0]]),
                        'documented'),
                   ]),
-    fz.EntryPoint(name='analytics.frequency.published_epsilon',
+    fz.EntryPoint(name='analytics.frequency.clipping.published_epsilon',
                   call=fq.published_epsilon,
                   baseline=dict(parts=[(0.2, 30, 10**4, 100)], delta=1e-4),
                   check=_check_published_epsilon,
@@ -531,11 +534,12 @@ def _traced(params, on_wrap):
   return ('traced', params)
 
 
+@contextlib.contextmanager
 def _no_tracing():
-  return mock.patch.multiple(fc,
-                             two_phase_process=_traced,
-                             multi_round_process=_traced,
-                             single_release_process=_traced)
+  with mock.patch.object(two_phase, 'two_phase_process', _traced), \
+      mock.patch.object(multi_round, 'multi_round_process', _traced), \
+      mock.patch.object(single_release, 'single_release_process', _traced):
+    yield
 
 
 def _validated_process(**kwargs):

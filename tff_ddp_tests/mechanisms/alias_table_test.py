@@ -99,9 +99,9 @@ class LookupTest(tf.test.TestCase):
 
 
 class TrimmedLowTest(tf.test.TestCase, parameterized.TestCase):
-  """`low` keeps K = 2t + 1 rows, not 2^b (module docstring, step 3): the
-  lookup must be the same function of (J, U) as with all 2^b rows, the
-  missing rows being zero words."""
+  """`low` keeps K = 2t + 1 rows, not 2^b (docs/notes/certified_tables.md,
+  alias_table.py's CONSTRUCTION step 3): the lookup must be the same function of
+  (J, U) as with all 2^b rows, the missing rows being zero words."""
 
   def _assert_same_outputs(self, table, k, seed):
     b = table.log2_columns
@@ -180,10 +180,10 @@ class TrimmedLowTest(tf.test.TestCase, parameterized.TestCase):
 
 
 class FirstLevelTest(tf.test.TestCase):
-  """A table of b >= FIRST_LEVEL_MIN_BITS is read through its int32 first
-  level by default (module docstring): the same outputs as the one-level
-  read. The crafted draws of `TrimmedLowTest` check it at every tie level
-  on small tables (first_level forced); here the default path of a real
+  """A table of b >= FIRST_LEVEL_MIN_BITS is read through its int32 first level
+  by default (docs/notes/certified_tables.md, SAMPLING): the same outputs as the
+  one-level read. The crafted draws of `TrimmedLowTest` check it at every tie
+  level on small tables (first_level forced); here the default path of a real
   table at b = 18."""
 
   def test_first_level_entries(self):

@@ -223,11 +223,11 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
     self.assertFalse(many.float32_rotation)
 
   def test_float32_path_releases_at_most_the_claimed_sensitivity(self):
-    # The privacy argument of the float32 path (module docstring): whatever
-    # the float32 rotation computed, the integer vector a client adds its
-    # noise to has ||x~||^2 <= T, the squared sensitivity the event claims.
-    # Recovered here from the output (z - y mod M, centred) for inputs at,
-    # beyond and far beyond the clip, spikes and heavy tails.
+    # The privacy argument of the float32 path (docs/notes/ddg_encode.md,
+    # "Precision"): whatever the float32 rotation computed, the integer vector a
+    # client adds its noise to has ||x~||^2 <= T, the squared sensitivity the
+    # event claims. Recovered here from the output (z - y mod M, centred) for
+    # inputs at, beyond and far beyond the clip, spikes and heavy tails.
     p = _params(dim=1000, bits=20, expected_clients_per_round=5)
     self.assertTrue(p.float32_rotation)
     self.assertEqual(p.l2_sensitivity, math.sqrt(p.norm_threshold))
@@ -369,6 +369,42 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
                      expected_clients_per_round=4,
                      bits=16,
                      l0_clip=0)
+
+  @parameterized.parameters(ddg, distributed_skellam)
+  def test_linf_sensitivity(self, module):
+    # The event's l_inf bound is the scaled clip: exactly c for integer
+    # inputs at scaling c, the ceiling of B = linf_clip / gamma on the float
+    # path, where no rounded coordinate goes beyond it; none through a
+    # rotation (it mixes coordinates) or without an l_inf clip.
+    def build(encoder, linf_clip, granularity=0.25, integer_inputs=True):
+      return _compute(module,
+                      4,
+                      encoder=encoder,
+                      integer_inputs=integer_inputs,
+                      l2_clip=3.0,
+                      noise_multiplier=1.0,
+                      expected_clients_per_round=4,
+                      bits=16,
+                      granularity=granularity,
+                      linf_clip=linf_clip)
+
+    self.assertEqual(
+        build(registry.Identity(4), 2.0).dp_event().linf_sensitivity, 8)
+    p = build(registry.Identity(4), 0.7, 0.3, False)
+    bound = 0.7 / p.gamma
+    self.assertEqual(p.dp_event().linf_sensitivity, math.ceil(bound))
+    seeds = tf.constant([1, 2], tf.int64)
+    x = tf.constant([0.7, -0.7, 0.69, 5.0], tf.float64)
+    rounded = np.stack([
+        p.client_rounded(x, seeds, tf.constant([3, i], tf.int64))[0]
+        for i in range(50)
+    ])
+    self.assertLessEqual(np.abs(rounded).max(), math.ceil(bound))
+    self.assertIsNone(
+        build(hadamard.RandomizedHadamard(4), 2.0, None,
+              False).dp_event().linf_sensitivity)
+    self.assertIsNone(
+        build(registry.Identity(4), None).dp_event().linf_sensitivity)
 
   def test_integer_inputs_are_not_rounded_and_not_inflated(self):
     # Identity encoder, scaling c = 4: an integer vector of norm <= l2_clip

@@ -446,7 +446,7 @@ def _reference_scale(x, p):
       clipped_x, _ = _clip_reference(x, p.l2_clip)
   # x' = x clipped, times 1/gamma; on the float32 path times (1 - 2 eps)
   # too, eps the rotation's proved error; the integer 1/gamma for integer
-  # inputs (the ddg module docstring).
+  # inputs (docs/notes/ddg_encode.md, "Precision"; the DDG's `input_scale`).
   if p.integer_inputs:
     scale = _LONG(round(1.0 / p.gamma))
   elif p.float32_rotation:
@@ -460,8 +460,8 @@ def _reference_scale(x, p):
 def _kashin_error(d_out, levels, eps_analysis, eps_synthesis, eps_level, u,
                   norms):
   """Bounds on ||y^ - y||_2 and on every ||r^_j - r_j||_2, ||t^_j - t_j||_2
-  of a computed Kashin iteration (kashin module
-  docstring: t = clip(U^T r, +-m_j), y += t, r -= U t), y the exact
+  of a computed Kashin iteration (docs/notes/kashin_encoder.md,
+  "Algorithm": t = clip(U^T r, +-m_j), y += t, r -= U t), y the exact
   iteration on the same x, D = d_out.
 
   A computed analysis is within eps_analysis ||v|| of U^T v (l2), a

@@ -306,7 +306,7 @@ def parameters_for_noise(
 @dataclasses.dataclass(frozen=True)
 class QuantileSetting:
   """What a quantile process's aggregator is calibrated to (as
-  `frequency_protocols.FrequencySetting` for the frequency protocols): one
+  `frequency.setting.FrequencySetting` for the frequency protocols): one
   value, validated at construction, before anything is built or drawn.
 
   Attributes:

@@ -1,48 +1,19 @@
 """Per-user item histograms for federated frequency estimation experiments.
 
-The federated frequency estimation paper ("Bounding Contribution Optimally
-for Federated Frequency Estimation under User-level Distributed Differential
-Privacy", Section 5, "Common setup") uses two synthetic datasets, following
-Liu et al. (2022), "Histogram Estimation under User-level Privacy with
-Heterogeneous Data", and two real ones (Foursquare check-ins, Sentiment140
-tweets) that cannot be downloaded here. Every generator returns int64 counts
-x of shape [n, d] (x[i, j] = how many times user i holds item j) and is a
-function of its seed.
-
-* `iid`: each user draws 100 items i.i.d. from p, p[j] proportional to
-  1/j over [d] (a multinomial row per user).
-* `heterogeneous`: the paper says "we sample n kappa's from Dir(2). Each
-  user i draws 100 kappa_i Poisson samples from p_i ~ Dir(p/2)". Read
-  literally (kappa a point of the n-simplex, mean 1/n) a user would hold
-  100/n items on average -- 0.01 at n = 10^4 -- which contradicts the
-  paper's own numbers: its Normalize and Sample errors on this dataset
-  (28.1 / 28.4 for d = 50, Table 2) are ||x_bar||_2 minus a little, and
-  ||x_bar||_2 = 28.3 is the norm of 100 p, i.e. 100 items per user on
-  average. We therefore use the reading that gives that mean:
-  kappa ~ Dir(2, ..., 2) over the n users, user i holds
-  N_i ~ Poisson(100 n kappa_i) items (n kappa_i is about Gamma(2, 1/2):
-  mean 1, variance 1/2), drawn i.i.d. from its own p_i ~ Dir(p / 2)
-  (concentration sum 1/2: most users hold one or two items' worth of
-  their mass). Dirichlet draws with concentrations as small as p_j / 2 ~
-  1e-3 underflow numpy's gamma sampler, so we draw log-gammas exactly:
-  Gamma(a) = Gamma(a + 1) U^(1/a) in distribution.
-* `docstrings`: the real-world stand-in. Users are the docstrings (every
-  triple-quoted string literal) of the Python sources of numpy 1.25.2,
-  scipy 1.9.3, scikit-learn 1.7.2, matplotlib 3.8.4 and TensorFlow
-  Probability 0.22.1 as installed in the project's environment (versions
-  pinned in requirements/lock.txt), items the d words (lower-cased runs of
-  a-z) most frequent over all of them; users holding none of the d words
-  are dropped and n are sampled without replacement. Like Sentiment140
-  (tweets per user, top-d words), it is real text with a heavy-tailed
-  number of words per user (median ~20, 99th percentile ~600). It is
-  neither Sentiment140 nor Foursquare, and the paper's numbers on those
-  datasets are not comparable with ours on it.
-
-`max_items(x)` is B / K of the paper: the largest number of items any user
-holds, which the paper takes as a public, non-private value (footnote 4;
-"commercial devices typically have default upper limits"). For `iid` it is
-100 by construction; for the others we take it from the data as the paper
-does, which a deployment would replace by a device limit.
+The frequency paper ("Bounding Contribution Optimally for Federated
+Frequency Estimation under User-level Distributed Differential Privacy",
+Section 5, "Common setup") uses two synthetic datasets after Liu et al.
+(2022), "Histogram Estimation under User-level Privacy with Heterogeneous
+Data", and two real ones that cannot be downloaded here. Every generator
+returns int64 counts x of shape [n, d] (x[i, j] = how many times user i
+holds item j) and is a function of its seed: `iid` (100 items per user
+i.i.d. from p_j proportional to 1/j), `heterogeneous` (the reading of the
+paper's Dir/Poisson description that matches its own Table 2 norms) and
+`docstrings` (the real-world stand-in: users are the docstrings of
+installed scientific packages, items their d most frequent words).
+`max_items(x)` is B / K of the paper (footnote 4: public). Why each
+reading, and what `docstrings` is and is not:
+docs/notes/frequency_estimation.md, "Datasets".
 """
 
 import collections

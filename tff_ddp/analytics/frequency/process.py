@@ -8,7 +8,8 @@ quantile by the Haar histogram, then OcPBM), Algorithm 7 and App. D (MFFE),
 Section 5.2 (baselines). The public entry points: `frequency_parameters(
 protocol, ...)` and `build_frequency_process(protocol=...)` for 'two_phase',
 'multi_round', 'fixed', 'normalize', 'sample' (PROTOCOLS, NEIGHBOURS);
-the math is `frequency`, the protocol classes `frequency_protocols`.
+the math is `frequency.clipping`, the protocols `two_phase`, `multi_round`
+and `single_release` (their shared pieces `setting`).
 
 The protocols, the neighbouring relation, the accounting (`disjoint_rounds`)
 and what a round releases: docs/notes/frequency_protocols.md.
@@ -22,21 +23,25 @@ import tensorflow_federated as tff
 
 from tff_ddp.aggregators import secure_sum
 from tff_ddp.analytics import budget
-from tff_ddp.analytics import frequency_computations as computations
-from tff_ddp.analytics import frequency_protocols as protocols
+from tff_ddp.analytics.frequency import setting as setting_lib
+# The protocols' modules in the order of PROTOCOLS (each class registers
+# its name when defined).
+from tff_ddp.analytics.frequency import two_phase
+from tff_ddp.analytics.frequency import multi_round
+from tff_ddp.analytics.frequency import single_release  # pylint: disable=unused-import  # registers the protocols
 
-FrequencyParameters = protocols.FrequencyParameters
-TwoPhaseComputations = computations.TwoPhaseComputations
-protocol_class = protocols.protocol_class
-norm_message = computations.norm_message
-indicator_message = computations.indicator_message
-NEIGHBOURS = protocols.NEIGHBOURS
-DTYPES = protocols.DTYPES
-DEFAULT_NUM_TRIALS = protocols.DEFAULT_NUM_TRIALS
-DEFAULT_BUDGET_FRACTION = protocols.DEFAULT_BUDGET_FRACTION
-CLIP_RANGE = protocols.CLIP_RANGE
-MAX_LEARNING_RATE = protocols.MAX_LEARNING_RATE
-PROTOCOLS = protocols.protocol_names()
+FrequencyParameters = setting_lib.FrequencyParameters
+TwoPhaseComputations = two_phase.TwoPhaseComputations
+protocol_class = setting_lib.protocol_class
+norm_message = two_phase.norm_message
+indicator_message = multi_round.indicator_message
+NEIGHBOURS = setting_lib.NEIGHBOURS
+DTYPES = setting_lib.DTYPES
+DEFAULT_NUM_TRIALS = setting_lib.DEFAULT_NUM_TRIALS
+DEFAULT_BUDGET_FRACTION = setting_lib.DEFAULT_BUDGET_FRACTION
+CLIP_RANGE = setting_lib.CLIP_RANGE
+MAX_LEARNING_RATE = multi_round.MAX_LEARNING_RATE
+PROTOCOLS = setting_lib.protocol_names()
 # frequency_parameters' arguments that make the `FrequencySetting` (the
 # calibration's three make its `calibration`).
 _CALIBRATION_ARGUMENTS = ('calibrate', 'num_trials', 'theta')
@@ -80,10 +85,10 @@ def frequency_parameters(protocol: str, dim: int,
     TypeError / ValueError: bad arguments, or a target the accountant
       cannot meet (the message says why).
   """
-  parameters_class = protocols.protocol_class(protocol)
-  calibration = protocols.calibration_from_arguments(
+  parameters_class = setting_lib.protocol_class(protocol)
+  calibration = setting_lib.calibration_from_arguments(
       **{k: options.pop(k) for k in _CALIBRATION_ARGUMENTS if k in options})
-  setting = protocols.FrequencySetting(
+  setting = setting_lib.FrequencySetting(
       dim, expected_clients_per_round, epsilon, delta, calibration,
       **{k: options.pop(k) for k in _SETTING_ARGUMENTS if k in options})
   arguments = _protocol_arguments(parameters_class, options)
@@ -91,7 +96,7 @@ def frequency_parameters(protocol: str, dim: int,
   budget.warn_if_underspent(
       params, setting, lambda: parameters_class.calibrate(
           dataclasses.replace(setting,
-                              calibration=protocols.CalibrateNumTrials(
+                              calibration=setting_lib.CalibrateNumTrials(
                                   budget.MAX_THETA)), **arguments),
       f'frequency_parameters({protocol!r}, ...)')
   return params
@@ -121,7 +126,7 @@ def _protocol_arguments(parameters_class, options) -> Dict[str, Any]:
     if name in own:
       continue
     applies = tuple(c.protocol
-                    for c in protocols.protocol_classes()
+                    for c in setting_lib.protocol_classes()
                     if name in _builder_arguments(c))
     if not applies:
       raise TypeError('frequency_parameters() got an unexpected keyword '
@@ -197,11 +202,11 @@ def two_phase_computations(params: FrequencyParameters,
   'raise') or flags a round with more clients than the rings hold; their
   Python calls raise `RoundRefusedError` and return statuses as str.
   """
-  if not isinstance(params, protocols.TwoPhaseParameters):
+  if not isinstance(params, two_phase.TwoPhaseParameters):
     raise ValueError('two_phase_computations needs the parameters of '
-                     f'protocol={protocols.TwoPhaseParameters.protocol!r}.')
-  return computations.two_phase_computations(params,
-                                             secure_sum.check_on_wrap(on_wrap))
+                     f'protocol={two_phase.TwoPhaseParameters.protocol!r}.')
+  return two_phase.two_phase_computations(params,
+                                          secure_sum.check_on_wrap(on_wrap))
 
 
 def describe(params: FrequencyParameters) -> str:

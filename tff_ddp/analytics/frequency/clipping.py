@@ -6,7 +6,7 @@ estimation paper): Section 3.3 (OcPBM), Theorem 1 and its proof (App. C.3),
 eq. 5, Section 4.3 and App. D (MFFE, Corollary 1), Section 5.2 (the
 baselines). The mechanism itself (Algorithms 1-3) is
 `tff_ddp.mechanisms.poisson_binomial`; its privacy (Lemma 2) is
-`tff_ddp.accounting.pbm_rdp`; the processes are in `frequency_process`.
+`tff_ddp.accounting.pbm_rdp`; the processes are in `frequency.process`.
 Start from `optimal_clip` / `optimal_quantile` (eq. 5),
 `expected_l2_error_bound` and `tightened_error_bound` (Theorem 1),
 `published_epsilon`, `effective_dimension` and the Table 2 baselines.

@@ -1,6 +1,6 @@
 """Frequency releases over many clients without TFF's per-client calls.
 
-`tff_ddp.analytics.frequency_process` runs each user as TFF calls (~2 ms
+`tff_ddp.analytics.frequency.process` runs each user as TFF calls (~2 ms
 for d = 100: 10^5 users take minutes). This module runs the same rounds of
 'two_phase' (TFFE), 'normalize' and 'fixed' in batches of clients, with the
 protocols' and the mechanisms' own pieces, so the releases have the
@@ -34,8 +34,7 @@ from typing import Callable, Optional
 import numpy as np
 import tensorflow as tf
 
-from tff_ddp.analytics import frequency_computations as computations
-from tff_ddp.analytics import frequency_protocols as protocols
+from tff_ddp.analytics.frequency import two_phase
 from tff_ddp.analytics.quantiles import rounds as qr
 from tff_ddp.mechanisms import binomial
 from tff_ddp.utils import entropy
@@ -134,7 +133,7 @@ def _norms(params, x, round_seed):
   encoder = params.encoder()
   fn = _traced(
       ('norms', encoder),
-      lambda: tf.function(lambda xs, rs: computations.norm_message(
+      lambda: tf.function(lambda xs, rs: two_phase.norm_message(
           tf.reshape(
               tensors.overflow_safe_norm(encoder.encode_batch(
                   tf.where(
@@ -169,7 +168,7 @@ def run(params,
   params.ring_capacity().check(n)
   round_seed = _seed(noise_seed, 0x5EED, 0)
   protocol = params.protocol
-  if not isinstance(params, protocols.TwoPhaseParameters):
+  if not isinstance(params, two_phase.TwoPhaseParameters):
     prepare = _traced(
         ('prepare', params),
         lambda: tf.function(lambda xs, rs: tf.vectorized_map(
