@@ -47,11 +47,11 @@ def frequency_event(theta, m, n, d, divisor='l2'):
 
 def histogram_event(theta, m, n, num_bins):
   """The event of TFFE's phase-1 Haar histogram at (theta', m'), built as
-  `quantile_calibration.quantile_parameters` builds its aggregator."""
+  `quantiles.calibration.quantile_parameters` builds its aggregator."""
   import tensorflow_federated as tff  # pylint: disable=unused-import  # imported for its side effect
   from tff_ddp.aggregators import PoissonBinomialSumFactory
-  from tff_ddp.analytics import histograms as hg
-  from tff_ddp.analytics import quantile_calibration as qc
+  from tff_ddp.analytics.quantiles import calibration as qc
+  from tff_ddp.analytics.quantiles import encodings as hg
   encoding = hg.Haar(num_bins)
   _, l2, l0 = encoding.sensitivities()
   factory = PoissonBinomialSumFactory(l2,

@@ -67,8 +67,8 @@ def old_haar_rdp(event, num_bins):
   moves by one (zero-out per-trial curve); equal coordinates cost nothing.
   """
   from tff_ddp.accounting import pbm_rdp
-  from tff_ddp.analytics import histograms as hg
-  from tff_ddp.analytics import simulation
+  from tff_ddp.analytics.quantiles import encodings as hg
+  from tff_ddp.analytics.quantiles import simulation
   table = simulation._table(hg.Haar(num_bins))  # pylint: disable=protected-access  # measures a private part
   flip_curve = pbm_rdp.per_trial_rdp(event.theta, event.num_clients, _orders(),
                                      'replace_one')
@@ -316,8 +316,8 @@ def tffe_paired(runs, datasets):
   from tff_ddp.analytics.frequency import clipping as fq
   from tff_ddp.analytics.frequency import simulation as fs
   from tff_ddp.analytics.frequency import two_phase
-  from tff_ddp.analytics import histograms as hg
-  from tff_ddp.analytics import simulation
+  from tff_ddp.analytics.quantiles import encodings as hg
+  from tff_ddp.analytics.quantiles import simulation
   n, d = 10**4, 50
   for name in datasets:
     x0 = F.dataset(name, n, d, 0)

@@ -235,7 +235,7 @@ def equal_epsilon(quick):
                   dp_accounting.GaussianDpEvent(z), rounds, 'poisson', rate=q),
               target, delta, calibration.Parameter.noise('z')).value)
     print(f'| {name} | {zs[0]:.4g} | {zs[1]:.4g} | {zs[0] / zs[1]:.3f} |')
-  from tff_ddp.analytics import quantile_calibration as qc
+  from tff_ddp.analytics.quantiles import calibration as qc
   central = {}
   for label, make in (('RDP', _rdp_only()), ('tightest', tightest)):
     central[label] = calibration.calibrate(

@@ -1,7 +1,8 @@
 """Do the estimator improvements help? Paper (eq. 1) vs ours, same noise.
 
-For each noisy round (DDG, sampled with `tff_ddp.analytics.simulation`),
-every estimator reads the *same* noisy sum:
+For each noisy round (DDG, sampled with
+`tff_ddp.analytics.quantiles.simulation`), every estimator reads the *same*
+noisy sum:
 
   paper        eq. 1 on the raw CDF (flat option 1; tree/Haar normalised by n)
   monotone     isotonic projection of the CDF, then eq. 1
@@ -35,9 +36,9 @@ def value_error(estimates, values):
 def run(runs=20, epsilons=(1.0, 2.0, 5.0)):
   """One row per (method, estimator): the mean worst error per epsilon and
   its ratio to the paper's estimator."""
-  from tff_ddp.analytics import histograms as hg
-  from tff_ddp.analytics import quantiles as q
-  from tff_ddp.analytics import simulation as sim
+  from tff_ddp.analytics.quantiles import encodings as hg
+  from tff_ddp.analytics.quantiles import process as q
+  from tff_ddp.analytics.quantiles import simulation as sim
   b = 32
   estimators = {
       'paper': dict(monotone=False, interpolate=False, consistent=False),
@@ -62,13 +63,10 @@ def run(runs=20, epsilons=(1.0, 2.0, 5.0)):
         if opts['consistent'] and not encoding.has_consistent_estimator:
           continue
         # Each with the count its paper uses (flat: estimated, else n).
-        cdf = hg.estimate_cdf(encoding,
-                              noisy,
-                              b,
-                              encoding.paper_count,
-                              num_clients=n,
-                              consistent=opts['consistent'],
-                              monotone=opts['monotone'])
+        cdf = encoding.cdf(noisy,
+                           n if hg.exact_count(encoding.paper_count) else None,
+                           consistent=opts['consistent'],
+                           monotone=opts['monotone'])
         est = hg.quantile_values(cdf,
                                  QUANTILES,
                                  0.0,

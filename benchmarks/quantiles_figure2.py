@@ -13,9 +13,9 @@ ring 2^18, and:
 each with the distributed discrete Gaussian (DDG), the Poisson binomial
 (cPBM) and the central Gaussian at the same (epsilon, delta) -- the
 trusted-server counterpart. Rounds are sampled with
-`tff_ddp.analytics.simulation` (distribution-exact for these encodings; see
-its docstring); `--check` also runs the real TFF process for a few
-configurations and prints both. Writes PNG plots next to RESULTS.md.
+`tff_ddp.analytics.quantiles.simulation` (distribution-exact for these
+encodings; see its docstring); `--check` also runs the real TFF process for a
+few configurations and prints both. Writes PNG plots next to RESULTS.md.
 
   .venv/bin/python benchmarks/quantiles_figure2.py [--runs 10] [--check]
 """
@@ -49,7 +49,7 @@ def data(dist, n, rng):
 
 def worst_error(cdf, values, num_bins):
   """max over p of eq. 3, with eq. 1's index (first on ties, as argmin)."""
-  from tff_ddp.analytics import histograms as hg
+  from tff_ddp.analytics.quantiles import encodings as hg
   cdf = np.asarray(cdf)
   idx = np.argmin(np.abs(cdf[None, :] - np.asarray(QUANTILES)[:, None]), axis=1)
   return float(
@@ -58,14 +58,14 @@ def worst_error(cdf, values, num_bins):
 
 def cdf_estimate(encoding, noisy, count, n):
   """The process's CDF estimate (`Encoding.cdf`, one home)."""
-  from tff_ddp.analytics import histograms as hg
+  from tff_ddp.analytics.quantiles import encodings as hg
   return encoding.cdf(noisy, n if hg.exact_count(count) else None).numpy()
 
 
 def sweep(runs, clients, bins, dists, epsilons):
-  from tff_ddp.analytics import histograms as hg
-  from tff_ddp.analytics import quantiles as q
-  from tff_ddp.analytics import simulation as sim
+  from tff_ddp.analytics.quantiles import encodings as hg
+  from tff_ddp.analytics.quantiles import process as q
+  from tff_ddp.analytics.quantiles import simulation as sim
   results = {}  # (dist, n, b, variant, setting, eps) -> list of errors
   params = {}
   for n, b in itertools.product(clients, bins):
@@ -99,7 +99,7 @@ def sweep(runs, clients, bins, dists, epsilons):
 
 def check_against_process(check_rounds):
   """The same configurations through the real TFF process (a few rounds)."""
-  from tff_ddp.analytics import quantiles as q
+  from tff_ddp.analytics.quantiles import process as q
   harness.processes.use_test_context()
   rows = []
   for (name, method,
@@ -174,7 +174,7 @@ def run(runs=10,
   central ratios, the analytic noise ratios, the Table 5 analogue, the
   calibrated parameters, and with `check` the TFF process beside the
   simulator."""
-  from tff_ddp.analytics import simulation as sim
+  from tff_ddp.analytics.quantiles import simulation as sim
   results, params = sweep(runs, clients, bins, dists, epsilons)
   checked = check_against_process(check_rounds) if check else []
   pairs = list(itertools.product(VARIANTS, SETTINGS))

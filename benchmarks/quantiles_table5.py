@@ -10,7 +10,7 @@ heavy-tailed lognormal, clipped to [0, 10] -- with the paper's fixed cPBM
 parameters (not calibrated; the script prints the epsilon they give at
 delta = 1e-5 by our accountant: Lemma 2 as published, our zero-out curve,
 and the zero-out curve over the touched coordinates only) and n clients. Rounds are sampled with
-`tff_ddp.analytics.simulation`; mean over --runs runs.
+`tff_ddp.analytics.quantiles.simulation`; mean over --runs runs.
 
   .venv/bin/python benchmarks/quantiles_table5.py [--runs 50] [--clients 1000]
 """
@@ -36,9 +36,9 @@ def run(runs=50, clients=1000):
   import dp_accounting
   from tff_ddp.accounting import accountant as acc_lib
   from tff_ddp.aggregators import poisson_binomial
-  from tff_ddp.analytics import histograms as hg
-  from tff_ddp.analytics import quantile_calibration as qc
-  from tff_ddp.analytics import simulation as sim
+  from tff_ddp.analytics.quantiles import calibration as qc
+  from tff_ddp.analytics.quantiles import encodings as hg
+  from tff_ddp.analytics.quantiles import simulation as sim
   n = clients
   width = 10.0 / BINS
   params, eps = {}, {}
@@ -94,16 +94,13 @@ def run(runs=50, clients=1000):
         # Each with the count its paper uses (flat: estimated; Haar: n).
         method, count = encoding.name, encoding.paper_count
         codes = sim.encodings(encoding, values, 0.0, 10.0)
-        clean = hg.estimate_cdf(encoding,
-                                codes.sum(0).astype(np.float64),
-                                BINS,
-                                count,
-                                num_clients=n)
+        n_or_none = n if hg.exact_count(count) else None
+        clean = encoding.cdf(codes.sum(0).astype(np.float64), n_or_none)
         noisy = sim.noisy_sum('poisson_binomial',
                               codes,
                               params[method],
                               seed=run_index * 7 + offset)
-        cdf = hg.estimate_cdf(encoding, noisy, BINS, count, num_clients=n)
+        cdf = encoding.cdf(noisy, n_or_none)
         ref = hg.quantile_values(clean, QUANTILES, 0.0, 10.0, BINS).numpy()
         est = hg.quantile_values(cdf, QUANTILES, 0.0, 10.0, BINS).numpy()
         errors.setdefault((dist, method),

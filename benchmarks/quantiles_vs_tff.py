@@ -55,7 +55,7 @@ def tff_tree_to_ours(flat_values, splits):
 
 
 def worst(cdf, values, b):
-  from tff_ddp.analytics import histograms as hg
+  from tff_ddp.analytics.quantiles import encodings as hg
   idx = hg.quantile_indices(cdf, QUANTILES).numpy()
   return float(np.max(hg.quantile_error(values, idx, QUANTILES, 0.0, 10.0, b)))
 
@@ -96,7 +96,7 @@ def tff_decoder_error(tree, values, b):
   """Worst quantile error of TFF's own consistent decoder."""
   import tensorflow as tf
   import tensorflow_federated as tff
-  from tff_ddp.analytics import histograms as hg
+  from tff_ddp.analytics.quantiles import encodings as hg
   decoder_lib = tff.analytics.hierarchical_histogram.hierarchical_histogram_decoder
   ragged = tf.RaggedTensor.from_row_splits(
       np.asarray(tree['flat_values'], np.float64),
@@ -122,9 +122,9 @@ def run_ours(process, data, b):
 
 def accuracy(n, b, epsilons, reps):
   from tff_ddp.accounting import accountant
-  from tff_ddp.analytics import histograms as hg
-  from tff_ddp.analytics import quantiles as q
-  from tff_ddp.analytics import simulation as sim
+  from tff_ddp.analytics.quantiles import encodings as hg
+  from tff_ddp.analytics.quantiles import process as q
+  from tff_ddp.analytics.quantiles import simulation as sim
 
   def ours(method, eps, **estimation):
     return q.build_quantile_process(method, 'discrete_gaussian', 0.0, 10.0, b,
@@ -166,8 +166,8 @@ def accuracy(n, b, epsilons, reps):
 
 
 def timing(n, timed_rounds):
-  from tff_ddp.analytics import quantiles as q
-  from tff_ddp.analytics import simulation as sim
+  from tff_ddp.analytics.quantiles import process as q
+  from tff_ddp.analytics.quantiles import simulation as sim
   b, eps = 64, 1.0
   values = np.random.default_rng(5).uniform(0, 10, n).astype(np.float32)
   processes = {

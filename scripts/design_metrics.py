@@ -97,8 +97,8 @@ CEILINGS = {
     'imports from accounting/ into mechanisms/ or aggregators/': 0,
     'benchmarks/RESULTS.md lines': 619,
     'README.md lines': 300,
-    'library lines (tff_ddp/)': 29190,
-    'periphery lines (scripts/, BUILD files, build_test)': 7544,
+    'library lines (tff_ddp/)': 29218,
+    'periphery lines (scripts/, BUILD files, build_test)': 7559,
     'checks.choice calls (outside cli/)': 19,
     'version strings': 1,
 }

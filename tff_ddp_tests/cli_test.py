@@ -143,8 +143,8 @@ class RingTest(parameterized.TestCase):
     # 10^6 values were refused with "bits=18 is too
     # small ... use bits >= 25"; the number of clients is public, so the
     # command sizes the ring itself unless --bits is given.
-    from tff_ddp.analytics import histograms
-    encodings = [histograms.encoding('tree', 32)]
+    from tff_ddp.analytics.quantiles import encodings as hg
+    encodings = [hg.encoding('tree', 32)]
     bits, configurations = quantiles_cli.configure(encodings,
                                                    ['discrete_gaussian'], 32,
                                                    10**6, 1.0, 1e-7)
@@ -428,7 +428,7 @@ class JobsTest(parameterized.TestCase):
     # (r + 1), with seed 0 under --values: identical on every run, yet
     # labelled DP. Two runs on the same values now add different noise; a
     # --noise-seed run repeats itself and says it is not private.
-    from tff_ddp.analytics import simulation
+    from tff_ddp.analytics.quantiles import simulation
     noisy = []
     original = simulation.noisy_sum
 
@@ -455,8 +455,8 @@ class JobsTest(parameterized.TestCase):
     # probability 0.
     self.assertFalse(np.array_equal(noisy[0], noisy[1]))
     # The seeded run's noise is the seed's (repetition 0): reproducible.
-    from tff_ddp.analytics import histograms
-    encoding = histograms.encoding('flat', 8)
+    from tff_ddp.analytics.quantiles import encodings as hg
+    encoding = hg.encoding('flat', 8)
     codes = simulation.encodings(encoding, values, 0.0, 10.0)
     np.testing.assert_array_equal(
         noisy[2],

@@ -18,10 +18,10 @@ from tff_ddp.analytics.frequency import MultiRoundParameters
 from tff_ddp.analytics.frequency import NormalizeParameters
 from tff_ddp.analytics.frequency import SampleParameters
 from tff_ddp.analytics.frequency import TwoPhaseParameters
-from tff_ddp.analytics.quantile_calibration import parameters_for_noise
-from tff_ddp.analytics.quantile_calibration import quantile_parameters
-from tff_ddp.analytics.quantile_calibration import QuantileParameters
-from tff_ddp.analytics.quantile_calibration import QuantileSetting
 from tff_ddp.analytics.quantiles import build_quantile_process
 from tff_ddp.analytics.quantiles import build_quantile_process_from_parameters
+from tff_ddp.analytics.quantiles import parameters_for_noise
+from tff_ddp.analytics.quantiles import quantile_parameters
 from tff_ddp.analytics.quantiles import QuantileEstimation
+from tff_ddp.analytics.quantiles import QuantileParameters
+from tff_ddp.analytics.quantiles import QuantileSetting

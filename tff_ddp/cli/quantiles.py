@@ -29,7 +29,7 @@ DISTRIBUTIONS = ('uniform', 'chi2')
 DEFAULT_BITS = 18
 MAX_BITS = 30
 # How the distributed rows run (--engine): 'tff', TFF's process, one call
-# per client; 'batched', `tff_ddp.analytics.quantile_rounds` (the same
+# per client; 'batched', `tff_ddp.analytics.quantiles.rounds` (the same
 # client and server code in batches, the process's distribution); 'auto',
 # TFF up to AUTO_TFF_CLIENTS clients (~10 s a round), batched above.
 ENGINES = ('auto', 'tff', 'batched')
@@ -56,7 +56,7 @@ def draw(distribution: str, n: int, rng, upper: float) -> np.ndarray:
 
 
 def _worst(cdf, values, quantiles, lower, upper, num_bins):
-  from tff_ddp.analytics import histograms as hg
+  from tff_ddp.analytics.quantiles import encodings as hg
   values = values[~np.isnan(values)]  # NaN: a client without a value
   if not values.size:
     return float('nan')
@@ -80,7 +80,7 @@ def configure(encodings,
   configuration fits (10^6 clients at epsilon 1: 25, where 18 was refused
   with "use bits >= 25").
   """
-  from tff_ddp.analytics import quantiles as q
+  from tff_ddp.analytics.quantiles import process as q
 
   def at(ring_bits):
     configurations = {}
@@ -155,8 +155,8 @@ def run(
   for path, flag in ((output, '--output'), (plot, '--plot')):
     if path is not None:
       outputs.check_path(path, flag)
-  from tff_ddp.analytics import histograms as hg
-  from tff_ddp.analytics import simulation as sim
+  from tff_ddp.analytics.quantiles import encodings as hg
+  from tff_ddp.analytics.quantiles import simulation as sim
   repetitions = checks.integer(repetitions, 'repetitions', 1)
   upper_bound = checks.real(upper_bound, 'upper')
   lower_bound = checks.real(lower_bound, 'lower')
@@ -232,11 +232,7 @@ def run(
           central_z=z_central,
           l2_sensitivity=encoding.l2,
           seed=None if noise_seed is None else [noise_seed, r])
-      cdf = hg.estimate_cdf(encoding,
-                            noisy,
-                            num_bins,
-                            count,
-                            num_clients=num_clients)
+      cdf = encoding.cdf(noisy, num_clients if hg.exact_count(count) else None)
       errors.append(
           _worst(cdf, dataset, quantiles, lower_bound, upper_bound, num_bins))
     rows.append(
@@ -316,7 +312,7 @@ def _tff_round(params, lower_bound, upper_bound, quantiles, count, noise_seed):
   """(values, repetition, progress) -> (estimates, cdf) of TFF's process
   (its state carried over the repetitions)."""
   del noise_seed  # the factory's test seed
-  from tff_ddp.analytics import quantiles as q
+  from tff_ddp.analytics.quantiles import process as q
   with warnings.catch_warnings():
     warnings.filterwarnings('ignore', message=r'.*\(seed=\.\.\.\)')
     process = q.build_quantile_process_from_parameters(
@@ -340,20 +336,20 @@ def _tff_round(params, lower_bound, upper_bound, quantiles, count, noise_seed):
 
 def _batched_round(params, lower_bound, upper_bound, quantiles, count,
                    noise_seed):
-  """The same with `quantile_rounds.run_round` (each repetition's draws
+  """The same with `quantiles.rounds.run_round` (each repetition's draws
   fresh; with --noise-seed, the seed's and the repetition's)."""
-  from tff_ddp.analytics import quantile_rounds
-  from tff_ddp.analytics import quantiles as q
+  from tff_ddp.analytics.quantiles import process as q
+  from tff_ddp.analytics.quantiles import rounds as qr
   options = q.read_out_options(params.encoding, lower_bound, upper_bound,
                                quantiles, q.QuantileEstimation(count=count))
 
   def round_fn(values, repetition, progress):
     seed = None if noise_seed is None else noise_seed * 10007 + repetition
-    out = quantile_rounds.run_round(params,
-                                    options,
-                                    values,
-                                    noise_seed=seed,
-                                    progress=progress)
+    out = qr.run_round(params,
+                       options,
+                       values,
+                       noise_seed=seed,
+                       progress=progress)
     return out.result, out.cdf
 
   return round_fn
@@ -396,11 +392,12 @@ def add_parser(subparsers):
       help='federated DP quantiles on synthetic data or yours',
       description=__doc__,
       formatter_class=common.HelpFormatter)
-  p.add_argument('--methods',
-                 nargs='+',
-                 default=['flat', 'tree', 'haar'],
-                 help='histogram encodings (tff_ddp.analytics.histograms: '
-                 "flat, tree or its alias hierarchical, haar)")
+  p.add_argument(
+      '--methods',
+      nargs='+',
+      default=['flat', 'tree', 'haar'],
+      help='histogram encodings (tff_ddp.analytics.quantiles.encodings: '
+      "flat, tree or its alias hierarchical, haar)")
   p.add_argument('--mechanisms',
                  nargs='+',
                  default=['discrete_gaussian', 'poisson_binomial'],

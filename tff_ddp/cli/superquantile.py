@@ -65,7 +65,7 @@ def run(algorithm: str = 'deltafl',
   delta = common.resolve_delta(delta, POPULATION, print_fn)
   import tensorflow_federated as tff
   from tff_ddp import learning
-  from tff_ddp.analytics import histograms as hg
+  from tff_ddp.analytics.quantiles import encodings as hg
   from tff_ddp.learning import tasks
   # Checked here as well: the non-private runs build no PrivacyConfig.
   checks.choice(histogram, 'histogram', hg.METHODS + tuple(hg.ALIASES))
@@ -198,11 +198,12 @@ def add_parser(subparsers):
                  type=common.integer('--bins', 2, 2**12),
                  default=16,
                  help='b (a power of two for tree and haar)')
-  p.add_argument('--histogram',
-                 default='tree',
-                 help='the loss histogram\'s encoding '
-                 '(tff_ddp.analytics.histograms: flat, tree or its alias '
-                 'hierarchical, haar)')
+  p.add_argument(
+      '--histogram',
+      default='tree',
+      help='the loss histogram\'s encoding '
+      '(tff_ddp.analytics.quantiles.encodings: flat, tree or its alias '
+      'hierarchical, haar)')
   p.add_argument('--adversary',
                  default='server',
                  choices=['server', 'release'],

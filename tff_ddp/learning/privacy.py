@@ -28,8 +28,8 @@ from tff_ddp.accounting import pld_accountant
 from tff_ddp.accounting import running
 from tff_ddp.aggregators import discrete_gaussian
 from tff_ddp.aggregators import secure_sum
-from tff_ddp.analytics import histograms as hg
-from tff_ddp.analytics import quantile_calibration as qc
+from tff_ddp.analytics.quantiles import calibration as qc
+from tff_ddp.analytics.quantiles import encodings as hg
 from tff_ddp.encoders import registry
 from tff_ddp.learning import weighting
 from tff_ddp.mechanisms import base
@@ -64,7 +64,7 @@ class PrivacyConfig:
     num_bins: b (a power of two for 'tree' and 'haar').
     histogram: 'flat', 'tree' (hierarchical, the paper's Algorithm 2) or
       'haar' ('hierarchical' is stored as 'tree'); `encoding` is the
-      `histograms.Encoding` it names with `num_bins` bins.
+      `encodings.Encoding` it names with `num_bins` bins.
     count: how the CDF is normalised: 'exact' (by n, public) or
       'estimated' (by the noisy total; required with sampling='self', where
       the number of clients that kept their data is hidden).
@@ -115,7 +115,7 @@ class PrivacyConfig:
   encoder: str = 'hadamard'
   seed: Optional[int] = None
   # The choices above resolved once: `histogram` and `num_bins`
-  # (`histograms.encoding`), `count` and `tail_count`.
+  # (`encodings.encoding`), `count` and `tail_count`.
   encoding: hg.Encoding = dataclasses.field(init=False,
                                             repr=False,
                                             compare=False)

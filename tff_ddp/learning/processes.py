@@ -23,7 +23,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_ddp.accounting import event_io
-from tff_ddp.analytics import quantiles as quantiles_lib
+from tff_ddp.analytics.quantiles import process as quantiles_lib
 from tff_ddp.learning import privacy as privacy_lib
 from tff_ddp.learning import weighting
 from tff_ddp.utils import checks

@@ -11,7 +11,7 @@ rounds on numpy batches and composes the *same* pieces as the processes:
   with SGD on one-batch datasets); u_i = w - w_i;
 * non-private weightings: the numpy references of
   `tff_ddp.learning.weighting` (which the tests check against the process);
-* DP-Delta-FL: the loss histogram is `tff_ddp.analytics.simulation`'s
+* DP-Delta-FL: the loss histogram is `tff_ddp.analytics.quantiles.simulation`'s
   distribution-exact noisy sum of the same encodings with the same
   calibrated aggregator, the CDF `Encoding.cdf`, the tail
   `weighting.private_tail` / `weighting.in_tail` (the process's own
@@ -35,7 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_ddp.aggregators import simulation as aggregator_simulation
-from tff_ddp.analytics import simulation as analytics_simulation
+from tff_ddp.analytics.quantiles import simulation as analytics_simulation
 from tff_ddp.learning import privacy as privacy_lib
 from tff_ddp.learning import tasks as tasks_lib
 from tff_ddp.learning import weighting
@@ -99,7 +99,7 @@ def _tail_reader(privacy, theta):
   """(losses, round, seed) -> (the server's private_tail as floats, mask).
 
   The quantile process's round: the clients' encodings
-  (`analytics.simulation.encodings`) summed by `BatchedSum` of the
+  (`analytics.quantiles.simulation.encodings`) summed by `BatchedSum` of the
   histogram's own factory, the CDF (`Encoding.cdf`), then
   `weighting.private_tail` and `weighting.in_tail` -- the process's
   functions.

@@ -478,7 +478,7 @@ def private_tail(cdf, noisy_total, num_clients, tail_fraction: float,
     fallback (unusable: every client in the tail, divided by n)).
   """
   import tensorflow as tf
-  from tff_ddp.analytics import histograms as hg
+  from tff_ddp.analytics.quantiles import encodings as hg
   theta = check_tail_fraction(tail_fraction)
   exact_count = checks.boolean(exact_count, 'exact_count')
   histogram_tail_count = checks.boolean(histogram_tail_count,
@@ -523,7 +523,7 @@ def in_tail(loss, tail_bin, upper: float, num_bins: int):
   loss >= Q (for the last bin: loss >= B); every client if tail_bin = -1.
   Works elementwise on a vector of losses too (TF)."""
   import tensorflow as tf
-  from tff_ddp.analytics import histograms as hg
+  from tff_ddp.analytics.quantiles import encodings as hg
   loss = tf.cast(loss, tf.float64)
   index = hg.bin_index(loss, 0.0, upper, num_bins)
   return (index > tf.cast(tail_bin, tf.int64)) | (loss >= upper)

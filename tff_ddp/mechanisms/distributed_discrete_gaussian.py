@@ -627,7 +627,7 @@ class DistributedDiscreteGaussian:
     computes before it adds the client's noise share (`ring_sum`). For an
     input the scaling makes integer (integer inputs, granularity 1/c) the
     rounding is the identity, whatever `rounding_seed` (a batched round
-    relies on it and checks it: `tff_ddp.analytics.quantile_rounds`)."""
+    relies on it and checks it: `tff_ddp.analytics.quantiles.rounds`)."""
     x, finite, clipped = self.clip_and_scale(x)
     encoded = self.encoder.encode(x, round_seed)
     if not self.encoder.is_isometry:

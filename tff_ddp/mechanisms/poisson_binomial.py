@@ -213,7 +213,7 @@ class PoissonBinomial:
     Z[k] ~ Binomial(m, p[k]). Deterministic given x and the round's seed:
     clients with equal inputs have equal p (a batched round draws their
     summed Binomial(count m, p) at once, `tff_ddp.analytics.
-    quantile_rounds`)."""
+    quantiles.rounds`)."""
     x = tf.reshape(tf.cast(x, tf.float64), [self.dim])
     finite = tf.reduce_all(tf.math.is_finite(x))
     x = tf.where(finite, x, tf.zeros_like(x))

@@ -18,7 +18,7 @@ from tff_ddp.analytics.frequency import clipping as fq
 from tff_ddp.analytics.frequency import data as fd
 from tff_ddp.analytics.frequency import process as fp
 from tff_ddp.analytics.frequency import single_release
-from tff_ddp.analytics import histograms as hg
+from tff_ddp.analytics.quantiles import encodings as hg
 from tff_ddp.utils import rounds as rounds_lib
 
 _D = 6

@@ -358,8 +358,8 @@ class PhaseOneRingTest(parameterized.TestCase):
       self.assertLessEqual(2**(bits - 1), n)  # and one bit less does not
 
   def test_eighteen_bits_refuse_what_the_sized_ring_holds(self):
-    from tff_ddp.analytics import histograms as hg
-    from tff_ddp.analytics import quantile_calibration as qc
+    from tff_ddp.analytics.quantiles import calibration as qc
+    from tff_ddp.analytics.quantiles import encodings as hg
     n = 300000
     with self.assertRaisesRegex(ValueError, 'use bits >= 19'):
       qc.quantile_parameters(hg.Haar(64), 'poisson_binomial', 64,

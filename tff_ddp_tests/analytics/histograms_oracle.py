@@ -1,6 +1,6 @@
 """The histogram encodings and estimators as plain functions of a method's
-name: the form the `tff_ddp.analytics.histograms.Encoding` classes replaced,
-kept as the oracle of their claim to give the same bits.
+name: the form the `tff_ddp.analytics.quantiles.encodings.Encoding` classes
+replaced, kept as the oracle of their claim to give the same bits.
 
 `histograms_pinned_test` compares the classes with these functions in one
 process, bit for bit. Both run the same TensorFlow ops on the same shapes in

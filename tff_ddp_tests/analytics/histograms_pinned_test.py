@@ -36,9 +36,9 @@ import tensorflow as tf
 
 from tff_ddp.accounting import accountant
 from tff_ddp.accounting import pld_accountant
-from tff_ddp.analytics import histograms as hg
-from tff_ddp.analytics import quantile_calibration as qc
-from tff_ddp.analytics import simulation as sim
+from tff_ddp.analytics.quantiles import calibration as qc
+from tff_ddp.analytics.quantiles import encodings as hg
+from tff_ddp.analytics.quantiles import simulation as sim
 from tff_ddp.mechanisms import poisson_binomial as pbm_mechanism
 from tff_ddp_tests.analytics import histograms_oracle as oracle
 
@@ -57,7 +57,7 @@ def _digest(value) -> str:
 
 def _noisy(method):
   """A fixed noisy sum of the method's length (values far from integers)."""
-  length = hg.encoding_length(method, _BINS)
+  length = hg.encoding(method, _BINS).length
   return np.random.default_rng(7).normal(size=length) * 2.0 + 1.0
 
 
@@ -90,7 +90,8 @@ def _integer_cases():
   for method in hg.METHODS:
     out.append((f'{method} encode',
                 np.stack([
-                    hg.encode(method, tf.constant(i, tf.int64), _BINS).numpy()
+                    hg.encoding(method,
+                                _BINS).encode(tf.constant(i, tf.int64)).numpy()
                     for i in range(_BINS)
                 ])))
   return out
@@ -155,7 +156,7 @@ class PinnedOutputsTest(tf.test.TestCase, parameterized.TestCase):
     for method in hg.METHODS:
       for i in range(_BINS):
         self.assertAllEqual(
-            hg.encode(method, tf.constant(i, tf.int64), _BINS),
+            hg.encoding(method, _BINS).encode(tf.constant(i, tf.int64)),
             oracle.encode(method, tf.constant(i, tf.int64), _BINS))
 
   @parameterized.parameters(*hg.METHODS)
@@ -166,21 +167,28 @@ class PinnedOutputsTest(tf.test.TestCase, parameterized.TestCase):
           np.asarray(got, np.float64).tobytes(),
           np.asarray(want, np.float64).tobytes(), what)
 
-    same(hg.sensitivities(method, _BINS), oracle.sensitivities(method, _BINS),
-         'sensitivities')
-    same(hg.total_norm(method, _BINS), oracle.total_norm(method, _BINS),
-         'total_norm')
+    same(
+        hg.encoding(method, _BINS).sensitivities(),
+        oracle.sensitivities(method, _BINS), 'sensitivities')
+    same(
+        hg.encoding(method, _BINS).total_norm, oracle.total_norm(method, _BINS),
+        'total_norm')
     h = tf.constant(_noisy(method))
-    same(hg.estimated_total(method, h, _BINS),
-         oracle.estimated_total(method, h, _BINS), 'estimated_total')
+    same(
+        hg.encoding(method, _BINS).estimated_total(h),
+        oracle.estimated_total(method, h, _BINS), 'estimated_total')
     for count in hg.COUNTS:
       for monotone in (False, True):
         for consistent in ((False, True) if method == 'tree' else (False,)):
           kwargs = dict(num_clients=_N,
                         consistent=consistent,
                         monotone=monotone)
-          same(hg.estimate_cdf(method, h, _BINS, count, **kwargs),
-               oracle.estimate_cdf(method, h, _BINS, count, **kwargs),
+          got = hg.encoding(method,
+                            _BINS).cdf(h,
+                                       _N if hg.exact_count(count) else None,
+                                       consistent=consistent,
+                                       monotone=monotone)
+          same(got, oracle.estimate_cdf(method, h, _BINS, count, **kwargs),
                f'cdf {count} {kwargs}')
 
   @pytest.mark.slow  # calibrations and TF noise sampling, ~5 s

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tff_ddp.analytics import histograms as hg
-from tff_ddp.analytics import quantile_calibration as qc
-from tff_ddp.analytics import simulation as sim
+from tff_ddp.analytics.quantiles import calibration as qc
+from tff_ddp.analytics.quantiles import encodings as hg
+from tff_ddp.analytics.quantiles import simulation as sim
 
 
 def _pav(y):
@@ -51,9 +51,9 @@ class EncodingTest(tf.test.TestCase, parameterized.TestCase):
   @parameterized.parameters('flat', 'tree', 'haar')
   def test_encodings_against_brute_force(self, method):
     b = 16
-    a = hg.tree_matrix(b)
+    a = hg.Tree(b).node_matrix()
     for i in range(b):
-      got = hg.encode(method, tf.constant(i, tf.int64), b).numpy()
+      got = hg.encoding(method, b).encode(tf.constant(i, tf.int64)).numpy()
       if method == 'flat':
         want = np.eye(b)[i]
       elif method == 'tree':
@@ -61,7 +61,7 @@ class EncodingTest(tf.test.TestCase, parameterized.TestCase):
       else:
         want = _haar_reference(i, b)
       self.assertAllEqual(got, want)
-      l1, l2, l0 = hg.sensitivities(method, b)
+      l1, l2, l0 = hg.encoding(method, b).sensitivities()
       self.assertEqual(np.abs(got).sum(), l1)
       self.assertAlmostEqual(np.linalg.norm(got), l2)
       self.assertEqual(np.count_nonzero(got), l0)
@@ -71,17 +71,18 @@ class EncodingTest(tf.test.TestCase, parameterized.TestCase):
     rng = np.random.default_rng(0)
     idx = rng.integers(0, b, size=200)
     total = sum(
-        hg.encode('haar', tf.constant(i, tf.int64), b).numpy() for i in idx)
-    leaves = hg.haar_decode_matrix(b) @ total
+        hg.encoding('haar', b).encode(tf.constant(i, tf.int64)).numpy()
+        for i in idx)
+    leaves = hg.Haar(b).decode_matrix() @ total
     self.assertAllClose(leaves, np.bincount(idx, minlength=b), atol=1e-12)
     # And on any coefficient vector: decode(encode-matrix) == identity.
     enc = np.stack([_haar_reference(i, b) for i in range(b)], axis=1)
-    self.assertAllClose(hg.haar_decode_matrix(b) @ enc, np.eye(b), atol=1e-12)
+    self.assertAllClose(hg.Haar(b).decode_matrix() @ enc, np.eye(b), atol=1e-12)
 
   def test_dyadic_prefix_uses_at_most_log_nodes(self):
     b = 64
-    p = hg.dyadic_prefix_matrix(b)
-    a = hg.tree_matrix(b)
+    p = hg.Tree(b).dyadic_prefix_matrix()
+    a = hg.Tree(b).node_matrix()
     self.assertAllEqual(p @ a, np.tril(np.ones((b, b))))
     self.assertLessEqual(p.sum(axis=1).max(), math.log2(b))
     # j = 15 (1-based) = [1, 8] + [9, 12] + [13, 14] + [15] (paper's example).
@@ -91,14 +92,9 @@ class EncodingTest(tf.test.TestCase, parameterized.TestCase):
   def test_consistent_tree_is_least_squares(self, b):
     rng = np.random.default_rng(b)
     h = rng.normal(size=2 * b - 2) * 3 + 5
-    a = hg.tree_matrix(b)
+    a = hg.Tree(b).node_matrix()
     leaves, *_ = np.linalg.lstsq(a, h, rcond=None)
-    cdf = hg.estimate_cdf('tree',
-                          tf.constant(h),
-                          b,
-                          'exact',
-                          num_clients=1,
-                          consistent=True)
+    cdf = hg.Tree(b).cdf(tf.constant(h), 1, consistent=True)
     self.assertAllClose(cdf, np.cumsum(leaves), rtol=1e-9, atol=1e-9)
 
   @parameterized.parameters(2, 4, 16, 128)
@@ -108,34 +104,27 @@ class EncodingTest(tf.test.TestCase, parameterized.TestCase):
     haar = rng.normal(size=b) * 4
     flat = rng.normal(size=b) * 4
     cum = np.tril(np.ones((b, b)))
-    for method, h, k in (('tree', tree, hg.dyadic_prefix_matrix(b)),
-                         ('haar', haar,
-                          cum @ hg.haar_decode_matrix(b)), ('flat', flat, cum)):
-      cdf = hg.estimate_cdf(method, tf.constant(h), b, 'exact', num_clients=1)
+    for method, h, k in (('tree', tree, hg.Tree(b).dyadic_prefix_matrix()),
+                         ('haar', haar, cum @ hg.Haar(b).decode_matrix()),
+                         ('flat', flat, cum)):
+      cdf = hg.encoding(method, b).cdf(tf.constant(h), 1)
       self.assertAllClose(cdf, k @ h, rtol=1e-12, atol=1e-12)
-      total = hg.estimated_total(method, tf.constant(h), b)
+      total = hg.encoding(method, b).estimated_total(tf.constant(h))
       self.assertAllClose(total, (k @ h)[-1], rtol=1e-12, atol=1e-12)
-    self.assertAlmostEqual(hg.total_norm('flat', b), math.sqrt(b))
+    self.assertAlmostEqual(hg.encoding('flat', b).total_norm, math.sqrt(b))
 
   def test_many_bins_without_quadratic_memory(self):
     b = 2**16
     rng = np.random.default_rng(0)
     for method in ('flat', 'tree', 'haar'):
-      h = rng.normal(size=hg.encoding_length(method, b))
-      cdf = hg.estimate_cdf(method,
-                            tf.constant(h),
-                            b,
-                            'estimated',
-                            consistent=method == 'tree')
+      h = rng.normal(size=hg.encoding(method, b).length)
+      cdf = hg.encoding(method, b).cdf(tf.constant(h),
+                                       consistent=method == 'tree')
       self.assertEqual(cdf.shape, [b])
     with self.assertRaisesRegex(ValueError, 'num_bins'):
-      hg.encoding_length('flat', 2**16 + 1)
+      hg.encoding('flat', 2**16 + 1)
     with self.assertRaisesRegex(ValueError, 'monotone'):
-      hg.estimate_cdf('flat',
-                      tf.zeros([4096]),
-                      4096,
-                      'estimated',
-                      monotone=True)
+      hg.Flat(4096).cdf(tf.zeros([4096]), monotone=True)
 
   @parameterized.parameters(*[(m, c, cons)
                               for m in ('flat', 'tree', 'haar')
@@ -147,13 +136,11 @@ class EncodingTest(tf.test.TestCase, parameterized.TestCase):
     rng = np.random.default_rng(2)
     values = rng.uniform(0, 10, size=100)
     idx = hg.bin_index(values, 0.0, 10.0, b).numpy()
-    total = sum(hg.encode(method, tf.constant(i), b).numpy() for i in idx)
-    cdf = hg.estimate_cdf(method,
-                          tf.constant(total, tf.float64),
-                          b,
-                          count,
-                          num_clients=100,
-                          consistent=consistent)
+    total = sum(
+        hg.encoding(method, b).encode(tf.constant(i)).numpy() for i in idx)
+    cdf = hg.encoding(method, b).cdf(tf.constant(total, tf.float64),
+                                     100 if hg.exact_count(count) else None,
+                                     consistent=consistent)
     self.assertAllClose(cdf, np.cumsum(np.bincount(idx, minlength=b)) / 100)
 
   def test_isotonic_matches_pav(self):
@@ -183,14 +170,8 @@ class EncodingTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_graph_equals_eager(self):
     total = tf.constant(np.arange(30, dtype=np.float64))
-    fn = tf.function(
-        lambda t: hg.estimate_cdf('tree', t, 16, 'estimated', monotone=True))
-    self.assertAllClose(
-        fn(total), hg.estimate_cdf('tree',
-                                   total,
-                                   16,
-                                   'estimated',
-                                   monotone=True))
+    fn = tf.function(lambda t: hg.Tree(16).cdf(t, monotone=True))
+    self.assertAllClose(fn(total), hg.Tree(16).cdf(total, monotone=True))
 
   def test_edges_end_at_upper_when_the_width_rounds(self):
     # upper - lower = 2^53 + 1 rounds to 2^53 in float64; the last edge is
@@ -203,32 +184,28 @@ class EncodingTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_bad_arguments(self):
     with self.assertRaisesRegex(ValueError, 'power of two'):
-      hg.encode('tree', tf.constant(0, tf.int64), 24)
+      hg.encoding('tree', 24).encode(tf.constant(0, tf.int64))
     with self.assertRaisesRegex(ValueError, 'method'):
-      hg.encoding_length('bars', 16)
+      hg.encoding('bars', 16)
     with self.assertRaisesRegex(ValueError, 'num_bins'):
-      hg.encoding_length('flat', 1)
+      hg.encoding('flat', 1)
     with self.assertRaisesRegex(ValueError, 'lower_bound < upper_bound'):
       hg.bin_index([1.0], 1.0, 1.0, 4)
     with self.assertRaisesRegex(ValueError, 'count'):
-      hg.estimate_cdf('flat', tf.zeros([4]), 4, 'guess')
+      hg.exact_count('guess')
     with self.assertRaisesRegex(ValueError, 'num_clients'):
-      hg.estimate_cdf('flat', tf.zeros([4]), 4, 'exact')
+      hg.Flat(4).cdf(tf.zeros([4]), -1)
     with self.assertRaisesRegex(ValueError, 'consistent'):
-      hg.estimate_cdf('flat', tf.zeros([4]), 4, 'exact', 3, consistent=True)
+      hg.Flat(4).cdf(tf.zeros([4]), 3, consistent=True)
     # Flags are booleans, not arrays (found by the fuzz test).
     with self.assertRaisesRegex(TypeError, 'consistent must be True or False'):
-      hg.estimate_cdf('flat',
-                      tf.zeros([4]),
-                      4,
-                      'estimated',
-                      consistent=np.array([np.nan, np.nan]))
+      hg.Flat(4).cdf(tf.zeros([4]), consistent=np.array([np.nan, np.nan]))
     with self.assertRaisesRegex(TypeError, 'monotone must be True or False'):
-      hg.estimate_cdf('flat', tf.zeros([4]), 4, 'estimated', monotone='yes')
+      hg.Flat(4).cdf(tf.zeros([4]), monotone='yes')
     for text in ('1.0', ['1', '2', '3', '4'], np.array(['1'] * 4)):
       with self.assertRaisesRegex(TypeError, 'noisy_sum must be a tensor of '
                                   'numbers'):
-        hg.estimate_cdf('flat', text, 4, 'estimated')
+        hg.Flat(4).cdf(text)
 
 
 def _registered():
@@ -236,7 +213,7 @@ def _registered():
 
 
 class ContractTest(tf.test.TestCase, parameterized.TestCase):
-  """What every `histograms.Encoding` promises, checked for each class
+  """What every `encodings.Encoding` promises, checked for each class
   defined (so a new method is checked by defining it)."""
 
   def test_resolved_once_into_its_class(self):
@@ -295,7 +272,7 @@ class ContractTest(tf.test.TestCase, parameterized.TestCase):
       self.check_consistent(encoding)
 
   def test_a_new_method_is_one_class(self):
-    """The class checklist of `histograms.Encoding`, followed for a toy
+    """The class checklist of `encodings.Encoding`, followed for a toy
     method (the one-hot of the mirrored bin), is all the package needs: the
     name resolves, the contract holds, and the calibration and the
     simulator take it."""

@@ -23,8 +23,8 @@ from tff_ddp.aggregators import poisson_binomial
 from tff_ddp.analytics.frequency import process as fp
 from tff_ddp.analytics.frequency import multi_round
 from tff_ddp.analytics.frequency import simulation as fs
-from tff_ddp.analytics import histograms as hg
-from tff_ddp.analytics import quantiles
+from tff_ddp.analytics.quantiles import encodings as hg
+from tff_ddp.analytics.quantiles import process as quantiles
 from tff_ddp.encoders import registry
 from tff_ddp_tests import neighbours
 
@@ -46,7 +46,7 @@ def _indicator_mechanism(theta, m, n):
 
 def _haar_mechanism(theta, m, n, b):
   # quantile_parameters' cPBM: l2 = sqrt(l0), linf 1, l0 clip.
-  _, l2, l0 = hg.sensitivities('haar', b)
+  _, l2, l0 = hg.encoding('haar', b).sensitivities()
   factory = poisson_binomial.PoissonBinomialSumFactory(
       l2_clip=l2,
       theta=theta,
@@ -174,7 +174,7 @@ class QuantileProcessTest(parameterized.TestCase):
     neighbour = _encodings(method, [float('nan')], upper, b)[0]
     np.testing.assert_array_equal(neighbour, 0)
     l1, l2 = neighbours.max_distances(messages, neighbour)
-    want_l1, want_l2, _ = hg.sensitivities(method, b)
+    want_l1, want_l2, _ = hg.encoding(method, b).sensitivities()
     self.assertLessEqual(l2, want_l2 * (1 + 1e-12))
     self.assertLessEqual(l1, want_l1 * (1 + 1e-12))
     self.assertAlmostEqual(l2, want_l2)  # attained: not vacuous
@@ -186,7 +186,7 @@ class QuantileProcessTest(parameterized.TestCase):
     b, upper = 4, 1.0
     bin0, top = _encodings(method, [0.0, upper], upper, b)
     _, l2 = neighbours.max_distances([top], bin0)
-    self.assertGreater(l2, hg.sensitivities(method, b)[1] * 1.4)
+    self.assertGreater(l2, hg.encoding(method, b).sensitivities()[1] * 1.4)
 
   @parameterized.product(n=[1, 2], m=[1, 2], b=[2, 4])
   def test_cpbm_curve_covers_every_pair(self, n, m, b):

@@ -1,4 +1,4 @@
-"""Tests of the batched quantile round (`tff_ddp.analytics.quantile_rounds`).
+"""Tests of the batched quantile round (`tff_ddp.analytics.quantiles.rounds`).
 
 Its claim: the TFF process's distribution. The parts that are exact are
 checked exactly (each bin's pre-noise client message is the process's
@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tff_ddp.analytics import histograms as hg
-from tff_ddp.analytics import quantile_calibration as qc
-from tff_ddp.analytics import quantile_rounds as qr
-from tff_ddp.analytics import quantiles as q
+from tff_ddp.analytics.quantiles import calibration as qc
+from tff_ddp.analytics.quantiles import encodings as hg
+from tff_ddp.analytics.quantiles import process as q
+from tff_ddp.analytics.quantiles import rounds as qr
 from tff_ddp.cli import common
 from tff_ddp.mechanisms import binomial
 from tff_ddp.utils import rounds

@@ -13,10 +13,10 @@ from tff_ddp import accounting
 from tff_ddp.accounting import events
 from tff_ddp.accounting import pld_accountant
 from tff_ddp.aggregators import discrete_gaussian as ddg_factory
-from tff_ddp.analytics import histograms as hg
-from tff_ddp.analytics import quantile_calibration as qc
-from tff_ddp.analytics import quantiles as q
-from tff_ddp.analytics import simulation
+from tff_ddp.analytics.quantiles import calibration as qc
+from tff_ddp.analytics.quantiles import encodings as hg
+from tff_ddp.analytics.quantiles import process as q
+from tff_ddp.analytics.quantiles import simulation
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
 from tff_ddp.utils import rounds
 
@@ -67,7 +67,8 @@ class ParametersTest(parameterized.TestCase):
     p = q.quantile_parameters(method, 'poisson_binomial', 32,
                               q.QuantileSetting(128, 2.0, 1e-5))
     event = p.factory.dp_event(p.value_type)
-    self.assertEqual(event.dimension, hg.sensitivities(method, 32)[2])
+    self.assertEqual(event.dimension,
+                     hg.encoding(method, 32).sensitivities()[2])
     self.assertEqual(p.num_trials, (2**18 - 1) // 128)
     self.assertLessEqual(_epsilon(event, 1e-5), 2.0 * (1 + 1e-6))
 
@@ -310,7 +311,7 @@ class ParametersForNoiseTest(parameterized.TestCase):
     with self.assertRaisesRegex(TypeError, 'parameters'):
       q.build_quantile_process_from_parameters({}, 0.0, 1.0, [0.5])
     # The ring helpers take the resolved encoding, and say so.
-    with self.assertRaisesRegex(TypeError, r'histograms.encoding\(method, '
+    with self.assertRaisesRegex(TypeError, r'encodings.encoding\(method, '
                                 'num_bins\)'):
       qc.largest_scaling('flat', 100, 1.0, 1e-5, 18)
 

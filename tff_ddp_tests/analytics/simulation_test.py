@@ -6,9 +6,9 @@ from absl.testing import parameterized
 import numpy as np
 import pytest
 
-from tff_ddp.analytics import histograms as hg
-from tff_ddp.analytics import quantiles as q
-from tff_ddp.analytics import simulation as sim
+from tff_ddp.analytics.quantiles import encodings as hg
+from tff_ddp.analytics.quantiles import process as q
+from tff_ddp.analytics.quantiles import simulation as sim
 
 _REPS = 300
 
@@ -42,7 +42,8 @@ class EncodingsTest(parameterized.TestCase):
     codes = sim.encodings(method, values, 0.0, 10.0, 16)
     idx = hg.bin_index(values, 0.0, 10.0, 16).numpy()
     for row, i in zip(codes, idx):
-      np.testing.assert_array_equal(row, hg.encode(method, i, 16).numpy())
+      np.testing.assert_array_equal(row,
+                                    hg.encoding(method, 16).encode(i).numpy())
 
 
 @pytest.mark.slow
@@ -84,7 +85,7 @@ class MomentsTest(parameterized.TestCase):
 
   def test_central(self):
     codes = _codes('tree')
-    l2 = hg.sensitivities('tree', 16)[1]
+    l2 = hg.encoding('tree', 16).sensitivities()[1]
     errors = np.array([
         sim.noisy_sum(
             'central', codes, central_z=2.0, l2_sensitivity=l2, seed=s) -

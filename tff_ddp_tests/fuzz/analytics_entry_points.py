@@ -13,15 +13,37 @@ from hypothesis import strategies as st
 import numpy as np
 import tensorflow as tf
 
-from tff_ddp.analytics import histograms as hg
-from tff_ddp.analytics import quantile_calibration as qc
-from tff_ddp.analytics import quantiles as q
-from tff_ddp.analytics import simulation
+from tff_ddp.analytics.quantiles import calibration as qc
+from tff_ddp.analytics.quantiles import encodings as hg
+from tff_ddp.analytics.quantiles import process as q
+from tff_ddp.analytics.quantiles import simulation
 from tff_ddp_tests.fuzz import strategies as fz
 
 _METHODS = st.sampled_from(['flat', 'tree', 'haar', 'hierarchical', 'dyadic'])
 _BINS = st.one_of(st.integers(-1, 70),
                   st.sampled_from([2**16, 2**16 + 1, 100000]), fz.ints())
+
+
+def _encoding_length(method, num_bins):
+  """The length of the encoding a user's name gives, resolved once at the
+  edge (`encoding`), as every caller does."""
+  return hg.encoding(method, num_bins).length
+
+
+def _cdf(method,
+         noisy_sum,
+         num_bins,
+         count,
+         num_clients=None,
+         consistent=False,
+         monotone=False):
+  """`Encoding.cdf` of the encoding a user's name gives, with the `count`
+  option resolved as the callers resolve it (`exact_count`)."""
+  return hg.encoding(method, num_bins).cdf(
+      noisy_sum,
+      num_clients if hg.exact_count(count) else None,
+      consistent=consistent,
+      monotone=monotone)
 
 
 def _check_length(kwargs, n):
@@ -138,18 +160,18 @@ _PROCESS = dict(method='flat',
                 delta=1e-5)
 
 ENTRY_POINTS = [
-    fz.EntryPoint(name='analytics.histograms.encoding_length',
-                  call=hg.encoding_length,
+    fz.EntryPoint(name='analytics.quantiles.encodings.Encoding.length',
+                  call=_encoding_length,
                   baseline=dict(method='tree', num_bins=16),
                   check=_check_length,
                   hints=dict(method=_METHODS, num_bins=_BINS)),
-    fz.EntryPoint(name='analytics.histograms.check_range',
+    fz.EntryPoint(name='analytics.quantiles.encodings.check_range',
                   call=lambda lower, upper: hg.check_range(lower, upper),
                   baseline=dict(lower=0.0, upper=1.0),
                   check=_check_range,
                   hints=dict(lower=fz.floats(), upper=fz.floats()),
                   names=('lower_bound', 'upper_bound')),
-    fz.EntryPoint(name='analytics.histograms.edges',
+    fz.EntryPoint(name='analytics.quantiles.encodings.edges',
                   call=hg.edges,
                   baseline=dict(lower=0.0, upper=1.0, num_bins=4),
                   check=_check_edges,
@@ -161,8 +183,8 @@ ENTRY_POINTS = [
                   examples=[('num_bins 10**12', dict(num_bins=10**12),
                              'clear_error'),
                             ('string bound', dict(upper='1'), 'clear_error')]),
-    fz.EntryPoint(name='analytics.histograms.estimate_cdf',
-                  call=hg.estimate_cdf,
+    fz.EntryPoint(name='analytics.quantiles.encodings.Encoding.cdf',
+                  call=_cdf,
                   baseline=dict(method='flat',
                                 noisy_sum=[1.0, 2.0, 3.0, 4.0],
                                 num_bins=4,
@@ -184,7 +206,7 @@ ENTRY_POINTS = [
                       ('zero total', dict(noisy_sum=[0.0] * 4), 'documented'),
                       ('nan sum', dict(noisy_sum=[math.nan] * 4), 'documented')
                   ]),
-    fz.EntryPoint(name='analytics.histograms.quantile_values',
+    fz.EntryPoint(name='analytics.quantiles.encodings.quantile_values',
                   call=hg.quantile_values,
                   baseline=dict(cdf=[0.25, 0.5, 0.75, 1.0],
                                 quantiles=[0.5],
@@ -264,15 +286,13 @@ ENTRY_POINTS = [
             ('monotone 4096 bins', dict(num_bins=4096,
                                         estimator='monotone'), 'clear_error'),
         ]),
-    fz.EntryPoint(name='analytics.simulation.central_noise_multiplier',
-                  call=simulation.central_noise_multiplier,
-                  baseline=dict(epsilon=1.0, delta=1e-5, rounds=1),
-                  check=_check_z,
-                  hints=dict(epsilon=fz.floats(),
-                             delta=fz.floats(),
-                             rounds=fz.ints()),
-                  names=('epsilon', 'target_epsilon', 'delta', 'target_delta',
-                         'rounds'),
-                  max_examples=15,
-                  budget=fz.CALIBRATION_BUDGET),
+    fz.EntryPoint(
+        name='analytics.quantiles.simulation.central_noise_multiplier',
+        call=simulation.central_noise_multiplier,
+        baseline=dict(epsilon=1.0, delta=1e-5, rounds=1),
+        check=_check_z,
+        hints=dict(epsilon=fz.floats(), delta=fz.floats(), rounds=fz.ints()),
+        names=('epsilon', 'target_epsilon', 'delta', 'target_delta', 'rounds'),
+        max_examples=15,
+        budget=fz.CALIBRATION_BUDGET),
 ]

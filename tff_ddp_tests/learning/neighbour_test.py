@@ -20,8 +20,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_ddp.analytics import histograms as hg
-from tff_ddp.analytics import quantiles
+from tff_ddp.analytics.quantiles import encodings as hg
+from tff_ddp.analytics.quantiles import process as quantiles
 from tff_ddp.learning import privacy as privacy_lib
 from tff_ddp.learning import processes
 from tff_ddp.learning import tasks
@@ -99,7 +99,8 @@ class DeltaFlNeighbourTest(parameterized.TestCase):
     # The histogram's DDG is calibrated to l2_sensitivity (zero-out).
     self.assertLessEqual(l2, params.l2_sensitivity * (1 + 1e-12))
     self.assertAlmostEqual(l2, params.l2_sensitivity)  # attained
-    self.assertLessEqual(l1, hg.sensitivities(histogram, num_bins)[0])
+    self.assertLessEqual(l1,
+                         hg.encoding(histogram, num_bins).sensitivities()[0])
 
   @parameterized.parameters('tree', 'haar')
   def test_old_empty_loss_exceeds_the_sensitivity(self, histogram):

@@ -10,7 +10,7 @@ import tensorflow_federated as tff
 from tff_ddp.accounting import accountant
 from tff_ddp.accounting import events
 from tff_ddp.accounting import pld_accountant
-from tff_ddp.analytics import histograms as hg
+from tff_ddp.analytics.quantiles import encodings as hg
 from tff_ddp.learning import privacy
 
 UPDATE = tff.StructWithPythonType(
@@ -43,7 +43,7 @@ class ConfigTest(parameterized.TestCase):
                      quantile.factory.dp_event(quantile.value_type, 37))
     self.assertAlmostEqual(histogram.l2_sensitivity,
                            quantile.scaling * math.sqrt(4))
-    self.assertEqual(histogram.dimension, hg.encoding_length('tree', 16))
+    self.assertEqual(histogram.dimension, hg.encoding('tree', 16).length)
     # The update: the DDG factory's event over the padded model (256).
     self.assertEqual(update, config.update_factory().dp_event(UPDATE, 37))
     self.assertEqual(update.dimension, 256)

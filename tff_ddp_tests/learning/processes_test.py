@@ -12,7 +12,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_ddp import accounting
-from tff_ddp.analytics import histograms as hg
+from tff_ddp.analytics.quantiles import encodings as hg
 from tff_ddp.learning import metrics as learning_metrics
 from tff_ddp.learning import privacy as privacy_lib
 from tff_ddp.learning import processes

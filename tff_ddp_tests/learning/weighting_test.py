@@ -9,7 +9,7 @@ import numpy as np
 from scipy import optimize
 import tensorflow as tf
 
-from tff_ddp.analytics import histograms as hg
+from tff_ddp.analytics.quantiles import encodings as hg
 from tff_ddp.learning import weighting
 
 

@@ -10,8 +10,8 @@ TFFE's phases); the pieces are the library's, composed:
 * the frequency release is `PoissonBinomialSumFactory` (Kashin encoder) --
   one secure sum;
 * TFFE's first phase is the Haar quantile process of
-  `tff_ddp.analytics.quantiles` (cPBM over the Haar coefficients) on the
-  clients' representation norms -- a second secure sum;
+  `tff_ddp.analytics.quantiles.process` (cPBM over the Haar coefficients)
+  on the clients' representation norms -- a second secure sum;
 * MFFE's indicator is a second `PoissonBinomialSumFactory` on one
   coordinate.
 
@@ -34,7 +34,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_ddp.aggregators import secure_sum
-from tff_ddp.analytics import quantiles as quantiles_lib
+from tff_ddp.analytics.quantiles import process as quantiles_lib
 
 
 def selector(struct_type, name):

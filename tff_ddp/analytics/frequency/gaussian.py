@@ -15,8 +15,8 @@ import numpy as np
 from tff_ddp.accounting import calibration
 from tff_ddp.analytics.frequency import clipping as fq
 from tff_ddp.analytics.frequency import simulation as fs
-from tff_ddp.analytics import histograms as hg
-from tff_ddp.analytics import simulation
+from tff_ddp.analytics.quantiles import encodings as hg
+from tff_ddp.analytics.quantiles import simulation
 from tff_ddp.utils import checks
 
 

@@ -18,7 +18,7 @@ processes' distribution (not their bits):
   sampler (`binomial.sample_binomial`), a chunk of clients per call, each
   call's seed fresh from the kernel's CSPRNG; their sum mod M in int64;
 * the server's `server_decode`; TFFE's phase 1 is the batched quantile
-  round (`quantile_rounds.run_round`) on the clients' `norm_message`s,
+  round (`quantiles.rounds.run_round`) on the clients' `norm_message`s,
   and its clip rule is the process's (C-hat if the status is 'ok' and it
   is finite and positive, else the histogram's upper bound).
 
@@ -35,7 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_ddp.analytics.frequency import two_phase
-from tff_ddp.analytics import quantile_rounds
+from tff_ddp.analytics.quantiles import rounds as qr
 from tff_ddp.mechanisms import binomial
 from tff_ddp.utils import entropy
 from tff_ddp.utils import tensors
@@ -159,7 +159,7 @@ def run(params,
   """One run of `params.protocol` (PROTOCOLS) on the users' count vectors
   x ([n, d]); `noise_seed` None (private) or an integer (reproducible,
   NOT private)."""
-  from tff_ddp.analytics import quantiles as q
+  from tff_ddp.analytics.quantiles import process as q
   if params.protocol not in PROTOCOLS:
     raise ValueError(f'{params.protocol!r} is not batched; run its TFF '
                      'process.')
@@ -186,7 +186,7 @@ def run(params,
   options = q.read_out_options(params.quantile.encoding, 0.0,
                                params.upper_bound, [params.target_quantile],
                                q.QuantileEstimation(count='exact'))
-  phase_one = quantile_rounds.run_round(
+  phase_one = qr.run_round(
       params.quantile,
       options,
       norms,

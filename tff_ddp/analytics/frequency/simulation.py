@@ -16,10 +16,10 @@ form, with the library's own pieces:
   the library's exactness argument); the sum reduced mod M and decoded by
   the mechanism's own `server_decode`; a data-dependent clip C by the
   process's scaling (inputs y C0 / C, output times C / C0);
-* TFFE's phase 1: `tff_ddp.analytics.simulation` (the quantile simulator:
+* TFFE's phase 1: `tff_ddp.analytics.quantiles.simulation` (the quantile simulator:
   the Haar encodings of the float32 norms, cPBM noise, the mechanism's
   decode), then the process's own estimator functions
-  (the encoding's `cdf`, `histograms.quantile_values`) and its status rule;
+  (the encoding's `cdf`, `encodings.quantile_values`) and its status rule;
 * MFFE's indicator: the process's signs (+-1, 0 without data) through the
   indicator's cPBM likewise.
 

@@ -26,10 +26,10 @@ from tff_ddp.analytics.frequency import clipping as fq
 from tff_ddp.analytics.frequency import computations
 from tff_ddp.analytics.frequency import setting as setting_lib
 from tff_ddp.analytics.frequency import simulation as fs
-from tff_ddp.analytics import histograms as hg
-from tff_ddp.analytics import quantile_calibration as qc
-from tff_ddp.analytics import quantiles as quantiles_lib
-from tff_ddp.analytics import simulation
+from tff_ddp.analytics.quantiles import encodings as hg
+from tff_ddp.analytics.quantiles import calibration as qc
+from tff_ddp.analytics.quantiles import process as quantiles_lib
+from tff_ddp.analytics.quantiles import simulation
 from tff_ddp.utils import checks
 from tff_ddp.utils import rounds as rounds_lib
 from tff_ddp.utils import tensors

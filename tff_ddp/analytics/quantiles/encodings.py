@@ -6,8 +6,9 @@ the error, Theorems 1-2 the ring) and Chen et al., "Federated frequency
 estimation" (Section 4.2, eqs. 6-7, the discrete Haar wavelet transform);
 the consistent tree is Hay et al. 2010's least squares. `encoding(method,
 num_bins)` returns a frozen `Flat`, `Tree` or `Haar` (subclasses of
-`Encoding`; a new method is one new subclass); `encode`, `estimate_cdf`,
-`sensitivities` and `quantile_indices` are the entry points by name.
+`Encoding`; a new method is one new subclass): the one place a method's
+name is read, after which callers use the object's methods (`encode`,
+`cdf`, `sensitivities`, ...).
 
 Bins, the encodings and their exact inverses, the estimators:
 docs/notes/histogram_encodings.md.
@@ -185,6 +186,8 @@ class Encoding(abc.ABC):
       monotone: isotonic projection, then clip to [0, 1] (b <=
         MAX_MONOTONE_BINS).
     """
+    consistent = checks.boolean(consistent, 'consistent')
+    monotone = checks.boolean(monotone, 'monotone')
     if consistent and not self.has_consistent_estimator:
       have = [
           name for name, c in _CLASSES.items() if c.has_consistent_estimator
@@ -499,86 +502,6 @@ def exact_count(count: str) -> bool:
   2: normalise by the number of clients), False for 'estimated' (option 1:
   by the noisy total)."""
   return _EXACT_COUNT[checks.choice(count, 'count', COUNTS)]
-
-
-# ---------------------------------------------------------------------------
-# Entry points by name (notebooks, scripts): each resolves `method` once.
-
-
-def encoding_length(method: Union[str, Encoding], num_bins: int) -> int:
-  """Length of one client's encoding."""
-  return encoding(method, num_bins).length
-
-
-def sensitivities(method: Union[str, Encoding], num_bins: int):
-  """(l1, l2, l0) of one client's encoding: the zero-out sensitivities.
-
-  l0 is the number of coordinates a client touches.
-  """
-  return encoding(method, num_bins).sensitivities()
-
-
-def total_norm(method: Union[str, Encoding], num_bins: int) -> float:
-  """`Encoding.total_norm`: flat sqrt(b), tree sqrt(2), haar 1."""
-  return encoding(method, num_bins).total_norm
-
-
-def encode(method: Union[str, Encoding], index, num_bins: int) -> tf.Tensor:
-  """One client's encoding of its bin `index` (int64 scalar): int64 vector."""
-  return encoding(method, num_bins).encode(index)
-
-
-def estimate_cdf(method: Union[str, Encoding],
-                 noisy_sum,
-                 num_bins: int,
-                 count: str,
-                 num_clients=None,
-                 consistent: bool = False,
-                 monotone: bool = False) -> tf.Tensor:
-  """CDF estimates at the b right bin edges (float64 [b]).
-
-  Args:
-    method: 'flat', 'tree' or 'haar' (or an `Encoding`).
-    noisy_sum: the decoded sum of the clients' encodings (float [length]).
-    num_bins: b.
-    count: 'estimated' (divide by the noisy total) or 'exact' (by
-      num_clients).
-    num_clients: n, for count='exact'.
-    consistent: tree only: least-squares consistent tree first.
-    monotone: isotonic projection, then clip to [0, 1] (b <=
-      MAX_MONOTONE_BINS).
-  """
-  histogram = encoding(method, num_bins)
-  exact = exact_count(count)
-  if num_clients is not None and not isinstance(num_clients, tf.Tensor):
-    num_clients = checks.integer(num_clients, 'num_clients', 0)
-  if exact and num_clients is None:
-    raise ValueError("count='exact' needs num_clients.")
-  return histogram.cdf(noisy_sum,
-                       num_clients if exact else None,
-                       consistent=checks.boolean(consistent, 'consistent'),
-                       monotone=checks.boolean(monotone, 'monotone'))
-
-
-def estimated_total(method: Union[str, Encoding], noisy_sum,
-                    num_bins: int) -> tf.Tensor:
-  """The noisy total count read from the noisy sum (see `total_norm`)."""
-  return encoding(method, num_bins).estimated_total(noisy_sum)
-
-
-def tree_matrix(num_bins: int) -> np.ndarray:
-  """`Tree.node_matrix`: (2b - 2) x b, node = sum of its bins."""
-  return Tree(num_bins).node_matrix()
-
-
-def dyadic_prefix_matrix(num_bins: int) -> np.ndarray:
-  """`Tree.dyadic_prefix_matrix`: b x (2b - 2)."""
-  return Tree(num_bins).dyadic_prefix_matrix()
-
-
-def haar_decode_matrix(num_bins: int) -> np.ndarray:
-  """`Haar.decode_matrix`: b x b, the exact inverse of the encoding."""
-  return Haar(num_bins).decode_matrix()
 
 
 # ---------------------------------------------------------------------------

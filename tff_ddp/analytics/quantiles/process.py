@@ -3,8 +3,8 @@
 The federated DP quantiles paper: Algorithm 1 (flat histograms), Algorithm 2
 (hierarchical histograms), Theorems 1-2 (privacy, ring size); Chen et al.,
 "Federated frequency estimation", Section 4.2 for the Haar variant. The math
-is in `tff_ddp.analytics.histograms`, the calibration in
-`quantile_calibration`; the noise and the secure sum are the aggregators of
+is in `tff_ddp.analytics.quantiles.encodings`, the calibration in
+`calibration`; the noise and the secure sum are the aggregators of
 `tff_ddp.aggregators`, composed. `build_quantile_process` builds it
 (`QuantileParameters`: its configuration); `STATUSES` name how a round
 ended; a NaN value, encoded as zeros, is the neighbours' "no value".
@@ -22,14 +22,14 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_ddp.analytics import histograms as hg
-from tff_ddp.analytics import quantile_calibration
-from tff_ddp.analytics.quantile_calibration import MECHANISMS
-from tff_ddp.analytics.quantile_calibration import parameters_for_noise
-from tff_ddp.analytics.quantile_calibration import quantile_parameters
-from tff_ddp.analytics.quantile_calibration import QuantileParameters
-from tff_ddp.analytics.quantile_calibration import QuantileSetting
 from tff_ddp.aggregators import secure_sum
+from tff_ddp.analytics.quantiles import calibration
+from tff_ddp.analytics.quantiles import encodings as hg
+from tff_ddp.analytics.quantiles.calibration import MECHANISMS
+from tff_ddp.analytics.quantiles.calibration import parameters_for_noise
+from tff_ddp.analytics.quantiles.calibration import quantile_parameters
+from tff_ddp.analytics.quantiles.calibration import QuantileParameters
+from tff_ddp.analytics.quantiles.calibration import QuantileSetting
 from tff_ddp.utils import checks
 from tff_ddp.utils import rounds as rounds_lib
 
@@ -145,7 +145,7 @@ def build_quantile_process(
     method: 'flat' (Algorithm 1), 'hierarchical' or its alias 'tree'
       (Algorithm 2) or 'haar' (discrete Haar wavelet); hierarchical and
       Haar need num_bins a power of two. Resolved here, once, into a
-      `histograms.Encoding` (one may be passed instead of the name).
+      `encodings.Encoding` (one may be passed instead of the name).
     mechanism: 'discrete_gaussian' or 'poisson_binomial'.
     lower_bound, upper_bound: the range; values outside are clipped.
     num_bins: b in [2, 2^16] (monotone estimators: at most 2048).
@@ -173,7 +173,7 @@ def build_quantile_process(
     first `rounds` rounds only; compose the measured events with
     `tff_ddp.accounting.RdpAccountant` for the cost of more).
   """
-  setting = quantile_calibration.as_setting(setting, 'build_quantile_process')
+  setting = calibration.as_setting(setting, 'build_quantile_process')
   encoding = hg.encoding(method, num_bins)
   options = _read_out(encoding, lower_bound, upper_bound, quantiles, estimation)
   on_wrap = secure_sum.check_on_wrap(on_wrap)
@@ -194,7 +194,7 @@ def build_quantile_process_from_parameters(
   """The process of `build_quantile_process` on given parameters.
 
   For callers that choose the noise themselves and account the rounds
-  together with other releases (`quantile_calibration.parameters_for_noise`;
+  together with other releases (`calibration.parameters_for_noise`;
   DP-Delta-FL composes the quantile with the model update of each round).
   Also for callers that calibrate once (`quantile_parameters`) and split a
   budget between the quantile and another release (TFFE's first phase).
@@ -260,7 +260,7 @@ def _read_out(encoding, lower_bound, upper_bound, quantiles,
   return _Options(lower_bound, upper_bound, quantiles, estimation)
 
 
-# The validated read-out options (for `quantile_rounds.run_round`).
+# The validated read-out options (for `rounds.run_round`).
 read_out_options = _read_out
 
 
@@ -282,7 +282,7 @@ def server_read_out(params: QuantileParameters, options: _Options, noisy_sum, n,
   """The server's read-out of a round from the decoded noisy sum and the
   public count n: (estimates, cdf, status code's name, noisy total, its
   stddev). The process's server computation, and that of the batched
-  round (`tff_ddp.analytics.quantile_rounds`): one code for both."""
+  round (`tff_ddp.analytics.quantiles.rounds`): one code for both."""
   encoding = params.encoding
   num_bins = encoding.num_bins
   lower_bound, upper_bound = options.lower_bound, options.upper_bound

@@ -42,8 +42,8 @@ import tensorflow as tf
 
 from tff_ddp.accounting import calibration
 from tff_ddp.aggregators import secure_sum
-from tff_ddp.analytics import histograms as hg
-from tff_ddp.analytics import quantile_calibration as qc
+from tff_ddp.analytics.quantiles import calibration as qc
+from tff_ddp.analytics.quantiles import encodings as hg
 from tff_ddp.utils import checks
 
 
@@ -68,9 +68,9 @@ def encodings(method: Union[str, hg.Encoding],
   (`quantiles.encode_value`): values clipped into the range (+-inf into
   the end bins), zeros for NaN.
 
-  `method` is a `histograms.Encoding` (or its name, with `num_bins`). The
+  `method` is a `encodings.Encoding` (or its name, with `num_bins`). The
   encodings are its `encode` of each bin, looked up by the bin index the
-  process computes (`histograms.bin_index`).
+  process computes (`encodings.bin_index`).
   """
   encoding = hg.encoding(method, num_bins)
   values = np.asarray(values, np.float64)

@@ -2,10 +2,10 @@
 
 For a budget (epsilon, delta) over `rounds` rounds of
 `expected_clients_per_round` clients, against the named adversary, for a
-histogram encoding (`tff_ddp.analytics.histograms`): the discrete Gaussian's
-least noise multiplier with the largest integer scaling its ring allows
-(the wrap-around condition of Theorems 1-2 of the quantile paper and the
-DDG's own ring check: `largest_scaling`, `ring_holds`), or the Poisson
+histogram encoding (`tff_ddp.analytics.quantiles.encodings`): the discrete
+Gaussian's least noise multiplier with the largest integer scaling its ring
+allows (the wrap-around condition of Theorems 1-2 of the quantile paper and
+the DDG's own ring check: `largest_scaling`, `ring_holds`), or the Poisson
 binomial's theta by Lemma 2 composed over the encoding's l0 sensitivity.
 `quantile_parameters` calibrates to a budget, `parameters_for_noise` to a
 given noise multiplier; both return a `QuantileParameters`.
@@ -26,7 +26,7 @@ from tff_ddp.accounting import pld_accountant
 from tff_ddp.aggregators import calibrated
 from tff_ddp.aggregators import discrete_gaussian as ddg_factory
 from tff_ddp.aggregators import secure_sum
-from tff_ddp.analytics import histograms as hg
+from tff_ddp.analytics.quantiles import encodings as hg
 from tff_ddp.mechanisms import base
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg_mechanism
 from tff_ddp.mechanisms import poisson_binomial as pbm_mechanism
@@ -46,7 +46,7 @@ class QuantileParameters:
   """What the calibration chose.
 
   Attributes:
-    encoding: the histogram encoding (`histograms.Flat`, `Tree`, `Haar`);
+    encoding: the histogram encoding (`encodings.Flat`, `Tree`, `Haar`);
       `method`, `num_bins` and `l2_sensitivity` are its name, bins and l2.
     mechanism, bits: the rest of the configuration.
     factory: the aggregation factory (DDG or cPBM).
@@ -122,8 +122,8 @@ def _encoding(value, owner) -> hg.Encoding:
   """`value` if it is an encoding (these helpers take the object the
   entry points resolved, not a method's name)."""
   if not isinstance(value, hg.Encoding):
-    raise TypeError(f'{owner} takes a histograms.Encoding '
-                    f'(histograms.encoding(method, num_bins)), got {value!r}.')
+    raise TypeError(f'{owner} takes an encodings.Encoding '
+                    f'(encodings.encoding(method, num_bins)), got {value!r}.')
   return value
 
 
@@ -263,7 +263,7 @@ def parameters_for_noise(
 
   Args:
     method: 'flat', 'tree' (or 'hierarchical') or 'haar', or a
-      `histograms.Encoding` of `num_bins` bins.
+      `encodings.Encoding` of `num_bins` bins.
     num_bins, expected_clients_per_round, noise_multiplier, delta, bits,
       adversary, seed, client_sampling_rate: as above.
 
@@ -363,7 +363,7 @@ def quantile_parameters(
 
   Args:
     method: 'flat', 'tree' (or 'hierarchical') or 'haar', or a
-      `histograms.Encoding` of `num_bins` bins.
+      `encodings.Encoding` of `num_bins` bins.
     mechanism: 'discrete_gaussian' or 'poisson_binomial'.
     num_bins: b, the histogram's bins.
     setting: a `QuantileSetting`: the clients per round, the budget and

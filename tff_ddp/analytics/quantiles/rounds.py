@@ -9,7 +9,7 @@ run reproducible, for tests, and then not private).
 
 Why the distribution is the process's. A client with value v sends, per
 key of the secure sum, its message w_i = client(e_i) + noise share (mod M),
-with e_i = `quantiles.encode_value(v)` one of b + 1 vectors (one per bin;
+with e_i = `process.encode_value(v)` one of b + 1 vectors (one per bin;
 zeros for NaN); the server sees sum_i w_i mod M and the public count n.
 
 * The client's part before the noise is computed here by the mechanism's
@@ -31,7 +31,7 @@ zeros for NaN); the server sees sum_i w_i mod M and the public count n.
   as sums of Binomial(2^(10t), u) draws over the base-1024 digits of N_u m
   (one traced sampler per power), each call's seed fresh from the kernel.
 * The server's code is the process's (`mechanism.server_decode`, then
-  `quantiles.server_read_out`).
+  `process.server_read_out`).
 
 Refusals come first, as in the process: a round with more clients than the
 ring holds is refused under on_wrap='raise' before anything is drawn.
@@ -45,7 +45,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_ddp.aggregators import secure_sum
-from tff_ddp.analytics import histograms as hg
+from tff_ddp.analytics.quantiles import encodings as hg
 from tff_ddp.mechanisms import base
 from tff_ddp.mechanisms import binomial
 from tff_ddp.utils import entropy
@@ -201,7 +201,7 @@ def run_round(
   """One round of the quantile process on `values` (one float per client).
 
   Args:
-    process_parameters: `quantile_calibration.QuantileParameters`.
+    process_parameters: `calibration.QuantileParameters`.
     options: the process's read-out (`quantiles.read_out_options`).
     values: one value per client (NaN: no value), any float array.
     on_wrap: as the process's.
@@ -209,7 +209,7 @@ def run_round(
       CSPRNG) or an integer (reproducible, NOT private).
     progress: called with (clients done, clients) as the round advances.
   """
-  from tff_ddp.analytics import quantiles as q
+  from tff_ddp.analytics.quantiles import process as q
   params = process_parameters
   encoding = params.encoding
   mechanism = params.aggregator_mechanism()
