@@ -197,7 +197,8 @@ def error_functional(clip, norms, effective_dim: float, num_trials: int,
 
 def expected_l2_error_bound(clip, norms, effective_dim: float, num_trials: int,
                             theta: float, dim: int) -> np.ndarray:
-  """Theorem 1 as published: sqrt(d) E(C; D) (see the module docstring)."""
+  """Theorem 1 as published: sqrt(d) E(C; D) (docs/notes/frequency_protocols.md,
+  section on clipping.py)."""
   d = _count(dim, 'dim')
   return math.sqrt(d) * error_functional(clip, norms, effective_dim, num_trials,
                                          theta)
@@ -260,8 +261,9 @@ def tightened_error_bound(clip,
 def optimal_clip(norms, quantile: float) -> float:
   """The inverted-CDF `quantile` of the norms: y_(ceil(n q)) (1-based).
 
-  With q the target of eq. 5 this is the minimiser of E(C; D) (module
-  docstring); the non-private "best C" of the paper's tables.
+  With q the target of eq. 5 this is the minimiser of E(C; D)
+  (docs/notes/frequency_protocols.md, section on clipping.py); the
+  non-private "best C" of the paper's tables.
   """
   norms = np.sort(_norms(norms))
   q = checks.real(quantile, 'quantile', 0.0, 1.0, high_open=False)

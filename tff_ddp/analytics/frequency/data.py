@@ -80,7 +80,8 @@ def heterogeneous(num_users: int,
                   seed: int = 0,
                   items: int = ITEMS_PER_USER,
                   size_concentration: float = 2.0) -> np.ndarray:
-  """[n, d] counts of the heterogeneous dataset (module docstring)."""
+  """[n, d] counts of the heterogeneous dataset (its reading of the paper:
+  docs/notes/frequency_estimation.md, "Datasets")."""
   n = checks.integer(num_users, 'num_users', 1)
   items = checks.integer(items, 'items', 1)
   size_concentration = checks.positive(size_concentration, 'size_concentration')
@@ -129,8 +130,8 @@ def docstrings(num_users: int,
                root: Optional[str] = None) -> np.ndarray:
   """[n, d] word counts of n docstrings over the d most frequent words.
 
-  See the module docstring. `root` defaults to this interpreter's
-  site-packages.
+  What it is and is not: docs/notes/frequency_estimation.md, "Datasets".
+  `root` defaults to this interpreter's site-packages.
   """
   n = checks.integer(num_users, 'num_users', 1)
   dim = checks.integer(dim, 'dim', 1)

@@ -2,9 +2,10 @@
 
 "Bounding Contribution Optimally for Federated Frequency Estimation under
 User-level Distributed Differential Privacy" (the federated frequency
-estimation paper), Table 2's CDP and LDP rows (`clipping`'s module
-docstring). They need a trusted server or no secure sum, so there is no
-distributed-DP process to run: they exist only as this simulation.
+estimation paper), Table 2's CDP and LDP rows
+(docs/notes/frequency_protocols.md, section on clipping.py). They need a
+trusted server or no secure sum, so there is no distributed-DP process to
+run: they exist only as this simulation.
 """
 
 import dataclasses
@@ -103,7 +104,8 @@ def central_gaussian(gparams,
                      rng,
                      target=None,
                      clip=None) -> fs.Round:
-  """The CDP baseline (module docstring of `clipping`): one run."""
+  """The CDP baseline (docs/notes/frequency_protocols.md, section on
+  clipping.py, "CDP"): one run."""
   if gparams.local:
     raise ValueError('central_gaussian needs gaussian_parameters(local='
                      'False).')

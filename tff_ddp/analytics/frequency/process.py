@@ -160,11 +160,13 @@ def build_frequency_process(protocol: str,
   """A frequency-estimation process calibrated to (epsilon, delta).
 
   Arguments as for `frequency_parameters`, and `on_wrap` ('raise' or
-  'flag': a round with more clients than the rings hold; module
-  docstring). `next(state, x)` with x one `value_dtype` [d] vector per
-  client returns the estimate of sum_i x_i (float64 [d]; 'multi_round': of
-  all rounds so far) and the measurements of the module docstring. See
-  `build_frequency_process_from_parameters`.
+  'flag': a round with more clients than the rings hold;
+  docs/notes/frequency_protocols.md, section on process.py, "Rounds the
+  process does not answer normally"). `next(state, x)` with x one
+  `value_dtype` [d] vector per client returns the estimate of sum_i x_i
+  (float64 [d]; 'multi_round': of all rounds so far) and the measurements
+  of docs/notes/frequency_protocols.md, section on process.py, "What a
+  round releases". See `build_frequency_process_from_parameters`.
   """
   on_wrap = secure_sum.check_on_wrap(on_wrap)
   return build_frequency_process_from_parameters(frequency_parameters(

@@ -185,8 +185,9 @@ class FrequencySetting:
     epsilon, delta: the budget (what it covers: `frequency.process`),
       against `adversary`, for the relation NEIGHBOURS.
     calibration: `CalibrateTheta` (default, m = 30) or `CalibrateNumTrials`.
-    divisor: 'l2' (Algorithm 3) or 'linf' (module doc of `frequency.clipping`), a
-      `poisson_binomial.Divisor` once built.
+    divisor: 'l2' (Algorithm 3) or 'linf' (docs/notes/frequency_protocols.md,
+      section on clipping.py, "The divisor"), a `poisson_binomial.Divisor`
+      once built.
     adversary: 'server' or 'release', an `Adversary` once built.
     value_dtype: the clients' dtype (float32, float64, int32, int64).
     seed: tests only (deterministic noise; see the aggregators).

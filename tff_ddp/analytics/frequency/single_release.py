@@ -90,8 +90,8 @@ class FixedClipParameters(SingleReleaseParameters):
 @dataclasses.dataclass(frozen=True)
 class NormalizeParameters(SingleReleaseParameters):
   """Table 2's Normalize: x / ||x||_2 through cPBM with C = 1, no rescaling
-  (`frequency.clipping`'s module docstring: the only reading that gives the paper's
-  numbers)."""
+  (docs/notes/frequency_protocols.md, section on clipping.py, "Normalize":
+  the only reading that gives the paper's numbers)."""
 
   protocol: ClassVar[str] = 'normalize'
   clip: ClassVar[float] = 1.0

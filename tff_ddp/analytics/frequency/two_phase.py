@@ -215,7 +215,8 @@ def _norm_computation(params, seed_type):
     y = encoder.encode(tf.where(finite, x, tf.zeros_like(x)), seed)
     # A non-finite client, and a client with no data (x = 0, the
     # neighbouring relation's "no data"), is in no bin: NaN, which the
-    # quantile process encodes as the zero message (module docstring).
+    # quantile process encodes as the zero message (`quantiles.process`'s
+    # module docstring).
     return norm_message(tensors.overflow_safe_norm(y), finite)
 
   return norm_fn
@@ -334,9 +335,9 @@ def _two_phase(params, on_wrap):
 
 def _scaled_release(params, aggregator, ring, on_wrap):
   """(f_state, x, clip) -> (state, estimate, measurements): OcPBM with a
-  server-side clip, by scaling (module docstring), refusing or flagging a
-  round above `ring`. A federated function to call inside a federated
-  computation."""
+  server-side clip, by scaling (`frequency.computations`' module
+  docstring), refusing or flagging a round above `ring`. A federated
+  function to call inside a federated computation."""
 
   @tff.tensorflow.computation(params.value_type, np.float64)
   def scale_fn(x, clip):

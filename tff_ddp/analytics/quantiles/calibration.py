@@ -359,7 +359,8 @@ def quantile_parameters(
     num_bins: int,
     setting: QuantileSetting,
 ) -> QuantileParameters:
-  """Calibrates the aggregator for a quantile process (see module doc).
+  """Calibrates the aggregator for a quantile process (module docstring;
+  step by step: docs/notes/histogram_encodings.md, section on calibration.py).
 
   Args:
     method: 'flat', 'tree' (or 'hierarchical') or 'haar', or a
@@ -390,7 +391,8 @@ def as_setting(value, owner: str) -> QuantileSetting:
 
 
 def _poisson_binomial(encoding, setting: QuantileSetting):
-  """`quantile_parameters` for cPBM (module docstring)."""
+  """`quantile_parameters` for cPBM (docs/notes/histogram_encodings.md,
+  section on calibration.py, "Poisson binomial")."""
   n, bits = setting.expected_clients_per_round, setting.bits
   num_trials = setting.num_trials
   m = pbm_mechanism.max_num_trials(n, bits)

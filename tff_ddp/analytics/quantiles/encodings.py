@@ -561,7 +561,9 @@ def _tree_adjoint(nodes: tf.Tensor, b: int) -> tf.Tensor:
 
 
 def _consistent_leaves(nodes: tf.Tensor, b: int) -> tf.Tensor:
-  """argmin_x ||A x - h||_2 by conjugate gradients (module docstring)."""
+  """argmin_x ||A x - h||_2 by conjugate gradients (Hay et al. 2010; the
+  steps: docs/notes/histogram_encodings.md, section on encodings.py, "Server
+  estimators")."""
   levels = b.bit_length() - 1
   rhs = _tree_adjoint(nodes, b)
   x = tf.zeros([b], tf.float64)

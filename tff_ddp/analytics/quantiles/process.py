@@ -76,8 +76,8 @@ class QuantileEstimation:
   Attributes:
     count: 'estimated' (Algorithm 1 option 1: normalise by the noisy
       total) or 'exact' (option 2: by the number of clients in the secure
-      sum, which is public by protocol; see the module docstring for
-      non-finite values).
+      sum, which is public by protocol; non-finite values:
+      docs/notes/federated_quantiles.md, section on process.py, "Clients").
     estimator: an `Estimator` or its value: 'paper' (eq. 1 on the raw
       CDF), 'monotone' (isotonic projection of the CDF first; at most 2048
       bins) or 'interpolate' (isotonic, then linear interpolation inside
@@ -159,7 +159,8 @@ def build_quantile_process(
       estimator 'paper', no consistent tree, min_total_stddevs 2).
     on_wrap: a round with more clients than the ring holds: 'raise' (the
       default: `RoundRefusedError`, state untouched) or 'flag' (status
-      'sum_may_wrap'); see the module docstring.
+      'sum_may_wrap'); see docs/notes/federated_quantiles.md, section on
+      process.py, "More clients than the ring holds".
 
   Returns:
     A `tff.templates.MeasuredProcess`: `next(state, values)` with `values`
