@@ -2,9 +2,10 @@
 subcommand.
 
 `privacy` runs in full (pure math). `demo`, `quantiles` and `frequency` run
-up to the point where they would start TFF's execution context (every
-argument and configuration check happens before): that call is replaced by
-a sentinel (`_WouldRun`), so a case is 'documented' when the command would
+up to the point where they would start TFF's execution context or, above
+their engines' client threshold, the batched rounds (every argument and
+configuration check happens before): that call is replaced by a sentinel
+(`_WouldRun`), so a case is 'documented' when the command would
 run a configuration the reference check accepts. `superquantile` runs up to
 the tracing of its learning process (`tff_ddp.learning.processes._trace`,
 after the library validated the model, the optimizers and the calibrated
@@ -26,6 +27,9 @@ from hypothesis import strategies as st
 import tensorflow_federated as tff
 
 from tff_ddp import cli
+from tff_ddp.analytics.frequency import rounds as frequency_rounds
+from tff_ddp.analytics.quantiles import rounds as quantile_rounds
+from tff_ddp.cli import quantiles as cli_quantiles
 from tff_ddp.learning import processes as learning_processes
 from tff_ddp_tests.fuzz import strategies as fz
 
@@ -45,11 +49,14 @@ def _refuse_tff():
 def _main(argv):
   """(status, stdout) of cli.main(argv); status 2 with one line -> error."""
   out, err = io.StringIO(), io.StringIO()
-  with mock.patch.object(tff.backends.test,
-                         'set_sync_test_cpp_execution_context',
-                         _refuse_tff), mock.patch.object(
-                             learning_processes, '_trace',
-                             lambda *a, **k: _refuse_tff()):
+  with mock.patch.object(
+      tff.backends.test,
+      'set_sync_test_cpp_execution_context', _refuse_tff), mock.patch.object(
+          learning_processes, '_trace',
+          lambda *a, **k: _refuse_tff()), mock.patch.object(
+              quantile_rounds, 'run_round',
+              lambda *a, **k: _refuse_tff()), mock.patch.object(
+                  frequency_rounds, 'run', lambda *a, **k: _refuse_tff()):
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
       try:
         status = cli.main(argv)
@@ -138,7 +145,34 @@ def argvs(draw):
     argv += ['--clients', '4', '--dim', '8', '--rounds', '1']
   for flag in draw(st.lists(st.sampled_from(flags + ('--bogus',)), max_size=4)):
     argv += [flag, draw(_value(flag))]
+  if command == 'quantiles':
+    argv = _within_tff_engine(argv)
   return dict(argv=argv)
+
+
+# The largest --clients the quantiles command accepts.
+_MAX_CLIENTS = 2**29
+
+
+def _within_tff_engine(argv):
+  """argv with a `--clients` above the TFF engine's range (AUTO_TFF_CLIENTS)
+  lowered to it. Above it `quantiles` is a batched run at up to 10^6 rows,
+  whose calibration alone (tree and Haar DDG histograms by their privacy
+  loss distributions) takes ~7 s of CPU and ~1 GiB each at 10^6 clients:
+  the scale of benchmarks/user_data_scale.py and cli_test, not of a
+  generated case. Refused counts (0, negative, non-integer, above
+  _MAX_CLIENTS) stay as generated."""
+  out = list(argv)
+  for i, arg in enumerate(out[:-1]):
+    if arg == '--clients':
+      try:
+        value = float(out[i + 1])
+      except ValueError:
+        continue
+      if math.isfinite(value) and value == int(value) and (
+          cli_quantiles.AUTO_TFF_CLIENTS < value <= _MAX_CLIENTS):
+        out[i + 1] = str(cli_quantiles.AUTO_TFF_CLIENTS)
+  return out
 
 
 def _flag_value(argv, flag, default):
@@ -181,7 +215,12 @@ ENTRY_POINTS = [
         cases=argvs(),
         names=_NAMES,
         max_examples=25,
-        budget=20.0,
+        # `quantiles` calibrates up to 6 configurations cold before it would
+        # run (3 encodings x 2 mechanisms, each by its privacy loss
+        # distribution since the DDG histograms carry l0 and l_inf bounds):
+        # 21 s of CPU for `--clients 1`; a hang or a 2x regression still
+        # shows.
+        budget=40.0,
         examples=[
             ('flag of another mechanism',
              dict(argv=_P + ['--mechanism', 'ddg', '--theta', '0.1']),
