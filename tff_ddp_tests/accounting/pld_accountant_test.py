@@ -61,6 +61,15 @@ def shifted(pmf, shift, pad):
   return out
 
 
+def product_law(pmf, x, pad):
+  """The law of independent coordinates, coordinate i `pmf` shifted by
+  x[i] (`shifted`), flattened."""
+  out = np.ones(1)
+  for v in x:
+    out = np.outer(out, shifted(pmf, v, pad)).ravel()
+  return out
+
+
 def ddg_worst(sigma, n, v_max, eps):
   """Worst delta over integer inputs |x| <= v_max of zero-out pairs."""
   law = noise_sum(dg_pmf(sigma), n)
@@ -187,10 +196,7 @@ class ExactTest(parameterized.TestCase):
     law = noise_sum(dg_pmf(sigma, width=10), n)
 
     def joint(x):
-      out = np.ones(1)
-      for v in x:
-        out = np.outer(out, shifted(law, v, 4)).ravel()
-      return out
+      return product_law(law, x, 4)
 
     zero = joint(np.zeros(d, int))
     worst = np.zeros(EPSILONS.shape)
@@ -223,10 +229,7 @@ class ExactTest(parameterized.TestCase):
     law = noise_sum(dg_pmf(sigma, width=10), n)
 
     def joint(x):
-      out = np.ones(1)
-      for v in x:
-        out = np.outer(out, shifted(law, v, 1)).ravel()
-      return out
+      return product_law(law, x, 1)
 
     zero = joint(np.zeros(d, int))
     worst = np.zeros(EPSILONS.shape)
