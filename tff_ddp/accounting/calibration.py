@@ -366,6 +366,10 @@ COARSE_FACTOR = 10.0
 RDP_FIRST_FACTOR = 4.0
 COARSE_RTOL = 2e-3
 FINE_RTOL = 1e-4
+# Where a search's less-noisy end is a refused configuration (the factory
+# cannot fit it: inf), the least noise is the refusal's edge, located to
+# this relative width of the parameter (`_regula_falsi`).
+REFUSED_XTOL = 1e-6
 
 
 def _pld_search(first, event_at, target_epsilon, target_delta, parameter,
@@ -430,7 +434,8 @@ def _pld_search(first, event_at, target_epsilon, target_delta, parameter,
       return x_pld + (None,)
   if x_pld is not None:
     check = first.compose(event_at(x_pld[0]))
-    if check.rdp_accountant.get_epsilon(target_delta) > target_epsilon:
+    if (check.rdp_accountant.get_epsilon(target_delta) > target_epsilon or
+        _at_edge(event_at, x_pld[0], parameter)):
       return x_pld + (check,)
   # RDP meets the target at the PLD's value (or the PLD nowhere): the
   # least noise of RDP alone, with `least_noise`'s default search (the
@@ -441,6 +446,29 @@ def _pld_search(first, event_at, target_epsilon, target_delta, parameter,
   return (x_rdp +
           (None,) if _less_noisy(x_rdp[0], x_pld[0], parameter) else x_pld +
           (check,))
+
+
+def _at_edge(event_at, x, parameter) -> bool:
+  """Whether nothing less noisy than x is in reach: x is the range's
+  least-noise end, or the value REFUSED_XTOL (relative; 1 for an integer)
+  past it towards less noise is refused. Another bound's least noise is
+  then x as well (within that width): its search is not needed."""
+  up = parameter.epsilon_increases
+  end = parameter.high if up else parameter.low
+  if x == end:
+    return True
+  if parameter.discrete:
+    beyond = x + (1 if up else -1)
+  else:
+    beyond = x * math.exp(REFUSED_XTOL if up else -REFUSED_XTOL)
+    if x <= 0:
+      beyond = x + REFUSED_XTOL * (1 if up else -1)
+    beyond = min(max(beyond, parameter.low), parameter.high)
+  try:
+    event_at(beyond)
+  except ValueError:
+    return True
+  return False
 
 
 def _less_noisy(x, y, parameter) -> bool:
@@ -714,6 +742,10 @@ def least_noise(
   for _ in range(200):
     if e_safe >= (1 - 1e-3) * target_epsilon:
       break
+    # A refused unsafe end (inf): its edge, to REFUSED_XTOL; else to xtol.
+    tol = REFUSED_XTOL if eps(unsafe) == math.inf else xtol
+    if abs(unsafe - safe) <= tol * max(abs(safe), abs(unsafe)):
+      break
     x = 0.5 * (safe + unsafe)
     e = eps(x)
     if e <= target_epsilon:
@@ -741,6 +773,13 @@ def _regula_falsi(eps,
   usually suffice); bisection where g is not finite (inf: a refused
   value; 0). Every step keeps a bracket [safe, unsafe], so the result is
   safe whatever the interpolation does.
+
+  Where the unsafe end is refused (eps = inf), the bracket closes on
+  where the configuration stops fitting, not on an epsilon: the search
+  then probes from the safe end at REFUSED_XTOL / 2 (relative), growing
+  4x a probe, then bisects, and stops once the bracket is REFUSED_XTOL
+  narrow (at a huge target the least noise is the refusal's edge, which 40
+  bisection steps to xtol only re-located).
   """
   use_log = safe > 0 and unsafe > 0
   to_u = math.log if use_log else float
@@ -756,13 +795,27 @@ def _regula_falsi(eps,
     e_safe = eps(safe)
   g_s = g(e_safe)
   g_u = g(e_unsafe)
+  refused = e_unsafe == math.inf
+  gallop = 0.5 * REFUSED_XTOL  # the next probe's distance (relative)
   last = 0  # which end moved last (+1 safe, -1 unsafe): Illinois halving
   for _ in range(200):
     if e_safe >= (1.0 - rtol) * target:
       break
-    if abs(from_u(u_u) - safe) <= xtol * max(abs(safe), abs(from_u(u_u))):
+    tol = max(xtol, REFUSED_XTOL) if refused else xtol
+    width = abs(from_u(u_u) - safe)
+    if width <= tol * max(abs(safe), abs(from_u(u_u))):
       break
-    if g_s is not None and g_u is not None and g_u != g_s:
+    if refused and gallop * 4.0 < 0.5:
+      # The edge is often next to the safe end (a coarser grid's answer):
+      # probes at 4x growing distances from it before bisecting.
+      x_u = from_u(u_u)
+      step = gallop * max(abs(safe), abs(x_u))
+      gallop *= 4.0
+      if step < 0.5 * width:
+        u = to_u(safe + math.copysign(step, x_u - safe))
+      else:
+        gallop, u = 1.0, 0.5 * (u_s + u_u)
+    elif g_s is not None and g_u is not None and g_u != g_s:
       u = u_s + (u_u - u_s) * g_s / (g_s - g_u)
       # Stay strictly inside: at least 1/64 of the bracket from either end.
       w = u_u - u_s
@@ -778,7 +831,7 @@ def _regula_falsi(eps,
         g_u *= 0.5
       last = 1
     else:
-      u_u, g_u = u, g(e)
+      u_u, g_u, refused = u, g(e), e == math.inf
       if last == -1 and g_s is not None:
         g_s *= 0.5
       last = -1

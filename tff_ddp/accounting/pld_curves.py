@@ -37,6 +37,8 @@ _MAX_LOSS = 600.0
 # A release whose curve stays above this at every eps is reported as
 # infinite epsilon (true for every delta below it; pessimistic above).
 SATURATED = 0.5
+# Vectorized passes of `convex_minorant` before its one-pass fallback.
+_HULL_PASSES = 64
 
 
 class Saturated(ValueError):
@@ -386,16 +388,35 @@ class PldCurve(Curve):
 def convex_minorant(x: np.ndarray, y: np.ndarray) -> np.ndarray:
   """Indices of the lower convex hull of the points (x, y), x increasing.
 
-  Andrew's monotone chain (Andrew 1979, "Another efficient algorithm for
-  convex hulls in two dimensions"), lower half, in one pass: a point is
-  dropped when it is not strictly below the chord from the point before
-  it to the next one. Collinear points are dropped too (they lie on the
-  chord: the interpolated curve is unchanged). A point dropped by float
+  A point is dropped when it is not strictly below the chord from the
+  point before it to the next one (collinear points too: they lie on the
+  chord, and the interpolated curve is unchanged). Such a point is never a
+  vertex of the hull, so every pass drops all of them at once, in numpy;
+  when a pass drops none, every point left is below its neighbours'
+  chord, the polyline is convex, and it is the hull. Inputs that need more
+  than _HULL_PASSES passes finish with Andrew's monotone chain (Andrew
+  1979, "Another efficient algorithm for convex hulls in two dimensions")
+  on what is left, which holds every vertex. A point dropped by float
   rounding can only raise the interpolated curve (every kept point is on
   or above the hull), so the result is pessimistic whatever the rounding.
   """
-  xs = np.asarray(x, np.float64).tolist()
-  ys = np.asarray(y, np.float64).tolist()
+  x = np.asarray(x, np.float64)
+  y = np.asarray(y, np.float64)
+  idx = np.arange(x.size)
+  for _ in range(_HULL_PASSES):
+    if idx.size < 3:
+      return idx
+    ax, bx, px = x[idx[:-2]], x[idx[1:-1]], x[idx[2:]]
+    ay, by, py = y[idx[:-2]], y[idx[1:-1]], y[idx[2:]]
+    drop = (by - ay) * (px - ax) >= (py - ay) * (bx - ax)
+    if not drop.any():
+      return idx
+    idx = idx[np.concatenate([[True], ~drop, [True]])]
+  return idx[_monotone_chain(x[idx].tolist(), y[idx].tolist())]
+
+
+def _monotone_chain(xs: list, ys: list) -> np.ndarray:
+  """The lower hull's indices in one pass (`convex_minorant`'s drop rule)."""
   hx: list[float] = []
   hy: list[float] = []
   idx: list[int] = []

@@ -12,6 +12,7 @@ dropped -- and must catch both: the checks can fail.
 
 import itertools
 import math
+from unittest import mock
 
 from absl.testing import parameterized
 import dp_accounting
@@ -482,6 +483,18 @@ class ConvexMinorantTest(parameterized.TestCase):
     self.assertTrue(np.all(np.diff(slopes) > 0))
     interpolated = np.interp(x, x[idx], y[idx])
     self.assertTrue(np.all(interpolated <= y + 1e-12))
+
+  @parameterized.parameters(0, 1, 2)
+  def test_passes_equal_one_pass_chain(self, seed):
+    # The vectorized passes, and the fallback after one pass, against the
+    # one-pass monotone chain on the whole input: the same vertices.
+    rng = np.random.default_rng(seed)
+    x = np.sort(rng.uniform(0, 10, 2000))
+    y = np.exp(-x) + rng.uniform(0, 0.05 * seed, 2000)
+    chain = pld_curves._monotone_chain(x.tolist(), y.tolist())
+    np.testing.assert_array_equal(pld_curves.convex_minorant(x, y), chain)
+    with mock.patch.object(pld_curves, '_HULL_PASSES', 1):
+      np.testing.assert_array_equal(pld_curves.convex_minorant(x, y), chain)
 
 
 class ComposeRoundsTest(parameterized.TestCase):
