@@ -73,7 +73,7 @@ def clopper_pearson_upper(errors, trials, alpha):
     float or array of floats.
   """
   trials = checks.integer(trials, 'trials', 1)
-  alpha = checks.real(alpha, 'alpha', 0.0, 1.0, low_open=True, high_open=True)
+  alpha = checks.probability(alpha, 'alpha', allow_one=False)
   k = _counts(errors, trials, 'errors')
   safe = np.minimum(k, trials - 1)
   bound = np.where(
@@ -90,7 +90,7 @@ def clopper_pearson_lower(successes, trials, alpha):
   0. (For reports: the bound on epsilon needs only the upper bounds.)
   """
   trials = checks.integer(trials, 'trials', 1)
-  alpha = checks.real(alpha, 'alpha', 0.0, 1.0, low_open=True, high_open=True)
+  alpha = checks.probability(alpha, 'alpha', allow_one=False)
   k = _counts(successes, trials, 'successes')
   safe = np.maximum(k, 1)
   bound = np.where(k <= 0, 0.0,
@@ -446,24 +446,15 @@ class AuditOptions:
 
   def __post_init__(self):
     set_ = lambda k, v: object.__setattr__(self, k, v)
-    set_(
-        'confidence',
-        checks.real(self.confidence,
-                    'confidence',
-                    0.0,
-                    1.0,
-                    low_open=True,
-                    high_open=True))
+    set_('confidence',
+         checks.probability(self.confidence, 'confidence', allow_one=False))
     set_('num_thresholds',
          checks.integer(self.num_thresholds, 'num_thresholds', 1))
     set_(
         'selection_fraction',
-        checks.real(self.selection_fraction,
-                    'selection_fraction',
-                    0.0,
-                    1.0,
-                    low_open=True,
-                    high_open=True))
+        checks.probability(self.selection_fraction,
+                           'selection_fraction',
+                           allow_one=False))
     set_('adversary', accountant_lib.as_adversary(self.adversary))
     set_('state', checks.member(self.state, 'state', State))
     statistics = dict(self.statistics or {})

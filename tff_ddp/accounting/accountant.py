@@ -179,12 +179,7 @@ class RdpAccountant(dp_accounting.PrivacyAccountant):
     target_delta - (1 + e^eps0) eta is valid (it is <= eps0, so its own
     term is smaller). Otherwise inf.
     """
-    delta = checks.real(target_delta,
-                        'target_delta',
-                        0.0,
-                        1.0,
-                        low_open=True,
-                        high_open=True)
+    delta = checks.probability(target_delta, 'target_delta', allow_one=False)
     if self._tv_mass == 0:
       return conversions.rdp_to_epsilon(self._orders, self._rdp, delta)
     first, order = conversions.rdp_to_epsilon(self._orders, self._rdp,

@@ -296,12 +296,9 @@ def calibrate(
                     "(Parameter.noise('noise_multiplier'), ...), got "
                     f'{parameter!r}.')
   target_epsilon = checks.positive(target_epsilon, 'target_epsilon')
-  target_delta = checks.real(target_delta,
-                             'target_delta',
-                             0.0,
-                             1.0,
-                             low_open=True,
-                             high_open=True)
+  target_delta = checks.probability(target_delta,
+                                    'target_delta',
+                                    allow_one=False)
   first = _fresh(make_fresh_accountant)
   refused = []
 
@@ -938,12 +935,9 @@ def split_budget(
     if not callable(c):
       raise TypeError(f'calibrators must be callable, got {c!r}.')
   target_epsilon = checks.positive(target_epsilon, 'target_epsilon')
-  target_delta = checks.real(target_delta,
-                             'target_delta',
-                             0.0,
-                             1.0,
-                             low_open=True,
-                             high_open=True)
+  target_delta = checks.probability(target_delta,
+                                    'target_delta',
+                                    allow_one=False)
   adversary = accountant_lib.as_adversary(adversary)
   shares = [w / sum(weights) for w in weights]
   cache = {}

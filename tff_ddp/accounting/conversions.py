@@ -42,12 +42,7 @@ def rdp_to_epsilon(orders: Sequence[float], rdp: Sequence[float],
   The one RDP -> (eps, delta) conversion of tff_ddp: dp-accounting's
   improved bound (Canonne, Kamath & Steinke 2020, Prop. 12; Asoodeh et al.).
   """
-  delta = checks.real(target_delta,
-                      'target_delta',
-                      0.0,
-                      1.0,
-                      low_open=True,
-                      high_open=True)
+  delta = checks.probability(target_delta, 'target_delta', allow_one=False)
   orders, rdp = _curve(orders, rdp)
   eps, order = rdp_privacy_accountant.compute_epsilon(orders, rdp, delta)
   return float(eps), float(order)
@@ -112,12 +107,9 @@ def zcdp_to_approx_dp(rho: float, target_delta: float) -> float:
   For 1/2 eps'^2-zCDP pass rho = eps'^2 / 2 (zCDP composes by adding rho).
   """
   rho = _check_rho(rho)
-  target_delta = checks.real(target_delta,
-                             'target_delta',
-                             0.0,
-                             1.0,
-                             low_open=True,
-                             high_open=True)
+  target_delta = checks.probability(target_delta,
+                                    'target_delta',
+                                    allow_one=False)
   if rho == 0:
     return 0.0
   if math.isinf(rho):
@@ -168,12 +160,9 @@ def approx_dp_to_zcdp(target_epsilon: float, target_delta: float) -> float:
   Useful to split an (eps, delta) budget into zCDP shares that add up.
   """
   target_epsilon = checks.positive(target_epsilon, 'target_epsilon')
-  target_delta = checks.real(target_delta,
-                             'target_delta',
-                             0.0,
-                             1.0,
-                             low_open=True,
-                             high_open=True)
+  target_delta = checks.probability(target_delta,
+                                    'target_delta',
+                                    allow_one=False)
 
   def gap(rho):
     return zcdp_to_approx_dp(rho, target_delta) - target_epsilon

@@ -271,12 +271,7 @@ class PldAccountant(dp_accounting.PrivacyAccountant):
 
   def pld_epsilon(self, target_delta: float) -> float:
     """The PLD bound alone (inf without one), sampler term included."""
-    delta = checks.real(target_delta,
-                        'target_delta',
-                        0.0,
-                        1.0,
-                        low_open=True,
-                        high_open=True)
+    delta = checks.probability(target_delta, 'target_delta', allow_one=False)
     if self._infinite or self._unsupported:
       return math.inf
     tv = self.sampler_tv_mass

@@ -120,7 +120,7 @@ class TabulatedAccountant:
   def epsilon(self, state, delta: float):
     """(eps, delta)-DP of the composed rounds, +inf if any was uncovered."""
     import tensorflow as tf
-    delta = checks.real(delta, 'delta', 0.0, 1.0, low_open=True, high_open=True)
+    delta = checks.probability(delta, 'delta', allow_one=False)
     rdp = tf.cast(state['rdp'], tf.float64)
     tv = tf.cast(state['tv_mass'], tf.float64)
     first = rdp_to_epsilon(self.orders, rdp, delta / 2.0)

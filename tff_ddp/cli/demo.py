@@ -83,9 +83,8 @@ def run(num_clients=100,
   noise_multiplier = checks.positive(noise_multiplier, 'noise_multiplier')
   l2_clip = checks.positive(l2_clip, 'l2_clip')
   delta = common.resolve_delta(
-      None if delta is None else checks.real(
-          delta, 'delta', 0.0, 1.0, low_open=True, high_open=True), num_clients,
-      print_fn)
+      None if delta is None else checks.probability(
+          delta, 'delta', allow_one=False), num_clients, print_fn)
   # The clients' data, TFF's central Gaussian and the float sums are
   # float32: keep data, sums and noise far inside its range (3.4e38), and
   # the data away from its subnormals.

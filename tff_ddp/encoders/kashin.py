@@ -110,7 +110,7 @@ class KashinEncoder:
     """
     self.dim = checks.integer(dim, 'dim', 1)
     checks.real(redundancy, 'redundancy', low=0.0, low_open=True)
-    checks.real(eta, 'eta', 0.0, 1.0, low_open=True, high_open=True)
+    checks.probability(eta, 'eta', allow_one=False)
     checks.real(delta, 'delta', 0.0, 1.0, low_open=True)
     checks.integer(iterations, 'iterations', 1, MAX_ITERATIONS)
     frame = checks.member(frame, 'frame', Frame)

@@ -152,14 +152,7 @@ class PrivacyConfig:
         'quantile_bits',
         checks.integer(self.quantile_bits, 'quantile_bits', 2,
                        base.MAX_RING_BITS))
-    set_(
-        'delta',
-        checks.real(self.delta,
-                    'delta',
-                    0.0,
-                    1.0,
-                    low_open=True,
-                    high_open=True))
+    set_('delta', checks.probability(self.delta, 'delta', allow_one=False))
     set_('sampling', calibration.as_sampling(self.sampling))
     if self.sampling is Sampling.NONE:
       if self.population is not None:
@@ -408,12 +401,9 @@ def calibrate(
     value_type = model_update_type(value_type)
   target_epsilon = checks.positive(target_epsilon, 'target_epsilon')
   # Named here: PrivacyConfig would name it 'delta'.
-  target_delta = checks.real(target_delta,
-                             'target_delta',
-                             0.0,
-                             1.0,
-                             low_open=True,
-                             high_open=True)
+  target_delta = checks.probability(target_delta,
+                                    'target_delta',
+                                    allow_one=False)
   rounds = checks.integer(rounds, 'rounds', 1)
   ratio = (None if budget_ratio is None else checks.positive(
       budget_ratio, 'budget_ratio'))

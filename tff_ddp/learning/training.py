@@ -355,7 +355,7 @@ def prepare(config: TrainConfig, progress: Optional[Callable] = None) -> Setup:
   if delta is None:  # well below 1/N (the paper's 1/N for EMNIST is not)
     delta = deltas.default_delta(data.population)
   else:
-    delta = checks.real(delta, 'delta', 0.0, 1.0, low_open=True, high_open=True)
+    delta = checks.probability(delta, 'delta', allow_one=False)
     warning = deltas.delta_warning(delta, data.population)
   value_type, dimension = update_type(task, data)
   setup = Setup(config,

@@ -327,7 +327,7 @@ def published_epsilon(parts: Sequence[tuple], delta: float) -> float:
     relation, computed exactly by `tff_ddp.accounting.pbm_rdp` (against the
     server: no sampling, so the same for every adversary).
   """
-  delta = checks.real(delta, 'delta', 0.0, 1.0, low_open=True, high_open=True)
+  delta = checks.probability(delta, 'delta', allow_one=False)
 
   def sequence(value, ndim):
     if isinstance(value, np.ndarray):

@@ -215,12 +215,9 @@ class FrequencySetting:
                        self.expected_clients_per_round,
                        'expected_clients_per_round', 1, base.MAX_MODULUS - 1),
                    epsilon=checks.positive(self.epsilon, 'epsilon'),
-                   delta=checks.real(self.delta,
-                                     'delta',
-                                     0.0,
-                                     1.0,
-                                     low_open=True,
-                                     high_open=True))
+                   delta=checks.probability(self.delta,
+                                            'delta',
+                                            allow_one=False))
     if not isinstance(self.calibration, typing.get_args(Calibration)):
       raise TypeError('calibration must be CalibrateTheta or '
                       f'CalibrateNumTrials, got {self.calibration!r:.100}.')
@@ -298,23 +295,13 @@ def checked_clip(clip):
 
 
 def checked_budget_fraction(budget_fraction):
-  return checks.real(budget_fraction,
-                     'budget_fraction',
-                     0.0,
-                     1.0,
-                     low_open=True,
-                     high_open=True)
+  return checks.probability(budget_fraction, 'budget_fraction', allow_one=False)
 
 
 def checked_target_quantile(target_quantile):
   if target_quantile is None:
     return None
-  return checks.real(target_quantile,
-                     'target_quantile',
-                     0.0,
-                     1.0,
-                     low_open=True,
-                     high_open=True)
+  return checks.probability(target_quantile, 'target_quantile', allow_one=False)
 
 
 # ---------------------------------------------------------------------------

@@ -232,7 +232,7 @@ def _common(method, num_bins, expected_clients_per_round, delta, bits,
   encoding = hg.encoding(method, num_bins)
   n = checks.integer(expected_clients_per_round, 'expected_clients_per_round',
                      1, base.MAX_MODULUS - 1)
-  delta = checks.real(delta, 'delta', 0.0, 1.0, low_open=True, high_open=True)
+  delta = checks.probability(delta, 'delta', allow_one=False)
   bits = checks.integer(bits, 'bits', 2, base.MAX_RING_BITS)
   adversary = accountant.as_adversary(adversary)
   return encoding, n, delta, bits, adversary
@@ -337,14 +337,7 @@ class QuantileSetting:
         checks.integer(self.expected_clients_per_round,
                        'expected_clients_per_round', 1, base.MAX_MODULUS - 1))
     set_('epsilon', checks.positive(self.epsilon, 'epsilon'))
-    set_(
-        'delta',
-        checks.real(self.delta,
-                    'delta',
-                    0.0,
-                    1.0,
-                    low_open=True,
-                    high_open=True))
+    set_('delta', checks.probability(self.delta, 'delta', allow_one=False))
     set_('bits', checks.integer(self.bits, 'bits', 2, base.MAX_RING_BITS))
     set_('rounds', checks.integer(self.rounds, 'rounds', 1))
     set_('adversary', accountant.as_adversary(self.adversary))
