@@ -98,7 +98,7 @@ CEILINGS = {
     'benchmarks/RESULTS.md lines': 617,
     'README.md lines': 300,
     'library lines (tff_ddp/)': 29232,
-    'periphery lines (scripts/, BUILD files, build_test)': 7562,
+    'periphery lines (scripts/, BUILD files, build_test)': 7582,
     'checks.choice calls (outside cli/)': 19,
     'version strings': 1,
 }

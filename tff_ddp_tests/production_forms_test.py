@@ -24,6 +24,7 @@ from tff_ddp.aggregators import Request
 from tff_ddp.analytics import build_quantile_process
 from tff_ddp.analytics import QuantileSetting
 from tff_ddp import queries
+from tff_ddp_tests.learning import models
 
 _VECTOR = tff.TensorType(np.float32, [8])
 
@@ -166,20 +167,8 @@ class ProductionFormTest(tf.test.TestCase, parameterized.TestCase):
 class FedAvgFormTest(tf.test.TestCase):
 
   def test_model_update_goes_only_through_the_secure_sum(self):
-
-    def model_fn():
-      keras_model = tf.keras.Sequential([
-          tf.keras.layers.InputLayer(input_shape=(4,)),
-          tf.keras.layers.Dense(2)
-      ])
-      return tff.learning.models.from_keras_model(
-          keras_model,
-          input_spec=(tf.TensorSpec([None, 4], tf.float32),
-                      tf.TensorSpec([None, 1], tf.int32)),
-          loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-
     learning_process = tff.learning.algorithms.build_unweighted_fed_avg(
-        model_fn,
+        models.dense_model_fn,
         client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.1),
         model_aggregator=tff.aggregators.UnweightedMeanFactory(
             value_sum_factory=DiscreteGaussianSumFactory.from_tff_arguments(

@@ -27,6 +27,7 @@ from tff_ddp.aggregators import PoissonBinomialSumFactory
 from tff_ddp.aggregators import SkellamSumFactory
 from tff_ddp.encoders import hadamard
 from tff_ddp_tests import ddg_factories
+from tff_ddp_tests.learning import models
 
 _VECTOR = tff.TensorType(np.float32, [20])
 _NESTED = collections.OrderedDict(a=tff.TensorType(np.float32, [2, 3]),
@@ -586,25 +587,12 @@ class FedAvgIntegrationTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters(*MECHANISMS)
   def test_model_aggregator_in_unweighted_fed_avg(self, mechanism):
-
-    def model_fn():
-      keras_model = tf.keras.Sequential([
-          tf.keras.layers.InputLayer(input_shape=(4,)),
-          tf.keras.layers.Dense(2)
-      ])
-      return tff.learning.models.from_keras_model(
-          keras_model,
-          input_spec=(tf.TensorSpec([None, 4], tf.float32),
-                      tf.TensorSpec([None, 1], tf.int32)),
-          loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-
     factory = _factory(mechanism, expected_clients_per_round=2, l2_clip=1.0)
     learning_process = tff.learning.algorithms.build_unweighted_fed_avg(
-        model_fn,
+        models.dense_model_fn,
         client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.1),
         model_aggregator=factory)
-    data = tf.data.Dataset.from_tensor_slices(
-        (np.ones([4, 4], np.float32), np.zeros([4, 1], np.int32))).batch(2)
+    data = models.ones_dataset()
     state = learning_process.initialize()
     output = learning_process.next(state, [data, data])
     aggregator = output.metrics['aggregator']

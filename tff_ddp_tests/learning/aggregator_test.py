@@ -15,6 +15,7 @@ from tff_ddp import learning
 from tff_ddp.aggregators import adaptive_clip
 from tff_ddp.aggregators import discrete_gaussian
 from tff_ddp.learning import aggregator
+from tff_ddp_tests.learning import models
 
 
 def _exact(**kwargs):
@@ -174,26 +175,13 @@ class MessagesTest(tf.test.TestCase):
 class FedAvgTest(tf.test.TestCase):
 
   def test_model_aggregator_of_unweighted_fed_avg(self):
-
-    def model_fn():
-      keras_model = tf.keras.Sequential([
-          tf.keras.layers.InputLayer(input_shape=(4,)),
-          tf.keras.layers.Dense(2)
-      ])
-      return tff.learning.models.from_keras_model(
-          keras_model,
-          input_spec=(tf.TensorSpec([None, 4], tf.float32),
-                      tf.TensorSpec([None, 1], tf.int32)),
-          loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-
     # Count stddev 0.05 * 4 = 0.2 > noise_multiplier / 2.
     factory = learning.ddp_secure_aggregator(0.3, 4)
     process = tff.learning.algorithms.build_unweighted_fed_avg(
-        model_fn,
+        models.dense_model_fn,
         client_optimizer_fn=tff.learning.optimizers.build_sgdm(0.1),
         model_aggregator=factory)
-    data = tf.data.Dataset.from_tensor_slices(
-        (np.ones([4, 4], np.float32), np.zeros([4, 1], np.int32))).batch(2)
+    data = models.ones_dataset()
     state = process.initialize()
     accountant = accounting.RdpAccountant(adversary='server')
     clips = []

@@ -12,27 +12,7 @@ from tff_ddp.encoders import registry
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
 from tff_ddp.mechanisms import distributed_skellam
 from tff_ddp.mechanisms import rounding
-
-
-def _compute(module, dim, encoder=None, integer_inputs=False, **request):
-  """module.compute_parameters with the request's fields given flat."""
-  return module.compute_parameters(dim,
-                                   module.Request(**request),
-                                   encoder=encoder,
-                                   integer_inputs=integer_inputs)
-
-
-def _params(**kwargs):
-  args = dict(dim=100,
-              l2_clip=1.0,
-              noise_multiplier=1.0,
-              expected_clients_per_round=10,
-              bits=16,
-              modclip_prob=1e-4,
-              beta=math.exp(-0.5))
-  args.update(kwargs)
-  return _compute(ddg, **args)
-
+from tff_ddp_tests.mechanisms import ddg_parameters
 
 # ---------------------------------------------------------------------------
 # numpy reference of Algorithms 1 and 2. Randomness is injected: the signs
@@ -100,7 +80,9 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
                                   ('huge_coordinate', 16, 1.0, 'table', True))
   def test_client_and_server_match_reference_exactly(self, dim, noise_mult,
                                                      sampler, float32):
-    p = _params(dim=dim, noise_multiplier=noise_mult, noise_sampler=sampler)
+    p = ddg_parameters.make(dim=dim,
+                            noise_multiplier=noise_mult,
+                            noise_sampler=sampler)
     self.assertEqual(p.noise_sampler, sampler)
     self.assertEqual(p.float32_rotation, float32)
     rng = np.random.default_rng(dim)
@@ -195,13 +177,13 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
       self.assertAllEqual(flags, [0, 0, 0])
 
   def test_float32_rotation_only_where_it_costs_nothing(self):
-    self.assertTrue(_params().float32_rotation)  # Hadamard with noise
-    self.assertFalse(_params(noise_multiplier=0.0).float32_rotation)
+    # Hadamard with noise.
+    self.assertTrue(ddg_parameters.make().float32_rotation)
+    self.assertFalse(ddg_parameters.make(noise_multiplier=0.0).float32_rotation)
     for name in ('kashin', 'dft', 'none'):
       self.assertFalse(
-          _params(dim=12, encoder=registry.make_encoder(name,
-                                                        12)).float32_rotation,
-          name)
+          ddg_parameters.make(dim=12, encoder=registry.make_encoder(
+              name, 12)).float32_rotation, name)
     # c/gamma >= 2^30: rounded values might not fit int32.
     big = ddg.compute_parameters(
         64,
@@ -228,7 +210,7 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
     # client adds its noise to has ||x~||^2 <= T, the squared sensitivity the
     # event claims. Recovered here from the output (z - y mod M, centred) for
     # inputs at, beyond and far beyond the clip, spikes and heavy tails.
-    p = _params(dim=1000, bits=20, expected_clients_per_round=5)
+    p = ddg_parameters.make(dim=1000, bits=20, expected_clients_per_round=5)
     self.assertTrue(p.float32_rotation)
     self.assertEqual(p.l2_sensitivity, math.sqrt(p.norm_threshold))
     self.assertLess(p.scaled_l2_clip + 1, p.modulus / 2)  # centring is exact
@@ -252,7 +234,7 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
     # (1 - 2 eps) buys) for inputs at and far beyond the clip, with the
     # float32 norm computed exactly (float32 squares are exact in float64,
     # math.fsum rounds the sum once).
-    p = _params(dim=1000, bits=20, expected_clients_per_round=5)
+    p = ddg_parameters.make(dim=1000, bits=20, expected_clients_per_round=5)
     self.assertTrue(p.float32_rotation)
     rng = np.random.default_rng(0)
     spike = np.zeros(1000)
@@ -268,7 +250,7 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
         self.assertLessEqual(math.fsum(squares), p.scaled_l2_clip**2)
 
   def test_nonfinite_client_sends_zeros_and_is_flagged(self):
-    p = _params(dim=8, noise_multiplier=0.0)
+    p = ddg_parameters.make(dim=8, noise_multiplier=0.0)
     x = tf.constant([1.0, np.nan, 0, 0, 0, 0, 0, np.inf], tf.float64)
     encoded, flags = p.client_encode(x, tf.constant([1, 2], tf.int64),
                                      tf.constant([3, 4], tf.int64))
@@ -288,15 +270,15 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
     if 'encoder' in kwargs:
       kwargs['encoder'] = registry.make_encoder(kwargs['encoder'], 12)
     if mechanism == 'skellam':
-      p = _compute(distributed_skellam,
-                   dim=12,
-                   l2_clip=1.0,
-                   noise_multiplier=1.0,
-                   expected_clients_per_round=10,
-                   bits=16,
-                   **kwargs)
+      p = ddg_parameters.compute(distributed_skellam,
+                                 dim=12,
+                                 l2_clip=1.0,
+                                 noise_multiplier=1.0,
+                                 expected_clients_per_round=10,
+                                 bits=16,
+                                 **kwargs)
     else:
-      p = _params(dim=12, **kwargs)
+      p = ddg_parameters.make(dim=12, **kwargs)
     for seed in range(3):
       noise_seed = tf.constant([seed, 7], tf.int64)
       encoded, flags = p.client_encode(tf.zeros([12], tf.float64),
@@ -317,10 +299,10 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
     # stddev; the discrete Gaussian's variance is within 1e-9 of s^2 at
     # s >= 1). Over D = 128 coordinates x 40 draws the sample variance has
     # relative stddev sqrt(2 / 5120) = 0.020: 4 sd.
-    p = _params(dim=128,
-                noise_multiplier=2.0,
-                expected_clients_per_round=4,
-                bits=16)
+    p = ddg_parameters.make(dim=128,
+                            noise_multiplier=2.0,
+                            expected_clients_per_round=4,
+                            bits=16)
     self.assertEqual(p.noise_sampler, 'table')
     k = 9
     draw = tf.function(lambda seed: p.sum_of_zero_inputs(k, seed))
@@ -338,17 +320,17 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
     # coordinates keeps its two largest (flagged clipped); one with two is
     # sent as it is. The event says a client moves at most 2 coordinates.
     def build(noise_multiplier, l0_clip):
-      return _compute(module,
-                      5,
-                      encoder=registry.Identity(5),
-                      integer_inputs=True,
-                      l2_clip=3.0,
-                      noise_multiplier=noise_multiplier,
-                      expected_clients_per_round=4,
-                      bits=16,
-                      granularity=0.25,
-                      linf_clip=2.0,
-                      l0_clip=l0_clip)
+      return ddg_parameters.compute(module,
+                                    5,
+                                    encoder=registry.Identity(5),
+                                    integer_inputs=True,
+                                    l2_clip=3.0,
+                                    noise_multiplier=noise_multiplier,
+                                    expected_clients_per_round=4,
+                                    bits=16,
+                                    granularity=0.25,
+                                    linf_clip=2.0,
+                                    l0_clip=l0_clip)
 
     p = build(0.0, 2)
     seeds = (tf.constant([1, 2], tf.int64), tf.constant([3, 4], tf.int64))
@@ -377,16 +359,16 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
     # path, where no rounded coordinate goes beyond it; none through a
     # rotation (it mixes coordinates) or without an l_inf clip.
     def build(encoder, linf_clip, granularity=0.25, integer_inputs=True):
-      return _compute(module,
-                      4,
-                      encoder=encoder,
-                      integer_inputs=integer_inputs,
-                      l2_clip=3.0,
-                      noise_multiplier=1.0,
-                      expected_clients_per_round=4,
-                      bits=16,
-                      granularity=granularity,
-                      linf_clip=linf_clip)
+      return ddg_parameters.compute(module,
+                                    4,
+                                    encoder=encoder,
+                                    integer_inputs=integer_inputs,
+                                    l2_clip=3.0,
+                                    noise_multiplier=1.0,
+                                    expected_clients_per_round=4,
+                                    bits=16,
+                                    granularity=granularity,
+                                    linf_clip=linf_clip)
 
     self.assertEqual(
         build(registry.Identity(4), 2.0).dp_event().linf_sensitivity, 8)
@@ -436,7 +418,7 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
                              integer_inputs=True)
 
   def test_more_clients_than_the_ring_was_sized_for_may_wrap(self):
-    p = _params(dim=64)
+    p = ddg_parameters.make(dim=64)
     seed = tf.constant([0, 0], tf.int64)
     zeros = {'encoded': tf.zeros([p.output_dim], tf.int64)}
     for n, wraps in ((10, False), (5, False), (11, True), (1000, True)):
@@ -447,10 +429,10 @@ class ReferenceAgreementTest(tf.test.TestCase, parameterized.TestCase):
     # With no noise, only rounding (|error| < 1 per coordinate per client in
     # integer units, i.e. gamma * sqrt(d n) in l2) separates the estimate
     # from the sum.
-    p = _params(dim=300,
-                noise_multiplier=0.0,
-                bits=24,
-                expected_clients_per_round=5)
+    p = ddg_parameters.make(dim=300,
+                            noise_multiplier=0.0,
+                            bits=24,
+                            expected_clients_per_round=5)
     rng = np.random.default_rng(1)
     xs = [rng.normal(size=300) / 30 for _ in range(5)]
     seed = tf.constant([5, 6], tf.int64)
@@ -475,7 +457,7 @@ class ParametersTest(parameterized.TestCase):
 
   def test_heuristic_fits_k_stddevs_in_the_ring(self):
     # Section 6: 2 k sigma_hat / gamma = 2^bits.
-    p = _params()
+    p = ddg_parameters.make()
     sum_stddev = ddg.sum_stddev(p.scaled_l2_clip, p.scaled_local_stddev,
                                 p.expected_clients_per_round, p.output_dim)
     self.assertAlmostEqual(2 * p.k_stddevs * sum_stddev / 2**p.bits,
@@ -484,7 +466,7 @@ class ParametersTest(parameterized.TestCase):
     self.assertAlmostEqual(p.k_stddevs, 3.890591886, places=6)
 
   def test_sensitivity_is_the_integer_threshold(self):
-    p = _params()
+    p = ddg_parameters.make()
     self.assertEqual(p.l2_sensitivity, math.sqrt(p.norm_threshold))
     self.assertLessEqual(
         p.l2_sensitivity**2,
@@ -492,16 +474,16 @@ class ParametersTest(parameterized.TestCase):
                                                p.beta))
 
   def test_local_noise_split(self):
-    p = _params(noise_multiplier=2.0,
-                l2_clip=3.0,
-                expected_clients_per_round=16)
+    p = ddg_parameters.make(noise_multiplier=2.0,
+                            l2_clip=3.0,
+                            expected_clients_per_round=16)
     self.assertAlmostEqual(p.local_stddev, 2.0 * 3.0 / 4.0)
     self.assertAlmostEqual(p.scaled_local_stddev, p.local_stddev / p.gamma)
     # The central noise of the decoded sum is z c again.
     self.assertAlmostEqual(p.noise_stddev(), 2.0 * 3.0)
 
   def test_accepts_thirty_bits(self):
-    p = _params(bits=30, dim=1000, expected_clients_per_round=100)
+    p = ddg_parameters.make(bits=30, dim=1000, expected_clients_per_round=100)
     self.assertEqual(p.modulus, 2**30)
 
   @parameterized.named_parameters(
@@ -525,7 +507,7 @@ class ParametersTest(parameterized.TestCase):
   )
   def test_refuses_bad_configurations(self, kwargs, message):
     with self.assertRaisesRegex(ValueError, message):
-      _params(**kwargs)
+      ddg_parameters.make(**kwargs)
 
   @parameterized.named_parameters(
       ('bits_float', dict(bits=16.0), 'bits must be an integer'),
@@ -536,32 +518,33 @@ class ParametersTest(parameterized.TestCase):
        'noise_multiplier'), ('sampler', dict(noise_sampler=3), 'noise_sampler'))
   def test_refuses_wrong_types(self, kwargs, message):
     with self.assertRaisesRegex(TypeError, message):
-      _params(**kwargs)
+      ddg_parameters.make(**kwargs)
 
   def test_noise_sampler_is_a_member_given_as_string_or_member(self):
     by_name = ddg.Request(1.0, 1.0, 10, 16, noise_sampler='exact')
     self.assertIs(by_name.noise_sampler, ddg.Sampler.EXACT)
     self.assertEqual(
         by_name, ddg.Request(1.0, 1.0, 10, 16, noise_sampler=ddg.Sampler.EXACT))
-    self.assertIs(_params().noise_sampler, ddg.Sampler.TABLE)
+    self.assertIs(ddg_parameters.make().noise_sampler, ddg.Sampler.TABLE)
     with self.assertRaisesRegex(
         ValueError, r"noise_sampler must be one of \('table', 'exact'\), "
         r"got 'fast'"):
       ddg.Request(1.0, 1.0, 10, 16, noise_sampler='fast')
 
   def test_numpy_scalars_are_accepted(self):
-    p = _params(dim=np.int64(100),
-                bits=np.int32(16),
-                expected_clients_per_round=np.int64(10),
-                l2_clip=np.float32(1.0))
+    p = ddg_parameters.make(dim=np.int64(100),
+                            bits=np.int32(16),
+                            expected_clients_per_round=np.int64(10),
+                            l2_clip=np.float32(1.0))
     self.assertEqual(p.bits, 16)
     self.assertIsInstance(p.dim, int)
 
   def test_suggested_bits_work(self):
     with self.assertRaisesRegex(ValueError, r'Use bits >= (\d+)') as cm:
-      _params(bits=4, expected_clients_per_round=10)
+      ddg_parameters.make(bits=4, expected_clients_per_round=10)
     import re
     suggested = int(re.search(r'Use bits >= (\d+)', str(cm.exception))[1])
     self.assertGreaterEqual(
-        _params(bits=suggested,
-                expected_clients_per_round=10).scaled_local_stddev, 0.5)
+        ddg_parameters.make(bits=suggested,
+                            expected_clients_per_round=10).scaled_local_stddev,
+        0.5)

@@ -15,38 +15,18 @@ import tensorflow as tf
 
 from tff_ddp.accounting import accountant
 from tff_ddp.accounting import events
-from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg
 from tff_ddp.mechanisms import distributed_skellam as skellam
 from tff_ddp.mechanisms import poisson
+from tff_ddp_tests.mechanisms import ddg_parameters
 
 Z = 5.0
-
-
-def _compute(module, dim, encoder=None, integer_inputs=False, **request):
-  """module.compute_parameters with the request's fields given flat."""
-  return module.compute_parameters(dim,
-                                   module.Request(**request),
-                                   encoder=encoder,
-                                   integer_inputs=integer_inputs)
-
-
-def _args(**kwargs):
-  args = dict(dim=100,
-              l2_clip=1.0,
-              noise_multiplier=1.0,
-              expected_clients_per_round=10,
-              bits=16,
-              modclip_prob=1e-4,
-              beta=math.exp(-0.5))
-  args.update(kwargs)
-  return args
 
 
 class ParametersTest(parameterized.TestCase):
 
   def test_same_client_as_the_ddg_with_skellam_noise(self):
-    mech = _compute(skellam, **_args())
-    ref = _compute(ddg, **_args(), noise_sampler='exact')
+    mech = ddg_parameters.make(skellam)
+    ref = ddg_parameters.make(noise_sampler='exact')
     for field in ('gamma', 'scaled_l2_clip', 'scaled_local_stddev',
                   'norm_threshold', 'l2_sensitivity', 'output_dim', 'bits'):
       self.assertEqual(getattr(mech, field), getattr(ref, field), field)
@@ -58,7 +38,7 @@ class ParametersTest(parameterized.TestCase):
                     2 * 2.0**-20)
 
   def test_event_and_epsilon(self):
-    mech = _compute(skellam, **_args())
+    mech = ddg_parameters.make(skellam)
     event = mech.dp_event(7)
     self.assertIsInstance(event, events.DistributedSkellamDpEvent)
     self.assertEqual(event.num_clients, 7)
@@ -69,29 +49,28 @@ class ParametersTest(parameterized.TestCase):
         mech.dp_event()).get_epsilon(1e-5)
     self.assertTrue(math.isfinite(eps) and eps > 0)
     self.assertEqual(
-        type(_compute(skellam,
-                      **_args(noise_multiplier=0)).dp_event()).__name__,
+        type(ddg_parameters.make(skellam,
+                                 noise_multiplier=0).dp_event()).__name__,
         'NonPrivateDpEvent')
 
   def test_small_scaled_noise_is_allowed(self):
     # The DDG refuses sigma/gamma < 1/2 (its Theorem 9); the Skellam bound
     # holds at any variance, so the same configuration runs.
-    args = _args(noise_multiplier=0.05, bits=10, expected_clients_per_round=50)
+    args = dict(noise_multiplier=0.05, bits=10, expected_clients_per_round=50)
     with self.assertRaisesRegex(ValueError, 'Theorem 9'):
-      _compute(ddg, **args)
-    mech = _compute(skellam, **args)
+      ddg_parameters.make(**args)
+    mech = ddg_parameters.make(skellam, **args)
     self.assertLess(mech.scaled_local_stddev, 0.5)
 
   def test_refuses_noise_beyond_the_sampler(self):
     with self.assertRaisesRegex(ValueError, 'sampler range.*fewer bits'):
-      _compute(
-          skellam,
-          **_args(bits=30,
-                  expected_clients_per_round=1,
-                  noise_multiplier=1000.0))
+      ddg_parameters.make(skellam,
+                          bits=30,
+                          expected_clients_per_round=1,
+                          noise_multiplier=1000.0)
 
   def test_public_measurements_report_the_drawn_stddev(self):
-    mech = _compute(skellam, **_args())
+    mech = ddg_parameters.make(skellam)
     self.assertEqual(mech.public_measurements()['scaled_local_stddev'],
                      math.sqrt(mech.local_variance))
 
@@ -101,8 +80,8 @@ class SamplerTest(parameterized.TestCase):
   the event carries the table's TV distance and the epsilon it costs."""
 
   def test_table_by_default_exact_on_request(self):
-    table = _compute(skellam, **_args())
-    exact = _compute(skellam, **_args(), noise_sampler='exact')
+    table = ddg_parameters.make(skellam)
+    exact = ddg_parameters.make(skellam, noise_sampler='exact')
     self.assertEqual(table.noise_sampler, 'table')
     self.assertEqual(exact.noise_sampler, 'exact')
     self.assertEqual(table.poisson_mean, exact.poisson_mean)
@@ -125,7 +104,7 @@ class SamplerTest(parameterized.TestCase):
       self.assertEqual(attr.evolve(event, local_variance=mech.local_variance),
                        mech.dp_event())
     with self.assertRaisesRegex(ValueError, 'noise_sampler'):
-      _compute(skellam, **_args(), noise_sampler='fast')
+      ddg_parameters.make(skellam, noise_sampler='fast')
 
   def test_the_table_costs_no_visible_epsilon(self):
     # 50 rounds of 10 clients x 128 coordinates: the table's delta term
@@ -133,7 +112,7 @@ class SamplerTest(parameterized.TestCase):
     # the conversion, so both samplers give the same epsilon.
     eps = {}
     for sampler in ('table', 'exact'):
-      mech = _compute(skellam, **_args(), noise_sampler=sampler)
+      mech = ddg_parameters.make(skellam, noise_sampler=sampler)
       acc = accountant.RdpAccountant(adversary='server').compose(
           mech.dp_event(), 50)
       eps[sampler] = acc.get_epsilon(1e-5)
@@ -150,7 +129,7 @@ class SamplerTest(parameterized.TestCase):
     seed = tf.constant([3, 5], tf.int64)
     for sampler, fn in (('table', skellam_table.sample_skellam_table),
                         ('exact', poisson.sample_skellam)):
-      mech = _compute(skellam, **_args(dim=16), noise_sampler=sampler)
+      mech = ddg_parameters.make(skellam, dim=16, noise_sampler=sampler)
       np.testing.assert_array_equal(
           mech.sample_noise(seed).numpy(),
           fn([mech.output_dim], mech.poisson_mean, seed).numpy())
@@ -165,12 +144,11 @@ class NoiseTest(tf.test.TestCase):
     # n gamma^2 / 4. Over D * rounds coordinates its mean and variance are
     # checked to Z standard errors.
     n, dim, rounds = 10, 64, 20
-    mech = _compute(
-        skellam,
-        **_args(dim=dim,
-                expected_clients_per_round=n,
-                bits=20,
-                noise_multiplier=2.0))
+    mech = ddg_parameters.make(skellam,
+                               dim=dim,
+                               expected_clients_per_round=n,
+                               bits=20,
+                               noise_multiplier=2.0)
     x = np.linspace(-1, 1, dim) / np.sqrt(dim) * 0.9
     # Traced once (eager == traced is poisson_test's): eager op-by-op calls
     # of the exact sampler made this test take minutes.

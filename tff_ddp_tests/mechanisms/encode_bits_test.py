@@ -47,6 +47,7 @@ from tff_ddp.mechanisms import distributed_skellam
 from tff_ddp.mechanisms import rounding
 from tff_ddp.mechanisms import skellam_table
 from tff_ddp.utils import tensors
+from tff_ddp_tests.mechanisms import ddg_parameters
 
 
 def _digest(*arrays) -> str:
@@ -257,43 +258,23 @@ def _assert_decided(test, norm, clip, d, what):
 
 # --- The mechanisms.
 
-
-def _compute(module, dim, encoder=None, integer_inputs=False, **request):
-  """module.compute_parameters with the request's fields given flat."""
-  return module.compute_parameters(dim,
-                                   module.Request(**request),
-                                   encoder=encoder,
-                                   integer_inputs=integer_inputs)
-
-
-def _params(**kwargs):
-  args = dict(dim=100,
-              l2_clip=1.0,
-              noise_multiplier=1.0,
-              expected_clients_per_round=10,
-              bits=16,
-              modclip_prob=1e-4,
-              beta=math.exp(-0.5))
-  args.update(kwargs)
-  return _compute(ddg, **args)
-
-
 _MECHANISMS = {
     'padded_table':
-        lambda: _params(),
+        lambda: ddg_parameters.make(),
     'power_of_two_exact':
-        lambda: _params(dim=64, noise_multiplier=0.5, noise_sampler='exact'),
+        lambda: ddg_parameters.make(
+            dim=64, noise_multiplier=0.5, noise_sampler='exact'),
     'no_noise_beta0':
-        lambda: _params(dim=30, noise_multiplier=0.0, beta=0.0),
+        lambda: ddg_parameters.make(dim=30, noise_multiplier=0.0, beta=0.0),
     'bits30_beta0':
-        lambda: _params(
+        lambda: ddg_parameters.make(
             dim=40, bits=30, beta=0.0, expected_clients_per_round=50),
     'linf_granularity':
-        lambda: _params(dim=24,
-                        encoder=registry.Identity(24),
-                        granularity=0.01,
-                        linf_clip=0.3,
-                        bits=20),
+        lambda: ddg_parameters.make(dim=24,
+                                    encoder=registry.Identity(24),
+                                    granularity=0.01,
+                                    linf_clip=0.3,
+                                    bits=20),
     'integer_inputs':
         lambda: ddg.compute_parameters(5,
                                        ddg.Request(l2_clip=math.sqrt(3.0),
@@ -305,7 +286,8 @@ _MECHANISMS = {
                                        encoder=registry.Identity(5),
                                        integer_inputs=True),
     'kashin':
-        lambda: _params(dim=12, encoder=registry.make_encoder('kashin', 12)),
+        lambda: ddg_parameters.make(
+            dim=12, encoder=registry.make_encoder('kashin', 12)),
     'skellam':
         lambda: distributed_skellam.compute_parameters(
             20,
