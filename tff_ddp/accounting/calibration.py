@@ -446,21 +446,14 @@ def _pld_search(first, event_at, target_epsilon, target_delta, parameter,
 
 
 def _at_edge(event_at, x, parameter) -> bool:
-  """Whether nothing less noisy than x is in reach: x is the range's
-  least-noise end, or the value REFUSED_XTOL (relative; 1 for an integer)
-  past it towards less noise is refused. Another bound's least noise is
-  then x as well (within that width): its search is not needed."""
+  """Whether nothing less noisy than x is in reach (x is the range's end,
+  or refused REFUSED_XTOL relative past it; 1 past it for an integer): a
+  second bound's least noise is then x too, within that width."""
   up = parameter.epsilon_increases
-  end = parameter.high if up else parameter.low
-  if x == end:
+  if x == (parameter.high if up else parameter.low):
     return True
-  if parameter.discrete:
-    beyond = x + (1 if up else -1)
-  else:
-    beyond = x * math.exp(REFUSED_XTOL if up else -REFUSED_XTOL)
-    if x <= 0:
-      beyond = x + REFUSED_XTOL * (1 if up else -1)
-    beyond = min(max(beyond, parameter.low), parameter.high)
+  step = 1 if parameter.discrete else REFUSED_XTOL * (abs(x) or 1.0)
+  beyond = min(max(x + step if up else x - step, parameter.low), parameter.high)
   try:
     event_at(beyond)
   except ValueError:

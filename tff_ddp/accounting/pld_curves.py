@@ -388,17 +388,11 @@ class PldCurve(Curve):
 def convex_minorant(x: np.ndarray, y: np.ndarray) -> np.ndarray:
   """Indices of the lower convex hull of the points (x, y), x increasing.
 
-  A point is dropped when it is not strictly below the chord from the
-  point before it to the next one (collinear points too: they lie on the
-  chord, and the interpolated curve is unchanged). Such a point is never a
-  vertex of the hull, so every pass drops all of them at once, in numpy;
-  when a pass drops none, every point left is below its neighbours'
-  chord, the polyline is convex, and it is the hull. Inputs that need more
-  than _HULL_PASSES passes finish with Andrew's monotone chain (Andrew
-  1979, "Another efficient algorithm for convex hulls in two dimensions")
-  on what is left, which holds every vertex. A point dropped by float
-  rounding can only raise the interpolated curve (every kept point is on
-  or above the hull), so the result is pessimistic whatever the rounding.
+  A point not strictly below the chord of its neighbours is never a hull
+  vertex: each numpy pass drops all such points; when one drops none, the
+  polyline is convex: the hull. After _HULL_PASSES passes, Andrew's
+  monotone chain (Andrew 1979) finishes on what is left. A point dropped
+  by float rounding only raises the interpolated curve: pessimistic.
   """
   x = np.asarray(x, np.float64)
   y = np.asarray(y, np.float64)
