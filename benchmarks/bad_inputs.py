@@ -527,8 +527,8 @@ def _file_forms():
 def _deep_database_rows():
   import sqlite3
   import tensorflow as tf
-  from tff_ddp.learning import databases
-  from tff_ddp.learning import generated_databases
+  from tff_ddp.experiments import databases
+  from tff_ddp.experiments import generated_databases
   rows = []
   for fault in ('damaged row', 'label 70'):
     with tempfile.TemporaryDirectory() as tmp:

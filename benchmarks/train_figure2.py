@@ -10,7 +10,7 @@ drops.
 
 Here, at two noise levels z instead of two epsilons (the same comparison
 read the other way: at equal noise the rounding shows in epsilon): `tff-ddp
-train`'s own `tff_ddp.learning.training.run` on a generated EMNIST database
+train`'s own `tff_ddp.experiments.training.run` on a generated EMNIST database
 in TFF's format (`clients` writers of `examples` examples, TFF's loader),
 the paper's ConvNet (d = 1,018,174, padded to 2^20), n = `per_round`
 clients per round drawn without replacement, `rounds` rounds; accuracy on
@@ -38,8 +38,8 @@ import tempfile
 
 import _harness as harness
 
-from tff_ddp.learning import generated_databases
-from tff_ddp.learning import training
+from tff_ddp.experiments import generated_databases
+from tff_ddp.experiments import training
 
 
 def _row(name, bits, z, folder, common):

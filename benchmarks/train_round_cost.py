@@ -1,6 +1,6 @@
 """`tff-ddp train`'s round at the paper's scale: seconds, CPU and memory.
 
-One process (`tff_ddp.learning.training.prepare` + `build_process`: what
+One process (`tff_ddp.experiments.training.prepare` + `build_process`: what
 `tff-ddp train` runs) per mechanism, on a generated database in TFF's
 format read by TFF's loader: EMNIST, `clients` clients of `examples`
 examples each, all in every round (the paper's n = 100 of ~200 examples:
@@ -41,9 +41,9 @@ import time
 import _harness as harness
 import numpy as np
 
-from tff_ddp.learning import generated_databases
-from tff_ddp.learning import paper_tasks
-from tff_ddp.learning import training
+from tff_ddp.experiments import generated_databases
+from tff_ddp.experiments import paper_tasks
+from tff_ddp.experiments import training
 from tff_ddp.utils import processes
 
 MECHANISMS = ('none', 'gaussian', 'ddg', 'skellam')

@@ -8,6 +8,7 @@ without importing them one by one, and `import tff_ddp` alone stays fast:
   tff_ddp.accounting   DP events, RDP curves, the accountant, calibration
   tff_ddp.analytics    federated quantiles, frequency estimation
   tff_ddp.learning     Delta-FL / DP-Delta-FL and baselines (tff.learning)
+  tff_ddp.experiments  the paper's runs on it (`tff-ddp train`)
   tff_ddp.queries      the mechanisms as TF Privacy DPQueries
   tff_ddp.audit        empirical lower bounds on a round's epsilon
   tff_ddp.mechanisms   the mechanisms' math and the exact samplers
@@ -19,7 +20,8 @@ import importlib
 
 __version__ = '0.2.0'
 _SUBPACKAGES = ('accounting', 'aggregators', 'analytics', 'audit', 'cli',
-                'encoders', 'learning', 'mechanisms', 'queries', 'utils')
+                'encoders', 'experiments', 'learning', 'mechanisms', 'queries',
+                'utils')
 
 
 def __getattr__(name):

@@ -29,17 +29,17 @@ CORE = ('mechanisms/', 'encoders/', 'accounting/', 'utils/checks.py',
         'utils/tensors.py', 'utils/__init__.py', '__init__.py')
 # What the TFF layer is: each of these starts with `requires.require_tff`.
 TFF_LAYER = ('aggregators/__init__.py', 'analytics/__init__.py',
-             'learning/__init__.py', 'queries.py', 'utils/rounds.py',
-             'utils/workers.py')
+             'experiments/__init__.py', 'learning/__init__.py', 'queries.py',
+             'utils/rounds.py', 'utils/workers.py')
 _TFF_MODULES = ('tensorflow_federated', 'tensorflow_privacy')
 # Core modules that may import TFF lazily, inside a function that runs only
 # where TFF is in use: processes ends TFF's workers and installs its
 # contexts (conftest and the CLI import it on either lane).
 _LAZY_TFF = ('utils/processes.py',)
 _TFF_LAYER_MODULES = ('tff_ddp.aggregators', 'tff_ddp.analytics',
-                      'tff_ddp.learning', 'tff_ddp.queries', 'tff_ddp.cli',
-                      'tff_ddp.audit', 'tff_ddp.utils.rounds',
-                      'tff_ddp.utils.workers')
+                      'tff_ddp.experiments', 'tff_ddp.learning',
+                      'tff_ddp.queries', 'tff_ddp.cli', 'tff_ddp.audit',
+                      'tff_ddp.utils.rounds', 'tff_ddp.utils.workers')
 
 # Imports the modules named in argv where `tensorflow_federated` cannot be
 # found (on the core lane it is not installed at all); prints the error of
@@ -151,8 +151,9 @@ class LayersTest(absltest.TestCase):
 
   def test_without_tff_the_tff_layer_fails_in_one_line(self):
     modules = [
-        'tff_ddp.aggregators', 'tff_ddp.analytics', 'tff_ddp.learning',
-        'tff_ddp.queries', 'tff_ddp.utils.rounds', 'tff_ddp.utils.workers'
+        'tff_ddp.aggregators', 'tff_ddp.analytics', 'tff_ddp.experiments',
+        'tff_ddp.learning', 'tff_ddp.queries', 'tff_ddp.utils.rounds',
+        'tff_ddp.utils.workers'
     ]
     out = subprocess.run([sys.executable, '-c', _WITHOUT_TFF] + modules,
                          cwd=_ROOT,

@@ -60,7 +60,7 @@ class _HelpFormatter(common.HelpFormatter):
 
 def default_output_dir(args) -> str:
   """tff_ddp_runs/<task>-<mechanism>[-<bits>bits][-z<z>]-seed<seed>."""
-  from tff_ddp.learning import train_mechanisms
+  from tff_ddp.experiments import train_mechanisms
   parts = [args.task, args.mechanism]
   if train_mechanisms.mechanism(args.mechanism).secure_sum:
     parts.append(f'{args.bits}bits')
@@ -75,7 +75,7 @@ def default_output_dir(args) -> str:
 def run(args) -> int:
   # `training.prepare` checks the settings, the output directory and then
   # the database before TensorFlow loads: each error is one line, quickly.
-  from tff_ddp.learning import training
+  from tff_ddp.experiments import training
   config = training.TrainConfig(
       task=args.task,
       mechanism=args.mechanism,

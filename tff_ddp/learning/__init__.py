@@ -19,13 +19,7 @@
   tasks                   the B.3 task, the digits task, evaluation
   weighting               the client weightings' math (numpy references)
 
-`tff-ddp train` (DP-FedAvg on TFF's EMNIST / Stack Overflow loaders, the
-DDG paper's Section 6.2), imported on use:
-  training                the run: prepare, build_process, run
-  paper_tasks             the tasks' models, defaults, data, vocabulary
-  train_mechanisms        ddg / skellam / gaussian / none, per-adversary ledger
-  databases               TFF's database files: where, schema, check
-  generated_databases     small databases in TFF's format (tests, demos)
+`tff-ddp train`, the paper's application on it: `tff_ddp.experiments`.
 """
 
 import importlib
@@ -54,7 +48,7 @@ _NAMES = {
 }
 # The modules the package loaded eagerly before (`tff_ddp.learning.tasks`
 # works without importing it); the others are imported by name (`from
-# tff_ddp.learning import training`).
+# tff_ddp.learning import simulation`).
 _MODULES = ('aggregator', 'metrics', 'privacy', 'processes', 'tasks',
             'weighting')
 

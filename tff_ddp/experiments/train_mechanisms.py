@@ -79,7 +79,7 @@ class Mechanism:
 
   def aggregator(self, config):
     """The `model_aggregator` of `build_unweighted_fed_avg` for `config`
-    (a `tff_ddp.learning.training.TrainConfig`, resolved)."""
+    (a `tff_ddp.experiments.training.TrainConfig`, resolved)."""
     raise NotImplementedError
 
   def round_event(self, output, state):

@@ -27,7 +27,7 @@ client updates weighted uniformly; delta = 1/N for EMNIST and 1e-6 for SO.
 
 Data comes from TFF's loaders (`tff.simulation.datasets.emnist.load_data`,
 `stackoverflow.load_data`) with `cache_dir=data_dir`, after
-`tff_ddp.learning.databases.check`, and is preprocessed by TFF's baseline
+`tff_ddp.experiments.databases.check`, and is preprocessed by TFF's baseline
 preprocessing (`tff.simulation.baselines`' EMNIST character recognition and
 Stack Overflow word prediction: shuffle, repeat, take, batch, map).
 
@@ -45,7 +45,7 @@ import os
 import sqlite3
 from typing import Callable, List, Optional, Sequence, Tuple
 
-from tff_ddp.learning import databases
+from tff_ddp.experiments import databases
 from tff_ddp.utils import checks
 
 EMNIST_CLASSES = 62

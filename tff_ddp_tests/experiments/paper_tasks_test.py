@@ -9,8 +9,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_ddp.learning import paper_tasks
-from tff_ddp.learning import generated_databases
+from tff_ddp.experiments import paper_tasks
+from tff_ddp.experiments import generated_databases
 
 
 def _folder(test) -> str:

@@ -3,7 +3,7 @@
 The real databases cannot be downloaded everywhere (and are large), so the
 tests and benchmarks of `tff-ddp train` write small ones that TFF's own
 loaders read unchanged: the tables, columns and splits of
-`tff_ddp.learning.databases` (as `tff.simulation.datasets` creates them in
+`tff_ddp.experiments.databases` (as `tff.simulation.datasets` creates them in
 `sql_client_data_utils.save_to_sql_client_data`, whose one split per client
 cannot express EMNIST's writers, who are in both the training and the test
 split), one serialized `tf.train.Example` per row.
@@ -32,7 +32,7 @@ from typing import Iterator, Tuple
 
 import numpy as np
 
-from tff_ddp.learning import databases
+from tff_ddp.experiments import databases
 from tff_ddp.utils import checks
 
 _EMNIST_CLASSES = 62

@@ -18,8 +18,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_ddp.learning import databases
-from tff_ddp.learning import generated_databases
+from tff_ddp.experiments import databases
+from tff_ddp.experiments import generated_databases
 
 
 def _folder(test) -> str:

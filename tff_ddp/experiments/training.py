@@ -1,6 +1,6 @@
 """DP-FedAvg on the DDG paper's tasks, round by round: `tff-ddp train`.
 
-`run(TrainConfig(...))` trains one of `tff_ddp.learning.paper_tasks`' tasks
+`run(TrainConfig(...))` trains one of `tff_ddp.experiments.paper_tasks`' tasks
 (Federated EMNIST-62, Stack Overflow next-word prediction) as Section 6.2 of
 Kairouz, Liu & Steinke (2021, arXiv:2102.06387) does:
 `tff.learning.algorithms.build_unweighted_fed_avg` (uniform client weights)
@@ -9,7 +9,7 @@ with server momentum, on TFF's loaders' data
 round takes the cohort's client ids), each round's cohort of n clients
 drawn uniformly without replacement from the N training clients
 (independently across rounds), the model updates averaged by the mechanism
-chosen (`tff_ddp.learning.train_mechanisms`: 'ddg', 'skellam', 'gaussian'
+chosen (`tff_ddp.experiments.train_mechanisms`: 'ddg', 'skellam', 'gaussian'
 or 'none').
 
 No client metric leaves the clients (`tff_ddp.learning.withhold_metrics`).
@@ -49,9 +49,9 @@ import secrets
 import time
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple
 
-from tff_ddp.learning import databases
-from tff_ddp.learning import paper_tasks
-from tff_ddp.learning import train_mechanisms
+from tff_ddp.experiments import databases
+from tff_ddp.experiments import paper_tasks
+from tff_ddp.experiments import train_mechanisms
 from tff_ddp.utils import checks
 from tff_ddp.utils import deltas
 

@@ -20,9 +20,9 @@ import tensorflow as tf
 from tff_ddp import accounting
 from tff_ddp import cli
 from tff_ddp.accounting import pld_accountant
-from tff_ddp.learning import generated_databases
-from tff_ddp.learning import train_mechanisms
-from tff_ddp.learning import training
+from tff_ddp.experiments import generated_databases
+from tff_ddp.experiments import train_mechanisms
+from tff_ddp.experiments import training
 from tff_ddp.utils import deltas
 
 
