@@ -30,5 +30,4 @@ def time_rounds(process, client_data, rounds):
 
 
 def end_workers():
-  from tff_ddp.utils import processes
-  processes.release_tff()
+  _processes.release_tff()

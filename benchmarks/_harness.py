@@ -240,7 +240,7 @@ def main(run: Callable,
   for table in tables:
     print('\n'.join([''] + table.lines()))
   if json_path:
-    with open(json_path, 'w') as f:
+    with open(json_path, 'w', encoding='utf-8') as f:
       json.dump(_plain(
           dict(info,
                parameters=params,
@@ -269,7 +269,7 @@ def cpu_seconds(pids: Sequence[int]) -> float:
   total = 0.0
   for pid in pids:
     try:
-      with open(f'/proc/{pid}/stat') as f:
+      with open(f'/proc/{pid}/stat', encoding='utf-8') as f:
         fields = f.read().rsplit(')', 1)[1].split()
       total += (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
     except OSError:

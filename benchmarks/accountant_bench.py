@@ -19,10 +19,12 @@ import dp_accounting
 
 # Run from a checkout without installing the package.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# pylint: disable=wrong-import-position  # after the sys.path entry above
 
 from tff_ddp import accounting
 from tff_ddp.accounting import calibration
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg_mechanism
+# pylint: enable=wrong-import-position
 
 ROUNDS, RATE, DELTA = 10_000, 0.01, 1e-6
 N, D, L2, SIGMA = 100, 2**16, 1000.0, 2000.0

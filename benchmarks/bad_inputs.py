@@ -367,7 +367,7 @@ def bad_files():
 
     def write(name, text):
       path = os.path.join(tmp, name)
-      with open(path, 'w') as f:
+      with open(path, 'w', encoding='utf-8') as f:
         f.write(text)
       return path
 

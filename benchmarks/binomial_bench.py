@@ -70,6 +70,7 @@ def run(elements=65536, repeats=5, max_seconds=30.0):
     for row in table.rows:
       m = row['m']
       if previous is not None and name.startswith('m trials'):
+        # pylint: disable-next=unsubscriptable-object  # a tuple once set; checked for None above
         projected = previous[1] * m / previous[0]
         if projected > max_seconds:
           row[name] = None

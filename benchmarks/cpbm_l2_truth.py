@@ -96,6 +96,7 @@ def run(thetas,
         axis = axis + np.asarray(curve(theta * rest))
       diagonal = big_d * np.asarray(curve(theta * l2 / math.sqrt(big_d)))
       truths.append((eps(axis), eps(diagonal)))
+    # pylint: disable-next=unbalanced-tuple-unpacking  # two (plus, minus) splits, two truths
     (a1, d1), (a2, d2) = truths
     table.add(theta=theta,
               lemma2=lemma2,

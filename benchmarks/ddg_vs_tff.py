@@ -54,6 +54,7 @@ def main():
     # float sum, measure the TFF plumbing that no sampler can remove.
     quiet = dict(common, noise_multiplier=0.0)
     factories['tff_ddp, noise_multiplier=0'] = (
+        # pylint: disable-next=repeated-keyword  # dict(common, noise_multiplier=0) replaces the key
         DiscreteGaussianSumFactory.from_tff_arguments(**quiet))
     factories['TFF, noise_multiplier=0'] = (
         tff.aggregators.distributed_dp.DistributedDpSumFactory(

@@ -115,7 +115,7 @@ class Runs:
     self.planned = []
     self.results = {}
     if os.path.exists(path):
-      with open(path) as f:
+      with open(path, encoding='utf-8') as f:
         for line in f:
           row = json.loads(line)
           self.results[_key(row['config'])] = row
@@ -139,7 +139,7 @@ class Runs:
       result['seconds'] = time.time() - start
       row = dict(config=config, **result)
       os.makedirs(os.path.dirname(self.path), exist_ok=True)
-      with open(self.path, 'a') as f:
+      with open(self.path, 'a', encoding='utf-8') as f:
         f.write(json.dumps(row) + '\n')
       self.results[key] = row
       print(

@@ -137,7 +137,7 @@ def run(dataset='digits',
   m = min(clients_per_round, len(ids))
   cached = {}
   if os.path.exists(cache):
-    with open(cache) as f:
+    with open(cache, encoding='utf-8') as f:
       for line in f:
         row = json.loads(line)
         cached[json.dumps(row['config'], sort_keys=True)] = row
@@ -172,7 +172,7 @@ def run(dataset='digits',
                test_mean=float(tst.mean()),
                seconds=time.time() - start)
     os.makedirs(os.path.dirname(cache), exist_ok=True)
-    with open(cache, 'a') as f:
+    with open(cache, 'a', encoding='utf-8') as f:
       f.write(json.dumps(row) + '\n')
     cached[key] = row
     print(

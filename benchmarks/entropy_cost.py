@@ -39,7 +39,8 @@ def two_reads():
 
 
 def main():
-  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser = argparse.ArgumentParser(
+      description=__doc__.split('\n', maxsplit=1)[0])
   parser.add_argument('--clients', type=int, default=10000)
   parser.add_argument('--reps', type=int, default=3)
   args = parser.parse_args()

@@ -68,7 +68,7 @@ PAPER = {  # Table 2 of the paper: mean (std) over 5 runs
 }
 
 
-def run_methods(methods, block, x, d, rng, cache):
+def run_methods(methods, block, x, _d, rng, cache):
   """{method: error} of one run on counts x."""
   from tff_ddp.analytics.frequency import clipping as fq
   from tff_ddp.analytics.frequency import gaussian

@@ -212,7 +212,7 @@ def run(min_log2=10,
     baseline_path = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                  'kashin_baseline.json')
     if record_baseline:
-      with open(baseline_path, 'w') as f:
+      with open(baseline_path, 'w', encoding='utf-8') as f:
         json.dump(dict(now,
                        d=d,
                        recorded=time.strftime('%Y-%m-%d %H:%M UTC',
@@ -222,7 +222,7 @@ def run(min_log2=10,
         f.write('\n')
       table.notes.append(f'baseline written to {baseline_path}')
     elif os.path.exists(baseline_path):
-      with open(baseline_path) as f:
+      with open(baseline_path, encoding='utf-8') as f:
         base = json.load(f)
       if base.get('d') != d:
         table.notes.append(

@@ -86,7 +86,7 @@ def _peak_worker_kib():
   total = 0
   for pid in processes.descendant_pids():
     try:
-      with open(f'/proc/{pid}/status') as f:
+      with open(f'/proc/{pid}/status', encoding='utf-8') as f:
         for line in f:
           if line.startswith('VmHWM:'):
             total += int(line.split()[1])
@@ -169,7 +169,7 @@ def run(clients=50, rounds=3, only=None):
         print(f'{name} failed:\n{child.stderr[-2000:]}', file=sys.stderr)
         rows.append(dict(name=name, failed=True))
         continue
-      with open(path) as f:
+      with open(path, encoding='utf-8') as f:
         rows.append(json.load(f)['tables'][0]['rows'][0])
   base = next((
       r for r in rows if r['name'] == 'secure (no DP)' and not r.get('failed')),

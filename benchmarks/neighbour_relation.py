@@ -352,7 +352,7 @@ def tffe_paired(runs, datasets):
 
       class _Seed:  # quantile_phase draws its noise seed from rng
 
-        def integers(self, *unused):
+        def integers(self, *_):
           return noise_seed
 
       c_new, status = two_phase.quantile_phase(params.quantile, norms, upper,
@@ -389,7 +389,8 @@ def tffe_paired(runs, datasets):
 
 
 def main():
-  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser = argparse.ArgumentParser(
+      description=__doc__.split('\n', maxsplit=1)[0])
   parser.add_argument('--simulate', action='store_true')
   parser.add_argument('--tffe', action='store_true')
   parser.add_argument('--skip-epsilons', action='store_true')

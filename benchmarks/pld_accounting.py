@@ -220,7 +220,6 @@ def equal_epsilon(quick):
   tightest = pld_accountant.tightest
   print('| noise at equal epsilon | RDP | tightest | RDP / tightest |')
   print('|---|---|---|---|')
-  rows = []
   for name, rounds, q, delta, target, adv in [
       ('EMNIST Gaussian z (q 100/3400, 1500 rounds, eps 10, release)', 1500,
        100 / 3400, 1 / 3400, 10.0, 'release'),

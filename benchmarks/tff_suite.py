@@ -30,7 +30,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import xml.etree.ElementTree as ElementTree
+from xml.etree import ElementTree
 
 import _harness as harness
 
@@ -96,7 +96,7 @@ def run(tff_test, baseline=False, k=None):
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   with tempfile.TemporaryDirectory() as tmp:
     shutil.copy(tff_test, os.path.join(tmp, 'distributed_dp_test.py'))
-    with open(os.path.join(tmp, 'conftest.py'), 'w') as f:
+    with open(os.path.join(tmp, 'conftest.py'), 'w', encoding='utf-8') as f:
       f.write(_CONFTEST.format(substitute=not baseline))
     report = os.path.join(tmp, 'report.xml')
     command = [

@@ -54,7 +54,7 @@ def _row(name, bits, z, folder, common):
   try:
     summary = training.run(config, print_fn=lambda line: None)
   except ValueError as e:
-    return dict(row, note=str(e).split('. ')[0])
+    return dict(row, note=str(e).split('. ', maxsplit=1)[0])
   return dict(row,
               accuracy=summary.accuracy,
               eps_server=summary.epsilon_server,

@@ -54,7 +54,7 @@ def _peak_mib() -> float:
   worker_kib = 0
   for pid in processes.descendant_pids():
     try:
-      with open(f'/proc/{pid}/status') as f:
+      with open(f'/proc/{pid}/status', encoding='utf-8') as f:
         worker_kib += sum(
             int(line.split()[1]) for line in f if line.startswith('VmHWM:'))
     except OSError:
@@ -71,7 +71,7 @@ def _database(task, folder, clients, examples, seed):
                                           max(1, examples // 10), 2,
                                           paper_tasks.VOCABULARY_SIZE, seed)
   words = os.path.join(folder, 'words.txt')
-  with open(words, 'w') as f:
+  with open(words, 'w', encoding='utf-8') as f:
     f.write(''.join(f'w{i}\n' for i in range(paper_tasks.VOCABULARY_SIZE)))
   return words
 

@@ -40,7 +40,7 @@ TARGET_GIB = 3.0
 
 def _write_values(path, rows):
   values = 10.0 * np.random.default_rng(43).beta(2.0, 5.0, rows)
-  with open(path, 'w') as f:
+  with open(path, 'w', encoding='utf-8') as f:
     f.write('client_id,value\n')
     f.writelines(f'c{i},{v:.4f}\n' for i, v in enumerate(values))
 
@@ -48,12 +48,12 @@ def _write_values(path, rows):
 def _write_items(items_path, domain_path, rows, dim=100):
   rng = np.random.default_rng(44)
   domain = [f'item{j:03d}' for j in range(dim)]
-  with open(domain_path, 'w') as f:
+  with open(domain_path, 'w', encoding='utf-8') as f:
     f.writelines(item + '\n' for item in domain)
   p = 1.0 / np.arange(1, dim + 1)
   owners = np.sort(rng.integers(0, max(rows // 10, 1), rows))
   items = rng.choice(dim, rows, p=p / p.sum())
-  with open(items_path, 'w') as f:
+  with open(items_path, 'w', encoding='utf-8') as f:
     f.write('client_id,item\n')
     f.writelines(f'u{o},{domain[j]}\n' for o, j in zip(owners, items))
 
@@ -64,7 +64,7 @@ def _tree(root):
     if not name.isdigit():
       continue
     try:
-      with open(f'/proc/{name}/stat') as f:
+      with open(f'/proc/{name}/stat', encoding='utf-8') as f:
         parent = int(f.read().rsplit(')', 1)[1].split()[1])
     except (OSError, ValueError, IndexError):
       continue
@@ -79,7 +79,7 @@ def _tree(root):
 
 def _rss(pid):
   try:
-    with open(f'/proc/{pid}/status') as f:
+    with open(f'/proc/{pid}/status', encoding='utf-8') as f:
       for line in f:
         if line.startswith('VmRSS:'):
           return int(line.split()[1]) * 1024

@@ -71,7 +71,7 @@ def run(calls=5000):
                                    dir='/dev/shm',
                                    suffix='.uuid',
                                    delete=False) as copy:
-    with open(UUID_PATH) as source:
+    with open(UUID_PATH, encoding='utf-8') as source:
       copy.write(source.read())
   try:
 

@@ -454,7 +454,7 @@ def _is_sys_executable(node):
 
 def notebook_code(path: str) -> str:
   """The code cells of a notebook, IPython magics and shell lines blanked."""
-  with open(path) as f:
+  with open(path, encoding='utf-8') as f:
     notebook = json.load(f)
   lines = []
   for cell in notebook.get('cells', []):
@@ -539,7 +539,7 @@ def module_imports(root: str,
 
 
 def _parse(root, path):
-  with open(os.path.join(root, path)) as f:
+  with open(os.path.join(root, path), encoding='utf-8') as f:
     source = f.read()
   try:
     return ast.parse(source, filename=path), None
@@ -672,7 +672,7 @@ class Tree:
     path = os.path.join(self.root, LOCK_FILE)
     found = set()
     if os.path.exists(path):
-      with open(path) as f:
+      with open(path, encoding='utf-8') as f:
         for line in f:
           match = re.match(r'^([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[.*\])?\s*==',
                            line)
@@ -1128,7 +1128,7 @@ def committed(root: str) -> Dict[str, str]:
     for name in filenames:
       if name in (BUILD_NAME, BUILD_NAME + '.bazel'):
         path = os.path.normpath(os.path.join(dirpath, name))
-        with open(os.path.join(root, path)) as f:
+        with open(os.path.join(root, path), encoding='utf-8') as f:
           found[path] = f.read()
   return found
 
@@ -1158,7 +1158,7 @@ def write(root: str, files: Dict[str, str]) -> List[str]:
   have = committed(root)
   for path, text in files.items():
     if have.get(path) != text:
-      with open(os.path.join(root, path), 'w') as f:
+      with open(os.path.join(root, path), 'w', encoding='utf-8') as f:
         f.write(text)
       changed.append(path)
   for path in sorted(set(have) - set(files)):

@@ -129,7 +129,9 @@ def _kernel_manager(python, spec_dir):
   from jupyter_client import manager
   os.makedirs(os.path.join(spec_dir, _KERNEL_NAME), exist_ok=True)
   path = os.environ.get('PYTHONPATH')
-  with open(os.path.join(spec_dir, _KERNEL_NAME, 'kernel.json'), 'w') as f:
+  with open(os.path.join(spec_dir, _KERNEL_NAME, 'kernel.json'),
+            'w',
+            encoding='utf-8') as f:
     json.dump(
         {
             'argv':
@@ -315,7 +317,7 @@ def _terminated(signum, frame):
 
 def main(argv=None):
   parser = argparse.ArgumentParser(
-      description=__doc__.split('\n\n')[0],
+      description=__doc__.split('\n\n', maxsplit=1)[0],
       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
   mode = parser.add_mutually_exclusive_group(required=True)
   mode.add_argument('--write',

@@ -48,7 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
-import xml.etree.ElementTree as ElementTree
+from xml.etree import ElementTree
 
 import pytest
 
@@ -144,7 +144,7 @@ def pytest_runtest_protocol(item, nextitem):  # pylint: disable=unused-argument 
 def pytest_sessionfinish(session, exitstatus):  # pylint: disable=unused-argument  # pytest's hook signature
   out = os.environ.get(_CPU_OUT)
   if out:
-    with open(out, 'w') as f:
+    with open(out, 'w', encoding='utf-8') as f:
       json.dump({'tests': _PER_TEST, 'total': round(cpu_now(), 3)}, f)
 
 
@@ -164,7 +164,7 @@ def measure_module(path, run_slow=True, python=sys.executable):
         [os.path.dirname(os.path.abspath(__file__))] +
         [p for p in env.get('PYTHONPATH', '').split(os.pathsep) if p])
     start = time.monotonic()
-    with open(os.devnull, 'w') as devnull:
+    with open(os.devnull, 'w', encoding='utf-8') as devnull:
       child = subprocess.Popen(argv,
                                cwd=_ROOT,
                                env=env,
@@ -177,7 +177,7 @@ def measure_module(path, run_slow=True, python=sys.executable):
     counts, slowest = _counts(junit) if os.path.exists(junit) else ({}, [])
     per_test = {}
     if os.path.exists(cpu_out):
-      with open(cpu_out) as f:
+      with open(cpu_out, encoding='utf-8') as f:
         per_test = json.load(f)['tests']
   cpu = usage.ru_utime + usage.ru_stime
   top = sorted(per_test.items(), key=lambda t: -t[1])[:10]
@@ -271,7 +271,7 @@ def asserts(root=_ROOT):
     for name in files:
       if name.endswith('.py'):
         path = os.path.join(directory, name)
-        with open(path) as f:
+        with open(path, encoding='utf-8') as f:
           counted[os.path.relpath(path, root)] = count_asserts(f.read())
   return dict(sorted(counted.items()))
 
@@ -368,7 +368,7 @@ def write_costs(files, overrides=(), path=_COSTS):
       for m in list(files) + list(overrides)
       if m.get('date')
   })
-  with open(path, 'w') as f:
+  with open(path, 'w', encoding='utf-8') as f:
     json.dump(
         {
             'about': 'Seconds each test module adds to a suite worker: '
@@ -388,7 +388,7 @@ def write_costs(files, overrides=(), path=_COSTS):
 
 def main(argv=None):
   parser = argparse.ArgumentParser(
-      description=__doc__.split('\n\n')[0],
+      description=__doc__.split('\n\n', maxsplit=1)[0],
       formatter_class=argparse.RawDescriptionHelpFormatter)
   sub = parser.add_subparsers(dest='command', required=True)
   m = sub.add_parser('measure', help='CPU and wall per module, one by one')
@@ -419,18 +419,18 @@ def main(argv=None):
   args = parser.parse_args(argv)
 
   if args.command == 'table':
-    with open(args.before) as f:
+    with open(args.before, encoding='utf-8') as f:
       before = json.load(f)
     after = None
     if args.after:
-      with open(args.after) as f:
+      with open(args.after, encoding='utf-8') as f:
         after = json.load(f)
     print(table(before, after, args.top))
     return 0
   if args.command == 'costs':
 
     def load(path):
-      with open(path) as f:
+      with open(path, encoding='utf-8') as f:
         return json.load(f)
 
     write_costs([load(p) for p in args.measured],
@@ -448,7 +448,7 @@ def main(argv=None):
     paths = args.paths or test_modules()
     result = _header({'run_slow': not args.fast, 'modules': {}})
     if args.resume and args.out and os.path.exists(args.out):
-      with open(args.out) as f:
+      with open(args.out, encoding='utf-8') as f:
         result['modules'] = json.load(f)['modules']
     for path in paths:
       if path in result['modules']:
@@ -461,10 +461,10 @@ def main(argv=None):
           f'{entry["failed"]} failed (load {os.getloadavg()[0]:.1f})',
           flush=True)
       if args.out:  # after each module, so that a long run can be read
-        with open(args.out, 'w') as f:
+        with open(args.out, 'w', encoding='utf-8') as f:
           json.dump(result, f, indent=1)
   if args.out:
-    with open(args.out, 'w') as f:
+    with open(args.out, 'w', encoding='utf-8') as f:
       json.dump(result, f, indent=1)
   return 0
 

@@ -13,12 +13,14 @@ import sys
 import warnings
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))
+# pylint: disable=wrong-import-position  # after the sys.path entry above
 
 import numpy as np
 import tensorflow_federated as tff
 
 from tff_ddp.aggregators import DiscreteGaussianSumFactory
 from tff_ddp.utils import workers
+# pylint: enable=wrong-import-position
 
 
 def main():

@@ -288,7 +288,7 @@ def _write_tree(root, files):
   for path, text in files.items():
     full = os.path.join(root, path)
     os.makedirs(os.path.dirname(full), exist_ok=True)
-    with open(full, 'w') as f:
+    with open(full, 'w', encoding='utf-8') as f:
       f.write(text)
 
 
@@ -364,10 +364,12 @@ class GeneratorTest(parameterized.TestCase):
     self.assertEqual(build_files.generate(root)[0], files)  # idempotent
     # A hand edit and a stale BUILD file do not leak into the output; the
     # comparison names both, and writing restores the generated state.
-    with open(os.path.join(root, 'tff_ddp/a/BUILD'), 'a') as f:
+    with open(os.path.join(root, 'tff_ddp/a/BUILD'), 'a',
+              encoding='utf-8') as f:
       f.write('\npy_library(name = "extra", srcs = ["y.py"])\n')
     os.makedirs(os.path.join(root, 'tff_ddp/gone'))
-    with open(os.path.join(root, 'tff_ddp/gone/BUILD'), 'w') as f:
+    with open(os.path.join(root, 'tff_ddp/gone/BUILD'), 'w',
+              encoding='utf-8') as f:
       f.write('py_library(name = "gone", srcs = ["gone.py"])\n')
     self.assertEqual(build_files.generate(root)[0], files)
     diffs = build_files.differences(root, files)
@@ -502,5 +504,5 @@ class GeneratorTest(parameterized.TestCase):
     result = _run([_GENERATOR, '--root', root])
     self.assertEqual(result.returncode, 1)
     self.assertIn('no BUILD file written', result.stdout)
-    with open(os.path.join(root, 'tff_ddp/a/BUILD')) as f:
+    with open(os.path.join(root, 'tff_ddp/a/BUILD'), encoding='utf-8') as f:
       self.assertNotIn('"w"', f.read())

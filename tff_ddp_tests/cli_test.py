@@ -297,7 +297,6 @@ class PrivacyTest(parameterized.TestCase):
                             ('ddg', 1000, 50, 16, 1.2),
                             ('skellam', 10**4, 20, 12, 3.0))
   def test_noise_multiplier_is_the_factorys(self, mechanism, d, n, bits, z):
-    import numpy as np
     import tensorflow_federated as tff
     from tff_ddp import accounting
     from tff_ddp import aggregators
@@ -365,6 +364,7 @@ class JobsTest(parameterized.TestCase):
                     noise_multiplier=1.0,
                     print_fn=lines.append)
     self.assertLen(rows, 3)
+    # pylint: disable-next=unbalanced-tuple-unpacking  # the rows appended by print_fn, their count asserted above
     ddg_row, gauss_row, plain_row = rows
     self.assertEqual((ddg_row.bits, ddg_row.adversary), (16, 'server'))
     self.assertEqual(gauss_row.adversary, 'release')
@@ -393,7 +393,7 @@ class JobsTest(parameterized.TestCase):
                              plot=picture)
     # The estimates in a file, with what they cost; a
     # picture; lines that fit a terminal.
-    with open(output) as f:
+    with open(output, encoding='utf-8') as f:
       records = json.load(f)
     self.assertLen(records, 4 * 5)  # rows x levels
     self.assertEqual([
@@ -524,7 +524,7 @@ class JobsTest(parameterized.TestCase):
                              plot=picture)
     # The estimated frequencies printed and written, with
     # their noise bound and epsilon; a picture; lines that fit a terminal.
-    with open(output) as f:
+    with open(output, encoding='utf-8') as f:
       records = list(csv.DictReader(f))
     self.assertLen(records, 3 * 5)
     self.assertEqual(list(records[0]), [
@@ -538,7 +538,7 @@ class JobsTest(parameterized.TestCase):
     start = lines.index(
         next(l for l in lines if l.startswith('estimated counts')))
     self.assertEqual(lines[start + 2].split()[0], '0')  # item 0's row
-    with open(picture) as f:
+    with open(picture, encoding='utf-8') as f:
       self.assertIn('<svg', f.read(2000))
     self.assertLessEqual(max(map(len, lines)), 79)
     self.assertEqual([r.protocol for r in rows],

@@ -301,7 +301,7 @@ class DeadKernelTest(parameterized.TestCase):
                               text=True,
                               timeout=120,
                               check=False)
-      with open(pid_file) as f:
+      with open(pid_file, encoding='utf-8') as f:
         child = int(f.read())
     self.assertEqual(result.returncode, 1, msg=result.stdout + result.stderr)
     # The count reaches the runner in the kernel's execute_input message,

@@ -121,7 +121,7 @@ def _by_module_cost(items):
   kept.
   """
   try:
-    with open(_COSTS) as f:
+    with open(_COSTS, encoding='utf-8') as f:
       costs = json.load(f)['modules']
   except (OSError, ValueError, KeyError):
     return items

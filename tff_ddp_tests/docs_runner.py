@@ -108,7 +108,7 @@ def run_shell(command: str):
 
 def main(steps_path: str, results_path: str) -> None:
   os.chdir(ROOT)
-  with open(steps_path) as f:
+  with open(steps_path, encoding='utf-8') as f:
     steps = json.load(f)
   results = []
   namespace = None
@@ -136,7 +136,8 @@ def main(steps_path: str, results_path: str) -> None:
              stdout=out,
              error=error,
              seconds=time.perf_counter() - start))
-    with open(results_path, 'w') as f:  # what ran so far, if a step hangs
+    with open(results_path, 'w',
+              encoding='utf-8') as f:  # what ran so far, if a step hangs
       json.dump(results, f)
   from tff_ddp.utils import processes
   processes.release_tff()

@@ -484,7 +484,7 @@ def _run_pages(pages):
   with tempfile.TemporaryDirectory() as tmp:
     steps_path = os.path.join(tmp, 'steps.json')
     results_path = os.path.join(tmp, 'results.json')
-    with open(steps_path, 'w') as f:
+    with open(steps_path, 'w', encoding='utf-8') as f:
       json.dump(combined, f)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3', COLUMNS='80')
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -505,7 +505,7 @@ def _run_pages(pages):
     print(f'{len(pages)} page(s), {len(combined)} steps, {cpu:.1f} s of CPU')
     results = []
     if os.path.exists(results_path):
-      with open(results_path) as f:
+      with open(results_path, encoding='utf-8') as f:
         results = json.load(f)
   for page in pages:
     mine = [r for r, s in zip(results, combined) if s['page'] == page]

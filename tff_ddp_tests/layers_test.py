@@ -86,7 +86,7 @@ def _python_files(root, entries):
 
 def _imports(path):
   """(line, module, at module level) of every import in the file."""
-  with open(path) as f:
+  with open(path, encoding='utf-8') as f:
     tree = ast.parse(f.read(), path)
   top = {id(node) for node in tree.body}
   for node in ast.walk(tree):
@@ -133,7 +133,7 @@ class LayersTest(absltest.TestCase):
 
   def test_the_tff_layer_checks_first(self):
     for entry in TFF_LAYER:
-      with open(os.path.join(_PACKAGE, entry)) as f:
+      with open(os.path.join(_PACKAGE, entry), encoding='utf-8') as f:
         tree = ast.parse(f.read())
       calls = [
           n for n in tree.body
@@ -184,7 +184,7 @@ class AfterImportTest(absltest.TestCase):
     """
     name = 'after_import_probe'  # written below, in a temporary directory
     with tempfile.TemporaryDirectory() as d:
-      with open(os.path.join(d, name + '.py'), 'w') as f:
+      with open(os.path.join(d, name + '.py'), 'w', encoding='utf-8') as f:
         f.write('IMPORTED = True\n')
       calls = []
       hook = conftest.AfterImport(

@@ -25,7 +25,7 @@ indicator in {-1/2, +1/2}).
 """
 
 import itertools
-from typing import Iterable, Optional, Sequence, Tuple
+from typing import Iterable, Sequence, Tuple
 
 import numpy as np
 

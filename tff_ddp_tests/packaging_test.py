@@ -54,7 +54,7 @@ class InstalledCoreTest(absltest.TestCase):
         self.assertIn(package, installed)
       self.assertFalse(os.path.exists(os.path.join(target, 'tff_ddp_tests')))
       script = os.path.join(tmp, 'example.py')
-      with open(script, 'w') as f:
+      with open(script, 'w', encoding='utf-8') as f:
         f.write('import tff_ddp\n'
                 'print("from", tff_ddp.__file__)\n' + readme_core_example())
       result = subprocess.run([sys.executable, script],

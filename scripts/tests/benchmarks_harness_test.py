@@ -150,7 +150,7 @@ class MainTest(absltest.TestCase):
     self.assertIn('|   4 | 10 |    2.50 |', lines)
     self.assertIn('|   8 | 10 |    1.25 |', lines)
     self.assertEqual(lines[-1], 'must 0')
-    with open(path) as f:
+    with open(path, encoding='utf-8') as f:
       data = json.load(f)
     self.assertEqual(data['parameters']['epsilons'], [4.0, 8.0])
     self.assertEqual(data['cores'], os.cpu_count())

@@ -128,7 +128,7 @@ class DefinitionsTest(absltest.TestCase):
     for path, text in _PACKAGE.items():
       full = os.path.join(root, path)
       os.makedirs(os.path.dirname(full), exist_ok=True)
-      with open(full, 'w') as f:
+      with open(full, 'w', encoding='utf-8') as f:
         f.write(
             textwrap.dedent(text).lstrip('\n').replace('LONG\n', _LONG + '\n'))
     metrics = design_metrics.measure(root)

@@ -44,7 +44,7 @@ def _hunt(directory, *args):
 def _write_module(directory, text):
   """Writes `text` as sample_test.py in `directory`; returns its path."""
   path = os.path.join(directory, 'sample_test.py')
-  with open(path, 'w') as f:
+  with open(path, 'w', encoding='utf-8') as f:
     f.write(text)
   return path
 
@@ -56,7 +56,7 @@ class FlakeHuntTest(absltest.TestCase):
       path = _write_module(directory, _TESTS)
       log = os.path.join(directory, 'hunt.jsonl')
       result = _hunt(directory, '--repeat', '3', '--log', log, path)
-      with open(log) as f:
+      with open(log, encoding='utf-8') as f:
         logged = f.read().splitlines()
     self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
     out = result.stdout
@@ -97,7 +97,7 @@ class FlakeHuntTimeoutTest(absltest.TestCase):
               '  time.sleep(600)', ''
           ]))
       result = _hunt(directory, '--repeat', '1', '--timeout', '60', path)
-      with open(pid_file) as f:
+      with open(pid_file, encoding='utf-8') as f:
         child = int(f.read())
     self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
     self.assertIn('  1/1  <timeout>', result.stdout)

@@ -57,14 +57,14 @@ class JunitTest(absltest.TestCase):
     with tempfile.TemporaryDirectory() as root:
       os.makedirs(os.path.join(root, 'tff_ddp_tests', 'sub'))
       for path in ('tff_ddp_tests/a_test.py', 'tff_ddp_tests/sub/b_test.py'):
-        open(os.path.join(root, path), 'w').close()
+        open(os.path.join(root, path), 'w', encoding='utf-8').close()
       self.assertEqual(
           suite_profile.module_of('tff_ddp_tests.sub.b_test.BTest', root),
           'tff_ddp_tests/sub/b_test.py')
       self.assertEqual(suite_profile.module_of('tff_ddp_tests.a_test', root),
                        'tff_ddp_tests/a_test.py')
       junit = os.path.join(root, 'junit.xml')
-      with open(junit, 'w') as f:
+      with open(junit, 'w', encoding='utf-8') as f:
         f.write('<testsuites><testsuite>'
                 '<testcase classname="tff_ddp_tests.a_test.ATest" name="t1" '
                 'time="1.5"/>'
@@ -200,7 +200,7 @@ class MeasureTest(absltest.TestCase):
     ''')
     with tempfile.TemporaryDirectory() as directory:
       path = os.path.join(directory, 'child_cpu_test.py')
-      with open(path, 'w') as f:
+      with open(path, 'w', encoding='utf-8') as f:
         f.write(module)
       entry = suite_profile.measure_module(path, run_slow=False)
     self.assertGreaterEqual(entry['cpu'], 0.5, msg=entry)
@@ -228,7 +228,7 @@ class CostOrderTest(absltest.TestCase):
   def _order(self, costs, items):
     with tempfile.TemporaryDirectory() as directory:
       path = os.path.join(directory, 'costs.json')
-      with open(path, 'w') as f:
+      with open(path, 'w', encoding='utf-8') as f:
         json.dump({'modules': costs}, f)
       saved, conftest._COSTS = conftest._COSTS, path  # pylint: disable=protected-access  # resets private state between cases
       try:
@@ -265,7 +265,7 @@ class CostOrderTest(absltest.TestCase):
       conftest._COSTS = saved  # pylint: disable=protected-access  # resets private state between cases
 
   def test_committed_table_names_test_modules(self):
-    with open(conftest._COSTS) as f:  # pylint: disable=protected-access  # resets private state between cases
+    with open(conftest._COSTS, encoding='utf-8') as f:  # pylint: disable=protected-access  # resets private state between cases
       costs = json.load(f)['modules']
     self.assertNotEmpty(costs)
     present = set(suite_profile.test_modules())

@@ -28,7 +28,6 @@ import json
 import os
 import sys
 
-from absl.testing import absltest
 from absl.testing import parameterized
 import dp_accounting
 import mpmath
@@ -103,13 +102,13 @@ def epsilons():
 class CrossVersionTest(parameterized.TestCase):
 
   def test_reference_was_made_on_the_reference_version(self):
-    with open(_REFERENCE) as f:
+    with open(_REFERENCE, encoding='utf-8') as f:
       reference = json.load(f)
     self.assertEqual(reference['dp_accounting'], _REFERENCE_VERSION)
     self.assertEqual(set(reference['epsilons']), set(epsilons()))
 
   def test_epsilons_agree_with_the_reference(self):
-    with open(_REFERENCE) as f:
+    with open(_REFERENCE, encoding='utf-8') as f:
       reference = json.load(f)['epsilons']
     version = importlib.metadata.version('dp-accounting')
     for key, ours in epsilons().items():
@@ -166,7 +165,7 @@ def _write():
   }
   if reference['dp_accounting'] != _REFERENCE_VERSION:
     sys.exit(f'write the reference with dp-accounting {_REFERENCE_VERSION}')
-  with open(_REFERENCE, 'w') as f:
+  with open(_REFERENCE, 'w', encoding='utf-8') as f:
     json.dump(reference, f, indent=1, sort_keys=True)
     f.write('\n')
 

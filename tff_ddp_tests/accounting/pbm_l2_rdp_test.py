@@ -307,7 +307,7 @@ class FairCoinLatticeTest(parameterized.TestCase):
   ])
 
   def _rows(self, theta, n):
-    log_mu, offsets, outer = pbm._fair_coin_lattice(theta, n)
+    _, offsets, outer = pbm._fair_coin_lattice(theta, n)
     starts = np.flatnonzero(np.isclose(offsets, -2.0))  # z = 0 of each row
     js = np.diff(np.append(starts, offsets.size)) - 2
     weights = np.exp(pbm.log_binomial_pmf(js, n - 1, 1.0 - 2.0 * theta))

@@ -137,6 +137,7 @@ def optimistic_pld(p, q, interval):
 
 class ExactTest(parameterized.TestCase):
 
+  # pylint: disable-next=invalid-name  # named as unittest's assertions
   def assertAbove(self, ours, exact, what):
     gap = ours - exact
     self.assertTrue(np.all(gap >= -SLACK),

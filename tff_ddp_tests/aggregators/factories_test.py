@@ -463,7 +463,6 @@ class NoiseSamplerTest(tf.test.TestCase):
   def test_both_mechanisms_take_noise_sampler(self):
     # 'table' by default (its TV on the event), 'exact' on request, for the
     # DDG and the Skellam alike; SkellamSumFactory under its own name too.
-    from tff_ddp.aggregators import SkellamSumFactory
     args = dict(noise_multiplier=1.0,
                 expected_clients_per_round=5,
                 bits=16,

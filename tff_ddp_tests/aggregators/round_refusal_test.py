@@ -140,11 +140,14 @@ class RefusalTest(tf.test.TestCase, parameterized.TestCase):
     need = next(b for b, cap in ring.bits if cap >= n)
     self.assertIn(f'or bits >= {need}', message)
     self.assertGreaterEqual(
+        # pylint: disable-next=repeated-keyword  # dict(kwargs, bits=...) replaces the key
         _factory('ddg', **dict(kwargs, bits=need)).capacity(_VECTOR).capacity,
         n)
     self.assertLess(
+        # pylint: disable-next=repeated-keyword  # dict(kwargs, bits=...) replaces the key
         _factory('ddg', **dict(kwargs,
-                               bits=need - 1)).capacity(_VECTOR).capacity, n)
+                               bits=need - 1)).capacity(_VECTOR).capacity,
+        n)
     # The same text comes out of the TF computation.
     process = factory.create(_VECTOR)
     with self.assertRaises(rounds.RoundRefusedError) as raised:

@@ -327,7 +327,6 @@ class ClientPreprocessingTest(tf.test.TestCase):
     # The same seeded factory (tests-only deterministic noise): the fused
     # client call and create() after a separate federated_map give the same
     # sum, measurements and event, bit for bit.
-    from tff_ddp.aggregators import discrete_gaussian
 
     def one_hot(x):
       return tf.one_hot(tf.cast(x, tf.int32), 8, dtype=tf.float32)

@@ -1,7 +1,6 @@
 """The frequency processes: calibration, types (secure sums only), the TFFE
 clip against a numpy reference, events, and statistical unbiasedness."""
 
-import collections
 import math
 
 from absl.testing import parameterized

@@ -112,6 +112,7 @@ class EntryPointTest(parameterized.TestCase):
                                        kashin_options={'redundancy': 2.0},
                                        **_OWN[name])
     self.assertIs(result, CALIBRATED)
+    # pylint: disable-next=unbalanced-tuple-unpacking  # one recorded call, as the test requires
     (setting, kwargs), = builder.calls
     self.assertEqual(
         setting,

@@ -22,7 +22,6 @@ from tff_ddp.accounting import pbm_rdp
 from tff_ddp.aggregators import poisson_binomial
 from tff_ddp.analytics.frequency import process as fp
 from tff_ddp.analytics.frequency import multi_round
-from tff_ddp.analytics.frequency import simulation as fs
 from tff_ddp.analytics.quantiles import encodings as hg
 from tff_ddp.analytics.quantiles import process as quantiles
 from tff_ddp.encoders import registry

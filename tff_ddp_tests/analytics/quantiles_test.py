@@ -312,7 +312,7 @@ class ParametersForNoiseTest(parameterized.TestCase):
       q.build_quantile_process_from_parameters({}, 0.0, 1.0, [0.5])
     # The ring helpers take the resolved encoding, and say so.
     with self.assertRaisesRegex(TypeError, r'encodings.encoding\(method, '
-                                'num_bins\)'):
+                                r'num_bins\)'):
       qc.largest_scaling('flat', 100, 1.0, 1e-5, 18)
 
 

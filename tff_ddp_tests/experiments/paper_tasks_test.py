@@ -60,7 +60,7 @@ class VocabularyTest(tf.test.TestCase):
 
   def _write(self, text):
     path = os.path.join(_folder(self), 'words')
-    with open(path, 'w') as f:
+    with open(path, 'w', encoding='utf-8') as f:
       f.write(text)
     return path
 

@@ -393,7 +393,7 @@ class TrainCommandTest(tf.test.TestCase):
         self.assertBetween(accuracy, 0.0, 1.0)
       self.assertTrue(math.isfinite(server))
       self.assertLessEqual(release, server + 1e-9)
-    with open(os.path.join(out, 'metrics.csv')) as f:
+    with open(os.path.join(out, 'metrics.csv'), encoding='utf-8') as f:
       table = list(csv.DictReader(f))
     self.assertEqual([int(r['round']) for r in table],
                      list(range(1, rounds + 1)))
@@ -402,7 +402,7 @@ class TrainCommandTest(tf.test.TestCase):
     self.assertEqual(server, sorted(server))
     self.assertLess(server[0], server[-1])
     self.assertAlmostEqual(server[-1], rows[-1][2], delta=1e-3 * server[-1])
-    with open(os.path.join(out, 'events.jsonl')) as f:
+    with open(os.path.join(out, 'events.jsonl'), encoding='utf-8') as f:
       events = [json.loads(line) for line in f]
     # Each round's event: the measured 3 clients, the padded dimension.
     for record in events:
@@ -433,7 +433,7 @@ class TrainCommandTest(tf.test.TestCase):
     self.assertIn('d = 1,018,174 parameters', _report(lines))
     self.assertIn('NOT the amplification by sampling the paper relies on',
                   _report(lines))
-    rows, _ = self._check_run(lines, out, 2, 2**20)
+    self._check_run(lines, out, 2, 2**20)
     self.assertTrue(os.path.isdir(os.path.join(out, 'checkpoints', 'round_2')))
     # The same command again: the run is there, resume it or move on.
     code, _, err = _run(argv)
@@ -491,7 +491,7 @@ class TrainCommandTest(tf.test.TestCase):
         'neighbours; not private', report)
     # The events the run recorded, composed here by the tightest
     # accountant one round at a time.
-    with open(os.path.join(out, 'events.jsonl')) as f:
+    with open(os.path.join(out, 'events.jsonl'), encoding='utf-8') as f:
       records = [json.loads(line) for line in f]
     self.assertLen(records, 2)
     expected = pld_accountant.tightest('release')
@@ -502,7 +502,7 @@ class TrainCommandTest(tf.test.TestCase):
               train_mechanisms.event_from_json(record['event'])))
     epsilon, bound = expected.get_epsilon_and_bound(deltas.default_delta(6))
     self.assertEqual(bound, 'PLD')
-    with open(os.path.join(out, 'metrics.json')) as f:
+    with open(os.path.join(out, 'metrics.json'), encoding='utf-8') as f:
       final = json.load(f)['final']
     self.assertAlmostEqual(final['release']['epsilon'], epsilon, delta=1e-3)
     self.assertEqual(final['release']['bound'], 'PLD')
@@ -521,7 +521,7 @@ class TrainCommandTest(tf.test.TestCase):
                                             num_clients=6,
                                             train_sentences=6)
     words = os.path.join(folder, 'words.txt')
-    with open(words, 'w') as f:  # the generator's words first
+    with open(words, 'w', encoding='utf-8') as f:  # the generator's words first
       f.write(''.join(f'w{i} {10**6 - i}\n' for i in range(10000)))
     out = os.path.join(folder, 'run')
     code, lines, err = _run([

@@ -19,7 +19,6 @@ from tff_ddp.accounting import event_io
 from tff_ddp.accounting import events
 from tff_ddp.accounting import pbm_rdp
 from tff_ddp.accounting import subsampling
-from tff_ddp.accounting.orders import DEFAULT_ORDERS
 from tff_ddp.mechanisms import distributed_discrete_gaussian as ddg_mechanism
 from tff_ddp_tests.fuzz import strategies as fz
 
@@ -95,7 +94,7 @@ def _check_accountant(kwargs, acc):
   return None if acc.adversary in accountant.ADVERSARIES else 'adversary'
 
 
-def _check_epsilon(kwargs, result):
+def _check_epsilon(_kwargs, result):
   eps, order = result
   return fz.first_error(
       fz.epsilon_ok(eps),
@@ -227,7 +226,7 @@ def _calibrate_rounds(make_event, rounds, sampling, rate, **kwargs):
   return calibration.calibrate(accountant.RdpAccountant, make_event, **kwargs)
 
 
-def _check_event(kwargs, event):
+def _check_event(_kwargs, event):
   if not isinstance(event, dp_accounting.DpEvent):
     return f'not a DpEvent: {event!r}'
   return None

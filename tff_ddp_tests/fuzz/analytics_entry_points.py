@@ -11,7 +11,6 @@ from unittest import mock
 
 from hypothesis import strategies as st
 import numpy as np
-import tensorflow as tf
 
 from tff_ddp.analytics.quantiles import calibration as qc
 from tff_ddp.analytics.quantiles import encodings as hg
@@ -143,7 +142,7 @@ def _check_validated(kwargs, result):
       f'range {lower}, {upper}, quantiles {quantiles}')
 
 
-def _check_z(kwargs, z):
+def _check_z(_kwargs, z):
   return None if fz.is_real(z) and 0 < z < math.inf else f'z {z!r}'
 
 
@@ -166,7 +165,7 @@ ENTRY_POINTS = [
                   check=_check_length,
                   hints=dict(method=_METHODS, num_bins=_BINS)),
     fz.EntryPoint(name='analytics.quantiles.encodings.check_range',
-                  call=lambda lower, upper: hg.check_range(lower, upper),
+                  call=hg.check_range,
                   baseline=dict(lower=0.0, upper=1.0),
                   check=_check_range,
                   hints=dict(lower=fz.floats(), upper=fz.floats()),

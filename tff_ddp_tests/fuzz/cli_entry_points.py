@@ -342,7 +342,7 @@ def new_argvs(draw):
   return dict(argv=argv)
 
 
-def _check_new(kwargs, result):
+def _check_new(_kwargs, result):
   status, _ = result
   return None if status == 'would run' else f'status {status}'
 
@@ -383,4 +383,4 @@ NEW_ENTRY_POINTS = [
              'documented'),
         ]),
 ]
-ENTRY_POINTS = ENTRY_POINTS + NEW_ENTRY_POINTS
+ENTRY_POINTS.extend(NEW_ENTRY_POINTS)

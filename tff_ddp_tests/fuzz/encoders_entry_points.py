@@ -55,8 +55,8 @@ def _check_make_encoder(kwargs, encoder):
 
 def _check_output_dimension(kwargs, d):
   dim, redundancy = kwargs['dim'], float(kwargs['redundancy'])
-  if not (_is_power_of_two(d) and d > dim and d >= dim *
-          (1 + redundancy) and d <= hadamard.MAX_OUTPUT_DIM):
+  if not (_is_power_of_two(d) and d > dim and dim *
+          (1 + redundancy) <= d <= hadamard.MAX_OUTPUT_DIM):
     return f'{d} for dim {dim}, redundancy {redundancy}'
   return None
 
@@ -104,10 +104,8 @@ ENTRY_POINTS = [
                            ]),
     fz.EntryPoint(
         name='encoders.make_encoder',
-        call=lambda name, dim, **options: registry.make_encoder(
-            name, dim, **options),
-        baseline=dict(name='kashin',
-                      dim=8),
+        call=registry.make_encoder,
+        baseline=dict(name='kashin', dim=8),
         check=_check_make_encoder,
         hints=dict(name=st.sampled_from(['hadamard', 'kashin', 'none', 'hd']),
                    dim=_DIMS,

@@ -223,7 +223,7 @@ def _check_sample_items(kwargs, result):
   return None
 
 
-def _check_published_epsilon(kwargs, result):
+def _check_published_epsilon(_kwargs, result):
   return fz.epsilon_ok(result)
 
 

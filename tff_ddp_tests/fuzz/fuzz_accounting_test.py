@@ -14,6 +14,7 @@ from tff_ddp_tests.fuzz import strategies as fz
 from tff_ddp_tests.fuzz.accounting_entry_points import ENTRY_POINTS
 from tff_ddp_tests.fuzz.accounting_entry_points import RELATIONS as _RELATIONS
 
+# pylint: disable-next=invalid-name  # test classes made by fz.test_classes
 FuzzAccountingTest, SlowFuzzAccountingTest = fz.test_classes(
     'Accounting', ENTRY_POINTS, __name__)
 

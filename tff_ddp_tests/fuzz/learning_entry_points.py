@@ -46,7 +46,7 @@ def _config(**kwargs):
 # PrivacyConfig and calibrate.
 
 
-def _check_config(kwargs, config):
+def _check_config(_kwargs, config):
   if not isinstance(config, pv.PrivacyConfig):
     return f'{type(config).__name__}'
   problems = []
@@ -285,6 +285,7 @@ def _check_dp_fedavg(kwargs, result):
   if spec is None or problem:
     return problem
   privacy = kwargs['privacy']
+  # pylint: disable-next=unidiomatic-typecheck  # exactly FedAvg, no subclass
   if type(spec.objective) is not weighting.FedAvg or (
       spec.privacy is not privacy) or privacy.has_quantile:
     return f'spec {spec}'
@@ -470,4 +471,4 @@ BUILD_ENTRY_POINTS = [
         ]),
 ]
 
-ENTRY_POINTS = ENTRY_POINTS + BUILD_ENTRY_POINTS
+ENTRY_POINTS.extend(BUILD_ENTRY_POINTS)

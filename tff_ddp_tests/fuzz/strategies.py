@@ -395,6 +395,7 @@ def run_generated(entry: EntryPoint,
   def run(kwargs):
     on_outcome(kwargs, classify(entry, kwargs))
 
+  # pylint: disable-next=no-value-for-parameter  # hypothesis.given supplies kwargs
   run()
 
 

@@ -49,7 +49,8 @@ def _check_integer(kwargs, x):
   return None
 
 
-def _check_sequence(kwargs, xs):
+def _check_sequence(_kwargs, xs):
+  # pylint: disable-next=unidiomatic-typecheck  # a numpy scalar is wrong
   if not xs or any(type(x) is not float or not 0.0 < x < 1.0 for x in xs):
     return f'{xs!r}'
   return None

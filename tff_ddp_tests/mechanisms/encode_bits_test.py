@@ -260,7 +260,7 @@ def _assert_decided(test, norm, clip, d, what):
 
 _MECHANISMS = {
     'padded_table':
-        lambda: ddg_parameters.make(),
+        ddg_parameters.make,
     'power_of_two_exact':
         lambda: ddg_parameters.make(
             dim=64, noise_multiplier=0.5, noise_sampler='exact'),

@@ -48,6 +48,7 @@ def _params(output_dim=None, level=None, **kwargs):
   args.update(kwargs)
   encoder = PaddingEncoder(args['dim'], output_dim, level)
   dim = args.pop('dim')
+  # pylint: disable-next=unexpected-keyword-arg  # 'dim' is popped from args above
   return pbm.compute_parameters(dim, pbm.Request(**args), encoder)
 
 

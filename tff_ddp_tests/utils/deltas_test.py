@@ -1,6 +1,5 @@
 """The default delta rule and its warning."""
 
-from absl.testing import absltest
 from absl.testing import parameterized
 
 from tff_ddp.utils import deltas

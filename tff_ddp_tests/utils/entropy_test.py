@@ -30,7 +30,7 @@ class EntropyTest(tf.test.TestCase):
 
   def test_uuid_words_parse_the_file(self):
     path = os.path.join(self.get_temp_dir(), 'uuid')
-    with open(path, 'w') as f:
+    with open(path, 'w', encoding='utf-8') as f:
       f.write('0123abcd-ef01-4567-89ab-cdef01234567\n')
     high, low = entropy._uuid_words(tf.constant(path)).numpy()  # pylint: disable=protected-access  # tests a private part
     self.assertEqual(int(high) & (2**64 - 1), 0x0123abcdef014567)
@@ -45,14 +45,14 @@ class EntropyTest(tf.test.TestCase):
     for i in range(200):
       u = uuid.UUID(bytes=rng.bytes(16), version=4)
       text = str(u).upper() if i % 2 else str(u)
-      with open(path, 'w') as f:
+      with open(path, 'w', encoding='utf-8') as f:
         f.write(text + '\n')
       words = parse(tf.constant(path)).numpy().view(np.uint64)
       self.assertEqual((int(words[0]) << 64) | int(words[1]), u.int, text)
 
   def test_short_uuid_file_fails_loudly(self):
     path = os.path.join(self.get_temp_dir(), 'uuid')
-    with open(path, 'w') as f:
+    with open(path, 'w', encoding='utf-8') as f:
       f.write('0123abcd-ef01-4567\n')
     with self.assertRaises(tf.errors.InvalidArgumentError):
       entropy._uuid_words(tf.constant(path))  # pylint: disable=protected-access  # tests a private part

@@ -187,7 +187,7 @@ class BackgroundScriptTest(tf.test.TestCase):
     for pid in workers:
       # Gone (or, with pid reuse, no longer a TFF worker).
       try:
-        with open(f'/proc/{pid}/comm') as f:
+        with open(f'/proc/{pid}/comm', encoding='utf-8') as f:
           self.assertNotEqual(f.read().strip(), 'worker_binary')
       except OSError:
         pass
