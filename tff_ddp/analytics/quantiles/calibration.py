@@ -287,14 +287,21 @@ def parameters_for_noise(
         f'wrap-around condition of Theorems 1-2; {advice}.')
   value_type = encoding_type(encoding)
   factory = _ddg_factory(encoding, n, bits, z, c, seed, client_sampling_rate)
+  return _ddg_parameters(
+      encoding, bits, factory, value_type,
+      pld_accountant.epsilon(factory.dp_event(value_type), delta, adversary)[0],
+      delta, adversary, c, z)
+
+
+def _ddg_parameters(encoding, bits, factory, value_type, epsilon, delta,
+                    adversary, c, z) -> 'QuantileParameters':
+  """The DDG's `QuantileParameters` (no cPBM fields)."""
   return QuantileParameters(encoding=encoding,
                             mechanism='discrete_gaussian',
                             bits=bits,
                             factory=factory,
                             value_type=value_type,
-                            epsilon=pld_accountant.epsilon(
-                                factory.dp_event(value_type), delta,
-                                adversary)[0],
+                            epsilon=epsilon,
                             delta=delta,
                             adversary=adversary,
                             scaling=c,
@@ -477,18 +484,9 @@ def _discrete_gaussian(encoding, setting: QuantileSetting):
       calibration.Parameter.signal('noise reduction below z_max', 0.0,
                                    1.0 - low))
   z = z_max * (1.0 - result.value)
-  return QuantileParameters(encoding=encoding,
-                            mechanism='discrete_gaussian',
-                            bits=bits,
-                            factory=budget.factory(bits, z, c),
-                            value_type=budget.value_type,
-                            epsilon=result.epsilon,
-                            delta=delta,
-                            adversary=adversary,
-                            scaling=c,
-                            noise_multiplier=z,
-                            theta=None,
-                            num_trials=None)
+  return _ddg_parameters(encoding, bits, budget.factory(bits, z,
+                                                        c), budget.value_type,
+                         result.epsilon, delta, adversary, c, z)
 
 
 @dataclasses.dataclass(frozen=True)
