@@ -97,7 +97,7 @@ CEILINGS = {
     'imports from accounting/ into mechanisms/ or aggregators/': 0,
     'benchmarks/RESULTS.md lines': 617,
     'README.md lines': 300,
-    'library lines (tff_ddp/)': 29233,
+    'library lines (tff_ddp/)': 29231,
     'periphery lines (scripts/, BUILD files, build_test)': 7617,
     'checks.choice calls (outside cli/)': 19,
     'version strings': 1,
