@@ -27,7 +27,7 @@ from tff_ddp_tests import docs_runner
 
 def _write(directory, name, text, mode='w'):
   path = os.path.join(directory, name)
-  with open(path, mode, encoding='utf-8') as f:
+  with open(path, mode, encoding=None if 'b' in mode else 'utf-8') as f:
     f.write(text)
   return path
 
