@@ -717,8 +717,9 @@ def least_noise(
   e = eps(root)
   if e <= target_epsilon:
     safe, e_safe = root, e
+    e_unsafe = eps(unsafe)
   else:
-    unsafe = root
+    unsafe, e_unsafe = root, e
     step = 1e-12 * abs(safe - root)
     while True:
       x = root + math.copysign(step, safe - root)
@@ -728,12 +729,12 @@ def least_noise(
       if e <= target_epsilon:
         safe, e_safe = x, e
         break
-      unsafe, step = x, step * 4.0
+      unsafe, e_unsafe, step = x, e, step * 4.0
   for _ in range(200):
     if e_safe >= (1 - 1e-3) * target_epsilon:
       break
     # A refused unsafe end (inf): its edge, to REFUSED_XTOL; else to xtol.
-    tol = REFUSED_XTOL if eps(unsafe) == math.inf else xtol
+    tol = REFUSED_XTOL if e_unsafe == math.inf else xtol
     if abs(unsafe - safe) <= tol * max(abs(safe), abs(unsafe)):
       break
     x = 0.5 * (safe + unsafe)
@@ -741,7 +742,7 @@ def least_noise(
     if e <= target_epsilon:
       safe, e_safe = x, e
     else:
-      unsafe = x
+      unsafe, e_unsafe = x, e
   return safe, False
 
 
