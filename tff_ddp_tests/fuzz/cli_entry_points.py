@@ -218,8 +218,8 @@ ENTRY_POINTS = [
         # `quantiles` calibrates up to 6 configurations cold before it would
         # run (3 encodings x 2 mechanisms, each by its privacy loss
         # distribution since the DDG histograms carry l0 and l_inf bounds):
-        # 21 s of CPU for `--clients 1`; a hang or a 2x regression still
-        # shows.
+        # 10 s of CPU alone for `--clients 1`, up to ~3.5x that under a
+        # loaded suite (a case of 22 s alone took 79 s there); a hang shows.
         budget=40.0,
         examples=[
             ('flag of another mechanism',
