@@ -733,8 +733,7 @@ def least_noise(
   for _ in range(200):
     if e_safe >= (1 - 1e-3) * target_epsilon:
       break
-    # A refused unsafe end (inf): its edge, to REFUSED_XTOL; else to xtol.
-    tol = REFUSED_XTOL if e_unsafe == math.inf else xtol
+    tol = REFUSED_XTOL if e_unsafe == math.inf else xtol  # inf: refused
     if abs(unsafe - safe) <= tol * max(abs(safe), abs(unsafe)):
       break
     x = 0.5 * (safe + unsafe)
