@@ -8,7 +8,10 @@ The output depends only on the source tree and the tables below, in a fixed
 order; tff_ddp_tests/build_test.py holds the committed files to it. Bazel's
 native py rules (docs/notes/bazel.md) in TFF's layout: a package per
 directory of .py files under SOURCE_ROOTS, plus the root, requirements/ and
-colabs/; a target per module, named after it, its deps the tff_ddp /
+colabs/; a target per module, named after it: a py_test for `*_test.py`
+under TEST_ROOT, a py_binary for `__main__.py` and the scripts of
+SCRIPT_DIRS not named `_*`, else a py_library (testonly under TEST_ROOT and
+wherever it depends on a testonly one). Its deps are the tff_ddp /
 tff_ddp_tests modules (or sibling scripts) it imports at any depth. A
 third-party import is no dep (//bazel:python3 runs .venv) but must map
 through THIRD_PARTY to a distribution pinned in LOCK_FILE. Imports no
@@ -221,6 +224,11 @@ class Import(NamedTuple):
   how: str = 'import'  # or 'dynamic', 'child', 'child -m', 'notebook'
 
 
+def _read(*path: str) -> str:
+  with open(os.path.join(*path), encoding='utf-8') as f:
+    return f.read()
+
+
 def normalize_dist(name: str) -> str:
   """PEP 503 normalisation, as pip compares distribution names."""
   return re.sub(r'[-_.]+', '-', name).lower()
@@ -345,9 +353,7 @@ def module_imports(tree, path: str) -> Tuple[List[Import], List[str]]:
 
 def notebook_code(path: str) -> str:
   """The code cells of a notebook, IPython magics and shell lines blanked."""
-  with open(path, encoding='utf-8') as f:
-    cells = json.load(f).get('cells', [])
-  lines = []
+  lines, cells = [], json.loads(_read(path)).get('cells', [])
   for cell in (c for c in cells if c.get('cell_type') == 'code'):
     source = cell.get('source', '')
     for text in (''.join(source)
@@ -440,10 +446,8 @@ class Tree:
       for directory, filenames in _walk(root, top):
         for name in (n for n in filenames if n.endswith('.py')):
           path = os.path.join(directory, name)
-          with open(os.path.join(root, path), encoding='utf-8') as f:
-            source = f.read()
           try:
-            self.trees[path] = ast.parse(source, filename=path)
+            self.trees[path] = ast.parse(_read(root, path), filename=path)
           except SyntaxError as e:
             self.trees[path] = None
             self.problems.append(
@@ -456,14 +460,12 @@ class Tree:
     notebooks = os.path.join(root, NOTEBOOK_DIR)
     found = os.listdir(notebooks) if os.path.isdir(notebooks) else []
     self.notebooks = sorted(n for n in found if n.endswith('.ipynb'))
-    self.lock = set()
-    if os.path.exists(os.path.join(root, LOCK_FILE)):
-      with open(os.path.join(root, LOCK_FILE), encoding='utf-8') as f:
-        pins = (re.match(r'([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[.*\])?\s*==', line)
-                for line in f)
-        self.lock = {normalize_dist(m.group(1)) for m in pins if m}
+    lock = os.path.join(root, LOCK_FILE)
+    pin = r'^([A-Za-z0-9][A-Za-z0-9._-]*)[ \t]*(?:\[.*\])?[ \t]*=='
+    text = _read(lock) if os.path.exists(lock) else ''
+    self.lock = {normalize_dist(n) for n in re.findall(pin, text, re.M)}
     self.targets: Dict[Label, Target] = {}
-    self.by_file: Dict[str, Target] = {}
+    self.by_file: Dict[str, Target] = {}  # module -> its target
     for path in self.trees:
       target = Target(self._kind(path), self.label_of(path),
                       os.path.basename(path))
@@ -473,9 +475,8 @@ class Tree:
             f'{self.targets[target.label].src}: rename one of them')
       self.targets[target.label] = self.by_file[path] = target
     if self.notebooks:
-      self.targets[NOTEBOOKS] = Target('filegroup',
-                                       NOTEBOOKS,
-                                       files=tuple(self.notebooks))
+      self.targets[NOTEBOOKS] = Target('filegroup', NOTEBOOKS, '',
+                                       tuple(self.notebooks))
     for path, target in self.by_file.items():
       if self.trees[path]:
         self._fill(path, target)
@@ -530,8 +531,7 @@ class Tree:
       target.deps.add(self.by_file[TEST_CONFTEST].label)
     slow = is_slow(tree)
     target.size = TEST_SIZES.get(path, 'large' if slow else 'medium')
-    if slow:
-      target.tags.add('slow')
+    target.tags.update(['slow'] if slow else [])
     if slow and target.size not in SLOW_SIZES:
       self.problems.append(
           f'{path}:0: has slow tests but TEST_SIZES gives it size '
@@ -765,8 +765,7 @@ def committed(root: str) -> Dict[str, str]:
     if directory.split('/')[0] not in NOT_GENERATED:
       for name in {'BUILD', 'BUILD.bazel'} & set(filenames):
         path = os.path.normpath(os.path.join(directory, name))
-        with open(os.path.join(root, path), encoding='utf-8') as f:
-          found[path] = f.read()
+        found[path] = _read(root, path)
   return found
 
 
@@ -812,8 +811,9 @@ def main(argv=None) -> int:
   args = parser.parse_args(argv)
   files, problems = generate(args.root)
   if problems:
-    print('\n'.join(problems))
-    print(f'\n{len(problems)} problem(s); no BUILD file written.')
+    print('\n'.join(problems), f'\n{len(problems)} problem(s); no BUILD file '
+          'written.',
+          sep='\n')
     return 1
   if args.check:
     diffs = differences(args.root, files)
