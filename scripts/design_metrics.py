@@ -95,7 +95,7 @@ CEILINGS = {
     'functions with >= 10 parameters (outside cli/)': 0,
     'functions over 150 lines (outside cli/)': 0,
     'imports from accounting/ into mechanisms/ or aggregators/': 0,
-    'benchmarks/RESULTS.md lines': 617,
+    'benchmarks/RESULTS.md lines': 580,
     'README.md lines': 300,
     'library lines (tff_ddp/)': 29231,
     'periphery lines (scripts/, BUILD files, build_test)': 7166,
