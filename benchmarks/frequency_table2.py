@@ -148,14 +148,14 @@ def configure(d, x_max_items, log):
           name] = gaussian.gaussian_parameters(eps, DELTA, name == 'LDP')
   b = cache['B', 'two_phase']
   log(f'  A (paper\'s theta = 0.2, m = 30, theta\' = '
-      f'{tffe.quantile.theta:.3f}, m\' = 3): epsilon ours {ours:.3f} '
+      f'{tffe.quantile.noise.theta:.3f}, m\' = 3): epsilon ours {ours:.3f} '
       f'(against the server, zero-out) vs Lemma 2 as published {published:.3f} (paper: {eps}); '
       f'target quantile {tffe.target_quantile:.4f}; baselines alone: '
       f'{single["normalize"]:.3f}')
   b_linf = cache['B', 'linf']
   log(f'  B (epsilon {eps} by our accountant): theta = 0.2, m = '
-      f'{b.num_trials}, phase 1 theta\' = {b.quantile.theta:.4f} m\' = '
-      f'{b.quantile.num_trials}; target {b.target_quantile:.4f}; linf: m = '
+      f'{b.num_trials}, phase 1 theta\' = {b.quantile.noise.theta:.4f} m\' = '
+      f'{b.quantile.noise.num_trials}; target {b.target_quantile:.4f}; linf: m = '
       f'{b_linf.num_trials}, target {b_linf.target_quantile:.4f}; '
       f'Normalize/Sample m = {cache["B", "normalize"].num_trials}; '
       f'Sample(0.25) k = {k_frac}')

@@ -252,9 +252,7 @@ def run(runs=10,
                      b=b,
                      method=method,
                      mechanism=SHORT[setting],
-                     detail=(f'c={p.scaling}, z={p.noise_multiplier:.3f}'
-                             if setting == 'discrete_gaussian' else
-                             f'theta={p.theta:.5f}, m={p.num_trials}'))
+                     detail=p.noise.describe())
   tables.append(calibrated)
   if checked:
     versus = harness.Table(

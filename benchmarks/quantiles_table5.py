@@ -57,17 +57,14 @@ def run(runs=50, clients=1000):
     vt = qc.encoding_type(encoding)
     fp = factory.mechanism(vt)
     params[method] = qc.QuantileParameters(encoding=encoding,
-                                           mechanism='poisson_binomial',
+                                           noise=qc.CpbmNoise(theta=0.2,
+                                                              num_trials=30),
                                            bits=fp.bits,
                                            factory=factory,
                                            value_type=vt,
                                            epsilon=float('nan'),
                                            delta=DELTA,
-                                           adversary='server',
-                                           scaling=None,
-                                           noise_multiplier=None,
-                                           theta=0.2,
-                                           num_trials=30)
+                                           adversary='server')
     all_coordinates = poisson_binomial.PoissonBinomialSumFactory(
         l2_clip=1.0,
         theta=0.2,

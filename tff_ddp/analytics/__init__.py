@@ -20,6 +20,8 @@ from tff_ddp.analytics.frequency import SampleParameters
 from tff_ddp.analytics.frequency import TwoPhaseParameters
 from tff_ddp.analytics.quantiles import build_quantile_process
 from tff_ddp.analytics.quantiles import build_quantile_process_from_parameters
+from tff_ddp.analytics.quantiles import CpbmNoise
+from tff_ddp.analytics.quantiles import DdgNoise
 from tff_ddp.analytics.quantiles import parameters_for_noise
 from tff_ddp.analytics.quantiles import quantile_parameters
 from tff_ddp.analytics.quantiles import QuantileEstimation

@@ -214,13 +214,10 @@ def run(
         progress(what, len(dataset), len(dataset))
         errors.append(
             _worst(cdf, dataset, quantiles, lower_bound, upper_bound, num_bins))
-      detail = (f'c={params.scaling} z={params.noise_multiplier:.3f}'
-                if mechanism == 'discrete_gaussian' else
-                f'theta={params.theta:.4f} m={params.num_trials}')
       rows.append(
           Row(method, mechanism, float(np.mean(errors)), float(np.std(errors)),
-              params.epsilon, detail, float(np.mean(seconds[1:] or seconds)),
-              np.asarray(result)))
+              params.epsilon, params.noise.describe(),
+              float(np.mean(seconds[1:] or seconds)), np.asarray(result)))
     # Central counterpart: the same encoding, Gaussian noise once, from
     # fresh OS entropy (or --noise-seed).
     errors = []

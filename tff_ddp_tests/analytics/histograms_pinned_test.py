@@ -78,7 +78,7 @@ def _ddg_round(method, codes):
   in one correctly rounded product (checked here)."""
   params = qc.parameters_for_noise(method, _BINS, _CLIENTS, 1.0, _DELTA)
   noisy = sim.noisy_sum('discrete_gaussian', codes, params, seed=5)
-  integers = np.round(noisy * params.scaling)
+  integers = np.round(noisy * params.noise.scaling)
   np.testing.assert_array_equal(integers * params.aggregator_mechanism().gamma,
                                 noisy)
   return noisy
@@ -203,8 +203,8 @@ class SimulatorParametersTest(tf.test.TestCase, parameterized.TestCase):
     pbm = qc.quantile_parameters(method, 'poisson_binomial', _BINS,
                                  qc.QuantileSetting(_CLIENTS, _EPSILON, _DELTA))
     # The trials the ring holds: integer arithmetic.
-    self.assertEqual(pbm.num_trials, (2**pbm.bits - 1) // _CLIENTS)
-    self.assertEqual(pbm.num_trials, 16383)
+    self.assertEqual(pbm.noise.num_trials, (2**pbm.bits - 1) // _CLIENTS)
+    self.assertEqual(pbm.noise.num_trials, 16383)
     event = pbm.factory.dp_event(pbm.value_type)
 
     def epsilon(theta, of=pld_accountant.epsilon):
@@ -215,12 +215,12 @@ class SimulatorParametersTest(tf.test.TestCase, parameterized.TestCase):
 
     # The calibration reports the tightest valid bound (min of the PLD and
     # RDP) at its theta, within 0.1% below the target.
-    self.assertEqual(epsilon(pbm.theta), pbm.epsilon)
+    self.assertEqual(epsilon(pbm.noise.theta), pbm.epsilon)
     self.assertBetween(pbm.epsilon, (1 - 1e-3) * _EPSILON, _EPSILON)
     # The least noise: the search stops within calibration.FINE_RTOL of the
     # target and epsilon grows about in proportion to theta here, so 0.1%
     # more theta overshoots.
-    self.assertGreater(epsilon(pbm.theta * (1 + 1e-3)), _EPSILON)
+    self.assertGreater(epsilon(pbm.noise.theta * (1 + 1e-3)), _EPSILON)
     # RDP alone needs more noise: its calibration (pinned, `_THETA`; brentq
     # with xtol 1e-12, rtol 1e-10, then a step to the safe side) still
     # meets the target by RDP, and the tightest bound's theta is larger.
@@ -229,7 +229,7 @@ class SimulatorParametersTest(tf.test.TestCase, parameterized.TestCase):
     slack = 8 * (1e-12 + 1e-10 * _THETA[method])
     self.assertGreater(epsilon(_THETA[method] + slack, accountant.epsilon),
                        _EPSILON)
-    self.assertGreater(pbm.theta, _THETA[method])
+    self.assertGreater(pbm.noise.theta, _THETA[method])
 
   @parameterized.parameters(*hg.METHODS)
   def test_cpbm_round_is_its_closed_form(self, method):
@@ -261,21 +261,22 @@ class SimulatorParametersTest(tf.test.TestCase, parameterized.TestCase):
     # c is a decision: the same for the noise moved by 1e-9 of itself
     # either way, so no last-bit difference of its float conditions
     # changes it.
-    self.assertEqual(ddg.scaling, _DDG_SCALING[method])
+    self.assertEqual(ddg.noise.scaling, _DDG_SCALING[method])
     for z in (1.0 - 1e-9, 1.0 + 1e-9):
       self.assertEqual(
           qc.largest_scaling(encoding, _CLIENTS, z, _DELTA, ddg.bits),
-          ddg.scaling)
+          ddg.noise.scaling)
     # Epsilon of one round of the factory's DDG: its event (integer
     # sensitivity sqrt(T) of the scaled clip l2 c, scaled noise z l2 c /
     # sqrt(n) per client), accounted here.
     event = ddg.factory.dp_event(ddg.value_type)
-    c_scaled = encoding.l2 * ddg.scaling
+    c_scaled = encoding.l2 * ddg.noise.scaling
     self.assertEqual(
         event.l2_sensitivity,
         math.sqrt(math.floor(c_scaled * c_scaled * (1.0 + 2.0**-40))))
     self.assertAlmostEqual(event.local_stddev,
-                           encoding.l2 * ddg.scaling / math.sqrt(_CLIENTS),
+                           encoding.l2 * ddg.noise.scaling /
+                           math.sqrt(_CLIENTS),
                            delta=1e-12 * event.local_stddev)
     self.assertEqual((event.num_clients, event.dimension),
                      (_CLIENTS, encoding.length))

@@ -57,7 +57,7 @@ class ClientMessageTest(parameterized.TestCase):
     params, _ = _setup(method, 'discrete_gaussian', 1000)
     mechanism = params.aggregator_mechanism()
     messages = qr._messages(params.encoding)  # pylint: disable=protected-access  # tests a private part
-    c = params.scaling
+    c = params.noise.scaling
     for k in range(messages.shape[0]):
       outs = [
           mechanism.client_rounded(messages[k], tf.constant([0, 0], tf.int64),

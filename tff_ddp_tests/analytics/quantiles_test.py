@@ -39,7 +39,7 @@ class ParametersTest(parameterized.TestCase):
     p = q.quantile_parameters(method, 'discrete_gaussian', 32,
                               q.QuantileSetting(n, eps, 1e-5))
     self.assertLessEqual(p.epsilon, eps * (1 + 1e-9))
-    self.assertGreaterEqual(p.scaling, 1)
+    self.assertGreaterEqual(p.noise.scaling, 1)
     # The factory's own event, re-accounted here, meets the target.
     event = p.factory.dp_event(p.value_type)
     self.assertIsInstance(event, events.DistributedDiscreteGaussianDpEvent)
@@ -48,19 +48,19 @@ class ParametersTest(parameterized.TestCase):
     mechanism = p.aggregator_mechanism()
     self.assertTrue(mechanism.integer_inputs)
     self.assertAlmostEqual(event.l2_sensitivity,
-                           p.scaling * p.l2_sensitivity,
+                           p.noise.scaling * p.l2_sensitivity,
                            places=6)
     # Wrap-around condition of Theorems 1-2 with the calibrated noise.
-    sigma = ddg.local_stddev(p.noise_multiplier, p.l2_sensitivity * p.scaling,
-                             n)
+    sigma = ddg.local_stddev(p.noise.noise_multiplier,
+                             p.l2_sensitivity * p.noise.scaling, n)
     self.assertAlmostEqual(sigma, mechanism.scaled_local_stddev)
-    self.assertLessEqual(qc.ring_needs(p.encoding, p.scaling, sigma, n, 1e-5),
-                         2**18)
+    self.assertLessEqual(
+        qc.ring_needs(p.encoding, p.noise.scaling, sigma, n, 1e-5), 2**18)
     # c is (nearly) the largest that fits: 10% more would not.
-    bigger = int(p.scaling * 1.1) + 1
+    bigger = int(p.noise.scaling * 1.1) + 1
     self.assertGreater(
-        qc.ring_needs(p.encoding, bigger, sigma * bigger / p.scaling, n, 1e-5),
-        2**18)
+        qc.ring_needs(p.encoding, bigger, sigma * bigger / p.noise.scaling, n,
+                      1e-5), 2**18)
 
   @parameterized.parameters(*hg.METHODS)
   def test_pbm_event_counts_only_sensitive_coordinates(self, method):
@@ -69,7 +69,12 @@ class ParametersTest(parameterized.TestCase):
     event = p.factory.dp_event(p.value_type)
     self.assertEqual(event.dimension,
                      hg.encoding(method, 32).sensitivities()[2])
-    self.assertEqual(p.num_trials, (2**18 - 1) // 128)
+    self.assertIsInstance(p.noise, qc.CpbmNoise)
+    self.assertIs(p.mechanism, p.aggregator_mechanism().name)
+    self.assertEqual(p.mechanism, 'poisson_binomial')
+    self.assertEqual(p.noise.num_trials, (2**18 - 1) // 128)
+    self.assertEqual(p.noise.describe(),
+                     f'theta={p.noise.theta:.4f} m={p.noise.num_trials}')
     self.assertLessEqual(_epsilon(event, 1e-5), 2.0 * (1 + 1e-6))
 
   def test_pbm_given_num_trials(self):
@@ -79,13 +84,14 @@ class ParametersTest(parameterized.TestCase):
         'haar', 'poisson_binomial', 64,
         q.QuantileSetting(10000, 0.05, 1e-4, num_trials=3))
     event = p.factory.dp_event(p.value_type)
-    self.assertEqual((p.num_trials, event.num_trials), (3, 3))
+    self.assertEqual((p.noise.num_trials, event.num_trials), (3, 3))
     self.assertLessEqual(_epsilon(event, 1e-4), 0.05 * (1 + 1e-6))
     self.assertGreater(_epsilon(event, 1e-4), 0.05 * (1 - 2e-3))
     ring = q.quantile_parameters('haar', 'poisson_binomial', 64,
                                  q.QuantileSetting(10000, 0.05, 1e-4))
-    self.assertEqual(ring.num_trials, (2**18 - 1) // 10000)
-    self.assertLess(ring.theta, p.theta)  # more trials, less bias per trial
+    self.assertEqual(ring.noise.num_trials, (2**18 - 1) // 10000)
+    self.assertLess(ring.noise.theta,
+                    p.noise.theta)  # more trials, less bias per trial
     with self.assertRaisesRegex(ValueError, r'num_trials <= 26 or bits >= 19'):
       q.quantile_parameters('haar', 'poisson_binomial', 64,
                             q.QuantileSetting(10000, 0.3, 1e-4, num_trials=27))
@@ -122,8 +128,8 @@ class ParametersTest(parameterized.TestCase):
                               q.QuantileSetting(128, 2.0, 1e-5))
     b = q.quantile_parameters('tree', 'discrete_gaussian', 32,
                               q.QuantileSetting(128, 2.0, 1e-5))
-    self.assertEqual((a.method, a.scaling, a.noise_multiplier),
-                     (b.method, b.scaling, b.noise_multiplier))
+    self.assertEqual((a.method, a.noise.scaling, a.noise.noise_multiplier),
+                     (b.method, b.noise.scaling, b.noise.noise_multiplier))
     process = _process('hierarchical', 'discrete_gaussian', 16)
     self.assertEqual(
         process.next.type_signature.result.measurements.member['cdf'],
@@ -136,20 +142,22 @@ class ParametersTest(parameterized.TestCase):
         'flat', 'discrete_gaussian', 32,
         q.QuantileSetting(128, 2.0, 1e-5, adversary='release'))
     # No sampling: the two adversaries see the same release.
-    self.assertEqual(server.noise_multiplier, release.noise_multiplier)
+    self.assertEqual(server.noise.noise_multiplier,
+                     release.noise.noise_multiplier)
     self.assertEqual(release.adversary, 'release')
     # 30 bits for 4 clients: the ring would allow 2^28 trials; the sampler's
     # limit caps them.
     wide = q.quantile_parameters('flat', 'poisson_binomial', 32,
                                  q.QuantileSetting(4, 1.0, 1e-5, bits=30))
-    self.assertEqual(wide.num_trials, 2**20)
+    self.assertEqual(wide.noise.num_trials, 2**20)
 
   def test_more_rounds_cost_more_noise(self):
     one = q.quantile_parameters('flat', 'discrete_gaussian', 32,
                                 q.QuantileSetting(128, 2.0, 1e-5))
     ten = q.quantile_parameters('flat', 'discrete_gaussian', 32,
                                 q.QuantileSetting(128, 2.0, 1e-5, rounds=10))
-    self.assertGreater(ten.noise_multiplier, 2 * one.noise_multiplier)
+    self.assertGreater(ten.noise.noise_multiplier,
+                       2 * one.noise.noise_multiplier)
 
   def test_small_ring_refused_with_bits_that_work(self):
     with self.assertRaisesRegex(ValueError, r'bits >= (\d+)') as cm:
@@ -249,7 +257,13 @@ class ParametersForNoiseTest(parameterized.TestCase):
   def test_largest_scaling_that_fits(self, method, z):
     n, b = 100, 16
     p = qc.parameters_for_noise(method, b, n, z, 1e-5)
-    self.assertEqual(p.noise_multiplier, z)
+    # The DDG's noise is a DdgNoise; the mechanism is its Kind, the
+    # aggregator's.
+    self.assertIsInstance(p.noise, qc.DdgNoise)
+    self.assertIs(p.mechanism, p.aggregator_mechanism().name)
+    self.assertEqual(p.mechanism, 'distributed_discrete_gaussian')
+    self.assertEqual(p.noise.noise_multiplier, z)
+    self.assertEqual(p.noise.describe(), f'c={p.noise.scaling} z={z:.3f}')
     mechanism = p.aggregator_mechanism()
     self.assertTrue(mechanism.integer_inputs)
     # The central noise in count units is z times the encoding's l2.
@@ -258,14 +272,14 @@ class ParametersForNoiseTest(parameterized.TestCase):
     # reciprocal round-trips (exact_scaling) would not, up to the factory's
     # rounding term (n per coordinate) that can step c down once more.
     sigma = mechanism.scaled_local_stddev
-    self.assertLessEqual(qc.ring_needs(p.encoding, p.scaling, sigma, n, 1e-5),
-                         2**18)
-    bigger = p.scaling + 1
+    self.assertLessEqual(
+        qc.ring_needs(p.encoding, p.noise.scaling, sigma, n, 1e-5), 2**18)
+    bigger = p.noise.scaling + 1
     while 1.0 / (1.0 / bigger) != bigger:
       bigger += 1
     self.assertGreater(
-        qc.ring_needs(p.encoding, bigger, sigma * bigger / p.scaling, n, 1e-5),
-        2**18 - 2 * n)
+        qc.ring_needs(p.encoding, bigger, sigma * bigger / p.noise.scaling, n,
+                      1e-5), 2**18 - 2 * n)
     # Exactly: at the next such scaling either Theorems 1-2 fail or the
     # DDG factory refuses the granularity (its own ring check, which
     # `largest_scaling` asks of the mechanism instead of probing).
@@ -282,8 +296,8 @@ class ParametersForNoiseTest(parameterized.TestCase):
     except ValueError as e:
       refused = str(e)
     self.assertTrue(
-        qc.ring_needs(p.encoding, bigger, sigma * bigger / p.scaling, n, 1e-5)
-        > 2**18 or 'granularity' in refused, refused)
+        qc.ring_needs(p.encoding, bigger, sigma * bigger / p.noise.scaling, n,
+                      1e-5) > 2**18 or 'granularity' in refused, refused)
     self.assertEqual(qc.exact_scaling(49), 48)
     self.assertEqual(qc.exact_scaling(50), 50)
     # epsilon describes one unsampled round.
@@ -294,12 +308,12 @@ class ParametersForNoiseTest(parameterized.TestCase):
     calibrated = q.quantile_parameters('tree', 'discrete_gaussian', 16,
                                        q.QuantileSetting(100, 2.0, 1e-5))
     fixed = qc.parameters_for_noise('tree', 16, 100,
-                                    calibrated.noise_multiplier, 1e-5)
-    self.assertGreaterEqual(fixed.scaling, calibrated.scaling)
+                                    calibrated.noise.noise_multiplier, 1e-5)
+    self.assertGreaterEqual(fixed.noise.scaling, calibrated.noise.scaling)
     self.assertAlmostEqual(fixed.epsilon, calibrated.epsilon, places=3)
     # The calibration builds, for each z, the factory parameters_for_noise
     # builds: the same scaling and the same event.
-    self.assertEqual(fixed.scaling, calibrated.scaling)
+    self.assertEqual(fixed.noise.scaling, calibrated.noise.scaling)
     self.assertEqual(fixed.factory.dp_event(fixed.value_type),
                      calibrated.factory.dp_event(calibrated.value_type))
 

@@ -77,7 +77,8 @@ class MomentsTest(parameterized.TestCase):
     # Exact: sum over clients of m p (1 - p) per coordinate, scaled by
     # (B / (m theta))^2; the mean is exact only up to p_high = 1/2 + theta
     # rounded down by < 1 ulp, far below the tolerance.
-    m, scale = p.num_trials, fp.coordinate_bound / (p.num_trials * fp.theta)
+    m, scale = p.noise.num_trials, fp.coordinate_bound / (p.noise.num_trials *
+                                                          fp.theta)
     prob = np.where(codes == 1, fp.p_high, np.where(codes == -1, fp.p_low, 0.5))
     variance = (m * prob * (1 - prob)).sum(axis=0) * scale**2
     _check_moments(self, errors, variance)

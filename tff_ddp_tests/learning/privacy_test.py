@@ -42,7 +42,7 @@ class ConfigTest(parameterized.TestCase):
     self.assertEqual(histogram,
                      quantile.factory.dp_event(quantile.value_type, 37))
     self.assertAlmostEqual(histogram.l2_sensitivity,
-                           quantile.scaling * math.sqrt(4))
+                           quantile.noise.scaling * math.sqrt(4))
     self.assertEqual(histogram.dimension, hg.encoding('tree', 16).length)
     # The update: the DDG factory's event over the padded model (256).
     self.assertEqual(update, config.update_factory().dp_event(UPDATE, 37))

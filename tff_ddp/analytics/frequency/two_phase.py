@@ -174,8 +174,8 @@ class TwoPhaseParameters(setting_lib.FrequencyParameters):
   def _describe_parts(self):
     return [
         f"phase 1 Haar {self.num_bins} bins over "
-        f"[0, {self.upper_bound:.4g}] theta'={self.quantile.theta:.4f} "
-        f"m'={self.quantile.num_trials}, target quantile "
+        f"[0, {self.upper_bound:.4g}] theta'={self.quantile.noise.theta:.4f} "
+        f"m'={self.quantile.noise.num_trials}, target quantile "
         f'{self.target_quantile:.4f}'
     ]
 

@@ -3,7 +3,8 @@
 - `encodings`: the histogram encodings (`Encoding`: `Flat`, `Tree`,
   `Haar`), bins, and the CDF and quantile read-outs;
 - `calibration`: the aggregator behind a quantile process for a budget
-  (`QuantileSetting`, `QuantileParameters`; the ring and its scaling);
+  (`QuantileSetting`, `QuantileParameters` with its `DdgNoise` or
+  `CpbmNoise`; the ring and its scaling);
 - `process`: the TFF MeasuredProcess (`build_quantile_process`,
   `QuantileEstimation`, the estimators and statuses);
 - `rounds`: the same round over many clients in batches, without TFF's
@@ -12,6 +13,8 @@
   sum, for sweeps.
 """
 
+from tff_ddp.analytics.quantiles.calibration import CpbmNoise
+from tff_ddp.analytics.quantiles.calibration import DdgNoise
 from tff_ddp.analytics.quantiles.calibration import parameters_for_noise
 from tff_ddp.analytics.quantiles.calibration import quantile_parameters
 from tff_ddp.analytics.quantiles.calibration import QuantileParameters

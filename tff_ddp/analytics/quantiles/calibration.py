@@ -15,7 +15,7 @@ Both constructions step by step: docs/notes/histogram_encodings.md.
 
 import dataclasses
 import math
-from typing import Optional, Union
+from typing import ClassVar, Optional, Union
 
 import numpy as np
 import tensorflow_federated as tff
@@ -42,37 +42,61 @@ _MIN_NOISE_MULTIPLIER = 1e-3
 
 
 @dataclasses.dataclass(frozen=True)
+class DdgNoise:
+  """The DDG's noise (arXiv:2102.06387): scaling c = 1/gamma, multiplier z."""
+
+  kind: ClassVar[base.Kind] = base.Kind.DISCRETE_GAUSSIAN
+  scaling: int
+  noise_multiplier: float
+
+  def describe(self) -> str:
+    return f'c={self.scaling} z={self.noise_multiplier:.3f}'
+
+
+@dataclasses.dataclass(frozen=True)
+class CpbmNoise:
+  """The cPBM's noise ("Federated frequency estimation", Alg. 3): theta, m."""
+
+  kind: ClassVar[base.Kind] = base.Kind.POISSON_BINOMIAL
+  theta: float
+  num_trials: int
+
+  def describe(self) -> str:
+    return f'theta={self.theta:.4f} m={self.num_trials}'
+
+
+@dataclasses.dataclass(frozen=True)
 class QuantileParameters:
   """What the calibration chose.
 
   Attributes:
     encoding: the histogram encoding (`encodings.Flat`, `Tree`, `Haar`);
       `method`, `num_bins` and `l2_sensitivity` are its name, bins and l2.
-    mechanism, bits: the rest of the configuration.
+    noise: the mechanism's noise, a `DdgNoise` (the central noise stddev in
+      count units is z * l2_sensitivity) or a `CpbmNoise`; `mechanism` is
+      its `base.Kind`.
+    bits: log2 of the ring.
     factory: the aggregation factory (DDG or cPBM).
     value_type: the encodings' type (int32 [encoding length]).
     epsilon: eps of all rounds at `delta` (<= the target), against
       `adversary`, zero-out neighbours.
     delta: the target delta.
     adversary: an `Adversary` ('server' or 'release' at the entry points).
-    scaling: c = 1/gamma (DDG) or None.
-    noise_multiplier: z (DDG) or None; the central noise stddev in count
-      units is z * l2_sensitivity.
-    theta, num_trials: cPBM parameters or None.
   """
 
   encoding: hg.Encoding
-  mechanism: str
+  noise: Union[DdgNoise, CpbmNoise]
   bits: int
   factory: object
   value_type: object
   epsilon: float
   delta: float
   adversary: accountant.Adversary
-  scaling: Optional[int]
-  noise_multiplier: Optional[float]
-  theta: Optional[float]
-  num_trials: Optional[int]
+
+  @property
+  def mechanism(self) -> base.Kind:
+    """The noise's mechanism (DISCRETE_GAUSSIAN or POISSON_BINOMIAL)."""
+    return self.noise.kind
 
   @property
   def method(self) -> str:
@@ -287,27 +311,10 @@ def parameters_for_noise(
         f'wrap-around condition of Theorems 1-2; {advice}.')
   value_type = encoding_type(encoding)
   factory = _ddg_factory(encoding, n, bits, z, c, seed, client_sampling_rate)
-  return _ddg_parameters(
-      encoding, bits, factory, value_type,
+  return QuantileParameters(
+      encoding, DdgNoise(c, z), bits, factory, value_type,
       pld_accountant.epsilon(factory.dp_event(value_type), delta, adversary)[0],
-      delta, adversary, c, z)
-
-
-def _ddg_parameters(encoding, bits, factory, value_type, epsilon, delta,
-                    adversary, c, z) -> 'QuantileParameters':
-  """The DDG's `QuantileParameters` (no cPBM fields)."""
-  return QuantileParameters(encoding=encoding,
-                            mechanism='discrete_gaussian',
-                            bits=bits,
-                            factory=factory,
-                            value_type=value_type,
-                            epsilon=epsilon,
-                            delta=delta,
-                            adversary=adversary,
-                            scaling=c,
-                            noise_multiplier=z,
-                            theta=None,
-                            num_trials=None)
+      delta, adversary)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -425,18 +432,9 @@ def _poisson_binomial(encoding, setting: QuantileSetting):
                                        l0_clip=int(l0),
                                        seed=setting.seed,
                                        on_wrap='flag')
-  return QuantileParameters(encoding=encoding,
-                            mechanism='poisson_binomial',
-                            bits=bits,
-                            factory=result.factory,
-                            value_type=value_type,
-                            epsilon=result.epsilon,
-                            delta=setting.delta,
-                            adversary=setting.adversary,
-                            scaling=None,
-                            noise_multiplier=None,
-                            theta=result.value,
-                            num_trials=m)
+  return QuantileParameters(encoding, CpbmNoise(result.value, m), bits,
+                            result.factory, value_type, result.epsilon,
+                            setting.delta, setting.adversary)
 
 
 def _discrete_gaussian(encoding, setting: QuantileSetting):
@@ -484,9 +482,9 @@ def _discrete_gaussian(encoding, setting: QuantileSetting):
       calibration.Parameter.signal('noise reduction below z_max', 0.0,
                                    1.0 - low))
   z = z_max * (1.0 - result.value)
-  return _ddg_parameters(encoding, bits, budget.factory(bits, z,
-                                                        c), budget.value_type,
-                         result.epsilon, delta, adversary, c, z)
+  return QuantileParameters(encoding, DdgNoise(c, z), bits,
+                            budget.factory(bits, z, c), budget.value_type,
+                            result.epsilon, delta, adversary)
 
 
 @dataclasses.dataclass(frozen=True)
