@@ -36,9 +36,13 @@ writing (136, 17, 4).
 Issue 41's metrics (same package, same walk):
 
 - library lines: lines of every module of tff_ddp/, cli/ included.
-- periphery lines: every file under scripts/ (the tooling and its tests),
-  every BUILD file and WORKSPACE, and tff_ddp_tests/build_test.py (the
-  check of the generated BUILD files).
+- tooling lines: every file under scripts/ but its BUILD file (the tooling
+  and its tests) and tff_ddp_tests/build_test.py (the check of the
+  generated BUILD files): issue 41's "periphery (scripts/, BUILD tooling,
+  tooling tests)".
+- build files: every BUILD file and WORKSPACE, counted apart and with no
+  ceiling: the build Bazel runs (`make bazel-test`), generated from the
+  imports, one target per module as TFF's; it grows with the modules.
 - choice checks below the edge: calls of `checks.choice` (a string
   choice validated) outside cli/.
 - version strings: assignments of a string literal to `__version__` in
@@ -61,6 +65,7 @@ CLI = 'tff_ddp/cli'
 ACCOUNTING = 'tff_ddp/accounting'
 PERIPHERY = ('scripts',)
 PERIPHERY_FILES = ('tff_ddp_tests/build_test.py', 'WORKSPACE')
+BUILD_FILES = ('BUILD', 'WORKSPACE')
 UPWARD = ('tff_ddp.mechanisms', 'tff_ddp.aggregators')
 MAX_PARAMETERS = 10  # a signature with this many or more is listed
 MAX_LINES = 150  # a function with more lines is listed
@@ -81,7 +86,7 @@ TARGETS = {
         '<= 300',
     'library lines (tff_ddp/)':
         '<= 23000',
-    'periphery lines (scripts/, BUILD files, build_test)':
+    'tooling lines (scripts/, build_test)':
         '<= 2000',
     'checks.choice calls (outside cli/)':
         '0 below the public edge',
@@ -98,7 +103,7 @@ CEILINGS = {
     'benchmarks/RESULTS.md lines': 580,
     'README.md lines': 300,
     'library lines (tff_ddp/)': 29231,
-    'periphery lines (scripts/, BUILD files, build_test)': 7166,
+    'tooling lines (scripts/, build_test)': 3645,
     'checks.choice calls (outside cli/)': 19,
     'version strings': 1,
 }
@@ -292,8 +297,14 @@ def measure(root: str) -> Dict[str, object]:
           _line_count(os.path.join(root, RECORDS[1])),
       'library lines (tff_ddp/)':
           library_lines,
-      'periphery lines (scripts/, BUILD files, build_test)':
-          sum(_line_count(os.path.join(root, p)) for p in _periphery(root)),
+      'tooling lines (scripts/, build_test)':
+          sum(_line_count(os.path.join(root, p))
+              for p in _periphery(root)
+              if os.path.basename(p) not in BUILD_FILES),
+      'build files (BUILD, WORKSPACE)':
+          sum(_line_count(os.path.join(root, p))
+              for p in _periphery(root)
+              if os.path.basename(p) in BUILD_FILES),
       'checks.choice calls (outside cli/)':
           len(choices),
       'version strings':

@@ -154,9 +154,9 @@ class DefinitionsTest(absltest.TestCase):
                      ['tff_ddp/a.py:12'])
     self.assertEqual(lists['version strings'],
                      ['tff_ddp/__init__.py:1', 'setup.py:1'])
-    # scripts/ 2 + 1 lines, the BUILD file 1, WORKSPACE 1.
-    self.assertEqual(
-        metrics['periphery lines (scripts/, BUILD files, build_test)'], 5)
+    # scripts/ 2 + 1 lines; the BUILD file 1 and WORKSPACE 1 apart.
+    self.assertEqual(metrics['tooling lines (scripts/, build_test)'], 3)
+    self.assertEqual(metrics['build files (BUILD, WORKSPACE)'], 2)
     library = sum(
         textwrap.dedent(text).lstrip('\n').replace('LONG\n', _LONG +
                                                    '\n').count('\n')
