@@ -298,11 +298,13 @@ def measure(root: str) -> Dict[str, object]:
       'library lines (tff_ddp/)':
           library_lines,
       'tooling lines (scripts/, build_test)':
-          sum(_line_count(os.path.join(root, p))
+          sum(
+              _line_count(os.path.join(root, p))
               for p in _periphery(root)
               if os.path.basename(p) not in BUILD_FILES),
       'build files (BUILD, WORKSPACE)':
-          sum(_line_count(os.path.join(root, p))
+          sum(
+              _line_count(os.path.join(root, p))
               for p in _periphery(root)
               if os.path.basename(p) in BUILD_FILES),
       'checks.choice calls (outside cli/)':

@@ -46,6 +46,24 @@ class EncodingsTest(parameterized.TestCase):
                                     hg.encoding(method, 16).encode(i).numpy())
 
 
+class RefusalTest(parameterized.TestCase):
+
+  def test_refuses_params_of_another_mechanism_before_drawing(self):
+    # What each setting needs, named, instead of an AttributeError or a
+    # TypeError from deep inside the draw.
+    codes = _codes('flat')
+    ddg = q.quantile_parameters('flat', 'discrete_gaussian', 16,
+                                q.QuantileSetting(32, 2.0, 1e-5))
+    with self.assertRaisesRegex(
+        ValueError, r"'poisson_binomial' needs .*"
+        r'CpbmNoise\), got DdgNoise'):
+      sim.noisy_sum('poisson_binomial', codes, ddg)
+    with self.assertRaisesRegex(ValueError, 'DdgNoise.*got NoneType'):
+      sim.noisy_sum('discrete_gaussian', codes)
+    with self.assertRaisesRegex(TypeError, 'central_z'):
+      sim.noisy_sum('central', codes, l2_sensitivity=1.0)
+
+
 @pytest.mark.slow
 class MomentsTest(parameterized.TestCase):
 

@@ -152,8 +152,17 @@ def noisy_sum(setting: Union[str, Setting],
   n, length = codes.shape
   truth = codes.sum(axis=0)
   if setting is Setting.CENTRAL:
+    scale = (checks.positive(central_z, 'central_z') *
+             checks.positive(l2_sensitivity, 'l2_sensitivity'))
     rng = np.random.default_rng(seed)
-    return truth + rng.normal(scale=central_z * l2_sensitivity, size=length)
+    return truth + rng.normal(scale=scale, size=length)
+  noise_type = (qc.DdgNoise
+                if setting is Setting.DISCRETE_GAUSSIAN else qc.CpbmNoise)
+  if not isinstance(getattr(params, 'noise', None), noise_type):
+    got = type(getattr(params, 'noise', params)).__name__
+    raise ValueError(f"noisy_sum: setting '{setting}' needs `params` from "
+                     'quantile_parameters with that mechanism (noise '
+                     f'{noise_type.__name__}), got {got}')
   if secure_sum.check_on_wrap(on_wrap) is secure_sum.OnWrap.RAISE:
     params.ring_capacity(owner='simulation.noisy_sum').check(n)
   mechanism = params.aggregator_mechanism()
