@@ -55,6 +55,7 @@ down); `make lint` runs it.
 
 import argparse
 import ast
+import collections
 import json
 import os
 import sys
@@ -102,7 +103,7 @@ CEILINGS = {
     'imports from accounting/ into mechanisms/ or aggregators/': 0,
     'benchmarks/RESULTS.md lines': 580,
     'README.md lines': 300,
-    'library lines (tff_ddp/)': 29231,
+    'library lines (tff_ddp/)': 29226,
     'tooling lines (scripts/, build_test)': 3645,
     'checks.choice calls (outside cli/)': 19,
     'version strings': 1,
@@ -282,6 +283,9 @@ def measure(root: str) -> Dict[str, object]:
   by_file: Dict[str, int] = {}
   for path, _ in comparisons:
     by_file[path] = by_file.get(path, 0) + 1
+  lines = collections.Counter()
+  for path in _periphery(root):
+    lines[os.path.basename(path)] += _line_count(os.path.join(root, path))
   return {
       'string comparisons (tff_ddp/ outside cli/)':
           len(comparisons),
@@ -298,15 +302,9 @@ def measure(root: str) -> Dict[str, object]:
       'library lines (tff_ddp/)':
           library_lines,
       'tooling lines (scripts/, build_test)':
-          sum(
-              _line_count(os.path.join(root, p))
-              for p in _periphery(root)
-              if os.path.basename(p) not in BUILD_FILES),
+          sum(n for p, n in lines.items() if p not in BUILD_FILES),
       'build files (BUILD, WORKSPACE)':
-          sum(
-              _line_count(os.path.join(root, p))
-              for p in _periphery(root)
-              if os.path.basename(p) in BUILD_FILES),
+          sum(n for p, n in lines.items() if p in BUILD_FILES),
       'checks.choice calls (outside cli/)':
           len(choices),
       'version strings':

@@ -53,8 +53,6 @@ class State(enum.StrEnum):
   CHAINED = 'chained'
 
 
-STATES = tuple(s.value for s in State)
-
 # -- Statistics ------------------------------------------------------------
 
 

@@ -57,9 +57,6 @@ class OnWrap(enum.StrEnum):
   FLAG = 'flag'
 
 
-ON_WRAP = tuple(o.value for o in OnWrap)
-
-
 def check_on_wrap(on_wrap) -> OnWrap:
   """`on_wrap` ('raise', 'flag' or an OnWrap) as an OnWrap."""
   return checks.member(on_wrap, 'on_wrap', OnWrap)

@@ -52,7 +52,6 @@ class Derive(enum.StrEnum):
   FACTORY = 'factory'
 
 
-DERIVATIONS = tuple(d.value for d in Derive)
 # Clients encoded in parallel by tf.map_fn.
 _PARALLEL = 128
 

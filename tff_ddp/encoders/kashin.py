@@ -32,7 +32,6 @@ class Frame(enum.StrEnum):
   DENSE = 'dense'
 
 
-FRAMES = tuple(f.value for f in Frame)
 # Largest input dimension of the dense frame (O(D d^2) QR, O(D d) memory),
 # and the most entries its D x d matrix may have.
 MAX_DENSE_DIM = 4096

@@ -179,9 +179,6 @@ class Reweighting(enum.StrEnum):
   EXACT = 'exact'
 
 
-REWEIGHTINGS = tuple(r.value for r in Reweighting)
-
-
 class Objective:
   """How an objective weights the clients of a round (module table).
 

@@ -74,7 +74,6 @@ class Sampler(enum.StrEnum):
   EXACT = 'exact'
 
 
-SAMPLERS = tuple(s.value for s in Sampler)
 DEFAULT_SAMPLER = Sampler.TABLE
 # The per-sample TV distance of each resolved sampler (the tables' proved
 # bound, the same for the Skellam table: `alias_table`).

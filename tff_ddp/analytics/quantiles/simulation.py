@@ -56,9 +56,6 @@ class Setting(enum.StrEnum):
   CENTRAL = 'central'
 
 
-SETTINGS = tuple(s.value for s in Setting)
-
-
 def encodings(method: Union[str, hg.Encoding],
               values,
               lower: float,
