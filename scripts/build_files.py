@@ -155,16 +155,6 @@ VISIBILITY = {
         ('//visibility:private', 'Scripts: no other package depends on them.'),
     ),
     'tff_ddp_tests': ('//tff_ddp_tests:__subpackages__',),
-    'tff_ddp_tests/fuzz': (
-        ('//benchmarks:__pkg__',
-         'benchmarks/bad_inputs.py tabulates the entry points.'),
-        '//tff_ddp_tests:__subpackages__',
-    ),
-    'tff_ddp_tests/utils': (
-        ('//benchmarks:__pkg__',
-         'benchmarks/bad_inputs.py runs signal_scripts\' programs.'),
-        '//tff_ddp_tests:__subpackages__',
-    ),
 }
 
 # The root package's files for other packages, and its aliases (name -> the
@@ -236,11 +226,6 @@ real path, with `make demo` and the tff-ddp command among them), so it runs
 unsandboxed ("local").""",
              data=('//:README.md',),
              tags=('local',)),
-    'benchmarks/bad_inputs.py':
-        dict(comment="""\
-Runs the fuzz suite's entry points (tff_ddp_tests/fuzz/*_entry_points.py)
-and the signal scripts (tff_ddp_tests/utils/signal_scripts.py), test-only
-libraries, so it is test-only code."""),
     'scripts/build_files.py':
         dict(comment="""\
 Writes every BUILD file from the imports: `make build-files`."""),

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from unittest import mock
 
 from absl.testing import parameterized
 
@@ -425,15 +426,20 @@ class GeneratorTest(parameterized.TestCase):
       ('conftest_dep', _add('tff_ddp_tests/conftest.py', 'import pytest\n'),
        'tff_ddp_tests/BUILD', 'deps = [\n        ":conftest",\n'
        '        "//tff_ddp/a:x",\n    ],'),
+      # No package outside the test tree sees its libraries (VISIBILITY);
+      # one that is let see them gets testonly on what depends on them.
       ('testonly_spreads',
        _add('benchmarks/bench.py', 'from tff_ddp_tests.fuzz import s\n'),
        'benchmarks/BUILD', 'testonly = True,\n    deps = [\n'
-       '        "//tff_ddp_tests/fuzz:s",'),
+       '        "//tff_ddp_tests/fuzz:s",', {
+           'tff_ddp_tests/fuzz': ('//benchmarks:__pkg__',)
+       }),
   )
-  def test_derives(self, edit, build, text):
-    files, problems = self._generate(edit,
-                                     _add('tff_ddp_tests/fuzz/__init__.py', ''),
-                                     _add('tff_ddp_tests/fuzz/s.py', 'S = 1\n'))
+  def test_derives(self, edit, build, text, visibility=None):
+    with mock.patch.dict(build_files.VISIBILITY, visibility or {}):
+      files, problems = self._generate(
+          edit, _add('tff_ddp_tests/fuzz/__init__.py', ''),
+          _add('tff_ddp_tests/fuzz/s.py', 'S = 1\n'))
     self.assertEmpty(problems, '\n'.join(map(str, problems)))
     self.assertIn(text, files[build])
 
