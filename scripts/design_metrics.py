@@ -98,7 +98,7 @@ CEILINGS = {
     'benchmarks/RESULTS.md lines': 617,
     'README.md lines': 300,
     'library lines (tff_ddp/)': 29231,
-    'periphery lines (scripts/, BUILD files, build_test)': 7615,
+    'periphery lines (scripts/, BUILD files, build_test)': 7606,
     'checks.choice calls (outside cli/)': 19,
     'version strings': 1,
 }

@@ -563,31 +563,16 @@ def _file_forms():
 
 
 def _deep_database_rows():
-  import sqlite3
-  import tensorflow as tf
   from tff_ddp.experiments import databases
-  from tff_ddp.experiments import generated_databases
+  from tff_ddp_tests.experiments import bad_rows
   rows = []
-  for fault in ('damaged row', 'label 70'):
+  for fault, name in zip(bad_rows.FAULTS, ('damaged row', 'label 70')):
     with tempfile.TemporaryDirectory() as tmp:
-      path = generated_databases.write_emnist(tmp, 50, 30, 2)
-      with sqlite3.connect(path) as connection:
-        rowid, blob = connection.execute(
-            "SELECT MAX(rowid), serialized_example_proto FROM examples "
-            "WHERE split_name = 'all_train'").fetchone()
-        if fault == 'damaged row':
-          blob = bytes(blob)[:len(blob) // 3]
-        else:
-          example = tf.train.Example.FromString(blob)
-          example.features.feature['label'].int64_list.value[0] = 70
-          blob = example.SerializeToString()
-        connection.execute(
-            'UPDATE examples SET serialized_example_proto = '
-            '? WHERE rowid = ?', (blob, rowid))
+      _, rowid = bad_rows.write_emnist_with_bad_row(tmp, fault, 50, 30, 2)
       _, error, _ = _call(lambda: databases.check(databases.EMNIST, tmp))
       got = (_first_line(error).replace(tmp +
                                         '/', '')[:160] if error else 'accepted')
-      rows.append((f'EMNIST, {fault} at row {rowid} of 1600', got,
+      rows.append((f'EMNIST, {name} at row {rowid} of 1600', got,
                    type(error).__name__ == 'DatabaseError' and
                    f'row {rowid}' in str(error)))
   return rows
