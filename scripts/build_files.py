@@ -91,10 +91,6 @@ VISIBILITY = {
     'benchmarks':
         ('//visibility:private  # Scripts: no other package depends on them.',),
     'tff_ddp_tests': (_SUBPACKAGES,),
-    'tff_ddp_tests/fuzz': ('//benchmarks:__pkg__  # benchmarks/bad_inputs.py '
-                           'tabulates the entry points.', _SUBPACKAGES),
-    'tff_ddp_tests/utils': ('//benchmarks:__pkg__  # benchmarks/bad_inputs.py '
-                            "runs signal_scripts' programs.", _SUBPACKAGES),
 }
 ROOT_EXPORTS = ('README.md', 'pytest.ini', 'setup.py')
 ROOT_ALIASES = {'tff-ddp': 'tff_ddp/cli/__main__.py'}
@@ -158,10 +154,6 @@ scripts/run_colabs.py: their imports are its deps.
 Runs the code blocks of README.md and docs/*.md (read through the checkout's
 real path, with `make demo` and the tff-ddp command among them), so it runs
 unsandboxed ("local").
-== benchmarks/bad_inputs.py
-Runs the fuzz suite's entry points (tff_ddp_tests/fuzz/*_entry_points.py)
-and the signal scripts (tff_ddp_tests/utils/signal_scripts.py), test-only
-libraries, so it is test-only code.
 == scripts/build_files.py
 Writes every BUILD file from the imports: `make build-files`.
 == scripts/design_metrics.py

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from unittest import mock
 
 from absl.testing import parameterized
 
@@ -354,14 +355,21 @@ class GeneratorTest(parameterized.TestCase):
       ('conftest_dep', 'tff_ddp_tests/BUILD',
        'deps = [\n        ":conftest",\n        "//tff_ddp/a:x",\n    ],',
        ('tff_ddp_tests/conftest.py', 'import pytest\n')),
+      # No package outside the test tree sees its libraries (VISIBILITY);
+      # one that is let see them gets testonly on what depends on them.
       ('testonly_spreads', 'benchmarks/BUILD',
        'testonly = True,\n    deps = [\n        "//tff_ddp_tests/fuzz:s",',
        ('benchmarks/bench.py', 'from tff_ddp_tests.fuzz import s\n')),
   )
   def test_derives(self, build, text, *edits):
-    files, problems = build_files.generate(
-        self._tree(('tff_ddp_tests/fuzz/__init__.py', ''),
-                   ('tff_ddp_tests/fuzz/s.py', 'S = 1\n'), *edits))
+    seen = {
+        'tff_ddp_tests/fuzz':
+            ('//benchmarks:__pkg__', '//tff_ddp_tests:__subpackages__')
+    }
+    with mock.patch.dict(build_files.VISIBILITY, seen):
+      files, problems = build_files.generate(
+          self._tree(('tff_ddp_tests/fuzz/__init__.py', ''),
+                     ('tff_ddp_tests/fuzz/s.py', 'S = 1\n'), *edits))
     self.assertEmpty(problems, '\n'.join(problems))
     self.assertIn(text, files[build])
 

@@ -2,7 +2,8 @@
 
 Run by both lanes. The static checks read the sources (any import, lazy
 ones included); where TFF is absent (the core lane) the TFF layer's import
-is checked to fail with the one line of `tff_ddp.utils.requires`.
+is checked to fail with the one line of `tff_ddp.utils.requires`. Beside
+them: the benchmarks import no test module.
 """
 
 import ast
@@ -124,6 +125,17 @@ class LayersTest(absltest.TestCase):
         if _matches(module, _TFF_MODULES + _TFF_LAYER_MODULES):
           found.append(f'{os.path.relpath(path, _ROOT)}:{line} {module}')
     self.assertEmpty(found, 'core tests run in the lane without TFF')
+
+  def test_benchmarks_import_no_test_module(self):
+    # A benchmark measures the library; tooling that runs the tests' cases
+    # lives beside them (tff_ddp_tests/fuzz/bad_inputs.py).
+    found = [
+        f'{os.path.relpath(path, _ROOT)}:{line} {module}'
+        for path in _python_files(_ROOT, ('benchmarks/',))
+        for line, module, _ in _imports(path)
+        if _matches(module, ('tff_ddp_tests',))
+    ]
+    self.assertEmpty(found, 'benchmarks/ imports a test module')
 
   def test_every_core_entry_exists(self):
     for entry in CORE + TFF_LAYER:

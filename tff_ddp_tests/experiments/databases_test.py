@@ -20,6 +20,7 @@ import tensorflow_federated as tff
 
 from tff_ddp.experiments import databases
 from tff_ddp.experiments import generated_databases
+from tff_ddp_tests.experiments import bad_rows
 
 
 def _folder(test) -> str:
@@ -240,20 +241,7 @@ class CheckTest(parameterized.TestCase):
     # a label outside 0..61 further on ended training in a protobuf
     # DecodeError or a gRPC dump.
     folder = self._folder()
-    path = generated_databases.write_emnist(folder, 6, 8, 2)
-    with sqlite3.connect(path) as connection:
-      rowid, blob = connection.execute(
-          "SELECT MAX(rowid), serialized_example_proto FROM examples WHERE "
-          "split_name = 'all_train'").fetchone()
-      if fault == 'damaged':
-        blob = bytes(blob)[:len(blob) // 3]
-      else:
-        example = tf.train.Example.FromString(blob)
-        example.features.feature['label'].int64_list.value[0] = 70
-        blob = example.SerializeToString()
-      connection.execute(
-          'UPDATE examples SET serialized_example_proto = ? '
-          'WHERE rowid = ?', (blob, rowid))
+    path, rowid = bad_rows.write_emnist_with_bad_row(folder, fault, 6, 8, 2)
     with self.assertRaises(databases.DatabaseError) as raised:
       databases.check(databases.EMNIST, folder)
     self.assert_one_line(

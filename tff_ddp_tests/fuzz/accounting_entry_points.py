@@ -2,7 +2,7 @@
 subsampling, conversions, calibration and event extraction (see `strategies`).
 
 Each `EntryPoint` of ENTRY_POINTS is a test of fuzz_accounting_test.py and a
-row of benchmarks/bad_inputs.py.
+row of bad_inputs.py.
 """
 
 import math

@@ -3,7 +3,7 @@ dp_event (the dimension-dependent checks; `create` builds TFF computations and
 is covered by the factory tests) and the calibrated factories.
 
 Each `EntryPoint` of ENTRY_POINTS is a test of fuzz_aggregators_test.py and a
-row of benchmarks/bad_inputs.py.
+row of bad_inputs.py.
 """
 
 import functools

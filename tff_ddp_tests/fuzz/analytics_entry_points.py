@@ -3,7 +3,7 @@ calibration and the validation of `build_quantile_process` (before any TFF
 tracing: the process building itself is covered by the quantile tests).
 
 Each `EntryPoint` of ENTRY_POINTS is a test of fuzz_analytics_test.py and a row
-of benchmarks/bad_inputs.py.
+of bad_inputs.py.
 """
 
 import math

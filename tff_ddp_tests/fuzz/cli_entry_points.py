@@ -14,7 +14,7 @@ errors after TFF started (one line, exit status 2, no ServiceManager
 traceback), are in cli_test.
 
 Each `EntryPoint` of ENTRY_POINTS is a test of fuzz_cli_test.py and a row of
-benchmarks/bad_inputs.py.
+bad_inputs.py.
 """
 
 import contextlib

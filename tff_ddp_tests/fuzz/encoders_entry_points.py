@@ -1,7 +1,7 @@
 """The fuzz entry points of the encoders' constructors and pure helpers.
 
 Each `EntryPoint` of ENTRY_POINTS is a test of fuzz_encoders_test.py and a row
-of benchmarks/bad_inputs.py.
+of bad_inputs.py.
 """
 
 import math

@@ -6,7 +6,7 @@ before any TFF tracing (the processes themselves are covered by
 frequency_process_test).
 
 Each `EntryPoint` of ENTRY_POINTS is a test of fuzz_frequency_test.py and a row
-of benchmarks/bad_inputs.py.
+of bad_inputs.py.
 """
 
 import contextlib

@@ -6,7 +6,7 @@ by a sentinel returning what it would trace (the processes themselves are
 covered by processes_test).
 
 Each `EntryPoint` of ENTRY_POINTS is a test of fuzz_learning_test.py and a row
-of benchmarks/bad_inputs.py.
+of bad_inputs.py.
 """
 
 import math

@@ -2,7 +2,7 @@
 and the three samplers (see `strategies` for the outcomes and the budgets).
 
 Each `EntryPoint` of ENTRY_POINTS is a test of fuzz_mechanisms_test.py and a
-row of benchmarks/bad_inputs.py.
+row of bad_inputs.py.
 """
 
 import math

@@ -24,7 +24,7 @@ near-valid hints. Each call is classified (`classify`) as
 * 'silent_wrong': a result the reference check rejects.
 
 The first two are accepted; the tests fail on the others, and
-`benchmarks/bad_inputs.py` counts them per entry point with the same
+`bad_inputs.py` counts them per entry point with the same
 strategies and the same (derandomized) cases.
 
 The profile (`PROFILE`) is derandomized, keeps no example database and uses

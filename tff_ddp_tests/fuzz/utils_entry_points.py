@@ -2,7 +2,7 @@
 overflow-safe norm and clip.
 
 Each `EntryPoint` of ENTRY_POINTS is a test of fuzz_utils_test.py and a row of
-benchmarks/bad_inputs.py.
+bad_inputs.py.
 """
 
 import math

@@ -8,8 +8,8 @@ or SIGHUP (to it) at one of PHASES. THREADS_SCRIPT runs two quantile
 processes in two threads, with no context, one installed in the main
 thread, and one per thread (`run_threads_script`).
 
-signals_test.py runs a few of these cases; benchmarks/bad_inputs.py runs
-every signal at every phase.
+signals_test.py runs a few of these cases; tff_ddp_tests/fuzz/bad_inputs.py
+runs every signal at every phase.
 """
 
 import os

@@ -22,7 +22,7 @@ from tff_ddp_tests.utils import signal_scripts
 class SignalTest(parameterized.TestCase):
 
   # Each signal once, start-up where the orphan race was; the full matrix
-  # (every signal at every phase) is benchmarks/bad_inputs.py's.
+  # (every signal at every phase) is tff_ddp_tests/fuzz/bad_inputs.py's.
   @parameterized.parameters(('SIGINT', 'worker start-up'),
                             ('SIGTERM', 'worker start-up'),
                             ('SIGHUP', 'rounds'))

@@ -31,22 +31,32 @@ Two batteries:
   line, --help without defaults -- each run for real, with what the user
   gets printed beside the documented policy (docs/errors.md) and checked.
 
-Usage:
-  PYTHONPATH=. .venv/bin/python benchmarks/bad_inputs.py [--factor 10]
+Test tooling beside the fuzz suite's tables (not a test module: pytest does
+not collect it). Usage, from the repository's root:
+  .venv/bin/python -m tff_ddp_tests.fuzz.bad_inputs [--factor 10]
       [--no-entry-points-battery] [--no-first-day-battery]
       [--no-own-data-battery]
+It prints a header line (command, date UTC, seconds, load, cores), then a
+Markdown table a battery, and exits 1 when any case failed its check.
 """
 
+import argparse
 import collections
+import dataclasses
+import datetime
 import math
 import os
 import re
+import shlex
+import sys
 import tempfile
+import time
+from typing import List, Sequence, Tuple
 import warnings
 
-import _harness as harness
 import numpy as np
 
+from tff_ddp.utils import processes
 from tff_ddp_tests.fuzz import accounting_entry_points
 from tff_ddp_tests.fuzz import aggregators_entry_points
 from tff_ddp_tests.fuzz import analytics_entry_points
@@ -68,6 +78,40 @@ HEADERS = ('clear error', 'documented', 'unclear', 'hang', 'memory',
            'silent wrong')
 
 
+@dataclasses.dataclass
+class Table:
+  """Rows (dicts) printed as a Markdown table under `title`, then `notes`
+  (text columns flush left, numbers flush right); a failed check
+  (`failed=True`) makes the run exit 1."""
+  title: str
+  columns: Sequence[Tuple[str, str]]  # (key, header)
+  rows: List[dict] = dataclasses.field(default_factory=list)
+  notes: List[str] = dataclasses.field(default_factory=list)
+  failed: bool = False
+
+  def add(self, **row):
+    self.rows.append(row)
+
+  def lines(self) -> List[str]:
+    cells = [[
+        h for _, h in self.columns
+    ]] + [[str(row[key]) for key, _ in self.columns] for row in self.rows]
+    cells = [[c.replace('|', r'\|') for c in r] for r in cells]  # Markdown
+    widths = [max(map(len, column)) for column in zip(*cells)]
+    justify = [
+        str.rjust if all(isinstance(row[key], int)
+                         for row in self.rows) else str.ljust
+        for key, _ in self.columns
+    ]
+    text = [
+        '| ' + ' | '.join(j(c, w)
+                          for j, c, w in zip(justify, r, widths)) + ' |'
+        for r in cells
+    ]
+    text.insert(1, '|' + '|'.join('-' * (w + 2) for w in widths) + '|')
+    return [self.title] + text + self.notes
+
+
 def classify_entry(entry, factor):
   counts = collections.Counter()
   problems = []
@@ -87,12 +131,10 @@ def classify_entry(entry, factor):
   return counts, problems
 
 
-def entry_points(factor: int) -> harness.Table:
-  table = harness.Table([('entry', 'entry point', 's'),
-                         ('generated', 'gen', 'd'),
-                         ('hand-written', 'hand', 'd')] +
-                        [(c, h, 'd') for c, h in zip(COLUMNS, HEADERS)],
-                        title='Entry points (the fuzz suite\'s cases)')
+def entry_points(factor: int) -> Table:
+  table = Table('Entry points (the fuzz suite\'s cases)',
+                [('entry', 'entry point'), ('generated', 'gen'),
+                 ('hand-written', 'hand')] + list(zip(COLUMNS, HEADERS)))
   problems, total = [], collections.Counter()
   for module in MODULES:
     for entry in module.ENTRY_POINTS:
@@ -292,7 +334,6 @@ def table_sampler_cli_vs_python():
 
 def forgotten_context():
   import tensorflow_federated as tff
-  from tff_ddp.utils import processes
   _, process = _ddg(10)
   processes.drop_tff_contexts()
   tff.backends.native.set_sync_local_cpp_execution_context()
@@ -400,7 +441,6 @@ def bad_files():
 
 
 def help_defaults():
-  import argparse
   from tff_ddp import cli
   parser = cli.build_parser()
   commands, = [
@@ -455,12 +495,11 @@ FIRST_DAY = (
 )
 
 
-def first_day() -> harness.Table:
-  table = harness.Table([('item', 'issue 32', 's'), ('mistake', 'mistake', 's'),
-                         ('policy', 'policy (docs/errors.md)', 's'),
-                         ('got', 'what it gets', 's'),
-                         ('ok', 'as documented', 's')],
-                        title='First-day mistakes (issue 32)')
+def first_day() -> Table:
+  table = Table('First-day mistakes (issue 32)',
+                [('item', 'issue 32'), ('mistake', 'mistake'),
+                 ('policy', 'policy (docs/errors.md)'), ('got', 'what it gets'),
+                 ('ok', 'as documented')])
   for item, mistake, policy, scenario in FIRST_DAY:
     try:
       got, ok = scenario()
@@ -483,7 +522,6 @@ def _file_forms():
   refusal path."""
   import gzip
   import io
-  import sys
   from unittest import mock
   from tff_ddp.cli import data_files
   values = b'client_id,value\r\n"c1",4\r\nc2, 5\r\n'
@@ -525,31 +563,16 @@ def _file_forms():
 
 
 def _deep_database_rows():
-  import sqlite3
-  import tensorflow as tf
   from tff_ddp.experiments import databases
-  from tff_ddp.experiments import generated_databases
+  from tff_ddp_tests.experiments import bad_rows
   rows = []
-  for fault in ('damaged row', 'label 70'):
+  for fault, name in zip(bad_rows.FAULTS, ('damaged row', 'label 70')):
     with tempfile.TemporaryDirectory() as tmp:
-      path = generated_databases.write_emnist(tmp, 50, 30, 2)
-      with sqlite3.connect(path) as connection:
-        rowid, blob = connection.execute(
-            "SELECT MAX(rowid), serialized_example_proto FROM examples "
-            "WHERE split_name = 'all_train'").fetchone()
-        if fault == 'damaged row':
-          blob = bytes(blob)[:len(blob) // 3]
-        else:
-          example = tf.train.Example.FromString(blob)
-          example.features.feature['label'].int64_list.value[0] = 70
-          blob = example.SerializeToString()
-        connection.execute(
-            'UPDATE examples SET serialized_example_proto = '
-            '? WHERE rowid = ?', (blob, rowid))
+      _, rowid = bad_rows.write_emnist_with_bad_row(tmp, fault, 50, 30, 2)
       _, error, _ = _call(lambda: databases.check(databases.EMNIST, tmp))
       got = (_first_line(error).replace(tmp +
                                         '/', '')[:160] if error else 'accepted')
-      rows.append((f'EMNIST, {fault} at row {rowid} of 1600', got,
+      rows.append((f'EMNIST, {name} at row {rowid} of 1600', got,
                    type(error).__name__ == 'DatabaseError' and
                    f'row {rowid}' in str(error)))
   return rows
@@ -593,11 +616,10 @@ def _signals():
   return rows
 
 
-def own_data() -> harness.Table:
-  table = harness.Table([('case', 'case (issue 43)', 's'),
-                         ('got', 'what it gets', 's'),
-                         ('ok', 'as documented', 's')],
-                        title='A user\'s own data (issue 43)')
+def own_data() -> Table:
+  table = Table('A user\'s own data (issue 43)', [('case', 'case (issue 43)'),
+                                                  ('got', 'what it gets'),
+                                                  ('ok', 'as documented')])
   for part in (_file_forms, _deep_database_rows, _threads, _signals):
     try:
       found = part()
@@ -625,13 +647,42 @@ def run(factor=1,
   return tables
 
 
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(
+      description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument('--factor',
+                      type=int,
+                      default=1,
+                      help='generated cases: this many times the default '
+                      "suite's (the slow suite: 10; default: 1)")
+  for name, what in (('entry_points_battery', "the fuzz suite's entry points"),
+                     ('first_day_battery',
+                      'the first-day mistakes of issue 32'),
+                     ('own_data_battery',
+                      "a user's own data, threads and signals (issue 43)")):
+    parser.add_argument('--no-' + name.replace('_', '-'),
+                        dest=name,
+                        action='store_false',
+                        help='skip ' + what)
+  argv = sys.argv[1:] if argv is None else list(argv)
+  args = parser.parse_args(argv)
+  started = time.time()
+  processes.end_workers_at_exit()
+  try:
+    processes.use_test_context()
+    tables = run(**vars(args))
+  finally:
+    processes.release_tff()
+  date = datetime.datetime.fromtimestamp(started, datetime.timezone.utc)
+  load = ' '.join(f'{x:.2f}' for x in os.getloadavg())
+  command = shlex.join(['python', '-m', 'tff_ddp_tests.fuzz.bad_inputs'] + argv)
+  print(f'\n# {command} | '
+        f'{date:%Y-%m-%d %H:%M UTC} | {time.time() - started:.0f} s | '
+        f'load {load} | {os.cpu_count()} cores')
+  for table in tables:
+    print('\n'.join([''] + table.lines()))
+  return 1 if any(table.failed for table in tables) else 0
+
+
 if __name__ == '__main__':
-  harness.main(
-      run,
-      __doc__,
-      tff=True,
-      factor='generated cases: this many times the default suite\'s (the '
-      'slow suite: 10)',
-      entry_points_battery='the fuzz suite\'s entry points',
-      first_day_battery='the first-day mistakes of issue 32',
-      own_data_battery='a user\'s own data, threads and signals (issue 43)')
+  sys.exit(main())
