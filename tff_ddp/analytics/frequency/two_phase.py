@@ -197,8 +197,8 @@ def norm_message(norm, finite=True):
   n - (noisy total) at norm 0 would remove that bias by post-processing,
   but adds the noisy total's noise to every CDF value; on Table 2's data
   (<= 0.04% without data) it widened the level's spread from 0.012 to
-  0.014 for a bias of <= 0.0004 (benchmarks/RESULTS.md, "Neighbouring
-  relation"), so it is not done. Non-finite clients are NaN too.
+  0.014 for a bias of <= 0.0004 (docs/notes/neighbouring_relation.md), so
+  it is not done. Non-finite clients are NaN too.
   """
   norm = tf.convert_to_tensor(norm, tf.float64)
   keep = tf.logical_and(finite, norm > 0)
