@@ -678,16 +678,17 @@ def least_noise(
           f'one) gives epsilon {e_lo:.4g}. Raise the target, or change the '
           'fixed parameters (fewer rounds, more clients, a smaller '
           'sampling rate).')
-    if eps(hi) <= target_epsilon:
+    safe, unsafe, e_unsafe = lo, hi, eps(hi)
+    if e_unsafe <= target_epsilon:
       return hi, True
-    safe, unsafe = lo, hi
   else:
     unsafe = lo
-    if eps(unsafe) <= target_epsilon:
+    e_unsafe = eps(unsafe)
+    if e_unsafe <= target_epsilon:
       return unsafe, True
     safe = max(2.0 * unsafe, 1.0)
-    while eps(safe) > target_epsilon:
-      unsafe, safe = safe, safe * 4.0
+    while (e := eps(safe)) > target_epsilon:
+      unsafe, e_unsafe, safe = safe, e, safe * 4.0
       if safe > _MAX_NOISE:
         raise ValueError(
             f'target_epsilon={target_epsilon:g} is unreachable: even '
@@ -716,8 +717,7 @@ def least_noise(
   # within 0.1% below the target.
   e = eps(root)
   if e <= target_epsilon:
-    safe, e_safe = root, e
-    e_unsafe = eps(unsafe)
+    safe, e_safe = root, e  # e_unsafe: the bracket's, above
   else:
     unsafe, e_unsafe = root, e
     step = 1e-12 * abs(safe - root)

@@ -144,7 +144,7 @@ class CalibrateTest(parameterized.TestCase):
     r = calibration.calibrate(_fresh('release'), refusing, 50.0, 1e-5, _Z)
     self.assertGreaterEqual(r.value, 3.0)
     self.assertLess(r.value, 3.0 * (1 + calibration.REFUSED_XTOL))
-    # The edge is located to REFUSED_XTOL, then the search stops (62
+    # The edge is located to REFUSED_XTOL, then the search stops (61
     # calls): it is not bisected on to 1e-12 (241 calls; with the PLD's
     # two grids and RDP, 79 CPU s in a fuzz case of six calibrations).
     self.assertLess(len(calls), 120)
