@@ -270,10 +270,10 @@ def _dynamic_import(call, function, tables) -> Optional[List[str]]:
     return None
   for node in ast.walk(function):
     if (isinstance(node, ast.Compare) and _dotted(node.left) == arg.id and
-        len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)) and
-        isinstance(tables.get(_dotted(node.comparators[0])), (tuple, list))):
-      table = tables[node.comparators[0].id]
-      if table and all(isinstance(e, str) for e in table):
+        len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn))):
+      table = tables.get(_dotted(node.comparators[0]))
+      if (isinstance(table, (tuple, list)) and table and
+          all(isinstance(e, str) for e in table)):
         return [prefix + e + suffix for e in table]
   return None
 
